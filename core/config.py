@@ -1,0 +1,224 @@
+"""The settings model: loaded once by the CLI, then handed down (never read from globals).
+
+Every section has defaults that make `gpuledger demo` work with no file at all. A bad file gets
+one line naming the file, the key path and what was expected (`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from core.errors import ConfigError
+from core.window import parse_duration
+
+SharingMode = Literal["exclusive", "mig", "timeslice", "vgpu"]
+SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "timeslice", "vgpu")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PrometheusSettings(_Section):
+    url: str | None = None
+    auth_header: SecretStr | None = Field(
+        default=None, description="Full Authorization header value; never logged."
+    )
+    verify_tls: bool = True
+    timeout_s: float = 30.0
+    max_concurrency: int = Field(default=4, ge=1, le=64)
+    retries: int = Field(default=3, ge=0, le=10)
+    step: str = "60s"
+    max_points_per_query: int = Field(default=11_000, ge=100, le=11_000)
+
+    @field_validator("step")
+    @classmethod
+    def _step(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+
+class KubernetesSettings(_Section):
+    kubeconfig: str | None = None
+    context: str | None = None
+    mig_configmap_namespace: str = "gpu-operator"
+    mig_configmap_name: str = "default-mig-parted-config"
+
+
+class PriceEntry(_Section):
+    """Unit price of one card-hour of a GPU model, effective from a UTC date (inclusive)."""
+
+    model: str
+    unit_price: float = Field(gt=0)
+    effective_from: date = date(2000, 1, 1)
+    currency: str | None = None
+
+
+class FallbackRule(_Section):
+    """Map namespaces without the team label: regex on the namespace → team (may use \\1)."""
+
+    namespace_regex: str
+    team: str
+
+    @field_validator("namespace_regex")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+
+class TeamSettings(_Section):
+    label_key: str = "team"
+    fallback: tuple[FallbackRule, ...] = ()
+    budgets: dict[str, float] = Field(default_factory=dict)
+    guaranteed_gpus: dict[str, int] = Field(default_factory=dict)
+
+
+class SharingSettings(_Section):
+    """Discount factor per sharing mode (<1 rewards sharing) and how a MIG share is counted."""
+
+    discounts: dict[SharingMode, float] = Field(
+        default_factory=lambda: {"exclusive": 1.0, "mig": 0.9, "timeslice": 0.8, "vgpu": 0.85}
+    )
+    mig_share_basis: Literal["compute", "memory", "max_normalized"] = "compute"
+    billing_basis: Literal["allocation", "utilization"] = "allocation"
+    pool_billing_basis: dict[str, Literal["allocation", "utilization"]] = Field(
+        default_factory=dict
+    )
+
+    @field_validator("discounts")
+    @classmethod
+    def _discounts(cls, value: dict[str, float]) -> dict[str, float]:
+        for mode, factor in value.items():
+            if not 0 < factor <= 1:
+                raise ValueError(f"{mode}: discount factor {factor} must be in (0, 1]")
+        return value
+
+
+class IdleSettings(_Section):
+    threshold: float = Field(default=0.05, ge=0, le=1)
+    min_minutes: int = Field(default=30, ge=1)
+    unallocated_redistribution: Literal["none", "proportional", "even"] = "none"
+
+
+class RoleBinding(_Section):
+    """Grant a role to a user or a proxy group; `lead` needs the team it leads."""
+
+    subject: str
+    kind: Literal["user", "group"] = "user"
+    role: Literal["admin", "lead", "viewer"]
+    team: str | None = None
+
+
+class AccessSettings(_Section):
+    proxy_addresses: tuple[str, ...] = ("127.0.0.1",)
+    user_header: str = "X-Forwarded-User"
+    groups_header: str = "X-Forwarded-Groups"
+    roles: tuple[RoleBinding, ...] = ()
+
+
+class PlanSettings(_Section):
+    expire_after_hours: float = Field(default=72, gt=0)
+    max_gpus_changed_per_node: int = Field(default=8, ge=0)
+    max_gpus_changed_per_plan: int | None = None
+    solver_time_limit_s: float = Field(default=30, gt=0)
+    state_timeout_s: float = Field(default=900, gt=0)
+    nodes_in_parallel: int = Field(default=1, ge=1)
+
+
+class ReportSettings(_Section):
+    out_dir: str = "reports"
+    issuer: str = "gpuledger"
+    billing_account: str = "gpu-fleet"
+
+
+class Settings(_Section):
+    """Everything a gpuledger command may need, with demo-friendly defaults."""
+
+    currency: str = "USD"
+    prometheus: PrometheusSettings = PrometheusSettings()
+    kubernetes: KubernetesSettings = KubernetesSettings()
+    price_book: tuple[PriceEntry, ...] = (
+        PriceEntry(model="H200-141GB", unit_price=3.80),
+        PriceEntry(model="H100-80GB", unit_price=3.00),
+        PriceEntry(model="A100-80GB", unit_price=1.90),
+        PriceEntry(model="A100-SXM4-40GB", unit_price=1.30),
+        PriceEntry(model="B200-180GB", unit_price=5.50),
+    )
+    teams: TeamSettings = TeamSettings()
+    sharing: SharingSettings = SharingSettings()
+    idle: IdleSettings = IdleSettings()
+    access: AccessSettings = AccessSettings()
+    plans: PlanSettings = PlanSettings()
+    reports: ReportSettings = ReportSettings()
+    source: str | None = Field(default=None, exclude=True)
+
+    def price_book_version(self) -> str:
+        """A short stable hash of the price book, recorded in reports and bills."""
+        import hashlib
+
+        text = "|".join(
+            f"{p.model}:{p.unit_price}:{p.effective_from}:{p.currency or self.currency}"
+            for p in sorted(self.price_book, key=lambda p: (p.model, p.effective_from))
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+_ENV_REF = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
+
+
+def _expand_env(text: str, path: Path) -> str:
+    """Replace `${NAME}` with the environment value, so secrets stay out of the file."""
+
+    def sub(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ConfigError(f"{path}: references ${{{name}}} but that variable is not set")
+        return os.environ[name]
+
+    return _ENV_REF.sub(sub, text)
+
+
+def _describe(error: dict[str, Any]) -> str:
+    location = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    return f"{location}: {error['msg']}"
+
+
+def load_settings(path: Path | None) -> Settings:
+    """Load and validate a YAML settings file; `None` gives the embedded defaults."""
+    if path is None:
+        return Settings()
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(_expand_env(text, path)) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+    try:
+        settings = Settings.model_validate({**data, "source": str(path)})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigError(f"{path}: {_describe(dict(first))}{more}") from None
+    return settings
+
+
+def utcnow() -> datetime:
+    """The one clock the code reads (tests pass explicit times instead)."""
+    return datetime.now(UTC)

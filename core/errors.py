@@ -1,0 +1,92 @@
+"""One root exception with domain subclasses.
+
+The CLI maps any `GpuledgerError` to a one-line message and a non-zero exit (traceback only
+with `--debug`), so every message here must stand on its own: name the file, key, query or
+object and say what was expected.
+"""
+
+from __future__ import annotations
+
+
+class GpuledgerError(Exception):
+    """Root of every error gpuledger raises on purpose."""
+
+    exit_code: int = 1
+
+
+class ConfigError(GpuledgerError):
+    """The configuration file is missing, unreadable or invalid."""
+
+    exit_code = 2
+
+
+class InputError(GpuledgerError):
+    """A file, URL, flag or API object given to a command is malformed."""
+
+    exit_code = 2
+
+
+class WarehouseError(GpuledgerError):
+    """The DuckDB warehouse cannot be opened, migrated or written."""
+
+
+class WarehouseLockedError(WarehouseError):
+    """Another process holds the warehouse for writing (one writer at a time)."""
+
+
+class SchemaVersionError(WarehouseError):
+    """The warehouse file was written by a newer gpuledger than this one."""
+
+
+class SourceError(GpuledgerError):
+    """A metrics source (Prometheus, NVML) failed or answered something unusable."""
+
+
+class ClusterError(GpuledgerError):
+    """The Kubernetes API refused or failed a request."""
+
+    temporary: bool = False
+
+
+class ConflictError(ClusterError):
+    """HTTP 409: the object changed since it was read (stale resourceVersion)."""
+
+
+class NotFoundError(ClusterError):
+    """HTTP 404: the object does not exist."""
+
+
+class ForbiddenError(ClusterError):
+    """HTTP 401/403: RBAC refused the request."""
+
+
+class InvalidError(ClusterError):
+    """HTTP 400/415/422: the API server rejected the request body."""
+
+
+class TemporaryClusterError(ClusterError):
+    """HTTP 429/5xx or a connection failure: retrying may succeed."""
+
+    temporary = True
+
+
+class PlanError(GpuledgerError):
+    """A plan cannot be built, stored or moved to the requested state."""
+
+
+class ConflictingPlanError(PlanError):
+    """The cluster moved since the plan was computed; re-plan before applying."""
+
+
+class SolverError(PlanError):
+    """The optimizer could not find any feasible plan."""
+
+
+class AccessDeniedError(GpuledgerError):
+    """The user's role does not allow this action."""
+
+    exit_code = 3
+
+
+class ReportError(GpuledgerError):
+    """A report cannot be produced (no data, period locked, ...)."""

@@ -1,0 +1,5 @@
+import sys
+
+from gpuledger.cli import main
+
+sys.exit(main())

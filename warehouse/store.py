@@ -1,0 +1,245 @@
+"""The warehouse: one DuckDB file, one writer process, idempotent transactional loads.
+
+Why these rules:
+1. A load is one transaction (BEGIN … COMMIT). DuckDB's write-ahead log makes a crash or a
+   `kill -9` in the middle leave the file exactly as it was before the load.
+2. A load *owns* its window: for time-series tables it deletes `[start, end)` and inserts the
+   new rows, so loading the same window twice changes nothing (rows are deduplicated by key
+   inside the batch first, last one wins).
+3. One writer: DuckDB takes an OS lock on the file; a second writer gets `WarehouseLockedError`
+   with the path, never a corrupted file. Readers open with `read_only=True`.
+
+DuckDB 2.0 note: a `SELECT` run through `execute()` must be fetched before the connection does
+anything else; queries here go through `con.sql(q, params=...)` which returns a relation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from core.errors import InputError, WarehouseError, WarehouseLockedError
+from core.frames import TABLES, TableSpec, polars_schema
+from core.window import Window, as_utc
+from warehouse.schema import LATEST, current_version, migrate
+
+
+@dataclass(frozen=True)
+class LoadBatch:
+    """Frames to load together in one transaction, and the window they own.
+
+    `window` is required when any frame belongs to a time-series table: the batch replaces
+    every row of those tables inside the window. `watermarks` move in the same transaction, so
+    a crash never records progress that was not stored.
+    """
+
+    frames: Mapping[str, pl.DataFrame]
+    window: Window | None = None
+    watermarks: Mapping[str, datetime] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LoadStats:
+    rows: dict[str, int]
+    replaced: dict[str, int]
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.rows.values())
+
+
+def _lock_message(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "lock" in text or "conflicting" in text
+
+
+class Warehouse:
+    """A connection to the warehouse file; use as a context manager."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str, read_only: bool) -> None:
+        self.con = con
+        self.path = path
+        self.read_only = read_only
+
+    # 1. Opening -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path, *, read_only: bool = False) -> Warehouse:
+        """Open (and, for a writer, create and migrate) the warehouse at `path`."""
+        target = str(path)
+        if target != ":memory:":
+            file = Path(target)
+            if read_only and not file.exists():
+                raise WarehouseError(
+                    f"{target}: no warehouse here yet; run `gpuledger demo` or `gpuledger collect`"
+                )
+            if not read_only:
+                file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            con = duckdb.connect(target, read_only=read_only)
+        except duckdb.Error as exc:
+            if _lock_message(exc):
+                raise WarehouseLockedError(
+                    f"{target}: another process is writing this warehouse; one writer at a time "
+                    "(readers: use read-only access or `gpuledger export`)"
+                ) from None
+            raise WarehouseError(f"{target}: cannot open warehouse ({exc})") from None
+        con.execute("SET TimeZone = 'UTC'")
+        try:
+            if read_only:
+                version = current_version(con)
+                if version != LATEST:
+                    con.close()
+                    raise WarehouseError(
+                        f"{target}: schema version {version}, this gpuledger expects {LATEST}; "
+                        "open it once for writing (e.g. `gpuledger collect`) to migrate"
+                    )
+            else:
+                migrate(con, target)
+        except Exception:
+            con.close()
+            raise
+        return cls(con, target, read_only)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # 2. Reading -------------------------------------------------------------------------
+    def query(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+        """Run a parameterized query and return a Polars frame."""
+        return self.con.sql(sql, params=params).pl()
+
+    def scalar(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> Any:
+        rows = self.con.sql(sql, params=params).fetchall()
+        return rows[0][0] if rows else None
+
+    def count(self, table: str) -> int:
+        _spec(table)
+        return int(self.scalar(f"SELECT count(*) FROM {table}"))
+
+    def watermark(self, source: str) -> datetime | None:
+        value = self.scalar("SELECT watermark FROM watermarks WHERE source = ?", [source])
+        return as_utc(value) if value is not None else None
+
+    # 3. Writing -------------------------------------------------------------------------
+    def load(self, batch: LoadBatch) -> LoadStats:
+        """Load a batch in one transaction (see module docstring for the replace rules)."""
+        self._require_writer()
+        prepared = {name: _prepare(_spec(name), frame, batch.window) for name, frame in batch.frames.items()}
+        rows: dict[str, int] = {}
+        replaced: dict[str, int] = {}
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for name, frame in prepared.items():
+                replaced[name] = self._write(_spec(name), frame, batch.window)
+                rows[name] = frame.height
+            for source, moment in batch.watermarks.items():
+                self.con.execute(
+                    "INSERT OR REPLACE INTO watermarks VALUES (?, ?, now())", [source, as_utc(moment)]
+                )
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
+        return LoadStats(rows, replaced)
+
+    def _write(self, spec: TableSpec, frame: pl.DataFrame, window: Window | None) -> int:
+        cols = ", ".join(spec.column_names)
+        view = f"_load_{spec.name}"
+        self.con.register(view, frame)
+        try:
+            removed = 0
+            if spec.kind == "timeseries":
+                assert window is not None
+                removed = int(
+                    self.scalar(
+                        f"SELECT count(*) FROM {spec.name} WHERE ts >= ? AND ts < ?",
+                        [window.start, window.end],
+                    )
+                )
+                self.con.execute(
+                    f"DELETE FROM {spec.name} WHERE ts >= ? AND ts < ?", [window.start, window.end]
+                )
+                self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
+            elif spec.kind == "interval":
+                updates = ", ".join(
+                    "start_ts = least(start_ts, excluded.start_ts)" if c == "start_ts"
+                    else "end_ts = greatest(end_ts, excluded.end_ts)" if c == "end_ts"
+                    else f"{c} = coalesce(excluded.{c}, {c})"
+                    for c in spec.column_names if c not in spec.key
+                )
+                self.con.execute(
+                    f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view} "
+                    f"ON CONFLICT ({', '.join(spec.key)}) DO UPDATE SET {updates}"
+                )
+            elif spec.kind == "dimension":
+                self.con.execute(f"INSERT OR REPLACE INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
+            else:
+                self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
+            return removed
+        finally:
+            self.con.unregister(view)
+
+    def append_audit(self, entry: Mapping[str, Any]) -> int:
+        """Append one audit record (its own transaction); returns its sequence number."""
+        self._require_writer()
+        seq = int(self.scalar("SELECT nextval('audit_seq')"))
+        cols = [c for c in TABLES["audit_log"].column_names if c != "seq"]
+        values = [entry.get(c) for c in cols]
+        self.con.execute(
+            f"INSERT INTO audit_log (seq, {', '.join(cols)}) VALUES (?, {', '.join('?' for _ in cols)})",
+            [seq, *values],
+        )
+        return seq
+
+    def _require_writer(self) -> None:
+        if self.read_only:
+            raise WarehouseError(f"{self.path}: opened read-only; this operation writes")
+
+
+def _spec(name: str) -> TableSpec:
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise InputError(f"unknown warehouse table {name!r} (known: {', '.join(TABLES)})") from None
+
+
+def _prepare(spec: TableSpec, frame: pl.DataFrame, window: Window | None) -> pl.DataFrame:
+    """Check columns and types, drop in-batch duplicates (last wins), check the window."""
+    missing = [c for c in spec.column_names if c not in frame.columns]
+    if missing:
+        raise InputError(f"frame for {spec.name}: missing columns {', '.join(missing)}")
+    schema = polars_schema(spec)
+    try:
+        out = frame.select([pl.col(c).cast(schema[c]) for c in spec.column_names])
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"frame for {spec.name}: {exc}".splitlines()[0]) from None
+    for col in spec.columns:
+        if not col.nullable and out[col.name].null_count():
+            raise InputError(f"frame for {spec.name}: column {col.name} has null values")
+    if spec.key:
+        out = out.unique(subset=list(spec.key), keep="last", maintain_order=True)
+    if spec.kind == "timeseries" and out.height:
+        if window is None:
+            raise InputError(f"frame for {spec.name}: a time-series load needs a window")
+        lo, hi = out["ts"].min(), out["ts"].max()
+        if lo < window.start or hi >= window.end:  # type: ignore[operator]
+            raise InputError(
+                f"frame for {spec.name}: rows from {lo} to {hi} fall outside the load window {window}"
+            )
+    return out
