@@ -63,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.set_defaults(handler=handler)
         return cmd
 
-    for info in sorted(pkgutil.iter_modules(commands_pkg.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"gpuledger.commands.{info.name}")
+    modules = sorted(m.name for m in pkgutil.iter_modules(commands_pkg.__path__))
+    for name in (m for m in modules if not m.startswith("_")):
+        module = importlib.import_module(f"gpuledger.commands.{name}")
         module.register(add_command)
     return parser
 
