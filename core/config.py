@@ -20,6 +20,9 @@ from core.window import parse_duration
 
 SharingMode = Literal["exclusive", "mig", "timeslice", "vgpu"]
 SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "timeslice", "vgpu")
+_DEFAULT_DISCOUNTS: dict[SharingMode, float] = {
+    "exclusive": 1.0, "mig": 0.9, "timeslice": 0.8, "vgpu": 0.85,
+}
 
 
 class _Section(BaseModel):
@@ -88,7 +91,7 @@ class SharingSettings(_Section):
     """Discount factor per sharing mode (<1 rewards sharing) and how a MIG share is counted."""
 
     discounts: dict[SharingMode, float] = Field(
-        default_factory=lambda: {"exclusive": 1.0, "mig": 0.9, "timeslice": 0.8, "vgpu": 0.85}
+        default_factory=lambda: dict(_DEFAULT_DISCOUNTS)
     )
     mig_share_basis: Literal["compute", "memory", "max_normalized"] = "compute"
     billing_basis: Literal["allocation", "utilization"] = "allocation"
@@ -118,6 +121,13 @@ class RoleBinding(_Section):
     kind: Literal["user", "group"] = "user"
     role: Literal["admin", "lead", "viewer"]
     team: str | None = None
+
+    @field_validator("team")
+    @classmethod
+    def _team(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("team must not be empty")
+        return value
 
 
 class AccessSettings(_Section):

@@ -240,6 +240,6 @@ def _prepare(spec: TableSpec, frame: pl.DataFrame, window: Window | None) -> pl.
         lo, hi = out["ts"].min(), out["ts"].max()
         if lo < window.start or hi >= window.end:  # type: ignore[operator]
             raise InputError(
-                f"frame for {spec.name}: rows from {lo} to {hi} fall outside the load window {window}"
+                f"frame for {spec.name}: rows from {lo!s} to {hi!s} fall outside the load window {window}"
             )
     return out

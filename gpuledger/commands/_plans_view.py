@@ -6,5 +6,5 @@ import argparse
 from typing import Any
 
 
-def register_verbs(verbs: "argparse._SubParsersAction[Any]") -> None:
+def register_verbs(verbs: argparse._SubParsersAction[Any]) -> None:
     """Add this module's verbs to the `plans` command."""
