@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from core.errors import ConfigError
+from core.errors import ConfigError, InputError
 from core.window import parse_duration
 
 SharingMode = Literal["exclusive", "mig", "timeslice", "vgpu"]
@@ -40,11 +40,23 @@ class PrometheusSettings(_Section):
     retries: int = Field(default=3, ge=0, le=10)
     step: str = "60s"
     max_points_per_query: int = Field(default=11_000, ge=100, le=11_000)
+    max_samples_per_query: int = Field(
+        default=2_000_000, ge=1_000, description="series x points per query; shards by node below it"
+    )
+    chunk: str = Field(default="1d", description="load batch: one transaction and watermark per chunk")
+    pod_labels: Literal["auto", "direct", "exported"] = Field(
+        default="auto",
+        description="which labels name the workload: `exported_pod`/... (ServiceMonitor with "
+        "honorLabels false) or `pod`/...; auto prefers exported_* per node when present",
+    )
 
-    @field_validator("step")
+    @field_validator("step", "chunk")
     @classmethod
     def _step(cls, value: str) -> str:
-        parse_duration(value)
+        try:
+            parse_duration(value)
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
 
@@ -187,8 +199,14 @@ class Settings(_Section):
 _ENV_REF = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)\}")
 
 
-def _expand_env(text: str, path: Path) -> str:
-    """Replace `${NAME}` with the environment value, so secrets stay out of the file."""
+def _expand_env(value: Any, path: Path) -> Any:
+    """Replace `${NAME}` in string values with the environment value (secrets stay out of files)."""
+    if isinstance(value, dict):
+        return {k: _expand_env(v, path) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v, path) for v in value]
+    if not isinstance(value, str):
+        return value
 
     def sub(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -196,7 +214,7 @@ def _expand_env(text: str, path: Path) -> str:
             raise ConfigError(f"{path}: references ${{{name}}} but that variable is not set")
         return os.environ[name]
 
-    return _ENV_REF.sub(sub, text)
+    return _ENV_REF.sub(sub, value)
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -213,13 +231,14 @@ def load_settings(path: Path | None) -> Settings:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
-        data = yaml.safe_load(_expand_env(text, path)) or {}
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise ConfigError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+    data = _expand_env(data, path)
     try:
         settings = Settings.model_validate({**data, "source": str(path)})
     except ValidationError as exc:

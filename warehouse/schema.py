@@ -36,11 +36,11 @@ LATEST = MIGRATIONS[-1][0]
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
     exists = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
-    ).fetchone()
-    if not exists or not exists[0]:
+    ).fetchall()
+    if not exists[0][0]:
         return 0
-    row = con.execute("SELECT max(version) FROM schema_version").fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+    rows = con.execute("SELECT max(version) FROM schema_version").fetchall()
+    return int(rows[0][0]) if rows[0][0] is not None else 0
 
 
 def migrate(con: duckdb.DuckDBPyConnection, path: str) -> int:

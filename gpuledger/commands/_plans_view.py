@@ -1,10 +1,52 @@
-"""Placeholder: the verbs of this half of `gpuledger plans` are registered here."""
+"""`gpuledger plans list|show`: the read-only verbs over stored plans (the optimizer's side).
+
+`list` prints one line per plan (newest first, `--status` filters); `show ID` prints the plan as
+a readable diff, or as JSON with `--format json` (mig-parted entries in NVIDIA's field names).
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from gpuledger.context import Context
+
+
+def _list(args: argparse.Namespace, ctx: Context) -> int:
+    from optimizer.plan import list_plans
+    from optimizer.plan_render import list_json, render_list
+
+    with ctx.open_warehouse(read_only=True) as wh:
+        records = list_plans(wh, args.status, kind=args.kind)
+    ctx.echo(list_json(records) if args.format == "json" else render_list(records))
+    return 0
+
+
+def _show(args: argparse.Namespace, ctx: Context) -> int:
+    from optimizer.plan import load_record
+    from optimizer.plan_render import plan_json, render_plan
+
+    with ctx.open_warehouse(read_only=True) as wh:
+        record = load_record(wh, args.plan_id)
+    if args.format == "json":
+        ctx.echo(plan_json(record))
+    else:
+        ctx.echo(render_plan(record.plan, record.status))
+    return 0
+
 
 def register_verbs(verbs: argparse._SubParsersAction[Any]) -> None:
-    """Add this module's verbs to the `plans` command."""
+    """Add `list` and `show` to the `plans` command."""
+    from optimizer.plan import STATUSES  # light: pydantic only, already loaded by the config
+
+    p = verbs.add_parser("list", help="stored plans, newest first", description="stored plans, newest first")
+    p.add_argument("--status", choices=STATUSES, help="only plans in this status")
+    p.add_argument("--kind", choices=("mig", "quota"), help="only plans of this kind")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(handler=_list)
+
+    s = verbs.add_parser("show", help="one plan as a readable diff or JSON",
+                         description="one plan as a readable diff or JSON")
+    s.add_argument("plan_id", metavar="ID")
+    s.add_argument("--format", choices=("table", "json"), default="table")
+    s.set_defaults(handler=_show)
