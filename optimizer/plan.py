@@ -65,7 +65,7 @@ def check_transition(plan_id: str, current: str, new: str) -> None:
         raise PlanError(f"plan {plan_id}: stored status {current!r} is unknown")
     if new not in TRANSITIONS:
         raise PlanError(f"plan {plan_id}: status {new!r} is unknown (known: {', '.join(STATUSES)})")
-    allowed = TRANSITIONS[current]  # type: ignore[index]
+    allowed: frozenset[str] = TRANSITIONS[current]
     if new not in allowed:
         options = ", ".join(sorted(allowed)) or "none: it is final"
         raise PlanError(f"plan {plan_id}: cannot move from {current} to {new} (allowed: {options})")
@@ -349,7 +349,8 @@ def list_plans(
     """Stored plans, newest first, optionally only those in `status` / of `kind`."""
     if status is not None and status not in TRANSITIONS:
         raise PlanError(f"plan status {status!r} is unknown (known: {', '.join(STATUSES)})")
-    where, params = [], []
+    where: list[str] = []
+    params: list[str] = []
     if status is not None:
         where.append("status = ?")
         params.append(status)

@@ -107,7 +107,7 @@ def _render_mig(changes: MigChanges) -> str:
         return "no MIG changes: the current layouts are already optimal"
     rows: list[tuple[Any, ...]] = []
     for node in changes.nodes:
-        evict = {}
+        evict: dict[int, list[str]] = {}
         for pod in node.pods_to_evict:
             evict.setdefault(pod.gpu_index, []).append(f"{pod.namespace}/{pod.pod}")
         for change in node.gpus_changed:

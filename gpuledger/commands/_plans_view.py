@@ -37,16 +37,19 @@ def _show(args: argparse.Namespace, ctx: Context) -> int:
 
 def register_verbs(verbs: argparse._SubParsersAction[Any]) -> None:
     """Add `list` and `show` to the `plans` command."""
+    from gpuledger.cli import _global_options
     from optimizer.plan import STATUSES  # light: pydantic only, already loaded by the config
 
-    p = verbs.add_parser("list", help="stored plans, newest first", description="stored plans, newest first")
+    inherited = [_global_options(suppress=True)]  # `plans list --warehouse X` works too
+    p = verbs.add_parser("list", help="stored plans, newest first",
+                         description="stored plans, newest first", parents=inherited)
     p.add_argument("--status", choices=STATUSES, help="only plans in this status")
     p.add_argument("--kind", choices=("mig", "quota"), help="only plans of this kind")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(handler=_list)
 
     s = verbs.add_parser("show", help="one plan as a readable diff or JSON",
-                         description="one plan as a readable diff or JSON")
+                         description="one plan as a readable diff or JSON", parents=inherited)
     s.add_argument("plan_id", metavar="ID")
     s.add_argument("--format", choices=("table", "json"), default="table")
     s.set_defaults(handler=_show)

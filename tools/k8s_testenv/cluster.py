@@ -68,9 +68,9 @@ class LocalCluster:
     install_crds: bool = True
     admin_token: str = field(default_factory=lambda: secrets.token_hex(24))
     endpoints: Endpoints | None = None
-    _etcd: subprocess.Popen[bytes] | None = None
-    _apiserver: subprocess.Popen[bytes] | None = None
     start_seconds: float = 0.0
+    _etcd: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _apiserver: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     # --- public surface -----------------------------------------------------------------
 
@@ -137,7 +137,7 @@ class LocalCluster:
                 _create_ok(lambda: core.create_namespace({"metadata": {"name": namespace}}))
                 _create_ok(lambda: core.create_namespaced_service_account(
                     namespace, {"metadata": {"name": name}}))
-            body = {"spec": {"audiences": None, "expirationSeconds": expiration_s}}
+            body = {"spec": {"expirationSeconds": expiration_s}}
             try:
                 answer = core.create_namespaced_service_account_token(name, namespace, body)
             except ApiException as exc:

@@ -1,0 +1,174 @@
+"""The HTTP side of talking to a Prometheus-compatible engine.
+
+`prometheus-api-client`'s `PrometheusConnect` configures each session: the auth header, TLS
+verification, POST, the per-request timeout and a urllib3 retry adapter. The retry policy is
+ours: only 5xx answers, timeouts and refused connections are retried, with exponential
+backoff and a small bound, so a bad query (4xx) fails at once instead of causing a retry storm.
+The body of a range query is returned as bytes: `prom_parse` reads it straight into Polars.
+
+One client per worker thread: a `requests.Session` is not documented as thread-safe, and a
+session per thread also gives each worker its own connection.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import requests
+from prometheus_api_client import PrometheusConnect
+from urllib3.util.retry import Retry
+
+from core.config import PrometheusSettings
+from core.errors import SourceError
+
+RETRY_STATUS = (500, 502, 503, 504)
+_ERROR_TEXT_LIMIT = 300
+
+
+def _retry_policy(retries: int, backoff: float) -> Retry:
+    return Retry(
+        total=retries,
+        connect=retries,
+        read=retries,
+        status=retries,
+        other=0,
+        backoff_factor=backoff,
+        status_forcelist=RETRY_STATUS,
+        allowed_methods=frozenset({"GET", "POST"}),
+        raise_on_status=False,
+        respect_retry_after_header=False,
+    )
+
+
+def _ts(moment: datetime) -> str:
+    return f"{moment.timestamp():.3f}"
+
+
+class PromHttp:
+    """Range, instant and label-values requests against one engine URL."""
+
+    def __init__(self, url: str, settings: PrometheusSettings, *, backoff_s: float = 0.5) -> None:
+        self.url = url.rstrip("/")
+        self.settings = settings
+        self._backoff = backoff_s
+        self._local = threading.local()
+        self._clients: list[PrometheusConnect] = []
+        self._lock = threading.Lock()
+        self.requests_sent = 0
+
+    # 1. One configured PrometheusConnect per thread ---------------------------------------
+    def _client(self) -> PrometheusConnect:
+        client: PrometheusConnect | None = getattr(self._local, "client", None)
+        if client is None:
+            headers: dict[str, str] = {}
+            if self.settings.auth_header is not None:
+                headers["Authorization"] = self.settings.auth_header.get_secret_value()
+            client = PrometheusConnect(
+                url=self.url,
+                headers=headers,
+                disable_ssl=not self.settings.verify_tls,
+                retry=_retry_policy(self.settings.retries, self._backoff),
+                timeout=self.settings.timeout_s,  # type: ignore[arg-type]
+                method="POST",
+            )
+            self._local.client = client
+            with self._lock:
+                self._clients.append(client)
+        return client
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._clients:
+                client.close()
+            self._clients.clear()
+
+    # 2. Requests ---------------------------------------------------------------------------
+    def post(self, path: str, form: Mapping[str, str], what: str) -> bytes:
+        """POST a form to an API path; return the raw body of a 200, else raise SourceError."""
+        client = self._client()
+        session: requests.Session = client._session
+        with self._lock:
+            self.requests_sent += 1
+        try:
+            response = session.post(
+                f"{self.url}{path}",
+                data=dict(form),
+                headers=client.headers,
+                timeout=self.settings.timeout_s,
+                verify=session.verify,
+            )
+        except requests.exceptions.RetryError as exc:
+            raise SourceError(f"{self.url}: {what}: still failing after "
+                              f"{self.settings.retries} retries ({_reason(exc)})") from None
+        except requests.exceptions.ConnectionError as exc:
+            raise SourceError(
+                f"{self.url}: cannot reach the metrics engine for {what} "
+                f"(after {self.settings.retries} retries: {_reason(exc)})"
+            ) from None
+        except requests.exceptions.Timeout:
+            raise SourceError(
+                f"{self.url}: {what} timed out after {self.settings.timeout_s:g}s "
+                f"({self.settings.retries} retries)"
+            ) from None
+        if response.status_code != 200:
+            raise SourceError(f"{self.url}: {what} failed: HTTP {response.status_code}: "
+                              f"{_error_text(response)}")
+        return response.content
+
+    def query_range(self, query: str, start: datetime, last: datetime, step_s: float) -> bytes:
+        """`/api/v1/query_range` from `start` to `last` inclusive."""
+        form = {"query": query, "start": _ts(start), "end": _ts(last), "step": f"{step_s:g}",
+                "timeout": f"{self.settings.timeout_s:g}s"}
+        return self.post("/api/v1/query_range", form,
+                         f"query {query!r} for {start.isoformat()} .. {last.isoformat()}")
+
+    def query(self, query: str, at: datetime) -> dict[str, Any]:
+        """`/api/v1/query` at one instant, parsed (small answers only)."""
+        form = {"query": query, "time": _ts(at), "timeout": f"{self.settings.timeout_s:g}s"}
+        body = self.post("/api/v1/query", form, f"query {query!r} at {at.isoformat()}")
+        return _json(body, query)
+
+    def label_values(self, label: str, match: str, start: datetime, end: datetime) -> list[str]:
+        """Values of `label` on series matching `match` within `[start, end]`."""
+        form = {"match[]": match, "start": _ts(start), "end": _ts(end)}
+        body = self.post(f"/api/v1/label/{label}/values", form, f"label values of {label} for {match}")
+        data = _json(body, match).get("data") or []
+        return [str(v) for v in data]
+
+
+def _json(body: bytes, what: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        raise SourceError(f"answer to {what!r} is not JSON ({body[:80]!r})") from None
+    if not isinstance(parsed, dict) or parsed.get("status") != "success":
+        raise SourceError(f"answer to {what!r}: {str(parsed)[:_ERROR_TEXT_LIMIT]}")
+    return parsed
+
+
+def _error_text(response: requests.Response) -> str:
+    try:
+        payload = response.json()
+        text = f"{payload.get('errorType', 'error')}: {payload.get('error', '')}"
+    except ValueError:
+        text = response.text
+    text = " ".join(text.split())
+    return text[:_ERROR_TEXT_LIMIT] or response.reason or "no detail"
+
+
+def _reason(exc: Exception) -> str:
+    """The innermost cause of a requests/urllib3 error, without the URL noise."""
+    cause: BaseException = exc
+    while True:
+        inner = getattr(cause, "reason", None) or cause.__cause__ or cause.__context__
+        if inner is None or inner is cause or not isinstance(inner, BaseException):
+            break
+        cause = inner
+    text = str(cause)
+    if "Connection refused" in text:
+        return "connection refused"
+    return text.split(": ", 1)[-1][:_ERROR_TEXT_LIMIT]

@@ -1,0 +1,46 @@
+"""Progress lines for long steps: one updating line on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class Progress:
+    """`with Progress("simulating", total=31) as p: p.advance()` prints `[step] label n/total`."""
+
+    def __init__(self, label: str, total: int, out: TextIO = sys.stderr) -> None:
+        self.label = label
+        self.total = total
+        self.done = 0
+        self.out = out
+        self.tty = out.isatty()
+        self.started = time.perf_counter()
+        self._last_plain = -1
+
+    def __enter__(self) -> Progress:
+        self._render()
+        return self
+
+    def advance(self, n: int = 1, note: str = "") -> None:
+        self.done += n
+        self._render(note)
+
+    def _render(self, note: str = "") -> None:
+        elapsed = time.perf_counter() - self.started
+        text = f"  {self.label}: {self.done}/{self.total} ({elapsed:.1f}s){' ' + note if note else ''}"
+        if self.tty:
+            self.out.write("\r\x1b[2K" + text)
+            self.out.flush()
+            return
+        # Plain output (logs, CI): a line every ~10% so long steps show life without flooding.
+        tenth = self.done * 10 // max(self.total, 1)
+        if tenth != self._last_plain or self.done == self.total:
+            self._last_plain = tenth
+            print(text, file=self.out, flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tty:
+            self.out.write("\n")
+            self.out.flush()

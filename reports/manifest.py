@@ -1,0 +1,114 @@
+"""The manifest that seals a report folder: what was billed, from what, by which code.
+
+It records the period, when it was generated, the code and price-book versions, a hash of the
+inputs (so two runs over the same data can be told apart from a run over changed data), and
+the sha256 of every file. `verify_folder` recomputes the checksums: a finalized issue whose
+files were edited after the fact is detected, so its numbers cannot change silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from core.errors import ReportError
+from reports.layout import MANIFEST, read_manifest
+
+SCHEMA = "gpuledger.report/v1"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def code_version() -> dict[str, str | None]:
+    """The installed gpuledger version and, in a git checkout, the commit it runs from."""
+    from gpuledger import __version__
+
+    commit: str | None = None
+    root = Path(__file__).resolve().parent.parent
+    if (root / ".git").exists():
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                capture_output=True, text=True, timeout=5, check=False,
+            )
+            commit = done.stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            commit = None
+    return {"gpuledger": __version__, "git_commit": commit}
+
+
+def build_manifest(
+    folder: Path,
+    *,
+    period: str,
+    status: str,
+    version: int | None,
+    generated_at: datetime,
+    price_book_version: str,
+    inputs_sha256: str,
+    totals: dict[str, Any],
+    reason: str | None = None,
+    supersedes: int | None = None,
+) -> dict[str, Any]:
+    """Describe every file under `folder` (except the manifest itself)."""
+    files = [
+        {"path": p.relative_to(folder).as_posix(), "bytes": p.stat().st_size, "sha256": sha256_file(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    ]
+    return {
+        "schema": SCHEMA,
+        "period": period,
+        "status": status,
+        "version": version,
+        "generated_at": generated_at.isoformat().replace("+00:00", "Z"),
+        "code_version": code_version(),
+        "price_book_version": price_book_version,
+        "inputs_sha256": inputs_sha256,
+        "totals": totals,
+        "reason": reason,
+        "supersedes": supersedes,
+        "files": files,
+    }
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> str:
+    """Write `manifest.json`; return its sha256 (what the warehouse records for the issue)."""
+    path = folder / MANIFEST
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return sha256_file(path)
+
+
+def verify_folder(folder: Path) -> list[str]:
+    """Problems with a report folder's files against its manifest (empty when intact)."""
+    manifest = read_manifest(folder)
+    problems: list[str] = []
+    listed = set()
+    for entry in manifest.get("files", []):
+        path = folder / entry["path"]
+        listed.add(entry["path"])
+        if not path.is_file():
+            problems.append(f"{path}: listed in the manifest but missing")
+        elif sha256_file(path) != entry["sha256"]:
+            problems.append(f"{path}: sha256 differs from the manifest (file changed after issue)")
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_file() and path.name != MANIFEST and rel not in listed:
+            problems.append(f"{path}: not listed in the manifest")
+    return problems
+
+
+def require_intact(folder: Path) -> None:
+    problems = verify_folder(folder)
+    if problems:
+        raise ReportError(f"{folder}: report does not match its manifest: {problems[0]}")

@@ -1,0 +1,66 @@
+"""Install CustomResourceDefinitions from YAML files and wait until the API serves them.
+
+Why wait for `Established`: a CRD object exists as soon as it is created, but the API server
+answers 404 for its resources until it sets the Established condition; tests that create a
+ClusterQueue right after start-up would fail at random without this wait.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tools.k8s_testenv.errors import K8sTestEnvError
+
+
+def load_crds(folder: Path) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition document in `folder/*.yaml`, sorted by file name."""
+    docs: list[dict[str, Any]] = []
+    for path in sorted(folder.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                docs.append(doc)
+    if not docs:
+        raise K8sTestEnvError(f"k8s-testenv: no CustomResourceDefinition in {folder}/*.yaml")
+    return docs
+
+
+def install_crds(api: client.ApiClient, folder: Path, timeout_s: float = 60.0) -> list[str]:
+    """Create (or replace) the CRDs found in `folder`; return their names once all are Established."""
+    ext = client.ApiextensionsV1Api(api)
+    names = []
+    for doc in load_crds(folder):
+        name = doc["metadata"]["name"]
+        names.append(name)
+        try:
+            ext.create_custom_resource_definition(doc)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise K8sTestEnvError(
+                    f"k8s-testenv: creating CRD {name} failed: HTTP {exc.status} {exc.reason}: {exc.body}"
+                ) from None
+    wait_established(ext, names, timeout_s)
+    return names
+
+
+def wait_established(ext: client.ApiextensionsV1Api, names: Iterable[str], timeout_s: float) -> None:
+    pending = set(names)
+    deadline = time.monotonic() + timeout_s
+    while pending and time.monotonic() < deadline:
+        for name in sorted(pending):
+            crd = ext.read_custom_resource_definition(name)
+            conditions = (crd.status.conditions or []) if crd.status else []
+            if any(c.type == "Established" and c.status == "True" for c in conditions):
+                pending.discard(name)
+        if pending:
+            time.sleep(0.1)
+    if pending:
+        raise K8sTestEnvError(
+            f"k8s-testenv: CRDs not Established after {timeout_s:.0f}s: {', '.join(sorted(pending))}"
+        )

@@ -1,0 +1,56 @@
+"""pytest plugin: the session fixture `k8s_cluster`, a real etcd + kube-apiserver with Kueue CRDs.
+
+Enable it with `pytest_plugins = ["tools.k8s_testenv.pytest_plugin"]` (tests/conftest.py does).
+The binaries come from the cache that `python -m tools.k8s_testenv build` fills; if they are
+missing the fixture builds them (slow once) rather than skipping, because a test that CI can run
+must never skip. Every test that uses the fixture gets the `k8s` marker automatically.
+
+Fixtures:
+- `k8s_cluster` (session): a started `LocalCluster`: `.kubeconfig`, `.server`, `.admin_token`,
+  `.api_client()`, `.api_client(impersonate=...)`, `.service_account_client(ns, name)`.
+- `k8s_namespace` (function): a fresh namespace name, created. Namespaces are never deleted:
+  without kube-controller-manager a deleted namespace stays Terminating forever.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tools.k8s_testenv.build import build
+from tools.k8s_testenv.cluster import LocalCluster
+from tools.k8s_testenv.versions import Layout, default_cache_root
+
+_namespace_counter = itertools.count(1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "k8s_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.k8s)
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    layout = Layout(default_cache_root())
+    build(layout, echo=lambda line: print(line, file=sys.stderr))
+    cluster = LocalCluster(layout, tmp_path_factory.mktemp("k8s-testenv"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def k8s_namespace(k8s_cluster: LocalCluster, request: pytest.FixtureRequest) -> str:
+    from kubernetes import client
+
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    name = f"t{next(_namespace_counter)}-{base}"[:63].rstrip("-")
+    with k8s_cluster.api_client() as api:
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    return name
