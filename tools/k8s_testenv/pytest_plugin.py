@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tools.k8s_testenv.build import build
+from tools.k8s_testenv.builder import build
 from tools.k8s_testenv.cluster import LocalCluster
 from tools.k8s_testenv.versions import Layout, default_cache_root
 
