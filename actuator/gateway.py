@@ -71,7 +71,8 @@ def node_ref(name: str) -> ObjectRef:
 
 
 def pod_ref(namespace: str, name: str) -> ObjectRef:
-    return ObjectRef("Pod", name, namespace, f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}")
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}"
+    return ObjectRef("Pod", name, namespace, path)
 
 
 def configmap_ref(namespace: str, name: str) -> ObjectRef:
@@ -216,7 +217,8 @@ class ClusterGateway:
         delays = self.retry.delays()
         while True:
             try:
-                return self._send(method, path, what, query, body, content_type, eviction)
+                return self._send(method, path, what=what, query=query, body=body,
+                                  content_type=content_type, eviction=eviction)
             except TemporaryClusterError:
                 delay = next(delays, None)
                 if delay is None:
@@ -224,7 +226,7 @@ class ClusterGateway:
                 self.retry.sleep(delay)
 
     def _send(
-        self, method: str, path: str, what: str, query: Mapping[str, str] | None, body: Any,
+        self, method: str, path: str, *, what: str, query: Mapping[str, str] | None, body: Any,
         content_type: str | None, eviction: bool,
     ) -> Obj:
         headers = {"Accept": "application/json"}
@@ -239,7 +241,9 @@ class ClusterGateway:
             response = self.api.call_api(*serialized, _request_timeout=self.request_timeout_s)
             data = response.read()
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TemporaryClusterError(f"{what}: cannot reach the API server ({_one_line(str(exc))})") from None
+            raise TemporaryClusterError(
+                f"{what}: cannot reach the API server ({_one_line(str(exc))})"
+            ) from None
         if not 200 <= response.status <= 299:
             raise map_status(response.status, what, _status_message(data), eviction=eviction)
         if not data:
@@ -254,7 +258,7 @@ class ClusterGateway:
     def get(self, ref: ObjectRef) -> Obj:
         return self.request("GET", ref.path, what=f"read {ref}")
 
-    def list(
+    def list_objects(
         self, path: str, *, what: str, field_selector: str | None = None,
         label_selector: str | None = None,
     ) -> list[Obj]:
@@ -269,7 +273,8 @@ class ClusterGateway:
         return self.get(node_ref(name))
 
     def pods_on_node(self, node: str) -> list[Obj]:
-        return self.list("/api/v1/pods", what=f"list pods on Node/{node}", field_selector=f"spec.nodeName={node}")
+        return self.list_objects("/api/v1/pods", what=f"list pods on Node/{node}",
+                                 field_selector=f"spec.nodeName={node}")
 
     def get_cluster_queue(self, name: str) -> Obj:
         return self.get(cluster_queue_ref(name))

@@ -59,6 +59,8 @@ class PromHttp:
         self._clients: list[PrometheusConnect] = []
         self._lock = threading.Lock()
         self.requests_sent = 0
+        self.log: list[tuple[str, dict[str, str]]] | None = None
+        """When a list, every request's path and form is appended (benchmarks replay them)."""
 
     # 1. One configured PrometheusConnect per thread ---------------------------------------
     def _client(self) -> PrometheusConnect:
@@ -72,7 +74,7 @@ class PromHttp:
                 headers=headers,
                 disable_ssl=not self.settings.verify_tls,
                 retry=_retry_policy(self.settings.retries, self._backoff),
-                timeout=self.settings.timeout_s,  # type: ignore[arg-type]
+                timeout=self.settings.timeout_s,
                 method="POST",
             )
             self._local.client = client
@@ -87,16 +89,21 @@ class PromHttp:
             self._clients.clear()
 
     # 2. Requests ---------------------------------------------------------------------------
-    def post(self, path: str, form: Mapping[str, str], what: str) -> bytes:
-        """POST a form to an API path; return the raw body of a 200, else raise SourceError."""
+    def post(self, path: str, form: Mapping[str, str], what: str, *, method: str = "POST") -> bytes:
+        """Send a form to an API path (POST, or GET for endpoints that only take GET); return
+        the raw body of a 200, else raise SourceError."""
         client = self._client()
         session: requests.Session = client._session
         with self._lock:
             self.requests_sent += 1
+            if self.log is not None:
+                self.log.append((path, dict(form)))
         try:
-            response = session.post(
+            response = session.request(
+                method,
                 f"{self.url}{path}",
-                data=dict(form),
+                data=dict(form) if method == "POST" else None,
+                params=dict(form) if method == "GET" else None,
                 headers=client.headers,
                 timeout=self.settings.timeout_s,
                 verify=session.verify,
@@ -135,7 +142,8 @@ class PromHttp:
     def label_values(self, label: str, match: str, start: datetime, end: datetime) -> list[str]:
         """Values of `label` on series matching `match` within `[start, end]`."""
         form = {"match[]": match, "start": _ts(start), "end": _ts(end)}
-        body = self.post(f"/api/v1/label/{label}/values", form, f"label values of {label} for {match}")
+        body = self.post(f"/api/v1/label/{label}/values", form, f"label values of {label} for {match}",
+                         method="GET")  # POST here only since Prometheus 2.4x; GET works everywhere
         data = _json(body, match).get("data") or []
         return [str(v) for v in data]
 

@@ -55,7 +55,8 @@ def parse_matrix(body: bytes, labels: Sequence[str], what: str) -> Matrix:
     try:
         frame = pl.read_json(io.BytesIO(body), schema=_schema(labels))
     except (pl.exceptions.PolarsError, ValueError) as exc:
-        raise SourceError(f"answer to {what} is not a Prometheus matrix ({str(exc).splitlines()[0]})") from None
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SourceError(f"answer to {what} is not a Prometheus matrix ({first})") from None
     if frame.height != 1 or frame["status"][0] != "success":
         raise SourceError(f"answer to {what}: {frame['error'][0] if frame.height else 'empty body'}")
     result = frame.select(pl.col("data").struct.field("result")).explode("result")

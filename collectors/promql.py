@@ -8,7 +8,7 @@ engine's sample limit. A last shard catches series that carry neither node label
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -67,7 +67,7 @@ def latest(expr_selector: str, step: timedelta) -> str:
 
 
 def make_shards(
-    nodes_by_label: dict[str, Sequence[str]], series_per_node: float, points: int, max_samples: int,
+    nodes_by_label: Mapping[str, Sequence[str]], series_per_node: float, points: int, max_samples: int,
 ) -> list[Shard]:
     """Group nodes so that a shard's series x points stays under `max_samples`."""
     per_node = max(series_per_node, 1.0) * max(points, 1)

@@ -124,6 +124,14 @@ class IdleSettings(_Section):
     threshold: float = Field(default=0.05, ge=0, le=1)
     min_minutes: int = Field(default=30, ge=1)
     unallocated_redistribution: Literal["none", "proportional", "even"] = "none"
+    gap_tolerance_s: float = Field(
+        default=3600, gt=0, le=3600,
+        description="A scrape gap up to this long does not end an allocation or an idle run.",
+    )
+    held_fb_mib: float = Field(
+        default=1024, ge=0,
+        description="Idle time is 'held idle' when framebuffer use averages at least this much.",
+    )
 
 
 class RoleBinding(_Section):
@@ -162,6 +170,11 @@ class ReportSettings(_Section):
     out_dir: str = "reports"
     issuer: str = "gpuledger"
     billing_account: str = "gpu-fleet"
+    billing_account_name: str = "GPU fleet"
+    host_provider: str = "On-premises"
+    adjustment_lookback_months: int = Field(default=3, ge=0, le=36)
+    schedule_grace_hours: float = Field(default=6.0, ge=0)
+    schedule_backfill_months: int = Field(default=1, ge=1, le=36)
 
 
 class Settings(_Section):

@@ -233,6 +233,7 @@ CARD_HOURS_HOURLY = TableSpec(
         _c("uuid", "VARCHAR", False),
         _c("gpu_i_id", "INTEGER", False),
         _c("vgpu", "VARCHAR"),
+        _c("profile", "VARCHAR", doc="MIG profile of the instance; NULL for a whole card"),
         _c("node", "VARCHAR", False),
         _c("model", "VARCHAR", False),
         _c("pool", "VARCHAR"),
@@ -244,6 +245,7 @@ CARD_HOURS_HOURLY = TableSpec(
         _c("held_hours", "DOUBLE", False, "wall hours the device was held in this hour"),
         _c("card_hours", "DOUBLE", False, "held_hours x share"),
         _c("idle_card_hours", "DOUBLE", False),
+        _c("held_idle_card_hours", "DOUBLE", False, "idle card-hours with framebuffer in use"),
         _c("active_ratio", "DOUBLE"),
         _c("fb_used_max_mib", "DOUBLE"),
     ),
@@ -333,12 +335,36 @@ REPORT_ISSUES = TableSpec(
     key=("period", "version"),
 )
 
+REPORT_LINES = TableSpec(
+    "report_lines", "dimension",
+    (
+        _c("period", "VARCHAR", False, "the issued report's period (YYYY-MM)"),
+        _c("version", "INTEGER", False, "the issue's version (1 = first finalize)"),
+        _c("line_no", "INTEGER", False),
+        _c("line", "VARCHAR", False, "team | unallocated | unattributed | sharing_discount | adjustment"),
+        _c("for_period", "VARCHAR", False, "month the amounts belong to (earlier for an adjustment)"),
+        _c("team", "VARCHAR"),
+        _c("model", "VARCHAR"),
+        _c("sharing_mode", "VARCHAR"),
+        _c("card_hours", "DOUBLE", False),
+        _c("list_cost", "DOUBLE", False),
+        _c("sharing_discount", "DOUBLE", False),
+        _c("utilization_adjustment", "DOUBLE", False),
+        _c("redistributed_cost", "DOUBLE", False),
+        _c("cost", "DOUBLE", False),
+        _c("idle_card_hours", "DOUBLE", False),
+        _c("idle_cost", "DOUBLE", False),
+    ),
+    key=("period", "version", "line_no"),
+    doc="The summary lines of each finalized report issue: the baseline late data is measured against.",
+)
+
 TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in (
         GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NAMESPACES, MIG_INSTANCES, PODS,
         ALLOCATIONS, CARD_HOURS_HOURLY, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG, WATERMARKS,
-        REPORT_ISSUES,
+        REPORT_ISSUES, REPORT_LINES,
     )
 }
 

@@ -138,6 +138,21 @@ class GpuModel:
                 raise InputError(f"MIG profile {name!r}: count {count} is negative")
         return self.place(counts) if any(c for _, c in dict(counts).items()) else ()
 
+    def placement(self, counts: dict[str, int] | Shape) -> Layout:
+        """Same answer as `validate`, from an index built once per model (for callers that
+        check thousands of layouts, e.g. the optimizer)."""
+        for name, count in dict(counts).items():
+            self.profile(name)
+            if count < 0:
+                raise InputError(f"MIG profile {name!r}: count {count} is negative")
+        want = shape_of(dict(counts))
+        if not want:
+            return ()
+        found = _shape_index(self.name).get(want)
+        if found is None:
+            return self.place(counts)  # raises the one-line InputError
+        return found
+
     def _can_add(self, layout: Layout, new: Placement) -> bool:
         return _valid(self, (*layout, new))
 
@@ -193,6 +208,15 @@ def _layouts(model_name: str, media_extensions: bool) -> tuple[Layout, ...]:
 
     walk(0, ())
     return tuple(found)
+
+
+@cache
+def _shape_index(model_name: str) -> dict[Shape, Layout]:
+    """The first placement (in `layouts()` order, as `place` finds it) of each placeable shape."""
+    index: dict[Shape, Layout] = {}
+    for lay in _layouts(model_name, True):
+        index.setdefault(shape_of(lay), lay)
+    return index
 
 
 def _load_raw() -> dict[str, Any]:

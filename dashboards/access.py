@@ -17,12 +17,19 @@ out of the box; with role bindings configured the dev user gets exactly what con
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from core.access import Principal, resolve_roles
 from core.config import AccessSettings
 from core.errors import ConfigError, InputError
+
+
+class Headers(Protocol):
+    """What we need of request headers (a dict or werkzeug's `Headers`)."""
+
+    def get(self, key: str, /) -> str | None: ...
+
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
@@ -67,6 +74,9 @@ class AccessPolicy:
     access: AccessSettings
     dev_user: str | None = None
     dev_groups: tuple[str, ...] = ()
+    _nets: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_nets", _networks(self.access.proxy_addresses))
@@ -84,12 +94,11 @@ class AccessPolicy:
             address = ipaddress.ip_address(remote_addr.split("%", 1)[0])
         except ValueError:
             return False
-        nets: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = getattr(self, "_nets")
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
-        return any(address in net for net in nets)
+        return any(address in net for net in self._nets)
 
-    def principal_for(self, remote_addr: str | None, headers: Mapping[str, str]) -> Principal | None:
+    def principal_for(self, remote_addr: str | None, headers: Headers) -> Principal | None:
         """The requester (rules in the module docstring); None means unauthenticated."""
         if self.trusted_peer(remote_addr):
             user = (headers.get(self.access.user_header) or "").strip()

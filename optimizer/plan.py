@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from core.errors import PlanError
 
@@ -103,11 +103,17 @@ def fingerprint_of(observed: tuple[ObservedObject, ...]) -> str:
 
 
 # 2. MIG changes ---------------------------------------------------------------------------------
+_ENABLED = AliasChoices("mig-enabled", "mig_enabled")
+_DEVICES = AliasChoices("mig-devices", "mig_devices")
+
+
 class GpuConfig(_Frozen):
     """One GPU's MIG configuration: disabled (a whole GPU) or enabled with instance counts."""
 
-    mig_enabled: bool = Field(alias="mig-enabled")
-    mig_devices: dict[str, int] = Field(default_factory=dict, alias="mig-devices")
+    mig_enabled: bool = Field(validation_alias=_ENABLED, serialization_alias="mig-enabled")
+    mig_devices: dict[str, int] = Field(
+        default_factory=dict, validation_alias=_DEVICES, serialization_alias="mig-devices"
+    )
 
     def label(self) -> str:
         if not self.mig_enabled:
@@ -121,8 +127,10 @@ class MigPartedGroup(_Frozen):
     """One item of a mig-parted config entry, in NVIDIA's own field names."""
 
     devices: tuple[int, ...]
-    mig_enabled: bool = Field(alias="mig-enabled")
-    mig_devices: dict[str, int] = Field(default_factory=dict, alias="mig-devices")
+    mig_enabled: bool = Field(validation_alias=_ENABLED, serialization_alias="mig-enabled")
+    mig_devices: dict[str, int] = Field(
+        default_factory=dict, validation_alias=_DEVICES, serialization_alias="mig-devices"
+    )
 
     def to_mig_parted(self) -> dict[str, Any]:
         item: dict[str, Any] = {"devices": list(self.devices), "mig-enabled": self.mig_enabled}

@@ -46,7 +46,7 @@ def _label(value: float) -> str:
 
 
 def daily_cost_svg(
-    days: Sequence[DayCost], currency: str, width: int = 640, height: int = 170
+    days: Sequence[DayCost], currency: str, width: int = 640, height: int = 145
 ) -> str:
     """SVG markup for the bars; an empty sequence draws the axes with a 'no usage' note."""
     # 1. Plot area inside margins for the axis labels and legend.
@@ -103,7 +103,8 @@ def daily_cost_svg(
         f'<text x="{left + 13}" y="10" fill="#333">busy</text>'
         f'<rect x="{left + 48}" y="2" width="9" height="9" fill="{IDLE_COLOR}"/>'
         f'<text x="{left + 61}" y="10" fill="#333">idle (allocated, unused)</text>'
-        f'<text x="{width - right}" y="10" text-anchor="end" fill="#333">{escape(currency)} per UTC day</text>'
+        f'<text x="{width - right}" y="10" text-anchor="end" fill="#333">'
+        f"{escape(currency)} per UTC day</text>"
         "</svg>"
     )
     return "".join(parts)

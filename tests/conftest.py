@@ -1,3 +1,3 @@
 """Shared pytest plugins: each names a module that provides session fixtures for real servers."""
 
-pytest_plugins: list[str] = []
+pytest_plugins: list[str] = ["tools.k8s_testenv.pytest_plugin", "tools.metrics_servers"]

@@ -228,7 +228,6 @@ def test_fingerprint_order_independent_and_sensitive():
 
 def test_rendering_names_changes():
     text = render_plan(mig_plan(), "proposed")
-    assert "1×3g.40gb" not in text  # counts are written count×profile
     assert "7×1g.10gb" in text and "2×3g.40gb" in text and "ml/infer-0" in text
     assert "gpuledger-1a2b3c" in text
     qtext = render_plan(quota_plan())

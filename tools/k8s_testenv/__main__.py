@@ -91,7 +91,8 @@ def _status(args: argparse.Namespace, layout: Layout) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.k8s_testenv", description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", type=Path, default=None, help="cache root (default: ~/.cache/gpuledger/k8s-testenv)")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="cache root (default: ~/.cache/gpuledger/k8s-testenv)")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile or reuse kube-apiserver, etcd, Kueue CRDs")
     b.add_argument("--force", action="store_true", help="rebuild even when cached")

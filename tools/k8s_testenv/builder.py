@@ -47,8 +47,9 @@ Echo = Callable[[str], None]
 _STAGING_REQUIRE = re.compile(r"^\s*(k8s\.io/[A-Za-z0-9._-]+)\s+v0\.0\.0\s*(//.*)?$")
 _GO_DIRECTIVE = re.compile(r"^go\s+(\S+)\s*$", re.MULTILINE)
 _GODEBUG_DIRECTIVE = re.compile(r"^godebug\s+.*$", re.MULTILINE)
-_MISSING_MODULE = re.compile(r"(?:module|go: )([\w./-]+@v[\w.+-]+)[^\n]*(?:not found|404|410|unknown revision|"
-                             r"invalid version|reading)[^\n]*")
+_MISSING_MODULE = re.compile(
+    r"(?:module|go: )([\w./-]+@v[\w.+-]+)[^\n]*(?:not found|404|410|unknown revision|invalid version|reading)"
+)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,9 @@ def find_go() -> str:
     fallback = Path("/usr/local/go/bin/go")
     if fallback.is_file():
         return str(fallback)
-    raise K8sTestEnvError("k8s-testenv build: the `go` command is neither on PATH nor at /usr/local/go/bin/go")
+    raise K8sTestEnvError(
+        "k8s-testenv build: the `go` command is neither on PATH nor at /usr/local/go/bin/go"
+    )
 
 
 def is_cached(layout: Layout) -> bool:
@@ -184,7 +187,8 @@ def _build_apiserver(go: str, layout: Layout, log: TextIO) -> None:
     workdir = layout.src / "kube-apiserver"
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "go.mod").write_text(apiserver_gomod(gomod_text, layout.kubernetes))
-    _go_build(go, workdir, APISERVER_PACKAGE, layout.apiserver, _version_ldflags(layout.kubernetes), layout, log)
+    _go_build(go, workdir, APISERVER_PACKAGE, layout.apiserver,
+              ldflags=_version_ldflags(layout.kubernetes), layout=layout, log=log)
 
 
 # --- step 4: etcd -----------------------------------------------------------------------------
@@ -198,7 +202,7 @@ def _build_etcd(go: str, layout: Layout, log: TextIO) -> None:
         "module gpuledger.local/k8s-testenv/etcd\n\ngo 1.26\n\n"
         f"require {ETCD_MODULE} {layout.etcd}\n"
     )
-    _go_build(go, workdir, ETCD_PACKAGE, layout.etcd_binary, "-s -w", layout, log)
+    _go_build(go, workdir, ETCD_PACKAGE, layout.etcd_binary, ldflags="-s -w", layout=layout, log=log)
 
 
 # --- step 5: Kueue CRDs -----------------------------------------------------------------------
@@ -254,13 +258,14 @@ def _module_download(go: str, module_at_version: str, layout: Layout, log: TextI
     if proc.returncode != 0 or "Error" in info or not info.get("Dir"):
         detail = info.get("Error") or _tail(proc.stderr)
         raise K8sTestEnvError(
-            f"k8s-testenv build: the module proxy did not serve {module_at_version}: {detail} (log: {layout.log})"
+            f"k8s-testenv build: the module proxy did not serve {module_at_version}: {detail} "
+            f"(log: {layout.log})"
         )
     return info
 
 
 def _go_build(
-    go: str, workdir: Path, package: str, output: Path, ldflags: str, layout: Layout, log: TextIO
+    go: str, workdir: Path, package: str, output: Path, *, ldflags: str, layout: Layout, log: TextIO
 ) -> None:
     tmp = output.with_name(output.name + ".tmp")
     args = ["build", "-mod=mod", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), package]

@@ -134,10 +134,12 @@ class LocalCluster:
         with self.api_client() as api:
             core = client.CoreV1Api(api)
             if create:
-                _create_ok(lambda: core.create_namespace({"metadata": {"name": namespace}}))
+                _create_ok(lambda: core.create_namespace(
+                    client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))))
                 _create_ok(lambda: core.create_namespaced_service_account(
-                    namespace, {"metadata": {"name": name}}))
-            body = {"spec": {"expirationSeconds": expiration_s}}
+                    namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name))))
+            body = client.AuthenticationV1TokenRequest(
+                spec=client.V1TokenRequestSpec(expiration_seconds=expiration_s))
             try:
                 answer = core.create_namespaced_service_account_token(name, namespace, body)
             except ApiException as exc:
@@ -145,6 +147,8 @@ class LocalCluster:
                     f"k8s-testenv: TokenRequest for serviceaccount {namespace}/{name} failed: "
                     f"HTTP {exc.status} {exc.reason}"
                 ) from None
+            if answer.status is None or not answer.status.token:
+                raise K8sTestEnvError(f"k8s-testenv: TokenRequest for {namespace}/{name} returned no token")
             return str(answer.status.token)
 
     def service_account_client(self, namespace: str, name: str, *, create: bool = True) -> ApiClient:
@@ -276,7 +280,7 @@ class LocalCluster:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise K8sTestEnvError(
-                    f"k8s-testenv: {Path(proc.args[0]).name} exited with {proc.returncode} while starting: "
+                    f"k8s-testenv: {log.stem} exited with {proc.returncode} while starting: "
                     f"{_log_tail(log)} (log: {log})"
                 )
             # The CA file exists only once the apiserver wrote its self-signed cert.

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client
+from kubernetes import client, dynamic
 from kubernetes.client.exceptions import ApiException
 
 from tools.k8s_testenv.errors import K8sTestEnvError
@@ -32,14 +32,20 @@ def load_crds(folder: Path) -> list[dict[str, Any]]:
 
 
 def install_crds(api: client.ApiClient, folder: Path, timeout_s: float = 60.0) -> list[str]:
-    """Create (or replace) the CRDs found in `folder`; return their names once all are Established."""
+    """Create the CRDs found in `folder` (existing ones are kept); return their names once Established.
+
+    The documents go through the dynamic client as plain JSON: the typed client would first
+    round-trip them through its generated models, a needless risk for large OpenAPI schemas.
+    """
     ext = client.ApiextensionsV1Api(api)
+    crd_resource = dynamic.DynamicClient(api).resources.get(
+        api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
     names = []
     for doc in load_crds(folder):
         name = doc["metadata"]["name"]
         names.append(name)
         try:
-            ext.create_custom_resource_definition(doc)
+            crd_resource.create(body=doc)
         except ApiException as exc:
             if exc.status != 409:
                 raise K8sTestEnvError(

@@ -50,7 +50,9 @@ def spawn(argv: Sequence[str], log_path: Path, *, die_with_parent: bool = True) 
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
             list(argv), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent() if die_with_parent else None,
+            # preexec_fn only calls prctl (async-signal-safe), so the fork-with-threads hazard
+            # that PLW1509 warns about does not apply.
+            start_new_session=True, preexec_fn=_die_with_parent() if die_with_parent else None,  # noqa: PLW1509
         )
     if die_with_parent:
         with _registry_lock:

@@ -27,6 +27,10 @@ from tools.k8s_testenv.versions import Layout, default_cache_root
 _namespace_counter = itertools.count(1)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "k8s: needs the real kube-apiserver test environment")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "k8s_cluster" in getattr(item, "fixturenames", ()):
@@ -52,5 +56,5 @@ def k8s_namespace(k8s_cluster: LocalCluster, request: pytest.FixtureRequest) -> 
     base = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
     name = f"t{next(_namespace_counter)}-{base}"[:63].rstrip("-")
     with k8s_cluster.api_client() as api:
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+        client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     return name

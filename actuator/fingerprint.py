@@ -1,0 +1,76 @@
+"""Re-read the cluster and check that a plan's fingerprint still describes it.
+
+A plan records, for every object it was computed from, `state_hash` of the part it depends on
+(`optimizer.plan.ObservedObject`). Before the first write the actuator recomputes that hash
+from the live object with the same definition; any difference means the cluster moved and the
+plan is stale. resourceVersions are not compared: a Node's changes with every status update,
+which would make every MIG plan stale within minutes for reasons the plan does not care about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from actuator.gateway import ClusterGateway, Obj
+from actuator.migconfig import MIG_CONFIG_LABEL, labels
+from core.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from optimizer.plan import ObservedObject, Plan
+
+
+def node_state(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a Node a MIG plan depends on (the definition in `optimizer.plan.ObservedObject`)."""
+    return {"mig.config": labels(node).get(MIG_CONFIG_LABEL)}
+
+
+def cluster_queue_state(queue: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a ClusterQueue a quota plan depends on."""
+    spec = queue.get("spec") or {}
+    return {"cohortName": spec.get("cohortName"), "resourceGroups": spec.get("resourceGroups") or []}
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One observed object that no longer matches the plan."""
+
+    object: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.object}: {self.reason}"
+
+
+def live_state(gateway: ClusterGateway, observed: ObservedObject) -> str | None:
+    """`state_hash` of the live object, or None when it is gone; `KeyError` for unknown kinds."""
+    from optimizer.plan import state_hash
+
+    obj: Obj
+    try:
+        if observed.kind == "Node":
+            obj = gateway.get_node(observed.name)
+            return state_hash(node_state(obj))
+        if observed.kind == "ClusterQueue":
+            obj = gateway.get_cluster_queue(observed.name)
+            return state_hash(cluster_queue_state(obj))
+    except NotFoundError:
+        return None
+    raise KeyError(observed.kind)
+
+
+def drift(gateway: ClusterGateway, plan: Plan) -> list[Drift]:
+    """Every observed object whose live state differs from what the plan was computed from."""
+    found: list[Drift] = []
+    for observed in plan.observed:
+        ref = f"{observed.kind}/{observed.name}"
+        try:
+            state = live_state(gateway, observed)
+        except KeyError:
+            continue  # an aggregate the optimizer checks itself (e.g. Fleet); nothing live to read
+        if state is None:
+            found.append(Drift(ref, "no longer exists"))
+        elif state != observed.state:
+            found.append(Drift(ref, "changed since the plan was computed"))
+    return found

@@ -1,0 +1,172 @@
+"""Roll a quota plan out to Kueue ClusterQueues without ever over-committing a cohort.
+
+Kueue's `spec.resourceGroups` is an atomic list: a write replaces all of it, so each write reads
+the ClusterQueue, changes only the planned numbers and sends the whole list back with the
+resourceVersion it read.
+
+Steps of `apply_quota`:
+1. Group the plan's changes by ClusterQueue and split each queue's changes into decreases
+   (nominal quota goes down) and the rest.
+2. Preflight: for every queue, check each planned number still holds (it is the plan's old
+   value, or already its new one) and send the final list as a dry run, so a validation error
+   (CRD schema, CEL rules) stops the plan before anything is written.
+3. Write all decreases first, then everything else. The sum of nominal quotas per (cohort,
+   flavor, resource) therefore only falls, then only rises: it never passes the larger of its
+   old and new values, so it never exceeds capacity when both plans fit.
+4. Each write goes through `ClusterGateway.update`: on 409 it re-reads and writes again only if
+   the plan still holds; otherwise the plan is refused as conflicting.
+5. The before-list of each queue and every finished step are saved in the progress record.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+from actuator.context import RolloutContext
+from actuator.gateway import Obj, cluster_queue_ref
+from actuator.progress import QuotaProgress, QuotaStep
+from actuator.quantity import format_quantity, same_quantity
+from core.errors import ConflictingPlanError
+
+if TYPE_CHECKING:
+    from optimizer.plan import QuotaChange
+
+_FIELDS = (
+    ("nominalQuota", "nominal"), ("borrowingLimit", "borrowing_limit"), ("lendingLimit", "lending_limit"),
+)
+
+
+# 1. Entry points ----------------------------------------------------------------------------------
+def apply_quota(ctx: RolloutContext) -> QuotaProgress:
+    from optimizer.plan import QuotaChanges
+
+    changes = ctx.plan.changes
+    assert isinstance(changes, QuotaChanges)
+    planned = [c for c in changes.quotas if c.changed]
+    prog = ctx.progress.apply
+    if not isinstance(prog, QuotaProgress):
+        prog = QuotaProgress(steps=plan_steps(planned))
+        ctx.progress.apply = prog
+    _preflight(ctx, planned)
+    if ctx.dry_run:
+        return prog
+    ctx.checkpoint()
+    _run_steps(ctx, prog, planned)
+    return prog
+
+
+def rollback_quota(ctx: RolloutContext) -> QuotaProgress:
+    """Write each planned number back to its old value, through the same ordered, guarded path."""
+    from optimizer.plan import QuotaChanges
+
+    changes = ctx.plan.changes
+    assert isinstance(changes, QuotaChanges)
+    inverse = [invert(c) for c in changes.quotas if c.changed]
+    prog = QuotaProgress(steps=plan_steps(inverse))
+    _preflight(ctx, inverse)
+    _run_steps(ctx, prog, inverse)
+    return prog
+
+
+def invert(change: QuotaChange) -> QuotaChange:
+    return change.model_copy(update={
+        "old_nominal": change.new_nominal, "new_nominal": change.old_nominal,
+        "old_borrowing_limit": change.new_borrowing_limit, "new_borrowing_limit": change.old_borrowing_limit,
+        "old_lending_limit": change.new_lending_limit, "new_lending_limit": change.old_lending_limit,
+    })
+
+
+def is_decrease(change: QuotaChange) -> bool:
+    return change.new_nominal < change.old_nominal
+
+
+def plan_steps(changes: Sequence[QuotaChange]) -> list[QuotaStep]:
+    """Step 1: one write per queue with decreases, then one per queue with other changes."""
+    queues = list(dict.fromkeys(c.cluster_queue for c in changes))
+    steps = [QuotaStep(cluster_queue=q, phase="decrease")
+             for q in queues if any(is_decrease(c) for c in changes if c.cluster_queue == q)]
+    steps += [QuotaStep(cluster_queue=q, phase="increase")
+              for q in queues if any(not is_decrease(c) for c in changes if c.cluster_queue == q)]
+    return steps
+
+
+# 2. Preflight and steps ---------------------------------------------------------------------------
+def _preflight(ctx: RolloutContext, changes: Sequence[QuotaChange]) -> None:
+    """Step 2: every queue's final list, as a dry run (in dry-run mode this is all there is)."""
+    with ctx.gateway.dry_run_only():
+        for queue in dict.fromkeys(c.cluster_queue for c in changes):
+            mine = [c for c in changes if c.cluster_queue == queue]
+            ctx.gateway.update(cluster_queue_ref(queue), partial(_mutation, changes=mine))
+
+
+def _run_steps(ctx: RolloutContext, prog: QuotaProgress, changes: Sequence[QuotaChange]) -> None:
+    """Steps 3–5."""
+    for step in prog.steps:
+        if step.done:
+            continue
+        mine = [c for c in changes if c.cluster_queue == step.cluster_queue
+                and is_decrease(c) == (step.phase == "decrease")]
+        ref = cluster_queue_ref(step.cluster_queue)
+        if step.cluster_queue not in prog.before:
+            prog.before[step.cluster_queue] = _groups(ctx.gateway.get(ref))
+            ctx.checkpoint()
+        before, after, changed = ctx.gateway.update(ref, partial(_mutation, changes=mine))
+        before_groups = _groups(before)
+        ctx.record(
+            f"clusterqueue.{step.phase}", str(ref), before={"resourceGroups": before_groups},
+            after={"resourceGroups": _groups(after)},
+            detail=None if changed else "already at the planned values",
+        )
+        step.done = True
+        ctx.checkpoint()
+
+
+# 3. Changing only the planned numbers --------------------------------------------------------------
+def _mutation(obj: Obj, changes: Sequence[QuotaChange]) -> Obj | None:
+    """The merge patch replacing `spec.resourceGroups` with the planned numbers set, or None."""
+    name = obj["metadata"]["name"]
+    groups: list[Any] = copy.deepcopy(_groups(obj))
+    touched = False
+    for change in changes:
+        resource = _find(groups, change, name)
+        for api_field, attr in _FIELDS:
+            old, new = getattr(change, f"old_{attr}"), getattr(change, f"new_{attr}")
+            current = resource.get(api_field)
+            if same_quantity(current, _opt(new)):
+                continue
+            if not same_quantity(current, _opt(old)):
+                raise ConflictingPlanError(
+                    f"ClusterQueue/{name} flavor {change.flavor} resource {change.resource}: {api_field} is "
+                    f"{current!r}, the plan expected {_opt(old)!r} (or its target {_opt(new)!r}); re-plan"
+                )
+            if new is None:
+                resource.pop(api_field, None)
+            else:
+                resource[api_field] = format_quantity(new)
+            touched = True
+    return {"spec": {"resourceGroups": groups}} if touched else None
+
+
+def _find(groups: list[Any], change: QuotaChange, queue: str) -> dict[str, Any]:
+    for group in groups:
+        for flavor in group.get("flavors") or []:
+            if flavor.get("name") != change.flavor:
+                continue
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") == change.resource:
+                    return cast(dict[str, Any], resource)
+    raise ConflictingPlanError(
+        f"ClusterQueue/{queue}: no flavor {change.flavor!r} with resource {change.resource!r} "
+        "any more; re-plan"
+    )
+
+
+def _groups(obj: Obj) -> list[Any]:
+    return list((obj.get("spec") or {}).get("resourceGroups") or [])
+
+
+def _opt(value: float | None) -> int | str | None:
+    return None if value is None else format_quantity(value)

@@ -1,0 +1,336 @@
+"""The chargeback bill: every card-hour of the fleet priced and put on a line.
+
+Every card-hour lands on a team (its idle time included and shown), on `unattributed` (usage in
+a namespace without a team, the namespaces listed), or on `unallocated` (capacity nobody held,
+stranded MIG slices included); the discounts that reward sharing are funded on the
+`sharing_discount` line. So the lines' card-hours sum to the fleet's, and their costs to the
+fleet cost, to the cent, for any window.
+
+1. Usage per day, device and holder (`analytics.usage`: roll-up and/or raw samples).
+2. Price it: card-hours x the model's unit price that day = list cost; the sharing mode's
+   discount factor takes off the `sharing_discount`; in a pool billed by utilization, the
+   holder pays only for its active share and the rest (`utilization_adjustment`) moves to the
+   pool's `unallocated` line. Idle card-hours are priced the same way (`idle_cost`, part of
+   the team's cost).
+3. Capacity: each inventoried card's present hours per day; what nobody held is unallocated,
+   at list price (stranded MIG capacity counted apart).
+4. Lines by the requested dimensions, the discount line, redistribution, whole cents
+   (`analytics.lines`), then the conservation check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import polars as pl
+
+from analytics.capacity import instance_share_by_day, presence_by_day
+from analytics.hourly import gpu_inventory
+from analytics.lines import LINE_VALUES, group_lines, order_lines, redistribute, round_lines
+from analytics.money import to_cents
+from analytics.prices import discount_factor_expr, price_table, utilization_basis_expr
+from analytics.samples import SampleRules
+from analytics.teams import UNALLOCATED, UNATTRIBUTED, team_table
+from analytics.usage import Source, usage_by_day
+from core.config import Settings
+from core.errors import GpuledgerError, InputError
+from core.pricing import PriceBook
+from core.window import Window
+from warehouse import Warehouse
+
+DIMENSIONS: tuple[str, ...] = (
+    "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode", "profile",
+    "uuid", "day",
+)
+"""What `by` may name; `team` is always the first dimension of a bill."""
+
+DETAIL_COLUMNS: tuple[str, ...] = (
+    "day", "kind", "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode",
+    "uuid", "gpu_i_id", "vgpu", "profile", "share", "held_hours", "card_hours",
+    "idle_card_hours", "held_idle_card_hours", "stranded_card_hours", "active_ratio",
+    "fb_used_max_mib", "unit_price", "discount_factor", "list_cost", "sharing_discount",
+    "utilization_adjustment", "cost", "idle_cost",
+)
+
+
+class ConservationError(GpuledgerError):
+    """The bill's lines do not add up to the fleet's card-hours or cost (a bug, never data)."""
+
+
+@dataclass(frozen=True)
+class Bill:
+    """A priced window. `lines` sum to `fleet_cost` to the cent; `detail` is the finest grain."""
+
+    window: Window
+    currency: str
+    by: tuple[str, ...]
+    fleet_cost: float
+    fleet_card_hours: float
+    lines: pl.DataFrame
+    detail: pl.DataFrame
+    unallocated: pl.DataFrame
+    unattributed_namespaces: tuple[str, ...]
+    redistribution: str
+    price_book_version: str
+    mig_share_basis: str
+    source: str
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def period(self) -> str:
+        """`YYYY-MM` for a calendar month, else the ISO interval `start/end`."""
+        if Window.month(self.window.period) == Window(self.window.start, self.window.end, self.window.step):
+            return self.window.period
+        return f"{_iso(self.window.start)}/{_iso(self.window.end)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON of `gpuledger bill --format json` (docs/readme/analytics.md)."""
+        lines = []
+        for row in self.lines.iter_rows(named=True):
+            line: dict[str, Any] = {}
+            for key, value in row.items():
+                if key in ("card_hours", "idle_card_hours", "held_idle_card_hours"):
+                    line[key] = round(float(value), 6)
+                elif key in LINE_VALUES:
+                    line[key] = round(float(value), 2)
+                else:
+                    line[key] = value.isoformat() if hasattr(value, "isoformat") else value
+            lines.append(line)
+        unallocated = [
+            {k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}
+            for row in self.unallocated.iter_rows(named=True)
+        ]
+        return {
+            "schema": "gpuledger.bill/v1",
+            "period": self.period,
+            "start": _iso(self.window.start),
+            "end": _iso(self.window.end),
+            "currency": self.currency,
+            "fleet_cost": round(self.fleet_cost, 2),
+            "fleet_card_hours": round(self.fleet_card_hours, 6),
+            "by": list(self.by),
+            "redistribution": self.redistribution,
+            "mig_share_basis": self.mig_share_basis,
+            "price_book_version": self.price_book_version,
+            "source": self.source,
+            "unattributed_namespaces": list(self.unattributed_namespaces),
+            "lines": lines,
+            "unallocated": unallocated,
+        }
+
+
+def _iso(moment: Any) -> str:
+    return str(moment.isoformat()).replace("+00:00", "Z")
+
+
+def _check_by(by: Sequence[str]) -> tuple[str, ...]:
+    dims = [d.strip() for d in by if d.strip()]
+    bad = [d for d in dims if d not in DIMENSIONS]
+    if bad:
+        raise InputError(
+            f"bill --by {','.join(by)}: unknown dimension {bad[0]!r} (known: {', '.join(DIMENSIONS)})"
+        )
+    ordered = ["team", *[d for d in dims if d != "team"]]
+    return tuple(dict.fromkeys(ordered))
+
+
+def compute_bill(
+    wh: Warehouse,
+    window: Window,
+    settings: Settings,
+    by: Sequence[str] = ("team",),
+    *,
+    source: Source = "auto",
+) -> Bill:
+    """Price `window` (numbered steps in the module docstring)."""
+    dims = _check_by(by)
+    book = PriceBook(settings)
+    # 1. Usage.
+    usage, used_source = usage_by_day(wh, window, settings, source)
+    gpus = gpu_inventory(wh)
+    # 2. Price the allocations.
+    models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
+    prices = price_table(book, models, window)
+    teams = team_table(wh, usage["namespace"].drop_nulls().unique().to_list(), settings)
+    allocated = _price_allocated(usage, teams, prices, settings)
+    # 3. Capacity: unallocated and stranded.
+    unallocated = _unallocated_rows(wh, usage, gpus, prices, window=window, settings=settings)
+    remainder = _utilization_remainder(allocated)
+    detail = pl.concat(
+        [f.select(DETAIL_COLUMNS) for f in (allocated, unallocated, remainder)], how="vertical"
+    ).sort(["day", "kind", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"], nulls_last=True)
+    # 4. Lines.
+    fleet_raw = float(detail["list_cost"].sum())
+    fleet_cost = to_cents(fleet_raw) / 100
+    lines = group_lines(detail, dims)
+    lines = redistribute(lines, settings.idle.unallocated_redistribution)
+    lines = order_lines(round_lines(lines, fleet_raw), dims)
+    unattributed = tuple(
+        sorted(allocated.filter(pl.col("team") == UNATTRIBUTED)["namespace"].unique().to_list())
+    )
+    bill = Bill(
+        window=window, currency=book.currency, by=dims, fleet_cost=fleet_cost,
+        fleet_card_hours=float(detail["card_hours"].sum()), lines=lines, detail=detail,
+        unallocated=_unallocated_summary(unallocated), unattributed_namespaces=unattributed,
+        redistribution=settings.idle.unallocated_redistribution,
+        price_book_version=book.version, mig_share_basis=settings.sharing.mig_share_basis,
+        source=used_source,
+    )
+    check_conservation(bill)
+    return bill
+
+
+def _price_allocated(
+    usage: pl.DataFrame, teams: pl.DataFrame, prices: pl.DataFrame, settings: Settings
+) -> pl.DataFrame:
+    frame = (
+        usage.join(teams, on="namespace", how="left")
+        .join(prices, on=["model", "day"], how="left")
+        .with_columns(
+            pl.col("team").fill_null(UNATTRIBUTED),
+            pl.lit("allocated").alias("kind"),
+            discount_factor_expr(settings).alias("discount_factor"),
+            utilization_basis_expr(settings).alias("_by_utilization"),
+            (pl.col("card_hours") / pl.col("held_hours")).alias("share"),
+            pl.lit(0.0).alias("stranded_card_hours"),
+        )
+    )
+    net = pl.col("card_hours") * pl.col("unit_price") * pl.col("discount_factor")
+    charged = pl.when(pl.col("_by_utilization")).then(
+        pl.col("weighted_card_hours") * pl.col("unit_price") * pl.col("discount_factor")
+    ).otherwise(net)
+    frame = frame.with_columns(
+        (pl.col("card_hours") * pl.col("unit_price")).alias("list_cost"),
+        (pl.col("card_hours") * pl.col("unit_price") - net).alias("sharing_discount"),
+        (charged - net).alias("utilization_adjustment"),
+        charged.alias("cost"),
+        pl.when(pl.col("_by_utilization")).then(pl.lit(0.0))
+        .otherwise(pl.col("idle_card_hours") * pl.col("unit_price") * pl.col("discount_factor"))
+        .alias("idle_cost"),
+    )
+    return frame
+
+
+def _unallocated_rows(
+    wh: Warehouse, usage: pl.DataFrame, gpus: pl.DataFrame, prices: pl.DataFrame,
+    *, window: Window, settings: Settings,
+) -> pl.DataFrame:
+    """One row per card and day: present hours nobody held (never below zero)."""
+    step = timedelta(microseconds=SampleRules.of(settings).step_us)
+    presence = presence_by_day(gpus, window, step)
+    held = usage.group_by("uuid", "day").agg(
+        pl.col("card_hours").sum().alias("held_card_hours"),
+        pl.col("node").first().alias("_u_node"), pl.col("model").first().alias("_u_model"),
+        pl.col("pool").first().alias("_u_pool"),
+    )
+    instances = instance_share_by_day(wh, gpus, window, settings.sharing.mig_share_basis)
+    cards = gpus.select(
+        "uuid", pl.col("gpu_node").alias("_g_node"), pl.col("model").alias("_g_model"),
+        pl.col("pool").alias("_g_pool"), "card_mode",
+    )
+    frame = (
+        presence.join(held, on=["uuid", "day"], how="full", coalesce=True)
+        .join(cards, on="uuid", how="left")
+        .join(instances, on=["uuid", "day"], how="left")
+        .with_columns(
+            pl.col("present_hours").fill_null(0.0),
+            pl.col("held_card_hours").fill_null(0.0),
+            pl.coalesce("_g_node", "_u_node").alias("node"),
+            pl.coalesce("_g_model", "_u_model").alias("model"),
+            pl.coalesce("_g_pool", "_u_pool").alias("pool"),
+            pl.col("card_mode").fill_null("exclusive").alias("sharing_mode"),
+        )
+    )
+    capacity = pl.max_horizontal(pl.col("present_hours"), pl.col("held_card_hours"))
+    unheld = (capacity - pl.col("held_card_hours")).clip(lower_bound=0.0)
+    stranded = pl.when(pl.col("instance_card_hours").is_not_null()).then(
+        (pl.col("present_hours") - pl.col("instance_card_hours")).clip(lower_bound=0.0)
+    ).otherwise(0.0)
+    frame = (
+        frame.with_columns(unheld.alias("card_hours"), pl.lit(0.0).alias("held_hours"))
+        .with_columns(pl.min_horizontal(stranded, pl.col("card_hours")).alias("stranded_card_hours"))
+        .filter(pl.col("card_hours") > 0)
+        .join(prices, on=["model", "day"], how="left")
+    )
+    return frame.with_columns(
+        pl.lit("unallocated").alias("kind"),
+        pl.lit(UNALLOCATED).alias("team"),
+        *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile"),
+        pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
+        pl.lit(None, dtype=pl.Float64).alias("share"),
+        pl.lit(0.0).alias("idle_card_hours"),
+        pl.lit(0.0).alias("held_idle_card_hours"),
+        pl.lit(None, dtype=pl.Float64).alias("active_ratio"),
+        pl.lit(None, dtype=pl.Float64).alias("fb_used_max_mib"),
+        pl.lit(1.0).alias("discount_factor"),
+        (pl.col("card_hours") * pl.col("unit_price")).alias("list_cost"),
+        pl.lit(0.0).alias("sharing_discount"),
+        pl.lit(0.0).alias("utilization_adjustment"),
+        (pl.col("card_hours") * pl.col("unit_price")).alias("cost"),
+        pl.lit(0.0).alias("idle_cost"),
+    )
+
+
+def _nulls(dtype: type[pl.DataType], *names: str) -> list[pl.Expr]:
+    return [pl.lit(None, dtype=dtype).alias(n) for n in names]
+
+
+def _utilization_remainder(allocated: pl.DataFrame) -> pl.DataFrame:
+    """What utilization-billed holders did not pay, moved to their card's `unallocated` line."""
+    moved = allocated.filter(pl.col("utilization_adjustment") != 0)
+    return (
+        moved.group_by("day", "uuid", "node", "pool", "model")
+        .agg(
+            (-pl.col("utilization_adjustment").sum()).alias("utilization_adjustment"),
+            pl.col("unit_price").first(),
+            pl.col("sharing_mode").first(),
+        )
+        .with_columns(
+            pl.lit("utilization_remainder").alias("kind"),
+            pl.lit(UNALLOCATED).alias("team"),
+            *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile"),
+            pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
+            *_nulls(pl.Float64, "share", "active_ratio", "fb_used_max_mib"),
+            *[pl.lit(0.0).alias(c) for c in (
+                "held_hours", "card_hours", "idle_card_hours", "held_idle_card_hours",
+                "stranded_card_hours", "list_cost", "sharing_discount", "idle_cost",
+            )],
+            pl.lit(1.0).alias("discount_factor"),
+            pl.col("utilization_adjustment").alias("cost"),
+        )
+    )
+
+
+def _unallocated_summary(rows: pl.DataFrame) -> pl.DataFrame:
+    return (
+        rows.group_by("pool", "model")
+        .agg(
+            pl.col("card_hours").sum(),
+            pl.col("stranded_card_hours").sum(),
+            pl.col("list_cost").sum().alias("cost"),
+        )
+        .sort(["pool", "model"], nulls_last=True)
+    )
+
+
+def check_conservation(bill: Bill) -> None:
+    """Raise `ConservationError` unless lines add up to the fleet (cost to the cent)."""
+    cents = sum(to_cents(float(v)) for v in bill.lines["cost"].to_list())
+    if cents != to_cents(bill.fleet_cost):
+        raise ConservationError(
+            f"bill {bill.period}: lines sum to {cents / 100:.2f} but the fleet cost is {bill.fleet_cost:.2f}"
+        )
+    hours = float(bill.lines["card_hours"].sum())
+    if not math.isclose(hours, bill.fleet_card_hours, rel_tol=1e-9, abs_tol=1e-6):
+        raise ConservationError(
+            f"bill {bill.period}: lines hold {hours:.6f} card-hours but the fleet has "
+            f"{bill.fleet_card_hours:.6f}"
+        )
+    missing = bill.detail.filter(pl.col("unit_price").is_null() & (pl.col("card_hours") > 0))
+    if missing.height:
+        row = missing.row(0, named=True)
+        raise ConservationError(f"bill {bill.period}: {row['model']} on {row['day']} has no unit price")

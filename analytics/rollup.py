@@ -1,0 +1,80 @@
+"""The derived tables `allocations` and `card_hours_hourly`, as frames the roof loads.
+
+The roll-up is computed from raw samples one window at a time (normally a UTC day, as the
+collector closes it) and loaded with the `card_hours_hourly` watermark, so bills over long
+periods read the small hourly table instead of every sample (`analytics.usage`). A window
+must start and end on the hour: the roll-up's rows are whole hours.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+
+from analytics.hourly import hourly_usage
+from analytics.samples import SampleRules, allocation_runs
+from analytics.usage import ROLLUP_SOURCE
+from core.config import Settings
+from core.errors import InputError
+from core.frames import ALLOCATIONS, polars_schema
+from core.window import HOUR, Window, floor_time
+from warehouse import LoadBatch, Warehouse
+
+_DAY = timedelta(days=1)
+
+
+def allocations_frame(
+    wh: Warehouse, window: Window, settings: Settings, hourly: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Table `allocations`: each holder's run on a device, split at UTC midnight."""
+    runs = allocation_runs(wh, window, SampleRules.of(settings))
+    schema = polars_schema(ALLOCATIONS)
+    if runs.is_empty():
+        return pl.DataFrame(schema=schema)
+    hourly = hourly if hourly is not None else hourly_usage(wh, window, settings)
+    keys = ["uuid", "gpu_i_id", "vgpu", "namespace", "pod"]
+    facts = hourly.group_by(keys).agg(
+        (pl.col("card_hours").sum() / pl.col("held_hours").sum()).alias("share"),
+        pl.col("sharing_mode").first(),
+        pl.col("queue").first(),
+    )
+    # Split at midnight: one row per allocation and day it touches.
+    runs = runs.with_columns(
+        pl.datetime_ranges(
+            pl.col("start_ts").dt.truncate("1d"), pl.col("end_ts") - timedelta(microseconds=1),
+            interval="1d", time_zone="UTC",
+        ).alias("day")
+    ).explode("day")
+    runs = runs.with_columns(
+        pl.max_horizontal(pl.col("start_ts"), pl.col("day")).alias("ts"),
+        pl.min_horizontal(pl.col("end_ts"), pl.col("day") + _DAY).alias("end_ts"),
+    )
+    frame = runs.join(facts, on=keys, how="left", nulls_equal=True).with_columns(
+        pl.col("share").fill_null(1.0), pl.col("sharing_mode").fill_null("exclusive")
+    )
+    return frame.select([pl.col(c).cast(t) for c, t in schema.items()]).sort(
+        ["ts", "uuid", "gpu_i_id", "vgpu"], nulls_last=True
+    )
+
+
+def rollup_frames(wh: Warehouse, window: Window, settings: Settings) -> dict[str, pl.DataFrame]:
+    """Frames for tables `card_hours_hourly` and `allocations` over an hour-aligned window."""
+    if floor_time(window.start, HOUR) != window.start or floor_time(window.end, HOUR) != window.end:
+        raise InputError(f"roll-up window {window}: must start and end on the hour")
+    hourly = hourly_usage(wh, window, settings)
+    return {
+        "card_hours_hourly": hourly,
+        "allocations": allocations_frame(wh, window, settings, hourly),
+    }
+
+
+def rollup_batch(wh: Warehouse, window: Window, settings: Settings) -> LoadBatch:
+    """A batch the roof loads (with a writer) to store the roll-up of `window`.
+
+    It moves the `card_hours_hourly` watermark to the window's end: roll up windows in order.
+    """
+    return LoadBatch(
+        frames=rollup_frames(wh, window, settings), window=window,
+        watermarks={ROLLUP_SOURCE: window.end},
+    )

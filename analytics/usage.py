@@ -1,0 +1,150 @@
+"""Card-hours per UTC day, device and holder: what the bill prices.
+
+Two sources give the same numbers: the stored hourly roll-up (table `card_hours_hourly`, kept
+after raw samples age out; fast for a month of a large fleet) and the raw samples (computed on
+the fly by `analytics.hourly`). `source="auto"` uses the roll-up for the whole hours it covers
+(from its first row to the `card_hours_hourly` watermark) and raw samples for the rest.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+import polars as pl
+
+from analytics.hourly import hourly_usage
+from core.config import Settings
+from core.window import HOUR, Window, as_utc, floor_time
+from warehouse import Warehouse
+
+Source = Literal["auto", "raw", "rollup"]
+ROLLUP_SOURCE = "card_hours_hourly"
+"""Watermark name: every hour before it is in the roll-up."""
+
+KEYS: tuple[str, ...] = (
+    "day", "uuid", "gpu_i_id", "vgpu", "profile", "node", "model", "pool", "sharing_mode",
+    "namespace", "pod", "queue",
+)
+_DAY_US = 86_400_000_000
+
+_ROLLUP_SQL = f"""
+SELECT epoch_us(ts) // {_DAY_US} AS day_no, uuid, gpu_i_id, vgpu, profile, node, model, pool,
+    sharing_mode, namespace, pod, queue,
+    sum(held_hours) AS held_hours,
+    sum(card_hours) AS card_hours,
+    sum(idle_card_hours) AS idle_card_hours,
+    sum(held_idle_card_hours) AS held_idle_card_hours,
+    sum(card_hours * coalesce(active_ratio, 1.0)) AS weighted_card_hours,
+    sum(held_hours * active_ratio)
+        / nullif(sum(CASE WHEN active_ratio IS NOT NULL THEN held_hours END), 0) AS active_ratio,
+    max(fb_used_max_mib) AS fb_used_max_mib
+FROM card_hours_hourly
+WHERE ts >= $start AND ts < $end
+GROUP BY ALL
+"""
+
+
+def _aggregates() -> list[pl.Expr]:
+    held_with_activity = pl.when(pl.col("active_ratio").is_not_null()).then(pl.col("held_hours"))
+    return [
+        pl.col("held_hours").sum(),
+        pl.col("card_hours").sum(),
+        pl.col("idle_card_hours").sum(),
+        pl.col("held_idle_card_hours").sum(),
+        (pl.col("card_hours") * pl.col("active_ratio").fill_null(1.0)).sum().alias("weighted_card_hours"),
+        ((pl.col("held_hours") * pl.col("active_ratio")).sum() / held_with_activity.sum()).alias(
+            "active_ratio"
+        ),
+        pl.col("fb_used_max_mib").max(),
+    ]
+
+
+def _from_raw(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
+    hourly = hourly_usage(wh, window, settings)
+    return (
+        hourly.with_columns(pl.col("ts").dt.date().alias("day"))
+        .group_by(list(KEYS))
+        .agg(_aggregates())
+    )
+
+
+def _from_rollup(wh: Warehouse, window: Window) -> pl.DataFrame:
+    frame = wh.query(_ROLLUP_SQL, {"start": window.start, "end": window.end})
+    return frame.with_columns(
+        (pl.col("day_no").cast(pl.Int64) * _DAY_US).cast(pl.Datetime("us", "UTC")).dt.date().alias("day")
+    ).drop("day_no")
+
+
+def rollup_span(wh: Warehouse, window: Window) -> Window | None:
+    """The whole hours of `window` the roll-up covers, or None."""
+    mark = wh.watermark(ROLLUP_SOURCE)
+    first = wh.scalar("SELECT min(ts) FROM card_hours_hourly")
+    if mark is None or first is None:
+        return None
+    lo = _ceil_hour(max(window.start, floor_time(as_utc(first), timedelta(days=1))))
+    hi = floor_time(min(window.end, mark), HOUR)
+    return Window(lo, hi, window.step) if lo < hi else None
+
+
+def _ceil_hour(moment: datetime) -> datetime:
+    floored = floor_time(moment, HOUR)
+    return floored if floored == moment else floored + HOUR
+
+
+def usage_by_day(
+    wh: Warehouse, window: Window, settings: Settings, source: Source = "auto"
+) -> tuple[pl.DataFrame, str]:
+    """Day-level usage for `window` and which source it came from (`raw|rollup|mixed`)."""
+    if source == "raw":
+        return _normalize(_from_raw(wh, window, settings)), "raw"
+    if source == "rollup":
+        return _normalize(_from_rollup(wh, window)), "rollup"
+    span = rollup_span(wh, window)
+    if span is None:
+        return _normalize(_from_raw(wh, window, settings)), "raw"
+    parts = [_from_rollup(wh, span)]
+    for lo, hi in ((window.start, span.start), (span.end, window.end)):
+        if lo < hi:
+            parts.append(_from_raw(wh, Window(lo, hi, window.step), settings))
+    used = "rollup" if len(parts) == 1 else "mixed"
+    frames = [_normalize(p) for p in parts]
+    merged = pl.concat(frames, how="vertical")
+    if len(parts) > 1:
+        merged = _regroup(merged)
+    return merged, used
+
+
+def _regroup(frame: pl.DataFrame) -> pl.DataFrame:
+    """Merge rows of one day-device-holder that came from two sources (a day cut by an edge)."""
+    with_activity = pl.when(pl.col("active_ratio").is_not_null()).then(pl.col("held_hours"))
+    return _normalize(
+        frame.group_by(list(KEYS)).agg(
+            pl.col("held_hours").sum(),
+            pl.col("card_hours").sum(),
+            pl.col("idle_card_hours").sum(),
+            pl.col("held_idle_card_hours").sum(),
+            pl.col("weighted_card_hours").sum(),
+            ((pl.col("held_hours") * pl.col("active_ratio")).sum() / with_activity.sum()).alias(
+                "active_ratio"
+            ),
+            pl.col("fb_used_max_mib").max(),
+        )
+    )
+
+
+_SCHEMA: dict[str, pl.DataType] = {
+    "day": pl.Date(), "uuid": pl.String(), "gpu_i_id": pl.Int32(), "vgpu": pl.String(),
+    "profile": pl.String(), "node": pl.String(), "model": pl.String(), "pool": pl.String(),
+    "sharing_mode": pl.String(), "namespace": pl.String(), "pod": pl.String(),
+    "queue": pl.String(), "held_hours": pl.Float64(), "card_hours": pl.Float64(),
+    "idle_card_hours": pl.Float64(), "held_idle_card_hours": pl.Float64(),
+    "weighted_card_hours": pl.Float64(), "active_ratio": pl.Float64(),
+    "fb_used_max_mib": pl.Float64(),
+}
+
+
+def _normalize(frame: pl.DataFrame) -> pl.DataFrame:
+    if frame.is_empty() and not frame.columns:
+        return pl.DataFrame(schema=_SCHEMA)
+    return frame.select([pl.col(c).cast(t) for c, t in _SCHEMA.items()])

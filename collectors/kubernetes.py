@@ -1,0 +1,235 @@
+"""Inventory from the Kubernetes API (read-only): nodes, namespaces, GPU pods, Kueue objects.
+
+Lists are paginated (`limit` + `continue`). A continue token expires when etcd compacts past
+its resourceVersion: the server answers 410 Gone, and the list restarts from scratch (a full
+relist gives one consistent snapshot; mixing pages from two snapshots would not). Relists are
+bounded so a cluster compacting faster than we page fails clearly instead of looping.
+Answers are read as plain JSON (`_preload_content=False`): faster than the client's model
+objects, and the frames need only a few fields.
+
+Frames: `nodes` (GFD labels, capacity/allocatable incl. `nvidia.com/mig-*`, MIG config and
+state, pool, sharing mode), `namespaces` (team from the label key or the fallback rules),
+`pods` (only pods requesting GPU resources: `nvidia.com/gpu`, `nvidia.com/mig-*`,
+`nvidia.com/gpumem`, `nvidia.com/gpucores`), `queues` (ClusterQueues, LocalQueues,
+ResourceFlavors and Cohorts of `kueue.x-k8s.io/v1beta2`; absent CRDs give no rows).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from collectors.teams import resolve_team
+from core.config import Settings, utcnow
+from core.errors import ClusterError, ForbiddenError, TemporaryClusterError
+from core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
+from core.mig import canonical_model
+
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
+KUEUE_KINDS = {"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
+               "ResourceFlavor": "resourceflavors", "Cohort": "cohorts"}
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "nvidia.com/gpumem", "nvidia.com/gpucores")
+POOL_LABEL = "gpuledger.io/pool"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+MAX_RELISTS = 3
+Lister = Callable[..., Any]
+
+
+def _is_gpu_resource(name: str) -> bool:
+    return any(name == p or name.startswith(p) for p in GPU_RESOURCE_PREFIXES)
+
+
+def _error(exc: ApiException, what: str) -> ClusterError:
+    reason = exc.reason or ""
+    with contextlib.suppress(ValueError):
+        reason = json.loads(exc.body or "{}").get("message", reason)
+    text = f"listing {what} failed: HTTP {exc.status} {reason}"
+    if exc.status in (401, 403):
+        return ForbiddenError(text)
+    if exc.status in (429,) or (exc.status or 0) >= 500:
+        return TemporaryClusterError(text)
+    return ClusterError(text)
+
+
+def paginate(list_fn: Lister, what: str, *, page_size: int = 500, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    """Every item of a list call, page by page; restart on 410 (expired continue)."""
+    for _attempt in range(MAX_RELISTS + 1):
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        try:
+            while True:
+                extra = {"_continue": token} if token else {}
+                response = list_fn(limit=page_size, _preload_content=False, **extra, **kwargs)
+                page = json.loads(response.data)
+                items.extend(page.get("items") or [])
+                token = (page.get("metadata") or {}).get("continue") or None
+                if not token:
+                    break
+        except ApiException as exc:
+            if exc.status == 410:
+                continue  # the continue token expired: relist from the start
+            raise _error(exc, what) from None
+        yield from items
+        return
+    raise TemporaryClusterError(f"listing {what}: continue token expired {MAX_RELISTS + 1} times; "
+                                "etcd compacts faster than the pages arrive (raise the page size)")
+
+
+class KubernetesCollector:
+    """Snapshots of cluster inventory as frames; never writes to the cluster."""
+
+    def __init__(self, api: client.ApiClient, settings: Settings, *, page_size: int = 500,
+                 now: Callable[[], datetime] = utcnow) -> None:
+        self.api = api
+        self.settings = settings
+        self.page_size = page_size
+        self.now = now
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    @classmethod
+    def from_kubeconfig(cls, path: str, settings: Settings, **kwargs: Any) -> KubernetesCollector:
+        try:
+            api = config.new_client_from_config(config_file=path, context=settings.kubernetes.context)
+        except (config.ConfigException, OSError) as exc:
+            raise ClusterError(f"kubeconfig {path}: cannot load ({exc})") from None
+        return cls(api, settings, **kwargs)
+
+    def snapshot(self) -> dict[str, pl.DataFrame]:
+        at = self.now()
+        return {
+            "nodes": self.nodes(at),
+            "namespaces": self.namespaces(at),
+            "pods": self.pods(at),
+            "queues": self.queues(at),
+        }
+
+    # Frames ------------------------------------------------------------------------------
+    def nodes(self, at: datetime) -> pl.DataFrame:
+        items = paginate(self.core.list_node, "nodes", page_size=self.page_size)
+        rows = [_node_row(item, at) for item in items]
+        return pl.DataFrame(rows, schema=polars_schema(NODES))
+
+    def namespaces(self, at: datetime) -> pl.DataFrame:
+        rows = []
+        for item in paginate(self.core.list_namespace, "namespaces", page_size=self.page_size):
+            meta = item.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            rows.append({
+                "namespace": meta["name"],
+                "team": resolve_team(meta["name"], labels, self.settings.teams),
+                "labels": json.dumps(labels, sort_keys=True), "observed_at": at,
+            })
+        return pl.DataFrame(rows, schema=polars_schema(NAMESPACES))
+
+    def pods(self, at: datetime) -> pl.DataFrame:
+        rows = []
+        for item in paginate(self.core.list_pod_for_all_namespaces, "pods", page_size=self.page_size):
+            row = _pod_row(item, at)
+            if row is not None:
+                rows.append(row)
+        return pl.DataFrame(rows, schema=polars_schema(PODS))
+
+    def queues(self, at: datetime) -> pl.DataFrame:
+        rows = []
+        for kind, plural in KUEUE_KINDS.items():
+            try:
+                items = list(paginate(self.custom.list_cluster_custom_object, f"{plural}.{KUEUE_GROUP}",
+                                      page_size=self.page_size, group=KUEUE_GROUP,
+                                      version=KUEUE_VERSION, plural=plural))
+            except ClusterError as exc:
+                if "HTTP 404" in str(exc):
+                    continue  # Kueue (or this kind) is not installed
+                raise
+            for item in items:
+                meta = item.get("metadata") or {}
+                spec = item.get("spec") or {}
+                rows.append({
+                    "kind": kind, "name": meta["name"], "namespace": meta.get("namespace") or "",
+                    "cohort": spec.get("cohortName") or spec.get("parentName"),
+                    "spec": json.dumps(spec, sort_keys=True),
+                    "resource_version": meta.get("resourceVersion"), "observed_at": at,
+                })
+        return pl.DataFrame(rows, schema=polars_schema(QUEUES))
+
+
+def _sharing_mode(labels: dict[str, str], capacity: dict[str, str]) -> str:
+    if any(k.startswith("nvidia.com/mig-") for k in capacity):
+        return "mig"
+    if "nvidia.com/gpumem" in capacity or labels.get("gpu") == "on":
+        return "vgpu"
+    if "nvidia.com/gpu.replicas" in labels and labels["nvidia.com/gpu.replicas"] not in ("", "1"):
+        return "timeslice"
+    return "exclusive"
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _node_row(item: dict[str, Any], at: datetime) -> dict[str, Any]:
+    meta = item.get("metadata") or {}
+    labels: dict[str, str] = meta.get("labels") or {}
+    status = item.get("status") or {}
+    capacity: dict[str, str] = status.get("capacity") or {}
+    product = labels.get("nvidia.com/gpu.product", "").removesuffix("-SHARED")
+    mode = _sharing_mode(labels, capacity)
+    return {
+        "node": meta["name"], "pool": labels.get(POOL_LABEL),
+        "model": canonical_model(product) if product else None,
+        "gpu_count": _int(labels.get("nvidia.com/gpu.count")),
+        "sharing_mode": mode,
+        "replicas": _int(labels.get("nvidia.com/gpu.replicas")) if mode == "timeslice" else None,
+        "mig_config": labels.get("nvidia.com/mig.config"),
+        "mig_config_state": labels.get("nvidia.com/mig.config.state"),
+        "labels": json.dumps(labels, sort_keys=True),
+        "capacity": json.dumps(capacity, sort_keys=True),
+        "allocatable": json.dumps(status.get("allocatable") or {}, sort_keys=True),
+        "resource_version": meta.get("resourceVersion"), "observed_at": at,
+    }
+
+
+def _pod_row(item: dict[str, Any], at: datetime) -> dict[str, Any] | None:
+    spec = item.get("spec") or {}
+    requests: dict[str, float] = {}
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for name, amount in wanted.items():
+            if _is_gpu_resource(name):
+                requests[name] = requests.get(name, 0.0) + _quantity(amount)
+    if not requests:
+        return None
+    meta = item.get("metadata") or {}
+    owners = meta.get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
+    status = item.get("status") or {}
+    started = status.get("startTime") or meta.get("creationTimestamp")
+    start_ts = datetime.fromisoformat(started.replace("Z", "+00:00")) if started else at
+    labels = meta.get("labels") or {}
+    return {
+        "namespace": meta.get("namespace"), "pod": meta.get("name"), "node": spec.get("nodeName"),
+        "queue": labels.get(QUEUE_LABEL), "owner_kind": owner.get("kind"), "owner_name": owner.get("name"),
+        "gpu_requests": json.dumps(requests, sort_keys=True), "labels": json.dumps(labels, sort_keys=True),
+        "start_ts": min(start_ts, at), "end_ts": at,
+    }
+
+
+def _quantity(text: str | int | float) -> float:
+    """Kubernetes quantities as they appear for GPU resources (integers, `k`/`Mi` suffixes)."""
+    value = str(text)
+    units = {"k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "m": 1e-3}
+    for suffix in sorted(units, key=len, reverse=True):
+        if value.endswith(suffix):
+            return float(value[: -len(suffix)]) * units[suffix]
+    return float(value)

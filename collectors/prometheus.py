@@ -1,0 +1,237 @@
+"""Collect a window from a Prometheus-compatible engine, chunk by chunk.
+
+For each chunk (see `chunks`): every DCGM field is queried per node shard, plus the vLLM,
+Kueue and kube-state-metrics series, all concurrently on a bounded pool. The next chunk's
+queries are already in flight while the caller loads the current one, so fetching overlaps
+with the warehouse write, and at most two chunks are in memory whatever the window's length.
+
+1. `shards(window)`: node label values (`Hostname`, `hostname`) of DCGM series in the window;
+   nodes grouped so series x points per query stays under `max_samples_per_query`.
+2. `iter_chunks(window)`: per chunk, submit the queries; parse each answer straight into
+   Polars in the worker; then build the frames (gpu_samples, token_samples, queue_samples,
+   gpus, mig_instances, nodes, namespaces, pods) and the bad-sample counts.
+The collector never writes anything: the pipeline loads what it returns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import polars as pl
+
+from collectors import dcgm, inventory, kueue_metrics, vllm
+from collectors.chunks import Chunk, plan_chunks
+from collectors.ksm import QUEUE_LABEL, namespaces_from_vector, pods_from_frames
+from collectors.prom_http import PromHttp
+from collectors.prom_parse import Matrix, parse_matrix
+from collectors.promql import NODE_LABELS, Shard, duration, latest, make_shards, selector
+from collectors.quality import Quality
+from core.config import Settings, utcnow
+from core.frames import DCGM_FIELDS
+from core.window import Window, parse_duration
+
+SERIES_PER_NODE = 64
+"""Sizing guess for shards: 8 GPUs x up to 7 MIG instances, plus pod churn."""
+GPU_MATCH = '{__name__=~"DCGM_FI_.*"}'
+REQUEST_LABELS = ("namespace", "pod", "exported_namespace", "exported_pod", "resource")
+
+
+@dataclass
+class ChunkData:
+    """Everything collected for one chunk, ready for one `LoadBatch`."""
+
+    chunk: Chunk
+    frames: dict[str, pl.DataFrame]
+    devices: pl.DataFrame
+    quality: Quality
+    queries: int = 0
+    bytes: int = 0
+    fetch_s: float = 0.0
+
+    @property
+    def samples(self) -> int:
+        return self.frames["gpu_samples"].height
+
+
+@dataclass
+class _Pending:
+    chunk: Chunk
+    futures: dict[str, Future[tuple[Matrix, int, float]]] = field(default_factory=dict)
+
+
+class PrometheusCollector:
+    """Read-only adapter over one engine URL; use as a context manager."""
+
+    def __init__(
+        self, url: str, settings: Settings, *, now: Callable[[], datetime] = utcnow,
+        namespaces_from_metrics: bool = True, backoff_s: float = 0.5,
+    ) -> None:
+        self.settings = settings
+        self.prom = settings.prometheus
+        self.http = PromHttp(url, self.prom, backoff_s=backoff_s)
+        self.now = now
+        self.namespaces_from_metrics = namespaces_from_metrics
+        self._pool = ThreadPoolExecutor(max_workers=self.prom.max_concurrency,
+                                        thread_name_prefix="promq")
+        self._shards: list[Shard] = []
+
+    def __enter__(self) -> PrometheusCollector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.http.close()
+
+    # 1. Planning ------------------------------------------------------------------------
+    def plan(self, window: Window) -> list[Chunk]:
+        size = parse_duration(self.prom.chunk)
+        return list(plan_chunks(window, size, self.prom.max_points_per_query))
+
+    def shards(self, window: Window, points: int) -> list[Shard]:
+        nodes = {
+            label: self.http.label_values(label, GPU_MATCH, window.start, window.end)
+            for label in NODE_LABELS
+        }
+        self._shards = make_shards(nodes, SERIES_PER_NODE, points, self.prom.max_samples_per_query)
+        return self._shards
+
+    # 2. Fetching ------------------------------------------------------------------------
+    def _fetch(self, query: str, chunk: Chunk, labels: tuple[str, ...]) -> tuple[Matrix, int, float]:
+        started = time.perf_counter()
+        body = self.http.query_range(query, chunk.start, chunk.last_point, chunk.step.total_seconds())
+        fetched = time.perf_counter() - started
+        return parse_matrix(body, labels, f"query {query!r}"), len(body), fetched
+
+    def _submit(self, chunk: Chunk) -> _Pending:
+        pending = _Pending(chunk)
+        step = chunk.step
+        for metric, column in DCGM_FIELDS.items():
+            for i, shard in enumerate(self._shards):
+                query = latest(selector(metric, shard.matcher()), step)
+                pending.futures[f"gpu|{column}|{i}"] = self._pool.submit(
+                    self._fetch, query, chunk, dcgm.SERIES_LABELS)
+        for metric, column in vllm.METRICS.items():
+            pending.futures[f"tok|{column}"] = self._pool.submit(
+                self._fetch, latest(metric, step), chunk, vllm.LABELS)
+        for column, query in kueue_metrics.queries(step).items():
+            pending.futures[f"queue|{column}"] = self._pool.submit(
+                self._fetch, query, chunk, kueue_metrics.LABELS)
+        requests = (
+            f"sum by ({', '.join(REQUEST_LABELS)}) ("
+            + latest(selector("kube_pod_container_resource_requests", 'resource=~"nvidia_com_.*"'), step)
+            + ")"
+        )
+        pending.futures["pods|requests"] = self._pool.submit(self._fetch, requests, chunk, REQUEST_LABELS)
+        return pending
+
+    def iter_chunks(self, window: Window, chunks: list[Chunk] | None = None) -> Iterator[ChunkData]:
+        """Collected chunks in time order, fetching one chunk ahead."""
+        plan = chunks if chunks is not None else self.plan(window)
+        if not plan:
+            return
+        self.shards(window, max(c.points for c in plan))
+        pending = self._submit(plan[0])
+        for i in range(len(plan)):
+            ahead = self._submit(plan[i + 1]) if i + 1 < len(plan) else None
+            try:
+                data = self._finish(pending)
+            except BaseException:
+                if ahead:
+                    for future in ahead.futures.values():
+                        future.cancel()
+                raise
+            yield data
+            if ahead:
+                pending = ahead
+
+    # 3. Building frames -----------------------------------------------------------------
+    def _finish(self, pending: _Pending) -> ChunkData:
+        chunk = pending.chunk
+        quality = Quality()
+        results: dict[str, Matrix] = {}
+        total_bytes, fetch_s = 0, 0.0
+        for key, future in pending.futures.items():
+            matrix, size, seconds = future.result()
+            results[key] = matrix
+            total_bytes += size
+            fetch_s += seconds
+        now = self.now()
+        gpu_fields = _group(results, "gpu")
+        build = dcgm.build_gpu_samples(gpu_fields, chunk, now, self.prom.pod_labels, quality)
+        tokens = vllm.build_token_samples(_group(results, "tok"), chunk, now, quality)
+        queues = kueue_metrics.build_queue_samples(_group(results, "queue"), chunk, now, quality)
+        gpus = inventory.gpus_from_devices(build.devices)
+        frames = {
+            "gpu_samples": build.samples,
+            "token_samples": tokens,
+            "queue_samples": queues,
+            "gpus": gpus,
+            "mig_instances": inventory.mig_instances_from_devices(build.devices),
+            "nodes": inventory.nodes_from_gpus(gpus, chunk.end),
+            "pods": self._pods(results["pods|requests"], chunk),
+        }
+        if self.namespaces_from_metrics:
+            frames["namespaces"] = self._namespaces(chunk)
+        return ChunkData(chunk, frames, build.devices, quality, len(pending.futures) + 2,
+                         total_bytes, fetch_s)
+
+    def _namespaces(self, chunk: Chunk) -> pl.DataFrame:
+        span = duration(chunk.end - chunk.start)
+        answer = self.http.query(f"last_over_time(kube_namespace_labels[{span}])", chunk.last_point)
+        return namespaces_from_vector(answer["data"]["result"], self.settings.teams, chunk.end)
+
+    def _pods(self, requests: Matrix, chunk: Chunk) -> pl.DataFrame:
+        if requests.empty:
+            return pods_from_frames(pl.DataFrame(), {})
+        series = requests.series.select(
+            "sid",
+            pl.coalesce("exported_namespace", "namespace").alias("namespace"),
+            pl.coalesce("exported_pod", "pod").alias("pod"),
+            "resource",
+        ).drop_nulls(["namespace", "pod", "resource"])
+        frame = requests.samples.filter(pl.col("value").is_finite() & (pl.col("value") > 0)).join(
+            series, on="sid").with_columns((pl.col("ts") + chunk.step).alias("end"))
+        span = duration(chunk.end - chunk.start)
+        info: dict[tuple[str, str], dict[str, str | None]] = {}
+        for item in self.http.query(f"last_over_time(kube_pod_info[{span}])", chunk.last_point)[
+                "data"]["result"]:
+            m = item["metric"]
+            key = (m.get("exported_namespace") or m.get("namespace", ""),
+                   m.get("exported_pod") or m.get("pod", ""))
+            info[key] = {"node": m.get("node") or None, "owner_kind": m.get("created_by_kind") or None,
+                         "owner_name": m.get("created_by_name") or None}
+        labels_q = f'last_over_time(kube_pod_labels{{{QUEUE_LABEL}!=""}}[{span}])'
+        for item in self.http.query(labels_q, chunk.last_point)["data"]["result"]:
+            m = item["metric"]
+            key = (m.get("exported_namespace") or m.get("namespace", ""),
+                   m.get("exported_pod") or m.get("pod", ""))
+            info.setdefault(key, {})["queue"] = m.get(QUEUE_LABEL)
+        return pods_from_frames(frame, info)
+
+
+def _group(results: dict[str, Matrix], kind: str) -> dict[str, Matrix]:
+    """Merge the shard answers of each field of one kind: {column: Matrix}."""
+    by_field: dict[str, list[Matrix]] = {}
+    for key, matrix in results.items():
+        parts = key.split("|")
+        if parts[0] == kind:
+            by_field.setdefault(parts[1], []).append(matrix)
+    merged: dict[str, Matrix] = {}
+    for column, matrices in by_field.items():
+        if len(matrices) == 1:
+            merged[column] = matrices[0]
+            continue
+        series_parts, sample_parts, offset = [], [], 0
+        for m in matrices:
+            series_parts.append(m.series.with_columns(pl.col("sid") + offset))
+            sample_parts.append(m.samples.with_columns(pl.col("sid") + offset))
+            offset += m.series.height
+        merged[column] = Matrix(pl.concat(series_parts), pl.concat(sample_parts))
+    return merged

@@ -1,0 +1,273 @@
+"""The Plans page's buttons, enforced on the server: approve, reject, preview (dry run), apply.
+
+Rules (each checked here, whatever the page showed):
+1. Only admins act. A refused attempt is answered with `AccessDeniedError` before any write
+   connection is opened, then recorded in the audit log (best effort).
+2. Approve and reject are one short write transaction each through `SnapshotStore.writer()`,
+   calling the actuator's workflow (`actuator.workflow.approve/reject`), which re-checks the role
+   and the plan's state and writes the audit record.
+3. Apply needs a successful dry-run preview of the same plan, by an admin, in this app, within
+   `PREVIEW_VALID_S`: the preview is what the admin looked at before saying yes.
+4. A rollout can run for many minutes (drains, MIG Manager). It runs in a background thread on a
+   `ShortWriteWarehouse`, which opens the warehouse for each write and closes it at once, so
+   collection keeps running during a rollout; the page polls the runner's in-memory status.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from core.access import Principal
+from core.config import Settings, utcnow
+from core.errors import AccessDeniedError, GpuledgerError, InputError
+from dashboards.store import SnapshotStore, WarehouseBusyError
+from warehouse import LoadBatch, LoadStats, Warehouse
+
+PREVIEW_VALID_S = 15 * 60
+MAX_REASON = 500
+
+
+class ShortWriteWarehouse(Warehouse):
+    """A `Warehouse` that holds the file only for each call: open, do one thing, close.
+
+    It lets a long rollout record progress and audit entries without keeping the one writer
+    lock, and reports every plan-status load and audit entry to `observer` for the live view.
+    """
+
+    def __init__(
+        self, store: SnapshotStore, observer: Callable[[str, Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        self.path = str(store.source)
+        self.read_only = False
+        self._store = store
+        self._observer = observer
+
+    def _open(self) -> AbstractContextManager[Warehouse]:
+        return self._store.writer(refresh=False)
+
+    def query(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
+        with self._open() as wh:
+            return wh.query(sql, params)
+
+    def scalar(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> Any:
+        with self._open() as wh:
+            return wh.scalar(sql, params)
+
+    def count(self, table: str) -> int:
+        with self._open() as wh:
+            return wh.count(table)
+
+    def watermark(self, source: str) -> datetime | None:
+        with self._open() as wh:
+            return wh.watermark(source)
+
+    def load(self, batch: LoadBatch) -> LoadStats:
+        with self._open() as wh:
+            stats = wh.load(batch)
+        plans = batch.frames.get("plans")
+        if self._observer is not None and plans is not None:
+            for row in plans.iter_rows(named=True):
+                self._observer("plan", row)
+        return stats
+
+    def append_audit(self, entry: Mapping[str, Any]) -> int:
+        with self._open() as wh:
+            seq = wh.append_audit(entry)
+        if self._observer is not None:
+            self._observer("audit", entry)
+        return seq
+
+    def close(self) -> None:
+        """Nothing stays open."""
+
+
+@dataclass
+class Rollout:
+    """A running (or finished) apply: what the Plans page polls."""
+
+    plan_id: str
+    user: str
+    started_at: datetime
+    status: str = "starting"
+    progress: Any = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    finished_at: datetime | None = None
+    message: str = ""
+    thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.finished_at is None
+
+    def observe(self, kind: str, row: Mapping[str, Any]) -> None:
+        if kind == "plan" and row.get("plan_id") == self.plan_id:
+            self.status = str(row.get("status"))
+            raw = row.get("progress")
+            self.progress = json.loads(raw) if isinstance(raw, str) and raw else raw
+        elif kind == "audit":
+            self.events.append({
+                "at": row.get("occurred_at"), "action": row.get("action"), "object": row.get("object"),
+                "result": row.get("result"), "detail": row.get("detail"),
+            })
+            del self.events[:-200]
+
+
+@dataclass(frozen=True)
+class Preview:
+    plan_id: str
+    user: str
+    at: float
+    result: dict[str, Any]
+
+
+class PlanActions:
+    """Server-side plan actions of one dashboard app."""
+
+    def __init__(
+        self, store: SnapshotStore, settings: Settings,
+        cluster_factory: Callable[[], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.cluster_factory = cluster_factory
+        self._clock = clock
+        self._previews: dict[str, Preview] = {}
+        self.rollouts: dict[str, Rollout] = {}
+        self._lock = threading.Lock()
+
+    # 1. Access -------------------------------------------------------------------------------
+    def _require_admin(self, principal: Principal, action: str, plan_id: str) -> None:
+        if principal.admin:
+            return
+        message = f"user {principal.user!r} may not {action} plan {plan_id}: needs the admin role"
+        self._audit_denied(principal, action, plan_id, message)
+        raise AccessDeniedError(message)
+
+    def _audit_denied(self, principal: Principal, action: str, plan_id: str, message: str) -> None:
+        """Record a refused attempt; skipped (never waited for) when a collector holds the file."""
+        try:
+            with self.store.writer(refresh=False, retry=False) as wh:
+                wh.append_audit({
+                    "occurred_at": utcnow(), "actor": principal.user, "plan_id": plan_id,
+                    "action": f"plan.{action.replace(' ', '_')}", "object": f"plan/{plan_id}",
+                    "result": "denied", "detail": f"dashboard: {message}",
+                })
+        except GpuledgerError:
+            return
+
+    # 2. Approve / reject ---------------------------------------------------------------------
+    def approve(self, principal: Principal, plan_id: str) -> str:
+        from actuator.workflow import approve
+
+        self._require_admin(principal, "approve", plan_id)
+        with self.store.writer() as wh:
+            record = approve(wh, plan_id, principal, self.settings)
+        return f"plan {plan_id} approved by {principal.user}; status {record.status}"
+
+    def reject(self, principal: Principal, plan_id: str, reason: str | None) -> str:
+        from actuator.workflow import reject
+
+        self._require_admin(principal, "reject", plan_id)
+        text = (reason or "").strip()
+        if not text:
+            raise InputError(f"plan {plan_id}: give a reason to reject it")
+        with self.store.writer() as wh:
+            record = reject(wh, plan_id, principal, self.settings, text[:MAX_REASON])
+        return f"plan {plan_id} rejected by {principal.user}; status {record.status}"
+
+    # 3. Preview and apply --------------------------------------------------------------------
+    def _cluster(self) -> Any:
+        if self.cluster_factory is None:
+            raise InputError(
+                "no cluster configured for this dashboard: set kubernetes.kubeconfig (or run it "
+                "in-cluster) to preview and apply plans; `gpuledger plans apply` works the same way"
+            )
+        return self.cluster_factory()
+
+    def preview(self, principal: Principal, plan_id: str) -> dict[str, Any]:
+        """Dry-run the plan against the API server (dryRun=All); nothing changes."""
+        from actuator.workflow import apply
+
+        self._require_admin(principal, "dry-run", plan_id)
+        cluster = self._cluster()
+        try:
+            result = apply(ShortWriteWarehouse(self.store), plan_id, principal, self.settings,
+                           cluster, dry_run=True)
+        finally:
+            _close(cluster)
+        payload = result.to_dict()
+        with self._lock:
+            self._previews[plan_id] = Preview(plan_id, principal.user, self._clock(), payload)
+        return payload
+
+    def previewed(self, plan_id: str) -> Preview | None:
+        with self._lock:
+            preview = self._previews.get(plan_id)
+        if preview is None or self._clock() - preview.at > PREVIEW_VALID_S:
+            return None
+        return preview
+
+    def start_apply(self, principal: Principal, plan_id: str) -> Rollout:
+        """Start the rollout in the background (refused without a fresh preview)."""
+        from actuator.workflow import apply
+
+        self._require_admin(principal, "apply", plan_id)
+        if self.previewed(plan_id) is None:
+            minutes = PREVIEW_VALID_S // 60
+            raise InputError(f"plan {plan_id}: preview it (dry run) first, then apply within {minutes} min")
+        with self._lock:
+            existing = self.rollouts.get(plan_id)
+            if existing is not None and existing.running:
+                raise InputError(f"plan {plan_id}: a rollout started by {existing.user} is still running")
+            rollout = Rollout(plan_id, principal.user, utcnow())
+            self.rollouts[plan_id] = rollout
+            self._previews.pop(plan_id, None)
+        cluster = self._cluster()
+        wh = ShortWriteWarehouse(self.store, observer=rollout.observe)
+
+        def run() -> None:
+            try:
+                result = apply(wh, plan_id, principal, self.settings, cluster)
+                rollout.status, rollout.message = result.status, result.message
+            except GpuledgerError as exc:
+                rollout.status, rollout.message = "failed", str(exc)
+            except Exception as exc:  # a bug must not kill the server thread silently
+                rollout.status, rollout.message = "failed", f"unexpected error: {exc!r}"
+            finally:
+                _close(cluster)
+                rollout.finished_at = utcnow()
+                self.store.refresh(force=True)
+
+        rollout.thread = threading.Thread(target=run, name=f"gpuledger-apply-{plan_id}", daemon=True)
+        rollout.thread.start()
+        return rollout
+
+    def wait(self, timeout_s: float = 30.0) -> None:
+        """Wait for running rollouts (used when the server stops and by tests)."""
+        deadline = time.monotonic() + timeout_s
+        for rollout in list(self.rollouts.values()):
+            if rollout.thread is not None:
+                rollout.thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _close(cluster: Any) -> None:
+    close = getattr(cluster, "close", None)
+    if callable(close):
+        close()
+
+
+def describe_error(exc: Exception) -> str:
+    """One line for the page: our errors are already self-contained."""
+    if isinstance(exc, WarehouseBusyError | AccessDeniedError | GpuledgerError):
+        return str(exc)
+    return f"unexpected error: {exc!r}"

@@ -1,0 +1,242 @@
+"""The dashboard application: Flask + Dash, the authentication hook, the CSV route, a server.
+
+`create_app()` builds everything for one warehouse; `serve()` runs it until interrupted (what
+`gpuledger serve` and the end of `gpuledger demo` call); `start_server()` runs it in a thread
+and returns a handle with `.url` and `.stop()` (tests, benchmarks).
+
+Authentication (see `dashboards.access`) runs before *every* request, the Dash callback endpoint
+and the download route included: no principal → 401, a principal without any role → 403.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import flask
+import polars as pl
+from dash import Dash
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from core.access import Principal
+from core.config import Settings
+from core.errors import GpuledgerError, InputError
+from dashboards import callbacks, shell
+from dashboards.access import AccessPolicy, check_dev_bind
+from dashboards.actions import PlanActions
+from dashboards.readmodel import ReadModel
+from dashboards.state import valid_period
+from dashboards.store import SnapshotStore
+
+ASSETS = Path(__file__).parent / "assets"
+PUBLIC_PATHS = frozenset({"/healthz"})
+
+
+@dataclass
+class DashboardApp:
+    """One dashboard: the Dash app and the parts its callbacks use."""
+
+    dash: Dash
+    store: SnapshotStore
+    data: ReadModel
+    policy: AccessPolicy
+    settings: Settings
+    actions: PlanActions
+    _closed: bool = field(default=False, repr=False)
+
+    @property
+    def server(self) -> flask.Flask:
+        return self.dash.server
+
+    def close(self) -> None:
+        """Stop the snapshot refresher and delete the private snapshots."""
+        if not self._closed:
+            self._closed = True
+            self.actions.wait(timeout_s=5)
+            self.store.stop()
+
+
+def create_app(
+    settings: Settings,
+    warehouse_path: str | Path,
+    *,
+    dev_user: str | None = None,
+    dev_groups: Sequence[str] = (),
+    refresh_s: float = 30.0,
+    cache_dir: Path | None = None,
+    cluster_factory: Callable[[], Any] | None = None,
+    background: bool = True,
+) -> DashboardApp:
+    """Build the app for `warehouse_path` (read through snapshots, see `dashboards.store`).
+
+    `cluster_factory` returns an `actuator.gateway.ClusterGateway` for preview/apply (None: the
+    Plans page can approve and reject but not apply). `background=False` skips the refresh
+    thread (tests that refresh by hand).
+    """
+    policy = AccessPolicy(settings.access, dev_user, tuple(dev_groups))
+    store = SnapshotStore(Path(warehouse_path), cache_dir=cache_dir, refresh_s=refresh_s)
+    data = ReadModel(store, settings)
+    store.on_new_snapshot(data.warm)
+    actions = PlanActions(store, settings, cluster_factory)
+    dash_app = Dash(
+        __name__, title="gpuledger", update_title="", assets_folder=str(ASSETS),
+        suppress_callback_exceptions=True,
+    )
+    dash_app.layout = shell.layout(refresh_s)
+    app = DashboardApp(dash_app, store, data, policy, settings, actions)
+    _install_auth(app)
+    _install_routes(app)
+    callbacks.register(app)
+    if background:
+        store.start()
+    return app
+
+
+def _install_auth(app: DashboardApp) -> None:
+    server = app.server
+
+    @server.before_request
+    def _authenticate() -> flask.Response | None:
+        if flask.request.path in PUBLIC_PATHS:
+            return None
+        principal = app.policy.principal_for(flask.request.remote_addr, flask.request.headers)
+        if principal is None:
+            return flask.Response(
+                "401 Unauthorized: no authenticated user. gpuledger expects the "
+                f"{app.settings.access.user_header} header from a trusted proxy "
+                f"({', '.join(app.settings.access.proxy_addresses)}).\n",
+                status=401, mimetype="text/plain",
+                headers={"WWW-Authenticate": f'{app.settings.access.user_header} realm="gpuledger"'},
+            )
+        if not principal.known:
+            return flask.Response(
+                f"403 Forbidden: user {principal.user!r} has no role in gpuledger "
+                "(ask an admin to add a binding under access.roles).\n",
+                status=403, mimetype="text/plain",
+            )
+        flask.g.principal = principal
+        return None
+
+
+def _install_routes(app: DashboardApp) -> None:
+    server = app.server
+
+    @server.route("/healthz")
+    def _health() -> flask.Response:
+        return flask.jsonify({"ok": True, "warehouse": app.store.status()})
+
+    @server.route("/download/bill.csv")
+    def _download() -> flask.Response:
+        principal: Principal = flask.g.principal
+        try:
+            body, name = bill_csv(app, principal, flask.request.args)
+        except PermissionError as exc:
+            return flask.Response(f"403 Forbidden: {exc}\n", status=403, mimetype="text/plain")
+        except InputError as exc:
+            return flask.Response(f"400 Bad Request: {exc}\n", status=400, mimetype="text/plain")
+        except GpuledgerError as exc:
+            return flask.Response(f"503 Service Unavailable: {exc}\n", status=503, mimetype="text/plain")
+        return flask.Response(
+            body, mimetype="text/csv",
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
+
+
+def bill_csv(app: DashboardApp, principal: Principal, args: Any) -> tuple[str, str]:
+    """The bill's detail rows as CSV for one team (any team for admins/viewers; all teams
+    when none is named). Raises PermissionError for a team the principal may not see."""
+    period = args.get("period") or app.data.default_period()
+    if not valid_period(period):
+        raise InputError(f"period {period!r}: expected YYYY-MM")
+    team = args.get("team") or None
+    model = args.get("model") or None
+    if team is None and not (principal.admin or principal.viewer):
+        if len(principal.lead_of) != 1:
+            raise InputError("name the team: ?team=<your team>")
+        team = next(iter(principal.lead_of))
+    if team is not None and not principal.can_see_team(team):
+        raise PermissionError(f"user {principal.user!r} may not download team {team!r}'s bill")
+    detail: pl.DataFrame = app.data.bill(period).detail
+    if team is not None:
+        detail = detail.filter(pl.col("team") == team)
+    if model is not None:
+        detail = detail.filter(pl.col("model") == model)
+    buffer = io.StringIO()
+    detail.write_csv(buffer)
+    name = f"gpuledger-bill-{period}-{team or 'all'}{'-' + model if model else ''}.csv"
+    return buffer.getvalue(), name
+
+
+# Serving ----------------------------------------------------------------------------------------
+@dataclass
+class RunningServer:
+    """A dashboard served from a background thread."""
+
+    app: DashboardApp
+    server: BaseWSGIServer
+    thread: threading.Thread
+
+    @property
+    def host(self) -> str:
+        return str(self.server.host)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.port)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.thread.join(timeout=10)
+        self.server.server_close()
+        self.app.close()
+
+
+def start_server(app: DashboardApp, host: str = "127.0.0.1", port: int = 0) -> RunningServer:
+    """Serve `app` on `host:port` (0 = a free port) in a thread; `.stop()` ends it."""
+    check_dev_bind(host, app.policy.dev_user)
+    try:
+        server = make_server(host, port, app.server, threaded=True)
+    except OSError as exc:
+        raise InputError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
+    thread = threading.Thread(target=server.serve_forever, name="gpuledger-dash-http", daemon=True)
+    thread.start()
+    return RunningServer(app, server, thread)
+
+
+def serve(  # noqa: PLR0917 (the demo calls it positionally)
+    settings: Settings,
+    warehouse_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8050,
+    dev_user: str | None = None,
+    dev_groups: Sequence[str] = (),
+    *,
+    cluster_factory: Callable[[], Any] | None = None,
+    on_start: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Serve the dashboard until Ctrl-C (or until `stop` is set). What `gpuledger serve` and
+    `gpuledger demo` call. `--dev-user` is refused unless `host` is loopback."""
+    check_dev_bind(host, dev_user)
+    app = create_app(settings, warehouse_path, dev_user=dev_user, dev_groups=dev_groups,
+                     cluster_factory=cluster_factory)
+    running = start_server(app, host, port)
+    if on_start is not None:
+        on_start(running.url)
+    event = stop or threading.Event()
+    try:
+        while not event.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        running.stop()

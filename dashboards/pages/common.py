@@ -1,0 +1,163 @@
+"""What every page uses: the request context, number formats, tables, KPI cards, refusals.
+
+Pages are split in two halves so the logic is testable without a browser: `view(ctx)` is a
+plain function returning a dataclass of numbers and small frames (access checked there, on the
+server), and `render(view)` turns it into Dash components.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+import polars as pl
+from dash import dcc, html
+
+from core.access import Principal
+from core.config import Settings
+from core.errors import AccessDeniedError
+from dashboards.readmodel import ReadModel
+from dashboards.state import ViewState
+
+CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """Who asks, what they look at, and where the data comes from (one per request)."""
+
+    principal: Principal
+    state: ViewState
+    data: ReadModel
+    settings: Settings
+
+    @property
+    def currency(self) -> str:
+        return self.settings.currency
+
+
+def money(value: float | None, currency: str) -> str:
+    """`$12,345.67` (or `12,345.67 CHF` for currencies without a sign); rounds to the cent."""
+    if value is None:
+        return "–"
+    amount = round(float(value), 2) + 0.0
+    sign = CURRENCY_SIGNS.get(currency)
+    text = f"{abs(amount):,.2f}"
+    minus = "-" if amount < 0 else ""
+    return f"{minus}{sign}{text}" if sign else f"{minus}{text} {currency}"
+
+
+def number(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    return f"{float(value):,.{digits}f}"
+
+
+def percent(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.1f}%"
+
+
+def change(now: float, before: float | None) -> str:
+    """`+12.3% vs last month` (or `new` when there was nothing before)."""
+    if before is None or abs(before) < 1e-9:
+        return "no data last month" if now else ""
+    delta = (now - before) / abs(before)
+    return f"{'+' if delta >= 0 else ''}{delta * 100:.1f}% vs last month"
+
+
+def refuse(principal: Principal, what: str) -> None:
+    """Raise `AccessDeniedError` with a message that names the user and what they asked for."""
+    raise AccessDeniedError(f"user {principal.user!r} may not see {what}")
+
+
+def refusal(message: str) -> html.Div:
+    return html.Div(
+        [html.H2("Not allowed"), html.P(message)], className="refusal", id="refusal", role="alert"
+    )
+
+
+def kpi(label: str, value: str, sub: str = "", *, id: str, raw: float | None = None) -> html.Div:
+    """A KPI card; `data-value` carries the unrounded number for scripts and tests."""
+    attrs: dict[str, Any] = {"data-value": "" if raw is None else repr(float(raw))}
+    return html.Div(
+        [html.Div(label, className="kpi-label"), html.Div(value, className="kpi-value", id=id, **attrs),
+         html.Div(sub, className="kpi-sub")],
+        className="kpi",
+    )
+
+
+def section(title: str, *children: Any, id: str | None = None) -> html.Section:
+    props: dict[str, Any] = {"className": "card"}
+    if id:
+        props["id"] = id
+    return html.Section([html.H3(title), *children], **props)
+
+
+def graph(figure: Any, id: str) -> dcc.Graph:
+    return dcc.Graph(figure=figure, id=id, config={"displaylogo": False, "responsive": True})
+
+
+Formatter = Callable[[Any], str]
+
+
+def _default(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M")
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+def table(
+    frame: pl.DataFrame,
+    columns: Sequence[tuple[str, str]],
+    *,
+    id: str,
+    formats: dict[str, Formatter] | None = None,
+    limit: int = 50,
+    links: dict[str, Callable[[dict[str, Any]], str]] | None = None,
+) -> html.Div:
+    """An HTML table of `frame` with (column, header) pairs; at most `limit` rows."""
+    formats = formats or {}
+    links = links or {}
+    if frame.is_empty():
+        return html.Div("nothing to show", className="empty", id=id)
+    head = html.Thead(html.Tr([html.Th(h) for _, h in columns]))
+    rows = []
+    for row in frame.head(limit).iter_rows(named=True):
+        cells = []
+        for col, _ in columns:
+            text = formats.get(col, _default)(row.get(col))
+            cell: Any = dcc.Link(text, href=links[col](row)) if col in links else text
+            numeric = isinstance(row.get(col), int | float) and not isinstance(row.get(col), bool)
+            cells.append(html.Td(cell, className="num" if numeric else None))
+        rows.append(html.Tr(cells))
+    more = (
+        [html.Div(f"{frame.height - limit} more rows not shown", className="more")]
+        if frame.height > limit else []
+    )
+    return html.Div([html.Table([head, html.Tbody(rows)], className="table"), *more], id=id)
+
+
+def visible_team(ctx: PageContext, teams: list[str]) -> str | None:
+    """The team the page shows: the URL's team, else the first the principal may see."""
+    if ctx.state.team:
+        return ctx.state.team
+    if ctx.principal.lead_of and not (ctx.principal.admin or ctx.principal.viewer):
+        return sorted(ctx.principal.lead_of)[0]
+    visible = ctx.principal.visible_teams(teams)
+    return visible[0] if visible else None
+
+
+def check_team(ctx: PageContext, team: str) -> None:
+    if not ctx.principal.can_see_team(team):
+        refuse(ctx.principal, f"team {team!r}'s data (leads see only the teams they lead)")
+
+
+__all__ = ["AccessDeniedError", "PageContext"]

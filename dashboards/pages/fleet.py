@@ -1,0 +1,247 @@
+"""Fleet (admins and viewers): how busy the cards are, what is idle, unallocated or unlabeled,
+and how the MIG cards are carved up.
+
+Card-hour figures are the bill's `detail` rows aggregated (so they sum to the bill), the
+heatmap is mean GR_ENGINE_ACTIVE per node and hour from the samples, and the MIG map places
+each card's live instances with `core.mig`'s placement rules.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+from dash import dcc, html
+
+from core.errors import InputError
+from core.mig import COMPUTE_SLICES, MEMORY_SLICES, gpu_model
+from core.window import Window
+from dashboards import figures
+from dashboards.access import can_see_fleet
+from dashboards.pages.common import PageContext, graph, kpi, money, number, percent, refuse, section, table
+
+MIG_NODES_SHOWN = 4
+
+
+@dataclass(frozen=True)
+class FleetView:
+    period: str
+    model: str | None
+    node: str | None
+    currency: str
+    heat: pl.DataFrame
+    heat_row: str
+    daily: pl.DataFrame
+    totals: dict[str, float]
+    unallocated: pl.DataFrame
+    unattributed: pl.DataFrame
+    unlabeled: pl.DataFrame
+    mig_nodes: list[str]
+    node_hrefs: dict[str, str]
+    mig_cells: pl.DataFrame
+    mig_at: datetime | None
+
+
+def daily_hours(detail: pl.DataFrame) -> pl.DataFrame:
+    """Per day: allocated, active, allocated-but-idle and unallocated card-hours."""
+    if detail.is_empty():
+        return pl.DataFrame(schema={
+            "day": pl.Date, "allocated_card_hours": pl.Float64, "idle_card_hours": pl.Float64,
+            "unallocated_card_hours": pl.Float64, "active_card_hours": pl.Float64,
+        })
+    unalloc = pl.col("team") == "unallocated"
+    return (
+        detail.group_by("day")
+        .agg(
+            pl.col("card_hours").filter(~unalloc).sum().alias("allocated_card_hours"),
+            pl.col("idle_card_hours").filter(~unalloc).sum().alias("idle_card_hours"),
+            pl.col("card_hours").filter(unalloc).sum().alias("unallocated_card_hours"),
+        )
+        .with_columns((pl.col("allocated_card_hours") - pl.col("idle_card_hours")).alias("active_card_hours"))
+        .sort("day")
+    )
+
+
+def mig_cells(instances: pl.DataFrame) -> pl.DataFrame:
+    """One row per drawn cell of the MIG map: instances at their placement, then the slices
+    no instance covers ("stranded": capacity the current layout cannot hand out).
+
+    1. Group the live instances per GPU and count profiles.
+    2. Place the counts with `core.mig` (a valid placement; the real starts are not reported by
+       dcgm-exporter, the geometry is what matters for a map).
+    3. Give each placement an instance of its profile (in GPU_I_ID order) and its holder's team.
+    4. Memory slices left uncovered become one "stranded" cell each run.
+    """
+    rows: list[dict[str, Any]] = []
+    if instances.is_empty():
+        return pl.DataFrame(schema={"gpu": pl.String, "start": pl.Int64, "size": pl.Int64,
+                                    "owner": pl.String, "label": pl.String, "hover": pl.String})
+    per_gpu = instances.group_by(["node", "gpu_index", "model"], maintain_order=True)
+    for (node, index, model), group in per_gpu:
+        label = f"{node} / GPU {index}"
+        members = group.sort("gpu_i_id").to_dicts()
+        counts = Counter(m["profile"] for m in members)
+        try:
+            geometry = gpu_model(str(model))
+            layout = geometry.place(dict(counts))
+        except InputError:
+            continue
+        by_profile: dict[str, list[dict[str, Any]]] = {}
+        for m in members:
+            by_profile.setdefault(m["profile"], []).append(m)
+        covered: set[int] = set()
+        used_compute = 0
+        for placement in sorted(layout, key=lambda p: p.start):
+            profile = geometry.profile(placement.profile)
+            inst = by_profile[placement.profile].pop(0)
+            covered.update(range(placement.start, placement.start + profile.memory))
+            used_compute += profile.compute
+            owner = inst["team"] or ("unattributed" if inst["namespace"] else "free")
+            holder = f"{inst['namespace']}/{inst['pod']}" if inst["pod"] else "nobody"
+            rows.append({
+                "gpu": label, "start": placement.start, "size": profile.memory, "owner": owner,
+                "label": placement.profile,
+                "hover": f"{placement.profile} (GPU_I_ID {inst['gpu_i_id']}) held by {holder}",
+            })
+        stranded = COMPUTE_SLICES - used_compute
+        start = None
+        for slot in range(MEMORY_SLICES + 1):
+            free = slot < MEMORY_SLICES and slot not in covered
+            if free and start is None:
+                start = slot
+            elif not free and start is not None:
+                rows.append({
+                    "gpu": label, "start": start, "size": slot - start, "owner": "stranded",
+                    "label": "stranded",
+                    "hover": f"memory slices {start}-{slot - 1} in no instance; "
+                             f"{stranded} of 7 compute slices unused",
+                })
+                start = None
+    return pl.DataFrame(rows, schema={"gpu": pl.String, "start": pl.Int64, "size": pl.Int64,
+                                      "owner": pl.String, "label": pl.String, "hover": pl.String})
+
+
+def view(ctx: PageContext) -> FleetView:
+    if not can_see_fleet(ctx.principal):
+        refuse(ctx.principal, "the fleet page (admins and viewers only)")
+    data, state = ctx.data, ctx.state
+    bill = data.bill(state.period)
+    detail: pl.DataFrame = bill.detail
+    if state.model:
+        detail = detail.filter(pl.col("model") == state.model)
+    heat = data.fleet_heat(state.period)
+    heat_row = "node"
+    if state.node:
+        heat = data.gpu_heat(state.period, state.node).with_columns(
+            pl.format("GPU {}", pl.col("gpu_index")).alias("gpu")
+        )
+        heat_row = "gpu"
+    elif state.model:
+        heat = heat.filter(pl.col("model") == state.model)
+    daily = daily_hours(detail)
+    unalloc_rows = detail.filter(pl.col("team") == "unallocated")
+    unallocated = (
+        unalloc_rows.with_columns(pl.col("pool").fill_null("(no pool)"))
+        .group_by("pool", "model").agg(pl.col("card_hours").sum(), pl.col("cost").sum())
+        .sort("card_hours", descending=True)
+    )
+    unattributed = (
+        detail.filter(pl.col("team") == "unattributed")
+        .group_by("namespace")
+        .agg(pl.col("card_hours").sum(), pl.col("idle_card_hours").sum(), pl.col("cost").sum())
+        .sort("cost", descending=True)
+    )
+    totals = {
+        "fleet_cost": float(bill.fleet_cost) if not state.model else float(detail["cost"].sum()),
+        "card_hours": float(detail["card_hours"].sum()),
+        "allocated": float(daily["allocated_card_hours"].sum()),
+        "idle": float(daily["idle_card_hours"].sum()),
+        "unallocated": float(daily["unallocated_card_hours"].sum()),
+    }
+    mig_nodes, cells, at = _mig(ctx)
+    return FleetView(
+        period=state.period, model=state.model, node=state.node, currency=ctx.currency, heat=heat,
+        heat_row=heat_row, daily=daily, totals=totals, unallocated=unallocated,
+        unattributed=unattributed, unlabeled=data.unlabeled_namespaces(), mig_nodes=mig_nodes,
+        node_hrefs={n: state.with_(node=n).href("/fleet") for n in mig_nodes}, mig_cells=cells, mig_at=at,
+    )
+
+
+def _mig(ctx: PageContext) -> tuple[list[str], pl.DataFrame, datetime | None]:
+    """MIG nodes (of the model filter) and the map cells of the chosen or first few nodes,
+    as of the end of the period (or the data's end, for the running month)."""
+    nodes = ctx.data.nodes()
+    mig = nodes.filter(pl.col("sharing_mode") == "mig")
+    if ctx.state.model:
+        mig = mig.filter(pl.col("model") == ctx.state.model)
+    names = mig["node"].to_list()
+    if not names:
+        return [], mig_cells(pl.DataFrame()), None
+    chosen = [ctx.state.node] if ctx.state.node in names else names[:MIG_NODES_SHOWN]
+    month = Window.month(ctx.state.period)
+    span = ctx.data.data_range()
+    at = min(month.end, span[1]) if span is not None else month.end
+    if at == month.end:
+        at -= month.step
+    instances = ctx.data.mig_instances(at).filter(pl.col("node").is_in(chosen))
+    return names, mig_cells(instances), at
+
+
+def render(v: FleetView) -> html.Div:
+    cur = v.currency
+    t = v.totals
+    scope = v.period + (f" · {v.model}" if v.model else "")
+    heat_title = (
+        f"GPU activity per GPU and hour on {v.node} · {v.period}" if v.node
+        else f"GPU activity per node and hour · {scope}"
+    )
+    kpis = html.Div(
+        [
+            kpi("Fleet cost", money(t["fleet_cost"], cur), scope, id="kpi-fleet-cost", raw=t["fleet_cost"]),
+            kpi("Allocated card-hours", number(t["allocated"]),
+                f"{percent(t['allocated'] / t['card_hours']) if t['card_hours'] else '–'} of capacity",
+                id="kpi-allocated", raw=t["allocated"]),
+            kpi("Allocated but idle", number(t["idle"]),
+                f"{percent(t['idle'] / t['allocated']) if t['allocated'] else '–'} of allocated",
+                id="kpi-idle", raw=t["idle"]),
+            kpi("Unallocated card-hours", number(t["unallocated"]), "capacity nobody held",
+                id="kpi-unallocated", raw=t["unallocated"]),
+        ],
+        className="kpis",
+    )
+    unattributed = table(
+        v.unattributed,
+        [("namespace", "namespace"), ("card_hours", "card-hours"), ("idle_card_hours", "idle card-hours"),
+         ("cost", f"cost ({cur})")],
+        id="unattributed-table", formats={"cost": lambda x: money(x, cur)},
+    )
+    unlabeled = table(v.unlabeled, [("namespace", "namespace without a team label")], id="unlabeled-table")
+    mig_title = "MIG layout map" + (f" · {v.mig_at:%Y-%m-%d %H:%M} UTC" if v.mig_at else "")
+    node_links = html.Div(
+        [html.Span("MIG nodes: ")] + [
+            dcc.Link(n, href=v.node_hrefs[n], className="chip") for n in v.mig_nodes[:40]
+        ],
+        className="chips", id="mig-node-links",
+    )
+    return html.Div(
+        [
+            graph(figures.heatmap(v.heat, v.heat_row, heat_title), "fleet-heatmap"),
+            kpis,
+            graph(figures.fleet_hours(v.daily), "fleet-hours"),
+            html.Div(
+                [
+                    section("Unallocated capacity", graph(figures.unallocated(v.unallocated, cur),
+                                                          "fleet-unallocated")),
+                    section("Unattributed usage", unattributed, html.H4("Namespaces missing a team label"),
+                            unlabeled),
+                ],
+                className="grid2",
+            ),
+            section(mig_title, graph(figures.mig_map(v.mig_cells, "Instances, owners and stranded slices"),
+                                     "fleet-mig-map"), node_links),
+        ],
+        id="fleet-page",
+    )

@@ -1,0 +1,260 @@
+"""Plans (admins act, viewers look): proposed plans with their diff and expected effect,
+approve / reject, a dry-run preview before apply, the live status of a rollout, the audit log.
+
+The buttons are drawn disabled for non-admins, but that is only a courtesy: every action is
+checked again on the server (`dashboards.actions.PlanActions`), and so is seeing this page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+from dash import dcc, html
+
+from dashboards import figures
+from dashboards.access import can_see_fleet
+from dashboards.actions import PlanActions, Preview, Rollout
+from dashboards.pages.common import PageContext, graph, money, number, refuse, section, table
+
+EFFECT_LABELS: tuple[tuple[str, str], ...] = (
+    ("gpus_freed", "GPUs freed"),
+    ("gpus_used_before", "GPUs used before"),
+    ("gpus_used_after", "GPUs used after"),
+    ("gpus_changed", "GPUs changed"),
+    ("pods_evicted", "pods evicted"),
+    ("slices_stranded_before", "stranded slices before"),
+    ("slices_stranded_after", "stranded slices after"),
+    ("unmet_instances", "unmet instances"),
+    ("pending_gpu_minutes_before", "pending GPU-minutes before"),
+    ("pending_gpu_minutes_after", "pending GPU-minutes after"),
+    ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before"),
+    ("idle_quota_gpu_minutes_after", "idle quota GPU-minutes after"),
+    ("monthly_cost_saving", "monthly saving"),
+)
+
+
+@dataclass(frozen=True)
+class PlansView:
+    currency: str
+    can_act: bool
+    plans: pl.DataFrame
+    selected: str | None
+    status: str | None
+    kind: str | None
+    created: str | None
+    effect: pl.DataFrame
+    diff: pl.DataFrame
+    warnings: tuple[str, ...]
+    solver: str
+    preview: Preview | None
+    rollout: Rollout | None
+    plan_audit: pl.DataFrame
+    audit: pl.DataFrame
+    hrefs: dict[str, str]
+    cluster: bool
+
+
+def plans_frame(records: list[Any]) -> pl.DataFrame:
+    rows = []
+    for r in records:
+        e = r.plan.effect
+        rows.append({
+            "plan_id": r.plan.id, "kind": r.plan.kind, "status": r.status,
+            "created_at": r.plan.created_at, "gpus_freed": e.gpus_freed,
+            "pending_before": e.pending_gpu_minutes_before, "pending_after": e.pending_gpu_minutes_after,
+            "saving": e.monthly_cost_saving or 0.0,
+        })
+    return pl.DataFrame(rows, schema={
+        "plan_id": pl.String, "kind": pl.String, "status": pl.String,
+        "created_at": pl.Datetime("us", "UTC"), "gpus_freed": pl.Int64, "pending_before": pl.Float64,
+        "pending_after": pl.Float64, "saving": pl.Float64,
+    })
+
+
+def diff_frame(plan: Any) -> pl.DataFrame:
+    """The plan's changes as rows: per MIG GPU before → after, or per quota old → new."""
+    from optimizer.plan import MigChanges
+
+    rows: list[dict[str, str]] = []
+    if isinstance(plan.changes, MigChanges):
+        for node in plan.changes.nodes:
+            evict: dict[int, list[str]] = {}
+            for pod in node.pods_to_evict:
+                evict.setdefault(pod.gpu_index, []).append(f"{pod.namespace}/{pod.pod}")
+            for gpu in node.gpus_changed:
+                rows.append({
+                    "object": f"{node.node} / GPU {gpu.index}", "what": f"mig.config → {node.mig_config}",
+                    "before": gpu.before.label(), "after": gpu.after.label(),
+                    "note": ", ".join(evict.get(gpu.index, [])) or "",
+                })
+    else:
+        for q in plan.changes.quotas:
+            if not q.changed:
+                continue
+            rows.append({
+                "object": f"{q.cluster_queue} ({q.flavor}, {q.resource})",
+                "what": "nominal / borrowing / lending",
+                "before": f"{_q(q.old_nominal)} / {_q(q.old_borrowing_limit)} / {_q(q.old_lending_limit)}",
+                "after": f"{_q(q.new_nominal)} / {_q(q.new_borrowing_limit)} / {_q(q.new_lending_limit)}",
+                "note": f"cohort {q.cohort}" if q.cohort else "",
+            })
+    return pl.DataFrame(rows, schema={c: pl.String for c in ("object", "what", "before", "after", "note")})
+
+
+def _q(value: float | None) -> str:
+    return "–" if value is None else f"{value:g}"
+
+
+def effect_frame(effect: Any, currency: str) -> pl.DataFrame:
+    rows = []
+    for key, label in EFFECT_LABELS:
+        value = getattr(effect, key, None)
+        if value is None:
+            continue
+        text = money(value, effect.currency or currency) if key == "monthly_cost_saving" else (
+            f"{value:,}" if isinstance(value, int) else number(value))
+        rows.append({"effect": label, "value": text})
+    return pl.DataFrame(rows, schema={"effect": pl.String, "value": pl.String})
+
+
+def view(ctx: PageContext, actions: PlanActions) -> PlansView:
+    if not can_see_fleet(ctx.principal):
+        refuse(ctx.principal, "plans (admins and viewers only)")
+    records = ctx.data.plans()
+    frame = plans_frame(records)
+    ids = frame["plan_id"].to_list()
+    selected = ctx.state.plan if ctx.state.plan in ids else (ids[0] if ids else None)
+    record = next((r for r in records if r.plan.id == selected), None)
+    hrefs = {pid: ctx.state.with_(plan=pid).href("/plans") for pid in ids}
+    empty_audit = ctx.data.audit(None, 0)
+    return PlansView(
+        currency=ctx.currency,
+        can_act=ctx.principal.admin,
+        plans=frame,
+        selected=selected,
+        status=record.status if record else None,
+        kind=record.plan.kind if record else None,
+        created=f"{record.plan.created_at:%Y-%m-%d %H:%M} UTC" if record else None,
+        effect=effect_frame(record.plan.effect, ctx.currency) if record else pl.DataFrame(),
+        diff=diff_frame(record.plan) if record else pl.DataFrame(),
+        warnings=tuple(record.plan.warnings) if record else (),
+        solver=(f"{record.plan.solver.solver} {record.plan.solver.status} in "
+                f"{record.plan.solver.wall_s:.2f} s") if record else "",
+        preview=actions.previewed(selected) if selected else None,
+        rollout=actions.rollouts.get(selected) if selected else None,
+        plan_audit=ctx.data.audit(selected, 50) if selected else empty_audit,
+        audit=ctx.data.audit(None, 30),
+        hrefs=hrefs,
+        cluster=actions.cluster_factory is not None,
+    )
+
+
+def rollout_panel(rollout: Rollout | None) -> html.Div:
+    """The live status of a rollout (refreshed by the page's interval while it runs)."""
+    if rollout is None:
+        return html.Div("no rollout started from this dashboard", className="muted", id="rollout-body")
+    state = "running" if rollout.running else "finished"
+    steps: list[Any] = []
+    prog = (rollout.progress or {}).get("apply") if isinstance(rollout.progress, dict) else None
+    if isinstance(prog, dict):
+        for node in prog.get("nodes", []):
+            steps.append(html.Li(f"Node/{node.get('node')}: {node.get('phase')}"
+                                 + (f" ({node['detail']})" if node.get("detail") else "")))
+        for step in prog.get("steps", []):
+            steps.append(html.Li(f"ClusterQueue/{step.get('cluster_queue')} {step.get('phase')}: "
+                                 f"{'done' if step.get('done') else 'to do'}"))
+    events = [
+        html.Li(f"{e['action']} {e.get('object') or ''} → {e['result']}"
+                + (f": {e['detail']}" if e.get("detail") else ""))
+        for e in rollout.events[-12:]
+    ]
+    return html.Div(
+        [
+            html.Div(f"Rollout by {rollout.user} {state}: status {rollout.status}"
+                     + (f" — {rollout.message}" if rollout.message else ""), id="rollout-state"),
+            html.Ul(steps, className="steps"),
+            html.Details([html.Summary(f"{len(rollout.events)} audit events"), html.Ul(events)]),
+        ],
+        id="rollout-body",
+    )
+
+
+def render(v: PlansView) -> html.Div:
+    cur = v.currency
+    plans_table = table(
+        v.plans,
+        [("plan_id", "plan"), ("kind", "kind"), ("status", "status"), ("created_at", "created (UTC)"),
+         ("gpus_freed", "GPUs freed"), ("pending_before", "pending GPU-min before"),
+         ("pending_after", "after"), ("saving", f"monthly saving ({cur})")],
+        id="plans-table", formats={"saving": lambda x: money(x, cur)},
+        links={"plan_id": lambda row: v.hrefs[row["plan_id"]]},
+    )
+    audit_cols = [("seq", "#"), ("occurred_at", "when (UTC)"), ("actor", "who"), ("plan_id", "plan"),
+                  ("action", "action"), ("object", "object"), ("result", "result"), ("detail", "detail")]
+    children: list[Any] = [
+        graph(figures.plan_savings(v.plans, cur), "plans-chart"), section("Plans", plans_table)
+    ]
+    if v.selected:
+        note = "" if v.can_act else "Only admins can approve, reject or apply plans."
+        apply_ready = v.can_act and v.preview is not None and v.status in ("approved", "applying", "failed")
+        buttons = html.Div(
+            [
+                html.Button("Approve", id="btn-approve", disabled=not v.can_act or v.status != "proposed",
+                            className="button primary"),
+                dcc.Input(id="reject-reason", placeholder="reason to reject", type="text", maxLength=500,
+                          disabled=not v.can_act),
+                html.Button("Reject", id="btn-reject", className="button",
+                            disabled=not v.can_act or v.status not in ("proposed", "approved")),
+                html.Button("Preview apply (dry run)", id="btn-preview", className="button",
+                            disabled=not v.can_act or not v.cluster
+                            or v.status not in ("proposed", "approved", "applying", "failed")),
+                html.Button("Apply", id="btn-apply", className="button danger", disabled=not apply_ready),
+                html.Span(note, className="muted", id="act-note"),
+            ],
+            className="actions",
+        )
+        preview = html.Div(id="preview-out", children=_preview(v.preview))
+        children.append(
+            section(
+                f"Plan {v.selected}",
+                html.Div([html.Span(v.status or "", className=f"badge status-{v.status}", id="plan-status"),
+                          html.Span(f" {v.kind} plan, created {v.created}; solver {v.solver}")]),
+                *[html.P(f"⚠ {w}", className="warning") for w in v.warnings],
+                html.Div(
+                    [
+                        html.Div([html.H4("Expected effect"), table(v.effect, [("effect", ""), ("value", "")],
+                                                                     id="effect-table")]),
+                        html.Div([html.H4("Changes"), table(
+                            v.diff, [("object", "object"), ("what", "what"), ("before", "before"),
+                                     ("after", "after"), ("note", "pods to evict / note")],
+                            id="diff-table", limit=200)]),
+                    ],
+                    className="grid2",
+                ),
+                buttons,
+                preview,
+                html.H4("Rollout"),
+                html.Div(rollout_panel(v.rollout), id="rollout-status"),
+                html.H4("This plan's audit log"),
+                table(v.plan_audit, audit_cols, id="plan-audit-table"),
+                id="plan-detail",
+            )
+        )
+    children.append(section("Audit log (latest)", table(v.audit, audit_cols, id="audit-table")))
+    return html.Div(children, id="plans-page")
+
+
+def _preview(preview: Preview | None) -> Any:
+    if preview is None:
+        return html.Div("Apply is enabled after a dry-run preview of this plan.", className="muted")
+    result = preview.result
+    writes = [html.Li(f"{w['verb']} {w['object']}") for w in result.get("writes", [])[:40]]
+    return html.Div(
+        [
+            html.Div(f"Dry run by {preview.user}: {result.get('message', '')}", id="preview-message"),
+            html.Ul(writes),
+        ],
+        className="preview",
+    )

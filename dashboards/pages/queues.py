@@ -1,0 +1,64 @@
+"""Queues: per Kueue ClusterQueue, nominal quota, borrowing, usage, pending workloads and
+admission wait over time.
+
+Admins and viewers see every ClusterQueue; a lead sees the ClusterQueues their teams' namespaces
+submit to (through LocalQueues), and nothing else: the filter runs here, on the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+from dash import html
+
+from dashboards import figures
+from dashboards.access import can_see_fleet
+from dashboards.pages.common import PageContext, check_team, graph, number, percent, refuse, section, table
+from dashboards.pages.team import queue_summary
+
+
+@dataclass(frozen=True)
+class QueuesView:
+    period: str
+    team: str | None
+    series: pl.DataFrame
+    summary: pl.DataFrame
+    queues: list[str]
+
+
+def view(ctx: PageContext) -> QueuesView:
+    data, state, who = ctx.data, ctx.state, ctx.principal
+    series = data.queue_series(state.period)
+    mapping = data.queue_teams()
+    if state.team:
+        check_team(ctx, state.team)
+        allowed = {cq for cq, teams in mapping.items() if state.team in teams}
+        series = series.filter(pl.col("cluster_queue").is_in(sorted(allowed)))
+    elif not can_see_fleet(who):
+        if not who.lead_of:
+            refuse(who, "queues: no team is visible to you")
+        allowed = {cq for cq, teams in mapping.items() if teams & who.lead_of}
+        series = series.filter(pl.col("cluster_queue").is_in(sorted(allowed)))
+    queues = sorted(series["cluster_queue"].unique().to_list()) if not series.is_empty() else []
+    return QueuesView(state.period, state.team, series, queue_summary(series), queues)
+
+
+def render(v: QueuesView) -> html.Div:
+    scope = v.period + (f" · queues of {v.team}" if v.team else "")
+    summary = table(
+        v.summary,
+        [("cluster_queue", "ClusterQueue"), ("nominal_quota", "nominal GPUs"), ("usage_mean", "mean use"),
+         ("usage_max", "peak use"), ("quota_use", "quota use"), ("borrowed_mean", "mean borrowed"),
+         ("pending_mean", "mean pending"), ("wait_min_mean", "mean wait (min)"),
+         ("wait_min_p95", "p95 wait (min)")],
+        id="queue-table",
+        formats={"quota_use": percent, "wait_min_mean": number, "wait_min_p95": number},
+    )
+    return html.Div(
+        [
+            graph(figures.queue_panels(v.series, f"ClusterQueues · {scope}"), "queue-panels"),
+            section("Per ClusterQueue", summary),
+        ],
+        id="queues-page",
+    )

@@ -1,0 +1,256 @@
+"""My team: this month's cost against last month and budget, where it went, what sat idle.
+
+Numbers come from the monthly bill (`analytics.bill.compute_bill`, the same function the
+`gpuledger bill` command prints), so the page and the CLI agree to the cent: the headline cost
+and card-hours are the team's bill line (`by=("team",)`, or `("team", "model")` when a model is
+picked); the charts are the bill's `detail` rows of that team, aggregated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+from dash import html
+
+from dashboards import figures
+from dashboards.pages.common import (
+    PageContext,
+    check_team,
+    graph,
+    kpi,
+    money,
+    number,
+    percent,
+    refuse,
+    section,
+    table,
+    visible_team,
+)
+from dashboards.state import previous_period
+
+_LINE_FIELDS = ("cost", "card_hours", "idle_cost", "idle_card_hours", "list_cost", "sharing_discount")
+
+
+@dataclass(frozen=True)
+class TeamView:
+    team: str
+    period: str
+    model: str | None
+    currency: str
+    line: dict[str, float]
+    previous: dict[str, float] | None
+    budget: float | None
+    daily: pl.DataFrame
+    by_model_mode: pl.DataFrame
+    idle_top: pl.DataFrame
+    queues: pl.DataFrame
+    queue_summary: pl.DataFrame
+    tokens: pl.DataFrame
+    download_href: str
+
+
+def bill_line(bill: Any, team: str, model: str | None) -> dict[str, float]:
+    """The team's line of a bill (zeros when the team has none this month)."""
+    lines: pl.DataFrame = bill.lines
+    cond = pl.col("team") == team
+    if model is not None:
+        cond &= pl.col("model") == model
+    rows = lines.filter(cond)
+    return {f: float(rows[f].sum()) if f in rows.columns else 0.0 for f in _LINE_FIELDS}
+
+
+def _team_detail(bill: Any, team: str, model: str | None) -> pl.DataFrame:
+    detail: pl.DataFrame = bill.detail
+    cond = pl.col("team") == team
+    if model is not None:
+        cond &= pl.col("model") == model
+    return detail.filter(cond)
+
+
+def idle_allocations(detail: pl.DataFrame, limit: int = 10) -> pl.DataFrame:
+    """The team's allocations with the most idle cost: pod, GPU, idle hours, idle cost."""
+    if detail.is_empty():
+        return pl.DataFrame(
+            schema={"namespace": pl.String, "pod": pl.String, "gpu": pl.String, "model": pl.String,
+                    "idle_card_hours": pl.Float64, "idle_cost": pl.Float64, "card_hours": pl.Float64}
+        )
+    gpu = pl.concat_str(
+        [pl.col("node"), pl.col("uuid").str.slice(0, 12),
+         pl.when(pl.col("profile").is_not_null()).then(pl.col("profile")).otherwise(pl.lit("whole"))],
+        separator=" · ",
+    )
+    return (
+        detail.filter(pl.col("idle_card_hours") > 0)
+        .with_columns(gpu.alias("gpu"))
+        .group_by("namespace", "pod", "gpu", "model")
+        .agg(pl.col("idle_card_hours").sum(), pl.col("idle_cost").sum(), pl.col("card_hours").sum())
+        .sort(["idle_cost", "pod"], descending=[True, False])
+        .head(limit)
+    )
+
+
+def view(ctx: PageContext) -> TeamView:
+    """Everything the team page shows; refuses (server-side) a team the principal may not see."""
+    data, state = ctx.data, ctx.state
+    teams = data.teams(state.period)
+    team = visible_team(ctx, teams)
+    if team is None:
+        refuse(ctx.principal, "any team's page: no team is visible to you")
+        raise AssertionError  # unreachable: refuse raises
+    check_team(ctx, team)
+    by = ("team", "model") if state.model else ("team",)
+    bill = data.bill(state.period, by)
+    line = bill_line(bill, team, state.model)
+    previous = None
+    prev = previous_period(state.period)
+    if prev in data.periods():
+        previous = bill_line(data.bill(prev, by), team, state.model)
+    detail = _team_detail(data.bill(state.period), team, state.model)
+    daily = (
+        detail.group_by("day", "model").agg(pl.col("cost").sum(), pl.col("idle_cost").sum()).sort("day")
+    )
+    by_model_mode = (
+        detail.group_by("model", "sharing_mode")
+        .agg(pl.col("card_hours").sum(), pl.col("cost").sum(), pl.col("idle_cost").sum())
+        .sort("model", "sharing_mode")
+    )
+    idle_top = _with_recommendations(ctx, idle_allocations(detail), team)
+    queues, summary = team_queues(ctx, team)
+    return TeamView(
+        team=team, period=state.period, model=state.model, currency=ctx.currency, line=line,
+        previous=previous, budget=ctx.settings.teams.budgets.get(team), daily=daily,
+        by_model_mode=by_model_mode, idle_top=idle_top, queues=queues, queue_summary=summary,
+        tokens=token_costs(ctx, team), download_href=download_href(state.period, team, state.model),
+    )
+
+
+def download_href(period: str, team: str, model: str | None) -> str:
+    from urllib.parse import urlencode
+
+    params = {"period": period, "team": team, **({"model": model} if model else {})}
+    return "/download/bill.csv?" + urlencode(params)
+
+
+def _with_recommendations(ctx: PageContext, top: pl.DataFrame, team: str) -> pl.DataFrame:
+    """Attach the analytics recommendation for each idle allocation, when analytics has one."""
+    recs = ctx.data.recommendations(ctx.state.period)
+    if recs is None or recs.is_empty() or top.is_empty():
+        return top.with_columns(pl.lit(None, pl.String).alias("recommendation"))
+    keyed = recs.select("namespace", "pod", "recommendation").unique(["namespace", "pod"], keep="first")
+    return top.join(keyed, on=["namespace", "pod"], how="left")
+
+
+def team_queues(ctx: PageContext, team: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Hourly Kueue series and a summary for the ClusterQueues the team submits to."""
+    mapping = ctx.data.queue_teams()
+    mine = sorted(cq for cq, teams in mapping.items() if team in teams)
+    series = ctx.data.queue_series(ctx.state.period).filter(pl.col("cluster_queue").is_in(mine))
+    return series, queue_summary(series)
+
+
+def queue_summary(series: pl.DataFrame) -> pl.DataFrame:
+    """Per ClusterQueue: nominal quota, mean and peak use, quota use, borrowing, pending, wait."""
+    if series.is_empty():
+        return pl.DataFrame()
+    return (
+        series.group_by("cluster_queue")
+        .agg(
+            pl.col("nominal_quota").mean().alias("nominal_quota"),
+            pl.col("usage").mean().alias("usage_mean"),
+            pl.col("usage_max").max().alias("usage_max"),
+            pl.col("borrowed").mean().alias("borrowed_mean"),
+            pl.col("pending_workloads").mean().alias("pending_mean"),
+            (pl.col("admission_wait_s").mean() / 60).alias("wait_min_mean"),
+            (pl.col("admission_wait_s").quantile(0.95) / 60).alias("wait_min_p95"),
+        )
+        .with_columns(
+            pl.when(pl.col("nominal_quota") > 0)
+            .then(pl.col("usage_mean") / pl.col("nominal_quota"))
+            .otherwise(None)
+            .alias("quota_use")
+        )
+        .sort("cluster_queue")
+    )
+
+
+def token_costs(ctx: PageContext, team: str) -> pl.DataFrame:
+    tokens = ctx.data.token_costs(ctx.state.period)
+    if tokens is None or tokens.is_empty() or "team" not in tokens.columns:
+        return pl.DataFrame()
+    return tokens.filter(pl.col("team") == team)
+
+
+# Rendering -------------------------------------------------------------------------------------
+def render(v: TeamView) -> html.Div:
+    cur = v.currency
+    scope = f"{v.team} · {v.period}" + (f" · {v.model}" if v.model else "")
+    line, prev = v.line, v.previous
+    budget_sub = ""
+    if v.budget:
+        budget_sub = f"{percent(line['cost'] / v.budget)} of {money(v.budget, cur)} budget"
+    idle_share = line["idle_cost"] / line["cost"] if line["cost"] else None
+    kpis = html.Div(
+        [
+            kpi("Cost", money(line["cost"], cur), _vs(line["cost"], prev, "cost"), id="kpi-cost",
+                raw=line["cost"]),
+            kpi("Budget", money(v.budget, cur) if v.budget else "no budget set", budget_sub,
+                id="kpi-budget", raw=v.budget),
+            kpi("Card-hours", number(line["card_hours"]), _vs(line["card_hours"], prev, "card_hours"),
+                id="kpi-card-hours", raw=line["card_hours"]),
+            kpi("Idle cost", money(line["idle_cost"], cur),
+                f"{percent(idle_share)} of cost · {number(line['idle_card_hours'])} idle card-hours",
+                id="kpi-idle-cost", raw=line["idle_cost"]),
+        ],
+        className="kpis",
+    )
+    idle_table = table(
+        v.idle_top,
+        [("namespace", "namespace"), ("pod", "pod"), ("gpu", "GPU"), ("idle_card_hours", "idle card-hours"),
+         ("idle_cost", f"idle cost ({cur})"), ("recommendation", "recommendation")],
+        id="idle-table",
+        formats={"idle_card_hours": number, "idle_cost": lambda x: money(x, cur)},
+    )
+    queue_table = table(
+        v.queue_summary,
+        [("cluster_queue", "ClusterQueue"), ("nominal_quota", "nominal GPUs"), ("usage_mean", "mean use"),
+         ("quota_use", "quota use"), ("borrowed_mean", "borrowed"), ("pending_mean", "pending"),
+         ("wait_min_mean", "wait (min)"), ("wait_min_p95", "p95 wait (min)")],
+        id="team-queue-table",
+        formats={"quota_use": percent, "wait_min_mean": number,
+                 "wait_min_p95": number},
+    )
+    token_table = table(
+        v.tokens,
+        [(c, c.replace("_", " ")) for c in v.tokens.columns if c not in ("team",)],
+        id="token-table",
+    )
+    return html.Div(
+        [
+            graph(figures.daily_cost(v.daily, cur, f"Daily cost · {scope}"), "team-daily"),
+            kpis,
+            html.Div(
+                [
+                    section("Where the money went", graph(figures.cost_by_model_mode(v.by_model_mode, cur),
+                                                          "team-by-model")),
+                    section("Top idle allocations", idle_table),
+                ],
+                className="grid2",
+            ),
+            section(
+                "Queue waits and quota use",
+                graph(figures.queue_panels(v.queues, "Team queues"), "team-queues"), queue_table,
+            ),
+            section("Token cost per model service", token_table),
+            html.A(f"Download {v.team}'s bill for {v.period} (CSV)", href=v.download_href,
+                   id="download-bill", className="button"),
+        ],
+        id="team-page",
+    )
+
+
+def _vs(now: float, prev: dict[str, float] | None, key: str) -> str:
+    from dashboards.pages.common import change
+
+    return change(now, prev[key] if prev else None)

@@ -1,0 +1,344 @@
+"""The data behind the pages, computed once per snapshot and cached.
+
+A page view must answer in well under 300 ms on a 1,000-GPU month, while a monthly bill of
+that fleet takes about a second or two to compute. So everything a page shows is derived from
+the current snapshot (see `dashboards.store`) once, kept in a cache keyed by the snapshot
+generation, and sliced per request with Polars (milliseconds). A new snapshot drops the cache
+and pre-computes the latest month in the background, so users rarely wait.
+
+Every query takes request values as parameters (`?`), never pasted into SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Hashable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import polars as pl
+
+from core.config import Settings, utcnow
+from core.window import Window
+from dashboards.state import previous_period
+from dashboards.store import Snapshot, SnapshotStore
+
+T = TypeVar("T")
+SPECIAL_TEAMS = ("unallocated", "unattributed", "sharing_discount")
+
+
+class ReadModel:
+    """Cached, per-snapshot views of the warehouse for the pages."""
+
+    def __init__(self, store: SnapshotStore, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self._cache: dict[tuple[int, Hashable], Any] = {}
+        self._locks: dict[tuple[int, Hashable], threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    # 1. The cache ----------------------------------------------------------------------------
+    def _cached(self, key: Hashable, compute: Callable[[Snapshot], T]) -> T:
+        """Compute `key` once per snapshot generation; concurrent callers wait for the one."""
+        snap = self.store.current()
+        full = (snap.generation, key)
+        with self._guard:
+            if full in self._cache:
+                return self._cache[full]
+            lock = self._locks.setdefault(full, threading.Lock())
+        with lock:
+            with self._guard:
+                if full in self._cache:
+                    return self._cache[full]
+            value = compute(snap)
+            with self._guard:
+                self._drop_old(snap.generation)
+                self._cache[full] = value
+                self._locks.pop(full, None)
+        return value
+
+    def _drop_old(self, generation: int) -> None:
+        for full in [k for k in self._cache if k[0] < generation]:
+            del self._cache[full]
+
+    def warm(self, snapshot: Snapshot) -> None:
+        """Pre-compute what the first page views of the latest month need (background)."""
+
+        def run() -> None:
+            try:
+                period = self.default_period()
+                for p in (period, previous_period(period)):
+                    self.bill(p)
+                self.bill(period, ("team", "model"))
+                self.fleet_heat(period)
+                self.queue_series(period)
+            except Exception:  # warming is best-effort: the page computes on demand instead
+                return
+
+        threading.Thread(target=run, name="gpuledger-dash-warm", daemon=True).start()
+
+    def query(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
+        """Run one parameterized query on the current snapshot (uncached)."""
+        with self.store.reader() as wh:
+            return wh.query(sql, params or [])
+
+    def _query(self, snap: Snapshot, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
+        with self.store.reader(snap) as wh:
+            return wh.query(sql, params or [])
+
+    # 2. Periods, teams, models ---------------------------------------------------------------
+    def data_range(self) -> tuple[datetime, datetime] | None:
+        def compute(snap: Snapshot) -> tuple[datetime, datetime] | None:
+            frame = self._query(
+                snap,
+                "SELECT min(lo) AS lo, max(hi) AS hi FROM ("
+                " SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples"
+                " UNION ALL SELECT min(ts), max(ts) FROM card_hours_hourly"
+                " UNION ALL SELECT min(ts), max(end_ts) FROM allocations)",
+            )
+            lo, hi = frame["lo"][0], frame["hi"][0]
+            return (lo, hi) if lo is not None and hi is not None else None
+
+        return self._cached("data_range", compute)
+
+    def periods(self) -> list[str]:
+        """Months with data, newest first (the current month when the warehouse is empty)."""
+        span = self.data_range()
+        if span is None:
+            now = utcnow()
+            return [f"{now.year:04d}-{now.month:02d}"]
+        lo, hi = span
+        out = []
+        year, month = hi.year, hi.month
+        while (year, month) >= (lo.year, lo.month):
+            out.append(f"{year:04d}-{month:02d}")
+            year, month = (year - 1, 12) if month == 1 else (year, month - 1)
+        return out
+
+    def default_period(self) -> str:
+        return self.periods()[0]
+
+    # 3. Bills (analytics) --------------------------------------------------------------------
+    def bill(self, period: str, by: tuple[str, ...] = ("team",)) -> Any:
+        """`analytics.bill.compute_bill` for the month, on the snapshot."""
+
+        def compute(snap: Snapshot) -> Any:
+            from analytics.bill import compute_bill
+
+            with self.store.reader(snap) as wh:
+                return compute_bill(wh, Window.month(period), self.settings, by=by)
+
+        return self._cached(("bill", period, by), compute)
+
+    def teams(self, period: str) -> list[str]:
+        """Teams with a bill line this month plus teams with a budget, sorted."""
+        lines = self.bill(period).lines
+        names = {t for t in lines["team"].to_list() if t and t not in SPECIAL_TEAMS}
+        names |= set(self.settings.teams.budgets)
+        return sorted(names)
+
+    def models(self, period: str) -> list[str]:
+        detail = self.bill(period).detail
+        return sorted(m for m in detail["model"].unique().to_list() if m)
+
+    def recommendations(self, period: str) -> pl.DataFrame | None:
+        """Right-sizing recommendations per workload (namespace, pod, recommendation, saving)."""
+        return None
+
+    def token_costs(self, period: str) -> pl.DataFrame | None:
+        """Token cost per model service (team, model_name, tokens, cost per million)."""
+        return None
+
+    # 4. Fleet --------------------------------------------------------------------------------
+    def fleet_heat(self, period: str) -> pl.DataFrame:
+        """Mean GPU activity per node and hour (GR_ENGINE_ACTIVE, else GPU_UTIL/100)."""
+        window = Window.month(period)
+
+        def compute(snap: Snapshot) -> pl.DataFrame:
+            return self._query(
+                snap,
+                "SELECT s.node, g.model, g.pool, date_trunc('hour', s.ts) AS hour,"
+                " avg(coalesce(s.gr_engine_active, s.gpu_util / 100.0)) AS activity"
+                " FROM gpu_samples s LEFT JOIN gpus g USING (uuid)"
+                " WHERE s.ts >= ? AND s.ts < ?"
+                " GROUP BY ALL ORDER BY s.node, hour",
+                [window.start, window.end],
+            )
+
+        return self._cached(("fleet_heat", period), compute)
+
+    def gpu_heat(self, period: str, node: str) -> pl.DataFrame:
+        """Mean activity per GPU and hour on one node (the heatmap's drill-down)."""
+        window = Window.month(period)
+
+        def compute(snap: Snapshot) -> pl.DataFrame:
+            return self._query(
+                snap,
+                "SELECT s.uuid, coalesce(g.gpu_index, -1) AS gpu_index, date_trunc('hour', s.ts) AS hour,"
+                " avg(coalesce(s.gr_engine_active, s.gpu_util / 100.0)) AS activity"
+                " FROM gpu_samples s LEFT JOIN gpus g USING (uuid)"
+                " WHERE s.node = ? AND s.ts >= ? AND s.ts < ?"
+                " GROUP BY ALL ORDER BY gpu_index, hour",
+                [node, window.start, window.end],
+            )
+
+        return self._cached(("gpu_heat", period, node), compute)
+
+    def nodes(self) -> pl.DataFrame:
+        return self._cached(
+            "nodes",
+            lambda snap: self._query(
+                snap,
+                "SELECT node, pool, model, gpu_count, sharing_mode, mig_config, mig_config_state"
+                " FROM nodes ORDER BY node",
+            ),
+        )
+
+    def gpus(self) -> pl.DataFrame:
+        return self._cached(
+            "gpus",
+            lambda snap: self._query(
+                snap,
+                "SELECT uuid, node, gpu_index, model, pool, sharing_mode FROM gpus ORDER BY node, gpu_index",
+            ),
+        )
+
+    def mig_instances(self, at: datetime) -> pl.DataFrame:
+        """MIG instances alive at `at`, with the pod and team holding each (if any): the holder
+        is the pod on the instance's last sample in the 15 minutes up to `at`."""
+        at = at.astimezone(UTC)
+
+        def compute(snap: Snapshot) -> pl.DataFrame:
+            return self._query(
+                snap,
+                "WITH inst AS (SELECT uuid, gpu_i_id, profile FROM mig_instances"
+                "   WHERE start_ts <= ? AND end_ts > ?),"
+                " holder AS (SELECT uuid, gpu_i_id, arg_max(namespace, ts) AS namespace,"
+                "   arg_max(pod, ts) AS pod FROM gpu_samples"
+                "   WHERE ts > ? - INTERVAL 15 MINUTE AND ts <= ? AND gpu_i_id >= 0 GROUP BY ALL)"
+                " SELECT g.node, g.gpu_index, g.model, i.uuid, i.gpu_i_id, i.profile,"
+                "   h.namespace, h.pod, n.team"
+                " FROM inst i JOIN gpus g USING (uuid)"
+                " LEFT JOIN holder h ON h.uuid = i.uuid AND h.gpu_i_id = i.gpu_i_id"
+                " LEFT JOIN namespaces n ON n.namespace = h.namespace"
+                " ORDER BY g.node, g.gpu_index, i.gpu_i_id",
+                [at, at, at, at],
+            )
+
+        return self._cached(("mig_instances", at.isoformat()), compute)
+
+    def unlabeled_namespaces(self) -> pl.DataFrame:
+        """Namespaces without the team label (their usage lands on `unattributed`)."""
+        return self._cached(
+            "unlabeled",
+            lambda snap: self._query(
+                snap, "SELECT namespace, observed_at FROM namespaces WHERE team IS NULL ORDER BY namespace"
+            ),
+        )
+
+    def team_namespaces(self) -> dict[str, list[str]]:
+        def compute(snap: Snapshot) -> dict[str, list[str]]:
+            frame = self._query(
+                snap, "SELECT team, namespace FROM namespaces WHERE team IS NOT NULL ORDER BY 1, 2"
+            )
+            out: dict[str, list[str]] = {}
+            for team, namespace in frame.iter_rows():
+                out.setdefault(team, []).append(namespace)
+            return out
+
+        return self._cached("team_namespaces", compute)
+
+    # 5. Queues -------------------------------------------------------------------------------
+    def queue_series(self, period: str) -> pl.DataFrame:
+        """Kueue samples per ClusterQueue and hour, in GPU-equivalents.
+
+        Quota and usage are summed over flavors and resources, a MIG resource counted at its
+        compute share (`nvidia.com/mig-3g.40gb` = 3/7 GPU) like the bill does; pending workloads
+        and admission wait are per ClusterQueue (repeated on each flavor row), so take the max.
+        """
+        window = Window.month(period)
+
+        def compute(snap: Snapshot) -> pl.DataFrame:
+            return self._query(
+                snap,
+                "WITH weighted AS (SELECT *, CASE WHEN resource LIKE 'nvidia.com/mig-%'"
+                "   THEN coalesce(try_cast(regexp_extract(resource, 'mig-(\\d+)g', 1) AS DOUBLE), 7) / 7.0"
+                "   ELSE 1.0 END AS w FROM queue_samples"
+                "   WHERE ts >= ? AND ts < ?"
+                "   AND (resource = 'nvidia.com/gpu' OR resource LIKE 'nvidia.com/mig-%')),"
+                " per_ts AS (SELECT ts, cluster_queue, sum(nominal_quota * w) AS nominal_quota,"
+                "   sum(usage * w) AS usage, max(pending_workloads) AS pending_workloads,"
+                "   max(admission_wait_s) AS admission_wait_s"
+                "   FROM weighted GROUP BY ts, cluster_queue)"
+                " SELECT cluster_queue, date_trunc('hour', ts) AS hour,"
+                "   avg(nominal_quota) AS nominal_quota, avg(usage) AS usage,"
+                "   max(usage) AS usage_max, avg(pending_workloads) AS pending_workloads,"
+                "   avg(admission_wait_s) AS admission_wait_s,"
+                "   avg(greatest(usage - nominal_quota, 0)) AS borrowed"
+                " FROM per_ts GROUP BY ALL ORDER BY cluster_queue, hour",
+                [window.start, window.end],
+            )
+
+        return self._cached(("queue_series", period), compute)
+
+    def queue_teams(self) -> dict[str, set[str]]:
+        """ClusterQueue → teams whose namespaces submit to it (through their LocalQueues)."""
+
+        def compute(snap: Snapshot) -> dict[str, set[str]]:
+            frame = self._query(
+                snap,
+                "SELECT q.name, q.namespace, q.spec, n.team FROM queues q"
+                " LEFT JOIN namespaces n ON n.namespace = q.namespace"
+                " WHERE q.kind = 'LocalQueue'",
+            )
+            out: dict[str, set[str]] = {}
+            for row in frame.iter_rows(named=True):
+                spec = _json(row["spec"])
+                cq = spec.get("clusterQueue") or spec.get("spec", {}).get("clusterQueue") or row["name"]
+                if row["team"]:
+                    out.setdefault(cq, set()).add(row["team"])
+            return out
+
+        return self._cached("queue_teams", compute)
+
+    def cluster_queues(self) -> pl.DataFrame:
+        return self._cached(
+            "cluster_queues",
+            lambda snap: self._query(
+                snap, "SELECT name, cohort, spec FROM queues WHERE kind = 'ClusterQueue' ORDER BY name"
+            ),
+        )
+
+    # 6. Plans and audit (small tables: read fresh from the snapshot on every view) -----------
+    def plans(self) -> list[Any]:
+        from optimizer.plan import list_plans
+
+        with self.store.reader() as wh:
+            return list_plans(wh)
+
+    def plan_record(self, plan_id: str) -> Any:
+        from optimizer.plan import load_record
+
+        with self.store.reader() as wh:
+            return load_record(wh, plan_id)
+
+    def audit(self, plan_id: str | None = None, limit: int = 100) -> pl.DataFrame:
+        where, params = "", []
+        if plan_id is not None:
+            where, params = "WHERE plan_id = ?", [plan_id]
+        return self.query(
+            "SELECT seq, occurred_at, actor, plan_id, action, object, result, detail"
+            f" FROM audit_log {where} ORDER BY seq DESC LIMIT ?",
+            [*params, limit],
+        )
+
+
+def _json(text: Any) -> dict[str, Any]:
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(text) if text else {}
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,137 @@
+"""The frame around every page: navigation, filters, the data-freshness banner, and the
+two-way sync between the URL and the filter controls.
+
+The URL is the source of truth (see `dashboards.state`). `sync()` is one plain function for
+both directions: a changed URL sets the controls; a changed control writes the URL. Dash runs
+it as a single callback whose inputs and outputs overlap, which Dash allows for exactly this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dash import dcc, html
+
+from core.access import Principal
+from dashboards.access import can_see_fleet, role_label
+from dashboards.readmodel import ReadModel
+from dashboards.state import PAGES, ViewState, page_of
+from dashboards.store import SnapshotStore
+
+FILTER_IDS = ("f-period", "f-team", "f-model")
+NAV_IDS = tuple(f"nav-{path.strip('/')}" for path in PAGES)
+
+
+def layout(refresh_s: float) -> html.Div:
+    """The app layout; pages are drawn into `#page` by the render callback."""
+    nav = [dcc.Link(title, href=path, id=nav_id, className="nav-link")
+           for (path, title), nav_id in zip(PAGES.items(), NAV_IDS, strict=True)]
+    filters = html.Div(
+        [
+            html.Label(["Period", dcc.Dropdown(id="f-period", clearable=False, searchable=False)]),
+            html.Label(["Team", dcc.Dropdown(id="f-team", clearable=True, placeholder="choose a team")]),
+            html.Label(["GPU model", dcc.Dropdown(id="f-model", clearable=True, placeholder="all models")]),
+        ],
+        className="filters",
+    )
+    return html.Div(
+        [
+            dcc.Location(id="url", refresh=False),
+            dcc.Store(id="view"),
+            dcc.Store(id="bump", data=0),
+            dcc.Interval(id="tick", interval=int(max(refresh_s, 5) * 1000)),
+            html.Header(
+                [html.Div([html.Span("gpuledger", className="brand"), html.Nav(nav, className="nav")],
+                          className="topline"),
+                 filters, html.Div(id="whoami", className="whoami")],
+                className="header",
+            ),
+            html.Div(id="banner", className="banner"),
+            html.Div(id="flash", className="flash", role="status"),
+            dcc.Loading(html.Main(id="page"), type="dot", delay_show=400),
+        ],
+        className="app",
+    )
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    search: str
+    state: ViewState
+    page: str
+    period_options: list[dict[str, str]]
+    team_options: list[dict[str, str]]
+    model_options: list[dict[str, str]]
+    hrefs: list[str]
+
+    @property
+    def view(self) -> dict[str, Any]:
+        return {"page": self.page, **self.state.to_dict()}
+
+
+def _options(values: list[str]) -> list[dict[str, str]]:
+    return [{"label": v, "value": v} for v in values]
+
+
+def sync(
+    data: ReadModel,
+    principal: Principal,
+    pathname: str | None,
+    search: str | None,
+    *,
+    trigger: str | None,
+    controls: tuple[str | None, str | None, str | None],
+) -> SyncResult:
+    """Reconcile URL and filter controls (see module docstring); returns both, consistent.
+
+    Options offered to a lead are only their teams: that is a convenience; the pages enforce it.
+    """
+    periods = data.periods()
+    page = page_of(pathname)
+    from_url = ViewState.from_query(search, periods[0])
+    if trigger in FILTER_IDS:
+        period, team, model = controls
+        state = from_url.with_(period=period or from_url.period, team=team, model=model)
+        if state.period != from_url.period:
+            state = state.with_(node=None)
+        state = ViewState.from_dict(state.to_dict(), periods[0])
+    else:
+        state = from_url
+    try:
+        teams = data.teams(state.period)
+        models = data.models(state.period)
+    except Exception:  # no bill for this period (e.g. analytics cannot price it): empty lists
+        teams, models = [], []
+    visible = sorted(set(principal.visible_teams(teams)) | set(principal.lead_of))
+    period_options = _options(sorted(set(periods) | {state.period}, reverse=True))
+    hrefs = [ViewState(state.period, state.team, state.model).href(path) for path in PAGES]
+    return SyncResult(
+        state.to_query(), state, page, period_options, _options(visible), _options(models), hrefs
+    )
+
+
+def whoami(principal: Principal, dev_mode: bool) -> list[Any]:
+    role = role_label(principal)
+    text = f"{principal.user} · {role}" + (" · dev mode" if dev_mode else "")
+    return [html.Span(text, id="whoami-text")]
+
+
+def nav_visible(principal: Principal) -> list[dict[str, str]]:
+    """Hide the fleet-wide links from leads (the pages refuse them anyway)."""
+    hidden = {"display": "none"}
+    return [hidden if path in ("/fleet", "/plans") and not can_see_fleet(principal) else {} for path in PAGES]
+
+
+def banner(store: SnapshotStore) -> str:
+    """Where the numbers come from and how fresh they are."""
+    snap = store.snapshot
+    if snap is None:
+        if store.busy_since is not None:
+            return f"Warehouse busy (a collector is writing); retrying every {store.refresh_s:g} s."
+        return store.last_error or "No data yet."
+    age = f"data as of {snap.taken_at:%Y-%m-%d %H:%M:%S} UTC"
+    if store.busy_since is not None:
+        return (f"Warehouse busy since {store.busy_since:%H:%M:%S} UTC (a collector is writing): "
+                f"showing {age}; retrying every {store.refresh_s:g} s.")
+    return f"Showing {age}."

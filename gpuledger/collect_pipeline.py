@@ -1,0 +1,195 @@
+"""The composition collectors → warehouse: what `gpuledger collect` and `--follow` run.
+
+1. Resume: the Prometheus sources keep one watermark per table (`prometheus.gpu_samples`, ...);
+   a run starts at the lowest of them (or the window start), unless `reload` is asked.
+2. Chunks: the collector yields one chunk at a time (fetching the next meanwhile); each chunk
+   is loaded in ONE transaction together with its watermarks, so a crash or a stopped
+   Prometheus leaves the warehouse at a chunk boundary and the next run resumes there.
+   Time-series loads own their chunk (delete + insert), so nothing is ever counted twice.
+3. Dimension rows are merged with what is stored (new non-null values win; `first_seen` keeps
+   the earliest, `last_seen` the latest), so a metrics-derived row never erases richer facts
+   from the Kubernetes API and a later chunk never forgets when a GPU was first seen.
+4. Kubernetes: when an API is configured, a snapshot of nodes, namespaces (teams), pods and
+   Kueue objects is loaded last, and namespace teams are not taken from kube-state-metrics.
+
+Heavy imports happen inside the functions (this module is imported by the CLI).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from core.config import Settings, utcnow
+from core.window import Window, floor_time, parse_duration
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from collectors.prometheus import ChunkData, PrometheusCollector
+    from collectors.quality import Quality
+    from warehouse import Warehouse
+
+PROMETHEUS_SOURCES: tuple[str, ...] = (
+    "prometheus.gpu_samples", "prometheus.token_samples", "prometheus.queue_samples",
+)
+KUBERNETES_SOURCE = "kubernetes"
+
+
+class Snapshotter(Protocol):
+    def snapshot(self) -> Mapping[str, pl.DataFrame]: ...
+
+
+@dataclass
+class CollectReport:
+    window: Window
+    start: datetime
+    chunks: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    queries: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    up_to_date: bool = False
+    kubernetes_rows: dict[str, int] = field(default_factory=dict)
+    quality: Quality | None = None
+
+    def lines(self) -> list[str]:
+        if self.up_to_date:
+            return [f"up to date: watermark already at or past {self.window.end.isoformat()}"]
+        rows = ", ".join(f"{k} {v}" for k, v in sorted(self.rows.items()) if v)
+        out = [
+            f"collected [{self.start.isoformat()}, {self.window.end.isoformat()}) in {self.chunks} "
+            f"chunk(s), {self.queries} queries, {self.bytes / 1e6:.1f} MB, {self.seconds:.1f}s",
+            f"rows: {rows or 'none'}",
+        ]
+        if self.quality is not None:
+            out.append(f"quality: {self.quality.summary()}")
+            out += [f"  {r['table']}.{r['field']}: {r['reason']} {r['count']}"
+                    for r in self.quality.rows()]
+        if self.kubernetes_rows:
+            kube = sorted(self.kubernetes_rows.items())
+            out.append("kubernetes: " + ", ".join(f"{k} {v}" for k, v in kube))
+        return out
+
+
+def resume_point(wh: Warehouse) -> datetime | None:
+    """Where the Prometheus sources stand: the lowest watermark (None if any is missing)."""
+    marks = [wh.watermark(s) for s in PROMETHEUS_SOURCES]
+    if any(m is None for m in marks):
+        return None
+    return min(m for m in marks if m is not None)
+
+
+def merge_dimensions(wh: Warehouse, frames: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """Merge dimension frames with the stored rows (see module docstring, step 3)."""
+    import polars as pl
+
+    from core.frames import TABLES
+
+    out: dict[str, pl.DataFrame] = {}
+    for name, frame in frames.items():
+        spec = TABLES[name]
+        if spec.kind != "dimension" or frame.height == 0:
+            out[name] = frame
+            continue
+        key = list(spec.key)
+        stored = wh.query(f"SELECT * FROM {name}").select(spec.column_names)
+        if stored.height == 0:
+            out[name] = frame
+            continue
+        stored = stored.cast(dict(frame.schema))  # type: ignore[arg-type]
+        joined = frame.join(stored, on=key, how="left", suffix="__old")
+        merged = []
+        for col in spec.column_names:
+            if col in key:
+                merged.append(pl.col(col))
+            elif col == "first_seen":
+                merged.append(pl.min_horizontal(col, f"{col}__old").alias(col))
+            elif col == "last_seen":
+                merged.append(pl.max_horizontal(col, f"{col}__old").alias(col))
+            else:
+                merged.append(pl.coalesce(col, f"{col}__old").alias(col))
+        out[name] = joined.select(merged)
+    return out
+
+
+def collect_window(
+    wh: Warehouse, settings: Settings, url: str, window: Window, *,
+    reload: bool = False, kubernetes: Snapshotter | None = None,
+    on_chunk: Callable[[ChunkData], None] | None = None,
+    now: Callable[[], datetime] = utcnow, backoff_s: float = 0.5,
+    collector: PrometheusCollector | None = None,
+) -> CollectReport:
+    """Collect `window` from the engine at `url` into `wh` (resuming from the watermarks).
+
+    `collector` lets a caller (the benchmark) pass its own, e.g. to read its request log; it is
+    then left open."""
+    from contextlib import nullcontext
+
+    from collectors.prometheus import PrometheusCollector
+    from collectors.quality import Quality
+    from warehouse import LoadBatch
+
+    started = time.perf_counter()
+    # 1. Resume.
+    mark = None if reload else resume_point(wh)
+    start = max(window.start, mark) if mark is not None else window.start
+    report = CollectReport(window, start, quality=Quality())
+    if start >= window.end:
+        report.up_to_date = True
+    else:
+        # 2. Chunks, one transaction each.
+        todo = Window(start, window.end, window.step)
+        own = collector is None
+        active = collector or PrometheusCollector(url, settings, now=now, backoff_s=backoff_s,
+                                                  namespaces_from_metrics=kubernetes is None)
+        with active if own else nullcontext(active):
+            for data in active.iter_chunks(todo):
+                frames = merge_dimensions(wh, data.frames)
+                stats = wh.load(LoadBatch(
+                    frames, window=data.chunk.window,
+                    watermarks=dict.fromkeys(PROMETHEUS_SOURCES, data.chunk.end),
+                ))
+                for table, n in stats.rows.items():
+                    report.rows[table] = report.rows.get(table, 0) + n
+                report.chunks += 1
+                report.queries += data.queries
+                report.bytes += data.bytes
+                assert report.quality is not None
+                report.quality.merge([data.quality])
+                if on_chunk is not None:
+                    on_chunk(data)
+    # 4. Kubernetes snapshot.
+    if kubernetes is not None:
+        snapshot = merge_dimensions(wh, kubernetes.snapshot())
+        stats = wh.load(LoadBatch(snapshot, watermarks={KUBERNETES_SOURCE: now()}))
+        report.kubernetes_rows = dict(stats.rows)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def follow(
+    wh: Warehouse, settings: Settings, url: str, start: datetime, step: timedelta, *,
+    kubernetes: Snapshotter | None = None, settle: timedelta | None = None,
+    on_report: Callable[[CollectReport], None] | None = None,
+    keep_going: Callable[[], bool] = lambda: True, now: Callable[[], datetime] = utcnow,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> None:
+    """Collect continuously: every step, up to `now - settle` (late scrapes land first)."""
+    lag = settle if settle is not None else 2 * step
+    while keep_going():
+        end = floor_time(now() - lag, step)
+        mark = resume_point(wh) or start
+        if end > mark:
+            report = collect_window(wh, settings, url, Window(mark, end, step), kubernetes=kubernetes,
+                                    now=now)
+            if on_report is not None:
+                on_report(report)
+        sleep(max(1.0, step.total_seconds() / 4))
+
+
+def parse_step(text: str | None, settings: Settings) -> timedelta:
+    return parse_duration(text or settings.prometheus.step)

@@ -1,0 +1,41 @@
+"""`gpuledger agent --port P`: expose this node's GPUs on `/metrics` like dcgm-exporter, via NVML.
+
+For nodes without DCGM. Read-only: it never changes MIG mode, clocks or any other setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from core.errors import SourceError
+from gpuledger.commands import AddCommand
+from gpuledger.context import Context
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    try:
+        import pynvml
+    except ImportError:
+        raise SourceError("agent: the nvidia-ml-py package (pynvml) is not installed") from None
+    from collectors.nvml_agent import Agent
+
+    try:
+        agent = Agent(pynvml, args.host, args.port, hostname=args.hostname)
+    except pynvml.NVMLError as exc:
+        raise SourceError(f"agent: NVML is not usable on this machine ({exc})") from None
+    except OSError as exc:
+        reason = exc.strerror or exc
+        raise SourceError(f"agent: cannot listen on {args.host}:{args.port} ({reason})") from None
+    ctx.echo(f"serving NVML metrics on http://{args.host}:{agent.port}/metrics")
+    try:
+        agent.serve_forever()
+    finally:
+        agent.stop()
+    return 0
+
+
+def register(add_command: AddCommand) -> None:
+    p = add_command("agent", "serve this node's GPUs on /metrics like dcgm-exporter (NVML, read-only)", _run)
+    p.add_argument("--port", type=int, default=9400, help="listen port (default 9400, dcgm-exporter's)")
+    p.add_argument("--host", default="0.0.0.0", help="listen address (default all interfaces)")
+    p.add_argument("--hostname", help="value of the Hostname label (default: this machine's name)")

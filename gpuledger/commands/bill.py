@@ -1,0 +1,48 @@
+"""`gpuledger bill`: the chargeback bill of a month or any window, by team and more."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from gpuledger.commands import AddCommand
+from gpuledger.commands._analytics_common import add_window_args, text_table, window_from_args
+from gpuledger.context import Context
+
+_SHOWN = ("card_hours", "idle_card_hours", "list_cost", "sharing_discount", "redistributed_cost",
+          "cost", "idle_cost")
+_MONEY = ("list_cost", "sharing_discount", "redistributed_cost", "cost", "idle_cost")
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    from analytics.bill import compute_bill
+
+    window = window_from_args(args)
+    by = [d for d in args.by.split(",") if d.strip()]
+    with ctx.open_warehouse(read_only=True) as wh:
+        bill = compute_bill(wh, window, ctx.settings, by, source=args.source)
+    if args.format == "json":
+        ctx.echo(json.dumps(bill.to_dict(), indent=2))
+    elif args.format == "csv":
+        ctx.echo(bill.lines.write_csv().rstrip("\n"))
+    else:
+        rows = bill.lines.to_dicts()
+        ctx.echo(f"Bill {bill.period}  ({bill.currency}, price book {bill.price_book_version}, "
+                 f"redistribution {bill.redistribution}, from {bill.source})")
+        ctx.echo(text_table(rows, [*bill.by, *_SHOWN], _MONEY))
+        ctx.echo(f"Fleet: {bill.fleet_card_hours:,.3f} card-hours, {bill.fleet_cost:,.2f} {bill.currency}")
+        if bill.unattributed_namespaces:
+            ctx.echo("Unattributed namespaces (add the team label): "
+                     + ", ".join(bill.unattributed_namespaces))
+    return 0
+
+
+def register(add_command: AddCommand) -> None:
+    p = add_command("bill", "the chargeback bill: card-hours and cost per team (and more)", _run)
+    add_window_args(p)
+    p.add_argument("--by", default="team",
+                   help="dimensions, comma-separated: team (always), namespace, pod, queue, node, "
+                        "pool, model, sharing_mode, profile, uuid, day")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--source", choices=("auto", "raw", "rollup"), default="auto",
+                   help="card-hours from the hourly roll-up, raw samples, or both (auto)")

@@ -1,0 +1,76 @@
+"""`gpuledger collect`: fill the warehouse from Prometheus (and the Kubernetes API) for a window.
+
+Flags override the config file: `--prometheus` over `prometheus.url`, `--step` over
+`prometheus.step`, `--kubeconfig` over `kubernetes.kubeconfig`. A run resumes from the
+watermarks; `--reload` re-collects the whole window (loads are idempotent). `--follow` keeps
+collecting every step until interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from core.errors import InputError
+from core.window import Window, parse_instant
+from gpuledger.commands import AddCommand
+from gpuledger.context import Context
+
+if TYPE_CHECKING:
+    from collectors.prometheus import ChunkData
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    from gpuledger import collect_pipeline as pipeline
+
+    settings = ctx.settings
+    url = args.prometheus or settings.prometheus.url
+    if not url:
+        raise InputError("collect: no Prometheus URL; pass --prometheus URL or set prometheus.url")
+    step = pipeline.parse_step(args.step, settings)
+    if args.step:
+        settings = settings.model_copy(
+            update={"prometheus": settings.prometheus.model_copy(update={"step": args.step})})
+    kubeconfig = args.kubeconfig or settings.kubernetes.kubeconfig
+    kube = None
+    if kubeconfig:
+        from collectors.kubernetes import KubernetesCollector
+
+        kube = KubernetesCollector.from_kubeconfig(kubeconfig, settings)
+
+    def progress(data: ChunkData) -> None:
+        print(f"gpuledger: loaded chunk {data.chunk.start.isoformat()} .. {data.chunk.end.isoformat()} "
+              f"({data.samples} gpu samples)", file=sys.stderr, flush=True)
+
+    with ctx.open_warehouse() as wh:
+        if args.follow:
+            start = parse_instant(args.start) if args.start else None
+            if start is None:
+                raise InputError("collect --follow: pass --start (where to begin when no watermark exists)")
+            ctx.echo(f"following {url} every {step} (Ctrl-C stops)")
+            def show(r: pipeline.CollectReport) -> None:
+                for line in r.lines():
+                    ctx.echo(line)
+
+            pipeline.follow(wh, settings, url, start, step, kubernetes=kube, on_report=show)
+            return 0
+        if not args.start or not args.end:
+            raise InputError("collect: pass --start and --end (ISO-8601, UTC), or --follow")
+        window = Window(parse_instant(args.start), parse_instant(args.end), step)
+        report = pipeline.collect_window(wh, settings, url, window, reload=args.reload,
+                                         kubernetes=kube, on_chunk=progress)
+    for line in report.lines():
+        ctx.echo(line)
+    return 0
+
+
+def register(add_command: AddCommand) -> None:
+    p = add_command("collect", "collect DCGM, Kueue, token and kube metrics into the warehouse", _run)
+    p.add_argument("--prometheus", metavar="URL", help="Prometheus-compatible API root")
+    p.add_argument("--start", metavar="ISO", help="window start (UTC), e.g. 2026-11-01T00:00:00Z")
+    p.add_argument("--end", metavar="ISO", help="window end, exclusive")
+    p.add_argument("--step", metavar="DURATION", help="sample step (default prometheus.step, 60s)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="also snapshot the Kubernetes API")
+    p.add_argument("--reload", action="store_true", help="ignore watermarks; re-collect the window")
+    p.add_argument("--follow", action="store_true", help="keep collecting every step")

@@ -1,0 +1,81 @@
+"""`gpuledger serve`: the dashboard for team leads and platform admins.
+
+Behind an authenticating proxy the app trusts the user/groups headers only from
+`access.proxy_addresses`; `--dev-user` stands in for the proxy on a laptop and is refused
+unless the server binds a loopback address. `--schedule` also issues each completed month's
+report in a background thread (`reports.schedule`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from gpuledger.commands import AddCommand
+from gpuledger.context import Context
+
+
+def _cluster_factory(args: argparse.Namespace, ctx: Context) -> Any:
+    """A gateway factory for preview/apply when a cluster is configured (or we run in one)."""
+    kubeconfig = args.kubeconfig or ctx.settings.kubernetes.kubeconfig
+    if not kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+
+    def connect() -> Any:
+        from actuator.workflow import connect as connect_cluster
+
+        return connect_cluster(ctx.settings, kubeconfig)
+
+    return connect
+
+
+def _start_schedule(ctx: Context, stop: threading.Event) -> threading.Thread:
+    from reports.schedule import run_forever
+
+    out_dir = Path(ctx.settings.reports.out_dir)
+    thread = threading.Thread(
+        target=run_forever, args=(ctx.settings, ctx.warehouse_path, out_dir, stop),
+        name="gpuledger-report-schedule", daemon=True,
+    )
+    thread.start()
+    return thread
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    from dashboards.access import check_dev_bind
+    from dashboards.app import serve
+
+    check_dev_bind(args.host, args.dev_user)
+    groups = tuple(g.strip() for g in (args.dev_groups or "").split(",") if g.strip())
+    stop = threading.Event()
+    schedule = _start_schedule(ctx, stop) if args.schedule else None
+    try:
+        serve(
+            ctx.settings, ctx.warehouse_path, args.host, args.port, args.dev_user, groups,
+            cluster_factory=_cluster_factory(args, ctx),
+            on_start=lambda url: ctx.echo(f"gpuledger dashboard on {url} (Ctrl-C to stop)"),
+        )
+    finally:
+        stop.set()
+        if schedule is not None:
+            schedule.join(timeout=30)
+    return 0
+
+
+def register(add_command: AddCommand) -> None:
+    p = add_command("serve", "serve the dashboards (team, fleet, queues, plans)", _run)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    p.add_argument(
+        "--dev-user", default=None, metavar="NAME",
+        help="act as this user without a proxy (loopback only; admin when no roles are configured)",
+    )
+    p.add_argument("--dev-groups", default="", metavar="G1,G2", help="groups of the --dev-user")
+    p.add_argument("--kubeconfig", default=None, help="cluster for plan preview/apply")
+    p.add_argument(
+        "--schedule", action="store_true",
+        help="also issue each completed month's report in the background (reports.schedule)",
+    )

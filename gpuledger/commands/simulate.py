@@ -1,0 +1,187 @@
+"""`gpuledger simulate`: generate a deterministic fleet's history, or serve it live.
+
+Outputs (any combination): Parquet inventory and samples, an OpenMetrics file for promtool
+backfill, Kubernetes manifests, ground truth as Parquet, and a load into the warehouse.
+`--serve` instead answers `/metrics` for the simulated fleet at the current time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.config import utcnow
+from core.errors import InputError
+from core.window import DAY, Window, floor_time, parse_duration, parse_instant
+from gpuledger.commands import AddCommand
+from gpuledger.context import Context
+
+if TYPE_CHECKING:
+    from simulator.engine import Simulation
+    from warehouse import Warehouse
+
+
+def _window(args: argparse.Namespace) -> Window:
+    step = parse_duration(args.step)
+    today = floor_time(utcnow(), DAY)
+    if args.serve and not args.start and not args.end:
+        return Window(today - DAY, today + 2 * DAY, step)
+    end = parse_instant(args.end) if args.end else today
+    start = parse_instant(args.start) if args.start else end - timedelta(days=args.days)
+    return Window(start, end, step)
+
+
+def build_simulation(args: argparse.Namespace) -> Simulation:
+    from simulator.engine import Simulation
+    from simulator.fleet import FleetSpec
+
+    spec = FleetSpec.load(args.fleet) if args.fleet else FleetSpec.default(gpus=args.gpus)
+    return Simulation(spec, _window(args), seed=args.seed)
+
+
+def load_into_warehouse(
+    wh: Warehouse, sim: Simulation, *, chunk: timedelta = DAY,
+    progress: Callable[[Window, int], None] | None = None,
+) -> dict[str, int]:
+    """Load the inventory, then the samples chunk by chunk (each chunk one transaction that
+    owns its window, so a rerun replaces rather than duplicates). Returns rows per table."""
+    from warehouse import LoadBatch
+
+    totals: dict[str, int] = {}
+
+    def add(stats: Any) -> int:
+        for table, rows in stats.rows.items():
+            totals[table] = totals.get(table, 0) + rows
+        return int(stats.total_rows)
+
+    add(wh.load(LoadBatch(sim.inventory())))
+    for window, frames in sim.batches(chunk):
+        rows = add(wh.load(LoadBatch(frames, window=window, watermarks={"simulate": window.end})))
+        if progress:
+            progress(window, rows)
+    return totals
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    if args.serve:
+        return _serve(args, ctx)
+    wants_files = args.openmetrics or args.manifests or args.ground_truth or args.parquet
+    if wants_files and args.out is None:
+        raise InputError("simulate: --openmetrics, --manifests, --ground-truth and --parquet need --out DIR")
+    if not wants_files and not args.load:
+        raise InputError("simulate: nothing to do; give --out DIR with outputs, --load, or --serve")
+    chunk = parse_duration(args.chunk)
+    sim = build_simulation(args)
+    ctx.echo(f"simulating {sim.gpu_count} GPUs, {sim.pod_count} pods over {sim.window} (seed {sim.seed})")
+    out: Path | None = args.out
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    if args.manifests and out is not None:
+        _write_manifests(sim, out)
+        ctx.echo(f"wrote {out / 'manifests.yaml'} and {out / 'kueue.yaml'}")
+    if args.parquet and out is not None:
+        _write_parquet(sim, out, chunk, ctx)
+    if args.ground_truth and out is not None:
+        started = time.perf_counter()
+        truth = sim.ground_truth(chunk)
+        truth.write_parquet(out / "ground_truth.parquet")
+        ctx.echo(f"wrote {out / 'ground_truth.parquet'}: {truth.height} rows, "
+                 f"{truth['card_hours'].sum():,.1f} card-hours ({time.perf_counter() - started:.1f}s)")
+    if args.openmetrics and out is not None:
+        started = time.perf_counter()
+        path = out / "metrics.om"
+        counts = sim.write_openmetrics(
+            path, hostname_label=args.hostname_label, exported=args.exported_labels,
+            step=parse_duration(args.metrics_step) if args.metrics_step else None,
+        )
+        ctx.echo(f"wrote {path}: {sum(counts.values()):,} samples in {len(counts)} families "
+                 f"({time.perf_counter() - started:.1f}s)")
+    if args.load:
+        started = time.perf_counter()
+        with ctx.open_warehouse() as wh:
+            totals = load_into_warehouse(
+                wh, sim, chunk=chunk,
+                progress=lambda w, rows: ctx.echo(f"  loaded {w.start:%Y-%m-%d %H:%M}: {rows:,} rows"),
+            )
+        ctx.echo(f"loaded {sum(totals.values()):,} rows into {ctx.warehouse_path} "
+                 f"({time.perf_counter() - started:.1f}s)")
+    return 0
+
+
+def _write_manifests(sim: Simulation, out: Path) -> None:
+    import yaml
+
+    (out / "manifests.yaml").write_text(yaml.safe_dump_all(sim.kube_manifests(), sort_keys=False))
+    (out / "kueue.yaml").write_text(yaml.safe_dump_all(sim.kueue_manifests(), sort_keys=False))
+
+
+def _write_parquet(sim: Simulation, out: Path, chunk: timedelta, ctx: Context) -> None:
+    """Inventory as one file per table; samples as `<table>/<chunk start>.parquet`."""
+    base = out / "parquet"
+    base.mkdir(exist_ok=True)
+    for table, frame in sim.inventory().items():
+        frame.write_parquet(base / f"{table}.parquet")
+    rows = 0
+    for window, frames in sim.batches(chunk):
+        for table, frame in frames.items():
+            (base / table).mkdir(exist_ok=True)
+            frame.write_parquet(base / table / f"{window.start:%Y%m%dT%H%M}.parquet")
+            rows += frame.height
+        ctx.echo(f"  generated {window.start:%Y-%m-%d %H:%M}")
+    ctx.echo(f"wrote {base}: {rows:,} sample rows")
+
+
+def _serve(args: argparse.Namespace, ctx: Context) -> int:
+    from simulator.serve import make_server
+
+    sim = build_simulation(args)
+    server = make_server(sim, args.host, args.port, hostname_label=args.hostname_label,
+                         exported=args.exported_labels)
+    ctx.echo(f"serving {sim.gpu_count} simulated GPUs at {server.url} for {sim.window} (Ctrl-C stops)")
+    try:
+        if args.serve_seconds:
+            server.timeout = 0.5
+            deadline = time.monotonic() + args.serve_seconds
+            while time.monotonic() < deadline:
+                server.handle_request()
+        else:
+            server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def register(add_command: AddCommand) -> None:
+    p = add_command("simulate", "generate a deterministic GPU fleet's history, or serve it live", _run)
+    src = p.add_argument_group("fleet and window")
+    src.add_argument("--fleet", type=Path, help="fleet spec YAML (default: the built-in demo fleet)")
+    src.add_argument("--gpus", type=int, default=256, help="size of the built-in fleet (default 256)")
+    src.add_argument("--start", help="window start, ISO-8601 (default: --days before --end)")
+    src.add_argument("--end", help="window end, ISO-8601 (default: today 00:00 UTC)")
+    src.add_argument("--days", type=float, default=7, help="window length when --start is not given")
+    src.add_argument("--step", default="60s", help="sample interval (default 60s)")
+    src.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    src.add_argument("--chunk", default="1d", help="generate and load in chunks of this size (default 1d)")
+    outs = p.add_argument_group("outputs")
+    outs.add_argument("--out", type=Path, help="directory for file outputs")
+    outs.add_argument("--parquet", action="store_true", help="inventory and sample frames as Parquet")
+    outs.add_argument("--openmetrics", action="store_true", help="metrics.om for promtool backfill")
+    outs.add_argument("--metrics-step", help="thin the OpenMetrics file to this interval (e.g. 5m)")
+    outs.add_argument("--manifests", action="store_true", help="manifests.yaml (Nodes, Namespaces, Pods) and kueue.yaml")
+    outs.add_argument("--ground-truth", action="store_true", help="ground_truth.parquet (card-hours per hour and holder)")
+    outs.add_argument("--load", action="store_true", help="load inventory and samples into the warehouse")
+    labels = p.add_argument_group("metric labels")
+    labels.add_argument("--hostname-label", choices=("Hostname", "hostname"), default="Hostname")
+    labels.add_argument("--exported-labels", action="store_true",
+                        help="workload labels as exported_pod/... (ServiceMonitor honorLabels false)")
+    live = p.add_argument_group("live endpoint")
+    live.add_argument("--serve", action="store_true", help="serve /metrics for the current time")
+    live.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    live.add_argument("--port", type=int, default=9400, help="listen port (default 9400)")
+    live.add_argument("--serve-seconds", type=float, help="stop serving after this many seconds")

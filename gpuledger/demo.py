@@ -1,0 +1,87 @@
+"""`gpuledger demo`: the whole pipeline on the embedded default.
+
+1. Pick the month (the last complete calendar month unless `--period`), a fresh warehouse
+   under the demo folder.
+2. Simulate the fleet and load it, a day per transaction; roll it up to hourly card-hours.
+3. Bill the month by team and print it, with the top idle allocations.
+4. Propose a MIG plan and a quota plan (stored as `proposed`).
+5. Write the month's reports (CSV, FOCUS, PDF) and say where.
+6. Serve the dashboard (unless `--no-serve`), as a dev admin bound to loopback.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from core.config import utcnow
+from core.window import Window
+from gpuledger.context import Context
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    gpus: int = 256
+    period: str | None = None
+    seed: int = 7
+    out_dir: str = "gpuledger-demo"
+    serve: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8050
+    warehouse: Path | None = None
+
+
+def last_complete_month(now: datetime) -> str:
+    year, month = (now.year, now.month - 1) if now.month > 1 else (now.year - 1, 12)
+    return f"{year:04d}-{month:02d}"
+
+
+def run_demo(options: DemoOptions, ctx: Context) -> int:
+    from simulator.engine import Simulation
+    from simulator.fleet import FleetSpec
+    from warehouse import Warehouse
+
+    started = time.perf_counter()
+    # 1. The month and a fresh warehouse.
+    window = Window.month(options.period or last_complete_month(utcnow()))
+    out = Path(options.out_dir)
+    wh_path = options.warehouse or out / "gpuledger.duckdb"
+    for stale in (wh_path, Path(f"{wh_path}.wal")):
+        stale.unlink(missing_ok=True)
+    ctx.echo(f"gpuledger demo: {options.gpus} simulated GPUs, {window.period} "
+             f"({window.hours / 24:.0f} days at 1-minute resolution), warehouse {wh_path}")
+    spec = FleetSpec.default(gpus=options.gpus)
+    sim = Simulation(spec, window, seed=options.seed,
+                     idle_threshold=ctx.settings.idle.threshold,
+                     idle_min_minutes=ctx.settings.idle.min_minutes)
+    with Warehouse.open(wh_path) as wh:
+        # 2. Simulate, load, roll up.
+        from gpuledger.pipeline import load_simulation, rollup
+
+        rows = load_simulation(wh, sim)
+        rollup(wh, window, ctx.settings)
+        samples = wh.count("gpu_samples")
+        ctx.echo(f"loaded {rows:,} rows ({samples:,} GPU samples) for {sim.gpu_count} GPUs "
+                 f"on {wh.count('nodes')} nodes, {wh.count('namespaces')} namespaces, "
+                 f"{wh.count('pods')} pods")
+        # 3. The bill and the idle time.
+        _print_bill(wh, window, ctx)
+    ctx.echo(f"demo finished in {time.perf_counter() - started:.0f}s; warehouse: {wh_path}")
+    return 0
+
+
+def _print_bill(wh: object, window: Window, ctx: Context) -> None:
+    from analytics.bill import compute_bill
+    from warehouse import Warehouse
+
+    assert isinstance(wh, Warehouse)
+    bill = compute_bill(wh, window, ctx.settings, by=("team",))
+    ctx.echo("")
+    ctx.echo(f"Bill for {bill.period} ({bill.currency}); fleet cost {bill.fleet_cost:,.2f} "
+             f"for {bill.fleet_card_hours:,.0f} card-hours")
+    ctx.echo(f"{'team':22s} {'card-hours':>12s} {'cost':>12s} {'idle card-h':>12s} {'idle cost':>11s}")
+    for line in bill.lines.iter_rows(named=True):
+        ctx.echo(f"{line['team']!s:22s} {line['card_hours']:12,.1f} {line['cost']:12,.2f} "
+                 f"{line['idle_card_hours']:12,.1f} {line['idle_cost']:11,.2f}")

@@ -1,0 +1,49 @@
+"""Compositions of stages that more than one command runs (the roof wires, stages work).
+
+- `load_simulation`: a simulated fleet's inventory and samples into the warehouse, a day per
+  transaction (so a kill loses at most the day in flight, and re-running is safe);
+- `rollup`: derive the hourly card-hour roll-up and allocation intervals for a window, a day
+  per transaction, in order (the roll-up watermark only moves forward).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from core.config import Settings
+from core.window import Window
+from gpuledger.progress import Progress
+
+if TYPE_CHECKING:
+    from simulator.engine import Simulation
+    from warehouse import Warehouse
+
+SIMULATOR_SOURCE = "simulator"
+
+
+def load_simulation(wh: Warehouse, sim: Simulation, *, label: str = "simulate + load") -> int:
+    """Load inventory, then each day's samples with the `simulator` watermark; returns rows."""
+    from warehouse import LoadBatch
+
+    rows = wh.load(LoadBatch(sim.inventory())).total_rows
+    days = list(sim.window.days())
+    with Progress(label, total=len(days)) as progress:
+        for window, frames in sim.batches(chunk=timedelta(days=1)):
+            stats = wh.load(LoadBatch(frames, window, {SIMULATOR_SOURCE: window.end}))
+            rows += stats.total_rows
+            progress.advance(note=f"{rows:,} rows")
+    return rows
+
+
+def rollup(wh: Warehouse, window: Window, settings: Settings, *, label: str = "roll-up") -> int:
+    """Store `card_hours_hourly` and `allocations` for `window`, one UTC day at a time."""
+    from analytics.rollup import rollup_batch
+
+    rows = 0
+    days = list(window.days())
+    with Progress(label, total=len(days)) as progress:
+        for day in days:
+            rows += wh.load(rollup_batch(wh, day, settings)).total_rows
+            progress.advance()
+    return rows

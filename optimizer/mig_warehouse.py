@@ -1,0 +1,203 @@
+"""The fleet and its MIG demand as the warehouse saw them last.
+
+Fleet (tables `gpus`, `nodes`, `mig_instances`, `gpu_samples`, `pods`):
+1. GPUs of the planned pools (default: pools whose sharing mode is `mig`; time-sliced and vGPU
+   cards are never planned); a MIG card's layout is its MIG instances alive at the last
+   observation, an exclusive card is whole (MIG disabled).
+2. Busy instances: pods on each device at the latest `gpu_samples` time. A pod is evictable
+   unless it has no owner (nothing would recreate it) or carries the label
+   `gpuledger.io/evictable: "false"`.
+3. Maintenance window: a node is inside unless its label `gpuledger.io/maintenance-window`
+   is `closed`, or `nodes` globs are given and it matches none.
+
+Demand: right-sized profiles from `analytics.recommend` when that module provides them;
+otherwise the instances that held a pod at any time in the lookback window (and the whole
+cards that did). `Demand.source` says which was used.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from core.errors import InputError
+from core.frames import WHOLE_GPU
+from core.mig import canonical_model, catalog, shape_of
+from optimizer.mig_input import BusyInstance, Config, Demand, Fleet, Gpu, ModelDemand, Node
+from warehouse import Warehouse
+
+EVICTABLE_LABEL = "gpuledger.io/evictable"
+WINDOW_LABEL = "gpuledger.io/maintenance-window"
+ALIVE_SLACK = timedelta(minutes=10)
+
+
+def load_fleet_from_warehouse(
+    wh: Warehouse, *, pools: Sequence[str] = (), nodes: Sequence[str] = ()
+) -> Fleet:
+    """Steps 1-3 of the module docstring."""
+    gpus = wh.query(
+        "SELECT g.uuid, g.node, g.gpu_index, g.model, g.pool, g.sharing_mode, n.mig_config, "
+        "n.resource_version, n.labels FROM gpus g LEFT JOIN nodes n ON n.node = g.node "
+        "ORDER BY g.node, g.gpu_index"
+    )
+    if gpus.is_empty():
+        raise InputError(f"{wh.path}: table gpus is empty; collect inventory first (or pass --fleet)")
+    rows = [r for r in gpus.iter_rows(named=True) if _planned(r, pools)]
+    if not rows:
+        wanted = ", ".join(pools) if pools else "pools in MIG mode"
+        raise InputError(f"{wh.path}: no GPUs of {wanted} with MIG facts in table gpus "
+                         "(choose pools with --pool)")
+    layouts = _alive_layouts(wh)
+    busy = _busy(wh)
+    by_node: dict[str, list[Gpu]] = defaultdict(list)
+    meta: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        model = canonical_model(r["model"])
+        config: Config = None if r["sharing_mode"] != "mig" else layouts.get(r["uuid"], ())
+        by_node[r["node"]].append(Gpu(
+            node=r["node"], index=int(r["gpu_index"]), model=model, config=config, uuid=r["uuid"],
+            busy=_consistent(busy.get(r["uuid"], []), config),
+        ))
+        meta[r["node"]] = r
+    out = []
+    for name in sorted(by_node):
+        r = meta[name]
+        labels = json.loads(r["labels"]) if r["labels"] else {}
+        inside = labels.get(WINDOW_LABEL) != "closed" and (
+            not nodes or any(fnmatch.fnmatch(name, g) for g in nodes)
+        )
+        out.append(Node(name=name, gpus=tuple(by_node[name]), in_maintenance_window=inside,
+                        mig_config=r["mig_config"], resource_version=r["resource_version"]))
+    return Fleet(tuple(out), source=f"warehouse {wh.path}")
+
+
+def _consistent(busy: list[BusyInstance], config: Config) -> tuple[BusyInstance, ...]:
+    """Busy pods that fit the observed layout (samples and instance spans may disagree briefly)."""
+    if config is None:
+        return tuple(b for b in busy if b.profile is None)[:1]
+    room = Counter(dict(config))
+    kept = []
+    for b in busy:
+        if b.profile is not None and room[b.profile] > 0:
+            room[b.profile] -= 1
+            kept.append(b)
+    return tuple(kept)
+
+
+def _planned(row: dict[str, Any], pools: Sequence[str]) -> bool:
+    if canonical_model(row["model"]) not in catalog() or row["sharing_mode"] in ("timeslice", "vgpu"):
+        return False
+    if pools:
+        return row["pool"] in pools
+    return row["sharing_mode"] == "mig"
+
+
+def _alive_layouts(wh: Warehouse) -> dict[str, Config]:
+    """Per MIG card, the profile counts of the instances alive at the last observation."""
+    last = wh.scalar("SELECT max(end_ts) FROM mig_instances")
+    if last is None:
+        return {}
+    frame = wh.query(
+        "SELECT uuid, profile, count(*) AS n FROM mig_instances WHERE end_ts >= ? GROUP BY uuid, profile",
+        [last - ALIVE_SLACK],
+    )
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in frame.iter_rows(named=True):
+        counts[r["uuid"]][r["profile"]] += int(r["n"])
+    return {uuid: shape_of(c) for uuid, c in counts.items()}
+
+
+def _busy(wh: Warehouse) -> dict[str, list[BusyInstance]]:
+    """Pods on each device at the latest sample time, with whether they may be evicted."""
+    frame = wh.query(
+        "WITH last AS (SELECT max(ts) AS ts FROM gpu_samples) "
+        "SELECT s.uuid, s.gpu_i_id, s.mig_profile, s.namespace, s.pod, p.owner_kind, p.labels "
+        "FROM gpu_samples s JOIN last ON s.ts = last.ts "
+        "LEFT JOIN pods p ON p.namespace = s.namespace AND p.pod = s.pod "
+        "WHERE s.pod IS NOT NULL ORDER BY s.uuid, s.gpu_i_id, s.pod"
+    )
+    out: dict[str, list[BusyInstance]] = defaultdict(list)
+    seen: set[tuple[str, int, str, str]] = set()
+    for r in frame.iter_rows(named=True):
+        key = (r["uuid"], r["gpu_i_id"], r["namespace"], r["pod"])
+        if key in seen:
+            continue
+        seen.add(key)
+        labels = json.loads(r["labels"]) if r["labels"] else {}
+        evictable = bool(r["owner_kind"]) and str(labels.get(EVICTABLE_LABEL, "true")).lower() != "false"
+        profile = None if r["gpu_i_id"] == WHOLE_GPU else r["mig_profile"]
+        out[r["uuid"]].append(BusyInstance(profile, r["namespace"], r["pod"], evictable))
+    return out
+
+
+def observed_demand(wh: Warehouse, fleet: Fleet, lookback: timedelta) -> Demand:
+    """Instances (and whole cards) of the fleet that held a pod within `lookback` of the last sample."""
+    last = wh.scalar("SELECT max(ts) FROM gpu_samples")
+    if last is None:
+        raise InputError(f"{wh.path}: table gpu_samples is empty; no demand can be observed (pass --demand)")
+    frame = wh.query(
+        "SELECT DISTINCT uuid, gpu_i_id, mig_profile FROM gpu_samples "
+        "WHERE ts > ? AND ts <= ? AND pod IS NOT NULL",
+        [last - lookback, last],
+    )
+    model_of = {g.uuid: g.model for g in fleet.gpus}
+    whole_of = {g.uuid: g.config is None for g in fleet.gpus}
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    whole: Counter[str] = Counter()
+    for r in frame.iter_rows(named=True):
+        uuid = r["uuid"]
+        if uuid not in model_of:
+            continue
+        if r["gpu_i_id"] == WHOLE_GPU:
+            if whole_of[uuid]:
+                whole[model_of[uuid]] += 1
+        elif r["mig_profile"]:
+            counts[model_of[uuid]][r["mig_profile"]] += 1
+    models = sorted(set(counts) | set(whole))
+    return Demand(
+        tuple(ModelDemand(m, dict(sorted(counts[m].items())), whole[m]) for m in models),
+        source=f"observed: instances that held a pod in the {lookback} before {last:%Y-%m-%d %H:%M} UTC",
+    )
+
+
+def recommended_demand(wh: Warehouse, fleet: Fleet, settings: Any, now: datetime) -> Demand | None:
+    """Right-sized demand from `analytics.recommend`, or None when that module has none yet."""
+    import importlib
+
+    try:
+        recommend = importlib.import_module("analytics.recommend")
+    except ModuleNotFoundError:
+        return None
+    builder = getattr(recommend, "mig_demand", None)
+    if builder is None:
+        return None
+    result = builder(wh, settings=settings, now=now)
+    rows: list[tuple[str, str | None, int]] = [
+        (canonical_model(str(r["model"])), r.get("profile"), int(r.get("count", 1)))
+        for r in _rows(result)
+    ]
+    planned = {g.model for g in fleet.gpus}
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    whole: Counter[str] = Counter()
+    for model, profile, n in rows:
+        if model not in planned:
+            continue
+        if profile in (None, "whole"):
+            whole[model] += n
+        else:
+            counts[model][str(profile)] += n
+    models = sorted(set(counts) | set(whole))
+    return Demand(
+        tuple(ModelDemand(m, dict(sorted(counts[m].items())), whole[m]) for m in models),
+        source="analytics.recommend (right-sized profiles)",
+    )
+
+
+def _rows(result: Any) -> list[dict[str, Any]]:
+    if hasattr(result, "iter_rows"):
+        return list(result.iter_rows(named=True))
+    return [dict(r) for r in result]

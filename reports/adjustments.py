@@ -1,0 +1,101 @@
+"""Late data: usage of a finalized month that arrived after it was issued.
+
+A finalized issue never changes. When data for an issued month Q arrives later, the next
+report (period P > Q) carries `adjustment` lines for Q: the difference between Q's bill as
+computed now and what has already been billed for Q.
+
+What has been billed for Q:
+1. the lines of Q's latest finalized version (its own lines, not the adjustments it carried);
+2. plus the adjustment lines for Q carried by the latest finalized version of every period
+   strictly between Q and P (adjustments already billed in later months).
+So a month is never billed twice: once an adjustment is finalized, the next report measures
+against it; a reissue of Q that already includes the late data turns earlier adjustments into
+a credit. Only issued months within `reports.adjustment_lookback_months` are re-billed.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from core.config import Settings
+from core.window import Window
+from reports.billing import AMOUNTS, SUMMARY_BY, empty_summary, month_bill, summary_lines
+from warehouse import Warehouse
+
+MONEY_EPSILON = 0.005
+HOURS_EPSILON = 0.001
+
+
+def shift_period(period: str, months: int) -> str:
+    """`YYYY-MM` moved by `months` (negative goes back)."""
+    start = Window.month(period).start
+    index = start.year * 12 + start.month - 1 + months
+    return f"{index // 12:04d}-{index % 12 + 1:02d}"
+
+
+def latest_versions(wh: Warehouse) -> dict[str, int]:
+    """Finalized periods in the warehouse and their latest version."""
+    rows = wh.query("SELECT period, max(version) AS version FROM report_issues GROUP BY period")
+    return {str(p): int(v) for p, v in rows.iter_rows()}
+
+
+def billed_for(wh: Warehouse, month: str, before: str) -> pl.DataFrame:
+    """What has been billed for `month` by finalized issues of periods before `before`."""
+    latest = latest_versions(wh)
+    if month not in latest:
+        return empty_summary()
+    carriers = [(p, v) for p, v in latest.items() if month < p < before]
+    frames = [
+        wh.query(
+            "SELECT * FROM report_lines WHERE period = ? AND version = ? AND line <> 'adjustment'",
+            [month, latest[month]],
+        )
+    ]
+    for period, version in carriers:
+        frames.append(
+            wh.query(
+                "SELECT * FROM report_lines WHERE period = ? AND version = ? "
+                "AND line = 'adjustment' AND for_period = ?",
+                [period, version, month],
+            )
+        )
+    return pl.concat([f.select(empty_summary().columns) for f in frames], how="vertical_relaxed")
+
+
+def _totals(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.group_by(list(SUMMARY_BY)).agg(pl.col(n).sum() for n in AMOUNTS)
+
+
+def adjustments_for(
+    wh: Warehouse, settings: Settings, period: str, lookback: int | None = None
+) -> pl.DataFrame:
+    """Adjustment lines (summary schema) that the report of `period` must carry."""
+    months = settings.reports.adjustment_lookback_months if lookback is None else lookback
+    earliest = shift_period(period, -months) if months else period
+    issued = sorted(p for p in latest_versions(wh) if earliest <= p < period)
+    out = [empty_summary()]
+    for month in issued:
+        current = _totals(summary_lines(month_bill(wh, settings, month)))
+        billed = _totals(billed_for(wh, month, period))
+        joined = current.join(billed, on=list(SUMMARY_BY), how="full", coalesce=True, suffix="_b",
+                              nulls_equal=True)
+        delta = joined.select(
+            *SUMMARY_BY,
+            *((pl.col(n).fill_null(0.0) - pl.col(f"{n}_b").fill_null(0.0)).alias(n) for n in AMOUNTS),
+        )
+        material = pl.any_horizontal(
+            *(pl.col(n).abs() >= MONEY_EPSILON for n in AMOUNTS if "cost" in n or n == "sharing_discount"),
+            *(pl.col(n).abs() >= HOURS_EPSILON for n in AMOUNTS if n.endswith("hours")),
+        )
+        rows = delta.filter(material)
+        if rows.height:
+            out.append(
+                rows.select(
+                    pl.lit(period).alias("period"),
+                    pl.lit("adjustment").alias("line"),
+                    pl.lit(month).alias("for_period"),
+                    *SUMMARY_BY,
+                    *AMOUNTS,
+                ).sort(list(SUMMARY_BY), nulls_last=True)
+            )
+    return pl.concat(out, how="vertical_relaxed")

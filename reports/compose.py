@@ -1,0 +1,133 @@
+"""Gather one month's report content: bill, adjustments, idle, recommendations, statements.
+
+`gather` is the only step that reads the warehouse; everything after it (files, statements)
+is a pure function of the `MonthlyData` it returns, which is what the inputs hash covers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import polars as pl
+
+from core.config import Settings
+from reports.adjustments import adjustments_for
+from reports.billing import MonthBill, empty_summary, month_bill, require_usage, summary_lines
+from reports.insights import (
+    idle_allocations,
+    recommendations,
+    top_idle,
+    top_recommendations,
+)
+from reports.layout import safe_name
+from reports.statement import (
+    IdleRow,
+    Recommendation,
+    Statement,
+    adjustment_rows,
+    by_model,
+    by_team,
+    daily_costs,
+    statement_totals,
+)
+from warehouse import Warehouse
+
+
+@dataclass(frozen=True)
+class MonthlyData:
+    bill: MonthBill
+    summary: pl.DataFrame          # the month's lines, then adjustment lines for issued months
+    adjustments: pl.DataFrame
+    idle: list[IdleRow]
+    recommendations: list[Recommendation]
+    inputs_sha256: str
+    price_book_version: str
+
+    @property
+    def period(self) -> str:
+        return self.bill.period
+
+    def teams(self) -> list[str]:
+        """Teams that get a statement: a usage line this month or an adjustment to pay."""
+        rows = self.summary.filter(
+            (pl.col("line") == "team")
+            | ((pl.col("line") == "adjustment")
+               & ~pl.col("team").is_in(["unallocated", "unattributed", "sharing_discount"]))
+        )
+        return sorted({str(t) for t in rows["team"].drop_nulls().to_list()})
+
+
+def inputs_sha256(settings: Settings, bill: MonthBill, adjustments: pl.DataFrame) -> str:
+    """Hash of what the numbers were computed from: the billing settings and the finest-grain
+    usage rows (the bill's detail), plus the adjustments carried. Same data -> same hash."""
+    digest = hashlib.sha256()
+    billing = settings.model_dump(
+        mode="json",
+        include={"currency": True, "price_book": True, "sharing": True, "idle": True,
+                 "teams": {"label_key", "fallback"}},
+    )
+    digest.update(json.dumps(billing, sort_keys=True).encode())
+    for frame in (bill.detail, adjustments):
+        cols = sorted(frame.columns)
+        canonical = frame.select(cols).sort(cols, nulls_last=True) if cols else frame
+        digest.update(canonical.write_csv(float_precision=9).encode())
+    return digest.hexdigest()
+
+
+def gather(
+    wh: Warehouse, settings: Settings, period: str, *, with_adjustments: bool = True
+) -> MonthlyData:
+    """Everything the report of `period` shows; `ReportError` when the month has no usage."""
+    bill = month_bill(wh, settings, period)
+    require_usage(bill, wh.path)
+    adjustments = adjustments_for(wh, settings, period) if with_adjustments else empty_summary()
+    summary = pl.concat([summary_lines(bill), adjustments], how="vertical_relaxed")
+    return MonthlyData(
+        bill=bill,
+        summary=summary,
+        adjustments=adjustments,
+        idle=idle_allocations(bill.detail),
+        recommendations=recommendations(wh, bill.window, settings),
+        inputs_sha256=inputs_sha256(settings, bill, adjustments),
+        price_book_version=settings.price_book_version(),
+    )
+
+
+def build_statements(
+    data: MonthlyData, settings: Settings, status: str, generated_at: datetime,
+    notes: list[str] | None = None,
+) -> list[Statement]:
+    """The fleet statement, then one per team (alphabetical)."""
+    bill = data.bill
+    start, end = bill.window.start.date(), bill.window.end.date()
+    common = {
+        "period": data.period, "window_start": bill.window.start, "window_end": bill.window.end,
+        "currency": bill.currency, "status": status, "generated_at": generated_at,
+        "price_book_version": data.price_book_version, "issuer": settings.reports.issuer,
+        "billing_account": settings.reports.billing_account, "notes": list(notes or []),
+    }
+    out = [
+        Statement(
+            key="fleet", title="GPU fleet", team=None, totals=statement_totals(data.summary),
+            days=daily_costs(bill.detail, start, end), by_model=by_model(data.summary),
+            by_team=by_team(data.summary), idle=top_idle(data.idle, None),
+            recommendations=top_recommendations(data.recommendations, None),
+            adjustments=adjustment_rows(data.summary), **common,  # type: ignore[arg-type]
+        )
+    ]
+    for team in data.teams():
+        lines = data.summary.filter(pl.col("team") == team)
+        out.append(
+            Statement(
+                key=f"team-{safe_name(team)}", title=f"Team {team}", team=team,
+                totals=statement_totals(lines),
+                days=daily_costs(bill.detail.filter(pl.col("team") == team), start, end),
+                by_model=by_model(lines), idle=top_idle(data.idle, team),
+                recommendations=top_recommendations(data.recommendations, team),
+                adjustments=adjustment_rows(lines), **common,  # type: ignore[arg-type]
+            )
+        )
+    return out

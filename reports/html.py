@@ -1,0 +1,241 @@
+"""Statement pages as self-contained HTML (inline CSS and SVG), printable on one A4 page.
+
+The same markup is the HTML statement and the input WeasyPrint turns into the PDF, so the two
+never disagree. Every value is escaped; nothing is fetched from the network.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from reports.chart import daily_cost_svg
+from reports.statement import Limits, Statement, capped
+
+CSS = """
+@page { size: A4; margin: 13mm 12mm 14mm 12mm;
+  @bottom-left { content: var(--footer); font: 7.5pt 'DejaVu Sans', sans-serif; color: #777; }
+  @bottom-right { content: "page " counter(page) " of " counter(pages);
+    font: 7.5pt 'DejaVu Sans', sans-serif; color: #777; } }
+html { font: 8.6pt/1.32 'DejaVu Sans', Helvetica, Arial, sans-serif; color: #1d2733; }
+body { margin: 0; }
+.page { max-width: 186mm; margin: 0 auto; }
+header { display: flex; justify-content: space-between; align-items: flex-start;
+  border-bottom: 2px solid #1d2733; padding-bottom: 5px; margin-bottom: 8px; }
+h1 { font-size: 15pt; margin: 0 0 2px 0; }
+h2 { font-size: 10pt; margin: 9px 0 4px 0; border-bottom: 1px solid #c8cdd3; padding-bottom: 2px; }
+.meta { color: #555; font-size: 7.8pt; }
+.badge { display: inline-block; padding: 3px 8px; border-radius: 3px; font-weight: bold;
+  font-size: 8.5pt; color: #fff; background: #2f7d32; }
+.badge.draft { background: #b26a00; }
+.right { text-align: right; }
+.tiles { display: flex; gap: 6px; }
+.tile { flex: 1; border: 1px solid #d5dae0; border-radius: 4px; padding: 5px 7px; background: #f7f9fb; }
+.tile .label { color: #555; font-size: 7.4pt; text-transform: uppercase; letter-spacing: 0.03em; }
+.tile .value { font-size: 11pt; font-weight: bold; white-space: nowrap; }
+.tile.main { background: #eaf2fb; border-color: #9cc0e6; }
+table { width: 100%; border-collapse: collapse; }
+th { text-align: left; font-weight: bold; color: #444; border-bottom: 1px solid #9aa3ad;
+  padding: 2px 4px; font-size: 7.8pt; }
+td { padding: 2px 4px; border-bottom: 1px solid #e6e9ed; }
+td.nowrap { white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.total td { font-weight: bold; border-top: 1px solid #9aa3ad; border-bottom: none; }
+.empty { color: #777; font-style: italic; }
+.notes { color: #555; font-size: 7.4pt; margin-top: 8px; }
+.chart { margin-top: 2px; }
+"""
+
+
+def money(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def hours(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def _cls(kind: bool | str) -> str:
+    return "num" if kind is True else (kind or "")
+
+
+def _table(
+    columns: Sequence[tuple[str, str, bool | str]], rows: Sequence[dict[str, Any]],
+    total: dict[str, Any] | None = None, empty: str = "none this period",
+) -> str:
+    """columns: (key, heading, True for numeric or a CSS class); values are pre-formatted."""
+    if not rows:
+        return f'<p class="empty">{escape(empty)}</p>'
+    head = "".join(
+        f'<th class="{_cls(kind)}">{escape(title)}</th>' for _, title, kind in columns
+    )
+    body = []
+    for row, cls in [*((r, "") for r in rows), *(((total, "total"),) if total else ())]:
+        cells = "".join(
+            f'<td class="{_cls(kind)}">{escape(str(row.get(key, "")))}</td>'
+            for key, _, kind in columns
+        )
+        body.append(f'<tr class="{cls}">{cells}</tr>')
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _tiles(st: Statement) -> str:
+    t, cur = st.totals, st.currency
+    idle_share = t["idle_card_hours"] / t["card_hours"] * 100 if t["card_hours"] else 0.0
+    tiles = [
+        ("main", f"{'Amount due' if st.team else 'Fleet cost'} ({cur})", money(t["total_due"])),
+        ("", "List cost", money(t["list_cost"])),
+        ("", "Sharing discount", money(t["sharing_discount"])),
+        ("", "GPU-hours", hours(t["card_hours"])),
+        ("", f"Idle GPU-hours · {idle_share:.0f}%", hours(t["idle_card_hours"])),
+        ("", "Idle cost", money(t["idle_cost"])),
+    ]
+    if t.get("adjustments"):
+        tiles.insert(1, ("", "Late-data adjustments", money(t["adjustments"])))
+    return '<div class="tiles">' + "".join(
+        f'<div class="tile {cls}"><div class="label">{escape(label)}</div>'
+        f'<div class="value">{escape(value)}</div></div>'
+        for cls, label, value in tiles
+    ) + "</div>"
+
+
+def clip(text: str, width: int) -> str:
+    """Shorten long pod names in the middle, keeping the distinctive tail."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+def _model_table(st: Statement, limits: Limits) -> str:
+    rows = [
+        {"model": r["model"] or "", "mode": r["sharing_mode"] or "", "h": hours(r["card_hours"]),
+         "list": money(r["list_cost"]), "disc": money(r["sharing_discount"]),
+         "idle": money(r["idle_cost"]), "cost": money(r["cost"])}
+        for r in capped(st.by_model, ("model", "sharing_mode"), limits.table_rows)
+    ]
+    total = {
+        "model": "Total", "h": hours(sum(r["card_hours"] for r in st.by_model)),
+        "list": money(sum(r["list_cost"] for r in st.by_model)),
+        "disc": money(sum(r["sharing_discount"] for r in st.by_model)),
+        "idle": money(sum(r["idle_cost"] for r in st.by_model)),
+        "cost": money(sum(r["cost"] for r in st.by_model)),
+    }
+    return _table(
+        [("model", "GPU model", False), ("mode", "Sharing", False), ("h", "GPU-hours", True),
+         ("list", "List cost", True), ("disc", "Discount", True), ("idle", "of which idle", True),
+         ("cost", "Cost", True)],
+        rows, total if len(rows) > 1 else None, "no GPU usage this period",
+    )
+
+
+def _team_table(st: Statement, limits: Limits) -> str:
+    rows = [
+        {"team": r["team"], "h": hours(r["card_hours"]), "ih": hours(r["idle_card_hours"]),
+         "list": money(r["list_cost"]), "idle": money(r["idle_cost"]), "cost": money(r["cost"])}
+        for r in capped(st.by_team, ("team",), limits.table_rows)
+    ]
+    total = {"team": "Fleet total", "h": hours(sum(r["card_hours"] for r in st.by_team)),
+             "ih": hours(sum(r["idle_card_hours"] for r in st.by_team)),
+             "list": money(sum(r["list_cost"] for r in st.by_team)),
+             "idle": money(sum(r["idle_cost"] for r in st.by_team)),
+             "cost": money(sum(r["cost"] for r in st.by_team))}
+    return _table(
+        [("team", "Team / line", False), ("h", "GPU-hours", True), ("ih", "Idle GPU-hours", True),
+         ("list", "List cost", True), ("idle", "Idle cost", True), ("cost", "Cost", True)],
+        rows, total,
+    )
+
+
+def _idle_table(st: Statement, limits: Limits) -> str:
+    rows = [
+        {"holder": clip(r.holder, 44), "team": r.team, "device": r.device,
+         "ih": hours(r.idle_card_hours),
+         "act": "" if r.active_ratio is None else f"{r.active_ratio * 100:.0f}%",
+         "ic": money(r.idle_cost)}
+        for r in st.idle[: limits.idle_rows]
+    ]
+    cols: list[tuple[str, str, bool | str]] = [
+        ("holder", "Workload", False), ("device", "Device", "nowrap"),
+            ("ih", "Idle GPU-hours", True), ("act", "Busy", True), ("ic", "Idle cost", True)]
+    if st.team is None:
+        cols.insert(1, ("team", "Team", "nowrap"))
+    return _table(cols, rows, empty="no allocation sat idle this period")
+
+
+def _recommendation_table(st: Statement, limits: Limits) -> str:
+    rows = [
+        {"action": r.action, "detail": r.detail, "save": money(r.monthly_savings)}
+        for r in st.recommendations[: limits.recommendations]
+    ]
+    label = "Possible savings" if len(st.recommendations) == len(rows) else (
+        f"Possible savings (all {len(st.recommendations)} recommendations)")
+    total = {"action": label, "save": money(sum(r.monthly_savings for r in st.recommendations))}
+    return _table(
+        [("action", "Recommendation", False), ("detail", "Why", False),
+         ("save", f"Savings / month ({st.currency})", True)],
+        rows, total if len(rows) > 1 else None, "no recommendation this period",
+    )
+
+
+def _adjustment_table(st: Statement, limits: Limits) -> str:
+    rows = [
+        {"month": r["for_period"], "team": r["team"], "h": f"{r['card_hours']:+,.1f}",
+         "cost": f"{r['cost']:+,.2f}"}
+        for r in capped(st.adjustments, ("for_period", "team"), limits.table_rows)
+    ]
+    return _table(
+        [("month", "Issued month", False), ("team", "Team / line", False),
+         ("h", "GPU-hours", True), ("cost", "Cost", True)], rows,
+    )
+
+
+def _css_string(text: str) -> str:
+    """A CSS string literal (quotes, backslashes and markup-breaking characters escaped)."""
+    return '"' + "".join(c if c.isalnum() or c in " .-_·:/()" else f"\\{ord(c):x} " for c in text) + '"'
+
+
+def render_statement(st: Statement, limits: Limits | None = None) -> str:
+    """The complete HTML document of one statement, its tables capped by `limits`."""
+    limits = limits or Limits()
+    span = f"{st.window_start:%Y-%m-%d} to {st.window_end:%Y-%m-%d} (UTC, end exclusive)"
+    draft = "draft" if st.status.startswith("DRAFT") else ""
+    footer = f"{st.issuer} · {st.title} · {st.period} · {st.status}"
+    sections = [
+        "<header><div>",
+        f"<h1>{escape(st.title)}</h1>",
+        f'<div class="meta">GPU cost statement for {escape(st.period)}: {escape(span)}<br>'
+        f"Billing account {escape(st.billing_account)} · issued by {escape(st.issuer)} · "
+        f"amounts in {escape(st.currency)}</div>",
+        f'</div><div class="right"><span class="badge {draft}">{escape(st.status)}</span>'
+        f'<div class="meta">generated {st.generated_at:%Y-%m-%d %H:%M} UTC<br>'
+        f"price book {escape(st.price_book_version)}</div></div></header>",
+        f"<section>{_tiles(st)}</section>",
+        f'<section><h2>Daily cost</h2><div class="chart">{daily_cost_svg(st.days, st.currency)}'
+        "</div></section>",
+    ]
+    if st.team is None:
+        sections.append(f"<section><h2>Cost by team</h2>{_team_table(st, limits)}</section>")
+    sections += [
+        f"<section><h2>Cost by GPU model and sharing mode</h2>{_model_table(st, limits)}</section>",
+        f"<section><h2>Top idle allocations</h2>{_idle_table(st, limits)}</section>",
+        f"<section><h2>Recommendations</h2>{_recommendation_table(st, limits)}</section>",
+    ]
+    if st.adjustments:
+        sections.append(
+            "<section><h2>Adjustments for issued months (late data)</h2>"
+            f"{_adjustment_table(st, limits)}</section>"
+        )
+    notes = [
+        "GPU-hours are card-hours: hours held x the share of the card (a 3g MIG slice is 3/7).",
+        "Idle: held while the GPU engine was busy under the idle threshold; it is part of the cost.",
+        *st.notes,
+    ]
+    sections.append('<div class="notes">' + "<br>".join(escape(n) for n in notes) + "</div>")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(st.title)} · {escape(st.period)}</title>"
+        f"<style>:root {{ --footer: {_css_string(footer)}; }}{CSS}</style></head>"
+        f'<body><div class="page">{"".join(sections)}</div></body></html>'
+    )

@@ -1,0 +1,258 @@
+"""Issue the monthly report: a draft, a finalized version, or a reissue.
+
+Rules (why: finance must be able to trust that an issued bill never moves):
+1. A draft (no `--finalize`) goes to `period=P/draft/`, replacing the previous draft.
+2. `--finalize` writes `period=P/v1/` once the month is over. A second finalize refuses; only
+   `--reissue --reason TEXT` writes the next version (`v2`, ...) beside the earlier ones.
+3. A version folder is written in a staging folder, sealed with its manifest, made read-only
+   and renamed into place; then the issue and its lines are recorded in the warehouse
+   (`report_issues`, `report_lines`). If the process dies between the two, the next run
+   re-records the issue from its manifest (the manifest on disk is the idempotency key).
+4. Data that arrives after an issue never changes it: the next period's report carries the
+   difference as `adjustment` lines (see `reports.adjustments`); a draft of an issued month
+   says how far the current numbers have moved.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from core.config import Settings, utcnow
+from core.errors import InputError, ReportError
+from core.window import Window, as_utc
+from reports.adjustments import shift_period
+from reports.billing import SUMMARY_SCHEMA
+from reports.compose import MonthlyData, gather
+from reports.layout import (
+    draft_dir,
+    issued_versions,
+    period_dir,
+    read_manifest,
+    version_dir,
+)
+from reports.manifest import build_manifest, sha256_file, verify_folder, write_manifest
+from reports.writer import write_report
+from warehouse import LoadBatch, Warehouse
+
+MONEY_EPSILON = 0.005
+
+
+@dataclass(frozen=True)
+class IssueResult:
+    period: str
+    folder: Path
+    status: str                   # "draft" | "final"
+    version: int | None
+    totals: dict[str, Any]
+    manifest_sha256: str
+    notes: list[str] = field(default_factory=list)
+
+
+def recorded_versions(wh: Warehouse, period: str) -> dict[int, dict[str, Any]]:
+    rows = wh.query("SELECT * FROM report_issues WHERE period = ? ORDER BY version", [period])
+    return {int(r["version"]): r for r in rows.iter_rows(named=True)}
+
+
+def issued_periods(wh: Warehouse) -> list[str]:
+    return [str(p) for (p,) in wh.query(
+        "SELECT DISTINCT period FROM report_issues ORDER BY period").iter_rows()]
+
+
+def issue_monthly(
+    wh: Warehouse,
+    settings: Settings,
+    period: str,
+    out_dir: Path,
+    *,
+    finalize: bool = False,
+    reissue_reason: str | None = None,
+    now: datetime | None = None,
+) -> IssueResult:
+    """Write the report of `period` under `out_dir` following the rules above."""
+    # 1. Validate the request.
+    window = Window.month(period)
+    moment = as_utc(now) if now is not None else utcnow()
+    reissue = reissue_reason is not None
+    if reissue and not str(reissue_reason).strip():
+        raise InputError("--reissue needs --reason TEXT saying why the period is issued again")
+    final = finalize or reissue
+    if final and moment < window.end:
+        raise ReportError(
+            f"period {period}: not over until {window.end.isoformat()}; "
+            "finalize after the month ends (a draft can be written any time)"
+        )
+    if final and wh.read_only:
+        raise ReportError(f"{wh.path}: finalizing records the issue; open the warehouse for writing")
+    # 2. What is already issued: the manifests on disk and the warehouse's record of them.
+    if final:
+        reconcile(wh, out_dir, period)
+    existing = sorted(set(issued_versions(out_dir, period)) | set(recorded_versions(wh, period)))
+    if final and existing and not reissue:
+        where = version_dir(out_dir, period, existing[-1])
+        raise ReportError(
+            f"period {period}: already finalized as v{existing[-1]} ({where}); issued numbers "
+            "never change: use --reissue --reason TEXT to issue a new version beside it"
+        )
+    if reissue and not existing:
+        raise ReportError(f"period {period}: nothing to reissue; finalize it first (--finalize)")
+    version = existing[-1] + 1 if final else None
+    # 3. Gather the numbers (ReportError when the month is empty).
+    data = gather(wh, settings, period)
+    notes = _notes(wh, data, existing, final)
+    status = "DRAFT" if not final else (f"REISSUE v{version}" if reissue else f"FINAL v{version}")
+    # 4. Write into staging, seal with the manifest, move into place.
+    parent = period_dir(out_dir, period)
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = parent / f".staging-{uuid.uuid4().hex[:12]}"
+    target = version_dir(out_dir, period, version) if version else draft_dir(out_dir, period)
+    try:
+        totals = write_report(staging, data, settings, status=status, generated_at=moment, notes=notes)
+        manifest = build_manifest(
+            staging, period=period, status="final" if final else "draft", version=version,
+            generated_at=moment, price_book_version=data.price_book_version,
+            inputs_sha256=data.inputs_sha256, totals=totals, reason=reissue_reason,
+            supersedes=existing[-1] if reissue else None,
+        )
+        manifest_sha = write_manifest(staging, manifest)
+        if final:
+            _make_read_only(staging)
+            _move_new(staging, target)
+        else:
+            _replace(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    # 5. Record the issue (finalize only): the baseline for later adjustments.
+    if final and version is not None:
+        record_issue(wh, data, version, moment=moment, manifest_sha=manifest_sha,
+                     reason=reissue_reason, folder=target)
+    return IssueResult(period, target, "final" if final else "draft", version, totals, manifest_sha, notes)
+
+
+def _notes(wh: Warehouse, data: MonthlyData, existing: list[int], final: bool) -> list[str]:
+    """Lines printed on the statements and by the CLI about late data and adjustments."""
+    notes = []
+    months = sorted(set(data.adjustments["for_period"].to_list()))
+    if months:
+        notes.append(
+            "Includes adjustments for late data of issued months: " + ", ".join(months) + "."
+        )
+    if existing and not final:
+        latest = recorded_versions(wh, data.period).get(existing[-1])
+        if latest is not None and abs(latest["fleet_cost"] - data.bill.fleet_cost) >= MONEY_EPSILON:
+            nxt = shift_period(data.period, 1)
+            notes.append(
+                f"Late data: {data.period} now costs {data.bill.fleet_cost:,.2f}, issued v"
+                f"{existing[-1]} billed {latest['fleet_cost']:,.2f}; the difference is billed as "
+                f"an adjustment in the {nxt} report."
+            )
+    return notes
+
+
+def _make_read_only(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            path.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+
+
+def _move_new(staging: Path, target: Path) -> None:
+    """Rename `staging` to `target`; refuse if `target` exists (a concurrent issue)."""
+    try:
+        target.mkdir()  # exclusive claim: fails when another run created the version first
+    except FileExistsError:
+        raise ReportError(
+            f"{target}: already exists; another run issued this version concurrently"
+        ) from None
+    os.rename(staging, target)  # atomically replaces our own empty claim
+
+
+def _replace(staging: Path, target: Path) -> None:
+    """Swap a finished draft into place (the old draft is removed after the swap)."""
+    old = target.with_name(f".old-{uuid.uuid4().hex[:12]}")
+    if target.exists():
+        os.rename(target, old)
+    os.rename(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def record_issue(
+    wh: Warehouse, data: MonthlyData, version: int, *, moment: datetime, manifest_sha: str,
+    reason: str | None, folder: Path,
+) -> None:
+    """Store the issue and its lines in one transaction, and an audit record."""
+    issue = pl.DataFrame([{
+        "period": data.period, "version": version, "finalized_at": moment,
+        "manifest_sha256": manifest_sha, "inputs_sha256": data.inputs_sha256,
+        "fleet_cost": data.bill.fleet_cost, "reason": reason, "path": str(folder),
+    }])
+    _load_issue(wh, issue, data.summary, data.period, version)
+    wh.append_audit({
+        "occurred_at": moment, "actor": "gpuledger report",
+        "action": "reissue" if reason else "finalize", "object": f"report period={data.period} v{version}",
+        "result": "ok", "detail": reason or f"fleet cost {data.bill.fleet_cost:.2f} {data.bill.currency}",
+    })
+
+
+def _load_issue(wh: Warehouse, issue: pl.DataFrame, summary: pl.DataFrame, period: str, version: int) -> None:
+    lines = summary.with_columns(
+        pl.lit(period).alias("period"),
+        pl.lit(version, pl.Int32).alias("version"),
+        pl.int_range(pl.len(), dtype=pl.Int32).alias("line_no"),
+    )
+    wh.load(LoadBatch({"report_issues": issue, "report_lines": lines}))
+
+
+def reconcile(wh: Warehouse, out_dir: Path, period: str) -> list[int]:
+    """Record issues found on disk but missing from the warehouse (a crash between the rename
+    and the warehouse write); return the versions recorded."""
+    recorded = recorded_versions(wh, period)
+    added = []
+    for version, manifest in issued_versions(out_dir, period).items():
+        if version in recorded:
+            continue
+        folder = version_dir(out_dir, period, version)
+        problems = verify_folder(folder)
+        if problems:
+            raise ReportError(f"{folder}: cannot adopt this issue: {problems[0]}")
+        summary = pl.read_csv(folder / "summary.csv", schema=SUMMARY_SCHEMA)
+        issue = pl.DataFrame([{
+            "period": period, "version": version,
+            "finalized_at": datetime.fromisoformat(manifest["generated_at"].replace("Z", "+00:00")),
+            "manifest_sha256": sha256_file(folder / "manifest.json"),
+            "inputs_sha256": manifest["inputs_sha256"],
+            "fleet_cost": float(manifest["totals"]["fleet_cost"]),
+            "reason": manifest.get("reason"), "path": str(folder),
+        }])
+        _load_issue(wh, issue, summary, period, version)
+        added.append(version)
+    return added
+
+
+def verify_issues(wh: Warehouse, out_dir: Path, period: str) -> list[str]:
+    """Problems with the issued versions of `period`: files against manifests, and each
+    manifest against the checksum the warehouse recorded when it was issued."""
+    problems: list[str] = []
+    recorded = recorded_versions(wh, period)
+    on_disk = issued_versions(out_dir, period)
+    for version in sorted(set(recorded) | set(on_disk)):
+        folder = version_dir(out_dir, period, version)
+        if version not in on_disk:
+            problems.append(f"{folder}: recorded in the warehouse but missing on disk")
+            continue
+        problems += verify_folder(folder)
+        if version not in recorded:
+            problems.append(f"{folder}: on disk but not recorded in the warehouse")
+        elif sha256_file(folder / "manifest.json") != recorded[version]["manifest_sha256"]:
+            problems.append(f"{folder / 'manifest.json'}: differs from the checksum recorded at issue")
+        elif read_manifest(folder).get("version") != version:
+            problems.append(f"{folder / 'manifest.json'}: names another version")
+    return problems

@@ -1,0 +1,123 @@
+"""In-process scheduling of the monthly report (`gpuledger serve --schedule`).
+
+`run_due` is safe to call as often as one likes (every few minutes, at every start): it issues
+each completed month at most once, because a month counts as issued as soon as a finalized
+manifest exists under the output folder or the warehouse records an issue. A restart between
+two calls therefore never issues a month twice; a crash in the middle of an issue leaves only a
+staging folder, and the next call issues the month again from scratch.
+
+Steps of one call:
+1. List the months to consider: the last `reports.schedule_backfill_months` months that ended
+   at least `reports.schedule_grace_hours` ago (late samples get that long to arrive).
+2. Skip the months already issued (manifest on disk, or a `report_issues` row).
+3. For each remaining month, oldest first: run collection for it when a collector is given,
+   then finalize its report. A month without any usage is skipped (and retried next call).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from core.config import Settings
+from core.errors import ReportError
+from core.window import Window, as_utc
+from reports.adjustments import shift_period
+from reports.layout import issued_versions
+from warehouse import Warehouse
+
+log = logging.getLogger("gpuledger.reports.schedule")
+
+Collect = Callable[[Warehouse, Window], object]
+"""Collects one window into the (writable) warehouse, e.g. a Prometheus collection run."""
+
+
+def completed_periods(now: datetime, grace: timedelta, count: int) -> list[str]:
+    """The `count` most recent months that ended at least `grace` before `now`, oldest first."""
+    moment = as_utc(now) - grace
+    current = f"{moment.year:04d}-{moment.month:02d}"  # the month `moment` falls in is not over
+    return [shift_period(current, -i) for i in range(count, 0, -1)]
+
+
+def _settings(ctx_or_settings: object) -> Settings:
+    settings = getattr(ctx_or_settings, "settings", ctx_or_settings)
+    if not isinstance(settings, Settings):
+        raise TypeError("run_due needs a Settings or a Context carrying one")
+    return settings
+
+
+def _candidates(settings: Settings, now: datetime, backfill: int | None) -> list[str]:
+    grace = timedelta(hours=settings.reports.schedule_grace_hours)
+    return completed_periods(now, grace, backfill or settings.reports.schedule_backfill_months)
+
+
+def due_periods(
+    wh: Warehouse, settings: Settings, out_dir: Path, now: datetime, backfill: int | None = None
+) -> list[str]:
+    """Completed months not yet issued (no final manifest on disk, no warehouse record)."""
+    candidates = _candidates(settings, now, backfill)
+    recorded = {
+        str(p) for (p,) in wh.query("SELECT DISTINCT period FROM report_issues").iter_rows()
+    }
+    return [p for p in candidates if p not in recorded and not issued_versions(out_dir, p)]
+
+
+def run_due(
+    ctx_or_settings: object,
+    wh_path: Path,
+    out_dir: Path,
+    now: datetime,
+    *,
+    collect: Collect | None = None,
+    backfill: int | None = None,
+) -> list[Path]:
+    """Collect (if `collect` is given) and finalize every completed, unissued month.
+
+    `backfill` overrides `reports.schedule_backfill_months` (how many completed months to
+    consider). Returns the folders of the versions issued by this call (empty when nothing was
+    due). Opens the warehouse for writing only for the duration of the call.
+    """
+    from reports.monthly import issue_monthly, reconcile
+
+    settings = _settings(ctx_or_settings)
+    issued: list[Path] = []
+    with Warehouse.open(wh_path) as wh:
+        # Re-record any issue a crash left on disk only, before deciding what is due.
+        for period in _candidates(settings, now, backfill):
+            reconcile(wh, out_dir, period)
+        for period in due_periods(wh, settings, out_dir, now, backfill):
+            if collect is not None:
+                collect(wh, Window.month(period))
+            try:
+                result = issue_monthly(wh, settings, period, out_dir, finalize=True, now=now)
+            except ReportError as exc:
+                log.warning("monthly report %s not issued: %s", period, exc)
+                continue
+            log.info("monthly report %s issued: %s", period, result.folder)
+            issued.append(result.folder)
+    return issued
+
+
+def run_forever(
+    ctx_or_settings: object,
+    wh_path: Path,
+    out_dir: Path,
+    stop: threading.Event,
+    *,
+    interval: timedelta = timedelta(minutes=30),
+    collect: Collect | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> None:
+    """Call `run_due` every `interval` until `stop` is set (for a background thread)."""
+    from core.config import utcnow
+
+    now = clock or utcnow
+    while not stop.is_set():
+        try:
+            run_due(ctx_or_settings, wh_path, out_dir, now(), collect=collect)
+        except Exception:  # keep the scheduler alive; the next tick retries
+            log.exception("scheduled monthly report failed")
+        stop.wait(interval.total_seconds())

@@ -1,0 +1,153 @@
+"""What a statement shows, computed from the month's bill (no HTML here).
+
+One statement per team and one for the fleet. Each must fit one printed A4 page: the renderer
+caps the tables with `Limits` (the rest folded into an "n more" row, so totals still add up;
+the full data is in summary.csv and focus.csv), and tighter limits are tried until it fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+import polars as pl
+
+from reports.chart import DayCost
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How many rows each statement table may show."""
+
+    table_rows: int = 10
+    idle_rows: int = 5
+    recommendations: int = 5
+
+
+LIMITS = (Limits(), Limits(7, 4, 4), Limits(5, 3, 3), Limits(3, 2, 2))
+"""Tried in order until a statement fits one page."""
+
+
+@dataclass(frozen=True)
+class IdleRow:
+    """One allocation that held a card while it sat idle."""
+
+    team: str
+    holder: str
+    device: str
+    idle_card_hours: float
+    idle_cost: float
+    active_ratio: float | None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    team: str | None
+    action: str
+    detail: str
+    monthly_savings: float
+
+
+@dataclass(frozen=True)
+class Statement:
+    """Everything one statement page shows."""
+
+    key: str                      # file stem: `fleet` or `team-<name>`
+    title: str
+    team: str | None              # None for the fleet statement
+    period: str
+    window_start: datetime
+    window_end: datetime
+    currency: str
+    status: str                   # "DRAFT", "FINAL v1", "REISSUE v2"
+    generated_at: datetime
+    price_book_version: str
+    issuer: str
+    billing_account: str
+    totals: dict[str, float]
+    days: list[DayCost]
+    by_model: list[dict[str, Any]]
+    by_team: list[dict[str, Any]] = field(default_factory=list)
+    idle: list[IdleRow] = field(default_factory=list)
+    recommendations: list[Recommendation] = field(default_factory=list)
+    adjustments: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def statement_totals(lines: pl.DataFrame) -> dict[str, float]:
+    def s(name: str, frame: pl.DataFrame = lines) -> float:
+        return float(frame[name].sum() or 0.0) if frame.height else 0.0
+
+    own = lines.filter(pl.col("line") != "adjustment")
+    adjust = lines.filter(pl.col("line") == "adjustment")
+    return {
+        "card_hours": s("card_hours", own),
+        "list_cost": s("list_cost", own),
+        "sharing_discount": s("sharing_discount", own.filter(pl.col("line") != "sharing_discount")),
+        "cost": s("cost", own),
+        "idle_card_hours": s("idle_card_hours", own),
+        "idle_cost": s("idle_cost", own),
+        "adjustments": s("cost", adjust),
+        "total_due": s("cost", lines),
+    }
+
+
+def daily_costs(detail: pl.DataFrame, start: date, end: date) -> list[DayCost]:
+    """Cost and idle cost per UTC day of the window, zero-filled for days without usage."""
+    per_day = (
+        detail.with_columns(pl.col("day").cast(pl.Date).alias("_d"))
+        .group_by("_d").agg(pl.col("cost").sum(), pl.col("idle_cost").sum())
+    )
+    found = {r[0]: (float(r[1]), float(r[2])) for r in per_day.iter_rows()}
+    out = []
+    for d in pl.date_range(start, end, "1d", closed="left", eager=True).to_list():
+        cost, idle = found.get(d, (0.0, 0.0))
+        out.append(DayCost(d, cost, idle))
+    return out
+
+
+def by_model(lines: pl.DataFrame) -> list[dict[str, Any]]:
+    own = lines.filter(pl.col("line").is_in(["team", "unattributed", "unallocated"]))
+    grouped = (
+        own.group_by(["model", "sharing_mode"])
+        .agg(pl.col("card_hours", "list_cost", "sharing_discount", "cost", "idle_cost").sum())
+        .sort("cost", descending=True)
+    )
+    return grouped.to_dicts()
+
+
+def by_team(lines: pl.DataFrame) -> list[dict[str, Any]]:
+    grouped = (
+        lines.filter(pl.col("line") != "adjustment")
+        .group_by("team")
+        .agg(pl.col(
+            "card_hours", "list_cost", "sharing_discount", "cost", "idle_card_hours", "idle_cost"
+        ).sum())
+        .sort("cost", descending=True)
+    )
+    return grouped.to_dicts()
+
+
+def capped(
+    rows: list[dict[str, Any]], label_keys: tuple[str, ...], limit: int
+) -> list[dict[str, Any]]:
+    """At most `limit` rows; the rest folded into one 'n more' row so totals still add up."""
+    if len(rows) <= limit:
+        return rows
+    kept, rest = rows[: limit - 1], rows[limit - 1:]
+    folded: dict[str, Any] = {k: "" for k in label_keys}
+    folded[label_keys[0]] = f"{len(rest)} more"
+    for key in rows[0]:
+        if key not in label_keys:
+            folded[key] = sum(float(r[key] or 0.0) for r in rest)
+    return [*kept, folded]
+
+
+def adjustment_rows(lines: pl.DataFrame) -> list[dict[str, Any]]:
+    adjust = lines.filter(pl.col("line") == "adjustment")
+    grouped = (
+        adjust.group_by(["for_period", "team"]).agg(pl.col("card_hours", "cost").sum())
+        .sort(["for_period", "team"])
+    )
+    return grouped.to_dicts()

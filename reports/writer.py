@@ -1,0 +1,80 @@
+"""Write a report's files into a folder (the caller seals it with the manifest).
+
+```
+summary.csv              team x model x sharing-mode lines + special lines + adjustments
+focus.csv, focus.parquet FinOps FOCUS export
+statements.pdf           every statement, one page each: fleet first, then teams
+statements/fleet.html|pdf, statements/team-<name>.html|pdf
+```
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from core.config import Settings
+from reports.compose import MonthlyData, build_statements
+from reports.focus import focus_frame, write_focus
+from reports.html import render_statement
+from reports.pdf import fit_one_page, write_pdfs
+
+SUMMARY_FLOAT_DECIMALS = 6
+
+
+def report_totals(data: MonthlyData) -> dict[str, Any]:
+    """Headline numbers recorded in the manifest and the warehouse."""
+    summary = data.summary
+    own = summary.filter(pl.col("line") != "adjustment")
+
+    def total(frame: pl.DataFrame, column: str = "cost") -> float:
+        return round(float(frame[column].sum() or 0.0), 6) if frame.height else 0.0
+
+    return {
+        "currency": data.bill.currency,
+        "fleet_cost": round(data.bill.fleet_cost, 6),
+        "fleet_card_hours": total(own, "card_hours"),
+        "lines_cost": total(own),
+        "adjustments_cost": total(summary.filter(pl.col("line") == "adjustment")),
+        "total_cost": total(summary),
+        "idle_cost": total(own, "idle_cost"),
+        "unallocated_cost": total(own.filter(pl.col("line") == "unallocated")),
+        "unattributed_cost": total(own.filter(pl.col("line") == "unattributed")),
+        "sharing_discount": total(own.filter(pl.col("line") == "sharing_discount")),
+        "teams": data.teams(),
+        "summary_rows": summary.height,
+    }
+
+
+def write_report(
+    folder: Path, data: MonthlyData, settings: Settings, *, status: str, generated_at: datetime,
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
+    """Write every file of the report into `folder`; return the totals (with page counts)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    # 1. The lines, exactly as billed (sub-cent precision; statements round to cents).
+    data.summary.write_csv(
+        folder / "summary.csv", float_precision=SUMMARY_FLOAT_DECIMALS, float_scientific=False
+    )
+    # 2. The FOCUS export.
+    focus = focus_frame(data.bill.detail, data.summary, data.bill.window, settings, data.bill.currency)
+    write_focus(focus, folder)
+    # 3. Statements: HTML beside PDF, and one combined PDF.
+    statements_dir = folder / "statements"
+    statements_dir.mkdir(exist_ok=True)
+    documents = []
+    for statement in build_statements(data, settings, status, generated_at, notes):
+        pdf = statements_dir / f"{statement.key}.pdf"
+        html, document = fit_one_page(
+            lambda limits, st=statement: render_statement(st, limits), pdf  # type: ignore[misc]
+        )
+        (statements_dir / f"{statement.key}.html").write_text(html)
+        documents.append((pdf, document))
+    pages = write_pdfs(documents, folder / "statements.pdf")
+    totals = report_totals(data)
+    totals["focus_rows"] = focus.height
+    totals["pdf_pages"] = {p.relative_to(folder).as_posix(): n for p, n in sorted(pages.items())}
+    return totals

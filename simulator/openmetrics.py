@@ -1,0 +1,440 @@
+"""Render the fleet as Prometheus metrics: an OpenMetrics file for backfill, or a live
+`/metrics` page.
+
+Families and labels follow the real exporters:
+- dcgm-exporter: `gpu, UUID, pci_bus_id, device, modelName, [GPU_I_PROFILE, GPU_I_ID],
+  Hostname|hostname, DCGM_FI_DRIVER_VERSION, container, namespace, pod[, vgpu]`, with empty pod
+  labels on free devices. `exported=True` renders what a ServiceMonitor with honorLabels false
+  stores: the workload's labels as `exported_*`, and `pod`/`namespace`/`container`/`instance`/
+  `job` naming the exporter pod on that node;
+- kube-state-metrics: `kube_pod_labels`, `kube_pod_info`, `kube_pod_container_resource_requests`
+  (`resource="nvidia_com_gpu"`, `unit="integer"`), `kube_namespace_labels`, `kube_node_labels`;
+- Kueue: `kueue_cluster_queue_resource_usage`, `kueue_cluster_queue_nominal_quota`,
+  `kueue_pending_workloads`, and the `kueue_admission_wait_time_seconds` histogram;
+- vLLM: `vllm:prompt_tokens_total`, `vllm:generation_tokens_total` by `model_name`.
+
+The file writer makes one pass over the window in chunks and appends each family's lines to
+its own temporary file, then concatenates them (OpenMetrics wants each family in one block),
+so memory stays bounded by a chunk. Within a chunk the lines of a series are contiguous and in
+time order; timestamps are seconds; the file ends with `# EOF`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from core.errors import InputError
+from core.frames import DCGM_FIELDS
+from simulator.fleet import MODEL_FACTS
+from simulator.kube import node_labels
+from simulator.workloads import CLASSES
+
+if TYPE_CHECKING:
+    from simulator.engine import Simulation
+
+WAIT_BUCKETS = tuple(float(2**i) for i in range(14))
+"""Upper bounds (s) of the admission-wait histogram: 1, 2, 4 ... 8192, then +Inf."""
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    type: str
+    help: str
+    suffix: str = ""
+    """Sample-name suffix (`_total` for counters)."""
+
+
+FAMILIES: tuple[Family, ...] = (
+    *(Family(m, "gauge", f"dcgm-exporter field {m}") for m in DCGM_FIELDS),
+    Family("vllm:prompt_tokens", "counter", "Number of prefill tokens processed.", "_total"),
+    Family("vllm:generation_tokens", "counter", "Number of generation tokens processed.", "_total"),
+    Family("kube_pod_labels", "gauge", "Kubernetes labels converted to Prometheus labels."),
+    Family("kube_pod_info", "gauge", "Information about pod."),
+    Family("kube_pod_container_resource_requests", "gauge",
+           "The number of requested request resource by a container."),
+    Family("kube_namespace_labels", "gauge", "Kubernetes labels converted to Prometheus labels."),
+    Family("kube_node_labels", "gauge", "Kubernetes labels converted to Prometheus labels."),
+    Family("kueue_cluster_queue_resource_usage", "gauge", "Reports the cluster_queue's total resource usage"),
+    Family("kueue_cluster_queue_nominal_quota", "gauge", "Reports the cluster_queue's resource nominal quota"),
+    Family("kueue_pending_workloads", "gauge", "The number of pending workloads, per cluster_queue and status."),
+    Family("kueue_admission_wait_time_seconds", "histogram",
+           "The time between a workload was created or requeued until admission, per cluster_queue"),
+)
+FAMILY_NAMES = tuple(f.name for f in FAMILIES)
+
+
+def _esc(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(pairs: Iterable[tuple[str, object]]) -> str:
+    return ",".join(f'{k}="{_esc(v)}"' for k, v in pairs)
+
+
+def _label_name(key: str) -> str:
+    """kube-state-metrics' sanitizing of a Kubernetes label key (`label_` + non-alnum → `_`)."""
+    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", key)
+
+
+def _table(values: list[str]) -> pl.Series:
+    return pl.Series(values, dtype=pl.String)
+
+
+def _gather(table: pl.Series, idx: pl.Series | np.ndarray) -> pl.Series:
+    arr = idx.to_numpy() if isinstance(idx, pl.Series) else idx
+    return table.gather(np.where(arr < 0, len(table) - 1, arr))
+
+
+class Renderer:
+    """Label strings computed once per simulation and option set, gathered per row."""
+
+    def __init__(self, sim: Simulation, hostname_label: str = "Hostname", exported: bool = False) -> None:
+        if hostname_label not in ("Hostname", "hostname"):
+            raise InputError(f"hostname label {hostname_label!r}: expected 'Hostname' or 'hostname'")
+        self.sim = sim
+        self.every_s: int | None = None
+        hw, pods, tenants = sim.hw, sim.schedule.pods, sim.tenants
+        driver = sim.spec.driver_version
+        # 1. dcgm-exporter: device labels per slot, workload labels per pod, vgpu per slot.
+        prefix: list[str] = []
+        for slot in hw.slots:
+            gpu = hw.gpus[slot.gpu]
+            pairs: list[tuple[str, object]] = [
+                ("gpu", gpu.index), ("UUID", gpu.uuid), ("pci_bus_id", gpu.pci_bus_id),
+                ("device", f"nvidia{gpu.index}"), ("modelName", MODEL_FACTS[gpu.model]["model_name"]),
+            ]
+            if slot.profile is not None:
+                pairs += [("GPU_I_PROFILE", slot.profile), ("GPU_I_ID", slot.gi_id)]
+            pairs += [(hostname_label, hw.nodes[gpu.node].name), ("DCGM_FI_DRIVER_VERSION", driver)]
+            if exported:
+                node = hw.nodes[gpu.node].name
+                pairs += [("container", "nvidia-dcgm-exporter"), ("namespace", "gpu-operator"),
+                          ("pod", f"nvidia-dcgm-exporter-{node[-5:]}"),
+                          ("instance", f"10.0.{gpu.node // 250}.{gpu.node % 250 + 2}:9400"),
+                          ("job", "nvidia-dcgm-exporter")]
+            prefix.append(_labels(pairs))
+        self.slot_prefix = _table(prefix)
+        pre = "exported_" if exported else ""
+        workload = [
+            "," + _labels([(f"{pre}container", CLASSES[pods.cls[p]].container),
+                           (f"{pre}namespace", tenants.namespaces[pods.namespace[p]].name),
+                           (f"{pre}pod", pods.name[p])])
+            for p in range(len(pods))
+        ]
+        empty = "," + _labels([(f"{pre}container", ""), (f"{pre}namespace", ""), (f"{pre}pod", "")])
+        self.pod_dcgm = _table([*workload, empty])
+        self.slot_vgpu = _table([f',vgpu="{s.vgpu}"' if s.vgpu is not None else "" for s in hw.slots] + [""])
+        # 2. kube-state-metrics: per pod, per request, per namespace, per node epoch.
+        ns_names = [tenants.namespaces[i].name for i in pods.namespace]
+        self.pod_labels = _table([
+            _labels([("namespace", ns_names[p]), ("pod", pods.name[p]), ("uid", pods.uid[p]),
+                     *sorted((_label_name(k), v) for k, v in pods.labels[p].items())])
+            for p in range(len(pods))
+        ])
+        self.pod_info = _table([
+            _labels([("namespace", ns_names[p]), ("pod", pods.name[p]), ("uid", pods.uid[p]),
+                     ("node", hw.nodes[pods.node[p]].name),
+                     ("created_by_kind", pods.owner_kind[p]), ("created_by_name", pods.owner_name[p]),
+                     ("host_network", "false"), ("priority_class", "")])
+            for p in range(len(pods))
+        ])
+        req_pod: list[int] = []
+        req_labels: list[str] = []
+        req_value: list[float] = []
+        for p in range(len(pods)):
+            for res, amount in pods.requests[p].items():
+                req_pod.append(p)
+                req_value.append(float(amount))
+                req_labels.append(_labels([
+                    ("namespace", ns_names[p]), ("pod", pods.name[p]), ("uid", pods.uid[p]),
+                    ("container", CLASSES[pods.cls[p]].container), ("node", hw.nodes[pods.node[p]].name),
+                    ("resource", re.sub(r"[^a-zA-Z0-9_]", "_", res)), ("unit", "integer"),
+                ]))
+        self.req_pod = np.array(req_pod, dtype=np.int64)
+        self.req_labels = _table(req_labels)
+        self.req_value = np.array(req_value)
+        self.ns_labels = [
+            _labels([("namespace", ns.name), *sorted((_label_name(k), v) for k, v in ns.labels.items())])
+            for ns in tenants.namespaces
+        ]
+        self.node_epochs: list[tuple[int, int, str]] = []
+        for n_idx, node in enumerate(hw.nodes):
+            bounds = sorted({0, sim.tb.steps, *(s for s, _, _ in node.mig_epochs)})
+            for lo, hi in zip(bounds, bounds[1:], strict=False):
+                labels = node_labels(sim.spec, hw, n_idx, lo)
+                self.node_epochs.append((lo, hi, _labels(
+                    [("node", node.name), *sorted((_label_name(k), v) for k, v in labels.items())]
+                )))
+
+    # Lines per family ----------------------------------------------------------------
+    def lines(
+        self, frames: dict[str, pl.DataFrame], k0: int, k1: int, *, with_ts: bool,
+        families: tuple[str, ...] = FAMILY_NAMES, every_s: int | None = None,
+    ) -> dict[str, pl.Series]:
+        """Sample lines of steps `[k0, k1)` per family (frames from `step_frames(with_ids=True)`);
+        `every_s` keeps only instants that are multiples of it (a coarser scrape interval)."""
+        want = set(families)
+        self.every_s = every_s
+        if every_s:
+            frames = {
+                name: f.filter(pl.col("ts").dt.epoch("s") % every_s == 0) for name, f in frames.items()
+            }
+        out: dict[str, pl.Series] = {}
+        if want & set(DCGM_FIELDS):
+            out.update(self._dcgm(frames["gpu_samples"], with_ts, want))
+        if want & {"vllm:prompt_tokens", "vllm:generation_tokens"}:
+            out.update(self._vllm(frames["token_samples"], with_ts))
+        out.update(self._ksm(k0, k1, with_ts, want))
+        out.update(self._kueue(frames["queue_samples"], k0, k1, with_ts, want))
+        return {name: lines for name, lines in out.items() if name in want}
+
+    def _ts(self, ts: pl.Expr, with_ts: bool) -> pl.Expr:
+        return pl.lit(" ") + ts.dt.epoch("s").cast(pl.String) if with_ts else pl.lit("")
+
+    def _kept(self, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Drop entries whose step (the last array) is not on the `every_s` grid."""
+        if not self.every_s:
+            return arrays
+        keep = (self.sim.tb.origin_s + arrays[-1] * self.sim.tb.step_s) % self.every_s == 0
+        return tuple(a[keep] for a in arrays)
+
+    def _steps_ts(self, k: np.ndarray, with_ts: bool) -> pl.Series:
+        if not with_ts:
+            return pl.Series([""] * len(k), dtype=pl.String)
+        seconds = self.sim.tb.origin_s + k * self.sim.tb.step_s
+        return " " + pl.Series(seconds, dtype=pl.Int64).cast(pl.String)
+
+    def _dcgm(self, frame: pl.DataFrame, with_ts: bool, want: set[str]) -> dict[str, pl.Series]:
+        frame = frame.sort(["_slot", "_pod", "_vgpu", "ts"])
+        vgpu_idx = np.where(frame["_vgpu"].to_numpy(), frame["_slot"].to_numpy(), -1)
+        labels = pl.DataFrame({
+            "a": _gather(self.slot_prefix, frame["_slot"]),
+            "b": _gather(self.pod_dcgm, frame["_pod"]),
+            "c": _gather(self.slot_vgpu, vgpu_idx),
+        }).select(pl.concat_str(["a", "b", "c"]).alias("labels"))["labels"]
+        body = frame.select(
+            pl.lit(labels).alias("labels"), self._ts(pl.col("ts"), with_ts).alias("ts"),
+            *[pl.col(c) for c in DCGM_FIELDS.values()],
+        )
+        out: dict[str, pl.Series] = {}
+        for metric, column in DCGM_FIELDS.items():
+            if metric not in want:
+                continue
+            out[metric] = body.filter(pl.col(column).is_not_null()).select(
+                pl.concat_str([pl.lit(metric + "{"), pl.col("labels"), pl.lit("} "),
+                               pl.col(column).cast(pl.String), pl.col("ts")])
+            ).to_series()
+        return out
+
+    def _vllm(self, frame: pl.DataFrame, with_ts: bool) -> dict[str, pl.Series]:
+        frame = frame.sort(["namespace", "pod", "ts"])
+        labels = pl.concat_str([
+            pl.lit('model_name="'), pl.col("model_name"), pl.lit('",namespace="'), pl.col("namespace"),
+            pl.lit('",pod="'), pl.col("pod"), pl.lit('"'),
+        ])
+        out = {}
+        for family, column in (("vllm:prompt_tokens", "prompt_tokens_total"),
+                               ("vllm:generation_tokens", "generation_tokens_total")):
+            out[family] = frame.select(pl.concat_str([
+                pl.lit(family + "_total{"), labels, pl.lit("} "), pl.col(column).cast(pl.String),
+                self._ts(pl.col("ts"), with_ts),
+            ])).to_series()
+        return out
+
+    def _ksm(self, k0: int, k1: int, with_ts: bool, want: set[str]) -> dict[str, pl.Series]:
+        out: dict[str, pl.Series] = {}
+        sched = self.sim.schedule
+        start = sched.pod_start
+        end = np.array(sched.pods.end, dtype=np.int64)
+        alive = np.nonzero((start < k1) & (end > k0))[0]
+        pod, k = self._kept(*_expand(alive, np.maximum(start[alive], k0), np.minimum(end[alive], k1)))
+        if "kube_pod_labels" in want:
+            out["kube_pod_labels"] = _render("kube_pod_labels", _gather(self.pod_labels, pod),
+                                             np.ones(pod.size), self._steps_ts(k, with_ts))
+        if "kube_pod_info" in want:
+            out["kube_pod_info"] = _render("kube_pod_info", _gather(self.pod_info, pod),
+                                           np.ones(pod.size), self._steps_ts(k, with_ts))
+        if "kube_pod_container_resource_requests" in want:
+            rp = self.req_pod
+            live = np.nonzero((start[rp] < k1) & (end[rp] > k0))[0]
+            entry, k = self._kept(*_expand(live, np.maximum(start[rp[live]], k0), np.minimum(end[rp[live]], k1)))
+            out["kube_pod_container_resource_requests"] = _render(
+                "kube_pod_container_resource_requests", _gather(self.req_labels, entry),
+                self.req_value[entry], self._steps_ts(k, with_ts))
+        if "kube_namespace_labels" in want:
+            n = len(self.ns_labels)
+            idx, k = self._kept(*_expand(np.arange(n), np.full(n, k0), np.full(n, k1)))
+            out["kube_namespace_labels"] = _render("kube_namespace_labels",
+                                                   _gather(_table(self.ns_labels), idx),
+                                                   np.ones(idx.size), self._steps_ts(k, with_ts))
+        if "kube_node_labels" in want:
+            lo = np.array([e[0] for e in self.node_epochs], dtype=np.int64)
+            hi = np.array([e[1] for e in self.node_epochs], dtype=np.int64)
+            live = np.nonzero((lo < k1) & (hi > k0))[0]
+            idx, k = self._kept(*_expand(live, np.maximum(lo[live], k0), np.minimum(hi[live], k1)))
+            out["kube_node_labels"] = _render(
+                "kube_node_labels", _gather(_table([e[2] for e in self.node_epochs]), idx),
+                np.ones(idx.size), self._steps_ts(k, with_ts))
+        return out
+
+    def _kueue(
+        self, frame: pl.DataFrame, k0: int, k1: int, with_ts: bool, want: set[str]
+    ) -> dict[str, pl.Series]:
+        out: dict[str, pl.Series] = {}
+        frame = frame.sort(["cluster_queue", "flavor", "resource", "ts"])
+        labels = pl.concat_str([
+            pl.lit('cluster_queue="'), pl.col("cluster_queue"), pl.lit('",flavor="'), pl.col("flavor"),
+            pl.lit('",resource="'), pl.col("resource"), pl.lit('"'),
+        ])
+        for family, column in (("kueue_cluster_queue_resource_usage", "usage"),
+                               ("kueue_cluster_queue_nominal_quota", "nominal_quota")):
+            if family in want:
+                out[family] = frame.select(pl.concat_str([
+                    pl.lit(family + "{"), labels, pl.lit("} "), pl.col(column).cast(pl.String),
+                    self._ts(pl.col("ts"), with_ts),
+                ])).to_series()
+        if "kueue_pending_workloads" in want:
+            pending = frame.group_by(["cluster_queue", "ts"]).agg(pl.first("pending_workloads")).sort(
+                ["cluster_queue", "ts"]
+            )
+            out["kueue_pending_workloads"] = pending.select(pl.concat_str([
+                pl.lit('kueue_pending_workloads{cluster_queue="'), pl.col("cluster_queue"),
+                pl.lit('",status="active"} '), pl.col("pending_workloads").cast(pl.String),
+                self._ts(pl.col("ts"), with_ts),
+            ])).to_series()
+        if "kueue_admission_wait_time_seconds" in want:
+            out["kueue_admission_wait_time_seconds"] = self._histogram(k0, k1, with_ts)
+        return out
+
+    def _histogram(self, k0: int, k1: int, with_ts: bool) -> pl.Series:
+        """Cumulative admission waits since the window start, per cluster queue and step."""
+        qm = self.sim.queues
+        start = self.sim.schedule.pod_start
+        (steps,) = self._kept(np.arange(k0, k1))
+        ts = self._steps_ts(steps, with_ts)
+        parts: list[pl.Series] = []
+        for cq_idx, cq in enumerate(qm.cq_names):
+            mine = np.nonzero((qm.pod_cq == cq_idx) & (start >= 0))[0]
+            order = np.argsort(start[mine], kind="stable")
+            starts, waits = start[mine][order], qm.pod_wait_s[mine][order]
+            csum = np.concatenate([[0.0], np.cumsum(waits)])
+            count = np.searchsorted(starts, steps, side="right")
+            cols: list[pl.Series] = []
+            for le in WAIT_BUCKETS:
+                within = np.searchsorted(starts[waits <= le], steps, side="right")
+                cols.append(f'kueue_admission_wait_time_seconds_bucket{{cluster_queue="{cq}",le="{le}"}} '
+                            + pl.Series(within.astype(np.float64)).cast(pl.String) + ts)
+            cols.append(f'kueue_admission_wait_time_seconds_bucket{{cluster_queue="{cq}",le="+Inf"}} '
+                        + pl.Series(count.astype(np.float64)).cast(pl.String) + ts)
+            cols.append(f'kueue_admission_wait_time_seconds_count{{cluster_queue="{cq}"}} '
+                        + pl.Series(count.astype(np.float64)).cast(pl.String) + ts)
+            cols.append(f'kueue_admission_wait_time_seconds_sum{{cluster_queue="{cq}"}} '
+                        + pl.Series(csum[count]).cast(pl.String) + ts)
+            # One MetricPoint per step: its bucket, count and sum lines stay together.
+            grid = pl.DataFrame({str(i): c for i, c in enumerate(cols)})
+            parts.append(pl.Series(np.stack([c.to_numpy() for c in grid.get_columns()], axis=1).ravel(),
+                                   dtype=pl.String))
+        return pl.concat(parts) if parts else pl.Series([], dtype=pl.String)
+
+
+def _expand(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(id, step) pairs for each id's steps `[lo, hi)`, id-major (series contiguous)."""
+    counts = np.maximum(hi - lo, 0)
+    rep = np.repeat(ids, counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rep, np.repeat(lo, counts) + offsets
+
+
+def _render(metric: str, labels: pl.Series, values: np.ndarray, ts: pl.Series) -> pl.Series:
+    return pl.DataFrame({"l": labels, "v": pl.Series(values, dtype=pl.Float64), "t": ts}).select(
+        pl.concat_str([pl.lit(metric + "{"), pl.col("l"), pl.lit("} "), pl.col("v").cast(pl.String),
+                       pl.col("t")])
+    ).to_series()
+
+
+# Outputs -------------------------------------------------------------------------------
+def write_openmetrics(
+    sim: Simulation, path: Path, *, hostname_label: str = "Hostname", exported: bool = False,
+    chunk: timedelta = timedelta(hours=6), families: tuple[str, ...] | None = None,
+    step: timedelta | None = None,
+) -> dict[str, int]:
+    """Stream the window into `path`; returns the number of samples per family. `step` (a
+    multiple of the simulation step) thins the samples to a coarser scrape interval."""
+    chosen = _choose(families)
+    every_s = None
+    if step is not None:
+        every_s = int(step.total_seconds())
+        if step < sim.window.step or every_s % sim.tb.step_s or step.total_seconds() != every_s:
+            raise InputError(f"metrics step {step}: must be a multiple of the simulation step {sim.window.step}")
+    renderer = Renderer(sim, hostname_label, exported)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".openmetrics-", dir=path.parent))
+    counts = dict.fromkeys(chosen, 0)
+    try:
+        parts = {name: tmp / f"{i:02d}.txt" for i, name in enumerate(chosen)}
+        handles = {name: part.open("ab") for name, part in parts.items()}
+        try:
+            for sub in sim.window.split(chunk):
+                k0, k1 = sim.tb.index(sub.start), sim.tb.index(sub.end)
+                frames = sim.step_frames(k0, k1, with_ids=True)
+                rendered = renderer.lines(frames, k0, k1, with_ts=True, families=chosen, every_s=every_s)
+                for name, lines in rendered.items():
+                    if lines.len():
+                        lines.to_frame("l").write_csv(handles[name], include_header=False, quote_style="never")
+                        counts[name] += lines.len()
+        finally:
+            for handle in handles.values():
+                handle.close()
+        by_name = {f.name: f for f in FAMILIES}
+        with path.open("wb") as out:
+            for name in chosen:
+                if not counts[name]:
+                    continue
+                fam = by_name[name]
+                out.write(f"# HELP {fam.name} {fam.help}\n# TYPE {fam.name} {fam.type}\n".encode())
+                with parts[name].open("rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+            out.write(b"# EOF\n")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return counts
+
+
+def exposition(
+    sim: Simulation, at: datetime, *, hostname_label: str = "Hostname", exported: bool = False,
+    renderer: Renderer | None = None,
+) -> str:
+    """Prometheus text format (0.0.4) of every family at the step containing `at`."""
+    k = sim.tb.index(at)
+    frames = sim.step_frames(k, k + 1, with_ids=True)
+    renderer = renderer or Renderer(sim, hostname_label, exported)
+    lines = renderer.lines(frames, k, k + 1, with_ts=False)
+    chunks: list[str] = []
+    for fam in FAMILIES:
+        body = lines.get(fam.name)
+        if body is None or not body.len():
+            continue
+        name = fam.name + fam.suffix
+        chunks.append(f"# HELP {name} {fam.help}\n# TYPE {name} {fam.type}\n")
+        chunks.append("\n".join(body.to_list()) + "\n")
+    return "".join(chunks)
+
+
+def _choose(families: tuple[str, ...] | None) -> tuple[str, ...]:
+    if families is None:
+        return FAMILY_NAMES
+    unknown = [f for f in families if f not in FAMILY_NAMES]
+    if unknown:
+        raise InputError(f"metric families {', '.join(unknown)}: unknown (known: {', '.join(FAMILY_NAMES)})")
+    return tuple(f for f in FAMILY_NAMES if f in families)

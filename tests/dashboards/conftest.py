@@ -1,0 +1,157 @@
+"""Shared fixtures for the dashboard tests: a small simulated warehouse with two plans, the
+settings with one user per role, and helpers to build apps on a private copy.
+
+The warehouse: the simulator's default fleet scaled to 32 cards (4 nodes: exclusive H100s,
+a MIG A100 node, time-sliced A100-40GBs, HAMi vGPU H100s), from 2026-10-31 12:00 to
+2026-11-02 00:00 UTC, so both October (last month) and November (this month) have data.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from core.config import AccessSettings, RoleBinding, Settings, TeamSettings, utcnow
+from core.window import Window
+
+PERIOD = "2026-11"
+PREVIOUS = "2026-10"
+LEAD_TEAM = "nlp"
+OTHER_TEAM = "vision"
+ADMIN, LEAD, VIEWER, STRANGER = "ada", "leo", "vic", "sam"
+MIG_PLAN, QUOTA_PLAN = "mig-test-1", "quota-test-1"
+
+
+def settings_with_roles(proxy: tuple[str, ...] = ("127.0.0.1",)) -> Settings:
+    return Settings(
+        access=AccessSettings(
+            proxy_addresses=proxy,
+            roles=(
+                RoleBinding(subject="platform-admins", kind="group", role="admin"),
+                RoleBinding(subject=LEAD, kind="user", role="lead", team=LEAD_TEAM),
+                RoleBinding(subject=VIEWER, kind="user", role="viewer"),
+            ),
+        ),
+        teams=TeamSettings(budgets={LEAD_TEAM: 400.0}),
+    )
+
+
+def admin_headers() -> dict[str, str]:
+    return {"X-Forwarded-User": ADMIN, "X-Forwarded-Groups": "platform-admins,everyone"}
+
+
+def lead_headers() -> dict[str, str]:
+    return {"X-Forwarded-User": LEAD, "X-Forwarded-Groups": "everyone"}
+
+
+def _plans() -> list[object]:
+    from optimizer.plan import (
+        ClusterQueueUpdate,
+        Effect,
+        GpuChange,
+        GpuConfig,
+        MigChanges,
+        MigPartedGroup,
+        NodeMigChange,
+        ObservedObject,
+        Plan,
+        PodRef,
+        QuotaChange,
+        QuotaChanges,
+        SolverInfo,
+        fingerprint_of,
+    )
+
+    created = utcnow() - timedelta(hours=1)
+    observed = (ObservedObject(kind="Node", name="a100-mig-000", resource_version="1", state="s"),)
+    node = NodeMigChange(
+        node="a100-mig-000", model="A100-80GB", mig_config="gpuledger-test",
+        previous_mig_config="all-balanced",
+        mig_parted=(MigPartedGroup(devices=(0,), mig_enabled=True, mig_devices={"3g.40gb": 2}),),
+        gpus_changed=(GpuChange(
+            index=0, before=GpuConfig(mig_enabled=True, mig_devices={"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}),
+            after=GpuConfig(mig_enabled=True, mig_devices={"3g.40gb": 2})),),
+        pods_to_evict=(PodRef(namespace="nlp", pod="nb-ivan-0", gpu_index=0, profile="1g.10gb"),),
+    )
+    mig = Plan(
+        id=MIG_PLAN, kind="mig", created_at=created, fingerprint=fingerprint_of(observed), observed=observed,
+        changes=MigChanges(nodes=(node,)),
+        effect=Effect(gpus_changed=1, gpus_freed=1, monthly_cost_saving=1387.0, currency="USD"),
+        solver=SolverInfo(status="OPTIMAL", wall_s=0.2, time_limit_s=30),
+    )
+    change = QuotaChange(cluster_queue="nlp", cohort="gpu-fleet", flavor="h100-train",
+                         resource="nvidia.com/gpu", old_nominal=4, new_nominal=6)
+    groups = ({"coveredResources": ["nvidia.com/gpu"],
+               "flavors": [{"name": "h100-train", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6}]}]},)
+    quota = Plan(
+        id=QUOTA_PLAN, kind="quota", created_at=created - timedelta(minutes=5), fingerprint="f",
+        changes=QuotaChanges(quotas=(change,), cluster_queues=(
+            ClusterQueueUpdate(name="nlp", resource_version="1", resource_groups=groups),)),
+        effect=Effect(pending_gpu_minutes_before=900.0, pending_gpu_minutes_after=300.0,
+                      monthly_cost_saving=0.0, currency="USD"),
+        solver=SolverInfo(status="OPTIMAL", wall_s=0.1, time_limit_s=30),
+    )
+    return [mig, quota]
+
+
+def build_demo_warehouse(path: Path, gpus: int = 32) -> Path:
+    from optimizer.plan import save_plan
+    from simulator.engine import Simulation
+    from simulator.fleet import FleetSpec
+    from warehouse import LoadBatch, Warehouse
+
+    window = Window(datetime(2026, 10, 31, 12, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
+    sim = Simulation(FleetSpec.default(gpus=gpus), window, seed=7)
+    with Warehouse.open(path) as wh:
+        wh.load(LoadBatch(frames=sim.inventory()))
+        for sub, frames in sim.batches():
+            wh.load(LoadBatch(frames=frames, window=sub))
+        for plan in _plans():
+            save_plan(wh, plan)  # type: ignore[arg-type]
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pristine demo warehouse (never written by tests: copy it first)."""
+    return build_demo_warehouse(tmp_path_factory.mktemp("dash-demo") / "demo.duckdb")
+
+
+@pytest.fixture
+def demo_copy(demo_source: Path, tmp_path: Path) -> Path:
+    """A private copy a test may write (approve, reject)."""
+    target = tmp_path / "warehouse.duckdb"
+    shutil.copyfile(demo_source, target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def reference_bills(demo_source: Path) -> dict[tuple[str, tuple[str, ...]], object]:
+    """The bills `gpuledger bill` prints, computed on the original file (not via the app)."""
+    from analytics.bill import compute_bill
+    from warehouse import Warehouse
+
+    settings = settings_with_roles()
+    out: dict[tuple[str, tuple[str, ...]], object] = {}
+    with Warehouse.open(demo_source, read_only=True) as wh:
+        for period in (PERIOD, PREVIOUS):
+            out[(period, ("team",))] = compute_bill(wh, Window.month(period), settings)
+        out[(PERIOD, ("team", "model"))] = compute_bill(wh, Window.month(PERIOD), settings, by=("team", "model"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def shared_app(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iterator[object]:
+    """One read-mostly app per test module, on its own copy, refreshed by hand."""
+    from dashboards.app import create_app
+
+    folder = tmp_path_factory.mktemp("dash-app")
+    path = folder / "warehouse.duckdb"
+    shutil.copyfile(demo_source, path)
+    app = create_app(settings_with_roles(), path, background=False, cache_dir=folder / "cache")
+    yield app
+    app.close()
