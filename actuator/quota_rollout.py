@@ -85,12 +85,10 @@ def is_decrease(change: QuotaChange) -> bool:
 
 def plan_steps(changes: Sequence[QuotaChange]) -> list[QuotaStep]:
     """Step 1: one write per queue with decreases, then one per queue with other changes."""
-    queues = list(dict.fromkeys(c.cluster_queue for c in changes))
-    steps = [QuotaStep(cluster_queue=q, phase="decrease")
-             for q in queues if any(is_decrease(c) for c in changes if c.cluster_queue == q)]
-    steps += [QuotaStep(cluster_queue=q, phase="increase")
-              for q in queues if any(not is_decrease(c) for c in changes if c.cluster_queue == q)]
-    return steps
+    decreasing = dict.fromkeys(c.cluster_queue for c in changes if is_decrease(c))
+    increasing = dict.fromkeys(c.cluster_queue for c in changes if not is_decrease(c))
+    return [QuotaStep(cluster_queue=q, phase="decrease") for q in decreasing] + [
+        QuotaStep(cluster_queue=q, phase="increase") for q in increasing]
 
 
 # 2. Preflight and steps ---------------------------------------------------------------------------

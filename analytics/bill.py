@@ -168,7 +168,7 @@ def compute_bill(
     fleet_cost = to_cents(fleet_raw) / 100
     lines = group_lines(detail, dims)
     lines = redistribute(lines, settings.idle.unallocated_redistribution)
-    lines = order_lines(round_lines(lines, fleet_raw), dims)
+    lines = round_lines(order_lines(lines, dims), fleet_raw, dims)
     unattributed = tuple(
         sorted(allocated.filter(pl.col("team") == UNATTRIBUTED)["namespace"].unique().to_list())
     )

@@ -1,10 +1,10 @@
 """The fleet's capacity: which cards were present when, and MIG slices no instance covers.
 
 A card counts from its inventory `first_seen` to `last_seen` plus one scrape step (either
-missing: the window's edge); the bill makes sure capacity is never below the card-hours held
-on a card in a day, so a stale inventory cannot make cost disappear. Stranded MIG capacity is the part of a present
-MIG card that no GPU instance covers (from table `mig_instances`, at the configured share
-basis), e.g. one compute slice on a card laid out as 3g + 3g.
+missing: the window's edge); the bill makes sure capacity is never below the card-hours held on
+a card in a day, so a stale inventory cannot make cost disappear. Stranded MIG capacity is the
+part of a present MIG card that no GPU instance covers (from table `mig_instances`, at the
+configured share basis), e.g. one compute slice on a card laid out as 3g + 3g.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ round to whole cents so the lines add up to the fleet cost exactly.
 3. Redistribute the `unallocated` lines' cost to the team lines when the policy says so:
    `proportional` to each team line's cost, or `even` (the same amount per team, split over the
    team's lines by cost). Cost moves, card-hours never do.
-4. Round every money column as a whole (largest remainder), so each column keeps its exact
-   total: list cost sums to the fleet cost, discounts and moved amounts sum to zero. Cost is the
-   sum of rounded parts, so the lines' costs add up to the fleet cost to the cent.
+4. Sort the lines (so rounding ties break the same way every time), then round every money
+   column as a whole (largest remainder), so each column keeps its exact total: list cost sums
+   to the fleet cost, discounts and moved amounts sum to zero. Cost is the sum of rounded parts,
+   so the lines' costs add up to the fleet cost to the cent.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def _weights(policy: str, targets: list[int], teams: list[str | None], cost: lis
     return [weight[i] for i in targets]
 
 
-def round_lines(lines: pl.DataFrame, fleet_cost: float) -> pl.DataFrame:
+def round_lines(lines: pl.DataFrame, fleet_cost: float, by: Sequence[str]) -> pl.DataFrame:
     """Step 4: whole cents per column, `cost` as the sum of its rounded parts."""
     totals: dict[str, float | None] = {
         "list_cost": fleet_cost, "sharing_discount": 0.0, "utilization_adjustment": 0.0,
@@ -105,7 +106,7 @@ def round_lines(lines: pl.DataFrame, fleet_cost: float) -> pl.DataFrame:
         *[pl.Series(col, [c / 100 for c in cents[col]], dtype=pl.Float64) for col in MONEY],
         pl.Series("cost", [c / 100 for c in cost], dtype=pl.Float64),
     )
-    return out
+    return out.select([*by, *LINE_VALUES])
 
 
 def order_lines(lines: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
@@ -120,5 +121,4 @@ def order_lines(lines: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
         lines.with_columns(rank.alias("_rank"))
         .sort(["_rank", *by], nulls_last=True)
         .drop("_rank")
-        .select([*by, *LINE_VALUES])
     )

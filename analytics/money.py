@@ -3,7 +3,7 @@
 Rounding each line on its own can make a bill's lines miss the total by a few cents. Instead,
 each column is rounded as a whole: every value is floored to the cent, and the cents still
 missing to reach the rounded column total go to the values with the largest remainders
-(ties: in order). So the rounded lines sum exactly to the rounded total.
+(ties: in order, so callers sort first). So the rounded lines sum exactly to the rounded total.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def apportion_cents(values: Sequence[float], total: float | None = None) -> list
     if not values:
         return []
     target = to_cents(sum(values) if total is None else total)
-    scaled = [v * 100 for v in values]
+    # Quantized so float noise (sums taken in another order) cannot flip a cent.
+    scaled = [round(v * 100, 6) for v in values]
     floors = [math.floor(s + 1e-7) for s in scaled]
     missing = target - sum(floors)
     order = sorted(range(len(values)), key=lambda i: (-(scaled[i] - floors[i]), i))

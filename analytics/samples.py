@@ -84,35 +84,44 @@ def params(window: Window, rules: SampleRules) -> dict[str, Any]:
 
 
 # Steps 1-4 (module docstring) as CTEs shared by the hourly, allocation and idle-run queries.
+# The sorts carry only integers: a device, its card and its holder are 64-bit hashes, joined
+# back to their names (`names`) after aggregation.
 _RUNS_CTE = """
-raw AS (
+src AS (
     SELECT uuid, gpu_i_id, coalesce(vgpu, '') AS vgpu, mig_profile AS profile, node,
-           namespace, pod, epoch_us(ts) AS t,
-           coalesce(gr_engine_active, gpu_util / 100.0) AS act, fb_used_mib AS fb
+        namespace, pod, epoch_us(ts) AS t,
+        coalesce(gr_engine_active, gpu_util / 100.0) AS act, fb_used_mib AS fb
     FROM gpu_samples
     WHERE ts >= $lo AND ts < $hi
 ),
+raw AS (
+    SELECT hash(uuid) AS card, hash(uuid, gpu_i_id, vgpu, profile) AS dev,
+        CASE WHEN namespace IS NOT NULL THEN hash(namespace, pod) END AS hold, t, act, fb
+    FROM src
+),
+names AS (
+    SELECT DISTINCT hash(uuid, gpu_i_id, vgpu, profile) AS dev,
+        CASE WHEN namespace IS NOT NULL THEN hash(namespace, pod) END AS hold,
+        uuid, gpu_i_id, vgpu, profile, node, namespace, pod
+    FROM src
+),
 card AS (
     SELECT *,
-        min(t) OVER (PARTITION BY uuid ORDER BY t RANGE BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
+        first_value(t) OVER (PARTITION BY card ORDER BY t GROUPS BETWEEN 1 FOLLOWING AND 1 FOLLOWING)
             AS t_card_next
     FROM raw
 ),
 seq AS (
-    SELECT *,
+    SELECT dev, hold, t, act, fb,
         least(lead(t) OVER d, t_card_next) AS t_next, lag(t) OVER d AS t_prev,
-        lag(namespace) OVER d AS ns_prev, lag(pod) OVER d AS pod_prev,
-        lag(profile) OVER d AS profile_prev, lag(act) OVER d AS act_prev
+        lag(hold) OVER d AS hold_prev, lag(act) OVER d AS act_prev
     FROM card
-    WINDOW d AS (PARTITION BY uuid, gpu_i_id, vgpu ORDER BY t)
+    WINDOW d AS (PARTITION BY dev ORDER BY t)
 ),
 flagged AS (
     SELECT *,
         CASE WHEN t_next - t <= $tol THEN t_next - t ELSE $step END AS dt,
-        coalesce(t - t_prev <= $tol, false)
-            AND ns_prev IS NOT DISTINCT FROM namespace
-            AND pod_prev IS NOT DISTINCT FROM pod
-            AND profile_prev IS NOT DISTINCT FROM profile AS continues,
+        coalesce(t - t_prev <= $tol, false) AND hold_prev IS NOT DISTINCT FROM hold AS continues,
         coalesce(act < $thr, false) AS idle,
         coalesce(act_prev < $thr, false) AS idle_prev
     FROM seq
@@ -122,28 +131,27 @@ runs AS (
         sum(CASE WHEN continues THEN 0 ELSE 1 END) OVER r AS alloc_no,
         sum(CASE WHEN idle AND idle_prev AND continues THEN 0 ELSE 1 END) OVER r AS idle_no
     FROM flagged
-    WINDOW r AS (PARTITION BY uuid, gpu_i_id, vgpu ORDER BY t ROWS UNBOUNDED PRECEDING)
+    WINDOW r AS (PARTITION BY dev ORDER BY t ROWS UNBOUNDED PRECEDING)
 ),
 idle_runs AS (
-    SELECT uuid, gpu_i_id, vgpu, idle_no,
-        sum(dt) AS run_us, avg(fb) AS fb_avg, min(t) AS run_start, max(t + dt) AS run_end
+    SELECT dev, idle_no, sum(dt) AS run_us, avg(fb) AS fb_avg
     FROM runs
-    WHERE idle AND namespace IS NOT NULL
+    WHERE idle AND hold IS NOT NULL
     GROUP BY ALL
 ),
 pieces AS (
-    SELECT r.uuid, r.gpu_i_id, r.vgpu, r.profile, r.node, r.namespace, r.pod, r.alloc_no,
-        r.idle_no, r.act, r.fb, i.run_us,
+    SELECT r.dev, r.hold, r.alloc_no, r.idle_no, r.act, r.fb, i.run_us,
         greatest(r.t, $ws) AS a, least(r.t + r.dt, $we) AS b,
         coalesce(i.run_us >= $min_idle, false) AS long_idle,
         coalesce(i.run_us >= $min_idle AND i.fb_avg >= $held_fb, false) AS held_idle
     FROM runs r
-    LEFT JOIN idle_runs i
-        ON r.idle AND i.uuid = r.uuid AND i.gpu_i_id = r.gpu_i_id AND i.vgpu = r.vgpu
-        AND i.idle_no = r.idle_no
-    WHERE r.namespace IS NOT NULL AND r.t + r.dt > $ws AND r.t < $we
+    LEFT JOIN idle_runs i ON i.dev = r.dev AND i.idle_no = r.idle_no
+    WHERE r.hold IS NOT NULL AND r.t + r.dt > $ws AND r.t < $we
 )
 """
+
+_NAMED = "JOIN names n USING (dev, hold)"
+_NAME_COLUMNS = "n.uuid, n.gpu_i_id, nullif(n.vgpu, '') AS vgpu, n.profile, n.node, n.namespace, n.pod"
 
 # Step 5: split at the hour (an interval is never longer than the tolerance, at most 1 h).
 _HOURLY_SQL = f"""
@@ -152,42 +160,49 @@ split AS (
     SELECT *, a - a % {HOUR_US} AS h0 FROM pieces WHERE b > a
 ),
 parts AS (
-    SELECT uuid, gpu_i_id, vgpu, profile, node, namespace, pod, act, fb, long_idle, held_idle,
-        h0 AS hour, least(b, h0 + {HOUR_US}) - a AS len
+    SELECT dev, hold, act, fb, long_idle, held_idle, h0 AS hour, least(b, h0 + {HOUR_US}) - a AS len
     FROM split
     UNION ALL
-    SELECT uuid, gpu_i_id, vgpu, profile, node, namespace, pod, act, fb, long_idle, held_idle,
-        h0 + {HOUR_US} AS hour, b - (h0 + {HOUR_US}) AS len
+    SELECT dev, hold, act, fb, long_idle, held_idle, h0 + {HOUR_US} AS hour, b - (h0 + {HOUR_US}) AS len
     FROM split WHERE b > h0 + {HOUR_US}
+),
+hourly AS (
+    SELECT hour, dev, hold,
+        sum(len) / {HOUR_US}.0 AS held_hours,
+        sum(CASE WHEN long_idle THEN len ELSE 0 END) / {HOUR_US}.0 AS idle_hours,
+        sum(CASE WHEN held_idle THEN len ELSE 0 END) / {HOUR_US}.0 AS held_idle_hours,
+        sum(len * act) / nullif(sum(CASE WHEN act IS NOT NULL THEN len END), 0) AS active_ratio,
+        max(fb) AS fb_used_max_mib
+    FROM parts
+    GROUP BY ALL
 )
-SELECT hour, uuid, gpu_i_id, nullif(vgpu, '') AS vgpu, profile, node, namespace, pod,
-    sum(len) / {HOUR_US}.0 AS held_hours,
-    sum(CASE WHEN long_idle THEN len ELSE 0 END) / {HOUR_US}.0 AS idle_hours,
-    sum(CASE WHEN held_idle THEN len ELSE 0 END) / {HOUR_US}.0 AS held_idle_hours,
-    sum(len * act) / nullif(sum(CASE WHEN act IS NOT NULL THEN len END), 0) AS active_ratio,
-    max(fb) AS fb_used_max_mib
-FROM parts
-GROUP BY ALL
+SELECT hour, {_NAME_COLUMNS}, held_hours, idle_hours, held_idle_hours, active_ratio,
+    fb_used_max_mib
+FROM hourly {_NAMED}
 """
 
 _ALLOCATIONS_SQL = f"""
-WITH {_RUNS_CTE}
-SELECT uuid, gpu_i_id, nullif(vgpu, '') AS vgpu, profile, node, namespace, pod,
-    min(a) AS start_us, max(b) AS end_us
-FROM pieces
-WHERE b > a
-GROUP BY uuid, gpu_i_id, vgpu, profile, node, namespace, pod, alloc_no
+WITH {_RUNS_CTE},
+allocs AS (
+    SELECT dev, hold, min(a) AS start_us, max(b) AS end_us
+    FROM pieces WHERE b > a
+    GROUP BY dev, hold, alloc_no
+)
+SELECT {_NAME_COLUMNS}, start_us, end_us FROM allocs {_NAMED}
 """
 
 _IDLE_RUNS_SQL = f"""
-WITH {_RUNS_CTE}
-SELECT uuid, gpu_i_id, nullif(vgpu, '') AS vgpu, profile, node, namespace, pod,
-    min(a) AS start_us, max(b) AS end_us, sum(b - a) / {HOUR_US}.0 AS idle_hours,
-    bool_or(held_idle) AS held, max(fb) AS fb_used_max_mib, avg(act) AS active_mean,
-    any_value(run_us) / {HOUR_US}.0 AS run_hours
-FROM pieces
-WHERE long_idle AND b > a
-GROUP BY uuid, gpu_i_id, vgpu, profile, node, namespace, pod, idle_no
+WITH {_RUNS_CTE},
+idle AS (
+    SELECT dev, hold, min(a) AS start_us, max(b) AS end_us, sum(b - a) / {HOUR_US}.0 AS idle_hours,
+        bool_or(held_idle) AS held, max(fb) AS fb_used_max_mib, avg(act) AS active_mean,
+        any_value(run_us) / {HOUR_US}.0 AS run_hours
+    FROM pieces
+    WHERE long_idle AND b > a
+    GROUP BY dev, hold, idle_no
+)
+SELECT {_NAME_COLUMNS}, start_us, end_us, idle_hours, held, fb_used_max_mib, active_mean, run_hours
+FROM idle {_NAMED}
 """
 
 

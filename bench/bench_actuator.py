@@ -82,7 +82,8 @@ def main() -> None:
         "what": "cohort nominal-quota sum above capacity during a quota rollout (GPUs)",
         "seed": SEED,
         "orders": figures,
-        "plan_steps_2000_queue_plan": {"changes": len(big), "steps": len(steps), "seconds": round(seconds, 4)},
+        "plan_steps_2000_queue_plan": {
+            "changes": len(big), "steps": len(steps), "seconds": round(seconds, 4)},
     })
 
 

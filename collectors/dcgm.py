@@ -4,15 +4,17 @@ Label facts handled here (see DESIGN.md): the node is `Hostname` or `hostname`; 
 carry the parent `UUID` plus `GPU_I_ID` and `GPU_I_PROFILE`; time-sliced replicas carry
 `vgpu`; the workload is `pod`/`namespace`/`container`, or their `exported_` forms when a
 ServiceMonitor with honorLabels false renamed them (then plain `pod` names the exporter's own
-pod, so in `auto` mode a node that shows any `exported_` label uses only those). A series with
-empty workload labels is an unattributed device: kept, with NULL namespace/pod.
+pod, so in `auto` mode a node that shows any `exported_` label uses only those, and plain labels
+whose container is the exporter's own are ignored). A series with empty workload labels is an
+unattributed device: kept, with NULL namespace/pod.
 
 Steps of `build_gpu_samples`:
 1. Stack the per-field series; map labels to device keys once per series.
 2. Screen samples (clock skew dropped; NaN/negative/out-of-range nulled; all counted).
-3. Resolve duplicate series per (device, instant, field): prefer an attributed series, then
-   the lowest series id; count the rest.
-4. Pivot fields to columns on integer ids; join the series attributes back.
+3. Scatter samples into dense (instant x device) arrays per field; where two series land on
+   the same device and instant (duplicate series) keep an attributed one, then the lowest
+   series id, and count the rest.
+4. Keep the rows present in any field; gather the series attributes by id.
 """
 
 from __future__ import annotations
@@ -20,16 +22,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 import polars as pl
 
 from collectors.chunks import Chunk
 from collectors.prom_parse import Matrix
 from collectors.promql import NODE_LABELS
 from collectors.quality import Quality
-from collectors.screen import screen
+from collectors.screen import FUTURE_TOLERANCE
 from core.frames import GPU_SAMPLES, WHOLE_GPU, polars_schema
 
 WORKLOAD = ("namespace", "pod", "container")
+EXPORTER_CONTAINERS = ("nvidia-dcgm-exporter", "dcgm-exporter")
 SERIES_LABELS: tuple[str, ...] = (
     "UUID", "gpu", "modelName", "GPU_I_ID", "GPU_I_PROFILE", *NODE_LABELS, "vgpu",
     *WORKLOAD, *(f"exported_{w}" for w in WORKLOAD),
@@ -67,7 +71,10 @@ def map_series(series: pl.DataFrame, mode: str) -> pl.DataFrame:
     elif mode == "direct":
         use_exported = pl.lit(False)
     else:
-        use_exported = has_exported.any().over(node)
+        # auto: exported_* where any series of the node has them, or where the plain labels
+        # name the exporter itself (its container, as the GPU Operator and Helm chart deploy it)
+        exporter_self = pl.col("container").is_in(EXPORTER_CONTAINERS).fill_null(False)
+        use_exported = has_exported.any().over(node) | exporter_self
     out = series.with_columns(node.alias("node")).with_columns(
         pl.col("UUID").alias("uuid"),
         pl.col("GPU_I_ID").cast(pl.Int32, strict=False).fill_null(WHOLE_GPU).alias("gpu_i_id"),
@@ -83,80 +90,149 @@ def map_series(series: pl.DataFrame, mode: str) -> pl.DataFrame:
 
 
 def stack(matrices: dict[str, Matrix]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Concatenate per-field matrices, renumbering series ids to be unique."""
+    """Concatenate per-field matrices, renumbering series ids to be unique.
+
+    Series rows get a `field` name; sample rows a `f` index into the order of `matrices`."""
     series_parts, sample_parts = [], []
     offset = 0
-    for field_name, matrix in matrices.items():
+    for index, (field_name, matrix) in enumerate(matrices.items()):
         s = matrix.series.select(
-            (pl.col("sid") + offset).alias("sid"), pl.lit(field_name).alias("field"),
+            (pl.col("sid").cast(pl.Int64) + offset).alias("sid"), pl.lit(field_name).alias("field"),
             *(pl.col(c) if c in matrix.series.columns else pl.lit(None, pl.String).alias(c)
               for c in SERIES_LABELS),
         )
         series_parts.append(s)
-        sample_parts.append(matrix.samples.with_columns(
-            (pl.col("sid") + offset).alias("sid"), pl.lit(field_name).alias("field")))
+        sample_parts.append(matrix.samples.select(
+            (pl.col("sid").cast(pl.Int64) + offset).alias("sid"), pl.lit(index, pl.Int8).alias("f"),
+            "ts", "value"))
         offset += matrix.series.height
     series = pl.concat(series_parts) if series_parts else pl.DataFrame(
-        schema={"sid": pl.UInt32, "field": pl.String, **{c: pl.String for c in SERIES_LABELS}})
+        schema={"sid": pl.Int64, "field": pl.String, **{c: pl.String for c in SERIES_LABELS}})
     samples = pl.concat(sample_parts) if sample_parts else pl.DataFrame(
-        schema={"sid": pl.UInt32, "ts": pl.Datetime("us", "UTC"), "value": pl.Float64, "field": pl.String})
+        schema={"sid": pl.Int64, "f": pl.Int8, "ts": pl.Datetime("us", "UTC"), "value": pl.Float64})
     return series, samples
+
+
+def _count(quality: Quality, fields: list[str], f: np.ndarray, mask: np.ndarray, reason: str) -> None:
+    if mask.any():
+        for index, n in enumerate(np.bincount(f[mask], minlength=len(fields))):
+            quality.add(GPU_SAMPLES.name, fields[index], reason, int(n))
 
 
 def build_gpu_samples(
     matrices: dict[str, Matrix], chunk: Chunk, now: datetime, mode: str, quality: Quality,
 ) -> GpuBuild:
-    """Per-field range answers (field = `gpu_samples` column) → rows and device facts."""
-    table = GPU_SAMPLES.name
-    # 1. Series → keys, with integer ids for the device and the attributed series.
+    """Per-field range answers (field = `gpu_samples` column) → rows and device facts.
+
+    The rows are assembled by scattering samples into dense (instant x device) arrays, one per
+    field: linear in the number of samples, with no sort, hash join or pivot on the hot path.
+    """
+    fields = list(matrices)
+    # 1. Series → device ids (`did`) and attribute-set ids (`aid`), once per series.
     raw_series, raw_samples = stack(matrices)
-    series = map_series(raw_series, mode)
-    orphans = series.filter(pl.col("uuid").is_null() | pl.col("node").is_null())
-    if orphans.height:
-        lost = raw_samples.join(orphans.select("sid"), on="sid").group_by("field").agg(pl.len().alias("n"))
-        quality.add_frame(table, lost.with_columns(pl.lit("unattributable").alias("reason")))
-        series = series.filter(pl.col("uuid").is_not_null() & pl.col("node").is_not_null())
-    series = series.with_columns(
-        pl.struct(DEVICE_KEY).rank("dense").cast(pl.UInt32).alias("did"),
-        pl.struct(DEVICE_KEY, *ATTRIBUTES).rank("dense").cast(pl.UInt32).alias("aid"),
-        pl.col("pod").is_null().alias("_unattributed"),
+    series = map_series(raw_series, mode).filter(pl.col("uuid").is_not_null() & pl.col("node").is_not_null())
+    series = _dense_id(_dense_id(series, list(DEVICE_KEY), "did"), [*DEVICE_KEY, *ATTRIBUTES], "aid")
+    n_dev = int(series.select(pl.col("did").max()).item()) + 1 if series.height else 0
+    did_of = np.full(raw_series.height, -1, dtype=np.int64)
+    aid_of = np.zeros(raw_series.height, dtype=np.int64)
+    unattributed_of = np.zeros(raw_series.height, dtype=np.int8)
+    sids = series["sid"].to_numpy()
+    did_of[sids] = series["did"].to_numpy()
+    aid_of[sids] = series["aid"].to_numpy()
+    unattributed_of[sids] = series["pod"].is_null().to_numpy().astype(np.int8)
+    # 2. Screen: unattributable series, clock skew (dropped); NaN/negative/out of range (nulled).
+    sid = raw_samples["sid"].to_numpy()
+    f = raw_samples["f"].to_numpy()
+    ts_us = raw_samples["ts"].dt.epoch("us").to_numpy()
+    value = raw_samples["value"].to_numpy().astype(np.float64, copy=True)
+    did = did_of[sid] if sid.size else sid
+    orphan = did < 0
+    _count(quality, fields, f, orphan, "unattributable")
+    start_us, step_us = _us(chunk.start), int(chunk.step.total_seconds() * 1_000_000)
+    rel = ts_us - start_us
+    skewed = ~orphan & ((rel % step_us != 0) | (rel < 0) | (ts_us >= _us(chunk.end))
+                        | (ts_us > _us(now + FUTURE_TOLERANCE)))
+    _count(quality, fields, f, skewed, "clock_skew")
+    keep = ~orphan & ~skewed
+    sid, f, rel, value, did = sid[keep], f[keep], rel[keep], value[keep], did[keep]
+    lo = np.array([BOUNDS.get(name, (0.0, np.inf))[0] for name in fields])[f] if f.size else value
+    hi = np.array([BOUNDS.get(name, (0.0, np.inf))[1] for name in fields])[f] if f.size else value
+    nan = ~np.isfinite(value)
+    negative = ~nan & (value < lo)
+    over = ~nan & ~negative & (value > hi)
+    for mask, reason in ((nan, "nan"), (negative, "negative"), (over, "out_of_range")):
+        _count(quality, fields, f, mask, reason)
+    value[nan | negative | over] = np.nan
+    # 3. Scatter into dense rows (instant-major); resolve duplicate series per row and field.
+    n_rows = chunk.points * n_dev
+    row = (rel // step_us) * n_dev + did
+    columns: dict[str, np.ndarray] = {}
+    aid_row = np.full(n_rows, -1, dtype=np.int64)
+    for index, name in enumerate(fields):
+        sel = np.nonzero(f == index)[0]
+        target = row[sel]
+        owner = np.full(n_rows, -1, dtype=np.int64)
+        owner[target] = sel
+        if (owner[target] != sel).any():
+            sel = _resolve_duplicates(sel, target, sid, unattributed_of, quality=quality, name=name)
+            target = row[sel]
+        column = np.full(n_rows, np.nan)
+        column[target] = value[sel]
+        columns[name] = column
+        aid_row[target] = aid_of[sid[sel]]
+    # 4. Rows present in any field, with their attributes gathered by id.
+    present = np.nonzero(aid_row >= 0)[0]
+    attrs = series.unique("aid").sort("aid").select(*DEVICE_KEY, *ATTRIBUTES)
+    wide = attrs[aid_row[present]].with_columns(
+        pl.Series("ts", start_us + (present // max(n_dev, 1)) * step_us).cast(pl.Datetime("us", "UTC")),
+        pl.Series("did", present % max(n_dev, 1)),
+        *(pl.Series(name, columns[name][present]).fill_nan(None) for name in fields),
     )
-    # 2. Screen samples.
-    samples = raw_samples.join(series.select("sid", "did", "aid", "_unattributed"), on="sid")
-    samples, bad = screen(samples, chunk, now, BOUNDS)
-    quality.add_frame(table, bad)
-    # 3. Duplicates: one sample per (device, instant, field).
-    samples = samples.sort("did", "ts", "field", "_unattributed", "sid")
-    extra = ~samples.select(pl.struct("did", "ts", "field").is_first_distinct()).to_series()
-    n_dup = samples.filter(extra).group_by("field").agg(pl.len().alias("n"))
-    quality.add_frame(table, n_dup.with_columns(pl.lit("duplicate_series").alias("reason")))
-    samples = samples.filter(~extra)
-    # 4. Pivot on integers, then attach attributes.
-    wide = samples.pivot(on="field", index=["did", "ts"], values="value", aggregate_function="first")
-    rows_aid = samples.group_by("did", "ts").agg(pl.col("aid").first())
-    wide = wide.join(rows_aid, on=["did", "ts"])
-    attrs = series.unique("aid").select("aid", *DEVICE_KEY, *ATTRIBUTES)
-    wide = wide.join(attrs, on="aid")
     schema = polars_schema(GPU_SAMPLES)
     out = wide.select(
         *(pl.col(c).cast(schema[c]) if c in wide.columns else pl.lit(None, schema[c]).alias(c)
           for c in GPU_SAMPLES.column_names)
-    ).sort("ts", "node", "uuid", "gpu_i_id")
-    devices = _devices(wide, chunk)
-    return GpuBuild(out, devices)
+    )
+    return GpuBuild(out, _devices(wide, chunk))
+
+
+def _dense_id(frame: pl.DataFrame, columns: list[str], name: str) -> pl.DataFrame:
+    """Number the distinct combinations of `columns` 0..k-1 (NULLs equal) into column `name`."""
+    ids = frame.select(columns).unique(maintain_order=True).with_row_index(name)
+    return frame.join(ids.with_columns(pl.col(name).cast(pl.Int64)), on=columns, how="left",
+                      nulls_equal=True, maintain_order="left")
+
+
+def _us(moment: datetime) -> int:
+    return round(moment.timestamp() * 1_000_000)
+
+
+def _resolve_duplicates(
+    sel: np.ndarray, target: np.ndarray, sid: np.ndarray, unattributed_of: np.ndarray, *,
+    quality: Quality, name: str,
+) -> np.ndarray:
+    """Keep one sample per row: an attributed series first, then the lowest series id."""
+    order = np.lexsort((sid[sel], unattributed_of[sid[sel]], target))
+    ranked_rows = target[order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = ranked_rows[1:] != ranked_rows[:-1]
+    quality.add(GPU_SAMPLES.name, name, "duplicate_series", int((~first).sum()))
+    return sel[order[first]]
 
 
 def _devices(wide: pl.DataFrame, chunk: Chunk) -> pl.DataFrame:
     fb = [c for c in ("fb_used_mib", "fb_free_mib") if c in wide.columns]
-    total = pl.sum_horizontal(*fb) if len(fb) == 2 else pl.lit(None, pl.Float64)
+    total = pl.col(fb[0]) + pl.col(fb[1]) if len(fb) == 2 else pl.lit(None, pl.Float64)
     return (
         wide.with_columns(total.alias("_fb_total"))
-        .group_by(*DEVICE_KEY)
+        .group_by("did")
         .agg(
+            *(pl.col(k).first() for k in DEVICE_KEY),
             pl.col("node").last(), pl.col("mig_profile").last(), pl.col("gpu_index").last(),
             pl.col("model_name").last(),
             pl.col("ts").min().alias("first_ts"),
             (pl.col("ts").max() + chunk.step).alias("last_ts"),
             pl.col("_fb_total").max().alias("fb_total_mib"),
         )
+        .drop("did")
     )

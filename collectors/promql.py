@@ -54,7 +54,7 @@ def selector(metric: str, *matchers: str) -> str:
     return f"{metric}{{{inner}}}" if inner else metric
 
 
-def latest(expr_selector: str, step: timedelta) -> str:
+def latest(expr_selector: str, step: timedelta, offset: timedelta | None = None) -> str:
     """The last raw sample within one step before each evaluation instant.
 
     A bare selector repeats a series' last value for the 5-minute lookback after it stops, so
@@ -63,7 +63,8 @@ def latest(expr_selector: str, step: timedelta) -> str:
     the window is half-open on every engine) returns only series sampled in that step.
     """
     window = max(step - timedelta(milliseconds=1), timedelta(milliseconds=1))
-    return f"last_over_time({expr_selector}[{duration(window)}])"
+    shift = f" offset {duration(offset)}" if offset else ""
+    return f"last_over_time({expr_selector}[{duration(window)}]{shift})"
 
 
 def make_shards(

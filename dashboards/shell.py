@@ -104,6 +104,10 @@ def sync(
     except Exception:  # no bill for this period (e.g. analytics cannot price it): empty lists
         teams, models = [], []
     visible = sorted(set(principal.visible_teams(teams)) | set(principal.lead_of))
+    if state.team and state.team not in visible:
+        # keep the URL's team selectable so the page can say "not yours" instead of silently
+        # switching teams; the page itself refuses it on the server
+        visible.append(state.team)
     period_options = _options(sorted(set(periods) | {state.period}, reverse=True))
     hrefs = [ViewState(state.period, state.team, state.model).href(path) for path in PAGES]
     return SyncResult(

@@ -17,8 +17,10 @@ Heavy imports happen inside the functions (this module is imported by the CLI).
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -146,22 +148,24 @@ def collect_window(
         own = collector is None
         active = collector or PrometheusCollector(url, settings, now=now, backoff_s=backoff_s,
                                                   namespaces_from_metrics=kubernetes is None)
+        def load(data: ChunkData) -> None:
+            frames = merge_dimensions(wh, data.frames)
+            stats = wh.load(LoadBatch(
+                frames, window=data.chunk.window,
+                watermarks=dict.fromkeys(PROMETHEUS_SOURCES, data.chunk.end),
+            ))
+            for table, n in stats.rows.items():
+                report.rows[table] = report.rows.get(table, 0) + n
+            report.chunks += 1
+            report.queries += data.queries
+            report.bytes += data.bytes
+            assert report.quality is not None
+            report.quality.merge([data.quality])
+            if on_chunk is not None:
+                on_chunk(data)
+
         with active if own else nullcontext(active):
-            for data in active.iter_chunks(todo):
-                frames = merge_dimensions(wh, data.frames)
-                stats = wh.load(LoadBatch(
-                    frames, window=data.chunk.window,
-                    watermarks=dict.fromkeys(PROMETHEUS_SOURCES, data.chunk.end),
-                ))
-                for table, n in stats.rows.items():
-                    report.rows[table] = report.rows.get(table, 0) + n
-                report.chunks += 1
-                report.queries += data.queries
-                report.bytes += data.bytes
-                assert report.quality is not None
-                report.quality.merge([data.quality])
-                if on_chunk is not None:
-                    on_chunk(data)
+            _pipelined(active.iter_chunks(todo), load)
     # 4. Kubernetes snapshot.
     if kubernetes is not None:
         snapshot = merge_dimensions(wh, kubernetes.snapshot())
@@ -169,6 +173,39 @@ def collect_window(
         report.kubernetes_rows = dict(stats.rows)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _pipelined(chunks: Iterator[ChunkData], load: Callable[[ChunkData], None]) -> None:
+    """Load chunk N in a loader thread while chunk N+1 is built (and N+2 fetched).
+
+    The loader is the only thread that touches the warehouse, and it loads in order, so the
+    watermark still only moves over complete chunks. A failed fetch stops the iteration after
+    the chunks already handed over are loaded; a failed load stops the fetching. Either error
+    is raised here.
+    """
+    handover: queue.Queue[ChunkData | None] = queue.Queue(maxsize=1)
+    failures: list[BaseException] = []
+
+    def loader() -> None:
+        while (data := handover.get()) is not None:
+            if not failures:
+                try:
+                    load(data)
+                except BaseException as exc:
+                    failures.append(exc)
+
+    thread = threading.Thread(target=loader, name="warehouse-loader")
+    thread.start()
+    try:
+        for data in chunks:
+            if failures:
+                break
+            handover.put(data)
+    finally:
+        handover.put(None)
+        thread.join()
+    if failures:
+        raise failures[0]
 
 
 def follow(

@@ -10,9 +10,10 @@ Fleet (tables `gpus`, `nodes`, `mig_instances`, `gpu_samples`, `pods`):
 3. Maintenance window: a node is inside unless its label `gpuledger.io/maintenance-window`
    is `closed`, or `nodes` globs are given and it matches none.
 
-Demand: right-sized profiles from `analytics.recommend` when that module provides them;
-otherwise the instances that held a pod at any time in the lookback window (and the whole
-cards that did). `Demand.source` says which was used.
+Demand: right-sized profiles from `analytics.recommend.rightsized_demand` (peak concurrency of
+the workloads at their recommended size) when that module is there; otherwise the instances
+that held a pod at any time in the lookback window (and the whole cards that did).
+`Demand.source` says which was used.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import fnmatch
 import json
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from core.errors import InputError
@@ -164,36 +165,45 @@ def observed_demand(wh: Warehouse, fleet: Fleet, lookback: timedelta) -> Demand:
     )
 
 
-def recommended_demand(wh: Warehouse, fleet: Fleet, settings: Any, now: datetime) -> Demand | None:
-    """Right-sized demand from `analytics.recommend`, or None when that module has none yet."""
+def recommended_demand(
+    wh: Warehouse, fleet: Fleet, settings: Any, lookback: timedelta, *, peak: bool = True
+) -> Demand | None:
+    """Right-sized demand from `analytics.recommend.rightsized_demand` over the lookback window
+    (peak concurrency by default), or None when that module is not there (yet)."""
     import importlib
 
     try:
         recommend = importlib.import_module("analytics.recommend")
     except ModuleNotFoundError:
         return None
-    builder = getattr(recommend, "mig_demand", None)
+    builder = getattr(recommend, "rightsized_demand", None)
     if builder is None:
         return None
-    result = builder(wh, settings=settings, now=now)
-    rows: list[tuple[str, str | None, int]] = [
-        (canonical_model(str(r["model"])), r.get("profile"), int(r.get("count", 1)))
-        for r in _rows(result)
-    ]
+    from core.window import Window
+
+    last = wh.scalar("SELECT max(ts) FROM gpu_samples")
+    if last is None:
+        return None
+    end = last + timedelta(minutes=1)
+    result = builder(wh, Window(end - lookback, end), settings)
+    column = "peak_count" if peak else "count"
     planned = {g.model for g in fleet.gpus}
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     whole: Counter[str] = Counter()
-    for model, profile, n in rows:
-        if model not in planned:
+    for r in _rows(result):
+        model = canonical_model(str(r["model"]))
+        n = int(r.get(column) or r.get("count") or 0)
+        if model not in planned or n <= 0:
             continue
-        if profile in (None, "whole"):
+        if r.get("profile") in (None, "whole"):
             whole[model] += n
         else:
-            counts[model][str(profile)] += n
+            counts[model][str(r["profile"])] += n
     models = sorted(set(counts) | set(whole))
     return Demand(
         tuple(ModelDemand(m, dict(sorted(counts[m].items())), whole[m]) for m in models),
-        source="analytics.recommend (right-sized profiles)",
+        source=f"analytics.recommend.rightsized_demand ({column} over the {lookback} before "
+               f"{end:%Y-%m-%d %H:%M} UTC)",
     )
 
 

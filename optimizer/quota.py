@@ -39,7 +39,7 @@ from optimizer.plan import (
 )
 from optimizer.quota_forecast import LEVELS, Forecast, forecast
 from optimizer.quota_input import GPU, Quota, QuotaInputs
-from optimizer.quota_model import QuotaProblem, QuotaSolution, SeriesSpec, solve_quotas
+from optimizer.quota_model import POINTS, QuotaProblem, QuotaSolution, SeriesSpec, limits, solve_quotas
 from optimizer.quota_replay import QuotaSet, ReplayResult, replay
 
 
@@ -84,6 +84,7 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
     before = replay(inputs, old, history=history)
     after = replay(inputs, new, history=history)
     hard = replay(inputs, old, borrowing=False, history=history)
+    hard_new = replay(inputs, new, borrowing=False, history=history)
     proportional = replay(inputs, proportional_quotas(inputs), history=history)
     effect = Effect(
         pending_gpu_minutes_before=round(before.pending_gpu_minutes, 1),
@@ -112,6 +113,7 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
                           time_limit_s=options.time_limit_s, stages=tuple(solution.stages)),
         baselines=(
             _baseline("hard quotas (current nominal, no borrowing)", hard),
+            _baseline("hard quotas (this plan's nominal, no borrowing)", hard_new),
             _baseline("nominal proportional to mean demand", proportional),
         ),
         warnings=tuple(warnings),
@@ -161,10 +163,13 @@ def build_problem(inputs: QuotaInputs, fc: Forecast,
                   guaranteed: Mapping[str, tuple[int, list[str]]]) -> QuotaProblem:
     series = []
     capacity = {k: math.floor(v + 1e-9) for k, v in inputs.capacity.items()}
+    # every horizon hour at every level, summarized per series in one vectorized call
+    flat = fc.quantiles.reshape(-1, len(fc.keys))
+    summary = np.quantile(flat, (np.arange(POINTS) + 0.5) / POINTS, axis=0) if fc.keys else None
     for q in inputs.queues:
         for (f, r), quota in sorted(q.quotas.items()):
             i = fc.index((q.name, f, r))
-            scenarios = fc.quantiles[:, :, i].ravel() if i is not None else np.zeros(0)
+            scenarios = summary[:, i] if summary is not None and i is not None else np.zeros(0)
             series.append(SeriesSpec(
                 queue=q.name, flavor=f, resource=r, pool=q.pool, weight=q.weight,
                 scenarios=scenarios, hours=float(fc.hours),
@@ -182,17 +187,14 @@ def build_problem(inputs: QuotaInputs, fc: Forecast,
 
 
 def new_quotas(problem: QuotaProblem, solution: QuotaSolution) -> dict[tuple[str, str, str], Quota]:
-    """Solver integers → quotas; a limit that equals "unlimited" stays unset when it was unset."""
+    """Solver integers and the closed-form limits → quotas (None: unset)."""
     out = {}
-    for i, s in enumerate(problem.series):
-        cap = problem.capacity[(s.pool, s.flavor, s.resource)]
-        n, b, lend = solution.nominal[i], solution.borrowing[i], solution.lending[i]
-        if not s.shares_cohort:
-            borrowing = lending = None
-        else:
-            borrowing = None if s.old_borrowing is None and b >= cap - n else float(b)
-            lending = None if s.old_lending is None and lend >= n else float(lend)
-        out[(s.queue, s.flavor, s.resource)] = Quota(float(n), borrowing, lending)
+    for spec, n, (borrowing, lending) in zip(problem.series, solution.nominal, limits(problem, solution),
+                                             strict=True):
+        out[(spec.queue, spec.flavor, spec.resource)] = Quota(
+            float(n), None if borrowing is None else float(borrowing),
+            None if lending is None else float(lending),
+        )
     return out
 
 

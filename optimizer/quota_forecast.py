@@ -37,11 +37,12 @@ class Forecast:
     quantiles: np.ndarray
     """(levels, hours, series) demand quantiles."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_positions", {k: i for i, k in enumerate(self.keys)})
+
     def index(self, key: SeriesKey) -> int | None:
-        try:
-            return self.keys.index(key)
-        except ValueError:
-            return None
+        positions: dict[SeriesKey, int] = self.__dict__["_positions"]
+        return positions.get(key)
 
     def quantile(self, q: float) -> np.ndarray:
         """(hours, series) at level `q` (nearest computed level)."""

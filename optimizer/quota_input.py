@@ -278,7 +278,8 @@ def _queue_teams(wh: Any) -> dict[str, str]:
 
 
 def _mean_request(wh: Any) -> dict[str, float]:
-    """Mean GPU-type request per pod of each ClusterQueue (through its LocalQueues)."""
+    """Mean request per pod of each ClusterQueue in whole GPUs or MIG instances (HAMi's
+    `gpumem`/`gpucores` are not counts and are left out), through its LocalQueues."""
     frame = wh.query(
         "SELECT q.spec, p.gpu_requests FROM pods p JOIN queues q ON q.kind = 'LocalQueue' "
         "AND q.namespace = p.namespace AND q.name = p.queue WHERE p.gpu_requests IS NOT NULL"
@@ -287,7 +288,8 @@ def _mean_request(wh: Any) -> dict[str, float]:
     for r in frame.iter_rows(named=True):
         cq = (json.loads(r["spec"] or "{}")).get("clusterQueue")
         requests = json.loads(r["gpu_requests"] or "{}")
-        amount = sum(float(v) for v in requests.values() if isinstance(v, int | float))
+        amount = sum(float(v) for k, v in requests.items()
+                     if isinstance(v, int | float) and (k == GPU or k.startswith("nvidia.com/mig-")))
         if cq and amount > 0:
             totals[cq].append(amount)
     return {cq: sum(v) / len(v) for cq, v in totals.items()}

@@ -1,21 +1,32 @@
-"""The quota model: nominal quota, borrowing and lending limit per (queue, flavor, resource).
+"""The quota model: nominal quota, and with it borrowing and lending limits, per (queue, flavor,
+resource).
 
-Variables (integers, in resource units): N nominal, B borrowing limit, L lending limit.
+Variables (integers, in resource units): N nominal per series, and R reserved (the part never
+lent, N − lending limit) for the GPU series of teams with a guaranteed minimum.
 Constraints:
 - per pool (cohort, flavor, resource): sum of N ≤ capacity;
-- L ≤ N (Kueue's rule); B ≤ capacity − N (borrowing more than the rest of the cohort is moot);
-- per team with a guaranteed minimum: the GPUs it can never lend, sum of (N − L) over its
-  queues' `nvidia.com/gpu` quotas, is at least the minimum.
+- R ≤ N; per team with a guaranteed minimum: sum of R over its `nvidia.com/gpu` series ≥ the
+  minimum (queues without a cohort lend nothing, so there R is N itself).
 
 Objective, lexicographic (stages, each keeping the previous optimum as a constraint):
-1. expected unmet demand: E[(D − N)⁺] + E[(D − N − B)⁺] over the forecast scenarios (demand
-   above nominal must borrow; demand above nominal + borrowing limit cannot run). Both are
-   convex piecewise-linear in an integer quota, so each is the maximum of its tangent lines
-   at the kinks: exact, and a strong LP relaxation;
+1. expected unmet demand E[(D − N)⁺] × horizon hours over the forecast scenarios (demand above
+   nominal has to borrow, and waits when the cohort is full). It is convex piecewise-linear in
+   an integer N, so it is the maximum of its tangent lines at the kinks: exact, with a strong LP
+   relaxation. The scenarios (every horizon hour at every quantile level) are summarized by
+   `POINTS` equally likely quantiles, which bounds the kinks per series;
 2. fairness, DRF-style with Kueue's weights: the largest weighted dominant shortfall,
-   max over queues of (max over resources of E[(D − N)⁺] / capacity) / weight;
-3. stability: total |change| of N, B and L from the current quotas (an unset borrowing limit
-   counts as capacity − N, an unset lending limit as N).
+   max over series of E[(D − N)⁺] / (capacity × weight);
+3. stability: total |change| of nominal quotas, lending and borrowing limits.
+
+Borrowing and lending limits have closed forms given N, which is why they are not variables:
+- borrowing limit B: demand above N + B can never run, so N + B must reach the forecast peak
+  P (capped by capacity), and B ≤ capacity − N is all that can ever be borrowed; the limit
+  closest to the current one is clip(current, P − N, capacity − N), and an unset limit
+  (unlimited) already satisfies both, so it stays unset. Its change enters stage 3 exactly as
+  max(0, P − N − current) + max(0, current − capacity + N);
+- lending limit L: N − R for teams with a guaranteed minimum; otherwise the current limit
+  clipped to N (Kueue requires L ≤ N), or unset. Its change enters stage 3 as |N − R − current|
+  and max(0, current − N) respectively.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -32,7 +44,7 @@ from optimizer.plan import StageResult
 
 SCALE = 100
 """Expected unmet is in resource-hours × SCALE (integers for CP-SAT)."""
-SHARE_SCALE = 1_000_000
+SHARE_SCALE = 10_000
 
 
 @dataclass(frozen=True)
@@ -65,44 +77,38 @@ class QuotaProblem:
 @dataclass
 class QuotaSolution:
     nominal: list[int]
-    borrowing: list[int]
-    lending: list[int]
+    reserved: dict[int, int] = field(default_factory=dict)
     stages: list[StageResult] = field(default_factory=list)
     status: str = "OPTIMAL"
     wall_s: float = 0.0
 
 
 STAGES = ("expected_unmet", "weighted_shortfall", "quota_change")
+POINTS = 48
 
 
-def shortfall_table(scenarios: np.ndarray, hours: float, top: int) -> list[int]:
-    """E[(D − n)⁺] × hours × SCALE for n = 0..top (convex, non-increasing)."""
-    values = np.sort(np.asarray(scenarios, dtype=float))
+def summarize(scenarios: np.ndarray, points: int = POINTS) -> np.ndarray:
+    """`points` equally likely values standing for the scenario distribution (mid-quantiles)."""
+    values = np.asarray(scenarios, dtype=float)
+    if values.size <= points:
+        return values
+    return np.quantile(values, (np.arange(points) + 0.5) / points)
+
+
+def shortfall_table(points: np.ndarray, hours: float, top: int) -> list[int]:
+    """E[(D − n)⁺] × hours × SCALE for n = 0..top, rounded up, made convex again."""
+    values = np.asarray(points, dtype=float)
     if values.size == 0:
         return [0] * (top + 1)
-    suffix = np.concatenate([np.cumsum(values[::-1])[::-1], [0.0]])
-    out = []
-    for n in range(top + 1):
-        k = int(np.searchsorted(values, n, side="right"))
-        total = suffix[k] - n * (values.size - k)
-        out.append(math.ceil(total / values.size * hours * SCALE - 1e-9))
-    return _convex_hull(out)
-
-
-def _convex_hull(values: list[int]) -> list[int]:
-    """Rounding can break convexity by a unit; make the differences non-decreasing again
-    (each value moves up by at most a few units of 1/SCALE)."""
-    out = [values[0]]
-    slope = None
-    for k in range(len(values) - 1):
-        d = values[k + 1] - values[k]
-        slope = d if slope is None else max(slope, d)
-        out.append(out[-1] + slope)
-    return out
+    n = np.arange(top + 1, dtype=float)[:, None]
+    mean = np.maximum(values[None, :] - n, 0.0).mean(axis=1)
+    table = np.ceil(mean * hours * SCALE - 1e-9).astype(np.int64)
+    slopes = np.maximum.accumulate(np.diff(table)) if top else np.zeros(0, dtype=np.int64)
+    return [int(v) for v in np.concatenate([[table[0]], table[0] + np.cumsum(slopes)])]
 
 
 def _tangents(table: Sequence[int]) -> list[tuple[int, int, int]]:
-    """(k, f(k), slope to k+1) at every kink of a convex table, plus the last point."""
+    """(k, f(k), slope to k+1) at every kink of a convex table."""
     out = []
     prev_slope = None
     for k in range(len(table) - 1):
@@ -113,103 +119,240 @@ def _tangents(table: Sequence[int]) -> list[tuple[int, int, int]]:
     return out or [(0, table[0], 0)]
 
 
+def peak(points: np.ndarray, cap: int) -> int:
+    """The forecast peak a borrowing limit must let the queue reach, capped by capacity."""
+    return min(cap, math.ceil(float(points.max()) - 1e-9)) if points.size else 0
+
+
+@dataclass(frozen=True)
+class StageOne:
+    """Stage 1 solved exactly by marginal analysis, as the set of its optimal solutions.
+
+    Expected unmet is separable and convex per series, with one capacity constraint per pool,
+    so its optima are: take the `capacity` largest marginal gains of the pool. With λ the
+    smallest gain taken (0 when capacity is left over), every optimum has
+    lo ≤ N ≤ hi per series (lo = gains above λ, hi = gains at least λ), and the pool's sum is
+    exactly its capacity when λ > 0; inside those bounds a series' shortfall is linear,
+    F(lo) − λ·(N − lo).
+    """
+
+    lo: tuple[int, ...]
+    hi: tuple[int, ...]
+    base: tuple[int, ...]
+    lam: dict[tuple[str, str, str], int]
+    value: int
+
+
+def stage_one(p: QuotaProblem, tables: Sequence[Sequence[int]]) -> StageOne:
+    lo = [0] * len(p.series)
+    hi = [0] * len(p.series)
+    lam: dict[tuple[str, str, str], int] = {}
+    for key, idx in _pools(p).items():
+        cap = p.capacity[key]
+        gains = [np.diff(-np.asarray(tables[i], dtype=np.int64)) for i in idx]
+        positive = sum(int((g > 0).sum()) for g in gains)
+        if positive <= cap:
+            lam[key] = 0
+            for i, g in zip(idx, gains, strict=True):
+                lo[i], hi[i] = int((g > 0).sum()), cap
+            continue
+        pooled = np.concatenate(gains)
+        level = int(np.partition(pooled, pooled.size - cap)[pooled.size - cap])
+        lam[key] = level
+        for i, g in zip(idx, gains, strict=True):
+            lo[i], hi[i] = int((g > level).sum()), int((g >= level).sum())
+    base = [int(tables[i][lo[i]]) for i in range(len(p.series))]
+    value = sum(base) - sum(
+        lam[key] * (p.capacity[key] - sum(lo[i] for i in idx)) for key, idx in _pools(p).items() if lam[key]
+    )
+    return StageOne(tuple(lo), tuple(hi), tuple(base), lam, value)
+
+
+def _pools(p: QuotaProblem) -> dict[tuple[str, str, str], list[int]]:
+    pools: dict[tuple[str, str, str], list[int]] = {}
+    for i, s in enumerate(p.series):
+        pools.setdefault((s.pool, s.flavor, s.resource), []).append(i)
+    return pools
+
+
 class _Model:
-    def __init__(self, p: QuotaProblem) -> None:
+    """Variables, constraints and stage objectives. With `reduced`, N is confined to the stage-1
+    optima (`StageOne`), so stage 1 is already done and shortfalls are linear; without it, the
+    full model expresses each shortfall by its tangent lines."""
+
+    def __init__(self, p: QuotaProblem, tables: Sequence[Sequence[int]], peaks: Sequence[int],
+                 reduced: StageOne | None) -> None:
         self.p = p
         m = self.m = cp_model.CpModel()
         self.n: list[cp_model.IntVar] = []
-        self.b: list[cp_model.IntVar] = []
-        self.l: list[cp_model.IntVar] = []
-        unmet_terms = []
-        self.short: list[cp_model.IntVar] = []
+        self.peaks = list(peaks)
+        short: list[Any] = []
         for i, s in enumerate(p.series):
             cap = p.capacity[(s.pool, s.flavor, s.resource)]
-            n = m.new_int_var(0, cap, f"n{i}")
-            b = m.new_int_var(0, cap if s.shares_cohort else 0, f"b{i}")
-            lend = m.new_int_var(0, cap if s.shares_cohort else 0, f"l{i}")
-            m.add(lend <= n)
-            m.add(b + n <= cap)
-            # 1. expected unmet above N and above N + B (tangent lines of convex tables)
-            table = shortfall_table(s.scenarios, s.hours, cap)
-            above_n = m.new_int_var(0, table[0], f"sn{i}")
-            for k, fk, slope in _tangents(table):
-                m.add(above_n >= fk + slope * (n - k))
-            above_nb = m.new_int_var(0, table[0], f"snb{i}")
-            for k, fk, slope in _tangents(table):
-                m.add(above_nb >= fk + slope * (n + b - k))
-            unmet_terms += [above_n, above_nb]
-            self.short.append(above_n)
+            table = tables[i]
+            if reduced is not None:
+                n = m.new_int_var(reduced.lo[i], reduced.hi[i], f"n{i}")
+                lam = reduced.lam[(s.pool, s.flavor, s.resource)]
+                short.append(reduced.base[i] - lam * (n - reduced.lo[i]))
+            else:
+                n = m.new_int_var(0, cap, f"n{i}")
+                u = m.new_int_var(0, table[0], f"u{i}")
+                for k, fk, slope in _tangents(table):
+                    m.add(u >= fk + slope * (n - k))
+                short.append(u)
             self.n.append(n)
-            self.b.append(b)
-            self.l.append(lend)
-        pools: dict[tuple[str, str, str], list[int]] = {}
-        for i, s in enumerate(p.series):
-            pools.setdefault((s.pool, s.flavor, s.resource), []).append(i)
-        for key, idx in pools.items():
-            m.add(sum(self.n[i] for i in idx) <= p.capacity[key])
+        for key, idx in _pools(p).items():
+            total = sum(self.n[i] for i in idx)
+            if reduced is not None and reduced.lam[key]:
+                m.add(total == p.capacity[key])
+            else:
+                m.add(total <= p.capacity[key])
+        # reserved (never lent) quota of teams with a guaranteed minimum
+        self.r: dict[int, cp_model.IntVar] = {}
         for gpus, members in p.guaranteed.values():
-            m.add(sum(self.n[i] - self.l[i] for i in members) >= gpus)
+            terms = []
+            for i in members:
+                if not p.series[i].shares_cohort:
+                    terms.append(self.n[i])
+                    continue
+                if i not in self.r:
+                    cap = p.capacity[(p.series[i].pool, p.series[i].flavor, p.series[i].resource)]
+                    self.r[i] = m.new_int_var(0, cap, f"r{i}")
+                    m.add(self.r[i] <= self.n[i])
+                terms.append(self.r[i])
+            m.add(sum(terms) >= gpus)
         # 2. weighted dominant shortfall
-        worst = m.new_int_var(0, 10**15, "worst")
+        top = max((t[0] for t in tables), default=0)
+        worst = m.new_int_var(0, max(1, top) * SHARE_SCALE, "worst")
         for i, s in enumerate(p.series):
             cap = max(1, p.capacity[(s.pool, s.flavor, s.resource)])
             factor = max(1, round(SHARE_SCALE / (cap * max(s.weight, 1e-3))))
-            m.add(worst >= factor * self.short[i])
+            m.add(worst >= factor * short[i])
         # 3. change from the current quotas
-        changes: list[cp_model.IntVar] = []
+        changes: list[Any] = []
         for i, s in enumerate(p.series):
             cap = p.capacity[(s.pool, s.flavor, s.resource)]
-            for var, old in ((self.n[i], s.old_nominal),
-                             (self.b[i], s.old_borrowing),
-                             (self.l[i], s.old_lending)):
-                if var is self.b[i] and not s.shares_cohort:
-                    continue
-                if var is self.l[i] and not s.shares_cohort:
-                    continue
-                dev = m.new_int_var(0, 2 * cap + abs(old or 0), f"d{i}_{len(changes)}")
-                if old is None:  # unset: unlimited borrowing = capacity − N, lending = N
-                    target = (cap - self.n[i]) if var is self.b[i] else self.n[i]
-                    m.add(dev >= var - target)
-                    m.add(dev >= target - var)
-                else:
-                    m.add(dev >= var - old)
-                    m.add(dev >= old - var)
-                changes.append(dev)
+            n = self.n[i]
+            changes.append(_abs(m, n - s.old_nominal, 2 * cap + s.old_nominal, f"dn{i}"))
+            if not s.shares_cohort:
+                continue
+            if s.old_borrowing is not None:
+                d = m.new_int_var(0, 2 * cap + s.old_borrowing, f"db{i}")
+                m.add(d >= self.peaks[i] - n - s.old_borrowing)
+                m.add(d >= n + s.old_borrowing - cap)
+                changes.append(d)
+            if i in self.r:
+                old_lending = n if s.old_lending is None else s.old_lending  # unset: lends all
+                changes.append(_abs(m, n - self.r[i] - old_lending, 3 * cap + (s.old_lending or 0), f"dl{i}"))
+            elif s.old_lending is not None:
+                d = m.new_int_var(0, s.old_lending, f"dl{i}")
+                m.add(d >= s.old_lending - n)
+                changes.append(d)
         self.objectives = {
-            "expected_unmet": sum(unmet_terms),
+            "expected_unmet": sum(short),
             "weighted_shortfall": worst,
             "quota_change": sum(changes),
         }
 
     def hint(self, s: QuotaSolution) -> None:
         self.m.clear_hints()
-        for vars_, vals in ((self.n, s.nominal), (self.b, s.borrowing), (self.l, s.lending)):
-            for var, val in zip(vars_, vals, strict=True):
-                self.m.add_hint(var, val)
+        for var, val in zip(self.n, s.nominal, strict=True):
+            self.m.add_hint(var, val)
+        for i, var in self.r.items():
+            self.m.add_hint(var, s.reserved.get(i, 0))
 
     def read(self, solver: cp_model.CpSolver) -> QuotaSolution:
         return QuotaSolution(
             nominal=[int(solver.value(v)) for v in self.n],
-            borrowing=[int(solver.value(v)) for v in self.b],
-            lending=[int(solver.value(v)) for v in self.l],
+            reserved={i: int(solver.value(v)) for i, v in self.r.items()},
         )
 
 
-def solve_quotas(p: QuotaProblem, time_limit_s: float, workers: int = 2) -> QuotaSolution:
-    """The three stages within `time_limit_s` in total."""
+def _abs(m: cp_model.CpModel, expr: Any, bound: int, name: str) -> cp_model.IntVar:
+    d = m.new_int_var(0, bound, name)
+    m.add(d >= expr)
+    m.add(d >= -expr)
+    return d
+
+
+def limits(p: QuotaProblem, s: QuotaSolution) -> list[tuple[int | None, int | None]]:
+    """(borrowing limit, lending limit) per series from the closed forms in the docstring."""
+    out: list[tuple[int | None, int | None]] = []
+    for i, spec in enumerate(p.series):
+        if not spec.shares_cohort:
+            out.append((None, None))
+            continue
+        cap = p.capacity[(spec.pool, spec.flavor, spec.resource)]
+        n = s.nominal[i]
+        top = peak(summarize(spec.scenarios), cap)
+        borrowing = None if spec.old_borrowing is None else min(max(spec.old_borrowing, top - n), cap - n)
+        if i in s.reserved:
+            lent = n - s.reserved[i]
+            lending = None if spec.old_lending is None and lent == n else lent
+        else:
+            lending = None if spec.old_lending is None else min(spec.old_lending, n)
+        out.append((borrowing, lending))
+    return out
+
+
+def solve_quotas(p: QuotaProblem, time_limit_s: float, workers: int = 2, *,
+                 reduce: bool = True) -> QuotaSolution:
+    """The three stages within `time_limit_s` in total.
+
+    1. Tables and peaks per series; stage 1 by marginal analysis (`StageOne`).
+    2. The reduced model (N within the stage-1 optima) for stages 2 and 3. If the guaranteed
+       minimums cannot be met inside the stage-1 optima, or `reduce` is False, the full model
+       solves all three stages instead.
+    """
     started = time.perf_counter()
-    model = _Model(p)
+    points = [summarize(s.scenarios) for s in p.series]
+    tables = [shortfall_table(pt, s.hours, p.capacity[(s.pool, s.flavor, s.resource)])
+              for pt, s in zip(points, p.series, strict=True)]
+    peaks = [peak(pt, p.capacity[(s.pool, s.flavor, s.resource)])
+             for pt, s in zip(points, p.series, strict=True)]
+    if reduce:
+        one = stage_one(p, tables)
+        model = _Model(p, tables, peaks, one)
+        first = StageResult(name="expected_unmet", status="OPTIMAL", objective=one.value, bound=one.value,
+                            wall_s=time.perf_counter() - started)
+        result = _run_stages(model, STAGES[1:], time_limit_s - (time.perf_counter() - started), workers,
+                             start=QuotaSolution(nominal=list(one.lo)))
+        if result is not None:
+            result.stages.insert(0, first)
+            return _finish(result, started)
+    model = _Model(p, tables, peaks, None)
+    start = QuotaSolution(nominal=[min(s.old_nominal, p.capacity[(s.pool, s.flavor, s.resource)])
+                                   for s in p.series])
+    result = _run_stages(model, STAGES, time_limit_s - (time.perf_counter() - started), workers, start=start)
+    if result is None:
+        from core.errors import SolverError
+
+        raise SolverError("quota model: no feasible quotas within the time limit; check capacity "
+                          "against the guaranteed minimums")
+    return _finish(result, started)
+
+
+def _finish(result: QuotaSolution, started: float) -> QuotaSolution:
+    result.status = "OPTIMAL" if all(s.status == "OPTIMAL" for s in result.stages) else "FEASIBLE"
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _run_stages(model: _Model, stages: Sequence[str], budget: float, workers: int,
+                start: QuotaSolution) -> QuotaSolution | None:
+    """Each stage minimizes its objective, then keeps it as a bound; None when the first stage
+    finds nothing feasible (the reduced model with unmeetable guarantees)."""
+    began = time.perf_counter()
     current: QuotaSolution | None = None
-    stages: list[StageResult] = []
-    for name in STAGES:
-        remaining = time_limit_s - (time.perf_counter() - started)
+    results: list[StageResult] = []
+    model.hint(start)
+    for name in stages:
+        remaining = budget - (time.perf_counter() - began)
         objective = model.objectives[name]
         if remaining <= 0.05 and current is not None:
-            stages.append(StageResult(name=name, status="NOT_RUN", objective=float("nan"),
-                                      bound=float("nan"), wall_s=0.0))
+            results.append(StageResult(name=name, status="NOT_RUN", objective=float("nan"),
+                                       bound=float("nan"), wall_s=0.0))
             continue
-        if current is not None:
-            model.hint(current)
         model.m.minimize(objective)
         solver = cp_model.CpSolver()
         solver.parameters.max_time_in_seconds = max(remaining, 0.05)
@@ -219,20 +362,17 @@ def solve_quotas(p: QuotaProblem, time_limit_s: float, workers: int = 2) -> Quot
         elapsed = time.perf_counter() - t0
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if current is None:
-                from core.errors import SolverError
-
-                raise SolverError(f"quota model: no feasible quotas ({solver.status_name(status)}); "
-                                  "check capacity against the guaranteed minimums")
-            stages.append(StageResult(name=name, status=str(solver.status_name(status)),
-                                      objective=float("nan"), bound=float("nan"), wall_s=elapsed))
+                return None
+            results.append(StageResult(name=name, status=str(solver.status_name(status)),
+                                       objective=float("nan"), bound=float("nan"), wall_s=elapsed))
             continue
         current = model.read(solver)
         value = round(solver.objective_value)
-        stages.append(StageResult(name=name, status="OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE",
-                                  objective=value, bound=float(solver.best_objective_bound), wall_s=elapsed))
+        results.append(StageResult(name=name, status="OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE",
+                                   objective=value, bound=float(solver.best_objective_bound), wall_s=elapsed))
         model.m.add(objective <= value)
-    assert current is not None
-    current.stages = stages
-    current.status = "OPTIMAL" if all(s.status == "OPTIMAL" for s in stages) else "FEASIBLE"
-    current.wall_s = time.perf_counter() - started
+        model.hint(current)
+    if current is None:
+        return None
+    current.stages = results
     return current

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
@@ -39,49 +40,69 @@ class ReplayResult:
     per_queue_pending: dict[str, float]
 
 
+RESOLUTION = timedelta(minutes=5)
+
+
 def replay(inputs: QuotaInputs, quotas: QuotaSet, *, borrowing: bool = True,
-           history: pl.DataFrame | None = None) -> ReplayResult:
-    """Replay `history` (default: the inputs' history) against `quotas` (steps 1-4 above)."""
+           history: pl.DataFrame | None = None, resolution: timedelta = RESOLUTION) -> ReplayResult:
+    """Replay `history` (default: the inputs' history) against `quotas` (steps 1-4 above),
+    on buckets of `resolution` (or the history's step, if coarser) holding mean demand."""
     frame = inputs.history if history is None else history
-    step_min = inputs.step.total_seconds() / 60
-    queues = {q.name: q for q in inputs.queues}
-    pending_total = idle_total = demand_total = 0.0
-    per_queue: dict[str, float] = {}
+    step = max(inputs.step, resolution)
     pools: dict[tuple[str, str, str], list[str]] = {}
     for q in inputs.queues:
         for f, r in q.quotas:
             pools.setdefault((q.pool, f, r), []).append(q.name)
-    times = frame["ts"].unique().sort()
-    index = {t: i for i, t in enumerate(times.to_list())}
-    for (pool, f, r), names in sorted(pools.items()):
-        sub = frame.filter((pl.col("flavor") == f) & (pl.col("resource") == r)
-                           & pl.col("cluster_queue").is_in(names))
-        demand = np.zeros((len(times), len(names)))
-        col = {n: i for i, n in enumerate(names)}
-        if sub.height:
-            rows = np.array([index[t] for t in sub["ts"].to_list()], dtype=np.int64)
-            cols = np.array([col[n] for n in sub["cluster_queue"].to_list()], dtype=np.int64)
-            np.add.at(demand, (rows, cols), sub["demand"].to_numpy())
-        nominal = np.array([_q(quotas, n, f, r).nominal for n in names])
-        weights = np.array([max(queues[n].weight, 1e-9) for n in names])
-        if borrowing and not pool.startswith("(no cohort"):
-            borrow = np.array([_limit(_q(quotas, n, f, r).borrowing_limit) for n in names])
-            lend = np.array([min(_limit(_q(quotas, n, f, r).lending_limit), nominal[i])
-                             for i, n in enumerate(names)])
-        else:
-            borrow = np.zeros(len(names))
-            lend = np.zeros(len(names))
-        pending, idle = _simulate(demand, nominal, borrow, lend, weights)
-        pending_total += float(pending.sum()) * step_min
-        idle_total += float(idle.sum()) * step_min
-        demand_total += float(demand.sum()) * step_min
-        for n, v in zip(names, pending.sum(axis=0), strict=True):
-            per_queue[n] = per_queue.get(n, 0.0) + float(v) * step_min
-    return ReplayResult(pending_total, idle_total, demand_total, per_queue)
+    keys = sorted(pools)
+    width = max((len(v) for v in pools.values()), default=0)
+    weights = {q.name: max(q.weight, 1e-9) for q in inputs.queues}
+    shape = (len(keys), width)
+    nominal, borrow, lend, weight = (np.zeros(shape) for _ in range(4))
+    slot: dict[tuple[str, str, str], tuple[int, int]] = {}
+    for p, key in enumerate(keys):
+        pool, f, r = key
+        shares = borrowing and not pool.startswith("(no cohort")
+        for j, name in enumerate(pools[key]):
+            quota = quotas.get((name, f, r), Quota(0.0))
+            slot[(name, f, r)] = (p, j)
+            nominal[p, j] = quota.nominal
+            weight[p, j] = weights[name]
+            borrow[p, j] = _limit(quota.borrowing_limit) if shares else 0.0
+            lend[p, j] = min(_limit(quota.lending_limit), quota.nominal) if shares else 0.0
+    demand = _dense(frame, slot, shape, step)
+    pending, idle = _simulate(demand, nominal, borrow, lend, weight)
+    minutes = step.total_seconds() / 60
+    per_queue: dict[str, float] = {}
+    for (name, _, _), (p, j) in slot.items():
+        per_queue[name] = per_queue.get(name, 0.0) + float(pending[p, j]) * minutes
+    return ReplayResult(float(pending.sum()) * minutes, float(idle.sum()) * minutes,
+                        float(demand.sum()) * minutes, per_queue)
 
 
-def _q(quotas: QuotaSet, queue: str, flavor: str, resource: str) -> Quota:
-    return quotas.get((queue, flavor, resource), Quota(0.0))
+def _dense(frame: pl.DataFrame, slot: Mapping[tuple[str, str, str], tuple[int, int]],
+           shape: tuple[int, int], step: timedelta) -> np.ndarray:
+    """(buckets, pools, queues) mean demand; samples of unknown series are ignored."""
+    if frame.is_empty():
+        return np.zeros((0, *shape))
+    start = frame["ts"].min()
+    keys = pl.DataFrame(
+        [(q, f, r, p, j) for (q, f, r), (p, j) in slot.items()],
+        schema={"cluster_queue": pl.String, "flavor": pl.String, "resource": pl.String,
+                "p": pl.Int64, "j": pl.Int64}, orient="row",
+    )
+    micro = int(step.total_seconds() * 1_000_000)
+    bucketed = frame.with_columns(
+        ((pl.col("ts") - pl.lit(start)).dt.total_microseconds() // micro).alias("t")
+    )
+    joined = bucketed.join(keys, on=["cluster_queue", "flavor", "resource"], how="inner")
+    buckets = int(bucketed["t"].max()) + 1  # type: ignore[arg-type]
+    samples = bucketed.group_by("t").agg(pl.col("ts").n_unique().alias("k"))
+    per_bucket = np.ones(buckets)
+    per_bucket[samples["t"].to_numpy()] = samples["k"].to_numpy()
+    out = np.zeros((buckets, *shape))
+    t = joined["t"].to_numpy()
+    np.add.at(out, (t, joined["p"].to_numpy(), joined["j"].to_numpy()), joined["demand"].to_numpy())
+    return out / per_bucket[:, None, None]
 
 
 def _limit(value: float | None) -> float:
@@ -90,41 +111,42 @@ def _limit(value: float | None) -> float:
 
 def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend: np.ndarray,
               weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per step and queue: pending amount; per step: idle nominal quota."""
-    steps, n = demand.shape
-    capacity = float(nominal.sum())
-    running = np.zeros(n)
-    pending = np.zeros((steps, n))
-    idle = np.zeros(steps)
+    """All pools at once, (pools, queues) arrays: total pending per queue, idle per pool."""
+    capacity = nominal.sum(axis=1)
+    running = np.zeros_like(nominal)
+    pending = np.zeros_like(nominal)
+    idle = np.zeros(nominal.shape[0])
     eps = 1e-9
-    for t in range(steps):
-        d = demand[t]
+    for d in demand:
         running = np.minimum(running, d)                                   # 1. finished work leaves
-        free = capacity - running.sum()
+        free = capacity - running.sum(axis=1)
         own = np.minimum(d - running, np.maximum(0.0, nominal - running))  # 2. own nominal first
-        if own.sum() > free + eps:
-            own *= max(0.0, free) / own.sum()
-        running = running + own
-        want = np.minimum(d - running, np.maximum(0.0, borrow - np.maximum(0.0, running - nominal)))
-        lendable = np.minimum(lend, np.maximum(0.0, nominal - running)).sum()
-        borrowed = np.maximum(0.0, running - nominal).sum()
-        available = min(lendable - borrowed, capacity - running.sum())
-        if available > eps and want.sum() > eps:                           # 3. borrow by weight
-            running = running + _water_fill(want, weights, available)
-        pending[t] = np.maximum(0.0, d - running)                         # 4. measure
-        idle[t] = max(0.0, capacity - running.sum())
+        total = own.sum(axis=1)
+        scale = np.where(total > free + eps, np.maximum(free, 0.0) / np.maximum(total, eps), 1.0)
+        running = running + own * scale[:, None]
+        above = np.maximum(0.0, running - nominal)
+        want = np.minimum(d - running, np.maximum(0.0, borrow - above))
+        lendable = np.minimum(lend, np.maximum(0.0, nominal - running)).sum(axis=1)
+        available = np.minimum(lendable - above.sum(axis=1), capacity - running.sum(axis=1))
+        if (available > eps).any() and (want > eps).any():               # 3. borrow by weight
+            running = running + _water_fill(want, weights, np.maximum(available, 0.0))
+        pending += np.maximum(0.0, d - running)                           # 4. measure
+        idle += np.maximum(0.0, capacity - running.sum(axis=1))
     return pending, idle
 
 
-def _water_fill(want: np.ndarray, weights: np.ndarray, amount: float) -> np.ndarray:
-    """Share `amount` in proportion to weights, never giving a queue more than it wants."""
+def _water_fill(want: np.ndarray, weights: np.ndarray, amount: np.ndarray) -> np.ndarray:
+    """Per pool, share `amount` in proportion to weights, never more than a queue wants."""
     give = np.zeros_like(want)
     active = want > 1e-12
-    left = amount
-    while left > 1e-9 and active.any():
-        share = left * np.where(active, weights, 0.0) / weights[active].sum()
+    left = amount.copy()
+    for _ in range(want.shape[1]):
+        wsum = (weights * active).sum(axis=1)
+        share = np.where(wsum > 0, left / np.maximum(wsum, 1e-12), 0.0)[:, None] * weights * active
         step = np.minimum(share, want - give)
         give += step
-        left -= float(step.sum())
-        active = active & (want - give > 1e-12)
+        left -= step.sum(axis=1)
+        active &= want - give > 1e-12
+        if not ((left > 1e-9) & active.any(axis=1)).any():
+            break
     return give

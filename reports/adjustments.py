@@ -66,6 +66,21 @@ def _totals(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.group_by(list(SUMMARY_BY)).agg(pl.col(n).sum() for n in AMOUNTS)
 
 
+def unbilled(current: pl.DataFrame, billed: pl.DataFrame) -> pl.DataFrame:
+    """Material differences `current - billed` per team x model x sharing mode."""
+    joined = _totals(current).join(
+        _totals(billed), on=list(SUMMARY_BY), how="full", coalesce=True, suffix="_b", nulls_equal=True
+    )
+    delta = joined.select(
+        *SUMMARY_BY,
+        *((pl.col(n).fill_null(0.0) - pl.col(f"{n}_b").fill_null(0.0)).alias(n) for n in AMOUNTS),
+    )
+    material = pl.any_horizontal(
+        *(pl.col(n).abs() >= (HOURS_EPSILON if n.endswith("hours") else MONEY_EPSILON) for n in AMOUNTS)
+    )
+    return delta.filter(material).sort(list(SUMMARY_BY), nulls_last=True)
+
+
 def adjustments_for(
     wh: Warehouse, settings: Settings, period: str, lookback: int | None = None
 ) -> pl.DataFrame:
@@ -75,19 +90,8 @@ def adjustments_for(
     issued = sorted(p for p in latest_versions(wh) if earliest <= p < period)
     out = [empty_summary()]
     for month in issued:
-        current = _totals(summary_lines(month_bill(wh, settings, month)))
-        billed = _totals(billed_for(wh, month, period))
-        joined = current.join(billed, on=list(SUMMARY_BY), how="full", coalesce=True, suffix="_b",
-                              nulls_equal=True)
-        delta = joined.select(
-            *SUMMARY_BY,
-            *((pl.col(n).fill_null(0.0) - pl.col(f"{n}_b").fill_null(0.0)).alias(n) for n in AMOUNTS),
-        )
-        material = pl.any_horizontal(
-            *(pl.col(n).abs() >= MONEY_EPSILON for n in AMOUNTS if "cost" in n or n == "sharing_discount"),
-            *(pl.col(n).abs() >= HOURS_EPSILON for n in AMOUNTS if n.endswith("hours")),
-        )
-        rows = delta.filter(material)
+        current = summary_lines(month_bill(wh, settings, month))
+        rows = unbilled(current, billed_for(wh, month, period))
         if rows.height:
             out.append(
                 rows.select(
@@ -96,6 +100,6 @@ def adjustments_for(
                     pl.lit(month).alias("for_period"),
                     *SUMMARY_BY,
                     *AMOUNTS,
-                ).sort(list(SUMMARY_BY), nulls_last=True)
+                )
             )
     return pl.concat(out, how="vertical_relaxed")

@@ -53,6 +53,8 @@ class MonthBill:
     lines: pl.DataFrame
     detail: pl.DataFrame
     bill_json: dict[str, Any]
+    raw: Any
+    """The `analytics.bill.Bill` itself (for analytics functions that take one)."""
 
 
 def month_bill(wh: Warehouse, settings: Settings, period: str) -> MonthBill:
@@ -70,6 +72,7 @@ def month_bill(wh: Warehouse, settings: Settings, period: str) -> MonthBill:
         lines=bill.lines,
         detail=bill.detail,
         bill_json=bill.to_dict(),
+        raw=bill,
     )
 
 

@@ -46,7 +46,7 @@ def _label(value: float) -> str:
 
 
 def daily_cost_svg(
-    days: Sequence[DayCost], currency: str, width: int = 640, height: int = 145
+    days: Sequence[DayCost], currency: str, width: int = 640, height: int = 130
 ) -> str:
     """SVG markup for the bars; an empty sequence draws the axes with a 'no usage' note."""
     # 1. Plot area inside margins for the axis labels and legend.

@@ -16,12 +16,7 @@ import polars as pl
 from core.config import Settings
 from reports.adjustments import adjustments_for
 from reports.billing import MonthBill, empty_summary, month_bill, require_usage, summary_lines
-from reports.insights import (
-    idle_allocations,
-    recommendations,
-    top_idle,
-    top_recommendations,
-)
+from reports.insights import for_team, idle_rows, recommendation_rows
 from reports.layout import safe_name
 from reports.statement import (
     IdleRow,
@@ -71,9 +66,15 @@ def inputs_sha256(settings: Settings, bill: MonthBill, adjustments: pl.DataFrame
     )
     digest.update(json.dumps(billing, sort_keys=True).encode())
     for frame in (bill.detail, adjustments):
+        # Floats are summed in parallel upstream, so their last bits vary between runs: round
+        # them (to a millionth) before ordering the rows, so the same data hashes the same.
         cols = sorted(frame.columns)
-        canonical = frame.select(cols).sort(cols, nulls_last=True) if cols else frame
-        digest.update(canonical.write_csv(float_precision=9).encode())
+        canonical = frame.select(
+            pl.col(c).round(6) if frame.schema[c] == pl.Float64 else pl.col(c) for c in cols
+        )
+        if cols:
+            canonical = canonical.sort(cols, nulls_last=True)
+        digest.update(canonical.write_csv(float_precision=6).encode())
     return digest.hexdigest()
 
 
@@ -89,8 +90,8 @@ def gather(
         bill=bill,
         summary=summary,
         adjustments=adjustments,
-        idle=idle_allocations(bill.detail),
-        recommendations=recommendations(wh, bill.window, settings),
+        idle=idle_rows(bill),
+        recommendations=recommendation_rows(wh, bill, settings),
         inputs_sha256=inputs_sha256(settings, bill, adjustments),
         price_book_version=settings.price_book_version(),
     )
@@ -113,8 +114,8 @@ def build_statements(
         Statement(
             key="fleet", title="GPU fleet", team=None, totals=statement_totals(data.summary),
             days=daily_costs(bill.detail, start, end), by_model=by_model(data.summary),
-            by_team=by_team(data.summary), idle=top_idle(data.idle, None),
-            recommendations=top_recommendations(data.recommendations, None),
+            by_team=by_team(data.summary), idle=data.idle,
+            recommendations=data.recommendations,
             adjustments=adjustment_rows(data.summary), **common,  # type: ignore[arg-type]
         )
     ]
@@ -125,8 +126,8 @@ def build_statements(
                 key=f"team-{safe_name(team)}", title=f"Team {team}", team=team,
                 totals=statement_totals(lines),
                 days=daily_costs(bill.detail.filter(pl.col("team") == team), start, end),
-                by_model=by_model(lines), idle=top_idle(data.idle, team),
-                recommendations=top_recommendations(data.recommendations, team),
+                by_model=by_model(lines), idle=for_team(data.idle, team),
+                recommendations=for_team(data.recommendations, team),
                 adjustments=adjustment_rows(lines), **common,  # type: ignore[arg-type]
             )
         )

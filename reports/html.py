@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from reports.billing import SPECIAL_LINES
 from reports.chart import daily_cost_svg
 from reports.statement import Limits, Statement, capped
 
@@ -18,7 +19,7 @@ CSS = """
   @bottom-left { content: var(--footer); font: 7.5pt 'DejaVu Sans', sans-serif; color: #777; }
   @bottom-right { content: "page " counter(page) " of " counter(pages);
     font: 7.5pt 'DejaVu Sans', sans-serif; color: #777; } }
-html { font: 8.6pt/1.32 'DejaVu Sans', Helvetica, Arial, sans-serif; color: #1d2733; }
+html { font: 8.3pt/1.3 'DejaVu Sans', Helvetica, Arial, sans-serif; color: #1d2733; }
 body { margin: 0; }
 .page { max-width: 186mm; margin: 0 auto; }
 header { display: flex; justify-content: space-between; align-items: flex-start;
@@ -40,6 +41,9 @@ th { text-align: left; font-weight: bold; color: #444; border-bottom: 1px solid 
   padding: 2px 4px; font-size: 7.8pt; }
 td { padding: 2px 4px; border-bottom: 1px solid #e6e9ed; }
 td.nowrap { white-space: nowrap; }
+table.fixed { table-layout: fixed; }
+table.fixed td { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+table.fixed tr.total td { overflow: visible; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.total td { font-weight: bold; border-top: 1px solid #9aa3ad; border-bottom: none; }
 .empty { color: #777; font-style: italic; }
@@ -63,10 +67,15 @@ def _cls(kind: bool | str) -> str:
 def _table(
     columns: Sequence[tuple[str, str, bool | str]], rows: Sequence[dict[str, Any]],
     total: dict[str, Any] | None = None, empty: str = "none this period",
+    widths: Sequence[int] | None = None,
 ) -> str:
-    """columns: (key, heading, True for numeric or a CSS class); values are pre-formatted."""
+    """columns: (key, heading, True for numeric or a CSS class); values are pre-formatted.
+    `widths` (percent per column) fixes the layout, so long cells are cut, never wrapped."""
     if not rows:
         return f'<p class="empty">{escape(empty)}</p>'
+    cols = ""
+    if widths:
+        cols = "<colgroup>" + "".join(f'<col style="width:{w}%">' for w in widths) + "</colgroup>"
     head = "".join(
         f'<th class="{_cls(kind)}">{escape(title)}</th>' for _, title, kind in columns
     )
@@ -77,18 +86,19 @@ def _table(
             for key, _, kind in columns
         )
         body.append(f'<tr class="{cls}">{cells}</tr>')
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    fixed = ' class="fixed"' if widths else ""
+    return f"<table{fixed}>{cols}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def _tiles(st: Statement) -> str:
-    t, cur = st.totals, st.currency
+    t = st.totals
     idle_share = t["idle_card_hours"] / t["card_hours"] * 100 if t["card_hours"] else 0.0
     tiles = [
-        ("main", f"{'Amount due' if st.team else 'Fleet cost'} ({cur})", money(t["total_due"])),
+        ("main", "Amount due" if st.team else "Fleet cost", money(t["total_due"])),
         ("", "List cost", money(t["list_cost"])),
         ("", "Sharing discount", money(t["sharing_discount"])),
         ("", "GPU-hours", hours(t["card_hours"])),
-        ("", f"Idle GPU-hours · {idle_share:.0f}%", hours(t["idle_card_hours"])),
+        ("", "Idle GPU-hours", f"{hours(t['idle_card_hours'])} · {idle_share:.0f}%"),
         ("", "Idle cost", money(t["idle_cost"])),
     ]
     if t.get("adjustments"):
@@ -131,10 +141,12 @@ def _model_table(st: Statement, limits: Limits) -> str:
 
 
 def _team_table(st: Statement, limits: Limits) -> str:
+    special = [r for r in st.by_team if r["team"] in SPECIAL_LINES]
+    teams = [r for r in st.by_team if r["team"] not in SPECIAL_LINES]
     rows = [
         {"team": r["team"], "h": hours(r["card_hours"]), "ih": hours(r["idle_card_hours"]),
          "list": money(r["list_cost"]), "idle": money(r["idle_cost"]), "cost": money(r["cost"])}
-        for r in capped(st.by_team, ("team",), limits.table_rows)
+        for r in [*capped(teams, ("team",), limits.table_rows), *special]
     ]
     total = {"team": "Fleet total", "h": hours(sum(r["card_hours"] for r in st.by_team)),
              "ih": hours(sum(r["idle_card_hours"] for r in st.by_team)),
@@ -150,33 +162,40 @@ def _team_table(st: Statement, limits: Limits) -> str:
 
 def _idle_table(st: Statement, limits: Limits) -> str:
     rows = [
-        {"holder": clip(r.holder, 44), "team": r.team, "device": r.device,
-         "ih": hours(r.idle_card_hours),
-         "act": "" if r.active_ratio is None else f"{r.active_ratio * 100:.0f}%",
+        {"holder": clip(r.holder, 50 if st.team else 42), "team": r.team, "device": r.device,
+         "ih": hours(r.idle_card_hours), "frac": f"{r.idle_fraction * 100:.0f}%",
          "ic": money(r.idle_cost)}
         for r in st.idle[: limits.idle_rows]
     ]
     cols: list[tuple[str, str, bool | str]] = [
-        ("holder", "Workload", False), ("device", "Device", "nowrap"),
-            ("ih", "Idle GPU-hours", True), ("act", "Busy", True), ("ic", "Idle cost", True)]
+        ("holder", "Workload", "nowrap"), ("device", "Device", "nowrap"),
+            ("ih", "Idle GPU-hours", True), ("frac", "Idle share", True), ("ic", "Idle cost", True)]
+    widths = [38, 26, 14, 10, 12]
     if st.team is None:
         cols.insert(1, ("team", "Team", "nowrap"))
-    return _table(cols, rows, empty="no allocation sat idle this period")
+        widths = [32, 9, 24, 13, 10, 12]
+    return _table(cols, rows, empty="no allocation sat idle this period", widths=widths)
 
 
 def _recommendation_table(st: Statement, limits: Limits) -> str:
+    wide = st.team is not None  # the fleet statement spends a column on the team
     rows = [
-        {"action": r.action, "detail": r.detail, "save": money(r.monthly_savings)}
+        {"action": clip(r.action, 60), "workload": clip(r.workload, 36 if wide else 30),
+         "team": r.team or "", "detail": clip(r.detail, 80),
+         "save": money(r.monthly_savings)}
         for r in st.recommendations[: limits.recommendations]
     ]
     label = "Possible savings" if len(st.recommendations) == len(rows) else (
-        f"Possible savings (all {len(st.recommendations)} recommendations)")
+        f"All {len(st.recommendations)} recommendations")
     total = {"action": label, "save": money(sum(r.monthly_savings for r in st.recommendations))}
-    return _table(
-        [("action", "Recommendation", False), ("detail", "Why", False),
-         ("save", f"Savings / month ({st.currency})", True)],
-        rows, total if len(rows) > 1 else None, "no recommendation this period",
-    )
+    cols: list[tuple[str, str, bool | str]] = [
+        ("action", "Recommendation", "nowrap"), ("workload", "Workload", "nowrap"),
+        ("detail", "Why", False), ("save", "Saves/month", True)]
+    widths = [30, 28, 29, 13]
+    if st.team is None:
+        cols.insert(2, ("team", "Team", "nowrap"))
+        widths = [27, 25, 9, 26, 13]
+    return _table(cols, rows, total if len(rows) > 1 else None, "no recommendation this period", widths)
 
 
 def _adjustment_table(st: Statement, limits: Limits) -> str:
@@ -230,6 +249,7 @@ def render_statement(st: Statement, limits: Limits | None = None) -> str:
     notes = [
         "GPU-hours are card-hours: hours held x the share of the card (a 3g MIG slice is 3/7).",
         "Idle: held while the GPU engine was busy under the idle threshold; it is part of the cost.",
+        "Savings are estimated per month (730 h) if the recommendation is applied.",
         *st.notes,
     ]
     sections.append('<div class="notes">' + "<br>".join(escape(n) for n in notes) + "</div>")

@@ -1,19 +1,24 @@
 """Top idle allocations and recommendations for the statements.
 
-Both come from analytics (`analytics.idle`, `analytics.recommend`); this module only turns
-their frames into the small rows a statement shows, per team and fleet-wide.
+Both come from analytics (`analytics.idle.idle_allocations`, `analytics.recommend.recommend`),
+computed from the same bill as the report, so a statement's idle figures are the bill's. This
+module only turns their frames into the small rows a statement shows.
 """
 
 from __future__ import annotations
 
-import polars as pl
+from typing import Any
 
 from core.config import Settings
-from core.window import Window
+from reports.billing import MonthBill
 from reports.statement import IdleRow, Recommendation
 from warehouse import Warehouse
 
-NOT_A_HOLDER = ("unallocated",)
+_ACTIONS = {
+    "whole_to_mig": "To MIG",
+    "rightsize_mig": "Smaller slice",
+}
+"""Wording for the kinds analytics emits; other kinds are shown as their name in words."""
 
 
 def _device(model: str | None, profile: str | None, uuid: str | None, gi: int | None) -> str:
@@ -23,82 +28,52 @@ def _device(model: str | None, profile: str | None, uuid: str | None, gi: int | 
     return f"{model} · {short}"
 
 
-def idle_allocations(detail: pl.DataFrame) -> list[IdleRow]:
-    """Every allocation that sat idle this month, largest idle cost first.
+def _holder(row: dict[str, Any]) -> str:
+    return f"{row['namespace']}/{row['pod']}" if row.get("pod") else str(row.get("namespace"))
 
-    Aggregated from the bill's detail (so the idle numbers on a statement add up to the idle
-    column of the same bill): one row per holder x device over the month.
-    """
-    held = detail.filter(~pl.col("team").is_in(list(NOT_A_HOLDER)) & (pl.col("idle_card_hours") > 0))
-    if held.height == 0:
-        return []
-    keys = ["team", "namespace", "pod", "uuid", "gpu_i_id", "model", "profile"]
-    grouped = (
-        held.group_by(keys, maintain_order=True)
-        .agg(
-            pl.col("idle_card_hours").sum(),
-            pl.col("idle_cost").sum(),
-            ((pl.col("active_ratio").fill_null(0.0) * pl.col("card_hours")).sum()
-             / pl.col("card_hours").sum()).alias("active_ratio"),
-        )
-        .sort(["idle_cost", "team", "namespace", "pod"], descending=[True, False, False, False],
-              nulls_last=True)
-    )
+
+def idle_rows(bill: MonthBill) -> list[IdleRow]:
+    """Every allocation that sat idle this month, largest idle cost first."""
+    from analytics.idle import idle_allocations
+
     return [
         IdleRow(
             team=str(r["team"]),
-            holder=f"{r['namespace']}/{r['pod']}" if r["pod"] else str(r["namespace"]),
+            holder=_holder(r),
             device=_device(r["model"], r["profile"], r["uuid"], r["gpu_i_id"]),
             idle_card_hours=float(r["idle_card_hours"]),
             idle_cost=float(r["idle_cost"]),
-            active_ratio=None if r["active_ratio"] is None else float(r["active_ratio"]),
+            idle_fraction=float(r["idle_fraction"] or 0.0),
         )
-        for r in grouped.iter_rows(named=True)
+        for r in idle_allocations(bill.raw).iter_rows(named=True)
     ]
 
 
-def top_idle(rows: list[IdleRow], team: str | None, limit: int = 10) -> list[IdleRow]:
-    """The team's (or the fleet's) largest idle allocations, largest idle cost first."""
-    return [r for r in rows if team is None or r.team == team][:limit]
+def recommendation_rows(wh: Warehouse, bill: MonthBill, settings: Settings) -> list[Recommendation]:
+    """Right-sizing and reclaim recommendations with their monthly savings, largest first."""
+    from analytics.recommend import recommend
 
-
-def recommendations(wh: Warehouse, window: Window, settings: Settings) -> list[Recommendation]:
-    """Right-sizing recommendations with their savings, largest first."""
-    try:  # TEMP until analytics.recommend lands
-        from analytics.recommend import recommend
-    except ImportError:
-        return []
-
-    found = recommend(wh, window, settings)
-    rows = [_recommendation(r) for r in _records(found)]
-    return sorted(rows, key=lambda r: (-r.monthly_savings, r.team or "", r.action))
-
-
-def _records(found: object) -> list[dict[str, object]]:
-    if isinstance(found, pl.DataFrame):
-        return found.to_dicts()
+    found = recommend(wh, bill.window, settings, bill=bill.raw).recommendations
     out = []
-    for item in found:  # type: ignore[attr-defined]
-        if isinstance(item, dict):
-            out.append(item)
-        elif hasattr(item, "model_dump"):
-            out.append(item.model_dump())
+    for r in found.iter_rows(named=True):
+        kind = str(r["kind"])
+        target = str(r["recommended"] or "")
+        # A profile name is a change of device ("3g.40gb → 1g.10gb"); other targets are advice
+        # in words already ("release the card").
+        if " " in target or not target:
+            action = (target or kind.replace("_", " ")).capitalize()
         else:
-            out.append(dict(vars(item)))
-    return out
+            action = f"{_ACTIONS.get(kind, kind.replace('_', ' ').capitalize())}: {r['current']} → {target}"
+        out.append(Recommendation(
+            team=None if r["team"] is None else str(r["team"]),
+            action=action,
+            workload=_holder(r),
+            detail=str(r["reason"] or ""),
+            monthly_savings=float(r["monthly_saving"] or 0.0),
+        ))
+    return sorted(out, key=lambda x: (-x.monthly_savings, x.team or "", x.workload))
 
 
-def _recommendation(r: dict[str, object]) -> Recommendation:
-    savings = r.get("monthly_savings", r.get("savings", 0.0))
-    return Recommendation(
-        team=None if r.get("team") is None else str(r.get("team")),
-        action=str(r.get("action") or r.get("kind") or "recommendation"),
-        detail=str(r.get("detail") or r.get("reason") or ""),
-        monthly_savings=float(savings or 0.0),  # type: ignore[arg-type]
-    )
-
-
-def top_recommendations(
-    rows: list[Recommendation], team: str | None, limit: int = 10
-) -> list[Recommendation]:
-    return [r for r in rows if team is None or r.team == team][:limit]
+def for_team(rows: list[Any], team: str | None) -> list[Any]:
+    """The team's rows (all of them for the fleet statement), order kept."""
+    return [r for r in rows if team is None or r.team == team]

@@ -29,7 +29,7 @@ import polars as pl
 from core.config import Settings, utcnow
 from core.errors import InputError, ReportError
 from core.window import Window, as_utc
-from reports.adjustments import shift_period
+from reports.adjustments import billed_for, latest_versions, shift_period, unbilled
 from reports.billing import SUMMARY_SCHEMA
 from reports.compose import MonthlyData, gather
 from reports.layout import (
@@ -42,8 +42,6 @@ from reports.layout import (
 from reports.manifest import build_manifest, sha256_file, verify_folder, write_manifest
 from reports.writer import write_report
 from warehouse import LoadBatch, Warehouse
-
-MONEY_EPSILON = 0.005
 
 
 @dataclass(frozen=True)
@@ -104,10 +102,10 @@ def issue_monthly(
         )
     if reissue and not existing:
         raise ReportError(f"period {period}: nothing to reissue; finalize it first (--finalize)")
-    version = existing[-1] + 1 if final else None
+    version = (existing[-1] if existing else 0) + 1 if final else None
     # 3. Gather the numbers (ReportError when the month is empty).
     data = gather(wh, settings, period)
-    notes = _notes(wh, data, existing, final)
+    notes = _notes(wh, data, final)
     status = "DRAFT" if not final else (f"REISSUE v{version}" if reissue else f"FINAL v{version}")
     # 4. Write into staging, seal with the manifest, move into place.
     parent = period_dir(out_dir, period)
@@ -138,7 +136,7 @@ def issue_monthly(
     return IssueResult(period, target, "final" if final else "draft", version, totals, manifest_sha, notes)
 
 
-def _notes(wh: Warehouse, data: MonthlyData, existing: list[int], final: bool) -> list[str]:
+def _notes(wh: Warehouse, data: MonthlyData, final: bool) -> list[str]:
     """Lines printed on the statements and by the CLI about late data and adjustments."""
     notes = []
     months = sorted(set(data.adjustments["for_period"].to_list()))
@@ -146,14 +144,16 @@ def _notes(wh: Warehouse, data: MonthlyData, existing: list[int], final: bool) -
         notes.append(
             "Includes adjustments for late data of issued months: " + ", ".join(months) + "."
         )
-    if existing and not final:
-        latest = recorded_versions(wh, data.period).get(existing[-1])
-        if latest is not None and abs(latest["fleet_cost"] - data.bill.fleet_cost) >= MONEY_EPSILON:
-            nxt = shift_period(data.period, 1)
+    if not final and data.period in latest_versions(wh):
+        nxt = shift_period(data.period, 1)
+        own = data.summary.filter(pl.col("line") != "adjustment")
+        moved = unbilled(own, billed_for(wh, data.period, nxt))
+        if moved.height:
             notes.append(
-                f"Late data: {data.period} now costs {data.bill.fleet_cost:,.2f}, issued v"
-                f"{existing[-1]} billed {latest['fleet_cost']:,.2f}; the difference is billed as "
-                f"an adjustment in the {nxt} report."
+                f"Late data: {moved.height} line(s) of {data.period} changed since it was issued "
+                f"(net {moved['cost'].sum():+,.2f}, "
+                f"{moved['cost'].abs().sum():,.2f} gross); the {nxt} report bills the difference "
+                "as adjustments."
             )
     return notes
 

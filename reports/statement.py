@@ -38,13 +38,14 @@ class IdleRow:
     device: str
     idle_card_hours: float
     idle_cost: float
-    active_ratio: float | None
+    idle_fraction: float
 
 
 @dataclass(frozen=True)
 class Recommendation:
     team: str | None
     action: str
+    workload: str
     detail: str
     monthly_savings: float
 

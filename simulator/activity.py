@@ -99,7 +99,7 @@ class Chunk:
 
 
 def compute_chunk(
-    sched: Schedule, arrays: SlotArrays, tb: Timebase, seed: int, e0: int, e1: int
+    sched: Schedule, arrays: SlotArrays, tb: Timebase, seed: int, *, e0: int, e1: int
 ) -> Chunk:
     """Fill the matrices for steps `[e0, e1)` (numbered steps below)."""
     n_slots, width = len(arrays.gpu), e1 - e0
@@ -120,7 +120,7 @@ def compute_chunk(
         alloc = holder.ravel()[flat]
         pod = sched.alloc_pod[alloc]
         k = steps[flat % width]
-        own.ravel()[flat] = _activity(sched, tb, seed, alloc, pod, k)
+        own.ravel()[flat] = _activity(sched, tb, seed, alloc=alloc, pod=pod, k=k)
         slot = flat // width
         mem_used.ravel()[flat] = np.round(sched.pod_mem[pod] * arrays.memory[slot])
     # 3. What cards show: sum over their slots (weighted), capped at a full card.
@@ -133,7 +133,7 @@ def compute_chunk(
 
 
 def _activity(
-    sched: Schedule, tb: Timebase, seed: int, alloc: np.ndarray, pod: np.ndarray, k: np.ndarray
+    sched: Schedule, tb: Timebase, seed: int, *, alloc: np.ndarray, pod: np.ndarray, k: np.ndarray
 ) -> np.ndarray:
     t_abs = tb.origin_s + k * tb.step_s
     cls = sched.pod_cls[pod]

@@ -110,7 +110,7 @@ class Simulation:
         for sub in self.window.split(chunk):
             k0, k1 = self.tb.index(sub.start), self.tb.index(sub.end)
             e0, e1 = max(0, k0 - context), min(self.tb.steps, k1 + context)
-            state = compute_chunk(self.schedule, self.arrays, self.tb, self.seed, e0, e1)
+            state = compute_chunk(self.schedule, self.arrays, self.tb, self.seed, e0=e0, e1=e1)
             frames = self._frames(state, k0, k1) if samples else {}
             runs = None
             if truth:
@@ -122,7 +122,7 @@ class Simulation:
         c0, c1 = k0 - state.e0, k1 - state.e0
         return {
             "gpu_samples": gpu_samples_frame(
-                state, self.arrays, self.hw, self.schedule, self.names, self.tb, self.seed, c0, c1,
+                state, self.arrays, self.schedule, self.names, tb=self.tb, seed=self.seed, c0=c0, c1=c1,
                 virtual_gpus=self.spec.exporter.virtual_gpus,
                 scrape_gaps=self.spec.scenario.scrape_gaps, facts=self._facts, with_ids=with_ids,
             ),
@@ -136,7 +136,7 @@ class Simulation:
             raise InputError(
                 f"steps {k0}..{k1}: outside the simulated window {self.window} (0..{self.tb.steps})"
             )
-        state = compute_chunk(self.schedule, self.arrays, self.tb, self.seed, k0, k1)
+        state = compute_chunk(self.schedule, self.arrays, self.tb, self.seed, e0=k0, e1=k1)
         return self._frames(state, k0, k1, with_ids)
 
     # Kubernetes ------------------------------------------------------------------------
@@ -145,7 +145,7 @@ class Simulation:
         (default: the window's last step)."""
         k = self.tb.steps - 1 if at is None else self.tb.index(as_utc(at))
         k = min(max(k, 0), self.tb.steps - 1)
-        return manifests(self.spec, self.hw, self.tenants, self.schedule, self.tb, k)
+        return manifests(self.spec, self.hw, self.tenants, self.schedule, self.tb, k=k)
 
     def kueue_manifests(self) -> list[dict[str, Any]]:
         """ResourceFlavors, ClusterQueues (kueue.x-k8s.io/v1beta2) and LocalQueues."""

@@ -39,6 +39,10 @@ MODEL_FACTS: dict[str, dict[str, Any]] = {
 """The card models the simulator can build (their MIG facts come from `core.mig`)."""
 
 
+def _only_training() -> dict[WorkloadClass, float]:
+    return {"training": 1.0}
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -60,7 +64,7 @@ class PoolSpec(_Model):
         default=((0.5, 0.5), (0.25, 0.25, 0.5), (0.3, 0.3, 0.4)),
         description="HAMi vGPU: how cards are cut into declared fractions; cards take them in turn",
     )
-    workloads: dict[WorkloadClass, float] = Field(default_factory=lambda: {"training": 1.0})
+    workloads: dict[WorkloadClass, float] = Field(default_factory=_only_training)
     free_fraction: float = Field(
         default=0.05, ge=0, le=1, description="share of device groups nobody uses all window",
     )

@@ -155,7 +155,8 @@ def build(spec: FleetSpec, tb: Timebase) -> Hardware:
                         stranded.append(Stranded(g_idx, rest, 0, tb.steps, "unallocated"))
                 else:
                     for start, end, name in node.mig_epochs:
-                        _mig_slots(pool, g_idx, pool.mig_configs[name], start, end, slots, stranded)
+                        _mig_slots(pool, g_idx, pool.mig_configs[name], start=start, end=end,
+                                   slots=slots, stranded=stranded)
     return Hardware(spec.pools, nodes, gpus, slots, stranded)
 
 
@@ -166,7 +167,7 @@ def _placed(model_name: str, shape: Shape) -> tuple[Placement, ...]:
 
 
 def _mig_slots(
-    pool: PoolSpec, g_idx: int, counts: dict[str, int], start: int, end: int,
+    pool: PoolSpec, g_idx: int, counts: dict[str, int], *, start: int, end: int,
     slots: list[Slot], stranded: list[Stranded],
 ) -> None:
     model = gpu_model(pool.model)

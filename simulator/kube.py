@@ -16,7 +16,11 @@ from typing import Any
 from simulator.fleet import MODEL_FACTS, FleetSpec, PoolSpec
 from simulator.hardware import Hardware, Node
 from simulator.tenants import (
-    LOCAL_QUEUES, SHARED_QUEUE, Tenants, cluster_queue_spec, nominal_quotas,
+    LOCAL_QUEUES,
+    SHARED_QUEUE,
+    Tenants,
+    cluster_queue_spec,
+    nominal_quotas,
 )
 from simulator.timebase import Timebase
 from simulator.workloads import CLASSES, Schedule
@@ -49,7 +53,7 @@ def node_labels(spec: FleetSpec, hw: Hardware, n_idx: int, k: int) -> dict[str, 
         "nvidia.com/gpu.present": "true",
         "nvidia.com/gpu.product": product,
         "nvidia.com/gpu.count": str(len(node.gpus)),
-        "nvidia.com/gpu.memory": str(hw.gpus[node.gpus[0]].memory_mib and int(hw.gpus[node.gpus[0]].memory_mib)),
+        "nvidia.com/gpu.memory": str(int(hw.gpus[node.gpus[0]].memory_mib)),
         "nvidia.com/gpu.family": str(facts["family"]),
         "nvidia.com/cuda.driver.major": major,
         "nvidia.com/cuda.driver.minor": minor,
@@ -106,7 +110,7 @@ def mig_parted_config(spec: FleetSpec) -> dict[str, Any]:
 
 
 def manifests(
-    spec: FleetSpec, hw: Hardware, tenants: Tenants, sched: Schedule, tb: Timebase, k: int
+    spec: FleetSpec, hw: Hardware, tenants: Tenants, sched: Schedule, tb: Timebase, *, k: int
 ) -> list[dict[str, Any]]:
     """Namespaces, the mig-parted ConfigMap, Nodes and the Pods running at step `k`."""
     import yaml

@@ -3,7 +3,7 @@
 
 Families and labels follow the real exporters:
 - dcgm-exporter: `gpu, UUID, pci_bus_id, device, modelName, [GPU_I_PROFILE, GPU_I_ID],
-  Hostname|hostname, DCGM_FI_DRIVER_VERSION, container, namespace, pod[, vgpu]`, with empty pod
+  Hostname|hostname, DCGM_FI_DRIVER_VERSION, pod, namespace, container[, vgpu]`, with empty pod
   labels on free devices. `exported=True` renders what a ServiceMonitor with honorLabels false
   stores: the workload's labels as `exported_*`, and `pod`/`namespace`/`container`/`instance`/
   `job` naming the exporter pod on that node;
@@ -21,6 +21,8 @@ time order; timestamps are seconds; the file ends with `# EOF`.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import re
 import shutil
 import tempfile
@@ -65,9 +67,12 @@ FAMILIES: tuple[Family, ...] = (
            "The number of requested request resource by a container."),
     Family("kube_namespace_labels", "gauge", "Kubernetes labels converted to Prometheus labels."),
     Family("kube_node_labels", "gauge", "Kubernetes labels converted to Prometheus labels."),
-    Family("kueue_cluster_queue_resource_usage", "gauge", "Reports the cluster_queue's total resource usage"),
-    Family("kueue_cluster_queue_nominal_quota", "gauge", "Reports the cluster_queue's resource nominal quota"),
-    Family("kueue_pending_workloads", "gauge", "The number of pending workloads, per cluster_queue and status."),
+    Family("kueue_cluster_queue_resource_usage", "gauge",
+           "Reports the cluster_queue's total resource usage"),
+    Family("kueue_cluster_queue_nominal_quota", "gauge",
+           "Reports the cluster_queue's resource nominal quota"),
+    Family("kueue_pending_workloads", "gauge",
+           "The number of pending workloads, per cluster_queue and status."),
     Family("kueue_admission_wait_time_seconds", "histogram",
            "The time between a workload was created or requeued until admission, per cluster_queue"),
 )
@@ -119,20 +124,21 @@ class Renderer:
             pairs += [(hostname_label, hw.nodes[gpu.node].name), ("DCGM_FI_DRIVER_VERSION", driver)]
             if exported:
                 node = hw.nodes[gpu.node].name
-                pairs += [("container", "nvidia-dcgm-exporter"), ("namespace", "gpu-operator"),
-                          ("pod", f"nvidia-dcgm-exporter-{node[-5:]}"),
+                suffix = hashlib.sha1(node.encode()).hexdigest()[:5]
+                pairs += [("pod", f"nvidia-dcgm-exporter-{suffix}"), ("namespace", "gpu-operator"),
+                          ("container", "nvidia-dcgm-exporter"),
                           ("instance", f"10.0.{gpu.node // 250}.{gpu.node % 250 + 2}:9400"),
                           ("job", "nvidia-dcgm-exporter")]
             prefix.append(_labels(pairs))
         self.slot_prefix = _table(prefix)
         pre = "exported_" if exported else ""
         workload = [
-            "," + _labels([(f"{pre}container", CLASSES[pods.cls[p]].container),
+            "," + _labels([(f"{pre}pod", pods.name[p]),
                            (f"{pre}namespace", tenants.namespaces[pods.namespace[p]].name),
-                           (f"{pre}pod", pods.name[p])])
+                           (f"{pre}container", CLASSES[pods.cls[p]].container)])
             for p in range(len(pods))
         ]
-        empty = "," + _labels([(f"{pre}container", ""), (f"{pre}namespace", ""), (f"{pre}pod", "")])
+        empty = "," + _labels([(f"{pre}pod", ""), (f"{pre}namespace", ""), (f"{pre}container", "")])
         self.pod_dcgm = _table([*workload, empty])
         self.slot_vgpu = _table([f',vgpu="{s.vgpu}"' if s.vgpu is not None else "" for s in hw.slots] + [""])
         # 2. kube-state-metrics: per pod, per request, per namespace, per node epoch.
@@ -169,12 +175,12 @@ class Renderer:
             for ns in tenants.namespaces
         ]
         self.node_epochs: list[tuple[int, int, str]] = []
-        for n_idx, node in enumerate(hw.nodes):
-            bounds = sorted({0, sim.tb.steps, *(s for s, _, _ in node.mig_epochs)})
-            for lo, hi in zip(bounds, bounds[1:], strict=False):
+        for n_idx, hw_node in enumerate(hw.nodes):
+            bounds = sorted({0, sim.tb.steps, *(s for s, _, _ in hw_node.mig_epochs)})
+            for lo, hi in itertools.pairwise(bounds):
                 labels = node_labels(sim.spec, hw, n_idx, lo)
                 self.node_epochs.append((lo, hi, _labels(
-                    [("node", node.name), *sorted((_label_name(k), v) for k, v in labels.items())]
+                    [("node", hw_node.name), *sorted((_label_name(k), v) for k, v in labels.items())]
                 )))
 
     # Lines per family ----------------------------------------------------------------
@@ -268,7 +274,8 @@ class Renderer:
         if "kube_pod_container_resource_requests" in want:
             rp = self.req_pod
             live = np.nonzero((start[rp] < k1) & (end[rp] > k0))[0]
-            entry, k = self._kept(*_expand(live, np.maximum(start[rp[live]], k0), np.minimum(end[rp[live]], k1)))
+            lo, hi = np.maximum(start[rp[live]], k0), np.minimum(end[rp[live]], k1)
+            entry, k = self._kept(*_expand(live, lo, hi))
             out["kube_pod_container_resource_requests"] = _render(
                 "kube_pod_container_resource_requests", _gather(self.req_labels, entry),
                 self.req_value[entry], self._steps_ts(k, with_ts))
@@ -376,7 +383,9 @@ def write_openmetrics(
     if step is not None:
         every_s = int(step.total_seconds())
         if step < sim.window.step or every_s % sim.tb.step_s or step.total_seconds() != every_s:
-            raise InputError(f"metrics step {step}: must be a multiple of the simulation step {sim.window.step}")
+            raise InputError(
+                f"metrics step {step}: must be a multiple of the simulation step {sim.window.step}"
+            )
     renderer = Renderer(sim, hostname_label, exported)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".openmetrics-", dir=path.parent))
@@ -391,7 +400,9 @@ def write_openmetrics(
                 rendered = renderer.lines(frames, k0, k1, with_ts=True, families=chosen, every_s=every_s)
                 for name, lines in rendered.items():
                     if lines.len():
-                        lines.to_frame("l").write_csv(handles[name], include_header=False, quote_style="never")
+                        lines.to_frame("l").write_csv(
+                            handles[name], include_header=False, quote_style="never"
+                        )
                         counts[name] += lines.len()
         finally:
             for handle in handles.values():

@@ -12,12 +12,13 @@ Rows follow what the exporters publish:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from core.frames import QUEUE_SAMPLES, TOKEN_SAMPLES, polars_schema
+from core.frames import TOKEN_SAMPLES, polars_schema
 from simulator.activity import Chunk, SlotArrays, load_integral
 from simulator.hardware import RESERVED_MIB, Hardware
 from simulator.noise import uniform
@@ -43,7 +44,7 @@ class Names:
 
     @classmethod
     def of(cls, hw: Hardware, sched: Schedule, tenants: Tenants) -> Names:
-        def series(values: list[str | None]) -> pl.Series:
+        def series(values: Sequence[str | None]) -> pl.Series:
             return pl.Series([*values, None], dtype=pl.String)
 
         pods = sched.pods
@@ -109,8 +110,8 @@ def gpu_sample_rows(
 
 
 def gpu_samples_frame(
-    chunk: Chunk, arrays: SlotArrays, hw: Hardware, sched: Schedule, names: Names,
-    tb: Timebase, seed: int, c0: int, c1: int, *, virtual_gpus: bool, scrape_gaps: float,
+    chunk: Chunk, arrays: SlotArrays, sched: Schedule, names: Names, *,
+    tb: Timebase, seed: int, c0: int, c1: int, virtual_gpus: bool, scrape_gaps: float,
     facts: dict[str, np.ndarray], with_ids: bool = False,
 ) -> pl.DataFrame:
     """The chunk's `gpu_samples`; `with_ids` adds `_slot` and `_pod` (for rendering metrics)."""
@@ -124,17 +125,22 @@ def gpu_samples_frame(
         block = (tb.origin_s + k * tb.step_s) // GAP_BLOCK_S
         keep = uniform(seed, 9, node, block) >= scrape_gaps
         s, col, k, g, node, show_vgpu = s[keep], col[keep], k[keep], g[keep], node[keep], show_vgpu[keep]
-    # 2. Rows stay grouped by device (each series contiguous, in time order).
-    holder = chunk.holder[s, col]
+    # 2. Rows stay grouped by device (each series contiguous, in time order); matrices are
+    #    read through flat indices (much cheaper than 2-D fancy indexing).
+    width = chunk.holder.shape[1]
+    at_slot = s * width + col
+    at_gpu = g * width + col
+    holder = chunk.holder.ravel().take(at_slot)
     mode = arrays.mode[s]
     shared = mode >= 2
     pod = np.where(holder >= 0, sched.alloc_pod[np.maximum(holder, 0)], -1)
     # 3. Metric values.
-    shown = chunk.shown[s, col]
-    gpu_act = chunk.gpu_act[g, col]
+    shown = chunk.shown.ravel().take(at_slot)
+    gpu_act = chunk.gpu_act.ravel().take(at_gpu)
     u1 = uniform(seed, 3, s, k)
     u2 = uniform(seed, 4, g, k)
-    fb_used = np.where(shared, chunk.gpu_mem[g, col], chunk.mem_used[s, col])
+    fb_used = chunk.mem_used.ravel().take(at_slot)
+    fb_used[shared] = chunk.gpu_mem.ravel().take(at_gpu[shared])
     fb_total = np.where(mode == 1, arrays.memory[s], facts["memory"][g] - RESERVED_MIB)
     tensor = np.where(shared | (pod < 0), 0.35, _TENSOR[sched.pod_cls[np.maximum(pod, 0)]])
     idle_w, max_w = facts["idle_w"][g], facts["max_w"][g]
@@ -187,15 +193,14 @@ def token_samples_frame(
     prompt = np.floor(rate * (load_integral(t_abs) - load_integral(t_start)))
     gen = np.floor(prompt * np.array(pods.gen_ratio)[pod])
     models = pl.Series([m or "" for m in pods.model_name], dtype=pl.String)
-    frame = pl.DataFrame([
+    return pl.DataFrame([
         _ts(tb, k),
         _gather(names.pod_namespace, pod, "namespace"),
         _gather(names.pod_name, pod, "pod"),
         models.gather(pod).alias("model_name"),
-        pl.Series("prompt_tokens_total", prompt),
-        pl.Series("generation_tokens_total", gen),
+        pl.Series("prompt_tokens_total", prompt, dtype=pl.Float64),
+        pl.Series("generation_tokens_total", gen, dtype=pl.Float64),
     ])
-    return frame.sort(["ts", "namespace", "pod"]).cast(polars_schema(TOKEN_SAMPLES))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -284,16 +289,13 @@ def queue_samples_frame(
         {"cluster_queue": [k[0] for k in qm.keys], "flavor": [k[1] for k in qm.keys],
          "resource": [k[2] for k in qm.keys]}
     )
-    frame = pl.DataFrame([
+    return pl.DataFrame([
         _ts(tb, k0 + col),
         keys["cluster_queue"].gather(key),
         keys["flavor"].gather(key),
         keys["resource"].gather(key),
-        pl.Series("nominal_quota", qm.quota[key]),
-        pl.Series("usage", data["usage"].ravel()),
-        pl.Series("pending_workloads", data["pending"][cq, col]),
-        pl.Series("admission_wait_s", mean_wait),
-    ]).with_columns(pl.col("admission_wait_s").fill_nan(None))
-    return frame.sort(["ts", "cluster_queue", "flavor", "resource"]).cast(
-        polars_schema(QUEUE_SAMPLES)  # type: ignore[arg-type]
-    )
+        pl.Series("nominal_quota", qm.quota[key], dtype=pl.Float64),
+        pl.Series("usage", data["usage"].ravel(), dtype=pl.Float64),
+        pl.Series("pending_workloads", data["pending"][cq, col], dtype=pl.Float64),
+        pl.Series("admission_wait_s", mean_wait, dtype=pl.Float64, nan_to_null=True),
+    ])

@@ -11,6 +11,7 @@ team weight.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from core.mig import gpu_model
 from simulator.fleet import FleetSpec, PoolSpec
@@ -101,19 +102,20 @@ def nominal_quotas(spec: FleetSpec, tenants: Tenants) -> dict[tuple[str, str, st
     for pool in spec.pools:
         for resource, cap in pool_capacity(spec, pool).items():
             for team, weight in tenants.team_weights.items():
-                out[(team, pool.name, resource)] = round(cap * (1 - tenants.unlabeled_fraction) * weight / total)
+                share = (1 - tenants.unlabeled_fraction) * weight / total
+                out[(team, pool.name, resource)] = round(cap * share)
             out[(SHARED_QUEUE, pool.name, resource)] = round(cap * tenants.unlabeled_fraction)
     return out
 
 
 def cluster_queue_spec(
     spec: FleetSpec, quotas: dict[tuple[str, str, str], int], queue: str, weight: float
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """A Kueue v1beta2 ClusterQueue spec; flavors sharing the same resources form one group."""
-    groups: dict[tuple[str, ...], list[dict[str, object]]] = {}
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for pool in spec.pools:
         resources = tuple(pool_resources(pool))
-        flavor = {
+        flavor: dict[str, Any] = {
             "name": pool.name,
             "resources": [
                 {"name": r, "nominalQuota": quotas[(queue, pool.name, r)]} for r in resources

@@ -108,6 +108,19 @@ class Schedule:
 
 
 @dataclass
+class _Env:
+    """What every step of schedule building reads (and the pods it appends to)."""
+
+    spec: FleetSpec
+    hw: Hardware
+    tenants: Tenants
+    tb: Timebase
+    namer: _Namer
+    pods: Pods
+    allocs: list[tuple[int, int, int, int]]
+
+
+@dataclass
 class _Group:
     slots: list[int]
     cls: int | None
@@ -120,17 +133,14 @@ class _Group:
 def build_schedule(
     spec: FleetSpec, hw: Hardware, tenants: Tenants, tb: Timebase, seed: int
 ) -> Schedule:
-    pods = Pods()
-    allocs: list[tuple[int, int, int, int]] = []
-    taken: set[str] = set()
-    namer = _Namer(taken)
+    env = _Env(spec, hw, tenants, tb, _Namer(set()), Pods(), [])
     for p_idx, pool in enumerate(spec.pools):
         rng = random.Random(seed * 1_000_003 + p_idx)
         for group in _groups(hw, pool, p_idx, rng):
-            if group.cls is None:
-                continue
-            _run_group(spec, hw, tenants, tb, rng, namer, pool, group, pods, allocs)
-    arr = np.array(allocs, dtype=np.int64).reshape(-1, 4)
+            if group.cls is not None:
+                _run_group(env, rng, pool, group)
+    pods = env.pods
+    arr = np.array(env.allocs, dtype=np.int64).reshape(-1, 4)
     order = np.lexsort((arr[:, 0], arr[:, 2]))
     arr = arr[order]
     return Schedule(
@@ -187,18 +197,15 @@ def _groups(hw: Hardware, pool: PoolSpec, p_idx: int, rng: random.Random) -> lis
 
 
 # 2. Renewal process ----------------------------------------------------------------------
-def _run_group(
-    spec: FleetSpec, hw: Hardware, tenants: Tenants, tb: Timebase, rng: random.Random,
-    namer: _Namer, pool: PoolSpec, group: _Group, pods: Pods,
-    allocs: list[tuple[int, int, int, int]],
-) -> None:
+def _run_group(env: _Env, rng: random.Random, pool: PoolSpec, group: _Group) -> None:
     assert group.cls is not None
+    tb, tenants = env.tb, env.tenants
     facts = CLASSES[group.cls]
     hold_med = tb.hours_to_steps(facts.hold_median_h)
     gap_mean = tb.hours_to_steps(facts.gap_mean_h)
     # A service or a notebook keeps its tenant and identity across restarts.
     sticky_ns = _draw_namespace(tenants, rng, group.cls)
-    service = _service_identity(spec, rng, namer, group.cls, sticky_ns)
+    service = _service_identity(env.spec, rng, env.namer, group.cls)
     t = group.start
     if group.start == 0:
         t = -int(rng.random() * (hold_med + gap_mean))
@@ -213,10 +220,10 @@ def _run_group(
         ns = sticky_ns if group.cls in (INFERENCE, NOTEBOOK) else _draw_namespace(tenants, rng, group.cls)
         params = _activity_params(rng, group.cls)
         if end > 0:
-            pod_id = len(pods)
-            _add_pod(spec, hw, tenants, rng, namer, pool, group, pods, ns, service, t, end, params)
+            pod_id = len(env.pods)
+            _add_pod(env, rng, pool, group, ns_idx=ns, service=service, start=t, end=end, params=params)
             for s in group.slots:
-                allocs.append((s, pod_id, t, end))
+                env.allocs.append((s, pod_id, t, end))
         t += hold + gap
 
 
@@ -240,9 +247,7 @@ def _namespace_choices(tenants: Tenants, serving: bool) -> tuple[list[int], list
     return labeled, weights, unlabeled
 
 
-def _service_identity(
-    spec: FleetSpec, rng: random.Random, namer: _Namer, cls: int, ns: int
-) -> dict[str, Any]:
+def _service_identity(spec: FleetSpec, rng: random.Random, namer: _Namer, cls: int) -> dict[str, Any]:
     if cls == INFERENCE:
         model = rng.choice(spec.inference_models)
         short = model.split("/")[-1].lower().replace(".", "-").replace("_", "-")
@@ -272,13 +277,13 @@ def _activity_params(rng: random.Random, cls: int) -> dict[str, float]:
 
 # 3. Pod records --------------------------------------------------------------------------
 def _add_pod(
-    spec: FleetSpec, hw: Hardware, tenants: Tenants, rng: random.Random, namer: _Namer,
-    pool: PoolSpec, group: _Group, pods: Pods, ns_idx: int, service: dict[str, Any],
-    start: int, end: int, params: dict[str, float],
+    env: _Env, rng: random.Random, pool: PoolSpec, group: _Group, *, ns_idx: int,
+    service: dict[str, Any], start: int, end: int, params: dict[str, float],
 ) -> None:
+    hw, namer, pods = env.hw, env.namer, env.pods
     cls = group.cls
     assert cls is not None
-    ns: Namespace = tenants.namespaces[ns_idx]
+    ns: Namespace = env.tenants.namespaces[ns_idx]
     facts = CLASSES[cls]
     slot: Slot = hw.slots[group.slots[0]]
     if cls == INFERENCE:
@@ -300,7 +305,7 @@ def _add_pod(
     queue = facts.queue
     if queue:
         labels["kueue.x-k8s.io/queue-name"] = queue
-    requests, resource, amount = _requests(pool, hw, slot, len(group.slots))
+    requests, resource, amount = _requests(pool, slot, len(group.slots))
     pods.name.append(name)
     pods.namespace.append(ns_idx)
     pods.cls.append(cls)
@@ -328,7 +333,7 @@ def _add_pod(
     pods.uid.append(_uid(rng))
 
 
-def _requests(pool: PoolSpec, hw: Hardware, slot: Slot, cards: int) -> tuple[dict[str, int], str, int]:
+def _requests(pool: PoolSpec, slot: Slot, cards: int) -> tuple[dict[str, int], str, int]:
     if pool.sharing == "mig":
         assert slot.profile is not None
         res = f"nvidia.com/mig-{slot.profile}"

@@ -67,12 +67,14 @@ def _mig(args: argparse.Namespace, ctx: Context) -> int:
 
         with ctx.open_warehouse(read_only=True) as wh:
             fleet = load_fleet_from_warehouse(wh, pools=args.pool or (), nodes=args.nodes or ())
+            lookback = parse_duration(args.lookback)
             if args.demand:
                 demand = load_demand(args.demand)
+            elif args.observed:
+                demand = observed_demand(wh, fleet, lookback)
             else:
-                found = recommended_demand(wh, fleet, settings, now)
+                found = recommended_demand(wh, fleet, settings, lookback)
                 if found is None:
-                    lookback = parse_duration(args.lookback)
                     demand = observed_demand(wh, fleet, lookback)
                     inputs["demand_note"] = "analytics.recommend not available: observed instances in use"
                 else:
@@ -138,8 +140,10 @@ def register(add_command: AddCommand) -> None:
                      help="plan GPUs of this pool (repeatable; default: pools in MIG mode)")
     mig.add_argument("--nodes", action="append", metavar="GLOB",
                      help="only nodes matching a glob are in a maintenance window (repeatable)")
-    mig.add_argument("--lookback", default="24h",
-                     help="observed demand: instances used within this long (default 24h)")
+    mig.add_argument("--lookback", default="7d",
+                     help="warehouse demand: right-size (or observe) over this long (default 7d)")
+    mig.add_argument("--observed", action="store_true",
+                     help="demand = MIG instances that held a pod in the lookback, not right-sized")
     mig.add_argument("--max-changes-per-node", type=int, metavar="K",
                      help="at most K GPUs changed per node (default: plans.max_gpus_changed_per_node)")
     mig.add_argument("--max-changes-per-plan", type=int, metavar="K",

@@ -173,8 +173,10 @@ def register(add_command: AddCommand) -> None:
     outs.add_argument("--parquet", action="store_true", help="inventory and sample frames as Parquet")
     outs.add_argument("--openmetrics", action="store_true", help="metrics.om for promtool backfill")
     outs.add_argument("--metrics-step", help="thin the OpenMetrics file to this interval (e.g. 5m)")
-    outs.add_argument("--manifests", action="store_true", help="manifests.yaml (Nodes, Namespaces, Pods) and kueue.yaml")
-    outs.add_argument("--ground-truth", action="store_true", help="ground_truth.parquet (card-hours per hour and holder)")
+    outs.add_argument("--manifests", action="store_true",
+                      help="manifests.yaml (Nodes, Namespaces, Pods) and kueue.yaml")
+    outs.add_argument("--ground-truth", action="store_true",
+                      help="ground_truth.parquet (card-hours per hour and holder)")
     outs.add_argument("--load", action="store_true", help="load inventory and samples into the warehouse")
     labels = p.add_argument_group("metric labels")
     labels.add_argument("--hostname-label", choices=("Hostname", "hostname"), default="Hostname")

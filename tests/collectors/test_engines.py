@@ -15,7 +15,8 @@ Cases:
   itself, so there the NaN is absent rather than counted; the stored row is the same);
 - inventory: GPUs with sharing mode, MIG instances with spans, nodes;
 - teams from `kube_namespace_labels` (label and fallback rule);
-- token counters stored raw across a reset; Kueue usage/quota rows and a queue-level row;
+- token counters stored raw across a reset; Kueue usage/quota rows carrying the queue's
+  pending workloads;
 - chunk size does not change the result (1 h chunks vs 7 min chunks: boundaries exactly once);
 - resume: a second run starts at the watermark and the result equals one full run;
 - `--reload` twice changes nothing (idempotent loads).
@@ -127,7 +128,7 @@ def test_inventory_teams_tokens_queues(engine: str, wh: Warehouse) -> None:
     assert counter_increase(tokens["prompt_tokens_total"].to_list()) == 99 * 10 + 79 * 10
     queues = wh.query("SELECT flavor, resource, count(*), min(usage), max(nominal_quota), max(pending_workloads) "
                       "FROM queue_samples GROUP BY ALL ORDER BY flavor")
-    assert queues.rows() == [("", "", 180, None, None, 3.0), ("h100", "nvidia.com/gpu", 180, 2.0, 4.0, None)]
+    assert queues.rows() == [("h100", "nvidia.com/gpu", 180, 2.0, 4.0, 3.0)]
 
 
 def test_chunk_size_does_not_change_the_result(engine: str, tmp_path: Path) -> None:
@@ -162,4 +163,4 @@ def test_reload_is_idempotent(engine: str, wh: Warehouse) -> None:
     again = _collect(wh, engine, reload=True)
     assert again.chunks == 3
     assert _stored(wh).equals(before)
-    assert wh.count("token_samples") == 180 and wh.count("queue_samples") == 360
+    assert wh.count("token_samples") == 180 and wh.count("queue_samples") == 180

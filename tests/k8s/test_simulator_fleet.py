@@ -54,7 +54,7 @@ def test_fleet_loads_with_status(k8s_cluster, sim):
                 assert live.status.phase == m["status"]["phase"], meta["name"]
                 assert live.spec.nodeName == m["spec"]["nodeName"]
             if m["kind"] == "Node" and meta["labels"].get(STATE_LABEL) == "success":
-                assert gpu_capacity(dict(live.status.capacity)) == gpu_capacity(m["status"]["capacity"])
+                assert gpu_capacity(live.status.capacity.to_dict()) == gpu_capacity(m["status"]["capacity"])
 
 
 def test_emulator_reproduces_simulated_mig_capacity(k8s_cluster, k8s_namespace, sim):

@@ -12,7 +12,7 @@ from tests.reports.fleet import load
 
 @pytest.fixture(scope="session")
 def base_warehouse(tmp_path_factory) -> Path:
-    """November and December 2026 of the small simulated fleet (read it, never write it)."""
+    """November and December 2024 of the small simulated fleet (read it, never write it)."""
     path = tmp_path_factory.mktemp("reports-base") / "base.duckdb"
     load(path)
     return path

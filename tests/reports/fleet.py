@@ -1,5 +1,5 @@
 """A small simulated fleet (10 cards on 5 nodes, one per pool: exclusive, MIG, time-slice,
-vGPU, inference) over November and December 2026, loaded into DuckDB warehouses for tests."""
+vGPU, inference) over November and December 2024, loaded into DuckDB warehouses for tests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from core.window import Window
 from warehouse import LoadBatch, Warehouse
 
 STEP = timedelta(minutes=5)
-SIM_WINDOW = Window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC), STEP)
+SIM_WINDOW = Window(datetime(2024, 11, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC), STEP)
+"""November and December 2024: in the past whatever the machine's clock says, so the CLI (which
+reads the clock) may finalize them."""
 TEAMS = ({"name": "nlp", "weight": 3.0}, {"name": "vision", "weight": 2.0}, {"name": "speech", "weight": 1.0})
 SEED = 11
 

@@ -39,7 +39,7 @@ def shares(samples: pl.DataFrame, gpus: pl.DataFrame, pods: pl.DataFrame) -> pl.
 
 
 def card_hours(held: pl.DataFrame, step: timedelta) -> float:
-    return float(held["share"].sum() * step.total_seconds() / 3600)
+    return float(held["share"].sum()) * step.total_seconds() / 3600
 
 
 def idle_card_hours(held: pl.DataFrame, step: timedelta, threshold: float = 0.05, min_minutes: int = 30) -> float:
@@ -58,4 +58,4 @@ def idle_card_hours(held: pl.DataFrame, step: timedelta, threshold: float = 0.05
     )
     runs = df.group_by([*keys, "run"]).agg(pl.len().alias("n"), pl.first("low"), pl.first("share"))
     idle = runs.filter(pl.col("low") & (pl.col("n") >= need))
-    return float((idle["n"] * idle["share"]).sum() * step.total_seconds() / 3600)
+    return float((idle["n"] * idle["share"]).sum()) * step.total_seconds() / 3600

@@ -1,0 +1,61 @@
+"""The largest idle allocations: who held a card without using it, and what that cost.
+
+Built on the bill (so the idle card-hours and their cost are exactly the bill's): the bill's
+detail rows are summed per allocation (holder on a device) over the window and ranked by idle
+cost. Where raw samples still exist, `idle_runs_frame` lists the individual idle runs (start,
+end, length, whether framebuffer memory stayed in use).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analytics.bill import Bill, compute_bill
+from analytics.samples import SampleRules, idle_runs
+from core.config import Settings
+from core.window import Window
+from warehouse import Warehouse
+
+ALLOCATION_KEYS: tuple[str, ...] = (
+    "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode", "uuid",
+    "gpu_i_id", "vgpu", "profile",
+)
+
+
+def idle_allocations(bill: Bill) -> pl.DataFrame:
+    """Per allocation: card-hours, idle and held-idle card-hours, idle share and idle cost."""
+    held = bill.detail.filter(pl.col("kind") == "allocated")
+    return (
+        held.group_by(list(ALLOCATION_KEYS))
+        .agg(
+            pl.col("card_hours").sum(),
+            pl.col("idle_card_hours").sum(),
+            pl.col("held_idle_card_hours").sum(),
+            pl.col("idle_cost").sum(),
+            pl.col("cost").sum(),
+            pl.col("day").min().alias("first_day"),
+            pl.col("day").max().alias("last_day"),
+        )
+        .with_columns(
+            (pl.col("idle_card_hours") / pl.col("card_hours")).fill_nan(0.0).alias("idle_fraction"),
+            (pl.col("held_idle_card_hours") > 0.5 * pl.col("idle_card_hours")).alias("held_idle"),
+        )
+        .filter(pl.col("idle_card_hours") > 0)
+        .sort(["idle_cost", "idle_card_hours", "namespace", "pod"], descending=[True, True, False, False])
+    )
+
+
+def top_idle(
+    wh: Warehouse, window: Window, settings: Settings, top: int = 20, bill: Bill | None = None
+) -> pl.DataFrame:
+    """The `top` allocations by idle cost in `window` (reuses `bill` when given)."""
+    bill = bill or compute_bill(wh, window, settings, ("team",))
+    return idle_allocations(bill).head(top)
+
+
+def idle_runs_frame(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
+    """Each idle run of at least `idle.min_minutes` from raw samples, longest first."""
+    runs = idle_runs(wh, window, SampleRules.of(settings))
+    return runs.with_columns(
+        ((pl.col("end_ts") - pl.col("start_ts")).dt.total_seconds() / 60).alias("minutes")
+    ).sort(["run_hours", "uuid", "start_ts"], descending=[True, False, False])

@@ -1,0 +1,214 @@
+"""Right-sizing recommendations, each with its estimated monthly saving.
+
+1. Usage per workload (`analytics.workloads`) and its profile (`analytics.profiles`).
+2. Right-size: for a workload on a whole card or a MIG instance of a MIG-capable model, the
+   smallest MIG profile (core/mig.py facts, media-extension profiles excluded) whose memory
+   fits the peak framebuffer use plus `headroom` and whose compute slices fit p95 activity
+   (scaled to the slices it holds now) plus `headroom`. A whole-card workload that fits a
+   share is its own kind (`whole_to_mig`). Workloads on time-sliced or vGPU cards are not
+   right-sized (DCGM reports card-level figures there).
+3. Reclaim: a workload idle for at least `reclaim_idle_fraction` of its held time should give
+   the card back (`reclaim_idle_notebook` for notebooks, by label or profile) or scale to zero
+   while idle (`scale_down_when_idle`, e.g. a service idle every night); saving = its idle cost.
+4. Savings are per month (730 h): what the workload paid per held hour now minus what it
+   would pay on the recommended share (price x share x the sharing discount factor), times its
+   held hours scaled from the window to a month.
+
+`rightsized_demand` turns the same sizing into demand per GPU model for the MIG optimizer:
+how many instances of each profile the workloads need (mean and peak concurrency), and how many
+whole cards stay whole.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+from analytics.bill import Bill, compute_bill
+from analytics.profiles import Profiles, workload_profiles
+from analytics.shares import raw_mig_share
+from analytics.workloads import device_memory_mib, workload_usage
+from core.config import Settings
+from core.mig import COMPUTE_SLICES, catalog
+from core.window import Window
+from warehouse import Warehouse
+
+HOURS_PER_MONTH = 730.0
+WHOLE = "whole"
+
+
+@dataclass(frozen=True)
+class Recommendations:
+    usage: pl.DataFrame
+    """Requested vs used per workload, with its profile."""
+    recommendations: pl.DataFrame
+    profiles: pl.DataFrame
+    """The workload profiles, explained."""
+
+
+def smallest_profile(
+    model: str, need_memory_mib: float, need_compute: int, card_memory: float | None
+) -> str | None:
+    """The smallest MIG profile of `model` that fits, or None when only the whole card does."""
+    known = catalog().get(model)
+    if known is None:
+        return None
+    fits = []
+    for p in known.profiles.values():
+        if p.media_extensions or p.compute >= COMPUTE_SLICES:
+            continue
+        memory = device_memory_mib(model, p.name, card_memory) or 0.0
+        if memory >= need_memory_mib and p.compute >= need_compute:
+            fits.append((p.compute, p.memory, p.name))
+    return min(fits)[2] if fits else None
+
+
+def _current_compute(model: str, profile: str | None) -> int:
+    if profile is None:
+        return COMPUTE_SLICES
+    known = catalog().get(model)
+    if known is not None and profile in known.profiles:
+        return known.profiles[profile].compute
+    return COMPUTE_SLICES
+
+
+def size_workload(row: dict[str, object], headroom: float) -> tuple[str, float, int] | None:
+    """(recommended profile or WHOLE, memory needed, compute slices needed), or None."""
+    model = str(row["model"])
+    if row["sharing_mode"] not in ("exclusive", "mig") or model not in catalog():
+        return None
+    fb_max = float(row["fb_max_mib"] or 0.0)  # type: ignore[arg-type]
+    p95 = float(row["act_p95"] or 0.0)  # type: ignore[arg-type]
+    profile = row["profile"] if isinstance(row["profile"], str) else None
+    need_memory = fb_max * (1 + headroom)
+    need_compute = max(1, math.ceil(p95 * _current_compute(model, profile) * (1 + headroom) - 1e-9))
+    card_memory = row.get("card_memory_mib")
+    best = smallest_profile(model, need_memory, need_compute, float(card_memory) if card_memory else None)  # type: ignore[arg-type]
+    return (best or WHOLE, need_memory, need_compute)
+
+
+def recommend(
+    wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
+    headroom: float = 0.2, reclaim_idle_fraction: float = 0.5, seed: int = 7, k: int = 4,
+) -> Recommendations:
+    """Recommendations for `window` (numbered steps in the module docstring)."""
+    bill = bill or compute_bill(wh, window, settings, ("team",))
+    usage = workload_usage(wh, window, settings, bill)
+    profiles: Profiles = workload_profiles(usage, k=k, seed=seed)
+    usage = profiles.assignments
+    month = HOURS_PER_MONTH / window.hours
+    mig_factor = settings.sharing.discounts.get("mig", 1.0)
+    basis = settings.sharing.mig_share_basis
+    rows: list[dict[str, object]] = []
+    for row in usage.iter_rows(named=True):
+        held_hours = float(row["held_hours"] or 0.0)
+        price = float(row["unit_price"] or 0.0)
+        now_per_hour = price * float(row["share"]) * float(row["discount_factor"])
+        base = {
+            "team": row["team"], "namespace": row["namespace"], "pod": row["pod"],
+            "model": row["model"], "uuid": row["uuid"], "current": row["profile"] or row["sharing_mode"],
+            "workload_profile": row["workload_profile"], "act_p95": row["act_p95"],
+            "fb_max_mib": row["fb_max_mib"], "idle_fraction": row["idle_fraction"],
+        }
+        # 3. Reclaim idle workloads first: sizing an idle one down still wastes the card.
+        if float(row["idle_fraction"]) >= reclaim_idle_fraction:
+            saving = float(row["idle_cost"]) * month
+            labels = row.get("labels")
+            notebook = "notebook" in str(labels) if labels else str(
+                row["workload_profile"]).startswith("idle notebook")
+            rows.append(base | {
+                "kind": "reclaim_idle_notebook" if notebook else "scale_down_when_idle",
+                "recommended": "release the card" if notebook else "scale to zero when idle",
+                "monthly_saving": saving,
+                "reason": f"idle {row['idle_fraction']:.0%} of {held_hours:.1f} held hours",
+            })
+            continue
+        sized = size_workload(row, headroom)
+        if sized is None:
+            continue
+        target, need_memory, need_compute = sized
+        if target == WHOLE or target == row["profile"]:
+            continue
+        target_basis = "compute" if basis == "max_normalized" else basis
+        new_share = raw_mig_share(str(row["model"]), target, target_basis)
+        if new_share >= float(row["share"]) - 1e-9:
+            continue
+        saving = (now_per_hour - price * new_share * mig_factor) * held_hours * month
+        if saving <= 0:
+            continue
+        kind = "whole_to_mig" if row["profile"] is None else "rightsize_mig"
+        rows.append(base | {
+            "kind": kind, "recommended": target, "monthly_saving": saving,
+            "reason": (
+                f"peak memory {float(row['fb_max_mib'] or 0):,.0f} MiB (+{headroom:.0%} = "
+                f"{need_memory:,.0f}), p95 activity {float(row['act_p95'] or 0):.2f} needs "
+                f"{need_compute} compute slice(s)"
+            ),
+        })
+    schema = {
+        "kind": pl.String, "team": pl.String, "namespace": pl.String, "pod": pl.String,
+        "model": pl.String, "uuid": pl.String, "current": pl.String, "recommended": pl.String,
+        "workload_profile": pl.String, "act_p95": pl.Float64, "fb_max_mib": pl.Float64,
+        "idle_fraction": pl.Float64, "monthly_saving": pl.Float64, "reason": pl.String,
+    }
+    recs = pl.DataFrame(rows, schema=schema).sort(
+        ["monthly_saving", "namespace", "pod"], descending=[True, False, False]
+    ) if rows else pl.DataFrame(schema=schema)
+    return Recommendations(usage=usage, recommendations=recs, profiles=profiles.clusters)
+
+
+def rightsized_demand(
+    wh: Warehouse, window: Window, settings: Settings, *, headroom: float = 0.2,
+    bill: Bill | None = None,
+) -> pl.DataFrame:
+    """Right-sized demand per GPU model: `model`, `profile` (or `whole`), `count`, `peak_count`.
+
+    `count` is the mean number of concurrent workloads needing that profile over the window
+    (rounded up), `peak_count` the mean on the busiest UTC day (rounded up, at least `count`);
+    `card_hours` what they would hold at the recommended size. Only
+    workloads on whole cards or MIG instances of MIG-capable models are counted.
+    """
+    bill = bill or compute_bill(wh, window, settings, ("team",))
+    usage = workload_usage(wh, window, settings, bill)
+    sized: list[dict[str, object]] = []
+    for row in usage.iter_rows(named=True):
+        result = size_workload(row, headroom)
+        if result is None:
+            continue
+        target = result[0]
+        share = 1.0 if target == WHOLE else raw_mig_share(str(row["model"]), target, "compute")
+        sized.append({k: row[k] for k in ("namespace", "pod", "uuid", "gpu_i_id", "model")}
+                     | {"target": target, "_target_share": share, "held_hours": row["held_hours"]})
+    schema = {"model": pl.String, "profile": pl.String, "count": pl.Int64, "peak_count": pl.Int64,
+              "card_hours": pl.Float64}
+    if not sized:
+        return pl.DataFrame(schema=schema)
+    targets = pl.DataFrame(sized)
+    per_day = (
+        bill.detail.filter(pl.col("kind") == "allocated")
+        .join(targets.select("namespace", "pod", "uuid", "gpu_i_id", "target", "_target_share"),
+              on=["namespace", "pod", "uuid", "gpu_i_id"], how="inner")
+    )
+    day_hours = per_day.group_by("day").agg(pl.col("held_hours").max().alias("_len"))
+    peaks = (
+        per_day.group_by("model", "target", "day").agg(pl.col("held_hours").sum().alias("_h"))
+        .join(day_hours, on="day")
+        .group_by("model", "target").agg(pl.col("_h").max().alias("_peak_day_hours"))
+    )
+    out = (
+        targets.group_by("model", "target").agg(pl.col("held_hours").sum().alias("_held"))
+        .join(peaks, on=["model", "target"], how="left")
+        .join(per_day.group_by("model", "target").agg(
+            (pl.col("held_hours") * pl.col("_target_share")).sum().alias("card_hours")),
+            on=["model", "target"], how="left")
+        .with_columns(
+            (pl.col("_held") / window.hours - 1e-9).ceil().cast(pl.Int64).alias("count"),
+            (pl.col("_peak_day_hours") / 24 - 1e-9).ceil().cast(pl.Int64).alias("peak_count"),
+        )
+        .rename({"target": "profile"})
+        .select("model", "profile", "count", "peak_count", "card_hours")
+        .sort(["model", "profile"])
+    )
+    return out.with_columns(pl.max_horizontal("count", "peak_count").alias("peak_count"))

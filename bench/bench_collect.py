@@ -1,0 +1,222 @@
+"""Benchmark: ingest DCGM history from a real Prometheus into the warehouse.
+
+    python -m bench.bench_collect [--gpus 1000] [--days 30] [--mem-days 1 4]
+
+1. Write an OpenMetrics history: `--gpus` whole GPUs (8 per node), 8 DCGM fields at 60 s, pods
+   changing every 6 h (so series churn like a real fleet), and backfill Prometheus with promtool.
+2. Ours: `collect_window` into a fresh DuckDB file (the full pipeline: chunked, sharded,
+   concurrent POST queries, JSON → Polars, screening, pivot, load). Samples/s counted as
+   gpu_samples rows x 8 fields.
+3. Prometheus alone: the very requests our run sent (recorded), replayed with the same
+   concurrency, bodies read and discarded. Ratio ours / Prometheus (goal ≤ 1.5).
+4. Baseline: `prometheus-api-client`'s `custom_query_range` + `MetricRangeDataFrame` on the same
+   DCGM range queries with the same concurrency (frames built, not even loaded). Ratio
+   baseline / ours (goal ≥ 5), end to end and client side (each minus Prometheus' own time,
+   which both include and neither can go below).
+5. Peak memory vs window size: the pipeline in a fresh subprocess for each `--mem-days`
+   window; peak RSS should stay flat (bounded by the chunk, not the window).
+Results: bench/results/collect.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from bench.common import write_result
+from core.config import Settings
+from core.window import Window
+
+T0 = datetime(2026, 9, 1, tzinfo=UTC)
+FIELDS = (
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE",
+)
+POD_HOURS = 6
+
+
+def write_history(path: Path, gpus: int, days: float) -> int:
+    """The OpenMetrics file; returns the number of samples."""
+    steps = int(days * 1440)
+    t0 = int(T0.timestamp())
+    n = 0
+    with path.open("w") as out:
+        for f_idx, metric in enumerate(FIELDS):
+            out.write(f"# TYPE {metric} gauge\n")
+            for g in range(gpus):
+                base = (f'gpu="{g % 8}",UUID="GPU-{g:08d}",Hostname="gpu-node-{g // 8:04d}.example",'
+                        f'modelName="NVIDIA H100 80GB HBM3",DCGM_FI_DRIVER_VERSION="580.82.07"')
+                seg = POD_HOURS * 60
+                for s0 in range(0, steps, seg):
+                    seg_id = (g * 31 + s0 // seg) % 97
+                    held = seg_id % 5 != 0
+                    labels = base + (f',namespace="team-{seg_id % 7}",pod="job-{g}-{s0 // seg}",container="main"'
+                                     if held else "")
+                    scale = 100.0 if "UTIL" in metric else 80000.0 if "FB_" in metric else \
+                        700.0 if "POWER" in metric else 1.0
+                    lines = []
+                    for k in range(s0, min(s0 + seg, steps)):
+                        v = ((k * 7 + g * 13 + f_idx) % 100) / 100.0 * scale
+                        lines.append(f"{metric}{{{labels}}} {v:.4g} {t0 + 60 * k}\n")
+                    out.writelines(lines)
+                    n += len(lines)
+        out.write("# EOF\n")
+    return n
+
+
+def replay(url: str, log: list[tuple[str, dict[str, str]]], concurrency: int) -> tuple[float, int]:
+    """Send the recorded requests again, same concurrency; return (seconds, bytes)."""
+    local = __import__("threading").local()
+
+    def one(item: tuple[str, dict[str, str]]) -> int:
+        session = getattr(local, "s", None) or requests.Session()
+        local.s = session
+        path, form = item
+        method = "GET" if "/label/" in path else "POST"
+        r = session.request(method, url + path, data=form if method == "POST" else None,
+                            params=form if method == "GET" else None, timeout=600)
+        r.raise_for_status()
+        return len(r.content)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        size = sum(pool.map(one, log))
+    return time.perf_counter() - started, size
+
+
+def baseline(url: str, log: list[tuple[str, dict[str, str]]], concurrency: int) -> tuple[float, int]:
+    """prometheus-api-client: custom_query_range + MetricRangeDataFrame for the DCGM queries."""
+    from prometheus_api_client import MetricRangeDataFrame, PrometheusConnect
+
+    queries = [form for path, form in log if path.endswith("query_range") and "DCGM_FI_" in form["query"]]
+    local = __import__("threading").local()
+
+    def one(form: dict[str, str]) -> int:
+        pc = getattr(local, "pc", None) or PrometheusConnect(url=url, method="POST")
+        local.pc = pc
+        data = pc.custom_query_range(
+            form["query"], datetime.fromtimestamp(float(form["start"]), UTC),
+            datetime.fromtimestamp(float(form["end"]), UTC), step=form["step"])
+        return len(MetricRangeDataFrame(data)) if data else 0
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        rows = sum(pool.map(one, queries))
+    return time.perf_counter() - started, rows
+
+
+def run_ours(url: str, warehouse: Path, days: float, settings: Settings) -> dict[str, Any]:
+    from collectors.prometheus import PrometheusCollector
+    from gpuledger.collect_pipeline import collect_window
+    from warehouse import Warehouse
+
+    window = Window(T0, T0 + timedelta(days=days))
+    collector = PrometheusCollector(url, settings, now=lambda: window.end + timedelta(hours=1),
+                                    namespaces_from_metrics=True)
+    collector.http.log = []
+    started = time.perf_counter()
+    with Warehouse.open(warehouse) as wh:
+        report = collect_window(wh, settings, url, window, collector=collector,
+                                now=lambda: window.end + timedelta(hours=1))
+        rows = wh.count("gpu_samples")
+    seconds = time.perf_counter() - started
+    collector.close()
+    return {"seconds": seconds, "rows": rows, "chunks": report.chunks, "queries": report.queries,
+            "bytes": report.bytes, "log": collector.http.log}
+
+
+MEMORY_CHILD = """
+import json, resource, sys
+from pathlib import Path
+from bench.bench_collect import run_ours
+from core.config import Settings
+url, wh, days, conc, chunk = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+out = run_ours(url, Path(wh), days, Settings(prometheus={"max_concurrency": conc, "chunk": chunk}))
+print(json.dumps({"rows": out["rows"], "seconds": out["seconds"],
+                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=1000)
+    parser.add_argument("--days", type=float, default=30)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--chunk", default="1d", help="load batch (prometheus.chunk)")
+    parser.add_argument("--mem-days", type=float, nargs="*", default=None,
+                        help="window sizes (days, each ≤ --days) for the peak-memory runs")
+    args = parser.parse_args(argv)
+    from tools.metrics_servers import start_prometheus
+
+    settings = Settings(prometheus={"max_concurrency": args.concurrency, "chunk": args.chunk})
+    with tempfile.TemporaryDirectory(prefix="bench-collect-") as tmp:
+        root = Path(tmp)
+        om = root / "history.om"
+        (samples, gen_s) = _timed(lambda: write_history(om, args.gpus, args.days))
+        print(f"wrote {samples} samples ({om.stat().st_size / 1e6:.0f} MB) in {gen_s:.1f}s", flush=True)
+        started = time.perf_counter()
+        server = start_prometheus(root, openmetrics=om)
+        backfill_s = time.perf_counter() - started
+        om.unlink()
+        try:
+            run_ours(server.url, root / "warmup.duckdb", min(args.days, 0.25), settings)  # warm caches
+            ours = run_ours(server.url, root / "w.duckdb", args.days, settings)
+            print(f"ours: {ours['rows']} rows in {ours['seconds']:.1f}s", flush=True)
+            prom_s, prom_bytes = replay(server.url, ours["log"], args.concurrency)
+            print(f"prometheus alone: {prom_s:.1f}s", flush=True)
+            base_s, base_rows = baseline(server.url, ours["log"], args.concurrency)
+            print(f"prometheus-api-client: {base_s:.1f}s", flush=True)
+            memory = []
+            for days in args.mem_days or sorted({min(args.days, 1.0), args.days}):
+                child = subprocess.run(
+                    [sys.executable, "-c", MEMORY_CHILD, server.url, str(root / f"m{days}.duckdb"),
+                     str(days), str(args.concurrency), args.chunk],
+                    capture_output=True, text=True, check=True)
+                memory.append({"window_days": days, **json.loads(child.stdout.strip().splitlines()[-1])})
+        finally:
+            server.stop()
+    field_samples = ours["rows"] * len(FIELDS)
+    figures = {
+        "size": {"gpus": args.gpus, "days": args.days, "fields": len(FIELDS), "step_s": 60,
+                 "samples_written": samples, "requested": {"gpus": 1000, "days": 30}},
+        "setup_s": {"generate": round(gen_s, 1), "promtool_backfill_and_start": round(backfill_s, 1)},
+        "ours": {"seconds": round(ours["seconds"], 2), "gpu_sample_rows": ours["rows"],
+                 "samples": field_samples, "samples_per_s": round(field_samples / ours["seconds"]),
+                 "queries": ours["queries"], "chunks": ours["chunks"], "response_mb": round(ours["bytes"] / 1e6, 1),
+                 "concurrency": args.concurrency, "chunk": args.chunk},
+        "prometheus_alone": {"seconds": round(prom_s, 2), "response_mb": round(prom_bytes / 1e6, 1),
+                             "ratio_ours_over_prometheus": round(ours["seconds"] / prom_s, 2), "goal": "<= 1.5"},
+        "prometheus_api_client": {"seconds": round(base_s, 2), "rows": base_rows,
+                                  "ratio_baseline_over_ours": round(base_s / ours["seconds"], 2), "goal": ">= 5",
+                                  "note": "custom_query_range + MetricRangeDataFrame only; no warehouse load"},
+        "client_side": {
+            "note": "time beyond Prometheus' own answering (ours - prometheus alone; baseline - prometheus alone)",
+            "ours_s": round(ours["seconds"] - prom_s, 2),
+            "baseline_s": round(base_s - prom_s, 2),
+            "ratio_baseline_over_ours": round((base_s - prom_s) / max(ours["seconds"] - prom_s, 1e-3), 2),
+        },
+        "peak_memory_vs_window": memory,
+    }
+    write_result("collect", figures)
+    return 0
+
+
+def _timed(fn: Any) -> tuple[Any, float]:
+    started = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    sys.exit(main())

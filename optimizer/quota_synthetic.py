@@ -1,0 +1,85 @@
+"""Seeded synthetic Kueue setups with seasonal demand, for benchmarks and tests.
+
+Each team has one ClusterQueue in one cohort and uses a few flavors. Its demand per flavor is
+a base level times a daily cycle (peak at a team-specific hour) times a weekday/weekend factor,
+plus noise and occasional bursts. The current quotas are a static split: capacity divided by
+fair-sharing weight, not by demand, which is what a hand-maintained quota file tends to be.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import datetime, timedelta
+
+import numpy as np
+import polars as pl
+
+from optimizer.quota_input import GPU, QuotaInputs, check_history, default_capacity, queue_from_object
+
+
+def synthetic_quota_inputs(
+    teams: int = 10, flavors: int = 3, *, days: int = 28, step: timedelta = timedelta(minutes=15),
+    start: datetime, seed: int = 0, load: float = 0.85, flavors_per_team: int = 3,
+    borrowing_limit: float | None = None,
+) -> QuotaInputs:
+    """`load` is mean peak-hour demand over capacity, per flavor."""
+    rng = random.Random(seed)
+    names = [f"team-{i:02d}" for i in range(teams)]
+    flavor_names = [f"flavor-{j:02d}" for j in range(flavors)]
+    weights = {n: rng.choice([1.0, 1.0, 2.0, 3.0]) for n in names}
+    uses = {n: sorted(rng.sample(flavor_names, min(flavors_per_team, flavors))) for n in names}
+    steps = int(timedelta(days=days) / step)
+    hours = np.array([(start + i * step).hour + (start + i * step).minute / 60 for i in range(steps)])
+    weekday = np.array([(start + i * step).weekday() for i in range(steps)])
+    np_rng = np.random.default_rng(seed)
+    series: dict[tuple[str, str], np.ndarray] = {}
+    for n in names:
+        peak_hour = rng.uniform(8, 20)
+        weekend = rng.uniform(0.2, 0.8)
+        for f in uses[n]:
+            base = rng.uniform(2, 12)
+            daily = 0.55 + 0.45 * np.cos(2 * math.pi * (hours - peak_hour) / 24)
+            week = np.where(weekday >= 5, weekend, 1.0)
+            noise = np_rng.normal(0, 0.08 * base, steps)
+            bursts = (np_rng.random(steps) < 0.002) * base * np_rng.uniform(0.5, 1.5, steps)
+            series[(n, f)] = np.maximum(0.0, base * daily * week + noise + np.convolve(
+                bursts, np.ones(8), mode="same"))
+    # capacity per flavor: `load` × the mean daily peak of the flavor's total demand
+    capacity = {}
+    for f in flavor_names:
+        total = sum((v for (n, ff), v in series.items() if ff == f), np.zeros(steps))
+        per_day = total.reshape(days, -1).max(axis=1)
+        capacity[f] = max(1, round(float(per_day.mean()) / load))
+    # current quotas: capacity split by weight among the flavor's users (largest remainder)
+    nominal: dict[tuple[str, str], int] = {}
+    for f in flavor_names:
+        users = [n for n in names if f in uses[n]]
+        if not users:
+            continue
+        raw = [capacity[f] * weights[n] / sum(weights[u] for u in users) for n in users]
+        floors = [math.floor(x) for x in raw]
+        for k in sorted(range(len(raw)), key=lambda k: -(raw[k] - floors[k]))[: capacity[f] - sum(floors)]:
+            floors[k] += 1
+        nominal.update({(n, f): q for n, q in zip(users, floors, strict=True)})
+    queues = []
+    for n in names:
+        resources = [{"name": GPU, "nominalQuota": nominal[(n, f)],
+                      **({"borrowingLimit": borrowing_limit} if borrowing_limit is not None else {})}
+                     for f in uses[n]]
+        spec = {
+            "cohortName": "all", "fairSharing": {"weight": str(weights[n])},
+            "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+                {"name": f, "resources": [r]} for f, r in zip(uses[n], resources, strict=True)]}],
+        }
+        queues.append(queue_from_object({"metadata": {"name": n, "resourceVersion": "1"}, "spec": spec},
+                                        "synthetic"))
+    ts = [start + i * step for i in range(steps)]
+    frames = [
+        pl.DataFrame({"ts": ts, "cluster_queue": n, "flavor": f, "resource": GPU, "demand": v})
+        for (n, f), v in sorted(series.items())
+    ]
+    history, inferred = check_history(pl.concat(frames), "synthetic")
+    qs = tuple(queues)
+    return QuotaInputs(qs, default_capacity(qs), history, inferred, {}, f"synthetic(teams={teams}, "
+                       f"flavors={flavors}, days={days}, seed={seed})")

@@ -1,0 +1,166 @@
+"""Idle ranking, token cost, requested-vs-used, right-sizing and workload profiles.
+
+Cases:
+- top idle allocations rank by idle cost and carry the bill's idle figures; idle runs list
+  each run of at least 30 minutes with its length and whether memory stayed in use;
+- token cost: counter increases across a reset (hand-computed), GPU cost from the bill, split
+  by work (a generated token weighs 3 prompt tokens), cost per million prompt/generated tokens;
+- right-sizing: a whole H100 using 6 GiB at p95 activity 0.1 fits 1g.10gb (saving hand-
+  computed); a 3g.40gb instance using 30 GiB stays; a busy whole card stays whole; an idle
+  notebook (label) is reclaimed; `rightsized_demand` counts the demand per model and profile;
+- profiles: an idle notebook, a training job and an inference service get the expected names,
+  and the same seed gives the same profiles.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analytics.idle import idle_runs_frame, top_idle
+from analytics.profiles import workload_profiles
+from analytics.recommend import recommend, rightsized_demand, smallest_profile
+from analytics.tokens import token_costs
+from analytics.workloads import workload_usage
+from core.config import Settings
+from core.frames import TABLES, polars_schema
+from tests.analytics.builders import Seg, at, gpus, load, namespaces, pods, samples, window
+from warehouse import Warehouse
+
+import polars as pl
+
+
+def _fleet() -> dict[str, pl.DataFrame]:
+    return {
+        "gpus": gpus(*({"uuid": f"GPU-{i}", "gpu_index": i} for i in range(4)),
+                     {"uuid": "GPU-M", "gpu_index": 4, "sharing_mode": "mig"}),
+        "gpu_samples": samples([
+            # notebook: 3 h idle with 8 GiB held
+            Seg("GPU-0", at(0), at(4), "ds", "nb-0", act=0.01, fb=8192),
+            # small inference on a whole card: p95 activity 0.1, 6 GiB
+            Seg("GPU-1", at(0), at(4), "ml", "svc-small", act=0.1, fb=6000),
+            # busy training: 70 GiB
+            Seg("GPU-2", at(0), at(4), "ml", "train-0", act=0.9, fb=70000),
+            # 3g.40gb instance using 30 GiB at 0.6
+            Seg("GPU-M", at(0), at(4), "ml", "svc-mig", act=0.6, fb=30000, gpu_i_id=1, profile="3g.40gb"),
+        ]),
+        "namespaces": namespaces({"ds": "data", "ml": "ml"}),
+        "pods": pods(
+            {"namespace": "ds", "pod": "nb-0", "owner_kind": "StatefulSet",
+             "labels": json.dumps({"app": "notebook"})},
+            {"namespace": "ml", "pod": "svc-small", "owner_kind": "ReplicaSet"},
+            {"namespace": "ml", "pod": "train-0", "owner_kind": "Job"},
+            {"namespace": "ml", "pod": "svc-mig", "owner_kind": "ReplicaSet"},
+        ),
+    }
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    return load(tmp_path / "f.duckdb", window(4), _fleet())
+
+
+def test_top_idle_and_runs(fleet):
+    with Warehouse.open(fleet, read_only=True) as wh:
+        top = top_idle(wh, window(4), Settings(), top=5)
+        runs = idle_runs_frame(wh, window(4), Settings())
+    assert top["pod"].to_list() == ["nb-0"]
+    row = top.row(0, named=True)
+    assert row["idle_card_hours"] == pytest.approx(4.0)
+    assert row["idle_cost"] == pytest.approx(12.0)
+    assert row["held_idle"] is True
+    assert runs.height == 1
+    assert runs["minutes"][0] == pytest.approx(240)
+    assert runs["held"][0] is True
+
+
+def test_token_cost_with_counter_reset(tmp_path):
+    # Counters every 25 min; reset at 01:15 (pod restarted). Increases: prompt 400 + 300 + 200
+    # (the 200 after the reset) + 100 = 1,000,000 x ..., generated half of it.
+    prompt = [1_000_000, 1_400_000, 1_700_000, 200_000, 300_000]
+    rows = [
+        {"ts": at(0, 25 * i), "namespace": "ml", "pod": "svc", "model_name": "llama",
+         "prompt_tokens_total": float(p), "generation_tokens_total": float(p) / 2}
+        for i, p in enumerate(prompt)
+    ]
+    frames = {
+        "gpus": gpus({"uuid": "GPU-1"}),
+        "gpu_samples": samples([Seg("GPU-1", at(0), at(2), "ml", "svc")]),
+        "namespaces": namespaces({"ml": "ml"}),
+        "token_samples": pl.DataFrame(rows, schema=polars_schema(TABLES["token_samples"])),
+    }
+    path = load(tmp_path / "t.duckdb", window(2), frames)
+    with Warehouse.open(path, read_only=True) as wh:
+        costs = token_costs(wh, window(2), Settings())
+    row = costs.by_model.row(0, named=True)
+    # The series starts at the window start: its first value is not an increase.
+    assert row["prompt_tokens"] == 400_000 + 300_000 + 200_000 + 100_000
+    assert row["generation_tokens"] == 500_000
+    assert row["gpu_cost"] == pytest.approx(6.0)
+    # work = 1.0 M + 3 x 0.5 M = 2.5 M; prompt gets 6 x 1/2.5 = 2.40 -> 2.40 per M prompt
+    assert row["cost_per_m_prompt"] == pytest.approx(2.4)
+    assert row["cost_per_m_generated"] == pytest.approx(3.6 / 0.5)
+    assert row["cost_per_m_tokens"] == pytest.approx(6.0 / 1.5)
+
+
+def test_smallest_profile_from_geometry():
+    assert smallest_profile("H100-80GB", 7_200, 1, 81920.0) == "1g.10gb"
+    assert smallest_profile("H100-80GB", 12_000, 1, 81920.0) == "1g.20gb"
+    assert smallest_profile("H100-80GB", 12_000, 2, 81920.0) == "2g.20gb"
+    assert smallest_profile("H100-80GB", 36_000, 3, 81920.0) == "3g.40gb"
+    assert smallest_profile("H100-80GB", 84_000, 1, 81920.0) is None
+    assert smallest_profile("A100-80GB", 9_000, 1, 81920.0) == "1g.10gb"
+
+
+def test_recommendations(fleet):
+    with Warehouse.open(fleet, read_only=True) as wh:
+        result = recommend(wh, window(4), Settings())
+        demand = rightsized_demand(wh, window(4), Settings())
+    recs = {r["pod"]: r for r in result.recommendations.iter_rows(named=True)}
+    assert set(recs) == {"nb-0", "svc-small"}
+    assert recs["nb-0"]["kind"] == "reclaim_idle_notebook"
+    # 4 h idle at 3.00 over a 4 h window -> x 730/4 per month
+    assert recs["nb-0"]["monthly_saving"] == pytest.approx(12.0 * 730 / 4)
+    small = recs["svc-small"]
+    assert small["kind"] == "whole_to_mig"
+    assert small["recommended"] == "1g.10gb"   # 6000 MiB x 1.2 = 7200 <= 10 GiB; 0.1 x 7 x 1.2 -> 1 slice
+    # now 3.00/h exclusive; 1g.10gb = 1/7 card at 3.00 x 0.9 -> saving per held hour 3 - 0.3857
+    assert small["monthly_saving"] == pytest.approx((3.0 - 3.0 / 7 * 0.9) * 4 * 730 / 4)
+    rows = {(r["model"], r["profile"]): r for r in demand.iter_rows(named=True)}
+    # the notebook (8 GiB x 1.2 fits 10 GiB) and the small service each need a 1g.10gb
+    assert rows[("H100-80GB", "1g.10gb")]["count"] == 2
+    assert rows[("H100-80GB", "1g.10gb")]["card_hours"] == pytest.approx(2 * 4 / 7)
+    assert rows[("H100-80GB", "3g.40gb")]["count"] == 1    # 30 GiB x 1.2 = 36 GiB, 0.6 x 3 x 1.2 = 3 slices
+    assert rows[("H100-80GB", "whole")]["count"] == 1      # the training job stays whole
+
+
+def test_requested_vs_used(fleet):
+    with Warehouse.open(fleet, read_only=True) as wh:
+        usage = workload_usage(wh, window(4), Settings())
+    row = usage.filter(pl.col("pod") == "svc-mig").row(0, named=True)
+    assert row["profile"] == "3g.40gb"
+    assert row["act_p95"] == pytest.approx(0.6)
+    assert row["fb_max_mib"] == pytest.approx(30000)
+    assert row["share"] == pytest.approx(3 / 7)
+    assert row["device_memory_mib"] == pytest.approx(81920 * 4 / 8)
+
+
+def test_profiles_are_named_and_stable():
+    usage = pl.DataFrame({
+        "namespace": ["a"] * 6, "pod": [f"p{i}" for i in range(6)], "uuid": [f"u{i}" for i in range(6)],
+        "gpu_i_id": [-1] * 6,
+        "act_mean": [0.02, 0.03, 0.85, 0.8, 0.3, 0.28],
+        "act_p95": [0.05, 0.06, 0.95, 0.93, 0.5, 0.52],
+        "act_std": [0.02, 0.02, 0.05, 0.06, 0.1, 0.12],
+        "idle_fraction": [0.9, 0.85, 0.0, 0.01, 0.05, 0.08],
+        "fb_p95_ratio": [0.3, 0.35, 0.6, 0.65, 0.8, 0.75],
+    })
+    first = workload_profiles(usage, k=3, seed=7)
+    names = dict(zip(first.assignments["pod"], first.assignments["workload_profile"], strict=True))
+    assert names["p0"] == names["p1"] == "idle notebook"
+    assert names["p2"] == names["p3"] == "compute-bound training"
+    assert names["p4"] == names["p5"] == "memory-bound inference"
+    again = workload_profiles(usage.reverse(), k=3, seed=7)
+    assert again.clusters.equals(first.clusters)
+    assert all("mean activity" in e for e in first.clusters["explanation"])

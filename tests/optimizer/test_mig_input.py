@@ -1,0 +1,116 @@
+"""Fleet and demand files: valid ones parse, bad ones get one line naming what is wrong.
+
+Cases:
+- the shipped examples parse: counts, lists, busy pods, `whole`/`empty`, dcgm model names;
+- bad fleet: unknown GPU model, unknown profile, impossible current layout (7g + 1g),
+  more busy instances than the layout has, a pod on a whole GPU that names a profile,
+  repeated GPU index, repeated node, not YAML;
+- bad demand: unknown profile, negative count, a workload bigger than the card
+  ("infeasible demand"), demand for a model the fleet lacks ("infeasible demand");
+- workloads map to the smallest profile holding their peak memory and p95 compute
+  (fewest compute slices first), or to a whole card.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from core.config import Settings
+from core.errors import InputError
+from core.mig import gpu_model
+from optimizer.mig import MigOptions, plan_mig
+from optimizer.mig_input import (
+    demand_from_dict,
+    fleet_from_dict,
+    load_demand,
+    load_fleet,
+    smallest_profile,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_examples_parse():
+    fleet = load_fleet(REPO / "examples/whatif-fleet.yaml")
+    assert [n.name for n in fleet.nodes] == ["infer-a", "infer-b", "infer-c", "a100-pool"]
+    a = fleet.nodes[0]
+    assert a.gpus[0].config == (("1g.10gb", 7),)
+    assert [b.pod for b in a.gpus[0].busy] == ["chat-7b-0", "chat-7b-1"]
+    assert a.gpus[1].pinned and not a.gpus[0].pinned
+    assert fleet.nodes[2].gpus[0].model == "H100-80GB" and not fleet.nodes[2].in_maintenance_window
+    pool = fleet.nodes[3]
+    assert pool.gpus[0].config is None and pool.gpus[3].config == ()
+    demand = load_demand(REPO / "examples/whatif-demand.yaml")
+    h100 = demand.for_model("H100-80GB")
+    # 6 + 3 given, plus the workloads: 4 embedders -> 1g.20gb, 2 llama -> 3g.40gb
+    assert dict(h100.profiles) == {"1g.10gb": 6, "1g.20gb": 4, "3g.40gb": 5}
+    assert demand.for_model("A100-80GB").whole == 2
+
+
+def node(layout, **extra):
+    return {"nodes": [{"name": "n", "model": "H100-80GB", "gpus": [{"index": 0, "layout": layout, **extra}]}]}
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"nodes": [{"name": "n", "model": "V100", "gpus": 1}]}, "unknown GPU model 'V100'"),
+    (node({"5g.50gb": 1}), "MIG profile '5g.50gb' does not exist on H100-80GB"),
+    (node({"7g.80gb": 1, "1g.10gb": 1}), "impossible on a H100-80GB GPU"),
+    (node({"4g.40gb": 2}), "impossible on a H100-80GB GPU"),
+    (node({"1g.10gb": 1}, busy=[{"pod": "a/p", "profile": "1g.10gb"}, {"pod": "a/q", "profile": "1g.10gb"}]),
+     "2 busy 1g.10gb instances but the layout has 1"),
+    (node("whole", busy=[{"pod": "a/p", "profile": "1g.10gb"}]), "MIG disabled"),
+    (node({"1g.10gb": -1}), "non-negative integer"),
+    ({"nodes": [{"name": "n", "model": "H100-80GB", "gpus": [{"index": 0}, {"index": 0}]}]}, "repeated index"),
+    ({"nodes": [{"name": "n", "model": "H100-80GB"}, {"name": "n", "model": "H100-80GB"}]}, "appears twice"),
+])
+def test_bad_fleet(data, message):
+    with pytest.raises(InputError, match=message) as info:
+        fleet_from_dict(data, "fleet.yaml")
+    assert "\n" not in str(info.value) and "fleet.yaml" in str(info.value)
+
+
+def test_unreadable_files(tmp_path):
+    bad = tmp_path / "f.yaml"
+    bad.write_text("nodes: [unclosed")
+    with pytest.raises(InputError, match="not valid YAML"):
+        load_fleet(bad)
+    with pytest.raises(InputError, match="cannot read the fleet file"):
+        load_fleet(tmp_path / "missing.yaml")
+    bad.write_text("demand: {}")
+    with pytest.raises(InputError, match="list 'demand'"):
+        load_demand(bad)
+
+
+@pytest.mark.parametrize(("item", "message"), [
+    ({"model": "H100-80GB", "profiles": {"1g.5gb": 1}}, "'1g.5gb' does not exist on H100-80GB"),
+    ({"model": "H100-80GB", "profiles": {"1g.10gb": -2}}, "non-negative integer"),
+    ({"model": "H100-80GB", "workloads": [{"memory_mib": 200_000, "compute": 0.1}]},
+     "needs 200000 MiB but a H100-80GB has .* infeasible demand"),
+    ({"model": "H100-80GB", "workloads": [{"memory_mib": 1000, "compute": 1.5}]}, r"in \[0, 1\]"),
+    ({"model": "TPU"}, "unknown GPU model"),
+])
+def test_bad_demand(item, message):
+    with pytest.raises(InputError, match=message):
+        demand_from_dict({"demand": [item]}, "demand.yaml")
+
+
+def test_demand_for_missing_model_is_infeasible():
+    fleet = fleet_from_dict({"nodes": [{"name": "n", "model": "H100-80GB", "gpus": 2}]})
+    demand = demand_from_dict({"demand": [{"model": "A100-80GB", "profiles": {"1g.10gb": 1}}]})
+    with pytest.raises(InputError, match="infeasible demand: .* no A100-80GB GPUs"):
+        plan_mig(fleet, demand, MigOptions(time_limit_s=2), Settings(), datetime(2026, 11, 1, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(("memory", "compute", "expected"), [
+    (5_000, 0.05, "1g.10gb"),       # fits the smallest
+    (15_000, 0.05, "1g.20gb"),      # memory needs 2 slices, compute needs 1: 1g.20gb, not 2g
+    (15_000, 0.20, "2g.20gb"),      # 0.2 > 1/7 needs 2 compute slices
+    (30_000, 0.10, "3g.40gb"),
+    (40_000, 0.50, "4g.40gb"),
+    (60_000, 0.30, None),           # no profile holds 60 GB except the full card
+])
+def test_workload_maps_to_smallest_profile(memory, compute, expected):
+    assert smallest_profile(gpu_model("A100-80GB"), memory, compute, "w") == expected
