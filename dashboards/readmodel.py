@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import polars as pl
 
 from core.config import Settings, utcnow
+from core.errors import WarehouseLockedError
 from core.window import Window
 from dashboards.state import previous_period
 from dashboards.store import Snapshot, SnapshotStore
+from warehouse import Warehouse
 
 T = TypeVar("T")
 SPECIAL_TEAMS = ("unallocated", "unattributed", "sharing_discount")
@@ -73,6 +76,9 @@ class ReadModel:
                 self.bill(period, ("team", "model"))
                 self.fleet_heat(period)
                 self.queue_series(period)
+                self.idle_allocations(period)
+                self.token_costs(period)
+                self.recommendations(period)
             except Exception:  # warming is best-effort: the page computes on demand instead
                 return
 
@@ -142,13 +148,67 @@ class ReadModel:
         detail = self.bill(period).detail
         return sorted(m for m in detail["model"].unique().to_list() if m)
 
-    def recommendations(self, period: str) -> pl.DataFrame | None:
-        """Right-sizing recommendations per workload (namespace, pod, recommendation, saving)."""
-        return None
+    def idle_allocations(self, period: str) -> pl.DataFrame:
+        """`analytics.idle.idle_allocations` of the month's bill (what `gpuledger idle` ranks)."""
 
-    def token_costs(self, period: str) -> pl.DataFrame | None:
-        """Token cost per model service (team, model_name, tokens, cost per million)."""
-        return None
+        def compute(snap: Snapshot) -> pl.DataFrame:
+            from analytics.idle import idle_allocations
+
+            return idle_allocations(self.bill(period))
+
+        return self._cached(("idle", period), compute)
+
+    def recommendations(self, period: str) -> pl.DataFrame:
+        """`analytics.recommend.recommend(...).recommendations` for the month."""
+
+        def compute(snap: Snapshot) -> pl.DataFrame:
+            from analytics.recommend import recommend
+
+            bill = self.bill(period)
+            with self.store.reader(snap) as wh:
+                return recommend(wh, Window.month(period), self.settings, bill=bill).recommendations
+
+        return self._cached(("recommend", period), compute)
+
+    def token_costs(self, period: str, generation_weight: float = 3.0) -> pl.DataFrame:
+        """Token cost per team and model service: vLLM token increases (`analytics.tokens`)
+        against the serving pods' GPU cost in the bill, split between prompt and generated
+        tokens by the same work rule as `analytics.tokens.token_costs` (a generated token
+        weighs `generation_weight` prompt tokens)."""
+
+        def compute(snap: Snapshot) -> pl.DataFrame:
+            from analytics.tokens import token_increases
+
+            with self.store.reader(snap) as wh:
+                tokens = token_increases(wh, Window.month(period))
+            detail = self.bill(period).detail
+            held = detail.filter(pl.col("kind") == "allocated")
+            pod_cost = held.group_by("day", "namespace", "pod").agg(pl.col("cost").sum().alias("pod_cost"))
+            teams = held.select("namespace", "team").unique("namespace", keep="first")
+            share = pl.col("prompt_tokens") + pl.col("generation_tokens")
+            per_series = (
+                tokens.join(pod_cost, on=["day", "namespace", "pod"], how="left")
+                .join(teams, on="namespace", how="left")
+                .with_columns(
+                    (pl.col("pod_cost").fill_null(0.0) * share / share.sum().over("day", "namespace", "pod"))
+                    .fill_nan(0.0).alias("gpu_cost")
+                )
+                .filter(pl.col("team").is_not_null())
+            )
+            work = pl.col("prompt_tokens") + generation_weight * pl.col("generation_tokens")
+            return (
+                per_series.group_by("team", "model_name")
+                .agg(pl.col("pod").n_unique().alias("pods"), pl.col("prompt_tokens").sum(),
+                     pl.col("generation_tokens").sum(), pl.col("gpu_cost").sum())
+                .with_columns(
+                    (pl.col("gpu_cost") / work * 1e6).alias("cost_per_m_prompt"),
+                    (pl.col("gpu_cost") * generation_weight / work * 1e6).alias("cost_per_m_generated"),
+                    (pl.col("gpu_cost") / share * 1e6).alias("cost_per_m_tokens"),
+                )
+                .sort("team", "model_name")
+            )
+
+        return self._cached(("tokens", period, generation_weight), compute)
 
     # 4. Fleet --------------------------------------------------------------------------------
     def fleet_heat(self, period: str) -> pl.DataFrame:
@@ -310,28 +370,33 @@ class ReadModel:
             ),
         )
 
-    # 6. Plans and audit (small tables: read fresh from the snapshot on every view) -----------
+    # 6. Plans and audit: small, changed by the page's own actions, so read live ------------
+    @contextmanager
+    def _fresh(self) -> Iterator[Warehouse]:
+        """The warehouse itself for one short read, or the snapshot when a writer holds it."""
+        with ExitStack() as stack:
+            try:
+                wh = stack.enter_context(self.store.live_reader())
+            except WarehouseLockedError:
+                wh = stack.enter_context(self.store.reader())
+            yield wh
+
     def plans(self) -> list[Any]:
         from optimizer.plan import list_plans
 
-        with self.store.reader() as wh:
+        with self._fresh() as wh:
             return list_plans(wh)
-
-    def plan_record(self, plan_id: str) -> Any:
-        from optimizer.plan import load_record
-
-        with self.store.reader() as wh:
-            return load_record(wh, plan_id)
 
     def audit(self, plan_id: str | None = None, limit: int = 100) -> pl.DataFrame:
         where, params = "", []
         if plan_id is not None:
             where, params = "WHERE plan_id = ?", [plan_id]
-        return self.query(
-            "SELECT seq, occurred_at, actor, plan_id, action, object, result, detail"
-            f" FROM audit_log {where} ORDER BY seq DESC LIMIT ?",
-            [*params, limit],
-        )
+        with self._fresh() as wh:
+            return wh.query(
+                "SELECT seq, occurred_at, actor, plan_id, action, object, result, detail"
+                f" FROM audit_log {where} ORDER BY seq DESC LIMIT ?",
+                [*params, limit],
+            )
 
 
 def _json(text: Any) -> dict[str, Any]:

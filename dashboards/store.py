@@ -15,7 +15,12 @@ connection open, or queried the live file on every click, would stall collection
    records `busy_since`; pages keep working on the last snapshot and say how old it is. With
    no snapshot yet the page says "warehouse busy, retrying" and the next refresh tries again.
 4. Writes (approve/reject/apply) open a short write connection to the warehouse itself, retry
-   briefly while a collector holds it, close it, and force a refresh so the change shows.
+   briefly while a collector holds it, close it, and ask for a refresh (in the background).
+5. The two small tables an action changes (plans, audit log) are read live through
+   `live_reader()`: a read-only connection to the warehouse held for one query (milliseconds),
+   so a page shows an approval at once without waiting for a multi-GB snapshot copy. When a
+   writer holds the file it raises `WarehouseLockedError` and the caller falls back to the
+   snapshot.
 """
 
 from __future__ import annotations
@@ -120,6 +125,7 @@ class SnapshotStore:
         self.busy_since: datetime | None = None
         self.last_error: str | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[Snapshot], None]] = []
 
@@ -204,8 +210,11 @@ class SnapshotStore:
 
         def loop() -> None:
             self.refresh()
-            while not self._stop.wait(self.refresh_s):
-                self.refresh()
+            while not self._stop.is_set():
+                woken = self._wake.wait(self.refresh_s)
+                self._wake.clear()
+                if not self._stop.is_set():
+                    self.refresh(force=woken)
 
         self._thread = threading.Thread(target=loop, name="gpuledger-dash-refresh", daemon=True)
         self._thread.start()
@@ -213,6 +222,7 @@ class SnapshotStore:
     def stop(self) -> None:
         """Stop refreshing, close the snapshot and delete the private copies."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
@@ -257,9 +267,37 @@ class SnapshotStore:
 
     # 3. Writing ------------------------------------------------------------------------------
     @contextmanager
+    def live_reader(self) -> Iterator[Warehouse]:
+        """A read-only connection to the warehouse itself for one short query (step 5 of the
+        module docstring); `WarehouseLockedError` when a writer holds it (fall back to the
+        snapshot then)."""
+        if not self._write_lock.acquire(blocking=False):
+            raise WarehouseLockedError(f"{self.source}: this dashboard is writing it")
+        try:
+            try:
+                wh = Warehouse.open(self.source, read_only=True)
+            except WarehouseError as exc:
+                if isinstance(exc, WarehouseLockedError) or "different configuration" in str(exc):
+                    raise WarehouseLockedError(str(exc)) from None
+                raise
+            try:
+                yield wh
+            finally:
+                wh.close()
+        finally:
+            self._write_lock.release()
+
+    def request_refresh(self) -> None:
+        """Take a new snapshot soon: in the background when the refresher runs, else now."""
+        if self._thread is not None:
+            self._wake.set()
+        else:
+            self.refresh(force=True)
+
+    @contextmanager
     def writer(self, *, refresh: bool = True, retry: bool = True) -> Iterator[Warehouse]:
         """A short write connection to the warehouse itself (retrying while a collector holds
-        it); by default a fresh snapshot is taken after it closes so the change shows at once."""
+        it); by default a new snapshot is requested after it closes (`request_refresh`)."""
         with self._write_lock:
             wh = self._open_writer(RETRY_DELAYS_S if retry else ())
             try:
@@ -267,7 +305,7 @@ class SnapshotStore:
             finally:
                 wh.close()
         if refresh:
-            self.refresh(force=True)
+            self.request_refresh()
 
     def _open_writer(self, delays: tuple[float, ...]) -> Warehouse:
         last: WarehouseLockedError | None = None

@@ -4,8 +4,9 @@ ClusterQueues are Kueue `v1beta2` objects (or their `spec`): `cohortName`,
 `fairSharing.weight`, and `resourceGroups[].flavors[].resources[]` with `nominalQuota`,
 `borrowingLimit`, `lendingLimit`. Capacity per (cohort, flavor, resource) is given explicitly or,
 by default, the sum of the current nominal quotas in the cohort (plans then move quota between
-queues at equal capacity). Demand history is one row per (time, queue, flavor, resource) with
-the amount admitted plus pending, in resource units.
+queues at equal capacity). Only GPU resources (`nvidia.com/gpu`, `nvidia.com/mig-*`) are
+planned; cpu, memory and the like are left exactly as they are. Demand history is one row per
+(time, queue, flavor, resource) with the amount admitted plus pending, in resource units.
 
 Sources: a queues file (`--queues`, YAML) plus a history CSV (`--history`), or the warehouse
 (tables `queues`, `queue_samples`, `pods`, `namespaces`); see `docs/readme/optimizer.md`.
@@ -109,6 +110,8 @@ def queue_from_object(obj: Mapping[str, Any], where: str) -> QueueSpec:
         for flavor in group.get("flavors") or []:
             fname = flavor.get("name")
             for res in flavor.get("resources") or []:
+                if not is_gpu_resource(str(res.get("name"))):
+                    continue  # cpu, memory, ...: not planned, left exactly as they are
                 rwhere = f"{where}: ClusterQueue {name} resourceGroups[{g}] flavor {fname} {res.get('name')}"
                 if "nominalQuota" not in res:
                     raise InputError(f"{rwhere}: nominalQuota is required")
@@ -122,6 +125,11 @@ def queue_from_object(obj: Mapping[str, Any], where: str) -> QueueSpec:
         resource_groups=tuple(groups), resource_version=meta.get("resourceVersion"),
         team=obj.get("team"),
     )
+
+
+def is_gpu_resource(name: str) -> bool:
+    """Resources the quota optimizer plans: whole GPUs and MIG instances."""
+    return name == GPU or name.startswith("nvidia.com/mig-")
 
 
 def _optional(value: Any, where: str) -> float | None:

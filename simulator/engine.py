@@ -32,6 +32,7 @@ from simulator.truth import assemble, segments
 from simulator.workloads import build_schedule
 
 SAMPLE_TABLES = ("gpu_samples", "token_samples", "queue_samples")
+"""The frames `batches()` yields per chunk."""
 
 
 @dataclass(frozen=True)
@@ -98,12 +99,14 @@ class Simulation:
         return self.assemble_truth(parts)
 
     def assemble_truth(self, parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
+        """The ground-truth frame from the `truth` parts of `run()` (one pass for both)."""
         return assemble(parts, self.hw, self.schedule, self.tenants, self.tb)
 
     def run(
         self, chunk: timedelta = timedelta(days=1), *, samples: bool = True, truth: bool = True
     ) -> Iterator[ChunkOutput]:
-        """The one pass both streams come from (the CLI takes both at once)."""
+        """The one pass samples and ground truth come from; a caller wanting both (e.g. a
+        benchmark or an analytics test) takes them together instead of simulating twice."""
         if chunk < self.window.step or chunk % self.window.step:
             raise InputError(f"chunk {chunk}: must be a positive multiple of the step {self.window.step}")
         context = self.idle_min_steps - 1 if truth else 0

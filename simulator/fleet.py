@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.errors import InputError
-from core.mig import catalog, gpu_model
+from core.mig import gpu_model
 
 WorkloadClass = Literal["training", "inference", "notebook", "batch_eval", "small_job"]
 WORKLOAD_CLASSES: tuple[WorkloadClass, ...] = (
@@ -272,8 +272,3 @@ def _apportion(total: int, weights: Sequence[float]) -> list[int]:
     for i in order[: rest - sum(floors)]:
         floors[i] += 1
     return [b + f for b, f in zip(base, floors, strict=True)]
-
-
-def known_models() -> tuple[str, ...]:
-    """Models with MIG facts in `core.mig` that the simulator also knows how to render."""
-    return tuple(m for m in MODEL_FACTS if m in catalog())

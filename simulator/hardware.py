@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from core.mig import COMPUTE_SLICES, MEMORY_SLICES, Placement, Shape, gpu_model, shape_of
-from simulator.fleet import MODEL_FACTS, FleetSpec, PoolSpec, SharingMode
+from simulator.fleet import FleetSpec, PoolSpec, SharingMode
 from simulator.timebase import Timebase
 
 PCI_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB, 0x1B, 0x2B, 0x3B, 0x5E, 0x9B, 0xAC,
@@ -189,7 +189,3 @@ def reconfigure_step(tb: Timebase) -> int:
     hour = round(middle / 3600) * 3600
     k = (hour + 1800 - tb.origin_s) // tb.step_s
     return int(min(max(k, 1), tb.steps - 1))
-
-
-def model_facts(model: str) -> dict[str, object]:
-    return MODEL_FACTS[model]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from simulator.fleet import MODEL_FACTS, FleetSpec, PoolSpec
+from simulator.fleet import MODEL_FACTS, FleetSpec
 from simulator.hardware import Hardware, Node
 from simulator.tenants import (
     LOCAL_QUEUES,
@@ -198,7 +198,3 @@ def kueue_manifests(spec: FleetSpec, tenants: Tenants) -> list[dict[str, Any]]:
                         "metadata": {"name": lq, "namespace": ns.name},
                         "spec": {"clusterQueue": ns.cluster_queue}})
     return out
-
-
-def pool_of(hw: Hardware, n_idx: int) -> PoolSpec:
-    return hw.pools[hw.nodes[n_idx].pool]

@@ -35,6 +35,16 @@ class MetricsServer(ThreadingHTTPServer):
         self.renderer = renderer
         self.clock = clock
         self.lock = threading.Lock()
+        self._cached: tuple[int, str] | None = None
+
+    def page(self) -> str:
+        """The exposition for the clock's step; scrapes within one step share the rendering."""
+        at = self.clock()
+        k = self.sim.tb.index(at)
+        with self.lock:
+            if self._cached is None or self._cached[0] != k:
+                self._cached = (k, exposition(self.sim, at, renderer=self.renderer))
+            return self._cached[1]
 
     @property
     def url(self) -> str:
@@ -51,8 +61,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.path.startswith("/metrics"):
             try:
-                with self.server.lock:
-                    text = exposition(self.server.sim, self.server.clock(), renderer=self.server.renderer)
+                text = self.server.page()
             except GpuledgerError as exc:
                 self._reply(503, f"{exc}\n")
                 return

@@ -71,9 +71,9 @@ def main(argv: list[str]) -> int:
         agent = Agent(pynvml, "127.0.0.1", 0, hostname="gpu-check").start()
         try:
             url = f"http://127.0.0.1:{agent.port}/metrics"
-            urllib.request.urlopen(url, timeout=30).read()  # noqa: S310 (loopback)
+            urllib.request.urlopen(url, timeout=30).read()
             time.sleep(1.0)
-            scraped = urllib.request.urlopen(url, timeout=30).read().decode()  # noqa: S310
+            scraped = urllib.request.urlopen(url, timeout=30).read().decode()
         finally:
             agent.stop()
         after = _state(pynvml)

@@ -69,26 +69,35 @@ def _team_detail(bill: Any, team: str, model: str | None) -> pl.DataFrame:
     return detail.filter(cond)
 
 
-def idle_allocations(detail: pl.DataFrame, limit: int = 10) -> pl.DataFrame:
-    """The team's allocations with the most idle cost: pod, GPU, idle hours, idle cost."""
-    if detail.is_empty():
-        return pl.DataFrame(
-            schema={"namespace": pl.String, "pod": pl.String, "gpu": pl.String, "model": pl.String,
-                    "idle_card_hours": pl.Float64, "idle_cost": pl.Float64, "card_hours": pl.Float64}
-        )
+def idle_top(allocations: pl.DataFrame, recommendations: pl.DataFrame, team: str, *,
+             model: str | None, currency: str, limit: int = 10) -> pl.DataFrame:
+    """The team's allocations with the most idle cost (`analytics.idle`), each with the
+    recommendation `analytics.recommend` makes for that workload (if any)."""
+    cond = pl.col("team") == team
+    if model is not None:
+        cond &= pl.col("model") == model
+    top = allocations.filter(cond).head(limit)
     gpu = pl.concat_str(
-        [pl.col("node"), pl.col("uuid").str.slice(0, 12),
-         pl.when(pl.col("profile").is_not_null()).then(pl.col("profile")).otherwise(pl.lit("whole"))],
+        [pl.col("node"), pl.col("uuid").str.slice(0, 12), pl.col("profile").fill_null("whole")],
         separator=" · ",
     )
-    return (
-        detail.filter(pl.col("idle_card_hours") > 0)
-        .with_columns(gpu.alias("gpu"))
-        .group_by("namespace", "pod", "gpu", "model")
-        .agg(pl.col("idle_card_hours").sum(), pl.col("idle_cost").sum(), pl.col("card_hours").sum())
-        .sort(["idle_cost", "pod"], descending=[True, False])
-        .head(limit)
+    top = top.with_columns(gpu.alias("gpu"))
+    if recommendations.is_empty():
+        return top.with_columns(pl.lit(None, pl.String).alias("recommendation"))
+    advice = (
+        recommendations.filter(pl.col("team") == team)
+        .with_columns(pl.format("{} — {}", pl.col("recommended"), pl.col("reason")).alias("advice"),
+                      pl.col("monthly_saving"))
+        .group_by("namespace", "pod")
+        .agg(pl.col("advice").first(), pl.col("monthly_saving").first())
+        .with_columns(
+            pl.concat_str([pl.col("advice"), pl.lit(" (saves "),
+                           pl.col("monthly_saving").map_elements(lambda x: money(x, currency), pl.String),
+                           pl.lit("/month)")]).alias("recommendation")
+        )
+        .select("namespace", "pod", "recommendation")
     )
+    return top.join(advice, on=["namespace", "pod"], how="left")
 
 
 def view(ctx: PageContext) -> TeamView:
@@ -116,12 +125,13 @@ def view(ctx: PageContext) -> TeamView:
         .agg(pl.col("card_hours").sum(), pl.col("cost").sum(), pl.col("idle_cost").sum())
         .sort("model", "sharing_mode")
     )
-    idle_top = _with_recommendations(ctx, idle_allocations(detail), team)
+    top = idle_top(data.idle_allocations(state.period), data.recommendations(state.period), team,
+                   model=state.model, currency=ctx.currency)
     queues, summary = team_queues(ctx, team)
     return TeamView(
         team=team, period=state.period, model=state.model, currency=ctx.currency, line=line,
         previous=previous, budget=ctx.settings.teams.budgets.get(team), daily=daily,
-        by_model_mode=by_model_mode, idle_top=idle_top, queues=queues, queue_summary=summary,
+        by_model_mode=by_model_mode, idle_top=top, queues=queues, queue_summary=summary,
         tokens=token_costs(ctx, team), download_href=download_href(state.period, team, state.model),
     )
 
@@ -131,15 +141,6 @@ def download_href(period: str, team: str, model: str | None) -> str:
 
     params = {"period": period, "team": team, **({"model": model} if model else {})}
     return "/download/bill.csv?" + urlencode(params)
-
-
-def _with_recommendations(ctx: PageContext, top: pl.DataFrame, team: str) -> pl.DataFrame:
-    """Attach the analytics recommendation for each idle allocation, when analytics has one."""
-    recs = ctx.data.recommendations(ctx.state.period)
-    if recs is None or recs.is_empty() or top.is_empty():
-        return top.with_columns(pl.lit(None, pl.String).alias("recommendation"))
-    keyed = recs.select("namespace", "pod", "recommendation").unique(["namespace", "pod"], keep="first")
-    return top.join(keyed, on=["namespace", "pod"], how="left")
 
 
 def team_queues(ctx: PageContext, team: str) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -177,9 +178,7 @@ def queue_summary(series: pl.DataFrame) -> pl.DataFrame:
 
 def token_costs(ctx: PageContext, team: str) -> pl.DataFrame:
     tokens = ctx.data.token_costs(ctx.state.period)
-    if tokens is None or tokens.is_empty() or "team" not in tokens.columns:
-        return pl.DataFrame()
-    return tokens.filter(pl.col("team") == team)
+    return tokens.filter(pl.col("team") == team).drop("team")
 
 
 # Rendering -------------------------------------------------------------------------------------
@@ -223,8 +222,16 @@ def render(v: TeamView) -> html.Div:
     )
     token_table = table(
         v.tokens,
-        [(c, c.replace("_", " ")) for c in v.tokens.columns if c not in ("team",)],
+        [("model_name", "model service"), ("pods", "pods"), ("prompt_tokens", "prompt tokens"),
+         ("generation_tokens", "generated tokens"), ("gpu_cost", f"GPU cost ({cur})"),
+         ("cost_per_m_prompt", "per M prompt"), ("cost_per_m_generated", "per M generated"),
+         ("cost_per_m_tokens", "per M tokens")],
         id="token-table",
+        formats={
+            "prompt_tokens": lambda x: f"{x:,.0f}", "generation_tokens": lambda x: f"{x:,.0f}",
+            **{c: (lambda x: money(x, cur)) for c in
+               ("gpu_cost", "cost_per_m_prompt", "cost_per_m_generated", "cost_per_m_tokens")},
+        },
     )
     return html.Div(
         [

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.config import utcnow
 from core.errors import InputError
@@ -22,7 +21,6 @@ from gpuledger.context import Context
 
 if TYPE_CHECKING:
     from simulator.engine import Simulation
-    from warehouse import Warehouse
 
 
 def _window(args: argparse.Namespace) -> Window:
@@ -41,29 +39,6 @@ def build_simulation(args: argparse.Namespace) -> Simulation:
 
     spec = FleetSpec.load(args.fleet) if args.fleet else FleetSpec.default(gpus=args.gpus)
     return Simulation(spec, _window(args), seed=args.seed)
-
-
-def load_into_warehouse(
-    wh: Warehouse, sim: Simulation, *, chunk: timedelta = DAY,
-    progress: Callable[[Window, int], None] | None = None,
-) -> dict[str, int]:
-    """Load the inventory, then the samples chunk by chunk (each chunk one transaction that
-    owns its window, so a rerun replaces rather than duplicates). Returns rows per table."""
-    from warehouse import LoadBatch
-
-    totals: dict[str, int] = {}
-
-    def add(stats: Any) -> int:
-        for table, rows in stats.rows.items():
-            totals[table] = totals.get(table, 0) + rows
-        return int(stats.total_rows)
-
-    add(wh.load(LoadBatch(sim.inventory())))
-    for window, frames in sim.batches(chunk):
-        rows = add(wh.load(LoadBatch(frames, window=window, watermarks={"simulate": window.end})))
-        if progress:
-            progress(window, rows)
-    return totals
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -101,14 +76,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         ctx.echo(f"wrote {path}: {sum(counts.values()):,} samples in {len(counts)} families "
                  f"({time.perf_counter() - started:.1f}s)")
     if args.load:
+        from gpuledger.pipeline import load_simulation
+
         started = time.perf_counter()
         with ctx.open_warehouse() as wh:
-            totals = load_into_warehouse(
-                wh, sim, chunk=chunk,
-                progress=lambda w, rows: ctx.echo(f"  loaded {w.start:%Y-%m-%d %H:%M}: {rows:,} rows"),
-            )
-        ctx.echo(f"loaded {sum(totals.values()):,} rows into {ctx.warehouse_path} "
-                 f"({time.perf_counter() - started:.1f}s)")
+            rows = load_simulation(wh, sim)
+        ctx.echo(f"loaded {rows:,} rows into {ctx.warehouse_path} ({time.perf_counter() - started:.1f}s)")
     return 0
 
 
@@ -167,7 +140,8 @@ def register(add_command: AddCommand) -> None:
     src.add_argument("--days", type=float, default=7, help="window length when --start is not given")
     src.add_argument("--step", default="60s", help="sample interval (default 60s)")
     src.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
-    src.add_argument("--chunk", default="1d", help="generate and load in chunks of this size (default 1d)")
+    src.add_argument("--chunk", default="1d",
+                     help="generate file outputs in chunks of this size (default 1d; --load goes by day)")
     outs = p.add_argument_group("outputs")
     outs.add_argument("--out", type=Path, help="directory for file outputs")
     outs.add_argument("--parquet", action="store_true", help="inventory and sample frames as Parquet")

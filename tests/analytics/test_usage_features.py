@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 
 from analytics.idle import idle_runs_frame, top_idle
@@ -27,8 +28,6 @@ from core.config import Settings
 from core.frames import TABLES, polars_schema
 from tests.analytics.builders import Seg, at, gpus, load, namespaces, pods, samples, window
 from warehouse import Warehouse
-
-import polars as pl
 
 
 def _fleet() -> dict[str, pl.DataFrame]:

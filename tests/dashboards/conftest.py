@@ -2,8 +2,8 @@
 settings with one user per role, and helpers to build apps on a private copy.
 
 The warehouse: the simulator's default fleet scaled to 32 cards (4 nodes: exclusive H100s,
-a MIG A100 node, time-sliced A100-40GBs, HAMi vGPU H100s), from 2026-10-31 12:00 to
-2026-11-02 00:00 UTC, so both October (last month) and November (this month) have data.
+a MIG A100 node, time-sliced A100-40GBs, HAMi vGPU H100s), from 2026-10-31 18:00 to
+2026-11-01 12:00 UTC, so both October (last month) and November (this month) have data.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def build_demo_warehouse(path: Path, gpus: int = 32) -> Path:
     from simulator.fleet import FleetSpec
     from warehouse import LoadBatch, Warehouse
 
-    window = Window(datetime(2026, 10, 31, 12, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
+    window = Window(datetime(2026, 10, 31, 18, tzinfo=UTC), datetime(2026, 11, 1, 12, tzinfo=UTC))
     sim = Simulation(FleetSpec.default(gpus=gpus), window, seed=7)
     with Warehouse.open(path) as wh:
         wh.load(LoadBatch(frames=sim.inventory()))
@@ -144,9 +144,9 @@ def reference_bills(demo_source: Path) -> dict[tuple[str, tuple[str, ...]], obje
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_app(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iterator[object]:
-    """One read-mostly app per test module, on its own copy, refreshed by hand."""
+    """One app for the tests that only read, on its own copy, refreshed by hand."""
     from dashboards.app import create_app
 
     folder = tmp_path_factory.mktemp("dash-app")

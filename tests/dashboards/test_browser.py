@@ -160,6 +160,8 @@ def test_admin_approves_plan(server: RunningServer, open_page: Any, shots: Path)
     page.wait_for_selector("#plan-status")
     assert page.inner_text("#plan-status") == "proposed"
     page.click("#btn-approve")
+    page.wait_for_selector("#flash-message")
+    assert "approved by ada" in page.inner_text("#flash"), page.inner_text("#flash")
     page.wait_for_function("() => document.getElementById('plan-status')?.innerText === 'approved'")
     assert "approved by ada" in page.inner_text("#flash")
     assert "plan.status" in page.inner_text("#plan-audit-table")

@@ -1,6 +1,7 @@
 """No etcd or kube-apiserver outlives the session that started it.
 
-Cases (each runs a nested pytest session in a subprocess that uses the `k8s_cluster` fixture):
+Cases (each runs a nested pytest session in a subprocess that uses the `k8s_cluster` fixture,
+started without CRDs to keep it quick; the process handling is the same):
 - the nested session's only test fails on purpose: afterwards its etcd and kube-apiserver pids
   are gone and no process mentions its work directory;
 - the nested session is SIGKILLed while the cluster runs (no finalizer, no atexit): the servers
@@ -53,7 +54,7 @@ def nested_session(tmp_path: Path, hang: bool) -> tuple[subprocess.Popen, Path]:
         env["HYGIENE_HANG"] = "1"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(suite),
-         "--basetemp", str(tmp_path / "basetemp"), str(suite)],
+         "--basetemp", str(tmp_path / "basetemp"), "--k8s-testenv-no-crds", str(suite)],
         cwd=suite, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     return proc, out
@@ -114,7 +115,7 @@ def test_cli_up_status_down(k8s_cluster):
     cli = [sys.executable, "-m", "tools.k8s_testenv"]
     build = subprocess.run([*cli, "build"], capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
     assert build.returncode == 0 and "cached" in build.stdout, build.stdout + build.stderr
-    up = subprocess.run([*cli, "up"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    up = subprocess.run([*cli, "up", "--no-crds"], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         status = json.loads(subprocess.run([*cli, "status"], capture_output=True, text=True, env=env,

@@ -100,7 +100,7 @@ def test_bad_demand(item, message):
 def test_demand_for_missing_model_is_infeasible():
     fleet = fleet_from_dict({"nodes": [{"name": "n", "model": "H100-80GB", "gpus": 2}]})
     demand = demand_from_dict({"demand": [{"model": "A100-80GB", "profiles": {"1g.10gb": 1}}]})
-    with pytest.raises(InputError, match="infeasible demand: .* no A100-80GB GPUs"):
+    with pytest.raises(InputError, match=r"infeasible demand: .* no A100-80GB GPUs"):
         plan_mig(fleet, demand, MigOptions(time_limit_s=2), Settings(), datetime(2026, 11, 1, tzinfo=UTC))
 
 

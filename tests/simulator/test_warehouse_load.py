@@ -10,8 +10,18 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from gpuledger.commands.simulate import load_into_warehouse
-from warehouse import Warehouse
+from simulator.engine import Simulation
+from warehouse import LoadBatch, Warehouse
+
+
+def load_into_warehouse(wh: Warehouse, sim: Simulation, chunk: timedelta) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for stats in [wh.load(LoadBatch(sim.inventory())),
+                  *(wh.load(LoadBatch(frames, window=w, watermarks={"simulate": w.end}))
+                    for w, frames in sim.batches(chunk))]:
+        for table, rows in stats.rows.items():
+            totals[table] = totals.get(table, 0) + rows
+    return totals
 
 
 def _fingerprint(wh: Warehouse) -> dict[str, object]:

@@ -47,7 +47,7 @@ def _up(args: argparse.Namespace, layout: Layout) -> int:
     if state.is_file() and any(pid_alive(p) for p in json.loads(state.read_text())["pids"]):
         raise K8sTestEnvError(f"k8s-testenv: a cluster is already up (state: {state}); run `down` first")
     build(layout, echo=lambda line: print(line, flush=True))
-    cluster = LocalCluster(layout, _state_dir(layout), die_with_parent=False)
+    cluster = LocalCluster(layout, _state_dir(layout), die_with_parent=False, install_crds=not args.no_crds)
     try:
         cluster.start()
     except BaseException:
@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="compile or reuse kube-apiserver, etcd, Kueue CRDs")
     b.add_argument("--force", action="store_true", help="rebuild even when cached")
     b.set_defaults(func=_build)
-    sub.add_parser("up", help="start a cluster that outlives this command").set_defaults(func=_up)
+    up = sub.add_parser("up", help="start a cluster that outlives this command")
+    up.add_argument("--no-crds", action="store_true", help="do not install the Kueue CRDs")
+    up.set_defaults(func=_up)
     sub.add_parser("down", help="stop the cluster `up` started").set_defaults(func=_down)
     sub.add_parser("status", help="show the cache and any running cluster").set_defaults(func=_status)
     args = parser.parse_args(argv)

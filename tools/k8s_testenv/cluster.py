@@ -24,6 +24,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,7 @@ class LocalCluster:
     admin_token: str = field(default_factory=lambda: secrets.token_hex(24))
     endpoints: Endpoints | None = None
     start_seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
     _etcd: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _apiserver: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
@@ -181,7 +183,10 @@ class LocalCluster:
         if self.install_crds:
             from tools.k8s_testenv.crds import install_crds
 
-            install_crds(self.api_client(), self.layout.crds)
+            t = time.monotonic()
+            with self.api_client() as api:
+                install_crds(api, self.layout.crds)
+            self.timings["crds_s"] = round(time.monotonic() - t, 2)
         self.start_seconds = time.monotonic() - started
         return self
 
@@ -224,7 +229,10 @@ class LocalCluster:
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(f'{self.admin_token},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
         tokens.chmod(0o600)
-        sa_key, sa_pub = _service_account_keys(self.workdir)
+        t = time.monotonic()
+        sa_key, sa_pub = _service_account_keys(self.layout.dir / "keys")
+        self.timings["keys_s"] = round(time.monotonic() - t, 2)
+        t = time.monotonic()
         # 3. etcd.
         data = self.workdir / "etcd-data"
         shutil.rmtree(data, ignore_errors=True)
@@ -245,6 +253,8 @@ class LocalCluster:
         )
         self._wait(f"http://127.0.0.1:{etcd_client}/health", self._etcd, self.etcd_log, verify=False,
                    headers={}, ok=lambda r: r.ok and r.json().get("health") == "true")
+        self.timings["etcd_s"] = round(time.monotonic() - t, 2)
+        t = time.monotonic()
         # 4. kube-apiserver.
         self._apiserver = processes.spawn(
             [
@@ -270,6 +280,7 @@ class LocalCluster:
         # 5. Ready, then the kubeconfig.
         self._wait(f"{self.server}/readyz", self._apiserver, self.apiserver_log, verify=True,
                    headers={"Authorization": f"Bearer {self.admin_token}"}, ok=lambda r: r.status_code == 200)
+        self.timings["apiserver_s"] = round(time.monotonic() - t, 2)
         self._write_kubeconfig()
 
     def _wait(self, url: str, proc: subprocess.Popen[bytes], log: Path, *, verify: bool,
@@ -339,20 +350,32 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
-def _service_account_keys(workdir: Path) -> tuple[Path, Path]:
-    """An RSA key pair for signing service-account tokens (made once per workdir by openssl)."""
-    key, pub = workdir / "sa.key", workdir / "sa.pub"
+def _service_account_keys(folder: Path) -> tuple[Path, Path]:
+    """The RSA key pair that signs service-account tokens, made once by openssl and then reused.
+
+    Kept beside the cached binaries: test clusters are disposable, so one key per machine is
+    enough, and generating a key costs seconds on a busy 2-core machine. Written to a temporary
+    folder and renamed, so concurrent first starts never see half a key pair.
+    """
+    key, pub = folder / "sa.key", folder / "sa.pub"
     if key.is_file() and pub.is_file():
         return key, pub
     openssl = shutil.which("openssl")
     if openssl is None:
         raise K8sTestEnvError("k8s-testenv: `openssl` is needed to make the service-account signing key")
-    for argv in ([openssl, "genrsa", "-out", str(key), "2048"],
-                 [openssl, "rsa", "-in", str(key), "-pubout", "-out", str(pub)]):
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".keys-", dir=folder.parent))
+    for argv in ([openssl, "genrsa", "-out", str(tmp / key.name), "2048"],
+                 [openssl, "rsa", "-in", str(tmp / key.name), "-pubout", "-out", str(tmp / pub.name)]):
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
             raise K8sTestEnvError(f"k8s-testenv: `{' '.join(argv)}` failed: {proc.stderr.strip()}")
-    key.chmod(0o600)
+    (tmp / key.name).chmod(0o600)
+    try:
+        tmp.rename(folder)
+    except OSError:  # another process won the race: use its keys
+        shutil.rmtree(tmp, ignore_errors=True)
     return key, pub
 
 

@@ -21,9 +21,11 @@ from tools.k8s_testenv.errors import K8sTestEnvError
 
 def load_crds(folder: Path) -> list[dict[str, Any]]:
     """Every CustomResourceDefinition document in `folder/*.yaml`, sorted by file name."""
+    # libyaml's loader parses Kueue's 2 MB of CRDs in about a second; the pure-Python one takes ~9 s.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     docs: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yaml.load_all(path.read_text(), Loader=loader):
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 docs.append(doc)
     if not docs:

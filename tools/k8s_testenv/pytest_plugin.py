@@ -27,6 +27,11 @@ from tools.k8s_testenv.versions import Layout, default_cache_root
 _namespace_counter = itertools.count(1)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--k8s-testenv-no-crds", action="store_true", default=False,
+                     help="start the k8s_cluster fixture without the Kueue CRDs (faster; hygiene tests)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "k8s: needs the real kube-apiserver test environment")
 
@@ -38,10 +43,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def k8s_cluster(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[LocalCluster]:
     layout = Layout(default_cache_root())
     build(layout, echo=lambda line: print(line, file=sys.stderr))
-    cluster = LocalCluster(layout, tmp_path_factory.mktemp("k8s-testenv"))
+    cluster = LocalCluster(layout, tmp_path_factory.mktemp("k8s-testenv"),
+                           install_crds=not pytestconfig.getoption("--k8s-testenv-no-crds"))
     try:
         cluster.start()
         yield cluster
