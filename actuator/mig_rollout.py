@@ -213,7 +213,7 @@ def _prepare(ctx: RolloutContext, target: NodeTarget, record: NodeProgress) -> N
         record.phase = "started"
         ctx.checkpoint()
     if record.phase == "started":
-        pass
+        _cordon(ctx, target.node)
         record.phase = "cordoned"
         ctx.checkpoint()
     if record.phase == "cordoned":

@@ -74,7 +74,9 @@ def inputs_sha256(settings: Settings, bill: MonthBill, adjustments: pl.DataFrame
         )
         if cols:
             canonical = canonical.sort(cols, nulls_last=True)
-        digest.update(canonical.write_csv(float_precision=6).encode())
+        digest.update(",".join(cols).encode())
+        for chunk in canonical.iter_slices(100_000):  # bounded memory for large fleets
+            digest.update(chunk.write_csv(include_header=False, float_precision=6).encode())
     return digest.hexdigest()
 
 

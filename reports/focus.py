@@ -77,20 +77,7 @@ COLUMNS: dict[str, Any] = {
     "x_Share": pl.Float64, "x_LineType": pl.String, "x_CorrectedPeriod": pl.String,
     "x_PriceBookVersion": pl.String,
 }
-JSON_COLUMNS = ("AllocatedMethodDetails", "AllocatedTags", "Tags")
 NOT_ALLOCATED = ("unallocated",)
-
-
-def sku_id(model: str, mode: str, profile: str | None, share: float | None) -> str:
-    """`<model>:<whole|MIG profile|timeslice/N|vgpu>` (N = replicas, from the 1/N share)."""
-    if mode == "mig" and profile:
-        return f"{model}:{profile}"
-    if mode == "timeslice":
-        replicas = round(1 / share) if share and share > 0 else 1
-        return f"{model}:timeslice/{replicas}"
-    if mode == "vgpu":
-        return f"{model}:vgpu"
-    return f"{model}:whole"
 
 
 def method_id(mode: str, settings: Settings) -> str:
@@ -103,89 +90,103 @@ def method_id(mode: str, settings: Settings) -> str:
     }.get(mode, "gpuledger/whole-card")
 
 
-def _resource(row: dict[str, Any]) -> tuple[str, str, str]:
-    """ResourceId, ResourceName, ResourceType of a detail row's device."""
-    uuid, gi, mode, node = row["uuid"], row["gpu_i_id"], row["sharing_mode"], row["node"]
-    if row["team"] in NOT_ALLOCATED:
-        return str(uuid), f"{node} {row['model']}", "GPU"
-    if mode == "mig" and gi is not None and gi >= 0:
-        return f"{uuid}/gi{gi}", f"{node} {row['model']} {row['profile'] or 'MIG'} (GI {gi})", "MIG Instance"
-    kind = {"timeslice": "GPU Time-Slice", "vgpu": "vGPU"}.get(mode, "GPU")
-    suffix = f" replica {row['vgpu']}" if row.get("vgpu") not in (None, "") else ""
-    return str(uuid), f"{node} {row['model']}{suffix}", kind
+def _json_value(expr: pl.Expr) -> pl.Expr:
+    """`expr` as a JSON value (strings quoted and escaped), via Polars' own JSON encoder."""
+    return pl.struct(expr.alias("v")).struct.json_encode().str.slice(5).str.strip_suffix("}")
 
 
-def _description(row: dict[str, Any], sku: str) -> str:
-    hours = row["card_hours"]
-    if row.get("kind") == "utilization_remainder":
-        return f"utilization-billed remainder of {sku} on {row['node']} (not paid by holders)"
-    if row["team"] in NOT_ALLOCATED:
-        return f"{hours:.3f} GPU-hours of unallocated {sku} capacity on {row['node']}"
-    holder = f"{row['namespace']}/{row['pod']}" if row["pod"] else str(row["namespace"])
-    return f"{hours:.3f} GPU-hours of {sku} held by {holder}"
+def _json_object(pairs: dict[str, pl.Expr]) -> pl.Expr:
+    """A JSON object of the non-null, non-empty pairs (keys in the given order)."""
+    parts = [
+        pl.when(value.is_not_null() & (value.cast(pl.String) != ""))
+        .then(pl.lit(json.dumps(key) + ":") + _json_value(value))
+        for key, value in pairs.items()
+    ]
+    return pl.lit("{") + pl.concat_str(parts, separator=",", ignore_nulls=True) + pl.lit("}")
 
 
-def _dumps(value: dict[str, Any] | None) -> str | None:
-    return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _usage_rows(detail: pl.DataFrame, settings: Settings) -> list[dict[str, Any]]:
-    """One FOCUS row per detail row (the allocated charges of each card-day)."""
+def _usage_frame(detail: pl.DataFrame, settings: Settings) -> pl.DataFrame:
+    """One FOCUS row per detail row: the allocated charges of each card-day (vectorized, so a
+    100,000-card month stays a few columnar passes)."""
+    col = pl.col
+    allocated = ~col("team").is_in(list(NOT_ALLOCATED))
+    mig_instance = (col("sharing_mode") == "mig") & (col("gpu_i_id") >= 0) & allocated
+    replicas = (1 / col("share")).round(0).cast(pl.Int64, strict=False).fill_null(1)
+    sku = pl.concat_str(
+        col("model"), pl.lit(":"),
+        pl.when(~allocated).then(pl.lit("whole"))
+        .when(mig_instance & col("profile").is_not_null()).then(col("profile"))
+        .when(col("sharing_mode") == "timeslice").then(pl.lit("timeslice/") + replicas.cast(pl.String))
+        .when(col("sharing_mode") == "vgpu").then(pl.lit("vgpu"))
+        .otherwise(pl.lit("whole")),
+    )
+    holder = pl.when(col("pod").is_not_null()).then(col("namespace") + "/" + col("pod")).otherwise(
+        col("namespace"))
+    method = pl.col("sharing_mode").replace_strict(
+        {m: method_id(m, settings) for m in ("exclusive", "mig", "timeslice", "vgpu")},
+        default=method_id("exclusive", settings), return_dtype=pl.String,
+    )
     # 1. The origin charge of a split is one card for one day: its card-hours are the divisor.
-    origin = detail.group_by(["uuid", "day"]).agg(pl.col("card_hours").sum().alias("_origin_hours"))
-    frame = detail.join(origin, on=["uuid", "day"], how="left")
-    rows: list[dict[str, Any]] = []
-    # 2. Map each row; the JSON columns are built per row (key order is sorted, stable).
-    for row in frame.iter_rows(named=True):
-        allocated = row["team"] not in NOT_ALLOCATED
-        sku = (
-            sku_id(row["model"], row["sharing_mode"], row["profile"], row["share"])
-            if allocated else sku_id(row["model"], "exclusive", None, None)
-        )
-        resource_id, resource_name, resource_type = _resource(row)
-        ratio = row["card_hours"] / row["_origin_hours"] if row["_origin_hours"] else 0.0
-        holder = f"{row['namespace']}/{row['pod']}" if row["pod"] else row["namespace"]
-        alloc_tags = {
-            k: v for k, v in {
-                "gpuledger/team": row["team"], "k8s/namespace": row["namespace"],
-                "k8s/pod": row["pod"], "kueue/queue": row["queue"],
-            }.items() if v not in (None, "")
-        }
-        tags = {
-            k: v for k, v in {
-                "gpuledger/node": row["node"], "gpuledger/pool": row["pool"],
-                "gpuledger/model": row["model"], "gpuledger/sharing-mode": row["sharing_mode"],
-            }.items() if v not in (None, "")
-        }
-        rows.append({
-            "ChargePeriodStart": row["_start"], "ChargePeriodEnd": row["_end"],
-            "ChargeCategory": "Usage", "ChargeClass": None,
-            "ChargeDescription": _description(row, sku),
-            "BilledCost": row["cost"], "EffectiveCost": row["cost"], "ContractedCost": row["cost"],
-            "ListCost": row["list_cost"], "ListUnitPrice": row["unit_price"],
-            "PricingQuantity": row["card_hours"], "ConsumedQuantity": row["card_hours"],
-            "PricingUnit": UNIT, "ConsumedUnit": UNIT,
-            "AllocatedMethodId": method_id(row["sharing_mode"], settings),
-            "AllocatedMethodDetails": _dumps({"Elements": [{
-                "AllocatedRatio": round(ratio, 12), "UsageUnit": UNIT,
-                "UsageQuantity": round(row["card_hours"], 9), "x_Share": row["share"],
-            }]}),
-            "AllocatedResourceId": holder if allocated else None,
-            "AllocatedResourceName": (row["pod"] or row["namespace"]) if allocated else None,
-            "AllocatedTags": _dumps(alloc_tags) if allocated and alloc_tags else None,
-            "ResourceId": resource_id, "ResourceName": resource_name, "ResourceType": resource_type,
-            "SkuId": sku, "SkuPriceId": f"{sku}@{row['unit_price']:.6f}",
-            "SubAccountId": row["team"], "SubAccountName": row["team"], "Tags": _dumps(tags),
-            "x_IdleCardHours": row["idle_card_hours"], "x_IdleCost": row["idle_cost"],
-            "x_ActivityRatio": row["active_ratio"], "x_SharingDiscount": row["sharing_discount"],
-            "x_Queue": row["queue"], "x_Namespace": row["namespace"], "x_Pod": row["pod"],
-            "x_Node": row["node"], "x_Pool": row["pool"], "x_GpuModel": row["model"],
-            "x_SharingMode": row["sharing_mode"], "x_MigProfile": row["profile"],
-            "x_GpuInstanceId": row["gpu_i_id"], "x_Share": row["share"],
-            "x_LineType": "unallocated" if not allocated else (
-                "unattributed" if row["team"] == "unattributed" else "team"),
-        })
-    return rows
+    origin = col("card_hours").sum().over(["uuid", "day"])
+    ratio = pl.when(origin > 0).then(col("card_hours") / origin).otherwise(0.0).round(12)
+    hours = col("card_hours").round(3).cast(pl.String)
+    frame = detail.with_columns(sku.alias("_sku"), holder.alias("_holder"), ratio.alias("_ratio"))
+    # 2. Every column as an expression over the detail rows.
+    return frame.select(
+        col("_start").alias("ChargePeriodStart"), col("_end").alias("ChargePeriodEnd"),
+        pl.lit("Usage").alias("ChargeCategory"), pl.lit(None, pl.String).alias("ChargeClass"),
+        pl.when(col("kind") == "utilization_remainder").then(pl.format(
+            "utilization-billed remainder of {} on {} (not paid by holders)", col("_sku"), col("node")))
+        .when(~allocated).then(pl.format(
+            "{} GPU-hours of unallocated {} capacity on {}", hours, col("_sku"), col("node")))
+        .otherwise(pl.format("{} GPU-hours of {} held by {}", hours, col("_sku"), col("_holder")))
+        .alias("ChargeDescription"),
+        col("cost").alias("BilledCost"), col("cost").alias("EffectiveCost"),
+        col("cost").alias("ContractedCost"), col("list_cost").alias("ListCost"),
+        col("unit_price").alias("ListUnitPrice"), col("card_hours").alias("PricingQuantity"),
+        col("card_hours").alias("ConsumedQuantity"), pl.lit(UNIT).alias("PricingUnit"),
+        pl.lit(UNIT).alias("ConsumedUnit"), pl.lit("Standard").alias("PricingCategory"),
+        method.alias("AllocatedMethodId"),
+        pl.concat_str(
+            pl.lit('{"Elements":[{"AllocatedRatio":'), _json_value(col("_ratio")),
+            pl.lit(',"UsageQuantity":'), _json_value(col("card_hours").round(9)),
+            pl.lit(f',"UsageUnit":"{UNIT}","x_Share":'), _json_value(col("share")),
+            pl.lit("}]}"),
+        ).alias("AllocatedMethodDetails"),
+        pl.when(allocated).then(col("_holder")).alias("AllocatedResourceId"),
+        pl.when(allocated).then(pl.coalesce("pod", "namespace")).alias("AllocatedResourceName"),
+        pl.when(allocated).then(_json_object({
+            "gpuledger/team": col("team"), "k8s/namespace": col("namespace"),
+            "k8s/pod": col("pod"), "kueue/queue": col("queue"),
+        })).alias("AllocatedTags"),
+        pl.when(mig_instance).then(col("uuid") + "/gi" + col("gpu_i_id").cast(pl.String))
+        .otherwise(col("uuid")).alias("ResourceId"),
+        pl.when(mig_instance).then(pl.format(
+            "{} {} {} (GI {})", col("node"), col("model"), col("profile").fill_null("MIG"), col("gpu_i_id")))
+        .when(allocated & col("vgpu").is_not_null() & (col("vgpu") != "")).then(pl.format(
+            "{} {} replica {}", col("node"), col("model"), col("vgpu")))
+        .otherwise(pl.format("{} {}", col("node"), col("model"))).alias("ResourceName"),
+        pl.when(mig_instance).then(pl.lit("MIG Instance"))
+        .when(allocated & (col("sharing_mode") == "timeslice")).then(pl.lit("GPU Time-Slice"))
+        .when(allocated & (col("sharing_mode") == "vgpu")).then(pl.lit("vGPU"))
+        .otherwise(pl.lit("GPU")).alias("ResourceType"),
+        col("_sku").alias("SkuId"),
+        pl.format("{}@{}", col("_sku"), col("unit_price").round(6)).alias("SkuPriceId"),
+        col("team").alias("SubAccountId"), col("team").alias("SubAccountName"),
+        _json_object({
+            "gpuledger/node": col("node"), "gpuledger/pool": col("pool"),
+            "gpuledger/model": col("model"), "gpuledger/sharing-mode": col("sharing_mode"),
+        }).alias("Tags"),
+        col("idle_card_hours").alias("x_IdleCardHours"), col("idle_cost").alias("x_IdleCost"),
+        col("active_ratio").alias("x_ActivityRatio"), col("sharing_discount").alias("x_SharingDiscount"),
+        col("queue").alias("x_Queue"), col("namespace").alias("x_Namespace"), col("pod").alias("x_Pod"),
+        col("node").alias("x_Node"), col("pool").alias("x_Pool"), col("model").alias("x_GpuModel"),
+        col("sharing_mode").alias("x_SharingMode"), col("profile").alias("x_MigProfile"),
+        col("gpu_i_id").alias("x_GpuInstanceId"), col("share").alias("x_Share"),
+        pl.when(~allocated).then(pl.lit("unallocated"))
+        .when(col("team") == "unattributed").then(pl.lit("unattributed"))
+        .otherwise(pl.lit("team")).alias("x_LineType"),
+    )
 
 
 def _discount_rows(detail: pl.DataFrame) -> list[dict[str, Any]]:
@@ -270,14 +271,18 @@ def focus_frame(
         pl.min_horizontal(pl.col("_start") + timedelta(days=1), pl.lit(window.end)).alias("_end"),
         pl.max_horizontal(pl.col("_start"), pl.lit(window.start)).alias("_start"),
     )
-    # 2. Rows of each kind, then the constant columns every row shares.
-    rows = (
-        _usage_rows(days, settings) + _discount_rows(days)
-        + _redistribution_rows(summary, window, settings)
+    # 2. Usage rows vectorized; the few other rows (discounts, moves, corrections) as records.
+    usage = _usage_frame(days, settings)
+    records = (
+        _discount_rows(days) + _redistribution_rows(summary, window, settings)
         + _correction_rows(summary.filter(pl.col("line") == "adjustment"))
     )
+    float_schema = {n: (pl.Float64 if t == DECIMAL else t) for n, t in COLUMNS.items()}
+    others = pl.DataFrame(records, schema=float_schema)
+    frame = pl.concat([usage, others.select(usage.columns)], how="vertical_relaxed")
+    # 3. The constant columns every row shares; declared order and types (Decimal(38, 10)).
     provider = settings.reports.issuer
-    constant = {
+    constant: dict[str, Any] = {
         "BillingAccountId": settings.reports.billing_account,
         "BillingAccountName": settings.reports.billing_account_name,
         "BillingCurrency": currency, "BillingPeriodStart": window.start,
@@ -287,16 +292,17 @@ def focus_frame(
         "ServiceSubcategory": SERVICE_SUBCATEGORY, "ServiceName": SERVICE_NAME,
         "ChargeFrequency": "Usage-Based", "x_PriceBookVersion": settings.price_book_version(),
     }
-    for row in rows:
-        row.update(constant)
-        if row["ChargeCategory"] == "Usage" and row["ChargeClass"] is None:
-            row["PricingCategory"] = "Standard"
-    # 3. Typed frame in the declared column order (floats become Decimal(38, 10)).
-    float_schema = {n: (pl.Float64 if t == DECIMAL else t) for n, t in COLUMNS.items()}
-    frame = pl.DataFrame(rows, schema=float_schema)
-    return frame.with_columns(
-        pl.col(n).round(10).cast(DECIMAL) for n, t in COLUMNS.items() if t == DECIMAL
-    )
+    columns = []
+    for name, kind in COLUMNS.items():
+        if name in constant:
+            expr = pl.lit(constant[name])
+        elif name in frame.columns:
+            expr = pl.col(name)
+        else:
+            expr = pl.lit(None)
+        typed = expr.cast(pl.Float64).round(10).cast(DECIMAL) if kind == DECIMAL else expr.cast(kind)
+        columns.append(typed.alias(name))
+    return frame.select(columns)
 
 
 def write_focus(frame: pl.DataFrame, folder: Path) -> list[Path]:

@@ -81,3 +81,21 @@ def test_is_cached(tmp_path):
     layout.stamp.write_text(json.dumps(stamp))
     layout.etcd_binary.unlink()
     assert not is_cached(layout)
+
+
+def test_cli_build_failure_is_one_clear_line(tmp_path):
+    """A release the module proxy does not serve: exit 1 and a message naming the module."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.k8s_testenv", "--cache", str(tmp_path), "--kubernetes", "v1.99.0", "build"],
+        capture_output=True, text=True, cwd=repo, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    error_lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and "Traceback" not in proc.stderr
+    assert "k8s.io/kubernetes@v1.99.0" in error_lines[0]
+    assert not (tmp_path / "v1.99.0" / "BUILD-OK.json").exists()

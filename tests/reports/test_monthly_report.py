@@ -40,7 +40,8 @@ from core.errors import ReportError
 from core.window import Window
 from gpuledger import __version__
 from gpuledger.cli import main
-from reports.compose import gather
+from reports.billing import empty_summary, month_bill
+from reports.compose import inputs_sha256
 from reports.manifest import sha256_file
 from reports.monthly import issue_monthly
 from warehouse import Warehouse
@@ -275,11 +276,11 @@ def test_manifest_describes_the_folder(report):
     dearer = Settings(price_book=(*Settings().price_book[:1], PriceEntry(model="H100-80GB", unit_price=3.5),
                                   *Settings().price_book[2:]))
     with Warehouse.open(report["warehouse"], read_only=True) as wh:
-        again = gather(wh, Settings(), PERIOD)
-        changed = gather(wh, dearer, PERIOD)
-    assert again.inputs_sha256 == manifest["inputs_sha256"]
-    assert changed.inputs_sha256 != manifest["inputs_sha256"]
-    assert changed.bill.fleet_cost == pytest.approx(FLEET_COST + 4 * 720 * 0.5, abs=CENT)
+        again = month_bill(wh, Settings(), PERIOD)
+        changed = month_bill(wh, dearer, PERIOD)
+    assert inputs_sha256(Settings(), again, empty_summary()) == manifest["inputs_sha256"]
+    assert inputs_sha256(dearer, changed, empty_summary()) != manifest["inputs_sha256"]
+    assert changed.fleet_cost == pytest.approx(FLEET_COST + 4 * 720 * 0.5, abs=CENT)
 
 
 def test_empty_month_is_a_clear_error(base_warehouse, tmp_path, capsys):

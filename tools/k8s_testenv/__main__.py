@@ -5,6 +5,7 @@
 - `up`     start a cluster that keeps running after the command returns; prints the kubeconfig.
 - `down`   stop the cluster `up` started.
 - `status` what is cached and what is running.
+`--kubernetes/--etcd/--kueue` override the pinned versions (to try another release).
 Exit status: 0 on success, 1 with a one-line message on stderr otherwise.
 """
 
@@ -17,7 +18,13 @@ import time
 from pathlib import Path
 
 from tools.k8s_testenv.errors import K8sTestEnvError
-from tools.k8s_testenv.versions import Layout, default_cache_root
+from tools.k8s_testenv.versions import (
+    ETCD_VERSION,
+    KUBERNETES_VERSION,
+    KUEUE_VERSION,
+    Layout,
+    default_cache_root,
+)
 
 
 def _state_dir(layout: Layout) -> Path:
@@ -93,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.k8s_testenv", description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=None,
                         help="cache root (default: ~/.cache/gpuledger/k8s-testenv)")
+    parser.add_argument("--kubernetes", default=KUBERNETES_VERSION, help="k8s.io/kubernetes release to build")
+    parser.add_argument("--etcd", default=ETCD_VERSION, help="go.etcd.io/etcd/server/v3 release to build")
+    parser.add_argument("--kueue", default=KUEUE_VERSION, help="sigs.k8s.io/kueue release for the CRDs")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile or reuse kube-apiserver, etcd, Kueue CRDs")
     b.add_argument("--force", action="store_true", help="rebuild even when cached")
@@ -103,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop the cluster `up` started").set_defaults(func=_down)
     sub.add_parser("status", help="show the cache and any running cluster").set_defaults(func=_status)
     args = parser.parse_args(argv)
-    layout = Layout(args.cache or default_cache_root())
+    layout = Layout(args.cache or default_cache_root(), args.kubernetes, args.etcd, args.kueue)
     started = time.monotonic()
     try:
         return int(args.func(args, layout))
