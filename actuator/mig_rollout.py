@@ -23,7 +23,7 @@ restores the ConfigMap entries the plan had changed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -196,7 +196,10 @@ def _roll(
             return
 
 
-def _guarded(ctx: RolloutContext, target: NodeTarget, record: NodeProgress, step: Any) -> None:
+NodeStep = Callable[[RolloutContext, NodeTarget, NodeProgress], None]
+
+
+def _guarded(ctx: RolloutContext, target: NodeTarget, record: NodeProgress, step: NodeStep) -> None:
     """Run a node step; any cluster or plan error fails this node (label restored, uncordoned)."""
     try:
         step(ctx, target, record)

@@ -5,7 +5,9 @@ or from the stored roll-up (the warehouse keeps it after raw samples age out), s
 price exactly the same numbers.
 
 1. Held time per device, holder and hour from the raw samples (`analytics.samples`).
-2. Attach the card (model, pool, sharing mode, replicas, memory) and the pod (queue, requests).
+2. Attach the card (model, pool, sharing mode, replicas, memory) and the pod (queue, requests);
+   shared cards exported without `vgpu` labels get their holders from the pods
+   (`analytics.unlabeled`).
 3. Give each row its share of the card (`analytics.shares`) and clamp a card's hour to one.
 4. card_hours = held_hours x share; idle and held-idle card-hours the same way.
 """
@@ -17,6 +19,7 @@ from datetime import timedelta
 import polars as pl
 
 from analytics.samples import SampleRules, held_hourly
+from analytics.unlabeled import split_unlabeled
 from analytics.shares import (
     clamp_to_card,
     layout_factors,
@@ -73,8 +76,9 @@ def hourly_usage(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFr
     held = held_hourly(wh, window, rules)
     if held.is_empty():
         return pl.DataFrame(schema=polars_schema(CARD_HOURS_HOURLY))
-    # 2. Card and pod facts.
+    # 2. Card and pod facts (holders of shared cards without `vgpu` labels from the pods).
     gpus = gpu_inventory(wh)
+    held = split_unlabeled(wh, held, gpus, window)
     frame = held.join(gpus, on="uuid", how="left")
     missing = frame.filter(pl.col("model").is_null())["uuid"].unique().sort().to_list()
     if missing:
@@ -144,7 +148,9 @@ def _with_shares(
     replicas = pl.coalesce(pl.col("replicas").cast(pl.Float64), pl.col("_seen_replicas").cast(pl.Float64))
     return frame.with_columns(
         pl.when(pl.col("sharing_mode") == "mig").then(pl.col("mig_share"))
-        .when(pl.col("sharing_mode") == "timeslice").then(1.0 / replicas.clip(lower_bound=1.0))
+        .when(pl.col("sharing_mode") == "timeslice").then(
+            pl.col("replica_count") / replicas.clip(lower_bound=1.0)
+        )
         .when(pl.col("sharing_mode") == "vgpu").then(
             pl.coalesce(vgpu_share_expr(), 1.0 / replicas.clip(lower_bound=1.0))
         )

@@ -59,7 +59,7 @@ def baseline(changes: Sequence[QuotaChange]) -> list[list[QuotaChange]]:
 def main() -> None:
     rng = random.Random(SEED)
     figures: dict[str, dict[str, float]] = {}
-    results = {"ours (decreases first)": [], "baseline (plan order)": []}
+    results: dict[str, list[float]] = {"ours (decreases first)": [], "baseline (plan order)": []}
     for _ in range(PLANS):
         capacity = rng.choice([8, 16, 64, 256])
         changes = random_plan(rng, rng.randint(2, 12), capacity)

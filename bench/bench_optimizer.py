@@ -47,8 +47,8 @@ SETTINGS = Settings()
 
 # 1-2. MIG -------------------------------------------------------------------------------------
 def mig_case(gpus: int, limit: float, *, fresh: bool = False, seed: int = 1) -> dict[str, Any]:
-    kwargs = {"busy_fraction": 0.0, "pinned_fraction": 0.0} if fresh else {}
-    fleet = random_fleet(gpus, seed=seed, **kwargs)
+    fleet = random_fleet(gpus, seed=seed, busy_fraction=0.0 if fresh else 0.2,
+                         pinned_fraction=0.0 if fresh else 0.01)
     demand = random_demand(fleet, 0.8, seed=seed)
     started = time.perf_counter()
     plan = plan_mig(fleet, demand, MigOptions(time_limit_s=limit), SETTINGS, NOW)
@@ -75,8 +75,8 @@ def mig_case(gpus: int, limit: float, *, fresh: bool = False, seed: int = 1) -> 
     if not fresh:
         figures["steady_state"] = steady_state(fleet, demand, plan, limit, seed)
     print(f"mig {gpus} fresh={fresh}: {plan.solver.status} in {plan.solver.wall_s:.2f}s, used "
-          f"{e.gpus_used_after} (LB {e.slice_lower_bound}, FF {ff['gpus_used_after']}, FFD {ffd['gpus_used_after']})",
-          flush=True)
+          f"{e.gpus_used_after} (LB {e.slice_lower_bound}, FF {ff['gpus_used_after']}, "
+          f"FFD {ffd['gpus_used_after']})", flush=True)
     return figures
 
 
@@ -104,8 +104,10 @@ def perturb(demand: Demand, seed: int, amount: float = 0.03) -> Demand:
     rng = random.Random(seed)
     out = []
     for d in demand.models:
-        profiles = {p: max(0, round(n * (1 + rng.uniform(-amount, amount)))) for p, n in d.profiles.items()}
-        out.append(ModelDemand(d.model, profiles, max(0, round(d.whole * (1 + rng.uniform(-amount, amount))))))
+        def moved(n: int) -> int:
+            return max(0, round(n * (1 + rng.uniform(-amount, amount))))
+
+        out.append(ModelDemand(d.model, {p: moved(n) for p, n in d.profiles.items()}, moved(d.whole)))
     return Demand(tuple(out), demand.source + f" ±{amount:.0%}")
 
 
@@ -115,12 +117,13 @@ def steady_state(fleet: Fleet, demand: Demand, plan: Plan, limit: float, seed: i
     current, current_demand = after, demand
     for k in range(3):
         current_demand = perturb(current_demand, seed * 100 + k)
-        nxt = plan_mig(current, current_demand, MigOptions(time_limit_s=limit, baselines=False), SETTINGS, NOW)
-        share = (nxt.effect.gpus_changed or 0) / len(fleet.gpus)
-        rounds.append({"gpus_changed": nxt.effect.gpus_changed, "share": round(share, 4),
+        options = MigOptions(time_limit_s=limit, baselines=False)
+        nxt = plan_mig(current, current_demand, options, SETTINGS, NOW)
+        share = round((nxt.effect.gpus_changed or 0) / len(fleet.gpus), 4)
+        rounds.append({"gpus_changed": nxt.effect.gpus_changed, "share": share,
                        "status": nxt.solver.status, "unmet_instances": nxt.effect.unmet_instances})
         current = apply(current, nxt)
-    worst = max(r["share"] for r in rounds)
+    worst = max(float(r["share"] or 0) for r in rounds)
     return {"rounds": rounds, "max_share_changed": worst, "goal_max_share": 0.05, "goal_met": worst <= 0.05}
 
 
@@ -151,8 +154,11 @@ def quota_case(teams: int, flavors: int, per_team: int, days: int = 28) -> dict[
 
 def quota_figures(plan: Plan) -> dict[str, Any]:
     base = {b.name: b.figures for b in plan.baselines}
-    hard = float(base["hard quotas (current nominal, no borrowing)"]["pending_gpu_minutes_after"] or 0)
-    hard_new = float(base["hard quotas (this plan's nominal, no borrowing)"]["pending_gpu_minutes_after"] or 0)
+    static = base["hard quotas (current nominal, no borrowing)"]
+    nominal_only = base["hard quotas (this plan's nominal, no borrowing)"]
+    proportional = base["nominal proportional to mean demand"]
+    hard = float(static["pending_gpu_minutes_after"] or 0)
+    hard_new = float(nominal_only["pending_gpu_minutes_after"] or 0)
     ours = float(plan.effect.pending_gpu_minutes_after or 0)
     current = float(plan.effect.pending_gpu_minutes_before or 0)
 
@@ -165,11 +171,11 @@ def quota_figures(plan: Plan) -> dict[str, Any]:
             "static_hard_quotas": hard,
             "current_quotas_with_cohort_borrowing": current,
             "this_plan_nominal_without_borrowing": hard_new,
-            "proportional_to_mean_demand": base["nominal proportional to mean demand"]["pending_gpu_minutes_after"],
+            "proportional_to_mean_demand": proportional["pending_gpu_minutes_after"],
         },
         "idle_quota_gpu_minutes": {
             "this_plan": plan.effect.idle_quota_gpu_minutes_after,
-            "static_hard_quotas": base["hard quotas (current nominal, no borrowing)"]["idle_quota_gpu_minutes_after"],
+            "static_hard_quotas": static["idle_quota_gpu_minutes_after"],
         },
         "fewer_pending_vs_static_hard": fewer(ours, hard),
         "fewer_pending_nominal_only_vs_static_hard": fewer(hard_new, hard),
@@ -188,7 +194,8 @@ def simulator_month(gpus: int, days: int) -> dict[str, Any]:
     from simulator.fleet import FleetSpec
     from warehouse import LoadBatch, Warehouse
 
-    window = Window(datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 10, 1, tzinfo=UTC) + timedelta(days=days))
+    start = datetime(2026, 10, 1, tzinfo=UTC)
+    window = Window(start, start + timedelta(days=days))
     out: dict[str, Any] = {"gpus": gpus, "days": days}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "month.duckdb"
@@ -207,7 +214,8 @@ def simulator_month(gpus: int, days: int) -> dict[str, Any]:
             train = replace(inputs, history=inputs.history.filter(pl.col("ts") < cut))
             test = inputs.history.filter(pl.col("ts") >= cut)
             plan = plan_quota(train, QuotaOptions(time_limit_s=30, replay_history=test), SETTINGS, NOW)
-            out["quota"] = quota_figures(plan) | {"solver_s": plan.solver.wall_s, "status": plan.solver.status}
+            out["quota"] = quota_figures(plan) | {"solver_s": plan.solver.wall_s,
+                                                  "status": plan.solver.status}
             print(f"simulator quota: {out['quota']['pending_gpu_minutes']}", flush=True)
             # right-sizing + MIG packing vs whole-GPU allocation of the same workloads
             started = time.perf_counter()
@@ -254,7 +262,7 @@ def main() -> None:
     parser.add_argument("--sim-days", type=int, default=28)
     parser.add_argument("--skip-simulator", action="store_true")
     args = parser.parse_args()
-    sizes = [(100, 5.0), (400, 5.0)] if args.quick else [(1000, 5.0), (10_000, 30.0)]
+    sizes = [(200, 5.0), (1000, 5.0)] if args.quick else [(1000, 5.0), (10_000, 30.0)]
     results: dict[str, Any] = {"mig": [mig_case(n, limit) for n, limit in sizes]}
     results["mig_fresh_fleet"] = [mig_case(n, limit, fresh=True) for n, limit in sizes]
     results["quota_synthetic"] = (

@@ -167,7 +167,7 @@ class PlanSettings(_Section):
 
 
 class ReportSettings(_Section):
-    out_dir: str = "reports"
+    out_dir: str = "gpuledger-reports"  # not "reports": that is the package folder in a checkout
     issuer: str = "gpuledger"
     billing_account: str = "gpu-fleet"
     billing_account_name: str = "GPU fleet"

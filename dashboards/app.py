@@ -60,6 +60,24 @@ class DashboardApp:
             self.store.stop()
 
 
+PRELOAD = (
+    "pandas", "plotly.graph_objects", "plotly.subplots", "analytics.bill", "analytics.idle",
+    "analytics.recommend", "analytics.tokens", "optimizer.plan", "actuator.workflow",
+)
+"""Imported before any thread starts: two threads importing the same big module at once can
+see it half-initialized (plotly found pandas without `Series` while sklearn was importing it)."""
+
+
+def _preload() -> None:
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+
+
 def create_app(
     settings: Settings,
     warehouse_path: str | Path,
@@ -77,6 +95,7 @@ def create_app(
     Plans page can approve and reject but not apply). `background=False` skips the refresh
     thread (tests that refresh by hand).
     """
+    _preload()
     policy = AccessPolicy(settings.access, dev_user, tuple(dev_groups))
     store = SnapshotStore(Path(warehouse_path), cache_dir=cache_dir, refresh_s=refresh_s)
     data = ReadModel(store, settings)

@@ -51,6 +51,45 @@ class WarehouseBusyError(WarehouseLockedError):
     """A collector holds the warehouse and there is no snapshot to show yet."""
 
 
+class _SharedLock:
+    """Readers-writer lock for this process's own connections to the warehouse file.
+
+    DuckDB refuses a read-only and a read-write connection to one file in one process, so our
+    snapshot copies and live reads (shared) must not overlap our own short writes (exclusive).
+    Readers never wait (they fall back or skip); a writer waits for current readers to finish.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+
+    def try_read(self) -> bool:
+        with self._cond:
+            if self._writer:
+                return False
+            self._readers += 1
+            return True
+
+    def release_read(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
 @dataclass
 class Snapshot:
     """One private copy of the warehouse, opened read-only, shared by every page query."""
@@ -121,7 +160,7 @@ class SnapshotStore:
         self._snapshot: Snapshot | None = None
         self._generation = 0
         self._refresh_lock = threading.Lock()
-        self._write_lock = threading.Lock()
+        self._file_lock = _SharedLock()
         self.busy_since: datetime | None = None
         self.last_error: str | None = None
         self._stop = threading.Event()
@@ -148,7 +187,7 @@ class SnapshotStore:
             if current is not None and not force and current.source_stamp == stamp:
                 self.busy_since = None
                 return False
-            if not self._write_lock.acquire(blocking=False):
+            if not self._file_lock.try_read():
                 self.busy_since = self.busy_since or utcnow()
                 return False
             try:
@@ -161,7 +200,7 @@ class SnapshotStore:
                 self.last_error = str(exc)
                 return False
             finally:
-                self._write_lock.release()
+                self._file_lock.release_read()
             self.busy_since = None
             self.last_error = None
             self._snapshot = snapshot
@@ -271,7 +310,7 @@ class SnapshotStore:
         """A read-only connection to the warehouse itself for one short query (step 5 of the
         module docstring); `WarehouseLockedError` when a writer holds it (fall back to the
         snapshot then)."""
-        if not self._write_lock.acquire(blocking=False):
+        if not self._file_lock.try_read():
             raise WarehouseLockedError(f"{self.source}: this dashboard is writing it")
         try:
             try:
@@ -285,7 +324,7 @@ class SnapshotStore:
             finally:
                 wh.close()
         finally:
-            self._write_lock.release()
+            self._file_lock.release_read()
 
     def request_refresh(self) -> None:
         """Take a new snapshot soon: in the background when the refresher runs, else now."""
@@ -298,7 +337,7 @@ class SnapshotStore:
     def writer(self, *, refresh: bool = True, retry: bool = True) -> Iterator[Warehouse]:
         """A short write connection to the warehouse itself (retrying while a collector holds
         it); by default a new snapshot is requested after it closes (`request_refresh`)."""
-        with self._write_lock:
+        with self._file_lock.write():
             wh = self._open_writer(RETRY_DELAYS_S if retry else ())
             try:
                 yield wh

@@ -132,38 +132,46 @@ def build_problem(
 ) -> tuple[CountProblem, Grouping]:
     """Step 2: groups of identical GPUs and, when the per-node limit binds, node classes."""
     planned = {d.model for d in demand.models}
+    k = options.max_changes_per_node
+    per_node_movable = Counter(
+        g.node for g in fleet.gpus if g.model in planned and movable[(g.node, g.index)]
+    )
+    binds = k is not None and any(n > k for n in per_node_movable.values())
     keyed: dict[tuple[str, Config, int, bool], list[Gpu]] = defaultdict(list)
     for g in fleet.gpus:
         if g.model in planned:
-            keyed[(g.model, g.config, len(g.busy), movable[(g.node, g.index)])].append(g)
+            # busy pods only split groups when node classes need uniform groups (see mig_model)
+            keyed[(g.model, g.config, len(g.busy) if binds else -1, movable[(g.node, g.index)])].append(g)
     keys = sorted(keyed, key=lambda k: (k[0], repr(k[1]), k[2], k[3]))
-    groups = tuple(Group(model=k[0], config=k[1], busy=k[2], movable=k[3], size=len(keyed[k])) for k in keys)
-    members = tuple(tuple(keyed[k]) for k in keys)
+    members = tuple(tuple(sorted(keyed[k], key=lambda g: (len(g.busy), g.node, g.index))) for k in keys)
+    groups = tuple(
+        Group(model=key[0], config=key[1], busy=tuple(len(g.busy) for g in gpus), movable=key[3],
+              size=len(gpus))
+        for key, gpus in zip(keys, members, strict=True)
+    )
     targets = {
         d.model: (*target_shapes(d.model, frozenset(p for p, n in d.profiles.items() if n)), None)
         for d in demand.models
     }
     classes: list[NodeClass] = []
     class_nodes: list[tuple[str, ...]] = []
-    k = options.max_changes_per_node
     index = {id_: i for i, group in enumerate(members) for id_ in (id(g) for g in group)}
-    if k is not None:
+    if binds:
         per_node: dict[str, Counter[int]] = defaultdict(Counter)
         for i, group in enumerate(members):
             if groups[i].movable:
                 for g in group:
                     per_node[g.node][index[id(g)]] += 1
-        if any(sum(c.values()) > k for c in per_node.values()):
-            by_comp: dict[tuple[tuple[int, int], ...], list[str]] = defaultdict(list)
-            for node, comp in sorted(per_node.items()):
-                by_comp[tuple(sorted(comp.items()))].append(node)
-            for comp_key, nodes in sorted(by_comp.items()):
-                classes.append(NodeClass(nodes=len(nodes), members=comp_key))
-                class_nodes.append(tuple(nodes))
+        by_comp: dict[tuple[tuple[int, int], ...], list[str]] = defaultdict(list)
+        for node, comp in sorted(per_node.items()):
+            by_comp[tuple(sorted(comp.items()))].append(node)
+        for comp_key, nodes in sorted(by_comp.items()):
+            classes.append(NodeClass(nodes=len(nodes), members=comp_key))
+            class_nodes.append(tuple(nodes))
     problem = CountProblem(
         groups=groups, targets=targets, demand={d.model: d for d in demand.models},
         max_changes_per_plan=options.max_changes_per_plan,
-        max_changes_per_node=k if classes else None, node_classes=tuple(classes),
+        max_changes_per_node=k if binds else None, node_classes=tuple(classes),
     )
     return problem, Grouping(members=members, class_nodes=tuple(class_nodes))
 

@@ -3,8 +3,9 @@
 1. Per group, pick the GPUs that change. With a per-node limit the solver already split each
    group's changes over node classes; inside a class the changes are dealt round-robin, each
    group continuing where the previous stopped, so node loads differ by at most one (never
-   above K) and no node gives more GPUs of a group than it has. Without a limit, changes are
-   packed onto as few nodes as possible (each touched node needs a drain).
+   above K) and no node gives more GPUs of a group than it has. Without a limit, the least
+   busy GPUs change (as the eviction count assumed), packed onto as few nodes as possible
+   among equals (each touched node needs a drain).
 2. Per model, hand the target shapes to the changed GPUs: a GPU whose current layout is among
    the targets keeps it (not a change after all); the rest are matched in (node, index) order
    so identical targets land side by side and nodes share mig-parted entries.
@@ -97,17 +98,14 @@ def _pick_changing(
         need = group.size - solution.stay[g]
         if not need:
             continue
-        by_node: dict[str, list[Gpu]] = defaultdict(list)
-        for gpu in grouping.members[g]:
-            by_node[gpu.node].append(gpu)
-        order = sorted(by_node, key=lambda n: (n not in touched, -len(by_node[n]), n))
-        for node in order:
-            if not need:
-                break
-            chosen = sorted(by_node[node], key=lambda x: x.index)[:need]
-            picked.extend(chosen)
-            touched.add(node)
-            need -= len(chosen)
+        # least busy first (what the eviction count assumed); among equals, nodes already
+        # drained, then nodes with more of this group, so fewer nodes are touched
+        per_node = Counter(gpu.node for gpu in grouping.members[g])
+        order = sorted(grouping.members[g], key=lambda x: (
+            len(x.busy), x.node not in touched, -per_node[x.node], x.node, x.index))
+        for gpu in order[:need]:
+            picked.append(gpu)
+            touched.add(gpu.node)
     return picked
 
 

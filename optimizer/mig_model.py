@@ -1,8 +1,11 @@
 """The MIG repartitioning model: integer move counts between groups of identical GPUs.
 
-GPUs that share (model, current configuration, number of busy pods, whether they may change)
-are interchangeable, so the model has one integer per group (how many stay as they are) and one
-per (model, target shape) (how many changed GPUs take it): the size depends on the number of
+GPUs that share (model, current configuration, whether they may change) are interchangeable
+for every objective but evictions, so the model has one integer per group (how many stay as
+they are) and one per (model, target shape) (how many changed GPUs take it). Evictions are a
+convex function of how many GPUs of a group change (the least busy change first), expressed by
+its tangent lines; only when a per-node limit binds do groups also split by busy pods.
+The size of the model the size depends on the number of
 distinct configurations, not on the number of GPUs, which is what lets 10,000 GPUs solve
 exactly. Which physical GPU moves is decided afterwards (`optimizer.mig_assign`).
 
@@ -17,8 +20,9 @@ Objective, lexicographic, solved in four stages (each stage keeps the previous o
 constraints and starts from the previous solution, so it is feasible at once):
 1. unmet demand, in compute slices (a missing whole card counts 7);
 2. GPUs in use (MIG cards with instances + whole cards serving whole-card demand);
-3. GPUs changed, ties broken by pods evicted: changed·(E+1) + evicted with E ≥ every possible
-   eviction count, so one more change always costs more than any eviction saving;
+3. GPUs changed, then (a tie-break stage) pods evicted: solved as two stages rather than one
+   weighted sum, because an objective of plain GPU counts lets CP-SAT round its LP bound up
+   and prove optimality where a weighted sum leaves a fractional gap;
 4. stranded compute slices on GPUs in use.
 A stage stopped by the time limit keeps its best value as a bound and reports FEASIBLE.
 """
@@ -41,7 +45,8 @@ from optimizer.plan import StageResult
 class Group:
     model: str
     config: Config
-    busy: int
+    busy: tuple[int, ...]
+    """Busy pods of each member, ascending: changing k GPUs evicts at least sum(busy[:k])."""
     movable: bool
     size: int
 
@@ -74,7 +79,7 @@ class CountSolution:
     wall_s: float = 0.0
 
 
-STAGES: tuple[str, ...] = ("unmet_slices", "gpus_used", "gpus_changed", "slices_stranded")
+STAGES: tuple[str, ...] = ("unmet_slices", "gpus_used", "gpus_changed", "pods_evicted", "slices_stranded")
 
 
 class _Model:
@@ -125,15 +130,15 @@ class _Model:
         # 4. The stage objectives.
         used_terms += [self.stay[i] for i, g in enumerate(p.groups) if is_used(g.config)]
         used_terms += [v for (_, c), v in self.new.items() if is_used(c)]
-        evict_bound = sum(g.size * g.busy for g in p.groups)
-        evicted = sum(g.busy * (g.size - self.stay[i]) for i, g in enumerate(p.groups))
+        evicted = sum(self._evictions(i, g) for i, g in enumerate(p.groups))
         stranded = sum(
             stranded_slices(g.model, g.config) * self.stay[i] for i, g in enumerate(p.groups)
         ) + sum(stranded_slices(mm, c) * v for (mm, c), v in self.new.items())
         self.objectives = {
             "unmet_slices": sum(unmet_terms),
             "gpus_used": sum(used_terms),
-            "gpus_changed": changes * (evict_bound + 1) + evicted,
+            "gpus_changed": changes,
+            "pods_evicted": evicted,
             "slices_stranded": stranded,
         }
 
@@ -152,6 +157,19 @@ class _Model:
             new={k: int(solver.value(v)) for k, v in self.new.items()},
             flows={k: int(solver.value(v)) for k, v in self.flows.items()},
         )
+
+    def _evictions(self, i: int, g: Group) -> cp_model.LinearExprT:
+        """Pods evicted when size − stay GPUs of group i change, least busy first."""
+        changed = g.size - self.stay[i]
+        if len(set(g.busy)) <= 1:
+            return (g.busy[0] if g.busy else 0) * changed
+        e = self.m.new_int_var(0, sum(g.busy), f"evict{i}")
+        cumulative = 0
+        for k, b in enumerate(g.busy):
+            if k == 0 or b != g.busy[k - 1]:
+                self.m.add(e >= cumulative + b * (changed - k))
+            cumulative += b
+        return e
 
     def _model_size(self, model: str) -> int:
         return sum(g.size for g in self.p.groups if g.model == model)
@@ -239,10 +257,8 @@ def evaluate(p: CountProblem, s: CountSolution) -> dict[str, int]:
     stranded += sum(stranded_slices(g.model, g.config) * s.stay[i] for i, g in enumerate(p.groups))
     stranded += sum(stranded_slices(mm, c) * n for (mm, c), n in s.new.items())
     changes = sum(g.size - s.stay[i] for i, g in enumerate(p.groups))
-    evicted = sum(g.busy * (g.size - s.stay[i]) for i, g in enumerate(p.groups))
-    bound = sum(g.size * g.busy for g in p.groups)
+    evicted = sum(sum(g.busy[: g.size - s.stay[i]]) for i, g in enumerate(p.groups))
     return {
-        "unmet_slices": unmet, "gpus_used": used,
-        "gpus_changed": changes * (bound + 1) + evicted, "slices_stranded": stranded,
-        "changes": changes, "evicted": evicted,
+        "unmet_slices": unmet, "gpus_used": used, "gpus_changed": changes,
+        "pods_evicted": evicted, "slices_stranded": stranded,
     }

@@ -29,6 +29,7 @@ from core.errors import InputError
 from core.frames import WHOLE_GPU
 from core.mig import canonical_model, catalog, shape_of
 from optimizer.mig_input import BusyInstance, Config, Demand, Fleet, Gpu, ModelDemand, Node
+from optimizer.plan_render import duration_text
 from warehouse import Warehouse
 
 EVICTABLE_LABEL = "gpuledger.io/evictable"
@@ -161,7 +162,8 @@ def observed_demand(wh: Warehouse, fleet: Fleet, lookback: timedelta) -> Demand:
     models = sorted(set(counts) | set(whole))
     return Demand(
         tuple(ModelDemand(m, dict(sorted(counts[m].items())), whole[m]) for m in models),
-        source=f"observed: instances that held a pod in the {lookback} before {last:%Y-%m-%d %H:%M} UTC",
+        source=f"observed: instances that held a pod in the {duration_text(lookback)} before "
+               f"{last:%Y-%m-%d %H:%M} UTC",
     )
 
 
@@ -202,7 +204,7 @@ def recommended_demand(
     models = sorted(set(counts) | set(whole))
     return Demand(
         tuple(ModelDemand(m, dict(sorted(counts[m].items())), whole[m]) for m in models),
-        source=f"analytics.recommend.rightsized_demand ({column} over the {lookback} before "
+        source=f"analytics.recommend.rightsized_demand ({column} over the {duration_text(lookback)} before "
                f"{end:%Y-%m-%d %H:%M} UTC)",
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from optimizer.plan import Effect, MigChanges, Plan, PlanRecord, QuotaChanges
@@ -30,6 +31,15 @@ _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("idle_quota_gpu_minutes_after", "idle quota GPU-minutes after"),
     ("monthly_cost_saving", "monthly cost saving"),
 )
+
+
+def duration_text(span: timedelta) -> str:
+    """`7d`, `36h`, `90m`: the way durations are written on the command line."""
+    seconds = int(span.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0 and seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:

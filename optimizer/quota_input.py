@@ -27,6 +27,7 @@ import polars as pl
 import yaml
 
 from core.errors import InputError
+from optimizer.plan_render import duration_text
 
 Key = tuple[str, str]
 """(flavor, resource)."""
@@ -267,8 +268,8 @@ def quota_inputs_from_warehouse(wh: Any, lookback: timedelta, now: datetime,
          * pl.col("share").fill_null(0.0)).alias("demand")
     ).select("ts", "cluster_queue", "flavor", "resource", "demand")
     checked, step = check_history(history, f"{wh.path}: queue_samples")
-    return QuotaInputs(queues, default_capacity(queues), checked, step,
-                       dict(guaranteed or {}), f"warehouse {wh.path} (last {lookback} of queue_samples)")
+    source = f"warehouse {wh.path} (last {duration_text(lookback)} of queue_samples)"
+    return QuotaInputs(queues, default_capacity(queues), checked, step, dict(guaranteed or {}), source)
 
 
 def _queue_teams(wh: Any) -> dict[str, str]:

@@ -162,7 +162,7 @@ def _team_table(st: Statement, limits: Limits) -> str:
 
 def _idle_table(st: Statement, limits: Limits) -> str:
     rows = [
-        {"holder": clip(r.holder, 50 if st.team else 42), "team": r.team, "device": r.device,
+        {"holder": clip(r.holder, 36 if st.team else 30), "team": r.team, "device": r.device,
          "ih": hours(r.idle_card_hours), "frac": f"{r.idle_fraction * 100:.0f}%",
          "ic": money(r.idle_cost)}
         for r in st.idle[: limits.idle_rows]
@@ -180,7 +180,7 @@ def _idle_table(st: Statement, limits: Limits) -> str:
 def _recommendation_table(st: Statement, limits: Limits) -> str:
     wide = st.team is not None  # the fleet statement spends a column on the team
     rows = [
-        {"action": clip(r.action, 60), "workload": clip(r.workload, 36 if wide else 30),
+        {"action": clip(r.action, 60), "workload": clip(r.workload, 27 if wide else 23),
          "team": r.team or "", "detail": clip(r.detail, 80),
          "save": money(r.monthly_savings)}
         for r in st.recommendations[: limits.recommendations]

@@ -12,17 +12,18 @@ from core.access import Principal, resolve_roles
 from core.config import AccessSettings, KubernetesSettings, PlanSettings, RoleBinding, Settings
 from warehouse import Warehouse
 
-STATE_TIMEOUT_S = 3.0
+STATE_TIMEOUT_S = 10.0  # generous: the CI machine is shared and often loaded
 
 
-def make_settings(namespace: str = "gpu-operator", name: str = "mig-parted", **plans: float) -> Settings:
+def make_settings(namespace: str = "gpu-operator", name: str = "mig-parted", *,
+                  state_timeout_s: float = STATE_TIMEOUT_S, nodes_in_parallel: int = 1) -> Settings:
     return Settings(
         access=AccessSettings(roles=(
             RoleBinding(subject="alice", role="admin"),
             RoleBinding(subject="platform", kind="group", role="admin"),
             RoleBinding(subject="bob", role="viewer"),
         )),
-        plans=PlanSettings(state_timeout_s=plans.pop("state_timeout_s", STATE_TIMEOUT_S), **plans),
+        plans=PlanSettings(state_timeout_s=state_timeout_s, nodes_in_parallel=nodes_in_parallel),
         kubernetes=KubernetesSettings(mig_configmap_namespace=namespace, mig_configmap_name=name),
     )
 
@@ -50,7 +51,7 @@ def wh(tmp_path: Path) -> Iterator[Warehouse]:
 
 # Real cluster ------------------------------------------------------------------------------------
 @pytest.fixture
-def kube(k8s_cluster):  # type: ignore[no-untyped-def]
+def kube(k8s_cluster):
     from tests.actuator.helpers import Kube
 
     api = k8s_cluster.api_client()
@@ -65,7 +66,7 @@ def k8s_settings(k8s_namespace: str) -> Settings:
 
 
 @pytest.fixture
-def gateway(k8s_cluster):  # type: ignore[no-untyped-def]
+def gateway(k8s_cluster):
     from actuator.gateway import ClusterGateway, RetryPolicy
 
     with ClusterGateway(k8s_cluster.api_client(), retry=RetryPolicy(attempts=3, base_s=0.05)) as gw:
@@ -73,7 +74,7 @@ def gateway(k8s_cluster):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def created_nodes(kube):  # type: ignore[no-untyped-def]
+def created_nodes(kube):
     """Names appended here are deleted after the test (Nodes are cluster-wide and shared)."""
     names: list[str] = []
     yield names
@@ -81,7 +82,7 @@ def created_nodes(kube):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def mig_manager(k8s_cluster, k8s_settings):  # type: ignore[no-untyped-def]
+def mig_manager(k8s_cluster, k8s_settings):
     from simulator.mig_manager import MigBehavior, MigManagerEmulator
 
     api = k8s_cluster.api_client()

@@ -8,7 +8,8 @@ Cases (deploy/rbac.yaml applied to the real kube-apiserver, RBAC authorization o
 - as `gpuledger-collector`: reads work, but applying a quota plan is refused at the first
   (dry-run) write, nothing changes and the plan is `failed`;
 - every other manifest in deploy/ (namespace, config, dashboard Deployment + Service, collection
-  CronJob) is accepted by the API server in a dry-run create.
+  and report CronJobs) is accepted by the API server in a dry-run create, and kustomization.yaml
+  lists every manifest file of deploy/.
 """
 
 from __future__ import annotations
@@ -175,7 +176,8 @@ PATHS = {
 }
 
 
-@pytest.mark.parametrize("name", ["namespace.yaml", "config.yaml", "dashboard.yaml", "cronjob-collect.yaml"])
+@pytest.mark.parametrize(
+    "name", ["namespace.yaml", "config.yaml", "dashboard.yaml", "cronjob-collect.yaml", "cronjob-report.yaml"])
 def test_other_manifests_pass_server_validation(installed, name):
     with ClusterGateway(installed.api_client()) as admin:
         for manifest in docs(name):
@@ -185,3 +187,9 @@ def test_other_manifests_pass_server_validation(installed, name):
                 doc = {**doc, "metadata": {**doc["metadata"], "name": uid("dryrun")}}
             answer = admin.request("POST", path, what=f"create {doc['kind']}", query={"dryRun": "All"}, body=doc)
             assert answer["kind"] == doc["kind"]
+
+
+def test_kustomization_lists_every_manifest():
+    listed = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    present = sorted(p.name for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(listed) == present

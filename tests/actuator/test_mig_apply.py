@@ -139,8 +139,9 @@ def test_happy_path_then_rollback(kube, gateway, wh, k8s_settings, alice, fleet,
     assert kube.mig_configs(ns, "mig-parted") == BASE_CONFIGS
 
 
-def test_pending_forever_times_out_restores_and_stops(kube, gateway, wh, k8s_settings, alice, fleet, mig_manager):
+def test_pending_forever_times_out_restores_and_stops(kube, gateway, wh, alice, fleet, mig_manager):
     ns, n1, n2 = fleet
+    k8s_settings = make_settings(ns, state_timeout_s=2)
     plan = approved(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2))
     mig_manager.behavior = MigBehavior(delay_s=0.1, pending_forever_configs=frozenset({plan.changes.nodes[0].mig_config}))
     started = time.monotonic()

@@ -198,7 +198,7 @@ def test_decreases_go_first_and_cohort_sum_never_exceeds_capacity():
     steps = plan_steps(ordered)
     assert [(s.cluster_queue, s.phase) for s in steps] == [
         ("a-queue", "decrease"), ("b-queue", "increase"), ("c-queue", "increase")]
-    quotas = {"a-queue": 8, "b-queue": 4, "c-queue": 4}
+    quotas: dict[str, float] = {"a-queue": 8, "b-queue": 4, "c-queue": 4}
     peak = sum(quotas.values())
     for step in steps:
         for change in ordered:
@@ -208,7 +208,7 @@ def test_decreases_go_first_and_cohort_sum_never_exceeds_capacity():
         peak = max(peak, sum(quotas.values()))
     assert quotas == {"a-queue": 4, "b-queue": 6, "c-queue": 6}
     assert peak == 16
-    naive = {"a-queue": 8, "b-queue": 4, "c-queue": 4}
+    naive: dict[str, float] = {"a-queue": 8, "b-queue": 4, "c-queue": 4}
     naive_peak = 0
     for change in ordered:
         naive[change.cluster_queue] = change.new_nominal

@@ -9,10 +9,7 @@ Cases:
 - the bill of the collected warehouse is conserved to the cent, the fleet holds exactly
   cards x hours, and the fleet's allocated card-hours are within 1 % of the truth;
 - per-team card-hours within 0.5 % and idle card-hours within 2 % of the simulator's ground
-  truth. Expected to fail for now: the collector drops the holder of some samples (about 0.9 %
-  of device-minutes, e.g. MIG instance 7 on one card from 04:49 for ten minutes reads as free),
-  which the collectors owner has been told about; it passes on the same fleet when the
-  simulator's frames are loaded directly (test_bill_vs_simulator.py).
+  truth.
 """
 
 from __future__ import annotations
@@ -84,7 +81,6 @@ def test_collected_bill_is_conserved_and_close_overall(collected: tuple[Bill, pl
     assert held == pytest.approx(held_truth, rel=0.01)
 
 
-@pytest.mark.xfail(reason="collector drops the holder of ~0.9 % of device-minutes (reported)", strict=False)
 def test_collected_bill_matches_truth_per_team(collected: tuple[Bill, pl.DataFrame]) -> None:
     bill, truth = collected
     lines = {r["team"]: r for r in bill.lines.iter_rows(named=True)}

@@ -49,7 +49,8 @@ def nested_session(tmp_path: Path, hang: bool) -> tuple[subprocess.Popen, Path]:
     (suite / "conftest.py").write_text('pytest_plugins = ["tools.k8s_testenv.pytest_plugin"]\n')
     (suite / "test_nested.py").write_text(NESTED_TEST)
     out = tmp_path / "pids.json"
-    env = dict(os.environ, HYGIENE_OUT=str(out), PYTHONPATH=str(REPO))
+    # No third-party plugin autoload (dash's, playwright's): the nested session starts faster.
+    env = dict(os.environ, HYGIENE_OUT=str(out), PYTHONPATH=str(REPO), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     if hang:
         env["HYGIENE_HANG"] = "1"
     proc = subprocess.Popen(
@@ -84,7 +85,7 @@ def wait_dead(pids: list[int], timeout_s: float = 20.0) -> list[int]:
     return [p for p in pids if pid_alive(p)]
 
 
-def test_failing_session_leaves_no_servers(tmp_path, k8s_cluster):
+def test_failing_session_leaves_no_servers(tmp_path):
     proc, out = nested_session(tmp_path, hang=False)
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 1, output  # the nested test failed, as written
@@ -95,7 +96,7 @@ def test_failing_session_leaves_no_servers(tmp_path, k8s_cluster):
     assert processes_mentioning(info["workdir"]) == []
 
 
-def test_killed_session_leaves_no_servers(tmp_path, k8s_cluster):
+def test_killed_session_leaves_no_servers(tmp_path):
     proc, out = nested_session(tmp_path, hang=True)
     deadline = time.monotonic() + 300
     while not out.exists():
@@ -110,7 +111,7 @@ def test_killed_session_leaves_no_servers(tmp_path, k8s_cluster):
     assert processes_mentioning(info["workdir"]) == []
 
 
-def test_cli_up_status_down(k8s_cluster):
+def test_cli_up_status_down():
     env = dict(os.environ, PYTHONPATH=str(REPO))
     cli = [sys.executable, "-m", "tools.k8s_testenv"]
     build = subprocess.run([*cli, "build"], capture_output=True, text=True, env=env, cwd=REPO, timeout=60)

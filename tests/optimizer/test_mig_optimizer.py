@@ -256,7 +256,7 @@ def test_time_limit_returns_promptly_with_a_valid_plan():
     plan = run(fleet, demand, time_limit_s=0.2, baselines=False)
     assert time.perf_counter() - started < 60
     assert plan.solver.status in ("OPTIMAL", "FEASIBLE")
-    assert len(plan.solver.stages) == 4
+    assert len(plan.solver.stages) == 5
     for change in changes(plan).nodes:
         for group in change.mig_parted:
             if group.mig_enabled and group.mig_devices:

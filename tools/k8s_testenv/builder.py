@@ -256,7 +256,7 @@ def _module_download(go: str, module_at_version: str, layout: Layout, log: TextI
     except ValueError:
         info = {}
     if proc.returncode != 0 or "Error" in info or not info.get("Dir"):
-        detail = info.get("Error") or _tail(proc.stderr)
+        detail = " ".join((info.get("Error") or _tail(proc.stderr)).split())  # Go's errors span lines
         raise K8sTestEnvError(
             f"k8s-testenv build: the module proxy did not serve {module_at_version}: {detail} "
             f"(log: {layout.log})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,10 @@ from kubernetes.client.exceptions import ApiException
 from tools.k8s_testenv.errors import K8sTestEnvError
 
 
-def load_crds(folder: Path) -> list[dict[str, Any]]:
+def load_crds(folder: Path, *, libyaml: bool = True) -> list[dict[str, Any]]:
     """Every CustomResourceDefinition document in `folder/*.yaml`, sorted by file name."""
     # libyaml's loader parses Kueue's 2 MB of CRDs in about a second; the pure-Python one takes ~9 s.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader) if libyaml else yaml.SafeLoader
     docs: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.yaml")):
         for doc in yaml.load_all(path.read_text(), Loader=loader):
@@ -33,7 +34,9 @@ def load_crds(folder: Path) -> list[dict[str, Any]]:
     return docs
 
 
-def install_crds(api: client.ApiClient, folder: Path, timeout_s: float = 60.0) -> list[str]:
+def install_crds(
+    api: client.ApiClient, folder: Path, timeout_s: float = 120.0, *, workers: int = 4, libyaml: bool = True
+) -> list[str]:
     """Create the CRDs found in `folder` (existing ones are kept); return their names once Established.
 
     The documents go through the dynamic client as plain JSON: the typed client would first
@@ -42,17 +45,22 @@ def install_crds(api: client.ApiClient, folder: Path, timeout_s: float = 60.0) -
     ext = client.ApiextensionsV1Api(api)
     crd_resource = dynamic.DynamicClient(api).resources.get(
         api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
-    names = []
-    for doc in load_crds(folder):
-        name = doc["metadata"]["name"]
-        names.append(name)
+    docs = load_crds(folder, libyaml=libyaml)
+    names = [doc["metadata"]["name"] for doc in docs]
+
+    def create(doc: dict[str, Any]) -> None:
         try:
             crd_resource.create(body=doc)
         except ApiException as exc:
             if exc.status != 409:
                 raise K8sTestEnvError(
-                    f"k8s-testenv: creating CRD {name} failed: HTTP {exc.status} {exc.reason}: {exc.body}"
+                    f"k8s-testenv: creating CRD {doc['metadata']['name']} failed: "
+                    f"HTTP {exc.status} {exc.reason}: {exc.body}"
                 ) from None
+
+    # A few creates in flight let the server overlap its per-CRD work (about a third faster).
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        list(pool.map(create, docs))
     wait_established(ext, names, timeout_s)
     return names
 

@@ -1,0 +1,129 @@
+"""Shared cards exported without the `vgpu` label: holders from the pods' requests.
+
+Without `--kubernetes-virtual-gpus`, dcgm-exporter shows one series per time-sliced (or HAMi)
+card, labeled with one of the pods sharing it; the other pods are invisible in the samples.
+For such cards (every held sample of the card in the window lacks `vgpu`), the holders come
+from the Kubernetes inventory instead:
+
+1. The pods scheduled on the card's node that request `nvidia.com/gpu` (r replicas) while alive.
+2. Each pod's replicas are placed on the node's unlabeled cards, starting with the card the pod
+   was seen on (else one picked by a stable hash of its name), one replica per card in turn.
+3. Its lifetime in the window is split at the hour: held hours per pod, card and hour, and
+   `replicas` = how many of its replicas sit on that card (the share multiplies by it).
+4. Activity, idle and memory are the card's (what the shown series says for that hour), since
+   DCGM cannot split a shared card.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from datetime import timedelta
+
+import polars as pl
+
+from core.window import Window
+from warehouse import Warehouse
+
+SHARED_MODES = ("timeslice", "vgpu")
+
+
+def _gpu_count(requests: str | None) -> int:
+    try:
+        data = json.loads(requests or "{}")
+        return max(1, int(float(data.get("nvidia.com/gpu", 1))))
+    except (ValueError, TypeError, AttributeError):
+        return 1
+
+
+def split_unlabeled(
+    wh: Warehouse, held: pl.DataFrame, gpus: pl.DataFrame, window: Window
+) -> pl.DataFrame:
+    """`held` with the rows of unlabeled shared cards replaced by pod-derived rows (steps 1-4)."""
+    shared = gpus.filter(pl.col("card_mode").is_in(SHARED_MODES)).select("uuid", "gpu_node")
+    if shared.is_empty():
+        return held.with_columns(pl.lit(1, dtype=pl.Int32).alias("replica_count"))
+    on_shared = held.join(shared, on="uuid", how="semi")
+    labeled = on_shared.filter(pl.col("vgpu").is_not_null())["uuid"].unique()
+    cards = shared.filter(
+        pl.col("uuid").is_in(on_shared["uuid"].unique().implode())
+        & ~pl.col("uuid").is_in(labeled.implode())
+    )
+    keep = held.join(cards, on="uuid", how="anti").with_columns(
+        pl.lit(1, dtype=pl.Int32).alias("replica_count")
+    )
+    if cards.is_empty():
+        return keep
+    shown = held.join(cards, on="uuid", how="semi")
+    card_hours = shown.group_by("uuid", "ts").agg(
+        (pl.col("idle_hours").sum() / pl.col("held_hours").sum()).alias("_idle_frac"),
+        (pl.col("held_idle_hours").sum() / pl.col("held_hours").sum()).alias("_held_idle_frac"),
+        pl.col("active_ratio").mean(),
+        pl.col("fb_used_max_mib").max(),
+    )
+    derived = _pod_rows(wh, shown, cards, window)
+    if derived.is_empty():
+        return keep
+    derived = derived.join(card_hours, on=["uuid", "ts"], how="left").with_columns(
+        (pl.col("held_hours") * pl.col("_idle_frac").fill_null(0.0)).alias("idle_hours"),
+        (pl.col("held_hours") * pl.col("_held_idle_frac").fill_null(0.0)).alias("held_idle_hours"),
+        pl.lit(None, dtype=pl.String).alias("vgpu"),
+        pl.lit(None, dtype=pl.String).alias("profile"),
+        pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
+    )
+    return pl.concat([keep, derived.select(keep.columns)], how="vertical_relaxed")
+
+
+def _pod_rows(wh: Warehouse, shown: pl.DataFrame, cards: pl.DataFrame, window: Window) -> pl.DataFrame:
+    nodes = cards["gpu_node"].unique().to_list()
+    pods = wh.query(
+        "SELECT namespace, pod, node, CAST(gpu_requests AS VARCHAR) AS requests, start_ts, end_ts "
+        "FROM pods WHERE end_ts > ? AND start_ts < ? AND list_contains(?, node)",
+        [window.start, window.end, nodes],
+    )
+    if pods.is_empty():
+        return pl.DataFrame()
+    seen = (
+        shown.group_by("namespace", "pod", "uuid").agg(pl.col("held_hours").sum())
+        .sort(["held_hours", "uuid"], descending=[True, False])
+        .unique(["namespace", "pod"], keep="first")
+        .select("namespace", "pod", pl.col("uuid").alias("_seen"))
+    )
+    node_cards = {
+        node: sorted(group["uuid"].to_list())
+        for (node,), group in cards.group_by("gpu_node")
+    }
+    rows: list[dict[str, object]] = []
+    pods = pods.join(seen, on=["namespace", "pod"], how="left")
+    for p in pods.iter_rows(named=True):
+        ring = node_cards.get(p["node"])
+        if not ring:
+            continue
+        first = ring.index(p["_seen"]) if p["_seen"] in ring else (
+            zlib.crc32(f"{p['namespace']}/{p['pod']}".encode()) % len(ring)
+        )
+        placed: dict[str, int] = {}
+        for i in range(_gpu_count(p["requests"])):
+            uuid = ring[(first + i) % len(ring)]
+            placed[uuid] = placed.get(uuid, 0) + 1
+        start = max(p["start_ts"], window.start)
+        end = min(p["end_ts"], window.end)
+        for uuid, count in placed.items():
+            rows.append({"namespace": p["namespace"], "pod": p["pod"], "node": p["node"], "uuid": uuid,
+                         "replica_count": count, "start": start, "end": end})
+    if not rows:
+        return pl.DataFrame()
+    spans = pl.DataFrame(rows).with_columns(
+        pl.col("replica_count").cast(pl.Int32),
+        pl.datetime_ranges(
+            pl.col("start").dt.truncate("1h"), pl.col("end") - timedelta(microseconds=1),
+            interval="1h", time_zone="UTC",
+        ).alias("ts"),
+    ).explode("ts")
+    overlap = (
+        pl.min_horizontal(pl.col("end"), pl.col("ts") + timedelta(hours=1))
+        - pl.max_horizontal(pl.col("start"), pl.col("ts"))
+    ).dt.total_microseconds() / 3.6e9
+    return spans.with_columns(overlap.alias("held_hours")).filter(pl.col("held_hours") > 0).drop(
+        "start", "end"
+    )
