@@ -19,7 +19,6 @@ from datetime import timedelta
 import polars as pl
 
 from analytics.samples import SampleRules, held_hourly
-from analytics.unlabeled import split_unlabeled
 from analytics.shares import (
     clamp_to_card,
     layout_factors,
@@ -28,6 +27,7 @@ from analytics.shares import (
     vgpu_request,
     vgpu_share_expr,
 )
+from analytics.unlabeled import split_unlabeled
 from core.config import Settings
 from core.errors import InputError
 from core.frames import CARD_HOURS_HOURLY, polars_schema
@@ -152,7 +152,7 @@ def _with_shares(
             pl.col("replica_count") / replicas.clip(lower_bound=1.0)
         )
         .when(pl.col("sharing_mode") == "vgpu").then(
-            pl.coalesce(vgpu_share_expr(), 1.0 / replicas.clip(lower_bound=1.0))
+            pl.coalesce(vgpu_share_expr(), 1.0 / replicas.clip(lower_bound=1.0)) * pl.col("replica_count")
         )
         .otherwise(pl.lit(1.0))
         .alias("share")

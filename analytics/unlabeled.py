@@ -6,10 +6,12 @@ For such cards (every held sample of the card in the window lacks `vgpu`), the h
 from the Kubernetes inventory instead:
 
 1. The pods scheduled on the card's node that request `nvidia.com/gpu` (r replicas) while alive.
-2. Each pod's replicas are placed on the node's unlabeled cards, starting with the card the pod
-   was seen on (else one picked by a stable hash of its name), one replica per card in turn.
-3. Its lifetime in the window is split at the hour: held hours per pod, card and hour, and
-   `replicas` = how many of its replicas sit on that card (the share multiplies by it).
+2. Which of the node's unlabeled cards a pod's replicas sit on is not observable, so each pod
+   is spread evenly over them: on each of k cards it holds `replica_count` = r / k of its
+   share (1/replicas per replica time-sliced, its declared fraction on HAMi). A card then carries
+   the node's mean load, and a card is scaled down only when the whole node is over-committed
+   (placing pods on the card they were seen on overloaded some cards and lost card-hours).
+3. Its lifetime in the window is split at the hour: held hours per pod, card and hour.
 4. Activity, idle and memory are the card's (what the shown series says for that hour), since
    DCGM cannot split a shared card.
 """
@@ -17,7 +19,6 @@ from the Kubernetes inventory instead:
 from __future__ import annotations
 
 import json
-import zlib
 from datetime import timedelta
 
 import polars as pl
@@ -42,16 +43,14 @@ def split_unlabeled(
     """`held` with the rows of unlabeled shared cards replaced by pod-derived rows (steps 1-4)."""
     shared = gpus.filter(pl.col("card_mode").is_in(SHARED_MODES)).select("uuid", "gpu_node")
     if shared.is_empty():
-        return held.with_columns(pl.lit(1, dtype=pl.Int32).alias("replica_count"))
+        return held.with_columns(pl.lit(1.0).alias("replica_count"))
     on_shared = held.join(shared, on="uuid", how="semi")
     labeled = on_shared.filter(pl.col("vgpu").is_not_null())["uuid"].unique()
     cards = shared.filter(
         pl.col("uuid").is_in(on_shared["uuid"].unique().implode())
         & ~pl.col("uuid").is_in(labeled.implode())
     )
-    keep = held.join(cards, on="uuid", how="anti").with_columns(
-        pl.lit(1, dtype=pl.Int32).alias("replica_count")
-    )
+    keep = held.join(cards, on="uuid", how="anti").with_columns(pl.lit(1.0).alias("replica_count"))
     if cards.is_empty():
         return keep
     shown = held.join(cards, on="uuid", how="semi")
@@ -61,7 +60,7 @@ def split_unlabeled(
         pl.col("active_ratio").mean(),
         pl.col("fb_used_max_mib").max(),
     )
-    derived = _pod_rows(wh, shown, cards, window)
+    derived = _pod_rows(wh, cards, window)
     if derived.is_empty():
         return keep
     derived = derived.join(card_hours, on=["uuid", "ts"], how="left").with_columns(
@@ -74,7 +73,7 @@ def split_unlabeled(
     return pl.concat([keep, derived.select(keep.columns)], how="vertical_relaxed")
 
 
-def _pod_rows(wh: Warehouse, shown: pl.DataFrame, cards: pl.DataFrame, window: Window) -> pl.DataFrame:
+def _pod_rows(wh: Warehouse, cards: pl.DataFrame, window: Window) -> pl.DataFrame:
     nodes = cards["gpu_node"].unique().to_list()
     pods = wh.query(
         "SELECT namespace, pod, node, CAST(gpu_requests AS VARCHAR) AS requests, start_ts, end_ts "
@@ -83,38 +82,25 @@ def _pod_rows(wh: Warehouse, shown: pl.DataFrame, cards: pl.DataFrame, window: W
     )
     if pods.is_empty():
         return pl.DataFrame()
-    seen = (
-        shown.group_by("namespace", "pod", "uuid").agg(pl.col("held_hours").sum())
-        .sort(["held_hours", "uuid"], descending=[True, False])
-        .unique(["namespace", "pod"], keep="first")
-        .select("namespace", "pod", pl.col("uuid").alias("_seen"))
-    )
     node_cards = {
         node: sorted(group["uuid"].to_list())
         for (node,), group in cards.group_by("gpu_node")
     }
     rows: list[dict[str, object]] = []
-    pods = pods.join(seen, on=["namespace", "pod"], how="left")
     for p in pods.iter_rows(named=True):
         ring = node_cards.get(p["node"])
         if not ring:
             continue
-        first = ring.index(p["_seen"]) if p["_seen"] in ring else (
-            zlib.crc32(f"{p['namespace']}/{p['pod']}".encode()) % len(ring)
-        )
-        placed: dict[str, int] = {}
-        for i in range(_gpu_count(p["requests"])):
-            uuid = ring[(first + i) % len(ring)]
-            placed[uuid] = placed.get(uuid, 0) + 1
+        spread = _gpu_count(p["requests"]) / len(ring)
         start = max(p["start_ts"], window.start)
         end = min(p["end_ts"], window.end)
-        for uuid, count in placed.items():
+        for uuid in ring:
             rows.append({"namespace": p["namespace"], "pod": p["pod"], "node": p["node"], "uuid": uuid,
-                         "replica_count": count, "start": start, "end": end})
+                         "replica_count": spread, "start": start, "end": end})
     if not rows:
         return pl.DataFrame()
     spans = pl.DataFrame(rows).with_columns(
-        pl.col("replica_count").cast(pl.Int32),
+        pl.col("replica_count").cast(pl.Float64),
         pl.datetime_ranges(
             pl.col("start").dt.truncate("1h"), pl.col("end") - timedelta(microseconds=1),
             interval="1h", time_zone="UTC",

@@ -31,7 +31,8 @@ def crd_install(layout: Layout, *, workers: int, libyaml: bool) -> dict[str, Any
         cluster = LocalCluster(layout, Path(tmp), install_crds=False)
         with cluster:
             with cluster.api_client() as api:
-                names, seconds = timed(lambda: install_crds(api, layout.crds, workers=workers, libyaml=libyaml))
+                names, seconds = timed(
+                    lambda: install_crds(api, layout.crds, workers=workers, libyaml=libyaml))
             return {"servers_ready_s": round(cluster.start_seconds, 2), "crds": len(names),
                     "crd_install_s": round(seconds, 2), "load_avg_1m": os.getloadavg()[0]}
 

@@ -279,7 +279,7 @@ def focus_frame(
     )
     float_schema = {n: (pl.Float64 if t == DECIMAL else t) for n, t in COLUMNS.items()}
     others = pl.DataFrame(records, schema=float_schema)
-    frame = pl.concat([usage, others.select(usage.columns)], how="vertical_relaxed")
+    frame = pl.concat([usage, others], how="diagonal_relaxed")
     # 3. The constant columns every row shares; declared order and types (Decimal(38, 10)).
     provider = settings.reports.issuer
     constant: dict[str, Any] = {

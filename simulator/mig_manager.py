@@ -37,7 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from core.config import KubernetesSettings
-from core.errors import InputError
+from core.errors import ClusterError, InputError
 from core.mig import gpu_model, shape_of
 
 log = logging.getLogger(__name__)
@@ -166,12 +166,14 @@ class MigManagerEmulator:
 
     On first sight a node already labelled `success`/`failed` for its config counts as done
     (as after a restart of the real controller with nothing to change); any later change of
-    `nvidia.com/mig.config` triggers a reconcile.
+    `nvidia.com/mig.config` triggers a reconcile. `nodes` limits the emulator to those node
+    names (the real one runs per node; tests sharing a cluster stay out of each other's way).
     """
 
     api: client.ApiClient
     settings: KubernetesSettings = field(default_factory=KubernetesSettings)
     behavior: MigBehavior = field(default_factory=MigBehavior)
+    nodes: frozenset[str] | None = None
     watch_timeout_s: int = 1
     transitions: list[Transition] = field(default_factory=list, init=False)
     results: dict[str, NodeMigResult] = field(default_factory=dict, init=False)
@@ -193,7 +195,7 @@ class MigManagerEmulator:
         self._watcher.start()
         if not self._synced.wait(timeout_s):
             self.stop()
-            raise InputError(f"MIG Manager emulator: could not list Nodes within {timeout_s:.0f}s")
+            raise ClusterError(f"MIG Manager emulator: could not list Nodes within {timeout_s:.0f}s")
         return self
 
     def stop(self, timeout_s: float = 10.0) -> None:
@@ -267,7 +269,7 @@ class MigManagerEmulator:
         name = _name(node)
         labels = _labels(node)
         config = labels.get(CONFIG_LABEL)
-        if not config:
+        if not config or (self.nodes is not None and name not in self.nodes):
             return
         with self._lock:
             if name not in self._applied and labels.get(STATE_LABEL) in (SUCCESS, FAILED):

@@ -10,6 +10,8 @@ Cases:
   fleet card-hours are exactly cards x hours; conservation to the cent;
 - 2 % of node x 10-minute blocks not scraped (one day): per-team card-hours still within 0.5 %, fleet
   idle card-hours within 2 %;
+- the exporter without `--kubernetes-virtual-gpus` (one series per shared card): time-sliced
+  and vGPU card-hours come from the pods' requests, per team and mode within 0.5 %;
 - the bill from the stored hourly roll-up (loaded day by day) equals the bill from raw samples
   to the cent on every line, and a window mixing both sources too.
 """
@@ -36,8 +38,13 @@ ONE_DAY = Window(WINDOW.start, WINDOW.start + timedelta(days=1))
 GPUS = 40
 
 
-def _build(path: Path, gaps: float, window: Window = WINDOW) -> tuple[Path, pl.DataFrame]:
-    spec = FleetSpec.default(gpus=GPUS, scenario={"scrape_gaps": gaps, "mig_reconfigure": True})
+def _build(
+    path: Path, gaps: float, window: Window = WINDOW, virtual_gpus: bool = True
+) -> tuple[Path, pl.DataFrame]:
+    spec = FleetSpec.default(
+        gpus=GPUS, scenario={"scrape_gaps": gaps, "mig_reconfigure": True},
+        exporter={"virtual_gpus": virtual_gpus},
+    )
     sim = Simulation(spec, window, seed=7)
     inventory = sim.inventory()
     instances = inventory.pop("mig_instances")
@@ -65,6 +72,11 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pl.DataFrame]
 @pytest.fixture(scope="module")
 def gappy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pl.DataFrame]:
     return _build(tmp_path_factory.mktemp("sim") / "gappy.duckdb", 0.02, ONE_DAY)
+
+
+@pytest.fixture(scope="module")
+def unlabeled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pl.DataFrame]:
+    return _build(tmp_path_factory.mktemp("sim") / "unlabeled.duckdb", 0.0, ONE_DAY, virtual_gpus=False)
 
 
 def _bill(path: Path, window: Window = WINDOW, **kw: object) -> Bill:
@@ -111,6 +123,20 @@ def test_scrape_gaps_keep_card_hours_within_half_a_percent(gappy):
     idle_truth = sum(idle for _, idle in expected.values())
     idle_billed = sum(r["idle_card_hours"] for t, r in lines.items() if t in expected)
     assert idle_billed == pytest.approx(idle_truth, rel=0.02)
+
+
+def test_shared_cards_without_vgpu_labels_bill_from_pod_requests(unlabeled):
+    path, truth = unlabeled
+    bill = _bill(path, ONE_DAY, by=("team", "sharing_mode"))
+    billed = {(r["team"], r["sharing_mode"]): r["card_hours"] for r in bill.lines.iter_rows(named=True)}
+    held = truth.filter(pl.col("allocation_state") == "allocated").with_columns(
+        pl.col("team").fill_null("unattributed")
+    )
+    expected = held.group_by("team", "sharing_mode").agg(pl.col("card_hours").sum())
+    shared = expected.filter(pl.col("sharing_mode").is_in(["timeslice", "vgpu"]))
+    assert shared.height >= 5
+    for team, mode, card_hours in expected.iter_rows():
+        assert billed[(team, mode)] == pytest.approx(card_hours, rel=0.005), (team, mode)
 
 
 def test_rollup_bill_equals_raw_bill(clean, tmp_path):

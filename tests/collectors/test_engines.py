@@ -17,9 +17,11 @@ Cases:
 - teams from `kube_namespace_labels` (label and fallback rule);
 - token counters stored raw across a reset; Kueue usage/quota rows carrying the queue's
   pending workloads;
-- chunk size does not change the result (1 h chunks vs 7 min chunks: boundaries exactly once);
+- chunk size does not change the result (1 h chunks vs 25 min chunks, whose edges fall off the
+  hour: every boundary instant stored exactly once);
 - resume: a second run starts at the watermark and the result equals one full run;
-- `--reload` twice changes nothing (idempotent loads).
+- `--reload` twice changes nothing (idempotent loads);
+- `--follow` rounds collect up to now minus two steps and resume where the last round stopped.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from collectors.chunks import plan_chunks
 from collectors.vllm import counter_increase
-from core.window import Window
+from core.window import Window, parse_duration
 from gpuledger.collect_pipeline import collect_window, resume_point
 from tests.collectors import tinyfleet
 from tests.collectors.conftest import tiny_settings
@@ -133,14 +136,14 @@ def test_inventory_teams_tokens_queues(engine: str, wh: Warehouse) -> None:
 
 def test_chunk_size_does_not_change_the_result(engine: str, tmp_path: Path) -> None:
     results = []
-    for chunk in ("1h", "7m"):
+    for chunk in ("1h", "25m"):
         with Warehouse.open(tmp_path / f"{chunk}.duckdb") as wh:
             report = _collect(wh, engine, prometheus={"chunk": chunk})
             results.append(_stored(wh))
-            boundary = wh.scalar("SELECT count(*) FROM gpu_samples WHERE ts = ?",
-                                 [tinyfleet.T0 + timedelta(minutes=63)])
-            assert boundary == 4  # 63 min is a 7-minute boundary: fetched once, stored once
-            assert report.chunks == (3 if chunk == "1h" else 26)
+            planned = list(plan_chunks(WINDOW, parse_duration(chunk)))
+            assert report.chunks == len(planned) == (3 if chunk == "1h" else 8)
+            for edge in planned[1:]:  # every boundary instant: fetched once, stored once
+                assert wh.scalar("SELECT count(*) FROM gpu_samples WHERE ts = ?", [edge.start]) == 4
     assert results[0].equals(results[1])
     assert results[0].height == 720
 
@@ -164,3 +167,27 @@ def test_reload_is_idempotent(engine: str, wh: Warehouse) -> None:
     assert again.chunks == 3
     assert _stored(wh).equals(before)
     assert wh.count("token_samples") == 180 and wh.count("queue_samples") == 180
+
+
+@pytest.mark.prometheus
+def test_follow_collects_up_to_now_minus_settle(metrics_servers: ServerPool, tiny_openmetrics: Path,
+                                                wh: Warehouse) -> None:
+    from gpuledger.collect_pipeline import follow
+
+    url = metrics_servers.prometheus(tiny_openmetrics).url
+    clock = [tinyfleet.T0 + timedelta(hours=1, seconds=30), tinyfleet.T0 + timedelta(hours=2, seconds=10)]
+    current = [tinyfleet.T0]
+    reports = []
+
+    def keep_going() -> bool:
+        if not clock:
+            return False
+        current[0] = clock.pop(0)
+        return True
+
+    follow(wh, tiny_settings(), url, tinyfleet.T0, timedelta(minutes=1), keep_going=keep_going,
+           now=lambda: current[0], sleep=lambda _s: None, on_report=reports.append)
+    # each round collects up to now - 2 steps (late scrapes land first), resuming where it stopped
+    assert [r.start for r in reports] == [tinyfleet.T0, tinyfleet.T0 + timedelta(minutes=58)]
+    assert resume_point(wh) == tinyfleet.T0 + timedelta(minutes=118)
+    assert wh.count("gpu_samples") == 4 * 118

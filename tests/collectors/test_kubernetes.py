@@ -179,10 +179,9 @@ def test_persistent_expiry_fails_clearly(collector: KubernetesCollector) -> None
 def test_collect_command_with_cluster_and_prometheus(cluster: Any, manifests: list[dict[str, Any]],
                                                      metrics_servers: Any, tmp_path: Any,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuledger.cli import main
     from simulator.engine import Simulation
     from simulator.fleet import FleetSpec
-
-    from gpuledger.cli import main
     from warehouse import Warehouse
 
     window = Window(AT - timedelta(hours=6), AT)
@@ -201,7 +200,7 @@ def test_collect_command_with_cluster_and_prometheus(cluster: Any, manifests: li
         nodes = {r[0]: r for r in wh.query("SELECT node, pool, model, gpu_count, mig_config FROM nodes").rows()}
         for m in [m for m in manifests if m["kind"] == "Node"]:
             labels = m["metadata"]["labels"]
-            node, pool, model, count, mig = nodes[m["metadata"]["name"]]
+            _, pool, model, count, mig = nodes[m["metadata"]["name"]]
             assert (pool, count, mig) == (labels["gpuledger.io/pool"], int(labels["nvidia.com/gpu.count"]),
                                           labels["nvidia.com/mig.config"])
             assert model is not None  # from the metrics and from GFD labels, merged

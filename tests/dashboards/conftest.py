@@ -48,7 +48,7 @@ def lead_headers() -> dict[str, str]:
     return {"X-Forwarded-User": LEAD, "X-Forwarded-Groups": "everyone"}
 
 
-def _plans() -> list[object]:
+def demo_plans() -> list[object]:
     from optimizer.plan import (
         ClusterQueueUpdate,
         Effect,
@@ -110,7 +110,7 @@ def build_demo_warehouse(path: Path, gpus: int = 32) -> Path:
         wh.load(LoadBatch(frames=sim.inventory()))
         for sub, frames in sim.batches():
             wh.load(LoadBatch(frames=frames, window=sub))
-        for plan in _plans():
+        for plan in demo_plans():
             save_plan(wh, plan)  # type: ignore[arg-type]
     return path
 

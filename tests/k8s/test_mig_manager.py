@@ -11,6 +11,7 @@ Cases (real kube-apiserver):
 - an invalid layout, an unknown config name, and an injected failure end `failed` and leave
   capacity untouched;
 - "stays pending forever" keeps `pending` long after the delay;
+- an emulator limited to other node names never touches this node;
 - `stop()` ends the watch thread.
 """
 
@@ -117,7 +118,7 @@ def gpu_resources(api, node: str) -> tuple[dict[str, str], dict[str, str]]:
 
 def test_label_change_drives_pending_then_success(mig_env):
     api, settings, node = mig_env
-    with MigManagerEmulator(api, settings, MigBehavior(delay_s=0.5)) as mig:
+    with MigManagerEmulator(api, settings, MigBehavior(delay_s=0.5), nodes=frozenset({node})) as mig:
         set_config(api, node, "all-3g.40gb")
         assert mig.wait_for_state(node, "pending", timeout_s=10) == "pending"
         assert mig.wait_for_state(node, ["success", "failed"], timeout_s=20) == "success"
@@ -141,7 +142,7 @@ def test_label_change_drives_pending_then_success(mig_env):
 def test_invalid_or_unknown_config_fails(mig_env, config):
     api, settings, node = mig_env
     before = gpu_resources(api, node)
-    with MigManagerEmulator(api, settings) as mig:
+    with MigManagerEmulator(api, settings, nodes=frozenset({node})) as mig:
         set_config(api, node, config)
         assert mig.wait_for_state(node, ["success", "failed"], timeout_s=20) == "failed"
     assert gpu_resources(api, node) == before
@@ -150,7 +151,7 @@ def test_invalid_or_unknown_config_fails(mig_env, config):
 
 def test_injected_failure_and_pending_forever(mig_env):
     api, settings, node = mig_env
-    with MigManagerEmulator(api, settings, MigBehavior(fail_nodes=frozenset({node}))) as mig:
+    with MigManagerEmulator(api, settings, MigBehavior(fail_nodes=frozenset({node})), nodes=frozenset({node})) as mig:
         set_config(api, node, "all-3g.40gb")
         assert mig.wait_for_state(node, ["success", "failed"], timeout_s=20) == "failed"
         assert "injected" in mig.errors[node]
@@ -161,6 +162,15 @@ def test_injected_failure_and_pending_forever(mig_env):
         labels = client.CoreV1Api(api).read_node(node).metadata.labels
         assert labels[STATE_LABEL] == "pending"
     assert gpu_resources(api, node)[0] == {"nvidia.com/gpu": "2"}
+
+
+def test_node_filter_leaves_other_nodes_alone(mig_env):
+    api, settings, node = mig_env
+    with MigManagerEmulator(api, settings, nodes=frozenset({"some-other-node"})):
+        set_config(api, node, "all-3g.40gb")
+        time.sleep(1.0)
+        labels = client.CoreV1Api(api).read_node(node).metadata.labels
+    assert STATE_LABEL not in labels
 
 
 def test_stop_ends_the_watch_thread(k8s_cluster):

@@ -78,7 +78,7 @@ def test_emulator_reproduces_simulated_mig_capacity(k8s_cluster, k8s_namespace, 
     with k8s_cluster.api_client() as api:
         load_manifests(api, [cm_copy, node], on_exists="error")
         core = client.CoreV1Api(api)
-        with MigManagerEmulator(api, settings) as mig:
+        with MigManagerEmulator(api, settings, nodes=frozenset({name})) as mig:
             assert mig.wait_for_state(name, ["success", "failed"], timeout_s=20) == "success"
             assert gpu_capacity(core.read_node(name).status.capacity) == {"nvidia.com/gpu": gpus}
             core.patch_node(name, {"metadata": {"labels": {CONFIG_LABEL: config}}},
