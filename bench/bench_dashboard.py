@@ -75,8 +75,9 @@ def generate(path: Path, gpus: int, days: int) -> dict[str, Any]:
                 f"range(1, {days}) AS r(k) WHERE {col} < ?", [START + timedelta(days=1)]
             )
         wh.con.execute("UPDATE gpus SET last_seen = ?", [end - timedelta(minutes=1)])
-        wh.con.execute("UPDATE pods SET end_ts = ? WHERE end_ts >= ?", [end, START + timedelta(hours=23)])
-        wh.con.execute("UPDATE mig_instances SET end_ts = ? WHERE end_ts >= ?", [end, START + timedelta(hours=23)])
+        late = START + timedelta(hours=23)
+        wh.con.execute("UPDATE pods SET end_ts = ? WHERE end_ts >= ?", [end, late])
+        wh.con.execute("UPDATE mig_instances SET end_ts = ? WHERE end_ts >= ?", [end, late])
         wh.con.execute("INSERT OR REPLACE INTO watermarks VALUES ('card_hours_hourly', ?, now())", [end])
         from optimizer.plan import save_plan
         from tests.dashboards.conftest import demo_plans
@@ -152,27 +153,28 @@ def measure(path: Path, cache: Path, reps: int, baseline_reps: int) -> dict[str,
         p = Poster(app)
         view = {"page": "/team", "period": PERIOD}
         model = "H100-80GB"
+        url = {"url.pathname": "/team", "url.search": f"?period={PERIOD}"}
+        plan = {"plan-id.data": "mig-test-1"}
+        page = "page.children"
         cases: dict[str, tuple[str, dict[str, Any], str, dict[str, str]]] = {
-            "url_sync (page load)": ("url.search", {"url.pathname": "/team", "url.search": f"?period={PERIOD}"},
-                                     "url.search", lead),
-            "url_sync (filter change)": ("url.search", {"url.pathname": "/team", "url.search": f"?period={PERIOD}",
-                                                        "f-period.value": PERIOD, "f-model.value": model},
-                                         "f-model.value", admin),
-            "render My team (lead)": ("page.children", {"view.data": view}, "view.data", lead),
-            "render My team, model filter": ("page.children", {"view.data": {**view, "team": "nlp", "model": model}},
-                                             "view.data", admin),
-            "render Fleet": ("page.children", {"view.data": {**view, "page": "/fleet"}}, "view.data", admin),
-            "render Fleet, one node": ("page.children", {"view.data": {**view, "page": "/fleet",
-                                                                       "node": "a100-mig-000"}},
-                                       "view.data", admin),
-            "render Queues": ("page.children", {"view.data": {**view, "page": "/queues"}}, "view.data", admin),
-            "render Plans": ("page.children", {"view.data": {**view, "page": "/plans"}}, "view.data", admin),
+            "url_sync (page load)": ("url.search", url, "url.search", lead),
+            "url_sync (filter change)": (
+                "url.search", {**url, "f-period.value": PERIOD, "f-model.value": model}, "f-model.value",
+                admin),
+            "render My team (lead)": (page, {"view.data": view}, "view.data", lead),
+            "render My team, model filter": (
+                page, {"view.data": {**view, "team": "nlp", "model": model}}, "view.data", admin),
+            "render Fleet": (page, {"view.data": {**view, "page": "/fleet"}}, "view.data", admin),
+            "render Fleet, one node": (
+                page, {"view.data": {**view, "page": "/fleet", "node": "a100-mig-000"}}, "view.data", admin),
+            "render Queues": (page, {"view.data": {**view, "page": "/queues"}}, "view.data", admin),
+            "render Plans": (page, {"view.data": {**view, "page": "/plans"}}, "view.data", admin),
             "banner": ("banner.children", {"tick.n_intervals": 1}, "tick.n_intervals", admin),
-            "approve (lead, refused)": ("flash.children", {"btn-approve.n_clicks": 1, "plan-id.data": "mig-test-1"},
-                                        "btn-approve.n_clicks", lead),
-            "rollout status": ("rollout-status.children", {"rollout-tick.n_intervals": 1,
-                                                           "plan-id.data": "mig-test-1"},
-                               "rollout-tick.n_intervals", admin),
+            "approve (lead, refused)": (
+                "flash.children", {"btn-approve.n_clicks": 1, **plan}, "btn-approve.n_clicks", lead),
+            "rollout status": (
+                "rollout-status.children", {"rollout-tick.n_intervals": 1, **plan},
+                "rollout-tick.n_intervals", admin),
         }
         bodies = {name: (p.body(out, values, changed), headers)
                   for name, (out, values, changed, headers) in cases.items()}
@@ -183,21 +185,25 @@ def measure(path: Path, cache: Path, reps: int, baseline_reps: int) -> dict[str,
             warm[name] = _stats([p.post(body, headers) for _ in range(reps)])
         warm["csv download (lead)"] = _stats(
             [p.get(f"/download/bill.csv?period={PERIOD}", lead) for _ in range(max(5, reps // 3))])
-        # one real approval (a short write), then the Plans page that shows it
-        approve = p.body("flash.children", {"btn-approve.n_clicks": 1, "plan-id.data": "mig-test-1"},
-                         "btn-approve.n_clicks")
-        approve_ms = round(p.post(approve, admin) * 1000, 1)
         # 4. Baseline: every request recomputes (the cache emptied before each call)
         baseline: dict[str, dict[str, float]] = {}
         for name in ("render My team (lead)", "render Fleet", "render Queues"):
             body, headers = bodies[name]
             samples = []
             for _ in range(baseline_reps):
-                app.data._cache.clear()  # noqa: SLF001 - the baseline is "no cache"
+                app.data.clear()
                 samples.append(p.post(body, headers))
             baseline[name] = _stats(samples)
+        # one real approval (a short write; the new snapshot is taken in the background, as
+        # when served), then the Plans page that shows it, read live from the warehouse
+        app.store.start()
+        approve = p.body("flash.children", {"btn-approve.n_clicks": 1, "plan-id.data": "mig-test-1"},
+                         "btn-approve.n_clicks")
+        approve_ms = round(p.post(approve, admin) * 1000, 1)
+        plans_after_ms = round(p.post(*bodies["render Plans"]) * 1000, 1)
         return {"snapshot": snapshot, "cold_first_call_ms": cold, "warm": warm,
-                "approve_as_admin_ms": approve_ms, "baseline_no_cache": baseline,
+                "approve_as_admin_ms": approve_ms, "plans_page_after_approve_ms": plans_after_ms,
+                "baseline_no_cache": baseline,
                 "peak_rss_mib": round(peak_rss_mib())}
     finally:
         app.close()

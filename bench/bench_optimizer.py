@@ -209,7 +209,7 @@ def simulator_month(gpus: int, days: int) -> dict[str, Any]:
         print(f"simulator month loaded in {out['simulate_and_load_s']}s", flush=True)
         with Warehouse.open(path, read_only=True) as wh:
             # quota replay on the simulator's Kueue demand: fit on all but the last week
-            inputs = quota_inputs_from_warehouse(wh, timedelta(days=days), window.end)
+            inputs = quota_inputs_from_warehouse(wh, timedelta(days=days))
             cut = window.end - timedelta(days=7)
             train = replace(inputs, history=inputs.history.filter(pl.col("ts") < cut))
             test = inputs.history.filter(pl.col("ts") >= cut)

@@ -143,6 +143,7 @@ class PlanActions:
         self._clock = clock
         self._previews: dict[str, Preview] = {}
         self.rollouts: dict[str, Rollout] = {}
+        self._background: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     # 1. Access -------------------------------------------------------------------------------
@@ -150,7 +151,11 @@ class PlanActions:
         if principal.admin:
             return
         message = f"user {principal.user!r} may not {action} plan {plan_id}: needs the admin role"
-        self._audit_denied(principal, action, plan_id, message)
+        # the refusal is answered at once; its audit record is written in the background
+        thread = threading.Thread(target=self._audit_denied, args=(principal, action, plan_id, message),
+                                  name="gpuledger-audit-denied", daemon=True)
+        thread.start()
+        self._background.append(thread)
         raise AccessDeniedError(message)
 
     def _audit_denied(self, principal: Principal, action: str, plan_id: str, message: str) -> None:
@@ -253,8 +258,11 @@ class PlanActions:
         return rollout
 
     def wait(self, timeout_s: float = 30.0) -> None:
-        """Wait for running rollouts (used when the server stops and by tests)."""
+        """Wait for running rollouts and background audit writes (server stop, tests)."""
         deadline = time.monotonic() + timeout_s
+        for thread in list(self._background):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._background = [t for t in self._background if t.is_alive()]
         for rollout in list(self.rollouts.values()):
             if rollout.thread is not None:
                 rollout.thread.join(max(0.0, deadline - time.monotonic()))

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Hashable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Hashable
+from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -40,6 +41,7 @@ class ReadModel:
         self._cache: dict[tuple[int, Hashable], Any] = {}
         self._locks: dict[tuple[int, Hashable], threading.Lock] = {}
         self._guard = threading.Lock()
+        self._live: dict[Hashable, tuple[Any, PlansData]] = {}
 
     # 1. The cache ----------------------------------------------------------------------------
     def _cached(self, key: Hashable, compute: Callable[[Snapshot], T]) -> T:
@@ -60,6 +62,17 @@ class ReadModel:
                 self._cache[full] = value
                 self._locks.pop(full, None)
         return value
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """Cache a page's derived frames per snapshot (`key` must name everything they depend
+        on; access checks happen before, never inside)."""
+        return self._cached(("memo", key), lambda _snap: compute())
+
+    def clear(self) -> None:
+        """Forget everything computed (the benchmark's no-cache baseline)."""
+        with self._guard:
+            self._cache.clear()
+            self._live.clear()
 
     def _drop_old(self, generation: int) -> None:
         for full in [k for k in self._cache if k[0] < generation]:
@@ -371,32 +384,58 @@ class ReadModel:
         )
 
     # 6. Plans and audit: small, changed by the page's own actions, so read live ------------
-    @contextmanager
-    def _fresh(self) -> Iterator[Warehouse]:
-        """The warehouse itself for one short read, or the snapshot when a writer holds it."""
+    def plans_data(self, plan_id: str | None, audit_limit: int = 30) -> PlansData:
+        """Stored plans, the selected one's audit trail and the latest audit records, read from
+        the warehouse itself in one short connection (see `SnapshotStore.live_reader`) and kept
+        until the file changes; from the snapshot while a writer holds the file."""
+        from optimizer.plan import list_plans
+
+        stamp = self.store.source_stamp()
+        key = (plan_id, audit_limit)
+        with self._guard:
+            hit = self._live.get(key)
+            if hit is not None and hit[0] == stamp:
+                return hit[1]
         with ExitStack() as stack:
+            live = True
             try:
                 wh = stack.enter_context(self.store.live_reader())
             except WarehouseLockedError:
+                live = False
                 wh = stack.enter_context(self.store.reader())
-            yield wh
-
-    def plans(self) -> list[Any]:
-        from optimizer.plan import list_plans
-
-        with self._fresh() as wh:
-            return list_plans(wh)
-
-    def audit(self, plan_id: str | None = None, limit: int = 100) -> pl.DataFrame:
-        where, params = "", []
-        if plan_id is not None:
-            where, params = "WHERE plan_id = ?", [plan_id]
-        with self._fresh() as wh:
-            return wh.query(
-                "SELECT seq, occurred_at, actor, plan_id, action, object, result, detail"
-                f" FROM audit_log {where} ORDER BY seq DESC LIMIT ?",
-                [*params, limit],
+            records = list_plans(wh)
+            ids = [r.plan.id for r in records]
+            selected = plan_id if plan_id in ids else (ids[0] if ids else None)
+            data = PlansData(
+                records=records, selected=selected,
+                plan_audit=_audit(wh, selected, 50) if selected else _audit(wh, None, 0),
+                audit=_audit(wh, None, audit_limit), live=live,
             )
+        if live:
+            with self._guard:
+                self._live = {k: v for k, v in self._live.items() if v[0] == stamp}
+                self._live[key] = (stamp, data)
+        return data
+
+
+@dataclass(frozen=True)
+class PlansData:
+    records: list[Any]
+    selected: str | None
+    plan_audit: pl.DataFrame
+    audit: pl.DataFrame
+    live: bool
+
+
+def _audit(wh: Warehouse, plan_id: str | None, limit: int) -> pl.DataFrame:
+    where, params = "", []
+    if plan_id is not None:
+        where, params = "WHERE plan_id = ?", [plan_id]
+    return wh.query(
+        "SELECT seq, occurred_at, actor, plan_id, action, object, result, detail"
+        f" FROM audit_log {where} ORDER BY seq DESC LIMIT ?",
+        [*params, limit],
+    )
 
 
 def _json(text: Any) -> dict[str, Any]:

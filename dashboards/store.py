@@ -272,6 +272,10 @@ class SnapshotStore:
         if self._own_dir:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
 
+    def source_stamp(self) -> tuple[int, int, int] | None:
+        """Changes whenever a writer commits to the warehouse (a cheap `stat`, no lock)."""
+        return _stamp(self.source)
+
     # 2. Reading ------------------------------------------------------------------------------
     @property
     def snapshot(self) -> Snapshot | None:

@@ -140,13 +140,11 @@ def build_problem(
     keyed: dict[tuple[str, Config, int, bool], list[Gpu]] = defaultdict(list)
     for g in fleet.gpus:
         if g.model in planned:
-            # busy pods only split groups when node classes need uniform groups (see mig_model)
-            keyed[(g.model, g.config, len(g.busy) if binds else -1, movable[(g.node, g.index)])].append(g)
+            keyed[(g.model, g.config, len(g.busy), movable[(g.node, g.index)])].append(g)
     keys = sorted(keyed, key=lambda k: (k[0], repr(k[1]), k[2], k[3]))
-    members = tuple(tuple(sorted(keyed[k], key=lambda g: (len(g.busy), g.node, g.index))) for k in keys)
+    members = tuple(tuple(sorted(keyed[k], key=lambda g: (g.node, g.index))) for k in keys)
     groups = tuple(
-        Group(model=key[0], config=key[1], busy=tuple(len(g.busy) for g in gpus), movable=key[3],
-              size=len(gpus))
+        Group(model=key[0], config=key[1], busy=key[2], movable=key[3], size=len(gpus))
         for key, gpus in zip(keys, members, strict=True)
     )
     targets = {

@@ -240,10 +240,12 @@ class Effect(_Frozen):
 
 
 class StageResult(_Frozen):
+    """One lexicographic stage: its objective value and proven bound (None: not known)."""
+
     name: str
     status: str
-    objective: float
-    bound: float
+    objective: float | None
+    bound: float | None
     wall_s: float
 
 

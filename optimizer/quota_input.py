@@ -19,15 +19,18 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import yaml
 
 from core.errors import InputError
 from optimizer.plan_render import duration_text
+
+if TYPE_CHECKING:
+    from warehouse import Warehouse
 
 Key = tuple[str, str]
 """(flavor, resource)."""
@@ -221,7 +224,7 @@ def _with_team(q: QueueSpec, team: str | None) -> QueueSpec:
 
 
 # 3. The warehouse -------------------------------------------------------------------------------
-def quota_inputs_from_warehouse(wh: Any, lookback: timedelta, now: datetime,
+def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
                                 guaranteed: Mapping[str, int] | None = None) -> QuotaInputs:
     """ClusterQueues from table `queues`, demand from `queue_samples` over `lookback`.
 
@@ -272,7 +275,7 @@ def quota_inputs_from_warehouse(wh: Any, lookback: timedelta, now: datetime,
     return QuotaInputs(queues, default_capacity(queues), checked, step, dict(guaranteed or {}), source)
 
 
-def _queue_teams(wh: Any) -> dict[str, str]:
+def _queue_teams(wh: Warehouse) -> dict[str, str]:
     """ClusterQueue → team, through LocalQueues and their namespaces' team label."""
     frame = wh.query(
         "SELECT q.spec, n.team FROM queues q JOIN namespaces n ON n.namespace = q.namespace "
@@ -286,7 +289,7 @@ def _queue_teams(wh: Any) -> dict[str, str]:
     return {cq: next(iter(t)) for cq, t in teams.items() if len(t) == 1}
 
 
-def _mean_request(wh: Any) -> dict[str, float]:
+def _mean_request(wh: Warehouse) -> dict[str, float]:
     """Mean request per pod of each ClusterQueue in whole GPUs or MIG instances (HAMi's
     `gpumem`/`gpucores` are not counts and are left out), through its LocalQueues."""
     frame = wh.query(

@@ -350,8 +350,8 @@ def _run_stages(model: _Model, stages: Sequence[str], budget: float, workers: in
         remaining = budget - (time.perf_counter() - began)
         objective = model.objectives[name]
         if remaining <= 0.05 and current is not None:
-            results.append(StageResult(name=name, status="NOT_RUN", objective=float("nan"),
-                                       bound=float("nan"), wall_s=0.0))
+            results.append(StageResult(name=name, status="NOT_RUN", objective=None,
+                                       bound=None, wall_s=0.0))
             continue
         model.m.minimize(objective)
         solver = cp_model.CpSolver()
@@ -364,7 +364,7 @@ def _run_stages(model: _Model, stages: Sequence[str], budget: float, workers: in
             if current is None:
                 return None
             results.append(StageResult(name=name, status=str(solver.status_name(status)),
-                                       objective=float("nan"), bound=float("nan"), wall_s=elapsed))
+                                       objective=None, bound=None, wall_s=elapsed))
             continue
         current = model.read(solver)
         value = round(solver.objective_value)

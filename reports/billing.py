@@ -52,7 +52,6 @@ class MonthBill:
     fleet_card_hours: float
     lines: pl.DataFrame
     detail: pl.DataFrame
-    bill_json: dict[str, Any]
     raw: Any
     """The `analytics.bill.Bill` itself (for analytics functions that take one)."""
 
@@ -71,7 +70,6 @@ def month_bill(wh: Warehouse, settings: Settings, period: str) -> MonthBill:
         fleet_card_hours=float(bill.fleet_card_hours),
         lines=bill.lines,
         detail=bill.detail,
-        bill_json=bill.to_dict(),
         raw=bill,
     )
 

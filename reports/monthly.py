@@ -60,11 +60,6 @@ def recorded_versions(wh: Warehouse, period: str) -> dict[int, dict[str, Any]]:
     return {int(r["version"]): r for r in rows.iter_rows(named=True)}
 
 
-def issued_periods(wh: Warehouse) -> list[str]:
-    return [str(p) for (p,) in wh.query(
-        "SELECT DISTINCT period FROM report_issues ORDER BY period").iter_rows()]
-
-
 def issue_monthly(
     wh: Warehouse,
     settings: Settings,

@@ -11,6 +11,7 @@ statements/fleet.html|pdf, statements/team-<name>.html|pdf
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,7 @@ def write_report(
     documents = []
     for statement in build_statements(data, settings, status, generated_at, notes):
         pdf = statements_dir / f"{statement.key}.pdf"
-        html, document = fit_one_page(
-            lambda limits, st=statement: render_statement(st, limits), pdf  # type: ignore[misc]
-        )
+        html, document = fit_one_page(partial(render_statement, statement), pdf)
         (statements_dir / f"{statement.key}.html").write_text(html)
         documents.append((pdf, document))
     pages = write_pdfs(documents, folder / "statements.pdf")

@@ -124,27 +124,17 @@ def mig_cells(instances: pl.DataFrame) -> pl.DataFrame:
                                       "owner": pl.String, "label": pl.String, "hover": pl.String})
 
 
-def view(ctx: PageContext) -> FleetView:
-    if not can_see_fleet(ctx.principal):
-        refuse(ctx.principal, "the fleet page (admins and viewers only)")
-    data, state = ctx.data, ctx.state
-    bill = data.bill(state.period)
+def _aggregates(
+    bill: Any, model: str | None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, float]]:
+    """The card-hour figures of the page, from the bill's detail (optionally one model)."""
     detail: pl.DataFrame = bill.detail
-    if state.model:
-        detail = detail.filter(pl.col("model") == state.model)
-    heat = data.fleet_heat(state.period)
-    heat_row = "node"
-    if state.node:
-        heat = data.gpu_heat(state.period, state.node).with_columns(
-            pl.format("GPU {}", pl.col("gpu_index")).alias("gpu")
-        )
-        heat_row = "gpu"
-    elif state.model:
-        heat = heat.filter(pl.col("model") == state.model)
+    if model:
+        detail = detail.filter(pl.col("model") == model)
     daily = daily_hours(detail)
-    unalloc_rows = detail.filter(pl.col("team") == "unallocated")
     unallocated = (
-        unalloc_rows.with_columns(pl.col("pool").fill_null("(no pool)"))
+        detail.filter(pl.col("team") == "unallocated")
+        .with_columns(pl.col("pool").fill_null("(no pool)"))
         .group_by("pool", "model").agg(pl.col("card_hours").sum(), pl.col("cost").sum())
         .sort("card_hours", descending=True)
     )
@@ -155,12 +145,31 @@ def view(ctx: PageContext) -> FleetView:
         .sort("cost", descending=True)
     )
     totals = {
-        "fleet_cost": float(bill.fleet_cost) if not state.model else float(detail["cost"].sum()),
+        "fleet_cost": float(bill.fleet_cost) if not model else float(detail["cost"].sum()),
         "card_hours": float(detail["card_hours"].sum()),
         "allocated": float(daily["allocated_card_hours"].sum()),
         "idle": float(daily["idle_card_hours"].sum()),
         "unallocated": float(daily["unallocated_card_hours"].sum()),
     }
+    return daily, unallocated, unattributed, totals
+
+
+def view(ctx: PageContext) -> FleetView:
+    if not can_see_fleet(ctx.principal):
+        refuse(ctx.principal, "the fleet page (admins and viewers only)")
+    data, state = ctx.data, ctx.state
+    heat = data.fleet_heat(state.period)
+    heat_row = "node"
+    if state.node:
+        heat = data.gpu_heat(state.period, state.node).with_columns(
+            pl.format("GPU {}", pl.col("gpu_index")).alias("gpu")
+        )
+        heat_row = "gpu"
+    elif state.model:
+        heat = heat.filter(pl.col("model") == state.model)
+    daily, unallocated, unattributed, totals = data.memo(
+        ("fleet", state.period, state.model), lambda: _aggregates(data.bill(state.period), state.model)
+    )
     mig_nodes, cells, at = _mig(ctx)
     return FleetView(
         period=state.period, model=state.model, node=state.node, currency=ctx.currency, heat=heat,

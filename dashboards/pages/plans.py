@@ -122,13 +122,13 @@ def effect_frame(effect: Any, currency: str) -> pl.DataFrame:
 def view(ctx: PageContext, actions: PlanActions) -> PlansView:
     if not can_see_fleet(ctx.principal):
         refuse(ctx.principal, "plans (admins and viewers only)")
-    records = ctx.data.plans()
+    bundle = ctx.data.plans_data(ctx.state.plan)
+    records = bundle.records
     frame = plans_frame(records)
     ids = frame["plan_id"].to_list()
-    selected = ctx.state.plan if ctx.state.plan in ids else (ids[0] if ids else None)
+    selected = bundle.selected
     record = next((r for r in records if r.plan.id == selected), None)
     hrefs = {pid: ctx.state.with_(plan=pid).href("/plans") for pid in ids}
-    empty_audit = ctx.data.audit(None, 0)
     return PlansView(
         currency=ctx.currency,
         can_act=ctx.principal.admin,
@@ -144,8 +144,8 @@ def view(ctx: PageContext, actions: PlanActions) -> PlansView:
                 f"{record.plan.solver.wall_s:.2f} s") if record else "",
         preview=actions.previewed(selected) if selected else None,
         rollout=actions.rollouts.get(selected) if selected else None,
-        plan_audit=ctx.data.audit(selected, 50) if selected else empty_audit,
-        audit=ctx.data.audit(None, 30),
+        plan_audit=bundle.plan_audit,
+        audit=bundle.audit,
         hrefs=hrefs,
         cluster=actions.cluster_factory is not None,
     )

@@ -100,6 +100,18 @@ def idle_top(allocations: pl.DataFrame, recommendations: pl.DataFrame, team: str
     return top.join(advice, on=["namespace", "pod"], how="left")
 
 
+def _charts(detail: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    daily = (
+        detail.group_by("day", "model").agg(pl.col("cost").sum(), pl.col("idle_cost").sum()).sort("day")
+    )
+    by_model_mode = (
+        detail.group_by("model", "sharing_mode")
+        .agg(pl.col("card_hours").sum(), pl.col("cost").sum(), pl.col("idle_cost").sum())
+        .sort("model", "sharing_mode")
+    )
+    return daily, by_model_mode
+
+
 def view(ctx: PageContext) -> TeamView:
     """Everything the team page shows; refuses (server-side) a team the principal may not see."""
     data, state = ctx.data, ctx.state
@@ -116,14 +128,9 @@ def view(ctx: PageContext) -> TeamView:
     prev = previous_period(state.period)
     if prev in data.periods():
         previous = bill_line(data.bill(prev, by), team, state.model)
-    detail = _team_detail(data.bill(state.period), team, state.model)
-    daily = (
-        detail.group_by("day", "model").agg(pl.col("cost").sum(), pl.col("idle_cost").sum()).sort("day")
-    )
-    by_model_mode = (
-        detail.group_by("model", "sharing_mode")
-        .agg(pl.col("card_hours").sum(), pl.col("cost").sum(), pl.col("idle_cost").sum())
-        .sort("model", "sharing_mode")
+    daily, by_model_mode = data.memo(
+        ("team", state.period, team, state.model),
+        lambda: _charts(_team_detail(data.bill(state.period), team, state.model)),
     )
     top = idle_top(data.idle_allocations(state.period), data.recommendations(state.period), team,
                    model=state.model, currency=ctx.currency)

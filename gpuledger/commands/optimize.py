@@ -105,7 +105,7 @@ def _quota(args: argparse.Namespace, ctx: Context) -> int:
         inputs = load_quota_inputs(args.queues, args.history)
     else:
         with ctx.open_warehouse(read_only=True) as wh:
-            inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback), now)
+            inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback))
     options = QuotaOptions(
         time_limit_s=args.time_limit or ctx.settings.plans.solver_time_limit_s,
         horizon=parse_duration(args.horizon), workers=args.workers,

@@ -10,6 +10,7 @@ Cases:
 - a bad PromQL query: HTTP 400 from real Prometheus, one line naming the query, sent once;
 - retries: a 5xx answer is retried exactly `retries` times, a 4xx never (counted by a
   stub HTTP server standing in for a failing proxy in front of the engine);
+- the configured Authorization header is sent and appears in no error message;
 - the CLI prints one line and exits non-zero when the engine cannot be reached.
 """
 
@@ -147,9 +148,11 @@ def test_bad_query_is_one_clear_error(metrics_servers: ServerPool, tiny_openmetr
 class _Stub(http.server.BaseHTTPRequestHandler):
     status = 503
     hits = 0
+    auth: str | None = None
 
     def do_POST(self) -> None:
         type(self).hits += 1
+        type(self).auth = self.headers.get("Authorization")
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         body = b'{"status":"error","errorType":"unavailable","error":"overloaded"}'
         self.send_response(type(self).status)
@@ -186,6 +189,21 @@ def test_retries_5xx_only(stub: tuple[str, type[_Stub]], status: int, expected_h
     finally:
         http.close()
     assert handler.hits == expected_hits
+
+
+def test_auth_header_sent_never_shown(stub: tuple[str, type[_Stub]]) -> None:
+    url, handler = stub
+    handler.status = 401
+    secret = "Bearer s3cr3t-token"
+    settings = PrometheusSettings.model_validate({"auth_header": secret, "retries": 2})
+    http = PromHttp(url, settings, backoff_s=0.01)
+    try:
+        with pytest.raises(SourceError) as failure:
+            http.query_range("up", WINDOW.start, WINDOW.end, 60)
+    finally:
+        http.close()
+    assert handler.auth == secret and handler.hits == 1
+    assert "s3cr3t" not in str(failure.value) and "s3cr3t" not in repr(settings)
 
 
 def test_cli_unreachable_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,102 @@
+"""Benchmark: what a monthly report costs on top of the bill it is made from.
+
+Baseline: `compute_bill` at team x model x sharing-mode grain (what `gpuledger bill` does).
+Ours: `issue_monthly` (draft) end to end — the same bill plus idle allocations, recommendations,
+the inputs hash, summary.csv, the FOCUS export (CSV + Parquet), one PDF statement per team and
+the fleet, and the manifest — with the FOCUS build and the PDF statements also timed alone.
+
+Run: `python -m bench.bench_reports [--gpus 64] [--step-min 5]`; writes bench/results/reports.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
+
+from bench.common import peak_rss_mib, timed, write_result
+from core.config import Settings
+from core.window import Window
+
+PERIOD = "2024-11"
+
+
+def _load(path: Path, gpus: int, step: timedelta) -> int:
+    from simulator.engine import Simulation
+    from simulator.fleet import FleetSpec
+    from warehouse import LoadBatch, Warehouse
+
+    sim = Simulation(FleetSpec.default(gpus=gpus), Window.month(PERIOD, step), seed=7)
+    rows = 0
+    with Warehouse.open(path) as wh:
+        wh.load(LoadBatch(sim.inventory()))
+        for window, frames in sim.batches(timedelta(days=1)):
+            wh.load(LoadBatch(frames, window=window))
+            rows += frames["gpu_samples"].height
+    return rows
+
+
+def main() -> None:
+    from analytics.bill import compute_bill
+    from reports.billing import month_bill, summary_lines
+    from reports.compose import build_statements, gather
+    from reports.focus import focus_frame
+    from reports.html import render_statement
+    from reports.monthly import issue_monthly
+    from reports.pdf import fit_one_page, write_pdfs
+    from warehouse import Warehouse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--gpus", type=int, default=64)
+    parser.add_argument("--step-min", type=int, default=5)
+    args = parser.parse_args()
+    settings = Settings()
+    now = datetime(2024, 12, 2, tzinfo=UTC)
+    with tempfile.TemporaryDirectory() as tmp:
+        wh_path = Path(tmp) / "bench.duckdb"
+        samples, load_s = timed(lambda: _load(wh_path, args.gpus, timedelta(minutes=args.step_min)))
+        with Warehouse.open(wh_path, read_only=True) as wh:
+            window = Window.month(PERIOD)
+            compute_bill(wh, window, settings, ("team", "model", "sharing_mode"))  # warm caches
+            _, bill_s = timed(lambda: compute_bill(wh, window, settings, ("team", "model", "sharing_mode")))
+            result, report_s = timed(lambda: issue_monthly(wh, settings, PERIOD, Path(tmp) / "out", now=now))
+            bill = month_bill(wh, settings, PERIOD)
+            frame, focus_s = timed(lambda: focus_frame(
+                bill.detail, summary_lines(bill), bill.window, settings, bill.currency))
+            data, gather_s = timed(lambda: gather(wh, settings, PERIOD))
+        statements = build_statements(data, settings, "DRAFT", now)
+        out = Path(tmp) / "pdf"
+        out.mkdir()
+
+        def render() -> dict[Path, int]:
+            docs = []
+            for st in statements:
+                pdf = out / f"{st.key}.pdf"
+                _, document = fit_one_page(partial(render_statement, st), pdf)
+                docs.append((pdf, document))
+            return write_pdfs(docs, out / "statements.pdf")
+
+        pages, pdf_s = timed(render)
+    figures = {
+        "fleet": {"gpus": args.gpus, "period": PERIOD, "step_minutes": args.step_min,
+                  "gpu_samples": samples, "detail_rows": bill.detail.height,
+                  "focus_rows": frame.height, "statements": len(statements),
+                  "pdf_pages": pages[out / "statements.pdf"]},
+        "baseline_bill_s": round(bill_s, 3),
+        "ours_report_s": round(report_s, 3),
+        "ours_over_baseline": round(report_s / bill_s, 2) if bill_s else None,
+        "phases_s": {"gather (bill+idle+recommend+hash)": round(gather_s, 3),
+                     "focus_build": round(focus_s, 3), "statements_pdf": round(pdf_s, 3)},
+        "focus_rows_per_s": round(frame.height / focus_s) if focus_s else None,
+        "seconds_per_statement_pdf": round(pdf_s / len(statements), 3),
+        "load_s": round(load_s, 1),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "report_folder_files": len(result.totals["pdf_pages"]) + 4,
+    }
+    write_result("reports", figures)
+
+
+if __name__ == "__main__":
+    main()
