@@ -21,7 +21,8 @@ class Context:
     settings: Settings
     warehouse_path: Path
     debug: bool = False
-    out: TextIO = sys.stdout
+    out: TextIO | None = None
+    """Where `echo` writes; None means the `sys.stdout` of the moment (so capture works)."""
 
     def open_warehouse(self, *, read_only: bool = False) -> Warehouse:
         from warehouse import Warehouse
@@ -29,4 +30,4 @@ class Context:
         return Warehouse.open(self.warehouse_path, read_only=read_only)
 
     def echo(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        print(text, file=self.out or sys.stdout, flush=True)
