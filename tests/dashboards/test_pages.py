@@ -192,3 +192,26 @@ def test_csv_download_scoped(shared_app: Any, reference_bills: dict) -> None:
         bill_csv(shared_app, LEAD_P, {"period": "2026-13"})
     everything, _ = bill_csv(shared_app, ADMIN_P, {"period": PERIOD})
     assert {LEAD_TEAM, OTHER_TEAM, "unallocated"} <= set(pl.read_csv(everything.encode())["team"].to_list())
+
+
+def test_token_costs_match_analytics(shared_app: Any, demo_source: Any) -> None:
+    """Per team and model service; a model served by one team only must cost what
+    `analytics.tokens.token_costs` says for the whole fleet."""
+    from analytics.tokens import token_costs
+    from core.window import Window
+    from warehouse import Warehouse
+
+    mine = shared_app.data.token_costs(PERIOD)
+    assert not mine.is_empty()
+    with Warehouse.open(demo_source, read_only=True) as wh:
+        fleet = token_costs(wh, Window.month(PERIOD), SETTINGS).by_model
+    single = mine.group_by("model_name").agg(pl.col("team").n_unique().alias("teams")).filter(pl.col("teams") == 1)
+    assert single.height > 0
+    for model in single["model_name"].to_list():
+        ours = mine.filter(pl.col("model_name") == model).row(0, named=True)
+        ref = fleet.filter(pl.col("model_name") == model).row(0, named=True)
+        for key in ("prompt_tokens", "generation_tokens", "gpu_cost", "cost_per_m_prompt", "cost_per_m_generated"):
+            assert ours[key] == pytest.approx(ref[key], rel=1e-9), (model, key)
+    team_view = team.view(ctx(shared_app, LEAD_P))
+    assert set(team_view.tokens["model_name"].to_list()) == set(
+        mine.filter(pl.col("team") == LEAD_TEAM)["model_name"].to_list())
