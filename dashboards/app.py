@@ -242,12 +242,13 @@ def serve(  # noqa: PLR0917 (the demo calls it positionally)
     cluster_factory: Callable[[], Any] | None = None,
     on_start: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    refresh_s: float = 30.0,
 ) -> None:
     """Serve the dashboard until Ctrl-C (or until `stop` is set). What `gpuledger serve` and
     `gpuledger demo` call. `--dev-user` is refused unless `host` is loopback."""
     check_dev_bind(host, dev_user)
     app = create_app(settings, warehouse_path, dev_user=dev_user, dev_groups=dev_groups,
-                     cluster_factory=cluster_factory)
+                     cluster_factory=cluster_factory, refresh_s=refresh_s)
     running = start_server(app, host, port)
     if on_start is not None:
         on_start(running.url)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from warehouse import Warehouse
 
 T = TypeVar("T")
 SPECIAL_TEAMS = ("unallocated", "unattributed", "sharing_discount")
+MAX_ENTRIES = 256
+"""Cached results kept per snapshot, least recently used dropped first."""
 
 
 class ReadModel:
@@ -38,7 +41,7 @@ class ReadModel:
     def __init__(self, store: SnapshotStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self._cache: dict[tuple[int, Hashable], Any] = {}
+        self._cache: OrderedDict[tuple[int, Hashable], Any] = OrderedDict()
         self._locks: dict[tuple[int, Hashable], threading.Lock] = {}
         self._guard = threading.Lock()
         self._live: dict[Hashable, tuple[Any, PlansData]] = {}
@@ -50,16 +53,24 @@ class ReadModel:
         full = (snap.generation, key)
         with self._guard:
             if full in self._cache:
+                self._cache.move_to_end(full)
                 return self._cache[full]
             lock = self._locks.setdefault(full, threading.Lock())
         with lock:
             with self._guard:
                 if full in self._cache:
                     return self._cache[full]
-            value = compute(snap)
+            try:
+                value = compute(snap)
+            except BaseException:
+                with self._guard:
+                    self._locks.pop(full, None)
+                raise
             with self._guard:
                 self._drop_old(snap.generation)
                 self._cache[full] = value
+                while len(self._cache) > MAX_ENTRIES:  # URL values are user input: bound the cache
+                    self._cache.popitem(last=False)
                 self._locks.pop(full, None)
         return value
 
@@ -77,6 +88,8 @@ class ReadModel:
     def _drop_old(self, generation: int) -> None:
         for full in [k for k in self._cache if k[0] < generation]:
             del self._cache[full]
+        for full in [k for k in self._locks if k[0] < generation]:
+            del self._locks[full]
 
     def warm(self, snapshot: Snapshot) -> None:
         """Pre-compute what the first page views of the latest month need (background)."""

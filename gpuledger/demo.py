@@ -15,10 +15,15 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.config import utcnow
 from core.window import Window
 from gpuledger.context import Context
+
+if TYPE_CHECKING:
+    from analytics.bill import Bill
+    from warehouse import Warehouse
 
 
 @dataclass(frozen=True)
@@ -67,16 +72,23 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
                  f"on {wh.count('nodes')} nodes, {wh.count('namespaces')} namespaces, "
                  f"{wh.count('pods')} pods")
         # 3. The bill and the idle time.
-        _print_bill(wh, window, ctx)
+        bill = _print_bill(wh, window, ctx)
+        _print_idle(bill, ctx)
+        # 5. The month's reports.
+        from reports.monthly import issue_monthly
+
+        report = issue_monthly(wh, ctx.settings, window.period, out / "reports", now=utcnow())
+        ctx.echo("")
+        ctx.echo(f"Reports for {window.period} ({report.status}): {report.folder}")
+        ctx.echo("  summary.csv, focus.csv, focus.parquet, one HTML + PDF statement per team, "
+                 "fleet statement, manifest.json")
     ctx.echo(f"demo finished in {time.perf_counter() - started:.0f}s; warehouse: {wh_path}")
     return 0
 
 
-def _print_bill(wh: object, window: Window, ctx: Context) -> None:
+def _print_bill(wh: Warehouse, window: Window, ctx: Context) -> Bill:
     from analytics.bill import compute_bill
-    from warehouse import Warehouse
 
-    assert isinstance(wh, Warehouse)
     bill = compute_bill(wh, window, ctx.settings, by=("team",))
     ctx.echo("")
     ctx.echo(f"Bill for {bill.period} ({bill.currency}); fleet cost {bill.fleet_cost:,.2f} "
@@ -85,3 +97,18 @@ def _print_bill(wh: object, window: Window, ctx: Context) -> None:
     for line in bill.lines.iter_rows(named=True):
         ctx.echo(f"{line['team']!s:22s} {line['card_hours']:12,.1f} {line['cost']:12,.2f} "
                  f"{line['idle_card_hours']:12,.1f} {line['idle_cost']:11,.2f}")
+    return bill
+
+
+def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:
+    from analytics.idle import idle_allocations
+
+    idle = idle_allocations(bill).head(top)
+    ctx.echo("")
+    ctx.echo(f"Top {idle.height} idle allocations (held while GR_ENGINE_ACTIVE < "
+             f"{ctx.settings.idle.threshold:.0%} for {ctx.settings.idle.min_minutes}+ minutes)")
+    ctx.echo(f"{'team':14s} {'namespace/pod':44s} {'model':15s} {'idle card-h':>11s} {'idle cost':>10s}")
+    for row in idle.iter_rows(named=True):
+        pod = f"{row['namespace']}/{row['pod']}"
+        ctx.echo(f"{row['team']!s:14s} {pod[:44]:44s} {row['model']!s:15s} "
+                 f"{row['idle_card_hours']:11,.1f} {row['idle_cost']:10,.2f}")

@@ -55,7 +55,7 @@ class MigOptions:
 def plan_mig(fleet: Fleet, demand: Demand, options: MigOptions, settings: Settings, now: datetime) -> Plan:
     """Compute a MIG plan (see the module docstring for the steps)."""
     # 1. Demand against fleet.
-    demand = _restrict(demand)
+    demand = _restrict(demand, fleet)
     warnings = _check_demand(fleet, demand)
     planned = {d.model for d in demand.models}
     movable = {
@@ -106,8 +106,11 @@ def plan_mig(fleet: Fleet, demand: Demand, options: MigOptions, settings: Settin
     )
 
 
-def _restrict(demand: Demand) -> Demand:
-    """Drop models with no demand at all, so they are left as they are."""
+def _restrict(demand: Demand, fleet: Fleet) -> Demand:
+    """The models to plan: for complete demand every model of the fleet (no demand = free its
+    idle GPUs), otherwise only models with some demand (the others are left as they are)."""
+    if demand.complete:
+        return Demand(tuple(demand.for_model(m) for m in fleet.models()), demand.source, True)
     kept = tuple(d for d in demand.models if d.whole or any(d.profiles.values()))
     return Demand(kept, demand.source)
 

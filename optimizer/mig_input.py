@@ -104,6 +104,9 @@ class ModelDemand:
 class Demand:
     models: tuple[ModelDemand, ...]
     source: str = "file"
+    complete: bool = False
+    """True when the demand covers every model of the fleet (warehouse demand): a model with no
+    demand then has its idle MIG GPUs freed. A what-if file only plans the models it names."""
 
     def for_model(self, model: str) -> ModelDemand:
         for d in self.models:

@@ -164,6 +164,7 @@ def observed_demand(wh: Warehouse, fleet: Fleet, lookback: timedelta) -> Demand:
         tuple(ModelDemand(m, dict(sorted(counts[m].items())), whole[m]) for m in models),
         source=f"observed: instances that held a pod in the {duration_text(lookback)} before "
                f"{last:%Y-%m-%d %H:%M} UTC",
+        complete=True,
     )
 
 
@@ -206,6 +207,7 @@ def recommended_demand(
         tuple(ModelDemand(m, dict(sorted(counts[m].items())), whole[m]) for m in models),
         source=f"analytics.recommend.rightsized_demand ({column} over the {duration_text(lookback)} before "
                f"{end:%Y-%m-%d %H:%M} UTC)",
+        complete=True,
     )
 
 

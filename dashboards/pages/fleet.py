@@ -158,6 +158,9 @@ def view(ctx: PageContext) -> FleetView:
     if not can_see_fleet(ctx.principal):
         refuse(ctx.principal, "the fleet page (admins and viewers only)")
     data, state = ctx.data, ctx.state
+    if state.node and state.node not in data.nodes()["node"].to_list():
+        state = state.with_(node=None)  # an unknown node from the URL: show the whole fleet
+        ctx = PageContext(ctx.principal, state, data, ctx.settings)
     heat = data.fleet_heat(state.period)
     heat_row = "node"
     if state.node:

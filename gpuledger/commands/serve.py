@@ -57,6 +57,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             ctx.settings, ctx.warehouse_path, args.host, args.port, args.dev_user, groups,
             cluster_factory=_cluster_factory(args, ctx),
             on_start=lambda url: ctx.echo(f"gpuledger dashboard on {url} (Ctrl-C to stop)"),
+            refresh_s=args.refresh_s,
         )
     finally:
         stop.set()
@@ -75,6 +76,10 @@ def register(add_command: AddCommand) -> None:
     )
     p.add_argument("--dev-groups", default="", metavar="G1,G2", help="groups of the --dev-user")
     p.add_argument("--kubeconfig", default=None, help="cluster for plan preview/apply")
+    p.add_argument(
+        "--refresh-s", type=float, default=30.0, metavar="SECONDS",
+        help="how often to look for new data and re-snapshot the warehouse (default 30)",
+    )
     p.add_argument(
         "--schedule", action="store_true",
         help="also issue each completed month's report in the background (reports.schedule)",

@@ -98,7 +98,7 @@ def test_dev_user_admin_only_without_role_config() -> None:
 
 
 def test_bad_proxy_address_is_config_error() -> None:
-    with pytest.raises(ConfigError, match="access.proxy_addresses: 'not-an-ip'"):
+    with pytest.raises(ConfigError, match=r"access\.proxy_addresses: 'not-an-ip'"):
         AccessPolicy(AccessSettings(proxy_addresses=("not-an-ip",)))
 
 

@@ -64,9 +64,9 @@ def test_snapshot_does_not_hold_the_warehouse(store: SnapshotStore, demo_copy: P
     assert "late-team" not in _namespaces(store)
     first = store.snapshot
     assert first is not None
-    with store.reader():  # a page is reading right now ...
-        with Warehouse.open(demo_copy) as writer:  # ... and the collector can still write
-            writer.con.execute("INSERT INTO namespaces (namespace, team) VALUES ('late-team', 'late')")
+    # a page is reading right now, and the collector can still write
+    with store.reader(), Warehouse.open(demo_copy) as writer:
+        writer.con.execute("INSERT INTO namespaces (namespace, team) VALUES ('late-team', 'late')")
     assert "late-team" not in _namespaces(store)  # the snapshot is a copy
     assert store.refresh()
     assert "late-team" in _namespaces(store)

@@ -6,6 +6,8 @@ Cases:
   lexicographic minimum found by enumerating every assignment of layouts to GPUs;
 - lexicographic order: consolidating two half-used GPUs onto one (2 changes) beats keeping
   both (0 changes); meeting demand beats using fewer GPUs;
+- models a what-if demand does not name are left alone; with complete (warehouse) demand a
+  model nobody uses has its idle MIG GPUs freed;
 - constraints: GPUs with non-evictable pods and nodes outside the maintenance window keep
   their layout; at most K changes per plan; at most K per node, also across identical nodes
   (node classes), where the round-robin split never puts more than K on a node;
@@ -146,6 +148,20 @@ def test_unmet_demand_is_reported_not_refused():
     plan = run(fleet, demand)
     assert plan.effect.unmet_instances == 1 and plan.effect.unmet_slices == COMPUTE_SLICES
     assert any("needs at least 2 GPUs" in w for w in plan.warnings)
+
+
+def test_models_without_demand():
+    fleet = fleet_from_dict({"nodes": [
+        {"name": "a", "model": A100, "gpus": 2, "layout": {"3g.40gb": 2}},
+        {"name": "h", "model": "H100-80GB", "gpus": 2, "layout": {"1g.10gb": 7}},
+    ]})
+    only_a100 = (ModelDemand(A100, {"3g.40gb": 4}),)
+    named = run(fleet, Demand(only_a100))  # a what-if file: H100s are not planned
+    assert not changes(named).nodes
+    complete = run(fleet, Demand(only_a100, complete=True))  # warehouse: no H100 demand at all
+    touched = {n.node: len(n.gpus_changed) for n in changes(complete).nodes}
+    assert touched == {"h": 2}
+    assert all(not g.after.mig_enabled for n in changes(complete).nodes for g in n.gpus_changed)
 
 
 # 3. Constraints -----------------------------------------------------------------------------
