@@ -72,6 +72,7 @@ class Bill:
     fleet_card_hours: float
     lines: pl.DataFrame
     detail: pl.DataFrame
+    """One row per day x device x holder (and per card-day for `unallocated`), in no set order."""
     unallocated: pl.DataFrame
     unattributed_namespaces: tuple[str, ...]
     redistribution: str
@@ -162,7 +163,7 @@ def compute_bill(
     remainder = _utilization_remainder(allocated)
     detail = pl.concat(
         [f.select(DETAIL_COLUMNS) for f in (allocated, unallocated, remainder)], how="vertical"
-    ).sort(["day", "kind", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"], nulls_last=True)
+    )
     # 4. Lines.
     fleet_raw = float(detail["list_cost"].sum())
     fleet_cost = to_cents(fleet_raw) / 100

@@ -100,6 +100,7 @@ def create_app(
     store = SnapshotStore(Path(warehouse_path), cache_dir=cache_dir, refresh_s=refresh_s)
     data = ReadModel(store, settings)
     store.on_new_snapshot(data.warm)
+    store.on_write(data.capture_plans)
     actions = PlanActions(store, settings, cluster_factory)
     dash_app = Dash(
         __name__, title="gpuledger", update_title="", assets_folder=str(ASSETS),

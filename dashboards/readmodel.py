@@ -15,7 +15,6 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -23,7 +22,6 @@ from typing import Any, TypeVar
 import polars as pl
 
 from core.config import Settings, utcnow
-from core.errors import WarehouseLockedError
 from core.window import Window
 from dashboards.state import previous_period
 from dashboards.store import Snapshot, SnapshotStore
@@ -44,7 +42,7 @@ class ReadModel:
         self._cache: OrderedDict[tuple[int, Hashable], Any] = OrderedDict()
         self._locks: dict[tuple[int, Hashable], threading.Lock] = {}
         self._guard = threading.Lock()
-        self._live: dict[Hashable, tuple[Any, PlansData]] = {}
+        self._overlay: _Overlay | None = None
 
     # 1. The cache ----------------------------------------------------------------------------
     def _cached(self, key: Hashable, compute: Callable[[Snapshot], T]) -> T:
@@ -83,7 +81,7 @@ class ReadModel:
         """Forget everything computed (the benchmark's no-cache baseline)."""
         with self._guard:
             self._cache.clear()
-            self._live.clear()
+            self._overlay = None
 
     def _drop_old(self, generation: int) -> None:
         for full in [k for k in self._cache if k[0] < generation]:
@@ -396,39 +394,50 @@ class ReadModel:
             ),
         )
 
-    # 6. Plans and audit: small, changed by the page's own actions, so read live ------------
-    def plans_data(self, plan_id: str | None, audit_limit: int = 30) -> PlansData:
-        """Stored plans, the selected one's audit trail and the latest audit records, read from
-        the warehouse itself in one short connection (see `SnapshotStore.live_reader`) and kept
-        until the file changes; from the snapshot while a writer holds the file."""
+    # 6. Plans and audit: small, changed by the page's own buttons ---------------------------
+    def capture_plans(self, wh: Warehouse) -> None:
+        """`SnapshotStore.on_write` listener: read plans and recent audit records through our
+        own write connection, so the Plans page shows an action before the next snapshot."""
         from optimizer.plan import list_plans
 
-        stamp = self.store.source_stamp()
-        key = (plan_id, audit_limit)
+        overlay = _Overlay(utcnow(), list_plans(wh), _audit(wh, None, OVERLAY_AUDIT))
         with self._guard:
-            hit = self._live.get(key)
-            if hit is not None and hit[0] == stamp:
-                return hit[1]
-        with ExitStack() as stack:
-            live = True
-            try:
-                wh = stack.enter_context(self.store.live_reader())
-            except WarehouseLockedError:
-                live = False
-                wh = stack.enter_context(self.store.reader())
-            records = list_plans(wh)
-            ids = [r.plan.id for r in records]
-            selected = plan_id if plan_id in ids else (ids[0] if ids else None)
-            data = PlansData(
-                records=records, selected=selected,
-                plan_audit=_audit(wh, selected, 50) if selected else _audit(wh, None, 0),
-                audit=_audit(wh, None, audit_limit), live=live,
+            self._overlay = overlay
+
+    def plans_data(self, plan_id: str | None, audit_limit: int = 30) -> PlansData:
+        """Stored plans, the selected one's audit trail and the latest audit records: from the
+        snapshot, or from what our last write read back when that is newer than the snapshot."""
+        from optimizer.plan import list_plans
+
+        snap = self.store.current()
+        with self._guard:
+            overlay = self._overlay
+        if overlay is not None and overlay.at > snap.taken_at:
+            records, recent = overlay.records, overlay.audit
+        else:
+            records, recent = self._cached(
+                "plans", lambda s: _read_plans(self.store, s, list_plans)
             )
-        if live:
-            with self._guard:
-                self._live = {k: v for k, v in self._live.items() if v[0] == stamp}
-                self._live[key] = (stamp, data)
-        return data
+        ids = [r.plan.id for r in records]
+        selected = plan_id if plan_id in ids else (ids[0] if ids else None)
+        plan_audit = recent.filter(pl.col("plan_id") == selected).head(50) if selected else recent.head(0)
+        return PlansData(records, selected, plan_audit, recent.head(audit_limit))
+
+
+OVERLAY_AUDIT = 500
+"""Audit records read back after a write (the Plans page shows at most 50 of one plan)."""
+
+
+@dataclass(frozen=True)
+class _Overlay:
+    at: datetime
+    records: list[Any]
+    audit: pl.DataFrame
+
+
+def _read_plans(store: SnapshotStore, snap: Snapshot, list_plans: Callable[[Warehouse], list[Any]]) -> Any:
+    with store.reader(snap) as wh:
+        return list_plans(wh), _audit(wh, None, OVERLAY_AUDIT)
 
 
 @dataclass(frozen=True)
@@ -437,7 +446,6 @@ class PlansData:
     selected: str | None
     plan_audit: pl.DataFrame
     audit: pl.DataFrame
-    live: bool
 
 
 def _audit(wh: Warehouse, plan_id: str | None, limit: int) -> pl.DataFrame:

@@ -2,25 +2,26 @@
 
 DuckDB allows one writer per file, and a read-only open from another process both fails while
 a writer holds the file and blocks a writer while it is open. A dashboard that kept a
-connection open, or queried the live file on every click, would stall collection. So
-(decision record: docs/decisions/dashboards-data-access.md):
+connection open, or queried the live file on every click, would stall collection; and
+`gpuledger collect --follow` holds the writer for as long as it runs, so a dashboard that
+needed a lock to read would never see fresh data. So (decision record:
+docs/decisions/dashboards-data-access.md):
 
-1. A refresh (background thread, every `refresh_s`) stats the warehouse file. When it changed,
-   it opens the file read-only, which takes DuckDB's shared lock and so proves no writer is
-   mid-transaction, copies the file (and its WAL, if any) to a private snapshot, and closes.
-   The lock is held only for the copy; nothing is computed while holding it.
+1. A refresh (background thread, every `refresh_s`) stats the warehouse file and its WAL.
+   When they changed, it copies both to a private snapshot *without taking any lock*, then
+   stats them again: if nothing was written during the copy (same size and mtime, and the last
+   write older than the clock's granularity when the copy began), the copy is a consistent
+   committed state, because DuckDB appends every commit to the WAL and a read-only open of the
+   copy replays it. Otherwise the copy is discarded and tried again later.
 2. Every page query runs against the newest snapshot through a cursor of the snapshot's own
-   connection; the warehouse file is not touched by page views at all.
-3. When the warehouse is busy (a writer holds it), the refresh keeps the last snapshot and
-   records `busy_since`; pages keep working on the last snapshot and say how old it is. With
-   no snapshot yet the page says "warehouse busy, retrying" and the next refresh tries again.
-4. Writes (approve/reject/apply) open a short write connection to the warehouse itself, retry
-   briefly while a collector holds it, close it, and ask for a refresh (in the background).
-5. The two small tables an action changes (plans, audit log) are read live through
-   `live_reader()`: a read-only connection to the warehouse held for one query (milliseconds),
-   so a page shows an approval at once without waiting for a multi-GB snapshot copy. When a
-   writer holds the file it raises `WarehouseLockedError` and the caller falls back to the
-   snapshot.
+   connection; page views never touch the warehouse file.
+3. While collection writes without pause, the refresh keeps the last snapshot and records
+   `busy_since`; pages say how old their data is. With no snapshot yet the page says
+   "warehouse busy, retrying".
+4. Writes (approve/reject/apply) open a short write connection to the warehouse itself, retried
+   briefly while a collector holds it. Listeners (`on_write`) read what they need through that
+   same connection before it closes (the Plans page shows an approval at once, without
+   waiting for a multi-GB copy), and a refresh is requested in the background.
 """
 
 from __future__ import annotations
@@ -44,60 +45,31 @@ from core.errors import WarehouseError, WarehouseLockedError
 from warehouse import Warehouse
 
 RETRY_DELAYS_S: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.8)
-"""Back-off between attempts to take the warehouse lock (about 1.5 s in all)."""
+"""Back-off between attempts to open the warehouse for a write (about 1.5 s in all)."""
+QUIET_NS = 50_000_000
+"""A copy starts only when the last write is at least this old (50 ms): a write landing in the
+same coarse clock tick as the first `stat` could otherwise leave the mtime unchanged."""
+COPY_ATTEMPTS = 3
+
+Stamp = tuple[int, int, int, int]
 
 
 class WarehouseBusyError(WarehouseLockedError):
-    """A collector holds the warehouse and there is no snapshot to show yet."""
-
-
-class _SharedLock:
-    """Readers-writer lock for this process's own connections to the warehouse file.
-
-    DuckDB refuses a read-only and a read-write connection to one file in one process, so our
-    snapshot copies and live reads (shared) must not overlap our own short writes (exclusive).
-    Readers never wait (they fall back or skip); a writer waits for current readers to finish.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer = False
-
-    def try_read(self) -> bool:
-        with self._cond:
-            if self._writer:
-                return False
-            self._readers += 1
-            return True
-
-    def release_read(self) -> None:
-        with self._cond:
-            self._readers -= 1
-            self._cond.notify_all()
-
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        with self._cond:
-            while self._writer or self._readers:
-                self._cond.wait()
-            self._writer = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
+    """The warehouse is being written without pause and there is no snapshot to show yet, or a
+    short write could not get the writer lock."""
 
 
 @dataclass
 class Snapshot:
-    """One private copy of the warehouse, opened read-only, shared by every page query."""
+    """One private copy of the warehouse, opened read-only, shared by every page query.
+
+    `taken_at` is when the copy began: the copy holds every commit made before it.
+    """
 
     generation: int
     path: Path
     taken_at: datetime
-    source_stamp: tuple[int, int, int]
+    source_stamp: Stamp
     con: duckdb.DuckDBPyConnection
     copy_s: float
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -129,15 +101,18 @@ class Snapshot:
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    """(mtime_ns, size, WAL size) of the warehouse: changes whenever a writer commits."""
+def _stamp(path: Path) -> Stamp | None:
+    """(mtime_ns, size) of the warehouse and of its WAL: changes whenever a writer commits."""
     try:
         st = path.stat()
     except FileNotFoundError:
         return None
-    wal = Path(f"{path}.wal")
-    wal_size = wal.stat().st_size if wal.exists() else -1
-    return (st.st_mtime_ns, st.st_size, wal_size)
+    try:
+        wal = Path(f"{path}.wal").stat()
+        wal_stamp = (wal.st_mtime_ns, wal.st_size)
+    except FileNotFoundError:
+        wal_stamp = (0, -1)
+    return (st.st_mtime_ns, st.st_size, *wal_stamp)
 
 
 class SnapshotStore:
@@ -160,13 +135,14 @@ class SnapshotStore:
         self._snapshot: Snapshot | None = None
         self._generation = 0
         self._refresh_lock = threading.Lock()
-        self._file_lock = _SharedLock()
+        self._write_lock = threading.Lock()
         self.busy_since: datetime | None = None
         self.last_error: str | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[Snapshot], None]] = []
+        self._write_listeners: list[Callable[[Warehouse], None]] = []
 
     # 1. Refreshing ---------------------------------------------------------------------------
     def on_new_snapshot(self, listener: Callable[[Snapshot], None]) -> None:
@@ -187,9 +163,6 @@ class SnapshotStore:
             if current is not None and not force and current.source_stamp == stamp:
                 self.busy_since = None
                 return False
-            if not self._file_lock.try_read():
-                self.busy_since = self.busy_since or utcnow()
-                return False
             try:
                 snapshot = self._copy()
             except WarehouseLockedError:
@@ -199,8 +172,6 @@ class SnapshotStore:
             except WarehouseError as exc:
                 self.last_error = str(exc)
                 return False
-            finally:
-                self._file_lock.release_read()
             self.busy_since = None
             self.last_error = None
             self._snapshot = snapshot
@@ -211,38 +182,51 @@ class SnapshotStore:
         return True
 
     def _copy(self) -> Snapshot:
-        """Copy the warehouse under DuckDB's shared lock (steps 1 of the module docstring)."""
-        self._generation += 1
-        target = self.cache_dir / f"snapshot-{self._generation}.duckdb"
-        started = time.perf_counter()
+        """Step 1 of the module docstring: copy without a lock, keep it only if nothing moved."""
+        for attempt in range(COPY_ATTEMPTS):
+            before = self._quiet_stamp()
+            if before is None:
+                break
+            self._generation += 1
+            target = self.cache_dir / f"snapshot-{self._generation}.duckdb"
+            taken_at = utcnow()
+            started = time.perf_counter()
+            self._copy_files(target)
+            copy_s = time.perf_counter() - started
+            if _stamp(self.source) == before:
+                try:
+                    con = Warehouse.open(target, read_only=True).con
+                except WarehouseError:
+                    _remove(target)
+                    raise
+                return Snapshot(self._generation, target, taken_at, before, con, copy_s)
+            _remove(target)
+            self._sleep(0.2 * (attempt + 1))
+        raise WarehouseLockedError(
+            f"{self.source}: written without pause while copying; showing the last snapshot"
+        )
+
+    def _quiet_stamp(self) -> Stamp | None:
+        """The stamp once the last write is at least `QUIET_NS` old (None after ~2 s of writes)."""
+        for _ in range(40):
+            stamp = _stamp(self.source)
+            if stamp is None:
+                raise WarehouseError(f"{self.source}: the warehouse file disappeared")
+            if time.time_ns() - max(stamp[0], stamp[2]) >= QUIET_NS:
+                return stamp
+            self._sleep(QUIET_NS / 1e9)
+        return None
+
+    def _copy_files(self, target: Path) -> None:
+        shutil.copyfile(self.source, target)
+        wal = Path(f"{self.source}.wal")
         try:
-            guard = duckdb.connect(str(self.source), read_only=True)
-        except duckdb.Error as exc:
-            text = str(exc).lower()
-            if "lock" in text or "conflicting" in text or "different configuration" in text:
-                raise WarehouseLockedError(
-                    f"{self.source}: a writer holds the warehouse; showing the last snapshot"
-                ) from None
-            raise WarehouseError(f"{self.source}: cannot open for reading ({exc})") from None
-        try:
-            stamp = _stamp(self.source) or (0, 0, 0)
-            shutil.copyfile(self.source, target)
-            wal = Path(f"{self.source}.wal")
-            if wal.exists():
-                shutil.copyfile(wal, Path(f"{target}.wal"))
-        finally:
-            guard.close()
-        copy_s = time.perf_counter() - started
-        try:
-            con = Warehouse.open(target, read_only=True).con
-        except Exception:
-            for suffix in ("", ".wal"):
-                Path(f"{target}{suffix}").unlink(missing_ok=True)
-            raise
-        return Snapshot(self._generation, target, utcnow(), stamp, con, copy_s)
+            shutil.copyfile(wal, Path(f"{target}.wal"))
+        except FileNotFoundError:
+            Path(f"{target}.wal").unlink(missing_ok=True)
 
     def start(self) -> None:
-        """Refresh in a background thread every `refresh_s` until `stop()`."""
+        """Refresh in a background thread every `refresh_s` (or when woken) until `stop()`."""
         if self._thread is not None:
             return
         self._stop.clear()
@@ -263,7 +247,7 @@ class SnapshotStore:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=30)
             self._thread = None
         with self._refresh_lock:
             if self._snapshot is not None:
@@ -272,9 +256,12 @@ class SnapshotStore:
         if self._own_dir:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
 
-    def source_stamp(self) -> tuple[int, int, int] | None:
-        """Changes whenever a writer commits to the warehouse (a cheap `stat`, no lock)."""
-        return _stamp(self.source)
+    def request_refresh(self) -> None:
+        """Take a new snapshot soon: in the background when the refresher runs, else now."""
+        if self._thread is not None:
+            self._wake.set()
+        else:
+            self.refresh(force=True)
 
     # 2. Reading ------------------------------------------------------------------------------
     @property
@@ -309,42 +296,21 @@ class SnapshotStore:
             snap.release()
 
     # 3. Writing ------------------------------------------------------------------------------
-    @contextmanager
-    def live_reader(self) -> Iterator[Warehouse]:
-        """A read-only connection to the warehouse itself for one short query (step 5 of the
-        module docstring); `WarehouseLockedError` when a writer holds it (fall back to the
-        snapshot then)."""
-        if not self._file_lock.try_read():
-            raise WarehouseLockedError(f"{self.source}: this dashboard is writing it")
-        try:
-            try:
-                wh = Warehouse.open(self.source, read_only=True)
-            except WarehouseError as exc:
-                if isinstance(exc, WarehouseLockedError) or "different configuration" in str(exc):
-                    raise WarehouseLockedError(str(exc)) from None
-                raise
-            try:
-                yield wh
-            finally:
-                wh.close()
-        finally:
-            self._file_lock.release_read()
-
-    def request_refresh(self) -> None:
-        """Take a new snapshot soon: in the background when the refresher runs, else now."""
-        if self._thread is not None:
-            self._wake.set()
-        else:
-            self.refresh(force=True)
+    def on_write(self, listener: Callable[[Warehouse], None]) -> None:
+        """Call `listener(wh)` with the write connection after each of our writes, before it
+        closes (to read back what changed without opening the file again)."""
+        self._write_listeners.append(listener)
 
     @contextmanager
     def writer(self, *, refresh: bool = True, retry: bool = True) -> Iterator[Warehouse]:
         """A short write connection to the warehouse itself (retrying while a collector holds
         it); by default a new snapshot is requested after it closes (`request_refresh`)."""
-        with self._file_lock.write():
+        with self._write_lock:
             wh = self._open_writer(RETRY_DELAYS_S if retry else ())
             try:
                 yield wh
+                for listener in self._write_listeners:
+                    listener(wh)
             finally:
                 wh.close()
         if refresh:
@@ -374,3 +340,8 @@ class SnapshotStore:
             "error": self.last_error,
             "source": os.fspath(self.source),
         }
+
+
+def _remove(target: Path) -> None:
+    for suffix in ("", ".wal"):
+        Path(f"{target}{suffix}").unlink(missing_ok=True)

@@ -1,15 +1,17 @@
-"""Data access: private snapshots, so page views never hold the warehouse.
+"""Data access: private snapshots taken without any lock, so page views never hold the warehouse.
 
 Cases:
 - a snapshot is a copy: while the app reads it, a writer (the collector) can open the
   warehouse itself, and a change committed there shows after the next refresh, not before;
-- an unchanged warehouse is not copied again; a superseded snapshot's file is deleted once its
+  an unchanged warehouse is not copied again; a superseded snapshot's file is deleted once its
   last reader is done;
-- a collector holding the warehouse (another process): refresh keeps the last snapshot and
-  records `busy_since`; pages keep reading; the banner says busy and how old the data is;
-  with no snapshot yet `current()` raises WarehouseBusyError (the "busy, retrying" page);
-  once the collector lets go, the next refresh succeeds and clears `busy_since`;
-- a short write (approve) while the collector holds the file is retried, then refused with
+- a collector that holds the writer and keeps it (like `collect --follow`) does not stop the
+  dashboard: a commit still in the collector's WAL shows in the next snapshot;
+- a copy during which the warehouse was written is thrown away (never served), and after
+  repeated tries the refresh gives up for now: `busy_since` is set, the last snapshot stays;
+- a collector writing without pause before the first snapshot: `current()` raises
+  WarehouseBusyError ("busy, retrying" page); once it stops, the next refresh succeeds;
+- a short write (approve) while the collector holds the writer is retried, then refused with
   WarehouseBusyError and nothing changed;
 - reads use parameters: a hostile string is just a value (no row, no error, table intact).
 """
@@ -28,17 +30,38 @@ from dashboards.shell import banner
 from dashboards.store import SnapshotStore, WarehouseBusyError
 from warehouse import Warehouse
 
-HOLDER = (
-    "import sys; from warehouse import Warehouse; wh = Warehouse.open(sys.argv[1]); "
-    "print('ready', flush=True); sys.stdin.readline(); wh.close()"
-)
+ROOT = Path(__file__).parents[2]
+HOLDER = """
+import sys, time
+from warehouse import Warehouse
+wh = Warehouse.open(sys.argv[1])
+mode = sys.argv[2]
+if mode == "commit-and-hold":
+    wh.con.execute("INSERT INTO namespaces (namespace, team) VALUES ('from-follow', 'streaming')")
+    print('ready', flush=True)
+    sys.stdin.readline()
+elif mode == "hold":
+    print('ready', flush=True)
+    sys.stdin.readline()
+else:  # write without pause until stdin closes
+    import threading
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    i = 0
+    print('ready', flush=True)
+    while not stop.is_set():
+        wh.con.execute("INSERT OR REPLACE INTO watermarks VALUES ('busy', now(), now())")
+        i += 1
+        time.sleep(0.005)
+wh.close()
+"""
 
 
 @contextmanager
-def collector_holding(path: Path) -> Iterator[None]:
-    """Another process that holds the one write lock until the block ends."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+def collector(path: Path, mode: str) -> Iterator[None]:
+    """Another process holding the one write lock (and maybe writing) until the block ends."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), mode], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         yield
@@ -50,7 +73,7 @@ def collector_holding(path: Path) -> Iterator[None]:
 
 @pytest.fixture
 def store(demo_copy: Path, tmp_path: Path) -> Iterator[SnapshotStore]:
-    s = SnapshotStore(demo_copy, cache_dir=tmp_path / "cache", refresh_s=5, sleep=lambda _: None)
+    s = SnapshotStore(demo_copy, cache_dir=tmp_path / "cache", refresh_s=5)
     yield s
     s.stop()
 
@@ -74,27 +97,45 @@ def test_snapshot_does_not_hold_the_warehouse(store: SnapshotStore, demo_copy: P
     assert not store.refresh()  # unchanged: no new copy
 
 
-def test_busy_collector_keeps_last_snapshot(store: SnapshotStore, demo_copy: Path) -> None:
-    before = _namespaces(store)
-    with collector_holding(demo_copy):
-        assert not store.refresh(force=True)
-        assert store.busy_since is not None
-        assert _namespaces(store) == before  # pages keep working
-        assert "Warehouse busy since" in banner(store) and "showing data as of" in banner(store)
+def test_follow_collector_does_not_stop_refresh(store: SnapshotStore, demo_copy: Path) -> None:
+    _namespaces(store)
+    with collector(demo_copy, "commit-and-hold"):
+        assert store.refresh()
+        assert "from-follow" in _namespaces(store)
+        assert store.busy_since is None
         with pytest.raises(WarehouseBusyError, match="nothing was changed"), store.writer():
             pass
-    assert store.refresh(force=True)
-    assert store.busy_since is None
+
+
+def test_copy_written_meanwhile_is_thrown_away(demo_copy: Path, tmp_path: Path) -> None:
+    writes = []
+
+    class Racing(SnapshotStore):
+        def _copy_files(self, target: Path) -> None:
+            super()._copy_files(target)
+            with Warehouse.open(self.source) as wh:  # a commit lands while we copy
+                wh.con.execute("INSERT OR REPLACE INTO watermarks VALUES ('race', now(), now())")
+            writes.append(target)
+
+    store = Racing(demo_copy, cache_dir=tmp_path / "race")
+    try:
+        assert not store.refresh()
+        assert len(writes) == 3 and store.snapshot is None and store.busy_since is not None
+        assert list((tmp_path / "race").iterdir()) == []  # no torn copy left behind
+        with pytest.raises(WarehouseBusyError, match="retrying"):
+            store.current()
+        assert banner(store).startswith("Warehouse busy")
+    finally:
+        store.stop()
 
 
 def test_busy_before_first_snapshot(demo_copy: Path, tmp_path: Path) -> None:
-    store = SnapshotStore(demo_copy, cache_dir=tmp_path / "c2", sleep=lambda _: None)
+    store = SnapshotStore(demo_copy, cache_dir=tmp_path / "c2")
     try:
-        with collector_holding(demo_copy):
+        with collector(demo_copy, "write-forever"):
             with pytest.raises(WarehouseBusyError, match="warehouse busy"):
                 store.current()
-            assert banner(store).startswith("Warehouse busy")
-        assert store.current() is not None
+        assert store.current() is not None and store.busy_since is None
     finally:
         store.stop()
 

@@ -17,7 +17,6 @@ Cases:
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,26 +35,6 @@ from warehouse import LoadBatch, Warehouse
 REPO = Path(__file__).resolve().parents[2]
 FLEET = str(REPO / "examples/whatif-fleet.yaml")
 DEMAND = str(REPO / "examples/whatif-demand.yaml")
-
-
-@pytest.fixture
-def capsys(capsys, monkeypatch):
-    """`Context.out` defaults to the `sys.stdout` of import time; send it through capsys."""
-    import sys
-
-    from gpuledger.context import Context
-
-    class Live(io.TextIOBase):
-        def write(self, text: str) -> int:
-            return sys.stdout.write(text)
-
-        def flush(self) -> None:
-            sys.stdout.flush()
-
-    defaults = Context.__init__.__defaults__
-    assert defaults is not None
-    monkeypatch.setattr(Context.__init__, "__defaults__", (*defaults[:-1], Live()))
-    return capsys
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
