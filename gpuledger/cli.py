@@ -20,43 +20,22 @@ import gpuledger.commands as commands_pkg
 from core.config import load_settings
 from core.errors import GpuledgerError
 from gpuledger import __version__
-from gpuledger.commands import Handler
+from gpuledger.commands import Handler, global_options
 from gpuledger.context import Context
 
 DEFAULT_CONFIG = Path("gpuledger.yaml")
 DEFAULT_WAREHOUSE = "gpuledger.duckdb"
 
 
-def _global_options(suppress: bool) -> argparse.ArgumentParser:
-    """Global options, accepted before or after the command name."""
-    parser = argparse.ArgumentParser(add_help=False)
-
-    def default(value: object) -> object:
-        return argparse.SUPPRESS if suppress else value
-
-    parser.add_argument(
-        "--config", type=Path, default=default(None),
-        help="settings file (default: ./gpuledger.yaml when present)",
-    )
-    parser.add_argument(
-        "--warehouse", type=Path, default=default(None),
-        help="DuckDB warehouse file (default: $GPULEDGER_WAREHOUSE or ./gpuledger.duckdb)",
-    )
-    parser.add_argument(
-        "--debug", action="store_true", default=default(False), help="show tracebacks"
-    )
-    return parser
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpuledger",
         description="GPU-fleet cost and efficiency: collect, bill, optimize, apply, report.",
-        parents=[_global_options(suppress=False)],
+        parents=[global_options(suppress=False)],
     )
     parser.add_argument("--version", action="version", version=f"gpuledger {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    inherited = _global_options(suppress=True)
+    inherited = global_options(suppress=True)
 
     def add_command(name: str, help: str, handler: Handler) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help, description=help, parents=[inherited])

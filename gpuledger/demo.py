@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -82,8 +82,23 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         ctx.echo(f"Reports for {window.period} ({report.status}): {report.folder}")
         ctx.echo("  summary.csv, focus.csv, focus.parquet, one HTML + PDF statement per team, "
                  "fleet statement, manifest.json")
+    # 4. Plans: the same code paths as `gpuledger optimize mig|quota` on this warehouse.
+    demo_ctx = replace(ctx, warehouse_path=wh_path)
+    _propose_plans(demo_ctx)
     ctx.echo(f"demo finished in {time.perf_counter() - started:.0f}s; warehouse: {wh_path}")
     return 0
+
+
+def _propose_plans(ctx: Context) -> None:
+    from gpuledger.cli import build_parser
+
+    parser = build_parser()
+    for kind in ("mig", "quota"):
+        ctx.echo("")
+        ctx.echo(f"Proposed {kind} plan (review it on the dashboard's Plans page or with "
+                 "`gpuledger plans show ID`):")
+        args = parser.parse_args(["optimize", kind, "--time-limit", "20"])
+        args.handler(args, ctx)
 
 
 def _print_bill(wh: Warehouse, window: Window, ctx: Context) -> Bill:

@@ -87,9 +87,9 @@ def _report(args: argparse.Namespace, ctx: Context, result: Any) -> None:
 
 def register_verbs(verbs: argparse._SubParsersAction[Any]) -> None:
     """Add approve, reject, apply, rollback and expire to the `plans` command."""
-    from gpuledger.cli import _global_options
+    from gpuledger.commands import global_options
 
-    inherited = [_global_options(suppress=True)]
+    inherited = [global_options(suppress=True)]
 
     def who(p: argparse.ArgumentParser) -> None:
         p.add_argument("--as", dest="as_user", metavar="USER",

@@ -37,10 +37,10 @@ def _show(args: argparse.Namespace, ctx: Context) -> int:
 
 def register_verbs(verbs: argparse._SubParsersAction[Any]) -> None:
     """Add `list` and `show` to the `plans` command."""
-    from gpuledger.cli import _global_options
+    from gpuledger.commands import global_options
     from optimizer.plan import STATUSES  # light: pydantic only, already loaded by the config
 
-    inherited = [_global_options(suppress=True)]  # `plans list --warehouse X` works too
+    inherited = [global_options(suppress=True)]  # `plans list --warehouse X` works too
     p = verbs.add_parser("list", help="stored plans, newest first",
                          description="stored plans, newest first", parents=inherited)
     p.add_argument("--status", choices=STATUSES, help="only plans in this status")

@@ -127,9 +127,9 @@ def register(add_command: AddCommand) -> None:
     parser = add_command("optimize", "compute a MIG or quota plan and store it as proposed", _no_kind)
     parser.set_defaults(optimize_parser=parser)
     kinds = parser.add_subparsers(dest="kind", metavar="KIND")
-    from gpuledger.cli import _global_options
+    from gpuledger.commands import global_options
 
-    inherited: list[Any] = [_global_options(suppress=True)]
+    inherited: list[Any] = [global_options(suppress=True)]
 
     mig = kinds.add_parser("mig", help="repartition MIG GPUs", description=(
         "Repartition MIG GPUs: meet the demand, then use fewest GPUs, then change fewest, then "

@@ -111,9 +111,9 @@ def register(add_command: AddCommand) -> None:
     parser = add_command("report", "monthly bills: CSV, FinOps FOCUS, PDF statements", _no_verb)
     parser.set_defaults(report_parser=parser)
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
-    from gpuledger.cli import _global_options
+    from gpuledger.commands import global_options
 
-    inherited = [_global_options(suppress=True)]  # `report monthly --warehouse X` works too
+    inherited = [global_options(suppress=True)]  # `report monthly --warehouse X` works too
 
     monthly = verbs.add_parser(
         "monthly", help="write one month's report", description="write one month's report",
