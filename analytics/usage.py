@@ -8,6 +8,7 @@ the fly by `analytics.hourly`). `source="auto"` uses the roll-up for the whole h
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -28,12 +29,12 @@ KEYS: tuple[str, ...] = (
 )
 _DAY_US = 86_400_000_000
 
-# Aggregated under one 64-bit hash of the device-holder key (string keys make the hash
-# aggregation several times slower); the names come back by a join on the hash. Card facts
-# (node, model, pool, mode) follow from the device and the queue from the pod.
+# Aggregated under one 64-bit hash of all the key columns (string keys make the hash
+# aggregation several times slower); the names come back by a join on the hash.
 _ROLLUP_SQL = f"""
 WITH rows AS (
-    SELECT *, hash(uuid, gpu_i_id, vgpu, profile, namespace, pod) AS k
+    SELECT *,
+        hash(uuid, gpu_i_id, vgpu, profile, namespace, pod, node, model, pool, sharing_mode, queue) AS k
     FROM card_hours_hourly
     WHERE ts >= $start AND ts < $end
 ),
@@ -84,10 +85,61 @@ def _from_raw(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame
 
 
 def _from_rollup(wh: Warehouse, window: Window) -> pl.DataFrame:
-    frame = wh.query(_ROLLUP_SQL, {"start": window.start, "end": window.end})
+    return _day(wh.query(_ROLLUP_SQL, {"start": window.start, "end": window.end}))
+
+
+_CARD_DAY_SQL = f"""
+WITH rows AS (
+    SELECT *, hash(uuid, node, model, pool) AS k FROM card_hours_hourly
+    WHERE ts >= $start AND ts < $end
+),
+sums AS (
+    SELECT epoch_us(ts) // {_DAY_US} AS day_no, k, sum(card_hours) AS held_card_hours
+    FROM rows GROUP BY day_no, k
+),
+names AS (
+    SELECT DISTINCT ON (k) k, uuid, node AS _u_node, model AS _u_model, pool AS _u_pool FROM rows
+)
+SELECT * EXCLUDE (k) FROM sums JOIN names USING (k)
+"""
+
+
+def _day(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(
         (pl.col("day_no").cast(pl.Int64) * _DAY_US).cast(pl.Datetime("us", "UTC")).dt.date().alias("day")
     ).drop("day_no")
+
+
+def coarse_usage_from_rollup(
+    wh: Warehouse, window: Window, keys: Sequence[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Roll-up usage summed per day and `keys` only (no device x holder grain), plus the
+    card-hours held per card and day that unallocated capacity needs."""
+    cols = ", ".join(dict.fromkeys(keys))
+    sql = f"""
+    WITH rows AS (
+        SELECT *, hash({cols}) AS k FROM card_hours_hourly WHERE ts >= $start AND ts < $end
+    ),
+    sums AS (
+        SELECT epoch_us(ts) // {_DAY_US} AS day_no, k,
+            sum(held_hours) AS held_hours,
+            sum(card_hours) AS card_hours,
+            sum(idle_card_hours) AS idle_card_hours,
+            sum(held_idle_card_hours) AS held_idle_card_hours,
+            sum(card_hours * coalesce(active_ratio, 1.0)) AS weighted_card_hours,
+            sum(held_hours * active_ratio)
+                / nullif(sum(CASE WHEN active_ratio IS NOT NULL THEN held_hours END), 0)
+                AS active_ratio,
+            max(fb_used_max_mib) AS fb_used_max_mib
+        FROM rows GROUP BY day_no, k
+    ),
+    names AS (SELECT DISTINCT ON (k) k, {cols} FROM rows)
+    SELECT * EXCLUDE (k) FROM sums JOIN names USING (k)
+    """
+    params = {"start": window.start, "end": window.end}
+    usage = _normalize(_day(wh.query(sql, params)))
+    held = _day(wh.query(_CARD_DAY_SQL, params))
+    return usage, held
 
 
 def rollup_span(wh: Warehouse, window: Window) -> Window | None:
@@ -159,6 +211,9 @@ _SCHEMA: dict[str, pl.DataType] = {
 
 
 def _normalize(frame: pl.DataFrame) -> pl.DataFrame:
+    """The usage schema; key columns a coarse query did not group by are NULL."""
     if frame.is_empty() and not frame.columns:
         return pl.DataFrame(schema=_SCHEMA)
-    return frame.select([pl.col(c).cast(t) for c, t in _SCHEMA.items()])
+    return frame.select([
+        (pl.col(c) if c in frame.columns else pl.lit(None)).cast(t).alias(c) for c, t in _SCHEMA.items()
+    ])

@@ -84,7 +84,7 @@ def create_app(
     *,
     dev_user: str | None = None,
     dev_groups: Sequence[str] = (),
-    refresh_s: float = 30.0,
+    refresh_s: float = 120.0,
     cache_dir: Path | None = None,
     cluster_factory: Callable[[], Any] | None = None,
     background: bool = True,
@@ -243,7 +243,7 @@ def serve(  # noqa: PLR0917 (the demo calls it positionally)
     cluster_factory: Callable[[], Any] | None = None,
     on_start: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
-    refresh_s: float = 30.0,
+    refresh_s: float = 120.0,
 ) -> None:
     """Serve the dashboard until Ctrl-C (or until `stop` is set). What `gpuledger serve` and
     `gpuledger demo` call. `--dev-user` is refused unless `host` is loopback."""

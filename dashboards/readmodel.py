@@ -40,36 +40,34 @@ class ReadModel:
         self.store = store
         self.settings = settings
         self._cache: OrderedDict[tuple[int, Hashable], Any] = OrderedDict()
-        self._locks: dict[tuple[int, Hashable], threading.Lock] = {}
+        self._gate = threading.RLock()
         self._guard = threading.Lock()
         self._overlay: _Overlay | None = None
 
     # 1. The cache ----------------------------------------------------------------------------
     def _cached(self, key: Hashable, compute: Callable[[Snapshot], T]) -> T:
-        """Compute `key` once per snapshot generation; concurrent callers wait for the one."""
+        """Compute `key` once per snapshot generation.
+
+        Computations run one at a time (`_gate`, re-entrant: a computation may need another
+        cached value): on two cores parallel bills only thrash, and DuckDB already uses every
+        core for one query. A cache hit never waits.
+        """
         snap = self.store.current()
         full = (snap.generation, key)
         with self._guard:
             if full in self._cache:
                 self._cache.move_to_end(full)
                 return self._cache[full]
-            lock = self._locks.setdefault(full, threading.Lock())
-        with lock:
+        with self._gate:
             with self._guard:
                 if full in self._cache:
                     return self._cache[full]
-            try:
-                value = compute(snap)
-            except BaseException:
-                with self._guard:
-                    self._locks.pop(full, None)
-                raise
+            value = compute(snap)
             with self._guard:
                 self._drop_old(snap.generation)
                 self._cache[full] = value
                 while len(self._cache) > MAX_ENTRIES:  # URL values are user input: bound the cache
                     self._cache.popitem(last=False)
-                self._locks.pop(full, None)
         return value
 
     def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
@@ -86,8 +84,6 @@ class ReadModel:
     def _drop_old(self, generation: int) -> None:
         for full in [k for k in self._cache if k[0] < generation]:
             del self._cache[full]
-        for full in [k for k in self._locks if k[0] < generation]:
-            del self._locks[full]
 
     def warm(self, snapshot: Snapshot) -> None:
         """Pre-compute what the first page views of the latest month need (background)."""
@@ -236,36 +232,48 @@ class ReadModel:
 
     # 4. Fleet --------------------------------------------------------------------------------
     def fleet_heat(self, period: str) -> pl.DataFrame:
-        """Mean GPU activity per node and hour (GR_ENGINE_ACTIVE, else GPU_UTIL/100)."""
+        """Card activity per node and hour: the mean over the node's cards of each card's
+        share-weighted GR_ENGINE_ACTIVE (an unheld card or slice counts as 0).
+
+        Hours the roll-up covers come from `card_hours_hourly` (Σ card-hours × active ratio /
+        cards); the rest (normally the day being collected) from raw samples, weighting a MIG
+        instance by its compute slices / 7. A month of raw samples is ~80 M rows for 1,000
+        cards; its roll-up is ~60 times smaller.
+        """
         window = Window.month(period)
 
         def compute(snap: Snapshot) -> pl.DataFrame:
-            return self._query(
-                snap,
-                "SELECT s.node, g.model, g.pool, date_trunc('hour', s.ts) AS hour,"
-                " avg(coalesce(s.gr_engine_active, s.gpu_util / 100.0)) AS activity"
-                " FROM gpu_samples s LEFT JOIN gpus g USING (uuid)"
-                " WHERE s.ts >= ? AND s.ts < ?"
-                " GROUP BY ALL ORDER BY s.node, hour",
-                [window.start, window.end],
-            )
+            from analytics.usage import rollup_span
+
+            with self.store.reader(snap) as wh:
+                span = rollup_span(wh, window)
+                if span is None:
+                    ranges = [("raw", window.start, window.end)]
+                else:
+                    ranges = [("raw", window.start, span.start), ("rollup", span.start, span.end),
+                              ("raw", span.end, window.end)]
+                parts = [
+                    wh.query(_ROLLUP_HEAT_SQL if kind == "rollup" else _RAW_HEAT_SQL, [lo, hi])
+                    for kind, lo, hi in ranges if lo < hi
+                ]
+                nodes = wh.query("SELECT node, model, pool FROM nodes")
+            heat = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(
+                schema={"node": pl.String, "hour": pl.Datetime("us", "UTC"), "activity": pl.Float64})
+            return heat.join(nodes, on="node", how="left").sort("node", "hour")
 
         return self._cached(("fleet_heat", period), compute)
 
     def gpu_heat(self, period: str, node: str) -> pl.DataFrame:
-        """Mean activity per GPU and hour on one node (the heatmap's drill-down)."""
+        """Card activity per GPU and hour on one node (the heatmap's drill-down), from raw
+        samples weighted like `fleet_heat`'s raw part."""
         window = Window.month(period)
 
         def compute(snap: Snapshot) -> pl.DataFrame:
-            return self._query(
-                snap,
-                "SELECT s.uuid, coalesce(g.gpu_index, -1) AS gpu_index, date_trunc('hour', s.ts) AS hour,"
-                " avg(coalesce(s.gr_engine_active, s.gpu_util / 100.0)) AS activity"
-                " FROM gpu_samples s LEFT JOIN gpus g USING (uuid)"
-                " WHERE s.node = ? AND s.ts >= ? AND s.ts < ?"
-                " GROUP BY ALL ORDER BY gpu_index, hour",
-                [node, window.start, window.end],
-            )
+            with self.store.reader(snap) as wh:
+                heat = wh.query(_GPU_HEAT_SQL, [node, window.start, window.end])
+                cards = wh.query("SELECT uuid, gpu_index FROM gpus WHERE node = ?", [node])
+            return heat.join(cards, on="uuid", how="left").with_columns(
+                pl.col("gpu_index").fill_null(-1)).sort("gpu_index", "hour")
 
         return self._cached(("gpu_heat", period, node), compute)
 
@@ -424,6 +432,36 @@ class ReadModel:
         return PlansData(records, selected, plan_audit, recent.head(audit_limit))
 
 
+_ROLLUP_HEAT_SQL = """
+WITH cards AS (SELECT node, count(*) AS cards FROM gpus GROUP BY node),
+hours AS (SELECT unnest(generate_series(CAST(? AS TIMESTAMPTZ), CAST(? AS TIMESTAMPTZ) - INTERVAL 1 HOUR,
+                                        INTERVAL 1 HOUR)) AS hour),
+used AS (SELECT node, ts AS hour, sum(card_hours * coalesce(active_ratio, 0)) AS active
+         FROM card_hours_hourly WHERE ts >= (SELECT min(hour) FROM hours)
+         AND ts <= (SELECT max(hour) FROM hours) GROUP BY node, ts)
+SELECT k.node, h.hour, coalesce(u.active, 0) / k.cards AS activity
+FROM cards k CROSS JOIN hours h LEFT JOIN used u ON u.node = k.node AND u.hour = h.hour
+"""
+_RAW_HEAT_SQL = """
+WITH per_card AS (
+    SELECT node, uuid, ts,
+        CASE WHEN max(gpu_i_id) >= 0
+             THEN sum(coalesce(gr_engine_active, 0)
+                      * coalesce(try_cast(regexp_extract(mig_profile, '^(\\d+)g', 1) AS DOUBLE), 0) / 7)
+             ELSE avg(coalesce(gr_engine_active, gpu_util / 100.0)) END AS act
+    FROM gpu_samples WHERE ts >= ? AND ts < ? GROUP BY node, uuid, ts)
+SELECT node, date_trunc('hour', ts) AS hour, avg(act) AS activity FROM per_card GROUP BY ALL
+"""
+_GPU_HEAT_SQL = """
+WITH per_card AS (
+    SELECT uuid, ts,
+        CASE WHEN max(gpu_i_id) >= 0
+             THEN sum(coalesce(gr_engine_active, 0)
+                      * coalesce(try_cast(regexp_extract(mig_profile, '^(\\d+)g', 1) AS DOUBLE), 0) / 7)
+             ELSE avg(coalesce(gr_engine_active, gpu_util / 100.0)) END AS act
+    FROM gpu_samples WHERE node = ? AND ts >= ? AND ts < ? GROUP BY uuid, ts)
+SELECT uuid, date_trunc('hour', ts) AS hour, avg(act) AS activity FROM per_card GROUP BY ALL
+"""
 OVERLAY_AUDIT = 500
 """Audit records read back after a write (the Plans page shows at most 50 of one plan)."""
 

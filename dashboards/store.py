@@ -123,7 +123,7 @@ class SnapshotStore:
         source: Path,
         *,
         cache_dir: Path | None = None,
-        refresh_s: float = 30.0,
+        refresh_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.source = Path(source)

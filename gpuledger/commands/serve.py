@@ -77,8 +77,8 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--dev-groups", default="", metavar="G1,G2", help="groups of the --dev-user")
     p.add_argument("--kubeconfig", default=None, help="cluster for plan preview/apply")
     p.add_argument(
-        "--refresh-s", type=float, default=30.0, metavar="SECONDS",
-        help="how often to look for new data and re-snapshot the warehouse (default 30)",
+        "--refresh-s", type=float, default=120.0, metavar="SECONDS",
+        help="how often to look for new data and re-snapshot the warehouse (default 120)",
     )
     p.add_argument(
         "--schedule", action="store_true",

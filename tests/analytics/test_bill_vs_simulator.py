@@ -13,7 +13,8 @@ Cases:
 - the exporter without `--kubernetes-virtual-gpus` (one series per shared card): time-sliced
   and vGPU card-hours come from the pods' requests, per team and mode within 0.5 %;
 - the bill from the stored hourly roll-up (loaded day by day) equals the bill from raw samples
-  to the cent on every line, and a window mixing both sources too.
+  to the cent on every line, at the device grain and at the lines-only grain, and a window
+  mixing both sources too.
 """
 
 from __future__ import annotations
@@ -155,6 +156,11 @@ def test_rollup_bill_equals_raw_bill(clean, tmp_path):
         assert other.fleet_cost == raw.fleet_cost
         assert other.lines.select(*by, "cost").rows() == raw.lines.select(*by, "cost").rows()
         assert other.lines["idle_card_hours"].to_list() == pytest.approx(raw.lines["idle_card_hours"].to_list())
+    # The lines-only grain (roll-up summed by day and the line dimensions) gives the same money.
+    coarse = _bill(copy, by=by, grain="lines")
+    money = [*by, "list_cost", "sharing_discount", "cost", "idle_cost"]
+    assert coarse.lines.select(money).rows() == raw.lines.select(money).rows()
+    assert coarse.detail.height < raw.detail.height
     # A window reaching past the roll-up (the watermark) mixes roll-up and raw samples.
     wider = Window(WINDOW.start + timedelta(hours=12), WINDOW.end + timedelta(hours=6))
     with Warehouse.open(copy) as wh:
