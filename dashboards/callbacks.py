@@ -90,6 +90,16 @@ def run_action(
         return prefix + describe_error(exc), False
 
 
+def drill_down(app: DashboardApp, click: dict[str, Any] | None, search: str | None) -> Any:
+    """A click on a node's row of the fleet heatmap opens that node's GPUs (via the URL)."""
+    points = (click or {}).get("points") or []
+    state = ViewState.from_query(search, app.data.default_period())
+    if not points or state.node:
+        return no_update
+    node = str(points[0].get("y", ""))
+    return state.with_(node=node).to_query() if node else no_update
+
+
 def rollout_status(app: DashboardApp, principal: Principal, plan_id: str | None) -> tuple[Any, bool]:
     """The live rollout panel and whether polling can stop."""
     if not (principal.admin or principal.viewer) or not plan_id:
@@ -161,6 +171,13 @@ def register(app: DashboardApp) -> None:
     def _retry(_n: int | None, bump: int | None) -> Any:
         app.store.refresh()
         return (bump or 0) + 1 if app.store.snapshot is not None else no_update
+
+    @dash_app.callback(
+        Output("url", "search", allow_duplicate=True), Input("fleet-heatmap", "clickData"),
+        State("url", "search"), prevent_initial_call=True,
+    )
+    def _drill(click: dict[str, Any] | None, search: str | None) -> Any:
+        return drill_down(app, click, search)
 
     @dash_app.callback(
         Output("rollout-status", "children"), Output("rollout-tick", "disabled"),

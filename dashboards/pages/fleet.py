@@ -41,6 +41,7 @@ class FleetView:
     unlabeled: pl.DataFrame
     mig_nodes: list[str]
     node_hrefs: dict[str, str]
+    all_nodes_href: str
     mig_cells: pl.DataFrame
     mig_at: datetime | None
 
@@ -178,7 +179,8 @@ def view(ctx: PageContext) -> FleetView:
         period=state.period, model=state.model, node=state.node, currency=ctx.currency, heat=heat,
         heat_row=heat_row, daily=daily, totals=totals, unallocated=unallocated,
         unattributed=unattributed, unlabeled=data.unlabeled_namespaces(), mig_nodes=mig_nodes,
-        node_hrefs={n: state.with_(node=n).href("/fleet") for n in mig_nodes}, mig_cells=cells, mig_at=at,
+        node_hrefs={n: state.with_(node=n).href("/fleet") for n in mig_nodes},
+        all_nodes_href=state.with_(node=None).href("/fleet"), mig_cells=cells, mig_at=at,
     )
 
 
@@ -238,9 +240,14 @@ def render(v: FleetView) -> html.Div:
         ],
         className="chips", id="mig-node-links",
     )
+    drill = (
+        html.Div([dcc.Link("← all nodes", href=v.all_nodes_href, id="all-nodes")], className="muted")
+        if v.node else html.Div("Click a node's row for its GPUs.", className="muted")
+    )
     return html.Div(
         [
             graph(figures.heatmap(v.heat, v.heat_row, heat_title), "fleet-heatmap"),
+            drill,
             kpis,
             graph(figures.fleet_hours(v.daily), "fleet-hours"),
             html.Div(

@@ -3,6 +3,8 @@
 Cases:
 - every page loads as an admin on the demo warehouse and leads with a picture; a screenshot of
   each is saved under this test's output folder;
+- a click on the fleet heatmap opens that node's GPUs (the node goes into the URL); "all nodes"
+  goes back;
 - My team shows the numbers `compute_bill` gives for the team (cost, card-hours, idle cost);
   Fleet shows the bill's fleet cost;
 - changing the GPU-model filter writes it into the URL and the numbers become the bill's
@@ -130,6 +132,20 @@ def test_every_page_as_admin(server: RunningServer, open_page: Any, shots: Path,
     print(f"screenshots in {shots}")
 
 
+def test_heatmap_click_drills_into_node(server: RunningServer, open_page: Any) -> None:
+    page = open_page(admin_headers())
+    goto(page, f"{server.url}/fleet?period={PERIOD}")
+    page.wait_for_selector("#fleet-heatmap .nsewdrag")
+    page.click("#fleet-heatmap .nsewdrag")
+    page.wait_for_url(re.compile(r"node="))
+    page.wait_for_function("() => document.querySelector('#fleet-heatmap .gtitle')?.textContent"
+                           ".includes('per GPU and hour on')")
+    node = re.search(r"node=([^&]+)", page.url)
+    assert node is not None and node.group(1) in (page.locator("#fleet-heatmap .gtitle").text_content() or "")
+    page.click("#all-nodes")
+    page.wait_for_function("() => !location.search.includes('node=')")
+
+
 def test_model_filter_goes_to_url(server: RunningServer, open_page: Any, reference_bills: dict) -> None:
     page = open_page(lead_headers())
     goto(page, f"{server.url}/team?period={PERIOD}")
@@ -193,6 +209,7 @@ def test_lead_is_refused(server: RunningServer, open_page: Any) -> None:
         " headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});"
         " return [r.status, await r.text()]; }", body)
     assert answer[0] == 200 and "Refused" in answer[1] and "needs the admin role" in json.loads(answer[1]).__str__()
+    server.app.actions.wait()  # the refusal's audit record is written in the background
     with Warehouse.open(server.app.store.source, read_only=True) as wh:
         assert load_record(wh, "quota-test-1").status == "proposed"
     csv = page.request.get(f"{server.url}/download/bill.csv?period={PERIOD}&team={OTHER_TEAM}")
