@@ -91,7 +91,7 @@ class Bill:
         return f"{_iso(self.window.start)}/{_iso(self.window.end)}"
 
     def to_dict(self) -> dict[str, Any]:
-        """The stable JSON of `gpuledger bill --format json` (docs/readme/analytics.md)."""
+        """The stable JSON of `gpuledger bill --format json` (docs/guide/analytics.md)."""
         lines = []
         for row in self.lines.iter_rows(named=True):
             line: dict[str, Any] = {}

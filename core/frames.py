@@ -6,8 +6,10 @@ rows, which is what makes every load idempotent:
 
 - `timeseries`: rows carry a `ts`; a load owns a window and replaces the rows inside it
   (the warehouse deletes `[start, end)` for the window's days, then inserts);
-- `interval`: rows are half-open `[start_ts, end_ts)` spans keyed by `key`; a load merges a
-  span into the stored one (earliest start, latest end), so chunked collection stitches up;
+- `interval`: rows are half-open `[start_ts, end_ts)` spans keyed by `key`; a load coalesces
+  the new spans with the stored spans of the same key that overlap or touch them (earliest
+  start, latest end), so chunked collection stitches up, while a span that starts after a gap
+  (a MIG instance recreated, a pod name reused) stays a span of its own;
 - `dimension`: rows keyed by `key`; a load replaces the row with that key;
 - `append`: rows are only ever added (the audit log).
 
@@ -50,8 +52,10 @@ class TableSpec:
         cols = [
             f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in self.columns
         ]
-        if self.key and self.kind in ("dimension", "interval"):
+        if self.key and self.kind == "dimension":
             cols.append(f"PRIMARY KEY ({', '.join(self.key)})")
+        elif self.key and self.kind == "interval":
+            cols.append(f"PRIMARY KEY ({', '.join((*self.key, 'start_ts'))})")
         return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  " + ",\n  ".join(cols) + "\n)"
 
 

@@ -169,7 +169,7 @@ def _read_yaml(path: Path, what: str) -> Any:
 
 
 def load_fleet(path: Path) -> Fleet:
-    """Read a fleet file (format in docs/readme/optimizer.md)."""
+    """Read a fleet file (format in docs/guide/optimizer.md)."""
     data = _read_yaml(path, "fleet")
     if not isinstance(data, Mapping) or not isinstance(data.get("nodes"), list):
         raise InputError(f"{path}: expected a mapping with a list 'nodes'")
@@ -261,7 +261,7 @@ def _check_busy_fits(busy: tuple[BusyInstance, ...], config: Config, where: str)
 
 # 3. The demand file -----------------------------------------------------------------------------
 def load_demand(path: Path) -> Demand:
-    """Read a demand file (format in docs/readme/optimizer.md)."""
+    """Read a demand file (format in docs/guide/optimizer.md)."""
     data = _read_yaml(path, "demand")
     if not isinstance(data, Mapping) or not isinstance(data.get("demand"), list):
         raise InputError(f"{path}: expected a mapping with a list 'demand'")

@@ -9,7 +9,7 @@ planned; cpu, memory and the like are left exactly as they are. Demand history i
 (time, queue, flavor, resource) with the amount admitted plus pending, in resource units.
 
 Sources: a queues file (`--queues`, YAML) plus a history CSV (`--history`), or the warehouse
-(tables `queues`, `queue_samples`, `pods`, `namespaces`); see `docs/readme/optimizer.md`.
+(tables `queues`, `queue_samples`, `pods`, `namespaces`); see `docs/guide/optimizer.md`.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ NOT_ALLOCATED = ("unallocated",)
 
 
 def method_id(mode: str, settings: Settings) -> str:
-    """The documented split-allocation method for a sharing mode (see docs/readme/reports.md)."""
+    """The documented split-allocation method for a sharing mode (see docs/guide/reports.md)."""
     if mode == "mig":
         return f"gpuledger/mig-{settings.sharing.mig_share_basis}-slices"
     return {

@@ -177,16 +177,7 @@ class Warehouse:
                 )
                 self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
             elif spec.kind == "interval":
-                updates = ", ".join(
-                    "start_ts = least(start_ts, excluded.start_ts)" if c == "start_ts"
-                    else "end_ts = greatest(end_ts, excluded.end_ts)" if c == "end_ts"
-                    else f"{c} = coalesce(excluded.{c}, {c})"
-                    for c in spec.column_names if c not in spec.key
-                )
-                self.con.execute(
-                    f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view} "
-                    f"ON CONFLICT ({', '.join(spec.key)}) DO UPDATE SET {updates}"
-                )
+                self._merge_intervals(spec, view)
             elif spec.kind == "dimension":
                 self.con.execute(f"INSERT OR REPLACE INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
             else:
@@ -194,6 +185,50 @@ class Warehouse:
             return removed
         finally:
             self.con.unregister(view)
+
+    def _merge_intervals(self, spec: TableSpec, view: str) -> None:
+        """Coalesce new spans with stored spans of the same key that overlap or touch them.
+
+        1. Gather the stored spans of the keys in the batch, plus the new spans.
+        2. Islands per key: sorted by start, a span opens a new island when it starts after the
+           latest end seen so far; an island keeps the earliest start, the latest end and the
+           other columns of its latest-starting span (the newest facts).
+        3. Replace the stored spans of those keys with the islands.
+        """
+        key = ", ".join(spec.key)
+        cols = ", ".join(spec.column_names)
+        others = [c for c in spec.column_names if c not in (*spec.key, "start_ts", "end_ts")]
+        match = " AND ".join(f"t.{k} IS NOT DISTINCT FROM n.{k}" for k in spec.key)
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP TABLE _spans AS "
+            f"SELECT {cols} FROM {spec.name} t WHERE EXISTS (SELECT 1 FROM {view} n WHERE {match}) "
+            f"UNION ALL SELECT {cols} FROM {view}"
+        )
+        self.con.execute(
+            f"DELETE FROM {spec.name} t WHERE EXISTS (SELECT 1 FROM {view} n WHERE {match})"
+        )
+        picks = ", ".join(f"arg_max({c}, start_ts) AS {c}" for c in others)
+        self.con.execute(
+            f"""
+            INSERT INTO {spec.name} ({cols})
+            WITH ordered AS (
+                SELECT *, max(end_ts) OVER (
+                    PARTITION BY {key} ORDER BY start_ts, end_ts
+                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
+                FROM _spans
+            ), islands AS (
+                SELECT *, sum(CASE WHEN reach IS NULL OR start_ts > reach THEN 1 ELSE 0 END)
+                    OVER (PARTITION BY {key} ORDER BY start_ts, end_ts) AS island
+                FROM ordered
+            )
+            SELECT {cols} FROM (
+                SELECT {key}, island, min(start_ts) AS start_ts, max(end_ts) AS end_ts
+                    {', ' + picks if picks else ''}
+                FROM islands GROUP BY {key}, island
+            )
+            """
+        )
+        self.con.execute("DROP TABLE _spans")
 
     def append_audit(self, entry: Mapping[str, Any]) -> int:
         """Append one audit record (its own transaction); returns its sequence number."""
@@ -232,7 +267,9 @@ def _prepare(spec: TableSpec, frame: pl.DataFrame, window: Window | None) -> pl.
     for col in spec.columns:
         if not col.nullable and out[col.name].null_count():
             raise InputError(f"frame for {spec.name}: column {col.name} has null values")
-    if spec.key:
+    if spec.kind == "interval":
+        out = out.unique(subset=[*spec.key, "start_ts"], keep="last", maintain_order=True)
+    elif spec.key:
         out = out.unique(subset=list(spec.key), keep="last", maintain_order=True)
     if spec.kind == "timeseries" and out.height:
         if window is None:

@@ -217,3 +217,19 @@ def test_audit_log_is_append_only_with_increasing_sequence(wh: Warehouse):
     assert b > a
     assert wh.query("SELECT actor FROM audit_log ORDER BY seq")["actor"].to_list() == ["alice", "bob"]
     _ = time
+
+
+def test_interval_spans_after_a_gap_stay_apart(wh: Warehouse):
+    """A MIG instance recreated after a reconfiguration is two spans, in one batch or two."""
+    def inst(start_h: int, end_h: int, profile: str = "3g.40gb") -> dict:
+        return {"uuid": "GPU-1", "gpu_i_id": 1, "profile": profile,
+                "start_ts": DAY.start + timedelta(hours=start_h), "end_ts": DAY.start + timedelta(hours=end_h)}
+
+    wh.load(LoadBatch({"mig_instances": pl.DataFrame([inst(0, 2), inst(5, 7)])}))
+    wh.load(LoadBatch({"mig_instances": pl.DataFrame([inst(2, 3), inst(7, 9), inst(12, 13)])}))
+    spans = wh.query("SELECT start_ts, end_ts FROM mig_instances ORDER BY start_ts").rows()
+    hours = [(int((a - DAY.start).total_seconds() // 3600), int((b - DAY.start).total_seconds() // 3600)) for a, b in spans]
+    assert hours == [(0, 3), (5, 9), (12, 13)]
+    # reloading the same spans changes nothing
+    wh.load(LoadBatch({"mig_instances": pl.DataFrame([inst(0, 2), inst(5, 7), inst(12, 13)])}))
+    assert wh.query("SELECT start_ts, end_ts FROM mig_instances ORDER BY start_ts").rows() == spans
