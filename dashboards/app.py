@@ -57,6 +57,7 @@ class DashboardApp:
         if not self._closed:
             self._closed = True
             self.actions.wait(timeout_s=5)
+            self.data.close()
             self.store.stop()
 
 
@@ -180,15 +181,19 @@ def bill_csv(app: DashboardApp, principal: Principal, args: Any) -> tuple[str, s
         team = next(iter(principal.lead_of))
     if team is not None and not principal.can_see_team(team):
         raise PermissionError(f"user {principal.user!r} may not download team {team!r}'s bill")
-    detail: pl.DataFrame = app.data.bill(period).detail
-    if team is not None:
-        detail = detail.filter(pl.col("team") == team)
-    if model is not None:
-        detail = detail.filter(pl.col("model") == model)
-    buffer = io.StringIO()
-    detail.write_csv(buffer)
+
+    def render() -> str:
+        detail: pl.DataFrame = app.data.bill(period).detail
+        if team is not None:
+            detail = detail.filter(pl.col("team") == team)
+        if model is not None:
+            detail = detail.filter(pl.col("model") == model)
+        buffer = io.StringIO()
+        detail.write_csv(buffer)
+        return buffer.getvalue()
+
     name = f"gpuledger-bill-{period}-{team or 'all'}{'-' + model if model else ''}.csv"
-    return buffer.getvalue(), name
+    return app.data.memo(("csv", period, team, model), render), name
 
 
 # Serving ----------------------------------------------------------------------------------------

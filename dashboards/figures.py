@@ -103,20 +103,54 @@ def cost_by_model_mode(frame: pl.DataFrame, currency: str) -> Figure:
     return _figure(data, title, 300, barmode="stack", xaxis={"title": {"text": currency}})
 
 
+MAX_COLUMNS = 240
+"""Time columns (or points per line) a chart gets at most: a month of hours is binned to 3 h.
+A 1,200-pixel chart cannot show more, and every point costs JSON and browser time."""
+
+
+def bin_hours(frame: pl.DataFrame, keys: list[str], values: dict[str, str]) -> pl.DataFrame:
+    """Hourly rows binned to at most `MAX_COLUMNS` time steps per key; `values` maps each
+    column to how it combines (`mean` or `max`)."""
+    if frame.is_empty():
+        return frame
+    span = frame.select((pl.col("hour").max() - pl.col("hour").min()).dt.total_hours()).item()
+    bins = max(1, -(-(int(span or 0) + 1) // MAX_COLUMNS))
+    if bins == 1:
+        return frame
+    agg = [getattr(pl.col(c), how)().alias(c) for c, how in values.items()]
+    return (
+        frame.with_columns(pl.col("hour").dt.truncate(f"{bins}h"))
+        .group_by([*keys, "hour"]).agg(agg).sort([*keys, "hour"])
+    )
+
+
+def _iso(column: pl.Series) -> list[str]:
+    """UTC timestamps as ISO strings (plotly.js parses them; far cheaper to encode)."""
+    return column.dt.to_string("%Y-%m-%d %H:%M").to_list()
+
+
 def heatmap(frame: pl.DataFrame, row: str, title: str) -> Figure:
-    """Activity (0–1) per `row` (node or GPU) and hour."""
+    """Activity (0–1) per `row` (node or GPU) and hour (binned to `MAX_COLUMNS` columns)."""
+    import numpy as np
+
     if frame.is_empty():
         return empty(title, "no GPU samples in this period", 300)
-    wide = frame.pivot(on="hour", index=row, values="activity", aggregate_function="mean").sort(row)
-    hours = [c for c in wide.columns if c != row]
-    rows = [str(v) for v in wide[row].to_list()]
-    z = [[None if v is None else round(float(v), 4) for v in r] for r in wide.select(hours).rows()]
+    cells = bin_hours(frame.select(pl.col(row).cast(pl.String), "hour", "activity"), [row],
+                      {"activity": "mean"})
+    rows = sorted(cells[row].unique().to_list())
+    hours = cells["hour"].unique().sort()
+    index = cells.with_columns(
+        pl.col(row).replace_strict(rows, list(range(len(rows))), return_dtype=pl.Int64).alias("_r"),
+        pl.col("hour").rank("dense").cast(pl.Int64).sub(1).alias("_h"),
+    )
+    z = np.full((len(rows), hours.len()), np.nan)
+    z[index["_r"].to_numpy(), index["_h"].to_numpy()] = index["activity"].fill_null(np.nan).to_numpy()
     height = max(320, min(900, 60 + 14 * len(rows)))
     return _figure(
-        [{"type": "heatmap", "z": z, "x": hours, "y": rows, "zmin": 0, "zmax": 1, "colorscale": VIRIDIS,
-          "colorbar": {"title": {"text": "active"}, "tickformat": ".0%"},
+        [{"type": "heatmap", "z": np.round(z, 4), "x": _iso(hours), "y": rows, "zmin": 0, "zmax": 1,
+          "colorscale": VIRIDIS, "colorbar": {"title": {"text": "active"}, "tickformat": ".0%"},
           "hovertemplate": "%{y}<br>%{x}<br>activity %{z:.0%}<extra></extra>"}],
-        title, height, yaxis={"autorange": "reversed", "type": "category"},
+        title, height, yaxis={"autorange": "reversed", "type": "category"}, xaxis={"type": "date"},
     )
 
 
@@ -184,12 +218,15 @@ def queue_panels(series: pl.DataFrame, title: str) -> Figure:
     workloads, mean admission wait."""
     if series.is_empty():
         return empty(title, "no Kueue samples in this period", 300)
+    series = bin_hours(series, ["cluster_queue"], {
+        "usage": "mean", "nominal_quota": "mean", "pending_workloads": "mean", "admission_wait_s": "mean",
+    })
     queues = sorted(series["cluster_queue"].unique().to_list())
     colors = color_for(queues)
     data: list[dict[str, Any]] = []
     for cq in queues:
         part = series.filter(pl.col("cluster_queue") == cq).sort("hour")
-        hours = part["hour"].to_list()
+        hours = _iso(part["hour"])
         line = {"color": colors[cq]}
         waits = [None if w is None else w / 60 for w in part["admission_wait_s"].to_list()]
         data += [

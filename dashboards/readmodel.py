@@ -41,6 +41,8 @@ class ReadModel:
         self.settings = settings
         self._cache: OrderedDict[tuple[int, Hashable], Any] = OrderedDict()
         self._gate = threading.RLock()
+        self._closing = threading.Event()
+        self._warmers: list[threading.Thread] = []
         self._guard = threading.Lock()
         self._overlay: _Overlay | None = None
 
@@ -91,18 +93,30 @@ class ReadModel:
         def run() -> None:
             try:
                 period = self.default_period()
-                for p in (period, previous_period(period)):
-                    self.bill(p)
-                self.bill(period, ("team", "model"))
-                self.fleet_heat(period)
-                self.queue_series(period)
-                self.idle_allocations(period)
-                self.token_costs(period)
-                self.recommendations(period)
+                steps: list[Callable[[], object]] = [
+                    lambda: self.bill(period), lambda: self.bill(previous_period(period)),
+                    lambda: self.bill(period, ("team", "model")), lambda: self.fleet_heat(period),
+                    lambda: self.queue_series(period), lambda: self.idle_allocations(period),
+                    lambda: self.token_costs(period), lambda: self.recommendations(period),
+                ]
+                for step in steps:
+                    if self._closing.is_set() or self.store.snapshot is not snapshot:
+                        return  # closing, or a newer snapshot will warm itself
+                    step()
             except Exception:  # warming is best-effort: the page computes on demand instead
                 return
 
-        threading.Thread(target=run, name="gpuledger-dash-warm", daemon=True).start()
+        thread = threading.Thread(target=run, name="gpuledger-dash-warm", daemon=True)
+        with self._guard:
+            self._warmers = [t for t in self._warmers if t.is_alive()] + [thread]
+        thread.start()
+
+    def close(self, timeout_s: float = 120.0) -> None:
+        """Stop warming and wait for a computation in progress (DuckDB must not be running a
+        query when the interpreter exits)."""
+        self._closing.set()
+        for thread in list(self._warmers):
+            thread.join(timeout_s)
 
     def query(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
         """Run one parameterized query on the current snapshot (uncached)."""

@@ -172,23 +172,15 @@ def recommended_demand(
     wh: Warehouse, fleet: Fleet, settings: Any, lookback: timedelta, *, peak: bool = True
 ) -> Demand | None:
     """Right-sized demand from `analytics.recommend.rightsized_demand` over the lookback window
-    (peak concurrency by default), or None when that module is not there (yet)."""
-    import importlib
-
-    try:
-        recommend = importlib.import_module("analytics.recommend")
-    except ModuleNotFoundError:
-        return None
-    builder = getattr(recommend, "rightsized_demand", None)
-    if builder is None:
-        return None
+    (peak concurrency by default), or None when the warehouse has no samples."""
+    from analytics.recommend import rightsized_demand
     from core.window import Window
 
     last = wh.scalar("SELECT max(ts) FROM gpu_samples")
     if last is None:
         return None
     end = last + timedelta(minutes=1)
-    result = builder(wh, Window(end - lookback, end), settings)
+    result = rightsized_demand(wh, Window(end - lookback, end), settings)
     column = "peak_count" if peak else "count"
     planned = {g.model for g in fleet.gpus}
     counts: dict[str, Counter[str]] = defaultdict(Counter)

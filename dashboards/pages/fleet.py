@@ -200,8 +200,11 @@ def _mig(ctx: PageContext) -> tuple[list[str], pl.DataFrame, datetime | None]:
     at = min(month.end, span[1]) if span is not None else month.end
     if at == month.end:
         at -= month.step
-    instances = ctx.data.mig_instances(at).filter(pl.col("node").is_in(chosen))
-    return names, mig_cells(instances), at
+    cells = ctx.data.memo(
+        ("mig_cells", tuple(chosen), at.isoformat()),
+        lambda: mig_cells(ctx.data.mig_instances(at).filter(pl.col("node").is_in(chosen))),
+    )
+    return names, cells, at
 
 
 def render(v: FleetView) -> html.Div:

@@ -76,7 +76,7 @@ def _mig(args: argparse.Namespace, ctx: Context) -> int:
                 found = recommended_demand(wh, fleet, settings, lookback)
                 if found is None:
                     demand = observed_demand(wh, fleet, lookback)
-                    inputs["demand_note"] = "analytics.recommend not available: observed instances in use"
+                    inputs["demand_note"] = "no samples to right-size from: observed instances in use"
                 else:
                     demand = found
     per_node = args.max_changes_per_node
