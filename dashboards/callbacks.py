@@ -148,7 +148,7 @@ def register(app: DashboardApp) -> None:
 
     @dash_app.callback(Output("banner", "children"), Input("tick", "n_intervals"), Input("view", "data"))
     def _banner(_n: int | None, _view: Any) -> str:
-        return shell.banner(app.store)
+        return shell.banner(app.store, app.data.serving_snapshot)
 
     @dash_app.callback(
         Output("flash", "children"), Output("bump", "data", allow_duplicate=True),

@@ -1,10 +1,14 @@
 """The data behind the pages, computed once per snapshot and cached.
 
-A page view must answer in well under 300 ms on a 1,000-GPU month, while a monthly bill of
-that fleet takes about a second or two to compute. So everything a page shows is derived from
-the current snapshot (see `dashboards.store`) once, kept in a cache keyed by the snapshot
-generation, and sliced per request with Polars (milliseconds). A new snapshot drops the cache
-and pre-computes the latest month in the background, so users rarely wait.
+A page view must answer in well under 300 ms on a 1,000-GPU month, while that month's bill,
+recommendations and token costs take seconds to tens of seconds to compute. So:
+
+1. Everything a page shows is derived from one snapshot (see `dashboards.store`) once, kept in
+   a cache keyed by the snapshot generation, and sliced per request with Polars (milliseconds).
+2. Pages are served from the *serving* snapshot. A new snapshot is first warmed in the
+   background (the latest month's bills, heatmap, queues, idle, token costs, recommendations)
+   and only then becomes the serving one, so pages never wait for a recomputation and every
+   number on a page comes from the same snapshot.
 
 Every query takes request values as parameters (`?`), never pasted into SQL.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -45,16 +50,43 @@ class ReadModel:
         self._warmers: list[threading.Thread] = []
         self._guard = threading.Lock()
         self._overlay: _Overlay | None = None
+        self._serving: Snapshot | None = None
+        self.warm_timings: dict[str, float] = {}
+        """Seconds per step of the last completed warm-up (for the benchmark and /healthz)."""
 
     # 1. The cache ----------------------------------------------------------------------------
-    def _cached(self, key: Hashable, compute: Callable[[Snapshot], T]) -> T:
-        """Compute `key` once per snapshot generation.
+    def serving(self) -> Snapshot:
+        """The snapshot pages are served from (the first one is taken on demand)."""
+        with self._guard:
+            snap = self._serving
+        if snap is None:
+            snap = self.store.current()
+            self._promote(snap)
+        return snap
+
+    @property
+    def serving_snapshot(self) -> Snapshot | None:
+        """The snapshot pages are served from, if any yet (never takes one)."""
+        return self._serving
+
+    def _promote(self, snap: Snapshot) -> None:
+        """Serve `snap` from now on; keep it open while it serves, let the old one go."""
+        snap.acquire()
+        with self._guard:
+            old, self._serving = self._serving, snap
+            for full in [k for k in self._cache if k[0] < snap.generation]:
+                del self._cache[full]
+        if old is not None:
+            old.release()
+
+    def _cached(self, key: Hashable, compute: Callable[[Snapshot], T], snap: Snapshot | None = None) -> T:
+        """Compute `key` once per snapshot (the serving one unless `snap` is given).
 
         Computations run one at a time (`_gate`, re-entrant: a computation may need another
         cached value): on two cores parallel bills only thrash, and DuckDB already uses every
         core for one query. A cache hit never waits.
         """
-        snap = self.store.current()
+        snap = snap or self.serving()
         full = (snap.generation, key)
         with self._guard:
             if full in self._cache:
@@ -66,7 +98,6 @@ class ReadModel:
                     return self._cache[full]
             value = compute(snap)
             with self._guard:
-                self._drop_old(snap.generation)
                 self._cache[full] = value
                 while len(self._cache) > MAX_ENTRIES:  # URL values are user input: bound the cache
                     self._cache.popitem(last=False)
@@ -83,44 +114,63 @@ class ReadModel:
             self._cache.clear()
             self._overlay = None
 
-    def _drop_old(self, generation: int) -> None:
-        for full in [k for k in self._cache if k[0] < generation]:
-            del self._cache[full]
-
     def warm(self, snapshot: Snapshot) -> None:
-        """Pre-compute what the first page views of the latest month need (background)."""
+        """`SnapshotStore.on_new_snapshot` listener: pre-compute the latest month on the new
+        snapshot in the background, then serve it (step 2 of the module docstring)."""
 
         def run() -> None:
+            snapshot.acquire()
             try:
-                period = self.default_period()
-                steps: list[Callable[[], object]] = [
-                    lambda: self.bill(period), lambda: self.bill(previous_period(period)),
-                    lambda: self.bill(period, ("team", "model")), lambda: self.fleet_heat(period),
-                    lambda: self.queue_series(period), lambda: self.idle_allocations(period),
-                    lambda: self.token_costs(period), lambda: self.recommendations(period),
-                ]
-                for step in steps:
+                period = self.default_period(snapshot)
+                steps: dict[str, Callable[[], object]] = {
+                    "bill": lambda: self.bill(period, snap=snapshot),
+                    "bill_previous_month": lambda: self.bill(previous_period(period), snap=snapshot),
+                    "bill_by_team_model": lambda: self.bill(period, ("team", "model"), snap=snapshot),
+                    "heatmap": lambda: self.fleet_heat(period, snap=snapshot),
+                    "queues": lambda: self.queue_series(period, snap=snapshot),
+                    "idle": lambda: self.idle_allocations(period, snap=snapshot),
+                    "token_costs": lambda: self.token_costs(period, snap=snapshot),
+                    "recommendations": lambda: self.recommendations(period, snap=snapshot),
+                }
+                timings: dict[str, float] = {}
+                for name, step in steps.items():
                     if self._closing.is_set() or self.store.snapshot is not snapshot:
                         return  # closing, or a newer snapshot will warm itself
+                    started = time.perf_counter()
                     step()
-            except Exception:  # warming is best-effort: the page computes on demand instead
-                return
+                    timings[name] = round(time.perf_counter() - started, 2)
+                self.warm_timings = timings
+            except Exception:  # best effort: a page computes what is missing on demand
+                pass
+            finally:
+                if not self._closing.is_set() and self.store.snapshot is snapshot:
+                    self._promote(snapshot)
+                snapshot.release()
 
         thread = threading.Thread(target=run, name="gpuledger-dash-warm", daemon=True)
         with self._guard:
             self._warmers = [t for t in self._warmers if t.is_alive()] + [thread]
         thread.start()
 
-    def close(self, timeout_s: float = 120.0) -> None:
-        """Stop warming and wait for a computation in progress (DuckDB must not be running a
-        query when the interpreter exits)."""
-        self._closing.set()
+    def wait_warm(self, timeout_s: float = 600.0) -> None:
+        """Wait until the warm-ups started so far are done (benchmark, tests)."""
         for thread in list(self._warmers):
             thread.join(timeout_s)
 
+    def close(self, timeout_s: float = 120.0) -> None:
+        """Stop warming, wait for a computation in progress (DuckDB must not be running a
+        query when the interpreter exits) and let the serving snapshot go."""
+        self._closing.set()
+        for thread in list(self._warmers):
+            thread.join(timeout_s)
+        with self._guard:
+            old, self._serving = self._serving, None
+        if old is not None:
+            old.release()
+
     def query(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
-        """Run one parameterized query on the current snapshot (uncached)."""
-        with self.store.reader() as wh:
+        """Run one parameterized query on the serving snapshot (uncached)."""
+        with self.store.reader(self.serving()) as wh:
             return wh.query(sql, params or [])
 
     def _query(self, snap: Snapshot, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
@@ -128,7 +178,7 @@ class ReadModel:
             return wh.query(sql, params or [])
 
     # 2. Periods, teams, models ---------------------------------------------------------------
-    def data_range(self) -> tuple[datetime, datetime] | None:
+    def data_range(self, snap: Snapshot | None = None) -> tuple[datetime, datetime] | None:
         def compute(snap: Snapshot) -> tuple[datetime, datetime] | None:
             frame = self._query(
                 snap,
@@ -140,11 +190,11 @@ class ReadModel:
             lo, hi = frame["lo"][0], frame["hi"][0]
             return (lo, hi) if lo is not None and hi is not None else None
 
-        return self._cached("data_range", compute)
+        return self._cached("data_range", compute, snap)
 
-    def periods(self) -> list[str]:
+    def periods(self, snap: Snapshot | None = None) -> list[str]:
         """Months with data, newest first (the current month when the warehouse is empty)."""
-        span = self.data_range()
+        span = self.data_range(snap)
         if span is None:
             now = utcnow()
             return [f"{now.year:04d}-{now.month:02d}"]
@@ -156,11 +206,11 @@ class ReadModel:
             year, month = (year - 1, 12) if month == 1 else (year, month - 1)
         return out
 
-    def default_period(self) -> str:
-        return self.periods()[0]
+    def default_period(self, snap: Snapshot | None = None) -> str:
+        return self.periods(snap)[0]
 
     # 3. Bills (analytics) --------------------------------------------------------------------
-    def bill(self, period: str, by: tuple[str, ...] = ("team",)) -> Any:
+    def bill(self, period: str, by: tuple[str, ...] = ("team",), *, snap: Snapshot | None = None) -> Any:
         """`analytics.bill.compute_bill` for the month, on the snapshot."""
 
         def compute(snap: Snapshot) -> Any:
@@ -169,7 +219,7 @@ class ReadModel:
             with self.store.reader(snap) as wh:
                 return compute_bill(wh, Window.month(period), self.settings, by=by)
 
-        return self._cached(("bill", period, by), compute)
+        return self._cached(("bill", period, by), compute, snap)
 
     def teams(self, period: str) -> list[str]:
         """Teams with a bill line this month plus teams with a budget, sorted."""
@@ -182,40 +232,42 @@ class ReadModel:
         detail = self.bill(period).detail
         return sorted(m for m in detail["model"].unique().to_list() if m)
 
-    def idle_allocations(self, period: str) -> pl.DataFrame:
+    def idle_allocations(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
         """`analytics.idle.idle_allocations` of the month's bill (what `gpuledger idle` ranks)."""
 
-        def compute(snap: Snapshot) -> pl.DataFrame:
+        def compute(s: Snapshot) -> pl.DataFrame:
             from analytics.idle import idle_allocations
 
-            return idle_allocations(self.bill(period))
+            return idle_allocations(self.bill(period, snap=s))
 
-        return self._cached(("idle", period), compute)
+        return self._cached(("idle", period), compute, snap)
 
-    def recommendations(self, period: str) -> pl.DataFrame:
+    def recommendations(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
         """`analytics.recommend.recommend(...).recommendations` for the month."""
 
-        def compute(snap: Snapshot) -> pl.DataFrame:
+        def compute(s: Snapshot) -> pl.DataFrame:
             from analytics.recommend import recommend
 
-            bill = self.bill(period)
-            with self.store.reader(snap) as wh:
+            bill = self.bill(period, snap=s)
+            with self.store.reader(s) as wh:
                 return recommend(wh, Window.month(period), self.settings, bill=bill).recommendations
 
-        return self._cached(("recommend", period), compute)
+        return self._cached(("recommend", period), compute, snap)
 
-    def token_costs(self, period: str, generation_weight: float = 3.0) -> pl.DataFrame:
+    def token_costs(
+        self, period: str, generation_weight: float = 3.0, *, snap: Snapshot | None = None
+    ) -> pl.DataFrame:
         """Token cost per team and model service: vLLM token increases (`analytics.tokens`)
         against the serving pods' GPU cost in the bill, split between prompt and generated
         tokens by the same work rule as `analytics.tokens.token_costs` (a generated token
         weighs `generation_weight` prompt tokens)."""
 
-        def compute(snap: Snapshot) -> pl.DataFrame:
+        def compute(s: Snapshot) -> pl.DataFrame:
             from analytics.tokens import token_increases
 
-            with self.store.reader(snap) as wh:
+            with self.store.reader(s) as wh:
                 tokens = token_increases(wh, Window.month(period))
-            detail = self.bill(period).detail
+            detail = self.bill(period, snap=s).detail
             held = detail.filter(pl.col("kind") == "allocated")
             pod_cost = held.group_by("day", "namespace", "pod").agg(pl.col("cost").sum().alias("pod_cost"))
             teams = held.select("namespace", "team").unique("namespace", keep="first")
@@ -242,10 +294,10 @@ class ReadModel:
                 .sort("team", "model_name")
             )
 
-        return self._cached(("tokens", period, generation_weight), compute)
+        return self._cached(("tokens", period, generation_weight), compute, snap)
 
     # 4. Fleet --------------------------------------------------------------------------------
-    def fleet_heat(self, period: str) -> pl.DataFrame:
+    def fleet_heat(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
         """Card activity per node and hour: the mean over the node's cards of each card's
         share-weighted GR_ENGINE_ACTIVE (an unheld card or slice counts as 0).
 
@@ -275,7 +327,7 @@ class ReadModel:
                 schema={"node": pl.String, "hour": pl.Datetime("us", "UTC"), "activity": pl.Float64})
             return heat.join(nodes, on="node", how="left").sort("node", "hour")
 
-        return self._cached(("fleet_heat", period), compute)
+        return self._cached(("fleet_heat", period), compute, snap)
 
     def gpu_heat(self, period: str, node: str) -> pl.DataFrame:
         """Card activity per GPU and hour on one node (the heatmap's drill-down), from raw
@@ -356,7 +408,7 @@ class ReadModel:
         return self._cached("team_namespaces", compute)
 
     # 5. Queues -------------------------------------------------------------------------------
-    def queue_series(self, period: str) -> pl.DataFrame:
+    def queue_series(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
         """Kueue samples per ClusterQueue and hour, in GPU-equivalents.
 
         Quota and usage are summed over flavors and resources, a MIG resource counted at its
@@ -386,7 +438,7 @@ class ReadModel:
                 [window.start, window.end],
             )
 
-        return self._cached(("queue_series", period), compute)
+        return self._cached(("queue_series", period), compute, snap)
 
     def queue_teams(self) -> dict[str, set[str]]:
         """ClusterQueue → teams whose namespaces submit to it (through their LocalQueues)."""
@@ -431,7 +483,7 @@ class ReadModel:
         snapshot, or from what our last write read back when that is newer than the snapshot."""
         from optimizer.plan import list_plans
 
-        snap = self.store.current()
+        snap = self.serving()
         with self._guard:
             overlay = self._overlay
         if overlay is not None and overlay.at > snap.taken_at:

@@ -17,7 +17,7 @@ from core.access import Principal
 from dashboards.access import can_see_fleet, role_label
 from dashboards.readmodel import ReadModel
 from dashboards.state import PAGES, ViewState, page_of
-from dashboards.store import SnapshotStore
+from dashboards.store import Snapshot, SnapshotStore
 
 FILTER_IDS = ("f-period", "f-team", "f-model")
 NAV_IDS = tuple(f"nav-{path.strip('/')}" for path in PAGES)
@@ -127,9 +127,10 @@ def nav_visible(principal: Principal) -> list[dict[str, str]]:
     return [hidden if path in ("/fleet", "/plans") and not can_see_fleet(principal) else {} for path in PAGES]
 
 
-def banner(store: SnapshotStore) -> str:
-    """Where the numbers come from and how fresh they are."""
-    snap = store.snapshot
+def banner(store: SnapshotStore, serving: Snapshot | None = None) -> str:
+    """Where the numbers come from and how fresh they are (`serving`: the snapshot the pages
+    show, which may be older than the newest while that one is being prepared)."""
+    snap = serving or store.snapshot
     if snap is None:
         if store.busy_since is not None:
             return f"Warehouse busy (a collector is writing); retrying every {store.refresh_s:g} s."

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.config import utcnow
+from core.errors import InputError
 from core.window import Window
 from gpuledger.context import Context
 
@@ -38,6 +39,9 @@ class DemoOptions:
     warehouse: Path | None = None
 
 
+MIN_DEMO_GPUS = 40
+
+
 def last_complete_month(now: datetime) -> str:
     year, month = (now.year, now.month - 1) if now.month > 1 else (now.year - 1, 12)
     return f"{year:04d}-{month:02d}"
@@ -49,6 +53,11 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
     from warehouse import Warehouse
 
     started = time.perf_counter()
+    if options.gpus < MIN_DEMO_GPUS:
+        raise InputError(
+            f"demo --gpus {options.gpus}: needs at least {MIN_DEMO_GPUS} (one 8-GPU node for each "
+            "of the five pools: training, MIG, time-sliced, vGPU, inference)"
+        )
     # 1. The month and a fresh warehouse.
     window = Window.month(options.period or last_complete_month(utcnow()))
     out = Path(options.out_dir)
@@ -86,7 +95,28 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
     demo_ctx = replace(ctx, warehouse_path=wh_path)
     _propose_plans(demo_ctx)
     ctx.echo(f"demo finished in {time.perf_counter() - started:.0f}s; warehouse: {wh_path}")
+    # 6. The dashboard.
+    if options.serve:
+        _serve(demo_ctx, options)
     return 0
+
+
+DEMO_ADMIN = "demo-admin"
+
+
+def _serve(ctx: Context, options: DemoOptions) -> None:
+    """Serve the dashboard as a dev admin on loopback (the dashboard refuses any other bind)."""
+    from core.config import RoleBinding
+    from dashboards.app import serve
+
+    access = ctx.settings.access.model_copy(
+        update={"roles": (*ctx.settings.access.roles, RoleBinding(subject=DEMO_ADMIN, role="admin"))}
+    )
+    settings = ctx.settings.model_copy(update={"access": access})
+    serve(
+        settings, ctx.warehouse_path, options.host, options.port, dev_user=DEMO_ADMIN,
+        on_start=lambda url: ctx.echo(f"\ndashboard: {url}  (signed in as {DEMO_ADMIN}; Ctrl-C to stop)"),
+    )
 
 
 def _propose_plans(ctx: Context) -> None:

@@ -1,0 +1,61 @@
+"""`gpuledger demo --no-serve` runs the whole pipeline and ends by itself.
+
+Cases (the smallest fleet with all five pools, 40 GPUs, for October 2026): it exits 0; the bill's fleet card-hours equal
+GPUs × hours of the month (computed here, independently); the reports folder holds the
+summary, the FOCUS export and a manifest; a MIG plan and a quota plan are stored as
+`proposed`; a second run starts from a fresh warehouse (same numbers, not doubled).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from warehouse import Warehouse
+
+pytestmark = pytest.mark.slow
+GPUS = 40
+OCTOBER_HOURS = 31 * 24
+
+
+def _demo(out: Path) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuledger", "demo", "--gpus", str(GPUS), "--period", "2026-10",
+         "--no-serve", "--out", str(out)],
+        capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_demo_runs_the_pipeline_and_ends(tmp_path: Path):
+    out = tmp_path / "demo"
+    first = _demo(out)
+    match = re.search(r"fleet cost ([\d,]+\.\d\d) for ([\d,]+) card-hours", first)
+    assert match, first[:2000]
+    assert int(match.group(2).replace(",", "")) == GPUS * OCTOBER_HOURS
+    assert "Top " in first and "idle allocations" in first
+    folder = next((out / "reports").glob("period=2026-10/*"))
+    for name in ("summary.csv", "focus.csv", "focus.parquet", "manifest.json"):
+        assert (folder / name).is_file(), name
+    with Warehouse.open(out / "gpuledger.duckdb", read_only=True) as wh:
+        kinds = sorted(wh.query("SELECT kind FROM plans WHERE status = 'proposed'")["kind"].to_list())
+        samples = wh.count("gpu_samples")
+    assert kinds == ["mig", "quota"]
+    second = _demo(out)
+    assert re.search(r"fleet cost ([\d,]+\.\d\d)", second).group(1) == match.group(1)  # type: ignore[union-attr]
+    with Warehouse.open(out / "gpuledger.duckdb", read_only=True) as wh:
+        assert wh.count("gpu_samples") == samples
+
+
+def test_demo_refuses_a_fleet_too_small_for_its_pools(tmp_path: Path):
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuledger", "demo", "--gpus", "8", "--no-serve", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 2
+    assert "needs at least 40" in result.stderr
