@@ -97,14 +97,14 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
     ctx.echo(f"demo finished in {time.perf_counter() - started:.0f}s; warehouse: {wh_path}")
     # 6. The dashboard.
     if options.serve:
-        _serve(demo_ctx, options)
+        _serve(demo_ctx, options, window.period)
     return 0
 
 
 DEMO_ADMIN = "demo-admin"
 
 
-def _serve(ctx: Context, options: DemoOptions) -> None:
+def _serve(ctx: Context, options: DemoOptions, period: str) -> None:
     """Serve the dashboard as a dev admin on loopback (the dashboard refuses any other bind)."""
     from core.config import RoleBinding
     from dashboards.app import serve
@@ -115,7 +115,9 @@ def _serve(ctx: Context, options: DemoOptions) -> None:
     settings = ctx.settings.model_copy(update={"access": access})
     serve(
         settings, ctx.warehouse_path, options.host, options.port, dev_user=DEMO_ADMIN,
-        on_start=lambda url: ctx.echo(f"\ndashboard: {url}  (signed in as {DEMO_ADMIN}; Ctrl-C to stop)"),
+        on_start=lambda url: ctx.echo(
+            f"\ndashboard: {url.rstrip('/')}/?period={period}  (signed in as {DEMO_ADMIN}; Ctrl-C to stop)"
+        ),
     )
 
 
