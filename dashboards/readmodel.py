@@ -185,7 +185,7 @@ class ReadModel:
                 "SELECT min(lo) AS lo, max(hi) AS hi FROM ("
                 " SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples"
                 " UNION ALL SELECT min(ts), max(ts) FROM card_hours_hourly"
-                " UNION ALL SELECT min(ts), max(end_ts) FROM allocations)",
+                " UNION ALL SELECT min(ts), max(ts) FROM allocations)",  # end_ts is exclusive
             )
             lo, hi = frame["lo"][0], frame["hi"][0]
             return (lo, hi) if lo is not None and hi is not None else None

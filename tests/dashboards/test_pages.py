@@ -19,7 +19,9 @@ Cases:
   PermissionError for another team; a bad period is an InputError;
 - token cost per team and model service: summed over teams it equals `analytics.tokens`'
   fleet figures (tokens, GPU cost, cost per million prompt tokens); the team page lists the
-  team's model services.
+  team's model services;
+- the default period comes from the data's last instant: an allocation ending exactly at
+  midnight of the next month (end exclusive) does not make that empty month the default.
 """
 
 from __future__ import annotations
@@ -221,3 +223,23 @@ def test_token_costs_match_analytics(shared_app: Any, demo_source: Any) -> None:
     team_view = team.view(ctx(shared_app, LEAD_P))
     assert set(team_view.tokens["model_name"].to_list()) == set(
         mine.filter(pl.col("team") == LEAD_TEAM)["model_name"].to_list())
+
+
+def test_default_period_ignores_exclusive_end(demo_copy: Any, tmp_path: Any) -> None:
+    """An allocation ending exactly at midnight of Dec 1 (end exclusive) is November's data:
+    the default period stays 2026-11, not an empty December."""
+    from dashboards.readmodel import ReadModel
+    from dashboards.store import SnapshotStore
+    from warehouse import Warehouse
+
+    with Warehouse.open(demo_copy) as wh:
+        wh.con.execute(
+            "INSERT INTO allocations (ts, end_ts, uuid, gpu_i_id, node, sharing_mode, share)"
+            " VALUES ('2026-11-30 23:00:00+00', '2026-12-01 00:00:00+00', 'GPU-x', -1, 'n', 'exclusive', 1.0)")
+    store = SnapshotStore(demo_copy, cache_dir=tmp_path / "c")
+    data = ReadModel(store, SETTINGS)
+    try:
+        assert data.periods() == [PERIOD, PREVIOUS]
+    finally:
+        data.close()
+        store.stop()
