@@ -57,6 +57,7 @@ class DashboardApp:
         if not self._closed:
             self._closed = True
             self.actions.wait(timeout_s=5)
+            self.store.stop_refreshing()  # no new snapshot, so no new warm-up, from here on
             self.data.close()
             self.store.stop()
 

@@ -118,9 +118,14 @@ class ReadModel:
         """`SnapshotStore.on_new_snapshot` listener: pre-compute the latest month on the new
         snapshot in the background, then serve it (step 2 of the module docstring)."""
 
+        if self._closing.is_set():
+            return
+
         def run() -> None:
             snapshot.acquire()
             try:
+                if self._closing.is_set():
+                    return
                 period = self.default_period(snapshot)
                 steps: dict[str, Callable[[], object]] = {
                     "bill": lambda: self.bill(period, snap=snapshot),

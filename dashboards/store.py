@@ -242,13 +242,17 @@ class SnapshotStore:
         self._thread = threading.Thread(target=loop, name="gpuledger-dash-refresh", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop refreshing, close the snapshot and delete the private copies."""
+    def stop_refreshing(self) -> None:
+        """Stop the background refresher (waits for a copy in progress)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=120)
             self._thread = None
+
+    def stop(self) -> None:
+        """Stop refreshing, close the snapshot and delete the private copies."""
+        self.stop_refreshing()
         with self._refresh_lock:
             if self._snapshot is not None:
                 self._snapshot.retire()
