@@ -29,14 +29,15 @@ KEYS: tuple[str, ...] = (
 )
 _DAY_US = 86_400_000_000
 
-# Aggregated under one 64-bit hash of all the key columns (string keys make the hash
-# aggregation several times slower); the names come back by a join on the hash.
-_ROLLUP_SQL = f"""
+def _rollup_sql(cols: str) -> str:
+    """Day sums of the roll-up per distinct combination of `cols` (the key columns).
+
+    Aggregated under one 64-bit hash of the key columns (string keys make the hash aggregation
+    several times slower); the names come back by a join on the hash.
+    """
+    return f"""
 WITH rows AS (
-    SELECT *,
-        hash(uuid, gpu_i_id, vgpu, profile, namespace, pod, node, model, pool, sharing_mode, queue) AS k
-    FROM card_hours_hourly
-    WHERE ts >= $start AND ts < $end
+    SELECT *, hash({cols}) AS k FROM card_hours_hourly WHERE ts >= $start AND ts < $end
 ),
 sums AS (
     SELECT epoch_us(ts) // {_DAY_US} AS day_no, k,
@@ -46,18 +47,19 @@ sums AS (
         sum(held_idle_card_hours) AS held_idle_card_hours,
         sum(card_hours * coalesce(active_ratio, 1.0)) AS weighted_card_hours,
         sum(held_hours * active_ratio)
-            / nullif(sum(CASE WHEN active_ratio IS NOT NULL THEN held_hours END), 0) AS active_ratio,
+            / nullif(sum(CASE WHEN active_ratio IS NOT NULL THEN held_hours END), 0)
+            AS active_ratio,
         max(fb_used_max_mib) AS fb_used_max_mib
-    FROM rows
-    GROUP BY day_no, k
+    FROM rows GROUP BY day_no, k
 ),
-names AS (
-    SELECT DISTINCT ON (k) k, uuid, gpu_i_id, vgpu, profile, namespace, pod, node, model, pool,
-        sharing_mode, queue
-    FROM rows
-)
+names AS (SELECT DISTINCT ON (k) k, {cols} FROM rows)
 SELECT * EXCLUDE (k) FROM sums JOIN names USING (k)
 """
+
+
+_ROLLUP_SQL = _rollup_sql(
+    "uuid, gpu_i_id, vgpu, profile, namespace, pod, node, model, pool, sharing_mode, queue"
+)
 
 
 def _aggregates() -> list[pl.Expr]:
@@ -116,26 +118,7 @@ def coarse_usage_from_rollup(
     """Roll-up usage summed per day and `keys` only (no device x holder grain), plus the
     card-hours held per card and day that unallocated capacity needs."""
     cols = ", ".join(dict.fromkeys(keys))
-    sql = f"""
-    WITH rows AS (
-        SELECT *, hash({cols}) AS k FROM card_hours_hourly WHERE ts >= $start AND ts < $end
-    ),
-    sums AS (
-        SELECT epoch_us(ts) // {_DAY_US} AS day_no, k,
-            sum(held_hours) AS held_hours,
-            sum(card_hours) AS card_hours,
-            sum(idle_card_hours) AS idle_card_hours,
-            sum(held_idle_card_hours) AS held_idle_card_hours,
-            sum(card_hours * coalesce(active_ratio, 1.0)) AS weighted_card_hours,
-            sum(held_hours * active_ratio)
-                / nullif(sum(CASE WHEN active_ratio IS NOT NULL THEN held_hours END), 0)
-                AS active_ratio,
-            max(fb_used_max_mib) AS fb_used_max_mib
-        FROM rows GROUP BY day_no, k
-    ),
-    names AS (SELECT DISTINCT ON (k) k, {cols} FROM rows)
-    SELECT * EXCLUDE (k) FROM sums JOIN names USING (k)
-    """
+    sql = _rollup_sql(cols)
     params = {"start": window.start, "end": window.end}
     usage = _normalize(_day(wh.query(sql, params)))
     held = _day(wh.query(_CARD_DAY_SQL, params))
