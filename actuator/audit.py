@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from core.config import utcnow
+from gpuledger.core.config import utcnow
 
 if TYPE_CHECKING:
-    from warehouse import Warehouse
+    from gpuledger.warehouse import Warehouse
 
 
 @dataclass

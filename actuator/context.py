@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from actuator.audit import Auditor
-from actuator.gateway import ClusterGateway
-from actuator.progress import Progress
-from core.config import Settings, utcnow
+from gpuledger.actuator.audit import Auditor
+from gpuledger.actuator.gateway import ClusterGateway
+from gpuledger.actuator.progress import Progress
+from gpuledger.core.config import Settings, utcnow
 
 if TYPE_CHECKING:
-    from optimizer.plan import Plan
+    from gpuledger.optimizer.plan import Plan
 
 
 @dataclass

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from actuator.gateway import ClusterGateway, Obj
-from actuator.migconfig import MIG_CONFIG_LABEL, labels
-from core.errors import NotFoundError
+from gpuledger.actuator.gateway import ClusterGateway, Obj
+from gpuledger.actuator.migconfig import MIG_CONFIG_LABEL, labels
+from gpuledger.core.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from optimizer.plan import ObservedObject, Plan
+    from gpuledger.optimizer.plan import ObservedObject, Plan
 
 
 def node_state(node: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,7 +45,7 @@ class Drift:
 
 def live_state(gateway: ClusterGateway, observed: ObservedObject) -> str | None:
     """`state_hash` of the live object, or None when it is gone; `KeyError` for unknown kinds."""
-    from optimizer.plan import state_hash
+    from gpuledger.optimizer.plan import state_hash
 
     obj: Obj
     try:

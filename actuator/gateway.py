@@ -32,7 +32,7 @@ from urllib.parse import quote
 import kubernetes
 import urllib3
 
-from core.errors import (
+from gpuledger.core.errors import (
     ClusterError,
     ConfigError,
     ConflictError,

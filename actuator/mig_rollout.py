@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from actuator.context import RolloutContext
-from actuator.gateway import EvictionBlockedError, Obj, configmap_ref, node_ref, pod_ref
-from actuator.migconfig import (
+from gpuledger.actuator.context import RolloutContext
+from gpuledger.actuator.gateway import EvictionBlockedError, Obj, configmap_ref, node_ref, pod_ref
+from gpuledger.actuator.migconfig import (
     MIG_CONFIG_LABEL,
     MIG_RESOURCE_PREFIX,
     MIG_STATE_LABEL,
@@ -43,8 +43,8 @@ from actuator.migconfig import (
     read_document,
     with_entries,
 )
-from actuator.progress import FINAL_PHASES, MigProgress, NodeProgress
-from core.errors import ClusterError, ConflictingPlanError, GpuledgerError, NotFoundError, PlanError
+from gpuledger.actuator.progress import FINAL_PHASES, MigProgress, NodeProgress
+from gpuledger.core.errors import ClusterError, ConflictingPlanError, GpuledgerError, NotFoundError, PlanError
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class NodeTarget:
 
 # 1. Entry points ----------------------------------------------------------------------------------
 def apply_mig(ctx: RolloutContext) -> MigProgress:
-    from optimizer.plan import MigChanges
+    from gpuledger.optimizer.plan import MigChanges
 
     changes = ctx.plan.changes
     assert isinstance(changes, MigChanges)
@@ -94,7 +94,7 @@ def apply_mig(ctx: RolloutContext) -> MigProgress:
 
 def rollback_mig(ctx: RolloutContext, applied: MigProgress) -> list[NodeProgress]:
     """Return every node the plan changed to its recorded label, then restore the ConfigMap."""
-    from optimizer.plan import MigChanges
+    from gpuledger.optimizer.plan import MigChanges
 
     changes = ctx.plan.changes
     assert isinstance(changes, MigChanges)

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from core.errors import InputError
+from gpuledger.core.errors import InputError
 
 CONFIG_KEY = "config.yaml"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"

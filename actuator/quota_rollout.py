@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from actuator.context import RolloutContext
-from actuator.gateway import Obj, cluster_queue_ref
-from actuator.progress import QuotaProgress, QuotaStep
-from actuator.quantity import format_quantity, same_quantity
-from core.errors import ConflictingPlanError
+from gpuledger.actuator.context import RolloutContext
+from gpuledger.actuator.gateway import Obj, cluster_queue_ref
+from gpuledger.actuator.progress import QuotaProgress, QuotaStep
+from gpuledger.actuator.quantity import format_quantity, same_quantity
+from gpuledger.core.errors import ConflictingPlanError
 
 if TYPE_CHECKING:
-    from optimizer.plan import QuotaChange
+    from gpuledger.optimizer.plan import QuotaChange
 
 _FIELDS = (
     ("nominalQuota", "nominal"), ("borrowingLimit", "borrowing_limit"), ("lendingLimit", "lending_limit"),
@@ -41,7 +41,7 @@ _FIELDS = (
 
 # 1. Entry points ----------------------------------------------------------------------------------
 def apply_quota(ctx: RolloutContext) -> QuotaProgress:
-    from optimizer.plan import QuotaChanges
+    from gpuledger.optimizer.plan import QuotaChanges
 
     changes = ctx.plan.changes
     assert isinstance(changes, QuotaChanges)
@@ -60,7 +60,7 @@ def apply_quota(ctx: RolloutContext) -> QuotaProgress:
 
 def rollback_quota(ctx: RolloutContext) -> QuotaProgress:
     """Write each planned number back to its old value, through the same ordered, guarded path."""
-    from optimizer.plan import QuotaChanges
+    from gpuledger.optimizer.plan import QuotaChanges
 
     changes = ctx.plan.changes
     assert isinstance(changes, QuotaChanges)

@@ -21,17 +21,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from actuator.audit import Auditor
-from actuator.context import RolloutContext
-from actuator.gateway import ClusterGateway, WriteRecord
-from actuator.progress import MigProgress, Progress, QuotaProgress
-from core.access import Principal, require_admin
-from core.config import Settings, utcnow
-from core.errors import AccessDeniedError, ConflictingPlanError, GpuledgerError, PlanError
+from gpuledger.actuator.audit import Auditor
+from gpuledger.actuator.context import RolloutContext
+from gpuledger.actuator.gateway import ClusterGateway, WriteRecord
+from gpuledger.actuator.progress import MigProgress, Progress, QuotaProgress
+from gpuledger.core.access import Principal, require_admin
+from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.errors import AccessDeniedError, ConflictingPlanError, GpuledgerError, PlanError
 
 if TYPE_CHECKING:
-    from optimizer.plan import PlanRecord
-    from warehouse import Warehouse
+    from gpuledger.optimizer.plan import PlanRecord
+    from gpuledger.warehouse import Warehouse
 
 RESUMABLE = frozenset({"applying", "failed"})
 ROLLBACKABLE = frozenset({"applied", "applying", "failed"})
@@ -88,7 +88,7 @@ def approve(
     wh: Warehouse, plan_id: str, principal: Principal, settings: Settings, now: datetime | None = None,
 ) -> PlanRecord:
     """Approve a proposed plan (admin only; refuses an expired plan and marks it expired)."""
-    from optimizer.plan import set_status
+    from gpuledger.optimizer.plan import set_status
 
     _require_admin(wh, principal, plan_id, "approve", now)
     record = _load_fresh(wh, plan_id, settings, now, principal)
@@ -102,7 +102,7 @@ def reject(  # noqa: PLR0917 - the positional signature is the dashboard's contr
     now: datetime | None = None,
 ) -> PlanRecord:
     """Reject a proposed or approved plan with a reason (admin only)."""
-    from optimizer.plan import load_record, set_status
+    from gpuledger.optimizer.plan import load_record, set_status
 
     _require_admin(wh, principal, plan_id, "reject", now)
     record = load_record(wh, plan_id)
@@ -115,7 +115,7 @@ def reject(  # noqa: PLR0917 - the positional signature is the dashboard's contr
 
 def expire(wh: Warehouse, settings: Settings, now: datetime | None = None) -> list[str]:
     """Mark every proposed or approved plan older than the configured age as expired."""
-    from optimizer.plan import expire_plans
+    from gpuledger.optimizer.plan import expire_plans
 
     return expire_plans(wh, timedelta(hours=settings.plans.expire_after_hours), now=now)
 
@@ -141,7 +141,7 @@ def apply(  # noqa: PLR0917 - the positional signature is the dashboard's contra
     4. Move to `applying` (progress kept), run the MIG or quota rollout, checkpointing each step.
     5. Move to `applied`, or `failed` with the reason (resumable by running apply again).
     """
-    from optimizer.plan import set_status
+    from gpuledger.optimizer.plan import set_status
 
     action = "dry-run" if dry_run else "apply"
     _require_admin(wh, principal, plan_id, action, now)
@@ -200,14 +200,14 @@ def apply(  # noqa: PLR0917 - the positional signature is the dashboard's contra
 
 
 def _save(wh: Warehouse, plan_id: str, progress: Progress, actor: str) -> None:
-    from optimizer.plan import set_status
+    from gpuledger.optimizer.plan import set_status
 
     set_status(wh, plan_id, "applying", progress.dump(), actor=actor, detail="progress")
 
 
 def _rollout(ctx: RolloutContext) -> None:
-    from actuator.mig_rollout import apply_mig
-    from actuator.quota_rollout import apply_quota
+    from gpuledger.actuator.mig_rollout import apply_mig
+    from gpuledger.actuator.quota_rollout import apply_quota
 
     if ctx.plan.kind == "mig":
         apply_mig(ctx)
@@ -216,7 +216,7 @@ def _rollout(ctx: RolloutContext) -> None:
 
 
 def _drift(cluster: ClusterGateway, plan: Any) -> list[Any]:
-    from actuator.fingerprint import drift
+    from gpuledger.actuator.fingerprint import drift
 
     return drift(cluster, plan)
 
@@ -260,9 +260,9 @@ def rollback(  # noqa: PLR0917 - same shape as apply
 ) -> ApplyResult:
     """Restore the recorded before-state of an applied (or failed / interrupted) plan, through the
     same guarded writes; the plan ends `rolled_back` when every object is back."""
-    from actuator.mig_rollout import rollback_mig
-    from actuator.quota_rollout import rollback_quota
-    from optimizer.plan import load_record, set_status
+    from gpuledger.actuator.mig_rollout import rollback_mig
+    from gpuledger.actuator.quota_rollout import rollback_quota
+    from gpuledger.optimizer.plan import load_record, set_status
 
     _require_admin(wh, principal, plan_id, "roll back", now)
     record = load_record(wh, plan_id)
@@ -318,7 +318,7 @@ def _load_fresh(
     *, mark: bool = True,
 ) -> PlanRecord:
     """Load the plan; a proposed/approved one past its age limit is marked expired and refused."""
-    from optimizer.plan import EXPIRABLE, load_record, set_status
+    from gpuledger.optimizer.plan import EXPIRABLE, load_record, set_status
 
     record = load_record(wh, plan_id)
     if record.status == "expired":

@@ -28,19 +28,19 @@ from typing import Any, Literal
 
 import polars as pl
 
-from analytics.capacity import instance_share_by_day, presence_by_day
-from analytics.hourly import gpu_inventory
-from analytics.lines import LINE_VALUES, group_lines, order_lines, redistribute, round_lines
-from analytics.money import to_cents
-from analytics.prices import discount_factor_expr, price_table, utilization_basis_expr
-from analytics.samples import SampleRules
-from analytics.teams import UNALLOCATED, UNATTRIBUTED, team_table
-from analytics.usage import KEYS, Source, coarse_usage_from_rollup, rollup_span, usage_by_day
-from core.config import Settings
-from core.errors import GpuledgerError, InputError
-from core.pricing import PriceBook
-from core.window import Window
-from warehouse import Warehouse
+from gpuledger.analytics.capacity import instance_share_by_day, presence_by_day
+from gpuledger.analytics.hourly import gpu_inventory
+from gpuledger.analytics.lines import LINE_VALUES, group_lines, order_lines, redistribute, round_lines
+from gpuledger.analytics.money import to_cents
+from gpuledger.analytics.prices import discount_factor_expr, price_table, utilization_basis_expr
+from gpuledger.analytics.samples import SampleRules
+from gpuledger.analytics.teams import UNALLOCATED, UNATTRIBUTED, team_table
+from gpuledger.analytics.usage import KEYS, Source, coarse_usage_from_rollup, rollup_span, usage_by_day
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import GpuledgerError, InputError
+from gpuledger.core.pricing import PriceBook
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 
 Grain = Literal["device", "lines"]
 

@@ -13,9 +13,9 @@ from datetime import timedelta
 
 import polars as pl
 
-from analytics.shares import raw_mig_share
-from core.window import Window
-from warehouse import Warehouse
+from gpuledger.analytics.shares import raw_mig_share
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 
 
 def _days(window: Window) -> pl.DataFrame:

@@ -18,8 +18,8 @@ from datetime import timedelta
 
 import polars as pl
 
-from analytics.samples import SampleRules, held_hourly
-from analytics.shares import (
+from gpuledger.analytics.samples import SampleRules, held_hourly
+from gpuledger.analytics.shares import (
     clamp_to_card,
     layout_factors,
     mig_share_table,
@@ -27,12 +27,12 @@ from analytics.shares import (
     vgpu_request,
     vgpu_share_expr,
 )
-from analytics.unlabeled import split_unlabeled
-from core.config import Settings
-from core.errors import InputError
-from core.frames import CARD_HOURS_HOURLY, polars_schema
-from core.window import Window
-from warehouse import Warehouse
+from gpuledger.analytics.unlabeled import split_unlabeled
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import InputError
+from gpuledger.core.frames import CARD_HOURS_HOURLY, polars_schema
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 
 HOURLY_COLUMNS: tuple[str, ...] = CARD_HOURS_HOURLY.column_names
 

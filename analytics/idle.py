@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.bill import Bill, compute_bill
-from analytics.samples import SampleRules, idle_runs
-from core.config import Settings
-from core.window import Window
-from warehouse import Warehouse
+from gpuledger.analytics.bill import Bill, compute_bill
+from gpuledger.analytics.samples import SampleRules, idle_runs
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 
 ALLOCATION_KEYS: tuple[str, ...] = (
     "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode", "uuid",

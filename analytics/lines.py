@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from analytics.money import apportion_cents
-from analytics.teams import SHARING_DISCOUNT, SPECIAL_LINES, UNALLOCATED, UNATTRIBUTED
+from gpuledger.analytics.money import apportion_cents
+from gpuledger.analytics.teams import SHARING_DISCOUNT, SPECIAL_LINES, UNALLOCATED, UNATTRIBUTED
 
 SUMS: tuple[str, ...] = (
     "card_hours", "list_cost", "sharing_discount", "utilization_adjustment", "idle_card_hours",

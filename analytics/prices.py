@@ -11,9 +11,9 @@ from datetime import date
 
 import polars as pl
 
-from core.config import Settings
-from core.pricing import PriceBook
-from core.window import Window
+from gpuledger.core.config import Settings
+from gpuledger.core.pricing import PriceBook
+from gpuledger.core.window import Window
 
 
 def price_table(book: PriceBook, models: Iterable[str], window: Window) -> pl.DataFrame:

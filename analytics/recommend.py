@@ -26,14 +26,14 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from analytics.bill import Bill, compute_bill
-from analytics.profiles import Profiles, workload_profiles
-from analytics.shares import raw_mig_share
-from analytics.workloads import device_memory_mib, workload_usage
-from core.config import Settings
-from core.mig import COMPUTE_SLICES, catalog
-from core.window import Window
-from warehouse import Warehouse
+from gpuledger.analytics.bill import Bill, compute_bill
+from gpuledger.analytics.profiles import Profiles, workload_profiles
+from gpuledger.analytics.shares import raw_mig_share
+from gpuledger.analytics.workloads import device_memory_mib, workload_usage
+from gpuledger.core.config import Settings
+from gpuledger.core.mig import COMPUTE_SLICES, catalog
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 
 HOURS_PER_MONTH = 730.0
 WHOLE = "whole"

@@ -12,14 +12,14 @@ from datetime import timedelta
 
 import polars as pl
 
-from analytics.hourly import hourly_usage
-from analytics.samples import SampleRules, allocation_runs
-from analytics.usage import ROLLUP_SOURCE
-from core.config import Settings
-from core.errors import InputError
-from core.frames import ALLOCATIONS, polars_schema
-from core.window import HOUR, Window, floor_time
-from warehouse import LoadBatch, Warehouse
+from gpuledger.analytics.hourly import hourly_usage
+from gpuledger.analytics.samples import SampleRules, allocation_runs
+from gpuledger.analytics.usage import ROLLUP_SOURCE
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import InputError
+from gpuledger.core.frames import ALLOCATIONS, polars_schema
+from gpuledger.core.window import HOUR, Window, floor_time
+from gpuledger.warehouse import LoadBatch, Warehouse
 
 _DAY = timedelta(days=1)
 

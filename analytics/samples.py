@@ -29,9 +29,9 @@ from typing import Any
 
 import polars as pl
 
-from core.config import Settings
-from core.window import Window, parse_duration
-from warehouse import Warehouse
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window, parse_duration
+from gpuledger.warehouse import Warehouse
 
 HOUR_US = 3_600_000_000
 _US = 1_000_000

@@ -22,8 +22,8 @@ from datetime import datetime
 
 import polars as pl
 
-from core.errors import InputError
-from core.mig import COMPUTE_SLICES, MEMORY_SLICES, catalog, parse_profile_name
+from gpuledger.core.errors import InputError
+from gpuledger.core.mig import COMPUTE_SLICES, MEMORY_SLICES, catalog, parse_profile_name
 
 MIG_BASES = ("compute", "memory", "max_normalized")
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from core.config import Settings
-from warehouse import Warehouse
+from gpuledger.core.config import Settings
+from gpuledger.warehouse import Warehouse
 
 UNATTRIBUTED = "unattributed"
 UNALLOCATED = "unallocated"

@@ -21,10 +21,10 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 
-from analytics.bill import Bill, compute_bill
-from core.config import Settings
-from core.window import Window
-from warehouse import Warehouse
+from gpuledger.analytics.bill import Bill, compute_bill
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 
 _INCREASES_SQL = """
 WITH s AS (

@@ -23,8 +23,8 @@ from datetime import timedelta
 
 import polars as pl
 
-from core.window import Window
-from warehouse import Warehouse
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 
 SHARED_MODES = ("timeslice", "vgpu")
 

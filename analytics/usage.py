@@ -14,10 +14,10 @@ from typing import Literal
 
 import polars as pl
 
-from analytics.hourly import hourly_usage
-from core.config import Settings
-from core.window import HOUR, Window, as_utc, floor_time
-from warehouse import Warehouse
+from gpuledger.analytics.hourly import hourly_usage
+from gpuledger.core.config import Settings
+from gpuledger.core.window import HOUR, Window, as_utc, floor_time
+from gpuledger.warehouse import Warehouse
 
 Source = Literal["auto", "raw", "rollup"]
 ROLLUP_SOURCE = "card_hours_hourly"

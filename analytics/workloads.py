@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from analytics.bill import Bill, compute_bill
-from analytics.shares import profile_slices
-from core.config import Settings
-from core.mig import MEMORY_SLICES, catalog
-from core.window import Window
-from warehouse import Warehouse
+from gpuledger.analytics.bill import Bill, compute_bill
+from gpuledger.analytics.shares import profile_slices
+from gpuledger.core.config import Settings
+from gpuledger.core.mig import MEMORY_SLICES, catalog
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 
 _STATS_SQL = """
 SELECT namespace, pod, uuid, gpu_i_id, nullif(coalesce(vgpu, ''), '') AS vgpu, mig_profile AS profile,

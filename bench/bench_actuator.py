@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from actuator.quota_rollout import is_decrease, plan_steps
 from bench.common import timed, write_result
-from optimizer.plan import QuotaChange
+from gpuledger.actuator.quota_rollout import is_decrease, plan_steps
+from gpuledger.optimizer.plan import QuotaChange
 
 PLANS = 2000
 SEED = 7

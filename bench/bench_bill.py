@@ -46,16 +46,16 @@ def _peak_mib() -> float:
 
 
 def _window(days: int) -> Any:
-    from core.window import Window
+    from gpuledger.core.window import Window
 
     return Window(START, START + timedelta(days=days))
 
 
 # 1. Data -------------------------------------------------------------------------------------
 def phase_generate(cache: Path, gpus: int, days: int) -> dict[str, Any]:
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
-    from warehouse import LoadBatch, Warehouse
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+    from gpuledger.warehouse import LoadBatch, Warehouse
 
     path = cache / "fleet.duckdb"
     path.unlink(missing_ok=True)
@@ -83,16 +83,16 @@ def phase_generate(cache: Path, gpus: int, days: int) -> dict[str, Any]:
 
 
 def _sample_columns() -> tuple[str, ...]:
-    from core.frames import GPU_SAMPLES
+    from gpuledger.core.frames import GPU_SAMPLES
 
     return GPU_SAMPLES.column_names
 
 
 # 2. Ours -------------------------------------------------------------------------------------
 def phase_rollup(cache: Path, days: int) -> dict[str, Any]:
-    from analytics.rollup import rollup_batch
-    from core.config import Settings
-    from warehouse import Warehouse
+    from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.core.config import Settings
+    from gpuledger.warehouse import Warehouse
 
     per_day = []
     with Warehouse.open(cache / "fleet.duckdb") as wh:
@@ -108,9 +108,9 @@ def phase_rollup(cache: Path, days: int) -> dict[str, Any]:
 def phase_bill(cache: Path, file: str, days: int, source: str, grain: str = "device") -> dict[str, Any]:
     """The bill twice in one process: `seconds` is the first (cold) call, `warm_s` the second
     (a dashboard or report process that already billed once)."""
-    from analytics.bill import compute_bill
-    from core.config import Settings
-    from warehouse import Warehouse
+    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.core.config import Settings
+    from gpuledger.warehouse import Warehouse
 
     times = []
     with Warehouse.open(cache / file, read_only=True) as wh:
@@ -142,8 +142,8 @@ PROMQL = {
 
 
 def phase_promql_data(cache: Path, gpus: int) -> dict[str, Any]:
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
     from tools.metrics_servers import backfill
 
     om = cache / "day.om"
@@ -164,12 +164,12 @@ def phase_promql_bill(cache: Path) -> dict[str, Any]:
     import polars as pl
     import requests
 
-    from analytics.hourly import pod_inventory
-    from analytics.shares import raw_mig_share, vgpu_share_expr
-    from core.config import Settings
-    from core.pricing import PriceBook
+    from gpuledger.analytics.hourly import pod_inventory
+    from gpuledger.analytics.shares import raw_mig_share, vgpu_share_expr
+    from gpuledger.core.config import Settings
+    from gpuledger.core.pricing import PriceBook
+    from gpuledger.warehouse import Warehouse
     from tools.metrics_servers import start_prometheus
-    from warehouse import Warehouse
 
     settings = Settings()
     window = _window(1)
@@ -238,8 +238,8 @@ def phase_promql_bill(cache: Path) -> dict[str, Any]:
 
 # 4. Scale ------------------------------------------------------------------------------------
 def phase_big(cache: Path, gpus: int, big: int) -> dict[str, Any]:
-    from core.frames import CARD_HOURS_HOURLY, GPUS
-    from warehouse import Warehouse
+    from gpuledger.core.frames import CARD_HOURS_HOURLY, GPUS
+    from gpuledger.warehouse import Warehouse
 
     src = cache / "fleet.duckdb"
     path = cache / "big.duckdb"

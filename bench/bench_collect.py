@@ -34,8 +34,8 @@ from typing import Any
 import requests
 
 from bench.common import write_result
-from core.config import Settings
-from core.window import Window
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
 
 T0 = datetime(2026, 9, 1, tzinfo=UTC)
 FIELDS = (
@@ -117,9 +117,9 @@ def baseline(url: str, log: list[tuple[str, dict[str, str]]], concurrency: int) 
 
 
 def run_ours(url: str, warehouse: Path, days: float, settings: Settings) -> dict[str, Any]:
-    from collectors.prometheus import PrometheusCollector
     from gpuledger.collect_pipeline import collect_window
-    from warehouse import Warehouse
+    from gpuledger.collectors.prometheus import PrometheusCollector
+    from gpuledger.warehouse import Warehouse
 
     window = Window(T0, T0 + timedelta(days=days))
     collector = PrometheusCollector(url, settings, now=lambda: window.end + timedelta(hours=1),
@@ -140,7 +140,7 @@ MEMORY_CHILD = """
 import json, resource, sys
 from pathlib import Path
 from bench.bench_collect import run_ours
-from core.config import Settings
+from gpuledger.core.config import Settings
 url, wh, days, conc, chunk = sys.argv[1:6]
 settings = Settings(prometheus={"max_concurrency": int(conc), "chunk": chunk})
 out = run_ours(url, Path(wh), float(days), settings)

@@ -47,13 +47,13 @@ REPLAYED = {
 
 # 1. Data ---------------------------------------------------------------------------------------
 def generate(path: Path, gpus: int, days: int) -> dict[str, Any]:
-    from analytics.rollup import rollup_batch
-    from core.config import Settings
-    from core.frames import TABLES
-    from core.window import Window
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
-    from warehouse import LoadBatch, Warehouse
+    from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.core.config import Settings
+    from gpuledger.core.frames import TABLES
+    from gpuledger.core.window import Window
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+    from gpuledger.warehouse import LoadBatch, Warehouse
 
     path.unlink(missing_ok=True)
     t0 = time.perf_counter()
@@ -83,7 +83,7 @@ def generate(path: Path, gpus: int, days: int) -> dict[str, Any]:
         wh.con.execute("UPDATE pods SET end_ts = ? WHERE end_ts >= ?", [end, late])
         wh.con.execute("UPDATE mig_instances SET end_ts = ? WHERE end_ts >= ?", [end, late])
         wh.con.execute("INSERT OR REPLACE INTO watermarks VALUES ('card_hours_hourly', ?, now())", [end])
-        from optimizer.plan import save_plan
+        from gpuledger.optimizer.plan import save_plan
         from tests.dashboards.conftest import demo_plans
 
         for plan in demo_plans():
@@ -143,7 +143,7 @@ def _stats(samples: list[float]) -> dict[str, float]:
 
 
 def measure(path: Path, cache: Path, reps: int, baseline_reps: int) -> dict[str, Any]:
-    from dashboards.app import create_app
+    from gpuledger.dashboards.app import create_app
     from tests.dashboards.conftest import admin_headers, lead_headers, settings_with_roles
 
     admin, lead = admin_headers(), lead_headers()

@@ -33,13 +33,13 @@ from typing import Any
 import polars as pl
 
 from bench.common import peak_rss_mib, write_result
-from core.config import Settings
-from optimizer.mig import MigOptions, plan_mig
-from optimizer.mig_input import Demand, Fleet, Gpu, ModelDemand, Node
-from optimizer.mig_synthetic import random_demand, random_fleet
-from optimizer.plan import MigChanges, Plan
-from optimizer.quota import QuotaOptions, plan_quota
-from optimizer.quota_synthetic import synthetic_quota_inputs
+from gpuledger.core.config import Settings
+from gpuledger.optimizer.mig import MigOptions, plan_mig
+from gpuledger.optimizer.mig_input import Demand, Fleet, Gpu, ModelDemand, Node
+from gpuledger.optimizer.mig_synthetic import random_demand, random_fleet
+from gpuledger.optimizer.plan import MigChanges, Plan
+from gpuledger.optimizer.quota import QuotaOptions, plan_quota
+from gpuledger.optimizer.quota_synthetic import synthetic_quota_inputs
 
 NOW = datetime(2026, 11, 5, tzinfo=UTC)
 SETTINGS = Settings()
@@ -190,12 +190,12 @@ def quota_figures(plan: Plan) -> dict[str, Any]:
 
 # 4. The simulator's month ----------------------------------------------------------------------
 def simulator_month(gpus: int, days: int) -> dict[str, Any]:
-    from analytics.recommend import rightsized_demand
-    from core.window import Window
-    from optimizer.quota_input import quota_inputs_from_warehouse
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
-    from warehouse import LoadBatch, Warehouse
+    from gpuledger.analytics.recommend import rightsized_demand
+    from gpuledger.core.window import Window
+    from gpuledger.optimizer.quota_input import quota_inputs_from_warehouse
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+    from gpuledger.warehouse import LoadBatch, Warehouse
 
     start = datetime(2026, 10, 1, tzinfo=UTC)
     window = Window(start, start + timedelta(days=days))

@@ -17,16 +17,16 @@ from functools import partial
 from pathlib import Path
 
 from bench.common import peak_rss_mib, timed, write_result
-from core.config import Settings
-from core.window import Window
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
 
 PERIOD = "2024-11"
 
 
 def _load(path: Path, gpus: int, step: timedelta) -> int:
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
-    from warehouse import LoadBatch, Warehouse
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+    from gpuledger.warehouse import LoadBatch, Warehouse
 
     sim = Simulation(FleetSpec.default(gpus=gpus), Window.month(PERIOD, step), seed=7)
     rows = 0
@@ -39,14 +39,14 @@ def _load(path: Path, gpus: int, step: timedelta) -> int:
 
 
 def main() -> None:
-    from analytics.bill import compute_bill
-    from reports.billing import month_bill, summary_lines
-    from reports.compose import build_statements, gather
-    from reports.focus import focus_frame
-    from reports.html import render_statement
-    from reports.monthly import issue_monthly
-    from reports.pdf import fit_one_page, write_pdfs
-    from warehouse import Warehouse
+    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.reports.billing import month_bill, summary_lines
+    from gpuledger.reports.compose import build_statements, gather
+    from gpuledger.reports.focus import focus_frame
+    from gpuledger.reports.html import render_statement
+    from gpuledger.reports.monthly import issue_monthly
+    from gpuledger.reports.pdf import fit_one_page, write_pdfs
+    from gpuledger.warehouse import Warehouse
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--gpus", type=int, default=64)

@@ -23,11 +23,11 @@ import duckdb
 import polars as pl
 
 from bench.common import peak_rss_mib, write_result
-from core.frames import GPU_SAMPLES
-from core.window import Window
-from simulator.engine import Simulation
-from simulator.fleet import FleetSpec
-from warehouse import LoadBatch, Warehouse
+from gpuledger.core.frames import GPU_SAMPLES
+from gpuledger.core.window import Window
+from gpuledger.simulator.engine import Simulation
+from gpuledger.simulator.fleet import FleetSpec
+from gpuledger.warehouse import LoadBatch, Warehouse
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
 

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from core.errors import InputError
-from core.window import Window, floor_time
+from gpuledger.core.errors import InputError
+from gpuledger.core.window import Window, floor_time
 
 
 @dataclass(frozen=True, slots=True)

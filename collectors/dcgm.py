@@ -25,12 +25,12 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-from collectors.chunks import Chunk
-from collectors.prom_parse import Matrix
-from collectors.promql import NODE_LABELS
-from collectors.quality import Quality
-from collectors.screen import FUTURE_TOLERANCE
-from core.frames import GPU_SAMPLES, WHOLE_GPU, polars_schema
+from gpuledger.collectors.chunks import Chunk
+from gpuledger.collectors.prom_parse import Matrix
+from gpuledger.collectors.promql import NODE_LABELS
+from gpuledger.collectors.quality import Quality
+from gpuledger.collectors.screen import FUTURE_TOLERANCE
+from gpuledger.core.frames import GPU_SAMPLES, WHOLE_GPU, polars_schema
 
 WORKLOAD = ("namespace", "pod", "container")
 EXPORTER_CONTAINERS = ("nvidia-dcgm-exporter", "dcgm-exporter")

@@ -10,8 +10,8 @@ from datetime import datetime
 
 import polars as pl
 
-from core.frames import GPUS, MIG_INSTANCES, NODES, polars_schema
-from core.mig import canonical_model
+from gpuledger.core.frames import GPUS, MIG_INSTANCES, NODES, polars_schema
+from gpuledger.core.mig import canonical_model
 
 
 def _cast(frame: pl.DataFrame, spec_columns: tuple[str, ...], schema: dict[str, pl.DataType]) -> pl.DataFrame:

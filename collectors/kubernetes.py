@@ -26,11 +26,11 @@ import polars as pl
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from collectors.teams import resolve_team
-from core.config import Settings, utcnow
-from core.errors import ClusterError, ForbiddenError, TemporaryClusterError
-from core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
-from core.mig import canonical_model
+from gpuledger.collectors.teams import resolve_team
+from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.errors import ClusterError, ForbiddenError, TemporaryClusterError
+from gpuledger.core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
+from gpuledger.core.mig import canonical_model
 
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 KUEUE_KINDS = {"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",

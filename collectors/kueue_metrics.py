@@ -18,12 +18,12 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from collectors.chunks import Chunk
-from collectors.prom_parse import Matrix
-from collectors.promql import latest
-from collectors.quality import Quality
-from collectors.tabulate import tabulate
-from core.frames import QUEUE_SAMPLES, polars_schema
+from gpuledger.collectors.chunks import Chunk
+from gpuledger.collectors.prom_parse import Matrix
+from gpuledger.collectors.promql import latest
+from gpuledger.collectors.quality import Quality
+from gpuledger.collectors.tabulate import tabulate
+from gpuledger.core.frames import QUEUE_SAMPLES, polars_schema
 
 LABELS: tuple[str, ...] = ("cluster_queue", "flavor", "resource")
 KEY_FIELDS = ("usage", "nominal_quota")

@@ -12,8 +12,8 @@ import socket
 import threading
 from typing import Any
 
-from collectors.nvml_exporter import PodResolver, render
-from collectors.nvml_read import NvmlReader
+from gpuledger.collectors.nvml_exporter import PodResolver, render
+from gpuledger.collectors.nvml_read import NvmlReader
 
 
 class Agent:

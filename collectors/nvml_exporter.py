@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from collectors.nvml_read import Gpu, Instance, Process, Reading
+from gpuledger.collectors.nvml_read import Gpu, Instance, Process, Reading
 
 PodResolver = Callable[[Sequence[Process]], dict[str, str]]
 """Processes of a device → {"pod": ..., "namespace": ..., "container": ...} (or {})."""

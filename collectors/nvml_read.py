@@ -213,7 +213,7 @@ def profile_name(parent_name: str, compute_slices: int, memory_mb: int) -> str:
     on a GPU machine that has only nvidia-ml-py (no PyYAML): the name is then computed.
     """
     try:
-        from core.mig import canonical_model, catalog
+        from gpuledger.core.mig import canonical_model, catalog
 
         model = catalog().get(canonical_model(parent_name))
     except ImportError:

@@ -22,8 +22,8 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from core.config import PrometheusSettings
-from core.errors import SourceError
+from gpuledger.core.config import PrometheusSettings
+from gpuledger.core.errors import SourceError
 
 RETRY_STATUS = (500, 502, 503, 504)
 _ERROR_TEXT_LIMIT = 300

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from core.errors import SourceError
+from gpuledger.core.errors import SourceError
 
 TS_TYPE = pl.Datetime("us", "UTC")
 

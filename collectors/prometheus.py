@@ -23,16 +23,16 @@ from datetime import datetime
 
 import polars as pl
 
-from collectors import dcgm, inventory, kueue_metrics, vllm
-from collectors.chunks import Chunk, plan_chunks
-from collectors.ksm import QUEUE_LABEL, namespaces_from_vector, pods_from_frames
-from collectors.prom_http import PromHttp
-from collectors.prom_parse import Matrix, parse_matrix
-from collectors.promql import NODE_LABELS, Shard, duration, latest, make_shards, selector
-from collectors.quality import Quality
-from core.config import Settings, utcnow
-from core.frames import DCGM_FIELDS
-from core.window import Window, parse_duration
+from gpuledger.collectors import dcgm, inventory, kueue_metrics, vllm
+from gpuledger.collectors.chunks import Chunk, plan_chunks
+from gpuledger.collectors.ksm import QUEUE_LABEL, namespaces_from_vector, pods_from_frames
+from gpuledger.collectors.prom_http import PromHttp
+from gpuledger.collectors.prom_parse import Matrix, parse_matrix
+from gpuledger.collectors.promql import NODE_LABELS, Shard, duration, latest, make_shards, selector
+from gpuledger.collectors.quality import Quality
+from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.frames import DCGM_FIELDS
+from gpuledger.core.window import Window, parse_duration
 
 SERIES_PER_NODE = 64
 """Sizing guess for shards: 8 GPUs x up to 7 MIG instances, plus pod churn."""

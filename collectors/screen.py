@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from collectors.chunks import Chunk
+from gpuledger.collectors.chunks import Chunk
 
 FUTURE_TOLERANCE = timedelta(minutes=2)
 

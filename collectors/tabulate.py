@@ -13,10 +13,10 @@ from datetime import datetime
 
 import polars as pl
 
-from collectors.chunks import Chunk
-from collectors.prom_parse import Matrix
-from collectors.quality import Quality
-from collectors.screen import screen
+from gpuledger.collectors.chunks import Chunk
+from gpuledger.collectors.prom_parse import Matrix
+from gpuledger.collectors.quality import Quality
+from gpuledger.collectors.screen import screen
 
 
 def tabulate(

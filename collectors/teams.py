@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from core.config import TeamSettings
+from gpuledger.core.config import TeamSettings
 
 _KSM_INVALID = re.compile(r"[^a-zA-Z0-9_]")
 

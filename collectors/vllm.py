@@ -15,11 +15,11 @@ from datetime import datetime
 
 import polars as pl
 
-from collectors.chunks import Chunk
-from collectors.prom_parse import Matrix
-from collectors.quality import Quality
-from collectors.tabulate import tabulate
-from core.frames import TOKEN_SAMPLES, polars_schema
+from gpuledger.collectors.chunks import Chunk
+from gpuledger.collectors.prom_parse import Matrix
+from gpuledger.collectors.quality import Quality
+from gpuledger.collectors.tabulate import tabulate
+from gpuledger.core.frames import TOKEN_SAMPLES, polars_schema
 
 METRICS: dict[str, str] = {
     "vllm:prompt_tokens_total": "prompt_tokens_total",

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from core.config import AccessSettings
-from core.errors import AccessDeniedError
+from gpuledger.core.config import AccessSettings
+from gpuledger.core.errors import AccessDeniedError
 
 
 @dataclass(frozen=True, slots=True)

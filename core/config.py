@@ -15,8 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from core.errors import ConfigError, InputError
-from core.window import parse_duration
+from gpuledger.core.errors import ConfigError, InputError
+from gpuledger.core.window import parse_duration
 
 SharingMode = Literal["exclusive", "mig", "timeslice", "vgpu"]
 SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "timeslice", "vgpu")

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from core.errors import InputError
+from gpuledger.core.errors import InputError
 
 MEMORY_SLICES = 8
 COMPUTE_SLICES = 7
@@ -220,7 +220,7 @@ def _shape_index(model_name: str) -> dict[Shape, Layout]:
 
 
 def _load_raw() -> dict[str, Any]:
-    text = resources.files("core").joinpath("data/mig_profiles.yaml").read_text()
+    text = resources.files("gpuledger.core").joinpath("data/mig_profiles.yaml").read_text()
     data = yaml.safe_load(text)
     if not isinstance(data, dict):
         raise InputError("core/data/mig_profiles.yaml: expected a mapping")

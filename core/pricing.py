@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
-from core.config import Settings
-from core.errors import ConfigError
-from core.window import Window
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import ConfigError
+from gpuledger.core.window import Window
 
 _EPSILON = timedelta(microseconds=1)
 

@@ -20,9 +20,9 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from core.access import Principal, resolve_roles
-from core.config import AccessSettings
-from core.errors import ConfigError, InputError
+from gpuledger.core.access import Principal, resolve_roles
+from gpuledger.core.config import AccessSettings
+from gpuledger.core.errors import ConfigError, InputError
 
 
 class Headers(Protocol):

@@ -26,11 +26,11 @@ from typing import Any
 
 import polars as pl
 
-from core.access import Principal
-from core.config import Settings, utcnow
-from core.errors import AccessDeniedError, GpuledgerError, InputError
-from dashboards.store import SnapshotStore, WarehouseBusyError
-from warehouse import LoadBatch, LoadStats, Warehouse
+from gpuledger.core.access import Principal
+from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
+from gpuledger.dashboards.store import SnapshotStore, WarehouseBusyError
+from gpuledger.warehouse import LoadBatch, LoadStats, Warehouse
 
 PREVIEW_VALID_S = 15 * 60
 MAX_REASON = 500
@@ -172,7 +172,7 @@ class PlanActions:
 
     # 2. Approve / reject ---------------------------------------------------------------------
     def approve(self, principal: Principal, plan_id: str) -> str:
-        from actuator.workflow import approve
+        from gpuledger.actuator.workflow import approve
 
         self._require_admin(principal, "approve", plan_id)
         with self.store.writer() as wh:
@@ -180,7 +180,7 @@ class PlanActions:
         return f"plan {plan_id} approved by {principal.user}; status {record.status}"
 
     def reject(self, principal: Principal, plan_id: str, reason: str | None) -> str:
-        from actuator.workflow import reject
+        from gpuledger.actuator.workflow import reject
 
         self._require_admin(principal, "reject", plan_id)
         text = (reason or "").strip()
@@ -201,7 +201,7 @@ class PlanActions:
 
     def preview(self, principal: Principal, plan_id: str) -> dict[str, Any]:
         """Dry-run the plan against the API server (dryRun=All); nothing changes."""
-        from actuator.workflow import apply
+        from gpuledger.actuator.workflow import apply
 
         self._require_admin(principal, "dry-run", plan_id)
         cluster = self._cluster()
@@ -224,7 +224,7 @@ class PlanActions:
 
     def start_apply(self, principal: Principal, plan_id: str) -> Rollout:
         """Start the rollout in the background (refused without a fresh preview)."""
-        from actuator.workflow import apply
+        from gpuledger.actuator.workflow import apply
 
         self._require_admin(principal, "apply", plan_id)
         if self.previewed(plan_id) is None:

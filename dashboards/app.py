@@ -22,15 +22,15 @@ import polars as pl
 from dash import Dash
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from core.access import Principal
-from core.config import Settings
-from core.errors import GpuledgerError, InputError
-from dashboards import callbacks, shell
-from dashboards.access import AccessPolicy, check_dev_bind
-from dashboards.actions import PlanActions
-from dashboards.readmodel import ReadModel
-from dashboards.state import valid_period
-from dashboards.store import SnapshotStore
+from gpuledger.core.access import Principal
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import GpuledgerError, InputError
+from gpuledger.dashboards import callbacks, shell
+from gpuledger.dashboards.access import AccessPolicy, check_dev_bind
+from gpuledger.dashboards.actions import PlanActions
+from gpuledger.dashboards.readmodel import ReadModel
+from gpuledger.dashboards.state import valid_period
+from gpuledger.dashboards.store import SnapshotStore
 
 ASSETS = Path(__file__).parent / "assets"
 PUBLIC_PATHS = frozenset({"/healthz"})
@@ -63,8 +63,9 @@ class DashboardApp:
 
 
 PRELOAD = (
-    "pandas", "plotly.graph_objects", "plotly.subplots", "analytics.bill", "analytics.idle",
-    "analytics.recommend", "analytics.tokens", "optimizer.plan", "actuator.workflow",
+    "pandas", "plotly.graph_objects", "plotly.subplots", "gpuledger.analytics.bill",
+    "gpuledger.analytics.idle", "gpuledger.analytics.recommend", "gpuledger.analytics.tokens",
+    "gpuledger.optimizer.plan", "gpuledger.actuator.workflow",
 )
 """Imported before any thread starts: two threads importing the same big module at once can
 see it half-initialized (plotly found pandas without `Series` while sklearn was importing it)."""

@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 import flask
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
-from core.access import Principal
-from core.errors import AccessDeniedError, GpuledgerError
-from dashboards import shell
-from dashboards.actions import describe_error
-from dashboards.pages import fleet, plans, queues, team
-from dashboards.pages.common import PageContext, refusal
-from dashboards.state import PAGES, ViewState, page_of
-from dashboards.store import WarehouseBusyError
+from gpuledger.core.access import Principal
+from gpuledger.core.errors import AccessDeniedError, GpuledgerError
+from gpuledger.dashboards import shell
+from gpuledger.dashboards.actions import describe_error
+from gpuledger.dashboards.pages import fleet, plans, queues, team
+from gpuledger.dashboards.pages.common import PageContext, refusal
+from gpuledger.dashboards.state import PAGES, ViewState, page_of
+from gpuledger.dashboards.store import WarehouseBusyError
 
 if TYPE_CHECKING:
-    from dashboards.app import DashboardApp
+    from gpuledger.dashboards.app import DashboardApp
 
 ACTION_BUTTONS = ("btn-approve", "btn-reject", "btn-preview", "btn-apply")
 

@@ -26,11 +26,11 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from core.config import Settings, utcnow
-from core.window import Window
-from dashboards.state import previous_period
-from dashboards.store import Snapshot, SnapshotStore
-from warehouse import Warehouse
+from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.window import Window
+from gpuledger.dashboards.state import previous_period
+from gpuledger.dashboards.store import Snapshot, SnapshotStore
+from gpuledger.warehouse import Warehouse
 
 T = TypeVar("T")
 SPECIAL_TEAMS = ("unallocated", "unattributed", "sharing_discount")
@@ -219,7 +219,7 @@ class ReadModel:
         """`analytics.bill.compute_bill` for the month, on the snapshot."""
 
         def compute(snap: Snapshot) -> Any:
-            from analytics.bill import compute_bill
+            from gpuledger.analytics.bill import compute_bill
 
             with self.store.reader(snap) as wh:
                 return compute_bill(wh, Window.month(period), self.settings, by=by)
@@ -241,7 +241,7 @@ class ReadModel:
         """`analytics.idle.idle_allocations` of the month's bill (what `gpuledger idle` ranks)."""
 
         def compute(s: Snapshot) -> pl.DataFrame:
-            from analytics.idle import idle_allocations
+            from gpuledger.analytics.idle import idle_allocations
 
             return idle_allocations(self.bill(period, snap=s))
 
@@ -251,7 +251,7 @@ class ReadModel:
         """`analytics.recommend.recommend(...).recommendations` for the month."""
 
         def compute(s: Snapshot) -> pl.DataFrame:
-            from analytics.recommend import recommend
+            from gpuledger.analytics.recommend import recommend
 
             bill = self.bill(period, snap=s)
             with self.store.reader(s) as wh:
@@ -268,7 +268,7 @@ class ReadModel:
         weighs `generation_weight` prompt tokens)."""
 
         def compute(s: Snapshot) -> pl.DataFrame:
-            from analytics.tokens import token_increases
+            from gpuledger.analytics.tokens import token_increases
 
             with self.store.reader(s) as wh:
                 tokens = token_increases(wh, Window.month(period))
@@ -314,7 +314,7 @@ class ReadModel:
         window = Window.month(period)
 
         def compute(snap: Snapshot) -> pl.DataFrame:
-            from analytics.usage import rollup_span
+            from gpuledger.analytics.usage import rollup_span
 
             with self.store.reader(snap) as wh:
                 span = rollup_span(wh, window)
@@ -477,7 +477,7 @@ class ReadModel:
     def capture_plans(self, wh: Warehouse) -> None:
         """`SnapshotStore.on_write` listener: read plans and recent audit records through our
         own write connection, so the Plans page shows an action before the next snapshot."""
-        from optimizer.plan import list_plans
+        from gpuledger.optimizer.plan import list_plans
 
         overlay = _Overlay(utcnow(), list_plans(wh), _audit(wh, None, OVERLAY_AUDIT))
         with self._guard:
@@ -486,7 +486,7 @@ class ReadModel:
     def plans_data(self, plan_id: str | None, audit_limit: int = 30) -> PlansData:
         """Stored plans, the selected one's audit trail and the latest audit records: from the
         snapshot, or from what our last write read back when that is newer than the snapshot."""
-        from optimizer.plan import list_plans
+        from gpuledger.optimizer.plan import list_plans
 
         snap = self.serving()
         with self._guard:

@@ -13,11 +13,11 @@ from typing import Any
 
 from dash import dcc, html
 
-from core.access import Principal
-from dashboards.access import can_see_fleet, role_label
-from dashboards.readmodel import ReadModel
-from dashboards.state import PAGES, ViewState, page_of
-from dashboards.store import Snapshot, SnapshotStore
+from gpuledger.core.access import Principal
+from gpuledger.dashboards.access import can_see_fleet, role_label
+from gpuledger.dashboards.readmodel import ReadModel
+from gpuledger.dashboards.state import PAGES, ViewState, page_of
+from gpuledger.dashboards.store import Snapshot, SnapshotStore
 
 FILTER_IDS = ("f-period", "f-team", "f-model")
 NAV_IDS = tuple(f"nav-{path.strip('/')}" for path in PAGES)

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import gpuledger.commands as commands_pkg
-from core.config import load_settings
-from core.errors import GpuledgerError
 from gpuledger import __version__
 from gpuledger.commands import Handler, global_options
 from gpuledger.context import Context
+from gpuledger.core.config import load_settings
+from gpuledger.core.errors import GpuledgerError
 
 DEFAULT_CONFIG = Path("gpuledger.yaml")
 DEFAULT_WAREHOUSE = "gpuledger.duckdb"

@@ -25,15 +25,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.config import Settings, utcnow
-from core.window import Window, floor_time, parse_duration
+from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.window import Window, floor_time, parse_duration
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from collectors.prometheus import ChunkData, PrometheusCollector
-    from collectors.quality import Quality
-    from warehouse import Warehouse
+    from gpuledger.collectors.prometheus import ChunkData, PrometheusCollector
+    from gpuledger.collectors.quality import Quality
+    from gpuledger.warehouse import Warehouse
 
 PROMETHEUS_SOURCES: tuple[str, ...] = (
     "prometheus.gpu_samples", "prometheus.token_samples", "prometheus.queue_samples",
@@ -89,7 +89,7 @@ def merge_dimensions(wh: Warehouse, frames: Mapping[str, pl.DataFrame]) -> dict[
     """Merge dimension frames with the stored rows (see module docstring, step 3)."""
     import polars as pl
 
-    from core.frames import TABLES
+    from gpuledger.core.frames import TABLES
 
     out: dict[str, pl.DataFrame] = {}
     for name, frame in frames.items():
@@ -131,9 +131,9 @@ def collect_window(
     then left open."""
     from contextlib import nullcontext
 
-    from collectors.prometheus import PrometheusCollector
-    from collectors.quality import Quality
-    from warehouse import LoadBatch
+    from gpuledger.collectors.prometheus import PrometheusCollector
+    from gpuledger.collectors.quality import Quality
+    from gpuledger.warehouse import LoadBatch
 
     started = time.perf_counter()
     # 1. Resume.

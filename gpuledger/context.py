@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from core.config import Settings
+from gpuledger.core.config import Settings
 
 if TYPE_CHECKING:
-    from warehouse import Warehouse
+    from gpuledger.warehouse import Warehouse
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Context:
     """Where `echo` writes; None means the `sys.stdout` of the moment (so capture works)."""
 
     def open_warehouse(self, *, read_only: bool = False) -> Warehouse:
-        from warehouse import Warehouse
+        from gpuledger.warehouse import Warehouse
 
         return Warehouse.open(self.warehouse_path, read_only=read_only)
 

@@ -17,14 +17,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.config import utcnow
-from core.errors import InputError
-from core.window import Window
 from gpuledger.context import Context
+from gpuledger.core.config import utcnow
+from gpuledger.core.errors import InputError
+from gpuledger.core.window import Window
 
 if TYPE_CHECKING:
-    from analytics.bill import Bill
-    from warehouse import Warehouse
+    from gpuledger.analytics.bill import Bill
+    from gpuledger.warehouse import Warehouse
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ def last_complete_month(now: datetime) -> str:
 
 
 def run_demo(options: DemoOptions, ctx: Context) -> int:
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
-    from warehouse import Warehouse
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+    from gpuledger.warehouse import Warehouse
 
     started = time.perf_counter()
     if options.gpus < MIN_DEMO_GPUS:
@@ -84,7 +84,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         bill = _print_bill(wh, window, ctx)
         _print_idle(bill, ctx)
         # 5. The month's reports.
-        from reports.monthly import issue_monthly
+        from gpuledger.reports.monthly import issue_monthly
 
         report = issue_monthly(wh, ctx.settings, window.period, out / "reports", now=utcnow())
         ctx.echo("")
@@ -106,8 +106,8 @@ DEMO_ADMIN = "demo-admin"
 
 def _serve(ctx: Context, options: DemoOptions, period: str) -> None:
     """Serve the dashboard as a dev admin on loopback (the dashboard refuses any other bind)."""
-    from core.config import RoleBinding
-    from dashboards.app import serve
+    from gpuledger.core.config import RoleBinding
+    from gpuledger.dashboards.app import serve
 
     access = ctx.settings.access.model_copy(
         update={"roles": (*ctx.settings.access.roles, RoleBinding(subject=DEMO_ADMIN, role="admin"))}
@@ -134,7 +134,7 @@ def _propose_plans(ctx: Context) -> None:
 
 
 def _print_bill(wh: Warehouse, window: Window, ctx: Context) -> Bill:
-    from analytics.bill import compute_bill
+    from gpuledger.analytics.bill import compute_bill
 
     bill = compute_bill(wh, window, ctx.settings, by=("team",))
     ctx.echo("")
@@ -148,7 +148,7 @@ def _print_bill(wh: Warehouse, window: Window, ctx: Context) -> Bill:
 
 
 def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:
-    from analytics.idle import idle_allocations
+    from gpuledger.analytics.idle import idle_allocations
 
     idle = idle_allocations(bill).head(top)
     ctx.echo("")

@@ -11,20 +11,20 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from core.config import Settings
-from core.window import Window
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
 from gpuledger.progress import Progress
 
 if TYPE_CHECKING:
-    from simulator.engine import Simulation
-    from warehouse import Warehouse
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.warehouse import Warehouse
 
 SIMULATOR_SOURCE = "simulator"
 
 
 def load_simulation(wh: Warehouse, sim: Simulation, *, label: str = "simulate + load") -> int:
     """Load inventory, then each day's samples with the `simulator` watermark; returns rows."""
-    from warehouse import LoadBatch
+    from gpuledger.warehouse import LoadBatch
 
     rows = wh.load(LoadBatch(sim.inventory())).total_rows
     days = list(sim.window.days())
@@ -38,7 +38,7 @@ def load_simulation(wh: Warehouse, sim: Simulation, *, label: str = "simulate + 
 
 def rollup(wh: Warehouse, window: Window, settings: Settings, *, label: str = "roll-up") -> int:
     """Store `card_hours_hourly` and `allocations` for `window`, one UTC day at a time."""
-    from analytics.rollup import rollup_batch
+    from gpuledger.analytics.rollup import rollup_batch
 
     rows = 0
     days = list(window.days())

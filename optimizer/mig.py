@@ -18,15 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from core.config import Settings
-from core.errors import InputError
-from core.mig import COMPUTE_SLICES, gpu_model
-from optimizer.mig_assign import Grouping, final_configs, node_changes
-from optimizer.mig_baselines import first_fit, slice_lower_bound
-from optimizer.mig_geometry import is_used, stranded_slices, target_shapes
-from optimizer.mig_input import Config, Demand, Fleet, Gpu
-from optimizer.mig_model import CountProblem, Group, NodeClass, solve_counts
-from optimizer.plan import (
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import InputError
+from gpuledger.core.mig import COMPUTE_SLICES, gpu_model
+from gpuledger.optimizer.mig_assign import Grouping, final_configs, node_changes
+from gpuledger.optimizer.mig_baselines import first_fit, slice_lower_bound
+from gpuledger.optimizer.mig_geometry import is_used, stranded_slices, target_shapes
+from gpuledger.optimizer.mig_input import Config, Demand, Fleet, Gpu
+from gpuledger.optimizer.mig_model import CountProblem, Group, NodeClass, solve_counts
+from gpuledger.optimizer.plan import (
     Baseline,
     Effect,
     MigChanges,

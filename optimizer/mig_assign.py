@@ -21,11 +21,11 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from core.errors import PlanError
-from core.mig import gpu_model
-from optimizer.mig_input import Config, Fleet, Gpu
-from optimizer.mig_model import CountProblem, CountSolution
-from optimizer.plan import (
+from gpuledger.core.errors import PlanError
+from gpuledger.core.mig import gpu_model
+from gpuledger.optimizer.mig_input import Config, Fleet, Gpu
+from gpuledger.optimizer.mig_model import CountProblem, CountSolution
+from gpuledger.optimizer.plan import (
     GpuChange,
     GpuConfig,
     MigPartedGroup,

@@ -18,9 +18,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from core.mig import COMPUTE_SLICES, MEMORY_SLICES, Shape, gpu_model
-from optimizer.mig_geometry import AddTable
-from optimizer.mig_input import Config, Demand, Fleet, Gpu, ModelDemand
+from gpuledger.core.mig import COMPUTE_SLICES, MEMORY_SLICES, Shape, gpu_model
+from gpuledger.optimizer.mig_geometry import AddTable
+from gpuledger.optimizer.mig_input import Config, Demand, Fleet, Gpu, ModelDemand
 
 GpuKey = tuple[str, int]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 
-from core.mig import COMPUTE_SLICES, MEMORY_SLICES, Shape, gpu_model
-from optimizer.mig_input import Config
+from gpuledger.core.mig import COMPUTE_SLICES, MEMORY_SLICES, Shape, gpu_model
+from gpuledger.optimizer.mig_input import Config
 
 
 def compute_slices(model: str, config: Config) -> int:

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from core.errors import InputError
-from core.mig import (
+from gpuledger.core.errors import InputError
+from gpuledger.core.mig import (
     COMPUTE_SLICES,
     GpuModel,
     Profile,

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from core.mig import COMPUTE_SLICES, gpu_model
-from optimizer.mig_geometry import count, is_used, stranded_slices
-from optimizer.mig_input import Config, ModelDemand
-from optimizer.plan import StageResult
+from gpuledger.core.mig import COMPUTE_SLICES, gpu_model
+from gpuledger.optimizer.mig_geometry import count, is_used, stranded_slices
+from gpuledger.optimizer.mig_input import Config, ModelDemand
+from gpuledger.optimizer.plan import StageResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +224,7 @@ def solve_counts(p: CountProblem, time_limit_s: float, workers: int = 2) -> Coun
 
 def evaluate(p: CountProblem, s: CountSolution) -> dict[str, int]:
     """The four stage objectives of a count solution, computed directly (no solver)."""
-    from core.mig import gpu_model
+    from gpuledger.core.mig import gpu_model
 
     unmet = used = stranded = 0
     for model, demand in p.demand.items():

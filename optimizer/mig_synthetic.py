@@ -11,9 +11,9 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 
-from core.mig import COMPUTE_SLICES, gpu_model
-from optimizer.mig_geometry import target_shapes, valid_shapes
-from optimizer.mig_input import BusyInstance, Config, Demand, Fleet, Gpu, ModelDemand, Node
+from gpuledger.core.mig import COMPUTE_SLICES, gpu_model
+from gpuledger.optimizer.mig_geometry import target_shapes, valid_shapes
+from gpuledger.optimizer.mig_input import BusyInstance, Config, Demand, Fleet, Gpu, ModelDemand, Node
 
 CLASSIC: dict[str, tuple[str, ...]] = {
     "A100-SXM4-40GB": ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),

@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from core.errors import InputError
-from core.frames import WHOLE_GPU
-from core.mig import canonical_model, catalog, shape_of
-from optimizer.mig_input import BusyInstance, Config, Demand, Fleet, Gpu, ModelDemand, Node
-from optimizer.plan_render import duration_text
-from warehouse import Warehouse
+from gpuledger.core.errors import InputError
+from gpuledger.core.frames import WHOLE_GPU
+from gpuledger.core.mig import canonical_model, catalog, shape_of
+from gpuledger.optimizer.mig_input import BusyInstance, Config, Demand, Fleet, Gpu, ModelDemand, Node
+from gpuledger.optimizer.plan_render import duration_text
+from gpuledger.warehouse import Warehouse
 
 EVICTABLE_LABEL = "gpuledger.io/evictable"
 WINDOW_LABEL = "gpuledger.io/maintenance-window"
@@ -173,8 +173,8 @@ def recommended_demand(
 ) -> Demand | None:
     """Right-sized demand from `analytics.recommend.rightsized_demand` over the lookback window
     (peak concurrency by default), or None when the warehouse has no samples."""
-    from analytics.recommend import rightsized_demand
-    from core.window import Window
+    from gpuledger.analytics.recommend import rightsized_demand
+    from gpuledger.core.window import Window
 
     last = wh.scalar("SELECT max(ts) FROM gpu_samples")
     if last is None:

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AliasChoices, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from core.errors import PlanError
+from gpuledger.core.errors import PlanError
 
 if TYPE_CHECKING:
-    from warehouse import Warehouse
+    from gpuledger.warehouse import Warehouse
 
 PlanKind = Literal["mig", "quota"]
 PlanStatus = Literal[
@@ -324,7 +324,7 @@ class PlanRecord(_Frozen):
 def save_plan(wh: Warehouse, plan: Plan, *, now: datetime | None = None, actor: str = "optimizer") -> None:
     """Store `plan` as `proposed`. Saving the same plan again is a no-op; another body with the
     same id is refused (plans are frozen)."""
-    from core.config import utcnow
+    from gpuledger.core.config import utcnow
 
     existing = _row(wh, plan.id)
     if existing is not None:
@@ -382,7 +382,7 @@ def set_status(
 ) -> PlanRecord:
     """Move a plan to `status` (checked against `TRANSITIONS`), optionally storing `progress`
     (JSON-able; kept when None), and append an audit record. Returns the updated record."""
-    from core.config import utcnow
+    from gpuledger.core.config import utcnow
 
     record = load_record(wh, plan_id)
     check_transition(plan_id, record.status, status)
@@ -399,7 +399,7 @@ def set_status(
 
 def expire_plans(wh: Warehouse, max_age: timedelta, *, now: datetime | None = None) -> list[str]:
     """Mark `proposed` / `approved` plans older than `max_age` as `expired`; returns their ids."""
-    from core.config import utcnow
+    from gpuledger.core.config import utcnow
 
     moment = now or utcnow()
     expired = []
@@ -429,8 +429,8 @@ def _record(row: Mapping[str, Any]) -> PlanRecord:
 def _write(wh: Warehouse, plan: Plan, status: str, moment: datetime, progress: Any) -> None:
     import polars as pl
 
-    from core.frames import PLANS, polars_schema
-    from warehouse import LoadBatch
+    from gpuledger.core.frames import PLANS, polars_schema
+    from gpuledger.warehouse import LoadBatch
 
     frame = pl.DataFrame(
         [{

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from optimizer.plan import Effect, MigChanges, Plan, PlanRecord, QuotaChanges
+from gpuledger.optimizer.plan import Effect, MigChanges, Plan, PlanRecord, QuotaChanges
 
 _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("gpus_used_before", "GPUs used before"),

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from core.config import Settings
-from core.errors import InputError
-from optimizer.plan import (
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import InputError
+from gpuledger.optimizer.plan import (
     Baseline,
     ClusterQueueUpdate,
     Effect,
@@ -37,10 +37,17 @@ from optimizer.plan import (
     new_plan_id,
     state_hash,
 )
-from optimizer.quota_forecast import LEVELS, Forecast, forecast
-from optimizer.quota_input import GPU, Quota, QuotaInputs
-from optimizer.quota_model import POINTS, QuotaProblem, QuotaSolution, SeriesSpec, limits, solve_quotas
-from optimizer.quota_replay import QuotaSet, ReplayResult, replay
+from gpuledger.optimizer.quota_forecast import LEVELS, Forecast, forecast
+from gpuledger.optimizer.quota_input import GPU, Quota, QuotaInputs
+from gpuledger.optimizer.quota_model import (
+    POINTS,
+    QuotaProblem,
+    QuotaSolution,
+    SeriesSpec,
+    limits,
+    solve_quotas,
+)
+from gpuledger.optimizer.quota_replay import QuotaSet, ReplayResult, replay
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import yaml
 
-from core.errors import InputError
-from optimizer.plan_render import duration_text
+from gpuledger.core.errors import InputError
+from gpuledger.optimizer.plan_render import duration_text
 
 if TYPE_CHECKING:
-    from warehouse import Warehouse
+    from gpuledger.warehouse import Warehouse
 
 Key = tuple[str, str]
 """(flavor, resource)."""

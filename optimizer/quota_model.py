@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
-from optimizer.plan import StageResult
+from gpuledger.optimizer.plan import StageResult
 
 SCALE = 100
 """Expected unmet is in resource-hours × SCALE (integers for CP-SAT)."""
@@ -325,7 +325,7 @@ def solve_quotas(p: QuotaProblem, time_limit_s: float, workers: int = 2, *,
                                    for s in p.series])
     result = _run_stages(model, STAGES, time_limit_s - (time.perf_counter() - started), workers, start=start)
     if result is None:
-        from core.errors import SolverError
+        from gpuledger.core.errors import SolverError
 
         raise SolverError("quota model: no feasible quotas within the time limit; check capacity "
                           "against the guaranteed minimums")

@@ -26,7 +26,7 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 
-from optimizer.quota_input import Quota, QuotaInputs
+from gpuledger.optimizer.quota_input import Quota, QuotaInputs
 
 QuotaSet = Mapping[tuple[str, str, str], Quota]
 """(cluster_queue, flavor, resource) → quota."""

@@ -15,7 +15,13 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from optimizer.quota_input import GPU, QuotaInputs, check_history, default_capacity, queue_from_object
+from gpuledger.optimizer.quota_input import (
+    GPU,
+    QuotaInputs,
+    check_history,
+    default_capacity,
+    queue_from_object,
+)
 
 
 def synthetic_quota_inputs(

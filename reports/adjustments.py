@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from core.config import Settings
-from core.window import Window
-from reports.billing import AMOUNTS, SUMMARY_BY, empty_summary, month_bill, summary_lines
-from warehouse import Warehouse
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.reports.billing import AMOUNTS, SUMMARY_BY, empty_summary, month_bill, summary_lines
+from gpuledger.warehouse import Warehouse
 
 MONEY_EPSILON = 0.005
 HOURS_EPSILON = 0.001

@@ -13,10 +13,10 @@ from typing import Any
 
 import polars as pl
 
-from core.config import Settings
-from core.errors import ReportError
-from core.window import Window
-from warehouse import Warehouse
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import ReportError
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 
 SUMMARY_BY = ("team", "model", "sharing_mode")
 SPECIAL_LINES = ("unallocated", "unattributed", "sharing_discount")
@@ -58,7 +58,7 @@ class MonthBill:
 
 def month_bill(wh: Warehouse, settings: Settings, period: str) -> MonthBill:
     """The bill of `period` (YYYY-MM) at team x model x sharing-mode grain."""
-    from analytics.bill import compute_bill
+    from gpuledger.analytics.bill import compute_bill
 
     window = Window.month(period)
     bill = compute_bill(wh, window, settings, by=SUMMARY_BY)

@@ -13,12 +13,12 @@ from datetime import datetime
 
 import polars as pl
 
-from core.config import Settings
-from reports.adjustments import adjustments_for
-from reports.billing import MonthBill, empty_summary, month_bill, require_usage, summary_lines
-from reports.insights import for_team, idle_rows, recommendation_rows
-from reports.layout import safe_name
-from reports.statement import (
+from gpuledger.core.config import Settings
+from gpuledger.reports.adjustments import adjustments_for
+from gpuledger.reports.billing import MonthBill, empty_summary, month_bill, require_usage, summary_lines
+from gpuledger.reports.insights import for_team, idle_rows, recommendation_rows
+from gpuledger.reports.layout import safe_name
+from gpuledger.reports.statement import (
     IdleRow,
     Recommendation,
     Statement,
@@ -28,7 +28,7 @@ from reports.statement import (
     daily_costs,
     statement_totals,
 )
-from warehouse import Warehouse
+from gpuledger.warehouse import Warehouse
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from typing import Any
 
 import polars as pl
 
-from core.config import Settings
-from core.window import Window
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
 
 DECIMAL = pl.Decimal(38, 10)
 UTC_TS = pl.Datetime("us", "UTC")

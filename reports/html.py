@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from reports.billing import SPECIAL_LINES
-from reports.chart import daily_cost_svg
-from reports.statement import Limits, Statement, capped
+from gpuledger.reports.billing import SPECIAL_LINES
+from gpuledger.reports.chart import daily_cost_svg
+from gpuledger.reports.statement import Limits, Statement, capped
 
 CSS = """
 @page { size: A4; margin: 13mm 12mm 14mm 12mm;

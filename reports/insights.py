@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.config import Settings
-from reports.billing import MonthBill
-from reports.statement import IdleRow, Recommendation
-from warehouse import Warehouse
+from gpuledger.core.config import Settings
+from gpuledger.reports.billing import MonthBill
+from gpuledger.reports.statement import IdleRow, Recommendation
+from gpuledger.warehouse import Warehouse
 
 _ACTIONS = {
     "whole_to_mig": "To MIG",
@@ -34,7 +34,7 @@ def _holder(row: dict[str, Any]) -> str:
 
 def idle_rows(bill: MonthBill) -> list[IdleRow]:
     """Every allocation that sat idle this month, largest idle cost first."""
-    from analytics.idle import idle_allocations
+    from gpuledger.analytics.idle import idle_allocations
 
     return [
         IdleRow(
@@ -51,7 +51,7 @@ def idle_rows(bill: MonthBill) -> list[IdleRow]:
 
 def recommendation_rows(wh: Warehouse, bill: MonthBill, settings: Settings) -> list[Recommendation]:
     """Right-sizing and reclaim recommendations with their monthly savings, largest first."""
-    from analytics.recommend import recommend
+    from gpuledger.analytics.recommend import recommend
 
     found = recommend(wh, bill.window, settings, bill=bill.raw).recommendations
     out = []

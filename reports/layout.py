@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from core.errors import ReportError
+from gpuledger.core.errors import ReportError
 
 MANIFEST = "manifest.json"
 DRAFT = "draft"

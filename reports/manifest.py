@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.errors import ReportError
-from reports.layout import MANIFEST, read_manifest
+from gpuledger.core.errors import ReportError
+from gpuledger.reports.layout import MANIFEST, read_manifest
 
 SCHEMA = "gpuledger.report/v1"
 

@@ -26,22 +26,22 @@ from typing import Any
 
 import polars as pl
 
-from core.config import Settings, utcnow
-from core.errors import InputError, ReportError
-from core.window import Window, as_utc
-from reports.adjustments import billed_for, latest_versions, shift_period, unbilled
-from reports.billing import SUMMARY_SCHEMA
-from reports.compose import MonthlyData, gather
-from reports.layout import (
+from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.errors import InputError, ReportError
+from gpuledger.core.window import Window, as_utc
+from gpuledger.reports.adjustments import billed_for, latest_versions, shift_period, unbilled
+from gpuledger.reports.billing import SUMMARY_SCHEMA
+from gpuledger.reports.compose import MonthlyData, gather
+from gpuledger.reports.layout import (
     draft_dir,
     issued_versions,
     period_dir,
     read_manifest,
     version_dir,
 )
-from reports.manifest import build_manifest, sha256_file, verify_folder, write_manifest
-from reports.writer import write_report
-from warehouse import LoadBatch, Warehouse
+from gpuledger.reports.manifest import build_manifest, sha256_file, verify_folder, write_manifest
+from gpuledger.reports.writer import write_report
+from gpuledger.warehouse import LoadBatch, Warehouse
 
 
 @dataclass(frozen=True)

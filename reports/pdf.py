@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.errors import ReportError
-from reports.statement import LIMITS, Limits
+from gpuledger.core.errors import ReportError
+from gpuledger.reports.statement import LIMITS, Limits
 
 
 def _quiet() -> None:

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from core.config import Settings
-from core.errors import ReportError
-from core.window import Window, as_utc
-from reports.adjustments import shift_period
-from reports.layout import issued_versions
-from warehouse import Warehouse
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import ReportError
+from gpuledger.core.window import Window, as_utc
+from gpuledger.reports.adjustments import shift_period
+from gpuledger.reports.layout import issued_versions
+from gpuledger.warehouse import Warehouse
 
 log = logging.getLogger("gpuledger.reports.schedule")
 
@@ -80,7 +80,7 @@ def run_due(
     consider). Returns the folders of the versions issued by this call (empty when nothing was
     due). Opens the warehouse for writing only for the duration of the call.
     """
-    from reports.monthly import issue_monthly, reconcile
+    from gpuledger.reports.monthly import issue_monthly, reconcile
 
     settings = _settings(ctx_or_settings)
     issued: list[Path] = []
@@ -112,7 +112,7 @@ def run_forever(
     clock: Callable[[], datetime] | None = None,
 ) -> None:
     """Call `run_due` every `interval` until `stop` is set (for a background thread)."""
-    from core.config import utcnow
+    from gpuledger.core.config import utcnow
 
     now = clock or utcnow
     while not stop.is_set():

@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from reports.chart import DayCost
+from gpuledger.reports.chart import DayCost
 
 
 @dataclass(frozen=True)

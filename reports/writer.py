@@ -17,11 +17,11 @@ from typing import Any
 
 import polars as pl
 
-from core.config import Settings
-from reports.compose import MonthlyData, build_statements
-from reports.focus import focus_frame, write_focus
-from reports.html import render_statement
-from reports.pdf import fit_one_page, write_pdfs
+from gpuledger.core.config import Settings
+from gpuledger.reports.compose import MonthlyData, build_statements
+from gpuledger.reports.focus import focus_frame, write_focus
+from gpuledger.reports.html import render_statement
+from gpuledger.reports.pdf import fit_one_page, write_pdfs
 
 SUMMARY_FLOAT_DECIMALS = 6
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.hardware import Hardware
-from simulator.noise import uniform
-from simulator.timebase import Timebase
-from simulator.workloads import BATCH_EVAL, INFERENCE, NOTEBOOK, SMALL_JOB, TRAINING, Schedule
+from gpuledger.simulator.hardware import Hardware
+from gpuledger.simulator.noise import uniform
+from gpuledger.simulator.timebase import Timebase
+from gpuledger.simulator.workloads import BATCH_EVAL, INFERENCE, NOTEBOOK, SMALL_JOB, TRAINING, Schedule
 
 MODE_CODE = {"exclusive": 0, "mig": 1, "timeslice": 2, "vgpu": 3}
 BLOCK_S = 1800

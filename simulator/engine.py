@@ -18,18 +18,24 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from core.errors import InputError
-from core.window import Window, as_utc
-from simulator.activity import Chunk, SlotArrays, compute_chunk, idle_cover
-from simulator.fleet import MODEL_FACTS, FleetSpec
-from simulator.hardware import build
-from simulator.inventory import inventory
-from simulator.kube import kueue_manifests, manifests
-from simulator.samples import Names, QueueModel, gpu_samples_frame, queue_samples_frame, token_samples_frame
-from simulator.tenants import build_tenants, nominal_quotas
-from simulator.timebase import Timebase
-from simulator.truth import assemble, segments
-from simulator.workloads import build_schedule
+from gpuledger.core.errors import InputError
+from gpuledger.core.window import Window, as_utc
+from gpuledger.simulator.activity import Chunk, SlotArrays, compute_chunk, idle_cover
+from gpuledger.simulator.fleet import MODEL_FACTS, FleetSpec
+from gpuledger.simulator.hardware import build
+from gpuledger.simulator.inventory import inventory
+from gpuledger.simulator.kube import kueue_manifests, manifests
+from gpuledger.simulator.samples import (
+    Names,
+    QueueModel,
+    gpu_samples_frame,
+    queue_samples_frame,
+    token_samples_frame,
+)
+from gpuledger.simulator.tenants import build_tenants, nominal_quotas
+from gpuledger.simulator.timebase import Timebase
+from gpuledger.simulator.truth import assemble, segments
+from gpuledger.simulator.workloads import build_schedule
 
 SAMPLE_TABLES = ("gpu_samples", "token_samples", "queue_samples")
 """The frames `batches()` yields per chunk."""
@@ -162,7 +168,7 @@ class Simulation:
     ) -> dict[str, int]:
         """Write every series over the window as one OpenMetrics file (promtool backfill);
         `families` picks metric families, `step` thins samples to a coarser scrape interval."""
-        from simulator.openmetrics import write_openmetrics
+        from gpuledger.simulator.openmetrics import write_openmetrics
 
         return write_openmetrics(
             self, Path(path), hostname_label=hostname_label, exported=exported, chunk=chunk,
@@ -171,6 +177,6 @@ class Simulation:
 
     def metrics_text(self, at: datetime, hostname_label: str = "Hostname", exported: bool = False) -> str:
         """The `/metrics` exposition (Prometheus text format) at one instant."""
-        from simulator.openmetrics import exposition
+        from gpuledger.simulator.openmetrics import exposition
 
         return exposition(self, as_utc(at), hostname_label=hostname_label, exported=exported)

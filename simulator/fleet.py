@@ -16,8 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from core.errors import InputError
-from core.mig import gpu_model
+from gpuledger.core.errors import InputError
+from gpuledger.core.mig import gpu_model
 
 WorkloadClass = Literal["training", "inference", "notebook", "batch_eval", "small_job"]
 WORKLOAD_CLASSES: tuple[WorkloadClass, ...] = (

@@ -19,9 +19,9 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import cache
 
-from core.mig import COMPUTE_SLICES, MEMORY_SLICES, Placement, Shape, gpu_model, shape_of
-from simulator.fleet import FleetSpec, PoolSpec, SharingMode
-from simulator.timebase import Timebase
+from gpuledger.core.mig import COMPUTE_SLICES, MEMORY_SLICES, Placement, Shape, gpu_model, shape_of
+from gpuledger.simulator.fleet import FleetSpec, PoolSpec, SharingMode
+from gpuledger.simulator.timebase import Timebase
 
 PCI_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB, 0x1B, 0x2B, 0x3B, 0x5E, 0x9B, 0xAC,
              0xBB, 0xDC)

@@ -9,13 +9,28 @@ from typing import Any
 
 import polars as pl
 
-from core.frames import GPUS, MIG_INSTANCES, NAMESPACES, NODES, PODS, QUEUES, TableSpec, polars_schema
-from simulator.fleet import MODEL_FACTS, FleetSpec
-from simulator.hardware import Hardware
-from simulator.kube import kueue_manifests, mig_config_at, node_allocatable, node_capacity, node_labels
-from simulator.tenants import Tenants
-from simulator.timebase import Timebase
-from simulator.workloads import Schedule
+from gpuledger.core.frames import (
+    GPUS,
+    MIG_INSTANCES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    QUEUES,
+    TableSpec,
+    polars_schema,
+)
+from gpuledger.simulator.fleet import MODEL_FACTS, FleetSpec
+from gpuledger.simulator.hardware import Hardware
+from gpuledger.simulator.kube import (
+    kueue_manifests,
+    mig_config_at,
+    node_allocatable,
+    node_capacity,
+    node_labels,
+)
+from gpuledger.simulator.tenants import Tenants
+from gpuledger.simulator.timebase import Timebase
+from gpuledger.simulator.workloads import Schedule
 
 
 def _frame(spec: TableSpec, rows: dict[str, list[Any]]) -> pl.DataFrame:

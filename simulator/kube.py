@@ -13,17 +13,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from simulator.fleet import MODEL_FACTS, FleetSpec
-from simulator.hardware import Hardware, Node
-from simulator.tenants import (
+from gpuledger.simulator.fleet import MODEL_FACTS, FleetSpec
+from gpuledger.simulator.hardware import Hardware, Node
+from gpuledger.simulator.tenants import (
     LOCAL_QUEUES,
     SHARED_QUEUE,
     Tenants,
     cluster_queue_spec,
     nominal_quotas,
 )
-from simulator.timebase import Timebase
-from simulator.workloads import CLASSES, Schedule
+from gpuledger.simulator.timebase import Timebase
+from gpuledger.simulator.workloads import CLASSES, Schedule
 
 HAMI_SPLITS = 10
 MIG_CONFIGMAP = ("gpu-operator", "default-mig-parted-config")

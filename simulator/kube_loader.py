@@ -23,7 +23,7 @@ from kubernetes import client, dynamic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from core.errors import ClusterError, InputError
+from gpuledger.core.errors import ClusterError, InputError
 
 MERGE_PATCH = "application/merge-patch+json"
 _ORDER = {"Namespace": 0, "CustomResourceDefinition": 0, "Node": 1, "PriorityClass": 1}

@@ -36,9 +36,9 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from core.config import KubernetesSettings
-from core.errors import ClusterError, InputError
-from core.mig import gpu_model, shape_of
+from gpuledger.core.config import KubernetesSettings
+from gpuledger.core.errors import ClusterError, InputError
+from gpuledger.core.mig import gpu_model, shape_of
 
 log = logging.getLogger(__name__)
 

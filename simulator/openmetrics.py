@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from core.errors import InputError
-from core.frames import DCGM_FIELDS
-from simulator.fleet import MODEL_FACTS
-from simulator.kube import node_labels
-from simulator.workloads import CLASSES
+from gpuledger.core.errors import InputError
+from gpuledger.core.frames import DCGM_FIELDS
+from gpuledger.simulator.fleet import MODEL_FACTS
+from gpuledger.simulator.kube import node_labels
+from gpuledger.simulator.workloads import CLASSES
 
 if TYPE_CHECKING:
-    from simulator.engine import Simulation
+    from gpuledger.simulator.engine import Simulation
 
 WAIT_BUCKETS = tuple(float(2**i) for i in range(14))
 """Upper bounds (s) of the admission-wait histogram: 1, 2, 4 ... 8192, then +Inf."""

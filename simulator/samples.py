@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from core.frames import TOKEN_SAMPLES, polars_schema
-from simulator.activity import Chunk, SlotArrays, load_integral
-from simulator.hardware import RESERVED_MIB, Hardware
-from simulator.noise import uniform
-from simulator.tenants import Tenants
-from simulator.timebase import Timebase
-from simulator.workloads import CLASSES, INFERENCE, Schedule
+from gpuledger.core.frames import TOKEN_SAMPLES, polars_schema
+from gpuledger.simulator.activity import Chunk, SlotArrays, load_integral
+from gpuledger.simulator.hardware import RESERVED_MIB, Hardware
+from gpuledger.simulator.noise import uniform
+from gpuledger.simulator.tenants import Tenants
+from gpuledger.simulator.timebase import Timebase
+from gpuledger.simulator.workloads import CLASSES, INFERENCE, Schedule
 
 GAP_BLOCK_S = 600
 _TENSOR = np.array([0.6, 0.35, 0.3, 0.4, 0.25])

@@ -13,12 +13,12 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
-from core.config import utcnow
-from core.errors import GpuledgerError, InputError
-from simulator.openmetrics import Renderer, exposition
+from gpuledger.core.config import utcnow
+from gpuledger.core.errors import GpuledgerError, InputError
+from gpuledger.simulator.openmetrics import Renderer, exposition
 
 if TYPE_CHECKING:
-    from simulator.engine import Simulation
+    from gpuledger.simulator.engine import Simulation
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

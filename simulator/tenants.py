@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.mig import gpu_model
-from simulator.fleet import FleetSpec, PoolSpec
+from gpuledger.core.mig import gpu_model
+from gpuledger.simulator.fleet import FleetSpec, PoolSpec
 
 COHORT = "gpu-fleet"
 SHARED_QUEUE = "shared"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from core.errors import InputError
-from core.window import Window
+from gpuledger.core.errors import InputError
+from gpuledger.core.window import Window
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from simulator.activity import Chunk
-from simulator.hardware import Hardware
-from simulator.tenants import Tenants
-from simulator.timebase import Timebase
-from simulator.workloads import Schedule
+from gpuledger.simulator.activity import Chunk
+from gpuledger.simulator.hardware import Hardware
+from gpuledger.simulator.tenants import Tenants
+from gpuledger.simulator.timebase import Timebase
+from gpuledger.simulator.workloads import Schedule
 
 CLASS_NAMES = ("training", "inference", "notebook", "batch_eval", "small_job")
 TRUTH_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {

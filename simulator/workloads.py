@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from simulator.fleet import WORKLOAD_CLASSES, FleetSpec, PoolSpec
-from simulator.hardware import Hardware, Slot
-from simulator.tenants import Namespace, Tenants
-from simulator.timebase import Timebase
+from gpuledger.simulator.fleet import WORKLOAD_CLASSES, FleetSpec, PoolSpec
+from gpuledger.simulator.hardware import Hardware, Slot
+from gpuledger.simulator.tenants import Namespace, Tenants
+from gpuledger.simulator.timebase import Timebase
 
 TRAINING, INFERENCE, NOTEBOOK, BATCH_EVAL, SMALL_JOB = range(5)
 CLASS_CODE = {name: i for i, name in enumerate(WORKLOAD_CLASSES)}

@@ -54,9 +54,9 @@ def main(argv: list[str]) -> int:
     except pynvml.NVMLError as exc:
         result["error"] = f"NVML is not usable here: {exc}"
         return _emit(result, out_path, 2)
-    from collectors.nvml_agent import Agent
-    from collectors.nvml_exporter import render
-    from collectors.nvml_read import NvmlReader
+    from gpuledger.collectors.nvml_agent import Agent
+    from gpuledger.collectors.nvml_exporter import render
+    from gpuledger.collectors.nvml_read import NvmlReader
 
     try:
         before = _state(pynvml)

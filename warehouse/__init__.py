@@ -1,5 +1,5 @@
 """The one DuckDB writer: schema migrations, idempotent transactional loads, exports."""
 
-from warehouse.store import LoadBatch, LoadStats, Warehouse
+from gpuledger.warehouse.store import LoadBatch, LoadStats, Warehouse
 
 __all__ = ["LoadBatch", "LoadStats", "Warehouse"]

@@ -12,9 +12,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.frames import TABLES
-from core.window import Window
-from warehouse.store import Warehouse
+from gpuledger.core.frames import TABLES
+from gpuledger.core.window import Window
+from gpuledger.warehouse.store import Warehouse
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import duckdb
 
-from core.errors import SchemaVersionError
-from core.frames import TABLES
+from gpuledger.core.errors import SchemaVersionError
+from gpuledger.core.frames import TABLES
 
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
 

@@ -25,10 +25,10 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from core.errors import InputError, WarehouseError, WarehouseLockedError
-from core.frames import TABLES, TableSpec, polars_schema
-from core.window import Window, as_utc
-from warehouse.schema import LATEST, current_version, migrate
+from gpuledger.core.errors import InputError, WarehouseError, WarehouseLockedError
+from gpuledger.core.frames import TABLES, TableSpec, polars_schema
+from gpuledger.core.window import Window, as_utc
+from gpuledger.warehouse.schema import LATEST, current_version, migrate
 
 
 @dataclass(frozen=True)

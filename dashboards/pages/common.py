@@ -15,11 +15,11 @@ from typing import Any
 import polars as pl
 from dash import dcc, html
 
-from core.access import Principal
-from core.config import Settings
-from core.errors import AccessDeniedError
-from dashboards.readmodel import ReadModel
-from dashboards.state import ViewState
+from gpuledger.core.access import Principal
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import AccessDeniedError
+from gpuledger.dashboards.readmodel import ReadModel
+from gpuledger.dashboards.state import ViewState
 
 CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
 

@@ -16,12 +16,22 @@ from typing import Any
 import polars as pl
 from dash import dcc, html
 
-from core.errors import InputError
-from core.mig import COMPUTE_SLICES, MEMORY_SLICES, gpu_model
-from core.window import Window
-from dashboards import figures
-from dashboards.access import can_see_fleet
-from dashboards.pages.common import PageContext, graph, kpi, money, number, percent, refuse, section, table
+from gpuledger.core.errors import InputError
+from gpuledger.core.mig import COMPUTE_SLICES, MEMORY_SLICES, gpu_model
+from gpuledger.core.window import Window
+from gpuledger.dashboards import figures
+from gpuledger.dashboards.access import can_see_fleet
+from gpuledger.dashboards.pages.common import (
+    PageContext,
+    graph,
+    kpi,
+    money,
+    number,
+    percent,
+    refuse,
+    section,
+    table,
+)
 
 MIG_NODES_SHOWN = 4
 

@@ -13,10 +13,10 @@ from typing import Any
 import polars as pl
 from dash import dcc, html
 
-from dashboards import figures
-from dashboards.access import can_see_fleet
-from dashboards.actions import PlanActions, Preview, Rollout
-from dashboards.pages.common import PageContext, graph, money, number, refuse, section, table
+from gpuledger.dashboards import figures
+from gpuledger.dashboards.access import can_see_fleet
+from gpuledger.dashboards.actions import PlanActions, Preview, Rollout
+from gpuledger.dashboards.pages.common import PageContext, graph, money, number, refuse, section, table
 
 EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("gpus_freed", "GPUs freed"),
@@ -75,7 +75,7 @@ def plans_frame(records: list[Any]) -> pl.DataFrame:
 
 def diff_frame(plan: Any) -> pl.DataFrame:
     """The plan's changes as rows: per MIG GPU before → after, or per quota old → new."""
-    from optimizer.plan import MigChanges
+    from gpuledger.optimizer.plan import MigChanges
 
     rows: list[dict[str, str]] = []
     if isinstance(plan.changes, MigChanges):

@@ -12,10 +12,19 @@ from dataclasses import dataclass
 import polars as pl
 from dash import html
 
-from dashboards import figures
-from dashboards.access import can_see_fleet
-from dashboards.pages.common import PageContext, check_team, graph, number, percent, refuse, section, table
-from dashboards.pages.team import queue_summary
+from gpuledger.dashboards import figures
+from gpuledger.dashboards.access import can_see_fleet
+from gpuledger.dashboards.pages.common import (
+    PageContext,
+    check_team,
+    graph,
+    number,
+    percent,
+    refuse,
+    section,
+    table,
+)
+from gpuledger.dashboards.pages.team import queue_summary
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import Any
 import polars as pl
 from dash import html
 
-from dashboards import figures
-from dashboards.pages.common import (
+from gpuledger.dashboards import figures
+from gpuledger.dashboards.pages.common import (
     PageContext,
     check_team,
     graph,
@@ -28,7 +28,7 @@ from dashboards.pages.common import (
     table,
     visible_team,
 )
-from dashboards.state import previous_period
+from gpuledger.dashboards.state import previous_period
 
 _LINE_FIELDS = ("cost", "card_hours", "idle_cost", "idle_card_hours", "list_cost", "sharing_discount")
 
@@ -265,6 +265,6 @@ def render(v: TeamView) -> html.Div:
 
 
 def _vs(now: float, prev: dict[str, float] | None, key: str) -> str:
-    from dashboards.pages.common import change
+    from gpuledger.dashboards.pages.common import change
 
     return change(now, prev[key] if prev else None)

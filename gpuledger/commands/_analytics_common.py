@@ -9,8 +9,8 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from core.errors import InputError
-from core.window import Window
+from gpuledger.core.errors import InputError
+from gpuledger.core.window import Window
 
 
 def add_window_args(parser: argparse.ArgumentParser) -> None:

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from gpuledger.context import Context
 
 if TYPE_CHECKING:
-    from core.access import Principal
+    from gpuledger.core.access import Principal
 
 
 def _principal(args: argparse.Namespace, ctx: Context) -> Principal:
-    from core.access import resolve_roles
+    from gpuledger.core.access import resolve_roles
 
     user = args.as_user or getpass.getuser()
     groups = [g for g in (args.groups or "").split(",") if g.strip()]
@@ -27,7 +27,7 @@ def _principal(args: argparse.Namespace, ctx: Context) -> Principal:
 
 
 def _approve(args: argparse.Namespace, ctx: Context) -> int:
-    from actuator.workflow import approve
+    from gpuledger.actuator.workflow import approve
 
     with ctx.open_warehouse() as wh:
         record = approve(wh, args.plan_id, _principal(args, ctx), ctx.settings)
@@ -36,7 +36,7 @@ def _approve(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _reject(args: argparse.Namespace, ctx: Context) -> int:
-    from actuator.workflow import reject
+    from gpuledger.actuator.workflow import reject
 
     with ctx.open_warehouse() as wh:
         record = reject(wh, args.plan_id, _principal(args, ctx), ctx.settings, args.reason)
@@ -45,7 +45,7 @@ def _reject(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _expire(args: argparse.Namespace, ctx: Context) -> int:
-    from actuator.workflow import expire
+    from gpuledger.actuator.workflow import expire
 
     with ctx.open_warehouse() as wh:
         expired = expire(wh, ctx.settings)
@@ -54,7 +54,7 @@ def _expire(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _apply(args: argparse.Namespace, ctx: Context) -> int:
-    from actuator.workflow import apply, connect
+    from gpuledger.actuator.workflow import apply, connect
 
     principal = _principal(args, ctx)
     with ctx.open_warehouse() as wh, connect(ctx.settings, args.kubeconfig) as cluster:
@@ -64,7 +64,7 @@ def _apply(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _rollback(args: argparse.Namespace, ctx: Context) -> int:
-    from actuator.workflow import connect, rollback
+    from gpuledger.actuator.workflow import connect, rollback
 
     principal = _principal(args, ctx)
     with ctx.open_warehouse() as wh, connect(ctx.settings, args.kubeconfig) as cluster:

@@ -13,8 +13,8 @@ from gpuledger.context import Context
 
 
 def _list(args: argparse.Namespace, ctx: Context) -> int:
-    from optimizer.plan import list_plans
-    from optimizer.plan_render import list_json, render_list
+    from gpuledger.optimizer.plan import list_plans
+    from gpuledger.optimizer.plan_render import list_json, render_list
 
     with ctx.open_warehouse(read_only=True) as wh:
         records = list_plans(wh, args.status, kind=args.kind)
@@ -23,8 +23,8 @@ def _list(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _show(args: argparse.Namespace, ctx: Context) -> int:
-    from optimizer.plan import load_record
-    from optimizer.plan_render import plan_json, render_plan
+    from gpuledger.optimizer.plan import load_record
+    from gpuledger.optimizer.plan_render import plan_json, render_plan
 
     with ctx.open_warehouse(read_only=True) as wh:
         record = load_record(wh, args.plan_id)
@@ -38,7 +38,7 @@ def _show(args: argparse.Namespace, ctx: Context) -> int:
 def register_verbs(verbs: argparse._SubParsersAction[Any]) -> None:
     """Add `list` and `show` to the `plans` command."""
     from gpuledger.commands import global_options
-    from optimizer.plan import STATUSES  # light: pydantic only, already loaded by the config
+    from gpuledger.optimizer.plan import STATUSES  # light: pydantic only, already loaded by the config
 
     inherited = [global_options(suppress=True)]  # `plans list --warehouse X` works too
     p = verbs.add_parser("list", help="stored plans, newest first",

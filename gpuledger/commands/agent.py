@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 
-from core.errors import SourceError
 from gpuledger.commands import AddCommand
 from gpuledger.context import Context
+from gpuledger.core.errors import SourceError
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -17,7 +17,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         import pynvml
     except ImportError:
         raise SourceError("agent: the nvidia-ml-py package (pynvml) is not installed") from None
-    from collectors.nvml_agent import Agent
+    from gpuledger.collectors.nvml_agent import Agent
 
     try:
         agent = Agent(pynvml, args.host, args.port, hostname=args.hostname)

@@ -15,7 +15,7 @@ _MONEY = ("list_cost", "sharing_discount", "redistributed_cost", "cost", "idle_c
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    from analytics.bill import compute_bill
+    from gpuledger.analytics.bill import compute_bill
 
     window = window_from_args(args)
     by = [d for d in args.by.split(",") if d.strip()]

@@ -12,13 +12,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from core.errors import InputError
-from core.window import Window, parse_instant
 from gpuledger.commands import AddCommand
 from gpuledger.context import Context
+from gpuledger.core.errors import InputError
+from gpuledger.core.window import Window, parse_instant
 
 if TYPE_CHECKING:
-    from collectors.prometheus import ChunkData
+    from gpuledger.collectors.prometheus import ChunkData
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -35,7 +35,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     kubeconfig = args.kubeconfig or settings.kubernetes.kubeconfig
     kube = None
     if kubeconfig:
-        from collectors.kubernetes import KubernetesCollector
+        from gpuledger.collectors.kubernetes import KubernetesCollector
 
         kube = KubernetesCollector.from_kubeconfig(kubeconfig, settings)
 

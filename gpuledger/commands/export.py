@@ -10,13 +10,13 @@ from gpuledger.context import Context
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    from core.window import Window, parse_instant
-    from warehouse.export import export_parquet
+    from gpuledger.core.window import Window, parse_instant
+    from gpuledger.warehouse.export import export_parquet
 
     window = None
     if args.start or args.end:
         if not (args.start and args.end):
-            from core.errors import InputError
+            from gpuledger.core.errors import InputError
 
             raise InputError("export: give both --start and --end, or neither")
         window = Window(parse_instant(args.start), parse_instant(args.end))

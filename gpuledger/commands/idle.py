@@ -14,7 +14,7 @@ _SHOWN = ("team", "namespace", "pod", "model", "sharing_mode", "profile", "card_
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    from analytics.idle import top_idle
+    from gpuledger.analytics.idle import top_idle
 
     window = window_from_args(args)
     with ctx.open_warehouse(read_only=True) as wh:

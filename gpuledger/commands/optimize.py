@@ -15,7 +15,7 @@ from gpuledger.commands import AddCommand
 from gpuledger.context import Context
 
 if TYPE_CHECKING:
-    from optimizer.plan import Plan
+    from gpuledger.optimizer.plan import Plan
 
 
 def _no_kind(args: argparse.Namespace, ctx: Context) -> int:
@@ -25,8 +25,8 @@ def _no_kind(args: argparse.Namespace, ctx: Context) -> int:
 
 def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
     """Store (unless --no-save) and print."""
-    from optimizer.plan import save_plan
-    from optimizer.plan_render import plan_json, render_plan
+    from gpuledger.optimizer.plan import save_plan
+    from gpuledger.optimizer.plan_render import plan_json, render_plan
 
     status = None
     if not args.no_save:
@@ -43,10 +43,10 @@ def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _mig(args: argparse.Namespace, ctx: Context) -> int:
-    from core.config import utcnow
-    from core.window import parse_duration
-    from optimizer.mig import MigOptions, plan_mig
-    from optimizer.mig_input import load_demand, load_fleet
+    from gpuledger.core.config import utcnow
+    from gpuledger.core.window import parse_duration
+    from gpuledger.optimizer.mig import MigOptions, plan_mig
+    from gpuledger.optimizer.mig_input import load_demand, load_fleet
 
     now = utcnow()
     settings = ctx.settings
@@ -54,12 +54,12 @@ def _mig(args: argparse.Namespace, ctx: Context) -> int:
     if args.fleet:
         fleet = load_fleet(args.fleet)
         if not args.demand:
-            from core.errors import InputError
+            from gpuledger.core.errors import InputError
 
             raise InputError("--fleet needs --demand (a what-if run reads both from files)")
         demand = load_demand(args.demand)
     else:
-        from optimizer.mig_warehouse import (
+        from gpuledger.optimizer.mig_warehouse import (
             load_fleet_from_warehouse,
             observed_demand,
             recommended_demand,
@@ -95,10 +95,10 @@ def _mig(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _quota(args: argparse.Namespace, ctx: Context) -> int:
-    from core.config import utcnow
-    from core.window import parse_duration
-    from optimizer.quota import QuotaOptions, plan_quota
-    from optimizer.quota_input import load_quota_inputs, quota_inputs_from_warehouse
+    from gpuledger.core.config import utcnow
+    from gpuledger.core.window import parse_duration
+    from gpuledger.optimizer.quota import QuotaOptions, plan_quota
+    from gpuledger.optimizer.quota_input import load_quota_inputs, quota_inputs_from_warehouse
 
     now = utcnow()
     if args.queues:

@@ -14,7 +14,7 @@ _SHOWN = ("kind", "team", "namespace", "pod", "current", "recommended", "workloa
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    from analytics.recommend import recommend
+    from gpuledger.analytics.recommend import recommend
 
     window = window_from_args(args)
     with ctx.open_warehouse(read_only=True) as wh:

@@ -13,15 +13,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.config import utcnow
-from core.errors import InputError, ReportError
 from gpuledger.commands import AddCommand
 from gpuledger.context import Context
+from gpuledger.core.config import utcnow
+from gpuledger.core.errors import InputError, ReportError
 
 
 def resolve_period(text: str) -> str:
     """`YYYY-MM`, or `last` for the month before the current UTC month."""
-    from core.window import Window
+    from gpuledger.core.window import Window
 
     if text.strip().lower() in ("last", "previous"):
         now = utcnow()
@@ -35,7 +35,7 @@ def _out_dir(args: argparse.Namespace, ctx: Context) -> Path:
 
 
 def _monthly(args: argparse.Namespace, ctx: Context) -> int:
-    from reports.monthly import issue_monthly
+    from gpuledger.reports.monthly import issue_monthly
 
     period = resolve_period(args.period)
     if args.reason is not None and not args.reissue:
@@ -76,7 +76,7 @@ def _as_json(result: Any) -> dict[str, Any]:
 
 
 def _verify(args: argparse.Namespace, ctx: Context) -> int:
-    from reports.monthly import verify_issues
+    from gpuledger.reports.monthly import verify_issues
 
     period = resolve_period(args.period)
     out = _out_dir(args, ctx)
@@ -91,7 +91,7 @@ def _verify(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _due(args: argparse.Namespace, ctx: Context) -> int:
-    from reports.schedule import run_due
+    from gpuledger.reports.schedule import run_due
 
     out = _out_dir(args, ctx)
     issued = run_due(ctx.settings, ctx.warehouse_path, out, utcnow(), backfill=args.backfill)

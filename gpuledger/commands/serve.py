@@ -25,7 +25,7 @@ def _cluster_factory(args: argparse.Namespace, ctx: Context) -> Any:
         return None
 
     def connect() -> Any:
-        from actuator.workflow import connect as connect_cluster
+        from gpuledger.actuator.workflow import connect as connect_cluster
 
         return connect_cluster(ctx.settings, kubeconfig)
 
@@ -33,7 +33,7 @@ def _cluster_factory(args: argparse.Namespace, ctx: Context) -> Any:
 
 
 def _start_schedule(ctx: Context, stop: threading.Event) -> threading.Thread:
-    from reports.schedule import run_forever
+    from gpuledger.reports.schedule import run_forever
 
     out_dir = Path(ctx.settings.reports.out_dir)
     thread = threading.Thread(
@@ -45,8 +45,8 @@ def _start_schedule(ctx: Context, stop: threading.Event) -> threading.Thread:
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    from dashboards.access import check_dev_bind
-    from dashboards.app import serve
+    from gpuledger.dashboards.access import check_dev_bind
+    from gpuledger.dashboards.app import serve
 
     check_dev_bind(args.host, args.dev_user)
     groups = tuple(g.strip() for g in (args.dev_groups or "").split(",") if g.strip())

@@ -13,14 +13,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.config import utcnow
-from core.errors import InputError
-from core.window import DAY, Window, floor_time, parse_duration, parse_instant
 from gpuledger.commands import AddCommand
 from gpuledger.context import Context
+from gpuledger.core.config import utcnow
+from gpuledger.core.errors import InputError
+from gpuledger.core.window import DAY, Window, floor_time, parse_duration, parse_instant
 
 if TYPE_CHECKING:
-    from simulator.engine import Simulation
+    from gpuledger.simulator.engine import Simulation
 
 
 def _window(args: argparse.Namespace) -> Window:
@@ -34,8 +34,8 @@ def _window(args: argparse.Namespace) -> Window:
 
 
 def build_simulation(args: argparse.Namespace) -> Simulation:
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
 
     spec = FleetSpec.load(args.fleet) if args.fleet else FleetSpec.default(gpus=args.gpus)
     return Simulation(spec, _window(args), seed=args.seed)
@@ -109,7 +109,7 @@ def _write_parquet(sim: Simulation, out: Path, chunk: timedelta, ctx: Context) -
 
 
 def _serve(args: argparse.Namespace, ctx: Context) -> int:
-    from simulator.serve import make_server
+    from gpuledger.simulator.serve import make_server
 
     sim = build_simulation(args)
     server = make_server(sim, args.host, args.port, hostname_label=args.hostname_label,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core.access import Principal, resolve_roles
-from core.config import AccessSettings, KubernetesSettings, PlanSettings, RoleBinding, Settings
-from warehouse import Warehouse
+from gpuledger.core.access import Principal, resolve_roles
+from gpuledger.core.config import AccessSettings, KubernetesSettings, PlanSettings, RoleBinding, Settings
+from gpuledger.warehouse import Warehouse
 
 STATE_TIMEOUT_S = 10.0  # generous: the CI machine is shared and often loaded
 
@@ -67,7 +67,7 @@ def k8s_settings(k8s_namespace: str) -> Settings:
 
 @pytest.fixture
 def gateway(k8s_cluster):
-    from actuator.gateway import ClusterGateway, RetryPolicy
+    from gpuledger.actuator.gateway import ClusterGateway, RetryPolicy
 
     with ClusterGateway(k8s_cluster.api_client(), retry=RetryPolicy(attempts=3, base_s=0.05)) as gw:
         yield gw
@@ -83,7 +83,7 @@ def created_nodes(kube):
 
 @pytest.fixture
 def mig_manager(k8s_cluster, k8s_settings):
-    from simulator.mig_manager import MigBehavior, MigManagerEmulator
+    from gpuledger.simulator.mig_manager import MigBehavior, MigManagerEmulator
 
     api = k8s_cluster.api_client()
     emulator = MigManagerEmulator(api, k8s_settings.kubernetes, MigBehavior(delay_s=0.3)).start()

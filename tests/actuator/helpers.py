@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from optimizer.plan import (
+from gpuledger.optimizer.plan import (
     ClusterQueueUpdate,
     Effect,
     GpuChange,

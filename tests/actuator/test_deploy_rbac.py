@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from actuator.gateway import ClusterGateway, RetryPolicy, configmap_ref
-from actuator.workflow import apply, approve
-from core.access import resolve_roles
-from core.errors import ForbiddenError
-from optimizer.plan import PodRef, load_record, save_plan
-from simulator.kube_loader import load_manifests
-from simulator.mig_manager import MigBehavior, MigManagerEmulator
+from gpuledger.actuator.gateway import ClusterGateway, RetryPolicy, configmap_ref
+from gpuledger.actuator.workflow import apply, approve
+from gpuledger.core.access import resolve_roles
+from gpuledger.core.errors import ForbiddenError
+from gpuledger.optimizer.plan import PodRef, load_record, save_plan
+from gpuledger.simulator.kube_loader import load_manifests
+from gpuledger.simulator.mig_manager import MigBehavior, MigManagerEmulator
 from tests.actuator.conftest import make_settings
 from tests.actuator.helpers import (
     CONFIG_LABEL,

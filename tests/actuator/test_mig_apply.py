@@ -32,10 +32,11 @@ import time
 
 import pytest
 
-from actuator.workflow import apply, approve, rollback
-from optimizer.plan import PodRef, load_record, save_plan
-from simulator.kube_loader import load_manifests
-from simulator.mig_manager import MigBehavior
+from gpuledger.actuator.workflow import apply, approve, rollback
+from gpuledger.optimizer.plan import PodRef, load_record, save_plan
+from gpuledger.simulator.kube_loader import load_manifests
+from gpuledger.simulator.mig_manager import MigBehavior
+from gpuledger.warehouse import Warehouse
 from tests.actuator.conftest import make_settings
 from tests.actuator.helpers import (
     CONFIG_LABEL,
@@ -50,7 +51,6 @@ from tests.actuator.helpers import (
     wait_until,
 )
 from tests.actuator.kube_watch import Recorder
-from warehouse import Warehouse
 
 pytestmark = pytest.mark.k8s
 
@@ -199,7 +199,7 @@ def test_crash_mid_rollout_then_resume(k8s_cluster, kube, gateway, tmp_path, fle
         "kubernetes": {"mig_configmap_namespace": ns, "mig_configmap_name": "mig-parted"},
     }))
     path = tmp_path / "crash.duckdb"
-    from core.access import resolve_roles
+    from gpuledger.core.access import resolve_roles
 
     alice = resolve_roles("alice", [], settings.access)
     with Warehouse.open(path) as wh:

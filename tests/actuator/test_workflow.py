@@ -20,11 +20,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kubernetes import client
 
-from actuator.gateway import ClusterGateway, RetryPolicy
-from actuator.workflow import apply, approve, expire, reject, rollback
-from core.access import resolve_roles
-from core.errors import AccessDeniedError, PlanError
-from optimizer.plan import (
+from gpuledger.actuator.gateway import ClusterGateway, RetryPolicy
+from gpuledger.actuator.workflow import apply, approve, expire, reject, rollback
+from gpuledger.core.access import resolve_roles
+from gpuledger.core.errors import AccessDeniedError, PlanError
+from gpuledger.optimizer.plan import (
     Effect,
     ObservedObject,
     Plan,
@@ -147,7 +147,7 @@ def test_unapproved_plan_is_never_applied(wh, settings, alice, unreachable):
 
 def test_cli_approve_as_admin_and_viewer(tmp_path, capsys):
     from gpuledger.cli import main
-    from warehouse import Warehouse
+    from gpuledger.warehouse import Warehouse
 
     config = tmp_path / "gpuledger.yaml"
     config.write_text(json.dumps({"access": {"roles": [

@@ -16,9 +16,9 @@ from typing import Any
 
 import polars as pl
 
-from core.frames import TABLES, polars_schema
-from core.window import Window
-from warehouse import LoadBatch, Warehouse
+from gpuledger.core.frames import TABLES, polars_schema
+from gpuledger.core.window import Window
+from gpuledger.warehouse import LoadBatch, Warehouse
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 STEP = timedelta(minutes=1)

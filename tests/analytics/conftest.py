@@ -8,12 +8,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics.bill import Bill, compute_bill
-from analytics.money import to_cents
-from core.config import Settings
-from core.window import Window
+from gpuledger.analytics.bill import Bill, compute_bill
+from gpuledger.analytics.money import to_cents
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 from tests.analytics.builders import load
-from warehouse import Warehouse
 
 BillFn = Callable[..., Bill]
 

@@ -27,8 +27,16 @@ from datetime import date
 
 import pytest
 
-from analytics.rollup import allocations_frame
-from core.config import FallbackRule, IdleSettings, PriceEntry, Settings, SharingSettings, TeamSettings
+from gpuledger.analytics.rollup import allocations_frame
+from gpuledger.core.config import (
+    FallbackRule,
+    IdleSettings,
+    PriceEntry,
+    Settings,
+    SharingSettings,
+    TeamSettings,
+)
+from gpuledger.warehouse import Warehouse
 from tests.analytics.builders import (
     Seg,
     at,
@@ -40,7 +48,6 @@ from tests.analytics.builders import (
     window,
 )
 from tests.analytics.conftest import by_team
-from warehouse import Warehouse
 
 H100 = 3.00
 

@@ -20,15 +20,15 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from analytics.bill import Bill, compute_bill
-from core.config import Settings
-from core.window import Window
+from gpuledger.analytics.bill import Bill, compute_bill
 from gpuledger.collect_pipeline import collect_window
-from simulator.engine import Simulation
-from simulator.fleet import FleetSpec
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.simulator.engine import Simulation
+from gpuledger.simulator.fleet import FleetSpec
+from gpuledger.warehouse import Warehouse
 from tests.analytics.conftest import assert_conserved
 from tools.metrics_servers import ServerPool
-from warehouse import Warehouse
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 

@@ -25,14 +25,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics.bill import Bill, compute_bill
-from analytics.rollup import rollup_batch
-from core.config import Settings
-from core.window import Window
-from simulator.engine import Simulation
-from simulator.fleet import FleetSpec
+from gpuledger.analytics.bill import Bill, compute_bill
+from gpuledger.analytics.rollup import rollup_batch
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.simulator.engine import Simulation
+from gpuledger.simulator.fleet import FleetSpec
+from gpuledger.warehouse import LoadBatch, Warehouse
 from tests.analytics.conftest import assert_conserved
-from warehouse import LoadBatch, Warehouse
 
 WINDOW = Window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 3, tzinfo=UTC))
 ONE_DAY = Window(WINDOW.start, WINDOW.start + timedelta(days=1))

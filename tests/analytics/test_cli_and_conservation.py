@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from analytics.money import apportion_cents, to_cents
-from core.config import IdleSettings, Settings, SharingSettings
+from gpuledger.analytics.money import apportion_cents, to_cents
 from gpuledger.cli import main
+from gpuledger.core.config import IdleSettings, Settings, SharingSettings
 from tests.analytics.builders import Seg, at, gpus, load, mig_instances, namespaces, samples, window
 
 

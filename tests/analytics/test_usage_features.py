@@ -19,15 +19,15 @@ import json
 import polars as pl
 import pytest
 
-from analytics.idle import idle_runs_frame, top_idle
-from analytics.profiles import workload_profiles
-from analytics.recommend import recommend, rightsized_demand, smallest_profile
-from analytics.tokens import token_costs
-from analytics.workloads import workload_usage
-from core.config import Settings
-from core.frames import TABLES, polars_schema
+from gpuledger.analytics.idle import idle_runs_frame, top_idle
+from gpuledger.analytics.profiles import workload_profiles
+from gpuledger.analytics.recommend import recommend, rightsized_demand, smallest_profile
+from gpuledger.analytics.tokens import token_costs
+from gpuledger.analytics.workloads import workload_usage
+from gpuledger.core.config import Settings
+from gpuledger.core.frames import TABLES, polars_schema
+from gpuledger.warehouse import Warehouse
 from tests.analytics.builders import Seg, at, gpus, load, namespaces, pods, samples, window
-from warehouse import Warehouse
 
 
 def _fleet() -> dict[str, pl.DataFrame]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config import FallbackRule, Settings, TeamSettings
+from gpuledger.core.config import FallbackRule, Settings, TeamSettings
 from tests.collectors import tinyfleet
 
 

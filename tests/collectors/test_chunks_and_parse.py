@@ -25,16 +25,16 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from collectors.chunks import plan_chunks
-from collectors.ksm import resource_name
-from collectors.prom_parse import _split_matrix, parse_matrix
-from collectors.promql import Shard, make_shards, quote, regex_any
-from collectors.screen import screen
-from collectors.teams import ksm_label, resolve_team
-from collectors.vllm import counter_increase
-from core.config import FallbackRule, TeamSettings
-from core.errors import SourceError
-from core.window import Window
+from gpuledger.collectors.chunks import plan_chunks
+from gpuledger.collectors.ksm import resource_name
+from gpuledger.collectors.prom_parse import _split_matrix, parse_matrix
+from gpuledger.collectors.promql import Shard, make_shards, quote, regex_any
+from gpuledger.collectors.screen import screen
+from gpuledger.collectors.teams import ksm_label, resolve_team
+from gpuledger.collectors.vllm import counter_increase
+from gpuledger.core.config import FallbackRule, TeamSettings
+from gpuledger.core.errors import SourceError
+from gpuledger.core.window import Window
 
 T = datetime(2026, 3, 1, tzinfo=UTC)
 

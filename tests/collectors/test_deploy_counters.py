@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from core.frames import DCGM_FIELDS
+from gpuledger.core.frames import DCGM_FIELDS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "dcgm-exporter"
 

@@ -33,14 +33,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from collectors.chunks import plan_chunks
-from collectors.vllm import counter_increase
-from core.window import Window, parse_duration
 from gpuledger.collect_pipeline import collect_window, resume_point
+from gpuledger.collectors.chunks import plan_chunks
+from gpuledger.collectors.vllm import counter_increase
+from gpuledger.core.window import Window, parse_duration
+from gpuledger.warehouse import Warehouse
 from tests.collectors import tinyfleet
 from tests.collectors.conftest import tiny_settings
 from tools.metrics_servers import ServerPool
-from warehouse import Warehouse
 
 WINDOW = Window(tinyfleet.T0, tinyfleet.window_end())
 NOW = tinyfleet.window_end() + timedelta(minutes=5)

@@ -27,16 +27,16 @@ from pathlib import Path
 
 import pytest
 
-from collectors.prom_http import PromHttp
-from core.config import PrometheusSettings
-from core.errors import SourceError
-from core.window import Window
 from gpuledger.cli import main
 from gpuledger.collect_pipeline import collect_window, resume_point
+from gpuledger.collectors.prom_http import PromHttp
+from gpuledger.core.config import PrometheusSettings
+from gpuledger.core.errors import SourceError
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 from tests.collectors import tinyfleet
 from tests.collectors.conftest import tiny_settings
 from tools.metrics_servers import ServerPool
-from warehouse import Warehouse
 
 WINDOW = Window(tinyfleet.T0, tinyfleet.window_end())
 NOW = tinyfleet.window_end() + timedelta(minutes=5)
@@ -78,10 +78,10 @@ def test_prometheus_stopped_mid_range(prometheus_factory: ServerPool, tiny_openm
 KILLED_RUN = textwrap.dedent("""
     import sys, time
     from datetime import datetime
-    from core.config import Settings
-    from core.window import Window
+    from gpuledger.core.config import Settings
+    from gpuledger.core.window import Window
     from gpuledger.collect_pipeline import collect_window
-    from warehouse import Warehouse
+    from gpuledger.warehouse import Warehouse
 
     class SlowWarehouse(Warehouse):
         loads = 0

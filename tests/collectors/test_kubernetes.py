@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from collectors.kubernetes import KubernetesCollector, paginate
-from core.config import Settings
-from core.errors import TemporaryClusterError
-from core.window import Window
+from gpuledger.collectors.kubernetes import KubernetesCollector, paginate
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import TemporaryClusterError
+from gpuledger.core.window import Window
 
 pytestmark = pytest.mark.k8s
 AT = datetime(2026, 3, 1, 6, tzinfo=UTC)
@@ -34,8 +34,8 @@ AT = datetime(2026, 3, 1, 6, tzinfo=UTC)
 
 @pytest.fixture(scope="module")
 def manifests() -> list[dict[str, Any]]:
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
 
     sim = Simulation(FleetSpec.default(gpus=16), Window(AT - timedelta(hours=6), AT), seed=7)
     return [*sim.kube_manifests(), *sim.kueue_manifests()]
@@ -43,7 +43,7 @@ def manifests() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def cluster(k8s_cluster: Any, manifests: list[dict[str, Any]]) -> Any:
-    from simulator.kube_loader import load_manifests
+    from gpuledger.simulator.kube_loader import load_manifests
 
     with k8s_cluster.api_client() as api:
         load_manifests(api, manifests)
@@ -180,9 +180,9 @@ def test_collect_command_with_cluster_and_prometheus(cluster: Any, manifests: li
                                                      metrics_servers: Any, tmp_path: Any,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     from gpuledger.cli import main
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
-    from warehouse import Warehouse
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+    from gpuledger.warehouse import Warehouse
 
     window = Window(AT - timedelta(hours=6), AT)
     sim = Simulation(FleetSpec.default(gpus=16), window, seed=7)

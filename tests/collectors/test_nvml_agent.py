@@ -24,17 +24,17 @@ from pathlib import Path
 import pytest
 import requests
 
-from collectors import nvml_read
-from collectors.nvml_agent import Agent
-from collectors.nvml_exporter import render
-from collectors.nvml_read import NvmlReader
-from core.config import Settings
-from core.window import Window, floor_time
 from gpuledger.cli import main
 from gpuledger.collect_pipeline import collect_window
+from gpuledger.collectors import nvml_read
+from gpuledger.collectors.nvml_agent import Agent
+from gpuledger.collectors.nvml_exporter import render
+from gpuledger.collectors.nvml_read import NvmlReader
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window, floor_time
+from gpuledger.warehouse import Warehouse
 from tests.collectors.fake_nvml import FakeNvml
 from tools.metrics_servers import ServerPool
-from warehouse import Warehouse
 
 LINE = re.compile(r"^(\w+)\{(.*)\} (\S+)$")
 

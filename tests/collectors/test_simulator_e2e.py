@@ -30,11 +30,11 @@ import polars as pl
 import pytest
 import requests
 
-from core.config import Settings
-from core.window import Window, floor_time
 from gpuledger.collect_pipeline import collect_window
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window, floor_time
+from gpuledger.warehouse import Warehouse
 from tools.metrics_servers import ServerPool
-from warehouse import Warehouse
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 WINDOW = Window(START, START + timedelta(hours=6))
@@ -44,8 +44,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def sim() -> Any:
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
 
     return Simulation(FleetSpec.default(gpus=24), WINDOW, seed=11)
 
@@ -98,7 +98,7 @@ def _compare(stored: pl.DataFrame, expected: pl.DataFrame, key: list[str], exact
 def test_gpu_samples_equal_the_simulator(collected: tuple[str, Warehouse, Any],
                                          truth: dict[str, pl.DataFrame]) -> None:
     _, wh, report = collected
-    from core.frames import METRIC_COLUMNS
+    from gpuledger.core.frames import METRIC_COLUMNS
 
     stored = wh.query("SELECT * FROM gpu_samples")
     _compare(stored, truth["gpu_samples"], KEY, ["node", "mig_profile", "namespace", "pod", "container"],
@@ -140,7 +140,7 @@ def test_inventory_equals_the_simulator(collected: tuple[str, Warehouse, Any], s
 @pytest.mark.prometheus
 def test_prometheus_scrapes_the_live_simulator(sim: Any, truth: dict[str, pl.DataFrame],
                                                metrics_servers: ServerPool, tmp_path: Path) -> None:
-    from simulator.serve import make_server
+    from gpuledger.simulator.serve import make_server
 
     real_start = datetime.now(UTC)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from core.config import AccessSettings, RoleBinding, Settings, TeamSettings, utcnow
-from core.window import Window
+from gpuledger.core.config import AccessSettings, RoleBinding, Settings, TeamSettings, utcnow
+from gpuledger.core.window import Window
 
 PERIOD = "2026-11"
 PREVIOUS = "2026-10"
@@ -49,7 +49,7 @@ def lead_headers() -> dict[str, str]:
 
 
 def demo_plans() -> list[object]:
-    from optimizer.plan import (
+    from gpuledger.optimizer.plan import (
         ClusterQueueUpdate,
         Effect,
         GpuChange,
@@ -99,10 +99,10 @@ def demo_plans() -> list[object]:
 
 
 def build_demo_warehouse(path: Path, gpus: int = 32) -> Path:
-    from optimizer.plan import save_plan
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
-    from warehouse import LoadBatch, Warehouse
+    from gpuledger.optimizer.plan import save_plan
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+    from gpuledger.warehouse import LoadBatch, Warehouse
 
     window = Window(datetime(2026, 10, 31, 18, tzinfo=UTC), datetime(2026, 11, 1, 12, tzinfo=UTC))
     sim = Simulation(FleetSpec.default(gpus=gpus), window, seed=7)
@@ -132,8 +132,8 @@ def demo_copy(demo_source: Path, tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def reference_bills(demo_source: Path) -> dict[tuple[str, tuple[str, ...]], object]:
     """The bills `gpuledger bill` prints, computed on the original file (not via the app)."""
-    from analytics.bill import compute_bill
-    from warehouse import Warehouse
+    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.warehouse import Warehouse
 
     settings = settings_with_roles()
     out: dict[tuple[str, tuple[str, ...]], object] = {}
@@ -147,7 +147,7 @@ def reference_bills(demo_source: Path) -> dict[tuple[str, tuple[str, ...]], obje
 @pytest.fixture(scope="session")
 def shared_app(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iterator[object]:
     """One app for the tests that only read, on its own copy, refreshed by hand."""
-    from dashboards.app import create_app
+    from gpuledger.dashboards.app import create_app
 
     folder = tmp_path_factory.mktemp("dash-app")
     path = folder / "warehouse.duckdb"

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.config import AccessSettings, RoleBinding
-from core.errors import ConfigError, InputError
-from dashboards.access import AccessPolicy, check_dev_bind, is_loopback_host
-from dashboards.state import ViewState, page_of, previous_period
+from gpuledger.core.config import AccessSettings, RoleBinding
+from gpuledger.core.errors import ConfigError, InputError
+from gpuledger.dashboards.access import AccessPolicy, check_dev_bind, is_loopback_host
+from gpuledger.dashboards.state import ViewState, page_of, previous_period
 
 ROLES = (
     RoleBinding(subject="platform-admins", kind="group", role="admin"),

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from dashboards.app import create_app
-from optimizer.plan import (
+from gpuledger.dashboards.app import create_app
+from gpuledger.optimizer.plan import (
     ClusterQueueUpdate,
     Effect,
     ObservedObject,
@@ -33,9 +33,9 @@ from optimizer.plan import (
     save_plan,
     state_hash,
 )
+from gpuledger.warehouse import Warehouse
 from tests.dashboards.conftest import admin_headers, settings_with_roles
 from tests.dashboards.test_http import callback, post
-from warehouse import Warehouse
 
 pytestmark = pytest.mark.k8s
 KUEUE = ("kueue.x-k8s.io", "v1beta2", "clusterqueues")
@@ -80,7 +80,7 @@ def _nominal(custom: Any, name: str) -> tuple[Any, str]:
 def test_preview_then_apply(k8s_cluster: Any, demo_copy: Path, tmp_path: Path) -> None:
     from kubernetes import client
 
-    from actuator.gateway import ClusterGateway, RetryPolicy
+    from gpuledger.actuator.gateway import ClusterGateway, RetryPolicy
 
     name = f"dash-{uuid.uuid4().hex[:6]}"
     with k8s_cluster.api_client() as api:

@@ -28,9 +28,10 @@ from typing import Any
 import polars as pl
 import pytest
 
-from dashboards.app import RunningServer, create_app, start_server
-from dashboards.pages.common import money
-from optimizer.plan import load_record
+from gpuledger.dashboards.app import RunningServer, create_app, start_server
+from gpuledger.dashboards.pages.common import money
+from gpuledger.optimizer.plan import load_record
+from gpuledger.warehouse import Warehouse
 from tests.dashboards.conftest import (
     LEAD_TEAM,
     MIG_PLAN,
@@ -40,7 +41,6 @@ from tests.dashboards.conftest import (
     lead_headers,
     settings_with_roles,
 )
-from warehouse import Warehouse
 
 pytestmark = pytest.mark.browser
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from dashboards.app import create_app
-from optimizer.plan import load_record
+from gpuledger.dashboards.app import create_app
+from gpuledger.optimizer.plan import load_record
+from gpuledger.warehouse import Warehouse
 from tests.dashboards.conftest import (
     LEAD_TEAM,
     MIG_PLAN,
@@ -35,7 +36,6 @@ from tests.dashboards.conftest import (
     lead_headers,
     settings_with_roles,
 )
-from warehouse import Warehouse
 
 
 @pytest.fixture

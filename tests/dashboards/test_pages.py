@@ -32,14 +32,14 @@ from typing import Any
 import polars as pl
 import pytest
 
-from core.access import Principal, resolve_roles
-from core.errors import AccessDeniedError, InputError
-from dashboards.app import bill_csv
-from dashboards.callbacks import render_page
-from dashboards.pages import fleet, plans, queues, team
-from dashboards.pages.common import PageContext
-from dashboards.shell import sync
-from dashboards.state import ViewState
+from gpuledger.core.access import Principal, resolve_roles
+from gpuledger.core.errors import AccessDeniedError, InputError
+from gpuledger.dashboards.app import bill_csv
+from gpuledger.dashboards.callbacks import render_page
+from gpuledger.dashboards.pages import fleet, plans, queues, team
+from gpuledger.dashboards.pages.common import PageContext
+from gpuledger.dashboards.shell import sync
+from gpuledger.dashboards.state import ViewState
 from tests.dashboards.conftest import (
     ADMIN,
     LEAD,
@@ -203,9 +203,9 @@ def test_csv_download_scoped(shared_app: Any, reference_bills: dict) -> None:
 def test_token_costs_match_analytics(shared_app: Any, demo_source: Any) -> None:
     """Per team and model service; summed over teams they are what
     `analytics.tokens.token_costs` reports for the fleet (tokens, GPU cost, unit costs)."""
-    from analytics.tokens import token_costs
-    from core.window import Window
-    from warehouse import Warehouse
+    from gpuledger.analytics.tokens import token_costs
+    from gpuledger.core.window import Window
+    from gpuledger.warehouse import Warehouse
 
     mine = shared_app.data.token_costs(PERIOD)
     assert not mine.is_empty() and mine["team"].n_unique() > 1
@@ -228,9 +228,9 @@ def test_token_costs_match_analytics(shared_app: Any, demo_source: Any) -> None:
 def test_default_period_ignores_exclusive_end(demo_copy: Any, tmp_path: Any) -> None:
     """An allocation ending exactly at midnight of Dec 1 (end exclusive) is November's data:
     the default period stays 2026-11, not an empty December."""
-    from dashboards.readmodel import ReadModel
-    from dashboards.store import SnapshotStore
-    from warehouse import Warehouse
+    from gpuledger.dashboards.readmodel import ReadModel
+    from gpuledger.dashboards.store import SnapshotStore
+    from gpuledger.warehouse import Warehouse
 
     with Warehouse.open(demo_copy) as wh:
         wh.con.execute(

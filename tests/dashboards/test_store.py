@@ -26,14 +26,14 @@ from pathlib import Path
 
 import pytest
 
-from dashboards.shell import banner
-from dashboards.store import SnapshotStore, WarehouseBusyError
-from warehouse import Warehouse
+from gpuledger.dashboards.shell import banner
+from gpuledger.dashboards.store import SnapshotStore, WarehouseBusyError
+from gpuledger.warehouse import Warehouse
 
 ROOT = Path(__file__).parents[2]
 HOLDER = """
 import sys
-from warehouse import Warehouse
+from gpuledger.warehouse import Warehouse
 wh = Warehouse.open(sys.argv[1])
 if sys.argv[2] == "commit-and-hold":
     wh.con.execute("INSERT INTO namespaces (namespace, team) VALUES ('from-follow', 'streaming')")

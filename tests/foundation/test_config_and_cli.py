@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from core.access import resolve_roles
-from core.config import PriceEntry, Settings, load_settings
-from core.errors import ConfigError
-from core.pricing import PriceBook
-from core.window import Window
+from gpuledger.core.access import resolve_roles
+from gpuledger.core.config import PriceEntry, Settings, load_settings
+from gpuledger.core.errors import ConfigError
+from gpuledger.core.pricing import PriceBook
+from gpuledger.core.window import Window
 
 REPO = Path(__file__).resolve().parents[2]
 

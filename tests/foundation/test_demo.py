@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from warehouse import Warehouse
+from gpuledger.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
 GPUS = 40

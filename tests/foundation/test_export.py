@@ -15,10 +15,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from core.frames import METRIC_COLUMNS
-from core.window import Window
-from warehouse import LoadBatch, Warehouse
-from warehouse.export import export_parquet
+from gpuledger.core.frames import METRIC_COLUMNS
+from gpuledger.core.window import Window
+from gpuledger.warehouse import LoadBatch, Warehouse
+from gpuledger.warehouse.export import export_parquet
 
 
 def _samples(start: datetime, n: int) -> pl.DataFrame:

@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from core.errors import InputError
-from core.mig import (
+from gpuledger.core.errors import InputError
+from gpuledger.core.mig import (
     COMPUTE_SLICES,
     MEMORY_SLICES,
     canonical_model,

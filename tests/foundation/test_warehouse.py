@@ -27,10 +27,10 @@ import duckdb
 import polars as pl
 import pytest
 
-from core.errors import InputError, SchemaVersionError, WarehouseError
-from core.frames import METRIC_COLUMNS
-from core.window import Window
-from warehouse import LoadBatch, Warehouse, schema
+from gpuledger.core.errors import InputError, SchemaVersionError, WarehouseError
+from gpuledger.core.frames import METRIC_COLUMNS
+from gpuledger.core.window import Window
+from gpuledger.warehouse import LoadBatch, Warehouse, schema
 
 DAY = Window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
 REPO = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ def test_older_file_is_migrated_and_newer_refused(tmp_path: Path, monkeypatch):
     newer = (*schema.MIGRATIONS, (schema.LATEST + 1, "probe", v_next))
     monkeypatch.setattr(schema, "MIGRATIONS", newer)
     monkeypatch.setattr(schema, "LATEST", schema.LATEST + 1)
-    from warehouse import store
+    from gpuledger.warehouse import store
 
     monkeypatch.setattr(store, "LATEST", schema.LATEST)
     with Warehouse.open(path) as w:
@@ -146,11 +146,10 @@ _LOADER = textwrap.dedent(
     sys.path.insert(0, {repo!r})
     import polars as pl
     from datetime import UTC, datetime, timedelta
-    from core.frames import METRIC_COLUMNS
-    from core.window import Window
-    from warehouse import LoadBatch, Warehouse
-    import warehouse.store as store
-
+    from gpuledger.core.frames import METRIC_COLUMNS
+    from gpuledger.core.window import Window
+    from gpuledger.warehouse import LoadBatch, Warehouse
+    import gpuledger.warehouse.store as store
     day = Window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
     n = 1440 * 50
     ts = [day.start + timedelta(minutes=i % 1440) for i in range(n)]

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.errors import InputError
-from core.window import Window, parse_duration, parse_instant
+from gpuledger.core.errors import InputError
+from gpuledger.core.window import Window, parse_duration, parse_instant
 
 
 def test_month_windows_are_half_open_and_roll_the_year():

@@ -17,8 +17,8 @@ import uuid
 import pytest
 from kubernetes import client
 
-from core.errors import ClusterError, InputError
-from simulator.kube_loader import load_manifests, ordered
+from gpuledger.core.errors import ClusterError, InputError
+from gpuledger.simulator.kube_loader import load_manifests, ordered
 
 pytestmark = pytest.mark.k8s
 

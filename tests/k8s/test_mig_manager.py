@@ -24,10 +24,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from core.config import KubernetesSettings
-from core.errors import InputError
-from simulator.kube_loader import load_manifests
-from simulator.mig_manager import (
+from gpuledger.core.config import KubernetesSettings
+from gpuledger.core.errors import InputError
+from gpuledger.simulator.kube_loader import load_manifests
+from gpuledger.simulator.mig_manager import (
     CONFIG_LABEL,
     STATE_LABEL,
     MigBehavior,

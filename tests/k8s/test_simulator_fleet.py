@@ -20,12 +20,12 @@ import pytest
 import yaml
 from kubernetes import client, dynamic
 
-from core.config import KubernetesSettings
-from core.window import Window
-from simulator.engine import Simulation
-from simulator.fleet import FleetSpec
-from simulator.kube_loader import load_manifests
-from simulator.mig_manager import CONFIG_LABEL, STATE_LABEL, MigManagerEmulator
+from gpuledger.core.config import KubernetesSettings
+from gpuledger.core.window import Window
+from gpuledger.simulator.engine import Simulation
+from gpuledger.simulator.fleet import FleetSpec
+from gpuledger.simulator.kube_loader import load_manifests
+from gpuledger.simulator.mig_manager import CONFIG_LABEL, STATE_LABEL, MigManagerEmulator
 
 pytestmark = pytest.mark.k8s
 

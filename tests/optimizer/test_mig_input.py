@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from core.config import Settings
-from core.errors import InputError
-from core.mig import gpu_model
-from optimizer.mig import MigOptions, plan_mig
-from optimizer.mig_input import (
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import InputError
+from gpuledger.core.mig import gpu_model
+from gpuledger.optimizer.mig import MigOptions, plan_mig
+from gpuledger.optimizer.mig_input import (
     demand_from_dict,
     fleet_from_dict,
     load_demand,

@@ -31,12 +31,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.config import Settings
-from core.mig import COMPUTE_SLICES, gpu_model
-from optimizer.mig import MigOptions, measure, plan_mig
-from optimizer.mig_baselines import slice_lower_bound
-from optimizer.mig_geometry import valid_shapes
-from optimizer.mig_input import (
+from gpuledger.core.config import Settings
+from gpuledger.core.mig import COMPUTE_SLICES, gpu_model
+from gpuledger.optimizer.mig import MigOptions, measure, plan_mig
+from gpuledger.optimizer.mig_baselines import slice_lower_bound
+from gpuledger.optimizer.mig_geometry import valid_shapes
+from gpuledger.optimizer.mig_input import (
     BusyInstance,
     Demand,
     Fleet,
@@ -46,9 +46,9 @@ from optimizer.mig_input import (
     demand_from_dict,
     fleet_from_dict,
 )
-from optimizer.mig_synthetic import random_demand, random_fleet
-from optimizer.plan import MigChanges, Plan, load_plan, save_plan
-from warehouse import Warehouse
+from gpuledger.optimizer.mig_synthetic import random_demand, random_fleet
+from gpuledger.optimizer.plan import MigChanges, Plan, load_plan, save_plan
+from gpuledger.warehouse import Warehouse
 
 NOW = datetime(2026, 11, 5, tzinfo=UTC)
 A100 = "A100-80GB"

@@ -25,12 +25,12 @@ import polars as pl
 import pytest
 import yaml
 
-from core.config import Settings
-from core.window import Window
 from gpuledger.cli import main
-from optimizer.mig_warehouse import load_fleet_from_warehouse, observed_demand, recommended_demand
-from optimizer.plan import list_plans
-from warehouse import LoadBatch, Warehouse
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.optimizer.mig_warehouse import load_fleet_from_warehouse, observed_demand, recommended_demand
+from gpuledger.optimizer.plan import list_plans
+from gpuledger.warehouse import LoadBatch, Warehouse
 
 REPO = Path(__file__).resolve().parents[2]
 FLEET = str(REPO / "examples/whatif-fleet.yaml")
@@ -92,8 +92,8 @@ def test_fleet_needs_demand(tmp_path, capsys):
 # The simulator's warehouse ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def sim_warehouse(tmp_path_factory) -> Path:
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
 
     path = tmp_path_factory.mktemp("sim") / "w.duckdb"
     window = Window(datetime(2026, 10, 5, tzinfo=UTC), datetime(2026, 10, 6, tzinfo=UTC))
@@ -106,7 +106,7 @@ def sim_warehouse(tmp_path_factory) -> Path:
 
 
 def test_fleet_from_warehouse_matches_the_simulator(sim_warehouse):
-    from simulator.fleet import FleetSpec
+    from gpuledger.simulator.fleet import FleetSpec
 
     pools = {p.name: p for p in FleetSpec.default(gpus=64).pools}
     with Warehouse.open(sim_warehouse, read_only=True) as wh:

@@ -26,8 +26,8 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from core.errors import PlanError
-from optimizer.plan import (
+from gpuledger.core.errors import PlanError
+from gpuledger.optimizer.plan import (
     STATUSES,
     TERMINAL,
     TRANSITIONS,
@@ -52,8 +52,8 @@ from optimizer.plan import (
     save_plan,
     set_status,
 )
-from optimizer.plan_render import plan_json, render_plan
-from warehouse import Warehouse
+from gpuledger.optimizer.plan_render import plan_json, render_plan
+from gpuledger.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 5, 12, 0, tzinfo=UTC)
 

@@ -30,20 +30,27 @@ import numpy as np
 import polars as pl
 import pytest
 
-from core.config import Settings, TeamSettings
-from core.errors import InputError
-from optimizer.plan import QuotaChanges, state_hash
-from optimizer.quota import QuotaOptions, plan_quota
-from optimizer.quota_forecast import forecast
-from optimizer.quota_input import GPU, Quota, QuotaInputs, check_history, default_capacity, queue_from_object
-from optimizer.quota_model import (
+from gpuledger.core.config import Settings, TeamSettings
+from gpuledger.core.errors import InputError
+from gpuledger.optimizer.plan import QuotaChanges, state_hash
+from gpuledger.optimizer.quota import QuotaOptions, plan_quota
+from gpuledger.optimizer.quota_forecast import forecast
+from gpuledger.optimizer.quota_input import (
+    GPU,
+    Quota,
+    QuotaInputs,
+    check_history,
+    default_capacity,
+    queue_from_object,
+)
+from gpuledger.optimizer.quota_model import (
     QuotaProblem,
     SeriesSpec,
     shortfall_table,
     solve_quotas,
 )
-from optimizer.quota_replay import replay
-from optimizer.quota_synthetic import synthetic_quota_inputs
+from gpuledger.optimizer.quota_replay import replay
+from gpuledger.optimizer.quota_synthetic import synthetic_quota_inputs
 
 START = datetime(2026, 10, 5, tzinfo=UTC)  # a Monday
 NOW = datetime(2026, 11, 5, tzinfo=UTC)
@@ -122,7 +129,7 @@ def test_quota_stages_match_brute_force(seed):
 def test_reduced_and_full_models_agree():
     inputs = synthetic_quota_inputs(8, 3, days=14, step=timedelta(hours=1), start=START, seed=4)
     fc = forecast(inputs.history, timedelta(days=7))
-    from optimizer.quota import build_problem
+    from gpuledger.optimizer.quota import build_problem
 
     problem = build_problem(inputs, fc, {})
     reduced = solve_quotas(problem, 30, reduce=True)
@@ -195,7 +202,7 @@ def test_resource_groups_rewritten_whole_and_state_hash(seasonal):
     assert isinstance(plan.changes, QuotaChanges)
     observed = {o.name: o for o in plan.observed}
     assert observed[queue.name].state == state_hash({"cohortName": "all", "resourceGroups": [extra]})
-    from actuator.fingerprint import cluster_queue_state
+    from gpuledger.actuator.fingerprint import cluster_queue_state
 
     assert observed[queue.name].state == state_hash(cluster_queue_state({"spec": spec}))
     assert not any(q.resource == "cpu" for q in plan.changes.quotas)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from core.window import Window
-from warehouse import LoadBatch, Warehouse
+from gpuledger.core.window import Window
+from gpuledger.warehouse import LoadBatch, Warehouse
 
 STEP = timedelta(minutes=5)
 SIM_WINDOW = Window(datetime(2024, 11, 1, tzinfo=UTC), datetime(2025, 1, 1, tzinfo=UTC), STEP)
@@ -18,8 +18,8 @@ SEED = 11
 
 
 def simulation():
-    from simulator.engine import Simulation
-    from simulator.fleet import FleetSpec
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
 
     spec = FleetSpec.default(gpus=10, gpus_per_node=2, teams=list(TEAMS))
     return Simulation(spec, SIM_WINDOW, seed=SEED)

@@ -25,17 +25,17 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from core.config import Settings
-from core.errors import ReportError
-from core.window import Window
 from gpuledger.cli import main
 from gpuledger.context import Context
-from reports.adjustments import adjustments_for
-from reports.billing import SUMMARY_BY, month_bill, summary_lines
-from reports.manifest import sha256_file, verify_folder
-from reports.monthly import issue_monthly, verify_issues
-from reports.schedule import due_periods, run_due
-from warehouse import LoadBatch, Warehouse
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import ReportError
+from gpuledger.core.window import Window
+from gpuledger.reports.adjustments import adjustments_for
+from gpuledger.reports.billing import SUMMARY_BY, month_bill, summary_lines
+from gpuledger.reports.manifest import sha256_file, verify_folder
+from gpuledger.reports.monthly import issue_monthly, verify_issues
+from gpuledger.reports.schedule import due_periods, run_due
+from gpuledger.warehouse import LoadBatch, Warehouse
 
 pytestmark = pytest.mark.slow
 

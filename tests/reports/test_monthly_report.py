@@ -34,17 +34,17 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from analytics.bill import compute_bill
-from core.config import PriceEntry, Settings
-from core.errors import ReportError
-from core.window import Window
 from gpuledger import __version__
+from gpuledger.analytics.bill import compute_bill
 from gpuledger.cli import main
-from reports.billing import empty_summary, month_bill
-from reports.compose import inputs_sha256
-from reports.manifest import sha256_file
-from reports.monthly import issue_monthly
-from warehouse import Warehouse
+from gpuledger.core.config import PriceEntry, Settings
+from gpuledger.core.errors import ReportError
+from gpuledger.core.window import Window
+from gpuledger.reports.billing import empty_summary, month_bill
+from gpuledger.reports.compose import inputs_sha256
+from gpuledger.reports.manifest import sha256_file
+from gpuledger.reports.monthly import issue_monthly
+from gpuledger.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
 

@@ -16,12 +16,12 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from core.errors import InputError
 from gpuledger.cli import main
-from reports.chart import DayCost, daily_cost_svg, nice_ticks
-from reports.layout import issued_versions, safe_name
-from reports.manifest import build_manifest, verify_folder, write_manifest
-from reports.schedule import completed_periods
+from gpuledger.core.errors import InputError
+from gpuledger.reports.chart import DayCost, daily_cost_svg, nice_ticks
+from gpuledger.reports.layout import issued_versions, safe_name
+from gpuledger.reports.manifest import build_manifest, verify_folder, write_manifest
+from gpuledger.reports.schedule import completed_periods
 
 
 def _seal(folder, status="final", version=1):

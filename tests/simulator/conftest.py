@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from core.window import Window
-from simulator.engine import Simulation
-from simulator.fleet import FleetSpec
+from gpuledger.core.window import Window
+from gpuledger.simulator.engine import Simulation
+from gpuledger.simulator.fleet import FleetSpec
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
 

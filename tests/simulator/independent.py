@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import polars as pl
 
-from core.mig import COMPUTE_SLICES, parse_profile_name
+from gpuledger.core.mig import COMPUTE_SLICES, parse_profile_name
 
 
 def shares(samples: pl.DataFrame, gpus: pl.DataFrame, pods: pl.DataFrame) -> pl.DataFrame:

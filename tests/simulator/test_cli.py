@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from gpuledger.cli import main
-from simulator.serve import make_server
+from gpuledger.simulator.serve import make_server
 from tests.simulator.conftest import START
 
 
@@ -40,7 +40,7 @@ def test_files_and_load(tmp_path):
     kinds = {d["kind"] for d in yaml.safe_load_all((out / "manifests.yaml").read_text())}
     assert kinds == {"Namespace", "ConfigMap", "Node", "Pod"}
     assert (out / "metrics.om").read_text().endswith("# EOF\n")
-    from warehouse import Warehouse
+    from gpuledger.warehouse import Warehouse
 
     with Warehouse.open(wh, read_only=True) as w:
         assert w.count("gpu_samples") == 8 * 360

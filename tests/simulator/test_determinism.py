@@ -13,8 +13,8 @@ from datetime import timedelta
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from core.frames import TABLES, polars_schema
-from simulator.engine import Simulation
+from gpuledger.core.frames import TABLES, polars_schema
+from gpuledger.simulator.engine import Simulation
 
 
 def test_same_seed_same_everything(tiny_spec, tiny_window, tiny_inventory, tiny_batches, tiny_truth):

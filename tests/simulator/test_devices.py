@@ -17,10 +17,10 @@ from datetime import timedelta
 import polars as pl
 import pytest
 
-from core.mig import gpu_model
-from core.window import Window
-from simulator.engine import Simulation
-from simulator.fleet import FleetSpec
+from gpuledger.core.mig import gpu_model
+from gpuledger.core.window import Window
+from gpuledger.simulator.engine import Simulation
+from gpuledger.simulator.fleet import FleetSpec
 from tests.simulator.conftest import START
 
 

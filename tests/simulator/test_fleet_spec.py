@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import InputError
-from simulator.fleet import FleetSpec
+from gpuledger.core.errors import InputError
+from gpuledger.simulator.fleet import FleetSpec
 
 REPO = Path(__file__).resolve().parents[2]
 

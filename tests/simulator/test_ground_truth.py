@@ -17,10 +17,10 @@ from datetime import timedelta
 import polars as pl
 import pytest
 
-from core.mig import COMPUTE_SLICES, parse_profile_name
-from core.window import Window
-from simulator.engine import Simulation
-from simulator.fleet import FleetSpec
+from gpuledger.core.mig import COMPUTE_SLICES, parse_profile_name
+from gpuledger.core.window import Window
+from gpuledger.simulator.engine import Simulation
+from gpuledger.simulator.fleet import FleetSpec
 from tests.simulator import independent
 from tests.simulator.conftest import START
 

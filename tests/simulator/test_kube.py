@@ -15,7 +15,7 @@ from collections import Counter
 
 import polars as pl
 
-from simulator.tenants import LOCAL_QUEUES
+from gpuledger.simulator.tenants import LOCAL_QUEUES
 
 
 def _by_kind(items):

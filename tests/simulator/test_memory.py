@@ -17,9 +17,9 @@ import pytest
 CHILD = """
 import json, resource, sys
 from datetime import UTC, datetime, timedelta
-from core.window import Window
-from simulator.engine import Simulation
-from simulator.fleet import FleetSpec
+from gpuledger.core.window import Window
+from gpuledger.simulator.engine import Simulation
+from gpuledger.simulator.fleet import FleetSpec
 days = int(sys.argv[1])
 start = datetime(2026, 11, 2, tzinfo=UTC)
 sim = Simulation(FleetSpec.default(gpus=64), Window(start, start + timedelta(days=days)), seed=7)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import InputError
-from core.window import Window
-from simulator.engine import Simulation
+from gpuledger.core.errors import InputError
+from gpuledger.core.window import Window
+from gpuledger.simulator.engine import Simulation
 from tests.simulator.conftest import START
 
 pytestmark = pytest.mark.prometheus

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from simulator.engine import Simulation
-from warehouse import LoadBatch, Warehouse
+from gpuledger.simulator.engine import Simulation
+from gpuledger.warehouse import LoadBatch, Warehouse
 
 
 def load_into_warehouse(wh: Warehouse, sim: Simulation, chunk: timedelta) -> dict[str, int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.errors import GpuledgerError
+from gpuledger.core.errors import GpuledgerError
 
 
 class K8sTestEnvError(GpuledgerError):
