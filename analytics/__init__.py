@@ -7,4 +7,6 @@
   `allocations` frames; `shares` and `unlabeled` say what fraction of a card each holder has;
 - `idle`, `tokens`, `workloads`, `profiles`, `recommend`: idle ranking, token cost,
   requested-vs-used, workload profiles and right-sizing with savings.
+
+May import `gpuledger.core` and `gpuledger.warehouse` (its named queries); nothing downstream.
 """
