@@ -1,36 +1,53 @@
-"""Versioned schema migrations.
+"""Versioned schema migrations, frozen as literal DDL.
 
-Version 1 creates every table declared in `core.frames`. A later change appends a migration
-(never edits an old one). Opening an older file applies the missing migrations in one
-transaction; a file whose version is newer than `LATEST` is refused, because an older binary
-cannot know what the newer columns mean.
+Each version is one step in `warehouse/migrations/` (a `.sql` file written once and never
+edited), so a file created by any earlier release is brought forward by exactly the steps it
+lacks. Opening an older file applies the missing steps in one transaction; a file whose version
+is newer than `LATEST` is refused, because an older binary cannot know what the newer columns
+mean. `declared_ddl()` is what the steps must add up to: the tables `core.frames` declares,
+plus the objects it does not describe (`SUPPORT_DDL`); a test compares the two catalogs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import duckdb
 
 from gpuledger.core.errors import SchemaVersionError
 from gpuledger.core.frames import TABLES
+from gpuledger.warehouse.migrations import STEPS
 
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
 
 
-def _v1_initial(con: duckdb.DuckDBPyConnection) -> None:
-    for spec in TABLES.values():
-        con.execute(spec.ddl())
-    con.execute("CREATE SEQUENCE IF NOT EXISTS audit_seq START 1")
-    con.execute(
-        "CREATE INDEX IF NOT EXISTS gpu_samples_ts ON gpu_samples (ts)"
-    )
+@dataclass(frozen=True, slots=True)
+class SqlMigration:
+    """A step that runs its literal DDL text (DuckDB runs the `;`-separated statements)."""
+
+    sql: str
+
+    def __call__(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(self.sql)
 
 
-MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
-    (1, "initial schema", _v1_initial),
+MIGRATIONS: tuple[tuple[int, str, Migration], ...] = tuple(
+    (step.version, step.description, SqlMigration(step.sql())) for step in STEPS
 )
 LATEST = MIGRATIONS[-1][0]
+
+SUPPORT_DDL: tuple[str, ...] = (
+    "CREATE SEQUENCE IF NOT EXISTS audit_seq START 1",
+    "CREATE INDEX IF NOT EXISTS gpu_samples_ts ON gpu_samples (ts)",
+)
+"""Objects of the latest schema that `core.frames` does not declare: the audit log's sequence
+and the time index on raw samples. A step that changes them changes this list too."""
+
+
+def declared_ddl() -> list[str]:
+    """The DDL of the latest schema as the code declares it (not as the steps build it)."""
+    return [spec.ddl() for spec in TABLES.values()] + list(SUPPORT_DDL)
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:

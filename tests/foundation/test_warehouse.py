@@ -194,7 +194,7 @@ def test_kill_during_a_load_leaves_the_file_as_before(tmp_path: Path):
 def test_a_second_writer_is_refused(tmp_path: Path):
     path = tmp_path / "locked.duckdb"
     with Warehouse.open(path):
-        code = f"import sys; sys.path.insert(0, {str(REPO)!r}); from warehouse import Warehouse; Warehouse.open({str(path)!r})"
+        code = f"import sys; sys.path.insert(0, {str(REPO)!r}); from gpuledger.warehouse import Warehouse; Warehouse.open({str(path)!r})"
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "WarehouseLockedError" in result.stderr

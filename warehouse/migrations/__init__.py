@@ -1,0 +1,46 @@
+"""The warehouse's schema history, one frozen file of literal DDL per version.
+
+Why literal text: a step built from the live table list (`core.frames.TABLES`) would change
+meaning whenever a column is added there, and files created earlier would never get the column.
+A released step is therefore never edited (tests/foundation/test_migrations.py pins each file's
+checksum); changing the schema means:
+1. change `core.frames` (the declaration the code loads and reads against);
+2. add `vNNN_<what>.sql` here with exactly the DDL that turns version N-1 into the new shape
+   (`ALTER TABLE ... ADD COLUMN ...`, a new table, an index) and list it in `STEPS`;
+3. the migration test then checks that all steps applied to an empty file equal the tables
+   `core.frames` declares (plus `warehouse.schema.SUPPORT_DDL`), so a forgotten step fails CI.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One schema version: its number, what it does, and the file holding its DDL."""
+
+    version: int
+    description: str
+    file: str
+
+    def sql(self) -> str:
+        """The step's DDL text as shipped (read from the installed package)."""
+        return resources.files(__name__).joinpath(self.file).read_text(encoding="utf-8")
+
+
+STEPS: tuple[Step, ...] = (
+    Step(1, "initial schema", "v001_initial.sql"),
+)
+"""Every version in order, oldest first; append only."""
+
+FILE_NAME = re.compile(r"v(\d{3})_[a-z0-9_]+\.sql")
+"""How a step's file is named: its version in three digits, then what it does."""
+
+
+def step_files() -> list[str]:
+    """The `.sql` files shipped in this folder (a test checks each is listed in `STEPS`)."""
+    folder = resources.files(__name__)
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".sql"))
