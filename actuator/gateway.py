@@ -36,10 +36,10 @@ from gpuledger.core.errors import (
     ClusterError,
     ConfigError,
     ConflictError,
-    ForbiddenError,
     InvalidError,
     NotFoundError,
     TemporaryClusterError,
+    error_for_status,
 )
 
 FIELD_MANAGER = "gpuledger"
@@ -134,19 +134,9 @@ def _status_message(body: bytes | str | None) -> str:
 def map_status(status: int, what: str, message: str, *, eviction: bool = False) -> ClusterError:
     """The `core.errors` class for an HTTP status, with a self-contained one-line message."""
     text = f"{what}: HTTP {status}{': ' + message if message else ''}"
-    if status == 409:
-        return ConflictError(text + " (the object changed since it was read)")
-    if status == 404:
-        return NotFoundError(text)
-    if status in (401, 403):
-        return ForbiddenError(text + " (check the RBAC rules in deploy/rbac.yaml)")
-    if status in (400, 415, 422):
-        return InvalidError(text)
     if status == 429 and eviction:
         return EvictionBlockedError(text)
-    if status == 429 or status >= 500:
-        return TemporaryClusterError(text)
-    return ClusterError(text)
+    return error_for_status(status, text, hint=True)
 
 
 class ClusterGateway:

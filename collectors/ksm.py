@@ -19,9 +19,9 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.collectors.teams import ksm_label, resolve_team
 from gpuledger.core.config import TeamSettings
 from gpuledger.core.frames import NAMESPACES, PODS, polars_schema
+from gpuledger.core.teams import ksm_label, resolve_team
 
 QUEUE_LABEL = ksm_label("kueue.x-k8s.io/queue-name")
 _MIG = re.compile(r"^mig_(\d+g)_(\d+gb)(_me)?$")

@@ -26,11 +26,11 @@ import polars as pl
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from gpuledger.collectors.teams import resolve_team
 from gpuledger.core.config import Settings, utcnow
-from gpuledger.core.errors import ClusterError, ForbiddenError, TemporaryClusterError
+from gpuledger.core.errors import ClusterError, NotFoundError, TemporaryClusterError, error_for_status
 from gpuledger.core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
 from gpuledger.core.mig import canonical_model
+from gpuledger.core.teams import resolve_team
 
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 KUEUE_KINDS = {"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
@@ -50,12 +50,7 @@ def _error(exc: ApiException, what: str) -> ClusterError:
     reason = exc.reason or ""
     with contextlib.suppress(ValueError):
         reason = json.loads(exc.body or "{}").get("message", reason)
-    text = f"listing {what} failed: HTTP {exc.status} {reason}"
-    if exc.status in (401, 403):
-        return ForbiddenError(text)
-    if exc.status in (429,) or (exc.status or 0) >= 500:
-        return TemporaryClusterError(text)
-    return ClusterError(text)
+    return error_for_status(exc.status or 0, f"listing {what} failed: HTTP {exc.status} {reason}")
 
 
 def paginate(list_fn: Lister, what: str, *, page_size: int = 500, **kwargs: Any) -> Iterator[dict[str, Any]]:
@@ -144,10 +139,8 @@ class KubernetesCollector:
                 items = list(paginate(self.custom.list_cluster_custom_object, f"{plural}.{KUEUE_GROUP}",
                                       page_size=self.page_size, group=KUEUE_GROUP,
                                       version=KUEUE_VERSION, plural=plural))
-            except ClusterError as exc:
-                if "HTTP 404" in str(exc):
-                    continue  # Kueue (or this kind) is not installed
-                raise
+            except NotFoundError:
+                continue  # Kueue (or this kind) is not installed
             for item in items:
                 meta = item.get("metadata") or {}
                 spec = item.get("spec") or {}

@@ -70,6 +70,31 @@ class TemporaryClusterError(ClusterError):
     temporary = True
 
 
+def error_for_status(status: int, message: str, *, hint: bool = False) -> ClusterError:
+    """THE map from an HTTP status of the Kubernetes API to our error class (one home).
+
+    Why here: the collectors (reads) and the actuator's gateway (writes) must agree on what is
+    temporary (retried) and what is permanent, and a caller catching `NotFoundError` must get it
+    from both. `message` is used verbatim; `hint=True` appends what the user can do about a
+    conflict or an RBAC refusal (the gateway's messages carry it, the collectors' do not).
+    Status 0 (no answer at all) and anything unmapped give a plain, permanent `ClusterError`.
+    """
+    cls = _STATUS_CLASSES.get(status)
+    if cls is None:
+        cls = TemporaryClusterError if status >= 500 else ClusterError
+    return cls(message + (_STATUS_HINTS.get(cls, "") if hint else ""))
+
+
+_STATUS_CLASSES: dict[int, type[ClusterError]] = {
+    409: ConflictError, 404: NotFoundError, 401: ForbiddenError, 403: ForbiddenError,
+    400: InvalidError, 415: InvalidError, 422: InvalidError, 429: TemporaryClusterError,
+}
+_STATUS_HINTS: dict[type[ClusterError], str] = {
+    ConflictError: " (the object changed since it was read)",
+    ForbiddenError: " (check the RBAC rules in deploy/rbac.yaml)",
+}
+
+
 class PlanError(GpuledgerError):
     """A plan cannot be built, stored or moved to the requested state."""
 

@@ -1,0 +1,36 @@
+"""Read queries behind team resolution: stored namespace teams and LocalQueue → namespace team.
+
+Why here: only `warehouse/` speaks SQL. `analytics.teams` (the bill's namespace → team table)
+and `analytics.queue_teams` (ClusterQueue → team, for the optimizer and the dashboard) read
+these rows and apply the rules in `core.teams` / `analytics.queue_teams` in Python.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from gpuledger.warehouse import Warehouse
+
+
+def namespace_rows(wh: Warehouse) -> pl.DataFrame:
+    """Every stored namespace: `namespace`, `team` (NULL when unlabeled at collection),
+    `labels` (the label set as JSON text, or NULL)."""
+    return wh.query("SELECT namespace, team, CAST(labels AS VARCHAR) AS labels FROM namespaces")
+
+
+def local_queue_teams(wh: Warehouse) -> pl.DataFrame:
+    """Every LocalQueue whose namespace has a stored team: `name`, `namespace`, `spec` (the
+    LocalQueue's spec as JSON text; `clusterQueue` names where it submits), `team`.
+
+    Namespaces without a stored team (NULL or empty) give no rows: a queue is owned only by a
+    team the inventory saw labelled.
+    """
+    return wh.query(
+        "SELECT q.name, q.namespace, CAST(q.spec AS VARCHAR) AS spec, n.team FROM queues q"
+        " JOIN namespaces n ON n.namespace = q.namespace"
+        " WHERE q.kind = 'LocalQueue' AND n.team IS NOT NULL AND n.team <> ''"
+        " ORDER BY q.namespace, q.name"
+    )
