@@ -34,10 +34,12 @@ from gpuledger.analytics.lines import LINE_VALUES, group_lines, order_lines, red
 from gpuledger.analytics.money import to_cents
 from gpuledger.analytics.prices import discount_factor_expr, price_table, utilization_basis_expr
 from gpuledger.analytics.samples import SampleRules
-from gpuledger.analytics.teams import UNALLOCATED, UNATTRIBUTED, team_table
+from gpuledger.analytics.special_lines import SpecialLine
+from gpuledger.analytics.teams import team_table
 from gpuledger.analytics.usage import KEYS, Source, coarse_usage_from_rollup, rollup_span, usage_by_day
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError, InputError
+from gpuledger.core.period import Period
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -86,8 +88,9 @@ class Bill:
     @property
     def period(self) -> str:
         """`YYYY-MM` for a calendar month, else the ISO interval `start/end`."""
-        if Window.month(self.window.period) == Window(self.window.start, self.window.end, self.window.step):
-            return self.window.period
+        month = Period.of(self.window.start)
+        if month.window_at(self.window.step) == self.window:
+            return str(month)
         return f"{_iso(self.window.start)}/{_iso(self.window.end)}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,9 +191,8 @@ def compute_bill(
     lines = group_lines(detail, dims)
     lines = redistribute(lines, settings.idle.unallocated_redistribution)
     lines = round_lines(order_lines(lines, dims), fleet_raw, dims)
-    unattributed = tuple(
-        sorted(allocated.filter(pl.col("team") == UNATTRIBUTED)["namespace"].unique().to_list())
-    )
+    unattributed_rows = allocated.filter(pl.col("team") == SpecialLine.UNATTRIBUTED.value)
+    unattributed = tuple(sorted(unattributed_rows["namespace"].unique().to_list()))
     bill = Bill(
         window=window, currency=book.currency, by=dims, fleet_cost=fleet_cost,
         fleet_card_hours=float(detail["card_hours"].sum()), lines=lines, detail=detail,
@@ -210,7 +212,7 @@ def _price_allocated(
         usage.join(teams, on="namespace", how="left")
         .join(prices, on=["model", "day"], how="left")
         .with_columns(
-            pl.col("team").fill_null(UNATTRIBUTED),
+            pl.col("team").fill_null(SpecialLine.UNATTRIBUTED.value),
             pl.lit("allocated").alias("kind"),
             discount_factor_expr(settings).alias("discount_factor"),
             utilization_basis_expr(settings).alias("_by_utilization"),
@@ -278,7 +280,7 @@ def _unallocated_rows(
     )
     return frame.with_columns(
         pl.lit("unallocated").alias("kind"),
-        pl.lit(UNALLOCATED).alias("team"),
+        pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),
         *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile"),
         pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
         pl.lit(None, dtype=pl.Float64).alias("share"),
@@ -311,7 +313,7 @@ def _utilization_remainder(allocated: pl.DataFrame) -> pl.DataFrame:
         )
         .with_columns(
             pl.lit("utilization_remainder").alias("kind"),
-            pl.lit(UNALLOCATED).alias("team"),
+            pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),
             *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile"),
             pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
             *_nulls(pl.Float64, "share", "active_ratio", "fb_used_max_mib"),

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from gpuledger.analytics.money import apportion_cents
-from gpuledger.analytics.teams import SHARING_DISCOUNT, SPECIAL_LINES, UNALLOCATED, UNATTRIBUTED
+from gpuledger.analytics.special_lines import SPECIAL_LINES, SpecialLine
 
 SUMS: tuple[str, ...] = (
     "card_hours", "list_cost", "sharing_discount", "utilization_adjustment", "idle_card_hours",
@@ -41,7 +41,7 @@ def group_lines(detail: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     lines = detail.group_by(list(by)).agg([pl.col(c).sum() for c in SUMS])
     discount_total = float(detail["sharing_discount"].sum())
     special: dict[str, object] = {c: None for c in by} | {c: 0.0 for c in SUMS}
-    special["team"] = SHARING_DISCOUNT
+    special["team"] = SpecialLine.SHARING_DISCOUNT.value
     special["sharing_discount"] = -discount_total
     extra = pl.DataFrame([special], schema=lines.schema)
     return pl.concat([lines, extra], how="vertical")
@@ -52,7 +52,7 @@ def redistribute(lines: pl.DataFrame, policy: str) -> pl.DataFrame:
     pre = lines["list_cost"] - lines["sharing_discount"] + lines["utilization_adjustment"]
     teams = lines["team"].to_list()
     is_target = [t not in SPECIAL_LINES for t in teams]
-    source_rows = [i for i, t in enumerate(teams) if t == UNALLOCATED]
+    source_rows = [i for i, t in enumerate(teams) if t == SpecialLine.UNALLOCATED]
     moved = [0.0] * lines.height
     pool = sum(float(pre[i]) for i in source_rows)
     targets = [i for i, ok in enumerate(is_target) if ok]
@@ -112,9 +112,9 @@ def round_lines(lines: pl.DataFrame, fleet_cost: float, by: Sequence[str]) -> pl
 def order_lines(lines: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     """Teams alphabetically, then unattributed, unallocated and the discount line."""
     rank = (
-        pl.when(pl.col("team") == UNATTRIBUTED).then(1)
-        .when(pl.col("team") == UNALLOCATED).then(2)
-        .when(pl.col("team") == SHARING_DISCOUNT).then(3)
+        pl.when(pl.col("team") == SpecialLine.UNATTRIBUTED.value).then(1)
+        .when(pl.col("team") == SpecialLine.UNALLOCATED.value).then(2)
+        .when(pl.col("team") == SpecialLine.SHARING_DISCOUNT.value).then(3)
         .otherwise(0)
     )
     return (

@@ -29,6 +29,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.core.activity import ACTIVITY_SQL
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window, parse_duration
 from gpuledger.warehouse import Warehouse
@@ -86,11 +87,11 @@ def params(window: Window, rules: SampleRules) -> dict[str, Any]:
 # Steps 1-4 (module docstring) as CTEs shared by the hourly, allocation and idle-run queries.
 # The sorts carry only integers: a device, its card and its holder are 64-bit hashes, joined
 # back to their names (`names`) after aggregation.
-_RUNS_CTE = """
+_RUNS_CTE = f"""
 src AS (
     SELECT uuid, gpu_i_id, coalesce(vgpu, '') AS vgpu, mig_profile AS profile, node,
         namespace, pod, epoch_us(ts) AS t,
-        coalesce(gr_engine_active, gpu_util / 100.0) AS act, fb_used_mib AS fb
+        {ACTIVITY_SQL} AS act, fb_used_mib AS fb
     FROM gpu_samples
     WHERE ts >= $lo AND ts < $hi
 ),

@@ -16,17 +16,18 @@ import polars as pl
 
 from gpuledger.analytics.bill import Bill, compute_bill
 from gpuledger.analytics.shares import profile_slices
+from gpuledger.core.activity import ACTIVITY_SQL
 from gpuledger.core.config import Settings
 from gpuledger.core.mig import MEMORY_SLICES, catalog
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 
-_STATS_SQL = """
+_STATS_SQL = f"""
 SELECT namespace, pod, uuid, gpu_i_id, nullif(coalesce(vgpu, ''), '') AS vgpu, mig_profile AS profile,
     count(*) AS samples,
-    avg(coalesce(gr_engine_active, gpu_util / 100.0)) AS act_mean,
-    quantile_cont(coalesce(gr_engine_active, gpu_util / 100.0), 0.95) AS act_p95,
-    stddev_pop(coalesce(gr_engine_active, gpu_util / 100.0)) AS act_std,
+    avg({ACTIVITY_SQL}) AS act_mean,
+    quantile_cont({ACTIVITY_SQL}, 0.95) AS act_p95,
+    stddev_pop({ACTIVITY_SQL}) AS act_std,
     quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
     max(fb_used_mib) AS fb_max_mib
 FROM gpu_samples

@@ -12,11 +12,11 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.window import parse_duration
+from gpuledger.core.yamlfile import load_yaml_file
 
 SharingMode = Literal["exclusive", "mig", "timeslice", "vgpu"]
 SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "timeslice", "vgpu")
@@ -239,16 +239,7 @@ def load_settings(path: Path | None) -> Settings:
     """Load and validate a YAML settings file; `None` gives the embedded defaults."""
     if path is None:
         return Settings()
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    data = load_yaml_file(path, what="config", error=ConfigError) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level")
     data = _expand_env(data, path)

@@ -32,14 +32,18 @@ class Period:
     @classmethod
     def parse(cls, text: str, *, now: datetime | None = None) -> Period:
         """`YYYY-MM`, or `last` (the last complete month before `now`, default the clock)."""
-        raw = text.strip()
-        if raw.lower() in _LAST:
+        if text.strip().lower() in _LAST:
             if now is None:
                 from gpuledger.core.config import utcnow
 
                 now = utcnow()
             return cls.last_complete(now)
-        match = _MONTH.fullmatch(raw)
+        return cls.exact(text)
+
+    @classmethod
+    def exact(cls, text: str) -> Period:
+        """`YYYY-MM` only: for flags and keys that name a month literally (no `last`)."""
+        match = _MONTH.fullmatch(text.strip())
         if not match or not 1 <= int(match.group(2)) <= 12:
             raise InputError(f"period {text!r}: expected YYYY-MM, e.g. 2026-11")
         return cls(int(match.group(1)), int(match.group(2)))

@@ -79,14 +79,10 @@ class Window:
 
     @classmethod
     def month(cls, period: str, step: timedelta = timedelta(minutes=1)) -> Window:
-        """The calendar month `YYYY-MM` in UTC."""
-        match = re.fullmatch(r"(\d{4})-(\d{2})", period.strip())
-        if not match or not 1 <= int(match.group(2)) <= 12:
-            raise InputError(f"period {period!r}: expected YYYY-MM, e.g. 2026-11")
-        year, month = int(match.group(1)), int(match.group(2))
-        start = datetime(year, month, 1, tzinfo=UTC)
-        end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
-        return cls(start, end, step)
+        """The calendar month `YYYY-MM` in UTC (month arithmetic lives in `core.period`)."""
+        from gpuledger.core.period import Period
+
+        return Period.exact(period).window_at(step)
 
     @classmethod
     def parse(cls, start: str, end: str, step: str = "60s") -> Window:
@@ -103,7 +99,9 @@ class Window:
     @property
     def period(self) -> str:
         """`YYYY-MM` of the start (the billing period label)."""
-        return f"{self.start.year:04d}-{self.start.month:02d}"
+        from gpuledger.core.period import Period
+
+        return str(Period.of(self.start))
 
     def contains(self, moment: datetime) -> bool:
         return self.start <= as_utc(moment) < self.end

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuledger.context import Context
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import InputError
-from gpuledger.core.window import Window
+from gpuledger.core.period import Period
 
 if TYPE_CHECKING:
     from gpuledger.analytics.bill import Bill
+    from gpuledger.core.window import Window
     from gpuledger.warehouse import Warehouse
 
 
@@ -42,11 +42,6 @@ class DemoOptions:
 MIN_DEMO_GPUS = 40
 
 
-def last_complete_month(now: datetime) -> str:
-    year, month = (now.year, now.month - 1) if now.month > 1 else (now.year - 1, 12)
-    return f"{year:04d}-{month:02d}"
-
-
 def run_demo(options: DemoOptions, ctx: Context) -> int:
     from gpuledger.simulator.engine import Simulation
     from gpuledger.simulator.fleet import FleetSpec
@@ -59,7 +54,8 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
             "of the five pools: training, MIG, time-sliced, vGPU, inference)"
         )
     # 1. The month and a fresh warehouse.
-    window = Window.month(options.period or last_complete_month(utcnow()))
+    period = Period.exact(options.period) if options.period else Period.last_complete(utcnow())
+    window = period.window
     out = Path(options.out_dir)
     wh_path = options.warehouse or out / "gpuledger.duckdb"
     for stale in (wh_path, Path(f"{wh_path}.wal")):

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import (
     COMPUTE_SLICES,
@@ -31,6 +29,7 @@ from gpuledger.core.mig import (
     parse_profile_name,
     shape_of,
 )
+from gpuledger.core.yamlfile import load_yaml_file
 
 Config = Shape | None
 """A GPU's MIG configuration: None = MIG disabled (whole card), else profile counts."""
@@ -155,22 +154,9 @@ def resolve_model(name: Any, where: str) -> GpuModel:
 
 
 # 2. The fleet file ------------------------------------------------------------------------------
-def _read_yaml(path: Path, what: str) -> Any:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise InputError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
-
-
 def load_fleet(path: Path) -> Fleet:
     """Read a fleet file (format in docs/guide/optimizer.md)."""
-    data = _read_yaml(path, "fleet")
+    data = load_yaml_file(path, what="fleet")
     if not isinstance(data, Mapping) or not isinstance(data.get("nodes"), list):
         raise InputError(f"{path}: expected a mapping with a list 'nodes'")
     return fleet_from_dict(data, str(path))
@@ -262,7 +248,7 @@ def _check_busy_fits(busy: tuple[BusyInstance, ...], config: Config, where: str)
 # 3. The demand file -----------------------------------------------------------------------------
 def load_demand(path: Path) -> Demand:
     """Read a demand file (format in docs/guide/optimizer.md)."""
-    data = _read_yaml(path, "demand")
+    data = load_yaml_file(path, what="demand")
     if not isinstance(data, Mapping) or not isinstance(data.get("demand"), list):
         raise InputError(f"{path}: expected a mapping with a list 'demand'")
     return demand_from_dict(data, str(path))

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuledger.core.errors import InputError
+from gpuledger.core.period import Period
 from gpuledger.core.window import Window
 
 
@@ -23,7 +24,7 @@ def window_from_args(args: argparse.Namespace) -> Window:
     if args.period and (args.start or args.end):
         raise InputError("give either --period or --start/--end, not both")
     if args.period:
-        return Window.month(args.period)
+        return Period.exact(args.period).window
     if args.start and args.end:
         return Window.parse(args.start, args.end)
     raise InputError("which window? give --period YYYY-MM or --start TIME --end TIME")

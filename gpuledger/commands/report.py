@@ -17,17 +17,12 @@ from gpuledger.commands import AddCommand
 from gpuledger.context import Context
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import InputError, ReportError
+from gpuledger.core.period import Period
 
 
 def resolve_period(text: str) -> str:
-    """`YYYY-MM`, or `last` for the month before the current UTC month."""
-    from gpuledger.core.window import Window
-
-    if text.strip().lower() in ("last", "previous"):
-        now = utcnow()
-        index = now.year * 12 + now.month - 2
-        return f"{index // 12:04d}-{index % 12 + 1:02d}"
-    return Window.month(text).period
+    """`YYYY-MM`, or `last` for the month before the current UTC month (`core.period`)."""
+    return str(Period.parse(text, now=utcnow()))
 
 
 def _out_dir(args: argparse.Namespace, ctx: Context) -> Path:
