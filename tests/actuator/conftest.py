@@ -83,7 +83,7 @@ def created_nodes(kube):
 
 @pytest.fixture
 def mig_manager(k8s_cluster, k8s_settings):
-    from gpuledger.simulator.mig_manager import MigBehavior, MigManagerEmulator
+    from tools.mig_manager_emulator import MigBehavior, MigManagerEmulator
 
     api = k8s_cluster.api_client()
     emulator = MigManagerEmulator(api, k8s_settings.kubernetes, MigBehavior(delay_s=0.3)).start()

@@ -25,8 +25,6 @@ from gpuledger.actuator.workflow import apply, approve
 from gpuledger.core.access import resolve_roles
 from gpuledger.core.errors import ForbiddenError
 from gpuledger.optimizer.plan import PodRef, load_record, save_plan
-from gpuledger.simulator.kube_loader import load_manifests
-from gpuledger.simulator.mig_manager import MigBehavior, MigManagerEmulator
 from tests.actuator.conftest import make_settings
 from tests.actuator.helpers import (
     CONFIG_LABEL,
@@ -41,6 +39,8 @@ from tests.actuator.helpers import (
     quota_plan,
     uid,
 )
+from tools.kube_loader import load_manifests
+from tools.mig_manager_emulator import MigBehavior, MigManagerEmulator
 
 pytestmark = pytest.mark.k8s
 

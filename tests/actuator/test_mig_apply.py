@@ -34,8 +34,6 @@ import pytest
 
 from gpuledger.actuator.workflow import apply, approve, rollback
 from gpuledger.optimizer.plan import PodRef, load_record, save_plan
-from gpuledger.simulator.kube_loader import load_manifests
-from gpuledger.simulator.mig_manager import MigBehavior
 from gpuledger.warehouse import Warehouse
 from tests.actuator.conftest import make_settings
 from tests.actuator.helpers import (
@@ -51,6 +49,8 @@ from tests.actuator.helpers import (
     wait_until,
 )
 from tests.actuator.kube_watch import Recorder
+from tools.kube_loader import load_manifests
+from tools.mig_manager_emulator import MigBehavior
 
 pytestmark = pytest.mark.k8s
 

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.k8s
 @pytest.fixture
 def cohort(k8s_cluster, kube):
     """Three queues in one fresh cohort: GPU quotas 8/4/4, plus 64 CPUs each that no plan touches."""
-    from gpuledger.simulator.kube_loader import load_manifests
+    from tools.kube_loader import load_manifests
 
     name = uid("cohort")
     queues = {uid("qa"): 8, uid("qb"): 4, uid("qc"): 4}
@@ -168,7 +168,7 @@ def test_conflict_mid_apply_fails_when_the_plan_no_longer_holds(k8s_cluster, kub
 
 
 def test_kueue_validation_error_stops_before_any_write(kube, gateway, wh, settings, alice):
-    from gpuledger.simulator.kube_loader import load_manifests
+    from tools.kube_loader import load_manifests
 
     lonely, other = uid("qlone"), uid("qother")
     load_manifests(kube.api, [cluster_queue_manifest(q, {"nvidia.com/gpu": 4}, cohort=None)

@@ -43,7 +43,7 @@ def manifests() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def cluster(k8s_cluster: Any, manifests: list[dict[str, Any]]) -> Any:
-    from gpuledger.simulator.kube_loader import load_manifests
+    from tools.kube_loader import load_manifests
 
     with k8s_cluster.api_client() as api:
         load_manifests(api, manifests)

@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client
 
 from gpuledger.core.errors import ClusterError, InputError
-from gpuledger.simulator.kube_loader import load_manifests, ordered
+from tools.kube_loader import load_manifests, ordered
 
 pytestmark = pytest.mark.k8s
 

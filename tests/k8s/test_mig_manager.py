@@ -6,8 +6,10 @@ devices that do not exist, a device selected twice, a model without MIG facts, a
 without `version: v1`.
 
 Cases (real kube-apiserver):
-- setting `nvidia.com/mig.config` drives `pending` → `success`; capacity and allocatable become
-  the new MIG counts and a later config removes stale `nvidia.com/mig-*` resources;
+- setting `nvidia.com/mig.config` drives `pending` → `success` (asserted on the emulator's
+  recorded history, never by polling for the transient `pending`); capacity and allocatable
+  become the new MIG counts and a later config removes stale `nvidia.com/mig-*` resources;
+- the history records `pending` even with no delay at all, when it lasts milliseconds;
 - an invalid layout, an unknown config name, and an injected failure end `failed` and leave
   capacity untouched;
 - "stays pending forever" keeps `pending` long after the delay;
@@ -26,8 +28,8 @@ from kubernetes import client
 
 from gpuledger.core.config import KubernetesSettings
 from gpuledger.core.errors import InputError
-from gpuledger.simulator.kube_loader import load_manifests
-from gpuledger.simulator.mig_manager import (
+from tools.kube_loader import load_manifests
+from tools.mig_manager_emulator import (
     CONFIG_LABEL,
     STATE_LABEL,
     MigBehavior,
@@ -37,6 +39,7 @@ from gpuledger.simulator.mig_manager import (
 )
 
 H100 = "NVIDIA-H100-80GB-HBM3"
+TERMINAL = ("success", "failed")
 MIG_PARTED = {
     "version": "v1",
     "mig-configs": {
@@ -120,22 +123,37 @@ def test_label_change_drives_pending_then_success(mig_env):
     api, settings, node = mig_env
     with MigManagerEmulator(api, settings, MigBehavior(delay_s=0.5), nodes=frozenset({node})) as mig:
         set_config(api, node, "all-3g.40gb")
-        assert mig.wait_for_state(node, "pending", timeout_s=10) == "pending"
-        assert mig.wait_for_state(node, ["success", "failed"], timeout_s=20) == "success"
+        assert mig.wait_for_transition(node, TERMINAL, timeout_s=20).state == "success"
         capacity, allocatable = gpu_resources(api, node)
         assert capacity == {"nvidia.com/gpu": "0", "nvidia.com/mig-3g.40gb": "4"}
         assert allocatable == capacity
         # A second config replaces the first: the 3g resource disappears.
+        mark = mig.mark(node)
         set_config(api, node, "mixed")
-        assert mig.wait_for_state(node, "pending", timeout_s=10) == "pending"
-        assert mig.wait_for_state(node, ["success", "failed"], timeout_s=20) == "success"
+        assert mig.wait_for_transition(node, TERMINAL, after=mark, timeout_s=20).state == "success"
         capacity, allocatable = gpu_resources(api, node)
         assert capacity == {"nvidia.com/gpu": "1", "nvidia.com/mig-1g.10gb": "7"}
         assert allocatable == capacity
-        states = [t.state for t in mig.transitions if t.node == node]
-        assert states == ["pending", "success", "pending", "success"]
+        history = mig.history(node)
+        assert [(t.config, t.state) for t in history] == [
+            ("all-3g.40gb", "pending"), ("all-3g.40gb", "success"), ("mixed", "pending"), ("mixed", "success"),
+        ]
+        # The configured delay is spent pending; the record's timestamps show it.
+        assert history[1].at - history[0].at >= 0.5 and history[3].at - history[2].at >= 0.5
         # The node's other resources are untouched.
         assert client.CoreV1Api(api).read_node(node).status.capacity["cpu"] == "64"
+
+
+def test_history_keeps_a_pending_that_lasts_milliseconds(mig_env):
+    api, settings, node = mig_env
+    with MigManagerEmulator(api, settings, MigBehavior(delay_s=0.0), nodes=frozenset({node})) as mig:
+        set_config(api, node, "mixed")
+        done = mig.wait_for_transition(node, TERMINAL, timeout_s=20)
+        pending = mig.wait_for_transition(node, "pending", timeout_s=0)
+    assert done.state == "success" and pending.at <= done.at
+    assert [t.state for t in mig.history(node)] == ["pending", "success"]
+    with pytest.raises(TimeoutError, match=r"written since mark 2: \[\]"):
+        mig.wait_for_transition(node, "pending", after=2, timeout_s=0.2)
 
 
 @pytest.mark.parametrize("config", ["invalid-4g", "no-such-config"])
@@ -144,7 +162,7 @@ def test_invalid_or_unknown_config_fails(mig_env, config):
     before = gpu_resources(api, node)
     with MigManagerEmulator(api, settings, nodes=frozenset({node})) as mig:
         set_config(api, node, config)
-        assert mig.wait_for_state(node, ["success", "failed"], timeout_s=20) == "failed"
+        assert mig.wait_for_transition(node, TERMINAL, timeout_s=20).state == "failed"
     assert gpu_resources(api, node) == before
     assert node in mig.errors
 
@@ -153,24 +171,28 @@ def test_injected_failure_and_pending_forever(mig_env):
     api, settings, node = mig_env
     with MigManagerEmulator(api, settings, MigBehavior(fail_nodes=frozenset({node})), nodes=frozenset({node})) as mig:
         set_config(api, node, "all-3g.40gb")
-        assert mig.wait_for_state(node, ["success", "failed"], timeout_s=20) == "failed"
+        failed = mig.wait_for_transition(node, TERMINAL, timeout_s=20)
+        assert failed.state == "failed" and "injected" in failed.reason
         assert "injected" in mig.errors[node]
         mig.behavior = MigBehavior(delay_s=0.2, pending_forever_configs=frozenset({"mixed"}))
+        mark = mig.mark(node)
         set_config(api, node, "mixed")
-        assert mig.wait_for_state(node, "pending", timeout_s=10) == "pending"
+        assert mig.wait_for_transition(node, "pending", after=mark, timeout_s=10).config == "mixed"
         time.sleep(1.5)  # far past the delay: a real controller would have finished by now
         labels = client.CoreV1Api(api).read_node(node).metadata.labels
         assert labels[STATE_LABEL] == "pending"
+        assert [t.state for t in mig.history(node)[mark:]] == ["pending"]
     assert gpu_resources(api, node)[0] == {"nvidia.com/gpu": "2"}
 
 
 def test_node_filter_leaves_other_nodes_alone(mig_env):
     api, settings, node = mig_env
-    with MigManagerEmulator(api, settings, nodes=frozenset({"some-other-node"})):
+    with MigManagerEmulator(api, settings, nodes=frozenset({"some-other-node"})) as mig:
         set_config(api, node, "all-3g.40gb")
-        time.sleep(1.0)
+        time.sleep(1.0)  # an absence has no event to wait for: give a reconcile time to happen
         labels = client.CoreV1Api(api).read_node(node).metadata.labels
     assert STATE_LABEL not in labels
+    assert mig.history(node) == []
 
 
 def test_stop_ends_the_watch_thread(k8s_cluster):

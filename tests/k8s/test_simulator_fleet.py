@@ -7,7 +7,12 @@ Cases:
   their simulated GPU capacity (objects another test loaded first are skipped, not duplicated);
 - cross-check: a copy of the simulator's MIG node, driven by the emulator from `all-disabled`
   back to its simulated config, ends with exactly the `nvidia.com/*` capacity the simulator
-  computed for it (two independent computations of the same layout).
+  computed for it (two independent computations of the same layout);
+- on the way it goes `pending` then `success`, by two witnesses that cannot miss a state however
+  briefly it lasted (no delay is configured, so `pending` lasts milliseconds): the emulator's
+  recorded history of the states it wrote (in order, timestamps not decreasing) and a watch on
+  the node started before the label changed (every stored value, in etcd order, at the same
+  resourceVersions the emulator's writes returned).
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from gpuledger.core.config import KubernetesSettings
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
-from gpuledger.simulator.kube_loader import load_manifests
-from gpuledger.simulator.mig_manager import CONFIG_LABEL, STATE_LABEL, MigManagerEmulator
+from tools.kube_loader import load_manifests
+from tools.mig_manager_emulator import CONFIG_LABEL, STATE_LABEL, MigManagerEmulator
+from tools.node_label_watch import NodeLabelWatch
 
 pytestmark = pytest.mark.k8s
 
@@ -79,12 +85,22 @@ def test_emulator_reproduces_simulated_mig_capacity(k8s_cluster, k8s_namespace, 
         load_manifests(api, [cm_copy, node], on_exists="error")
         core = client.CoreV1Api(api)
         with MigManagerEmulator(api, settings, nodes=frozenset({name})) as mig:
-            assert mig.wait_for_state(name, ["success", "failed"], timeout_s=20) == "success"
+            assert mig.wait_for_transition(name, ["success", "failed"], timeout_s=20).state == "success"
             assert gpu_capacity(core.read_node(name).status.capacity) == {"nvidia.com/gpu": gpus}
-            core.patch_node(name, {"metadata": {"labels": {CONFIG_LABEL: config}}},
-                            _content_type="application/merge-patch+json")
-            assert mig.wait_for_state(name, "pending", timeout_s=10) == "pending"
-            assert mig.wait_for_state(name, ["success", "failed"], timeout_s=20) == "success"
+            mark = mig.mark(name)
+            with NodeLabelWatch(api, name, STATE_LABEL) as seen:
+                core.patch_node(name, {"metadata": {"labels": {CONFIG_LABEL: config}}},
+                                _content_type="application/merge-patch+json")
+                done = mig.wait_for_transition(name, ["success", "failed"], after=mark, timeout_s=20)
+                assert done.state == "success", done.reason
+                stored = seen.wait_for("success", after=1, timeout_s=20)
+            written = mig.history(name)[mark:]
+        assert [(t.config, t.state) for t in written] == [(config, "pending"), (config, "success")]
+        assert written[0].at <= written[1].at
+        # The API server stored `pending` in between, at the version the emulator's write returned.
+        assert seen.sequence() == ["success", "pending", "success"]
+        assert [v.resource_version for v in seen.values[1:]] == [t.resource_version for t in written]
+        assert stored.resource_version == written[1].resource_version
         live = core.read_node(name).status
         assert gpu_capacity(live.capacity) == gpu_capacity(original["status"]["capacity"])
         assert gpu_capacity(live.allocatable) == gpu_capacity(original["status"]["capacity"])

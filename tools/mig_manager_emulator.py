@@ -1,8 +1,15 @@
-"""An emulator of NVIDIA's MIG Manager that talks to a real kube-apiserver.
+"""An emulator of NVIDIA's MIG Manager that talks to a real kube-apiserver (test tooling).
 
 Why: the actuator changes MIG layouts through the GPU Operator's label protocol, and its tests
 need the other side of that protocol to behave like the real controller, including its failure
-modes (an invalid layout fails; a node can stay `pending` forever), without a GPU.
+modes (an invalid layout fails; a node can stay `pending` forever), without a GPU. It writes to
+a cluster, so it lives in `tools/` (never installed), not in the product's simulator.
+
+Why a recorded history: `pending` can last a few milliseconds (no delay configured), so a test
+that polls the node for it misses it on a fast machine. Every state the emulator writes is
+appended to `transitions` (with the time and the resourceVersion the API server gave that
+write) before waiters are woken; tests wait on that history (`wait_for_transition`) and assert
+on the sequence, never poll for a transient label value.
 
 The protocol (DESIGN.md): the admin sets node label `nvidia.com/mig.config=<name>`, naming an
 entry of the mig-parted ConfigMap (`version: v1`, `mig-configs: {name: [{devices: all|[idx],
@@ -80,11 +87,15 @@ class NodeMigResult:
 
 @dataclass(frozen=True)
 class Transition:
+    """One state label the emulator wrote: `at` is wall-clock seconds after the write returned,
+    `resource_version` the node's version that write produced (to match a watch's events)."""
+
     node: str
     config: str
     state: str
     at: float
     reason: str = ""
+    resource_version: str = ""
 
 
 def parse_mig_parted(text: str, where: str) -> dict[str, list[dict[str, Any]]]:
@@ -185,6 +196,10 @@ class MigManagerEmulator:
     _threads: list[threading.Thread] = field(default_factory=list, init=False)
     _watcher: threading.Thread | None = field(default=None, init=False)
     _synced: threading.Event = field(default_factory=threading.Event, init=False)
+    _recorded: threading.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._recorded = threading.Condition(self._lock)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -213,20 +228,39 @@ class MigManagerEmulator:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def wait_for_state(self, node: str, states: Iterable[str] | str, timeout_s: float = 30.0) -> str:
-        """Poll the node's state label (from the API) until it is one of `states`; return it."""
+    def history(self, node: str) -> list[Transition]:
+        """Every state written for `node`, in order (a copy)."""
+        with self._lock:
+            return [t for t in self.transitions if t.node == node]
+
+    def mark(self, node: str) -> int:
+        """How many states were written for `node` so far: pass it as `after=` to wait only for
+        what a change made from now on triggers."""
+        return len(self.history(node))
+
+    def wait_for_transition(
+        self, node: str, states: Iterable[str] | str, *, after: int = 0, timeout_s: float = 30.0
+    ) -> Transition:
+        """The first state in `states` written for `node` after its first `after` transitions.
+
+        Waits on the recorded history (woken by each write), so a state that lasted a moment is
+        found as surely as one that stays; raises TimeoutError listing what was written.
+        """
         wanted = {states} if isinstance(states, str) else set(states)
-        core = client.CoreV1Api(self.api)
         deadline = time.monotonic() + timeout_s
-        state = None
-        while time.monotonic() < deadline:
-            state = _labels(core.read_node(node)).get(STATE_LABEL)
-            if state in wanted:
-                return str(state)
-            time.sleep(0.05)
-        raise TimeoutError(
-            f"node {node}: {STATE_LABEL} is {state!r}, not in {sorted(wanted)} after {timeout_s}s"
-        )
+        with self._recorded:
+            while True:
+                mine = [t for t in self.transitions if t.node == node][after:]
+                found = next((t for t in mine if t.state in wanted), None)
+                if found is not None:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"node {node}: no {STATE_LABEL} in {sorted(wanted)} written within {timeout_s}s "
+                        f"(written since mark {after}: {[t.state for t in mine]})"
+                    )
+                self._recorded.wait(left)
 
     # --- watch loop ------------------------------------------------------------------------
 
@@ -366,9 +400,12 @@ class MigManagerEmulator:
     def _set_state(
         self, core: client.CoreV1Api, name: str, config: str, state: str, reason: str = ""
     ) -> None:
-        core.patch_node(name, {"metadata": {"labels": {STATE_LABEL: state}}}, _content_type=MERGE_PATCH)
-        with self._lock:
-            self.transitions.append(Transition(name, config, state, time.time(), reason))
+        written = core.patch_node(name, {"metadata": {"labels": {STATE_LABEL: state}}},
+                                  _content_type=MERGE_PATCH)
+        version = str(written.metadata.resource_version or "") if written.metadata else ""
+        with self._recorded:
+            self.transitions.append(Transition(name, config, state, time.time(), reason, version))
+            self._recorded.notify_all()
 
 
 def _name(node: client.V1Node) -> str:

@@ -1,5 +1,8 @@
 """Create the simulator's Kubernetes objects (Nodes, Namespaces, Pods, ...) in a real cluster.
 
+Test tooling (never installed): it writes to a cluster, which in the product only the actuator
+does; tests use it to give the collectors and the actuator a populated kube-apiserver.
+
 Why more than `kubectl create`: the API server drops `status` on create for most kinds (a Pod is
 always born `Pending` with no IP), yet the collectors read phases, capacity and allocatable. So
 each object is created and, when its manifest carries a `status`, that status is written
