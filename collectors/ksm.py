@@ -19,11 +19,13 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.collectors.queues import queue_collector
 from gpuledger.core.config import TeamSettings
 from gpuledger.core.frames import NAMESPACES, PODS, polars_schema
 from gpuledger.core.teams import ksm_label, resolve_team
 
-QUEUE_LABEL = ksm_label("kueue.x-k8s.io/queue-name")
+QUEUE_LABEL = ksm_label(queue_collector().pod_queue_label)
+"""The KSM series label of the default queue system's pod queue label."""
 _MIG = re.compile(r"^mig_(\d+g)_(\d+gb)(_me)?$")
 
 

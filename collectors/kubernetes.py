@@ -10,8 +10,9 @@ objects, and the frames need only a few fields.
 Frames: `nodes` (GFD labels, capacity/allocatable incl. `nvidia.com/mig-*`, MIG config and
 state, pool, sharing mode), `namespaces` (team from the label key or the fallback rules),
 `pods` (only pods requesting GPU resources: `nvidia.com/gpu`, `nvidia.com/mig-*`,
-`nvidia.com/gpumem`, `nvidia.com/gpucores`), `queues` (ClusterQueues, LocalQueues,
-ResourceFlavors and Cohorts of `kueue.x-k8s.io/v1beta2`; absent CRDs give no rows).
+`nvidia.com/gpumem`, `nvidia.com/gpucores`), `queues` (the queue system's objects, through the
+queue seam `collectors.queues`: for Kueue, ClusterQueues, LocalQueues, ResourceFlavors and
+Cohorts of `kueue.x-k8s.io/v1beta2`; absent CRDs give no rows).
 """
 
 from __future__ import annotations
@@ -26,18 +27,16 @@ import polars as pl
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from gpuledger.collectors.queues import QueueCollector, queue_collector
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import ClusterError, NotFoundError, TemporaryClusterError, error_for_status
 from gpuledger.core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
 from gpuledger.core.mig import canonical_model
+from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM
 from gpuledger.core.teams import resolve_team
 
-KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
-KUEUE_KINDS = {"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
-               "ResourceFlavor": "resourceflavors", "Cohort": "cohorts"}
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "nvidia.com/gpumem", "nvidia.com/gpucores")
 POOL_LABEL = "gpuledger.io/pool"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MAX_RELISTS = 3
 Lister = Callable[..., Any]
 
@@ -81,11 +80,12 @@ class KubernetesCollector:
     """Snapshots of cluster inventory as frames; never writes to the cluster."""
 
     def __init__(self, api: client.ApiClient, settings: Settings, *, page_size: int = 500,
-                 now: Callable[[], datetime] = utcnow) -> None:
+                 now: Callable[[], datetime] = utcnow, queue_system: str = DEFAULT_QUEUE_SYSTEM) -> None:
         self.api = api
         self.settings = settings
         self.page_size = page_size
         self.now = now
+        self.queue_system: QueueCollector = queue_collector(queue_system)
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
 
@@ -127,29 +127,23 @@ class KubernetesCollector:
     def pods(self, at: datetime) -> pl.DataFrame:
         rows = []
         for item in paginate(self.core.list_pod_for_all_namespaces, "pods", page_size=self.page_size):
-            row = _pod_row(item, at)
+            row = _pod_row(item, at, self.queue_system.pod_queue_label)
             if row is not None:
                 rows.append(row)
         return pl.DataFrame(rows, schema=polars_schema(PODS))
 
     def queues(self, at: datetime) -> pl.DataFrame:
-        rows = []
-        for kind, plural in KUEUE_KINDS.items():
+        """The queue system's objects (`queue_system.resources`), one row each."""
+        rows: list[dict[str, Any]] = []
+        system = self.queue_system
+        for res in system.resources:
             try:
-                items = list(paginate(self.custom.list_cluster_custom_object, f"{plural}.{KUEUE_GROUP}",
-                                      page_size=self.page_size, group=KUEUE_GROUP,
-                                      version=KUEUE_VERSION, plural=plural))
+                items = list(paginate(self.custom.list_cluster_custom_object, f"{res.plural}.{res.group}",
+                                      page_size=self.page_size, group=res.group,
+                                      version=res.version, plural=res.plural))
             except NotFoundError:
-                continue  # Kueue (or this kind) is not installed
-            for item in items:
-                meta = item.get("metadata") or {}
-                spec = item.get("spec") or {}
-                rows.append({
-                    "kind": kind, "name": meta["name"], "namespace": meta.get("namespace") or "",
-                    "cohort": spec.get("cohortName") or spec.get("parentName"),
-                    "spec": json.dumps(spec, sort_keys=True),
-                    "resource_version": meta.get("resourceVersion"), "observed_at": at,
-                })
+                continue  # the queue system (or this kind) is not installed
+            rows.extend(system.row(res, item, at) for item in items)
         return pl.DataFrame(rows, schema=polars_schema(QUEUES))
 
 
@@ -192,7 +186,7 @@ def _node_row(item: dict[str, Any], at: datetime) -> dict[str, Any]:
     }
 
 
-def _pod_row(item: dict[str, Any], at: datetime) -> dict[str, Any] | None:
+def _pod_row(item: dict[str, Any], at: datetime, queue_label: str) -> dict[str, Any] | None:
     spec = item.get("spec") or {}
     requests: dict[str, float] = {}
     for container in spec.get("containers") or []:
@@ -212,7 +206,7 @@ def _pod_row(item: dict[str, Any], at: datetime) -> dict[str, Any] | None:
     labels = meta.get("labels") or {}
     return {
         "namespace": meta.get("namespace"), "pod": meta.get("name"), "node": spec.get("nodeName"),
-        "queue": labels.get(QUEUE_LABEL), "owner_kind": owner.get("kind"), "owner_name": owner.get("name"),
+        "queue": labels.get(queue_label), "owner_kind": owner.get("kind"), "owner_name": owner.get("name"),
         "gpu_requests": json.dumps(requests, sort_keys=True), "labels": json.dumps(labels, sort_keys=True),
         "start_ts": min(start_ts, at), "end_ts": at,
     }
