@@ -8,7 +8,8 @@ price exactly the same numbers.
 2. Attach the card (model, pool, sharing mode, replicas, memory) and the pod (queue, requests);
    shared cards exported without `vgpu` labels get their holders from the pods
    (`analytics.unlabeled`).
-3. Give each row its share of the card (`analytics.shares`) and clamp a card's hour to one.
+3. Give each row its share of the card (its sharing mode's source in `analytics.devices`)
+   and clamp a card's hour to one.
 4. card_hours = held_hours x share; idle and held-idle card-hours the same way.
 """
 
@@ -18,15 +19,10 @@ from datetime import timedelta
 
 import polars as pl
 
+from gpuledger.analytics.devices.base import ShareInputs
+from gpuledger.analytics.devices.registry import sharing_mode_expr, with_shares
 from gpuledger.analytics.samples import SampleRules, held_hourly
-from gpuledger.analytics.shares import (
-    clamp_to_card,
-    layout_factors,
-    mig_share_table,
-    raw_mig_share,
-    vgpu_request,
-    vgpu_share_expr,
-)
+from gpuledger.analytics.shares import clamp_to_card, vgpu_request
 from gpuledger.analytics.unlabeled import split_unlabeled
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
@@ -58,17 +54,6 @@ def pod_inventory(wh: Warehouse, window: Window) -> pl.DataFrame:
     )
 
 
-def _mig_factors(wh: Warehouse, gpus: pl.DataFrame, window: Window) -> pl.DataFrame:
-    """Per instance the `max_normalized` divisor: from `mig_instances`, else from the hour."""
-    instances = wh.query(
-        "SELECT uuid, gpu_i_id, profile, start_ts, end_ts FROM mig_instances "
-        "WHERE end_ts > ? AND start_ts < ?",
-        [window.start, window.end],
-    )
-    models = dict(zip(gpus["uuid"].to_list(), gpus["model"].to_list(), strict=True))
-    return layout_factors(instances, models)
-
-
 def hourly_usage(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
     """The `card_hours_hourly` frame for `window`, from raw samples (numbered steps above)."""
     rules = SampleRules.of(settings)
@@ -87,14 +72,9 @@ def hourly_usage(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFr
             "in table gpus; collect the inventory before billing"
         )
     frame = frame.join(pod_inventory(wh, window), on=["namespace", "pod"], how="left")
-    frame = frame.with_columns(
-        pl.when(pl.col("gpu_i_id") >= 0).then(pl.lit("mig"))
-        .when(pl.col("card_mode").is_in(["timeslice", "vgpu"])).then(pl.col("card_mode"))
-        .otherwise(pl.lit("exclusive"))
-        .alias("sharing_mode")
-    )
-    # 3. Shares.
-    frame = _with_shares(wh, frame, gpus, window, settings)
+    frame = frame.with_columns(sharing_mode_expr())
+    # 3. Shares, each row by its sharing mode's device source.
+    frame = with_shares(frame, ShareInputs(wh=wh, gpus=gpus, window=window, settings=settings))
     hour_len = (
         pl.min_horizontal(pl.col("ts") + timedelta(hours=1), pl.lit(window.end))
         - pl.max_horizontal(pl.col("ts"), pl.lit(window.start))
@@ -109,51 +89,4 @@ def hourly_usage(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFr
     schema = polars_schema(CARD_HOURS_HOURLY)
     return frame.select([pl.col(c).cast(schema[c]) for c in HOURLY_COLUMNS]).sort(
         ["ts", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"], nulls_last=True
-    )
-
-
-def _with_shares(
-    wh: Warehouse, frame: pl.DataFrame, gpus: pl.DataFrame, window: Window, settings: Settings
-) -> pl.DataFrame:
-    basis = settings.sharing.mig_share_basis
-    mig_rows = frame.filter(pl.col("sharing_mode") == "mig")
-    pairs = list(
-        mig_rows.select("model", pl.col("profile").fill_null("")).unique().iter_rows()
-    )
-    unknown = [(m, p) for m, p in pairs if not p]
-    if unknown:
-        raise InputError(
-            f"gpu_samples: a MIG instance on a {unknown[0][0]} card has no GPU_I_PROFILE label"
-        )
-    frame = frame.join(mig_share_table(pairs, basis), on=["model", "profile"], how="left")
-    if basis == "max_normalized" and mig_rows.height:
-        factors = _mig_factors(wh, gpus, window)
-        frame = frame.join(factors, on=["uuid", "gpu_i_id", "profile"], how="left")
-        # No recorded layout: normalize by the instances seen on the card in the hour.
-        seen = (
-            mig_rows.select("uuid", "ts", "gpu_i_id", "profile", "model").unique()
-            .with_columns(
-                pl.struct("model", "profile").map_elements(
-                    lambda r: raw_mig_share(r["model"], r["profile"], basis), return_dtype=pl.Float64
-                ).alias("_raw")
-            )
-            .group_by("uuid", "ts").agg(pl.col("_raw").sum().clip(lower_bound=1.0).alias("_hour_factor"))
-        )
-        frame = frame.join(seen, on=["uuid", "ts"], how="left").with_columns(
-            (pl.col("mig_share") / pl.coalesce("factor", "_hour_factor", pl.lit(1.0))).alias("mig_share")
-        )
-    # Replica count: from the inventory, else the replicas seen on the card.
-    seen_replicas = frame.group_by("uuid").agg(pl.col("vgpu").n_unique().alias("_seen_replicas"))
-    frame = frame.join(seen_replicas, on="uuid", how="left")
-    replicas = pl.coalesce(pl.col("replicas").cast(pl.Float64), pl.col("_seen_replicas").cast(pl.Float64))
-    return frame.with_columns(
-        pl.when(pl.col("sharing_mode") == "mig").then(pl.col("mig_share"))
-        .when(pl.col("sharing_mode") == "timeslice").then(
-            pl.col("replica_count") / replicas.clip(lower_bound=1.0)
-        )
-        .when(pl.col("sharing_mode") == "vgpu").then(
-            pl.coalesce(vgpu_share_expr(), 1.0 / replicas.clip(lower_bound=1.0)) * pl.col("replica_count")
-        )
-        .otherwise(pl.lit(1.0))
-        .alias("share")
     )

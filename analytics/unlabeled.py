@@ -23,10 +23,9 @@ from datetime import timedelta
 
 import polars as pl
 
+from gpuledger.analytics.devices.registry import pod_holder_modes
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
-
-SHARED_MODES = ("timeslice", "vgpu")
 
 
 def _gpu_count(requests: str | None) -> int:
@@ -41,7 +40,7 @@ def split_unlabeled(
     wh: Warehouse, held: pl.DataFrame, gpus: pl.DataFrame, window: Window
 ) -> pl.DataFrame:
     """`held` with the rows of unlabeled shared cards replaced by pod-derived rows (steps 1-4)."""
-    shared = gpus.filter(pl.col("card_mode").is_in(SHARED_MODES)).select("uuid", "gpu_node")
+    shared = gpus.filter(pl.col("card_mode").is_in(pod_holder_modes())).select("uuid", "gpu_node")
     if shared.is_empty():
         return held.with_columns(pl.lit(1.0).alias("replica_count"))
     on_shared = held.join(shared, on="uuid", how="semi")

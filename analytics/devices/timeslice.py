@@ -1,0 +1,27 @@
+"""Time-sliced cards (`timeslice`): each replica is 1 / replicas of the card.
+
+A holder's `replica_count` is 1 per replica seen in the samples, or its spread over the node's
+cards when the holders come from the pods (`analytics.unlabeled`).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from gpuledger.analytics.devices.base import ShareInputs, with_card_replicas
+
+
+class TimeSlice:
+    """`timeslice`: replica_count / replicas of the card (inventory, else replicas seen)."""
+
+    mode = "timeslice"
+    holders_from_pods = True
+
+    def matches(self) -> pl.Expr:
+        return pl.col("card_mode") == self.mode
+
+    def prepare(self, frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
+        return with_card_replicas(frame)
+
+    def share(self) -> pl.Expr:
+        return pl.col("replica_count") / pl.col("_replicas").clip(lower_bound=1.0)
