@@ -1,19 +1,14 @@
 """The frozen Plan: what the optimizer proposes, a human approves and the actuator applies.
 
-A plan is computed from one observed cluster state and is only valid against that state: it
-carries a fingerprint of it (`observed` objects with their resourceVersion and a hash of the
-part of them the plan depends on). The actuator recomputes `state_hash` on the live objects
-and refuses the plan when any differs (`stale`).
+This module is the optimizer ↔ actuator contract and nothing else: frozen pydantic types and
+their JSON form. A plan is computed from one observed cluster state and is only valid against
+that state: it carries a fingerprint of it (`observed` objects with their resourceVersion and a
+hash of the part of them the plan depends on). The actuator recomputes `state_hash` on the live
+objects and refuses the plan when any differs (`stale`).
 
-Plans live in the warehouse table `plans` (`core.frames.PLANS`): the body is the frozen JSON,
-status and progress are the only mutable columns. Every status change goes through
-`set_status`, which checks `TRANSITIONS` (the one table of allowed moves) and appends an
-audit record, so neither the CLI, the dashboard nor the actuator re-implements the rules.
-
-    proposed → approved → applying → applied → rolled_back
-        │          │          ├─→ failed → applying (resume) | rolled_back
-        │          │          └─→ rolled_back
-        └──────────┴─→ rejected | expired | stale
+Where the rest lives: the lifecycle (statuses and allowed moves) in `optimizer.plan_status`, the
+typed store (save, load, list, compare-and-set status changes, expiry) in `optimizer.plan_store`,
+its SQL in `warehouse.plans` and `warehouse.queries.plans`.
 """
 
 from __future__ import annotations
@@ -21,54 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from gpuledger.core.errors import PlanError
-
-if TYPE_CHECKING:
-    from gpuledger.warehouse import Warehouse
-
 PlanKind = Literal["mig", "quota"]
-PlanStatus = Literal[
-    "proposed", "approved", "applying", "applied", "failed", "rolled_back",
-    "rejected", "expired", "stale",
-]
-STATUSES: tuple[PlanStatus, ...] = (
-    "proposed", "approved", "applying", "applied", "failed", "rolled_back",
-    "rejected", "expired", "stale",
-)
-
-TRANSITIONS: dict[PlanStatus, frozenset[PlanStatus]] = {
-    "proposed": frozenset({"approved", "rejected", "expired", "stale"}),
-    "approved": frozenset({"applying", "rejected", "expired", "stale"}),
-    # applying → applying records progress (resumable apply)
-    "applying": frozenset({"applying", "applied", "failed", "rolled_back"}),
-    "failed": frozenset({"applying", "rolled_back"}),
-    "applied": frozenset({"rolled_back"}),
-    "rolled_back": frozenset(),
-    "rejected": frozenset(),
-    "expired": frozenset(),
-    "stale": frozenset(),
-}
-"""Allowed status moves: `TRANSITIONS[current]` is the set of statuses it may move to."""
-
-TERMINAL: frozenset[PlanStatus] = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
-EXPIRABLE: frozenset[PlanStatus] = frozenset({"proposed", "approved"})
-
-
-def check_transition(plan_id: str, current: str, new: str) -> None:
-    """Raise `PlanError` unless `current → new` is in `TRANSITIONS`."""
-    if current not in TRANSITIONS:
-        raise PlanError(f"plan {plan_id}: stored status {current!r} is unknown")
-    if new not in TRANSITIONS:
-        raise PlanError(f"plan {plan_id}: status {new!r} is unknown (known: {', '.join(STATUSES)})")
-    allowed: frozenset[str] = TRANSITIONS[current]
-    if new not in allowed:
-        options = ", ".join(sorted(allowed)) or "none: it is final"
-        raise PlanError(f"plan {plan_id}: cannot move from {current} to {new} (allowed: {options})")
 
 
 class _Frozen(BaseModel):
@@ -311,134 +264,19 @@ def new_plan_id(kind: str, created_at: datetime, fingerprint: str, body_hint: st
     return f"{kind}-{created_at:%Y%m%d-%H%M%S}-{digest[:6]}"
 
 
-# 6. The store (warehouse table `plans`) ---------------------------------------------------------
-class PlanRecord(_Frozen):
-    """A stored plan with its mutable status and progress."""
-
-    plan: Plan
-    status: PlanStatus
-    updated_at: AwareDatetime
-    progress: Any = None
+_MOVED = {
+    "plan_status": ("EXPIRABLE", "STATUSES", "TERMINAL", "TRANSITIONS", "PlanStatus", "check_transition"),
+    "plan_store": ("PlanRecord", "expire_plans", "list_plans", "load_plan", "load_record", "save_plan",
+                   "set_status"),
+}
 
 
-def save_plan(wh: Warehouse, plan: Plan, *, now: datetime | None = None, actor: str = "optimizer") -> None:
-    """Store `plan` as `proposed`. Saving the same plan again is a no-op; another body with the
-    same id is refused (plans are frozen)."""
-    from gpuledger.core.config import utcnow
+def __getattr__(name: str) -> Any:
+    """Transitional: the lifecycle and the store moved out of the contract (see the module
+    docstring); importers not yet updated still find them here, loaded only when asked for."""
+    import importlib
 
-    existing = _row(wh, plan.id)
-    if existing is not None:
-        if Plan.from_json(existing["body"]) == plan:
-            return
-        raise PlanError(f"plan {plan.id}: another plan with this id is already stored")
-    moment = now or utcnow()
-    _write(wh, plan, "proposed", moment, None)
-    wh.append_audit({
-        "occurred_at": moment, "actor": actor, "plan_id": plan.id, "action": "plan.propose",
-        "object": f"plan/{plan.id}", "before_state": None,
-        "after_state": json.dumps({"status": "proposed"}), "result": "ok",
-        "detail": f"{plan.kind} plan, fingerprint {plan.fingerprint}",
-    })
-
-
-def load_record(wh: Warehouse, plan_id: str) -> PlanRecord:
-    row = _row(wh, plan_id)
-    if row is None:
-        raise PlanError(f"plan {plan_id}: not found in the warehouse table plans")
-    return _record(row)
-
-
-def load_plan(wh: Warehouse, plan_id: str) -> Plan:
-    """The frozen plan with this id (PlanError when absent)."""
-    return load_record(wh, plan_id).plan
-
-
-def list_plans(
-    wh: Warehouse, status: str | None = None, *, kind: str | None = None
-) -> list[PlanRecord]:
-    """Stored plans, newest first, optionally only those in `status` / of `kind`."""
-    if status is not None and status not in TRANSITIONS:
-        raise PlanError(f"plan status {status!r} is unknown (known: {', '.join(STATUSES)})")
-    where: list[str] = []
-    params: list[str] = []
-    if status is not None:
-        where.append("status = ?")
-        params.append(status)
-    if kind is not None:
-        where.append("kind = ?")
-        params.append(kind)
-    clause = f"WHERE {' AND '.join(where)}" if where else ""
-    frame = wh.query(
-        f"SELECT plan_id, status, updated_at, body, progress FROM plans {clause} "
-        "ORDER BY created_at DESC, plan_id",
-        params,
-    )
-    return [_record(row) for row in frame.iter_rows(named=True)]
-
-
-def set_status(
-    wh: Warehouse, plan_id: str, status: str, progress: Any = None, *,
-    actor: str = "gpuledger", detail: str | None = None, now: datetime | None = None,
-) -> PlanRecord:
-    """Move a plan to `status` (checked against `TRANSITIONS`), optionally storing `progress`
-    (JSON-able; kept when None), and append an audit record. Returns the updated record."""
-    from gpuledger.core.config import utcnow
-
-    record = load_record(wh, plan_id)
-    check_transition(plan_id, record.status, status)
-    moment = now or utcnow()
-    kept = record.progress if progress is None else progress
-    _write(wh, record.plan, status, moment, kept)
-    wh.append_audit({
-        "occurred_at": moment, "actor": actor, "plan_id": plan_id, "action": "plan.status",
-        "object": f"plan/{plan_id}", "before_state": json.dumps({"status": record.status}),
-        "after_state": json.dumps({"status": status}), "result": "ok", "detail": detail,
-    })
-    return load_record(wh, plan_id)
-
-
-def expire_plans(wh: Warehouse, max_age: timedelta, *, now: datetime | None = None) -> list[str]:
-    """Mark `proposed` / `approved` plans older than `max_age` as `expired`; returns their ids."""
-    from gpuledger.core.config import utcnow
-
-    moment = now or utcnow()
-    expired = []
-    for record in list_plans(wh):
-        if record.status in EXPIRABLE and moment - record.plan.created_at > max_age:
-            set_status(wh, record.plan.id, "expired", actor="gpuledger",
-                       detail=f"older than {max_age}", now=moment)
-            expired.append(record.plan.id)
-    return expired
-
-
-def _row(wh: Warehouse, plan_id: str) -> dict[str, Any] | None:
-    frame = wh.query(
-        "SELECT plan_id, status, updated_at, body, progress FROM plans WHERE plan_id = ?", [plan_id]
-    )
-    return frame.row(0, named=True) if frame.height else None
-
-
-def _record(row: Mapping[str, Any]) -> PlanRecord:
-    progress = json.loads(row["progress"]) if row.get("progress") else None
-    return PlanRecord(
-        plan=Plan.from_json(row["body"]), status=row["status"], updated_at=row["updated_at"],
-        progress=progress,
-    )
-
-
-def _write(wh: Warehouse, plan: Plan, status: str, moment: datetime, progress: Any) -> None:
-    import polars as pl
-
-    from gpuledger.core.frames import PLANS, polars_schema
-    from gpuledger.warehouse import LoadBatch
-
-    frame = pl.DataFrame(
-        [{
-            "plan_id": plan.id, "kind": plan.kind, "status": status,
-            "created_at": plan.created_at, "updated_at": moment,
-            "fingerprint": plan.fingerprint, "body": plan.to_json(),
-            "progress": None if progress is None else json.dumps(progress, default=str),
-        }],
-        schema=polars_schema(PLANS),
-    )
-    wh.load(LoadBatch(frames={"plans": frame}))
+    for module, names in _MOVED.items():
+        if name in names:
+            return getattr(importlib.import_module(f"gpuledger.optimizer.{module}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

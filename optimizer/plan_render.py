@@ -8,11 +8,13 @@ baselines beside ours. The JSON is `Plan.to_json_dict()` plus the stored status.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from gpuledger.optimizer.plan import Effect, MigChanges, Plan, PlanRecord, QuotaChanges
+from gpuledger.optimizer.plan import Effect, MigChanges, Plan, QuotaChanges
+from gpuledger.optimizer.plan_store import PlanRecord
 
 _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("gpus_used_before", "GPUs used before"),
@@ -96,11 +98,7 @@ def render_plan(plan: Plan, status: str | None = None) -> str:
     ]
     head.extend(f"input {k}: {v}" for k, v in sorted(plan.inputs.items()))
     head.extend(f"warning: {w}" for w in plan.warnings)
-    parts = ["\n".join(head)]
-    if isinstance(plan.changes, MigChanges):
-        parts.append(_render_mig(plan.changes))
-    elif isinstance(plan.changes, QuotaChanges):
-        parts.append(_render_quota(plan.changes))
+    parts = ["\n".join(head), _KINDS[plan.kind].render(plan.changes)]
     parts.append(render_effect(plan.effect))
     if plan.baselines:
         parts.append(render_baselines(plan))
@@ -112,7 +110,8 @@ def render_plan(plan: Plan, status: str | None = None) -> str:
     return "\n\n".join(parts)
 
 
-def _render_mig(changes: MigChanges) -> str:
+def _render_mig(changes: Any) -> str:
+    assert isinstance(changes, MigChanges)
     if not changes.nodes:
         return "no MIG changes: the current layouts are already optimal"
     rows: list[tuple[Any, ...]] = []
@@ -128,7 +127,8 @@ def _render_mig(changes: MigChanges) -> str:
     return table(rows, ("node", "nvidia.com/mig.config", "gpu", "before", "after", "pods to evict"))
 
 
-def _render_quota(changes: QuotaChanges) -> str:
+def _render_quota(changes: Any) -> str:
+    assert isinstance(changes, QuotaChanges)
     rows = [
         (
             q.cluster_queue, q.cohort or "-", q.flavor, q.resource,
@@ -169,14 +169,35 @@ def render_list(records: Sequence[PlanRecord]) -> str:
 
 
 def _summary(plan: Plan) -> str:
-    e = plan.effect
-    if isinstance(plan.changes, MigChanges):
-        return (
-            f"{len(plan.changes.nodes)} nodes, {e.gpus_changed or 0} GPUs changed, "
-            f"{e.gpus_freed or 0} freed"
-        )
-    changed = sum(q.changed for q in plan.changes.quotas)
-    return f"{changed} quotas changed in {len(plan.changes.cluster_queues)} cluster queues"
+    return _KINDS[plan.kind].summary(plan)
+
+
+def _mig_summary(plan: Plan) -> str:
+    changes, e = plan.changes, plan.effect
+    assert isinstance(changes, MigChanges)
+    return f"{len(changes.nodes)} nodes, {e.gpus_changed or 0} GPUs changed, {e.gpus_freed or 0} freed"
+
+
+def _quota_summary(plan: Plan) -> str:
+    changes = plan.changes
+    assert isinstance(changes, QuotaChanges)
+    changed = sum(q.changed for q in changes.quotas)
+    return f"{changed} quotas changed in {len(changes.cluster_queues)} cluster queues"
+
+
+@dataclass(frozen=True)
+class _KindView:
+    """How one plan kind is shown: its changes as a table, and its one-line summary."""
+
+    render: Callable[[Any], str]
+    summary: Callable[[Plan], str]
+
+
+_KINDS: dict[str, _KindView] = {
+    "mig": _KindView(_render_mig, _mig_summary),
+    "quota": _KindView(_render_quota, _quota_summary),
+}
+"""One entry per plan kind (a new kind adds its entry here, not a branch in each function)."""
 
 
 def plan_json(record_or_plan: PlanRecord | Plan) -> str:

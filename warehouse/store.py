@@ -8,6 +8,9 @@ Why these rules:
    inside the batch first, last one wins).
 3. One writer: DuckDB takes an OS lock on the file; a second writer gets `WarehouseLockedError`
    with the path, never a corrupted file. Readers open with `read_only=True`.
+4. Several statements that must land together (a plan's status, its progress and its audit row)
+   run inside `with wh.transaction():`; loads and audit appends inside it join it instead of
+   committing on their own, so a failure anywhere leaves none of them stored.
 
 DuckDB 2.0 note: a `SELECT` run through `execute()` must be fetched before the connection does
 anything else; queries here go through `con.sql(q, params=...)` which returns a relation.
@@ -15,7 +18,8 @@ anything else; queries here go through `con.sql(q, params=...)` which returns a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -67,6 +71,7 @@ class Warehouse:
         self.con = con
         self.path = path
         self.read_only = read_only
+        self._in_transaction = False
 
     # 1. Opening -------------------------------------------------------------------------
     @classmethod
@@ -143,8 +148,7 @@ class Warehouse:
         prepared = {name: _prepare(_spec(name), frame, batch.window) for name, frame in batch.frames.items()}
         rows: dict[str, int] = {}
         replaced: dict[str, int] = {}
-        self.con.execute("BEGIN TRANSACTION")
-        try:
+        with self.transaction():
             for name, frame in prepared.items():
                 replaced[name] = self._write(_spec(name), frame, batch.window)
                 rows[name] = frame.height
@@ -152,11 +156,34 @@ class Warehouse:
                 self.con.execute(
                     "INSERT OR REPLACE INTO watermarks VALUES (?, ?, now())", [source, as_utc(moment)]
                 )
-            self.con.execute("COMMIT")
-        except Exception:
+        return LoadStats(rows, replaced)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Warehouse]:
+        """One write transaction: everything inside commits together or not at all.
+
+        Re-entrant: a transaction opened inside another joins it (DuckDB has no nested
+        transactions), so `load` and `append_audit` can be parts of a caller's larger unit.
+        """
+        self._require_writer()
+        if self._in_transaction:
+            yield self
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        self._in_transaction = True
+        try:
+            yield self
+        except BaseException:
+            self._in_transaction = False
             self.con.execute("ROLLBACK")
             raise
-        return LoadStats(rows, replaced)
+        self._in_transaction = False
+        self.con.execute("COMMIT")
+
+    def execute(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run one writing statement (e.g. `UPDATE … RETURNING`) and return the rows it returns."""
+        self._require_writer()
+        return self.con.execute(sql, params or []).fetchall()
 
     def _write(self, spec: TableSpec, frame: pl.DataFrame, window: Window | None) -> int:
         cols = ", ".join(spec.column_names)
@@ -231,7 +258,8 @@ class Warehouse:
         self.con.execute("DROP TABLE _spans")
 
     def append_audit(self, entry: Mapping[str, Any]) -> int:
-        """Append one audit record (its own transaction); returns its sequence number."""
+        """Append one audit record (its own statement, or part of an open `transaction()`);
+        returns its sequence number."""
         self._require_writer()
         seq = int(self.scalar("SELECT nextval('audit_seq')"))
         cols = [c for c in TABLES["audit_log"].column_names if c != "seq"]

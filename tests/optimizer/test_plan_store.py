@@ -28,9 +28,6 @@ import pytest
 
 from gpuledger.core.errors import PlanError
 from gpuledger.optimizer.plan import (
-    STATUSES,
-    TERMINAL,
-    TRANSITIONS,
     ClusterQueueUpdate,
     Effect,
     GpuChange,
@@ -44,15 +41,18 @@ from gpuledger.optimizer.plan import (
     QuotaChange,
     QuotaChanges,
     SolverInfo,
-    expire_plans,
     fingerprint_of,
+)
+from gpuledger.optimizer.plan_render import plan_json, render_plan
+from gpuledger.optimizer.plan_status import STATUSES, TERMINAL, TRANSITIONS
+from gpuledger.optimizer.plan_store import (
+    expire_plans,
     list_plans,
     load_plan,
     load_record,
     save_plan,
     set_status,
 )
-from gpuledger.optimizer.plan_render import plan_json, render_plan
 from gpuledger.warehouse import Warehouse
 
 T0 = datetime(2026, 11, 5, 12, 0, tzinfo=UTC)
