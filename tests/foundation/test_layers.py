@@ -9,9 +9,9 @@ package. Cases:
   import from core upward, a type-checking-only import upward, collectors ⇄ warehouse,
   reports → dashboards, a stage into the CLI roof, a stage importing the roof package itself
   (`__version__`), the product importing the simulator or test tooling (`tools`, never
-  installed), `kubernetes` outside collectors and
-  actuator, `duckdb` outside the warehouse, a cycle between sibling modules, and a new roof
-  module that no layer places; `lint-imports` exits non-zero on a broken tree;
+  installed), `kubernetes` outside collectors and actuator, `duckdb` outside the warehouse, a
+  cycle between sibling modules, and a new roof module that no layer places; `lint-imports`
+  exits non-zero on a broken tree (an upward import also closes a stage cycle);
 - on the real tree, the import graph sees every module file of every linked stage folder
   (a folder without `__init__.py` would be invisible to the contract).
 """
