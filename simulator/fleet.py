@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import gpu_model
+from gpuledger.core.yamlfile import load_yaml_file
 
 WorkloadClass = Literal["training", "inference", "notebook", "batch_eval", "small_job"]
 WORKLOAD_CLASSES: tuple[WorkloadClass, ...] = (
@@ -182,14 +183,7 @@ class FleetSpec(_Model):
     def load(cls, path: str | Path) -> FleetSpec:
         """Read and validate a YAML fleet file; any problem is one `InputError` line."""
         file = Path(path)
-        try:
-            data = yaml.safe_load(file.read_text())
-        except OSError as exc:
-            raise InputError(f"{file}: cannot read fleet spec ({exc.strerror or exc})") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" line {mark.line + 1}:" if mark else ""
-            raise InputError(f"{file}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        data = load_yaml_file(file, what="fleet spec")
         if not isinstance(data, dict):
             raise InputError(f"{file}: expected a mapping with a `pools` key at the top level")
         return cls.parse(data, source=str(file))

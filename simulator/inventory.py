@@ -5,6 +5,7 @@ intervals (pods, MIG instances) clipped to the window."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -44,9 +45,18 @@ def _json(value: Any) -> str:
 def inventory(
     spec: FleetSpec, hw: Hardware, tenants: Tenants, sched: Schedule, tb: Timebase
 ) -> dict[str, pl.DataFrame]:
-    first, last, end = tb.at(0), tb.at(tb.steps - 1), tb.at(tb.steps)
-    k_last = tb.steps - 1
-    gpus = _frame(GPUS, {
+    """One frame per inventory table; dimensions as last observed, intervals clipped."""
+    last = tb.at(tb.steps - 1)
+    return {
+        "gpus": _gpus(hw, tb), "nodes": _nodes(spec, hw, tb), "namespaces": _namespaces(tenants, last),
+        "pods": _pods(hw, tenants, sched, tb), "mig_instances": _mig_instances(hw, tb),
+        "queues": _queues(spec, tenants, last),
+    }
+
+
+def _gpus(hw: Hardware, tb: Timebase) -> pl.DataFrame:
+    first, last = tb.at(0), tb.at(tb.steps - 1)
+    return _frame(GPUS, {
         "uuid": [g.uuid for g in hw.gpus],
         "node": [hw.nodes[g.node].name for g in hw.gpus],
         "gpu_index": [g.index for g in hw.gpus],
@@ -59,7 +69,12 @@ def inventory(
         "first_seen": [first] * len(hw.gpus),
         "last_seen": [last] * len(hw.gpus),
     })
-    nodes = _frame(NODES, {
+
+
+def _nodes(spec: FleetSpec, hw: Hardware, tb: Timebase) -> pl.DataFrame:
+    """Nodes as of the last step: its MIG config (settled: `success`), labels and resources."""
+    last, k_last = tb.at(tb.steps - 1), tb.steps - 1
+    return _frame(NODES, {
         "node": [n.name for n in hw.nodes],
         "pool": [hw.pools[n.pool].name for n in hw.nodes],
         "model": [hw.pools[n.pool].model for n in hw.nodes],
@@ -75,49 +90,62 @@ def inventory(
         "resource_version": ["1"] * len(hw.nodes),
         "observed_at": [last] * len(hw.nodes),
     })
-    namespaces = _frame(NAMESPACES, {
+
+
+def _namespaces(tenants: Tenants, last: datetime) -> pl.DataFrame:
+    return _frame(NAMESPACES, {
         "namespace": [ns.name for ns in tenants.namespaces],
         "team": [ns.team for ns in tenants.namespaces],
         "labels": [_json(ns.labels) for ns in tenants.namespaces],
         "observed_at": [last] * len(tenants.namespaces),
     })
+
+
+def _pods(hw: Hardware, tenants: Tenants, sched: Schedule, tb: Timebase) -> pl.DataFrame:
+    """Pods that ran inside the window, their lifetimes clipped to it."""
     pods = sched.pods
-    pod_rows: dict[str, list[Any]] = {c: [] for c in PODS.column_names}
+    rows: dict[str, list[Any]] = {c: [] for c in PODS.column_names}
     for p in range(len(pods)):
         lo, hi = max(pods.start[p], 0), min(pods.end[p], tb.steps)
         if lo >= hi:
             continue
-        pod_rows["namespace"].append(tenants.namespaces[pods.namespace[p]].name)
-        pod_rows["pod"].append(pods.name[p])
-        pod_rows["node"].append(hw.nodes[pods.node[p]].name)
-        pod_rows["queue"].append(pods.queue[p])
-        pod_rows["owner_kind"].append(pods.owner_kind[p])
-        pod_rows["owner_name"].append(pods.owner_name[p])
-        pod_rows["gpu_requests"].append(_json(pods.requests[p]))
-        pod_rows["labels"].append(_json(pods.labels[p]))
-        pod_rows["start_ts"].append(tb.at(lo))
-        pod_rows["end_ts"].append(tb.at(hi))
-    mig_rows: dict[str, list[Any]] = {c: [] for c in MIG_INSTANCES.column_names}
+        rows["namespace"].append(tenants.namespaces[pods.namespace[p]].name)
+        rows["pod"].append(pods.name[p])
+        rows["node"].append(hw.nodes[pods.node[p]].name)
+        rows["queue"].append(pods.queue[p])
+        rows["owner_kind"].append(pods.owner_kind[p])
+        rows["owner_name"].append(pods.owner_name[p])
+        rows["gpu_requests"].append(_json(pods.requests[p]))
+        rows["labels"].append(_json(pods.labels[p]))
+        rows["start_ts"].append(tb.at(lo))
+        rows["end_ts"].append(tb.at(hi))
+    return _frame(PODS, rows)
+
+
+def _mig_instances(hw: Hardware, tb: Timebase) -> pl.DataFrame:
+    """MIG instances per slot; one still present at the end runs to the window's end."""
+    end = tb.at(tb.steps)
+    rows: dict[str, list[Any]] = {c: [] for c in MIG_INSTANCES.column_names}
     for slot in hw.slots:
         if slot.profile is None:
             continue
-        mig_rows["uuid"].append(hw.gpus[slot.gpu].uuid)
-        mig_rows["gpu_i_id"].append(slot.gi_id)
-        mig_rows["profile"].append(slot.profile)
-        mig_rows["start_ts"].append(tb.at(slot.start))
-        mig_rows["end_ts"].append(tb.at(slot.end) if slot.end < tb.steps else end)
-    queue_rows: dict[str, list[Any]] = {c: [] for c in QUEUES.column_names}
+        rows["uuid"].append(hw.gpus[slot.gpu].uuid)
+        rows["gpu_i_id"].append(slot.gi_id)
+        rows["profile"].append(slot.profile)
+        rows["start_ts"].append(tb.at(slot.start))
+        rows["end_ts"].append(tb.at(slot.end) if slot.end < tb.steps else end)
+    return _frame(MIG_INSTANCES, rows)
+
+
+def _queues(spec: FleetSpec, tenants: Tenants, last: datetime) -> pl.DataFrame:
+    rows: dict[str, list[Any]] = {c: [] for c in QUEUES.column_names}
     for obj in kueue_manifests(spec, tenants):
         spec_body = obj["spec"]
-        queue_rows["kind"].append(obj["kind"])
-        queue_rows["name"].append(obj["metadata"]["name"])
-        queue_rows["namespace"].append(obj["metadata"].get("namespace", ""))
-        queue_rows["cohort"].append(spec_body.get("cohortName"))
-        queue_rows["spec"].append(_json(spec_body))
-        queue_rows["resource_version"].append("1")
-        queue_rows["observed_at"].append(last)
-    return {
-        "gpus": gpus, "nodes": nodes, "namespaces": namespaces,
-        "pods": _frame(PODS, pod_rows), "mig_instances": _frame(MIG_INSTANCES, mig_rows),
-        "queues": _frame(QUEUES, queue_rows),
-    }
+        rows["kind"].append(obj["kind"])
+        rows["name"].append(obj["metadata"]["name"])
+        rows["namespace"].append(obj["metadata"].get("namespace", ""))
+        rows["cohort"].append(spec_body.get("cohortName"))
+        rows["spec"].append(_json(spec_body))
+        rows["resource_version"].append("1")
+        rows["observed_at"].append(last)
+    return _frame(QUEUES, rows)

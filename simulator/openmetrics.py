@@ -17,171 +17,43 @@ The file writer makes one pass over the window in chunks and appends each family
 its own temporary file, then concatenates them (OpenMetrics wants each family in one block),
 so memory stays bounded by a chunk. Within a chunk the lines of a series are contiguous and in
 time order; timestamps are seconds; the file ends with `# EOF`.
+
+The family list lives in `metric_families`, the label tables in `metric_labels`; what is read
+from a simulation is the `SimulatedFleet` protocol, so this module never imports the engine
+(which imports this one).
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import re
 import shutil
 import tempfile
-from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from gpuledger.core.errors import InputError
 from gpuledger.core.frames import DCGM_FIELDS
-from gpuledger.simulator.fleet import MODEL_FACTS
-from gpuledger.simulator.kube import node_labels
-from gpuledger.simulator.workloads import CLASSES
-
-if TYPE_CHECKING:
-    from gpuledger.simulator.engine import Simulation
-
-WAIT_BUCKETS = tuple(float(2**i) for i in range(14))
-"""Upper bounds (s) of the admission-wait histogram: 1, 2, 4 ... 8192, then +Inf."""
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str
-    type: str
-    help: str
-    suffix: str = ""
-    """Sample-name suffix (`_total` for counters)."""
-
-
-FAMILIES: tuple[Family, ...] = (
-    *(Family(m, "gauge", f"dcgm-exporter field {m}") for m in DCGM_FIELDS),
-    Family("vllm:prompt_tokens", "counter", "Number of prefill tokens processed.", "_total"),
-    Family("vllm:generation_tokens", "counter", "Number of generation tokens processed.", "_total"),
-    Family("kube_pod_labels", "gauge", "Kubernetes labels converted to Prometheus labels."),
-    Family("kube_pod_info", "gauge", "Information about pod."),
-    Family("kube_pod_container_resource_requests", "gauge",
-           "The number of requested request resource by a container."),
-    Family("kube_namespace_labels", "gauge", "Kubernetes labels converted to Prometheus labels."),
-    Family("kube_node_labels", "gauge", "Kubernetes labels converted to Prometheus labels."),
-    Family("kueue_cluster_queue_resource_usage", "gauge",
-           "Reports the cluster_queue's total resource usage"),
-    Family("kueue_cluster_queue_nominal_quota", "gauge",
-           "Reports the cluster_queue's resource nominal quota"),
-    Family("kueue_pending_workloads", "gauge",
-           "The number of pending workloads, per cluster_queue and status."),
-    Family("kueue_admission_wait_time_seconds", "histogram",
-           "The time between a workload was created or requeued until admission, per cluster_queue"),
+from gpuledger.simulator.metric_families import (
+    FAMILIES,
+    FAMILY_NAMES,
+    WAIT_BUCKETS,
+    choose_families,
 )
-FAMILY_NAMES = tuple(f.name for f in FAMILIES)
-
-
-def _esc(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels(pairs: Iterable[tuple[str, object]]) -> str:
-    return ",".join(f'{k}="{_esc(v)}"' for k, v in pairs)
-
-
-def _label_name(key: str) -> str:
-    """kube-state-metrics' sanitizing of a Kubernetes label key (`label_` + non-alnum → `_`)."""
-    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", key)
-
-
-def _table(values: list[str]) -> pl.Series:
-    return pl.Series(values, dtype=pl.String)
-
-
-def _gather(table: pl.Series, idx: pl.Series | np.ndarray) -> pl.Series:
-    arr = idx.to_numpy() if isinstance(idx, pl.Series) else idx
-    return table.gather(np.where(arr < 0, len(table) - 1, arr))
+from gpuledger.simulator.metric_labels import dcgm_labels, gather, ksm_labels, table
+from gpuledger.simulator.simulated_fleet import SimulatedFleet
 
 
 class Renderer:
-    """Label strings computed once per simulation and option set, gathered per row."""
+    """Sample lines per family for a span of steps; the label tables (`metric_labels`) are
+    built once here and gathered per sample row."""
 
-    def __init__(self, sim: Simulation, hostname_label: str = "Hostname", exported: bool = False) -> None:
-        if hostname_label not in ("Hostname", "hostname"):
-            raise InputError(f"hostname label {hostname_label!r}: expected 'Hostname' or 'hostname'")
+    def __init__(self, sim: SimulatedFleet, hostname_label: str = "Hostname", exported: bool = False) -> None:
         self.sim = sim
         self.every_s: int | None = None
-        hw, pods, tenants = sim.hw, sim.schedule.pods, sim.tenants
-        driver = sim.spec.driver_version
-        # 1. dcgm-exporter: device labels per slot, workload labels per pod, vgpu per slot.
-        prefix: list[str] = []
-        for slot in hw.slots:
-            gpu = hw.gpus[slot.gpu]
-            pairs: list[tuple[str, object]] = [
-                ("gpu", gpu.index), ("UUID", gpu.uuid), ("pci_bus_id", gpu.pci_bus_id),
-                ("device", f"nvidia{gpu.index}"), ("modelName", MODEL_FACTS[gpu.model]["model_name"]),
-            ]
-            if slot.profile is not None:
-                pairs += [("GPU_I_PROFILE", slot.profile), ("GPU_I_ID", slot.gi_id)]
-            pairs += [(hostname_label, hw.nodes[gpu.node].name), ("DCGM_FI_DRIVER_VERSION", driver)]
-            if exported:
-                node = hw.nodes[gpu.node].name
-                suffix = hashlib.sha1(node.encode()).hexdigest()[:5]
-                pairs += [("pod", f"nvidia-dcgm-exporter-{suffix}"), ("namespace", "gpu-operator"),
-                          ("container", "nvidia-dcgm-exporter"),
-                          ("instance", f"10.0.{gpu.node // 250}.{gpu.node % 250 + 2}:9400"),
-                          ("job", "nvidia-dcgm-exporter")]
-            prefix.append(_labels(pairs))
-        self.slot_prefix = _table(prefix)
-        pre = "exported_" if exported else ""
-        workload = [
-            "," + _labels([(f"{pre}pod", pods.name[p]),
-                           (f"{pre}namespace", tenants.namespaces[pods.namespace[p]].name),
-                           (f"{pre}container", CLASSES[pods.cls[p]].container)])
-            for p in range(len(pods))
-        ]
-        empty = "," + _labels([(f"{pre}pod", ""), (f"{pre}namespace", ""), (f"{pre}container", "")])
-        self.pod_dcgm = _table([*workload, empty])
-        self.slot_vgpu = _table([f',vgpu="{s.vgpu}"' if s.vgpu is not None else "" for s in hw.slots] + [""])
-        # 2. kube-state-metrics: per pod, per request, per namespace, per node epoch.
-        ns_names = [tenants.namespaces[i].name for i in pods.namespace]
-        self.pod_labels = _table([
-            _labels([("namespace", ns_names[p]), ("pod", pods.name[p]), ("uid", pods.uid[p]),
-                     *sorted((_label_name(k), v) for k, v in pods.labels[p].items())])
-            for p in range(len(pods))
-        ])
-        self.pod_info = _table([
-            _labels([("namespace", ns_names[p]), ("pod", pods.name[p]), ("uid", pods.uid[p]),
-                     ("node", hw.nodes[pods.node[p]].name),
-                     ("created_by_kind", pods.owner_kind[p]), ("created_by_name", pods.owner_name[p]),
-                     ("host_network", "false"), ("priority_class", "")])
-            for p in range(len(pods))
-        ])
-        req_pod: list[int] = []
-        req_labels: list[str] = []
-        req_value: list[float] = []
-        for p in range(len(pods)):
-            for res, amount in pods.requests[p].items():
-                req_pod.append(p)
-                req_value.append(float(amount))
-                req_labels.append(_labels([
-                    ("namespace", ns_names[p]), ("pod", pods.name[p]), ("uid", pods.uid[p]),
-                    ("container", CLASSES[pods.cls[p]].container), ("node", hw.nodes[pods.node[p]].name),
-                    ("resource", re.sub(r"[^a-zA-Z0-9_]", "_", res)), ("unit", "integer"),
-                ]))
-        self.req_pod = np.array(req_pod, dtype=np.int64)
-        self.req_labels = _table(req_labels)
-        self.req_value = np.array(req_value)
-        self.ns_labels = [
-            _labels([("namespace", ns.name), *sorted((_label_name(k), v) for k, v in ns.labels.items())])
-            for ns in tenants.namespaces
-        ]
-        self.node_epochs: list[tuple[int, int, str]] = []
-        for n_idx, hw_node in enumerate(hw.nodes):
-            bounds = sorted({0, sim.tb.steps, *(s for s, _, _ in hw_node.mig_epochs)})
-            for lo, hi in itertools.pairwise(bounds):
-                labels = node_labels(sim.spec, hw, n_idx, lo)
-                self.node_epochs.append((lo, hi, _labels(
-                    [("node", hw_node.name), *sorted((_label_name(k), v) for k, v in labels.items())]
-                )))
+        self.dcgm = dcgm_labels(sim, hostname_label, exported)
+        self.ksm = ksm_labels(sim)
 
     # Lines per family ----------------------------------------------------------------
     def lines(
@@ -225,9 +97,9 @@ class Renderer:
         frame = frame.sort(["_slot", "_pod", "_vgpu", "ts"])
         vgpu_idx = np.where(frame["_vgpu"].to_numpy(), frame["_slot"].to_numpy(), -1)
         labels = pl.DataFrame({
-            "a": _gather(self.slot_prefix, frame["_slot"]),
-            "b": _gather(self.pod_dcgm, frame["_pod"]),
-            "c": _gather(self.slot_vgpu, vgpu_idx),
+            "a": gather(self.dcgm.slot_prefix, frame["_slot"]),
+            "b": gather(self.dcgm.pod_dcgm, frame["_pod"]),
+            "c": gather(self.dcgm.slot_vgpu, vgpu_idx),
         }).select(pl.concat_str(["a", "b", "c"]).alias("labels"))["labels"]
         body = frame.select(
             pl.lit(labels).alias("labels"), self._ts(pl.col("ts"), with_ts).alias("ts"),
@@ -266,32 +138,32 @@ class Renderer:
         alive = np.nonzero((start < k1) & (end > k0))[0]
         pod, k = self._kept(*_expand(alive, np.maximum(start[alive], k0), np.minimum(end[alive], k1)))
         if "kube_pod_labels" in want:
-            out["kube_pod_labels"] = _render("kube_pod_labels", _gather(self.pod_labels, pod),
+            out["kube_pod_labels"] = _render("kube_pod_labels", gather(self.ksm.pod_labels, pod),
                                              np.ones(pod.size), self._steps_ts(k, with_ts))
         if "kube_pod_info" in want:
-            out["kube_pod_info"] = _render("kube_pod_info", _gather(self.pod_info, pod),
+            out["kube_pod_info"] = _render("kube_pod_info", gather(self.ksm.pod_info, pod),
                                            np.ones(pod.size), self._steps_ts(k, with_ts))
         if "kube_pod_container_resource_requests" in want:
-            rp = self.req_pod
+            rp = self.ksm.req_pod
             live = np.nonzero((start[rp] < k1) & (end[rp] > k0))[0]
             lo, hi = np.maximum(start[rp[live]], k0), np.minimum(end[rp[live]], k1)
             entry, k = self._kept(*_expand(live, lo, hi))
             out["kube_pod_container_resource_requests"] = _render(
-                "kube_pod_container_resource_requests", _gather(self.req_labels, entry),
-                self.req_value[entry], self._steps_ts(k, with_ts))
+                "kube_pod_container_resource_requests", gather(self.ksm.req_labels, entry),
+                self.ksm.req_value[entry], self._steps_ts(k, with_ts))
         if "kube_namespace_labels" in want:
-            n = len(self.ns_labels)
+            n = len(self.ksm.ns_labels)
             idx, k = self._kept(*_expand(np.arange(n), np.full(n, k0), np.full(n, k1)))
             out["kube_namespace_labels"] = _render("kube_namespace_labels",
-                                                   _gather(_table(self.ns_labels), idx),
+                                                   gather(table(self.ksm.ns_labels), idx),
                                                    np.ones(idx.size), self._steps_ts(k, with_ts))
         if "kube_node_labels" in want:
-            lo = np.array([e[0] for e in self.node_epochs], dtype=np.int64)
-            hi = np.array([e[1] for e in self.node_epochs], dtype=np.int64)
+            lo = np.array([e[0] for e in self.ksm.node_epochs], dtype=np.int64)
+            hi = np.array([e[1] for e in self.ksm.node_epochs], dtype=np.int64)
             live = np.nonzero((lo < k1) & (hi > k0))[0]
             idx, k = self._kept(*_expand(live, np.maximum(lo[live], k0), np.minimum(hi[live], k1)))
             out["kube_node_labels"] = _render(
-                "kube_node_labels", _gather(_table([e[2] for e in self.node_epochs]), idx),
+                "kube_node_labels", gather(table([e[2] for e in self.ksm.node_epochs]), idx),
                 np.ones(idx.size), self._steps_ts(k, with_ts))
         return out
 
@@ -372,13 +244,13 @@ def _render(metric: str, labels: pl.Series, values: np.ndarray, ts: pl.Series) -
 
 # Outputs -------------------------------------------------------------------------------
 def write_openmetrics(
-    sim: Simulation, path: Path, *, hostname_label: str = "Hostname", exported: bool = False,
+    sim: SimulatedFleet, path: Path, *, hostname_label: str = "Hostname", exported: bool = False,
     chunk: timedelta = timedelta(hours=6), families: tuple[str, ...] | None = None,
     step: timedelta | None = None,
 ) -> dict[str, int]:
     """Stream the window into `path`; returns the number of samples per family. `step` (a
     multiple of the simulation step) thins the samples to a coarser scrape interval."""
-    chosen = _choose(families)
+    chosen = choose_families(families)
     every_s = None
     if step is not None:
         every_s = int(step.total_seconds())
@@ -423,7 +295,7 @@ def write_openmetrics(
 
 
 def exposition(
-    sim: Simulation, at: datetime, *, hostname_label: str = "Hostname", exported: bool = False,
+    sim: SimulatedFleet, at: datetime, *, hostname_label: str = "Hostname", exported: bool = False,
     renderer: Renderer | None = None,
 ) -> str:
     """Prometheus text format (0.0.4) of every family at the step containing `at`."""
@@ -441,11 +313,3 @@ def exposition(
         chunks.append("\n".join(body.to_list()) + "\n")
     return "".join(chunks)
 
-
-def _choose(families: tuple[str, ...] | None) -> tuple[str, ...]:
-    if families is None:
-        return FAMILY_NAMES
-    unknown = [f for f in families if f not in FAMILY_NAMES]
-    if unknown:
-        raise InputError(f"metric families {', '.join(unknown)}: unknown (known: {', '.join(FAMILY_NAMES)})")
-    return tuple(f for f in FAMILY_NAMES if f in families)

@@ -11,14 +11,11 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
 
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import GpuledgerError, InputError
 from gpuledger.simulator.openmetrics import Renderer, exposition
-
-if TYPE_CHECKING:
-    from gpuledger.simulator.engine import Simulation
+from gpuledger.simulator.simulated_fleet import SimulatedFleet
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -27,7 +24,7 @@ class MetricsServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], sim: Simulation, renderer: Renderer,
+        self, address: tuple[str, int], sim: SimulatedFleet, renderer: Renderer,
         clock: Callable[[], datetime],
     ) -> None:
         super().__init__(address, _Handler)
@@ -82,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def make_server(
-    sim: Simulation, host: str = "127.0.0.1", port: int = 0, *,
+    sim: SimulatedFleet, host: str = "127.0.0.1", port: int = 0, *,
     hostname_label: str = "Hostname", exported: bool = False,
     clock: Callable[[], datetime] = utcnow,
 ) -> MetricsServer:
