@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -89,6 +90,26 @@ def size_workload(row: dict[str, object], headroom: float) -> tuple[str, float, 
     return (best or WHOLE, need_memory, need_compute)
 
 
+_SCHEMA: dict[str, type[pl.DataType]] = {
+    "kind": pl.String, "team": pl.String, "namespace": pl.String, "pod": pl.String,
+    "model": pl.String, "uuid": pl.String, "current": pl.String, "recommended": pl.String,
+    "workload_profile": pl.String, "act_p95": pl.Float64, "fb_max_mib": pl.Float64,
+    "idle_fraction": pl.Float64, "monthly_saving": pl.Float64, "reason": pl.String,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Terms:
+    """What every workload's recommendation is judged with."""
+
+    month: float
+    """Hours of a month over hours of the window: a saving in the window x this = per month."""
+    mig_factor: float
+    basis: str
+    headroom: float
+    reclaim_idle_fraction: float
+
+
 def recommend(
     wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
     headroom: float = 0.2, reclaim_idle_fraction: float = 0.5, seed: int = 7, k: int = 4,
@@ -98,65 +119,73 @@ def recommend(
     usage = workload_usage(wh, window, settings, bill)
     profiles: Profiles = workload_profiles(usage, k=k, seed=seed)
     usage = profiles.assignments
-    month = HOURS_PER_MONTH / window.hours
-    mig_factor = settings.sharing.discounts.get("mig", 1.0)
-    basis = settings.sharing.mig_share_basis
-    rows: list[dict[str, object]] = []
-    for row in usage.iter_rows(named=True):
-        held_hours = float(row["held_hours"] or 0.0)
-        price = float(row["unit_price"] or 0.0)
-        now_per_hour = price * float(row["share"]) * float(row["discount_factor"])
-        base = {
-            "team": row["team"], "namespace": row["namespace"], "pod": row["pod"],
-            "model": row["model"], "uuid": row["uuid"], "current": row["profile"] or row["sharing_mode"],
-            "workload_profile": row["workload_profile"], "act_p95": row["act_p95"],
-            "fb_max_mib": row["fb_max_mib"], "idle_fraction": row["idle_fraction"],
-        }
-        # 3. Reclaim idle workloads first: sizing an idle one down still wastes the card.
-        if float(row["idle_fraction"]) >= reclaim_idle_fraction:
-            saving = float(row["idle_cost"]) * month
-            labels = row.get("labels")
-            notebook = "notebook" in str(labels) if labels else str(
-                row["workload_profile"]).startswith("idle notebook")
-            rows.append(base | {
-                "kind": "reclaim_idle_notebook" if notebook else "scale_down_when_idle",
-                "recommended": "release the card" if notebook else "scale to zero when idle",
-                "monthly_saving": saving,
-                "reason": f"idle {row['idle_fraction']:.0%} of {held_hours:.1f} held hours",
-            })
-            continue
-        sized = size_workload(row, headroom)
-        if sized is None:
-            continue
-        target, need_memory, need_compute = sized
-        if target == WHOLE or target == row["profile"]:
-            continue
-        target_basis = "compute" if basis == "max_normalized" else basis
-        new_share = raw_mig_share(str(row["model"]), target, target_basis)
-        if new_share >= float(row["share"]) - 1e-9:
-            continue
-        saving = (now_per_hour - price * new_share * mig_factor) * held_hours * month
-        if saving <= 0:
-            continue
-        kind = "whole_to_mig" if row["profile"] is None else "rightsize_mig"
-        rows.append(base | {
-            "kind": kind, "recommended": target, "monthly_saving": saving,
-            "reason": (
-                f"peak memory {float(row['fb_max_mib'] or 0):,.0f} MiB (+{headroom:.0%} = "
-                f"{need_memory:,.0f}), p95 activity {float(row['act_p95'] or 0):.2f} needs "
-                f"{need_compute} compute slice(s)"
-            ),
-        })
-    schema = {
-        "kind": pl.String, "team": pl.String, "namespace": pl.String, "pod": pl.String,
-        "model": pl.String, "uuid": pl.String, "current": pl.String, "recommended": pl.String,
-        "workload_profile": pl.String, "act_p95": pl.Float64, "fb_max_mib": pl.Float64,
-        "idle_fraction": pl.Float64, "monthly_saving": pl.Float64, "reason": pl.String,
-    }
-    recs = pl.DataFrame(rows, schema=schema).sort(
+    terms = _Terms(
+        month=HOURS_PER_MONTH / window.hours, mig_factor=settings.sharing.discounts.get("mig", 1.0),
+        basis=settings.sharing.mig_share_basis, headroom=headroom,
+        reclaim_idle_fraction=reclaim_idle_fraction,
+    )
+    rows = [rec for row in usage.iter_rows(named=True) if (rec := _recommend_one(row, terms))]
+    recs = pl.DataFrame(rows, schema=_SCHEMA).sort(
         ["monthly_saving", "namespace", "pod"], descending=[True, False, False]
-    ) if rows else pl.DataFrame(schema=schema)
+    ) if rows else pl.DataFrame(schema=_SCHEMA)
     return Recommendations(usage=usage, recommendations=recs, profiles=profiles.clusters)
+
+
+def _recommend_one(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
+    """At most one recommendation for one workload: reclaim when idle, else right-size."""
+    base: dict[str, object] = {
+        "team": row["team"], "namespace": row["namespace"], "pod": row["pod"],
+        "model": row["model"], "uuid": row["uuid"], "current": row["profile"] or row["sharing_mode"],
+        "workload_profile": row["workload_profile"], "act_p95": row["act_p95"],
+        "fb_max_mib": row["fb_max_mib"], "idle_fraction": row["idle_fraction"],
+    }
+    # 3. Reclaim idle workloads first: sizing an idle one down still wastes the card.
+    if float(row["idle_fraction"]) >= terms.reclaim_idle_fraction:
+        return base | _reclaim(row, terms)
+    change = _rightsize(row, terms)
+    return base | change if change else None
+
+
+def _reclaim(row: dict[str, Any], terms: _Terms) -> dict[str, object]:
+    held_hours = float(row["held_hours"] or 0.0)
+    labels = row.get("labels")
+    notebook = "notebook" in str(labels) if labels else str(
+        row["workload_profile"]).startswith("idle notebook")
+    return {
+        "kind": "reclaim_idle_notebook" if notebook else "scale_down_when_idle",
+        "recommended": "release the card" if notebook else "scale to zero when idle",
+        "monthly_saving": float(row["idle_cost"]) * terms.month,
+        "reason": f"idle {row['idle_fraction']:.0%} of {held_hours:.1f} held hours",
+    }
+
+
+def _rightsize(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
+    """A smaller MIG profile that still fits the workload, when it saves money."""
+    sized = size_workload(row, terms.headroom)
+    if sized is None:
+        return None
+    target, need_memory, need_compute = sized
+    if target == WHOLE or target == row["profile"]:
+        return None
+    target_basis = "compute" if terms.basis == "max_normalized" else terms.basis
+    new_share = raw_mig_share(str(row["model"]), target, target_basis)
+    if new_share >= float(row["share"]) - 1e-9:
+        return None
+    held_hours = float(row["held_hours"] or 0.0)
+    price = float(row["unit_price"] or 0.0)
+    now_per_hour = price * float(row["share"]) * float(row["discount_factor"])
+    saving = (now_per_hour - price * new_share * terms.mig_factor) * held_hours * terms.month
+    if saving <= 0:
+        return None
+    return {
+        "kind": "whole_to_mig" if row["profile"] is None else "rightsize_mig",
+        "recommended": target, "monthly_saving": saving,
+        "reason": (
+            f"peak memory {float(row['fb_max_mib'] or 0):,.0f} MiB (+{terms.headroom:.0%} = "
+            f"{need_memory:,.0f}), p95 activity {float(row['act_p95'] or 0):.2f} needs "
+            f"{need_compute} compute slice(s)"
+        ),
+    }
 
 
 def rightsized_demand(

@@ -119,6 +119,30 @@ def _count(quality: Quality, fields: list[str], f: np.ndarray, mask: np.ndarray,
             quality.add(GPU_SAMPLES.name, fields[index], reason, int(n))
 
 
+@dataclass(frozen=True)
+class _SeriesIds:
+    """Step 1: per raw series id, its device (`did`, -1 when unusable) and attribute set."""
+
+    series: pl.DataFrame
+    n_dev: int
+    did_of: np.ndarray
+    aid_of: np.ndarray
+    unattributed_of: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Screened:
+    """Step 2: the samples kept, as parallel arrays (series, field, offset, value, device)."""
+
+    sid: np.ndarray
+    f: np.ndarray
+    rel: np.ndarray
+    value: np.ndarray
+    did: np.ndarray
+    start_us: int
+    step_us: int
+
+
 def build_gpu_samples(
     matrices: dict[str, Matrix], chunk: Chunk, now: datetime, mode: str, quality: Quality,
 ) -> GpuBuild:
@@ -128,8 +152,29 @@ def build_gpu_samples(
     field: linear in the number of samples, with no sort, hash join or pivot on the hot path.
     """
     fields = list(matrices)
-    # 1. Series → device ids (`did`) and attribute-set ids (`aid`), once per series.
     raw_series, raw_samples = stack(matrices)
+    ids = _series_ids(raw_series, mode)
+    kept = _screen(raw_samples, ids, fields, chunk, now=now, quality=quality)
+    columns, aid_row = _scatter(kept, ids, fields, chunk, quality)
+    # 4. Rows present in any field, with their attributes gathered by id.
+    n_dev = max(ids.n_dev, 1)
+    present = np.nonzero(aid_row >= 0)[0]
+    attrs = ids.series.unique("aid").sort("aid").select(*DEVICE_KEY, *ATTRIBUTES)
+    wide = attrs[aid_row[present]].with_columns(
+        pl.Series("ts", kept.start_us + (present // n_dev) * kept.step_us).cast(pl.Datetime("us", "UTC")),
+        pl.Series("did", present % n_dev),
+        *(pl.Series(name, columns[name][present]).fill_nan(None) for name in fields),
+    )
+    schema = polars_schema(GPU_SAMPLES)
+    out = wide.select(
+        *(pl.col(c).cast(schema[c]) if c in wide.columns else pl.lit(None, schema[c]).alias(c)
+          for c in GPU_SAMPLES.column_names)
+    )
+    return GpuBuild(out, _devices(wide, chunk))
+
+
+def _series_ids(raw_series: pl.DataFrame, mode: str) -> _SeriesIds:
+    """1. Series → device ids (`did`) and attribute-set ids (`aid`), once per series."""
     series = map_series(raw_series, mode).filter(pl.col("uuid").is_not_null() & pl.col("node").is_not_null())
     series = _dense_id(_dense_id(series, list(DEVICE_KEY), "did"), [*DEVICE_KEY, *ATTRIBUTES], "aid")
     n_dev = int(series.select(pl.col("did").max()).item()) + 1 if series.height else 0
@@ -140,12 +185,19 @@ def build_gpu_samples(
     did_of[sids] = series["did"].to_numpy()
     aid_of[sids] = series["aid"].to_numpy()
     unattributed_of[sids] = series["pod"].is_null().to_numpy().astype(np.int8)
-    # 2. Screen: unattributable series, clock skew (dropped); NaN/negative/out of range (nulled).
+    return _SeriesIds(series, n_dev, did_of, aid_of, unattributed_of)
+
+
+def _screen(
+    raw_samples: pl.DataFrame, ids: _SeriesIds, fields: list[str], chunk: Chunk, *, now: datetime,
+    quality: Quality,
+) -> _Screened:
+    """2. Unattributable series, clock skew (dropped); NaN/negative/out of range (nulled)."""
     sid = raw_samples["sid"].to_numpy()
     f = raw_samples["f"].to_numpy()
     ts_us = raw_samples["ts"].dt.epoch("us").to_numpy()
     value = raw_samples["value"].to_numpy().astype(np.float64, copy=True)
-    did = did_of[sid] if sid.size else sid
+    did = ids.did_of[sid] if sid.size else sid
     orphan = did < 0
     _count(quality, fields, f, orphan, "unattributable")
     start_us, step_us = _us(chunk.start), int(chunk.step.total_seconds() * 1_000_000)
@@ -163,37 +215,30 @@ def build_gpu_samples(
     for mask, reason in ((nan, "nan"), (negative, "negative"), (over, "out_of_range")):
         _count(quality, fields, f, mask, reason)
     value[nan | negative | over] = np.nan
-    # 3. Scatter into dense rows (instant-major); resolve duplicate series per row and field.
-    n_rows = chunk.points * n_dev
-    row = (rel // step_us) * n_dev + did
+    return _Screened(sid, f, rel, value, did, start_us, step_us)
+
+
+def _scatter(
+    kept: _Screened, ids: _SeriesIds, fields: list[str], chunk: Chunk, quality: Quality,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """3. Dense rows (instant-major) per field; duplicate series per row and field resolved."""
+    n_rows = chunk.points * ids.n_dev
+    row = (kept.rel // kept.step_us) * ids.n_dev + kept.did
     columns: dict[str, np.ndarray] = {}
     aid_row = np.full(n_rows, -1, dtype=np.int64)
     for index, name in enumerate(fields):
-        sel = np.nonzero(f == index)[0]
+        sel = np.nonzero(kept.f == index)[0]
         target = row[sel]
         owner = np.full(n_rows, -1, dtype=np.int64)
         owner[target] = sel
         if (owner[target] != sel).any():
-            sel = _resolve_duplicates(sel, target, sid, unattributed_of, quality=quality, name=name)
+            sel = _resolve_duplicates(sel, target, kept.sid, ids.unattributed_of, quality=quality, name=name)
             target = row[sel]
         column = np.full(n_rows, np.nan)
-        column[target] = value[sel]
+        column[target] = kept.value[sel]
         columns[name] = column
-        aid_row[target] = aid_of[sid[sel]]
-    # 4. Rows present in any field, with their attributes gathered by id.
-    present = np.nonzero(aid_row >= 0)[0]
-    attrs = series.unique("aid").sort("aid").select(*DEVICE_KEY, *ATTRIBUTES)
-    wide = attrs[aid_row[present]].with_columns(
-        pl.Series("ts", start_us + (present // max(n_dev, 1)) * step_us).cast(pl.Datetime("us", "UTC")),
-        pl.Series("did", present % max(n_dev, 1)),
-        *(pl.Series(name, columns[name][present]).fill_nan(None) for name in fields),
-    )
-    schema = polars_schema(GPU_SAMPLES)
-    out = wide.select(
-        *(pl.col(c).cast(schema[c]) if c in wide.columns else pl.lit(None, schema[c]).alias(c)
-          for c in GPU_SAMPLES.column_names)
-    )
-    return GpuBuild(out, _devices(wide, chunk))
+        aid_row[target] = ids.aid_of[kept.sid[sel]]
+    return columns, aid_row
 
 
 def _dense_id(frame: pl.DataFrame, columns: list[str], name: str) -> pl.DataFrame:
