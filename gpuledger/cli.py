@@ -18,8 +18,8 @@ from pathlib import Path
 
 import gpuledger.commands as commands_pkg
 from gpuledger import __version__
+from gpuledger.command_context import Context
 from gpuledger.commands import Handler, global_options
-from gpuledger.context import Context
 from gpuledger.core.config import load_settings
 from gpuledger.core.errors import GpuledgerError
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuledger.context import Context
+from gpuledger.command_context import Context
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period

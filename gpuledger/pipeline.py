@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
-from gpuledger.progress import Progress
+from gpuledger.terminal_progress import Progress
 
 if TYPE_CHECKING:
     from gpuledger.simulator.engine import Simulation

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from gpuledger.context import Context
+from gpuledger.command_context import Context
 
 Handler = Callable[[argparse.Namespace, Context], int]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from gpuledger.command_context import Context
 from gpuledger.commands import AddCommand
-from gpuledger.context import Context
 from gpuledger.core.errors import SourceError
 
 

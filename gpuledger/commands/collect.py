@@ -12,8 +12,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from gpuledger.command_context import Context
 from gpuledger.commands import AddCommand
-from gpuledger.context import Context
 from gpuledger.core.errors import InputError
 from gpuledger.core.window import Window, parse_instant
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gpuledger.command_context import Context
 from gpuledger.commands import AddCommand
-from gpuledger.context import Context
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:

@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuledger.command_context import Context
 from gpuledger.commands import AddCommand
-from gpuledger.context import Context
 
 if TYPE_CHECKING:
     from gpuledger.optimizer.plan import Plan

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from gpuledger.command_context import Context
 from gpuledger.commands import AddCommand
 from gpuledger.commands._analytics_common import add_window_args, text_table, window_from_args
-from gpuledger.context import Context
 
 _SHOWN = ("kind", "team", "namespace", "pod", "current", "recommended", "workload_profile",
           "monthly_saving", "reason")

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpuledger.command_context import Context
 from gpuledger.commands import AddCommand
-from gpuledger.context import Context
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import InputError, ReportError
 from gpuledger.core.period import Period

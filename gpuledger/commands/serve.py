@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from gpuledger.command_context import Context
 from gpuledger.commands import AddCommand
-from gpuledger.context import Context
 
 
 def _cluster_factory(args: argparse.Namespace, ctx: Context) -> Any:

@@ -13,8 +13,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpuledger.command_context import Context
 from gpuledger.commands import AddCommand
-from gpuledger.context import Context
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import InputError
 from gpuledger.core.window import DAY, Window, floor_time, parse_duration, parse_instant

@@ -1,4 +1,5 @@
-"""Progress lines for long steps: one updating line on a terminal, plain lines otherwise."""
+"""Terminal progress lines for the CLI's long steps: one updating line on a terminal, plain
+lines otherwise (logs, CI)."""
 
 from __future__ import annotations
 
