@@ -1,6 +1,7 @@
 """The fleet and its MIG demand as the warehouse saw them last.
 
-Fleet (tables `gpus`, `nodes`, `mig_instances`, `gpu_samples`, `pods`):
+Fleet (tables `gpus`, `nodes`, `mig_instances`, `gpu_samples`, `pods`, read through
+`warehouse.queries.mig`):
 1. GPUs of the planned pools (default: pools whose sharing mode is `mig`; time-sliced and vGPU
    cards are never planned); a MIG card's layout is its MIG instances alive at the last
    observation, an exclusive card is whole (MIG disabled).
@@ -31,6 +32,7 @@ from gpuledger.core.mig import canonical_model, catalog, shape_of
 from gpuledger.optimizer.mig_input import BusyInstance, Config, Demand, Fleet, Gpu, ModelDemand, Node
 from gpuledger.optimizer.plan_render import duration_text
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries import mig as queries
 
 EVICTABLE_LABEL = "gpuledger.io/evictable"
 WINDOW_LABEL = "gpuledger.io/maintenance-window"
@@ -41,11 +43,7 @@ def load_fleet_from_warehouse(
     wh: Warehouse, *, pools: Sequence[str] = (), nodes: Sequence[str] = ()
 ) -> Fleet:
     """Steps 1-3 of the module docstring."""
-    gpus = wh.query(
-        "SELECT g.uuid, g.node, g.gpu_index, g.model, g.pool, g.sharing_mode, n.mig_config, "
-        "n.resource_version, n.labels FROM gpus g LEFT JOIN nodes n ON n.node = g.node "
-        "ORDER BY g.node, g.gpu_index"
-    )
+    gpus = queries.gpus_with_nodes(wh)
     if gpus.is_empty():
         raise InputError(f"{wh.path}: table gpus is empty; collect inventory first (or pass --fleet)")
     rows = [r for r in gpus.iter_rows(named=True) if _planned(r, pools)]
@@ -100,13 +98,10 @@ def _planned(row: dict[str, Any], pools: Sequence[str]) -> bool:
 
 def _alive_layouts(wh: Warehouse) -> dict[str, Config]:
     """Per MIG card, the profile counts of the instances alive at the last observation."""
-    last = wh.scalar("SELECT max(end_ts) FROM mig_instances")
+    last = queries.last_instance_end(wh)
     if last is None:
         return {}
-    frame = wh.query(
-        "SELECT uuid, profile, count(*) AS n FROM mig_instances WHERE end_ts >= ? GROUP BY uuid, profile",
-        [last - ALIVE_SLACK],
-    )
+    frame = queries.instance_counts_since(wh, last - ALIVE_SLACK)
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     for r in frame.iter_rows(named=True):
         counts[r["uuid"]][r["profile"]] += int(r["n"])
@@ -115,13 +110,7 @@ def _alive_layouts(wh: Warehouse) -> dict[str, Config]:
 
 def _busy(wh: Warehouse) -> dict[str, list[BusyInstance]]:
     """Pods on each device at the latest sample time, with whether they may be evicted."""
-    frame = wh.query(
-        "WITH last AS (SELECT max(ts) AS ts FROM gpu_samples) "
-        "SELECT s.uuid, s.gpu_i_id, s.mig_profile, s.namespace, s.pod, p.owner_kind, p.labels "
-        "FROM gpu_samples s JOIN last ON s.ts = last.ts "
-        "LEFT JOIN pods p ON p.namespace = s.namespace AND p.pod = s.pod "
-        "WHERE s.pod IS NOT NULL ORDER BY s.uuid, s.gpu_i_id, s.pod"
-    )
+    frame = queries.holders_at_last_sample(wh)
     out: dict[str, list[BusyInstance]] = defaultdict(list)
     seen: set[tuple[str, int, str, str]] = set()
     for r in frame.iter_rows(named=True):
@@ -138,14 +127,10 @@ def _busy(wh: Warehouse) -> dict[str, list[BusyInstance]]:
 
 def observed_demand(wh: Warehouse, fleet: Fleet, lookback: timedelta) -> Demand:
     """Instances (and whole cards) of the fleet that held a pod within `lookback` of the last sample."""
-    last = wh.scalar("SELECT max(ts) FROM gpu_samples")
+    last = queries.last_sample_time(wh)
     if last is None:
         raise InputError(f"{wh.path}: table gpu_samples is empty; no demand can be observed (pass --demand)")
-    frame = wh.query(
-        "SELECT DISTINCT uuid, gpu_i_id, mig_profile FROM gpu_samples "
-        "WHERE ts > ? AND ts <= ? AND pod IS NOT NULL",
-        [last - lookback, last],
-    )
+    frame = queries.held_devices(wh, last, lookback)
     model_of = {g.uuid: g.model for g in fleet.gpus}
     whole_of = {g.uuid: g.config is None for g in fleet.gpus}
     counts: dict[str, Counter[str]] = defaultdict(Counter)
@@ -176,7 +161,7 @@ def recommended_demand(
     from gpuledger.analytics.recommend import rightsized_demand
     from gpuledger.core.window import Window
 
-    last = wh.scalar("SELECT max(ts) FROM gpu_samples")
+    last = queries.last_sample_time(wh)
     if last is None:
         return None
     end = last + timedelta(minutes=1)
