@@ -87,6 +87,30 @@ def _trend(values: list[float | None]) -> float | None:
     return slope / mean * 100
 
 
+def _series_costs(tokens: pl.DataFrame, bill: Bill) -> pl.DataFrame:
+    """Step 2: each (day, namespace, pod, model) token series with its share of the pod's GPU
+    cost that day (a pod serving several models shares its cost by their tokens)."""
+    pod_cost = (
+        bill.detail.filter(pl.col("kind") == "allocated")
+        .group_by("day", "namespace", "pod").agg(pl.col("cost").sum().alias("pod_cost"))
+    )
+    share = pl.col("prompt_tokens") + pl.col("generation_tokens")
+    return (
+        tokens.join(pod_cost, on=["day", "namespace", "pod"], how="left")
+        .with_columns(
+            (pl.col("pod_cost").fill_null(0.0) * share / share.sum().over("day", "namespace", "pod"))
+            .fill_nan(0.0).alias("gpu_cost")
+        )
+    )
+
+
+def _sums() -> list[pl.Expr]:
+    return [
+        pl.col("prompt_tokens").sum(), pl.col("generation_tokens").sum(), pl.col("gpu_cost").sum(),
+        pl.col("pod").n_unique().alias("pods"),
+    ]
+
+
 def token_costs(
     wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
     generation_weight: float = 3.0,
@@ -94,28 +118,11 @@ def token_costs(
     """Cost per million prompt / generated tokens per model, overall and per day (steps 1-3)."""
     tokens = token_increases(wh, window)
     bill = bill or compute_bill(wh, window, settings, ("team",))
-    pod_cost = (
-        bill.detail.filter(pl.col("kind") == "allocated")
-        .group_by("day", "namespace", "pod").agg(pl.col("cost").sum().alias("pod_cost"))
-    )
-    # A pod serving several models shares its cost by their tokens.
-    share = pl.col("prompt_tokens") + pl.col("generation_tokens")
-    per_series = (
-        tokens.join(pod_cost, on=["day", "namespace", "pod"], how="left")
-        .with_columns(
-            (pl.col("pod_cost").fill_null(0.0) * share / share.sum().over("day", "namespace", "pod"))
-            .fill_nan(0.0).alias("gpu_cost")
-        )
-    )
-    sums = [pl.col("prompt_tokens").sum(), pl.col("generation_tokens").sum(), pl.col("gpu_cost").sum()]
+    per_series = _series_costs(tokens, bill)
     daily = _with_unit_costs(
-        per_series.group_by("day", "model_name").agg(*sums, pl.col("pod").n_unique().alias("pods")),
-        generation_weight,
+        per_series.group_by("day", "model_name").agg(*_sums()), generation_weight,
     ).sort(["model_name", "day"])
-    by_model = _with_unit_costs(
-        per_series.group_by("model_name").agg(*sums, pl.col("pod").n_unique().alias("pods")),
-        generation_weight,
-    )
+    by_model = _with_unit_costs(per_series.group_by("model_name").agg(*_sums()), generation_weight)
     trends = {
         name: _trend(group["cost_per_m_tokens"].to_list())
         for (name,), group in daily.group_by("model_name", maintain_order=True)
@@ -125,3 +132,33 @@ def token_costs(
         .alias("trend_pct_per_day")
     ).sort("model_name")
     return TokenCosts(by_model=by_model, daily=daily, generation_weight=generation_weight)
+
+
+def team_token_costs(
+    wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
+    generation_weight: float = 3.0,
+) -> pl.DataFrame:
+    """The same costs per team and model service, for a team's page: `team, model_name, pods,
+    prompt_tokens, generation_tokens, gpu_cost, cost_per_m_prompt, cost_per_m_generated,
+    cost_per_m_tokens`, sorted by team and model.
+
+    Token series in a namespace without an allocation in the bill have no team and are left
+    out; summed over teams the rest equals `token_costs(...).by_model`. A unit cost with no
+    tokens to divide by is NULL, as in `token_costs`.
+    """
+    tokens = token_increases(wh, window)
+    bill = bill or compute_bill(wh, window, settings, ("team",))
+    teams = (
+        bill.detail.filter(pl.col("kind") == "allocated").select("namespace", "team").unique()
+        .sort("namespace", "team").unique("namespace", keep="first", maintain_order=True)
+    )
+    per_series = (
+        _series_costs(tokens, bill).join(teams, on="namespace", how="left")
+        .filter(pl.col("team").is_not_null())
+    )
+    return _with_unit_costs(
+        per_series.group_by("team", "model_name").agg(*_sums()), generation_weight
+    ).select(
+        "team", "model_name", "pods", "prompt_tokens", "generation_tokens", "gpu_cost",
+        "cost_per_m_prompt", "cost_per_m_generated", "cost_per_m_tokens",
+    ).sort("team", "model_name")

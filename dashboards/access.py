@@ -1,4 +1,8 @@
-"""Who is asking: the user and groups an authenticating proxy vouches for, or the dev user.
+"""Who is asking, and which pages a role opens: the dashboard's side of access control.
+
+Distinct from `core.access` (principals and the role map, shared with the CLI): this module
+decides whom an HTTP request comes from, the user and groups an authenticating proxy vouches
+for, or the dev user, and names the roles each page is for.
 
 The dashboard sits behind an authenticating proxy (the oauth2-proxy pattern). The proxy sets
 `X-Forwarded-User` / `X-Forwarded-Groups` (names from `Settings.access`); anyone can send those
@@ -129,6 +133,21 @@ def role_label(principal: Principal) -> str:
     return "; ".join(parts) or "no role"
 
 
+FLEET_ROLES: frozenset[str] = frozenset({"admin", "viewer"})
+"""Who sees fleet-wide pages and data (Fleet, all queues, all plans' details)."""
+EVERY_ROLE: frozenset[str] = frozenset({"admin", "viewer", "lead"})
+"""Pages every known user sees (each page still scopes a lead to their teams' data)."""
+
+
+def has_role(principal: Principal, roles: frozenset[str]) -> bool:
+    """True when the principal holds one of `roles` (`admin`, `viewer`, `lead`)."""
+    return (
+        ("admin" in roles and principal.admin)
+        or ("viewer" in roles and principal.viewer)
+        or ("lead" in roles and bool(principal.lead_of))
+    )
+
+
 def can_see_fleet(principal: Principal) -> bool:
     """Fleet-wide pages (Fleet, all queues, all plans' details) are for admins and viewers."""
-    return principal.admin or principal.viewer
+    return has_role(principal, FLEET_ROLES)

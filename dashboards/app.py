@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,36 +30,11 @@ from gpuledger.dashboards.access import AccessPolicy, check_dev_bind
 from gpuledger.dashboards.actions import PlanActions
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.dashboards.state import valid_period
-from gpuledger.dashboards.store import SnapshotStore
+from gpuledger.dashboards.wiring import DashboardApp
+from gpuledger.warehouse.snapshot_store import SnapshotStore
 
 ASSETS = Path(__file__).parent / "assets"
 PUBLIC_PATHS = frozenset({"/healthz"})
-
-
-@dataclass
-class DashboardApp:
-    """One dashboard: the Dash app and the parts its callbacks use."""
-
-    dash: Dash
-    store: SnapshotStore
-    data: ReadModel
-    policy: AccessPolicy
-    settings: Settings
-    actions: PlanActions
-    _closed: bool = field(default=False, repr=False)
-
-    @property
-    def server(self) -> flask.Flask:
-        return self.dash.server
-
-    def close(self) -> None:
-        """Stop the snapshot refresher and delete the private snapshots."""
-        if not self._closed:
-            self._closed = True
-            self.actions.wait(timeout_s=5)
-            self.store.stop_refreshing()  # no new snapshot, so no new warm-up, from here on
-            self.data.close()
-            self.store.stop()
 
 
 PRELOAD = (
@@ -92,7 +67,7 @@ def create_app(
     cluster_factory: Callable[[], Any] | None = None,
     background: bool = True,
 ) -> DashboardApp:
-    """Build the app for `warehouse_path` (read through snapshots, see `dashboards.store`).
+    """Build the app for `warehouse_path` (read through snapshots, see `warehouse.snapshot_store`).
 
     `cluster_factory` returns an `actuator.gateway.ClusterGateway` for preview/apply (None: the
     Plans page can approve and reject but not apply). `background=False` skips the refresh

@@ -2,28 +2,29 @@
 
 Every callback starts from `flask.g.principal`, set for this very HTTP request by the
 authentication hook (`dashboards.app`), never from anything the browser sends as data. What the
-browser sends (URL, filter values, plan id) is only a request; each page's `view()` and each
-`PlanActions` method decides on the server whether this principal may have it.
+browser sends (URL, filter values, plan id) is only a request; the page's registry entry
+(`dashboards.registry`), its `view()` and each `PlanActions` method decide on the server whether
+this principal may have it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import flask
-from dash import Input, Output, State, ctx, dcc, html, no_update
+from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from gpuledger.core.access import Principal
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError
 from gpuledger.dashboards import shell
+from gpuledger.dashboards.access import can_see_fleet
 from gpuledger.dashboards.actions import describe_error
-from gpuledger.dashboards.pages import fleet, plans, queues, team
+from gpuledger.dashboards.pages import plans
 from gpuledger.dashboards.pages.common import PageContext, refusal
-from gpuledger.dashboards.state import PAGES, ViewState, page_of
-from gpuledger.dashboards.store import WarehouseBusyError
-
-if TYPE_CHECKING:
-    from gpuledger.dashboards.app import DashboardApp
+from gpuledger.dashboards.registry import PAGES, page_for, page_of
+from gpuledger.dashboards.state import ViewState
+from gpuledger.dashboards.wiring import DashboardApp
+from gpuledger.warehouse.snapshot_store import WarehouseBusyError
 
 ACTION_BUTTONS = ("btn-approve", "btn-reject", "btn-preview", "btn-apply")
 
@@ -40,22 +41,9 @@ def render_page(app: DashboardApp, principal: Principal, view: dict[str, Any] | 
     """The page for the view state, or a refusal / busy / error panel."""
     try:
         default = app.data.default_period()
-        page = page_of((view or {}).get("page"))
+        page = page_for((view or {}).get("page"))
         state = ViewState.from_dict(view, default)
-        pctx = PageContext(principal, state, app.data, app.settings)
-        if page == "/fleet":
-            return fleet.render(fleet.view(pctx))
-        if page == "/queues":
-            return queues.render(queues.view(pctx))
-        if page == "/plans":
-            v = plans.view(pctx, app.actions)
-            running = v.rollout is not None and v.rollout.running
-            return html.Div([
-                dcc.Store(id="plan-id", data=v.selected),
-                dcc.Interval(id="rollout-tick", interval=2000, disabled=not running),
-                plans.render(v),
-            ])
-        return team.render(team.view(pctx))
+        return page.show(PageContext(principal, state, app.data, app.settings, app.actions))
     except AccessDeniedError as exc:
         return refusal(str(exc))
     except WarehouseBusyError as exc:
@@ -102,7 +90,7 @@ def drill_down(app: DashboardApp, click: dict[str, Any] | None, search: str | No
 
 def rollout_status(app: DashboardApp, principal: Principal, plan_id: str | None) -> tuple[Any, bool]:
     """The live rollout panel and whether polling can stop."""
-    if not (principal.admin or principal.viewer) or not plan_id:
+    if not can_see_fleet(principal) or not plan_id:
         return refusal(f"user {principal.user!r} may not see rollouts"), True
     rollout = app.actions.rollouts.get(plan_id)
     return plans.rollout_panel(rollout), rollout is None or not rollout.running
@@ -110,11 +98,18 @@ def rollout_status(app: DashboardApp, principal: Principal, plan_id: str | None)
 
 # 2. Registration ------------------------------------------------------------------------------
 def register(app: DashboardApp) -> None:
-    dash_app = app.dash
-    nav_out = [Output(nav_id, "href") for nav_id in shell.NAV_IDS]
-    nav_style = [Output(nav_id, "style") for nav_id in shell.NAV_IDS]
+    """Wire every callback of the app (each a thin wrapper over a plain function above)."""
+    _register_sync(app)
+    _register_page(app)
+    _register_actions(app)
 
-    @dash_app.callback(
+
+def _register_sync(app: DashboardApp) -> None:
+    """URL ⇄ filter controls, navigation links, the view state and the user line."""
+    nav_out = [Output(page.nav_id, "href") for page in PAGES]
+    nav_style = [Output(page.nav_id, "style") for page in PAGES]
+
+    @app.dash.callback(
         Output("url", "search"),
         Output("f-period", "value"), Output("f-period", "options"),
         Output("f-team", "value"), Output("f-team", "options"),
@@ -142,6 +137,11 @@ def register(app: DashboardApp) -> None:
             result.view, shell.whoami(principal, app.policy.dev_mode),
         )
 
+
+def _register_page(app: DashboardApp) -> None:
+    """The page itself, the freshness banner, the busy retry and the heatmap drill-down."""
+    dash_app: Dash = app.dash
+
     @dash_app.callback(Output("page", "children"), Input("view", "data"), Input("bump", "data"))
     def _render(view: dict[str, Any] | None, _bump: int | None) -> Any:
         return render_page(app, current_principal(), view)
@@ -149,20 +149,6 @@ def register(app: DashboardApp) -> None:
     @dash_app.callback(Output("banner", "children"), Input("tick", "n_intervals"), Input("view", "data"))
     def _banner(_n: int | None, _view: Any) -> str:
         return shell.banner(app.store, app.data.serving_snapshot)
-
-    @dash_app.callback(
-        Output("flash", "children"), Output("bump", "data", allow_duplicate=True),
-        *[Input(b, "n_clicks") for b in ACTION_BUTTONS],
-        State("reject-reason", "value"), State("plan-id", "data"), State("bump", "data"),
-        prevent_initial_call=True,
-    )
-    def _act(*args: Any) -> tuple[Any, Any]:
-        reason, plan_id, bump = args[-3], args[-2], args[-1]
-        if not any(args[: len(ACTION_BUTTONS)]):
-            return no_update, no_update
-        message, ok = run_action(app, current_principal(), ctx.triggered_id, plan_id, reason)
-        flash_ = html.Div(message, className="ok" if ok else "refused", id="flash-message")
-        return flash_, (bump or 0) + 1
 
     @dash_app.callback(
         Output("bump", "data", allow_duplicate=True), Input("retry-tick", "n_intervals"),
@@ -178,6 +164,25 @@ def register(app: DashboardApp) -> None:
     )
     def _drill(click: dict[str, Any] | None, search: str | None) -> Any:
         return drill_down(app, click, search)
+
+
+def _register_actions(app: DashboardApp) -> None:
+    """The Plans page's buttons and the live rollout panel."""
+    dash_app: Dash = app.dash
+
+    @dash_app.callback(
+        Output("flash", "children"), Output("bump", "data", allow_duplicate=True),
+        *[Input(b, "n_clicks") for b in ACTION_BUTTONS],
+        State("reject-reason", "value"), State("plan-id", "data"), State("bump", "data"),
+        prevent_initial_call=True,
+    )
+    def _act(*args: Any) -> tuple[Any, Any]:
+        reason, plan_id, bump = args[-3], args[-2], args[-1]
+        if not any(args[: len(ACTION_BUTTONS)]):
+            return no_update, no_update
+        message, ok = run_action(app, current_principal(), ctx.triggered_id, plan_id, reason)
+        flash_ = html.Div(message, className="ok" if ok else "refused", id="flash-message")
+        return flash_, (bump or 0) + 1
 
     @dash_app.callback(
         Output("rollout-status", "children"), Output("rollout-tick", "disabled"),

@@ -14,19 +14,19 @@ from typing import Any
 from dash import dcc, html
 
 from gpuledger.core.access import Principal
-from gpuledger.dashboards.access import can_see_fleet, role_label
+from gpuledger.dashboards.access import role_label
 from gpuledger.dashboards.readmodel import ReadModel
-from gpuledger.dashboards.state import PAGES, ViewState, page_of
-from gpuledger.dashboards.store import Snapshot, SnapshotStore
+from gpuledger.dashboards.registry import PAGES, page_of
+from gpuledger.dashboards.state import ViewState
+from gpuledger.warehouse.snapshot_store import Snapshot, SnapshotStore
 
 FILTER_IDS = ("f-period", "f-team", "f-model")
-NAV_IDS = tuple(f"nav-{path.strip('/')}" for path in PAGES)
+NAV_IDS = tuple(page.nav_id for page in PAGES)
 
 
 def layout(refresh_s: float) -> html.Div:
     """The app layout; pages are drawn into `#page` by the render callback."""
-    nav = [dcc.Link(title, href=path, id=nav_id, className="nav-link")
-           for (path, title), nav_id in zip(PAGES.items(), NAV_IDS, strict=True)]
+    nav = [dcc.Link(page.title, href=page.path, id=page.nav_id, className="nav-link") for page in PAGES]
     filters = html.Div(
         [
             html.Label(["Period", dcc.Dropdown(id="f-period", clearable=False, searchable=False)]),
@@ -109,7 +109,7 @@ def sync(
         # switching teams; the page itself refuses it on the server
         visible.append(state.team)
     period_options = _options(sorted(set(periods) | {state.period}, reverse=True))
-    hrefs = [ViewState(state.period, state.team, state.model).href(path) for path in PAGES]
+    hrefs = [ViewState(state.period, state.team, state.model).href(page.path) for page in PAGES]
     return SyncResult(
         state.to_query(), state, page, period_options, _options(visible), _options(models), hrefs
     )
@@ -122,9 +122,9 @@ def whoami(principal: Principal, dev_mode: bool) -> list[Any]:
 
 
 def nav_visible(principal: Principal) -> list[dict[str, str]]:
-    """Hide the fleet-wide links from leads (the pages refuse them anyway)."""
+    """Hide the links to pages the principal holds no role for (the pages refuse them anyway)."""
     hidden = {"display": "none"}
-    return [hidden if path in ("/fleet", "/plans") and not can_see_fleet(principal) else {} for path in PAGES]
+    return [{} if page.allows(principal) else hidden for page in PAGES]
 
 
 def banner(store: SnapshotStore, serving: Snapshot | None = None) -> str:

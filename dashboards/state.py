@@ -12,21 +12,22 @@ import re
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qs, urlencode
 
-PAGES: dict[str, str] = {
-    "/team": "My team",
-    "/fleet": "Fleet",
-    "/queues": "Queues",
-    "/plans": "Plans",
-}
-"""Path → title, in navigation order."""
+from gpuledger.core.errors import InputError
+from gpuledger.core.period import Period
 
-_PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,252}$")
 FIELDS = ("period", "team", "model", "node", "plan")
 
 
 def valid_period(text: str | None) -> bool:
-    return bool(text) and bool(_PERIOD.match(text or ""))
+    """A month spelled exactly `YYYY-MM` (`core.period.Period.exact`; no `last` in a link,
+    since a link must name the same month tomorrow)."""
+    if not text:
+        return False
+    try:
+        return str(Period.exact(text)) == text
+    except InputError:
+        return False
 
 
 def _name(value: str | None) -> str | None:
@@ -90,15 +91,3 @@ class ViewState:
 
     def with_(self, **changes: str | None) -> ViewState:
         return replace(self, **changes)  # type: ignore[arg-type]
-
-
-def page_of(pathname: str | None) -> str:
-    """The known page for a path (trailing slash and unknown paths → `/team`)."""
-    path = (pathname or "/").rstrip("/") or "/"
-    return path if path in PAGES else "/team"
-
-
-def previous_period(period: str) -> str:
-    year, month = int(period[:4]), int(period[5:7])
-    year, month = (year - 1, 12) if month == 1 else (year, month - 1)
-    return f"{year:04d}-{month:02d}"

@@ -42,7 +42,7 @@ import duckdb
 
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import WarehouseError, WarehouseLockedError
-from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.store import Warehouse
 
 RETRY_DELAYS_S: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.8)
 """Back-off between attempts to open the warehouse for a write (about 1.5 s in all)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from dash import dcc, html
@@ -20,6 +20,9 @@ from gpuledger.core.config import Settings
 from gpuledger.core.errors import AccessDeniedError
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.dashboards.state import ViewState
+
+if TYPE_CHECKING:
+    from gpuledger.dashboards.actions import PlanActions
 
 CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
 
@@ -32,6 +35,8 @@ class PageContext:
     state: ViewState
     data: ReadModel
     settings: Settings
+    actions: PlanActions | None = None
+    """The Plans page's buttons (None where a page is rendered without them, e.g. in tests)."""
 
     @property
     def currency(self) -> str:

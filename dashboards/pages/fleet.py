@@ -2,8 +2,9 @@
 and how the MIG cards are carved up.
 
 Card-hour figures are the bill's `detail` rows aggregated (so they sum to the bill), the
-heatmap is mean GR_ENGINE_ACTIVE per node and hour from the samples, and the MIG map places
-each card's live instances with `core.mig`'s placement rules.
+heatmap is the bill's card-hours × active ratio per node and hour over the node's cards
+(`dashboards.heat`), and the MIG map places each card's live instances with `core.mig`'s
+placement rules.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any
 import polars as pl
 from dash import dcc, html
 
+from gpuledger.analytics.special_lines import SpecialLine
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import COMPUTE_SLICES, MEMORY_SLICES, gpu_model
-from gpuledger.core.window import Window
+from gpuledger.core.period import Period
 from gpuledger.dashboards import figures
 from gpuledger.dashboards.access import can_see_fleet
 from gpuledger.dashboards.pages.common import (
@@ -63,7 +65,7 @@ def daily_hours(detail: pl.DataFrame) -> pl.DataFrame:
             "day": pl.Date, "allocated_card_hours": pl.Float64, "idle_card_hours": pl.Float64,
             "unallocated_card_hours": pl.Float64, "active_card_hours": pl.Float64,
         })
-    unalloc = pl.col("team") == "unallocated"
+    unalloc = pl.col("team") == SpecialLine.UNALLOCATED.value
     return (
         detail.group_by("day")
         .agg(
@@ -110,7 +112,7 @@ def mig_cells(instances: pl.DataFrame) -> pl.DataFrame:
             inst = by_profile[placement.profile].pop(0)
             covered.update(range(placement.start, placement.start + profile.memory))
             used_compute += profile.compute
-            owner = inst["team"] or ("unattributed" if inst["namespace"] else "free")
+            owner = inst["team"] or (SpecialLine.UNATTRIBUTED.value if inst["namespace"] else "free")
             holder = f"{inst['namespace']}/{inst['pod']}" if inst["pod"] else "nobody"
             rows.append({
                 "gpu": label, "start": placement.start, "size": profile.memory, "owner": owner,
@@ -144,13 +146,13 @@ def _aggregates(
         detail = detail.filter(pl.col("model") == model)
     daily = daily_hours(detail)
     unallocated = (
-        detail.filter(pl.col("team") == "unallocated")
+        detail.filter(pl.col("team") == SpecialLine.UNALLOCATED.value)
         .with_columns(pl.col("pool").fill_null("(no pool)"))
         .group_by("pool", "model").agg(pl.col("card_hours").sum(), pl.col("cost").sum())
         .sort("card_hours", descending=True)
     )
     unattributed = (
-        detail.filter(pl.col("team") == "unattributed")
+        detail.filter(pl.col("team") == SpecialLine.UNATTRIBUTED.value)
         .group_by("namespace")
         .agg(pl.col("card_hours").sum(), pl.col("idle_card_hours").sum(), pl.col("cost").sum())
         .sort("cost", descending=True)
@@ -205,7 +207,7 @@ def _mig(ctx: PageContext) -> tuple[list[str], pl.DataFrame, datetime | None]:
     if not names:
         return [], mig_cells(pl.DataFrame()), None
     chosen = [ctx.state.node] if ctx.state.node in names else names[:MIG_NODES_SHOWN]
-    month = Window.month(ctx.state.period)
+    month = Period.exact(ctx.state.period).window
     span = ctx.data.data_range()
     at = min(month.end, span[1]) if span is not None else month.end
     if at == month.end:
@@ -277,3 +279,8 @@ def render(v: FleetView) -> html.Div:
         ],
         id="fleet-page",
     )
+
+
+def show(ctx: PageContext) -> html.Div:
+    """The page for the registry (`dashboards.registry`)."""
+    return render(view(ctx))

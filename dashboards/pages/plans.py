@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 from dash import dcc, html
 
+from gpuledger.core.errors import InputError
 from gpuledger.dashboards import figures
 from gpuledger.dashboards.access import can_see_fleet
 from gpuledger.dashboards.actions import PlanActions, Preview, Rollout
@@ -181,6 +182,60 @@ def rollout_panel(rollout: Rollout | None) -> html.Div:
     )
 
 
+def _buttons(v: PlansView) -> html.Div:
+    """Approve, reject, preview and apply, drawn disabled where the server would refuse."""
+    note = "" if v.can_act else "Only admins can approve, reject or apply plans."
+    apply_ready = v.can_act and v.preview is not None and v.status in ("approved", "applying", "failed")
+    return html.Div(
+        [
+            html.Button("Approve", id="btn-approve", disabled=not v.can_act or v.status != "proposed",
+                        className="button primary"),
+            dcc.Input(id="reject-reason", placeholder="reason to reject", type="text", maxLength=500,
+                      disabled=not v.can_act),
+            html.Button("Reject", id="btn-reject", className="button",
+                        disabled=not v.can_act or v.status not in ("proposed", "approved")),
+            html.Button("Preview apply (dry run)", id="btn-preview", className="button",
+                        disabled=not v.can_act or not v.cluster
+                        or v.status not in ("proposed", "approved", "applying", "failed")),
+            html.Button("Apply", id="btn-apply", className="button danger", disabled=not apply_ready),
+            html.Span(note, className="muted", id="act-note"),
+        ],
+        className="actions",
+    )
+
+
+AUDIT_COLUMNS = [("seq", "#"), ("occurred_at", "when (UTC)"), ("actor", "who"), ("plan_id", "plan"),
+                 ("action", "action"), ("object", "object"), ("result", "result"), ("detail", "detail")]
+
+
+def _detail(v: PlansView) -> html.Section:
+    """The selected plan: status, effect, changes, buttons, preview, rollout, its audit."""
+    return section(
+        f"Plan {v.selected}",
+        html.Div([html.Span(v.status or "", className=f"badge status-{v.status}", id="plan-status"),
+                  html.Span(f" {v.kind} plan, created {v.created}; solver {v.solver}")]),
+        *[html.P(f"⚠ {w}", className="warning") for w in v.warnings],
+        html.Div(
+            [
+                html.Div([html.H4("Expected effect"), table(v.effect, [("effect", ""), ("value", "")],
+                                                             id="effect-table")]),
+                html.Div([html.H4("Changes"), table(
+                    v.diff, [("object", "object"), ("what", "what"), ("before", "before"),
+                             ("after", "after"), ("note", "pods to evict / note")],
+                    id="diff-table", limit=200)]),
+            ],
+            className="grid2",
+        ),
+        _buttons(v),
+        html.Div(id="preview-out", children=_preview(v.preview)),
+        html.H4("Rollout"),
+        html.Div(rollout_panel(v.rollout), id="rollout-status"),
+        html.H4("This plan's audit log"),
+        table(v.plan_audit, AUDIT_COLUMNS, id="plan-audit-table"),
+        id="plan-detail",
+    )
+
+
 def render(v: PlansView) -> html.Div:
     cur = v.currency
     plans_table = table(
@@ -191,59 +246,30 @@ def render(v: PlansView) -> html.Div:
         id="plans-table", formats={"saving": lambda x: money(x, cur)},
         links={"plan_id": lambda row: v.hrefs[row["plan_id"]]},
     )
-    audit_cols = [("seq", "#"), ("occurred_at", "when (UTC)"), ("actor", "who"), ("plan_id", "plan"),
-                  ("action", "action"), ("object", "object"), ("result", "result"), ("detail", "detail")]
     children: list[Any] = [
         graph(figures.plan_savings(v.plans, cur), "plans-chart"), section("Plans", plans_table)
     ]
     if v.selected:
-        note = "" if v.can_act else "Only admins can approve, reject or apply plans."
-        apply_ready = v.can_act and v.preview is not None and v.status in ("approved", "applying", "failed")
-        buttons = html.Div(
-            [
-                html.Button("Approve", id="btn-approve", disabled=not v.can_act or v.status != "proposed",
-                            className="button primary"),
-                dcc.Input(id="reject-reason", placeholder="reason to reject", type="text", maxLength=500,
-                          disabled=not v.can_act),
-                html.Button("Reject", id="btn-reject", className="button",
-                            disabled=not v.can_act or v.status not in ("proposed", "approved")),
-                html.Button("Preview apply (dry run)", id="btn-preview", className="button",
-                            disabled=not v.can_act or not v.cluster
-                            or v.status not in ("proposed", "approved", "applying", "failed")),
-                html.Button("Apply", id="btn-apply", className="button danger", disabled=not apply_ready),
-                html.Span(note, className="muted", id="act-note"),
-            ],
-            className="actions",
-        )
-        preview = html.Div(id="preview-out", children=_preview(v.preview))
-        children.append(
-            section(
-                f"Plan {v.selected}",
-                html.Div([html.Span(v.status or "", className=f"badge status-{v.status}", id="plan-status"),
-                          html.Span(f" {v.kind} plan, created {v.created}; solver {v.solver}")]),
-                *[html.P(f"⚠ {w}", className="warning") for w in v.warnings],
-                html.Div(
-                    [
-                        html.Div([html.H4("Expected effect"), table(v.effect, [("effect", ""), ("value", "")],
-                                                                     id="effect-table")]),
-                        html.Div([html.H4("Changes"), table(
-                            v.diff, [("object", "object"), ("what", "what"), ("before", "before"),
-                                     ("after", "after"), ("note", "pods to evict / note")],
-                            id="diff-table", limit=200)]),
-                    ],
-                    className="grid2",
-                ),
-                buttons,
-                preview,
-                html.H4("Rollout"),
-                html.Div(rollout_panel(v.rollout), id="rollout-status"),
-                html.H4("This plan's audit log"),
-                table(v.plan_audit, audit_cols, id="plan-audit-table"),
-                id="plan-detail",
-            )
-        )
-    children.append(section("Audit log (latest)", table(v.audit, audit_cols, id="audit-table")))
+        children.append(_detail(v))
+    children.append(section("Audit log (latest)", table(v.audit, AUDIT_COLUMNS, id="audit-table")))
     return html.Div(children, id="plans-page")
+
+
+ROLLOUT_POLL_MS = 2000
+
+
+def show(ctx: PageContext) -> html.Div:
+    """The page for the registry (`dashboards.registry`), with the selected plan's id for the
+    buttons and the rollout poll, which runs only while a rollout does."""
+    if ctx.actions is None:
+        raise InputError("the Plans page needs the app's plan actions")
+    v = view(ctx, ctx.actions)
+    running = v.rollout is not None and v.rollout.running
+    return html.Div([
+        dcc.Store(id="plan-id", data=v.selected),
+        dcc.Interval(id="rollout-tick", interval=ROLLOUT_POLL_MS, disabled=not running),
+        render(v),
+    ])
 
 
 def _preview(preview: Preview | None) -> Any:

@@ -71,3 +71,8 @@ def render(v: QueuesView) -> html.Div:
         ],
         id="queues-page",
     )
+
+
+def show(ctx: PageContext) -> html.Div:
+    """The page for the registry (`dashboards.registry`)."""
+    return render(view(ctx))

@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 from dash import html
 
+from gpuledger.core.period import Period
 from gpuledger.dashboards import figures
 from gpuledger.dashboards.pages.common import (
     PageContext,
@@ -28,7 +29,6 @@ from gpuledger.dashboards.pages.common import (
     table,
     visible_team,
 )
-from gpuledger.dashboards.state import previous_period
 
 _LINE_FIELDS = ("cost", "card_hours", "idle_cost", "idle_card_hours", "list_cost", "sharing_discount")
 
@@ -125,7 +125,7 @@ def view(ctx: PageContext) -> TeamView:
     bill = data.bill(state.period, by)
     line = bill_line(bill, team, state.model)
     previous = None
-    prev = previous_period(state.period)
+    prev = str(Period.exact(state.period).shift(-1))
     if prev in data.periods():
         previous = bill_line(data.bill(prev, by), team, state.model)
     daily, by_model_mode = data.memo(
@@ -189,15 +189,13 @@ def token_costs(ctx: PageContext, team: str) -> pl.DataFrame:
 
 
 # Rendering -------------------------------------------------------------------------------------
-def render(v: TeamView) -> html.Div:
-    cur = v.currency
-    scope = f"{v.team} · {v.period}" + (f" · {v.model}" if v.model else "")
-    line, prev = v.line, v.previous
+def _kpis(v: TeamView) -> html.Div:
+    cur, line, prev = v.currency, v.line, v.previous
     budget_sub = ""
     if v.budget:
         budget_sub = f"{percent(line['cost'] / v.budget)} of {money(v.budget, cur)} budget"
     idle_share = line["idle_cost"] / line["cost"] if line["cost"] else None
-    kpis = html.Div(
+    return html.Div(
         [
             kpi("Cost", money(line["cost"], cur), _vs(line["cost"], prev, "cost"), id="kpi-cost",
                 raw=line["cost"]),
@@ -211,14 +209,21 @@ def render(v: TeamView) -> html.Div:
         ],
         className="kpis",
     )
-    idle_table = table(
+
+
+def _idle_table(v: TeamView) -> html.Div:
+    cur = v.currency
+    return table(
         v.idle_top,
         [("namespace", "namespace"), ("pod", "pod"), ("gpu", "GPU"), ("idle_card_hours", "idle card-hours"),
          ("idle_cost", f"idle cost ({cur})"), ("recommendation", "recommendation")],
         id="idle-table",
         formats={"idle_card_hours": number, "idle_cost": lambda x: money(x, cur)},
     )
-    queue_table = table(
+
+
+def _queue_table(v: TeamView) -> html.Div:
+    return table(
         v.queue_summary,
         [("cluster_queue", "ClusterQueue"), ("nominal_quota", "nominal GPUs"), ("usage_mean", "mean use"),
          ("quota_use", "quota use"), ("borrowed_mean", "borrowed"), ("pending_mean", "pending"),
@@ -227,7 +232,11 @@ def render(v: TeamView) -> html.Div:
         formats={"quota_use": percent, "wait_min_mean": number,
                  "wait_min_p95": number},
     )
-    token_table = table(
+
+
+def _token_table(v: TeamView) -> html.Div:
+    cur = v.currency
+    return table(
         v.tokens,
         [("model_name", "model service"), ("pods", "pods"), ("prompt_tokens", "prompt tokens"),
          ("generation_tokens", "generated tokens"), ("gpu_cost", f"GPU cost ({cur})"),
@@ -240,28 +249,38 @@ def render(v: TeamView) -> html.Div:
                ("gpu_cost", "cost_per_m_prompt", "cost_per_m_generated", "cost_per_m_tokens")},
         },
     )
+
+
+def render(v: TeamView) -> html.Div:
+    cur = v.currency
+    scope = f"{v.team} · {v.period}" + (f" · {v.model}" if v.model else "")
     return html.Div(
         [
             graph(figures.daily_cost(v.daily, cur, f"Daily cost · {scope}"), "team-daily"),
-            kpis,
+            _kpis(v),
             html.Div(
                 [
                     section("Where the money went", graph(figures.cost_by_model_mode(v.by_model_mode, cur),
                                                           "team-by-model")),
-                    section("Top idle allocations", idle_table),
+                    section("Top idle allocations", _idle_table(v)),
                 ],
                 className="grid2",
             ),
             section(
                 "Queue waits and quota use",
-                graph(figures.queue_panels(v.queues, "Team queues"), "team-queues"), queue_table,
+                graph(figures.queue_panels(v.queues, "Team queues"), "team-queues"), _queue_table(v),
             ),
-            section("Token cost per model service", token_table),
+            section("Token cost per model service", _token_table(v)),
             html.A(f"Download {v.team}'s bill for {v.period} (CSV)", href=v.download_href,
                    id="download-bill", className="button"),
         ],
         id="team-page",
     )
+
+
+def show(ctx: PageContext) -> html.Div:
+    """The page for the registry (`dashboards.registry`)."""
+    return render(view(ctx))
 
 
 def _vs(now: float, prev: dict[str, float] | None, key: str) -> str:

@@ -13,7 +13,7 @@ Cases:
 - a bad proxy address in config is a ConfigError naming the key;
 - URL state: parses period/team/model/node/plan, drops malformed values (bad month, SQL-ish
   text, over-long names), falls back to the default period, round-trips through the query;
-- page_of maps unknown paths to /team; previous_period crosses the year.
+- page_of maps unknown paths to /team; the month before crosses the year (`core.period`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ import pytest
 
 from gpuledger.core.config import AccessSettings, RoleBinding
 from gpuledger.core.errors import ConfigError, InputError
+from gpuledger.core.period import Period
 from gpuledger.dashboards.access import AccessPolicy, check_dev_bind, is_loopback_host
-from gpuledger.dashboards.state import ViewState, page_of, previous_period
+from gpuledger.dashboards.registry import page_of
+from gpuledger.dashboards.state import ViewState
 
 ROLES = (
     RoleBinding(subject="platform-admins", kind="group", role="admin"),
@@ -116,5 +118,5 @@ def test_pages_and_periods() -> None:
     assert page_of("/fleet/") == "/fleet"
     assert page_of("/nope") == "/team"
     assert page_of(None) == "/team"
-    assert previous_period("2026-01") == "2025-12"
-    assert previous_period("2026-11") == "2026-10"
+    assert str(Period.exact("2026-01").shift(-1)) == "2025-12"
+    assert str(Period.exact("2026-11").shift(-1)) == "2026-10"

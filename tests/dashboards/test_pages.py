@@ -156,12 +156,13 @@ def test_queues_scoped_to_lead(shared_app: Any) -> None:
     with pytest.raises(AccessDeniedError):
         queues.view(ctx(shared_app, LEAD_P, team=OTHER_TEAM))
     # mean GPU-equivalents in use, recomputed from the raw samples
-    raw = shared_app.data.query(
-        "SELECT ts, sum(usage * CASE WHEN resource = 'nvidia.com/gpu' THEN 1.0"
-        " ELSE CAST(regexp_extract(resource, 'mig-(\\d+)g', 1) AS DOUBLE) / 7 END) AS u"
-        " FROM queue_samples WHERE cluster_queue = ? AND ts >= ? GROUP BY ts",
-        [LEAD_TEAM, "2026-11-01T00:00:00Z"],
-    )
+    with shared_app.store.reader() as wh:
+        raw = wh.query(
+            "SELECT ts, sum(usage * CASE WHEN resource = 'nvidia.com/gpu' THEN 1.0"
+            " ELSE CAST(regexp_extract(resource, 'mig-(\\d+)g', 1) AS DOUBLE) / 7 END) AS u"
+            " FROM queue_samples WHERE cluster_queue = ? AND ts >= ? GROUP BY ts",
+            [LEAD_TEAM, "2026-11-01T00:00:00Z"],
+        )
     hourly = lead_view.series.filter(pl.col("cluster_queue") == LEAD_TEAM)
     assert hourly.select(pl.col("usage").mean()).item() == pytest.approx(raw.select(pl.col("u").mean()).item(),
                                                                          rel=1e-9)
@@ -229,8 +230,8 @@ def test_default_period_ignores_exclusive_end(demo_copy: Any, tmp_path: Any) -> 
     """An allocation ending exactly at midnight of Dec 1 (end exclusive) is November's data:
     the default period stays 2026-11, not an empty December."""
     from gpuledger.dashboards.readmodel import ReadModel
-    from gpuledger.dashboards.store import SnapshotStore
     from gpuledger.warehouse import Warehouse
+    from gpuledger.warehouse.snapshot_store import SnapshotStore
 
     with Warehouse.open(demo_copy) as wh:
         wh.con.execute(

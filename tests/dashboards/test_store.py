@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from gpuledger.dashboards.shell import banner
-from gpuledger.dashboards.store import SnapshotStore, WarehouseBusyError
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.snapshot_store import SnapshotStore, WarehouseBusyError
 
 ROOT = Path(__file__).parents[2]
 HOLDER = """

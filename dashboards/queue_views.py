@@ -1,0 +1,79 @@
+"""Kueue series for the Queues and My-team pages, in GPU-equivalents the bill agrees with.
+
+Why this module: Kueue counts MIG quota and usage per resource (`nvidia.com/mig-3g.40gb`); to
+add them to whole GPUs each unit must weigh what the bill charges for that instance. That
+weight is the MIG share of `analytics.shares` under `sharing.mig_share_basis` (compute slices
+/ 7, memory slices / 8, or the larger), on the GPU model of the flavor's nodes, never a second
+copy of the rule. A whole `nvidia.com/gpu` counts 1.
+
+1. Find each ResourceFlavor's GPU model: the one model of the nodes its `nodeLabels` select
+   (no single model: the profile is weighed without one, by its compute slices).
+2. Weigh each (flavor, resource) pair seen in the window.
+3. Sum per ClusterQueue and hour in the warehouse (`warehouse.queries.dashboards.queue_hourly`).
+
+Under `max_normalized` the bill divides shares by what a card's layout holds at each moment;
+a quota has no layout, so the queue views use the raw share.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import polars as pl
+
+from gpuledger.analytics.shares import raw_mig_share
+from gpuledger.core.errors import InputError
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries import dashboards as q
+
+
+def _json_object(text: object) -> dict[str, object]:
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(str(text)) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def flavor_models(flavors: pl.DataFrame, nodes: pl.DataFrame) -> dict[str, str]:
+    """Step 1: flavor name → GPU model, from `flavors` (`name, spec`) and `nodes` (`node,
+    model, labels`); flavors whose nodes have no single model are left out."""
+    node_rows = [(r["model"], _json_object(r["labels"])) for r in nodes.iter_rows(named=True)]
+    out: dict[str, str] = {}
+    for row in flavors.iter_rows(named=True):
+        selector = _json_object(row["spec"]).get("nodeLabels")
+        if not isinstance(selector, dict) or not selector:
+            continue
+        models = {m for m, labels in node_rows if m and all(labels.get(k) == v for k, v in selector.items())}
+        if len(models) == 1:
+            out[row["name"]] = models.pop()
+    return out
+
+
+def unit_weight(resource: str, model: str | None, basis: str) -> float:
+    """Step 2: GPUs one unit of `resource` stands for (1 for anything not a MIG profile or a
+    profile name that cannot be read)."""
+    if not resource.startswith(q.MIG_RESOURCE_PREFIX):
+        return 1.0
+    try:
+        return raw_mig_share(model or "", resource.removeprefix(q.MIG_RESOURCE_PREFIX), basis)
+    except InputError:
+        return 1.0
+
+
+def resource_weights(
+    pairs: pl.DataFrame, models: Mapping[str, str], basis: str
+) -> list[tuple[str, str, float]]:
+    """Step 2 for every `flavor, resource` row of `pairs`."""
+    return [(f, r, unit_weight(r, models.get(f), basis)) for f, r in pairs.iter_rows()]
+
+
+def queue_series(wh: Warehouse, window: Window, basis: str) -> pl.DataFrame:
+    """Steps 1-3: hourly ClusterQueue series (columns of `queries.dashboards.queue_hourly`)."""
+    models = flavor_models(q.resource_flavor_rows(wh), q.node_labels(wh))
+    weights = resource_weights(q.queue_gpu_resources(wh, window.start, window.end), models, basis)
+    return q.queue_hourly(wh, window.start, window.end, weights)

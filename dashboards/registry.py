@@ -1,0 +1,66 @@
+"""The dashboard's pages, declared once: path, title, who may open it, how it is drawn.
+
+Why a registry: the navigation, the URL → page lookup, the links hidden from leads and the
+render callback all need the list of pages. Written as a dict of titles, an if-chain in the
+callback and a hard-coded set of admin paths, a new page meant edits in three modules that
+could disagree; now a page is one `Page` line here, and everything else reads `PAGES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuledger.core.access import Principal
+from gpuledger.dashboards.access import EVERY_ROLE, FLEET_ROLES, has_role
+from gpuledger.dashboards.pages import fleet, plans, queues, team
+from gpuledger.dashboards.pages.common import PageContext, refuse
+
+ROLE_NAMES = {"admin": "admins", "viewer": "viewers", "lead": "team leads"}
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page: `render(ctx)` draws it for a principal holding one of `roles`."""
+
+    path: str
+    title: str
+    roles: frozenset[str]
+    render: Callable[[PageContext], Any]
+
+    @property
+    def nav_id(self) -> str:
+        """The id of the page's navigation link (`nav-fleet` for `/fleet`)."""
+        return f"nav-{self.path.strip('/')}"
+
+    def allows(self, principal: Principal) -> bool:
+        return has_role(principal, self.roles)
+
+    def show(self, ctx: PageContext) -> Any:
+        """The page, or `AccessDeniedError` when the principal holds none of its roles."""
+        if not self.allows(ctx.principal):
+            who = " and ".join(ROLE_NAMES[r] for r in ROLE_NAMES if r in self.roles)
+            refuse(ctx.principal, f"the {self.title} page ({who} only)")
+        return self.render(ctx)
+
+
+PAGES: tuple[Page, ...] = (
+    Page("/team", "My team", EVERY_ROLE, team.show),
+    Page("/fleet", "Fleet", FLEET_ROLES, fleet.show),
+    Page("/queues", "Queues", EVERY_ROLE, queues.show),
+    Page("/plans", "Plans", FLEET_ROLES, plans.show),
+)
+"""In navigation order; the first is where unknown paths land."""
+_BY_PATH = {page.path: page for page in PAGES}
+
+
+def page_for(pathname: str | None) -> Page:
+    """The page at a path (a trailing slash and unknown paths → the first page)."""
+    path = (pathname or "/").rstrip("/") or "/"
+    return _BY_PATH.get(path, PAGES[0])
+
+
+def page_of(pathname: str | None) -> str:
+    """The path of `page_for(pathname)`."""
+    return page_for(pathname).path
