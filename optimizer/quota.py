@@ -12,13 +12,12 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -70,42 +69,18 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
     solution = solve_quotas(problem, options.time_limit_s, options.workers)
     new = new_quotas(problem, solution)
     old = {(q.name, f, r): quota for q in inputs.queues for (f, r), quota in q.quotas.items()}
-    changes = tuple(
-        QuotaChange(
-            cluster_queue=q, cohort=inputs.queue(q).cohort, flavor=f, resource=r,
-            old_nominal=old[(q, f, r)].nominal, new_nominal=new[(q, f, r)].nominal,
-            old_borrowing_limit=old[(q, f, r)].borrowing_limit,
-            new_borrowing_limit=new[(q, f, r)].borrowing_limit,
-            old_lending_limit=old[(q, f, r)].lending_limit,
-            new_lending_limit=new[(q, f, r)].lending_limit,
-        )
-        for (q, f, r) in sorted(old)
-    )
-    updates = tuple(
-        ClusterQueueUpdate(name=q.name, resource_version=q.resource_version,
-                           resource_groups=rewrite_groups(q.resource_groups, {k[1:]: v for k, v in new.items()
-                                                                               if k[0] == q.name}))
-        for q in inputs.queues if any(c.changed for c in changes if c.cluster_queue == q.name)
-    )
+    changes = _changes(inputs, old, new)
     history = options.replay_history if options.replay_history is not None else None
-    before = replay(inputs, old, history=history)
-    after = replay(inputs, new, history=history)
-    hard = replay(inputs, old, borrowing=False, history=history)
-    hard_new = replay(inputs, new, borrowing=False, history=history)
-    proportional = replay(inputs, proportional_quotas(inputs), history=history)
-    effect = Effect(
-        pending_gpu_minutes_before=round(before.pending_gpu_minutes, 1),
-        pending_gpu_minutes_after=round(after.pending_gpu_minutes, 1),
-        idle_quota_gpu_minutes_before=round(before.idle_quota_gpu_minutes, 1),
-        idle_quota_gpu_minutes_after=round(after.idle_quota_gpu_minutes, 1),
-    )
+    effect, baselines = _replays(inputs, old, new, history)
+    reader = inputs.reader
+    kind = cast(Any, reader.object_kind)  # validated by the plan contract's list of kinds
     observed = tuple(
-        ObservedObject(kind="ClusterQueue", name=q.name, resource_version=q.resource_version,
-                       state=state_hash({"cohortName": q.cohort, "resourceGroups": list(q.resource_groups)}))
+        ObservedObject(kind=kind, name=q.name, resource_version=q.resource_version,
+                       state=state_hash(reader.observed_state(q)))
         for q in inputs.queues
     )
     fingerprint = fingerprint_of(observed)
-    body = QuotaChanges(quotas=changes, cluster_queues=updates)
+    body = QuotaChanges(quotas=changes, cluster_queues=_updates(inputs, changes, new))
     return Plan(
         id=new_plan_id("quota", now, fingerprint, state_hash(body.model_dump(mode="json"))),
         kind="quota", created_at=now, fingerprint=fingerprint, observed=observed,
@@ -118,12 +93,61 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
         changes=body, effect=effect,
         solver=SolverInfo(status=solution.status, wall_s=round(solution.wall_s, 3),
                           time_limit_s=options.time_limit_s, stages=tuple(solution.stages)),
-        baselines=(
-            _baseline("hard quotas (current nominal, no borrowing)", hard),
-            _baseline("hard quotas (this plan's nominal, no borrowing)", hard_new),
-            _baseline("nominal proportional to mean demand", proportional),
-        ),
+        baselines=baselines,
         warnings=tuple(warnings),
+    )
+
+
+QuotaKey = tuple[str, str, str]
+"""(queue, flavor, resource)."""
+
+
+def _changes(inputs: QuotaInputs, old: Mapping[QuotaKey, Quota], new: Mapping[QuotaKey, Quota]
+             ) -> tuple[QuotaChange, ...]:
+    """One `QuotaChange` per planned (queue, flavor, resource), changed or not, in key order."""
+    return tuple(
+        QuotaChange(
+            cluster_queue=q, cohort=inputs.queue(q).cohort, flavor=f, resource=r,
+            old_nominal=old[(q, f, r)].nominal, new_nominal=new[(q, f, r)].nominal,
+            old_borrowing_limit=old[(q, f, r)].borrowing_limit,
+            new_borrowing_limit=new[(q, f, r)].borrowing_limit,
+            old_lending_limit=old[(q, f, r)].lending_limit,
+            new_lending_limit=new[(q, f, r)].lending_limit,
+        )
+        for (q, f, r) in sorted(old)
+    )
+
+
+def _updates(inputs: QuotaInputs, changes: tuple[QuotaChange, ...], new: Mapping[QuotaKey, Quota]
+             ) -> tuple[ClusterQueueUpdate, ...]:
+    """Step 4: each changed queue's whole new quota body, written by its queue system's reader."""
+    reader = inputs.reader
+    return tuple(
+        ClusterQueueUpdate(name=q.name, resource_version=q.resource_version,
+                           resource_groups=reader.rewrite(q, {k[1:]: v for k, v in new.items()
+                                                              if k[0] == q.name}))
+        for q in inputs.queues if any(c.changed for c in changes if c.cluster_queue == q.name)
+    )
+
+
+def _replays(inputs: QuotaInputs, old: QuotaSet, new: QuotaSet, history: Any
+             ) -> tuple[Effect, tuple[Baseline, ...]]:
+    """Step 5: the plan's effect and its baselines, replayed on the same demand."""
+    before = replay(inputs, old, history=history)
+    after = replay(inputs, new, history=history)
+    hard = replay(inputs, old, borrowing=False, history=history)
+    hard_new = replay(inputs, new, borrowing=False, history=history)
+    proportional = replay(inputs, proportional_quotas(inputs), history=history)
+    effect = Effect(
+        pending_gpu_minutes_before=round(before.pending_gpu_minutes, 1),
+        pending_gpu_minutes_after=round(after.pending_gpu_minutes, 1),
+        idle_quota_gpu_minutes_before=round(before.idle_quota_gpu_minutes, 1),
+        idle_quota_gpu_minutes_after=round(after.idle_quota_gpu_minutes, 1),
+    )
+    return effect, (
+        _baseline("hard quotas (current nominal, no borrowing)", hard),
+        _baseline("hard quotas (this plan's nominal, no borrowing)", hard_new),
+        _baseline("nominal proportional to mean demand", proportional),
     )
 
 
@@ -203,30 +227,6 @@ def new_quotas(problem: QuotaProblem, solution: QuotaSolution) -> dict[tuple[str
             None if lending is None else float(lending),
         )
     return out
-
-
-def rewrite_groups(groups: tuple[dict[str, Any], ...], quotas: Mapping[tuple[str, str], Quota]
-                   ) -> tuple[dict[str, Any], ...]:
-    """Step 4: the whole resourceGroups list with the planned numbers replaced."""
-    out = copy.deepcopy(list(groups))
-    for group in out:
-        for flavor in group.get("flavors") or []:
-            for res in flavor.get("resources") or []:
-                quota = quotas.get((flavor.get("name"), res.get("name")))
-                if quota is None:
-                    continue
-                res["nominalQuota"] = _number(quota.nominal)
-                for field, value in (("borrowingLimit", quota.borrowing_limit),
-                                     ("lendingLimit", quota.lending_limit)):
-                    if value is None:
-                        res.pop(field, None)
-                    else:
-                        res[field] = _number(value)
-    return tuple(out)
-
-
-def _number(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else value
 
 
 def proportional_quotas(inputs: QuotaInputs) -> QuotaSet:

@@ -1,15 +1,17 @@
-"""What the quota optimizer plans over: Kueue ClusterQueues, capacity and demand history.
+"""What the quota optimizer plans over: queues, capacity and demand history.
 
-ClusterQueues are Kueue `v1beta2` objects (or their `spec`): `cohortName`,
-`fairSharing.weight`, and `resourceGroups[].flavors[].resources[]` with `nominalQuota`,
-`borrowingLimit`, `lendingLimit`. Capacity per (cohort, flavor, resource) is given explicitly or,
+The planning model is neutral about the queue system: a `QueueSpec` is a queue with a cohort,
+a fair-sharing weight and a quota per (flavor, resource). The queue system's own object shape
+(Kueue ClusterQueues today) is read and re-written by its `QuotaReader`
+(`optimizer.queues.<system>`). Capacity per (cohort, flavor, resource) is given explicitly or,
 by default, the sum of the current nominal quotas in the cohort (plans then move quota between
 queues at equal capacity). Only GPU resources (`nvidia.com/gpu`, `nvidia.com/mig-*`) are
-planned; cpu, memory and the like are left exactly as they are. Demand history is one row per
-(time, queue, flavor, resource) with the amount admitted plus pending, in resource units.
+planned. Demand history is one row per (time, queue, flavor, resource) with the amount
+admitted plus pending, in resource units.
 
 Sources: a queues file (`--queues`, YAML) plus a history CSV (`--history`), or the warehouse
-(tables `queues`, `queue_samples`, `pods`, `namespaces`); see `docs/guide/optimizer.md`.
+(tables `queues`, `queue_samples`, `pods`, `namespaces`, read through
+`warehouse.queries.optimizer`); see `docs/guide/optimizer.md`.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
-import yaml
 
 from gpuledger.core.errors import InputError
+from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM
+from gpuledger.core.yamlfile import load_yaml_file
 from gpuledger.optimizer.plan_render import duration_text
+from gpuledger.optimizer.queues import QuotaReader, quota_reader
+from gpuledger.warehouse.queries.optimizer import last_queue_sample, queue_objects, queue_samples_after
 
 if TYPE_CHECKING:
     from gpuledger.warehouse import Warehouse
@@ -70,6 +75,12 @@ class QuotaInputs:
     step: timedelta
     guaranteed: Mapping[str, int] = field(default_factory=dict)
     source: str = "file"
+    queue_system: str = DEFAULT_QUEUE_SYSTEM
+    """Whose `QuotaReader` reads and re-writes these queues' objects."""
+
+    @property
+    def reader(self) -> QuotaReader:
+        return quota_reader(self.queue_system)
 
     def queue(self, name: str) -> QueueSpec:
         for q in self.queues:
@@ -78,7 +89,7 @@ class QuotaInputs:
         raise InputError(f"ClusterQueue {name!r} is not among the inputs")
 
 
-# 1. Quantities and ClusterQueue objects ---------------------------------------------------------
+# 1. Quantities and resources -------------------------------------------------------------------
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(m|k|M|G|Ki|Mi|Gi)?$")
 _SUFFIX = {None: 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi": 1024.0**2,
            "Gi": 1024.0**3}
@@ -95,49 +106,9 @@ def parse_quantity(value: Any, where: str) -> float:
     return float(match.group(1)) * _SUFFIX[match.group(2)]
 
 
-def queue_from_object(obj: Mapping[str, Any], where: str) -> QueueSpec:
-    """A ClusterQueue object (or a mapping with `name` and `spec`) → QueueSpec."""
-    meta = obj.get("metadata") or {}
-    name = meta.get("name") or obj.get("name")
-    if not name:
-        raise InputError(f"{where}: a ClusterQueue needs metadata.name")
-    spec = obj.get("spec") or {}
-    if not isinstance(spec, Mapping):
-        raise InputError(f"{where}: ClusterQueue {name}: spec must be a mapping")
-    weight_raw = (spec.get("fairSharing") or {}).get("weight", 1)
-    weight = parse_quantity(weight_raw, f"{where}: ClusterQueue {name} fairSharing.weight")
-    quotas: dict[Key, Quota] = {}
-    groups = spec.get("resourceGroups") or []
-    if not isinstance(groups, list):
-        raise InputError(f"{where}: ClusterQueue {name}: resourceGroups must be a list")
-    for g, group in enumerate(groups):
-        for flavor in group.get("flavors") or []:
-            fname = flavor.get("name")
-            for res in flavor.get("resources") or []:
-                if not is_gpu_resource(str(res.get("name"))):
-                    continue  # cpu, memory, ...: not planned, left exactly as they are
-                rwhere = f"{where}: ClusterQueue {name} resourceGroups[{g}] flavor {fname} {res.get('name')}"
-                if "nominalQuota" not in res:
-                    raise InputError(f"{rwhere}: nominalQuota is required")
-                quotas[(str(fname), str(res["name"]))] = Quota(
-                    nominal=parse_quantity(res["nominalQuota"], rwhere + " nominalQuota"),
-                    borrowing_limit=_optional(res.get("borrowingLimit"), rwhere + " borrowingLimit"),
-                    lending_limit=_optional(res.get("lendingLimit"), rwhere + " lendingLimit"),
-                )
-    return QueueSpec(
-        name=str(name), cohort=spec.get("cohortName"), weight=weight, quotas=quotas,
-        resource_groups=tuple(groups), resource_version=meta.get("resourceVersion"),
-        team=obj.get("team"),
-    )
-
-
 def is_gpu_resource(name: str) -> bool:
     """Resources the quota optimizer plans: whole GPUs and MIG instances."""
     return name == GPU or name.startswith("nvidia.com/mig-")
-
-
-def _optional(value: Any, where: str) -> float | None:
-    return None if value is None else parse_quantity(value, where)
 
 
 def default_capacity(queues: Sequence[QueueSpec]) -> dict[tuple[str, str, str], float]:
@@ -175,34 +146,22 @@ def check_history(frame: pl.DataFrame, where: str) -> tuple[pl.DataFrame, timede
 
 # 2. Files -------------------------------------------------------------------------------------
 def load_quota_inputs(
-    queues_path: Path, history_path: Path | None, *, guaranteed: Mapping[str, int] | None = None
+    queues_path: Path, history_path: Path | None, *, guaranteed: Mapping[str, int] | None = None,
+    queue_system: str = DEFAULT_QUEUE_SYSTEM,
 ) -> QuotaInputs:
-    """A queues file (YAML: `clusterQueues`, optional `capacity`, `teams`) and a history CSV."""
-    try:
-        data = yaml.safe_load(queues_path.read_text())
-    except OSError as exc:
-        raise InputError(f"{queues_path}: cannot read the queues file ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{queues_path}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("clusterQueues"), list):
-        raise InputError(f"{queues_path}: expected a mapping with a list 'clusterQueues'")
+    """A queues file (YAML: the queue system's object list, for Kueue `clusterQueues`;
+    optional `capacity`, `teams`, `guaranteed`) and a history CSV."""
+    reader = quota_reader(queue_system)
+    data = load_yaml_file(queues_path, what="queues")
+    key = reader.file_key
+    if not isinstance(data, Mapping) or not isinstance(data.get(key), list):
+        raise InputError(f"{queues_path}: expected a mapping with a list '{key}'")
     queues = tuple(
-        queue_from_object(obj, f"{queues_path}: clusterQueues[{i}]")
-        for i, obj in enumerate(data["clusterQueues"])
+        reader.queue_from_object(obj, f"{queues_path}: {key}[{i}]") for i, obj in enumerate(data[key])
     )
     teams = data.get("teams") or {}
     queues = tuple(_with_team(q, teams.get(q.name)) for q in queues)
-    capacity = default_capacity(queues)
-    for i, row in enumerate(data.get("capacity") or []):
-        where = f"{queues_path}: capacity[{i}]"
-        if not isinstance(row, Mapping) or not {"flavor", "resource", "amount"} <= set(row):
-            raise InputError(f"{where}: expected cohort, flavor, resource, amount")
-        users = [q.pool for q in queues if (row["flavor"], row["resource"]) in q.quotas]
-        cohort = row.get("cohort") or (users[0] if users else None)
-        if cohort is None:
-            raise InputError(f"{where}: no ClusterQueue uses flavor {row['flavor']} for {row['resource']}")
-        amount = parse_quantity(row["amount"], where)
-        capacity[(str(cohort), str(row["flavor"]), str(row["resource"]))] = amount
+    capacity = _file_capacity(queues, data.get("capacity") or [], queues_path)
     if history_path is None:
         raise InputError(f"{queues_path}: --queues needs --history (a CSV of ts, cluster_queue, flavor, "
                          "resource, demand)")
@@ -214,7 +173,24 @@ def load_quota_inputs(
     history, step = check_history(raw, str(history_path))
     gmins = {**(data.get("guaranteed") or {}), **(guaranteed or {})}
     return QuotaInputs(queues, capacity, history, step, {str(k): int(v) for k, v in gmins.items()},
-                       f"{queues_path} + {history_path}")
+                       f"{queues_path} + {history_path}", queue_system)
+
+
+def _file_capacity(queues: tuple[QueueSpec, ...], rows: Any, queues_path: Path
+                   ) -> dict[tuple[str, str, str], float]:
+    """The default capacity, overridden per (cohort, flavor, resource) by the file's rows."""
+    capacity = default_capacity(queues)
+    for i, row in enumerate(rows):
+        where = f"{queues_path}: capacity[{i}]"
+        if not isinstance(row, Mapping) or not {"flavor", "resource", "amount"} <= set(row):
+            raise InputError(f"{where}: expected cohort, flavor, resource, amount")
+        users = [q.pool for q in queues if (row["flavor"], row["resource"]) in q.quotas]
+        cohort = row.get("cohort") or (users[0] if users else None)
+        if cohort is None:
+            raise InputError(f"{where}: no ClusterQueue uses flavor {row['flavor']} for {row['resource']}")
+        amount = parse_quantity(row["amount"], where)
+        capacity[(str(cohort), str(row["flavor"]), str(row["resource"]))] = amount
+    return capacity
 
 
 def _with_team(q: QueueSpec, team: str | None) -> QueueSpec:
@@ -225,24 +201,39 @@ def _with_team(q: QueueSpec, team: str | None) -> QueueSpec:
 
 # 3. The warehouse -------------------------------------------------------------------------------
 def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
-                                guaranteed: Mapping[str, int] | None = None) -> QuotaInputs:
-    """ClusterQueues from table `queues`, demand from `queue_samples` over `lookback`.
+                                guaranteed: Mapping[str, int] | None = None, *,
+                                queue_system: str = DEFAULT_QUEUE_SYSTEM) -> QuotaInputs:
+    """Queues from table `queues`, demand from `queue_samples` over `lookback`.
 
-    Kueue reports pending work per ClusterQueue as a number of workloads without a flavor; it
-    is turned into resource units with the queue's mean pod request and spread over the queue's
-    (flavor, resource) pairs in proportion to their usage in the window.
+    The queue system reports pending work per queue as a number of workloads without a flavor;
+    it is turned into resource units with the queue's mean pod request and spread over the
+    queue's (flavor, resource) pairs in proportion to their usage in the window.
     """
-    frame = wh.query(
-        "SELECT name, spec, resource_version FROM queues WHERE kind = 'ClusterQueue' ORDER BY name"
-    )
+    reader = quota_reader(queue_system)
+    queues = _warehouse_queues(wh, reader)
+    last = last_queue_sample(wh)
+    if last is None:
+        raise InputError(f"{wh.path}: table queue_samples is empty; no demand history (pass --history)")
+    samples = queue_samples_after(wh, last - lookback)
+    history = demand_history(samples, reader.mean_request(wh))
+    checked, step = check_history(history, f"{wh.path}: queue_samples")
+    source = f"warehouse {wh.path} (last {duration_text(lookback)} of queue_samples)"
+    return QuotaInputs(queues, default_capacity(queues), checked, step, dict(guaranteed or {}), source,
+                       queue_system)
+
+
+def _warehouse_queues(wh: Warehouse, reader: QuotaReader) -> tuple[QueueSpec, ...]:
+    """The stored quota objects as `QueueSpec`s, each with its one owning team (if any)."""
+    frame = queue_objects(wh, reader.object_kind)
     if frame.is_empty():
         raise InputError(
-            f"{wh.path}: no ClusterQueues in table queues; collect Kueue objects or pass --queues"
+            f"{wh.path}: no {reader.object_kind}s in table queues; collect {reader.name} objects "
+            "or pass --queues"
         )
-    teams = _queue_teams(wh)
-    queues = tuple(
+    teams = reader.queue_teams(wh)
+    return tuple(
         _with_team(
-            queue_from_object(
+            reader.queue_from_object(
                 {"metadata": {"name": r["name"], "resourceVersion": r["resource_version"]},
                  "spec": json.loads(r["spec"] or "{}")},
                 f"{wh.path}: queues",
@@ -251,57 +242,18 @@ def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
         )
         for r in frame.iter_rows(named=True)
     )
-    last = wh.scalar("SELECT max(ts) FROM queue_samples")
-    if last is None:
-        raise InputError(f"{wh.path}: table queue_samples is empty; no demand history (pass --history)")
-    samples = wh.query(
-        "SELECT ts, cluster_queue, flavor, resource, usage, pending_workloads FROM queue_samples "
-        "WHERE ts > ? ORDER BY ts", [last - lookback],
-    )
-    sizes = _mean_request(wh)
+
+
+def demand_history(samples: pl.DataFrame, sizes: Mapping[str, float]) -> pl.DataFrame:
+    """Queue samples → demand (usage + pending workloads × mean pod size × usage share)."""
     share = samples.group_by("cluster_queue", "flavor", "resource").agg(pl.col("usage").sum().alias("u"))
     share = share.with_columns(
         (pl.col("u") / pl.col("u").sum().over("cluster_queue")).fill_nan(None).alias("share"),
         (1.0 / pl.len().over("cluster_queue")).alias("even"),
     ).select("cluster_queue", "flavor", "resource", pl.coalesce("share", "even").alias("share"))
-    history = samples.join(share, on=["cluster_queue", "flavor", "resource"], how="left").with_columns(
+    return samples.join(share, on=["cluster_queue", "flavor", "resource"], how="left").with_columns(
         (pl.col("usage").fill_null(0.0)
          + pl.col("pending_workloads").fill_null(0.0)
-         * pl.col("cluster_queue").replace_strict(sizes, default=1.0, return_dtype=pl.Float64)
+         * pl.col("cluster_queue").replace_strict(dict(sizes), default=1.0, return_dtype=pl.Float64)
          * pl.col("share").fill_null(0.0)).alias("demand")
     ).select("ts", "cluster_queue", "flavor", "resource", "demand")
-    checked, step = check_history(history, f"{wh.path}: queue_samples")
-    source = f"warehouse {wh.path} (last {duration_text(lookback)} of queue_samples)"
-    return QuotaInputs(queues, default_capacity(queues), checked, step, dict(guaranteed or {}), source)
-
-
-def _queue_teams(wh: Warehouse) -> dict[str, str]:
-    """ClusterQueue → team, through LocalQueues and their namespaces' team label."""
-    frame = wh.query(
-        "SELECT q.spec, n.team FROM queues q JOIN namespaces n ON n.namespace = q.namespace "
-        "WHERE q.kind = 'LocalQueue' AND n.team IS NOT NULL"
-    )
-    teams: dict[str, set[str]] = defaultdict(set)
-    for r in frame.iter_rows(named=True):
-        cq = (json.loads(r["spec"] or "{}")).get("clusterQueue")
-        if cq:
-            teams[cq].add(r["team"])
-    return {cq: next(iter(t)) for cq, t in teams.items() if len(t) == 1}
-
-
-def _mean_request(wh: Warehouse) -> dict[str, float]:
-    """Mean request per pod of each ClusterQueue in whole GPUs or MIG instances (HAMi's
-    `gpumem`/`gpucores` are not counts and are left out), through its LocalQueues."""
-    frame = wh.query(
-        "SELECT q.spec, p.gpu_requests FROM pods p JOIN queues q ON q.kind = 'LocalQueue' "
-        "AND q.namespace = p.namespace AND q.name = p.queue WHERE p.gpu_requests IS NOT NULL"
-    )
-    totals: dict[str, list[float]] = defaultdict(list)
-    for r in frame.iter_rows(named=True):
-        cq = (json.loads(r["spec"] or "{}")).get("clusterQueue")
-        requests = json.loads(r["gpu_requests"] or "{}")
-        amount = sum(float(v) for k, v in requests.items()
-                     if isinstance(v, int | float) and (k == GPU or k.startswith("nvidia.com/mig-")))
-        if cq and amount > 0:
-            totals[cq].append(amount)
-    return {cq: sum(v) / len(v) for cq, v in totals.items()}

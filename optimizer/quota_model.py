@@ -182,10 +182,23 @@ class _Model:
 
     def __init__(self, p: QuotaProblem, tables: Sequence[Sequence[int]], peaks: Sequence[int],
                  reduced: StageOne | None) -> None:
+        """Stages 1-3 in a fixed order: variables are created in the same sequence every time,
+        so CP-SAT sees the same model (and finds the same plan)."""
         self.p = p
-        m = self.m = cp_model.CpModel()
+        self.m = cp_model.CpModel()
         self.n: list[cp_model.IntVar] = []
         self.peaks = list(peaks)
+        short = self._nominal(tables, reduced)
+        self.r: dict[int, cp_model.IntVar] = self._reserved()
+        self.objectives = {
+            "expected_unmet": sum(short),
+            "weighted_shortfall": self._worst(tables, short),
+            "quota_change": sum(self._changes()),
+        }
+
+    def _nominal(self, tables: Sequence[Sequence[int]], reduced: StageOne | None) -> list[Any]:
+        """Stage 1: a nominal quota N and its expected shortfall per series; pool capacities."""
+        p, m = self.p, self.m
         short: list[Any] = []
         for i, s in enumerate(p.series):
             cap = p.capacity[(s.pool, s.flavor, s.resource)]
@@ -207,31 +220,42 @@ class _Model:
                 m.add(total == p.capacity[key])
             else:
                 m.add(total <= p.capacity[key])
-        # reserved (never lent) quota of teams with a guaranteed minimum
-        self.r: dict[int, cp_model.IntVar] = {}
+        return short
+
+    def _reserved(self) -> dict[int, cp_model.IntVar]:
+        """Reserved (never lent) quota of teams with a guaranteed minimum."""
+        p, m = self.p, self.m
+        reserved: dict[int, cp_model.IntVar] = {}
         for gpus, members in p.guaranteed.values():
             terms = []
             for i in members:
                 if not p.series[i].shares_cohort:
                     terms.append(self.n[i])
                     continue
-                if i not in self.r:
+                if i not in reserved:
                     cap = p.capacity[(p.series[i].pool, p.series[i].flavor, p.series[i].resource)]
-                    self.r[i] = m.new_int_var(0, cap, f"r{i}")
-                    m.add(self.r[i] <= self.n[i])
-                terms.append(self.r[i])
+                    reserved[i] = m.new_int_var(0, cap, f"r{i}")
+                    m.add(reserved[i] <= self.n[i])
+                terms.append(reserved[i])
             m.add(sum(terms) >= gpus)
-        # 2. weighted dominant shortfall
+        return reserved
+
+    def _worst(self, tables: Sequence[Sequence[int]], short: list[Any]) -> cp_model.IntVar:
+        """Stage 2: the largest weighted dominant shortfall."""
         top = max((t[0] for t in tables), default=0)
-        worst = m.new_int_var(0, max(1, top) * SHARE_SCALE, "worst")
-        for i, s in enumerate(p.series):
-            cap = max(1, p.capacity[(s.pool, s.flavor, s.resource)])
+        worst = self.m.new_int_var(0, max(1, top) * SHARE_SCALE, "worst")
+        for i, s in enumerate(self.p.series):
+            cap = max(1, self.p.capacity[(s.pool, s.flavor, s.resource)])
             factor = max(1, round(SHARE_SCALE / (cap * max(s.weight, 1e-3))))
-            m.add(worst >= factor * short[i])
-        # 3. change from the current quotas
+            self.m.add(worst >= factor * short[i])
+        return worst
+
+    def _changes(self) -> list[Any]:
+        """Stage 3: the change of every nominal quota, borrowing and lending limit."""
+        m = self.m
         changes: list[Any] = []
-        for i, s in enumerate(p.series):
-            cap = p.capacity[(s.pool, s.flavor, s.resource)]
+        for i, s in enumerate(self.p.series):
+            cap = self.p.capacity[(s.pool, s.flavor, s.resource)]
             n = self.n[i]
             changes.append(_abs(m, n - s.old_nominal, 2 * cap + s.old_nominal, f"dn{i}"))
             if not s.shares_cohort:
@@ -248,11 +272,7 @@ class _Model:
                 d = m.new_int_var(0, s.old_lending, f"dl{i}")
                 m.add(d >= s.old_lending - n)
                 changes.append(d)
-        self.objectives = {
-            "expected_unmet": sum(short),
-            "weighted_shortfall": worst,
-            "quota_change": sum(changes),
-        }
+        return changes
 
     def hint(self, s: QuotaSolution) -> None:
         self.m.clear_hints()

@@ -15,13 +15,8 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from gpuledger.optimizer.quota_input import (
-    GPU,
-    QuotaInputs,
-    check_history,
-    default_capacity,
-    queue_from_object,
-)
+from gpuledger.optimizer.queues.kueue import queue_from_object
+from gpuledger.optimizer.quota_input import GPU, QueueSpec, QuotaInputs, check_history, default_capacity
 
 
 def synthetic_quota_inputs(
@@ -29,21 +24,43 @@ def synthetic_quota_inputs(
     start: datetime, seed: int = 0, load: float = 0.85, flavors_per_team: int = 3,
     borrowing_limit: float | None = None,
 ) -> QuotaInputs:
-    """`load` is mean peak-hour demand over capacity, per flavor."""
+    """`load` is mean peak-hour demand over capacity, per flavor.
+
+    1. Draw each team's weight and flavors, then its demand series (one seeded stream: the
+       order of draws is part of the output).
+    2. Capacity per flavor from the demand's daily peaks; current quotas split it by weight.
+    3. One Kueue ClusterQueue per team in cohort `all`, and the demand as history.
+    """
     rng = random.Random(seed)
     names = [f"team-{i:02d}" for i in range(teams)]
     flavor_names = [f"flavor-{j:02d}" for j in range(flavors)]
     weights = {n: rng.choice([1.0, 1.0, 2.0, 3.0]) for n in names}
     uses = {n: sorted(rng.sample(flavor_names, min(flavors_per_team, flavors))) for n in names}
     steps = int(timedelta(days=days) / step)
+    series = _demand(rng, np.random.default_rng(seed), uses, start=start, step=step, steps=steps)
+    capacity = {f: _capacity(series, f, days, steps, load) for f in flavor_names}
+    nominal = _static_split(flavor_names, names, uses, weights, capacity)
+    qs = tuple(_queue(n, weights[n], uses[n], nominal, borrowing_limit) for n in names)
+    ts = [start + i * step for i in range(steps)]
+    frames = [
+        pl.DataFrame({"ts": ts, "cluster_queue": n, "flavor": f, "resource": GPU, "demand": v})
+        for (n, f), v in sorted(series.items())
+    ]
+    history, inferred = check_history(pl.concat(frames), "synthetic")
+    return QuotaInputs(qs, default_capacity(qs), history, inferred, {}, f"synthetic(teams={teams}, "
+                       f"flavors={flavors}, days={days}, seed={seed})")
+
+
+def _demand(rng: random.Random, np_rng: np.random.Generator, uses: dict[str, list[str]], *,
+            start: datetime, step: timedelta, steps: int) -> dict[tuple[str, str], np.ndarray]:
+    """Step 1: per (team, flavor), base × daily cycle × weekday factor + noise + bursts."""
     hours = np.array([(start + i * step).hour + (start + i * step).minute / 60 for i in range(steps)])
     weekday = np.array([(start + i * step).weekday() for i in range(steps)])
-    np_rng = np.random.default_rng(seed)
     series: dict[tuple[str, str], np.ndarray] = {}
-    for n in names:
+    for n, flavors in uses.items():  # team order: `uses` is built in `names` order
         peak_hour = rng.uniform(8, 20)
         weekend = rng.uniform(0.2, 0.8)
-        for f in uses[n]:
+        for f in flavors:
             base = rng.uniform(2, 12)
             daily = 0.55 + 0.45 * np.cos(2 * math.pi * (hours - peak_hour) / 24)
             week = np.where(weekday >= 5, weekend, 1.0)
@@ -51,13 +68,20 @@ def synthetic_quota_inputs(
             bursts = (np_rng.random(steps) < 0.002) * base * np_rng.uniform(0.5, 1.5, steps)
             series[(n, f)] = np.maximum(0.0, base * daily * week + noise + np.convolve(
                 bursts, np.ones(8), mode="same"))
-    # capacity per flavor: `load` × the mean daily peak of the flavor's total demand
-    capacity = {}
-    for f in flavor_names:
-        total = sum((v for (n, ff), v in series.items() if ff == f), np.zeros(steps))
-        per_day = total.reshape(days, -1).max(axis=1)
-        capacity[f] = max(1, round(float(per_day.mean()) / load))
-    # current quotas: capacity split by weight among the flavor's users (largest remainder)
+    return series
+
+
+def _capacity(series: dict[tuple[str, str], np.ndarray], flavor: str, days: int, steps: int,
+              load: float) -> int:
+    """Step 2: `load` × the mean daily peak of the flavor's total demand."""
+    total = sum((v for (n, ff), v in series.items() if ff == flavor), np.zeros(steps))
+    per_day = total.reshape(days, -1).max(axis=1)
+    return max(1, round(float(per_day.mean()) / load))
+
+
+def _static_split(flavor_names: list[str], names: list[str], uses: dict[str, list[str]],
+                  weights: dict[str, float], capacity: dict[str, int]) -> dict[tuple[str, str], int]:
+    """Step 2: current quotas, capacity split by weight among the flavor's users (largest remainder)."""
     nominal: dict[tuple[str, str], int] = {}
     for f in flavor_names:
         users = [n for n in names if f in uses[n]]
@@ -68,24 +92,18 @@ def synthetic_quota_inputs(
         for k in sorted(range(len(raw)), key=lambda k: -(raw[k] - floors[k]))[: capacity[f] - sum(floors)]:
             floors[k] += 1
         nominal.update({(n, f): q for n, q in zip(users, floors, strict=True)})
-    queues = []
-    for n in names:
-        resources = [{"name": GPU, "nominalQuota": nominal[(n, f)],
-                      **({"borrowingLimit": borrowing_limit} if borrowing_limit is not None else {})}
-                     for f in uses[n]]
-        spec = {
-            "cohortName": "all", "fairSharing": {"weight": str(weights[n])},
-            "resourceGroups": [{"coveredResources": [GPU], "flavors": [
-                {"name": f, "resources": [r]} for f, r in zip(uses[n], resources, strict=True)]}],
-        }
-        queues.append(queue_from_object({"metadata": {"name": n, "resourceVersion": "1"}, "spec": spec},
-                                        "synthetic"))
-    ts = [start + i * step for i in range(steps)]
-    frames = [
-        pl.DataFrame({"ts": ts, "cluster_queue": n, "flavor": f, "resource": GPU, "demand": v})
-        for (n, f), v in sorted(series.items())
-    ]
-    history, inferred = check_history(pl.concat(frames), "synthetic")
-    qs = tuple(queues)
-    return QuotaInputs(qs, default_capacity(qs), history, inferred, {}, f"synthetic(teams={teams}, "
-                       f"flavors={flavors}, days={days}, seed={seed})")
+    return nominal
+
+
+def _queue(name: str, weight: float, flavors: list[str], nominal: dict[tuple[str, str], int],
+           borrowing_limit: float | None) -> QueueSpec:
+    """Step 3: the team's ClusterQueue."""
+    resources = [{"name": GPU, "nominalQuota": nominal[(name, f)],
+                  **({"borrowingLimit": borrowing_limit} if borrowing_limit is not None else {})}
+                 for f in flavors]
+    spec = {
+        "cohortName": "all", "fairSharing": {"weight": str(weight)},
+        "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+            {"name": f, "resources": [r]} for f, r in zip(flavors, resources, strict=True)]}],
+    }
+    return queue_from_object({"metadata": {"name": name, "resourceVersion": "1"}, "spec": spec}, "synthetic")

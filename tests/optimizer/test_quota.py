@@ -35,13 +35,13 @@ from gpuledger.core.errors import InputError
 from gpuledger.optimizer.plan import QuotaChanges, state_hash
 from gpuledger.optimizer.quota import QuotaOptions, plan_quota
 from gpuledger.optimizer.quota_forecast import forecast
+from gpuledger.optimizer.queues.kueue import queue_from_object
 from gpuledger.optimizer.quota_input import (
     GPU,
     Quota,
     QuotaInputs,
     check_history,
     default_capacity,
-    queue_from_object,
 )
 from gpuledger.optimizer.quota_model import (
     QuotaProblem,
