@@ -18,47 +18,28 @@ from __future__ import annotations
 import polars as pl
 
 from gpuledger.core.config import Settings
-from gpuledger.core.window import Window
+from gpuledger.core.period import Period
 from gpuledger.reports.billing import AMOUNTS, SUMMARY_BY, empty_summary, month_bill, summary_lines
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries.reports import (
+    carried_adjustments,
+    issued_own_lines,
+    latest_issue_versions,
+)
 
 MONEY_EPSILON = 0.005
 HOURS_EPSILON = 0.001
 
 
-def shift_period(period: str, months: int) -> str:
-    """`YYYY-MM` moved by `months` (negative goes back)."""
-    start = Window.month(period).start
-    index = start.year * 12 + start.month - 1 + months
-    return f"{index // 12:04d}-{index % 12 + 1:02d}"
-
-
-def latest_versions(wh: Warehouse) -> dict[str, int]:
-    """Finalized periods in the warehouse and their latest version."""
-    rows = wh.query("SELECT period, max(version) AS version FROM report_issues GROUP BY period")
-    return {str(p): int(v) for p, v in rows.iter_rows()}
-
-
 def billed_for(wh: Warehouse, month: str, before: str) -> pl.DataFrame:
     """What has been billed for `month` by finalized issues of periods before `before`."""
-    latest = latest_versions(wh)
+    latest = latest_issue_versions(wh)
     if month not in latest:
         return empty_summary()
-    carriers = [(p, v) for p, v in latest.items() if month < p < before]
-    frames = [
-        wh.query(
-            "SELECT * FROM report_lines WHERE period = ? AND version = ? AND line <> 'adjustment'",
-            [month, latest[month]],
-        )
-    ]
-    for period, version in carriers:
-        frames.append(
-            wh.query(
-                "SELECT * FROM report_lines WHERE period = ? AND version = ? "
-                "AND line = 'adjustment' AND for_period = ?",
-                [period, version, month],
-            )
-        )
+    first, last = Period.exact(month), Period.exact(before)
+    carriers = [(p, v) for p, v in latest.items() if first < Period.exact(p) < last]
+    frames = [issued_own_lines(wh, month, latest[month])]
+    frames += [carried_adjustments(wh, period, version, month) for period, version in carriers]
     return pl.concat([f.select(empty_summary().columns) for f in frames], how="vertical_relaxed")
 
 
@@ -86,8 +67,9 @@ def adjustments_for(
 ) -> pl.DataFrame:
     """Adjustment lines (summary schema) that the report of `period` must carry."""
     months = settings.reports.adjustment_lookback_months if lookback is None else lookback
-    earliest = shift_period(period, -months) if months else period
-    issued = sorted(p for p in latest_versions(wh) if earliest <= p < period)
+    reported = Period.exact(period)
+    earliest = reported.shift(-months)
+    issued = sorted(p for p in latest_issue_versions(wh) if earliest <= Period.exact(p) < reported)
     out = [empty_summary()]
     for month in issued:
         current = summary_lines(month_bill(wh, settings, month))

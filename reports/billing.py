@@ -13,13 +13,14 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.analytics.special_lines import SPECIAL_LINES
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import ReportError
+from gpuledger.core.period import Period
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 
 SUMMARY_BY = ("team", "model", "sharing_mode")
-SPECIAL_LINES = ("unallocated", "unattributed", "sharing_discount")
 AMOUNTS = (
     "card_hours", "list_cost", "sharing_discount", "utilization_adjustment", "redistributed_cost",
     "cost", "idle_card_hours", "idle_cost",
@@ -37,8 +38,9 @@ SUMMARY_SCHEMA: dict[str, Any] = {
     **{name: pl.Float64 for name in AMOUNTS},
 }
 """Columns of summary.csv and of the warehouse's `report_lines` (plus period/version there).
-`line` is `team`, one of SPECIAL_LINES or `adjustment`; `for_period` is the month the numbers
-belong to (the report's own period, or an earlier one for an adjustment)."""
+`line` is `team`, one of `analytics.special_lines.SPECIAL_LINES` or `adjustment`; `for_period`
+is the month the numbers belong to (the report's own period, or an earlier one for an
+adjustment)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def month_bill(wh: Warehouse, settings: Settings, period: str) -> MonthBill:
     """The bill of `period` (YYYY-MM) at team x model x sharing-mode grain."""
     from gpuledger.analytics.bill import compute_bill
 
-    window = Window.month(period)
+    window = Period.exact(period).window
     bill = compute_bill(wh, window, settings, by=SUMMARY_BY)
     return MonthBill(
         period=period,

@@ -97,14 +97,19 @@ def daily_cost_svg(
             f'fill="#777">no usage this period</text>'
         )
     # 4. Baseline and legend.
-    parts.append(
-        f'<line x1="{left}" y1="{top + plot_h}" x2="{width - right}" y2="{top + plot_h}" stroke="#888"/>'
+    parts.append(_baseline_and_legend(currency, left, width - right, top + plot_h))
+    return "".join(parts)
+
+
+def _baseline_and_legend(currency: str, left: int, right_x: int, base_y: int) -> str:
+    """The x axis line at `base_y`, the busy/idle legend and the unit, closing the SVG."""
+    return (
+        f'<line x1="{left}" y1="{base_y}" x2="{right_x}" y2="{base_y}" stroke="#888"/>'
         f'<rect x="{left}" y="2" width="9" height="9" fill="{BUSY_COLOR}"/>'
         f'<text x="{left + 13}" y="10" fill="#333">busy</text>'
         f'<rect x="{left + 48}" y="2" width="9" height="9" fill="{IDLE_COLOR}"/>'
         f'<text x="{left + 61}" y="10" fill="#333">idle (allocated, unused)</text>'
-        f'<text x="{width - right}" y="10" text-anchor="end" fill="#333">'
+        f'<text x="{right_x}" y="10" text-anchor="end" fill="#333">'
         f"{escape(currency)} per UTC day</text>"
         "</svg>"
     )
-    return "".join(parts)

@@ -13,6 +13,7 @@ from datetime import datetime
 
 import polars as pl
 
+from gpuledger.analytics.special_lines import SPECIAL_LINES
 from gpuledger.core.config import Settings
 from gpuledger.reports.adjustments import adjustments_for
 from gpuledger.reports.billing import MonthBill, empty_summary, month_bill, require_usage, summary_lines
@@ -50,7 +51,7 @@ class MonthlyData:
         rows = self.summary.filter(
             (pl.col("line") == "team")
             | ((pl.col("line") == "adjustment")
-               & ~pl.col("team").is_in(["unallocated", "unattributed", "sharing_discount"]))
+               & ~pl.col("team").is_in(list(SPECIAL_LINES)))
         )
         return sorted({str(t) for t in rows["team"].drop_nulls().to_list()})
 

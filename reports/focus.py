@@ -30,7 +30,9 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.analytics.special_lines import SpecialLine
 from gpuledger.core.config import Settings
+from gpuledger.core.period import Period
 from gpuledger.core.window import Window
 
 DECIMAL = pl.Decimal(38, 10)
@@ -77,7 +79,7 @@ COLUMNS: dict[str, Any] = {
     "x_Share": pl.Float64, "x_LineType": pl.String, "x_CorrectedPeriod": pl.String,
     "x_PriceBookVersion": pl.String,
 }
-NOT_ALLOCATED = ("unallocated",)
+NOT_ALLOCATED = (SpecialLine.UNALLOCATED.value,)
 
 
 def method_id(mode: str, settings: Settings) -> str:
@@ -111,8 +113,28 @@ def _usage_frame(detail: pl.DataFrame, settings: Settings) -> pl.DataFrame:
     col = pl.col
     allocated = ~col("team").is_in(list(NOT_ALLOCATED))
     mig_instance = (col("sharing_mode") == "mig") & (col("gpu_i_id") >= 0) & allocated
+    # 1. The origin charge of a split is one card for one day: its card-hours are the divisor.
+    origin = col("card_hours").sum().over(["uuid", "day"])
+    ratio = pl.when(origin > 0).then(col("card_hours") / origin).otherwise(0.0).round(12)
+    holder = pl.when(col("pod").is_not_null()).then(col("namespace") + "/" + col("pod")).otherwise(
+        col("namespace"))
+    frame = detail.with_columns(
+        _sku(allocated, mig_instance).alias("_sku"), holder.alias("_holder"), ratio.alias("_ratio"),
+    )
+    # 2. Every column as an expression over the detail rows.
+    return frame.select(
+        *_charge_columns(allocated),
+        *_allocation_columns(allocated, settings),
+        *_resource_columns(allocated, mig_instance),
+        *_custom_columns(allocated),
+    )
+
+
+def _sku(allocated: pl.Expr, mig_instance: pl.Expr) -> pl.Expr:
+    """`<model>:<whole|MIG profile|timeslice/N|vgpu>`; unallocated capacity is sold whole."""
+    col = pl.col
     replicas = (1 / col("share")).round(0).cast(pl.Int64, strict=False).fill_null(1)
-    sku = pl.concat_str(
+    return pl.concat_str(
         col("model"), pl.lit(":"),
         pl.when(~allocated).then(pl.lit("whole"))
         .when(mig_instance & col("profile").is_not_null()).then(col("profile"))
@@ -120,19 +142,13 @@ def _usage_frame(detail: pl.DataFrame, settings: Settings) -> pl.DataFrame:
         .when(col("sharing_mode") == "vgpu").then(pl.lit("vgpu"))
         .otherwise(pl.lit("whole")),
     )
-    holder = pl.when(col("pod").is_not_null()).then(col("namespace") + "/" + col("pod")).otherwise(
-        col("namespace"))
-    method = pl.col("sharing_mode").replace_strict(
-        {m: method_id(m, settings) for m in ("exclusive", "mig", "timeslice", "vgpu")},
-        default=method_id("exclusive", settings), return_dtype=pl.String,
-    )
-    # 1. The origin charge of a split is one card for one day: its card-hours are the divisor.
-    origin = col("card_hours").sum().over(["uuid", "day"])
-    ratio = pl.when(origin > 0).then(col("card_hours") / origin).otherwise(0.0).round(12)
+
+
+def _charge_columns(allocated: pl.Expr) -> list[pl.Expr]:
+    """Charge period, category and description; the cost and pricing columns."""
+    col = pl.col
     hours = col("card_hours").round(3).cast(pl.String)
-    frame = detail.with_columns(sku.alias("_sku"), holder.alias("_holder"), ratio.alias("_ratio"))
-    # 2. Every column as an expression over the detail rows.
-    return frame.select(
+    return [
         col("_start").alias("ChargePeriodStart"), col("_end").alias("ChargePeriodEnd"),
         pl.lit("Usage").alias("ChargeCategory"), pl.lit(None, pl.String).alias("ChargeClass"),
         pl.when(col("kind") == "utilization_remainder").then(pl.format(
@@ -146,6 +162,17 @@ def _usage_frame(detail: pl.DataFrame, settings: Settings) -> pl.DataFrame:
         col("unit_price").alias("ListUnitPrice"), col("card_hours").alias("PricingQuantity"),
         col("card_hours").alias("ConsumedQuantity"), pl.lit(UNIT).alias("PricingUnit"),
         pl.lit(UNIT).alias("ConsumedUnit"), pl.lit("Standard").alias("PricingCategory"),
+    ]
+
+
+def _allocation_columns(allocated: pl.Expr, settings: Settings) -> list[pl.Expr]:
+    """The FOCUS 1.3 split-allocation columns: method, ratio details, holder and its tags."""
+    col = pl.col
+    method = pl.col("sharing_mode").replace_strict(
+        {m: method_id(m, settings) for m in ("exclusive", "mig", "timeslice", "vgpu")},
+        default=method_id("exclusive", settings), return_dtype=pl.String,
+    )
+    return [
         method.alias("AllocatedMethodId"),
         pl.concat_str(
             pl.lit('{"Elements":[{"AllocatedRatio":'), _json_value(col("_ratio")),
@@ -159,6 +186,13 @@ def _usage_frame(detail: pl.DataFrame, settings: Settings) -> pl.DataFrame:
             "gpuledger/team": col("team"), "k8s/namespace": col("namespace"),
             "k8s/pod": col("pod"), "kueue/queue": col("queue"),
         })).alias("AllocatedTags"),
+    ]
+
+
+def _resource_columns(allocated: pl.Expr, mig_instance: pl.Expr) -> list[pl.Expr]:
+    """The device charged (card, MIG instance or replica), its SKU, the team and the tags."""
+    col = pl.col
+    return [
         pl.when(mig_instance).then(col("uuid") + "/gi" + col("gpu_i_id").cast(pl.String))
         .otherwise(col("uuid")).alias("ResourceId"),
         pl.when(mig_instance).then(pl.format(
@@ -177,16 +211,23 @@ def _usage_frame(detail: pl.DataFrame, settings: Settings) -> pl.DataFrame:
             "gpuledger/node": col("node"), "gpuledger/pool": col("pool"),
             "gpuledger/model": col("model"), "gpuledger/sharing-mode": col("sharing_mode"),
         }).alias("Tags"),
+    ]
+
+
+def _custom_columns(allocated: pl.Expr) -> list[pl.Expr]:
+    """The `x_` columns: idle, activity, where the device sits, and the line type."""
+    col = pl.col
+    return [
         col("idle_card_hours").alias("x_IdleCardHours"), col("idle_cost").alias("x_IdleCost"),
         col("active_ratio").alias("x_ActivityRatio"), col("sharing_discount").alias("x_SharingDiscount"),
         col("queue").alias("x_Queue"), col("namespace").alias("x_Namespace"), col("pod").alias("x_Pod"),
         col("node").alias("x_Node"), col("pool").alias("x_Pool"), col("model").alias("x_GpuModel"),
         col("sharing_mode").alias("x_SharingMode"), col("profile").alias("x_MigProfile"),
         col("gpu_i_id").alias("x_GpuInstanceId"), col("share").alias("x_Share"),
-        pl.when(~allocated).then(pl.lit("unallocated"))
-        .when(col("team") == "unattributed").then(pl.lit("unattributed"))
+        pl.when(~allocated).then(pl.lit(SpecialLine.UNALLOCATED.value))
+        .when(col("team") == SpecialLine.UNATTRIBUTED).then(pl.lit(SpecialLine.UNATTRIBUTED.value))
         .otherwise(pl.lit("team")).alias("x_LineType"),
-    )
+    ]
 
 
 def _discount_rows(detail: pl.DataFrame) -> list[dict[str, Any]]:
@@ -206,9 +247,10 @@ def _discount_rows(detail: pl.DataFrame) -> list[dict[str, Any]]:
             ),
             "BilledCost": r["sharing_discount"], "EffectiveCost": r["sharing_discount"],
             "ContractedCost": r["sharing_discount"], "ListCost": 0.0,
-            "SubAccountId": "sharing_discount", "SubAccountName": "sharing_discount",
+            "SubAccountId": SpecialLine.SHARING_DISCOUNT.value,
+            "SubAccountName": SpecialLine.SHARING_DISCOUNT.value,
             "x_GpuModel": r["model"], "x_SharingMode": r["sharing_mode"],
-            "x_SharingDiscount": r["sharing_discount"], "x_LineType": "sharing_discount",
+            "x_SharingDiscount": r["sharing_discount"], "x_LineType": SpecialLine.SHARING_DISCOUNT.value,
         }
         for r in grouped.iter_rows(named=True)
     ]
@@ -239,7 +281,7 @@ def _correction_rows(adjustments: pl.DataFrame) -> list[dict[str, Any]]:
     """Late data for an issued month, as corrections to that (closed) billing period."""
     rows = []
     for r in adjustments.iter_rows(named=True):
-        month = Window.month(r["for_period"])
+        month = Period.exact(r["for_period"]).window
         rows.append({
             "ChargePeriodStart": month.start, "ChargePeriodEnd": month.end,
             "ChargeCategory": "Usage", "ChargeClass": "Correction",

@@ -12,6 +12,7 @@ import hashlib
 import json
 import subprocess
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,15 @@ def sha256_file(path: Path) -> str:
 
 
 def code_version() -> dict[str, str | None]:
-    """The installed gpuledger version and, in a git checkout, the commit it runs from."""
-    from gpuledger import __version__
+    """The installed gpuledger version and, in a git checkout, the commit it runs from.
+
+    The version comes from the installed distribution's metadata, not from `gpuledger` (the
+    CLI roof), which reports must never import.
+    """
+    try:
+        installed: str | None = metadata.version("gpuledger")
+    except metadata.PackageNotFoundError:  # run from a bare checkout, never installed
+        installed = None
 
     commit: str | None = None
     root = Path(__file__).resolve().parent.parent
@@ -44,7 +52,7 @@ def code_version() -> dict[str, str | None]:
             commit = done.stdout.strip() or None
         except (OSError, subprocess.SubprocessError):
             commit = None
-    return {"gpuledger": __version__, "git_commit": commit}
+    return {"gpuledger": installed, "git_commit": commit}
 
 
 def build_manifest(

@@ -28,20 +28,21 @@ import polars as pl
 
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import InputError, ReportError
-from gpuledger.core.window import Window, as_utc
-from gpuledger.reports.adjustments import billed_for, latest_versions, shift_period, unbilled
+from gpuledger.core.period import Period
+from gpuledger.core.window import as_utc
+from gpuledger.reports.adjustments import billed_for, unbilled
 from gpuledger.reports.billing import SUMMARY_SCHEMA
 from gpuledger.reports.compose import MonthlyData, gather
 from gpuledger.reports.layout import (
     draft_dir,
     issued_versions,
-    period_dir,
     read_manifest,
     version_dir,
 )
 from gpuledger.reports.manifest import build_manifest, sha256_file, verify_folder, write_manifest
 from gpuledger.reports.writer import write_report
 from gpuledger.warehouse import LoadBatch, Warehouse
+from gpuledger.warehouse.queries.reports import latest_issue_versions, recorded_issues
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,6 @@ class IssueResult:
     totals: dict[str, Any]
     manifest_sha256: str
     notes: list[str] = field(default_factory=list)
-
-
-def recorded_versions(wh: Warehouse, period: str) -> dict[int, dict[str, Any]]:
-    rows = wh.query("SELECT * FROM report_issues WHERE period = ? ORDER BY version", [period])
-    return {int(r["version"]): r for r in rows.iter_rows(named=True)}
 
 
 def issue_monthly(
@@ -72,12 +68,38 @@ def issue_monthly(
 ) -> IssueResult:
     """Write the report of `period` under `out_dir` following the rules above."""
     # 1. Validate the request.
-    window = Window.month(period)
     moment = as_utc(now) if now is not None else utcnow()
     reissue = reissue_reason is not None
-    if reissue and not str(reissue_reason).strip():
-        raise InputError("--reissue needs --reason TEXT saying why the period is issued again")
     final = finalize or reissue
+    _check_request(wh, period, moment, final=final, reissue_reason=reissue_reason)
+    # 2. What is already issued: the manifests on disk and the warehouse's record of them.
+    existing = _existing_versions(wh, out_dir, period, final=final, reissue=reissue)
+    version = (existing[-1] if existing else 0) + 1 if final else None
+    # 3. Gather the numbers (ReportError when the month is empty).
+    data = gather(wh, settings, period)
+    notes = _notes(wh, data, final)
+    status = "DRAFT" if not final else (f"REISSUE v{version}" if reissue else f"FINAL v{version}")
+    # 4. Write into staging, seal with the manifest, move into place.
+    target = version_dir(out_dir, period, version) if version else draft_dir(out_dir, period)
+    totals, manifest_sha = _write_sealed(
+        target, data, settings, status=status, moment=moment, notes=notes, version=version,
+        reason=reissue_reason, supersedes=existing[-1] if reissue else None,
+    )
+    # 5. Record the issue (finalize only): the baseline for later adjustments.
+    if final and version is not None:
+        record_issue(wh, data, version, moment=moment, manifest_sha=manifest_sha,
+                     reason=reissue_reason, folder=target)
+    return IssueResult(period, target, "final" if final else "draft", version, totals, manifest_sha, notes)
+
+
+def _check_request(
+    wh: Warehouse, period: str, moment: datetime, *, final: bool, reissue_reason: str | None
+) -> None:
+    """Refuse a reissue without a reason, a finalize before the month is over, and a finalize
+    through a read-only warehouse (the issue could not be recorded)."""
+    window = Period.exact(period).window
+    if reissue_reason is not None and not str(reissue_reason).strip():
+        raise InputError("--reissue needs --reason TEXT saying why the period is issued again")
     if final and moment < window.end:
         raise ReportError(
             f"period {period}: not over until {window.end.isoformat()}; "
@@ -85,10 +107,16 @@ def issue_monthly(
         )
     if final and wh.read_only:
         raise ReportError(f"{wh.path}: finalizing records the issue; open the warehouse for writing")
-    # 2. What is already issued: the manifests on disk and the warehouse's record of them.
+
+
+def _existing_versions(
+    wh: Warehouse, out_dir: Path, period: str, *, final: bool, reissue: bool
+) -> list[int]:
+    """Issued versions of `period` (disk and warehouse, after re-recording a crash's leftovers);
+    a second finalize is refused, and so is a reissue of a month never finalized."""
     if final:
         reconcile(wh, out_dir, period)
-    existing = sorted(set(issued_versions(out_dir, period)) | set(recorded_versions(wh, period)))
+    existing = sorted(set(issued_versions(out_dir, period)) | set(recorded_issues(wh, period)))
     if final and existing and not reissue:
         where = version_dir(out_dir, period, existing[-1])
         raise ReportError(
@@ -97,23 +125,26 @@ def issue_monthly(
         )
     if reissue and not existing:
         raise ReportError(f"period {period}: nothing to reissue; finalize it first (--finalize)")
-    version = (existing[-1] if existing else 0) + 1 if final else None
-    # 3. Gather the numbers (ReportError when the month is empty).
-    data = gather(wh, settings, period)
-    notes = _notes(wh, data, final)
-    status = "DRAFT" if not final else (f"REISSUE v{version}" if reissue else f"FINAL v{version}")
-    # 4. Write into staging, seal with the manifest, move into place.
-    parent = period_dir(out_dir, period)
+    return existing
+
+
+def _write_sealed(
+    target: Path, data: MonthlyData, settings: Settings, *, status: str, moment: datetime,
+    notes: list[str], version: int | None, reason: str | None, supersedes: int | None,
+) -> tuple[dict[str, Any], str]:
+    """Write the report in a staging folder beside `target`, seal it with its manifest and move
+    it into place (a version read-only and never replaced; a draft swapped). Returns the totals
+    and the manifest's sha256."""
+    final = version is not None
+    parent = target.parent  # the period's folder
     parent.mkdir(parents=True, exist_ok=True)
     staging = parent / f".staging-{uuid.uuid4().hex[:12]}"
-    target = version_dir(out_dir, period, version) if version else draft_dir(out_dir, period)
     try:
         totals = write_report(staging, data, settings, status=status, generated_at=moment, notes=notes)
         manifest = build_manifest(
-            staging, period=period, status="final" if final else "draft", version=version,
+            staging, period=data.period, status="final" if final else "draft", version=version,
             generated_at=moment, price_book_version=data.price_book_version,
-            inputs_sha256=data.inputs_sha256, totals=totals, reason=reissue_reason,
-            supersedes=existing[-1] if reissue else None,
+            inputs_sha256=data.inputs_sha256, totals=totals, reason=reason, supersedes=supersedes,
         )
         manifest_sha = write_manifest(staging, manifest)
         if final:
@@ -124,11 +155,7 @@ def issue_monthly(
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    # 5. Record the issue (finalize only): the baseline for later adjustments.
-    if final and version is not None:
-        record_issue(wh, data, version, moment=moment, manifest_sha=manifest_sha,
-                     reason=reissue_reason, folder=target)
-    return IssueResult(period, target, "final" if final else "draft", version, totals, manifest_sha, notes)
+    return totals, manifest_sha
 
 
 def _notes(wh: Warehouse, data: MonthlyData, final: bool) -> list[str]:
@@ -139,8 +166,8 @@ def _notes(wh: Warehouse, data: MonthlyData, final: bool) -> list[str]:
         notes.append(
             "Includes adjustments for late data of issued months: " + ", ".join(months) + "."
         )
-    if not final and data.period in latest_versions(wh):
-        nxt = shift_period(data.period, 1)
+    if not final and data.period in latest_issue_versions(wh):
+        nxt = str(Period.exact(data.period).shift(1))
         own = data.summary.filter(pl.col("line") != "adjustment")
         moved = unbilled(own, billed_for(wh, data.period, nxt))
         if moved.height:
@@ -209,7 +236,7 @@ def _load_issue(wh: Warehouse, issue: pl.DataFrame, summary: pl.DataFrame, perio
 def reconcile(wh: Warehouse, out_dir: Path, period: str) -> list[int]:
     """Record issues found on disk but missing from the warehouse (a crash between the rename
     and the warehouse write); return the versions recorded."""
-    recorded = recorded_versions(wh, period)
+    recorded = recorded_issues(wh, period)
     added = []
     for version, manifest in issued_versions(out_dir, period).items():
         if version in recorded:
@@ -236,7 +263,7 @@ def verify_issues(wh: Warehouse, out_dir: Path, period: str) -> list[str]:
     """Problems with the issued versions of `period`: files against manifests, and each
     manifest against the checksum the warehouse recorded when it was issued."""
     problems: list[str] = []
-    recorded = recorded_versions(wh, period)
+    recorded = recorded_issues(wh, period)
     on_disk = issued_versions(out_dir, period)
     for version in sorted(set(recorded) | set(on_disk)):
         folder = version_dir(out_dir, period, version)

@@ -24,10 +24,11 @@ from pathlib import Path
 
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import ReportError
+from gpuledger.core.period import Period
 from gpuledger.core.window import Window, as_utc
-from gpuledger.reports.adjustments import shift_period
 from gpuledger.reports.layout import issued_versions
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries.reports import issued_periods
 
 log = logging.getLogger("gpuledger.reports.schedule")
 
@@ -37,9 +38,8 @@ Collect = Callable[[Warehouse, Window], object]
 
 def completed_periods(now: datetime, grace: timedelta, count: int) -> list[str]:
     """The `count` most recent months that ended at least `grace` before `now`, oldest first."""
-    moment = as_utc(now) - grace
-    current = f"{moment.year:04d}-{moment.month:02d}"  # the month `moment` falls in is not over
-    return [shift_period(current, -i) for i in range(count, 0, -1)]
+    current = Period.of(as_utc(now) - grace)  # the month `now - grace` falls in is not over
+    return [str(current.shift(-i)) for i in range(count, 0, -1)]
 
 
 def _settings(ctx_or_settings: object) -> Settings:
@@ -59,9 +59,7 @@ def due_periods(
 ) -> list[str]:
     """Completed months not yet issued (no final manifest on disk, no warehouse record)."""
     candidates = _candidates(settings, now, backfill)
-    recorded = {
-        str(p) for (p,) in wh.query("SELECT DISTINCT period FROM report_issues").iter_rows()
-    }
+    recorded = issued_periods(wh)
     return [p for p in candidates if p not in recorded and not issued_versions(out_dir, p)]
 
 
@@ -90,7 +88,7 @@ def run_due(
             reconcile(wh, out_dir, period)
         for period in due_periods(wh, settings, out_dir, now, backfill):
             if collect is not None:
-                collect(wh, Window.month(period))
+                collect(wh, Period.exact(period).window)
             try:
                 result = issue_monthly(wh, settings, period, out_dir, finalize=True, now=now)
             except ReportError as exc:

@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.analytics.special_lines import SpecialLine
 from gpuledger.reports.chart import DayCost
 
 
@@ -85,7 +86,7 @@ def statement_totals(lines: pl.DataFrame) -> dict[str, float]:
     return {
         "card_hours": s("card_hours", own),
         "list_cost": s("list_cost", own),
-        "sharing_discount": s("sharing_discount", own.filter(pl.col("line") != "sharing_discount")),
+        "sharing_discount": s("sharing_discount", own.filter(pl.col("line") != SpecialLine.SHARING_DISCOUNT)),
         "cost": s("cost", own),
         "idle_card_hours": s("idle_card_hours", own),
         "idle_cost": s("idle_cost", own),
@@ -109,7 +110,7 @@ def daily_costs(detail: pl.DataFrame, start: date, end: date) -> list[DayCost]:
 
 
 def by_model(lines: pl.DataFrame) -> list[dict[str, Any]]:
-    own = lines.filter(pl.col("line").is_in(["team", "unattributed", "unallocated"]))
+    own = lines.filter(pl.col("line").is_in(["team", SpecialLine.UNATTRIBUTED, SpecialLine.UNALLOCATED]))
     grouped = (
         own.group_by(["model", "sharing_mode"])
         .agg(pl.col("card_hours", "list_cost", "sharing_discount", "cost", "idle_cost").sum())

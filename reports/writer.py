@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.analytics.special_lines import SpecialLine
 from gpuledger.core.config import Settings
 from gpuledger.reports.compose import MonthlyData, build_statements
 from gpuledger.reports.focus import focus_frame, write_focus
@@ -42,9 +43,9 @@ def report_totals(data: MonthlyData) -> dict[str, Any]:
         "adjustments_cost": total(summary.filter(pl.col("line") == "adjustment")),
         "total_cost": total(summary),
         "idle_cost": total(own, "idle_cost"),
-        "unallocated_cost": total(own.filter(pl.col("line") == "unallocated")),
-        "unattributed_cost": total(own.filter(pl.col("line") == "unattributed")),
-        "sharing_discount": total(own.filter(pl.col("line") == "sharing_discount")),
+        "unallocated_cost": total(own.filter(pl.col("line") == SpecialLine.UNALLOCATED)),
+        "unattributed_cost": total(own.filter(pl.col("line") == SpecialLine.UNATTRIBUTED)),
+        "sharing_discount": total(own.filter(pl.col("line") == SpecialLine.SHARING_DISCOUNT)),
         "teams": data.teams(),
         "summary_rows": summary.height,
     }
