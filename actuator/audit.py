@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from gpuledger.core.config import utcnow
 
 if TYPE_CHECKING:
-    from gpuledger.warehouse import Warehouse
+    from gpuledger.warehouse.protocols import WritableWarehouse
 
 
 @dataclass
 class Auditor:
-    wh: Warehouse
+    wh: WritableWarehouse
     actor: str
     plan_id: str | None
     clock: Callable[[], datetime] = utcnow

@@ -6,8 +6,11 @@ Rules (each checked here, whatever the page showed):
 2. Approve and reject are one short write transaction each through `SnapshotStore.writer()`,
    calling the actuator's workflow (`actuator.workflow.approve/reject`), which re-checks the role
    and the plan's state and writes the audit record.
-3. Apply needs a successful dry-run preview of the same plan, by an admin, in this app, within
-   `PREVIEW_VALID_S`: the preview is what the admin looked at before saying yes.
+3. Apply needs a successful dry-run preview of the same plan, by an admin, within
+   `PREVIEW_VALID_S`: the preview is what the admin looked at before saying yes. The rule is the
+   actuator's (`actuator.approval`), the same for `gpuledger plans apply`: the dry run records
+   the preview in the audit log, and the apply checks it there. This app keeps the preview's
+   result in memory only to show it on the page.
 4. A rollout can run for many minutes (drains, MIG Manager). It runs in a background thread on a
    `ShortWriteWarehouse`, which opens the warehouse for each write and closes it at once, so
    collection keeps running during a rollout; the page polls the runner's in-memory status.
@@ -18,34 +21,51 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import polars as pl
 
+from gpuledger.actuator.approval import PREVIEW_VALID
 from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
 from gpuledger.dashboards.store import SnapshotStore, WarehouseBusyError
 from gpuledger.warehouse import LoadBatch, LoadStats, Warehouse
 
-PREVIEW_VALID_S = 15 * 60
+PREVIEW_VALID_S = int(PREVIEW_VALID.total_seconds())
 MAX_REASON = 500
 
+Observer = Callable[[str, Mapping[str, Any]], None]
 
-class ShortWriteWarehouse(Warehouse):
-    """A `Warehouse` that holds the file only for each call: open, do one thing, close.
+
+class _RecordingWarehouse(Warehouse):
+    """The open warehouse inside one `ShortWriteWarehouse.transaction()`, noting its audit rows."""
+
+    def __init__(self, inner: Warehouse) -> None:
+        super().__init__(inner.con, inner.path, inner.read_only)
+        self.entries: list[Mapping[str, Any]] = []
+
+    def append_audit(self, entry: Mapping[str, Any]) -> int:
+        seq = super().append_audit(entry)
+        self.entries.append(entry)
+        return seq
+
+
+class ShortWriteWarehouse:
+    """A warehouse (`warehouse.plans.PlanWarehouse`) that holds the file only for each call:
+    open, do one thing (or one transaction), close.
 
     It lets a long rollout record progress and audit entries without keeping the one writer
-    lock, and reports every plan-status load and audit entry to `observer` for the live view.
+    lock, and reports every plan-status change and audit entry to `observer` for the live view.
+    Because another process can write between two calls, every status change is the store's
+    compare-and-set, never a read here and a blind write later.
     """
 
-    def __init__(
-        self, store: SnapshotStore, observer: Callable[[str, Mapping[str, Any]], None] | None = None,
-    ) -> None:
+    def __init__(self, store: SnapshotStore, observer: Observer | None = None) -> None:
         self.path = str(store.source)
         self.read_only = False
         self._store = store
@@ -85,6 +105,24 @@ class ShortWriteWarehouse(Warehouse):
         if self._observer is not None:
             self._observer("audit", entry)
         return seq
+
+    @contextmanager
+    def transaction(self) -> Iterator[Warehouse]:
+        """One open of the file for one transaction; observers hear of it after the commit."""
+        from gpuledger.warehouse.queries.plans import plan_row
+
+        with self._open() as wh:
+            recording = _RecordingWarehouse(wh)
+            with recording.transaction():
+                yield recording
+            if self._observer is None:
+                return
+            for entry in recording.entries:
+                self._observer("audit", entry)
+            for plan_id in dict.fromkeys(str(e["plan_id"]) for e in recording.entries if e.get("plan_id")):
+                row = plan_row(wh, plan_id)
+                if row is not None:
+                    self._observer("plan", row)
 
     def close(self) -> None:
         """Nothing stays open."""
@@ -176,7 +214,7 @@ class PlanActions:
 
         self._require_admin(principal, "approve", plan_id)
         with self.store.writer() as wh:
-            record = approve(wh, plan_id, principal, self.settings)
+            record = approve(wh, plan_id, principal=principal, settings=self.settings)
         return f"plan {plan_id} approved by {principal.user}; status {record.status}"
 
     def reject(self, principal: Principal, plan_id: str, reason: str | None) -> str:
@@ -187,7 +225,8 @@ class PlanActions:
         if not text:
             raise InputError(f"plan {plan_id}: give a reason to reject it")
         with self.store.writer() as wh:
-            record = reject(wh, plan_id, principal, self.settings, text[:MAX_REASON])
+            record = reject(wh, plan_id, principal=principal, settings=self.settings,
+                            reason=text[:MAX_REASON])
         return f"plan {plan_id} rejected by {principal.user}; status {record.status}"
 
     # 3. Preview and apply --------------------------------------------------------------------
@@ -206,8 +245,8 @@ class PlanActions:
         self._require_admin(principal, "dry-run", plan_id)
         cluster = self._cluster()
         try:
-            result = apply(ShortWriteWarehouse(self.store), plan_id, principal, self.settings,
-                           cluster, dry_run=True)
+            result = apply(ShortWriteWarehouse(self.store), plan_id, principal=principal,
+                           settings=self.settings, cluster=cluster, dry_run=True)
         finally:
             _close(cluster)
         payload = result.to_dict()
@@ -223,13 +262,15 @@ class PlanActions:
         return preview
 
     def start_apply(self, principal: Principal, plan_id: str) -> Rollout:
-        """Start the rollout in the background (refused without a fresh preview)."""
+        """Start the rollout in the background (refused at once without a fresh preview: the
+        approval policy's rule, checked here too so the refusal is not lost in the thread)."""
+        from gpuledger.actuator.approval import ApprovalPolicy
         from gpuledger.actuator.workflow import apply
+        from gpuledger.optimizer.plan_store import load_record
 
         self._require_admin(principal, "apply", plan_id)
-        if self.previewed(plan_id) is None:
-            minutes = PREVIEW_VALID_S // 60
-            raise InputError(f"plan {plan_id}: preview it (dry run) first, then apply within {minutes} min")
+        checked = ShortWriteWarehouse(self.store)
+        ApprovalPolicy.of(self.settings).require_preview(checked, load_record(checked, plan_id), now=None)
         with self._lock:
             existing = self.rollouts.get(plan_id)
             if existing is not None and existing.running:
@@ -242,7 +283,7 @@ class PlanActions:
 
         def run() -> None:
             try:
-                result = apply(wh, plan_id, principal, self.settings, cluster)
+                result = apply(wh, plan_id, principal=principal, settings=self.settings, cluster=cluster)
                 rollout.status, rollout.message = result.status, result.message
             except GpuledgerError as exc:
                 rollout.status, rollout.message = "failed", str(exc)

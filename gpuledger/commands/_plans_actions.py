@@ -1,8 +1,10 @@
 """`gpuledger plans approve|reject|apply|rollback|expire`: the verbs that change a plan or the cluster.
 
 Each verb is a thin wrapper over `actuator.workflow` (the dashboard's buttons call the same
-functions): the user named by `--as` (default: the login name) gets roles from the config's
-`access.roles`, and only an admin may approve, reject, apply or roll back.
+functions, under the same `actuator.approval` policy): the user named by `--as` (default: the
+login name) gets roles from the config's `access.roles`, only an admin may approve, reject, apply
+or roll back, and `apply` starts a rollout only after `apply --dry-run` previewed it (within
+15 minutes), exactly like the dashboard's Preview button.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def _approve(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.actuator.workflow import approve
 
     with ctx.open_warehouse() as wh:
-        record = approve(wh, args.plan_id, _principal(args, ctx), ctx.settings)
+        record = approve(wh, args.plan_id, principal=_principal(args, ctx), settings=ctx.settings)
     ctx.echo(f"plan {args.plan_id}: {record.status}")
     return 0
 
@@ -39,7 +41,8 @@ def _reject(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.actuator.workflow import reject
 
     with ctx.open_warehouse() as wh:
-        record = reject(wh, args.plan_id, _principal(args, ctx), ctx.settings, args.reason)
+        record = reject(wh, args.plan_id, principal=_principal(args, ctx), settings=ctx.settings,
+                        reason=args.reason)
     ctx.echo(f"plan {args.plan_id}: {record.status}")
     return 0
 
@@ -48,7 +51,7 @@ def _expire(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.actuator.workflow import expire
 
     with ctx.open_warehouse() as wh:
-        expired = expire(wh, ctx.settings)
+        expired = expire(wh, settings=ctx.settings)
     ctx.echo(f"expired {len(expired)} plan(s)" + (": " + ", ".join(expired) if expired else ""))
     return 0
 
@@ -58,7 +61,8 @@ def _apply(args: argparse.Namespace, ctx: Context) -> int:
 
     principal = _principal(args, ctx)
     with ctx.open_warehouse() as wh, connect(ctx.settings, args.kubeconfig) as cluster:
-        result = apply(wh, args.plan_id, principal, ctx.settings, cluster, dry_run=args.dry_run)
+        result = apply(wh, args.plan_id, principal=principal, settings=ctx.settings, cluster=cluster,
+                       dry_run=args.dry_run)
     _report(args, ctx, result)
     return 0 if result.ok else 1
 
@@ -68,7 +72,7 @@ def _rollback(args: argparse.Namespace, ctx: Context) -> int:
 
     principal = _principal(args, ctx)
     with ctx.open_warehouse() as wh, connect(ctx.settings, args.kubeconfig) as cluster:
-        result = rollback(wh, args.plan_id, principal, ctx.settings, cluster)
+        result = rollback(wh, args.plan_id, principal=principal, settings=ctx.settings, cluster=cluster)
     _report(args, ctx, result)
     return 0 if result.ok else 1
 
@@ -110,10 +114,11 @@ def register_verbs(verbs: argparse._SubParsersAction[Any]) -> None:
     who(p)
     p.set_defaults(handler=_reject)
 
-    p = verb("apply", "apply an approved plan to the cluster, or resume one (admin)")
+    p = verb("apply", "apply an approved plan to the cluster, or resume one (admin; preview it first "
+                      "with --dry-run)")
     p.add_argument("plan_id", metavar="ID")
     p.add_argument("--dry-run", action="store_true",
-                   help="send every write with dryRun=All only; change nothing")
+                   help="send every write with dryRun=All only; change nothing (the preview an apply needs)")
     p.add_argument("--kubeconfig", metavar="FILE",
                    help="kubeconfig (default: kubernetes.kubeconfig from the config, in-cluster, ~/.kube)")
     p.add_argument("--format", choices=("table", "json"), default="table")

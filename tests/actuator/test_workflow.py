@@ -31,9 +31,8 @@ from gpuledger.optimizer.plan import (
     QuotaChanges,
     SolverInfo,
     fingerprint_of,
-    load_record,
-    save_plan,
 )
+from gpuledger.optimizer.plan_store import load_record, save_plan
 from tests.actuator.helpers import qc
 
 NOW = datetime(2026, 11, 5, 12, 0, tzinfo=UTC)
@@ -70,13 +69,13 @@ def test_non_admin_cannot_act(wh, settings, bob, unreachable):
     plan = offline_plan()
     save_plan(wh, plan, now=NOW)
     with pytest.raises(AccessDeniedError, match="'bob' may not approve"):
-        approve(wh, plan.id, bob, settings, now=NOW)
+        approve(wh, plan.id, principal=bob, settings=settings, now=NOW)
     with pytest.raises(AccessDeniedError):
-        reject(wh, plan.id, bob, settings, "no", now=NOW)
+        reject(wh, plan.id, principal=bob, settings=settings, reason="no", now=NOW)
     with pytest.raises(AccessDeniedError):
-        apply(wh, plan.id, bob, settings, unreachable, now=NOW)
+        apply(wh, plan.id, principal=bob, settings=settings, cluster=unreachable, now=NOW)
     with pytest.raises(AccessDeniedError):
-        rollback(wh, plan.id, bob, settings, unreachable, now=NOW)
+        rollback(wh, plan.id, principal=bob, settings=settings, cluster=unreachable, now=NOW)
     assert load_record(wh, plan.id).status == "proposed"
     denied = [r for r in audit(wh, plan.id) if r["result"] == "denied"]
     assert [r["action"] for r in denied] == ["plan.approve", "plan.reject", "plan.apply", "plan.roll_back"]
@@ -88,29 +87,29 @@ def test_admin_approves_by_user_or_group(wh, settings, alice):
     first, second = offline_plan(name="a"), offline_plan(name="b")
     save_plan(wh, first, now=NOW)
     save_plan(wh, second, now=NOW)
-    assert approve(wh, first.id, alice, settings, now=NOW).status == "approved"
+    assert approve(wh, first.id, principal=alice, settings=settings, now=NOW).status == "approved"
     carol = resolve_roles("carol", ["platform"], settings.access)
-    assert approve(wh, second.id, carol, settings, now=NOW).status == "approved"
+    assert approve(wh, second.id, principal=carol, settings=settings, now=NOW).status == "approved"
     last = audit(wh, second.id)[-1]
     assert last["actor"] == "carol" and last["action"] == "plan.status"
     with pytest.raises(PlanError, match="only a proposed plan can be approved"):
-        approve(wh, first.id, alice, settings, now=NOW)
+        approve(wh, first.id, principal=alice, settings=settings, now=NOW)
 
 
 def test_expired_plan_is_never_approved_or_applied(wh, settings, alice, unreachable):
     old = offline_plan(created_at=NOW - timedelta(hours=73), name="old")
     save_plan(wh, old, now=old.created_at)
     with pytest.raises(PlanError, match="expire_after_hours=72; it expired"):
-        approve(wh, old.id, alice, settings, now=NOW)
+        approve(wh, old.id, principal=alice, settings=settings, now=NOW)
     assert load_record(wh, old.id).status == "expired"
     with pytest.raises(PlanError, match="expired"):
-        apply(wh, old.id, alice, settings, unreachable, now=NOW)
+        apply(wh, old.id, principal=alice, settings=settings, cluster=unreachable, now=NOW)
     # Approved in time, applied too late: still refused, and marked expired.
     late = offline_plan(created_at=NOW - timedelta(hours=71), name="late")
     save_plan(wh, late, now=late.created_at)
-    approve(wh, late.id, alice, settings, now=NOW)
+    approve(wh, late.id, principal=alice, settings=settings, now=NOW)
     with pytest.raises(PlanError, match="expired"):
-        apply(wh, late.id, alice, settings, unreachable, now=NOW + timedelta(hours=2))
+        apply(wh, late.id, principal=alice, settings=settings, cluster=unreachable, now=NOW + timedelta(hours=2))
     assert load_record(wh, late.id).status == "expired"
     assert unreachable.writes == []
 
@@ -120,7 +119,7 @@ def test_expire_sweeps_only_old_plans(wh, settings):
     fresh = offline_plan(created_at=NOW - timedelta(hours=1), name="fresh")
     for plan in (old, fresh):
         save_plan(wh, plan, now=plan.created_at)
-    assert expire(wh, settings, now=NOW) == [old.id]
+    assert expire(wh, settings=settings, now=NOW) == [old.id]
     assert load_record(wh, old.id).status == "expired"
     assert load_record(wh, fresh.id).status == "proposed"
 
@@ -128,19 +127,19 @@ def test_expire_sweeps_only_old_plans(wh, settings):
 def test_rejected_plan_cannot_be_approved(wh, settings, alice):
     plan = offline_plan()
     save_plan(wh, plan, now=NOW)
-    assert reject(wh, plan.id, alice, settings, "too many drains this week", now=NOW).status == "rejected"
+    assert reject(wh, plan.id, principal=alice, settings=settings, reason="too many drains this week", now=NOW).status == "rejected"
     assert audit(wh, plan.id)[-1]["detail"] == "too many drains this week"
     with pytest.raises(PlanError, match="is rejected"):
-        approve(wh, plan.id, alice, settings, now=NOW)
+        approve(wh, plan.id, principal=alice, settings=settings, now=NOW)
     with pytest.raises(PlanError, match="only a proposed or approved plan can be rejected"):
-        reject(wh, plan.id, alice, settings, "again", now=NOW)
+        reject(wh, plan.id, principal=alice, settings=settings, reason="again", now=NOW)
 
 
 def test_unapproved_plan_is_never_applied(wh, settings, alice, unreachable):
     plan = offline_plan()
     save_plan(wh, plan, now=NOW)
     with pytest.raises(PlanError, match="is proposed; cannot apply it \\(approve it first\\)"):
-        apply(wh, plan.id, alice, settings, unreachable, now=NOW)
+        apply(wh, plan.id, principal=alice, settings=settings, cluster=unreachable, now=NOW)
     assert load_record(wh, plan.id).status == "proposed"
     assert unreachable.writes == []
 

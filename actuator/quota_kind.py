@@ -1,0 +1,52 @@
+"""The `quota` plan kind in the registry (`actuator.plan_kinds`): `quota_rollout` (Kueue
+ClusterQueues, decreases first) applies and rolls back; this module reads its progress record."""
+
+from __future__ import annotations
+
+from gpuledger.actuator.plan_kinds import RollbackOutcome, StepOutcome
+from gpuledger.actuator.rollout_context import RolloutContext
+from gpuledger.actuator.rollout_progress import Progress, QuotaProgress
+
+
+class QuotaRollout:
+    """One guarded write per ClusterQueue and phase (see `actuator.quota_rollout`)."""
+
+    kind = "quota"
+
+    def apply(self, ctx: RolloutContext) -> None:
+        from gpuledger.actuator.quota_rollout import apply_quota
+
+        apply_quota(ctx)
+
+    def rollback(self, ctx: RolloutContext, applied: Progress) -> RollbackOutcome:
+        from gpuledger.actuator.quota_rollout import rollback_quota
+
+        if not isinstance(applied.apply, QuotaProgress):
+            return RollbackOutcome()
+        quota = rollback_quota(ctx)
+        return RollbackOutcome(
+            steps=tuple(
+                StepOutcome(f"ClusterQueue/{s.cluster_queue}", f"{s.phase}:done") for s in quota.steps
+            ),
+        )
+
+    def steps(self, progress: Progress) -> tuple[StepOutcome, ...]:
+        prog = progress.apply
+        if not isinstance(prog, QuotaProgress):
+            return ()
+        return tuple(
+            StepOutcome(f"ClusterQueue/{s.cluster_queue}", f"{s.phase}:{'done' if s.done else 'todo'}")
+            for s in prog.steps
+        )
+
+    def problems(self, progress: Progress) -> list[str]:
+        prog = progress.apply
+        if not isinstance(prog, QuotaProgress):
+            return ["nothing was applied"]
+        return [f"ClusterQueue/{s.cluster_queue} {s.phase} not written" for s in prog.steps if not s.done]
+
+    def retry_failed(self, progress: Progress) -> None:
+        """Nothing to reset: each ClusterQueue step is redone only when it is not marked done."""
+
+
+ROLLOUT = QuotaRollout()
