@@ -8,7 +8,12 @@ Cases:
 - `expire` sweeps old proposed/approved plans and leaves fresh ones;
 - a rejected plan cannot be approved afterwards; reject needs a proposed/approved plan;
 - an unapproved (proposed) plan is never applied: refused before any request reaches the cluster;
-- the CLI: `plans approve ID --as alice` exits 0, `--as bob` exits 3 with a one-line message.
+- the CLI: `plans approve ID --as alice` exits 0, `--as bob` exits 3 with a one-line message;
+- preview before apply (the approval policy, same for CLI and dashboard): an approved plan is
+  not applied without a dry run in the last 15 minutes (refused, status kept), a stale preview
+  no longer counts, a fresh one does;
+- the CLI: `plans apply ID` of an unpreviewed plan exits non-zero with one line and leaves it
+  approved; after `plans apply ID --dry-run` the same command applies it.
 """
 
 from __future__ import annotations
@@ -163,3 +168,71 @@ def test_cli_approve_as_admin_and_viewer(tmp_path, capsys):
     assert f"plan {plan.id}: approved" in capsys.readouterr().out
     with Warehouse.open(path, read_only=True) as wh:
         assert load_record(wh, plan.id).status == "approved"
+
+
+def empty_quota_plan(created_at: datetime, name: str = "empty") -> Plan:
+    """A plan that observes and changes nothing: its dry run and apply need no cluster request."""
+    return Plan(
+        id=f"quota-{name}", kind="quota", created_at=created_at, fingerprint=fingerprint_of(()),
+        changes=QuotaChanges(quotas=(), cluster_queues=()),
+        effect=Effect(), solver=SolverInfo(status="OPTIMAL", wall_s=0.1, time_limit_s=30),
+    )
+
+
+def test_apply_needs_a_recent_preview(wh, settings, alice, unreachable):
+    plan = empty_quota_plan(NOW)
+    save_plan(wh, plan, now=NOW)
+    approve(wh, plan.id, principal=alice, settings=settings, now=NOW)
+    with pytest.raises(PlanError, match="preview it \\(dry run\\) first, then apply within 15 min"):
+        apply(wh, plan.id, principal=alice, settings=settings, cluster=unreachable, now=NOW)
+    assert load_record(wh, plan.id).status == "approved"
+    preview = apply(wh, plan.id, principal=alice, settings=settings, cluster=unreachable, dry_run=True, now=NOW)
+    assert preview.dry_run and preview.ok and load_record(wh, plan.id).status == "approved"
+    # 16 minutes later the preview no longer counts; a fresh one does
+    with pytest.raises(PlanError, match="preview it \\(dry run\\) first"):
+        apply(wh, plan.id, principal=alice, settings=settings, cluster=unreachable,
+              now=NOW + timedelta(minutes=16))
+    apply(wh, plan.id, principal=alice, settings=settings, cluster=unreachable, dry_run=True,
+          now=NOW + timedelta(minutes=20))
+    done = apply(wh, plan.id, principal=alice, settings=settings, cluster=unreachable,
+                 now=NOW + timedelta(minutes=30))
+    assert done.status == "applied" and load_record(wh, plan.id).status == "applied"
+    assert unreachable.writes == []
+
+
+def test_cli_apply_refuses_an_unpreviewed_plan(tmp_path, capsys):
+    from gpuledger.cli import main
+    from gpuledger.warehouse import Warehouse
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }))
+    config = tmp_path / "gpuledger.yaml"
+    config.write_text(json.dumps({"access": {"roles": [{"subject": "alice", "role": "admin"}]}}))
+    path = tmp_path / "wh.duckdb"
+    plan = empty_quota_plan(datetime.now(UTC))
+    with Warehouse.open(path) as wh:
+        save_plan(wh, plan)
+    base = ["--config", str(config), "--warehouse", str(path), "plans"]
+    apply_cmd = [*base, "apply", plan.id, "--as", "alice", "--kubeconfig", str(kubeconfig)]
+    assert main([*base, "approve", plan.id, "--as", "alice"]) == 0
+    capsys.readouterr()
+    assert main(apply_cmd) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"gpuledger: error: plan {plan.id}: preview it (dry run) first") and "\n" not in err
+    with Warehouse.open(path, read_only=True) as wh:
+        assert load_record(wh, plan.id).status == "approved"
+    assert main([*apply_cmd, "--dry-run"]) == 0
+    assert "dry run: 0 write(s)" in capsys.readouterr().out
+    assert main(apply_cmd) == 0
+    assert "applied" in capsys.readouterr().out
+    with Warehouse.open(path, read_only=True) as wh:
+        assert load_record(wh, plan.id).status == "applied"
