@@ -24,7 +24,8 @@ from gpuledger.actuator.gateway import ClusterGateway, RetryPolicy, configmap_re
 from gpuledger.actuator.workflow import apply, approve
 from gpuledger.core.access import resolve_roles
 from gpuledger.core.errors import ForbiddenError
-from gpuledger.optimizer.plan import PodRef, load_record, save_plan
+from gpuledger.optimizer.plan import PodRef
+from gpuledger.optimizer.plan_store import load_record, save_plan
 from tests.actuator.conftest import make_settings
 from tests.actuator.helpers import (
     CONFIG_LABEL,
@@ -95,15 +96,17 @@ def test_actuator_works_as_its_service_account(installed, kube, wh, created_node
     quota = quota_plan(kube, [qc(queue, 8, 6)])
     for plan in (mig, quota):
         save_plan(wh, plan)
-        approve(wh, plan.id, alice, settings)
+        approve(wh, plan.id, principal=alice, settings=settings)
     with (
         installed.api_client() as admin_api,
         MigManagerEmulator(admin_api, settings.kubernetes, MigBehavior(delay_s=0.1)),
         sa_gateway(installed, "gpuledger") as gateway,
     ):
         settle(gateway)
-        assert apply(wh, mig.id, alice, settings, gateway).status == "applied"
-        assert apply(wh, quota.id, alice, settings, gateway).status == "applied"
+        for plan in (mig, quota):  # the preview the approval policy wants, as the same account
+            assert apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway, dry_run=True).ok
+        assert apply(wh, mig.id, principal=alice, settings=settings, cluster=gateway).status == "applied"
+        assert apply(wh, quota.id, principal=alice, settings=settings, cluster=gateway).status == "applied"
     assert kube.labels(node)[CONFIG_LABEL] == mig.changes.nodes[0].mig_config
     assert not kube.pod_exists(ns, "job")
     assert kube.quotas(queue)[("h100", "nvidia.com/gpu")] == 6
@@ -148,7 +151,9 @@ def test_collector_account_can_read_but_not_apply(installed, kube, wh):
     load_manifests(kube.api, [cluster_queue_manifest(queue, {"nvidia.com/gpu": 8}, cohort=None)])
     plan = quota_plan(kube, [qc(queue, 8, 4)])
     save_plan(wh, plan)
-    approve(wh, plan.id, alice, settings)
+    approve(wh, plan.id, principal=alice, settings=settings)
+    with ClusterGateway(installed.api_client()) as admin_gateway:  # an admin previewed it
+        assert apply(wh, plan.id, principal=alice, settings=settings, cluster=admin_gateway, dry_run=True).ok
     before = kube.cq(queue)["metadata"]["resourceVersion"]
     with sa_gateway(installed, "gpuledger-collector") as gateway:
         deadline = time.monotonic() + 10
@@ -160,7 +165,7 @@ def test_collector_account_can_read_but_not_apply(installed, kube, wh):
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
         with pytest.raises(ForbiddenError, match=f"ClusterQueue/{queue} \\(dry run\\): HTTP 403"):
-            apply(wh, plan.id, alice, settings, gateway)
+            apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway)
     assert kube.cq(queue)["metadata"]["resourceVersion"] == before
     assert load_record(wh, plan.id).status == "failed"
     kube.custom.delete_cluster_custom_object(*KUEUE[:2], KUEUE[2], queue)

@@ -19,6 +19,8 @@ Cases:
   the first node and finishes both;
 - dry run: every write is accepted with dryRun=All, nothing changes (labels, cordon, pods,
   ConfigMap), the plan stays `approved`.
+
+Every rollout is previewed (a dry run) after its approval, as the approval policy requires.
 """
 # ruff: noqa: PLR0917 - pytest passes fixtures as positional arguments
 
@@ -33,7 +35,8 @@ import time
 import pytest
 
 from gpuledger.actuator.workflow import apply, approve, rollback
-from gpuledger.optimizer.plan import PodRef, load_record, save_plan
+from gpuledger.optimizer.plan import PodRef
+from gpuledger.optimizer.plan_store import load_record, save_plan
 from gpuledger.warehouse import Warehouse
 from tests.actuator.conftest import make_settings
 from tests.actuator.helpers import (
@@ -87,7 +90,14 @@ def two_node_plan(kube, ns, n1, n2):
 
 def approved(wh, settings, alice, plan):
     save_plan(wh, plan)
-    approve(wh, plan.id, alice, settings)
+    approve(wh, plan.id, principal=alice, settings=settings)
+    return plan
+
+
+def previewed(wh, settings, alice, plan, gateway):
+    """Approved and previewed (a dry run), as the approval policy wants before a rollout starts."""
+    approved(wh, settings, alice, plan)
+    assert apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway, dry_run=True).ok
     return plan
 
 
@@ -98,10 +108,10 @@ def mig_allocatable(kube, node):
 
 def test_happy_path_then_rollback(kube, gateway, wh, k8s_settings, alice, fleet, mig_manager):
     ns, n1, n2 = fleet
-    plan = approved(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2))
+    plan = previewed(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2), gateway)
     target1, target2 = (c.mig_config for c in plan.changes.nodes)
     with Recorder(kube.api, kube.core.list_node, {n1, n2}) as seen:
-        result = apply(wh, plan.id, alice, k8s_settings, gateway)
+        result = apply(wh, plan.id, principal=alice, settings=k8s_settings, cluster=gateway)
         time.sleep(0.3)
     assert result.status == "applied", result.message
     assert [(s.object, s.state) for s in result.steps] == [(f"Node/{n1}", "done"), (f"Node/{n2}", "done")]
@@ -130,7 +140,7 @@ def test_happy_path_then_rollback(kube, gateway, wh, k8s_settings, alice, fleet,
                        [plan.id])["object"].to_list()
     assert evicted == [f"Pod/{ns}/train-1", f"Pod/{ns}/train-2"]
     # Rollback: the old label, no MIG devices, the ConfigMap as it was.
-    back = rollback(wh, plan.id, alice, k8s_settings, gateway)
+    back = rollback(wh, plan.id, principal=alice, settings=k8s_settings, cluster=gateway)
     assert back.status == "rolled_back", back.message
     for node in (n1, n2):
         assert kube.labels(node)[CONFIG_LABEL] == "all-disabled"
@@ -142,10 +152,10 @@ def test_happy_path_then_rollback(kube, gateway, wh, k8s_settings, alice, fleet,
 def test_pending_forever_times_out_restores_and_stops(kube, gateway, wh, alice, fleet, mig_manager):
     ns, n1, n2 = fleet
     k8s_settings = make_settings(ns, state_timeout_s=2)
-    plan = approved(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2))
+    plan = previewed(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2), gateway)
     mig_manager.behavior = MigBehavior(delay_s=0.1, pending_forever_configs=frozenset({plan.changes.nodes[0].mig_config}))
     started = time.monotonic()
-    result = apply(wh, plan.id, alice, k8s_settings, gateway)
+    result = apply(wh, plan.id, principal=alice, settings=k8s_settings, cluster=gateway)
     assert time.monotonic() - started >= k8s_settings.plans.state_timeout_s
     assert result.status == "failed"
     steps = {s.object: s for s in result.steps}
@@ -160,9 +170,9 @@ def test_pending_forever_times_out_restores_and_stops(kube, gateway, wh, alice, 
 
 def test_failed_state_restores_the_node(kube, gateway, wh, k8s_settings, alice, fleet, mig_manager):
     ns, n1, n2 = fleet
-    plan = approved(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2))
+    plan = previewed(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2), gateway)
     mig_manager.behavior = MigBehavior(delay_s=0.1, fail_nodes=frozenset({n1}))
-    result = apply(wh, plan.id, alice, k8s_settings, gateway)
+    result = apply(wh, plan.id, principal=alice, settings=k8s_settings, cluster=gateway)
     assert result.status == "failed"
     assert "reported nvidia.com/mig.config.state=failed" in result.message
     assert kube.labels(n1)[CONFIG_LABEL] == "all-disabled" and not kube.unschedulable(n1)
@@ -177,8 +187,8 @@ def test_pdb_blocks_one_node_not_the_plan(kube, gateway, wh, k8s_settings, alice
     kube.core.delete_namespaced_pod("train-1", ns)
     load_manifests(kube.api, [pod_manifest(ns, "train-1", n1, running=True, labels={"app": "serving"}),
                               blocking_pdb(ns, "serving", "serving")])
-    plan = approved(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2))
-    result = apply(wh, plan.id, alice, k8s_settings, gateway)
+    plan = previewed(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2), gateway)
+    result = apply(wh, plan.id, principal=alice, settings=k8s_settings, cluster=gateway)
     steps = {s.object: s for s in result.steps}
     assert steps[f"Node/{n1}"].state == "blocked"
     assert "disruption budget" in (steps[f"Node/{n1}"].detail or "")
@@ -203,7 +213,7 @@ def test_crash_mid_rollout_then_resume(k8s_cluster, kube, gateway, tmp_path, fle
 
     alice = resolve_roles("alice", [], settings.access)
     with Warehouse.open(path) as wh:
-        plan = approved(wh, settings, alice, two_node_plan(kube, ns, n1, n2))
+        plan = previewed(wh, settings, alice, two_node_plan(kube, ns, n1, n2), gateway)
     target1 = plan.changes.nodes[0].mig_config
     mig_manager.behavior = MigBehavior(delay_s=4.0)
     proc = subprocess.Popen(
@@ -223,7 +233,7 @@ def test_crash_mid_rollout_then_resume(k8s_cluster, kube, gateway, tmp_path, fle
         record = load_record(wh, plan.id)
         assert record.status == "applying"
         assert record.progress["apply"]["nodes"][0]["phase"] in ("evicted", "labeled")
-        result = apply(wh, plan.id, alice, settings, gateway)
+        result = apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway)
         assert result.status == "applied", result.message
         labels_written = wh.query("SELECT object FROM audit_log WHERE plan_id = ? AND action = 'node.label'",
                                   [plan.id])["object"].to_list()
@@ -239,7 +249,7 @@ def test_dry_run_changes_nothing(kube, gateway, wh, k8s_settings, alice, fleet):
     plan = approved(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2))
     before = {n: kube.node(n)["metadata"]["resourceVersion"] for n in (n1, n2)}
     cm_before = kube.core.read_namespaced_config_map("mig-parted", ns).metadata.resource_version
-    result = apply(wh, plan.id, alice, k8s_settings, gateway, dry_run=True)
+    result = apply(wh, plan.id, principal=alice, settings=k8s_settings, cluster=gateway, dry_run=True)
     assert result.dry_run and result.ok
     kinds = sorted({(w.verb, w.object.split("/")[0]) for w in result.writes})
     assert kinds == [("evict", "Pod"), ("patch", "ConfigMap"), ("patch", "Node")]
