@@ -1,8 +1,10 @@
-"""Roll a quota plan out to Kueue ClusterQueues without ever over-committing a cohort.
+"""Roll a quota plan out to a queue system's quota objects without ever over-committing a cohort.
 
-Kueue's `spec.resourceGroups` is an atomic list: a write replaces all of it, so each write reads
-the ClusterQueue, changes only the planned numbers and sends the whole list back with the
-resourceVersion it read.
+The queue system's part (where its objects live, how the planned numbers are found and set) is
+its `QuotaWriter` (`actuator.queues`, Kueue's ClusterQueues today, chosen by the kind the plan
+observed). For Kueue, `spec.resourceGroups` is an atomic list: a write replaces all of it, so
+each write reads the ClusterQueue, changes only the planned numbers and sends the whole list
+back with the resourceVersion it read.
 
 Steps of `apply_quota`:
 1. Group the plan's changes by ClusterQueue and split each queue's changes into decreases
@@ -20,23 +22,16 @@ Steps of `apply_quota`:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
-from gpuledger.actuator.context import RolloutContext
-from gpuledger.actuator.gateway import Obj, cluster_queue_ref
-from gpuledger.actuator.progress import QuotaProgress, QuotaStep
-from gpuledger.actuator.quantity import format_quantity, same_quantity
-from gpuledger.core.errors import ConflictingPlanError
+from gpuledger.actuator.queues import QuotaWriter, writer_for
+from gpuledger.actuator.rollout_context import RolloutContext
+from gpuledger.actuator.rollout_progress import QuotaProgress, QuotaStep
 
 if TYPE_CHECKING:
     from gpuledger.optimizer.plan import QuotaChange
-
-_FIELDS = (
-    ("nominalQuota", "nominal"), ("borrowingLimit", "borrowing_limit"), ("lendingLimit", "lending_limit"),
-)
 
 
 # 1. Entry points ----------------------------------------------------------------------------------
@@ -94,77 +89,31 @@ def plan_steps(changes: Sequence[QuotaChange]) -> list[QuotaStep]:
 # 2. Preflight and steps ---------------------------------------------------------------------------
 def _preflight(ctx: RolloutContext, changes: Sequence[QuotaChange]) -> None:
     """Step 2: every queue's final list, as a dry run (in dry-run mode this is all there is)."""
+    writer = writer_for(ctx.plan)
     with ctx.gateway.dry_run_only():
         for queue in dict.fromkeys(c.cluster_queue for c in changes):
             mine = [c for c in changes if c.cluster_queue == queue]
-            ctx.gateway.update(cluster_queue_ref(queue), partial(_mutation, changes=mine))
+            ctx.gateway.update(writer.ref(queue), partial(writer.mutation, changes=mine))
 
 
 def _run_steps(ctx: RolloutContext, prog: QuotaProgress, changes: Sequence[QuotaChange]) -> None:
     """Steps 3–5."""
+    writer: QuotaWriter = writer_for(ctx.plan)
+    field = writer.body_field
     for step in prog.steps:
         if step.done:
             continue
         mine = [c for c in changes if c.cluster_queue == step.cluster_queue
                 and is_decrease(c) == (step.phase == "decrease")]
-        ref = cluster_queue_ref(step.cluster_queue)
+        ref = writer.ref(step.cluster_queue)
         if step.cluster_queue not in prog.before:
-            prog.before[step.cluster_queue] = _groups(ctx.gateway.get(ref))
+            prog.before[step.cluster_queue] = writer.body(ctx.gateway.get(ref))
             ctx.checkpoint()
-        before, after, changed = ctx.gateway.update(ref, partial(_mutation, changes=mine))
-        before_groups = _groups(before)
+        before, after, changed = ctx.gateway.update(ref, partial(writer.mutation, changes=mine))
         ctx.record(
-            f"clusterqueue.{step.phase}", str(ref), before={"resourceGroups": before_groups},
-            after={"resourceGroups": _groups(after)},
+            f"{writer.object_kind.lower()}.{step.phase}", str(ref), before={field: writer.body(before)},
+            after={field: writer.body(after)},
             detail=None if changed else "already at the planned values",
         )
         step.done = True
         ctx.checkpoint()
-
-
-# 3. Changing only the planned numbers --------------------------------------------------------------
-def _mutation(obj: Obj, changes: Sequence[QuotaChange]) -> Obj | None:
-    """The merge patch replacing `spec.resourceGroups` with the planned numbers set, or None."""
-    name = obj["metadata"]["name"]
-    groups: list[Any] = copy.deepcopy(_groups(obj))
-    touched = False
-    for change in changes:
-        resource = _find(groups, change, name)
-        for api_field, attr in _FIELDS:
-            old, new = getattr(change, f"old_{attr}"), getattr(change, f"new_{attr}")
-            current = resource.get(api_field)
-            if same_quantity(current, _opt(new)):
-                continue
-            if not same_quantity(current, _opt(old)):
-                raise ConflictingPlanError(
-                    f"ClusterQueue/{name} flavor {change.flavor} resource {change.resource}: {api_field} is "
-                    f"{current!r}, the plan expected {_opt(old)!r} (or its target {_opt(new)!r}); re-plan"
-                )
-            if new is None:
-                resource.pop(api_field, None)
-            else:
-                resource[api_field] = format_quantity(new)
-            touched = True
-    return {"spec": {"resourceGroups": groups}} if touched else None
-
-
-def _find(groups: list[Any], change: QuotaChange, queue: str) -> dict[str, Any]:
-    for group in groups:
-        for flavor in group.get("flavors") or []:
-            if flavor.get("name") != change.flavor:
-                continue
-            for resource in flavor.get("resources") or []:
-                if resource.get("name") == change.resource:
-                    return cast(dict[str, Any], resource)
-    raise ConflictingPlanError(
-        f"ClusterQueue/{queue}: no flavor {change.flavor!r} with resource {change.resource!r} "
-        "any more; re-plan"
-    )
-
-
-def _groups(obj: Obj) -> list[Any]:
-    return list((obj.get("spec") or {}).get("resourceGroups") or [])
-
-
-def _opt(value: float | None) -> int | str | None:
-    return None if value is None else format_quantity(value)

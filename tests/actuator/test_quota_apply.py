@@ -14,7 +14,9 @@ Cases:
 - 409 mid-apply when the plan no longer holds: the other writer changed the planned quota; the
   re-read shows it, the plan fails with ConflictingPlanError and the other value is kept;
 - Kueue CRD validation: a borrowingLimit on a queue without a cohort is refused by the CRD's
-  CEL rule during the preflight dry run; InvalidError, plan `failed`, nothing written;
+  CEL rule during the preview (a dry run); InvalidError, nothing written, the plan stays
+  `approved` and a real apply is refused for want of a good preview;
+- every real apply follows a preview (the approval policy, `actuator.approval`);
 - dry run: the API server accepts every write with dryRun=All, nothing is stored, the plan stays
   `approved`;
 - an unapproved plan is never applied.
@@ -54,8 +56,14 @@ def cohort(k8s_cluster, kube):
 
 def approved(wh, settings, alice, plan):
     save_plan(wh, plan)
-    approve(wh, plan.id, alice, settings)
+    approve(wh, plan.id, principal=alice, settings=settings)
     return plan
+
+
+def preview_and_apply(wh, plan_id, alice, settings, cluster):
+    """The approval policy's order: a dry-run preview, then the real apply."""
+    apply(wh, plan_id, principal=alice, settings=settings, cluster=cluster, dry_run=True)
+    return apply(wh, plan_id, principal=alice, settings=settings, cluster=cluster)
 
 
 def rvs(kube, names):
@@ -72,7 +80,7 @@ def test_happy_path_decreases_first_and_rollback(k8s_cluster, kube, gateway, wh,
     plan = approved(wh, settings, alice, quota_plan(kube, changes))
     list_call = kube.custom.list_cluster_custom_object
     with Recorder(kube.api, list_call, {qa, qb, qc_}, *KUEUE) as seen:
-        result = apply(wh, plan.id, alice, settings, gateway)
+        result = preview_and_apply(wh, plan.id, alice, settings, gateway)
         wait_until(lambda: len(seen.events) >= 3, what="three stored writes")
         time.sleep(0.3)
     assert result.status == "applied" and result.ok
@@ -96,7 +104,7 @@ def test_happy_path_decreases_first_and_rollback(k8s_cluster, kube, gateway, wh,
     assert '"nominalQuota": 8' in rows[0]["before_state"] and '"nominalQuota": 4' in rows[0]["after_state"]
     assert {r["actor"] for r in rows} == {"alice"}
     # Rollback through the same path.
-    back = rollback(wh, plan.id, alice, settings, gateway)
+    back = rollback(wh, plan.id, principal=alice, settings=settings, cluster=gateway)
     assert back.status == "rolled_back"
     assert [gpu(kube, q) for q in (qa, qb, qc_)] == [8, 4, 4]
     assert load_record(wh, plan.id).status == "rolled_back"
@@ -105,14 +113,16 @@ def test_happy_path_decreases_first_and_rollback(k8s_cluster, kube, gateway, wh,
 def test_stale_plan_is_refused_and_nothing_written(kube, gateway, wh, settings, alice, cohort):
     name, (qa, qb, _) = cohort
     plan = approved(wh, settings, alice, quota_plan(kube, [qc(qa, 8, 4, cohort=name), qc(qb, 4, 8, cohort=name)]))
+    apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway, dry_run=True)  # the preview
+    previewed = len(gateway.writes)
     groups = kube.cq(qb)["spec"]["resourceGroups"]
     groups[0]["flavors"][0]["resources"][0]["nominalQuota"] = 5  # someone moved the cluster
     kube.patch_cq(qb, {"spec": {"resourceGroups": groups}})
     before = rvs(kube, [qa, qb])
     with pytest.raises(ConflictingPlanError, match=f"ClusterQueue/{qb}: changed since the plan was computed"):
-        apply(wh, plan.id, alice, settings, gateway)
+        apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway)
     assert rvs(kube, [qa, qb]) == before
-    assert gateway.writes == []
+    assert len(gateway.writes) == previewed and all(w.dry_run for w in gateway.writes)
     assert load_record(wh, plan.id).status == "stale"
 
 
@@ -140,7 +150,7 @@ def test_conflict_mid_apply_is_reapplied_when_the_plan_still_holds(k8s_cluster, 
     interfere = lambda: kube.patch_cq(qa, {"metadata": {"labels": {"owner": "someone-else"}}})  # noqa: E731
     with InterferingGateway(k8s_cluster.api_client(), f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{qa}",
                             interfere) as gw:
-        result = apply(wh, plan.id, alice, settings, gw)
+        result = preview_and_apply(wh, plan.id, alice, settings, gw)
     assert result.status == "applied"
     assert len(gw.real_patches) == 2  # the first real write got 409, the second went through
     assert gpu(kube, qa) == 6
@@ -161,7 +171,7 @@ def test_conflict_mid_apply_fails_when_the_plan_no_longer_holds(k8s_cluster, kub
         InterferingGateway(k8s_cluster.api_client(), path, interfere) as gw,
         pytest.raises(ConflictingPlanError, match="nominalQuota is 7, the plan expected 8"),
     ):
-        apply(wh, plan.id, alice, settings, gw)
+        preview_and_apply(wh, plan.id, alice, settings, gw)
     assert len(gw.real_patches) == 1
     assert gpu(kube, qa) == 7
     assert load_record(wh, plan.id).status == "failed"
@@ -180,10 +190,14 @@ def test_kueue_validation_error_stops_before_any_write(kube, gateway, wh, settin
         plan = approved(wh, settings, alice, quota_plan(kube, changes))
         before = rvs(kube, [lonely, other])
         with pytest.raises(InvalidError, match="borrowingLimit must be nil when cohort is empty"):
-            apply(wh, plan.id, alice, settings, gateway)
+            apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway, dry_run=True)
         assert rvs(kube, [lonely, other]) == before
-        assert all(w.dry_run for w in gateway.writes)
-        assert load_record(wh, plan.id).status == "failed"
+        assert gateway.writes and all(w.dry_run for w in gateway.writes)
+        # a failed preview moves nothing, and without a good preview no rollout starts
+        assert load_record(wh, plan.id).status == "approved"
+        with pytest.raises(PlanError, match=r"preview it \(dry run\) first"):
+            apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway)
+        assert rvs(kube, [lonely, other]) == before
     finally:
         for q in (lonely, other):
             kube.custom.delete_cluster_custom_object(*KUEUE[:2], KUEUE[2], q)
@@ -193,7 +207,7 @@ def test_dry_run_writes_nothing(kube, gateway, wh, settings, alice, cohort):
     name, (qa, qb, _) = cohort
     plan = approved(wh, settings, alice, quota_plan(kube, [qc(qa, 8, 4, cohort=name), qc(qb, 4, 8, cohort=name)]))
     before = rvs(kube, [qa, qb])
-    result = apply(wh, plan.id, alice, settings, gateway, dry_run=True)
+    result = apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway, dry_run=True)
     assert result.dry_run and result.ok
     assert sorted(w.object for w in result.writes) == sorted([f"ClusterQueue/{qa}", f"ClusterQueue/{qb}"])
     assert all(w.dry_run for w in result.writes)
@@ -208,5 +222,5 @@ def test_unapproved_plan_is_never_applied(kube, gateway, wh, settings, alice, co
     save_plan(wh, plan)
     before = rvs(kube, [qa])
     with pytest.raises(PlanError, match="approve it first"):
-        apply(wh, plan.id, alice, settings, gateway)
+        apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway)
     assert rvs(kube, [qa]) == before and gateway.writes == []
