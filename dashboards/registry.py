@@ -22,12 +22,14 @@ ROLE_NAMES = {"admin": "admins", "viewer": "viewers", "lead": "team leads"}
 
 @dataclass(frozen=True)
 class Page:
-    """One page: `render(ctx)` draws it for a principal holding one of `roles`."""
+    """One page: `render(ctx)` draws it for a principal holding one of `roles`; anyone else
+    is told they "may not see `what`"."""
 
     path: str
     title: str
     roles: frozenset[str]
     render: Callable[[PageContext], Any]
+    what: str
 
     @property
     def nav_id(self) -> str:
@@ -41,15 +43,15 @@ class Page:
         """The page, or `AccessDeniedError` when the principal holds none of its roles."""
         if not self.allows(ctx.principal):
             who = " and ".join(ROLE_NAMES[r] for r in ROLE_NAMES if r in self.roles)
-            refuse(ctx.principal, f"the {self.title} page ({who} only)")
+            refuse(ctx.principal, f"{self.what} ({who} only)")
         return self.render(ctx)
 
 
 PAGES: tuple[Page, ...] = (
-    Page("/team", "My team", EVERY_ROLE, team.show),
-    Page("/fleet", "Fleet", FLEET_ROLES, fleet.show),
-    Page("/queues", "Queues", EVERY_ROLE, queues.show),
-    Page("/plans", "Plans", FLEET_ROLES, plans.show),
+    Page("/team", "My team", EVERY_ROLE, team.show, what="any team's page"),
+    Page("/fleet", "Fleet", FLEET_ROLES, fleet.show, what="the fleet page"),
+    Page("/queues", "Queues", EVERY_ROLE, queues.show, what="queues"),
+    Page("/plans", "Plans", FLEET_ROLES, plans.show, what="plans"),
 )
 """In navigation order; the first is where unknown paths land."""
 _BY_PATH = {page.path: page for page in PAGES}
