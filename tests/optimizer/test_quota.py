@@ -33,9 +33,9 @@ import pytest
 from gpuledger.core.config import Settings, TeamSettings
 from gpuledger.core.errors import InputError
 from gpuledger.optimizer.plan import QuotaChanges, state_hash
+from gpuledger.optimizer.queues.kueue import queue_from_object
 from gpuledger.optimizer.quota import QuotaOptions, plan_quota
 from gpuledger.optimizer.quota_forecast import forecast
-from gpuledger.optimizer.queues.kueue import queue_from_object
 from gpuledger.optimizer.quota_input import (
     GPU,
     Quota,
