@@ -9,7 +9,7 @@ which would make every MIG plan stale within minutes for reasons the plan does n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,21 +43,25 @@ class Drift:
         return f"{self.object}: {self.reason}"
 
 
+Reader = Callable[[ClusterGateway, str], Obj]
+Part = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+_LIVE: dict[str, tuple[Reader, Part]] = {
+    "Node": (lambda gateway, name: gateway.get_node(name), node_state),
+    "ClusterQueue": (lambda gateway, name: gateway.get_cluster_queue(name), cluster_queue_state),
+}
+"""Observed kind → how to read the live object and which part of it a plan depends on."""
+
+
 def live_state(gateway: ClusterGateway, observed: ObservedObject) -> str | None:
     """`state_hash` of the live object, or None when it is gone; `KeyError` for unknown kinds."""
     from gpuledger.optimizer.plan import state_hash
 
-    obj: Obj
+    read, part = _LIVE[observed.kind]
     try:
-        if observed.kind == "Node":
-            obj = gateway.get_node(observed.name)
-            return state_hash(node_state(obj))
-        if observed.kind == "ClusterQueue":
-            obj = gateway.get_cluster_queue(observed.name)
-            return state_hash(cluster_queue_state(obj))
+        return state_hash(part(read(gateway, observed.name)))
     except NotFoundError:
         return None
-    raise KeyError(observed.kind)
 
 
 def drift(gateway: ClusterGateway, plan: Plan) -> list[Drift]:

@@ -21,6 +21,8 @@ from gpuledger.core.errors import ConflictingPlanError, NotFoundError
 
 @dataclass(frozen=True)
 class PodToEvict:
+    """A pod the plan names on a node, and whether the plan allows evicting it."""
+
     namespace: str
     pod: str
     evictable: bool = True
@@ -40,6 +42,8 @@ class NodeTarget:
 
 
 def cordon(ctx: RolloutContext, node: str) -> None:
+    """Mark the node unschedulable so nothing new lands on GPUs about to be reconfigured."""
+
     def mutate(obj: Obj) -> Obj | None:
         return None if (obj.get("spec") or {}).get("unschedulable") else {"spec": {"unschedulable": True}}
 
@@ -103,6 +107,7 @@ def evict(ctx: RolloutContext, target: NodeTarget) -> str | None:
 
 
 def still_there(ctx: RolloutContext, namespace: str, pod: str, uid: str) -> bool:
+    """Whether the evicted pod (this uid: a re-created namesake does not count) still exists."""
     try:
         live = ctx.gateway.get(pod_ref(namespace, pod))
     except NotFoundError:
@@ -111,6 +116,7 @@ def still_there(ctx: RolloutContext, namespace: str, pod: str, uid: str) -> bool
 
 
 def uses_gpu(pod: Mapping[str, Any]) -> bool:
+    """Whether a container requests or limits a whole GPU or a MIG device (rollback evicts those)."""
     for container in (pod.get("spec") or {}).get("containers") or []:
         resources = container.get("resources") or {}
         for section in ("requests", "limits"):
@@ -121,6 +127,8 @@ def uses_gpu(pod: Mapping[str, Any]) -> bool:
 
 
 def set_label(ctx: RolloutContext, target: NodeTarget, record: NodeProgress) -> None:
+    """Select the target mig-parted entry; refuse (re-plan) when someone else moved the label."""
+
     def mutate(obj: Obj) -> Obj | None:
         current = labels(obj).get(MIG_CONFIG_LABEL)
         if current == target.target:
@@ -140,6 +148,8 @@ def set_label(ctx: RolloutContext, target: NodeTarget, record: NodeProgress) -> 
 
 
 def restore_label(ctx: RolloutContext, target: NodeTarget, record: NodeProgress) -> None:
+    """Put the before-label back, unless it is back already or someone else owns the label now."""
+
     def mutate(obj: Obj) -> Obj | None:
         current = labels(obj).get(MIG_CONFIG_LABEL)
         if current == record.before_mig_config or current != target.target:
