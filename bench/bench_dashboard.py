@@ -9,7 +9,7 @@
    shifted), because simulating 30 days takes about half an hour here while the volume is what
    the page cost depends on. Two plans are stored for the Plans page.
 2. Snapshot. The time the app takes to copy the warehouse into its private snapshot (no lock
-   is taken: see `dashboards.store`), and the file size; then the background warm-up that
+   is taken: see `warehouse.snapshot_store`), and the file size; then the background warm-up that
    follows every new snapshot (`ReadModel.warm`: the month's bills, heatmap, queues, idle,
    token costs, recommendations), step by step. Pages keep being served from the previous
    snapshot meanwhile.
