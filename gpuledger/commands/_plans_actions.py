@@ -14,7 +14,7 @@ import getpass
 import json
 from typing import TYPE_CHECKING, Any
 
-from gpuledger.context import Context
+from gpuledger.command_context import Context
 
 if TYPE_CHECKING:
     from gpuledger.core.access import Principal

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, get_args
 
-from gpuledger.context import Context
+from gpuledger.command_context import Context
 
 
 def _list(args: argparse.Namespace, ctx: Context) -> int:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from gpuledger.command_context import Context
 from gpuledger.commands import AddCommand
-from gpuledger.context import Context
 
 
 def _no_verb(args: argparse.Namespace, ctx: Context) -> int:
