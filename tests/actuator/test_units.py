@@ -29,9 +29,9 @@ from kubernetes import client
 
 from gpuledger.actuator.gateway import ClusterGateway, EvictionBlockedError, RetryPolicy, map_status, node_ref
 from gpuledger.actuator.migconfig import expected_mig_resources, mig_allocatable, with_entries
-from gpuledger.actuator.rollout_progress import MigProgress, NodeProgress, Progress, QuotaProgress, QuotaStep
 from gpuledger.actuator.quantity import format_quantity, parse_quantity, same_quantity
 from gpuledger.actuator.quota_rollout import plan_steps
+from gpuledger.actuator.rollout_progress import MigProgress, NodeProgress, Progress, QuotaProgress, QuotaStep
 from gpuledger.core.errors import (
     ClusterError,
     ConflictError,
