@@ -4,9 +4,6 @@ The collector stores the team it resolved in `namespaces.team`. The bill resolve
 the same rule (`core.teams`: team label, then `Settings.teams.fallback`), so a rule added after
 collection (or a namespace the inventory never saw) still lands on a team without
 re-collecting. A stored team wins; what stays without a team is billed as `unattributed`.
-
-The special bill line names are re-exported from `analytics.special_lines` (their home) for
-the importers that still read them here (`analytics.bill`, `analytics.lines`).
 """
 
 from __future__ import annotations
@@ -15,17 +12,10 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from gpuledger.analytics.special_lines import SPECIAL_LINES, SpecialLine
 from gpuledger.core.config import Settings
 from gpuledger.core.teams import fallback_team, resolve_team, stored_labels
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.teams import namespace_rows
-
-UNATTRIBUTED: str = SpecialLine.UNATTRIBUTED.value
-UNALLOCATED: str = SpecialLine.UNALLOCATED.value
-SHARING_DISCOUNT: str = SpecialLine.SHARING_DISCOUNT.value
-
-__all__ = ["SHARING_DISCOUNT", "SPECIAL_LINES", "UNALLOCATED", "UNATTRIBUTED", "team_table"]
 
 
 def team_table(wh: Warehouse, namespaces: Iterable[str], settings: Settings) -> pl.DataFrame:

@@ -83,7 +83,7 @@ def generate(path: Path, gpus: int, days: int) -> dict[str, Any]:
         wh.con.execute("UPDATE pods SET end_ts = ? WHERE end_ts >= ?", [end, late])
         wh.con.execute("UPDATE mig_instances SET end_ts = ? WHERE end_ts >= ?", [end, late])
         wh.con.execute("INSERT OR REPLACE INTO watermarks VALUES ('card_hours_hourly', ?, now())", [end])
-        from gpuledger.optimizer.plan import save_plan
+        from gpuledger.optimizer.plan_store import save_plan
         from tests.dashboards.conftest import demo_plans
 
         for plan in demo_plans():

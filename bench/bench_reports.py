@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.common import peak_rss_mib, timed, write_result
 from gpuledger.core.config import Settings
-from gpuledger.core.window import Window
+from gpuledger.core.period import Period
 
 PERIOD = "2024-11"
 
@@ -28,7 +28,7 @@ def _load(path: Path, gpus: int, step: timedelta) -> int:
     from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import LoadBatch, Warehouse
 
-    sim = Simulation(FleetSpec.default(gpus=gpus), Window.month(PERIOD, step), seed=7)
+    sim = Simulation(FleetSpec.default(gpus=gpus), Period.exact(PERIOD).window_at(step), seed=7)
     rows = 0
     with Warehouse.open(path) as wh:
         wh.load(LoadBatch(sim.inventory()))
@@ -58,7 +58,7 @@ def main() -> None:
         wh_path = Path(tmp) / "bench.duckdb"
         samples, load_s = timed(lambda: _load(wh_path, args.gpus, timedelta(minutes=args.step_min)))
         with Warehouse.open(wh_path, read_only=True) as wh:
-            window = Window.month(PERIOD)
+            window = Period.exact(PERIOD).window
             compute_bill(wh, window, settings, ("team", "model", "sharing_mode"))  # warm caches
             _, bill_s = timed(lambda: compute_bill(wh, window, settings, ("team", "model", "sharing_mode")))
             result, report_s = timed(lambda: issue_monthly(wh, settings, PERIOD, Path(tmp) / "out", now=now))

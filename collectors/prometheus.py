@@ -23,13 +23,14 @@ from datetime import datetime
 
 import polars as pl
 
-from gpuledger.collectors import dcgm, inventory, kueue_metrics, vllm
+from gpuledger.collectors import dcgm, inventory, vllm
 from gpuledger.collectors.chunks import Chunk, plan_chunks
 from gpuledger.collectors.ksm import QUEUE_LABEL, namespaces_from_vector, pods_from_frames
 from gpuledger.collectors.prom_http import PromHttp
 from gpuledger.collectors.prom_parse import Matrix, parse_matrix
 from gpuledger.collectors.promql import NODE_LABELS, Shard, duration, latest, make_shards, selector
 from gpuledger.collectors.quality import Quality
+from gpuledger.collectors.queues import QueueCollector, queue_collector
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.frames import DCGM_FIELDS
 from gpuledger.core.window import Window, parse_duration
@@ -69,8 +70,10 @@ class PrometheusCollector:
     def __init__(
         self, url: str, settings: Settings, *, now: Callable[[], datetime] = utcnow,
         namespaces_from_metrics: bool = True, backoff_s: float = 0.5,
+        queues: QueueCollector | None = None,
     ) -> None:
         self.settings = settings
+        self.queues = queues or queue_collector()
         self.prom = settings.prometheus
         self.http = PromHttp(url, self.prom, backoff_s=backoff_s)
         self.now = now
@@ -120,9 +123,9 @@ class PrometheusCollector:
         for metric, column in vllm.METRICS.items():
             pending.futures[f"tok|{column}"] = self._pool.submit(
                 self._fetch, latest(metric, step), chunk, vllm.LABELS)
-        for column, query in kueue_metrics.queries(step).items():
+        for column, query in self.queues.metric_queries(step).items():
             pending.futures[f"queue|{column}"] = self._pool.submit(
-                self._fetch, query, chunk, kueue_metrics.LABELS)
+                self._fetch, query, chunk, self.queues.metric_labels)
         requests = (
             f"sum by ({', '.join(REQUEST_LABELS)}) ("
             + latest(selector("kube_pod_container_resource_requests", 'resource=~"nvidia_com_.*"'), step)
@@ -166,7 +169,7 @@ class PrometheusCollector:
         gpu_fields = _group(results, "gpu")
         build = dcgm.build_gpu_samples(gpu_fields, chunk, now, self.prom.pod_labels, quality)
         tokens = vllm.build_token_samples(_group(results, "tok"), chunk, now, quality)
-        queues = kueue_metrics.build_queue_samples(_group(results, "queue"), chunk, now, quality)
+        queues = self.queues.queue_samples(_group(results, "queue"), chunk, now, quality)
         gpus = inventory.gpus_from_devices(build.devices)
         frames = {
             "gpu_samples": build.samples,

@@ -100,7 +100,8 @@ class PlanError(GpuledgerError):
 
 
 class ConflictingPlanError(PlanError):
-    """The cluster moved since the plan was computed; re-plan before applying."""
+    """The plan cannot move as asked: the cluster moved since it was computed (re-plan), or another
+    action changed its status first (re-read it)."""
 
 
 class SolverError(PlanError):

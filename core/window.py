@@ -78,13 +78,6 @@ class Window:
             raise InputError(f"window step {self.step}: must be positive")
 
     @classmethod
-    def month(cls, period: str, step: timedelta = timedelta(minutes=1)) -> Window:
-        """The calendar month `YYYY-MM` in UTC (month arithmetic lives in `core.period`)."""
-        from gpuledger.core.period import Period
-
-        return Period.exact(period).window_at(step)
-
-    @classmethod
     def parse(cls, start: str, end: str, step: str = "60s") -> Window:
         return cls(parse_instant(start), parse_instant(end), parse_duration(step))
 
@@ -95,13 +88,6 @@ class Window:
     @property
     def hours(self) -> float:
         return self.duration.total_seconds() / 3600
-
-    @property
-    def period(self) -> str:
-        """`YYYY-MM` of the start (the billing period label)."""
-        from gpuledger.core.period import Period
-
-        return str(Period.of(self.start))
 
     def contains(self, moment: datetime) -> bool:
         return self.start <= as_utc(moment) < self.end

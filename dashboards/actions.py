@@ -33,8 +33,8 @@ from gpuledger.actuator.approval import PREVIEW_VALID
 from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
-from gpuledger.dashboards.store import SnapshotStore, WarehouseBusyError
 from gpuledger.warehouse import LoadBatch, LoadStats, Warehouse
+from gpuledger.warehouse.snapshot_store import SnapshotStore, WarehouseBusyError
 
 PREVIEW_VALID_S = int(PREVIEW_VALID.total_seconds())
 MAX_REASON = 500

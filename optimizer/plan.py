@@ -262,21 +262,3 @@ def new_plan_id(kind: str, created_at: datetime, fingerprint: str, body_hint: st
     """`mig-20261105-120000-3fa2c1`: kind, UTC creation time and a short content hash."""
     digest = hashlib.sha256(f"{fingerprint}|{body_hint}|{created_at.isoformat()}".encode()).hexdigest()
     return f"{kind}-{created_at:%Y%m%d-%H%M%S}-{digest[:6]}"
-
-
-_MOVED = {
-    "plan_status": ("EXPIRABLE", "STATUSES", "TERMINAL", "TRANSITIONS", "PlanStatus", "check_transition"),
-    "plan_store": ("PlanRecord", "expire_plans", "list_plans", "load_plan", "load_record", "save_plan",
-                   "set_status"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    """Transitional: the lifecycle and the store moved out of the contract (see the module
-    docstring); importers not yet updated still find them here, loaded only when asked for."""
-    import importlib
-
-    for module, names in _MOVED.items():
-        if name in names:
-            return getattr(importlib.import_module(f"gpuledger.optimizer.{module}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

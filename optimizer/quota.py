@@ -37,7 +37,7 @@ from gpuledger.optimizer.plan import (
     state_hash,
 )
 from gpuledger.optimizer.quota_forecast import LEVELS, Forecast, forecast
-from gpuledger.optimizer.quota_input import GPU, Quota, QuotaInputs
+from gpuledger.optimizer.quota_input import QuotaInputs
 from gpuledger.optimizer.quota_model import (
     POINTS,
     QuotaProblem,
@@ -47,6 +47,7 @@ from gpuledger.optimizer.quota_model import (
     solve_quotas,
 )
 from gpuledger.optimizer.quota_replay import QuotaSet, ReplayResult, replay
+from gpuledger.optimizer.quota_spec import GPU, Quota
 
 
 @dataclass(frozen=True)

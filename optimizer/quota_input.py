@@ -17,9 +17,7 @@ Sources: a queues file (`--queues`, YAML) plus a history CSV (`--history`), or t
 from __future__ import annotations
 
 import json
-import re
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -32,40 +30,11 @@ from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM
 from gpuledger.core.yamlfile import load_yaml_file
 from gpuledger.optimizer.plan_render import duration_text
 from gpuledger.optimizer.queues import QuotaReader, quota_reader
+from gpuledger.optimizer.quota_spec import QueueSpec, default_capacity, parse_quantity
 from gpuledger.warehouse.queries.optimizer import last_queue_sample, queue_objects, queue_samples_after
 
 if TYPE_CHECKING:
     from gpuledger.warehouse import Warehouse
-
-Key = tuple[str, str]
-"""(flavor, resource)."""
-GPU = "nvidia.com/gpu"
-
-
-@dataclass(frozen=True, slots=True)
-class Quota:
-    nominal: float
-    borrowing_limit: float | None = None
-    lending_limit: float | None = None
-
-
-@dataclass(frozen=True)
-class QueueSpec:
-    """One ClusterQueue: its cohort, fair-sharing weight and quota per (flavor, resource)."""
-
-    name: str
-    cohort: str | None
-    weight: float
-    quotas: Mapping[Key, Quota]
-    resource_groups: tuple[dict[str, Any], ...]
-    resource_version: str | None = None
-    team: str | None = None
-
-    @property
-    def pool(self) -> str:
-        """Queues without a cohort share with nobody: each is its own pool."""
-        return self.cohort or f"(no cohort: {self.name})"
-
 
 @dataclass(frozen=True)
 class QuotaInputs:
@@ -87,37 +56,6 @@ class QuotaInputs:
             if q.name == name:
                 return q
         raise InputError(f"ClusterQueue {name!r} is not among the inputs")
-
-
-# 1. Quantities and resources -------------------------------------------------------------------
-_QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(m|k|M|G|Ki|Mi|Gi)?$")
-_SUFFIX = {None: 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi": 1024.0**2,
-           "Gi": 1024.0**3}
-
-
-def parse_quantity(value: Any, where: str) -> float:
-    if isinstance(value, bool) or value is None:
-        raise InputError(f"{where}: expected a quantity, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        raise InputError(f"{where}: {value!r} is not a Kubernetes quantity (e.g. 8, 500m)")
-    return float(match.group(1)) * _SUFFIX[match.group(2)]
-
-
-def is_gpu_resource(name: str) -> bool:
-    """Resources the quota optimizer plans: whole GPUs and MIG instances."""
-    return name == GPU or name.startswith("nvidia.com/mig-")
-
-
-def default_capacity(queues: Sequence[QueueSpec]) -> dict[tuple[str, str, str], float]:
-    """Sum of current nominal quotas per (cohort, flavor, resource)."""
-    cap: dict[tuple[str, str, str], float] = defaultdict(float)
-    for q in queues:
-        for (f, r), quota in q.quotas.items():
-            cap[(q.pool, f, r)] += quota.nominal
-    return dict(cap)
 
 
 def check_history(frame: pl.DataFrame, where: str) -> tuple[pl.DataFrame, timedelta]:

@@ -26,7 +26,8 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 
-from gpuledger.optimizer.quota_input import Quota, QuotaInputs
+from gpuledger.optimizer.quota_input import QuotaInputs
+from gpuledger.optimizer.quota_spec import Quota
 
 QuotaSet = Mapping[tuple[str, str, str], Quota]
 """(cluster_queue, flavor, resource) → quota."""

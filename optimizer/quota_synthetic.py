@@ -16,7 +16,8 @@ import numpy as np
 import polars as pl
 
 from gpuledger.optimizer.queues.kueue import queue_from_object
-from gpuledger.optimizer.quota_input import GPU, QueueSpec, QuotaInputs, check_history, default_capacity
+from gpuledger.optimizer.quota_input import QuotaInputs, check_history
+from gpuledger.optimizer.quota_spec import GPU, QueueSpec, default_capacity
 
 
 def synthetic_quota_inputs(

@@ -14,7 +14,7 @@ from gpuledger.commands import AddCommand
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.demo import DemoOptions, run_demo
+    from gpuledger.commands._demo_pipeline import DemoOptions, run_demo
 
     options = DemoOptions(
         gpus=args.gpus, period=args.period, seed=args.seed, out_dir=args.out,

@@ -25,8 +25,8 @@ def _no_kind(args: argparse.Namespace, ctx: Context) -> int:
 
 def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
     """Store (unless --no-save) and print."""
-    from gpuledger.optimizer.plan import save_plan
     from gpuledger.optimizer.plan_render import plan_json, render_plan
+    from gpuledger.optimizer.plan_store import save_plan
 
     status = None
     if not args.no_save:

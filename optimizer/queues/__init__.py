@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, Registry
 
 if TYPE_CHECKING:
-    from gpuledger.optimizer.quota_input import QueueSpec, Quota
+    from gpuledger.optimizer.quota_spec import QueueSpec, Quota
     from gpuledger.warehouse import Warehouse
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gpuledger.analytics.queue_teams import queue_owners
 from gpuledger.core.errors import InputError
 from gpuledger.optimizer.queues import READERS
-from gpuledger.optimizer.quota_input import GPU, Key, QueueSpec, Quota, is_gpu_resource, parse_quantity
+from gpuledger.optimizer.quota_spec import GPU, Key, QueueSpec, Quota, is_gpu_resource, parse_quantity
 from gpuledger.warehouse.queries.optimizer import pod_requests_by_queue
 
 if TYPE_CHECKING:

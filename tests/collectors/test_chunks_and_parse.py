@@ -30,10 +30,10 @@ from gpuledger.collectors.ksm import resource_name
 from gpuledger.collectors.prom_parse import _split_matrix, parse_matrix
 from gpuledger.collectors.promql import Shard, make_shards, quote, regex_any
 from gpuledger.collectors.screen import screen
-from gpuledger.collectors.teams import ksm_label, resolve_team
 from gpuledger.collectors.vllm import counter_increase
 from gpuledger.core.config import FallbackRule, TeamSettings
 from gpuledger.core.errors import SourceError
+from gpuledger.core.teams import ksm_label, resolve_team
 from gpuledger.core.window import Window
 
 T = datetime(2026, 3, 1, tzinfo=UTC)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuledger.core.config import AccessSettings, RoleBinding, Settings, TeamSettings, utcnow
+from gpuledger.core.period import Period
 from gpuledger.core.window import Window
 
 PERIOD = "2026-11"
@@ -99,7 +100,7 @@ def demo_plans() -> list[object]:
 
 
 def build_demo_warehouse(path: Path, gpus: int = 32) -> Path:
-    from gpuledger.optimizer.plan import save_plan
+    from gpuledger.optimizer.plan_store import save_plan
     from gpuledger.simulator.engine import Simulation
     from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import LoadBatch, Warehouse
@@ -139,8 +140,8 @@ def reference_bills(demo_source: Path) -> dict[tuple[str, tuple[str, ...]], obje
     out: dict[tuple[str, tuple[str, ...]], object] = {}
     with Warehouse.open(demo_source, read_only=True) as wh:
         for period in (PERIOD, PREVIOUS):
-            out[(period, ("team",))] = compute_bill(wh, Window.month(period), settings)
-        out[(PERIOD, ("team", "model"))] = compute_bill(wh, Window.month(PERIOD), settings, by=("team", "model"))
+            out[(period, ("team",))] = compute_bill(wh, Period.exact(period).window, settings)
+        out[(PERIOD, ("team", "model"))] = compute_bill(wh, Period.exact(PERIOD).window, settings, by=("team", "model"))
     return out
 
 

@@ -29,10 +29,9 @@ from gpuledger.optimizer.plan import (
     QuotaChanges,
     SolverInfo,
     fingerprint_of,
-    load_record,
-    save_plan,
     state_hash,
 )
+from gpuledger.optimizer.plan_store import load_record, save_plan
 from gpuledger.warehouse import Warehouse
 from tests.dashboards.conftest import admin_headers, settings_with_roles
 from tests.dashboards.test_http import callback, post

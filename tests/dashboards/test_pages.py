@@ -34,6 +34,7 @@ import pytest
 
 from gpuledger.core.access import Principal, resolve_roles
 from gpuledger.core.errors import AccessDeniedError, InputError
+from gpuledger.core.period import Period
 from gpuledger.dashboards.app import bill_csv
 from gpuledger.dashboards.callbacks import render_page
 from gpuledger.dashboards.pages import fleet, plans, queues, team
@@ -205,13 +206,12 @@ def test_token_costs_match_analytics(shared_app: Any, demo_source: Any) -> None:
     """Per team and model service; summed over teams they are what
     `analytics.tokens.token_costs` reports for the fleet (tokens, GPU cost, unit costs)."""
     from gpuledger.analytics.tokens import token_costs
-    from gpuledger.core.window import Window
     from gpuledger.warehouse import Warehouse
 
     mine = shared_app.data.token_costs(PERIOD)
     assert not mine.is_empty() and mine["team"].n_unique() > 1
     with Warehouse.open(demo_source, read_only=True) as wh:
-        fleet = token_costs(wh, Window.month(PERIOD), SETTINGS).by_model
+        fleet = token_costs(wh, Period.exact(PERIOD).window, SETTINGS).by_model
     summed = mine.group_by("model_name").agg(
         pl.col("prompt_tokens").sum(), pl.col("generation_tokens").sum(), pl.col("gpu_cost").sum())
     assert sorted(summed["model_name"].to_list()) == sorted(fleet["model_name"].to_list())

@@ -31,6 +31,7 @@ import pytest
 from gpuledger.core.access import resolve_roles
 from gpuledger.core.config import Settings, SharingSettings
 from gpuledger.core.mig import COMPUTE_SLICES, MEMORY_SLICES, catalog
+from gpuledger.core.period import Period
 from gpuledger.core.window import Window
 from gpuledger.dashboards.pages import fleet, queues, team
 from gpuledger.dashboards.pages.common import PageContext
@@ -66,7 +67,7 @@ def case(request: pytest.FixtureRequest, demo_source: Path,
         with Warehouse.open(prepared) as wh:
             wh.load(rollup_batch(wh, ROLLED_UP, SETTINGS))
     with Warehouse.open(prepared, read_only=True) as wh:
-        bill = compute_bill(wh, Window.month(PERIOD), SETTINGS)
+        bill = compute_bill(wh, Period.exact(PERIOD).window, SETTINGS)
     if request.param == "rollup":
         assert bill.source == "mixed"  # the bill itself read the roll-up for those hours
     served = folder / "served.duckdb"
@@ -152,7 +153,7 @@ def test_queue_views_weigh_mig_like_the_bill(case: tuple[Any, Any, Path], who: s
     with Warehouse.open(prepared, read_only=True) as wh:
         raw = wh.query(
             "SELECT ts, cluster_queue, resource, usage FROM queue_samples WHERE ts >= ? AND ts < ?",
-            [Window.month(PERIOD).start, Window.month(PERIOD).end],
+            [Period.exact(PERIOD).window.start, Period.exact(PERIOD).window.end],
         )
     assert raw["resource"].str.starts_with("nvidia.com/mig-").any()
     expected = (

@@ -19,6 +19,7 @@ import pytest
 from gpuledger.core.access import resolve_roles
 from gpuledger.core.config import PriceEntry, Settings, load_settings
 from gpuledger.core.errors import ConfigError
+from gpuledger.core.period import Period
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
 
@@ -66,12 +67,12 @@ def test_price_book_splits_at_effective_date():
         PriceEntry(model="H100-80GB", unit_price=3.0, effective_from=date(2026, 1, 1)),
         PriceEntry(model="H100-80GB", unit_price=2.0, effective_from=date(2026, 11, 16)),
     ))
-    spans = list(PriceBook(s).spans("H100-80GB", Window.month("2026-11")))
+    spans = list(PriceBook(s).spans("H100-80GB", Period.exact("2026-11").window))
     assert [(sp.start.day, sp.end.day if sp.end else None, sp.unit_price) for sp in spans] == [
         (1, 16, 3.0), (16, 1, 2.0),
     ]
     with pytest.raises(ConfigError, match="no price for GPU model 'T4'"):
-        list(PriceBook(s).spans("T4", Window.month("2026-11")))
+        list(PriceBook(s).spans("T4", Period.exact("2026-11").window))
     with pytest.raises(ConfigError, match="no price effective at 2025"):
         list(PriceBook(s).spans("H100-80GB", Window(datetime(2025, 12, 31, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC))))
 

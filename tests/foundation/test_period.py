@@ -11,7 +11,6 @@ import pytest
 
 from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period
-from gpuledger.core.window import Window
 
 
 def test_parse_and_str_round_trip():
@@ -51,7 +50,7 @@ def test_bounds_and_window():
     dec = Period.parse("2026-12")
     assert dec.start == datetime(2026, 12, 1, tzinfo=UTC)
     assert dec.end == datetime(2027, 1, 1, tzinfo=UTC)
-    assert dec.window == Window.month("2026-12")
+    assert dec.window == Period.exact("2026-12").window
     assert dec.window.step == timedelta(minutes=1)
     assert dec.window_at(timedelta(hours=1)).step == timedelta(hours=1)
     assert Period.of(datetime(2026, 12, 31, 23, 59, tzinfo=UTC)) == dec

@@ -10,11 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gpuledger.core.errors import InputError
+from gpuledger.core.period import Period
 from gpuledger.core.window import Window, parse_duration, parse_instant
 
 
 def test_month_windows_are_half_open_and_roll_the_year():
-    dec = Window.month("2026-12")
+    dec = Period.exact("2026-12").window
     assert dec.start == datetime(2026, 12, 1, tzinfo=UTC)
     assert dec.end == datetime(2027, 1, 1, tzinfo=UTC)
     assert dec.hours == 31 * 24
@@ -24,7 +25,7 @@ def test_month_windows_are_half_open_and_roll_the_year():
 @pytest.mark.parametrize("bad", ["2026-13", "26-01", "2026/01", ""])
 def test_bad_period_is_named(bad):
     with pytest.raises(InputError, match="expected YYYY-MM"):
-        Window.month(bad)
+        Period.exact(bad)
 
 
 def test_naive_times_are_refused():

@@ -47,7 +47,8 @@ from gpuledger.optimizer.mig_input import (
     fleet_from_dict,
 )
 from gpuledger.optimizer.mig_synthetic import random_demand, random_fleet
-from gpuledger.optimizer.plan import MigChanges, Plan, load_plan, save_plan
+from gpuledger.optimizer.plan import MigChanges, Plan
+from gpuledger.optimizer.plan_store import load_plan, save_plan
 from gpuledger.warehouse import Warehouse
 
 NOW = datetime(2026, 11, 5, tzinfo=UTC)

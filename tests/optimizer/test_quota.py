@@ -36,13 +36,7 @@ from gpuledger.optimizer.plan import QuotaChanges, state_hash
 from gpuledger.optimizer.queues.kueue import queue_from_object
 from gpuledger.optimizer.quota import QuotaOptions, plan_quota
 from gpuledger.optimizer.quota_forecast import forecast
-from gpuledger.optimizer.quota_input import (
-    GPU,
-    Quota,
-    QuotaInputs,
-    check_history,
-    default_capacity,
-)
+from gpuledger.optimizer.quota_input import QuotaInputs, check_history
 from gpuledger.optimizer.quota_model import (
     QuotaProblem,
     SeriesSpec,
@@ -50,6 +44,7 @@ from gpuledger.optimizer.quota_model import (
     solve_quotas,
 )
 from gpuledger.optimizer.quota_replay import replay
+from gpuledger.optimizer.quota_spec import GPU, Quota, default_capacity
 from gpuledger.optimizer.quota_synthetic import synthetic_quota_inputs
 
 START = datetime(2026, 10, 5, tzinfo=UTC)  # a Monday

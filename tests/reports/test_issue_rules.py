@@ -26,7 +26,7 @@ import polars as pl
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.context import Context
+from gpuledger.command_context import Context
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import ReportError
 from gpuledger.core.window import Window

@@ -39,7 +39,7 @@ from gpuledger.analytics.bill import compute_bill
 from gpuledger.cli import main
 from gpuledger.core.config import PriceEntry, Settings
 from gpuledger.core.errors import ReportError
-from gpuledger.core.window import Window
+from gpuledger.core.period import Period
 from gpuledger.reports.billing import empty_summary, month_bill
 from gpuledger.reports.compose import inputs_sha256
 from gpuledger.reports.manifest import sha256_file
@@ -80,8 +80,8 @@ def report(base_warehouse, tmp_path_factory):
     out = tmp_path_factory.mktemp("report-out")
     with Warehouse.open(base_warehouse, read_only=True) as wh:
         result = issue_monthly(wh, Settings(), PERIOD, out, now=NOW)
-        bill = compute_bill(wh, Window.month(PERIOD), Settings(), by=("team", "model", "sharing_mode"))
-        by_team = compute_bill(wh, Window.month(PERIOD), Settings(), by=("team",))
+        bill = compute_bill(wh, Period.exact(PERIOD).window, Settings(), by=("team", "model", "sharing_mode"))
+        by_team = compute_bill(wh, Period.exact(PERIOD).window, Settings(), by=("team",))
     return {"result": result, "folder": result.folder, "bill": bill, "by_team": by_team,
             "warehouse": base_warehouse}
 

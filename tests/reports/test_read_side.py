@@ -27,7 +27,7 @@ from gpuledger.warehouse.queries import reports as q
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
 SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE)\s", re.IGNORECASE)
-ROOF = ("gpuledger.cli", "gpuledger.commands", "gpuledger.demo", "gpuledger.pipeline")
+ROOF = ("gpuledger.cli", "gpuledger.commands", "gpuledger.pipeline")
 
 
 def _code_strings(tree: ast.AST) -> list[str]:

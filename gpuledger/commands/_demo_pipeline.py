@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,7 +61,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
     wh_path = options.warehouse or out / "gpuledger.duckdb"
     for stale in (wh_path, Path(f"{wh_path}.wal")):
         stale.unlink(missing_ok=True)
-    ctx.echo(f"gpuledger demo: {options.gpus} simulated GPUs, {window.period} "
+    ctx.echo(f"gpuledger demo: {options.gpus} simulated GPUs, {period} "
              f"({window.hours / 24:.0f} days at 1-minute resolution), warehouse {wh_path}")
     spec = FleetSpec.default(gpus=options.gpus)
     sim = Simulation(spec, window, seed=options.seed,
@@ -82,9 +83,9 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         # 5. The month's reports.
         from gpuledger.reports.monthly import issue_monthly
 
-        report = issue_monthly(wh, ctx.settings, window.period, out / "reports", now=utcnow())
+        report = issue_monthly(wh, ctx.settings, str(period), out / "reports", now=utcnow())
         ctx.echo("")
-        ctx.echo(f"Reports for {window.period} ({report.status}): {report.folder}")
+        ctx.echo(f"Reports for {period} ({report.status}): {report.folder}")
         ctx.echo("  summary.csv, focus.csv, focus.parquet, one HTML + PDF statement per team, "
                  "fleet statement, manifest.json")
     # 4. Plans: the same code paths as `gpuledger optimize mig|quota` on this warehouse.
@@ -93,7 +94,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
     ctx.echo(f"demo finished in {time.perf_counter() - started:.0f}s; warehouse: {wh_path}")
     # 6. The dashboard.
     if options.serve:
-        _serve(demo_ctx, options, window.period)
+        _serve(demo_ctx, options, str(period))
     return 0
 
 
@@ -117,10 +118,24 @@ def _serve(ctx: Context, options: DemoOptions, period: str) -> None:
     )
 
 
-def _propose_plans(ctx: Context) -> None:
-    from gpuledger.cli import build_parser
+def _optimize_parser() -> argparse.ArgumentParser:
+    """The `optimize` command's own parser (the demo runs it as a user would, without the CLI)."""
+    from gpuledger.commands import Handler, optimize
 
-    parser = build_parser()
+    parser = argparse.ArgumentParser(prog="gpuledger")
+    sub = parser.add_subparsers()
+
+    def add_command(name: str, help: str, handler: Handler) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help)
+        cmd.set_defaults(handler=handler)
+        return cmd
+
+    optimize.register(add_command)
+    return parser
+
+
+def _propose_plans(ctx: Context) -> None:
+    parser = _optimize_parser()
     for kind in ("mig", "quota"):
         ctx.echo("")
         ctx.echo(f"Proposed {kind} plan (review it on the dashboard's Plans page or with "
