@@ -5,7 +5,7 @@ a writer holds the file and blocks a writer while it is open. A dashboard that k
 connection open, or queried the live file on every click, would stall collection; and
 `gpuledger collect --follow` holds the writer for as long as it runs, so a dashboard that
 needed a lock to read would never see fresh data. So (decision record:
-docs/decisions/dashboards-data-access.md):
+docs/decisions/0040-dashboards-data-access.md):
 
 1. A refresh (background thread, every `refresh_s`) stats the warehouse file and its WAL.
    When they changed, it copies both to a private snapshot *without taking any lock*, then

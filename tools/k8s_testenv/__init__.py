@@ -2,7 +2,7 @@
 
 `python -m tools.k8s_testenv build|up|down|status`; the pytest plugin is
 `tools.k8s_testenv.pytest_plugin` (fixture `k8s_cluster`). The folder is `k8s_testenv`, not
-`k8s-testenv`, because a hyphenated name cannot be imported (docs/decisions/k8s-package-name.md).
+`k8s-testenv`, because a hyphenated name cannot be imported (docs/decisions/0012-k8s-package-name.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Why pinned here: the build is keyed by these versions, so bumping one is a one-line change that
 makes the next `build` compile into a fresh cache folder while the old one stays usable.
 
-Choice (see docs/decisions/k8s-testenv-versions.md): the newest Kubernetes release whose Go
+Choice (see docs/decisions/0027-k8s-testenv-versions.md): the newest Kubernetes release whose Go
 dependency graph resolves from the module proxy, etcd at the minor Kubernetes itself requires
 (newest patch of that minor), and the Kueue release whose CRDs serve `kueue.x-k8s.io/v1beta2`.
 """
