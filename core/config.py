@@ -175,6 +175,16 @@ class ReportSettings(_Section):
     adjustment_lookback_months: int = Field(default=3, ge=0, le=36)
     schedule_grace_hours: float = Field(default=6.0, ge=0)
     schedule_backfill_months: int = Field(default=1, ge=1, le=36)
+    signing_key: SecretStr | None = Field(
+        default=None,
+        description="HMAC key that signs issued statements, so a changed file is detected; "
+        "write `${GPULEDGER_REPORT_KEY}` to keep it out of the file. Never logged.",
+    )
+    min_coverage: float = Field(
+        default=0.9, gt=0, le=1,
+        description="Share of a month's hours that must have samples before the month can be "
+        "finalized: a month with a collection outage is refused, not locked half-billed.",
+    )
 
 
 class Settings(_Section):

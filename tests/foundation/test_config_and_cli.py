@@ -28,7 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_example_file_validates(monkeypatch):
     monkeypatch.setenv("PROMETHEUS_TOKEN", "s3cret-token")
+    monkeypatch.setenv("GPULEDGER_REPORT_KEY", "s3cret-key")
     s = load_settings(REPO / "gpuledger.example.yaml")
+    assert s.reports.signing_key is not None
+    assert s.reports.signing_key.get_secret_value() == "s3cret-key"
+    assert s.reports.min_coverage == 0.9
     assert s.prometheus.auth_header is not None
     assert s.prometheus.auth_header.get_secret_value() == "Bearer s3cret-token"
     assert "s3cret" not in repr(s) and "s3cret" not in str(s.model_dump())
@@ -45,6 +49,8 @@ def test_no_file_gives_defaults():
     ("text", "expected"),
     [
         ("idle:\n  threshold: 2\n", r"idle\.threshold: Input should be less than or equal to 1"),
+        ("reports:\n  min_coverage: 0\n", r"reports\.min_coverage: Input should be greater than 0"),
+        ("reports:\n  min_coverage: 1.5\n", r"reports\.min_coverage: Input should be less than"),
         ("idle:\n  treshold: 0.1\n", r"idle\.treshold: Extra inputs are not permitted"),
         ("sharing:\n  discounts: {mig: 1.5}\n", r"sharing\.discounts: Value error, mig: discount factor"),
         ("prometheus:\n  step: 5 minutes\n", r"prometheus\.step"),
