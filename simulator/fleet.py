@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import gpu_model
 from gpuledger.core.yamlfile import load_yaml_file
+from gpuledger.simulator.field import FieldEffects
 
 WorkloadClass = Literal["training", "inference", "notebook", "batch_eval", "small_job"]
 WORKLOAD_CLASSES: tuple[WorkloadClass, ...] = (
@@ -155,6 +156,8 @@ class FleetSpec(_Model):
     )
     exporter: ExporterSpec = ExporterSpec()
     scenario: ScenarioSpec = ScenarioSpec()
+    field: FieldEffects = FieldEffects()
+    """Field mode (`simulator.field`): what real fleets do to telemetry; all off by default."""
 
     @model_validator(mode="after")
     def _unique(self) -> FleetSpec:
