@@ -1,0 +1,126 @@
+"""Read queries for freshness: how new the newest sample is, per source and overall.
+
+Why here: a watermark says how far a collector *asked*, not what it *got*: a collector whose
+exporter died keeps moving its watermark over windows that hold no rows, so a bill, a page or a
+report that showed only the watermark (or when a snapshot was copied) would look fresh while the
+data stopped. Every bill, page and report therefore states the newest *sample* time, read here,
+and `gpuledger status` shows both side by side with the gap between them.
+
+Raw samples are kept for a recent window only; older months live as the hourly roll-up. So the
+newest sample falls back to the roll-up's newest hour *end* (hour start + 1 h) when no raw sample
+is left, which is what a bill of a compacted month was computed from. Tables a store does not
+have (a serving store without raw samples) count as empty rather than failing the page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from gpuledger.core.window import as_utc
+
+if TYPE_CHECKING:
+    from gpuledger.warehouse.protocols import ReadableWarehouse
+
+SAMPLE_TABLES: tuple[str, ...] = ("gpu_samples", "token_samples", "queue_samples")
+"""Tables of raw samples, each with a `ts` per sample."""
+ROLLUP_TABLE = "card_hours_hourly"
+"""The hourly roll-up: its `ts` is an hour start, so its newest data ends one hour later."""
+ROLLUP_HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFreshness:
+    """One source's freshness.
+
+    `source` is a watermark source (`prometheus.gpu_samples`, `kubernetes`, `card_hours_hourly`)
+    or, for a sample table no watermark names, the table itself. `watermark` is where its
+    collector will resume (None when no watermark is stored); `newest_sample` the newest row it
+    loaded (None when its table is empty or it feeds no sample table, as `kubernetes`); `gap` is
+    `watermark - newest_sample`: how far the collector moved past its last data (None when either
+    is missing). A gap of more than a step or two means the collector runs but gets no data.
+    """
+
+    source: str
+    watermark: datetime | None
+    newest_sample: datetime | None
+    gap: timedelta | None
+
+
+def _tables(wh: ReadableWarehouse) -> set[str]:
+    frame = wh.query("SELECT table_name FROM information_schema.tables")
+    return {str(name) for (name,) in frame.iter_rows()}
+
+
+def _newest_ts(wh: ReadableWarehouse, table: str, before: datetime | None) -> datetime | None:
+    """Newest `ts` of `table` (strictly before `before` when given). `table` is one of the
+    module's constants, never a caller's string."""
+    if before is None:
+        value = wh.scalar(f"SELECT max(ts) FROM {table}")
+    else:
+        value = wh.scalar(f"SELECT max(ts) FROM {table} WHERE ts < ?", [as_utc(before)])
+    return as_utc(value) if value is not None else None
+
+
+def _rollup_end(wh: ReadableWarehouse, before: datetime | None) -> datetime | None:
+    """The end of the roll-up's newest hour (clamped to `before`: an hour that starts before it
+    covers data up to it, no further)."""
+    start = _newest_ts(wh, ROLLUP_TABLE, before)
+    if start is None:
+        return None
+    end = start + ROLLUP_HOUR
+    return min(end, as_utc(before)) if before is not None else end
+
+
+def newest_sample(wh: ReadableWarehouse, *, before: datetime | None = None) -> datetime | None:
+    """The newest GPU sample time (strictly before `before` when given, e.g. a period's end), or
+    the roll-up's newest hour end when no raw sample is left there; None for an empty store."""
+    tables = _tables(wh)
+    if "gpu_samples" in tables:
+        newest = _newest_ts(wh, "gpu_samples", before)
+        if newest is not None:
+            return newest
+    return _rollup_end(wh, before) if ROLLUP_TABLE in tables else None
+
+
+def _table_of(source: str) -> str | None:
+    """The table a watermark source loads: `prometheus.gpu_samples` → `gpu_samples`,
+    `card_hours_hourly` → itself; None for sources without one (`kubernetes` inventory)."""
+    table = source.rsplit(".", 1)[-1]
+    return table if table in (*SAMPLE_TABLES, ROLLUP_TABLE) else None
+
+
+def _newest_of(wh: ReadableWarehouse, table: str | None, tables: set[str]) -> datetime | None:
+    """Newest data of `table`; GPU samples fall back to the roll-up as `newest_sample` does."""
+    if table == "gpu_samples":
+        return newest_sample(wh)
+    if table is None or table not in tables:
+        return None
+    return _rollup_end(wh, None) if table == ROLLUP_TABLE else _newest_ts(wh, table, None)
+
+
+def _watermarks(wh: ReadableWarehouse, tables: set[str]) -> list[tuple[str, datetime]]:
+    if "watermarks" not in tables:
+        return []
+    frame = wh.query("SELECT source, watermark FROM watermarks ORDER BY source")
+    return [(str(s), as_utc(w)) for s, w in frame.iter_rows()]
+
+
+def source_freshness(wh: ReadableWarehouse) -> list[SourceFreshness]:
+    """One row per watermark source (sorted by name), then one per sample table that no
+    watermark source loads (e.g. a warehouse the simulator filled), in `SAMPLE_TABLES` order."""
+    tables = _tables(wh)
+    rows: list[SourceFreshness] = []
+    covered: set[str] = set()
+    for source, mark in _watermarks(wh, tables):
+        table = _table_of(source)
+        if table is not None:
+            covered.add(table)
+        newest = _newest_of(wh, table, tables)
+        gap = mark - newest if newest is not None else None
+        rows.append(SourceFreshness(source, mark, newest, gap))
+    for table in SAMPLE_TABLES:
+        if table in tables and table not in covered:
+            rows.append(SourceFreshness(table, None, _newest_of(wh, table, tables), None))
+    return rows
