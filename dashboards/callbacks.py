@@ -147,8 +147,8 @@ def _register_page(app: DashboardApp) -> None:
         return render_page(app, current_principal(), view)
 
     @dash_app.callback(Output("banner", "children"), Input("tick", "n_intervals"), Input("view", "data"))
-    def _banner(_n: int | None, _view: Any) -> str:
-        return shell.banner(app.store, app.data.serving_snapshot)
+    def _banner(_n: int | None, _view: Any) -> Any:
+        return shell.banner(app.store, app.data.serving_snapshot, data=app.data)
 
     @dash_app.callback(
         Output("bump", "data", allow_duplicate=True), Input("retry-tick", "n_intervals"),

@@ -9,15 +9,18 @@ it as a single callback whose inputs and outputs overlap, which Dash allows for 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from dash import dcc, html
 
 from gpuledger.core.access import Principal
+from gpuledger.core.config import utcnow
 from gpuledger.dashboards.access import role_label
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.dashboards.registry import PAGES, page_of
 from gpuledger.dashboards.state import ViewState
+from gpuledger.warehouse.queries import freshness
 from gpuledger.warehouse.snapshot_store import Snapshot, SnapshotStore
 
 FILTER_IDS = ("f-period", "f-team", "f-model")
@@ -127,16 +130,49 @@ def nav_visible(principal: Principal) -> list[dict[str, str]]:
     return [{} if page.allows(principal) else hidden for page in PAGES]
 
 
-def banner(store: SnapshotStore, serving: Snapshot | None = None) -> str:
+def newest_sample_of(data: ReadModel) -> datetime | None:
+    """The serving snapshot's newest sample time, read once per snapshot (the banner asks on
+    every tick)."""
+
+    def read() -> datetime | None:
+        with data.store.reader(data.serving()) as wh:
+            return freshness.newest_sample(wh)
+
+    return data.memo(("newest_sample",), read)
+
+
+def _freshness(newest: datetime | None, now: datetime) -> list[Any]:
+    """The newest sample time, and a warning when it is older than two collection intervals:
+    the snapshot's copy time alone would make a dead collector look fresh."""
+    if newest is None:
+        return [html.Span("No samples in the warehouse yet.", id="stale-warning", className="warning")]
+    parts: list[Any] = [f"Data as of {newest:%Y-%m-%d %H:%M:%S} UTC (newest sample)."]
+    if freshness.is_stale(newest, now):
+        limit = freshness.describe_age(freshness.STALE_INTERVALS * freshness.COLLECTION_INTERVAL)
+        parts.append(html.Span(
+            f" Stale: no new samples for {freshness.describe_age(now - newest)} (more than "
+            f"{limit}, two collection intervals); is collection running?",
+            id="stale-warning", className="warning",
+        ))
+    return parts
+
+
+def banner(
+    store: SnapshotStore, serving: Snapshot | None = None, *, data: ReadModel | None = None,
+    now: datetime | None = None,
+) -> list[Any] | str:
     """Where the numbers come from and how fresh they are (`serving`: the snapshot the pages
-    show, which may be older than the newest while that one is being prepared)."""
+    show, which may be older than the newest while that one is being prepared). With `data`
+    the banner states the newest sample time and warns when it is stale; the copy time says
+    only how old the snapshot is, not the data in it."""
     snap = serving or store.snapshot
     if snap is None:
         if store.busy_since is not None:
             return f"Warehouse busy (a collector is writing); retrying every {store.refresh_s:g} s."
         return store.last_error or "No data yet."
-    age = f"data as of {snap.taken_at:%Y-%m-%d %H:%M:%S} UTC"
+    copied = f"snapshot taken {snap.taken_at:%Y-%m-%d %H:%M:%S} UTC"
+    fresh = _freshness(newest_sample_of(data), now or utcnow()) if data is not None else []
     if store.busy_since is not None:
-        return (f"Warehouse busy since {store.busy_since:%H:%M:%S} UTC (a collector is writing): "
-                f"showing {age}; retrying every {store.refresh_s:g} s.")
-    return f"Showing {age}."
+        return [*fresh, f" Warehouse busy since {store.busy_since:%H:%M:%S} UTC (a collector is "
+                f"writing): showing the {copied}; retrying every {store.refresh_s:g} s."]
+    return [*fresh, f" Showing the {copied}."] if fresh else f"Showing the {copied}."

@@ -28,6 +28,13 @@ SAMPLE_TABLES: tuple[str, ...] = ("gpu_samples", "token_samples", "queue_samples
 ROLLUP_TABLE = "card_hours_hourly"
 """The hourly roll-up: its `ts` is an hour start, so its newest data ends one hour later."""
 ROLLUP_HOUR = timedelta(hours=1)
+COLLECTION_INTERVAL = timedelta(minutes=15)
+"""How often collection runs when nothing says otherwise: the collection CronJob's schedule
+(`deploy/cronjob-collect.yaml`, every 15 minutes). The settings have no collection-interval key,
+and `prometheus.step` is the sample grid, not how often a collector runs, so it is not used."""
+STALE_INTERVALS = 2
+"""Data is stale when the newest sample is older than this many collection intervals: one
+missed run is normal (a run may still be loading); two mean collection has stopped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,24 @@ class SourceFreshness:
     watermark: datetime | None
     newest_sample: datetime | None
     gap: timedelta | None
+
+
+def is_stale(newest: datetime | None, now: datetime, interval: timedelta = COLLECTION_INTERVAL) -> bool:
+    """True when there is no sample at all or the newest is older than two intervals."""
+    return newest is None or as_utc(now) - as_utc(newest) > STALE_INTERVALS * interval
+
+
+def describe_age(age: timedelta) -> str:
+    """A short human age: `3 d 4 h`, `2 h 5 min`, `12 min`, `40 s`."""
+    seconds = max(int(age.total_seconds()), 0)
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min" if minutes else f"{secs} s"
 
 
 def _tables(wh: ReadableWarehouse) -> set[str]:
