@@ -10,7 +10,9 @@ rows, which is what makes every load idempotent:
   the new spans with the stored spans of the same key that overlap or touch them (earliest
   start, latest end), so chunked collection stitches up, while a span that starts after a gap
   (a MIG instance recreated, a pod name reused) stays a span of its own;
-- `dimension`: rows keyed by `key`; a load replaces the row with that key;
+- `dimension`: rows keyed by `key`; a load replaces the row with that key, except columns whose
+  `merge` is `earliest`/`latest` (first/last seen), which keep the earlier/later of the stored and
+  the new value: loading another month must never move when a card was first or last seen;
 - `append`: rows are only ever added (the audit log).
 
 Timestamps are `TIMESTAMPTZ` in UTC; Polars frames carry `Datetime("us", "UTC")`. `gpu_i_id`
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 LoadKind = Literal["timeseries", "interval", "dimension", "append"]
+MergeRule = Literal["replace", "earliest", "latest"]
 WHOLE_GPU = -1
 """`gpu_i_id` of a sample or allocation that concerns the whole card."""
 
@@ -34,6 +37,8 @@ class Column:
     type: str
     nullable: bool = True
     doc: str = ""
+    merge: MergeRule = "replace"
+    """How a dimension load combines a new value with the stored one (see module docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +64,10 @@ class TableSpec:
         return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  " + ",\n  ".join(cols) + "\n)"
 
 
-def _c(name: str, type_: str, nullable: bool = True, doc: str = "") -> Column:
-    return Column(name, type_, nullable, doc)
+def _c(
+    name: str, type_: str, nullable: bool = True, doc: str = "", merge: MergeRule = "replace"
+) -> Column:
+    return Column(name, type_, nullable, doc, merge)
 
 
 TS = "TIMESTAMPTZ"
@@ -143,8 +150,8 @@ GPUS = TableSpec(
         _c("pool", "VARCHAR"),
         _c("sharing_mode", "VARCHAR", False, "exclusive | mig | timeslice | vgpu"),
         _c("replicas", "INTEGER", doc="time-slicing replicas per card"),
-        _c("first_seen", TS),
-        _c("last_seen", TS),
+        _c("first_seen", TS, merge="earliest"),
+        _c("last_seen", TS, merge="latest"),
     ),
     key=("uuid",),
 )
@@ -363,12 +370,30 @@ REPORT_LINES = TableSpec(
     doc="The summary lines of each finalized report issue: the baseline late data is measured against.",
 )
 
+REPORT_INTENTS = TableSpec(
+    "report_intents", "dimension",
+    (
+        _c("period", "VARCHAR", False),
+        _c("version", "INTEGER", False),
+        _c("recorded_at", TS, False, "when finalize sealed the folder, before renaming it"),
+        _c("manifest_sha256", "VARCHAR", False, "sha256 of the sealed manifest.json"),
+        _c("inputs_sha256", "VARCHAR", False),
+        _c("signature", "VARCHAR", doc="HMAC-SHA256 of the manifest (reports.signing_key); NULL unsigned"),
+        _c("previous_manifest_sha256", "VARCHAR", doc="the chain: manifest of the issue recorded before"),
+        _c("coverage", "DOUBLE", doc="share of the month's hours with samples"),
+        _c("path", "VARCHAR"),
+    ),
+    key=("period", "version"),
+    doc="What finalize is about to issue, recorded before the rename: the only folders crash "
+    "recovery may adopt are the ones whose manifest matches an intent.",
+)
+
 TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in (
         GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NAMESPACES, MIG_INSTANCES, PODS,
         ALLOCATIONS, CARD_HOURS_HOURLY, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG, WATERMARKS,
-        REPORT_ISSUES, REPORT_LINES,
+        REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS,
     )
 }
 

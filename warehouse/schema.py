@@ -6,10 +6,16 @@ lacks. Opening an older file applies the missing steps in one transaction; a fil
 is newer than `LATEST` is refused, because an older binary cannot know what the newer columns
 mean. `declared_ddl()` is what the steps must add up to: the tables `core.frames` declares,
 plus the objects it does not describe (`SUPPORT_DDL`); a test compares the two catalogs.
+
+Whose file: a writer creates gpuledger's tables only in an empty file or in one of its own
+(`gpuledger_meta` says `application = gpuledger`, or, for files from before that marker, the
+exact version-1 layout); another application's non-empty DuckDB file is refused untouched
+(`foreign_objects`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,9 +46,44 @@ LATEST = MIGRATIONS[-1][0]
 SUPPORT_DDL: tuple[str, ...] = (
     "CREATE SEQUENCE IF NOT EXISTS audit_seq START 1",
     "CREATE INDEX IF NOT EXISTS gpu_samples_ts ON gpu_samples (ts)",
+    "CREATE TABLE IF NOT EXISTS gpuledger_meta (\n  key VARCHAR NOT NULL,\n"
+    "  value VARCHAR NOT NULL,\n  PRIMARY KEY (key)\n)",
 )
-"""Objects of the latest schema that `core.frames` does not declare: the audit log's sequence
-and the time index on raw samples. A step that changes them changes this list too."""
+"""Objects of the latest schema that `core.frames` does not declare: the audit log's sequence,
+the time index on raw samples and the file marker table (v2). A step that changes them changes
+this list too."""
+
+MARKER_TABLE = "gpuledger_meta"
+_V1_TABLES = frozenset(
+    re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", STEPS[0].sql())
+)
+"""The tables of version 1, read from its frozen step: a file with exactly these and a
+`schema_version` row 1 was written by a gpuledger from before the marker."""
+
+
+def _names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE NOT internal AND NOT temporary "
+        "UNION SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary"
+    ).fetchall()
+    return {str(name) for (name,) in rows}
+
+
+def foreign_objects(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Tables and views of a file that is not gpuledger's (empty: new, or ours)."""
+    names = _names(con)
+    if not names:
+        return []
+    if MARKER_TABLE in names:
+        marked = con.execute(
+            f"SELECT count(*) FROM {MARKER_TABLE} WHERE key = 'application' AND value = 'gpuledger'"
+        ).fetchall()
+        return [] if marked[0][0] else sorted(names)
+    if "schema_version" in names and names >= _V1_TABLES:
+        first = con.execute("SELECT description FROM schema_version WHERE version = 1").fetchall()
+        if first and first[0][0] == "initial schema":
+            return []
+    return sorted(names)
 
 
 def declared_ddl() -> list[str]:

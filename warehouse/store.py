@@ -8,7 +8,12 @@ Why these rules:
    inside the batch first, last one wins).
 3. One writer: DuckDB takes an OS lock on the file; a second writer gets `WarehouseLockedError`
    with the path, never a corrupted file. Readers open with `read_only=True`.
-4. Several statements that must land together (a plan's status, its progress and its audit row)
+4. Whose file: DuckDB never installs or loads an extension behind our back (a SQLite file passed
+   as `--warehouse` would otherwise make it download `sqlite_scanner`), and a writer refuses a
+   non-empty file that is not gpuledger's (`schema.foreign_objects`) before creating anything.
+5. A dimension load replaces rows by key, except first/last-seen columns (`Column.merge`), which
+   keep the earliest/latest of stored and new: loading another month never rewrites history.
+6. Several statements that must land together (a plan's status, its progress and its audit row)
    run inside `with wh.transaction():`; loads and audit appends inside it join it instead of
    committing on their own, so a failure anywhere leaves none of them stored.
 
@@ -32,7 +37,13 @@ import polars as pl
 from gpuledger.core.errors import InputError, WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import TABLES, TableSpec, polars_schema
 from gpuledger.core.window import Window, as_utc
-from gpuledger.warehouse.schema import LATEST, current_version, migrate
+from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate
+
+DUCKDB_CONFIG: dict[str, Any] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
+"""Every connection: no extension is fetched or loaded implicitly (see module docstring, 4)."""
 
 
 @dataclass(frozen=True)
@@ -86,21 +97,13 @@ class Warehouse:
                 )
             if not read_only:
                 file.parent.mkdir(parents=True, exist_ok=True)
+        con = _connect(target, read_only)
         try:
-            con = duckdb.connect(target, read_only=read_only)
-        except duckdb.Error as exc:
-            if _lock_message(exc):
-                raise WarehouseLockedError(
-                    f"{target}: another process is writing this warehouse; one writer at a time "
-                    "(readers: use read-only access or `gpuledger export`)"
-                ) from None
-            raise WarehouseError(f"{target}: cannot open warehouse ({exc})") from None
-        con.execute("SET TimeZone = 'UTC'")
-        try:
+            con.execute("SET TimeZone = 'UTC'")
+            _require_ours(con, target)
             if read_only:
                 version = current_version(con)
                 if version != LATEST:
-                    con.close()
                     raise WarehouseError(
                         f"{target}: schema version {version}, this gpuledger expects {LATEST}; "
                         "open it once for writing (e.g. `gpuledger collect`) to migrate"
@@ -150,7 +153,14 @@ class Warehouse:
         replaced: dict[str, int] = {}
         with self.transaction():
             for name, frame in prepared.items():
-                replaced[name] = self._write(_spec(name), frame, batch.window)
+                try:
+                    replaced[name] = self._write(_spec(name), frame, batch.window)
+                except duckdb.Error as exc:  # the whole batch rolls back (transaction())
+                    first = str(exc).splitlines()[0]
+                    raise WarehouseError(
+                        f"{self.path}: load of {name} failed, nothing of this batch was stored "
+                        f"({first})"
+                    ) from exc
                 rows[name] = frame.height
             for source, moment in batch.watermarks.items():
                 self.con.execute(
@@ -186,32 +196,36 @@ class Warehouse:
         return self.con.execute(sql, params or []).fetchall()
 
     def _write(self, spec: TableSpec, frame: pl.DataFrame, window: Window | None) -> int:
-        cols = ", ".join(spec.column_names)
+        """Write one table's rows; the view is unregistered only on success, because after a
+        failed statement the transaction is aborted and unregistering would mask the error."""
         view = f"_load_{spec.name}"
-        self.con.register(view, frame)
-        try:
-            removed = 0
-            if spec.kind == "timeseries":
-                assert window is not None
-                removed = int(
-                    self.scalar(
-                        f"SELECT count(*) FROM {spec.name} WHERE ts >= ? AND ts < ?",
-                        [window.start, window.end],
-                    )
+        self.con.register(view, frame)  # replaced by the next load of this table if left behind
+        removed = self._write_view(spec, view, window)
+        self.con.unregister(view)
+        return removed
+
+    def _write_view(self, spec: TableSpec, view: str, window: Window | None) -> int:
+        cols = ", ".join(spec.column_names)
+        removed = 0
+        if spec.kind == "timeseries":
+            assert window is not None
+            removed = int(
+                self.scalar(
+                    f"SELECT count(*) FROM {spec.name} WHERE ts >= ? AND ts < ?",
+                    [window.start, window.end],
                 )
-                self.con.execute(
-                    f"DELETE FROM {spec.name} WHERE ts >= ? AND ts < ?", [window.start, window.end]
-                )
-                self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
-            elif spec.kind == "interval":
-                self._merge_intervals(spec, view)
-            elif spec.kind == "dimension":
-                self.con.execute(f"INSERT OR REPLACE INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
-            else:
-                self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
-            return removed
-        finally:
-            self.con.unregister(view)
+            )
+            self.con.execute(
+                f"DELETE FROM {spec.name} WHERE ts >= ? AND ts < ?", [window.start, window.end]
+            )
+            self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
+        elif spec.kind == "interval":
+            self._merge_intervals(spec, view)
+        elif spec.kind == "dimension":
+            self.con.execute(_dimension_insert(spec, view))
+        else:
+            self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
+        return removed
 
     def _merge_intervals(self, spec: TableSpec, view: str) -> None:
         """Coalesce new spans with stored spans of the same key that overlap or touch them.
@@ -273,6 +287,55 @@ class Warehouse:
     def _require_writer(self) -> None:
         if self.read_only:
             raise WarehouseError(f"{self.path}: opened read-only; this operation writes")
+
+
+def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with `DUCKDB_CONFIG`; errors as one-line `WarehouseError`s."""
+    try:
+        return duckdb.connect(target, read_only=read_only, config=DUCKDB_CONFIG)
+    except duckdb.Error as exc:
+        if _lock_message(exc):
+            raise WarehouseLockedError(
+                f"{target}: another process is writing this warehouse; one writer at a time "
+                "(readers: use read-only access or `gpuledger export`)"
+            ) from None
+        text = str(exc)
+        if "extension" in text.lower() or "not a valid DuckDB database" in text:
+            raise WarehouseError(
+                f"{target}: not a DuckDB warehouse file (another format, e.g. SQLite); "
+                "point --warehouse at a gpuledger DuckDB file or a new path"
+            ) from None
+        raise WarehouseError(f"{target}: cannot open warehouse ({text.splitlines()[0]})") from None
+
+
+def _require_ours(con: duckdb.DuckDBPyConnection, target: str) -> None:
+    """Refuse another application's DuckDB file before anything is created in it."""
+    foreign = foreign_objects(con)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise WarehouseError(
+            f"{target}: a DuckDB file of another application (holds {shown}; no gpuledger "
+            "schema marker); refusing to add gpuledger's tables to it: use a new path"
+        )
+
+
+def _dimension_insert(spec: TableSpec, view: str) -> str:
+    """`INSERT OR REPLACE` of a dimension batch; first/last-seen columns merged with the stored
+    row (`least`/`greatest` skip a NULL side), every other column replaced."""
+    cols = ", ".join(spec.column_names)
+    merging = [c for c in spec.columns if c.merge != "replace"]
+    if not merging:
+        return f"INSERT OR REPLACE INTO {spec.name} ({cols}) SELECT {cols} FROM {view}"
+    pick = {"earliest": "least", "latest": "greatest"}
+    select = ", ".join(
+        f"n.{c.name}" if c.merge == "replace" else f"{pick[c.merge]}(n.{c.name}, t.{c.name})"
+        for c in spec.columns
+    )
+    on = " AND ".join(f"t.{k} = n.{k}" for k in spec.key)
+    return (
+        f"INSERT OR REPLACE INTO {spec.name} ({cols}) "
+        f"SELECT {select} FROM {view} n LEFT JOIN {spec.name} t ON {on}"
+    )
 
 
 def _spec(name: str) -> TableSpec:

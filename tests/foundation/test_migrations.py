@@ -8,7 +8,8 @@ Cases:
   the catalogs differ, naming the column;
 - released steps are frozen (pinned checksums), numbered 1..N without gaps, each file listed;
 - a v1 file as the previous release wrote it (built here from literal SQL, with rows in it)
-  opens, stays at the latest version and keeps its rows; a later step migrates it in place
+  opens, is brought to the latest version (v2: the gpuledger marker row, the report intents
+  table) and keeps its rows; a later step migrates it in place
   (rows kept, the new column NULL), runs once, and a step that fails midway leaves it at v1.
 """
 
@@ -31,6 +32,7 @@ MIGRATIONS_DIR = Path(migrations.__file__).parent
 
 RELEASED_SHA256 = {
     "v001_initial.sql": "b73191fee8d7a76a0f42e21d283e293a4aceec6084d5ecacab2d33f5ace45868",
+    "v002_report_intents_and_marker.sql": "9f90e6d974d4a9797953bd506a8aa27e3730e607690137b894eada773a3d6d08",
 }
 """sha256 of every released step; a step is never edited once released (add a new one)."""
 
@@ -89,7 +91,7 @@ def test_all_steps_on_an_empty_file_equal_the_declared_schema(tmp_path: Path):
     for part in declared:
         assert migrated[part] == declared[part], part
     tables = {name for name, _ in migrated["tables"]}
-    assert tables == set(TABLES)
+    assert tables == {*TABLES, schema.MARKER_TABLE}
     assert [i[0] for i in migrated["indexes"]] == ["gpu_samples_ts"]
     assert [s[0] for s in migrated["sequences"]] == ["audit_seq"]
     with Warehouse.open(tmp_path / "migrated.duckdb", read_only=True) as wh:
@@ -162,6 +164,9 @@ def test_a_v1_file_from_the_previous_release_opens_with_its_rows(tmp_path: Path)
     with Warehouse.open(path) as wh:
         assert schema.current_version(wh.con) == schema.LATEST
         assert _rows(wh) == EXPECTED_ROWS
+        # v2 marked the file as gpuledger's and added the (empty) report intents.
+        assert wh.query("SELECT key, value FROM gpuledger_meta").rows() == [("application", "gpuledger")]
+        assert wh.count("report_intents") == 0
         assert wh.append_audit({"occurred_at": NOV, "actor": "bob", "action": "apply", "result": "ok"}) == 2
         ns = pl.DataFrame({"namespace": ["web"], "team": ["shop"], "labels": ["{}"], "observed_at": [NOV]})
         wh.load(LoadBatch({"namespaces": ns}))
@@ -192,7 +197,8 @@ def test_a_later_step_migrates_a_v1_file_once_and_keeps_its_rows(tmp_path: Path,
     # Reopening applies nothing again (the ALTER would fail if it ran twice).
     with Warehouse.open(path) as wh:
         described = wh.query("SELECT description FROM schema_version ORDER BY version")
-        assert described["description"].to_list() == ["initial schema", "probe step"]
+        released = [description for _, description, _ in schema.MIGRATIONS[:-1]]
+        assert described["description"].to_list() == [*released, "probe step"]
 
 
 def test_a_failing_step_leaves_the_file_at_its_old_version(tmp_path: Path, monkeypatch):
@@ -203,7 +209,13 @@ def test_a_failing_step_leaves_the_file_at_its_old_version(tmp_path: Path, monke
     with pytest.raises(duckdb.CatalogException, match="no_such_table"):
         Warehouse.open(path)
     monkeypatch.undo()
-    with Warehouse.open(path) as wh:
-        assert schema.current_version(wh.con) == 1
-        assert "cost_center" not in wh.query("SELECT * FROM namespaces").columns
+    con = duckdb.connect(str(path), read_only=True)   # as it is on disk, before any new open
+    try:
+        assert schema.current_version(con) == 1
+        assert "cost_center" not in con.sql("SELECT * FROM namespaces").columns
+        assert "report_intents" not in {t for (t,) in con.sql("SHOW TABLES").fetchall()}
+    finally:
+        con.close()
+    with Warehouse.open(path) as wh:   # the real next step still applies, rows kept
+        assert schema.current_version(wh.con) == schema.LATEST
         assert _rows(wh) == EXPECTED_ROWS
