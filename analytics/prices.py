@@ -1,7 +1,8 @@
 """Prices laid out per model and UTC day, and the per-row factors the bill applies.
 
 Price-book entries take effect at 00:00 UTC of their date, so one price holds for a whole day:
-pricing per day splits a period exactly at a price change.
+pricing per day splits a period exactly at a price change. Where a price comes from (the
+configured book, else the default catalog, else nowhere) is `core.pricing`.
 """
 
 from __future__ import annotations
@@ -16,17 +17,36 @@ from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
 
 
-def price_table(book: PriceBook, models: Iterable[str], window: Window) -> pl.DataFrame:
-    """`model`, `day`, `unit_price` for every day of `window` (ConfigError when unpriced)."""
-    rows: list[tuple[str, date, float]] = []
-    for model in sorted(set(models)):
+def price_table(
+    book: PriceBook, models: Iterable[str], window: Window, *, strict: bool = False
+) -> pl.DataFrame:
+    """`model`, `day`, `unit_price`, `unpriced` for every day of `window`.
+
+    A model with no price anywhere (neither `price_book` nor the default catalog) is priced at
+    zero with `unpriced` set, so one unknown card never blocks a bill; with `strict` it raises
+    the `ConfigError` instead. A configured model with a gap in its dates always raises: that
+    is a mistake in the operator's own price book, not a model nobody priced.
+    """
+    rows: list[tuple[str, date, float, bool]] = []
+    for model in sorted({m for m in models if m is not None}):
+        if book.source(model) is None and not strict:
+            rows.extend((model, day.start.date(), 0.0, True) for day in window.days())
+            continue
         for span in book.spans(model, window):
             assert span.end is not None
             for day in Window(span.start, span.end).days():
-                rows.append((model, day.start.date(), span.unit_price))
-    return pl.DataFrame(
-        rows, schema={"model": pl.String, "day": pl.Date, "unit_price": pl.Float64}, orient="row"
-    )
+                rows.append((model, day.start.date(), span.unit_price, False))
+    schema = {"model": pl.String, "day": pl.Date, "unit_price": pl.Float64, "unpriced": pl.Boolean}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def price_sources(book: PriceBook, models: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The models priced from the default catalog and those with no price at all (sorted)."""
+    known = sorted({m for m in models if m is not None})
+    return {
+        "catalog": tuple(m for m in known if book.source(m) == "catalog"),
+        "unpriced": tuple(m for m in known if book.source(m) is None),
+    }
 
 
 def discount_factor_expr(settings: Settings) -> pl.Expr:

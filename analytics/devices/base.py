@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
+from gpuledger.analytics.devices.replicas import configured_replicas
+
 if TYPE_CHECKING:
     from gpuledger.core.config import Settings
     from gpuledger.core.window import Window
@@ -56,8 +58,9 @@ class DeviceSource(Protocol):
         ...
 
 
-def with_card_replicas(frame: pl.DataFrame) -> pl.DataFrame:
-    """Add `_replicas`: the card's replica count from the inventory, else the replicas seen.
+def with_card_replicas(frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
+    """Add `_replicas`: the card's replica count as its node is configured
+    (`analytics.devices.replicas`), else the inventory's count, else the replicas seen.
 
     Shared by the modes that split a card into replicas (time-slice, vGPU); added once.
     """
@@ -65,5 +68,14 @@ def with_card_replicas(frame: pl.DataFrame) -> pl.DataFrame:
         return frame
     seen = frame.group_by("uuid").agg(pl.col("vgpu").n_unique().alias("_seen_replicas"))
     frame = frame.join(seen, on="uuid", how="left")
-    replicas = pl.coalesce(pl.col("replicas").cast(pl.Float64), pl.col("_seen_replicas").cast(pl.Float64))
-    return frame.with_columns(replicas.alias("_replicas"))
+    node = "gpu_node" if "gpu_node" in frame.columns else "node"
+    if node in frame.columns:
+        configured = configured_replicas(inputs.wh).rename({"node": node})
+        frame = frame.join(configured, on=node, how="left")
+    else:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("configured_replicas"))
+    replicas = pl.coalesce(
+        pl.col("configured_replicas").cast(pl.Float64), pl.col("replicas").cast(pl.Float64),
+        pl.col("_seen_replicas").cast(pl.Float64),
+    )
+    return frame.with_columns(replicas.alias("_replicas")).drop("configured_replicas")

@@ -12,7 +12,7 @@ from gpuledger.analytics.devices.base import ShareInputs, with_card_replicas
 
 
 class TimeSlice:
-    """`timeslice`: replica_count / replicas of the card (inventory, else replicas seen)."""
+    """`timeslice`: replica_count / replicas of the card (node label, else inventory, else seen)."""
 
     mode = "timeslice"
     holders_from_pods = True
@@ -21,7 +21,7 @@ class TimeSlice:
         return pl.col("card_mode") == self.mode
 
     def prepare(self, frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
-        return with_card_replicas(frame)
+        return with_card_replicas(frame, inputs)
 
     def share(self) -> pl.Expr:
         return pl.col("replica_count") / pl.col("_replicas").clip(lower_bound=1.0)

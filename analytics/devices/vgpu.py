@@ -22,7 +22,7 @@ class VirtualGpu:
         return pl.col("card_mode") == self.mode
 
     def prepare(self, frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
-        return with_card_replicas(frame)
+        return with_card_replicas(frame, inputs)
 
     def share(self) -> pl.Expr:
         even = 1.0 / pl.col("_replicas").clip(lower_bound=1.0)
