@@ -68,6 +68,10 @@ class Simulation:
         self.hw = build(spec, self.tb)
         self.tenants = build_tenants(spec)
         self.schedule = build_schedule(spec, self.hw, self.tenants, self.tb, self.seed)
+        if spec.field.pod_restarts:
+            from gpuledger.simulator.field_schedule import restart_pods
+
+            self.schedule = restart_pods(self.schedule, self.tb, spec.field.pod_restarts)
         self.arrays = SlotArrays.of(self.hw)
         self.names = Names.of(self.hw, self.schedule, self.tenants)
         self.quotas = nominal_quotas(spec, self.tenants)

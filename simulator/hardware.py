@@ -50,6 +50,9 @@ class Node:
     gpus: list[int] = field(default_factory=list)
     mig_epochs: list[tuple[int, int, str]] = field(default_factory=list)
     """MIG config spans `(start_step, end_step, config name)` covering the window."""
+    replacements: list[int] = field(default_factory=list)
+    """Cards that replaced one of `gpus` mid-window (field mode), listed apart so the node
+    still counts its physical GPUs once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +109,8 @@ def build(spec: FleetSpec, tb: Timebase) -> Hardware:
     gpus: list[Gpu] = []
     slots: list[Slot] = []
     stranded: list[Stranded] = []
-    reconfig_done = False
+    reconfigs = max(int(spec.scenario.mig_reconfigure), spec.field.mig_layout_changes)
+    reconfig_done = 0
     for p_idx, pool in enumerate(spec.pools):
         per_node = spec.pool_gpus_per_node(pool)
         mig_names = list(pool.mig_configs)
@@ -118,11 +122,11 @@ def build(spec: FleetSpec, tb: Timebase) -> Hardware:
             # 1. The node's MIG config epochs (one, or two around the scenario's reconfiguration).
             if pool.sharing == "mig":
                 first = mig_names[n % len(mig_names)]
-                if spec.scenario.mig_reconfigure and not reconfig_done and tb.steps > 1:
+                if reconfig_done < reconfigs and tb.steps > 1:
                     at = reconfigure_step(tb)
                     nxt = mig_names[(n + 1) % len(mig_names)]
                     node.mig_epochs = [(0, at, first), (at, tb.steps, nxt)]
-                    reconfig_done = True
+                    reconfig_done += 1
                 else:
                     node.mig_epochs = [(0, tb.steps, first)]
             # 2. Cards and their slots.
@@ -157,7 +161,12 @@ def build(spec: FleetSpec, tb: Timebase) -> Hardware:
                     for start, end, name in node.mig_epochs:
                         _mig_slots(pool, g_idx, pool.mig_configs[name], start=start, end=end,
                                    slots=slots, stranded=stranded)
-    return Hardware(spec.pools, nodes, gpus, slots, stranded)
+    hw = Hardware(spec.pools, nodes, gpus, slots, stranded)
+    if spec.field.node_churn or spec.field.card_replacements:
+        from gpuledger.simulator.field_hardware import apply_field_hardware
+
+        apply_field_hardware(hw, tb, spec.field, spec.cluster)
+    return hw
 
 
 @cache

@@ -35,13 +35,14 @@ import polars as pl
 
 from gpuledger.core.errors import InputError
 from gpuledger.core.frames import DCGM_FIELDS
+from gpuledger.simulator.field_telemetry import Damage, ha_lines, ms_text
 from gpuledger.simulator.metric_families import (
     FAMILIES,
     FAMILY_NAMES,
     WAIT_BUCKETS,
     choose_families,
 )
-from gpuledger.simulator.metric_labels import dcgm_labels, gather, ksm_labels, table
+from gpuledger.simulator.metric_labels import DcgmLabels, dcgm_labels, gather, ksm_labels, table
 from gpuledger.simulator.simulated_fleet import SimulatedFleet
 
 
@@ -54,6 +55,9 @@ class Renderer:
         self.every_s: int | None = None
         self.dcgm = dcgm_labels(sim, hostname_label, exported)
         self.ksm = ksm_labels(sim)
+        field = sim.spec.field
+        self.damage = Damage(sim) if field.any else None
+        self.renamed = dcgm_labels(sim, "hostname", True) if field.label_renames else None
 
     # Lines per family ----------------------------------------------------------------
     def lines(
@@ -75,6 +79,8 @@ class Renderer:
             out.update(self._vllm(frames["token_samples"], with_ts))
         out.update(self._ksm(k0, k1, with_ts, want))
         out.update(self._kueue(frames["queue_samples"], k0, k1, with_ts, want))
+        if with_ts and self.sim.spec.field.ha_replicas:
+            out = {name: ha_lines(lines) for name, lines in out.items()}
         return {name: lines for name, lines in out.items() if name in want}
 
     def _ts(self, ts: pl.Expr, with_ts: bool) -> pl.Expr:
@@ -95,14 +101,17 @@ class Renderer:
 
     def _dcgm(self, frame: pl.DataFrame, with_ts: bool, want: set[str]) -> dict[str, pl.Series]:
         frame = frame.sort(["_slot", "_pod", "_vgpu", "ts"])
-        vgpu_idx = np.where(frame["_vgpu"].to_numpy(), frame["_slot"].to_numpy(), -1)
-        labels = pl.DataFrame({
-            "a": gather(self.dcgm.slot_prefix, frame["_slot"]),
-            "b": gather(self.dcgm.pod_dcgm, frame["_pod"]),
-            "c": gather(self.dcgm.slot_vgpu, vgpu_idx),
-        }).select(pl.concat_str(["a", "b", "c"]).alias("labels"))["labels"]
+        ts = self._ts(pl.col("ts"), with_ts)
+        if self.damage is not None:
+            frame = self.damage.apply(frame)
+            if self.damage.timed:  # the file in seconds, a served page in milliseconds
+                ts = pl.lit(" ") + (ms_text(pl.col("_ms")) if with_ts else pl.col("_ms").cast(pl.String))
+        labels = _dcgm_label_lines(self.dcgm, frame)
+        if self.renamed is not None and self.damage is not None:
+            after = _dcgm_label_lines(self.renamed, frame)
+            labels = pl.select(pl.when(self.damage.renamed(frame)).then(after).otherwise(labels)).to_series()
         body = frame.select(
-            pl.lit(labels).alias("labels"), self._ts(pl.col("ts"), with_ts).alias("ts"),
+            pl.lit(labels).alias("labels"), ts.alias("ts"),
             *[pl.col(c) for c in DCGM_FIELDS.values()],
         )
         out: dict[str, pl.Series] = {}
@@ -225,6 +234,16 @@ class Renderer:
             parts.append(pl.Series(np.stack([c.to_numpy() for c in grid.get_columns()], axis=1).ravel(),
                                    dtype=pl.String))
         return pl.concat(parts) if parts else pl.Series([], dtype=pl.String)
+
+
+def _dcgm_label_lines(table: DcgmLabels, frame: pl.DataFrame) -> pl.Series:
+    """The label set of each dcgm row from a label table (slot prefix, workload, vgpu)."""
+    vgpu_idx = np.where(frame["_vgpu"].to_numpy(), frame["_slot"].to_numpy(), -1)
+    return pl.DataFrame({
+        "a": gather(table.slot_prefix, frame["_slot"]),
+        "b": gather(table.pod_dcgm, frame["_pod"]),
+        "c": gather(table.slot_vgpu, vgpu_idx),
+    }).select(pl.concat_str(["a", "b", "c"]).alias("labels"))["labels"]
 
 
 def _expand(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -48,6 +48,9 @@ class SimulatedFleet(Protocol):
     @property
     def queues(self) -> QueueModel: ...
 
+    @property
+    def seed(self) -> int: ...
+
     def step_frames(self, k0: int, k1: int, with_ids: bool = False) -> dict[str, pl.DataFrame]:
         """Sample frames of steps `[k0, k1)`; `with_ids` keeps slot/pod ids for rendering."""
         ...

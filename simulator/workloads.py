@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuledger.simulator.field_hardware import same_span
 from gpuledger.simulator.fleet import WORKLOAD_CLASSES, FleetSpec, PoolSpec
 from gpuledger.simulator.hardware import Hardware, Slot
 from gpuledger.simulator.tenants import Namespace, Tenants
@@ -176,7 +177,7 @@ def _groups(hw: Hardware, pool: PoolSpec, p_idx: int, rng: random.Random) -> lis
     for n_idx, node in enumerate(hw.nodes):
         if node.pool != p_idx:
             continue
-        node_slots = [s for g in node.gpus for s in slots_by_gpu.get(g, [])]
+        node_slots = [s for g in node.gpus + node.replacements for s in slots_by_gpu.get(g, [])]
         if pool.sharing != "exclusive":
             for s in node_slots:
                 slot = hw.slots[s]
@@ -189,8 +190,8 @@ def _groups(hw: Hardware, pool: PoolSpec, p_idx: int, rng: random.Random) -> lis
             if cls in _GROUP_SIZES:
                 sizes, probs = _GROUP_SIZES[cls]
                 size = rng.choices(sizes, weights=probs)[0]
-            size = min(size, len(node_slots) - i)
             slot = hw.slots[node_slots[i]]
+            size = min(size, same_span(hw, node_slots, i))
             out.append(_Group(node_slots[i:i + size], cls, n_idx, p_idx, slot.start, slot.end))
             i += size
     return out
