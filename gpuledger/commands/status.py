@@ -1,0 +1,138 @@
+"""`gpuledger status`: how fresh the warehouse is, per source.
+
+Why: a watermark says how far a collector asked, not what it got. A collector whose exporter
+died keeps moving its watermark over empty windows, so the watermark alone looks healthy. This
+prints, per source, the watermark, the newest sample it loaded and the gap between them (how far
+the collector ran past its last data), plus each sample's age and whether the data is stale
+(newest sample older than two collection intervals, `warehouse.queries.freshness`).
+
+It only reads, and works while a collector holds the writer lock (`collect --follow`): it then
+reads a private copy, as the dashboard does (`warehouse.snapshot_store`). An empty or missing
+warehouse is one line, not an error: "nothing collected yet" is a status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from gpuledger.command_context import Context
+from gpuledger.commands import AddCommand
+
+if TYPE_CHECKING:
+    from gpuledger.warehouse import Warehouse
+    from gpuledger.warehouse.queries.freshness import SourceFreshness
+
+SCHEMA = "gpuledger.status/v1"
+HEADERS = ("source", "watermark", "newest sample", "gap", "age")
+
+
+@contextmanager
+def _reading(ctx: Context) -> Iterator[Warehouse]:
+    """The warehouse read-only; a private copy while a writer holds the file."""
+    from gpuledger.core.errors import WarehouseLockedError
+    from gpuledger.warehouse.snapshot_store import SnapshotStore
+
+    try:
+        wh = ctx.open_warehouse(read_only=True)
+    except WarehouseLockedError:
+        store = SnapshotStore(ctx.warehouse_path)
+        try:
+            with store.reader() as copy:
+                yield copy
+        finally:
+            store.stop()
+        return
+    with wh:
+        yield wh
+
+
+def _stamp(moment: datetime | None) -> str | None:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None
+
+
+def _seconds(span: timedelta | None) -> float | None:
+    return span.total_seconds() if span is not None else None
+
+
+def _as_dict(row: SourceFreshness, now: datetime) -> dict[str, Any]:
+    age = now - row.newest_sample if row.newest_sample is not None else None
+    return {
+        "source": row.source, "watermark": _stamp(row.watermark),
+        "newest_sample": _stamp(row.newest_sample), "gap_s": _seconds(row.gap),
+        "age_s": _seconds(age),
+    }
+
+
+def _table(rows: list[SourceFreshness], now: datetime) -> list[str]:
+    from gpuledger.warehouse.queries.freshness import describe_age
+
+    def span(value: timedelta | None) -> str:
+        return "-" if value is None else describe_age(value)
+
+    cells = [
+        (r.source, _stamp(r.watermark) or "-", _stamp(r.newest_sample) or "-", span(r.gap),
+         span(now - r.newest_sample if r.newest_sample is not None else None))
+        for r in rows
+    ]
+    widths = [max(len(str(c[i])) for c in (HEADERS, *cells)) for i in range(len(HEADERS))]
+    return ["  ".join(str(c[i]).ljust(widths[i]) for i in range(len(HEADERS))).rstrip()
+            for c in (HEADERS, *cells)]
+
+
+def _summary(newest: datetime | None, now: datetime) -> str:
+    from gpuledger.warehouse.queries import freshness as f
+
+    limit = f.describe_age(f.STALE_INTERVALS * f.COLLECTION_INTERVAL)
+    if newest is None:
+        return "no GPU samples yet"
+    age = f.describe_age(now - newest)
+    if f.is_stale(newest, now):
+        return f"STALE: newest GPU sample {_stamp(newest)} is {age} old (more than {limit})"
+    return f"fresh: newest GPU sample {_stamp(newest)} is {age} old"
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    from gpuledger.core.config import utcnow
+    from gpuledger.warehouse.queries import freshness as f
+
+    path = ctx.warehouse_path
+    if not path.exists():
+        return _empty(args, ctx, f"no warehouse at {path} yet; run `gpuledger demo` or `gpuledger collect`")
+    with _reading(ctx) as wh:
+        rows = f.source_freshness(wh)
+        newest = f.newest_sample(wh)
+    now = utcnow()
+    if newest is None and all(r.watermark is None and r.newest_sample is None for r in rows):
+        return _empty(args, ctx, f"warehouse {path} is empty: nothing collected yet")
+    if args.format == "json":
+        ctx.echo(json.dumps({
+            "schema": SCHEMA, "warehouse": str(path), "now": _stamp(now),
+            "newest_sample": _stamp(newest), "stale": f.is_stale(newest, now),
+            "stale_after_s": (f.STALE_INTERVALS * f.COLLECTION_INTERVAL).total_seconds(),
+            "sources": [_as_dict(r, now) for r in rows],
+        }, indent=2))
+        return 0
+    for line in _table(rows, now):
+        ctx.echo(line)
+    ctx.echo(_summary(newest, now))
+    return 0
+
+
+def _empty(args: argparse.Namespace, ctx: Context, message: str) -> int:
+    """One line for an empty or missing warehouse (JSON on one line with `--format json`)."""
+    if args.format == "json":
+        ctx.echo(json.dumps({"schema": SCHEMA, "warehouse": str(ctx.warehouse_path),
+                             "sources": [], "message": message}))
+    else:
+        ctx.echo(message)
+    return 0
+
+
+def register(add_command: AddCommand) -> None:
+    p = add_command("status", "per source: watermark, newest sample and the gap between them", _run)
+    p.add_argument("--format", choices=("table", "json"), default="table")
