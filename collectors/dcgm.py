@@ -1,15 +1,21 @@
 """dcgm-exporter series → `gpu_samples` rows, and what they reveal about the devices.
 
-Label facts handled here (see DESIGN.md): the node is `Hostname` or `hostname`; MIG series
-carry the parent `UUID` plus `GPU_I_ID` and `GPU_I_PROFILE`; time-sliced replicas carry
+Label facts handled here (see DESIGN.md and tests/fixtures/dcgm/SOURCES.md): the node is
+`Hostname` or `hostname` (`unknown` when an old exporter sends neither); MIG series carry the
+parent `UUID` plus `GPU_I_ID` and `GPU_I_PROFILE` (a profile name the model's catalog spells
+otherwise, `7g.79gb`, is mapped by `core.mig.canonical_profile`); DRA MIG series may carry only
+`dra_mig_profile` and `dra_mig_device_uuid` (see `dra_instance_id`); time-sliced replicas carry
 `vgpu`; the workload is `pod`/`namespace`/`container`, or their `exported_` forms when a
-ServiceMonitor with honorLabels false renamed them (then plain `pod` names the exporter's own
-pod, so in `auto` mode a node that shows any `exported_` label uses only those, and plain labels
-whose container is the exporter's own are ignored). A series with empty workload labels is an
-unattributed device: kept, with NULL namespace/pod.
+ServiceMonitor with honorLabels false renamed them. Then plain `pod` names the exporter's own
+pod, so in `auto` mode a series uses `exported_*` when it has them, or when its plain pod is
+one the node's exported series name as the exporter (or its container is the exporter's own).
+The rule is per series, so a rename mid-chunk (`pod` → `exported_pod`) keeps the holder. A
+series with empty workload labels is an unattributed device: kept, with NULL namespace/pod.
 
 Steps of `build_gpu_samples`:
-1. Stack the per-field series; map labels to device keys once per series.
+1. Stack the per-field series; merge HA replica copies (series equal but for a replica label:
+   one series, the copy's samples at the same instant counted `ha_duplicate`); map labels to
+   device keys once per series, noting series without `UUID`, `modelName` or node.
 2. Screen samples (clock skew dropped; NaN/negative/out-of-range nulled; all counted).
 3. Scatter samples into dense (instant x device) arrays per field; where two series land on
    the same device and instant (duplicate series) keep an attributed one, then the lowest
@@ -19,6 +25,7 @@ Steps of `build_gpu_samples`:
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,13 +38,22 @@ from gpuledger.collectors.promql import NODE_LABELS
 from gpuledger.collectors.quality import Quality
 from gpuledger.collectors.screen import FUTURE_TOLERANCE
 from gpuledger.core.frames import GPU_SAMPLES, WHOLE_GPU, polars_schema
+from gpuledger.core.mig import canonical_profile
 
 WORKLOAD = ("namespace", "pod", "container")
 EXPORTER_CONTAINERS = ("nvidia-dcgm-exporter", "dcgm-exporter")
+DRA_LABELS = ("dra_mig_profile", "dra_mig_device_uuid")
+REPLICA_LABELS: tuple[str, ...] = ("replica", "prometheus_replica")
+"""Labels that tell HA Prometheus replicas apart (Thanos/Mimir/Cortex conventions); the default
+of the collector's `replica_labels`."""
 SERIES_LABELS: tuple[str, ...] = (
     "UUID", "gpu", "modelName", "GPU_I_ID", "GPU_I_PROFILE", *NODE_LABELS, "vgpu",
-    *WORKLOAD, *(f"exported_{w}" for w in WORKLOAD),
+    *WORKLOAD, *(f"exported_{w}" for w in WORKLOAD), *DRA_LABELS,
 )
+UNKNOWN_NODE = "unknown"
+"""The node of a series with neither `Hostname` nor `hostname` (old exporters)."""
+DRA_INSTANCE_BASE = 1000
+"""Instance ids synthesized for DRA MIG devices start here, above any real GPU_I_ID (0..14)."""
 BOUNDS: dict[str, tuple[float, float]] = {
     "gr_engine_active": (0.0, 1.0),
     "sm_active": (0.0, 1.0),
@@ -62,23 +78,46 @@ class GpuBuild:
     first_ts, last_ts, fb_total_mib (max of used + free)."""
 
 
+def fetch_labels(replica_labels: tuple[str, ...] = REPLICA_LABELS) -> tuple[str, ...]:
+    """The labels to keep from each DCGM series: the device's, then the replica labels."""
+    return (*SERIES_LABELS, *(r for r in replica_labels if r not in SERIES_LABELS))
+
+
+def dra_instance_id(mig_device_uuid: str) -> int:
+    """A stable GPU instance id for a DRA MIG device that carries no `GPU_I_ID`.
+
+    The NVIDIA DRA driver's MIG series may name the instance only by `dra_mig_device_uuid`;
+    the warehouse keys instances by (parent UUID, integer id), so the id is derived from the
+    MIG UUID (CRC-32, offset past real ids): the same instance keeps the same id in every run.
+    """
+    return DRA_INSTANCE_BASE + zlib.crc32(mig_device_uuid.encode()) % 1_000_000
+
+
+def _use_exported(series: pl.DataFrame, mode: str) -> pl.Expr:
+    """Per series: read the workload from `exported_*` (see the module docstring)."""
+    if mode in ("exported", "direct"):
+        return pl.lit(mode == "exported")
+    has_exported = pl.any_horizontal(*(pl.col(f"exported_{w}").is_not_null() for w in WORKLOAD))
+    exporter_pods = series.filter(has_exported & pl.col("pod").is_not_null()).select("node", "pod")
+    names_exporter = pl.struct("node", "pod").is_in(exporter_pods.unique().to_struct().implode())
+    exporter_self = pl.col("container").is_in(EXPORTER_CONTAINERS).fill_null(False)
+    return has_exported | names_exporter.fill_null(False) | exporter_self
+
+
 def map_series(series: pl.DataFrame, mode: str) -> pl.DataFrame:
     """Label columns → device keys and attributes (one row per series)."""
-    node = pl.coalesce(*(pl.col(n) for n in NODE_LABELS))
-    has_exported = pl.any_horizontal(*(pl.col(f"exported_{w}").is_not_null() for w in WORKLOAD))
-    if mode == "exported":
-        use_exported = pl.lit(True)
-    elif mode == "direct":
-        use_exported = pl.lit(False)
-    else:
-        # auto: exported_* where any series of the node has them, or where the plain labels
-        # name the exporter itself (its container, as the GPU Operator and Helm chart deploy it)
-        exporter_self = pl.col("container").is_in(EXPORTER_CONTAINERS).fill_null(False)
-        use_exported = has_exported.any().over(node) | exporter_self
-    out = series.with_columns(node.alias("node")).with_columns(
+    series = series.with_columns(
+        pl.coalesce(*(pl.col(n) for n in NODE_LABELS), pl.lit(UNKNOWN_NODE)).alias("node"))
+    use_exported = _use_exported(series, mode)
+    dra_id = pl.col("dra_mig_device_uuid").map_elements(dra_instance_id, return_dtype=pl.Int32)
+    profile = pl.coalesce("GPU_I_PROFILE", "dra_mig_profile")
+    out = series.with_columns(
         pl.col("UUID").alias("uuid"),
-        pl.col("GPU_I_ID").cast(pl.Int32, strict=False).fill_null(WHOLE_GPU).alias("gpu_i_id"),
-        pl.col("GPU_I_PROFILE").alias("mig_profile"),
+        pl.coalesce(pl.col("GPU_I_ID").cast(pl.Int32, strict=False), dra_id, pl.lit(WHOLE_GPU, pl.Int32))
+        .alias("gpu_i_id"),
+        pl.struct(profile.alias("p"), pl.col("modelName").alias("m")).map_elements(
+            lambda r: None if r["p"] is None else canonical_profile(r["m"], r["p"]),
+            return_dtype=pl.String).alias("mig_profile"),
         pl.col("gpu").cast(pl.Int32, strict=False).alias("gpu_index"),
         pl.col("modelName").alias("model_name"),
         *(
@@ -89,7 +128,44 @@ def map_series(series: pl.DataFrame, mode: str) -> pl.DataFrame:
     return out.select("sid", "field", "uuid", "gpu_i_id", "vgpu", *ATTRIBUTES)
 
 
-def stack(matrices: dict[str, Matrix]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def merge_replicas(
+    series: pl.DataFrame, samples: pl.DataFrame, replica_labels: tuple[str, ...], fields: list[str],
+    quality: Quality,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Step 1: HA copies (equal but for `replica_labels`) become the copy with the lowest sid.
+
+    Only series whose copies differ in a replica label are merged (two series that differ in a
+    label we do not read, e.g. two scrape jobs, stay `duplicate_series`). Samples of the merged
+    copies move to that series; at an instant both replicas answered,
+    one sample is kept (the lowest original sid) and the others counted as `ha_duplicate`, so
+    a gap in one replica is filled by the other and nothing is counted twice.
+    """
+    present = [r for r in replica_labels if r in series.columns]
+    if not present or series.height == 0:
+        return series.drop(present), samples
+    identity = [c for c in series.columns if c not in ("sid", *present)]
+    replica = pl.concat_str(*(pl.col(r).fill_null("") for r in present), separator="\x00")
+    copies = replica.n_unique().over(identity) > 1  # same series, answered by >1 replica
+    first = pl.col("sid").min().over(identity)
+    canon = series.select("sid", pl.when(copies).then(first).otherwise(pl.col("sid")).alias("canon"))
+    if canon.filter(pl.col("sid") != pl.col("canon")).height == 0:
+        return series.drop(present), samples
+    series = series.filter(pl.col("sid") == canon["canon"]).drop(present)
+    canon_of = np.zeros(int(canon["sid"].to_numpy().max()) + 1, dtype=np.int64)
+    canon_of[canon["sid"].to_numpy()] = canon["canon"].to_numpy()
+    moved = samples.with_columns(pl.Series("sid", canon_of[samples["sid"].to_numpy()]))
+    kept = moved.unique(["sid", "ts"], keep="first", maintain_order=True)
+    if kept.height < moved.height:
+        before = np.bincount(moved["f"].to_numpy(), minlength=len(fields))
+        after = np.bincount(kept["f"].to_numpy(), minlength=len(fields))
+        for index, n in enumerate(before - after):
+            quality.add(GPU_SAMPLES.name, fields[index], "ha_duplicate", int(n))
+    return series, kept
+
+
+def stack(
+    matrices: dict[str, Matrix], labels: tuple[str, ...] = SERIES_LABELS,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Concatenate per-field matrices, renumbering series ids to be unique.
 
     Series rows get a `field` name; sample rows a `f` index into the order of `matrices`."""
@@ -99,7 +175,7 @@ def stack(matrices: dict[str, Matrix]) -> tuple[pl.DataFrame, pl.DataFrame]:
         s = matrix.series.select(
             (pl.col("sid").cast(pl.Int64) + offset).alias("sid"), pl.lit(field_name).alias("field"),
             *(pl.col(c) if c in matrix.series.columns else pl.lit(None, pl.String).alias(c)
-              for c in SERIES_LABELS),
+              for c in labels),
         )
         series_parts.append(s)
         sample_parts.append(matrix.samples.select(
@@ -107,7 +183,7 @@ def stack(matrices: dict[str, Matrix]) -> tuple[pl.DataFrame, pl.DataFrame]:
             "ts", "value"))
         offset += matrix.series.height
     series = pl.concat(series_parts) if series_parts else pl.DataFrame(
-        schema={"sid": pl.Int64, "field": pl.String, **{c: pl.String for c in SERIES_LABELS}})
+        schema={"sid": pl.Int64, "field": pl.String, **{c: pl.String for c in labels}})
     samples = pl.concat(sample_parts) if sample_parts else pl.DataFrame(
         schema={"sid": pl.Int64, "f": pl.Int8, "ts": pl.Datetime("us", "UTC"), "value": pl.Float64})
     return series, samples
@@ -144,7 +220,8 @@ class _Screened:
 
 
 def build_gpu_samples(
-    matrices: dict[str, Matrix], chunk: Chunk, now: datetime, mode: str, quality: Quality,
+    matrices: dict[str, Matrix], chunk: Chunk, now: datetime, mode: str, quality: Quality, *,
+    replica_labels: tuple[str, ...] = REPLICA_LABELS,
 ) -> GpuBuild:
     """Per-field range answers (field = `gpu_samples` column) → rows and device facts.
 
@@ -152,7 +229,9 @@ def build_gpu_samples(
     field: linear in the number of samples, with no sort, hash join or pivot on the hot path.
     """
     fields = list(matrices)
-    raw_series, raw_samples = stack(matrices)
+    raw_series, raw_samples = stack(matrices, fetch_labels(replica_labels))
+    raw_series, raw_samples = merge_replicas(raw_series, raw_samples, replica_labels, fields, quality)
+    _note_series(raw_series, quality)
     ids = _series_ids(raw_series, mode)
     kept = _screen(raw_samples, ids, fields, chunk, now=now, quality=quality)
     columns, aid_row = _scatter(kept, ids, fields, chunk, quality)
@@ -173,14 +252,25 @@ def build_gpu_samples(
     return GpuBuild(out, _devices(wide, chunk))
 
 
+def _note_series(raw_series: pl.DataFrame, quality: Quality) -> None:
+    """1. Count the distinct series (label sets, fields aside) lacking UUID, modelName or node."""
+    labels = raw_series.drop("sid", "field").unique()
+    no_node = pl.all_horizontal(*(pl.col(n).is_null() for n in NODE_LABELS))
+    for reason, missing in (("missing_uuid", pl.col("UUID").is_null()),
+                            ("missing_model_name", pl.col("modelName").is_null()),
+                            ("missing_node", no_node)):
+        quality.add_series(GPU_SAMPLES.name, reason, labels.filter(missing).height)
+
+
 def _series_ids(raw_series: pl.DataFrame, mode: str) -> _SeriesIds:
     """1. Series → device ids (`did`) and attribute-set ids (`aid`), once per series."""
-    series = map_series(raw_series, mode).filter(pl.col("uuid").is_not_null() & pl.col("node").is_not_null())
+    series = map_series(raw_series, mode).filter(pl.col("uuid").is_not_null())
     series = _dense_id(_dense_id(series, list(DEVICE_KEY), "did"), [*DEVICE_KEY, *ATTRIBUTES], "aid")
     n_dev = int(series.select(pl.col("did").max()).item()) + 1 if series.height else 0
-    did_of = np.full(raw_series.height, -1, dtype=np.int64)
-    aid_of = np.zeros(raw_series.height, dtype=np.int64)
-    unattributed_of = np.zeros(raw_series.height, dtype=np.int8)
+    size = int(raw_series["sid"].to_numpy().max()) + 1 if raw_series.height else 0
+    did_of = np.full(size, -1, dtype=np.int64)
+    aid_of = np.zeros(size, dtype=np.int64)
+    unattributed_of = np.zeros(size, dtype=np.int8)
     sids = series["sid"].to_numpy()
     did_of[sids] = series["did"].to_numpy()
     aid_of[sids] = series["aid"].to_numpy()

@@ -15,6 +15,12 @@ from gpuledger.core.mig import canonical_model
 
 
 def _cast(frame: pl.DataFrame, spec_columns: tuple[str, ...], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """`frame` in the table's columns and types; an empty input stays empty.
+
+    (Selecting only literals from a frame without rows gives ONE all-null row: a chunk without
+    GPU series once became a `gpus` row with a NULL uuid and stopped collection for good.)"""
+    if frame.height == 0:
+        return pl.DataFrame(schema={c: schema[c] for c in spec_columns})
     return frame.select(
         *(pl.col(c).cast(schema[c]) if c in frame.columns else pl.lit(None, schema[c]).alias(c)
           for c in spec_columns)

@@ -5,11 +5,15 @@ Kueue and kube-state-metrics series, all concurrently on a bounded pool. The nex
 queries are already in flight while the caller loads the current one, so fetching overlaps
 with the warehouse write, and at most two chunks are in memory whatever the window's length.
 
+0. `check_source(window)`: the DCGM metric names the engine has in the window; none of the
+   fields we read → one `SourceError` naming the URL, the window and the names looked for.
 1. `shards(window)`: node label values (`Hostname`, `hostname`) of DCGM series in the window;
    nodes grouped so series x points per query stays under `max_samples_per_query`.
 2. `iter_chunks(window)`: per chunk, submit the queries; parse each answer straight into
    Polars in the worker; then build the frames (gpu_samples, token_samples, queue_samples,
-   gpus, mig_instances, nodes, namespaces, pods) and the bad-sample counts.
+   gpus, mig_instances, nodes, namespaces, pods) and the bad-sample counts. A chunk without
+   any DCGM series (an exporter outage) is a gap: its frames are empty, it is recorded in
+   `Quality.gaps`, and it is loaded like any chunk so the watermark moves past it.
 The collector never writes anything: the pipeline loads what it returns.
 """
 
@@ -32,6 +36,7 @@ from gpuledger.collectors.promql import NODE_LABELS, Shard, duration, latest, ma
 from gpuledger.collectors.quality import Quality
 from gpuledger.collectors.queues import QueueCollector, queue_collector
 from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.errors import SourceError
 from gpuledger.core.frames import DCGM_FIELDS
 from gpuledger.core.window import Window, parse_duration
 
@@ -70,9 +75,12 @@ class PrometheusCollector:
     def __init__(
         self, url: str, settings: Settings, *, now: Callable[[], datetime] = utcnow,
         namespaces_from_metrics: bool = True, backoff_s: float = 0.5,
-        queues: QueueCollector | None = None,
+        queues: QueueCollector | None = None, replica_labels: tuple[str, ...] = dcgm.REPLICA_LABELS,
     ) -> None:
         self.settings = settings
+        self.url = url
+        self.replica_labels = replica_labels
+        self._gpu_labels = dcgm.fetch_labels(replica_labels)
         self.queues = queues or queue_collector()
         self.prom = settings.prometheus
         self.http = PromHttp(url, self.prom, backoff_s=backoff_s)
@@ -97,6 +105,18 @@ class PrometheusCollector:
         size = parse_duration(self.prom.chunk)
         return list(plan_chunks(window, size, self.prom.max_points_per_query))
 
+    def check_source(self, window: Window) -> list[str]:
+        """The DCGM fields we read that the engine has in `window`; none → `SourceError`."""
+        names = set(self.http.label_values("__name__", GPU_MATCH, window.start, window.end))
+        found = sorted(names & set(DCGM_FIELDS))
+        if not found:
+            seen = f"; it has only {', '.join(sorted(names)[:5])}" if names else ""
+            raise SourceError(
+                f"no DCGM series at {self.url} in [{window.start.isoformat()}, "
+                f"{window.end.isoformat()}): looked for {', '.join(DCGM_FIELDS)}{seen}; "
+                "is dcgm-exporter scraped by this Prometheus?")
+        return found
+
     def shards(self, window: Window, points: int) -> list[Shard]:
         nodes = {
             label: self.http.label_values(label, GPU_MATCH, window.start, window.end)
@@ -119,7 +139,7 @@ class PrometheusCollector:
             for i, shard in enumerate(self._shards):
                 query = latest(selector(metric, shard.matcher()), step)
                 pending.futures[f"gpu|{column}|{i}"] = self._pool.submit(
-                    self._fetch, query, chunk, dcgm.SERIES_LABELS)
+                    self._fetch, query, chunk, self._gpu_labels)
         for metric, column in vllm.METRICS.items():
             pending.futures[f"tok|{column}"] = self._pool.submit(
                 self._fetch, latest(metric, step), chunk, vllm.LABELS)
@@ -167,7 +187,10 @@ class PrometheusCollector:
             fetch_s += seconds
         now = self.now()
         gpu_fields = _group(results, "gpu")
-        build = dcgm.build_gpu_samples(gpu_fields, chunk, now, self.prom.pod_labels, quality)
+        if all(m.series.height == 0 for m in gpu_fields.values()):
+            quality.add_gap(chunk.start, chunk.end)
+        build = dcgm.build_gpu_samples(gpu_fields, chunk, now, self.prom.pod_labels, quality,
+                                       replica_labels=self.replica_labels)
         tokens = vllm.build_token_samples(_group(results, "tok"), chunk, now, quality)
         queues = self.queues.queue_samples(_group(results, "queue"), chunk, now, quality)
         gpus = inventory.gpus_from_devices(build.devices)

@@ -1,17 +1,30 @@
-"""Bad samples are counted and reported, never loaded as truth.
+"""What a collection dropped, merged or found missing: one structure, with named reasons.
 
-Reasons:
-- `nan`: NaN or ±Inf values;
-- `negative`: below zero where the quantity cannot be;
-- `out_of_range`: above the physical bound (a ratio over 1, utilization over 100 %, ...);
-- `duplicate_series`: two series describe the same device (or queue, or pod) at the same
-  instant; one is kept (deterministically), the others counted;
+Everything a run did not load as truth is counted here, so the collect report (and the
+freshness views built on it) can say what was left out and why. Three kinds of entries:
+
+Samples, by (table, field, reason) in `counts`:
+- `nan`: NaN or ±Inf values (stored as NULL);
+- `negative`: below zero where the quantity cannot be (stored as NULL);
+- `out_of_range`: above the physical bound, a ratio over 1, utilization over 100 % (NULL);
+- `ha_duplicate`: the same series answered by two replicas of an HA pair (series equal but
+  for a replica label, `dcgm.REPLICA_LABELS`); merged into one series, the copy dropped, so
+  nothing is counted twice. These are *merged duplicates*, not bad data;
+- `duplicate_series`: two different series describe the same device (or queue, or pod) at
+  the same instant (e.g. two pods on one card through one DRA claim); one is kept
+  deterministically (an attributed one, then the lowest series id), the others dropped;
 - `clock_skew`: timestamps off the step grid, outside the requested chunk, or in the future
-  relative to the collector's clock;
-- `unattributable`: a series without the label that identifies its device (e.g. no `UUID`).
+  relative to the collector's clock (dropped);
+- `unattributable`: a series without the `UUID` that identifies its device (dropped).
 
-A bad value is stored as NULL (the row still shows that the device existed at that instant);
-a duplicate or clock-skewed sample is dropped.
+Series, by (table, reason) in `series`, noted but kept:
+- `missing_model_name`: no `modelName` label (old exporters); the GPU's model is `unknown`;
+- `missing_node`: neither `Hostname` nor `hostname`; the node is `unknown`
+  (`dcgm.UNKNOWN_NODE`);
+- `missing_uuid`: no `UUID` label; its samples are counted as `unattributable`.
+
+Gaps, in `gaps`: chunks `[start, end)` in which the engine had no DCGM series at all (an
+exporter outage): nothing was loaded for them, the watermark moved on past them.
 """
 
 from __future__ import annotations
@@ -19,21 +32,37 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import polars as pl
 
-REASONS = ("nan", "negative", "out_of_range", "duplicate_series", "clock_skew", "unattributable")
+REASONS = ("nan", "negative", "out_of_range", "ha_duplicate", "duplicate_series", "clock_skew",
+           "unattributable")
+"""Sample reasons (see the module docstring)."""
+SERIES_REASONS = ("missing_model_name", "missing_node", "missing_uuid")
+"""Series reasons: noted, the series kept (except `missing_uuid`, whose samples are dropped)."""
+DROPPED = ("ha_duplicate", "duplicate_series", "clock_skew", "unattributable")
+"""Sample reasons whose samples are not stored at all (the others are stored as NULL)."""
 
 
 @dataclass
 class Quality:
-    """Counts of bad samples by (table, field, reason)."""
+    """Counts of bad or merged samples, noted series, and empty chunks (gaps)."""
 
     counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    series: Counter[tuple[str, str]] = field(default_factory=Counter)
+    gaps: list[tuple[datetime, datetime]] = field(default_factory=list)
 
     def add(self, table: str, field_name: str, reason: str, n: int = 1) -> None:
         if n:
             self.counts[(table, field_name, reason)] += int(n)
+
+    def add_series(self, table: str, reason: str, n: int = 1) -> None:
+        if n:
+            self.series[(table, reason)] += int(n)
+
+    def add_gap(self, start: datetime, end: datetime) -> None:
+        self.gaps.append((start, end))
 
     def add_frame(self, table: str, frame: pl.DataFrame) -> None:
         """Add a frame with columns `field`, `reason`, `n`."""
@@ -43,15 +72,29 @@ class Quality:
     def merge(self, others: Iterable[Quality]) -> Quality:
         for other in others:
             self.counts.update(other.counts)
+            self.series.update(other.series)
+            self.gaps.extend(other.gaps)
+        self.gaps.sort()
         return self
 
     @property
     def total(self) -> int:
         return sum(self.counts.values())
 
+    @property
+    def merged_duplicates(self) -> int:
+        """Samples merged away as HA replica copies (`ha_duplicate`)."""
+        return self.by_reason().get("ha_duplicate", 0)
+
     def by_reason(self) -> dict[str, int]:
         out: Counter[str] = Counter()
         for (_, _, reason), n in self.counts.items():
+            out[reason] += n
+        return dict(out)
+
+    def series_by_reason(self) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for (_, reason), n in self.series.items():
             out[reason] += n
         return dict(out)
 
@@ -66,3 +109,15 @@ class Quality:
             return "no bad samples"
         parts = ", ".join(f"{reason} {n}" for reason, n in sorted(self.by_reason().items()))
         return f"{self.total} bad samples ({parts})"
+
+    def lines(self) -> list[str]:
+        """The report's lines: samples by reason, noted series, gaps (by chunk)."""
+        out = [f"quality: {self.summary()}"]
+        out += [f"  {r['table']}.{r['field']}: {r['reason']} {r['count']}" for r in self.rows()]
+        if self.series:
+            noted = ", ".join(f"{r} {n}" for r, n in sorted(self.series_by_reason().items()))
+            out.append(f"series noted: {noted}")
+        if self.gaps:
+            out.append(f"gaps: {len(self.gaps)} chunk(s) with no DCGM series (watermark moved past)")
+            out += [f"  [{a.isoformat()}, {b.isoformat()})" for a, b in self.gaps]
+        return out

@@ -260,12 +260,15 @@ def gpu_model(name: str) -> GpuModel:
     return models[canonical]
 
 
+_TOKEN = r"(?<![A-Z0-9])"
+"""A model token starts a word: `GH200` and `GB200` are other products, not H200 / B200."""
 _MODEL_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"H200", "H200-141GB"),
-    (r"B200", "B200-180GB"),
-    (r"H100", "H100-80GB"),
-    (r"A100.*80\s*GB|A100-80GB|A100.*80G", "A100-80GB"),
-    (r"A100", "A100-SXM4-40GB"),
+    (_TOKEN + r"H200(?![0-9])", "H200-141GB"),
+    (_TOKEN + r"B200(?![0-9])", "B200-180GB"),
+    # H100 NVL (94 GB) and the 94/96 GB SXM parts have other MIG profiles: not H100-80GB.
+    (_TOKEN + r"H100(?![0-9])(?!.*\bNVL\b)(?!.*\b9[46]\s*GB)", "H100-80GB"),
+    (_TOKEN + r"A100(?![0-9]).*80\s*GB?", "A100-80GB"),
+    (_TOKEN + r"A100(?![0-9])", "A100-SXM4-40GB"),
 )
 
 
@@ -274,6 +277,8 @@ def canonical_model(name: str) -> str:
 
     `NVIDIA A100-SXM4-80GB`, `NVIDIA-A100-80GB-PCIe` and `A100-80GB` all become `A100-80GB`;
     names we do not know are returned unchanged (a whole-GPU-only card is still billable).
+    The patterns are anchored at the start of a model token, so `NVIDIA GH200 96GB HBM3` and
+    `NVIDIA GB200` (other products, with other MIG facts) stay unchanged.
     """
     if name in catalog():
         return name
@@ -281,6 +286,38 @@ def canonical_model(name: str) -> str:
         if re.search(pattern, name, flags=re.IGNORECASE):
             return canonical
     return name
+
+
+PROFILE_GB_TOLERANCE = 2
+"""How far a reported profile's GB figure may be from the catalog's (see `canonical_profile`)."""
+
+
+def canonical_profile(model_name: str | None, profile: str) -> str:
+    """A reported `GPU_I_PROFILE` as the catalog names it for the card's model.
+
+    Some drivers report a profile's memory rounded from MiB (`7g.79gb` on an A100 80GB, whose
+    configured profile is `7g.80gb`). A name the model's catalog lacks maps to the catalog
+    profile with the same compute slices (and the same media-extension flag) whose GB figure is
+    nearest, within `PROFILE_GB_TOLERANCE`; anything else (unknown model, no such profile, a
+    name that does not parse) is returned unchanged, so the share (compute slices / 7) is
+    still read from the name.
+    """
+    models = catalog()
+    model = models.get(canonical_model(model_name)) if model_name else None
+    if model is None or profile in model.profiles:
+        return profile
+    try:
+        compute, gb = parse_profile_name(profile)
+    except InputError:
+        return profile
+    me = profile.endswith("+me")
+    candidates = []
+    for p in model.profiles.values():
+        if p.compute == compute and p.media_extensions == me:
+            distance = abs(parse_profile_name(p.name)[1] - gb)
+            if distance <= PROFILE_GB_TOLERANCE:
+                candidates.append((distance, p.name))
+    return min(candidates)[1] if candidates else profile
 
 
 def parse_profile_name(name: str) -> tuple[int, int]:

@@ -1,11 +1,16 @@
 """The composition collectors → warehouse: what `gpuledger collect` and `--follow` run.
 
 1. Resume: the Prometheus sources keep one watermark per table (`prometheus.gpu_samples`, ...);
-   a run starts at the lowest of them (or the window start), unless `reload` is asked.
+   a run starts at the lowest of them (or the window start), unless `reload` is asked. A run
+   whose whole window has no DCGM series fails with one line naming the URL, the window and
+   the metrics looked for (`PrometheusCollector.check_source`); `follow` skips that check,
+   since an outage longer than its step is a gap to record, not a reason to stop.
 2. Chunks: the collector yields one chunk at a time (fetching the next meanwhile); each chunk
    is loaded in ONE transaction together with its watermarks, so a crash or a stopped
    Prometheus leaves the warehouse at a chunk boundary and the next run resumes there.
    Time-series loads own their chunk (delete + insert), so nothing is ever counted twice.
+   A chunk without DCGM series is a gap: loaded (empty), so the watermark moves past it, and
+   listed in the report (`Quality.gaps`) with the dropped and merged samples by reason.
 3. Dimension rows are merged with what is stored (new non-null values win; `first_seen` keeps
    the earliest, `last_seen` the latest), so a metrics-derived row never erases richer facts
    from the Kubernetes API and a later chunk never forgets when a GPU was first seen.
@@ -68,9 +73,7 @@ class CollectReport:
             f"rows: {rows or 'none'}",
         ]
         if self.quality is not None:
-            out.append(f"quality: {self.quality.summary()}")
-            out += [f"  {r['table']}.{r['field']}: {r['reason']} {r['count']}"
-                    for r in self.quality.rows()]
+            out += self.quality.lines()
         if self.kubernetes_rows:
             kube = sorted(self.kubernetes_rows.items())
             out.append("kubernetes: " + ", ".join(f"{k} {v}" for k, v in kube))
@@ -123,12 +126,12 @@ def collect_window(
     reload: bool = False, kubernetes: Snapshotter | None = None,
     on_chunk: Callable[[ChunkData], None] | None = None,
     now: Callable[[], datetime] = utcnow, backoff_s: float = 0.5,
-    collector: PrometheusCollector | None = None,
+    collector: PrometheusCollector | None = None, require_series: bool = True,
 ) -> CollectReport:
     """Collect `window` from the engine at `url` into `wh` (resuming from the watermarks).
 
     `collector` lets a caller (the benchmark) pass its own, e.g. to read its request log; it is
-    then left open."""
+    then left open. `require_series` False lets a window without any DCGM series pass as gaps."""
     from contextlib import nullcontext
 
     from gpuledger.collectors.prometheus import PrometheusCollector
@@ -165,6 +168,8 @@ def collect_window(
                 on_chunk(data)
 
         with active if own else nullcontext(active):
+            if require_series:
+                active.check_source(todo)
             _pipelined(active.iter_chunks(todo), load)
     # 4. Kubernetes snapshot.
     if kubernetes is not None:
@@ -222,7 +227,7 @@ def follow(
         mark = resume_point(wh) or start
         if end > mark:
             report = collect_window(wh, settings, url, Window(mark, end, step), kubernetes=kubernetes,
-                                    now=now)
+                                    now=now, require_series=False)
             if on_report is not None:
                 on_report(report)
         sleep(max(1.0, step.total_seconds() / 4))
