@@ -21,6 +21,7 @@ import polars as pl
 from gpuledger.core.errors import InputError
 from gpuledger.core.window import Window, as_utc
 from gpuledger.simulator.activity import Chunk, SlotArrays, compute_chunk, idle_cover
+from gpuledger.simulator.field_hardware import apply_field_hardware
 from gpuledger.simulator.fleet import MODEL_FACTS, FleetSpec
 from gpuledger.simulator.hardware import build
 from gpuledger.simulator.inventory import inventory
@@ -65,7 +66,7 @@ class Simulation:
         self.tb = Timebase.of(window)
         self.idle_threshold = idle_threshold
         self.idle_min_steps = max(1, math.ceil(idle_min_minutes * 60 / self.tb.step_s))
-        self.hw = build(spec, self.tb)
+        self.hw = apply_field_hardware(build(spec, self.tb), self.tb, spec.field, spec.cluster)
         self.tenants = build_tenants(spec)
         self.schedule = build_schedule(spec, self.hw, self.tenants, self.tb, self.seed)
         if spec.field.pod_restarts:

@@ -161,12 +161,7 @@ def build(spec: FleetSpec, tb: Timebase) -> Hardware:
                     for start, end, name in node.mig_epochs:
                         _mig_slots(pool, g_idx, pool.mig_configs[name], start=start, end=end,
                                    slots=slots, stranded=stranded)
-    hw = Hardware(spec.pools, nodes, gpus, slots, stranded)
-    if spec.field.node_churn or spec.field.card_replacements:
-        from gpuledger.simulator.field_hardware import apply_field_hardware
-
-        apply_field_hardware(hw, tb, spec.field, spec.cluster)
-    return hw
+    return Hardware(spec.pools, nodes, gpus, slots, stranded)
 
 
 @cache
