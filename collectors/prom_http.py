@@ -8,6 +8,11 @@ The body of a range query is returned as bytes: `prom_parse` reads it straight i
 
 One client per worker thread: a `requests.Session` is not documented as thread-safe, and a
 session per thread also gives each worker its own connection.
+
+No secret in any error (`core.redact`): the URL is checked and shown without its userinfo, the
+auth header is stripped and refused if it holds a line break (requests would raise an exception
+quoting it), and every message, the engine's error body included (a proxy may echo the request
+headers back), passes through the redactor built from these settings.
 """
 
 from __future__ import annotations
@@ -17,13 +22,15 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from gpuledger.core.config import PrometheusSettings
-from gpuledger.core.errors import SourceError
+from gpuledger.core.errors import InputError, SourceError
+from gpuledger.core.redact import Redactor, header_value
 
 RETRY_STATUS = (500, 502, 503, 504)
 _ERROR_TEXT_LIMIT = 300
@@ -52,8 +59,16 @@ class PromHttp:
     """Range, instant and label-values requests against one engine URL."""
 
     def __init__(self, url: str, settings: PrometheusSettings, *, backoff_s: float = 0.5) -> None:
-        self.url = url.rstrip("/")
+        self.url = url.strip().rstrip("/")
         self.settings = settings
+        self.redact = Redactor.of(settings, self.url)
+        self.shown_url = self.redact.url(self.url)
+        """The URL as messages show it (userinfo and query tokens masked)."""
+        _check_url(self.url, self.shown_url)
+        self._headers: dict[str, str] = {}
+        if settings.auth_header is not None:
+            self._headers["Authorization"] = header_value(
+                settings.auth_header.get_secret_value(), "prometheus.auth_header")
         self._backoff = backoff_s
         self._local = threading.local()
         self._clients: list[PrometheusConnect] = []
@@ -66,12 +81,9 @@ class PromHttp:
     def _client(self) -> PrometheusConnect:
         client: PrometheusConnect | None = getattr(self._local, "client", None)
         if client is None:
-            headers: dict[str, str] = {}
-            if self.settings.auth_header is not None:
-                headers["Authorization"] = self.settings.auth_header.get_secret_value()
             client = PrometheusConnect(
                 url=self.url,
-                headers=headers,
+                headers=dict(self._headers),
                 disable_ssl=not self.settings.verify_tls,
                 retry=_retry_policy(self.settings.retries, self._backoff),
                 timeout=self.settings.timeout_s,
@@ -108,23 +120,25 @@ class PromHttp:
                 timeout=self.settings.timeout_s,
                 verify=session.verify,
             )
-        except requests.exceptions.RetryError as exc:
-            raise SourceError(f"{self.url}: {what}: still failing after "
-                              f"{self.settings.retries} retries ({_reason(exc)})") from None
-        except requests.exceptions.ConnectionError as exc:
-            raise SourceError(
-                f"{self.url}: cannot reach the metrics engine for {what} "
-                f"(after {self.settings.retries} retries: {_reason(exc)})"
-            ) from None
-        except requests.exceptions.Timeout:
-            raise SourceError(
-                f"{self.url}: {what} timed out after {self.settings.timeout_s:g}s "
-                f"({self.settings.retries} retries)"
-            ) from None
+        except requests.exceptions.RequestException as exc:
+            raise SourceError(self.redact(self._failure(exc, what))) from None
         if response.status_code != 200:
-            raise SourceError(f"{self.url}: {what} failed: HTTP {response.status_code}: "
-                              f"{_error_text(response)}")
+            raise SourceError(self.redact(f"{self.shown_url}: {what} failed: HTTP {response.status_code}: "
+                                          f"{_error_text(response)}"))
         return response.content
+
+    def _failure(self, exc: requests.exceptions.RequestException, what: str) -> str:
+        """One line for a request that got no usable answer (message still to be redacted)."""
+        retries = self.settings.retries
+        if isinstance(exc, requests.exceptions.RetryError):
+            return f"{self.shown_url}: {what}: still failing after {retries} retries ({_reason(exc)})"
+        if isinstance(exc, requests.exceptions.ConnectionError):
+            return (f"{self.shown_url}: cannot reach the metrics engine for {what} "
+                    f"(after {retries} retries: {_reason(exc)})")
+        if isinstance(exc, requests.exceptions.Timeout):
+            timeout = self.settings.timeout_s
+            return f"{self.shown_url}: {what} timed out after {timeout:g}s ({retries} retries)"
+        return f"{self.shown_url}: {what}: request refused before sending ({type(exc).__name__}: {exc})"
 
     def query_range(self, query: str, start: datetime, last: datetime, step_s: float) -> bytes:
         """`/api/v1/query_range` from `start` to `last` inclusive."""
@@ -137,24 +151,38 @@ class PromHttp:
         """`/api/v1/query` at one instant, parsed (small answers only)."""
         form = {"query": query, "time": _ts(at), "timeout": f"{self.settings.timeout_s:g}s"}
         body = self.post("/api/v1/query", form, f"query {query!r} at {at.isoformat()}")
-        return _json(body, query)
+        return _json(body, query, self.redact)
 
     def label_values(self, label: str, match: str, start: datetime, end: datetime) -> list[str]:
         """Values of `label` on series matching `match` within `[start, end]`."""
         form = {"match[]": match, "start": _ts(start), "end": _ts(end)}
         body = self.post(f"/api/v1/label/{label}/values", form, f"label values of {label} for {match}",
                          method="GET")  # POST here only since Prometheus 2.4x; GET works everywhere
-        data = _json(body, match).get("data") or []
+        data = _json(body, match, self.redact).get("data") or []
+        if not isinstance(data, list):
+            raise SourceError(f"{self.shown_url}: label values of {label}: expected a list, got "
+                              f"{type(data).__name__}")
         return [str(v) for v in data]
 
 
-def _json(body: bytes, what: str) -> dict[str, Any]:
+def _check_url(url: str, shown: str) -> None:
+    """Refuse a URL requests cannot use, before any thread is started, without its secrets."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError as exc:
+        raise InputError(f"Prometheus URL {shown!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"Prometheus URL {shown!r}: expected http(s)://host[:port][/path]")
+
+
+def _json(body: bytes, what: str, redact: Redactor) -> dict[str, Any]:
     try:
         parsed = json.loads(body)
     except ValueError:
-        raise SourceError(f"answer to {what!r} is not JSON ({body[:80]!r})") from None
+        raise SourceError(redact(f"answer to {what!r} is not JSON ({body[:80]!r})")) from None
     if not isinstance(parsed, dict) or parsed.get("status") != "success":
-        raise SourceError(f"answer to {what!r}: {str(parsed)[:_ERROR_TEXT_LIMIT]}")
+        raise SourceError(redact(f"answer to {what!r}: {str(parsed)[:_ERROR_TEXT_LIMIT]}"))
     return parsed
 
 
