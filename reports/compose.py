@@ -30,6 +30,7 @@ from gpuledger.reports.statement import (
     statement_totals,
 )
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries.freshness import newest_sample
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class MonthlyData:
     recommendations: list[Recommendation]
     inputs_sha256: str
     price_book_version: str
+    newest_sample: datetime | None = None
+    """The newest sample the month's numbers were computed from (before the period's end),
+    stated on every statement: a month billed from a stopped collector must say so."""
 
     @property
     def period(self) -> str:
@@ -97,6 +101,7 @@ def gather(
         recommendations=recommendation_rows(wh, bill, settings),
         inputs_sha256=inputs_sha256(settings, bill, adjustments),
         price_book_version=settings.price_book_version(),
+        newest_sample=newest_sample(wh, before=bill.window.end),
     )
 
 
@@ -112,6 +117,7 @@ def build_statements(
         "currency": bill.currency, "status": status, "generated_at": generated_at,
         "price_book_version": data.price_book_version, "issuer": settings.reports.issuer,
         "billing_account": settings.reports.billing_account, "notes": list(notes or []),
+        "newest_sample": data.newest_sample,
     }
     out = [
         Statement(

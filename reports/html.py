@@ -215,6 +215,14 @@ def _css_string(text: str) -> str:
     return '"' + "".join(c if c.isalnum() or c in " .-_·:/()" else f"\\{ord(c):x} " for c in text) + '"'
 
 
+def data_as_of(st: Statement) -> str:
+    """The statement's "data as of": its newest sample, so a month billed while collection
+    was down says how far its data goes (the generation time alone would not)."""
+    if st.newest_sample is None:
+        return "data as of: no samples"
+    return f"data as of {st.newest_sample:%Y-%m-%d %H:%M} UTC"
+
+
 def render_statement(st: Statement, limits: Limits | None = None) -> str:
     """The complete HTML document of one statement, its tables capped by `limits`."""
     limits = limits or Limits()
@@ -229,6 +237,7 @@ def render_statement(st: Statement, limits: Limits | None = None) -> str:
         f"amounts in {escape(st.currency)}</div>",
         f'</div><div class="right"><span class="badge {draft}">{escape(st.status)}</span>'
         f'<div class="meta">generated {st.generated_at:%Y-%m-%d %H:%M} UTC<br>'
+        f"{escape(data_as_of(st))}<br>"
         f"price book {escape(st.price_book_version)}</div></div></header>",
         f"<section>{_tiles(st)}</section>",
         f'<section><h2>Daily cost</h2><div class="chart">{daily_cost_svg(st.days, st.currency)}'

@@ -75,6 +75,7 @@ class Statement:
     recommendations: list[Recommendation] = field(default_factory=list)
     adjustments: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    newest_sample: datetime | None = None   # the data's "as of": newest sample in the period
 
 
 def statement_totals(lines: pl.DataFrame) -> dict[str, float]:
