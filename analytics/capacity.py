@@ -1,9 +1,11 @@
 """The fleet's capacity: which cards were present when, and MIG slices no instance covers.
 
-A card counts from its inventory `first_seen` to `last_seen` plus one scrape step (either
-missing: the window's edge); the bill makes sure capacity is never below the card-hours held on
-a card in a day, so a stale inventory cannot make cost disappear. Stranded MIG capacity is the
-part of a present MIG card that no GPU instance covers (from table `mig_instances`, at the
+A card counts from its inventory `first_seen` to `last_seen` plus what its last observation
+stands for (either missing: the window's edge): the card's own sample spacing when the `gpus`
+frame carries it (`spacing_us`), else the caller's fallback, which is the sampling model's
+fallback spacing, never `prometheus.step` (docs/decisions/0051-sampling-model.md). The bill
+makes sure capacity is never below the card-hours held on a card in a day, so a stale
+inventory cannot make cost disappear. Stranded MIG capacity is the part of a present MIG card that no GPU instance covers (from table `mig_instances`, at the
 configured share basis), e.g. one compute slice on a card laid out as 3g + 3g.
 """
 
@@ -38,12 +40,17 @@ def _overlap_hours(a0: str, a1: str, b0: str, b1: str) -> pl.Expr:
 def presence_by_day(gpus: pl.DataFrame, window: Window, step: timedelta) -> pl.DataFrame:
     """`uuid`, `day`, `present_hours` for every inventoried card and day of the window.
 
-    `last_seen` is the last observation, which stands for one scrape `step` like a sample.
+    `last_seen` is the last observation, which stands for the card's sample spacing like a
+    sample (`spacing_us` when `gpus` has it and knows it, else `step`, the fallback spacing).
     """
+    tail = pl.lit(step)
+    if "spacing_us" in gpus.columns:
+        own = pl.duration(microseconds=pl.col("spacing_us").cast(pl.Int64))
+        tail = pl.when(pl.col("spacing_us").is_not_null()).then(own).otherwise(pl.lit(step))
     cards = gpus.select(
         "uuid",
         pl.col("first_seen").fill_null(window.start).alias("p0"),
-        (pl.col("last_seen") + step).fill_null(window.end).alias("p1"),
+        (pl.col("last_seen") + tail).fill_null(window.end).alias("p1"),
     ).with_columns(
         pl.max_horizontal(pl.col("p0"), pl.lit(window.start)).alias("p0"),
         pl.min_horizontal(pl.col("p1"), pl.lit(window.end)).alias("p1"),

@@ -1,24 +1,43 @@
-"""From raw `gpu_samples` to who-held-what intervals, hourly held time and idle runs.
+"""THE sampling model: from raw `gpu_samples` to who held what, when it was active, when idle.
 
-Everything here is one SQL pass pushed into DuckDB (the samples never travel to Python):
+Real telemetry is messy: scrapes are jittered (a sample every 57 s, not 60), missed (gaps of
+two or three minutes), fields arrive in different scrapes, exporters restart (Prometheus
+writes staleness markers), and two Prometheus replicas send the same series twice. The
+collector reads each series on the minute grid with `last_over_time(x[step - 1ms])`
+(docs/decisions/0035), so a row of `gpu_samples` is "what each field showed in that step", and
+a field a scrape missed is NULL in that row while the others are present. This module is the
+one place that decides what such rows mean (docs/decisions/0051-sampling-model.md; a worked
+example in docs/guide/analytics.md):
 
-1. Read the window's samples plus a margin on each side (long enough to judge an idle run or a
-   scrape gap that crosses the window's edge), one row per device and sample time. A device is
-   `(uuid, gpu_i_id, vgpu)`; the holder is `(namespace, pod)`, none when `namespace` is NULL.
-2. Give each sample the time it stands for, `[t, t + dt)`: until the next scrape of its card
-   (the next sample of the device, or the next sample of any device on the same card if that
-   comes first: a time-slice replica's series vanishes when its pod leaves while the card is
-   still scraped) when that comes within the gap tolerance, else one scrape step. So
-   card-hours come from intervals, a short scrape gap (the whole card unseen) does not end an
-   allocation, and a long one does.
-3. Number the runs: an allocation continues while the next sample has the same holder (and
-   MIG profile) and no long gap; an idle run continues while activity stays under the
-   threshold for the same holder. Activity is GR_ENGINE_ACTIVE, else GPU_UTIL / 100.
-4. Measure each idle run over its full length (the margin makes this exact at the edges); runs
-   of at least `min_minutes` are idle time, "held idle" when framebuffer use averages at least
-   `held_fb_mib` during the run.
-5. Clip every sample's interval to the window, split it at the hour, and sum per device,
-   holder and hour.
+- **A reading.** A field's value when finite and not negative (`core.activity.reading_sql`):
+  NaN and negative values are not readings, they count as missing, never as zero.
+- **One row per device and time.** A device is `(uuid, gpu_i_id, vgpu, profile)`, its holder
+  `(namespace, pod)` (none when `namespace` is NULL). Two rows of one device at one time (HA
+  replicas the collector did not merge) become one: the holder is kept, each field keeps its
+  reading, so nothing is counted twice.
+- **Held.** Each row stands for `[t, t + dt)`: until the card's next scrape (the device's next
+  row, or any device's next row on the same card: a time-slice replica's series vanishes when
+  its pod leaves while the card is still scraped) when that comes within the gap tolerance
+  (`idle.gap_tolerance_s`, never less than the card's spacing), else for the card's own
+  sample spacing: the median interval between the card's rows in the read window, intervals
+  longer than the staleness bound left out (a gap is not a spacing); the fleet's median when
+  the card has none; `FALLBACK_SPACING_US` when nobody has. Never `prometheus.step`: a bill
+  of data already collected must not move when the setting changes.
+- **Carried readings.** A field missing from a row inherits the last reading of THAT field for
+  the same device and holder within `STALENESS_US` (5 minutes, Prometheus' default lookback
+  delta: the longest a query engine itself would show an old sample). So a minute with memory
+  but no activity reading keeps the last activity and never breaks an idle run.
+- **Active.** Activity is the rule of `core.activity` (GR_ENGINE_ACTIVE, else GPU_UTIL / 100)
+  over the carried readings. A row with no activity reading within the bound is "activity
+  unknown": neither idle nor busy, it ends an idle run (nobody knows it stayed idle), and an
+  hour with only such rows has `active_ratio` NULL (never 1, never 0).
+- **Idle.** A run of rows of one holder with activity under `idle.threshold`, measured over
+  its full length (the read margin makes this exact at the window's edges); a run of at least
+  `idle.min_minutes` is idle time, "held idle" when framebuffer use averages at least
+  `idle.held_fb_mib` over it.
+
+The passes are one SQL statement pushed into DuckDB (the samples never travel to Python); the
+steps are numbered in `analytics.sampling_sql`, which holds the text.
 """
 
 from __future__ import annotations
@@ -29,41 +48,59 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.core.activity import ACTIVITY_SQL
+from gpuledger.analytics.sampling_sql import ALLOCATIONS_SQL, HOURLY_SQL, IDLE_RUNS_SQL
 from gpuledger.core.config import Settings
-from gpuledger.core.window import Window, parse_duration
+from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 
-HOUR_US = 3_600_000_000
 _US = 1_000_000
+
+STALENESS_US = 300 * _US
+"""How long a reading stands for a field that later rows miss: Prometheus' default lookback
+delta (`--query.lookback-delta`, 5 minutes), the bound a query engine itself applies."""
+
+FALLBACK_SPACING_US = 60 * _US
+"""The spacing assumed where the read window holds no spacing at all (a lone sample in the
+whole fleet): Prometheus' default `scrape_interval`, 1 minute."""
 
 
 @dataclass(frozen=True, slots=True)
 class SampleRules:
-    """The knobs of the sample pass, in microseconds where they are durations."""
+    """The knobs of the sample pass, in microseconds where they are durations.
 
-    step_us: int
+    None of them is the collection step: how long a sample stands for comes from the data.
+    """
+
     tolerance_us: int
     threshold: float
     min_idle_us: int
     held_fb_mib: float
+    staleness_us: int = STALENESS_US
+    fallback_spacing_us: int = FALLBACK_SPACING_US
 
     @classmethod
     def of(cls, settings: Settings) -> SampleRules:
-        step = int(parse_duration(settings.prometheus.step).total_seconds() * _US)
-        tolerance = max(int(settings.idle.gap_tolerance_s * _US), step)
         return cls(
-            step_us=step,
-            tolerance_us=tolerance,
+            tolerance_us=int(settings.idle.gap_tolerance_s * _US),
             threshold=settings.idle.threshold,
             min_idle_us=settings.idle.min_minutes * 60 * _US,
             held_fb_mib=settings.idle.held_fb_mib,
         )
 
     @property
+    def step_us(self) -> int:
+        """What one last observation of a card stands for when its spacing is unknown.
+
+        The fallback spacing, kept under this name for `analytics.bill`'s capacity (which
+        used to pass `prometheus.step`); it is never the collection step.
+        """
+        return self.fallback_spacing_us
+
+    @property
     def margin(self) -> timedelta:
         """Context read on each side of a window: enough to judge runs and gaps at its edges."""
-        return timedelta(microseconds=max(self.min_idle_us, self.tolerance_us) + 2 * self.step_us)
+        widest = max(self.min_idle_us, self.tolerance_us, self.staleness_us)
+        return timedelta(microseconds=widest + 2 * self.staleness_us)
 
 
 def _epoch_us(moment: Any) -> int:
@@ -77,134 +114,12 @@ def params(window: Window, rules: SampleRules) -> dict[str, Any]:
         "ws": _epoch_us(window.start),
         "we": _epoch_us(window.end),
         "tol": rules.tolerance_us,
-        "step": rules.step_us,
+        "stale": rules.staleness_us,
+        "fallback": rules.fallback_spacing_us,
         "thr": rules.threshold,
         "min_idle": rules.min_idle_us,
         "held_fb": rules.held_fb_mib,
     }
-
-
-# Steps 1-4 (module docstring) as CTEs shared by the hourly, allocation and idle-run queries.
-# The sorts carry only integers: a device, its card and its holder are 64-bit hashes, joined
-# back to their names (`names`) after aggregation.
-_RUNS_CTE = f"""
-src AS (
-    SELECT uuid, gpu_i_id, coalesce(vgpu, '') AS vgpu, mig_profile AS profile, node,
-        namespace, pod, epoch_us(ts) AS t,
-        {ACTIVITY_SQL} AS act, fb_used_mib AS fb
-    FROM gpu_samples
-    WHERE ts >= $lo AND ts < $hi
-),
-raw AS (
-    SELECT hash(uuid) AS card, hash(uuid, gpu_i_id, vgpu, profile) AS dev,
-        CASE WHEN namespace IS NOT NULL THEN hash(namespace, pod) END AS hold, t, act, fb
-    FROM src
-),
-names AS (
-    SELECT DISTINCT hash(uuid, gpu_i_id, vgpu, profile) AS dev,
-        CASE WHEN namespace IS NOT NULL THEN hash(namespace, pod) END AS hold,
-        uuid, gpu_i_id, vgpu, profile, node, namespace, pod
-    FROM src
-),
-card AS (
-    SELECT *,
-        first_value(t) OVER (PARTITION BY card ORDER BY t GROUPS BETWEEN 1 FOLLOWING AND 1 FOLLOWING)
-            AS t_card_next
-    FROM raw
-),
-seq AS (
-    SELECT dev, hold, t, act, fb,
-        least(lead(t) OVER d, t_card_next) AS t_next, lag(t) OVER d AS t_prev,
-        lag(hold) OVER d AS hold_prev, lag(act) OVER d AS act_prev
-    FROM card
-    WINDOW d AS (PARTITION BY dev ORDER BY t)
-),
-flagged AS (
-    SELECT *,
-        CASE WHEN t_next - t <= $tol THEN t_next - t ELSE $step END AS dt,
-        coalesce(t - t_prev <= $tol, false) AND hold_prev IS NOT DISTINCT FROM hold AS continues,
-        coalesce(act < $thr, false) AS idle,
-        coalesce(act_prev < $thr, false) AS idle_prev
-    FROM seq
-),
-runs AS (
-    SELECT *,
-        sum(CASE WHEN continues THEN 0 ELSE 1 END) OVER r AS alloc_no,
-        sum(CASE WHEN idle AND idle_prev AND continues THEN 0 ELSE 1 END) OVER r AS idle_no
-    FROM flagged
-    WINDOW r AS (PARTITION BY dev ORDER BY t ROWS UNBOUNDED PRECEDING)
-),
-idle_runs AS (
-    SELECT dev, idle_no, sum(dt) AS run_us, avg(fb) AS fb_avg
-    FROM runs
-    WHERE idle AND hold IS NOT NULL
-    GROUP BY ALL
-),
-pieces AS (
-    SELECT r.dev, r.hold, r.alloc_no, r.idle_no, r.act, r.fb, i.run_us,
-        greatest(r.t, $ws) AS a, least(r.t + r.dt, $we) AS b,
-        coalesce(i.run_us >= $min_idle, false) AS long_idle,
-        coalesce(i.run_us >= $min_idle AND i.fb_avg >= $held_fb, false) AS held_idle
-    FROM runs r
-    LEFT JOIN idle_runs i ON i.dev = r.dev AND i.idle_no = r.idle_no
-    WHERE r.hold IS NOT NULL AND r.t + r.dt > $ws AND r.t < $we
-)
-"""
-
-_NAMED = "JOIN names n USING (dev, hold)"
-_NAME_COLUMNS = "n.uuid, n.gpu_i_id, nullif(n.vgpu, '') AS vgpu, n.profile, n.node, n.namespace, n.pod"
-
-# Step 5: split at the hour (an interval is never longer than the tolerance, at most 1 h).
-_HOURLY_SQL = f"""
-WITH {_RUNS_CTE},
-split AS (
-    SELECT *, a - a % {HOUR_US} AS h0 FROM pieces WHERE b > a
-),
-parts AS (
-    SELECT dev, hold, act, fb, long_idle, held_idle, h0 AS hour, least(b, h0 + {HOUR_US}) - a AS len
-    FROM split
-    UNION ALL
-    SELECT dev, hold, act, fb, long_idle, held_idle, h0 + {HOUR_US} AS hour, b - (h0 + {HOUR_US}) AS len
-    FROM split WHERE b > h0 + {HOUR_US}
-),
-hourly AS (
-    SELECT hour, dev, hold,
-        sum(len) / {HOUR_US}.0 AS held_hours,
-        sum(CASE WHEN long_idle THEN len ELSE 0 END) / {HOUR_US}.0 AS idle_hours,
-        sum(CASE WHEN held_idle THEN len ELSE 0 END) / {HOUR_US}.0 AS held_idle_hours,
-        sum(len * act) / nullif(sum(CASE WHEN act IS NOT NULL THEN len END), 0) AS active_ratio,
-        max(fb) AS fb_used_max_mib
-    FROM parts
-    GROUP BY ALL
-)
-SELECT hour, {_NAME_COLUMNS}, held_hours, idle_hours, held_idle_hours, active_ratio,
-    fb_used_max_mib
-FROM hourly {_NAMED}
-"""
-
-_ALLOCATIONS_SQL = f"""
-WITH {_RUNS_CTE},
-allocs AS (
-    SELECT dev, hold, min(a) AS start_us, max(b) AS end_us
-    FROM pieces WHERE b > a
-    GROUP BY dev, hold, alloc_no
-)
-SELECT {_NAME_COLUMNS}, start_us, end_us FROM allocs {_NAMED}
-"""
-
-_IDLE_RUNS_SQL = f"""
-WITH {_RUNS_CTE},
-idle AS (
-    SELECT dev, hold, min(a) AS start_us, max(b) AS end_us, sum(b - a) / {HOUR_US}.0 AS idle_hours,
-        bool_or(held_idle) AS held, max(fb) AS fb_used_max_mib, avg(act) AS active_mean,
-        any_value(run_us) / {HOUR_US}.0 AS run_hours
-    FROM pieces
-    WHERE long_idle AND b > a
-    GROUP BY dev, hold, idle_no
-)
-SELECT {_NAME_COLUMNS}, start_us, end_us, idle_hours, held, fb_used_max_mib, active_mean, run_hours
-FROM idle {_NAMED}
-"""
 
 
 def _us_to_ts(*names: str) -> list[pl.Expr]:
@@ -212,14 +127,18 @@ def _us_to_ts(*names: str) -> list[pl.Expr]:
 
 
 def held_hourly(wh: Warehouse, window: Window, rules: SampleRules) -> pl.DataFrame:
-    """Held time per device, holder and hour (hours in `held_hours`, `idle_hours`, ...)."""
-    frame = wh.query(_HOURLY_SQL, params(window, rules))
+    """Held time per device, holder and hour (hours in `held_hours`, `idle_hours`, ...).
+
+    `active_ratio` is NULL exactly when no row of that hour had an activity reading (carried
+    ones included): activity unknown.
+    """
+    frame = wh.query(HOURLY_SQL, params(window, rules))
     return frame.with_columns(_us_to_ts("hour")).rename({"hour": "ts"})
 
 
 def allocation_runs(wh: Warehouse, window: Window, rules: SampleRules) -> pl.DataFrame:
     """Each allocation (a run of one holder on one device) clipped to the window."""
-    frame = wh.query(_ALLOCATIONS_SQL, params(window, rules))
+    frame = wh.query(ALLOCATIONS_SQL, params(window, rules))
     return frame.with_columns(_us_to_ts("start_us", "end_us")).rename(
         {"start_us": "start_ts", "end_us": "end_ts"}
     ).sort(["start_ts", "uuid", "gpu_i_id", "vgpu"], nulls_last=True)
@@ -227,7 +146,7 @@ def allocation_runs(wh: Warehouse, window: Window, rules: SampleRules) -> pl.Dat
 
 def idle_runs(wh: Warehouse, window: Window, rules: SampleRules) -> pl.DataFrame:
     """Idle runs of at least `min_minutes`, clipped to the window (`run_hours`: full length)."""
-    frame = wh.query(_IDLE_RUNS_SQL, params(window, rules))
+    frame = wh.query(IDLE_RUNS_SQL, params(window, rules))
     return frame.with_columns(_us_to_ts("start_us", "end_us")).rename(
         {"start_us": "start_ts", "end_us": "end_ts"}
     )

@@ -62,17 +62,23 @@ _ROLLUP_SQL = _rollup_sql(
 )
 
 
+def _active_ratio() -> pl.Expr:
+    """Held-hour weighted mean of `active_ratio` over the rows that know it; NULL (activity
+    unknown, docs/decisions/0051) when none does, never 0/0 = NaN."""
+    known = pl.col("active_ratio").is_not_null()
+    held_known = pl.when(known).then(pl.col("held_hours")).sum()
+    ratio = (pl.col("held_hours") * pl.col("active_ratio")).sum() / held_known
+    return pl.when(held_known > 0).then(ratio).otherwise(None).alias("active_ratio")
+
+
 def _aggregates() -> list[pl.Expr]:
-    held_with_activity = pl.when(pl.col("active_ratio").is_not_null()).then(pl.col("held_hours"))
     return [
         pl.col("held_hours").sum(),
         pl.col("card_hours").sum(),
         pl.col("idle_card_hours").sum(),
         pl.col("held_idle_card_hours").sum(),
         (pl.col("card_hours") * pl.col("active_ratio").fill_null(1.0)).sum().alias("weighted_card_hours"),
-        ((pl.col("held_hours") * pl.col("active_ratio")).sum() / held_with_activity.sum()).alias(
-            "active_ratio"
-        ),
+        _active_ratio(),
         pl.col("fb_used_max_mib").max(),
     ]
 
@@ -166,7 +172,6 @@ def usage_by_day(
 
 def _regroup(frame: pl.DataFrame) -> pl.DataFrame:
     """Merge rows of one day-device-holder that came from two sources (a day cut by an edge)."""
-    with_activity = pl.when(pl.col("active_ratio").is_not_null()).then(pl.col("held_hours"))
     return _normalize(
         frame.group_by(list(KEYS)).agg(
             pl.col("held_hours").sum(),
@@ -174,9 +179,7 @@ def _regroup(frame: pl.DataFrame) -> pl.DataFrame:
             pl.col("idle_card_hours").sum(),
             pl.col("held_idle_card_hours").sum(),
             pl.col("weighted_card_hours").sum(),
-            ((pl.col("held_hours") * pl.col("active_ratio")).sum() / with_activity.sum()).alias(
-                "active_ratio"
-            ),
+            _active_ratio(),
             pl.col("fb_used_max_mib").max(),
         )
     )
