@@ -21,6 +21,7 @@ from gpuledger.core.window import DAY, Window, floor_time, parse_duration, parse
 
 if TYPE_CHECKING:
     from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.field import FieldEffects
 
 
 def _window(args: argparse.Namespace) -> Window:
@@ -38,7 +39,24 @@ def build_simulation(args: argparse.Namespace) -> Simulation:
     from gpuledger.simulator.fleet import FleetSpec
 
     spec = FleetSpec.load(args.fleet) if args.fleet else FleetSpec.default(gpus=args.gpus)
+    if args.field or args.field_effect:
+        spec = spec.model_copy(update={"field": _field_effects(args.field, args.field_effect or [])})
     return Simulation(spec, _window(args), seed=args.seed)
+
+
+def _field_effects(every: bool, only: list[str]) -> FieldEffects:
+    """`--field` turns every effect on at its realistic level; `--field-effect NAME` (repeated)
+    just those. Either replaces the fleet file's `field:` section."""
+    from dataclasses import replace
+
+    from gpuledger.simulator.field import FieldEffects
+
+    if every:
+        return FieldEffects.all()
+    effects = FieldEffects.none()
+    for name in only:
+        effects = replace(effects, **{name: getattr(FieldEffects.only(name), name)})
+    return effects
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -156,6 +174,11 @@ def register(add_command: AddCommand) -> None:
     labels.add_argument("--hostname-label", choices=("Hostname", "hostname"), default="Hostname")
     labels.add_argument("--exported-labels", action="store_true",
                         help="workload labels as exported_pod/... (ServiceMonitor honorLabels false)")
+    field = p.add_argument_group("field mode (what real fleets do to telemetry)")
+    field.add_argument("--field", action="store_true",
+                       help="every field effect at its realistic level (see docs/guide/simulator.md)")
+    field.add_argument("--field-effect", action="append", metavar="NAME",
+                       help="one field effect at its realistic level (repeatable), e.g. jitter_s")
     live = p.add_argument_group("live endpoint")
     live.add_argument("--serve", action="store_true", help="serve /metrics for the current time")
     live.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
