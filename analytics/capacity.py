@@ -5,8 +5,9 @@ stands for (either missing: the window's edge): the card's own sample spacing wh
 frame carries it (`spacing_us`), else the caller's fallback, which is the sampling model's
 fallback spacing, never `prometheus.step` (docs/decisions/0051-sampling-model.md). The bill
 makes sure capacity is never below the card-hours held on a card in a day, so a stale
-inventory cannot make cost disappear. Stranded MIG capacity is the part of a present MIG card that no GPU instance covers (from table `mig_instances`, at the
-configured share basis), e.g. one compute slice on a card laid out as 3g + 3g.
+inventory cannot make cost disappear. Stranded MIG capacity is the part of a present MIG card
+that no GPU instance covers (from table `mig_instances`, at the configured share basis), e.g.
+one compute slice on a card laid out as 3g + 3g.
 """
 
 from __future__ import annotations
