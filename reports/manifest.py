@@ -4,11 +4,21 @@ It records the period, when it was generated, the code and price-book versions, 
 inputs (so two runs over the same data can be told apart from a run over changed data), and
 the sha256 of every file. `verify_folder` recomputes the checksums: a finalized issue whose
 files were edited after the fact is detected, so its numbers cannot change silently.
+
+Files alone prove nothing, since whoever can write the folder can rewrite a manifest to match.
+So a final manifest also carries:
+- `signature`: HMAC-SHA256 of the manifest's canonical JSON (every key but `signature`) under
+  `reports.signing_key`, when one is configured; only a holder of the key can sign a folder;
+- `chain`: the period, version and manifest sha256 of the issue the warehouse recorded before
+  this one, so an issue cannot be slipped into (or cut out of) the sequence unnoticed.
+The warehouse records the manifest's sha256 and signature before the folder is renamed into
+place; that record, not the folder, is the authority (`reports.recovery`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import subprocess
 from datetime import datetime
@@ -16,10 +26,50 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from gpuledger.core.config import Settings
 from gpuledger.core.errors import ReportError
 from gpuledger.reports.layout import MANIFEST, read_manifest
 
 SCHEMA = "gpuledger.report/v1"
+SIGNATURE = "signature"
+
+
+def signing_key(settings: Settings) -> str | None:
+    """The configured HMAC key (`reports.signing_key`), or None: issues are then unsigned and
+    rely on the warehouse record and the checksum chain."""
+    secret = getattr(settings.reports, "signing_key", None)
+    if secret is None:
+        return None
+    value = str(secret.get_secret_value()).strip()
+    return value or None
+
+
+def sign(manifest: dict[str, Any], key: str) -> str:
+    """HMAC-SHA256 (hex) of the manifest's canonical JSON, its own `signature` left out."""
+    body = {k: v for k, v in manifest.items() if k != SIGNATURE}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
+
+
+def signature_problem(
+    folder: Path, manifest: dict[str, Any], key: str | None, recorded: str | None
+) -> str | None:
+    """What is wrong with a manifest's signature against the one recorded at issue (None: fine).
+
+    An issue recorded unsigned has nothing to check; a signed one needs the key to be checked,
+    and both the recorded and the present signature must be the HMAC of this manifest."""
+    if recorded is None:
+        return None
+    path = folder / MANIFEST
+    if key is None:
+        return f"{path}: signed at issue, but reports.signing_key is not set: cannot check it"
+    present = manifest.get(SIGNATURE)
+    expected = sign(manifest, key)
+    if not isinstance(present, str) or not hmac.compare_digest(present, expected):
+        return f"{path}: signature does not match (manifest rewritten, or another key)"
+    if not hmac.compare_digest(recorded, expected):
+        return f"{path}: signature differs from the one recorded at issue"
+    return None
 
 
 def sha256_file(path: Path) -> str:
@@ -67,8 +117,11 @@ def build_manifest(
     totals: dict[str, Any],
     reason: str | None = None,
     supersedes: int | None = None,
+    chain: dict[str, Any] | None = None,
+    coverage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Describe every file under `folder` (except the manifest itself)."""
+    """Describe every file under `folder` (except the manifest itself); `chain` names the issue
+    recorded before (final issues), `coverage` the hours of the month with samples."""
     files = [
         {"path": p.relative_to(folder).as_posix(), "bytes": p.stat().st_size, "sha256": sha256_file(p)}
         for p in sorted(folder.rglob("*"))
@@ -86,14 +139,21 @@ def build_manifest(
         "totals": totals,
         "reason": reason,
         "supersedes": supersedes,
+        "chain": chain,
+        "coverage": coverage,
         "files": files,
     }
 
 
-def write_manifest(folder: Path, manifest: dict[str, Any]) -> str:
-    """Write `manifest.json`; return its sha256 (what the warehouse records for the issue)."""
+def write_manifest(folder: Path, manifest: dict[str, Any], key: str | None = None) -> str:
+    """Write `manifest.json` (signed with `key` when given); return its sha256 (what the
+    warehouse records for the issue)."""
+    body = dict(manifest)
+    body.pop(SIGNATURE, None)
+    if key is not None:
+        body[SIGNATURE] = sign(body, key)
     path = folder / MANIFEST
-    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    path.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
     return sha256_file(path)
 
 

@@ -4,11 +4,16 @@ Rules (why: finance must be able to trust that an issued bill never moves):
 1. A draft (no `--finalize`) goes to `period=P/draft/`, replacing the previous draft.
 2. `--finalize` writes `period=P/v1/` once the month is over. A second finalize refuses; only
    `--reissue --reason TEXT` writes the next version (`v2`, ...) beside the earlier ones.
-3. A version folder is written in a staging folder, sealed with its manifest, made read-only
-   and renamed into place; then the issue and its lines are recorded in the warehouse
-   (`report_issues`, `report_lines`). If the process dies between the two, the next run
-   re-records the issue from its manifest (the manifest on disk is the idempotency key).
-4. Data that arrives after an issue never changes it: the next period's report carries the
+3. A version folder is written in a staging folder and sealed with its manifest (signed with
+   `reports.signing_key` when set, chained to the issue recorded before); the warehouse records
+   the intent (`report_intents`: version, manifest sha256, signature); the folder is made
+   read-only and renamed into place; then the issue and its lines are recorded (`report_issues`,
+   `report_lines`). If the process dies in between, the next run adopts the folder only if it
+   matches the recorded intent (`reports.recovery`): the warehouse, not the folder, says what
+   was issued, so a copied or rewritten folder is refused and audited.
+4. A month below `reports.min_coverage` of hours with samples is not finalized unless
+   `allow_partial`; drafts and statements state the covered range (`reports.coverage`).
+5. Data that arrives after an issue never changes it: the next period's report carries the
    difference as `adjustment` lines (see `reports.adjustments`); a draft of an issued month
    says how far the current numbers have moved.
 """
@@ -31,18 +36,27 @@ from gpuledger.core.errors import InputError, ReportError
 from gpuledger.core.period import Period
 from gpuledger.core.window import as_utc
 from gpuledger.reports.adjustments import billed_for, unbilled
-from gpuledger.reports.billing import SUMMARY_SCHEMA
 from gpuledger.reports.compose import MonthlyData, gather
-from gpuledger.reports.layout import (
-    draft_dir,
-    issued_versions,
-    read_manifest,
-    version_dir,
-)
-from gpuledger.reports.manifest import build_manifest, sha256_file, verify_folder, write_manifest
+from gpuledger.reports.coverage import Coverage, min_coverage, month_coverage, require_coverage
+from gpuledger.reports.layout import draft_dir, read_manifest, version_dir
+from gpuledger.reports.manifest import build_manifest, signing_key, write_manifest
+from gpuledger.reports.recovery import STAGING_DRAFT, STAGING_FINAL, load_issue, reconcile
 from gpuledger.reports.writer import write_report
 from gpuledger.warehouse import LoadBatch, Warehouse
-from gpuledger.warehouse.queries.reports import latest_issue_versions, recorded_issues
+from gpuledger.warehouse.queries.reports import (
+    last_recorded_issue,
+    latest_issue_versions,
+    recorded_issues,
+)
+
+
+@dataclass(frozen=True)
+class Seal:
+    """How a folder is sealed: the key that signs it, the chain link, the coverage recorded."""
+
+    key: str | None = None
+    chain: dict[str, Any] | None = None
+    coverage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,7 @@ def issue_monthly(
     *,
     finalize: bool = False,
     reissue_reason: str | None = None,
+    allow_partial: bool = False,
     now: datetime | None = None,
 ) -> IssueResult:
     """Write the report of `period` under `out_dir` following the rules above."""
@@ -72,18 +87,24 @@ def issue_monthly(
     reissue = reissue_reason is not None
     final = finalize or reissue
     _check_request(wh, period, moment, final=final, reissue_reason=reissue_reason)
-    # 2. What is already issued: the manifests on disk and the warehouse's record of them.
-    existing = _existing_versions(wh, out_dir, period, final=final, reissue=reissue)
+    key = signing_key(settings)
+    # 2. What is already issued: the warehouse's record (after adopting a crash's leftovers).
+    existing = _existing_versions(wh, out_dir, period, final=final, reissue=reissue, key=key)
     version = (existing[-1] if existing else 0) + 1 if final else None
-    # 3. Gather the numbers (ReportError when the month is empty).
+    # 3. Coverage (a finalize below the floor is refused before any work), then the numbers.
+    coverage = month_coverage(wh, Period.exact(period).window)
+    if final:
+        require_coverage(coverage, settings, period, allow_partial=allow_partial)
     data = gather(wh, settings, period)
-    notes = _notes(wh, data, final)
+    notes = _coverage_notes(coverage, settings, final) + _notes(wh, data, final)
     status = "DRAFT" if not final else (f"REISSUE v{version}" if reissue else f"FINAL v{version}")
-    # 4. Write into staging, seal with the manifest, move into place.
+    # 4. Write into staging, seal with the manifest, record the intent, move into place.
     target = version_dir(out_dir, period, version) if version else draft_dir(out_dir, period)
+    seal = Seal(key, _chain(wh) if final else None, coverage.as_manifest())
     totals, manifest_sha = _write_sealed(
         target, data, settings, status=status, moment=moment, notes=notes, version=version,
-        reason=reissue_reason, supersedes=existing[-1] if reissue else None,
+        reason=reissue_reason, supersedes=existing[-1] if reissue else None, seal=seal,
+        wh=wh if final else None,
     )
     # 5. Record the issue (finalize only): the baseline for later adjustments.
     if final and version is not None:
@@ -110,13 +131,20 @@ def _check_request(
 
 
 def _existing_versions(
-    wh: Warehouse, out_dir: Path, period: str, *, final: bool, reissue: bool
+    wh: Warehouse, out_dir: Path, period: str, *, final: bool, reissue: bool, key: str | None
 ) -> list[int]:
-    """Issued versions of `period` (disk and warehouse, after re-recording a crash's leftovers);
-    a second finalize is refused, and so is a reissue of a month never finalized."""
+    """Issued versions of `period` as the warehouse records them (after adopting a crash's
+    leftovers); a folder recovery refused blocks issuing until someone moves it away, a second
+    finalize is refused, and so is a reissue of a month never finalized."""
     if final:
-        reconcile(wh, out_dir, period)
-    existing = sorted(set(issued_versions(out_dir, period)) | set(recorded_issues(wh, period)))
+        refused = reconcile(wh, out_dir, period, key=key).refused
+        if refused:
+            version, why = next(iter(refused.items()))
+            raise ReportError(
+                f"{version_dir(out_dir, period, version)}: not an issue the warehouse recorded "
+                f"({why}); refused and audited: move it out of {out_dir} before issuing {period}"
+            )
+    existing = sorted(recorded_issues(wh, period))
     if final and existing and not reissue:
         where = version_dir(out_dir, period, existing[-1])
         raise ReportError(
@@ -128,26 +156,39 @@ def _existing_versions(
     return existing
 
 
+def _chain(wh: Warehouse) -> dict[str, Any] | None:
+    """The link a new issue's manifest carries: the issue the warehouse recorded last."""
+    last = last_recorded_issue(wh)
+    if last is None:
+        return None
+    return {"previous": f"{last['period']}/v{last['version']}",
+            "previous_manifest_sha256": last["manifest_sha256"]}
+
+
 def _write_sealed(
     target: Path, data: MonthlyData, settings: Settings, *, status: str, moment: datetime,
     notes: list[str], version: int | None, reason: str | None, supersedes: int | None,
+    seal: Seal, wh: Warehouse | None,
 ) -> tuple[dict[str, Any], str]:
     """Write the report in a staging folder beside `target`, seal it with its manifest and move
-    it into place (a version read-only and never replaced; a draft swapped). Returns the totals
-    and the manifest's sha256."""
+    it into place (a version: intent recorded in `wh` first, read-only, never replaced; a draft:
+    swapped). Returns the totals and the manifest's sha256."""
     final = version is not None
     parent = target.parent  # the period's folder
     parent.mkdir(parents=True, exist_ok=True)
-    staging = parent / f".staging-{uuid.uuid4().hex[:12]}"
+    staging = parent / f"{STAGING_FINAL if final else STAGING_DRAFT}{uuid.uuid4().hex[:12]}"
     try:
         totals = write_report(staging, data, settings, status=status, generated_at=moment, notes=notes)
         manifest = build_manifest(
             staging, period=data.period, status="final" if final else "draft", version=version,
             generated_at=moment, price_book_version=data.price_book_version,
             inputs_sha256=data.inputs_sha256, totals=totals, reason=reason, supersedes=supersedes,
+            chain=seal.chain, coverage=seal.coverage,
         )
-        manifest_sha = write_manifest(staging, manifest)
-        if final:
+        manifest_sha = write_manifest(staging, manifest, seal.key if final else None)
+        if final and version is not None and wh is not None:
+            _record_intent(wh, data, version, moment=moment, manifest_sha=manifest_sha,
+                           staging=staging, seal=seal, target=target)
             _make_read_only(staging)
             _move_new(staging, target)
         else:
@@ -156,6 +197,32 @@ def _write_sealed(
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return totals, manifest_sha
+
+
+def _record_intent(
+    wh: Warehouse, data: MonthlyData, version: int, *, moment: datetime, manifest_sha: str,
+    staging: Path, seal: Seal, target: Path,
+) -> None:
+    """Tell the warehouse which sealed folder is about to become `target` (before the rename)."""
+    intent = pl.DataFrame([{
+        "period": data.period, "version": version, "recorded_at": moment,
+        "manifest_sha256": manifest_sha, "inputs_sha256": data.inputs_sha256,
+        "signature": read_manifest(staging).get("signature"),
+        "previous_manifest_sha256": (seal.chain or {}).get("previous_manifest_sha256"),
+        "coverage": (seal.coverage or {}).get("ratio"), "path": str(target),
+    }])
+    wh.load(LoadBatch({"report_intents": intent}))
+
+
+def _coverage_notes(coverage: Coverage, settings: Settings, final: bool) -> list[str]:
+    """The covered range when any hour of the month has no samples, and a partial finalize."""
+    if coverage.ratio >= 1.0:
+        return []
+    notes = [coverage.describe()]
+    floor = min_coverage(settings)
+    if final and coverage.ratio < floor:
+        notes.append(f"Finalized below reports.min_coverage ({floor:.0%}) with --allow-partial.")
+    return notes
 
 
 def _notes(wh: Warehouse, data: MonthlyData, final: bool) -> list[str]:
@@ -210,71 +277,17 @@ def record_issue(
     wh: Warehouse, data: MonthlyData, version: int, *, moment: datetime, manifest_sha: str,
     reason: str | None, folder: Path,
 ) -> None:
-    """Store the issue and its lines in one transaction, and an audit record."""
+    """Store the issue, its lines and an audit record in one transaction."""
     issue = pl.DataFrame([{
         "period": data.period, "version": version, "finalized_at": moment,
         "manifest_sha256": manifest_sha, "inputs_sha256": data.inputs_sha256,
         "fleet_cost": data.bill.fleet_cost, "reason": reason, "path": str(folder),
     }])
-    _load_issue(wh, issue, data.summary, data.period, version)
-    wh.append_audit({
-        "occurred_at": moment, "actor": "gpuledger report",
-        "action": "reissue" if reason else "finalize", "object": f"report period={data.period} v{version}",
-        "result": "ok", "detail": reason or f"fleet cost {data.bill.fleet_cost:.2f} {data.bill.currency}",
-    })
-
-
-def _load_issue(wh: Warehouse, issue: pl.DataFrame, summary: pl.DataFrame, period: str, version: int) -> None:
-    lines = summary.with_columns(
-        pl.lit(period).alias("period"),
-        pl.lit(version, pl.Int32).alias("version"),
-        pl.int_range(pl.len(), dtype=pl.Int32).alias("line_no"),
-    )
-    wh.load(LoadBatch({"report_issues": issue, "report_lines": lines}))
-
-
-def reconcile(wh: Warehouse, out_dir: Path, period: str) -> list[int]:
-    """Record issues found on disk but missing from the warehouse (a crash between the rename
-    and the warehouse write); return the versions recorded."""
-    recorded = recorded_issues(wh, period)
-    added = []
-    for version, manifest in issued_versions(out_dir, period).items():
-        if version in recorded:
-            continue
-        folder = version_dir(out_dir, period, version)
-        problems = verify_folder(folder)
-        if problems:
-            raise ReportError(f"{folder}: cannot adopt this issue: {problems[0]}")
-        summary = pl.read_csv(folder / "summary.csv", schema=SUMMARY_SCHEMA)
-        issue = pl.DataFrame([{
-            "period": period, "version": version,
-            "finalized_at": datetime.fromisoformat(manifest["generated_at"].replace("Z", "+00:00")),
-            "manifest_sha256": sha256_file(folder / "manifest.json"),
-            "inputs_sha256": manifest["inputs_sha256"],
-            "fleet_cost": float(manifest["totals"]["fleet_cost"]),
-            "reason": manifest.get("reason"), "path": str(folder),
-        }])
-        _load_issue(wh, issue, summary, period, version)
-        added.append(version)
-    return added
-
-
-def verify_issues(wh: Warehouse, out_dir: Path, period: str) -> list[str]:
-    """Problems with the issued versions of `period`: files against manifests, and each
-    manifest against the checksum the warehouse recorded when it was issued."""
-    problems: list[str] = []
-    recorded = recorded_issues(wh, period)
-    on_disk = issued_versions(out_dir, period)
-    for version in sorted(set(recorded) | set(on_disk)):
-        folder = version_dir(out_dir, period, version)
-        if version not in on_disk:
-            problems.append(f"{folder}: recorded in the warehouse but missing on disk")
-            continue
-        problems += verify_folder(folder)
-        if version not in recorded:
-            problems.append(f"{folder}: on disk but not recorded in the warehouse")
-        elif sha256_file(folder / "manifest.json") != recorded[version]["manifest_sha256"]:
-            problems.append(f"{folder / 'manifest.json'}: differs from the checksum recorded at issue")
-        elif read_manifest(folder).get("version") != version:
-            problems.append(f"{folder / 'manifest.json'}: names another version")
-    return problems
+    with wh.transaction():
+        load_issue(wh, issue, data.summary, data.period, version)
+        wh.append_audit({
+            "occurred_at": moment, "actor": "gpuledger report",
+            "action": "reissue" if reason else "finalize",
+            "object": f"report period={data.period} v{version}", "result": "ok",
+            "detail": reason or f"fleet cost {data.bill.fleet_cost:.2f} {data.bill.currency}",
+        })

@@ -1,17 +1,20 @@
 """In-process scheduling of the monthly report (`gpuledger serve --schedule`).
 
 `run_due` is safe to call as often as one likes (every few minutes, at every start): it issues
-each completed month at most once, because a month counts as issued as soon as a finalized
-manifest exists under the output folder or the warehouse records an issue. A restart between
-two calls therefore never issues a month twice; a crash in the middle of an issue leaves only a
-staging folder, and the next call issues the month again from scratch.
+each completed month at most once, because a month counts as issued as soon as the warehouse
+records an issue (the only authority: a folder on disk counts only once crash recovery adopted
+it against its recorded intent, see `reports.recovery`). A restart between two calls therefore
+never issues a month twice; a crash in the middle of an issue leaves a staging folder, which the
+next call removes before issuing the month again from scratch.
 
 Steps of one call:
 1. List the months to consider: the last `reports.schedule_backfill_months` months that ended
    at least `reports.schedule_grace_hours` ago (late samples get that long to arrive).
-2. Skip the months already issued (manifest on disk, or a `report_issues` row).
+2. Recover each of them (`reconcile`: leftovers removed, crash leftovers adopted or refused),
+   then skip the months already issued (a `report_issues` row).
 3. For each remaining month, oldest first: run collection for it when a collector is given,
-   then finalize its report. A month without any usage is skipped (and retried next call).
+   then finalize its report. A month without any usage, below `reports.min_coverage`, or with
+   a refused folder is skipped with a warning (and retried next call).
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from gpuledger.core.config import Settings
 from gpuledger.core.errors import ReportError
 from gpuledger.core.period import Period
 from gpuledger.core.window import Window, as_utc
-from gpuledger.reports.layout import issued_versions
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.reports import issued_periods
 
@@ -57,10 +59,11 @@ def _candidates(settings: Settings, now: datetime, backfill: int | None) -> list
 def due_periods(
     wh: Warehouse, settings: Settings, out_dir: Path, now: datetime, backfill: int | None = None
 ) -> list[str]:
-    """Completed months not yet issued (no final manifest on disk, no warehouse record)."""
+    """Completed months the warehouse has not recorded as issued (`out_dir` is not consulted:
+    a folder there proves nothing until recovery adopted it)."""
     candidates = _candidates(settings, now, backfill)
     recorded = issued_periods(wh)
-    return [p for p in candidates if p not in recorded and not issued_versions(out_dir, p)]
+    return [p for p in candidates if p not in recorded]
 
 
 def run_due(
@@ -78,14 +81,16 @@ def run_due(
     consider). Returns the folders of the versions issued by this call (empty when nothing was
     due). Opens the warehouse for writing only for the duration of the call.
     """
-    from gpuledger.reports.monthly import issue_monthly, reconcile
+    from gpuledger.reports.manifest import signing_key
+    from gpuledger.reports.monthly import issue_monthly
+    from gpuledger.reports.recovery import reconcile
 
     settings = _settings(ctx_or_settings)
     issued: list[Path] = []
     with Warehouse.open(wh_path) as wh:
-        # Re-record any issue a crash left on disk only, before deciding what is due.
+        # Adopt any issue a crash left on disk only (if recorded as intended), before deciding.
         for period in _candidates(settings, now, backfill):
-            reconcile(wh, out_dir, period)
+            reconcile(wh, out_dir, period, key=signing_key(settings))
         for period in due_periods(wh, settings, out_dir, now, backfill):
             if collect is not None:
                 collect(wh, Period.exact(period).window)

@@ -1,7 +1,10 @@
 """`gpuledger report …`: monthly reports (CSV, FOCUS, PDF statements), verify, scheduled run.
 
-- `report monthly --period YYYY-MM|last --out DIR [--finalize] [--reissue --reason TEXT]`
-- `report verify --period YYYY-MM --out DIR`: issued files against manifests and warehouse
+- `report monthly --period YYYY-MM|last --out DIR [--finalize] [--reissue --reason TEXT]
+  [--allow-partial]`: a month below `reports.min_coverage` is finalized only with
+  `--allow-partial`
+- `report verify --period YYYY-MM --out DIR`: issued files against manifests, signatures and
+  the warehouse, both ways (a folder the warehouse never recorded is a problem too)
 - `report due --out DIR`: finalize every completed month not yet issued (idempotent; what
   the CronJob runs)
 """
@@ -43,6 +46,7 @@ def _monthly(args: argparse.Namespace, ctx: Context) -> int:
         result = issue_monthly(
             wh, ctx.settings, period, out, finalize=args.finalize,
             reissue_reason=args.reason if args.reissue else None,
+            allow_partial=args.allow_partial,
         )
     totals = result.totals
     if args.json:
@@ -71,12 +75,13 @@ def _as_json(result: Any) -> dict[str, Any]:
 
 
 def _verify(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.reports.monthly import verify_issues
+    from gpuledger.reports.manifest import signing_key
+    from gpuledger.reports.recovery import verify_issues
 
     period = resolve_period(args.period)
     out = _out_dir(args, ctx)
     with ctx.open_warehouse(read_only=True) as wh:
-        problems = verify_issues(wh, out, period)
+        problems = verify_issues(wh, out, period, key=signing_key(ctx.settings))
     if problems:
         for problem in problems:
             ctx.echo(f"FAIL {problem}")
@@ -122,6 +127,10 @@ def register(add_command: AddCommand) -> None:
         "--reissue", action="store_true", help="issue the next version of a finalized period"
     )
     monthly.add_argument("--reason", help="why the period is reissued (required with --reissue)")
+    monthly.add_argument(
+        "--allow-partial", action="store_true",
+        help="finalize even below reports.min_coverage of hours with samples",
+    )
     monthly.add_argument("--json", action="store_true", help="print the result as JSON")
 
     verify = verbs.add_parser(

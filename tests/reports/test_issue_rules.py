@@ -6,7 +6,8 @@ Cases:
   audit log; a second finalize (CLI) refuses and names v1; `--reissue --reason` writes v2 beside
   v1, records the reason, and leaves every byte of v1 as it was
 - `report verify` passes, then fails once a finalized file is edited
-- late data: samples of an issued month arriving afterwards leave its v1 untouched, a draft of
+- late data: a month with 20 of 30 days collected is refused below `min_coverage`, finalized
+  with `allow_partial`; samples of an issued month arriving afterwards leave its v1 untouched, a draft of
   that month says the numbers moved, and the next month's report carries adjustment lines equal
   to (bill now - issued lines), computed here independently from v1's summary.csv; in FOCUS they
   are `Correction` rows with the issued month's charge period; once that report is finalized
@@ -33,7 +34,8 @@ from gpuledger.core.window import Window
 from gpuledger.reports.adjustments import adjustments_for
 from gpuledger.reports.billing import SUMMARY_BY, month_bill, summary_lines
 from gpuledger.reports.manifest import sha256_file, verify_folder
-from gpuledger.reports.monthly import issue_monthly, verify_issues
+from gpuledger.reports.monthly import issue_monthly
+from gpuledger.reports.recovery import verify_issues
 from gpuledger.reports.schedule import due_periods, run_due
 from gpuledger.warehouse import LoadBatch, Warehouse
 
@@ -107,7 +109,9 @@ def test_late_data_becomes_an_adjustment(warehouse, tmp_path):
     with Warehouse.open(warehouse) as wh:
         held = wh.query("SELECT * FROM gpu_samples WHERE ts >= ?", [cut])
         wh.load(LoadBatch({"gpu_samples": held.clear()}, window=late))   # samples not there yet
-        issue_monthly(wh, settings, NOV, out, finalize=True, now=AFTER_NOV)
+        with pytest.raises(ReportError, match=r"only 480 of 720 hours \(66.7%\) have samples"):
+            issue_monthly(wh, settings, NOV, out, finalize=True, now=AFTER_NOV)
+        issue_monthly(wh, settings, NOV, out, finalize=True, allow_partial=True, now=AFTER_NOV)
         v1 = out / "period=2024-11" / "v1"
         issued = _summary(v1 / "summary.csv")
         before = _snapshot(v1)

@@ -2,7 +2,8 @@
 
 Why here: only `warehouse/` speaks SQL. `reports.monthly` (finalize, reissue, verify),
 `reports.schedule` (which months are due) and `reports.adjustments` (late data measured against
-what was billed) read the `report_issues` and `report_lines` tables only through these.
+what was billed) read the `report_issues`, `report_lines` and `report_intents` tables (and the
+audit log and sample hours behind recovery and coverage) only through these.
 Periods are `YYYY-MM` text, as the tables store them.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import polars as pl
 
     from gpuledger.warehouse import Warehouse
@@ -52,3 +55,50 @@ def carried_adjustments(wh: Warehouse, period: str, version: int, for_period: st
         "AND line = 'adjustment' AND for_period = ?",
         [period, version, for_period],
     )
+
+
+def recorded_intents(wh: Warehouse, period: str) -> dict[int, dict[str, Any]]:
+    """What finalize recorded before renaming each version of `period` into place, by version:
+    every `report_intents` column (`manifest_sha256`, `signature`, ...). Crash recovery adopts
+    a folder only when its manifest matches one of these."""
+    rows = wh.query("SELECT * FROM report_intents WHERE period = ? ORDER BY version", [period])
+    return {int(r["version"]): r for r in rows.iter_rows(named=True)}
+
+
+def last_recorded_issue(wh: Warehouse) -> dict[str, Any] | None:
+    """The issue recorded last (any period): what the next issue's checksum chain points to."""
+    rows = wh.query(
+        "SELECT period, version, manifest_sha256 FROM report_issues "
+        "ORDER BY finalized_at DESC, period DESC, version DESC LIMIT 1"
+    )
+    return rows.row(0, named=True) if rows.height else None
+
+
+def recorded_manifest_digests(wh: Warehouse) -> set[str]:
+    """The manifest sha256 of every recorded issue (links a checksum chain may point to)."""
+    rows = wh.query("SELECT DISTINCT manifest_sha256 FROM report_issues")
+    return {str(d) for (d,) in rows.iter_rows()}
+
+
+def audit_recorded(wh: Warehouse, action: str, obj: str, detail: str) -> bool:
+    """True when the audit log already holds this exact record (a refusal is logged once, not at
+    every scheduler tick)."""
+    rows = wh.query(
+        "SELECT count(*) FROM audit_log WHERE action = ? AND object = ? AND detail = ?",
+        [action, obj, detail],
+    )
+    return bool(rows.item(0, 0))
+
+
+def sampled_hours(wh: Warehouse, start: datetime, end: datetime) -> tuple[int, datetime | None, datetime | None]:
+    """Hours of `[start, end)` with any GPU sample or roll-up row (raw samples may have aged
+    out), and the first and last such hour start."""
+    rows = wh.query(
+        "SELECT count(*) AS n, min(h) AS first, max(h) AS last FROM ("
+        "  SELECT DISTINCT date_trunc('hour', ts) AS h FROM gpu_samples WHERE ts >= ? AND ts < ?"
+        "  UNION SELECT DISTINCT date_trunc('hour', ts) FROM card_hours_hourly WHERE ts >= ? AND ts < ?"
+        ")",
+        [start, end, start, end],
+    )
+    n, first, last = rows.row(0)
+    return int(n), first, last
