@@ -23,16 +23,29 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import polars as pl
 
 from gpuledger.analytics.capacity import instance_share_by_day, presence_by_day
+from gpuledger.analytics.devices.replicas import replicas_unknown_nodes
 from gpuledger.analytics.hourly import gpu_inventory
-from gpuledger.analytics.lines import LINE_VALUES, group_lines, order_lines, redistribute, round_lines
+from gpuledger.analytics.lines import (
+    group_lines,
+    line_json,
+    order_lines,
+    redistribute,
+    round_lines,
+    unallocated_summary,
+)
 from gpuledger.analytics.money import to_cents
-from gpuledger.analytics.prices import discount_factor_expr, price_table, utilization_basis_expr
+from gpuledger.analytics.prices import (
+    discount_factor_expr,
+    price_sources,
+    price_table,
+    utilization_basis_expr,
+)
 from gpuledger.analytics.samples import SampleRules
 from gpuledger.analytics.special_lines import SpecialLine
 from gpuledger.analytics.teams import team_table
@@ -43,6 +56,7 @@ from gpuledger.core.period import Period
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries.freshness import newest_sample
 
 Grain = Literal["device", "lines"]
 
@@ -57,7 +71,8 @@ DETAIL_COLUMNS: tuple[str, ...] = (
     "uuid", "gpu_i_id", "vgpu", "profile", "share", "held_hours", "card_hours",
     "idle_card_hours", "held_idle_card_hours", "stranded_card_hours", "active_ratio",
     "fb_used_max_mib", "unit_price", "discount_factor", "list_cost", "sharing_discount",
-    "utilization_adjustment", "cost", "idle_cost",
+    "utilization_adjustment", "cost", "idle_cost", "activity_unknown_card_hours",
+    "unpriced_card_hours",
 )
 
 
@@ -84,6 +99,15 @@ class Bill:
     mig_share_basis: str
     source: str
     extras: dict[str, Any] = field(default_factory=dict)
+    unpriced_models: tuple[str, ...] = ()
+    """Models with no price in `price_book` nor the default catalog: billed at zero."""
+    catalog_priced_models: tuple[str, ...] = ()
+    """Models priced from the default catalog (`core/data/gpu_price_catalog.yaml`)."""
+    replicas_unknown_nodes: tuple[str, ...] = ()
+    """Nodes with time-sliced cards whose replica count no node label states (see
+    `analytics.devices.replicas`): their shares fall back to the inventory's count."""
+    newest_sample: datetime | None = None
+    """The newest GPU sample (or roll-up hour end) before the window's end: data as of."""
 
     @property
     def period(self) -> str:
@@ -95,17 +119,7 @@ class Bill:
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON of `gpuledger bill --format json` (docs/guide/analytics.md)."""
-        lines = []
-        for row in self.lines.iter_rows(named=True):
-            line: dict[str, Any] = {}
-            for key, value in row.items():
-                if key in ("card_hours", "idle_card_hours", "held_idle_card_hours"):
-                    line[key] = round(float(value), 6)
-                elif key in LINE_VALUES:
-                    line[key] = round(float(value), 2)
-                else:
-                    line[key] = value.isoformat() if hasattr(value, "isoformat") else value
-            lines.append(line)
+        lines = [line_json(row) for row in self.lines.iter_rows(named=True)]
         unallocated = [
             {k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}
             for row in self.unallocated.iter_rows(named=True)
@@ -126,6 +140,10 @@ class Bill:
             "unattributed_namespaces": list(self.unattributed_namespaces),
             "lines": lines,
             "unallocated": unallocated,
+            "unpriced_models": list(self.unpriced_models),
+            "catalog_priced_models": list(self.catalog_priced_models),
+            "replicas_unknown_nodes": list(self.replicas_unknown_nodes),
+            "newest_sample": _iso(self.newest_sample) if self.newest_sample else None,
         }
 
 
@@ -152,8 +170,12 @@ def compute_bill(
     *,
     source: Source = "auto",
     grain: Grain = "device",
+    strict_prices: bool = False,
 ) -> Bill:
     """Price `window` (numbered steps in the module docstring).
+
+    A model with no price anywhere is billed at zero on lines marked `unpriced` and named in
+    `unpriced_models`; `strict_prices=True` raises the `ConfigError` instead.
 
     `grain="device"` (default) keeps `detail` at day x device x holder. `grain="lines"` prices
     the roll-up summed only by day and what the lines and prices need (namespace, model,
@@ -174,7 +196,7 @@ def compute_bill(
     gpus = gpu_inventory(wh)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
-    prices = price_table(book, models, window)
+    prices = price_table(book, models, window, strict=strict_prices)
     teams = team_table(wh, usage["namespace"].drop_nulls().unique().to_list(), settings)
     allocated = _price_allocated(usage, teams, prices, settings)
     # 3. Capacity: unallocated and stranded.
@@ -196,13 +218,37 @@ def compute_bill(
     bill = Bill(
         window=window, currency=book.currency, by=dims, fleet_cost=fleet_cost,
         fleet_card_hours=float(detail["card_hours"].sum()), lines=lines, detail=detail,
-        unallocated=_unallocated_summary(unallocated), unattributed_namespaces=unattributed,
+        unallocated=unallocated_summary(unallocated), unattributed_namespaces=unattributed,
         redistribution=settings.idle.unallocated_redistribution,
         price_book_version=book.version, mig_share_basis=settings.sharing.mig_share_basis,
-        source=used_source,
+        source=used_source, **_facts(wh, window, gpus, book, models),
     )
     check_conservation(bill)
     return bill
+
+
+def _facts(
+    wh: Warehouse, window: Window, gpus: pl.DataFrame, book: PriceBook, models: set[str]
+) -> dict[str, Any]:
+    """What the bill states besides its numbers: where prices came from, what is unknown."""
+    sources = price_sources(book, models)
+    return {
+        "unpriced_models": sources["unpriced"],
+        "catalog_priced_models": sources["catalog"],
+        "replicas_unknown_nodes": replicas_unknown_nodes(wh, gpus, window),
+        "newest_sample": newest_sample(wh, before=window.end),
+    }
+
+
+def _flag_hours(usage: pl.DataFrame) -> list[pl.Expr]:
+    """`unpriced_card_hours`, and `activity_unknown_card_hours` where the usage rows do not
+    carry it: a row whose `active_ratio` is NULL had no activity reading at all."""
+    unknown = pl.when(pl.col("active_ratio").is_null()).then(pl.col("card_hours")).otherwise(0.0)
+    exprs = [pl.when(pl.col("unpriced")).then(pl.col("card_hours")).otherwise(0.0)
+             .alias("unpriced_card_hours")]
+    if "activity_unknown_card_hours" not in usage.columns:
+        exprs.append(unknown.alias("activity_unknown_card_hours"))
+    return exprs
 
 
 def _price_allocated(
@@ -219,6 +265,7 @@ def _price_allocated(
             (pl.col("card_hours") / pl.col("held_hours")).alias("share"),
             pl.lit(0.0).alias("stranded_card_hours"),
         )
+        .with_columns(_flag_hours(usage))
     )
     net = pl.col("card_hours") * pl.col("unit_price") * pl.col("discount_factor")
     charged = pl.when(pl.col("_by_utilization")).then(
@@ -288,6 +335,9 @@ def _unallocated_rows(
         pl.lit(0.0).alias("held_idle_card_hours"),
         pl.lit(None, dtype=pl.Float64).alias("active_ratio"),
         pl.lit(None, dtype=pl.Float64).alias("fb_used_max_mib"),
+        pl.lit(0.0).alias("activity_unknown_card_hours"),
+        pl.when(pl.col("unpriced")).then(pl.col("card_hours")).otherwise(0.0)
+        .alias("unpriced_card_hours"),
         pl.lit(1.0).alias("discount_factor"),
         (pl.col("card_hours") * pl.col("unit_price")).alias("list_cost"),
         pl.lit(0.0).alias("sharing_discount"),
@@ -320,22 +370,11 @@ def _utilization_remainder(allocated: pl.DataFrame) -> pl.DataFrame:
             *[pl.lit(0.0).alias(c) for c in (
                 "held_hours", "card_hours", "idle_card_hours", "held_idle_card_hours",
                 "stranded_card_hours", "list_cost", "sharing_discount", "idle_cost",
+                "activity_unknown_card_hours", "unpriced_card_hours",
             )],
             pl.lit(1.0).alias("discount_factor"),
             pl.col("utilization_adjustment").alias("cost"),
         )
-    )
-
-
-def _unallocated_summary(rows: pl.DataFrame) -> pl.DataFrame:
-    return (
-        rows.group_by("pool", "model")
-        .agg(
-            pl.col("card_hours").sum(),
-            pl.col("stranded_card_hours").sum(),
-            pl.col("list_cost").sum().alias("cost"),
-        )
-        .sort(["pool", "model"], nulls_last=True)
     )
 
 

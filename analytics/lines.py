@@ -11,12 +11,14 @@ round to whole cents so the lines add up to the fleet cost exactly.
 4. Sort the lines (so rounding ties break the same way every time), then round every money
    column as a whole (largest remainder), so each column keeps its exact total: list cost sums
    to the fleet cost, discounts and moved amounts sum to zero. Cost is the sum of rounded parts,
-   so the lines' costs add up to the fleet cost to the cent.
+   so the lines' costs add up to the fleet cost to the cent. The flag columns
+   (`FLAG_HOURS`, `unpriced`) follow the original ones, so existing readers keep their columns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 
@@ -25,7 +27,7 @@ from gpuledger.analytics.special_lines import SPECIAL_LINES, SpecialLine
 
 SUMS: tuple[str, ...] = (
     "card_hours", "list_cost", "sharing_discount", "utilization_adjustment", "idle_card_hours",
-    "held_idle_card_hours", "idle_cost",
+    "held_idle_card_hours", "idle_cost", "activity_unknown_card_hours", "unpriced_card_hours",
 )
 MONEY: tuple[str, ...] = (
     "list_cost", "sharing_discount", "utilization_adjustment", "redistributed_cost", "idle_cost",
@@ -34,6 +36,12 @@ LINE_VALUES: tuple[str, ...] = (
     "card_hours", "list_cost", "sharing_discount", "utilization_adjustment", "redistributed_cost",
     "cost", "idle_card_hours", "held_idle_card_hours", "idle_cost",
 )
+FLAG_HOURS: tuple[str, ...] = ("activity_unknown_card_hours", "unpriced_card_hours")
+"""Card-hours a line holds that the reader must know about, added after the original columns:
+held with no activity reading in the hour (never counted idle nor busy), and held on a model
+with no price anywhere (billed at zero). `unpriced` is true where the second is above zero."""
+HOURS: tuple[str, ...] = ("card_hours", "idle_card_hours", "held_idle_card_hours", *FLAG_HOURS)
+"""Line columns in card-hours (6 decimals in JSON); the other LINE_VALUES are money."""
 
 
 def group_lines(detail: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
@@ -105,8 +113,22 @@ def round_lines(lines: pl.DataFrame, fleet_cost: float, by: Sequence[str]) -> pl
     out = lines.with_columns(
         *[pl.Series(col, [c / 100 for c in cents[col]], dtype=pl.Float64) for col in MONEY],
         pl.Series("cost", [c / 100 for c in cost], dtype=pl.Float64),
+        (pl.col("unpriced_card_hours") > 0).alias("unpriced"),
     )
-    return out.select([*by, *LINE_VALUES])
+    return out.select([*by, *LINE_VALUES, *FLAG_HOURS, "unpriced"])
+
+
+def line_json(row: dict[str, Any]) -> dict[str, Any]:
+    """One line as the bill's JSON writes it: card-hours to 6 decimals, money to cents."""
+    line: dict[str, Any] = {}
+    for key, value in row.items():
+        if key in HOURS:
+            line[key] = round(float(value), 6)
+        elif key in LINE_VALUES:
+            line[key] = round(float(value), 2)
+        else:
+            line[key] = value.isoformat() if hasattr(value, "isoformat") else value
+    return line
 
 
 def order_lines(lines: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
@@ -121,4 +143,17 @@ def order_lines(lines: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
         lines.with_columns(rank.alias("_rank"))
         .sort(["_rank", *by], nulls_last=True)
         .drop("_rank")
+    )
+
+
+def unallocated_summary(rows: pl.DataFrame) -> pl.DataFrame:
+    """The bill's `unallocated` table: capacity nobody held, per pool and model."""
+    return (
+        rows.group_by("pool", "model")
+        .agg(
+            pl.col("card_hours").sum(),
+            pl.col("stranded_card_hours").sum(),
+            pl.col("list_cost").sum().alias("cost"),
+        )
+        .sort(["pool", "model"], nulls_last=True)
     )

@@ -1,4 +1,5 @@
-"""Shared by `bill`, `idle` and `recommend`: the window flags and a plain-text table.
+"""Shared by `bill`, `idle` and `recommend`: the window and price flags, the bill's warnings
+and a plain-text table.
 
 Light on purpose (no heavy imports): the CLI imports command modules at start-up.
 """
@@ -6,18 +7,58 @@ Light on purpose (no heavy imports): the CLI imports command modules at start-up
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period
 from gpuledger.core.window import Window
+
+if TYPE_CHECKING:
+    from gpuledger.analytics.bill import Bill
 
 
 def add_window_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--period", metavar="YYYY-MM", help="calendar month (UTC)")
     parser.add_argument("--start", metavar="TIME", help="window start, ISO-8601 (with --end)")
     parser.add_argument("--end", metavar="TIME", help="window end, exclusive, ISO-8601")
+
+
+def add_price_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--strict-prices", action="store_true",
+        help="fail on a GPU model with no price (in price_book or the default catalog) instead "
+             "of billing its card-hours at zero on lines marked unpriced",
+    )
+
+
+def bill_warnings(bill: Bill) -> list[str]:
+    """One line per thing the bill could not know, for stderr (the numbers still add up)."""
+    import polars as pl
+
+    out: list[str] = []
+    if bill.unpriced_models:
+        hours = bill.detail.group_by("model").agg(pl.col("unpriced_card_hours").sum())
+        held = {str(m): float(h) for m, h in hours.iter_rows()}
+        named = ", ".join(f"{m!r} ({held.get(m, 0.0):,.3f} card-hours)" for m in bill.unpriced_models)
+        out.append(
+            f"no price for GPU model {named}: billed at 0 on lines marked unpriced; add it to "
+            f"`price_book` in the config (model: <name>, unit_price: <{bill.currency} per "
+            "card-hour>), or pass --strict-prices to make this an error"
+        )
+    if bill.replicas_unknown_nodes:
+        out.append(
+            "time-slice replica count unknown on node(s) " + ", ".join(bill.replicas_unknown_nodes)
+            + " (no nvidia.com/gpu.replicas label from the Kubernetes API or kube_node_labels): "
+            "shares there use the replicas seen, which overcharges when replicas sit unused"
+        )
+    return out
+
+
+def warn(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(f"gpuledger: warning: {line}", file=sys.stderr, flush=True)
 
 
 def window_from_args(args: argparse.Namespace) -> Window:

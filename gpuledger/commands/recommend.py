@@ -7,18 +7,28 @@ import json
 
 from gpuledger.command_context import Context
 from gpuledger.commands import AddCommand
-from gpuledger.commands._analytics_common import add_window_args, text_table, window_from_args
+from gpuledger.commands._analytics_common import (
+    add_price_args,
+    add_window_args,
+    bill_warnings,
+    text_table,
+    warn,
+    window_from_args,
+)
 
 _SHOWN = ("kind", "team", "namespace", "pod", "current", "recommended", "workload_profile",
           "monthly_saving", "reason")
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
+    from gpuledger.analytics.bill import compute_bill
     from gpuledger.analytics.recommend import recommend
 
     window = window_from_args(args)
     with ctx.open_warehouse(read_only=True) as wh:
-        result = recommend(wh, window, ctx.settings, headroom=args.headroom, seed=args.seed)
+        bill = compute_bill(wh, window, ctx.settings, ("team",), strict_prices=args.strict_prices)
+        result = recommend(wh, window, ctx.settings, bill=bill, headroom=args.headroom, seed=args.seed)
+    warn(bill_warnings(bill))
     recs = result.recommendations.head(args.top)
     if args.format == "json":
         ctx.echo(json.dumps({
@@ -49,3 +59,4 @@ def register(add_command: AddCommand) -> None:
                    help="extra memory and compute kept above the observed peak / p95 (default 0.2)")
     p.add_argument("--seed", type=int, default=7, help="clustering seed (profiles are stable for a seed)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    add_price_args(p)
