@@ -4,7 +4,11 @@ Used when the Kubernetes API is not reachable, so a Prometheus-only setup still 
 - namespaces: `kube_namespace_labels` (the latest label set seen in the chunk);
 - pods: `kube_pod_container_resource_requests` for `nvidia_com_*` resources, summed per pod
   and resource; the pod's span is the first to the last instant it was seen (+ one step);
-  node from `kube_pod_info`, queue from the `kueue.x-k8s.io/queue-name` pod label.
+  node from `kube_pod_info`, queue from the `kueue.x-k8s.io/queue-name` pod label;
+- node labels: `kube_node_labels` (exported only for the keys KSM is allowed to list, e.g.
+  `--metric-labels-allowlist=nodes=[nvidia.com/gpu.replicas,...]`): the GFD keys in
+  `NODE_LABELS` are stored under their real names in `nodes.labels`, so the bill reads the
+  time-slicing replica count (`nvidia.com/gpu.replicas`) the same way with or without the API.
 Resource names come back from KSM's sanitized form: `nvidia_com_mig_3g_40gb` →
 `nvidia.com/mig-3g.40gb`, `nvidia_com_gpu` → `nvidia.com/gpu`.
 """
@@ -21,12 +25,20 @@ import polars as pl
 
 from gpuledger.collectors.queues import queue_collector
 from gpuledger.core.config import TeamSettings
-from gpuledger.core.frames import NAMESPACES, PODS, polars_schema
+from gpuledger.core.frames import NAMESPACES, NODES, PODS, polars_schema
 from gpuledger.core.teams import ksm_label, resolve_team
 
 QUEUE_LABEL = ksm_label(queue_collector().pod_queue_label)
 """The KSM series label of the default queue system's pod queue label."""
 _MIG = re.compile(r"^mig_(\d+g)_(\d+gb)(_me)?$")
+NODE_LABELS: tuple[str, ...] = (
+    "nvidia.com/gpu.replicas", "nvidia.com/gpu.product", "nvidia.com/gpu.count",
+    "nvidia.com/mig.strategy", "nvidia.com/mig.config", "nvidia.com/mig.config.state",
+    "gpuledger.io/pool",
+)
+"""Node label keys read back from KSM's sanitized names (`label_nvidia_com_gpu_replicas`);
+sanitizing is not reversible in general, so only these known keys are restored."""
+_NODE_KSM = {ksm_label(key): key for key in NODE_LABELS}
 
 
 def resource_name(ksm_resource: str) -> str:
@@ -85,3 +97,53 @@ def pods_from_frames(
             "labels": None, "start_ts": start, "end_ts": end,
         })
     return pl.DataFrame(rows, schema=schema)
+
+
+def node_labels_from_vector(result: Iterable[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Per node, the known GFD labels (real key names) of an instant vector of `kube_node_labels`."""
+    out: dict[str, dict[str, str]] = {}
+    for item in result:
+        metric = item.get("metric", {})
+        node = metric.get("node")
+        if not node:
+            continue
+        labels = {_NODE_KSM[k]: str(v) for k, v in metric.items() if k in _NODE_KSM and v}
+        out.setdefault(node, {}).update(labels)
+    return out
+
+
+def with_node_labels(nodes: pl.DataFrame, labels: dict[str, dict[str, str]]) -> pl.DataFrame:
+    """`nodes` (NODES rows built from the GPU series) with KSM's node labels filled in: `labels`
+    JSON, `pool`, `mig_config(_state)` and the configured `replicas`, which replaces the count
+    of replicas seen. Nodes KSM reports without GPU series are not added (no card, no bill)."""
+    if nodes.height == 0 or not labels:
+        return nodes
+    rows = [
+        {"node": node, "_labels": json.dumps(found, sort_keys=True),
+         "_pool": found.get("gpuledger.io/pool"),
+         "_replicas": _positive(found.get("nvidia.com/gpu.replicas")),
+         "_mig_config": found.get("nvidia.com/mig.config"),
+         "_mig_state": found.get("nvidia.com/mig.config.state")}
+        for node, found in labels.items()
+    ]
+    extra = pl.DataFrame(rows, schema={
+        "node": pl.String, "_labels": pl.String, "_pool": pl.String, "_replicas": pl.Int32,
+        "_mig_config": pl.String, "_mig_state": pl.String,
+    })
+    merged = nodes.join(extra, on="node", how="left").with_columns(
+        pl.coalesce("_labels", pl.col("labels").cast(pl.String)).alias("labels"),
+        pl.coalesce("_pool", "pool").alias("pool"),
+        pl.coalesce("_replicas", "replicas").alias("replicas"),
+        pl.coalesce("_mig_config", "mig_config").alias("mig_config"),
+        pl.coalesce("_mig_state", "mig_config_state").alias("mig_config_state"),
+    )
+    schema = polars_schema(NODES)
+    return merged.select([pl.col(c).cast(schema[c]) for c in NODES.column_names])
+
+
+def _positive(text: str | None) -> int | None:
+    try:
+        value = int(str(text))
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 1 else None

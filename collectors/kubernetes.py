@@ -32,6 +32,7 @@ from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import ClusterError, NotFoundError, TemporaryClusterError, error_for_status
 from gpuledger.core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
 from gpuledger.core.mig import canonical_model
+from gpuledger.core.pricing import strip_gfd_suffix
 from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM
 from gpuledger.core.teams import resolve_team
 
@@ -169,7 +170,7 @@ def _node_row(item: dict[str, Any], at: datetime) -> dict[str, Any]:
     labels: dict[str, str] = meta.get("labels") or {}
     status = item.get("status") or {}
     capacity: dict[str, str] = status.get("capacity") or {}
-    product = labels.get("nvidia.com/gpu.product", "").removesuffix("-SHARED")
+    product = strip_gfd_suffix(labels.get("nvidia.com/gpu.product", ""))
     mode = _sharing_mode(labels, capacity)
     return {
         "node": meta["name"], "pool": labels.get(POOL_LABEL),

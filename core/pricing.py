@@ -56,10 +56,15 @@ class CatalogEntry:
     currency: str
 
 
+def strip_gfd_suffix(product: str) -> str:
+    """A GFD `nvidia.com/gpu.product` value without the suffixes that are not the model:
+    `-SHARED` (time-slicing) and `-MIG-<profile>` / `-MIG-INVALID` (MIG single strategy)."""
+    return _GFD_SUFFIX.sub("", product.strip())
+
+
 def model_key(name: str) -> str:
     """The matching key of a model name: GFD suffixes stripped, case folded, spaces as dashes."""
-    bare = _GFD_SUFFIX.sub("", name.strip())
-    return re.sub(r"[\s_]+", "-", bare).casefold()
+    return re.sub(r"[\s_]+", "-", strip_gfd_suffix(name)).casefold()
 
 
 def _catalog_entries(raw: Any) -> dict[str, CatalogEntry]:
