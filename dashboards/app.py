@@ -6,11 +6,26 @@ and returns a handle with `.url` and `.stop()` (tests, benchmarks).
 
 Authentication (see `dashboards.access`) runs before *every* request, the Dash callback endpoint
 and the download route included: no principal → 401, a principal without any role → 403.
+
+Safe to expose (issue 22, item 5), because the page carries Approve and Apply buttons:
+1. Every answer says `X-Frame-Options: DENY` and CSP `frame-ancestors 'none'` (no clickjacking
+   from a framing page), `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
+2. A request body over `MAX_REQUEST_BYTES` is refused with 413 from its Content-Length, before
+   authentication and before a byte of it is read; a body without a length (chunked) is refused
+   with 411, since its size is only known after reading it (Dash's renderer always sends a
+   length; its callback bodies are a few kilobytes). Flask's `MAX_CONTENT_LENGTH` is a second net.
+3. Every value that reaches a response header is validated: the CSV route's `team`/`model` must
+   be Kubernetes label values, so no `"` or `;` can add a second `filename=`.
+4. Connections are bounded: at most `MAX_CONNECTIONS` are served at once (one thread each), the
+   next is answered 503 and closed, and a connection idle for `CONNECTION_TIMEOUT_S` is dropped,
+   so a slow or flooding client cannot grow threads and memory without limit.
 """
 
 from __future__ import annotations
 
 import io
+import re
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,7 +35,7 @@ from typing import Any
 import flask
 import polars as pl
 from dash import Dash
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer, WSGIRequestHandler
 
 from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings
@@ -35,6 +50,20 @@ from gpuledger.warehouse.snapshot_store import SnapshotStore
 
 ASSETS = Path(__file__).parent / "assets"
 PUBLIC_PATHS = frozenset({"/healthz"})
+MAX_REQUEST_BYTES = 1 << 20
+"""1 MiB: far above any Dash callback body, far below what hurts the server."""
+MAX_CONNECTIONS = 64
+"""Connections served at once (a browser opens about six)."""
+CONNECTION_TIMEOUT_S = 30.0
+"""An idle or stalled connection is closed after this long."""
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+"""A Kubernetes label value (what a team or model name is): nothing that can break a header."""
 
 
 PRELOAD = (
@@ -86,12 +115,43 @@ def create_app(
     )
     dash_app.layout = shell.layout(refresh_s)
     app = DashboardApp(dash_app, store, data, policy, settings, actions)
+    _install_limits(app)
     _install_auth(app)
     _install_routes(app)
     callbacks.register(app)
     if background:
         store.start()
     return app
+
+
+def _install_limits(app: DashboardApp) -> None:
+    """Rules 1 and 2 of the module docstring; registered before authentication, so they hold
+    for anonymous requests too."""
+    server = app.server
+    server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+
+    @server.before_request
+    def _refuse_large() -> flask.Response | None:
+        request = flask.request
+        length = request.content_length
+        if length is not None and length > MAX_REQUEST_BYTES:
+            return flask.Response(
+                f"413 Payload Too Large: at most {MAX_REQUEST_BYTES} bytes per request\n",
+                status=413, mimetype="text/plain", headers={"Connection": "close"},
+            )
+        if length is None and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+            return flask.Response(
+                "411 Length Required: send a Content-Length (at most "
+                f"{MAX_REQUEST_BYTES} bytes)\n", status=411, mimetype="text/plain",
+                headers={"Connection": "close"},
+            )
+        return None
+
+    @server.after_request
+    def _security_headers(response: flask.Response) -> flask.Response:
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
 
 
 def _install_auth(app: DashboardApp) -> None:
@@ -150,8 +210,8 @@ def bill_csv(app: DashboardApp, principal: Principal, args: Any) -> tuple[str, s
     period = args.get("period") or app.data.default_period()
     if not valid_period(period):
         raise InputError(f"period {period!r}: expected YYYY-MM")
-    team = args.get("team") or None
-    model = args.get("model") or None
+    team = _label_value(args.get("team"), "team")
+    model = _label_value(args.get("model"), "model")
     if team is None and not (principal.admin or principal.viewer):
         if len(principal.lead_of) != 1:
             raise InputError("name the team: ?team=<your team>")
@@ -173,7 +233,59 @@ def bill_csv(app: DashboardApp, principal: Principal, args: Any) -> tuple[str, s
     return app.data.memo(("csv", period, team, model), render), name
 
 
+def _label_value(value: str | None, what: str) -> str | None:
+    """A team or model name from the URL, refused unless it is a Kubernetes label value: it
+    ends up in the Content-Disposition header (rule 3)."""
+    if not value:
+        return None
+    if not _LABEL_VALUE.fullmatch(value):
+        raise InputError(f"{what}: expected a name of letters, digits, '.', '_' or '-' (at most 63)")
+    return value
+
+
 # Serving ----------------------------------------------------------------------------------------
+class _RequestHandler(WSGIRequestHandler):
+    timeout = CONNECTION_TIMEOUT_S  # socketserver applies it to the connection: idle ones end
+
+
+class BoundedWSGIServer(ThreadedWSGIServer):
+    """Werkzeug's threaded server with a bound on connections served at once (rule 4)."""
+
+    def __init__(self, host: str, port: int, app: Any, *, max_connections: int = MAX_CONNECTIONS,
+                 timeout_s: float = CONNECTION_TIMEOUT_S) -> None:
+        handler = type("_BoundedHandler", (_RequestHandler,), {"timeout": timeout_s})
+        super().__init__(host, port, app, handler=handler)
+        self.max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _refuse(self, request: socket.socket) -> None:
+        try:
+            request.settimeout(1.0)
+            request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                            b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 22\r\n\r\n"
+                            b"503: too many clients\n")
+        except OSError:
+            pass
+        finally:
+            self.shutdown_request(request)
+
+
 @dataclass
 class RunningServer:
     """A dashboard served from a background thread."""
@@ -202,11 +314,15 @@ class RunningServer:
         self.app.close()
 
 
-def start_server(app: DashboardApp, host: str = "127.0.0.1", port: int = 0) -> RunningServer:
+def start_server(
+    app: DashboardApp, host: str = "127.0.0.1", port: int = 0, *,
+    max_connections: int = MAX_CONNECTIONS, timeout_s: float = CONNECTION_TIMEOUT_S,
+) -> RunningServer:
     """Serve `app` on `host:port` (0 = a free port) in a thread; `.stop()` ends it."""
     check_dev_bind(host, app.policy.dev_user)
     try:
-        server = make_server(host, port, app.server, threaded=True)
+        server = BoundedWSGIServer(host, port, app.server, max_connections=max_connections,
+                                   timeout_s=timeout_s)
     except OSError as exc:
         raise InputError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
     thread = threading.Thread(target=server.serve_forever, name="gpuledger-dash-http", daemon=True)
