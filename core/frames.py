@@ -37,8 +37,7 @@ class Column:
     type: str
     nullable: bool = True
     doc: str = ""
-    merge: MergeRule = "replace"
-    """How a dimension load combines a new value with the stored one (see module docstring)."""
+    merge: MergeRule = "replace"  # how a dimension load combines new and stored values
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +63,7 @@ class TableSpec:
         return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  " + ",\n  ".join(cols) + "\n)"
 
 
-def _c(
-    name: str, type_: str, nullable: bool = True, doc: str = "", merge: MergeRule = "replace"
-) -> Column:
+def _c(name: str, type_: str, nullable: bool = True, doc: str = "", merge: MergeRule = "replace") -> Column:
     return Column(name, type_, nullable, doc, merge)
 
 
@@ -79,14 +76,10 @@ METRIC_COLUMNS: tuple[str, ...] = (
 FB_USED, FB_FREE, POWER_USAGE, PIPE_TENSOR_ACTIVE, DRAM_ACTIVE, GPU_TEMP."""
 
 DCGM_FIELDS: dict[str, str] = {
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gr_engine_active",
-    "DCGM_FI_PROF_SM_ACTIVE": "sm_active",
-    "DCGM_FI_DEV_GPU_UTIL": "gpu_util",
-    "DCGM_FI_DEV_FB_USED": "fb_used_mib",
-    "DCGM_FI_DEV_FB_FREE": "fb_free_mib",
-    "DCGM_FI_DEV_POWER_USAGE": "power_w",
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",
-    "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gr_engine_active", "DCGM_FI_PROF_SM_ACTIVE": "sm_active",
+    "DCGM_FI_DEV_GPU_UTIL": "gpu_util", "DCGM_FI_DEV_FB_USED": "fb_used_mib",
+    "DCGM_FI_DEV_FB_FREE": "fb_free_mib", "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active", "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",
     "DCGM_FI_DEV_GPU_TEMP": "gpu_temp_c",
 }
 
@@ -281,10 +274,8 @@ QUEUES = TableSpec(
 PRICE_BOOK = TableSpec(
     "price_book", "dimension",
     (
-        _c("model", "VARCHAR", False),
-        _c("effective_from", "DATE", False),
-        _c("unit_price", "DOUBLE", False),
-        _c("currency", "VARCHAR", False),
+        _c("model", "VARCHAR", False), _c("effective_from", "DATE", False),
+        _c("unit_price", "DOUBLE", False), _c("currency", "VARCHAR", False),
         _c("version", "VARCHAR", False),
     ),
     key=("model", "effective_from"),
@@ -334,14 +325,10 @@ WATERMARKS = TableSpec(
 REPORT_ISSUES = TableSpec(
     "report_issues", "dimension",
     (
-        _c("period", "VARCHAR", False),
-        _c("version", "INTEGER", False),
-        _c("finalized_at", TS, False),
-        _c("manifest_sha256", "VARCHAR", False),
-        _c("inputs_sha256", "VARCHAR", False),
-        _c("fleet_cost", "DOUBLE", False),
-        _c("reason", "VARCHAR"),
-        _c("path", "VARCHAR"),
+        _c("period", "VARCHAR", False), _c("version", "INTEGER", False),
+        _c("finalized_at", TS, False), _c("manifest_sha256", "VARCHAR", False),
+        _c("inputs_sha256", "VARCHAR", False), _c("fleet_cost", "DOUBLE", False),
+        _c("reason", "VARCHAR"), _c("path", "VARCHAR"),
     ),
     key=("period", "version"),
 )
@@ -373,19 +360,16 @@ REPORT_LINES = TableSpec(
 REPORT_INTENTS = TableSpec(
     "report_intents", "dimension",
     (
-        _c("period", "VARCHAR", False),
-        _c("version", "INTEGER", False),
+        _c("period", "VARCHAR", False), _c("version", "INTEGER", False),
         _c("recorded_at", TS, False, "when finalize sealed the folder, before renaming it"),
-        _c("manifest_sha256", "VARCHAR", False, "sha256 of the sealed manifest.json"),
-        _c("inputs_sha256", "VARCHAR", False),
-        _c("signature", "VARCHAR", doc="HMAC-SHA256 of the manifest (reports.signing_key); NULL unsigned"),
-        _c("previous_manifest_sha256", "VARCHAR", doc="the chain: manifest of the issue recorded before"),
+        _c("manifest_sha256", "VARCHAR", False), _c("inputs_sha256", "VARCHAR", False),
+        _c("signature", "VARCHAR", doc="HMAC-SHA256 of the manifest; NULL when unsigned"),
+        _c("previous_manifest_sha256", "VARCHAR", doc="the chain: the issue recorded before"),
         _c("coverage", "DOUBLE", doc="share of the month's hours with samples"),
         _c("path", "VARCHAR"),
     ),
     key=("period", "version"),
-    doc="What finalize is about to issue, recorded before the rename: the only folders crash "
-    "recovery may adopt are the ones whose manifest matches an intent.",
+    doc="Recorded before the rename: crash recovery adopts only folders matching an intent.",
 )
 
 TABLES: dict[str, TableSpec] = {
