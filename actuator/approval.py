@@ -77,7 +77,7 @@ class ApprovalPolicy:
         try:
             require_admin(principal, f"{action} plan {plan_id}")
         except AccessDeniedError as exc:
-            Auditor(wh, principal.user, plan_id, clock=Clock(now)).record(
+            Auditor(wh, principal.actor, plan_id, clock=Clock(now)).record(
                 f"plan.{action.replace(' ', '_')}", f"plan/{plan_id}", result="denied", detail=str(exc))
             raise
 

@@ -78,10 +78,10 @@ def approve(
 
     policy = ApprovalPolicy.of(settings)
     policy.require_admin(wh, principal, plan_id=plan_id, action="approve", now=now)
-    record = policy.load_fresh(wh, plan_id, actor=principal.user, now=now)
+    record = policy.load_fresh(wh, plan_id, actor=principal.actor, now=now)
     if record.status != "proposed":
         raise PlanError(f"plan {plan_id}: is {record.status}; only a proposed plan can be approved")
-    return set_status(wh, plan_id, "approved", actor=principal.user, detail="approved", now=now,
+    return set_status(wh, plan_id, "approved", actor=principal.actor, detail="approved", now=now,
                       expected=record.status)
 
 
@@ -98,7 +98,7 @@ def reject(
         raise PlanError(
             f"plan {plan_id}: is {record.status}; only a proposed or approved plan can be rejected"
         )
-    return set_status(wh, plan_id, "rejected", actor=principal.user, detail=reason or "rejected", now=now,
+    return set_status(wh, plan_id, "rejected", actor=principal.actor, detail=reason or "rejected", now=now,
                       expected=record.status)
 
 
@@ -133,7 +133,7 @@ def apply(
     from gpuledger.optimizer.plan_store import set_status
 
     action = "dry-run" if dry_run else "apply"
-    audit = Auditor(wh, principal.user, plan_id, clock=Clock(now))
+    audit = Auditor(wh, principal.actor, plan_id, clock=Clock(now))
     record = _admit(wh, plan_id, principal=principal, settings=settings, cluster=cluster, audit=audit,
                     dry_run=dry_run, now=now)
     plan, kind = record.plan, rollout_for(record.plan.kind)
@@ -142,7 +142,7 @@ def apply(
         kind.retry_failed(progress)
 
     def save(checkpoint: Progress) -> None:
-        set_status(wh, plan_id, "applying", checkpoint.dump(), actor=principal.user, detail="progress",
+        set_status(wh, plan_id, "applying", checkpoint.dump(), actor=principal.actor, detail="progress",
                    expected="applying")
 
     ctx = RolloutContext(plan=plan, gateway=cluster, audit=audit, settings=settings, progress=progress,
@@ -155,18 +155,18 @@ def apply(
         audit.record("apply.dry_run", f"plan/{plan_id}", after=[w.object for w in writes], result="dry-run")
         return ApplyResult(plan_id, plan.kind, action, record.status, True, writes, kind.steps(progress),
                            f"dry run: {len(writes)} write(s) accepted by the API server, none stored")
-    set_status(wh, plan_id, "applying", progress.dump(), actor=principal.user,
+    set_status(wh, plan_id, "applying", progress.dump(), actor=principal.actor,
                detail="resume" if record.status in RESUMABLE else "start", now=now, expected=record.status)
     try:
         kind.apply(ctx)
     except GpuledgerError as exc:
-        set_status(wh, plan_id, "failed", progress.dump(), actor=principal.user, detail=str(exc),
+        set_status(wh, plan_id, "failed", progress.dump(), actor=principal.actor, detail=str(exc),
                    expected="applying")
         raise
     problems = kind.problems(progress)
     status = "failed" if problems else "applied"
     message = "; ".join(problems) if problems else "every change applied and verified"
-    set_status(wh, plan_id, status, progress.dump(), actor=principal.user, detail=message,
+    set_status(wh, plan_id, status, progress.dump(), actor=principal.actor, detail=message,
                expected="applying")
     return ApplyResult(plan_id, plan.kind, action, status, False, tuple(cluster.writes[first_write:]),
                        kind.steps(progress), message)
@@ -180,7 +180,7 @@ def _admit(
     action = "dry-run" if dry_run else "apply"
     policy = ApprovalPolicy.of(settings)
     policy.require_admin(wh, principal, plan_id=plan_id, action=action, now=now)
-    record = policy.load_fresh(wh, plan_id, actor=principal.user, now=now, mark=not dry_run)
+    record = policy.load_fresh(wh, plan_id, actor=principal.actor, now=now, mark=not dry_run)
     allowed = {"approved", "proposed"} if dry_run else {"approved"} | RESUMABLE
     if record.status not in allowed:
         hint = "approve it first" if record.status == "proposed" else "nothing to do"
@@ -207,7 +207,7 @@ def rollback(
         raise PlanError(f"plan {plan_id}: is {record.status}; only an applied, failed or interrupted plan "
                         "can be rolled back")
     applied = Progress.load(record.progress)
-    audit = Auditor(wh, principal.user, plan_id, clock=Clock(now))
+    audit = Auditor(wh, principal.actor, plan_id, clock=Clock(now))
     ctx = RolloutContext(plan=record.plan, gateway=cluster, audit=audit, settings=settings,
                          progress=Progress(), save=lambda p: None)
     first_write = len(cluster.writes)
@@ -223,7 +223,7 @@ def rollback(
         audit.record("rollback.failed", f"plan/{plan_id}", result="failed", detail=message)
         return ApplyResult(plan_id, record.plan.kind, "rollback", record.status, False, writes, outcome.steps,
                            message)
-    set_status(wh, plan_id, "rolled_back", actor=principal.user, detail="before-states restored", now=now,
+    set_status(wh, plan_id, "rolled_back", actor=principal.actor, detail="before-states restored", now=now,
                expected=record.status)
     return ApplyResult(plan_id, record.plan.kind, "rollback", "rolled_back", False, writes, outcome.steps,
                        "every recorded before-state restored")

@@ -2,12 +2,18 @@
 
 The dashboard and the CLI both call `resolve_roles`; the checks (`require_admin`,
 `can_see_team`) are enforced where the action happens, on the server side.
+
+Who the user *is* comes from a source that vouches for it, never from the user's own say-so:
+the authenticating proxy (dashboard), the Kubernetes credentials in use (CLI in a cluster,
+`actuator.identity`), or the operating system's account (`os_identity`, CLI elsewhere). A name
+given by `--as` is recorded as `declared_by` the real account, so the audit log shows both.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuledger.core.config import AccessSettings
 from gpuledger.core.errors import AccessDeniedError
@@ -22,6 +28,19 @@ class Principal:
     admin: bool
     lead_of: frozenset[str]
     viewer: bool
+    declared_by: str | None = None
+    """Set when `user` was self-declared (`--as`, development only): who really declared it."""
+
+    @property
+    def actor(self) -> str:
+        """The name the audit log records: the real principal, and a self-declared name only
+        next to the account that declared it."""
+        if self.declared_by is None:
+            return self.user
+        return f"{self.user} (self-declared by {self.declared_by})"
+
+    def self_declared(self, by: str) -> Principal:
+        return replace(self, declared_by=by)
 
     @property
     def known(self) -> bool:
@@ -57,3 +76,27 @@ def resolve_roles(user: str, groups: Iterable[str], access: AccessSettings) -> P
 def require_admin(principal: Principal, action: str) -> None:
     if not principal.admin:
         raise AccessDeniedError(f"user {principal.user!r} may not {action}: needs the admin role")
+
+
+def os_identity() -> tuple[str, list[str]]:
+    """The operating-system account running this process, and its groups.
+
+    Why not `getpass.getuser()` alone: it reads `$LOGNAME`/`$USER` first, which anyone can set
+    (`USER=alice gpuledger plans approve`); the account of the real user id cannot be chosen.
+    `getpass` is the fallback where there is no `pwd` (Windows).
+    """
+    try:
+        import grp
+        import pwd
+    except ImportError:
+        import getpass
+
+        return getpass.getuser(), []
+    user = pwd.getpwuid(os.getuid()).pw_name
+    groups = []
+    for gid in dict.fromkeys([os.getgid(), *os.getgroups()]):
+        try:
+            groups.append(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            continue
+    return user, groups

@@ -1,50 +1,91 @@
 """`gpuledger plans approve|reject|apply|rollback|expire`: the verbs that change a plan or the cluster.
 
 Each verb is a thin wrapper over `actuator.workflow` (the dashboard's buttons call the same
-functions, under the same `actuator.approval` policy): the user named by `--as` (default: the
-login name) gets roles from the config's `access.roles`, only an admin may approve, reject, apply
+functions, under the same `actuator.approval` policy): only an admin may approve, reject, apply
 or roll back, and `apply` starts a rollout only after `apply --dry-run` previewed it (within
 15 minutes), exactly like the dashboard's Preview button.
+
+Who is acting is never the caller's say-so (anyone who can write the warehouse could otherwise
+approve as an admin):
+1. with a cluster (apply and rollback always; approve and reject when `--kubeconfig`,
+   `kubernetes.kubeconfig` or an in-cluster ServiceAccount is there), the user and groups the
+   API server authenticated for those credentials (`actuator.identity`, a SelfSubjectReview);
+2. otherwise the operating-system account (`core.access.os_identity`, from the real user id);
+3. `--as/--groups` are refused unless `--insecure-dev-identity` is given (development only);
+   then the audit log records the claimed name next to the real account that claimed it.
+The roles come from `access.roles` for that identity, as in the dashboard.
 """
 
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.command_context import Context
+from gpuledger.core.errors import AccessDeniedError
 
 if TYPE_CHECKING:
+    from gpuledger.actuator.gateway import ClusterGateway
     from gpuledger.core.access import Principal
 
 
-def _principal(args: argparse.Namespace, ctx: Context) -> Principal:
-    from gpuledger.core.access import resolve_roles
+def _principal(args: argparse.Namespace, ctx: Context, cluster: ClusterGateway | None) -> Principal:
+    """The acting principal, by the rules of the module docstring."""
+    from gpuledger.core.access import os_identity, resolve_roles
 
-    user = args.as_user or getpass.getuser()
-    groups = [g for g in (args.groups or "").split(",") if g.strip()]
-    return resolve_roles(user, groups, ctx.settings.access)
+    os_user, os_groups = os_identity()
+    if args.as_user or args.groups:
+        if not args.insecure_dev_identity:
+            raise AccessDeniedError(
+                "--as/--groups declare an identity nobody vouches for; approve, reject, apply and "
+                "rollback act as your Kubernetes credentials (or, without a cluster, your OS account "
+                f"{os_user!r}); pass --insecure-dev-identity to use them in development"
+            )
+        groups = [g for g in (args.groups or "").split(",") if g.strip()]
+        claimed = resolve_roles(args.as_user or os_user, groups, ctx.settings.access)
+        return claimed.self_declared(f"OS user {os_user}, --insecure-dev-identity")
+    if cluster is not None:
+        from gpuledger.actuator.identity import cluster_identity
+
+        user, groups = cluster_identity(cluster)
+        return resolve_roles(user, groups, ctx.settings.access)
+    return resolve_roles(os_user, os_groups, ctx.settings.access)
+
+
+def _has_cluster(args: argparse.Namespace, ctx: Context) -> bool:
+    """Whether approve/reject can ask a cluster who we are (apply and rollback always do)."""
+    return bool(args.kubeconfig or ctx.settings.kubernetes.kubeconfig
+                or os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def _decide(args: argparse.Namespace, ctx: Context, verb: str) -> int:
+    """Approve or reject, as the identity the cluster (or the OS) vouches for."""
+    from gpuledger.actuator import workflow
+
+    cluster = workflow.connect(ctx.settings, args.kubeconfig) if _has_cluster(args, ctx) else None
+    try:
+        principal = _principal(args, ctx, cluster)
+    finally:
+        if cluster is not None:
+            cluster.close()
+    with ctx.open_warehouse() as wh:
+        if verb == "approve":
+            record = workflow.approve(wh, args.plan_id, principal=principal, settings=ctx.settings)
+        else:
+            record = workflow.reject(wh, args.plan_id, principal=principal, settings=ctx.settings,
+                                     reason=args.reason)
+    ctx.echo(f"plan {args.plan_id}: {record.status} (by {principal.actor})")
+    return 0
 
 
 def _approve(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.actuator.workflow import approve
-
-    with ctx.open_warehouse() as wh:
-        record = approve(wh, args.plan_id, principal=_principal(args, ctx), settings=ctx.settings)
-    ctx.echo(f"plan {args.plan_id}: {record.status}")
-    return 0
+    return _decide(args, ctx, "approve")
 
 
 def _reject(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.actuator.workflow import reject
-
-    with ctx.open_warehouse() as wh:
-        record = reject(wh, args.plan_id, principal=_principal(args, ctx), settings=ctx.settings,
-                        reason=args.reason)
-    ctx.echo(f"plan {args.plan_id}: {record.status}")
-    return 0
+    return _decide(args, ctx, "reject")
 
 
 def _expire(args: argparse.Namespace, ctx: Context) -> int:
@@ -59,10 +100,11 @@ def _expire(args: argparse.Namespace, ctx: Context) -> int:
 def _apply(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.actuator.workflow import apply, connect
 
-    principal = _principal(args, ctx)
-    with ctx.open_warehouse() as wh, connect(ctx.settings, args.kubeconfig) as cluster:
-        result = apply(wh, args.plan_id, principal=principal, settings=ctx.settings, cluster=cluster,
-                       dry_run=args.dry_run)
+    with connect(ctx.settings, args.kubeconfig) as cluster:
+        principal = _principal(args, ctx, cluster)
+        with ctx.open_warehouse() as wh:
+            result = apply(wh, args.plan_id, principal=principal, settings=ctx.settings,
+                           cluster=cluster, dry_run=args.dry_run)
     _report(args, ctx, result)
     return 0 if result.ok else 1
 
@@ -70,9 +112,11 @@ def _apply(args: argparse.Namespace, ctx: Context) -> int:
 def _rollback(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.actuator.workflow import connect, rollback
 
-    principal = _principal(args, ctx)
-    with ctx.open_warehouse() as wh, connect(ctx.settings, args.kubeconfig) as cluster:
-        result = rollback(wh, args.plan_id, principal=principal, settings=ctx.settings, cluster=cluster)
+    with connect(ctx.settings, args.kubeconfig) as cluster:
+        principal = _principal(args, ctx, cluster)
+        with ctx.open_warehouse() as wh:
+            result = rollback(wh, args.plan_id, principal=principal, settings=ctx.settings,
+                              cluster=cluster)
     _report(args, ctx, result)
     return 0 if result.ok else 1
 
@@ -97,20 +141,25 @@ def register_verbs(verbs: argparse._SubParsersAction[Any]) -> None:
 
     def who(p: argparse.ArgumentParser) -> None:
         p.add_argument("--as", dest="as_user", metavar="USER",
-                       help="acting user, matched against access.roles (default: your login name)")
-        p.add_argument("--groups", metavar="G,...", help="the user's groups, comma-separated")
+                       help="self-declared acting user (refused without --insecure-dev-identity; "
+                            "default: your Kubernetes credentials, or your OS account)")
+        p.add_argument("--groups", metavar="G,...", help="self-declared groups, comma-separated")
+        p.add_argument("--insecure-dev-identity", action="store_true",
+                       help="development only: believe --as/--groups (the audit log says so)")
 
     def verb(name: str, help: str) -> argparse.ArgumentParser:
         return verbs.add_parser(name, help=help, description=help, parents=inherited)
 
     p = verb("approve", "approve a proposed plan (admin)")
     p.add_argument("plan_id", metavar="ID")
+    p.add_argument("--kubeconfig", metavar="FILE", help="act as these Kubernetes credentials")
     who(p)
     p.set_defaults(handler=_approve)
 
     p = verb("reject", "reject a proposed or approved plan (admin)")
     p.add_argument("plan_id", metavar="ID")
     p.add_argument("--reason", default="rejected", help="why, for the audit log")
+    p.add_argument("--kubeconfig", metavar="FILE", help="act as these Kubernetes credentials")
     who(p)
     p.set_defaults(handler=_reject)
 
