@@ -26,7 +26,8 @@ import pytest
 
 from gpuledger.collectors.quality import REASONS
 from gpuledger.simulator.field import FieldEffects
-from tests.field.conftest import WINDOW, FieldRun, FieldRuns, hours
+from tests.field.conftest import FieldRuns
+from tests.field.harness import FieldRun, hours
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
@@ -65,7 +66,7 @@ def test_idle_card_hours_per_team(run: FieldRun) -> None:
 
 
 def test_no_sample_counted_twice(run: FieldRun) -> None:
-    assert run.fleet_card_hours <= run.gpu_count * hours(WINDOW) + 1e-6
+    assert run.fleet_card_hours <= run.gpu_count * hours(run.window) + 1e-6
     held = float(run.lines.filter(~pl.col("team").is_in(NOT_TEAMS))["card_hours"].sum())
     truth = float(run.truth["card_hours"].sum())
     assert held == pytest.approx(truth, rel=CARD_HOURS_REL), (held, truth)

@@ -1,0 +1,158 @@
+"""The field harness (shared by tests/field and bench/bench_field.py): a simulated fleet with field effects, through a real metrics engine
+(Prometheus from a promtool backfill, or VictoriaMetrics from its import API), collected into a
+real DuckDB warehouse by the collect pipeline, billed, and set beside the simulator's truth.
+
+Each run starts its own engine and stops it as soon as the warehouse is collected, so at most
+one engine holds memory at a time. The expected counts of bad and duplicate samples are computed here from
+the OpenMetrics file itself (what the collector's one-step `last_over_time` read sees in each
+minute), never from the collector's code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from gpuledger.analytics.bill import compute_bill
+from gpuledger.collect_pipeline import collect_window
+from gpuledger.collectors.quality import Quality
+from gpuledger.core.config import Settings
+from gpuledger.core.frames import DCGM_FIELDS
+from gpuledger.core.window import Window
+from gpuledger.simulator.engine import Simulation
+from gpuledger.simulator.field import FieldEffects
+from gpuledger.simulator.fleet import FleetSpec
+from gpuledger.warehouse import Warehouse
+from tools.metrics_servers import ServerPool
+
+GPUS = 40
+"""The default fleet's smallest size with every pool (5 nodes of 8: one per pool)."""
+WINDOW = Window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 1, 12, tzinfo=UTC))
+SEED = 7
+SETTINGS = Settings()
+FAMILIES = tuple(DCGM_FIELDS)
+"""Only dcgm-exporter series go through the engine; the Kubernetes facts come through the
+collect pipeline's snapshot hook, as the Kubernetes collector gives them."""
+
+
+class Snapshot:
+    """What the Kubernetes collector would load: the simulator's inventory frames."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def snapshot(self) -> Mapping[str, pl.DataFrame]:
+        inventory = self.sim.inventory()
+        return {k: inventory[k] for k in ("gpus", "nodes", "namespaces", "pods", "mig_instances")}
+
+
+@dataclass(frozen=True)
+class FieldRun:
+    """One fleet through one engine: the bill, the truth, what collect reported and stored."""
+
+    name: str
+    engine: str
+    lines: pl.DataFrame
+    """Bill lines: team, card_hours, idle_card_hours (unattributed/unallocated included)."""
+    truth: pl.DataFrame
+    """`Simulation.truth_by_team()` with the null team named `unattributed`."""
+    quality: Quality
+    stored: dict[str, int]
+    """Non-null values per gpu_samples column in the warehouse."""
+    reads: pl.DataFrame
+    """Expected per field: reads (every replica), nan, negative, ha_duplicate (from the file)."""
+    fleet_card_hours: float
+    gpu_count: int
+    window: Window
+
+    def team_errors(self) -> pl.DataFrame:
+        """Per team: truth, billed and relative error of card-hours and idle card-hours."""
+        joined = self.truth.join(self.lines, on="team", how="left", suffix="_bill")
+        return joined.with_columns(
+            (pl.col("card_hours_bill") / pl.col("card_hours") - 1).alias("card_hours_err"),
+            ((pl.col("idle_card_hours_bill") - pl.col("idle_card_hours"))
+             / pl.col("idle_card_hours")).alias("idle_err"),
+        )
+
+
+def expected_reads(openmetrics: Path, window: Window) -> pl.DataFrame:
+    """What a one-minute `last_over_time` read of each dcgm series returns, counted per field.
+
+    Each evaluation instant t of the window's grid sees the newest sample in (t - 60 s, t]; a
+    series copy with a `replica` label is a second read of the same series. Counted: all reads,
+    the NaN ones, the negative ones, and the copies beyond the first (`ha_duplicate`)."""
+    step_ms = int(window.step.total_seconds() * 1000)
+    first = int(window.start.timestamp() * 1000) // step_ms
+    last = int(window.end.timestamp() * 1000) // step_ms - 1
+    raw = pl.read_csv(openmetrics, has_header=False, separator="\x01", new_columns=["line"],
+                      quote_char=None, comment_prefix="#", infer_schema=False)
+    parts = raw.select(pl.col("line").str.extract_groups(
+        r"^(DCGM_FI_[A-Z_]+)\{(.*)\} (\S+) (\d+)(?:\.(\d{3}))?$"
+    ).alias("g")).unnest("g")
+    parts.columns = ["metric", "labels", "value", "sec", "frac"]
+    frame = parts.filter(pl.col("metric").is_not_null()).select(
+        pl.col("metric").replace_strict(DCGM_FIELDS).alias("field"),
+        pl.col("labels").str.replace(r'replica="[^"]*",?', "").alias("series"),
+        pl.col("labels").str.extract(r'replica="([^"]*)"').fill_null("").alias("replica"),
+        pl.col("value").cast(pl.Float64),
+        (pl.col("sec").cast(pl.Int64) * 1000 + pl.col("frac").fill_null("0").cast(pl.Int64)).alias("ms"),
+    ).with_columns(((pl.col("ms") + step_ms - 1) // step_ms).alias("m"))
+    frame = frame.filter(pl.col("m").is_between(first, last))
+    reads = frame.sort("ms").group_by("field", "series", "replica", "m").agg(pl.col("value").last())
+    copies = reads.group_by("field", "series", "m").agg(
+        pl.len().alias("copies"), pl.col("value").first())
+    return copies.group_by("field").agg(
+        pl.col("copies").sum().alias("reads"),
+        pl.col("value").is_nan().sum().alias("nan"),
+        (pl.col("value") < 0).sum().alias("negative"),
+        (pl.col("copies") - 1).sum().alias("ha_duplicate"),
+    ).sort("field")
+
+
+def field_run(name: str, effects: FieldEffects, engine: str, root: Path, *,
+              gpus: int = GPUS, window: Window = WINDOW) -> FieldRun:
+    """Simulate, write, serve, collect, bill (see the module docstring)."""
+    sim = Simulation(FleetSpec.default(gpus=gpus, field=effects), window, seed=SEED)
+    path = root / "fleet.om"
+    sim.write_openmetrics(path, families=FAMILIES)
+    reads = expected_reads(path, window)
+    pool = ServerPool(root)
+    try:
+        server = pool.prometheus(path) if engine == "prometheus" else pool.victoriametrics(path)
+        with Warehouse.open(root / "w.duckdb") as wh:
+            report = collect_window(wh, SETTINGS, server.url, window,
+                                    now=lambda: window.end + timedelta(minutes=5),
+                                    kubernetes=Snapshot(sim))
+            pool.stop_all()
+            bill = compute_bill(wh, window, SETTINGS)
+            counts = wh.query("SELECT " + ", ".join(
+                f"count({c}) AS {c}" for c in DCGM_FIELDS.values()) + " FROM gpu_samples")
+    finally:
+        pool.stop_all()
+        path.unlink(missing_ok=True)
+    assert report.quality is not None
+    truth = sim.truth_by_team().with_columns(pl.col("team").fill_null("unattributed"))
+    return FieldRun(
+        name=name, engine=engine, lines=bill.lines.select("team", "card_hours", "idle_card_hours"),
+        truth=truth, quality=report.quality, stored=counts.row(0, named=True), reads=reads,
+        fleet_card_hours=float(bill.fleet_card_hours), gpu_count=sim.gpu_count, window=window,
+    )
+
+
+
+
+def effects(name: str) -> FieldEffects:
+    """`none`, `all`, or one effect's name (at its `all()` level)."""
+    if name == "none":
+        return FieldEffects.none()
+    if name == "all":
+        return FieldEffects.all()
+    return FieldEffects.only(name)
+
+
+def hours(window: Window) -> float:
+    return (window.end - window.start).total_seconds() / 3600
