@@ -6,17 +6,26 @@ one line naming the file, the key path and what was expected (`ConfigError`).
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import typing
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.window import parse_duration
 from gpuledger.core.yamlfile import load_yaml_file
+
+MAX_UNIT_PRICE = 1_000_000.0
+"""Per card-hour. Prices, budgets and counts have ceilings far above any real fleet, because
+a value like 1e20 is not a typo anyone means and makes cent arithmetic and solvers run away."""
+MAX_MONEY = 1e12
+MAX_GPUS = 1_000_000
+MAX_SOLVER_S = 3600.0
 
 SharingMode = Literal["exclusive", "mig", "timeslice", "vgpu"]
 SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "timeslice", "vgpu")
@@ -26,7 +35,9 @@ _DEFAULT_DISCOUNTS: dict[SharingMode, float] = {
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown keys are refused (with a did-you-mean) and NaN/Inf never pass as a number."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class PrometheusSettings(_Section):
@@ -35,7 +46,7 @@ class PrometheusSettings(_Section):
         default=None, description="Full Authorization header value; never logged."
     )
     verify_tls: bool = True
-    timeout_s: float = 30.0
+    timeout_s: float = Field(default=30.0, gt=0, le=3600)
     max_concurrency: int = Field(default=4, ge=1, le=64)
     retries: int = Field(default=3, ge=0, le=10)
     step: str = "60s"
@@ -71,7 +82,10 @@ class PriceEntry(_Section):
     """Unit price of one card-hour of a GPU model, effective from a UTC date (inclusive)."""
 
     model: str
-    unit_price: float = Field(gt=0)
+    unit_price: float = Field(
+        gt=0, le=MAX_UNIT_PRICE,
+        description="per card-hour; bounded so whole-cent apportioning stays a small loop",
+    )
     effective_from: date = date(2000, 1, 1)
     currency: str | None = None
 
@@ -95,8 +109,8 @@ class FallbackRule(_Section):
 class TeamSettings(_Section):
     label_key: str = "team"
     fallback: tuple[FallbackRule, ...] = ()
-    budgets: dict[str, float] = Field(default_factory=dict)
-    guaranteed_gpus: dict[str, int] = Field(default_factory=dict)
+    budgets: dict[str, Annotated[float, Field(ge=0, le=MAX_MONEY)]] = Field(default_factory=dict)
+    guaranteed_gpus: dict[str, Annotated[int, Field(ge=0, le=MAX_GPUS)]] = Field(default_factory=dict)
 
 
 class SharingSettings(_Section):
@@ -122,14 +136,14 @@ class SharingSettings(_Section):
 
 class IdleSettings(_Section):
     threshold: float = Field(default=0.05, ge=0, le=1)
-    min_minutes: int = Field(default=30, ge=1)
+    min_minutes: int = Field(default=30, ge=1, le=44_640)
     unallocated_redistribution: Literal["none", "proportional", "even"] = "none"
     gap_tolerance_s: float = Field(
         default=3600, gt=0, le=3600,
         description="A scrape gap up to this long does not end an allocation or an idle run.",
     )
     held_fb_mib: float = Field(
-        default=1024, ge=0,
+        default=1024, ge=0, le=10_000_000,
         description="Idle time is 'held idle' when framebuffer use averages at least this much.",
     )
 
@@ -158,12 +172,15 @@ class AccessSettings(_Section):
 
 
 class PlanSettings(_Section):
-    expire_after_hours: float = Field(default=72, gt=0)
-    max_gpus_changed_per_node: int = Field(default=8, ge=0)
-    max_gpus_changed_per_plan: int | None = None
-    solver_time_limit_s: float = Field(default=30, gt=0)
-    state_timeout_s: float = Field(default=900, gt=0)
-    nodes_in_parallel: int = Field(default=1, ge=1)
+    expire_after_hours: float = Field(default=72, gt=0, le=24 * 366)
+    max_gpus_changed_per_node: int = Field(default=8, ge=0, le=MAX_GPUS)
+    max_gpus_changed_per_plan: int | None = Field(default=None, ge=0, le=MAX_GPUS)
+    solver_time_limit_s: float = Field(
+        default=30, gt=0, le=MAX_SOLVER_S,
+        description="wall-clock bound of an optimize command: reading inputs and solving",
+    )
+    state_timeout_s: float = Field(default=900, gt=0, le=86_400)
+    nodes_in_parallel: int = Field(default=1, ge=1, le=1000)
 
 
 class ReportSettings(_Section):
@@ -173,7 +190,7 @@ class ReportSettings(_Section):
     billing_account_name: str = "GPU fleet"
     host_provider: str = "On-premises"
     adjustment_lookback_months: int = Field(default=3, ge=0, le=36)
-    schedule_grace_hours: float = Field(default=6.0, ge=0)
+    schedule_grace_hours: float = Field(default=6.0, ge=0, le=24 * 31)
     schedule_backfill_months: int = Field(default=1, ge=1, le=36)
     signing_key: SecretStr | None = Field(
         default=None,
@@ -242,7 +259,32 @@ def _expand_env(value: Any, path: Path) -> Any:
 
 def _describe(error: dict[str, Any]) -> str:
     location = ".".join(str(part) for part in error["loc"]) or "(top level)"
-    return f"{location}: {error['msg']}"
+    message = " ".join(str(error["msg"]).split())
+    if error.get("type") == "extra_forbidden":
+        known = _fields_at(tuple(error["loc"][:-1]))
+        guess = difflib.get_close_matches(str(error["loc"][-1]), known, n=1)
+        if guess:
+            message += f" (did you mean {guess[0]!r}?)"
+        elif known:
+            message += f" (expected one of {', '.join(sorted(known))})"
+    return f"{location}: {message}"
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The keys a section at `loc` accepts: walk the model, skipping list indexes and map keys."""
+    model: Any = Settings
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return []
+        inner = [a for a in typing.get_args(field.annotation) if isinstance(a, type)] or [field.annotation]
+        sections = [a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not sections:
+            return []
+        model = sections[0]
+    return [name for name in model.model_fields if name != "source"]
 
 
 def load_settings(path: Path | None) -> Settings:
@@ -256,7 +298,8 @@ def load_settings(path: Path | None) -> Settings:
     try:
         settings = Settings.model_validate({**data, "source": str(path)})
     except ValidationError as exc:
-        first = exc.errors()[0]
+        # a misspelt key explains the 'field required' beside it, so it is named first
+        first = min(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ConfigError(f"{path}: {_describe(dict(first))}{more}") from None
     return settings
