@@ -7,7 +7,9 @@ stranded MIG slices included); the discounts that reward sharing are funded on t
 fleet cost, to the cent, for any window.
 
 1. Usage per day, device and holder (`analytics.usage`: roll-up and/or raw samples).
-2. Price it: card-hours x the model's unit price that day = list cost; the sharing mode's
+2. Price it: card-hours x the model's unit price that day = list cost (`price_book`, else the
+   default catalog, else zero on lines marked `unpriced`: one unknown model never blocks a
+   bill, unless `strict_prices`); the sharing mode's
    discount factor takes off the `sharing_discount`; in a pool billed by utilization, the
    holder pays only for its active share and the rest (`utilization_adjustment`) moves to the
    pool's `unallocated` line. Idle card-hours are priced the same way (`idle_cost`, part of
@@ -172,10 +174,8 @@ def compute_bill(
     grain: Grain = "device",
     strict_prices: bool = False,
 ) -> Bill:
-    """Price `window` (numbered steps in the module docstring).
-
-    A model with no price anywhere is billed at zero on lines marked `unpriced` and named in
-    `unpriced_models`; `strict_prices=True` raises the `ConfigError` instead.
+    """Price `window` (numbered steps in the module docstring); `strict_prices` raises where a
+    model has no price anywhere instead of billing it at zero (step 2).
 
     `grain="device"` (default) keeps `detail` at day x device x holder. `grain="lines"` prices
     the roll-up summed only by day and what the lines and prices need (namespace, model,
@@ -200,9 +200,7 @@ def compute_bill(
     teams = team_table(wh, usage["namespace"].drop_nulls().unique().to_list(), settings)
     allocated = _price_allocated(usage, teams, prices, settings)
     # 3. Capacity: unallocated and stranded.
-    unallocated = _unallocated_rows(
-        wh, usage, gpus, prices, window=window, settings=settings, held=held
-    )
+    unallocated = _unallocated_rows(wh, usage, gpus, prices, window=window, settings=settings, held=held)
     remainder = _utilization_remainder(allocated)
     detail = pl.concat(
         [f.select(DETAIL_COLUMNS) for f in (allocated, unallocated, remainder)], how="vertical"
@@ -244,11 +242,14 @@ def _flag_hours(usage: pl.DataFrame) -> list[pl.Expr]:
     """`unpriced_card_hours`, and `activity_unknown_card_hours` where the usage rows do not
     carry it: a row whose `active_ratio` is NULL had no activity reading at all."""
     unknown = pl.when(pl.col("active_ratio").is_null()).then(pl.col("card_hours")).otherwise(0.0)
-    exprs = [pl.when(pl.col("unpriced")).then(pl.col("card_hours")).otherwise(0.0)
-             .alias("unpriced_card_hours")]
+    exprs = [_unpriced_hours()]
     if "activity_unknown_card_hours" not in usage.columns:
         exprs.append(unknown.alias("activity_unknown_card_hours"))
     return exprs
+
+
+def _unpriced_hours() -> pl.Expr:
+    return pl.when(pl.col("unpriced")).then(pl.col("card_hours")).otherwise(0.0).alias("unpriced_card_hours")
 
 
 def _price_allocated(
@@ -330,14 +331,11 @@ def _unallocated_rows(
         pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),
         *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile"),
         pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
-        pl.lit(None, dtype=pl.Float64).alias("share"),
+        *_nulls(pl.Float64, "share", "active_ratio", "fb_used_max_mib"),
         pl.lit(0.0).alias("idle_card_hours"),
         pl.lit(0.0).alias("held_idle_card_hours"),
-        pl.lit(None, dtype=pl.Float64).alias("active_ratio"),
-        pl.lit(None, dtype=pl.Float64).alias("fb_used_max_mib"),
         pl.lit(0.0).alias("activity_unknown_card_hours"),
-        pl.when(pl.col("unpriced")).then(pl.col("card_hours")).otherwise(0.0)
-        .alias("unpriced_card_hours"),
+        _unpriced_hours(),
         pl.lit(1.0).alias("discount_factor"),
         (pl.col("card_hours") * pl.col("unit_price")).alias("list_cost"),
         pl.lit(0.0).alias("sharing_discount"),
