@@ -11,9 +11,11 @@ counts, possibly empty) when MIG is enabled.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,18 @@ from gpuledger.core.mig import (
     parse_profile_name,
     shape_of,
 )
-from gpuledger.core.yamlfile import load_yaml_file
+from gpuledger.core.yamlfile import load_yaml_file, refuse_unknown_keys
+
+MAX_GPUS_PER_NODE = 64
+MAX_FLEET_GPUS = 100_000
+MAX_INSTANCES = 7 * MAX_FLEET_GPUS
+"""Ceilings of a what-if file: far above any real node or fleet, low enough that a typo like
+`gpus: 1000000000` is refused instead of building a billion GPUs."""
+_NODE_KEYS = ("name", "model", "mig_config", "gpus", "layout", "maintenance", "resource_version")
+_GPU_KEYS = ("index", "layout", "busy", "uuid")
+_BUSY_KEYS = ("pod", "profile", "evictable", "namespace")
+_DEMAND_KEYS = ("model", "profiles", "whole", "workloads")
+_WORKLOAD_KEYS = ("name", "memory_mib", "compute", "replicas", "whole")
 
 Config = Shape | None
 """A GPU's MIG configuration: None = MIG disabled (whole card), else profile counts."""
@@ -128,9 +141,7 @@ def parse_config(raw: Any, model: GpuModel, where: str) -> Config:
         if name not in model.profiles:
             known = ", ".join(model.profiles)
             raise InputError(f"{where}: MIG profile {name!r} does not exist on {model.name} (known: {known})")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise InputError(f"{where}: count of {name} must be a non-negative integer, got {count!r}")
-        counts[str(name)] = count
+        counts[str(name)] = _count(count, where, f"count of {name}", COMPUTE_SLICES)
     shape = shape_of(counts)
     if shape and not _placeable(model, shape):
         text = ", ".join(f"{n}: {c}" for n, c in shape)
@@ -141,7 +152,22 @@ def parse_config(raw: Any, model: GpuModel, where: str) -> Config:
 
 
 def _placeable(model: GpuModel, shape: Shape) -> bool:
-    return shape in set(model.shapes(media_extensions=True))
+    return shape in _valid_shapes(model.name)
+
+
+@lru_cache(maxsize=64)
+def _valid_shapes(model: str) -> frozenset[Shape]:
+    """Every placeable shape of a model, generated once: regenerating them per GPU made a
+    4,000-GPU fleet file take minutes to read."""
+    return frozenset(gpu_model(model).shapes(media_extensions=True))
+
+
+def _count(value: Any, where: str, what: str, ceiling: int) -> int:
+    """A non-negative integer count no larger than `ceiling` (bools are not counts)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= ceiling:
+        raise InputError(f"{where}: {what} must be a non-negative integer (at most {ceiling:,}), "
+                         f"got {value!r}")
+    return value
 
 
 def resolve_model(name: Any, where: str) -> GpuModel:
@@ -159,6 +185,7 @@ def load_fleet(path: Path) -> Fleet:
     data = load_yaml_file(path, what="fleet")
     if not isinstance(data, Mapping) or not isinstance(data.get("nodes"), list):
         raise InputError(f"{path}: expected a mapping with a list 'nodes'")
+    refuse_unknown_keys(data, ("nodes",), str(path))
     return fleet_from_dict(data, str(path))
 
 
@@ -173,9 +200,13 @@ def fleet_from_dict(data: Mapping[str, Any], source: str = "file") -> Fleet:
         if name in seen:
             raise InputError(f"{where}: node {name!r} appears twice")
         seen.add(name)
+        refuse_unknown_keys(raw, _NODE_KEYS, f"{source}: node {name}")
         nodes.append(_node(raw, f"{source}: node {name}"))
     if not nodes:
         raise InputError(f"{source}: the fleet has no nodes")
+    total = sum(len(n.gpus) for n in nodes)
+    if total > MAX_FLEET_GPUS:
+        raise InputError(f"{source}: {total:,} GPUs; a fleet file holds at most {MAX_FLEET_GPUS:,}")
     return Fleet(tuple(nodes), source)
 
 
@@ -185,16 +216,18 @@ def _node(raw: Mapping[str, Any], where: str) -> Node:
     default_layout = raw.get("layout", "whole")
     gpus_raw = raw.get("gpus", 8)
     if isinstance(gpus_raw, int) and not isinstance(gpus_raw, bool):
+        _count(gpus_raw, where, "'gpus'", MAX_GPUS_PER_NODE)
         gpus_raw = [{"index": i, "layout": default_layout} for i in range(gpus_raw)]
-    if not isinstance(gpus_raw, list) or not gpus_raw:
-        raise InputError(f"{where}: 'gpus' must be a count or a non-empty list")
+    if not isinstance(gpus_raw, list) or not 0 < len(gpus_raw) <= MAX_GPUS_PER_NODE:
+        raise InputError(f"{where}: 'gpus' must be a count or a list of 1 to {MAX_GPUS_PER_NODE} GPUs")
     gpus = []
     indices: set[int] = set()
     for j, g in enumerate(gpus_raw):
         if not isinstance(g, Mapping):
             raise InputError(f"{where}: gpus[{j}] must be a mapping")
+        refuse_unknown_keys(g, _GPU_KEYS, f"{where} gpus[{j}]")
         index = g.get("index", j)
-        if not isinstance(index, int) or index < 0 or index in indices:
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0 or index in indices:
             raise InputError(f"{where}: gpus[{j}] has a missing, negative or repeated index {index!r}")
         indices.add(index)
         gwhere = f"{where} gpu {index}"
@@ -215,6 +248,7 @@ def _node(raw: Mapping[str, Any], where: str) -> Node:
 def _busy(raw: Any, model: GpuModel, config: Config, where: str) -> BusyInstance:
     if not isinstance(raw, Mapping) or not raw.get("pod"):
         raise InputError(f"{where}: a busy entry needs 'pod' (namespace/name or name) and 'profile'")
+    refuse_unknown_keys(raw, _BUSY_KEYS, where)
     pod = str(raw["pod"])
     namespace, _, name = pod.rpartition("/")
     profile = raw.get("profile")
@@ -251,6 +285,7 @@ def load_demand(path: Path) -> Demand:
     data = load_yaml_file(path, what="demand")
     if not isinstance(data, Mapping) or not isinstance(data.get("demand"), list):
         raise InputError(f"{path}: expected a mapping with a list 'demand'")
+    refuse_unknown_keys(data, ("demand",), str(path))
     return demand_from_dict(data, str(path))
 
 
@@ -260,20 +295,22 @@ def demand_from_dict(data: Mapping[str, Any], source: str = "file") -> Demand:
         where = f"{source}: demand[{i}]"
         if not isinstance(raw, Mapping):
             raise InputError(f"{where}: expected a mapping with 'model'")
+        refuse_unknown_keys(raw, _DEMAND_KEYS, where)
         model = resolve_model(raw.get("model"), where)
         counts, whole = merged.get(model.name, (Counter(), 0))
-        for name, n in (raw.get("profiles") or {}).items():
+        profiles = raw.get("profiles") or {}
+        if not isinstance(profiles, Mapping):
+            raise InputError(f"{where}: 'profiles' must be a mapping profile: count")
+        for name, n in profiles.items():
             if name not in model.profiles:
                 raise InputError(f"{where}: MIG profile {name!r} does not exist on {model.name} "
                                  f"(known: {', '.join(model.profiles)})")
-            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-                raise InputError(f"{where}: count of {name} must be a non-negative integer, got {n!r}")
-            counts[str(name)] += n
-        w = raw.get("whole", 0)
-        if not isinstance(w, int) or isinstance(w, bool) or w < 0:
-            raise InputError(f"{where}: 'whole' must be a non-negative integer, got {w!r}")
-        whole += w
-        for j, wl in enumerate(raw.get("workloads") or []):
+            counts[str(name)] += _count(n, where, f"count of {name}", MAX_INSTANCES)
+        whole += _count(raw.get("whole", 0), where, "'whole'", MAX_FLEET_GPUS)
+        workloads = raw.get("workloads") or []
+        if not isinstance(workloads, list):
+            raise InputError(f"{where}: 'workloads' must be a list")
+        for j, wl in enumerate(workloads):
             profile, replicas = workload_profile(wl, model, f"{where} workloads[{j}]")
             if profile is None:
                 whole += replicas
@@ -298,15 +335,14 @@ def workload_profile(raw: Any, model: GpuModel, where: str) -> tuple[str | None,
     """
     if not isinstance(raw, Mapping):
         raise InputError(f"{where}: a workload needs 'memory_mib' and 'compute' (0..1)")
-    replicas = raw.get("replicas", 1)
-    if not isinstance(replicas, int) or replicas < 0:
-        raise InputError(f"{where}: 'replicas' must be a non-negative integer")
+    refuse_unknown_keys(raw, _WORKLOAD_KEYS, where)
+    replicas = _count(raw.get("replicas", 1), where, "'replicas'", MAX_INSTANCES)
     if raw.get("whole"):
         return None, replicas
     memory, compute = raw.get("memory_mib"), raw.get("compute", 0.0)
-    if not isinstance(memory, int | float) or memory <= 0:
+    if isinstance(memory, bool) or not isinstance(memory, int | float) or not 0 < memory < math.inf:
         raise InputError(f"{where}: 'memory_mib' must be a positive number")
-    if not isinstance(compute, int | float) or not 0 <= compute <= 1:
+    if isinstance(compute, bool) or not isinstance(compute, int | float) or not 0 <= compute <= 1:
         raise InputError(f"{where}: 'compute' must be a fraction of the card in [0, 1]")
     return smallest_profile(model, float(memory), float(compute), where), replicas
 

@@ -7,6 +7,10 @@ Cases:
   repeated GPU index, repeated node, not YAML;
 - bad demand: unknown profile, negative count, a workload bigger than the card
   ("infeasible demand"), demand for a model the fleet lacks ("infeasible demand");
+- strict files: an unknown key at every level (`maintenence`, `evictible`, `profils`, a
+  workload's `memori_mib`, a GPU's `layuot`, the top level) is refused with a did-you-mean, a
+  key written twice is refused, and so are a billion-GPU count, a NaN memory and a bool index;
+- a 4,000-GPU fleet listed GPU by GPU reads in seconds (it took minutes);
 - workloads map to the smallest profile holding their peak memory and p95 compute
   (fewest compute slices first), or to a whole card.
 """
@@ -114,3 +118,63 @@ def test_demand_for_missing_model_is_infeasible():
 ])
 def test_workload_maps_to_smallest_profile(memory, compute, expected):
     assert smallest_profile(gpu_model("A100-80GB"), memory, compute, "w") == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("nodes:\n  - {name: n, model: H100-80GB, gpus: 1, maintenence: false}\n",
+     r"node n: unknown key 'maintenence' \(did you mean 'maintenance'\?\)"),
+    ("nodes:\n  - name: n\n    model: H100-80GB\n    gpus:\n      - index: 0\n        layout: whole\n"
+     "        busy: [{pod: a/p, evictible: false}]\n",
+     r"busy\[0\]: unknown key 'evictible' \(did you mean 'evictable'\?\)"),
+    ("nodes:\n  - name: n\n    model: H100-80GB\n    gpus: [{index: 0, layuot: whole}]\n",
+     r"gpus\[0\]: unknown key 'layuot' \(did you mean 'layout'\?\)"),
+    ("nodse: []\nnodes:\n  - {name: n, model: H100-80GB, gpus: 1}\n", r"unknown key 'nodse'"),
+    ("nodes:\n  - {name: n, model: H100-80GB, gpus: 1, maintenance: true, maintenance: false}\n",
+     r"line 2 not valid YAML \(duplicate key 'maintenance'\)"),
+    ("nodes:\n  - {name: n, model: H100-80GB, gpus: 1000000000}\n", r"'gpus' must be a non-negative integer"),
+    ("nodes:\n  - name: n\n    model: H100-80GB\n    gpus: [{index: true}]\n", r"repeated index True"),
+])
+def test_strict_fleet_file(tmp_path, text, message):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as info:
+        load_fleet(path)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("demand:\n  - {model: H100-80GB, profils: {1g.10gb: 3}}\n",
+     r"demand\[0\]: unknown key 'profils' \(did you mean 'profiles'\?\)"),
+    ("demand:\n  - model: H100-80GB\n    workloads: [{memori_mib: 1000, compute: 0.1}]\n",
+     r"workloads\[0\]: unknown key 'memori_mib' \(did you mean 'memory_mib'\?\)"),
+    ("demand:\n  - {model: H100-80GB, profiles: {1g.10gb: 1, 1g.10gb: 2}}\n", r"duplicate key '1g.10gb'"),
+    ("demand:\n  - model: H100-80GB\n    workloads: [{memory_mib: .nan, compute: 0.1}]\n",
+     r"'memory_mib' must be a positive number"),
+    ("demand:\n  - {model: H100-80GB, whole: 10000000000}\n", r"'whole' must be a non-negative integer"),
+    ("demand: [{model: H100-80GB}]\nextra: 1\n", r"unknown key 'extra'"),
+])
+def test_strict_demand_file(tmp_path, text, message):
+    path = tmp_path / "demand.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as info:
+        load_demand(path)
+    assert "\n" not in str(info.value)
+
+
+def test_large_listed_fleet_reads_in_seconds(tmp_path):
+    import time
+
+    import yaml
+
+    layouts = [{"1g.10gb": 7}, {"3g.40gb": 1, "4g.40gb": 1}, {"2g.20gb": 3, "1g.10gb": 1}, "whole"]
+    nodes = [
+        {"name": f"n{n}", "model": "H100-80GB",
+         "gpus": [{"index": i, "layout": layouts[(n + i) % 4]} for i in range(8)]}
+        for n in range(500)
+    ]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump({"nodes": nodes}))
+    started = time.perf_counter()
+    fleet = load_fleet(path)
+    assert len(fleet.gpus) == 4000
+    assert time.perf_counter() - started < 15  # took over a minute when shapes were regenerated per GPU
