@@ -116,3 +116,7 @@ class AccessDeniedError(GpuledgerError):
 
 class ReportError(GpuledgerError):
     """A report cannot be produced (no data, period locked, ...)."""
+
+
+class TimeLimitError(SolverError):
+    """A solver command ran past its wall-clock bound (reading the inputs included)."""

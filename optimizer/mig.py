@@ -37,6 +37,7 @@ from gpuledger.optimizer.plan import (
     new_plan_id,
     state_hash,
 )
+from gpuledger.optimizer.solver_status import check_change_limit, check_solver_limits
 
 HOURS_PER_MONTH = 730.0
 GpuKey = tuple[str, int]
@@ -50,6 +51,12 @@ class MigOptions:
     workers: int = 2
     baselines: bool = True
     inputs: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Refuse limits no run can honour: a NaN or negative limit used to yield a 'plan'."""
+        check_solver_limits(self.time_limit_s, self.workers)
+        check_change_limit(self.max_changes_per_node, "max changes per node")
+        check_change_limit(self.max_changes_per_plan, "max changes per plan")
 
 
 def plan_mig(fleet: Fleet, demand: Demand, options: MigOptions, settings: Settings, now: datetime) -> Plan:

@@ -24,7 +24,9 @@ constraints and starts from the previous solution, so it is feasible at once):
    saving (the weights provably keep the order; one stage instead of two proved faster on
    large fleets);
 4. stranded compute slices on GPUs in use.
-A stage stopped by the time limit keeps its best value as a bound and reports FEASIBLE.
+A stage stopped by the time limit with a solution keeps its best value as a bound and reports
+FEASIBLE; a stage without one (infeasible, out of time, not run) fails the run
+(`optimizer.solver_status`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from gpuledger.core.mig import COMPUTE_SLICES, gpu_model
 from gpuledger.optimizer.mig_geometry import count, is_used, stranded_slices
 from gpuledger.optimizer.mig_input import Config, ModelDemand
 from gpuledger.optimizer.plan import StageResult
+from gpuledger.optimizer.solver_status import require_reached
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,11 +195,7 @@ def solve_counts(p: CountProblem, time_limit_s: float, workers: int = 2) -> Coun
         remaining = time_limit_s - (time.perf_counter() - started)
         objective = model.objectives[name]
         if remaining <= 0.05:
-            value = evaluate(p, current)[name]
-            stages.append(StageResult(name=name, status="NOT_RUN", objective=value,
-                                      bound=None, wall_s=0.0))
-            model.m.add(objective <= value)
-            continue
+            require_reached("MIG", name, "NOT_RUN", time_limit_s)
         model.hint(current)
         model.m.minimize(objective)
         solver = cp_model.CpSolver()
@@ -210,10 +209,8 @@ def solve_counts(p: CountProblem, time_limit_s: float, workers: int = 2) -> Coun
             value = round(solver.objective_value)
             bound = float(solver.best_objective_bound)
             label = "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE"
-        else:  # nothing found in time (or the model is broken): keep the previous solution
-            value = evaluate(p, current)[name]
-            bound = None
-            label = str(solver.status_name(status))
+        else:  # infeasible, invalid or out of time: no plan (optimizer.solver_status)
+            require_reached("MIG", name, str(solver.status_name(status)), time_limit_s)
         stages.append(StageResult(name=name, status=label, objective=value, bound=bound, wall_s=elapsed))
         model.m.add(objective <= value)
     current.stages = stages

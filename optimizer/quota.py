@@ -48,6 +48,9 @@ from gpuledger.optimizer.quota_model import (
 )
 from gpuledger.optimizer.quota_replay import QuotaSet, ReplayResult, replay
 from gpuledger.optimizer.quota_spec import GPU, Quota
+from gpuledger.optimizer.solver_status import check_solver_limits
+
+MAX_HORIZON = timedelta(days=366)
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,13 @@ class QuotaOptions:
     workers: int = 2
     replay_history: Any = None
     """Replay this history instead of the one the forecast was fitted on (held-out evaluation)."""
+
+    def __post_init__(self) -> None:
+        """Refuse limits no run can honour, and horizons whose forecast would not fit memory."""
+        check_solver_limits(self.time_limit_s, self.workers)
+        if not timedelta(0) < self.horizon <= MAX_HORIZON:
+            raise InputError(f"horizon {self.horizon}: expected more than 0 and at most "
+                             f"{MAX_HORIZON.days} days")
 
 
 def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, now: datetime) -> Plan:

@@ -41,6 +41,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from gpuledger.optimizer.plan import StageResult
+from gpuledger.optimizer.solver_status import require_reached
 
 SCALE = 100
 """Expected unmet is in resource-hours × SCALE (integers for CP-SAT)."""
@@ -361,7 +362,8 @@ def _finish(result: QuotaSolution, started: float) -> QuotaSolution:
 def _run_stages(model: _Model, stages: Sequence[str], budget: float, workers: int,
                 start: QuotaSolution) -> QuotaSolution | None:
     """Each stage minimizes its objective, then keeps it as a bound; None when the first stage
-    finds nothing feasible (the reduced model with unmeetable guarantees)."""
+    finds nothing feasible (the reduced model with unmeetable guarantees); a later stage that
+    finds no solution fails the run (`optimizer.solver_status`)."""
     began = time.perf_counter()
     current: QuotaSolution | None = None
     results: list[StageResult] = []
@@ -370,9 +372,7 @@ def _run_stages(model: _Model, stages: Sequence[str], budget: float, workers: in
         remaining = budget - (time.perf_counter() - began)
         objective = model.objectives[name]
         if remaining <= 0.05 and current is not None:
-            results.append(StageResult(name=name, status="NOT_RUN", objective=None,
-                                       bound=None, wall_s=0.0))
-            continue
+            require_reached("quota", name, "NOT_RUN", budget)
         model.m.minimize(objective)
         solver = cp_model.CpSolver()
         solver.parameters.max_time_in_seconds = max(remaining, 0.05)
@@ -383,9 +383,7 @@ def _run_stages(model: _Model, stages: Sequence[str], budget: float, workers: in
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if current is None:
                 return None
-            results.append(StageResult(name=name, status=str(solver.status_name(status)),
-                                       objective=None, bound=None, wall_s=elapsed))
-            continue
+            require_reached("quota", name, str(solver.status_name(status)), budget)
         current = model.read(solver)
         value = round(solver.objective_value)
         results.append(StageResult(name=name, status="OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE",
