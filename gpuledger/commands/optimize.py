@@ -44,81 +44,100 @@ def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
 
 def _mig(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.core.config import utcnow
-    from gpuledger.core.window import parse_duration
+    from gpuledger.optimizer.deadline import command_deadline
     from gpuledger.optimizer.mig import MigOptions, plan_mig
-    from gpuledger.optimizer.mig_input import load_demand, load_fleet
 
     now = utcnow()
     settings = ctx.settings
-    inputs: dict[str, str] = {}
-    if args.fleet:
-        fleet = load_fleet(args.fleet)
-        if not args.demand:
-            from gpuledger.core.errors import InputError
-
-            raise InputError("--fleet needs --demand (a what-if run reads both from files)")
-        demand = load_demand(args.demand)
-    else:
-        from gpuledger.optimizer.mig_warehouse import (
-            load_fleet_from_warehouse,
-            observed_demand,
-            recommended_demand,
-        )
-
-        with ctx.open_warehouse(read_only=True) as wh:
-            fleet = load_fleet_from_warehouse(wh, pools=args.pool or (), nodes=args.nodes or ())
-            lookback = parse_duration(args.lookback)
-            if args.demand:
-                demand = load_demand(args.demand)
-            elif args.observed:
-                demand = observed_demand(wh, fleet, lookback)
-            else:
-                found = recommended_demand(wh, fleet, settings, lookback)
-                if found is None:
-                    demand = observed_demand(wh, fleet, lookback)
-                    inputs["demand_note"] = "no samples to right-size from: observed instances in use"
-                else:
-                    demand = found
+    limit = _time_limit(args, ctx)
     per_node = args.max_changes_per_node
     if per_node is None:
         per_node = settings.plans.max_gpus_changed_per_node
     per_plan = args.max_changes_per_plan
     if per_plan is None:
         per_plan = settings.plans.max_gpus_changed_per_plan
-    options = MigOptions(
-        time_limit_s=args.time_limit or settings.plans.solver_time_limit_s,
-        max_changes_per_node=per_node, max_changes_per_plan=per_plan, workers=args.workers,
-        inputs=inputs,
-    )
-    plan = plan_mig(fleet, demand, options, settings, now)
+    MigOptions(time_limit_s=limit, max_changes_per_node=per_node, max_changes_per_plan=per_plan,
+               workers=args.workers)  # refuses bad limits before any file is read
+    with command_deadline(limit, "optimize mig") as deadline:
+        fleet, demand, inputs = _mig_inputs(args, ctx)
+        options = MigOptions(
+            time_limit_s=deadline.solver_budget(),
+            max_changes_per_node=per_node, max_changes_per_plan=per_plan, workers=args.workers,
+            inputs=inputs,
+        )
+        plan = plan_mig(fleet, demand, options, settings, now)
     return _finish(plan, args, ctx)
+
+
+def _mig_inputs(args: argparse.Namespace, ctx: Context) -> tuple[Any, Any, dict[str, str]]:
+    """The fleet and the demand: from files (what-if) or from the warehouse."""
+    from gpuledger.core.errors import InputError
+    from gpuledger.core.window import parse_duration
+    from gpuledger.optimizer.mig_input import load_demand, load_fleet
+
+    inputs: dict[str, str] = {}
+    if args.fleet:
+        if not args.demand:
+            raise InputError("--fleet needs --demand (a what-if run reads both from files)")
+        return load_fleet(args.fleet), load_demand(args.demand), inputs
+    from gpuledger.optimizer.mig_warehouse import (
+        load_fleet_from_warehouse,
+        observed_demand,
+        recommended_demand,
+    )
+
+    with ctx.open_warehouse(read_only=True) as wh:
+        fleet = load_fleet_from_warehouse(wh, pools=args.pool or (), nodes=args.nodes or ())
+        lookback = parse_duration(args.lookback)
+        if args.demand:
+            return fleet, load_demand(args.demand), inputs
+        if args.observed:
+            return fleet, observed_demand(wh, fleet, lookback), inputs
+        found = recommended_demand(wh, fleet, ctx.settings, lookback)
+        if found is None:
+            inputs["demand_note"] = "no samples to right-size from: observed instances in use"
+            return fleet, observed_demand(wh, fleet, lookback), inputs
+        return fleet, found, inputs
+
+
+def _time_limit(args: argparse.Namespace, ctx: Context) -> float:
+    """`--time-limit` (0 is a value, not "unset") or the configured limit, validated."""
+    from gpuledger.optimizer.solver_status import check_solver_limits
+
+    limit = args.time_limit if args.time_limit is not None else ctx.settings.plans.solver_time_limit_s
+    check_solver_limits(limit, args.workers)
+    return float(limit)
 
 
 def _quota(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.core.config import utcnow
     from gpuledger.core.window import parse_duration
+    from gpuledger.optimizer.deadline import command_deadline
     from gpuledger.optimizer.quota import QuotaOptions, plan_quota
     from gpuledger.optimizer.quota_input import load_quota_inputs, quota_inputs_from_warehouse
 
     now = utcnow()
-    if args.queues:
-        inputs = load_quota_inputs(args.queues, args.history)
-    else:
-        with ctx.open_warehouse(read_only=True) as wh:
-            inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback))
-    options = QuotaOptions(
-        time_limit_s=args.time_limit or ctx.settings.plans.solver_time_limit_s,
-        horizon=parse_duration(args.horizon), workers=args.workers,
-    )
-    plan = plan_quota(inputs, options, ctx.settings, now)
+    limit = _time_limit(args, ctx)
+    horizon = parse_duration(args.horizon)
+    QuotaOptions(time_limit_s=limit, horizon=horizon, workers=args.workers)  # refuse bad flags first
+    with command_deadline(limit, "optimize quota") as deadline:
+        if args.queues:
+            inputs = load_quota_inputs(args.queues, args.history)
+        else:
+            with ctx.open_warehouse(read_only=True) as wh:
+                inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback))
+        options = QuotaOptions(time_limit_s=deadline.solver_budget(), horizon=horizon,
+                               workers=args.workers)
+        plan = plan_quota(inputs, options, ctx.settings, now)
     return _finish(plan, args, ctx)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--time-limit", type=float, metavar="S",
-                   help="solver time limit in seconds (default: plans.solver_time_limit_s); "
-                        "the best plan found is returned with its status")
+                   help="wall-clock bound in seconds for reading the inputs and solving (default: "
+                        "plans.solver_time_limit_s); the best plan found is returned with its "
+                        "status, and a run that cannot finish in time fails with nothing stored")
     p.add_argument("--workers", type=int, default=2, help="CP-SAT worker threads (default 2)")
     p.add_argument("--no-save", action="store_true", help="print only; do not store the plan")
 
