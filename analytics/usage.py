@@ -46,6 +46,7 @@ sums AS (
         sum(idle_card_hours) AS idle_card_hours,
         sum(held_idle_card_hours) AS held_idle_card_hours,
         sum(card_hours * coalesce(active_ratio, 1.0)) AS weighted_card_hours,
+        sum(CASE WHEN active_ratio IS NULL THEN card_hours ELSE 0 END) AS activity_unknown_card_hours,
         sum(held_hours * active_ratio)
             / nullif(sum(CASE WHEN active_ratio IS NOT NULL THEN held_hours END), 0)
             AS active_ratio,
@@ -78,9 +79,17 @@ def _aggregates() -> list[pl.Expr]:
         pl.col("idle_card_hours").sum(),
         pl.col("held_idle_card_hours").sum(),
         (pl.col("card_hours") * pl.col("active_ratio").fill_null(1.0)).sum().alias("weighted_card_hours"),
+        _unknown_card_hours(),
         _active_ratio(),
         pl.col("fb_used_max_mib").max(),
     ]
+
+
+def _unknown_card_hours() -> pl.Expr:
+    """Card-hours with no activity reading at all (`active_ratio` NULL: activity unknown)."""
+    unknown = pl.col("active_ratio").is_null()
+    held = pl.when(unknown).then(pl.col("card_hours")).otherwise(0.0)
+    return held.sum().alias("activity_unknown_card_hours")
 
 
 def _from_raw(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
@@ -179,6 +188,7 @@ def _regroup(frame: pl.DataFrame) -> pl.DataFrame:
             pl.col("idle_card_hours").sum(),
             pl.col("held_idle_card_hours").sum(),
             pl.col("weighted_card_hours").sum(),
+            pl.col("activity_unknown_card_hours").sum(),
             _active_ratio(),
             pl.col("fb_used_max_mib").max(),
         )
@@ -191,8 +201,8 @@ _SCHEMA: dict[str, pl.DataType] = {
     "sharing_mode": pl.String(), "namespace": pl.String(), "pod": pl.String(),
     "queue": pl.String(), "held_hours": pl.Float64(), "card_hours": pl.Float64(),
     "idle_card_hours": pl.Float64(), "held_idle_card_hours": pl.Float64(),
-    "weighted_card_hours": pl.Float64(), "active_ratio": pl.Float64(),
-    "fb_used_max_mib": pl.Float64(),
+    "weighted_card_hours": pl.Float64(), "activity_unknown_card_hours": pl.Float64(),
+    "active_ratio": pl.Float64(), "fb_used_max_mib": pl.Float64(),
 }
 
 

@@ -43,12 +43,14 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         print(f"gpuledger: loaded chunk {data.chunk.start.isoformat()} .. {data.chunk.end.isoformat()} "
               f"({data.samples} gpu samples)", file=sys.stderr, flush=True)
 
+    from gpuledger.core.redact import Redactor
+
     with ctx.open_warehouse() as wh:
         if args.follow:
             start = parse_instant(args.start) if args.start else None
             if start is None:
                 raise InputError("collect --follow: pass --start (where to begin when no watermark exists)")
-            ctx.echo(f"following {url} every {step} (Ctrl-C stops)")
+            ctx.echo(f"following {Redactor.of(ctx.settings).url(url)} every {step} (Ctrl-C stops)")
             def show(r: pipeline.CollectReport) -> None:
                 for line in r.lines():
                     ctx.echo(line)

@@ -218,7 +218,7 @@ def test_crash_mid_rollout_then_resume(k8s_cluster, kube, gateway, tmp_path, fle
     mig_manager.behavior = MigBehavior(delay_s=4.0)
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuledger", "--config", str(config), "--warehouse", str(path),
-         "plans", "apply", plan.id, "--as", "alice", "--kubeconfig", str(k8s_cluster.kubeconfig)],
+         "plans", "apply", plan.id, "--as", "alice", "--insecure-dev-identity", "--kubeconfig", str(k8s_cluster.kubeconfig)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     try:

@@ -161,10 +161,10 @@ def test_cli_approve_as_admin_and_viewer(tmp_path, capsys):
     with Warehouse.open(path) as wh:
         save_plan(wh, plan)
     base = ["--config", str(config), "--warehouse", str(path), "plans"]
-    assert main([*base, "approve", plan.id, "--as", "bob"]) == 3
+    assert main([*base, "approve", plan.id, "--as", "bob", "--insecure-dev-identity"]) == 3
     err = capsys.readouterr().err
     assert err.strip() == f"gpuledger: error: user 'bob' may not approve plan {plan.id}: needs the admin role"
-    assert main([*base, "approve", plan.id, "--as", "alice"]) == 0
+    assert main([*base, "approve", plan.id, "--as", "alice", "--insecure-dev-identity"]) == 0
     assert f"plan {plan.id}: approved" in capsys.readouterr().out
     with Warehouse.open(path, read_only=True) as wh:
         assert load_record(wh, plan.id).status == "approved"
@@ -222,8 +222,8 @@ def test_cli_apply_refuses_an_unpreviewed_plan(tmp_path, capsys):
     with Warehouse.open(path) as wh:
         save_plan(wh, plan)
     base = ["--config", str(config), "--warehouse", str(path), "plans"]
-    apply_cmd = [*base, "apply", plan.id, "--as", "alice", "--kubeconfig", str(kubeconfig)]
-    assert main([*base, "approve", plan.id, "--as", "alice"]) == 0
+    apply_cmd = [*base, "apply", plan.id, "--as", "alice", "--insecure-dev-identity", "--kubeconfig", str(kubeconfig)]
+    assert main([*base, "approve", plan.id, "--as", "alice", "--insecure-dev-identity"]) == 0
     capsys.readouterr()
     assert main(apply_cmd) != 0
     err = capsys.readouterr().err.strip()

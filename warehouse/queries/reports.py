@@ -90,7 +90,9 @@ def audit_recorded(wh: Warehouse, action: str, obj: str, detail: str) -> bool:
     return bool(rows.item(0, 0))
 
 
-def sampled_hours(wh: Warehouse, start: datetime, end: datetime) -> tuple[int, datetime | None, datetime | None]:
+def sampled_hours(
+    wh: Warehouse, start: datetime, end: datetime,
+) -> tuple[int, datetime | None, datetime | None]:
     """Hours of `[start, end)` with any GPU sample or roll-up row (raw samples may have aged
     out), and the first and last such hour start."""
     rows = wh.query(
