@@ -51,15 +51,25 @@ _SUFFIX = {None: 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi
            "Gi": 1024.0**3}
 
 
+MAX_QUANTITY = 100_000.0
+"""The largest quota, weight or capacity planned: the design's 100,000-GPU fleet. The model's
+tables have one row per unit of capacity, so 1e12 would exhaust memory rather than plan."""
+
+
 def parse_quantity(value: Any, where: str) -> float:
+    """A quota amount or weight: a number or Kubernetes quantity, finite, from 0 to MAX_QUANTITY."""
     if isinstance(value, bool) or value is None:
         raise InputError(f"{where}: expected a quantity, got {value!r}")
     if isinstance(value, int | float):
-        return float(value)
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        raise InputError(f"{where}: {value!r} is not a Kubernetes quantity (e.g. 8, 500m)")
-    return float(match.group(1)) * _SUFFIX[match.group(2)]
+        number = float(value)
+    else:
+        match = _QUANTITY.match(str(value).strip())
+        if not match:
+            raise InputError(f"{where}: {value!r} is not a Kubernetes quantity (e.g. 8, 500m)")
+        number = float(match.group(1)) * _SUFFIX[match.group(2)]
+    if not 0 <= number <= MAX_QUANTITY:  # NaN fails too
+        raise InputError(f"{where}: {value!r} must be a number from 0 to {MAX_QUANTITY:,.0f}")
+    return number
 
 
 def is_gpu_resource(name: str) -> bool:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuledger.analytics.queue_teams import queue_owners
 from gpuledger.core.errors import InputError
+from gpuledger.core.yamlfile import refuse_unknown_keys
 from gpuledger.optimizer.queues import READERS
 from gpuledger.optimizer.quota_spec import GPU, Key, QueueSpec, Quota, is_gpu_resource, parse_quantity
 from gpuledger.warehouse.queries.optimizer import pod_requests_by_queue
@@ -28,14 +29,23 @@ if TYPE_CHECKING:
 
 def queue_from_object(obj: Mapping[str, Any], where: str) -> QueueSpec:
     """A ClusterQueue object (or a mapping with `name` and `spec`) → QueueSpec."""
+    if not isinstance(obj, Mapping):
+        raise InputError(f"{where}: a ClusterQueue must be a mapping")
+    refuse_unknown_keys(obj, _OBJECT_KEYS, where)
     meta = obj.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise InputError(f"{where}: metadata must be a mapping")
     name = meta.get("name") or obj.get("name")
-    if not name:
+    if not name or not isinstance(name, str):
         raise InputError(f"{where}: a ClusterQueue needs metadata.name")
     spec = obj.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise InputError(f"{where}: ClusterQueue {name}: spec must be a mapping")
-    weight_raw = (spec.get("fairSharing") or {}).get("weight", 1)
+    refuse_unknown_keys(spec, _SPEC_KEYS, f"{where}: ClusterQueue {name} spec")
+    fair = spec.get("fairSharing") or {}
+    if not isinstance(fair, Mapping):
+        raise InputError(f"{where}: ClusterQueue {name}: fairSharing must be a mapping")
+    weight_raw = fair.get("weight", 1)
     weight = parse_quantity(weight_raw, f"{where}: ClusterQueue {name} fairSharing.weight")
     groups = spec.get("resourceGroups") or []
     if not isinstance(groups, list):
@@ -52,12 +62,18 @@ def _quotas(groups: list[Any], where: str) -> dict[Key, Quota]:
     """The planned (GPU) quotas of a resourceGroups list, per (flavor, resource)."""
     quotas: dict[Key, Quota] = {}
     for g, group in enumerate(groups):
+        gwhere = f"{where} resourceGroups[{g}]"
+        _strict(group, ("coveredResources", "flavors"), gwhere)
         for flavor in group.get("flavors") or []:
+            _strict(flavor, ("name", "resources"), f"{gwhere} flavor")
             fname = flavor.get("name")
             for res in flavor.get("resources") or []:
+                _strict(res, _RESOURCE_KEYS, f"{gwhere} flavor {fname} resource")
                 if not is_gpu_resource(str(res.get("name"))):
                     continue  # cpu, memory, ...: not planned, left exactly as they are
-                rwhere = f"{where} resourceGroups[{g}] flavor {fname} {res.get('name')}"
+                rwhere = f"{gwhere} flavor {fname} {res.get('name')}"
+                if (str(fname), str(res["name"])) in quotas:
+                    raise InputError(f"{rwhere}: listed twice")
                 if "nominalQuota" not in res:
                     raise InputError(f"{rwhere}: nominalQuota is required")
                 quotas[(str(fname), str(res["name"]))] = Quota(
@@ -66,6 +82,23 @@ def _quotas(groups: list[Any], where: str) -> dict[Key, Quota]:
                     lending_limit=_optional(res.get("lendingLimit"), rwhere + " lendingLimit"),
                 )
     return quotas
+
+
+_OBJECT_KEYS = ("apiVersion", "kind", "metadata", "spec", "status", "name", "team")
+_SPEC_KEYS = (
+    "resourceGroups", "cohortName", "cohort", "queueingStrategy", "namespaceSelector",
+    "flavorFungibility", "preemption", "admissionChecks", "admissionChecksStrategy",
+    "stopPolicy", "fairSharing", "admissionScope",
+)
+"""Kueue's ClusterQueue spec fields: a misspelt `cohortNmae` would silently plan the queue
+alone, so unknown ones are refused; metadata and status are Kubernetes' and left free."""
+_RESOURCE_KEYS = ("name", "nominalQuota", "borrowingLimit", "lendingLimit")
+
+
+def _strict(value: Any, allowed: tuple[str, ...], where: str) -> None:
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: expected a mapping, got {value!r}")
+    refuse_unknown_keys(value, allowed, where)
 
 
 def _optional(value: Any, where: str) -> float | None:

@@ -79,12 +79,15 @@ class FieldRun:
         )
 
 
-def expected_reads(openmetrics: Path, window: Window) -> pl.DataFrame:
+def expected_reads(openmetrics: Path, window: Window, *, nan_is_stale: bool = False) -> pl.DataFrame:
     """What a one-minute `last_over_time` read of each dcgm series returns, counted per field.
 
     Each evaluation instant t of the window's grid sees the newest sample in (t - 60 s, t]; a
     series copy with a `replica` label is a second read of the same series. Counted: all reads,
-    the NaN ones, the negative ones, and the copies beyond the first (`ha_duplicate`)."""
+    the NaN ones, the negative ones, and the copies beyond the first (`ha_duplicate`).
+    `nan_is_stale`: the engine never returns a NaN sample to a query, as if it were a
+    staleness marker (measured on Debian's victoria-metrics 1.79: NaN samples sent to
+    `/api/v1/import/prometheus` are never read back), so NaN samples are no reads there."""
     step_ms = int(window.step.total_seconds() * 1000)
     first = int(window.start.timestamp() * 1000) // step_ms
     last = int(window.end.timestamp() * 1000) // step_ms - 1
@@ -102,6 +105,8 @@ def expected_reads(openmetrics: Path, window: Window) -> pl.DataFrame:
         (pl.col("sec").cast(pl.Int64) * 1000 + pl.col("frac").fill_null("0").cast(pl.Int64)).alias("ms"),
     ).with_columns(((pl.col("ms") + step_ms - 1) // step_ms).alias("m"))
     frame = frame.filter(pl.col("m").is_between(first, last))
+    if nan_is_stale:
+        frame = frame.filter(~pl.col("value").is_nan())
     reads = frame.sort("ms").group_by("field", "series", "replica", "m").agg(pl.col("value").last())
     copies = reads.group_by("field", "series", "m").agg(
         pl.len().alias("copies"), pl.col("value").first())
@@ -119,7 +124,7 @@ def field_run(name: str, effects: FieldEffects, engine: str, root: Path, *,
     sim = Simulation(FleetSpec.default(gpus=gpus, field=effects), window, seed=SEED)
     path = root / "fleet.om"
     sim.write_openmetrics(path, families=FAMILIES)
-    reads = expected_reads(path, window)
+    reads = expected_reads(path, window, nan_is_stale=engine == "victoriametrics")
     pool = ServerPool(root)
     try:
         server = pool.prometheus(path) if engine == "prometheus" else pool.victoriametrics(path)
