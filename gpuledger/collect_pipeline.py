@@ -11,9 +11,10 @@
    Time-series loads own their chunk (delete + insert), so nothing is ever counted twice.
    A chunk without DCGM series is a gap: loaded (empty), so the watermark moves past it, and
    listed in the report (`Quality.gaps`) with the dropped and merged samples by reason.
-3. Dimension rows are merged with what is stored (new non-null values win; `first_seen` keeps
-   the earliest, `last_seen` the latest), so a metrics-derived row never erases richer facts
-   from the Kubernetes API and a later chunk never forgets when a GPU was first seen.
+3. Dimension rows are merged with what is stored (new non-null values win; the warehouse's load
+   keeps the earliest `first_seen` and the latest `last_seen`), so a metrics-derived row never
+   erases richer facts from the Kubernetes API and a later chunk never forgets when a GPU was
+   first seen.
 4. Kubernetes: when an API is configured, a snapshot of nodes, namespaces (teams), pods and
    Kueue objects is loaded last, and namespace teams are not taken from kube-state-metrics.
 
@@ -111,10 +112,6 @@ def merge_dimensions(wh: Warehouse, frames: Mapping[str, pl.DataFrame]) -> dict[
         for col in spec.column_names:
             if col in key:
                 merged.append(pl.col(col))
-            elif col == "first_seen":
-                merged.append(pl.min_horizontal(col, f"{col}__old").alias(col))
-            elif col == "last_seen":
-                merged.append(pl.max_horizontal(col, f"{col}__old").alias(col))
             else:
                 merged.append(pl.coalesce(col, f"{col}__old").alias(col))
         out[name] = joined.select(merged)
