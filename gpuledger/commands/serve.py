@@ -44,10 +44,22 @@ def _start_schedule(ctx: Context, stop: threading.Event) -> threading.Thread:
     return thread
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse a port outside 1-65535 and a refresh that is not a positive, finite interval
+    before anything starts (they ended in a socket traceback or a busy loop)."""
+    from gpuledger.core.errors import InputError
+
+    if not 1 <= args.port <= 65535:
+        raise InputError(f"--port {args.port}: expected a TCP port from 1 to 65535")
+    if not 1 <= args.refresh_s <= 86_400:  # NaN fails too
+        raise InputError(f"--refresh-s {args.refresh_s:g}: expected seconds from 1 to 86400")
+
+
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.dashboards.access import check_dev_bind
     from gpuledger.dashboards.app import serve
 
+    _check_flags(args)
     check_dev_bind(args.host, args.dev_user)
     groups = tuple(g.strip() for g in (args.dev_groups or "").split(",") if g.strip())
     stop = threading.Event()
