@@ -48,7 +48,7 @@ from gpuledger.analytics.prices import (
     price_table,
     utilization_basis_expr,
 )
-from gpuledger.analytics.samples import SampleRules
+from gpuledger.analytics.samples import STALENESS_US, SampleRules
 from gpuledger.analytics.special_lines import SpecialLine
 from gpuledger.analytics.teams import team_table
 from gpuledger.analytics.usage import KEYS, Source, coarse_usage_from_rollup, rollup_span, usage_by_day
@@ -58,6 +58,7 @@ from gpuledger.core.period import Period
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries.capacity import last_spacing
 from gpuledger.warehouse.queries.freshness import newest_sample
 
 Grain = Literal["device", "lines"]
@@ -290,7 +291,8 @@ def _unallocated_rows(
 ) -> pl.DataFrame:
     """One row per card and day: present hours nobody held (never below zero)."""
     step = timedelta(microseconds=SampleRules.of(settings).step_us)
-    presence = presence_by_day(gpus, window, step)
+    spacing = last_spacing(wh, window.start, window.end, max_gap_us=STALENESS_US)
+    presence = presence_by_day(gpus.join(spacing, on="uuid", how="left"), window, step)
     if held is None:
         held = usage.group_by("uuid", "day").agg(
             pl.col("card_hours").sum().alias("held_card_hours"),

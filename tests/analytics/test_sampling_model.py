@@ -19,7 +19,9 @@ Cases:
   the card's spacing, the gap is unallocated;
 - two rows of one device at one time (HA replicas): counted once, their fields merged;
 - step independence: the same warehouse billed with `prometheus.step` 30 s and 60 s gives the
-  same bill to the cent.
+  same bill to the cent;
+- a card scraped every 5 minutes: its last sample stands for 5 minutes of capacity, not a
+  fixed step.
 """
 
 from __future__ import annotations
@@ -241,3 +243,17 @@ def test_bill_does_not_depend_on_the_collection_step(tmp_path):
     assert lines["unallocated"]["card_hours"] == pytest.approx(2.0)  # GPU-2 minutes 0-120
     assert lines["vision"]["cost"] == 4.50
     assert lines["unallocated"]["cost"] == 6.00
+
+
+def test_last_sample_of_a_sparsely_scraped_card_stands_for_its_own_spacing(tmp_path):
+    # GPU-1 scraped every 5 minutes with nobody holding it, samples at minutes 0, 5, ..., 115:
+    # present from minute 0 to 115 + 5 = 120, two full card-hours of unallocated capacity (a
+    # 60 s fallback would have ended it at minute 116).
+    five_minutes = [k * 5 * MINUTE for k in range(24)]
+    inventory = gpus({"uuid": "GPU-1", "first_seen": T0, "last_seen": at(minutes=115)})
+    win = window(3)
+    path = warehouse(tmp_path, win, frame(rows("GPU-1", five_minutes, ns=None)), gpus=inventory)
+    with Warehouse.open(path, read_only=True) as wh:
+        bill = compute_bill(wh, win, Settings(), ("team",), source="raw")
+    assert by_team(bill)["unallocated"]["card_hours"] == pytest.approx(2.0)
+    assert bill.fleet_card_hours == pytest.approx(2.0)
