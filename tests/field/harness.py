@@ -66,6 +66,8 @@ class FieldRun:
     reads: pl.DataFrame
     """Expected per field: reads (every replica), nan, negative, ha_duplicate (from the file)."""
     fleet_card_hours: float
+    capacity_truth: float
+    """The truth's card-hours of capacity: held, unallocated and stranded, cards present only."""
     gpu_count: int
     window: Window
 
@@ -144,7 +146,8 @@ def field_run(name: str, effects: FieldEffects, engine: str, root: Path, *,
     return FieldRun(
         name=name, engine=engine, lines=bill.lines.select("team", "card_hours", "idle_card_hours"),
         truth=truth, quality=report.quality, stored=counts.row(0, named=True), reads=reads,
-        fleet_card_hours=float(bill.fleet_card_hours), gpu_count=sim.gpu_count, window=window,
+        fleet_card_hours=float(bill.fleet_card_hours),
+        capacity_truth=float(sim.ground_truth()["card_hours"].sum()), gpu_count=sim.gpu_count, window=window,
     )
 
 

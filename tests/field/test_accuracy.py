@@ -11,8 +11,9 @@ Prometheus, and every effect together through VictoriaMetrics too.
 Cases, for each run:
 - card-hours per team (unattributed included) within 0.5 % of the truth;
 - allocated-but-idle card-hours per team within 1 % of the truth (zero where the truth is zero);
-- no sample counted twice: the fleet's card-hours never exceed cards x hours, and the held
-  card-hours stay within 0.5 % of the truth's (two HA replicas would double them);
+- no sample counted twice: the fleet's card-hours never exceed card slots x hours and equal
+  the truth's capacity (a replaced card or an absent node is no extra capacity) within 0.5 %,
+  and the held card-hours stay within 0.5 % of the truth's (two HA replicas would double them);
 - every dropped sample counted by reason: per dcgm field, the reads the engine answers (each
   replica's copy included) equal the values stored plus the samples the collect report counts
   under some reason; the `nan`, `negative` and `ha_duplicate` counts equal those computed from
@@ -27,7 +28,7 @@ import pytest
 from gpuledger.collectors.quality import REASONS
 from gpuledger.simulator.field import FieldEffects
 from tests.field.conftest import FieldRuns
-from tests.field.harness import FieldRun, hours
+from tests.field.harness import GPUS, FieldRun, hours
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
@@ -66,7 +67,8 @@ def test_idle_card_hours_per_team(run: FieldRun) -> None:
 
 
 def test_no_sample_counted_twice(run: FieldRun) -> None:
-    assert run.fleet_card_hours <= run.gpu_count * hours(run.window) + 1e-6
+    assert run.fleet_card_hours <= GPUS * hours(run.window) + 1e-6, run.fleet_card_hours
+    assert run.fleet_card_hours == pytest.approx(run.capacity_truth, rel=CARD_HOURS_REL)
     held = float(run.lines.filter(~pl.col("team").is_in(NOT_TEAMS))["card_hours"].sum())
     truth = float(run.truth["card_hours"].sum())
     assert held == pytest.approx(truth, rel=CARD_HOURS_REL), (held, truth)
