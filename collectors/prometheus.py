@@ -29,7 +29,13 @@ import polars as pl
 
 from gpuledger.collectors import dcgm, inventory, vllm
 from gpuledger.collectors.chunks import Chunk, plan_chunks
-from gpuledger.collectors.ksm import QUEUE_LABEL, namespaces_from_vector, pods_from_frames
+from gpuledger.collectors.ksm import (
+    QUEUE_LABEL,
+    namespaces_from_vector,
+    node_labels_from_vector,
+    pods_from_frames,
+    with_node_labels,
+)
 from gpuledger.collectors.prom_http import PromHttp
 from gpuledger.collectors.prom_parse import Matrix, parse_matrix
 from gpuledger.collectors.promql import NODE_LABELS, Shard, duration, latest, make_shards, selector
@@ -200,13 +206,20 @@ class PrometheusCollector:
             "queue_samples": queues,
             "gpus": gpus,
             "mig_instances": inventory.mig_instances_from_devices(build.devices),
-            "nodes": inventory.nodes_from_gpus(gpus, chunk.end),
+            "nodes": with_node_labels(inventory.nodes_from_gpus(gpus, chunk.end), self._node_labels(chunk)),
             "pods": self._pods(results["pods|requests"], chunk),
         }
         if self.namespaces_from_metrics:
             frames["namespaces"] = self._namespaces(chunk)
-        return ChunkData(chunk, frames, build.devices, quality, len(pending.futures) + 2,
+        return ChunkData(chunk, frames, build.devices, quality, len(pending.futures) + 3,
                          total_bytes, fetch_s)
+
+    def _node_labels(self, chunk: Chunk) -> dict[str, dict[str, str]]:
+        """GFD labels per node from kube-state-metrics (where it exports them): the configured
+        time-slicing replica count (`nvidia.com/gpu.replicas`), pool and MIG config."""
+        span = duration(chunk.end - chunk.start)
+        answer = self.http.query(f"last_over_time(kube_node_labels[{span}])", chunk.last_point)
+        return node_labels_from_vector(answer["data"]["result"])
 
     def _namespaces(self, chunk: Chunk) -> pl.DataFrame:
         span = duration(chunk.end - chunk.start)
