@@ -1,6 +1,7 @@
 """Inventory frames (tables gpus, nodes, namespaces, pods, mig_instances, queues) as a
 collector would observe them over the window: dimensions as of the window's last step,
-intervals (pods, MIG instances) clipped to the window."""
+intervals (pods, MIG instances) clipped to the window, and each card's `first_seen`/`last_seen`
+the steps it was really present (field mode's replaced cards and churning nodes included)."""
 
 from __future__ import annotations
 
@@ -54,8 +55,26 @@ def inventory(
     }
 
 
+def presence_steps(hw: Hardware, tb: Timebase) -> list[tuple[int, int]]:
+    """Per card, the steps `[first, end)` it was in its node: from its first slot (or stranded
+    part) to its last one. Field mode shortens them (a replaced card ends at the replacement,
+    its successor starts after the swap; a churning node's cards exist only while it does),
+    and capacity is billed from them (`first_seen`/`last_seen`), so the inventory must never
+    claim a card for the whole window; a card with no span at all spans the window."""
+    spans: list[tuple[int, int] | None] = [None] * len(hw.gpus)
+    for part in (*hw.slots, *hw.stranded):
+        if part.start >= part.end:
+            continue
+        now = spans[part.gpu]
+        spans[part.gpu] = (part.start, part.end) if now is None else (
+            min(now[0], part.start), max(now[1], part.end))
+    return [(0, tb.steps) if s is None else s for s in spans]
+
+
 def _gpus(hw: Hardware, tb: Timebase) -> pl.DataFrame:
-    first, last = tb.at(0), tb.at(tb.steps - 1)
+    """Cards as last observed; `first_seen`/`last_seen` are the first and last step each was
+    present (`presence_steps`), as a collector watching the card would have seen it."""
+    spans = presence_steps(hw, tb)
     return _frame(GPUS, {
         "uuid": [g.uuid for g in hw.gpus],
         "node": [hw.nodes[g.node].name for g in hw.gpus],
@@ -66,8 +85,8 @@ def _gpus(hw: Hardware, tb: Timebase) -> pl.DataFrame:
         "pool": [hw.pools[g.pool].name for g in hw.gpus],
         "sharing_mode": [g.sharing for g in hw.gpus],
         "replicas": [g.replicas for g in hw.gpus],
-        "first_seen": [first] * len(hw.gpus),
-        "last_seen": [last] * len(hw.gpus),
+        "first_seen": [tb.at(lo) for lo, _ in spans],
+        "last_seen": [tb.at(hi - 1) for _, hi in spans],
     })
 
 
