@@ -25,6 +25,7 @@ from gpuledger.dashboards.serving import SnapshotCache
 from gpuledger.dashboards.warmup import Warmer
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import dashboards as q
+from gpuledger.warehouse.queries.freshness import data_range
 from gpuledger.warehouse.snapshot_store import Snapshot, SnapshotStore
 
 T = TypeVar("T")
@@ -106,7 +107,7 @@ class ReadModel:
 
     # 2. Periods, teams, models ---------------------------------------------------------------
     def data_range(self, snap: Snapshot | None = None) -> tuple[datetime, datetime] | None:
-        return self._read("data_range", q.data_range, snap)
+        return self._read("data_range", data_range, snap)
 
     def periods(self, snap: Snapshot | None = None) -> list[str]:
         """Months with data, newest first (the current month when the warehouse is empty)."""

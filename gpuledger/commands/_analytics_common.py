@@ -17,6 +17,7 @@ from gpuledger.core.window import Window
 
 if TYPE_CHECKING:
     from gpuledger.analytics.bill import Bill
+    from gpuledger.warehouse import Warehouse
 
 
 def add_window_args(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +55,21 @@ def bill_warnings(bill: Bill) -> list[str]:
             "shares there use the replicas seen, which overcharges when replicas sit unused"
         )
     return out
+
+
+def coverage_warning(wh: Warehouse, window: Window) -> str | None:
+    """The line that says a window holds no data, naming the range the warehouse does cover (a
+    bill of zeros with exit 0 would otherwise look like an idle fleet)."""
+    from gpuledger.warehouse.queries.freshness import data_range, newest_sample
+
+    newest = newest_sample(wh, before=window.end)
+    if newest is not None and newest >= window.start:
+        return None
+    span = data_range(wh)
+    where = ("the warehouse holds no samples yet" if span is None
+             else f"the warehouse covers {span[0]:%Y-%m-%dT%H:%MZ} .. {span[1]:%Y-%m-%dT%H:%MZ}")
+    return (f"no samples in [{window.start:%Y-%m-%dT%H:%MZ}, {window.end:%Y-%m-%dT%H:%MZ}): "
+            f"the numbers are all zero; {where}")
 
 
 def warn(lines: Sequence[str]) -> None:

@@ -12,6 +12,7 @@ from gpuledger.commands._analytics_common import (
     add_price_args,
     add_window_args,
     bill_warnings,
+    coverage_warning,
     text_table,
     warn,
     window_from_args,
@@ -34,7 +35,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         # The command prints lines only: the lines grain gives the same lines, faster.
         bill = compute_bill(wh, window, ctx.settings, by, source=args.source, grain="lines",
                             strict_prices=args.strict_prices)
-    warn(bill_warnings(bill))
+        empty = coverage_warning(wh, window)
+    warn([*bill_warnings(bill), *([empty] if empty else [])])
     if args.format == "json":
         ctx.echo(json.dumps(bill.to_dict(), indent=2))
     elif args.format == "csv":

@@ -25,19 +25,6 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
 
-def data_range(wh: ReadableWarehouse) -> tuple[datetime, datetime] | None:
-    """The first and last instant any sample, roll-up row or allocation starts at (an
-    allocation's exclusive `end_ts` is not data), or None for an empty warehouse."""
-    frame = wh.query(
-        "SELECT min(lo) AS lo, max(hi) AS hi FROM ("
-        " SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples"
-        " UNION ALL SELECT min(ts), max(ts) FROM card_hours_hourly"
-        " UNION ALL SELECT min(ts), max(ts) FROM allocations)"
-    )
-    lo, hi = frame["lo"][0], frame["hi"][0]
-    return (lo, hi) if lo is not None and hi is not None else None
-
-
 def node_table(wh: ReadableWarehouse) -> pl.DataFrame:
     """`node, pool, model, gpu_count, sharing_mode, mig_config, mig_config_state`, by node."""
     return wh.query(

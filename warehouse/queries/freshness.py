@@ -149,3 +149,16 @@ def source_freshness(wh: ReadableWarehouse) -> list[SourceFreshness]:
         if table in tables and table not in covered:
             rows.append(SourceFreshness(table, None, _newest_of(wh, table, tables), None))
     return rows
+
+
+def data_range(wh: ReadableWarehouse) -> tuple[datetime, datetime] | None:
+    """The first and last instant any sample, roll-up row or allocation starts at (an
+    allocation's exclusive `end_ts` is not data), or None for an empty warehouse."""
+    frame = wh.query(
+        "SELECT min(lo) AS lo, max(hi) AS hi FROM ("
+        " SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples"
+        " UNION ALL SELECT min(ts), max(ts) FROM card_hours_hourly"
+        " UNION ALL SELECT min(ts), max(ts) FROM allocations)"
+    )
+    lo, hi = frame["lo"][0], frame["hi"][0]
+    return (lo, hi) if lo is not None and hi is not None else None
