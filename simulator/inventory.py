@@ -62,12 +62,13 @@ def presence_steps(hw: Hardware, tb: Timebase) -> list[tuple[int, int]]:
     and capacity is billed from them (`first_seen`/`last_seen`), so the inventory must never
     claim a card for the whole window; a card with no span at all spans the window."""
     spans: list[tuple[int, int] | None] = [None] * len(hw.gpus)
-    for part in (*hw.slots, *hw.stranded):
-        if part.start >= part.end:
+    parts = [(s.gpu, s.start, s.end) for s in hw.slots]
+    parts += [(s.gpu, s.start, s.end) for s in hw.stranded]
+    for gpu, lo, hi in parts:
+        if lo >= hi:
             continue
-        now = spans[part.gpu]
-        spans[part.gpu] = (part.start, part.end) if now is None else (
-            min(now[0], part.start), max(now[1], part.end))
+        now = spans[gpu]
+        spans[gpu] = (lo, hi) if now is None else (min(now[0], lo), max(now[1], hi))
     return [(0, tb.steps) if s is None else s for s in spans]
 
 
