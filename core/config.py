@@ -14,7 +14,15 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.window import parse_duration
@@ -38,6 +46,25 @@ class _Section(BaseModel):
     """Unknown keys are refused (with a did-you-mean) and NaN/Inf never pass as a number."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """`unit_price: true` is a slip, not the price 1: only bool fields take true/false."""
+        if info.field_name is None:
+            return value
+        annotation = cls.model_fields[info.field_name].annotation
+        if isinstance(value, bool) and not _takes_bool(annotation):
+            raise ValueError(f"expected a value, not {str(value).lower()}")
+        if isinstance(value, dict) and typing.get_origin(annotation) is dict:
+            item = typing.get_args(annotation)[1]
+            if not _takes_bool(item) and any(isinstance(v, bool) for v in value.values()):
+                raise ValueError("expected values, not true/false")
+        return value
+
+
+def _takes_bool(annotation: Any) -> bool:
+    return annotation is bool or bool in typing.get_args(annotation)
 
 
 class PrometheusSettings(_Section):

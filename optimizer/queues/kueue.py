@@ -43,8 +43,7 @@ def queue_from_object(obj: Mapping[str, Any], where: str) -> QueueSpec:
         raise InputError(f"{where}: ClusterQueue {name}: spec must be a mapping")
     refuse_unknown_keys(spec, _SPEC_KEYS, f"{where}: ClusterQueue {name} spec")
     fair = spec.get("fairSharing") or {}
-    if not isinstance(fair, Mapping):
-        raise InputError(f"{where}: ClusterQueue {name}: fairSharing must be a mapping")
+    _strict(fair, ("weight",), f"{where}: ClusterQueue {name} fairSharing")
     weight_raw = fair.get("weight", 1)
     weight = parse_quantity(weight_raw, f"{where}: ClusterQueue {name} fairSharing.weight")
     groups = spec.get("resourceGroups") or []
