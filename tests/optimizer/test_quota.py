@@ -15,7 +15,8 @@ Cases:
   nominal quotas alone (no borrowing) beat the static ones too;
 - the plan rewrites each changed ClusterQueue's whole resourceGroups list, keeping every other
   field, and records the state hash the actuator recomputes;
-- bad queues/history files get one-line messages.
+- bad queues/history files get one-line messages; history rows repeated for one (ts, queue,
+  flavor, resource), for a queue not among the queues, or with NaN/infinite demand are refused.
 """
 
 from __future__ import annotations
@@ -260,3 +261,19 @@ def test_bad_history():
     with pytest.raises(InputError, match="at least two sample times"):
         check_history(pl.DataFrame({"ts": [START], "cluster_queue": ["a"], "flavor": ["f"], "resource": [GPU],
                                     "demand": [1.0]}), "h.csv")
+
+
+def test_history_rows_are_checked():
+    def frame(queue="a", demand=(1.0, 2.0), times=(START, START + timedelta(hours=1))):
+        return pl.DataFrame({"ts": list(times), "cluster_queue": [queue] * len(times),
+                             "flavor": ["f"] * len(times), "resource": [GPU] * len(times),
+                             "demand": list(demand)})
+    queue = queue_from_object({"metadata": {"name": "a"}, "spec": {}}, "queues.yaml")
+    check_history(frame(), "h.csv", (queue,))  # the valid frame passes
+    with pytest.raises(InputError, match=r"appears more than once"):
+        check_history(frame(times=(START, START, START + timedelta(hours=1)), demand=(1, 1, 1)), "h.csv")
+    with pytest.raises(InputError, match=r"history for queue 'b', which the queues file does not define"):
+        check_history(frame(queue="b"), "h.csv", (queue,))
+    for bad in (math.nan, math.inf, -1.0, 1e300):
+        with pytest.raises(InputError, match=r"demand must be a number from 0"):
+            check_history(frame(demand=(1.0, bad)), "h.csv")
