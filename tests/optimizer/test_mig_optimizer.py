@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gpuledger.core.config import Settings
+from gpuledger.core.errors import SolverError
 from gpuledger.core.mig import COMPUTE_SLICES, gpu_model
 from gpuledger.optimizer.mig import MigOptions, measure, plan_mig
 from gpuledger.optimizer.mig_baselines import slice_lower_bound
@@ -272,7 +274,14 @@ def test_time_limit_returns_promptly_with_a_valid_plan(tmp_path):
     fleet = random_fleet(2000, seed=4)
     demand = random_demand(fleet, 0.8, seed=4)
     started = time.perf_counter()
-    plan = run(fleet, demand, time_limit_s=0.2, baselines=False)
+    try:
+        plan = run(fleet, demand, time_limit_s=0.2, baselines=False)
+    except SolverError as exc:
+        # A stage that found no solution in its share of the limit fails truthfully (issue 22)
+        # instead of returning a plan it never verified; it still returns promptly.
+        assert time.perf_counter() - started < 60
+        assert re.search(r"ended (UNKNOWN|NOT_RUN)", str(exc)), str(exc)
+        return
     assert time.perf_counter() - started < 60
     assert plan.solver.status in ("OPTIMAL", "FEASIBLE")
     assert len(plan.solver.stages) == 4

@@ -57,7 +57,7 @@ POOL = "pools:\n  - name: p\n    model: A100-80GB\n    nodes: 1\n"
         (POOL + "    sharing: mig\n    mig_configs: {bad: {4g.40gb: 2}}\n", "mig_configs.bad"),
         (POOL + "    sharing: mig\n    mig_configs: {bad: {5g.50gb: 1}}\n", "5g.50gb"),
         (POOL + "    sharing: vgpu\n    vgpu_splits: [[0.7, 0.5]]\n", "pools.0.vgpu_splits"),
-        (POOL + "    nodes: 0\n", "pools.0.nodes"),
+        ("pools:\n  - name: p\n    model: A100-80GB\n    nodes: 0\n", "pools.0.nodes"),
         ("pools: [\n", "line"),
         ("- just a list\n", "mapping"),
     ],
