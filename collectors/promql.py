@@ -27,7 +27,7 @@ def regex_any(values: Sequence[str]) -> str:
 
 
 def duration(step: timedelta) -> str:
-    """A PromQL duration in milliseconds (exact for any step)."""
+    """A PromQL duration in milliseconds (exact for any step; negative for a negative offset)."""
     return f"{round(step.total_seconds() * 1000)}ms"
 
 
@@ -55,16 +55,25 @@ def selector(metric: str, *matchers: str) -> str:
 
 
 def latest(expr_selector: str, step: timedelta, offset: timedelta | None = None) -> str:
-    """The last raw sample within one step before each evaluation instant.
+    """The last raw sample within the step centred on each evaluation instant.
 
     A bare selector repeats a series' last value for the 5-minute lookback after it stops, so
     a pod that left a GPU would still hold it for 5 minutes next to its successor (backfilled
     history has no staleness markers). `last_over_time` over one step (less a millisecond, so
     the window is half-open on every engine) returns only series sampled in that step.
+
+    The step is centred on the instant, `(t - step/2, t + step/2]` (an offset of `-step/2`),
+    not the one ending at it: a scrape belongs to the grid instant NEAREST to it. With the
+    step ending at t, a scrape jittered a second past its minute moved to the next instant
+    while its successor, a second early, landed there too: one scrape lost, one minute empty,
+    and every run boundary off by a minute (docs/decisions/0060). Centred, any jitter or
+    clock skew under half a step leaves each scrape on its own instant. `offset` (e.g. one
+    step, for the instant before) is added to the centring.
     """
     window = max(step - timedelta(milliseconds=1), timedelta(milliseconds=1))
-    shift = f" offset {duration(offset)}" if offset else ""
-    return f"last_over_time({expr_selector}[{duration(window)}]{shift})"
+    shift = (offset or timedelta(0)) - step / 2
+    text = f" offset {duration(shift)}" if round(shift.total_seconds() * 1000) else ""
+    return f"last_over_time({expr_selector}[{duration(window)}]{text})"
 
 
 def make_shards(
