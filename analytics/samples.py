@@ -3,8 +3,9 @@
 Real telemetry is messy: scrapes are jittered (a sample every 57 s, not 60), missed (gaps of
 two or three minutes), fields arrive in different scrapes, exporters restart (Prometheus
 writes staleness markers), and two Prometheus replicas send the same series twice. The
-collector reads each series on the minute grid with `last_over_time(x[step - 1ms])`
-(docs/decisions/0035), so a row of `gpu_samples` is "what each field showed in that step", and
+collector reads each series on the minute grid with `last_over_time(x[step - 1ms])` over the
+step centred on each minute (docs/decisions/0035, 0060: a scrape is on its nearest minute),
+so a row of `gpu_samples` is "what each field showed in that step", and
 a field a scrape missed is NULL in that row while the others are present. This module is the
 one place that decides what such rows mean (docs/decisions/0051-sampling-model.md; a worked
 example in docs/guide/analytics.md):
