@@ -13,13 +13,17 @@ The rule is per series, so a rename mid-chunk (`pod` → `exported_pod`) keeps t
 series with empty workload labels is an unattributed device: kept, with NULL namespace/pod.
 
 Steps of `build_gpu_samples`:
-1. Stack the per-field series; merge HA replica copies (series equal but for a replica label:
-   one series, the copy's samples at the same instant counted `ha_duplicate`); map labels to
-   device keys once per series, noting series without `UUID`, `modelName` or node.
-2. Screen samples (clock skew dropped; NaN/negative/out-of-range nulled; all counted).
+1. Merge HA replica copies per field (`prom_parse.merge_replicas`, the one HA rule, shared
+   with the token and queue series: series equal but for a replica label become one, the
+   copy's samples at the same instant counted `ha_duplicate`); stack the fields; map labels
+   to device keys once per series, noting series without `UUID`, `modelName` or node.
+2. Screen samples (clock skew and unattributable dropped; NaN/negative/out-of-range nulled
+   and marked; all counted).
 3. Scatter samples into dense (instant x device) arrays per field; where two series land on
    the same device and instant (duplicate series) keep an attributed one, then the lowest
-   series id, and count the rest.
+   series id, and count the rest `duplicate_series`, except a dropped copy whose value was
+   bad: step 2 counted it already. Every read lands in exactly one place (stored, or one
+   reason): a bad value is counted as bad wherever it is, a duplicate only when it was good.
 4. Keep the rows present in any field; gather the series attributes by id.
 """
 
@@ -33,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from gpuledger.collectors.chunks import Chunk
-from gpuledger.collectors.prom_parse import Matrix
+from gpuledger.collectors.prom_parse import REPLICA_LABELS, Matrix, merge_replica_fields
 from gpuledger.collectors.promql import NODE_LABELS
 from gpuledger.collectors.quality import Quality
 from gpuledger.collectors.screen import FUTURE_TOLERANCE
@@ -43,9 +47,6 @@ from gpuledger.core.mig import canonical_profile
 WORKLOAD = ("namespace", "pod", "container")
 EXPORTER_CONTAINERS = ("nvidia-dcgm-exporter", "dcgm-exporter")
 DRA_LABELS = ("dra_mig_profile", "dra_mig_device_uuid")
-REPLICA_LABELS: tuple[str, ...] = ("replica", "prometheus_replica")
-"""Labels that tell HA Prometheus replicas apart (Thanos/Mimir/Cortex conventions); the default
-of the collector's `replica_labels`."""
 SERIES_LABELS: tuple[str, ...] = (
     "UUID", "gpu", "modelName", "GPU_I_ID", "GPU_I_PROFILE", *NODE_LABELS, "vgpu",
     *WORKLOAD, *(f"exported_{w}" for w in WORKLOAD), *DRA_LABELS,
@@ -65,6 +66,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "power_w": (0.0, 5000.0),
     "gpu_temp_c": (0.0, 200.0),
 }
+VALUE_REASONS = ("nan", "negative", "out_of_range")
+"""Bad values, nulled and counted (`quality`); their marks are 1, 2, 3 in `_Screened.bad`."""
 DEVICE_KEY = ("uuid", "gpu_i_id", "vgpu")
 ATTRIBUTES = ("node", "mig_profile", "namespace", "pod", "container", "gpu_index", "model_name")
 
@@ -128,41 +131,6 @@ def map_series(series: pl.DataFrame, mode: str) -> pl.DataFrame:
     return out.select("sid", "field", "uuid", "gpu_i_id", "vgpu", *ATTRIBUTES)
 
 
-def merge_replicas(
-    series: pl.DataFrame, samples: pl.DataFrame, replica_labels: tuple[str, ...], fields: list[str],
-    quality: Quality,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Step 1: HA copies (equal but for `replica_labels`) become the copy with the lowest sid.
-
-    Only series whose copies differ in a replica label are merged (two series that differ in a
-    label we do not read, e.g. two scrape jobs, stay `duplicate_series`). Samples of the merged
-    copies move to that series; at an instant both replicas answered,
-    one sample is kept (the lowest original sid) and the others counted as `ha_duplicate`, so
-    a gap in one replica is filled by the other and nothing is counted twice.
-    """
-    present = [r for r in replica_labels if r in series.columns]
-    if not present or series.height == 0:
-        return series.drop(present), samples
-    identity = [c for c in series.columns if c not in ("sid", *present)]
-    replica = pl.concat_str(*(pl.col(r).fill_null("") for r in present), separator="\x00")
-    copies = replica.n_unique().over(identity) > 1  # same series, answered by >1 replica
-    first = pl.col("sid").min().over(identity)
-    canon = series.select("sid", pl.when(copies).then(first).otherwise(pl.col("sid")).alias("canon"))
-    if canon.filter(pl.col("sid") != pl.col("canon")).height == 0:
-        return series.drop(present), samples
-    series = series.filter(pl.col("sid") == canon["canon"]).drop(present)
-    canon_of = np.zeros(int(canon["sid"].to_numpy().max()) + 1, dtype=np.int64)
-    canon_of[canon["sid"].to_numpy()] = canon["canon"].to_numpy()
-    moved = samples.with_columns(pl.Series("sid", canon_of[samples["sid"].to_numpy()]))
-    kept = moved.unique(["sid", "ts"], keep="first", maintain_order=True)
-    if kept.height < moved.height:
-        before = np.bincount(moved["f"].to_numpy(), minlength=len(fields))
-        after = np.bincount(kept["f"].to_numpy(), minlength=len(fields))
-        for index, n in enumerate(before - after):
-            quality.add(GPU_SAMPLES.name, fields[index], "ha_duplicate", int(n))
-    return series, kept
-
-
 def stack(
     matrices: dict[str, Matrix], labels: tuple[str, ...] = SERIES_LABELS,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -208,13 +176,16 @@ class _SeriesIds:
 
 @dataclass(frozen=True)
 class _Screened:
-    """Step 2: the samples kept, as parallel arrays (series, field, offset, value, device)."""
+    """Step 2: the samples kept, as parallel arrays (series, field, offset, value, device,
+    bad-value mark; bad values are already nulled and counted)."""
 
     sid: np.ndarray
     f: np.ndarray
     rel: np.ndarray
     value: np.ndarray
     did: np.ndarray
+    bad: np.ndarray
+    """Per sample: 0 a good value, else 1 + the index of its reason in `VALUE_REASONS`."""
     start_us: int
     step_us: int
 
@@ -229,8 +200,7 @@ def build_gpu_samples(
     field: linear in the number of samples, with no sort, hash join or pivot on the hot path.
     """
     fields = list(matrices)
-    raw_series, raw_samples = stack(matrices, fetch_labels(replica_labels))
-    raw_series, raw_samples = merge_replicas(raw_series, raw_samples, replica_labels, fields, quality)
+    raw_series, raw_samples = stack(merge_replica_fields(matrices, replica_labels, quality, GPU_SAMPLES.name))
     _note_series(raw_series, quality)
     ids = _series_ids(raw_series, mode)
     kept = _screen(raw_samples, ids, fields, chunk, now=now, quality=quality)
@@ -282,7 +252,8 @@ def _screen(
     raw_samples: pl.DataFrame, ids: _SeriesIds, fields: list[str], chunk: Chunk, *, now: datetime,
     quality: Quality,
 ) -> _Screened:
-    """2. Unattributable series, clock skew (dropped); NaN/negative/out of range (nulled)."""
+    """2. Unattributable series, clock skew (dropped); NaN/negative/out of range (nulled and
+    marked, so that step 3 does not count a bad copy it drops a second time)."""
     sid = raw_samples["sid"].to_numpy()
     f = raw_samples["f"].to_numpy()
     ts_us = raw_samples["ts"].dt.epoch("us").to_numpy()
@@ -302,10 +273,11 @@ def _screen(
     nan = ~np.isfinite(value)
     negative = ~nan & (value < lo)
     over = ~nan & ~negative & (value > hi)
-    for mask, reason in ((nan, "nan"), (negative, "negative"), (over, "out_of_range")):
-        _count(quality, fields, f, mask, reason)
-    value[nan | negative | over] = np.nan
-    return _Screened(sid, f, rel, value, did, start_us, step_us)
+    bad = np.select([nan, negative, over], [1, 2, 3], 0).astype(np.int8)
+    for index, reason in enumerate(VALUE_REASONS):
+        _count(quality, fields, f, bad == index + 1, reason)
+    value[bad > 0] = np.nan
+    return _Screened(sid, f, rel, value, did, bad, start_us, step_us)
 
 
 def _scatter(
@@ -322,7 +294,7 @@ def _scatter(
         owner = np.full(n_rows, -1, dtype=np.int64)
         owner[target] = sel
         if (owner[target] != sel).any():
-            sel = _resolve_duplicates(sel, target, kept.sid, ids.unattributed_of, quality=quality, name=name)
+            sel = _resolve_duplicates(sel, target, kept, ids.unattributed_of, quality=quality, name=name)
             target = row[sel]
         column = np.full(n_rows, np.nan)
         column[target] = kept.value[sel]
@@ -343,15 +315,20 @@ def _us(moment: datetime) -> int:
 
 
 def _resolve_duplicates(
-    sel: np.ndarray, target: np.ndarray, sid: np.ndarray, unattributed_of: np.ndarray, *,
+    sel: np.ndarray, target: np.ndarray, kept: _Screened, unattributed_of: np.ndarray, *,
     quality: Quality, name: str,
 ) -> np.ndarray:
-    """Keep one sample per row: an attributed series first, then the lowest series id."""
-    order = np.lexsort((sid[sel], unattributed_of[sid[sel]], target))
+    """Keep one sample per row: an attributed series first, then the lowest series id.
+
+    The dropped samples with a good value are `duplicate_series`; a dropped bad one was
+    counted by its value's reason in step 2 and is not counted again."""
+    sid = kept.sid[sel]
+    order = np.lexsort((sid, unattributed_of[sid], target))
     ranked_rows = target[order]
     first = np.ones(order.size, dtype=bool)
     first[1:] = ranked_rows[1:] != ranked_rows[:-1]
-    quality.add(GPU_SAMPLES.name, name, "duplicate_series", int((~first).sum()))
+    dropped = sel[order[~first]]
+    quality.add(GPU_SAMPLES.name, name, "duplicate_series", int((kept.bad[dropped] == 0).sum()))
     return sel[order[first]]
 
 

@@ -12,21 +12,29 @@ Two readers, same output:
    through `json`. Per-series sample counts come from counting `],[` separators.
 2. Fallback: Polars' JSON reader with an explicit schema, used whenever the bytes do not have
    the expected shape (or the answer is an error), so an unusual engine still works.
+
+HA replicas (`merge_replicas`) are merged here, on the parsed answer, because they are a fact of
+the engine, not of the metric: two Prometheus replicas behind a query layer answer every
+series twice, whatever exporter wrote it. So DCGM, vLLM and Kueue series share one rule.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from gpuledger.collectors.quality import Quality
 from gpuledger.core.errors import SourceError
 
 TS_TYPE = pl.Datetime("us", "UTC")
+REPLICA_LABELS: tuple[str, ...] = ("replica", "prometheus_replica")
+"""Labels that tell HA Prometheus replicas apart (Thanos/Mimir/Cortex conventions); the default
+of the collector's `replica_labels`."""
 
 
 @dataclass(frozen=True)
@@ -157,3 +165,51 @@ def parse_matrix(body: bytes, labels: Sequence[str], what: str) -> Matrix:
         pl.col("values").list.get(1).cast(pl.Float64).alias("value"),
     )
     return Matrix(series, samples)
+
+
+def merge_replicas(matrix: Matrix, replica_labels: Sequence[str] = REPLICA_LABELS) -> tuple[Matrix, int]:
+    """HA copies (series equal but for `replica_labels`) become one series; returns it and the
+    number of copies' samples dropped (the caller counts them as `ha_duplicate`).
+
+    Why: each replica of an HA pair stores every series, so reading both would count every
+    sample twice; reading one would lose the other's samples where the first had a gap. So
+    the copies' samples move to the copy with the lowest sid, and at an instant both replicas
+    answered one sample is kept (the lowest original sid's). Only series whose copies differ in
+    a replica label merge: two series that differ in a label we do not read (two scrape jobs)
+    stay two, for the caller's `duplicate_series` rule. The replica columns are dropped and the
+    series renumbered 0..k-1.
+    """
+    series, samples = matrix.series, matrix.samples
+    present = [r for r in replica_labels if r in series.columns]
+    if not present or series.height == 0:
+        return Matrix(series.drop(present), samples), 0
+    identity = [c for c in series.columns if c not in ("sid", *present)]
+    replica = pl.concat_str(*(pl.col(r).fill_null("") for r in present), separator="\x00")
+    copies = replica.n_unique().over(identity) > 1  # same series, answered by >1 replica
+    first = pl.col("sid").min().over(identity)
+    canon = series.select("sid", pl.when(copies).then(first).otherwise(pl.col("sid")).alias("canon"))
+    if canon.filter(pl.col("sid") != pl.col("canon")).height == 0:
+        return Matrix(series.drop(present), samples), 0
+    series = series.filter(pl.col("sid") == canon["canon"]).drop(present)
+    # Renumber densely (sid = 0..k-1, as `parse_matrix` gives), so callers may offset by height.
+    dense = np.zeros(int(canon["sid"].to_numpy().max()) + 1, dtype=np.int64)
+    dense[series["sid"].to_numpy()] = np.arange(series.height)
+    canon_of = np.zeros_like(dense)
+    canon_of[canon["sid"].to_numpy()] = dense[canon["canon"].to_numpy()]
+    series = series.with_columns(pl.Series("sid", dense[series["sid"].to_numpy()]).cast(series["sid"].dtype))
+    ordered = samples.sort("sid", maintain_order=True)  # the lowest original sid first
+    moved = ordered.with_columns(
+        pl.Series("sid", canon_of[ordered["sid"].to_numpy()]).cast(samples["sid"].dtype))
+    kept = moved.unique(["sid", "ts"], keep="first", maintain_order=True)
+    return Matrix(series, kept), moved.height - kept.height
+
+
+def merge_replica_fields(
+    matrices: Mapping[str, Matrix], replica_labels: Sequence[str], quality: Quality, table: str,
+) -> dict[str, Matrix]:
+    """`merge_replicas` for each field's answer, the copies counted `ha_duplicate` per field."""
+    merged: dict[str, Matrix] = {}
+    for name, matrix in matrices.items():
+        merged[name], copies = merge_replicas(matrix, replica_labels)
+        quality.add(table, name, "ha_duplicate", copies)
+    return merged

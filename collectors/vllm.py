@@ -6,6 +6,11 @@ span with `counter_increase`: the sum of positive steps plus, after a drop, the 
 (what Prometheus' `increase()` does, without extrapolation). Storing raw values instead of
 per-step increases keeps a re-collected window identical and lets a reset at a chunk boundary
 be seen from either side.
+
+HA Prometheus pairs answer every counter twice, once per replica label (`prom_parse.REPLICA_LABELS`):
+the copies are merged by the one HA rule (`prom_parse.merge_replicas`) and counted
+`ha_duplicate`, so a pod's tokens are never doubled and a gap in one replica is filled by the
+other. Two different series on one (namespace, pod, model) remain `duplicate_series`.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from datetime import datetime
 import polars as pl
 
 from gpuledger.collectors.chunks import Chunk
-from gpuledger.collectors.prom_parse import Matrix
+from gpuledger.collectors.prom_parse import REPLICA_LABELS, Matrix, merge_replica_fields
 from gpuledger.collectors.quality import Quality
 from gpuledger.collectors.tabulate import tabulate
 from gpuledger.core.frames import TOKEN_SAMPLES, polars_schema
@@ -25,19 +30,30 @@ METRICS: dict[str, str] = {
     "vllm:prompt_tokens_total": "prompt_tokens_total",
     "vllm:generation_tokens_total": "generation_tokens_total",
 }
-LABELS: tuple[str, ...] = ("model_name", "namespace", "pod", "exported_namespace", "exported_pod")
+KEY_LABELS: tuple[str, ...] = ("model_name", "namespace", "pod", "exported_namespace", "exported_pod")
+"""The labels that name a token series' (namespace, pod, model)."""
+LABELS: tuple[str, ...] = (*KEY_LABELS, *REPLICA_LABELS)
+"""The labels fetched: the key's, then the default replica labels (see `fetch_labels`)."""
 BOUNDS = {name: (0.0, float("inf")) for name in METRICS.values()}
 
 
+def fetch_labels(replica_labels: Sequence[str] = REPLICA_LABELS) -> tuple[str, ...]:
+    """The labels to fetch with `replica_labels` as the HA labels (the key's first)."""
+    return (*KEY_LABELS, *(r for r in replica_labels if r not in KEY_LABELS))
+
+
 def build_token_samples(
-    matrices: Mapping[str, Matrix], chunk: Chunk, now: datetime, quality: Quality,
+    matrices: Mapping[str, Matrix], chunk: Chunk, now: datetime, quality: Quality, *,
+    replica_labels: Sequence[str] = REPLICA_LABELS,
 ) -> pl.DataFrame:
+    """Per-counter answers → `token_samples` rows, HA copies merged first."""
+    matrices = merge_replica_fields(matrices, replica_labels, quality, TOKEN_SAMPLES.name)
     keys = {
         "namespace": pl.coalesce("exported_namespace", "namespace").fill_null(""),
         "pod": pl.coalesce("exported_pod", "pod").fill_null(""),
         "model_name": pl.col("model_name").fill_null(""),
     }
-    wide = tabulate(matrices, LABELS, keys, BOUNDS, chunk=chunk, now=now, table=TOKEN_SAMPLES.name,
+    wide = tabulate(matrices, KEY_LABELS, keys, BOUNDS, chunk=chunk, now=now, table=TOKEN_SAMPLES.name,
                     quality=quality)
     schema = polars_schema(TOKEN_SAMPLES)
     return wide.select(

@@ -9,7 +9,7 @@ another system is one more module here that registers itself (see `core.queues`)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -43,20 +43,24 @@ class QueueCollector(Protocol):
     pod_queue_label: str
     """The pod label naming the queue a pod was submitted to (`pods.queue`)."""
     metric_labels: tuple[str, ...]
-    """Series labels kept from the queue metrics."""
+    """Series labels kept from the queue metrics: the key's, then the default HA replica labels
+    (`prom_parse.REPLICA_LABELS`), whose copies `queue_samples` merges."""
 
     def row(self, resource: QueueResource, item: Mapping[str, Any], at: datetime) -> dict[str, Any]:
         """One listed object → one `queues` row (kind, name, namespace, cohort, spec, ...)."""
         ...
 
-    def metric_queries(self, step: timedelta) -> dict[str, str]:
-        """PromQL per `queue_samples` column."""
+    def metric_queries(self, step: timedelta, *, replica_labels: Sequence[str] = ...) -> dict[str, str]:
+        """PromQL per `queue_samples` column; any aggregation keeps `replica_labels` (default
+        `prom_parse.REPLICA_LABELS`), so HA copies are merged, not summed."""
         ...
 
     def queue_samples(
-        self, matrices: Mapping[str, Matrix], chunk: Chunk, now: datetime, quality: Quality,
+        self, matrices: Mapping[str, Matrix], chunk: Chunk, now: datetime, quality: Quality, *,
+        replica_labels: Sequence[str] = ...,
     ) -> pl.DataFrame:
-        """The answers to `metric_queries` → the `queue_samples` frame of one chunk."""
+        """The answers to `metric_queries` → the `queue_samples` frame of one chunk, the copies
+        that differ only in `replica_labels` merged and counted `ha_duplicate`."""
         ...
 
 

@@ -8,11 +8,12 @@ own Prometheus series, translated by `collectors.kueue_metrics`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.collectors import kueue_metrics
+from gpuledger.collectors.prom_parse import REPLICA_LABELS
 from gpuledger.collectors.queues import COLLECTORS, QueueResource
 
 if TYPE_CHECKING:
@@ -46,13 +47,17 @@ class KueueCollector:
             "resource_version": meta.get("resourceVersion"), "observed_at": at,
         }
 
-    def metric_queries(self, step: timedelta) -> dict[str, str]:
-        return kueue_metrics.queries(step)
+    def metric_queries(
+        self, step: timedelta, *, replica_labels: Sequence[str] = REPLICA_LABELS,
+    ) -> dict[str, str]:
+        return kueue_metrics.queries(step, replica_labels)
 
     def queue_samples(
-        self, matrices: Mapping[str, Matrix], chunk: Chunk, now: datetime, quality: Quality,
+        self, matrices: Mapping[str, Matrix], chunk: Chunk, now: datetime, quality: Quality, *,
+        replica_labels: Sequence[str] = REPLICA_LABELS,
     ) -> pl.DataFrame:
-        return kueue_metrics.build_queue_samples(matrices, chunk, now, quality)
+        return kueue_metrics.build_queue_samples(matrices, chunk, now, quality,
+                                                 replica_labels=replica_labels)
 
 
 KUEUE = COLLECTORS.register("kueue", KueueCollector())
