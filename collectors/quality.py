@@ -1,18 +1,24 @@
 """What a collection dropped, merged or found missing: one structure, with named reasons.
 
 Everything a run did not load as truth is counted here, so the collect report (and the
-freshness views built on it) can say what was left out and why. Three kinds of entries:
+freshness views built on it) can say what was left out and why. Every sample read lands in
+exactly one place: stored, or counted under exactly one reason (so reads = stored + counted).
+Three kinds of entries:
 
 Samples, by (table, field, reason) in `counts`:
 - `nan`: NaN or ±Inf values (stored as NULL);
 - `negative`: below zero where the quantity cannot be (stored as NULL);
 - `out_of_range`: above the physical bound, a ratio over 1, utilization over 100 % (NULL);
 - `ha_duplicate`: the same series answered by two replicas of an HA pair (series equal but
-  for a replica label, `dcgm.REPLICA_LABELS`); merged into one series, the copy dropped, so
-  nothing is counted twice. These are *merged duplicates*, not bad data;
+  for a replica label, `prom_parse.REPLICA_LABELS`), for DCGM, vLLM and Kueue series alike;
+  merged into one series (`prom_parse.merge_replicas`), the copy dropped, so nothing is
+  counted twice. These are *merged duplicates*, not bad data; a copy is only this, whatever
+  its value;
 - `duplicate_series`: two different series describe the same device (or queue, or pod) at
   the same instant (e.g. two pods on one card through one DRA claim); one is kept
-  deterministically (an attributed one, then the lowest series id), the others dropped;
+  deterministically (an attributed one, then the lowest series id), the others dropped. A
+  dropped copy whose value was bad is counted by its value's reason instead (`nan`,
+  `negative`, `out_of_range`), never under both;
 - `clock_skew`: timestamps off the step grid, outside the requested chunk, or in the future
   relative to the collector's clock (dropped);
 - `unattributable`: a series without the `UUID` that identifies its device (dropped).
