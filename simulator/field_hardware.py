@@ -6,7 +6,9 @@ and the samples only see a slot where it exists. So a node that joins late or le
 simply has shorter slots (no card-hours while absent), and a replaced card is two cards in the
 same place: the old one's slots end at the replacement, the new one (a new UUID, the same
 index, bus id and slot layout) starts `REPLACE_GAP_S` later, the minutes the node's slot
-stood empty. Nodes and cards are picked by position (MIG pools are left to
+stood empty. The inventory reports each card's `first_seen`/`last_seen` from the same spans
+(`simulator.inventory.presence_steps`), so capacity counts a card only while it is present.
+Nodes and cards are picked by position (MIG pools are left to
 `mig_layout_changes`), so the choice is the same for every seed and chunking.
 """
 
