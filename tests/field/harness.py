@@ -4,7 +4,7 @@ real DuckDB warehouse by the collect pipeline, billed, and set beside the simula
 
 Each run starts its own engine and stops it as soon as the warehouse is collected, so at most
 one engine holds memory at a time. The expected counts of bad and duplicate samples are computed here from
-the OpenMetrics file itself (what the collector's one-step `last_over_time` read sees in each
+the OpenMetrics file itself (what the collector's centred one-step `last_over_time` read sees in each
 minute), never from the collector's code.
 """
 
@@ -105,7 +105,7 @@ def expected_reads(openmetrics: Path, window: Window, *, nan_is_stale: bool = Fa
         pl.col("labels").str.extract(r'replica="([^"]*)"').fill_null("").alias("replica"),
         pl.col("value").cast(pl.Float64),
         (pl.col("sec").cast(pl.Int64) * 1000 + pl.col("frac").fill_null("0").cast(pl.Int64)).alias("ms"),
-    ).with_columns(((pl.col("ms") + step_ms - 1) // step_ms).alias("m"))
+    ).with_columns(((pl.col("ms") + step_ms // 2 - 1) // step_ms).alias("m"))
     frame = frame.filter(pl.col("m").is_between(first, last))
     if nan_is_stale:
         frame = frame.filter(~pl.col("value").is_nan())
