@@ -74,7 +74,6 @@ def gpu_sample_rows(
     """Row coordinates (slot, column, vgpu-label-shown) over chunk columns `[c0, c1)`."""
     holder = chunk.holder[:, c0:c1]
     valid = chunk.valid[:, c0:c1]
-    width = c1 - c0
     dedicated = arrays.mode < 2
     parts_s: list[np.ndarray] = []
     parts_c: list[np.ndarray] = []
@@ -92,20 +91,22 @@ def gpu_sample_rows(
         hi = int(arrays.gpu_first[g + 1]) if g + 1 < len(arrays.gpu_first) else len(arrays.gpu)
         held = holder[lo:hi] >= 0
         anyheld = held.any(axis=0)
+        exists = valid[lo:hi].any(axis=0)  # a card reports only while it is in its node
         if virtual_gpus:
             hs, hc = np.nonzero(held)
             parts_s.append(hs + lo)
             parts_c.append(hc)
             parts_v.append(np.ones(hs.size, dtype=bool))
-            free = np.flatnonzero(~anyheld)
+            free = np.flatnonzero(~anyheld & exists)
             parts_s.append(np.full(free.size, lo))
             parts_c.append(free)
             parts_v.append(np.zeros(free.size, dtype=bool))
         else:
-            first = np.where(anyheld, np.argmax(held, axis=0), 0) + lo
+            cols = np.flatnonzero(exists)
+            first = np.where(anyheld, np.argmax(held, axis=0), 0)[cols] + lo
             parts_s.append(first)
-            parts_c.append(np.arange(width))
-            parts_v.append(np.zeros(width, dtype=bool))
+            parts_c.append(cols)
+            parts_v.append(np.zeros(cols.size, dtype=bool))
     return np.concatenate(parts_s), np.concatenate(parts_c), np.concatenate(parts_v)
 
 
