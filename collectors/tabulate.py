@@ -46,7 +46,7 @@ def tabulate(
     quality.add_frame(table, bad)
     samples = samples.sort(*key_names, "ts", "field", "sid")
     extra = ~samples.select(pl.struct(*key_names, "ts", "field").is_first_distinct()).to_series()
-    dup = samples.filter(extra).group_by("field").agg(pl.len().alias("n"))
+    dup = samples.filter(extra & pl.col("value").is_not_null()).group_by("field").agg(pl.len().alias("n"))
     quality.add_frame(table, dup.with_columns(pl.lit("duplicate_series").alias("reason")))
     samples = samples.filter(~extra)
     if samples.height == 0:
