@@ -79,3 +79,17 @@ def with_card_replicas(frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame
         pl.col("_seen_replicas").cast(pl.Float64),
     )
     return frame.with_columns(replicas.alias("_replicas")).drop("configured_replicas")
+
+
+class ReplicaSplitCard:
+    """What the modes that split a card into replicas (time-slice, vGPU) share: holders come from
+    the pods, and each row gets the card's replica count before its share is taken."""
+
+    mode: str
+    holders_from_pods = True
+
+    def matches(self) -> pl.Expr:
+        return pl.col("card_mode") == self.mode
+
+    def prepare(self, frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
+        return with_card_replicas(frame, inputs)

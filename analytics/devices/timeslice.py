@@ -8,20 +8,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from gpuledger.analytics.devices.base import ShareInputs, with_card_replicas
+from gpuledger.analytics.devices.base import ReplicaSplitCard
 
 
-class TimeSlice:
+class TimeSlice(ReplicaSplitCard):
     """`timeslice`: replica_count / replicas of the card (node label, else inventory, else seen)."""
 
     mode = "timeslice"
-    holders_from_pods = True
-
-    def matches(self) -> pl.Expr:
-        return pl.col("card_mode") == self.mode
-
-    def prepare(self, frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
-        return with_card_replicas(frame, inputs)
 
     def share(self) -> pl.Expr:
         return pl.col("replica_count") / pl.col("_replicas").clip(lower_bound=1.0)

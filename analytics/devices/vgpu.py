@@ -8,21 +8,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from gpuledger.analytics.devices.base import ShareInputs, with_card_replicas
+from gpuledger.analytics.devices.base import ReplicaSplitCard
 from gpuledger.analytics.shares import vgpu_share_expr
 
 
-class VirtualGpu:
+class VirtualGpu(ReplicaSplitCard):
     """`vgpu`: declared fraction (else 1 / replicas) x replica_count."""
 
     mode = "vgpu"
-    holders_from_pods = True
-
-    def matches(self) -> pl.Expr:
-        return pl.col("card_mode") == self.mode
-
-    def prepare(self, frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
-        return with_card_replicas(frame, inputs)
 
     def share(self) -> pl.Expr:
         even = 1.0 / pl.col("_replicas").clip(lower_bound=1.0)
