@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from gpuledger.core.errors import InputError
 from gpuledger.core.window import Window, as_utc
 from gpuledger.simulator.activity import Chunk, SlotArrays, compute_chunk, idle_cover
 from gpuledger.simulator.field_hardware import apply_field_hardware
+from gpuledger.simulator.field_truth import context_steps, emitted_activity, holder_keys
 from gpuledger.simulator.fleet import MODEL_FACTS, FleetSpec
 from gpuledger.simulator.hardware import build
 from gpuledger.simulator.inventory import inventory
@@ -134,16 +135,34 @@ class Simulation:
         if chunk < self.window.step or chunk % self.window.step:
             raise InputError(f"chunk {chunk}: must be a positive multiple of the step {self.window.step}")
         context = self.idle_min_steps - 1 if truth else 0
+        readings = truth and self.spec.field.drops_readings
+        carry = context_steps(self.tb) if readings else 0
         for sub in self.window.split(chunk):
             k0, k1 = self.tb.index(sub.start), self.tb.index(sub.end)
-            e0, e1 = max(0, k0 - context), min(self.tb.steps, k1 + context)
+            e0, e1 = max(0, k0 - context - carry), min(self.tb.steps, k1 + context)
             state = compute_chunk(self.schedule, self.arrays, self.tb, self.seed, e0=e0, e1=e1)
             frames = self._frames(state, k0, k1) if samples else {}
             runs = None
             if truth:
-                idle = idle_cover(state, self.idle_threshold, self.idle_min_steps)
+                judged = self._as_emitted(state) if readings else state
+                idle = idle_cover(judged, self.idle_threshold, self.idle_min_steps)
                 runs = segments(state, idle, self.tb, k0 - e0, k1 - e0)
             yield ChunkOutput(sub, frames, runs)
+
+    def _as_emitted(self, state: Chunk) -> Chunk:
+        """`state` with the activity the idle rule reads from the emitted telemetry: the
+        readings of the rows `Damage.apply` keeps (the renderer writes the same), carried by
+        the sampling model (`field_truth`); the chunk's own activity stays for `active_ratio`."""
+        from gpuledger.simulator.field_telemetry import Damage
+
+        rows = gpu_samples_frame(
+            state, self.arrays, self.schedule, self.names, tb=self.tb, seed=self.seed, c0=0,
+            c1=state.e1 - state.e0, virtual_gpus=self.spec.exporter.virtual_gpus,
+            scrape_gaps=self.spec.scenario.scrape_gaps, facts=self._facts, with_ids=True,
+        )
+        kept = Damage(self).apply(rows)
+        shown = emitted_activity(state, kept, self.arrays, holder_keys(self.schedule), self.tb)
+        return replace(state, shown=shown)
 
     def _frames(self, state: Chunk, k0: int, k1: int, with_ids: bool = False) -> dict[str, pl.DataFrame]:
         c0, c1 = k0 - state.e0, k1 - state.e0

@@ -9,7 +9,12 @@ effect breaks which number; every effect is deterministic under the simulation's
 
 Effects fall into two kinds (see `TRUTH_EFFECTS`): those that change what really happened
 (pod restarts, card replacements, MIG layout changes, node churn) change the ground truth;
-the rest only damage telemetry and leave the truth exactly as it was.
+the rest only damage telemetry. Of those, the ones that drop or alter activity readings
+(`READING_EFFECTS`: missed scrapes, per-series gaps, util-only nodes, exporter restarts,
+NaN/negative samples) move the idle truth, never the card-hours: idle is judged on the
+readings the exporter emitted under the documented sampling model (issue 13;
+`simulator.field_truth`), since no observer can know a minute was idle when its reading is
+gone. Jitter, clock skew, HA replicas and label renames leave the truth exactly as it was.
 """
 
 from __future__ import annotations
@@ -100,9 +105,17 @@ class FieldEffects:
         """True when an effect that changes what really happened is on."""
         return any(getattr(self, n) != getattr(FieldEffects(), n) for n in TRUTH_EFFECTS)
 
+    @property
+    def drops_readings(self) -> bool:
+        """True when an effect that drops or alters activity readings is on (idle truth moves)."""
+        return any(getattr(self, n) != getattr(FieldEffects(), n) for n in READING_EFFECTS)
+
     def as_dict(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in self.names()}
 
 
 TRUTH_EFFECTS = ("pod_restarts", "card_replacements", "mig_layout_changes", "node_churn")
 """Effects that change the ground truth; every other effect only damages telemetry."""
+READING_EFFECTS = ("missed_scrapes", "series_gaps", "util_only_nodes", "exporter_restarts",
+                   "bad_samples")
+"""Telemetry effects that drop or alter activity readings: the idle truth follows the readings."""
