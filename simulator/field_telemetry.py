@@ -18,6 +18,10 @@ same damage. Numbered steps, in `Damage.apply`:
 6. timestamps: each scrape moves by up to ± `jitter_s`, each node's clock by a fixed
    ± `clock_skew_s`; they are written in milliseconds.
 Label renames and HA replicas act on the rendered lines (`Renderer`, `ha_lines`).
+
+`Damage.apply` is the one place these drops are decided: the renderer writes the rows it
+keeps, and the field-mode idle truth reads its activity readings from the same rows
+(`Simulation._as_emitted`, `field_truth`), so telemetry and truth can never disagree.
 """
 
 from __future__ import annotations
