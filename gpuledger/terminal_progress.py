@@ -11,12 +11,14 @@ from typing import TextIO
 class Progress:
     """`with Progress("simulating", total=31) as p: p.advance()` prints `[step] label n/total`."""
 
-    def __init__(self, label: str, total: int, out: TextIO = sys.stderr) -> None:
+    def __init__(self, label: str, total: int, out: TextIO | None = None) -> None:
         self.label = label
         self.total = total
         self.done = 0
-        self.out = out
-        self.tty = out.isatty()
+        # Resolved per call, never at import: a stream bound at import time outlives whatever
+        # replaced `sys.stderr` then (a test's capture, a redirected CLI run).
+        self.out = out if out is not None else sys.stderr
+        self.tty = self.out.isatty()
         self.started = time.perf_counter()
         self._last_plain = -1
 
