@@ -9,7 +9,12 @@ GPU_UTIL but no GR_ENGINE_ACTIVE; an exporter restart leaves a hole longer than 
 every series of one node; HA replicas write every sample twice, `replica="a"` and `"b"`;
 label renames switch `Hostname`→`hostname` and `pod`→`exported_pod` at the window's middle;
 bad samples include NaN and -1; the same seed writes the same bytes; telemetry-only effects
-leave the ground truth identical; node churn, card replacement and pod restarts change it by
+that leave activity readings alone leave the ground truth identical, those that drop readings
+move only its idle card-hours; with missed scrapes only, each whole card or MIG instance whose
+missed minutes all sit inside one holder's span has the truth's idle equal to the documented
+rule applied by hand to the GR_ENGINE_ACTIVE values in the written file (a missed minute shows
+the last reading; runs of >= 30 minutes under 0.05), and for one at least that differs from the
+generator's own idle; node churn, card replacement and pod restarts change it by
 the amounts the effect implies (computed here from the effect's definition); promtool
 backfills the file with every effect on.
 """
@@ -31,7 +36,7 @@ from polars.testing import assert_frame_equal
 from gpuledger.core.errors import InputError
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
-from gpuledger.simulator.field import TRUTH_EFFECTS, FieldEffects
+from gpuledger.simulator.field import READING_EFFECTS, TRUTH_EFFECTS, FieldEffects
 from gpuledger.simulator.fleet import FleetSpec
 from tests.simulator.conftest import START
 
@@ -191,9 +196,15 @@ def test_telemetry_only_effects_leave_truth_identical(tiny_spec):
     clean = _sim(tiny_spec, FieldEffects())
     damaged = FieldEffects.all()
     damaged = replace(damaged, **{n: getattr(FieldEffects(), n) for n in TRUTH_EFFECTS})
-    assert damaged.any and not damaged.changes_truth
-    assert_frame_equal(_sim(tiny_spec, damaged).ground_truth(), clean.ground_truth())
-    assert_frame_equal(_sim(tiny_spec, damaged).truth_by_team(), clean.truth_by_team())
+    assert damaged.any and not damaged.changes_truth and damaged.drops_readings
+    # Effects that leave every activity reading alone: the truth is identical.
+    intact = replace(damaged, **{n: getattr(FieldEffects(), n) for n in READING_EFFECTS})
+    assert intact.any and not intact.drops_readings
+    assert_frame_equal(_sim(tiny_spec, intact).ground_truth(), clean.ground_truth())
+    assert_frame_equal(_sim(tiny_spec, intact).truth_by_team(), clean.truth_by_team())
+    # Effects that drop readings move idle only: what was held is what was held.
+    moved = _sim(tiny_spec, damaged).ground_truth()
+    assert_frame_equal(moved.drop("idle_card_hours"), clean.ground_truth().drop("idle_card_hours"))
 
 
 def test_truth_effects_change_truth_by_their_definition(tiny_spec):
@@ -220,6 +231,73 @@ def test_truth_effects_change_truth_by_their_definition(tiny_spec):
     held = restarted.filter(pl.col("allocation_state") == "allocated")["card_hours"].sum()
     clean_held = clean.filter(pl.col("allocation_state") == "allocated")["card_hours"].sum()
     assert held < clean_held and restarted["card_hours"].sum() == pytest.approx(14 * hours)
+
+
+HAND_WINDOW = Window(START, START + timedelta(hours=12))
+
+
+def _gr_by_minute(
+    sim: Simulation, tmp: Path, name: str
+) -> dict[tuple[str, int], dict[int, tuple[str, float]]]:
+    """Per whole card or MIG instance (UUID, GPU_I_ID or -1), the (pod or "",
+    GR_ENGINE_ACTIVE) written per minute (shared cards' series show the card, left out)."""
+    out: dict[tuple[str, int], dict[int, tuple[str, float]]] = defaultdict(dict)
+    origin = int(sim.window.start.timestamp())
+    shared = {g.uuid for g in sim.hw.gpus if g.sharing in ("timeslice", "vgpu")}
+    for labels, ts, value in _samples(sim, tmp, name):
+        if labels["UUID"] not in shared:
+            device = (labels["UUID"], int(labels.get("GPU_I_ID", -1)))
+            out[device][(int(ts) - origin) // 60] = (labels.get("pod", ""), float(value))
+    return out
+
+
+def _hand_idle_minutes(series: dict[int, tuple[str, float]], minutes: int) -> int | None:
+    """The documented rule by hand on one card's written minutes, or None when a missed minute
+    sits where the holder is unknowable (window edge, or between two holders).
+
+    A missed minute shows the last reading before it (same pod on both sides); idle minutes
+    are those in runs of >= 30 minutes of one pod under 0.05; a free minute is never idle."""
+    if {0, minutes - 1} - set(series):
+        return None
+    rows: list[tuple[str, float]] = []
+    for m in range(minutes):
+        if m in series:
+            rows.append(series[m])
+            continue
+        after = next(series[n] for n in range(m + 1, minutes) if n in series)
+        if after[0] != rows[-1][0]:
+            return None
+        rows.append(rows[-1])
+    idle, length, pod = 0, 0, None
+    for holder, value in [*rows, ("", 1.0)]:
+        if holder and value < 0.05 and (holder == pod or length == 0):
+            length, pod = length + 1, holder
+            continue
+        idle += length if length >= 30 else 0
+        length, pod = (1, holder) if holder and value < 0.05 else (0, None)
+    return idle
+
+
+def test_missed_scrapes_idle_truth_follows_the_readings(tiny_spec, tmp):
+    spec = tiny_spec.model_copy(update={"field": FieldEffects.only("missed_scrapes")})
+    sim = Simulation(spec, HAND_WINDOW, seed=7)
+    truth = sim.ground_truth()
+    clean = Simulation(tiny_spec, HAND_WINDOW, seed=7).ground_truth()
+    minutes = int((HAND_WINDOW.end - HAND_WINDOW.start).total_seconds() // 60)
+    checked, differs = 0, 0
+    for (uuid, gi), series in sorted(_gr_by_minute(sim, tmp, "missed-hand").items()):
+        expected = _hand_idle_minutes(series, minutes)
+        if expected is None:
+            continue
+        assert len(series) < minutes  # the card did miss scrapes
+        device = (pl.col("uuid") == uuid) & (pl.col("gpu_i_id") == gi)
+        rows = truth.filter(device & (pl.col("allocation_state") == "allocated"))
+        share = rows["share"].max()
+        assert rows["idle_card_hours"].sum() == pytest.approx(expected / 60 * share, abs=1e-9), uuid
+        before = clean.filter(device)["idle_card_hours"].sum()
+        differs += before != pytest.approx(expected / 60 * share, abs=1e-9)
+        checked += 1
+    assert checked >= 2 and differs >= 1, (checked, differs)
 
 
 @pytest.mark.prometheus
