@@ -7,7 +7,9 @@ fraction). Shares on a
 card sum to one at every step, so `sum(card_hours)` is exactly GPUs x hours.
 
 `idle_card_hours` counts the steps of a held slot inside a run of at least `min_steps` steps
-below the activity threshold (`activity.idle_cover`) times the share. `active_ratio` is the
+below the activity threshold (`activity.idle_cover`) times the share; with field effects that
+drop activity readings, "below" is judged on the readings the exporter emitted, carried by the
+sampling model (`field_truth`), while card-hours stay the generator's. `active_ratio` is the
 mean GR_ENGINE_ACTIVE the slot's series shows while held.
 
 1. Per chunk, run-length encode each slot's row by (holder, hour) and sum steps, idle steps
