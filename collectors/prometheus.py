@@ -81,12 +81,13 @@ class PrometheusCollector:
     def __init__(
         self, url: str, settings: Settings, *, now: Callable[[], datetime] = utcnow,
         namespaces_from_metrics: bool = True, backoff_s: float = 0.5,
-        queues: QueueCollector | None = None, replica_labels: tuple[str, ...] = dcgm.REPLICA_LABELS,
+        queues: QueueCollector | None = None, replica_labels: tuple[str, ...] | None = None,
     ) -> None:
         self.settings = settings
         self.url = url
-        self.replica_labels = replica_labels
-        self._gpu_labels = dcgm.fetch_labels(replica_labels)
+        self.replica_labels = (replica_labels if replica_labels is not None
+                               else tuple(settings.prometheus.replica_labels))
+        self._gpu_labels = dcgm.fetch_labels(self.replica_labels)
         self.queues = queues or queue_collector()
         self.prom = settings.prometheus
         self.http = PromHttp(url, self.prom, backoff_s=backoff_s)
@@ -148,10 +149,11 @@ class PrometheusCollector:
                     self._fetch, query, chunk, self._gpu_labels)
         for metric, column in vllm.METRICS.items():
             pending.futures[f"tok|{column}"] = self._pool.submit(
-                self._fetch, latest(metric, step), chunk, vllm.LABELS)
-        for column, query in self.queues.metric_queries(step).items():
-            pending.futures[f"queue|{column}"] = self._pool.submit(
-                self._fetch, query, chunk, self.queues.metric_labels)
+                self._fetch, latest(metric, step), chunk, vllm.fetch_labels(self.replica_labels))
+        queue_labels = (*self.queues.metric_labels,
+                        *(r for r in self.replica_labels if r not in self.queues.metric_labels))
+        for column, query in self.queues.metric_queries(step, replica_labels=self.replica_labels).items():
+            pending.futures[f"queue|{column}"] = self._pool.submit(self._fetch, query, chunk, queue_labels)
         requests = (
             f"sum by ({', '.join(REQUEST_LABELS)}) ("
             + latest(selector("kube_pod_container_resource_requests", 'resource=~"nvidia_com_.*"'), step)
@@ -197,8 +199,10 @@ class PrometheusCollector:
             quality.add_gap(chunk.start, chunk.end)
         build = dcgm.build_gpu_samples(gpu_fields, chunk, now, self.prom.pod_labels, quality,
                                        replica_labels=self.replica_labels)
-        tokens = vllm.build_token_samples(_group(results, "tok"), chunk, now, quality)
-        queues = self.queues.queue_samples(_group(results, "queue"), chunk, now, quality)
+        tokens = vllm.build_token_samples(_group(results, "tok"), chunk, now, quality,
+                                          replica_labels=self.replica_labels)
+        queues = self.queues.queue_samples(_group(results, "queue"), chunk, now, quality,
+                                           replica_labels=self.replica_labels)
         gpus = inventory.gpus_from_devices(build.devices)
         frames = {
             "gpu_samples": build.samples,

@@ -85,7 +85,12 @@ class PrometheusSettings(_Section):
     pod_labels: Literal["auto", "direct", "exported"] = Field(
         default="auto",
         description="which labels name the workload: `exported_pod`/... (ServiceMonitor with "
-        "honorLabels false) or `pod`/...; auto prefers exported_* per node when present",
+        "honorLabels false) or `pod`/...; auto prefers exported_* per series when present",
+    )
+    replica_labels: tuple[str, ...] = Field(
+        default=("replica", "prometheus_replica"), max_length=8,
+        description="labels that tell HA Prometheus replicas apart behind a query layer: series "
+        "differing only in them are merged, never double counted (docs/decisions/0053)",
     )
 
     @field_validator("step", "chunk")
