@@ -40,8 +40,9 @@ def test_yaml_reads_mappings_and_empty_files(tmp_path: Path):
 
 
 def test_activity_sql_and_polars_agree():
-    duckdb = pytest.importorskip("duckdb")
-    pl = pytest.importorskip("polars")
+    import duckdb
+    import polars as pl
+
     frame = pl.DataFrame({"gr_engine_active": [0.25, None, None], "gpu_util": [90.0, 40.0, None]})
     by_sql = duckdb.sql(f"SELECT {ACTIVITY_SQL} AS a FROM frame").pl()["a"].to_list()
     qualified = duckdb.sql(f"SELECT {activity_sql('s')} AS a FROM frame s").pl()["a"].to_list()
