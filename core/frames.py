@@ -22,52 +22,30 @@ The module imports no heavy library; `polars_schema()` converts lazily where one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from gpuledger.core.frames_ledger import (
+    AUDIT_LOG,
+    PLANS,
+    REPORT_INTENTS,
+    REPORT_ISSUES,
+    REPORT_LINES,
+    WATERMARKS,
+)
+from gpuledger.core.table_spec import (
+    TS,
+    WHOLE_GPU,
+    Column,
+    LoadKind,
+    MergeRule,
+    TableSpec,
+    polars_schema,
+)
+from gpuledger.core.table_spec import col as _c
 
-LoadKind = Literal["timeseries", "interval", "dimension", "append"]
-MergeRule = Literal["replace", "earliest", "latest"]
-WHOLE_GPU = -1
-"""`gpu_i_id` of a sample or allocation that concerns the whole card."""
+__all__ = [  # what other modules import from here besides the declarations below
+    "AUDIT_LOG", "PLANS", "REPORT_INTENTS", "REPORT_ISSUES", "REPORT_LINES", "TABLES", "TS",
+    "WATERMARKS", "WHOLE_GPU", "Column", "LoadKind", "MergeRule", "TableSpec", "polars_schema",
+]
 
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    name: str
-    type: str
-    nullable: bool = True
-    doc: str = ""
-    merge: MergeRule = "replace"  # how a dimension load combines new and stored values
-
-
-@dataclass(frozen=True, slots=True)
-class TableSpec:
-    name: str
-    kind: LoadKind
-    columns: tuple[Column, ...]
-    key: tuple[str, ...] = ()
-    doc: str = ""
-
-    @property
-    def column_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.columns)
-
-    def ddl(self) -> str:
-        cols = [
-            f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in self.columns
-        ]
-        if self.key and self.kind == "dimension":
-            cols.append(f"PRIMARY KEY ({', '.join(self.key)})")
-        elif self.key and self.kind == "interval":
-            cols.append(f"PRIMARY KEY ({', '.join((*self.key, 'start_ts'))})")
-        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  " + ",\n  ".join(cols) + "\n)"
-
-
-def _c(name: str, type_: str, nullable: bool = True, doc: str = "", merge: MergeRule = "replace") -> Column:
-    return Column(name, type_, nullable, doc, merge)
-
-
-TS = "TIMESTAMPTZ"
 METRIC_COLUMNS: tuple[str, ...] = (
     "gr_engine_active", "sm_active", "gpu_util", "fb_used_mib", "fb_free_mib",
     "power_w", "tensor_active", "dram_active", "gpu_temp_c",
@@ -281,97 +259,6 @@ PRICE_BOOK = TableSpec(
     key=("model", "effective_from"),
 )
 
-PLANS = TableSpec(
-    "plans", "dimension",
-    (
-        _c("plan_id", "VARCHAR", False),
-        _c("kind", "VARCHAR", False, "mig | quota"),
-        _c("status", "VARCHAR", False),
-        _c("created_at", TS, False),
-        _c("updated_at", TS, False),
-        _c("fingerprint", "VARCHAR", False),
-        _c("body", "JSON", False, "the frozen Plan as JSON"),
-        _c("progress", "JSON", doc="actuator's per-step progress, for resuming"),
-    ),
-    key=("plan_id",),
-)
-
-AUDIT_LOG = TableSpec(
-    "audit_log", "append",
-    (
-        _c("seq", "BIGINT", False),
-        _c("occurred_at", TS, False),
-        _c("actor", "VARCHAR", False),
-        _c("plan_id", "VARCHAR"),
-        _c("action", "VARCHAR", False),
-        _c("object", "VARCHAR"),
-        _c("before_state", "JSON"),
-        _c("after_state", "JSON"),
-        _c("result", "VARCHAR", False),
-        _c("detail", "VARCHAR"),
-    ),
-)
-
-WATERMARKS = TableSpec(
-    "watermarks", "dimension",
-    (
-        _c("source", "VARCHAR", False),
-        _c("watermark", TS, False, "everything before this instant is loaded"),
-        _c("updated_at", TS, False),
-    ),
-    key=("source",),
-)
-
-REPORT_ISSUES = TableSpec(
-    "report_issues", "dimension",
-    (
-        _c("period", "VARCHAR", False), _c("version", "INTEGER", False),
-        _c("finalized_at", TS, False), _c("manifest_sha256", "VARCHAR", False),
-        _c("inputs_sha256", "VARCHAR", False), _c("fleet_cost", "DOUBLE", False),
-        _c("reason", "VARCHAR"), _c("path", "VARCHAR"),
-    ),
-    key=("period", "version"),
-)
-
-REPORT_LINES = TableSpec(
-    "report_lines", "dimension",
-    (
-        _c("period", "VARCHAR", False, "the issued report's period (YYYY-MM)"),
-        _c("version", "INTEGER", False, "the issue's version (1 = first finalize)"),
-        _c("line_no", "INTEGER", False),
-        _c("line", "VARCHAR", False, "team | unallocated | unattributed | sharing_discount | adjustment"),
-        _c("for_period", "VARCHAR", False, "month the amounts belong to (earlier for an adjustment)"),
-        _c("team", "VARCHAR"),
-        _c("model", "VARCHAR"),
-        _c("sharing_mode", "VARCHAR"),
-        _c("card_hours", "DOUBLE", False),
-        _c("list_cost", "DOUBLE", False),
-        _c("sharing_discount", "DOUBLE", False),
-        _c("utilization_adjustment", "DOUBLE", False),
-        _c("redistributed_cost", "DOUBLE", False),
-        _c("cost", "DOUBLE", False),
-        _c("idle_card_hours", "DOUBLE", False),
-        _c("idle_cost", "DOUBLE", False),
-    ),
-    key=("period", "version", "line_no"),
-    doc="The summary lines of each finalized report issue: the baseline late data is measured against.",
-)
-
-REPORT_INTENTS = TableSpec(
-    "report_intents", "dimension",
-    (
-        _c("period", "VARCHAR", False), _c("version", "INTEGER", False),
-        _c("recorded_at", TS, False, "when finalize sealed the folder, before renaming it"),
-        _c("manifest_sha256", "VARCHAR", False), _c("inputs_sha256", "VARCHAR", False),
-        _c("signature", "VARCHAR", doc="HMAC-SHA256 of the manifest; NULL when unsigned"),
-        _c("previous_manifest_sha256", "VARCHAR", doc="the chain: the issue recorded before"),
-        _c("coverage", "DOUBLE", doc="share of the month's hours with samples"),
-        _c("path", "VARCHAR"),
-    ),
-    key=("period", "version"),
-    doc="Recorded before the rename: crash recovery adopts only folders matching an intent.",
-)
-
 TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in (
@@ -380,21 +267,3 @@ TABLES: dict[str, TableSpec] = {
         REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS,
     )
 }
-
-_POLARS_TYPES = {
-    "VARCHAR": "String", "INTEGER": "Int32", "BIGINT": "Int64", "DOUBLE": "Float64",
-    "DATE": "Date", "JSON": "String",
-}
-
-
-def polars_schema(spec: TableSpec) -> dict[str, Any]:
-    """The Polars schema of a table's frame (JSON columns travel as strings)."""
-    import polars as pl
-
-    out: dict[str, Any] = {}
-    for col in spec.columns:
-        if col.type == TS:
-            out[col.name] = pl.Datetime("us", "UTC")
-        else:
-            out[col.name] = getattr(pl, _POLARS_TYPES[col.type])
-    return out
