@@ -40,7 +40,7 @@ from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer, WSGIRequestHand
 from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError, InputError
-from gpuledger.dashboards import callbacks, shell
+from gpuledger.dashboards import callbacks, http_ops, shell
 from gpuledger.dashboards.access import AccessPolicy, check_dev_bind
 from gpuledger.dashboards.actions import PlanActions
 from gpuledger.dashboards.readmodel import ReadModel
@@ -49,7 +49,6 @@ from gpuledger.dashboards.wiring import DashboardApp
 from gpuledger.warehouse.snapshot_store import SnapshotStore
 
 ASSETS = Path(__file__).parent / "assets"
-PUBLIC_PATHS = frozenset({"/healthz"})
 MAX_REQUEST_BYTES = 1 << 20
 """1 MiB: far above any Dash callback body, far below what hurts the server."""
 MAX_CONNECTIONS = 64
@@ -95,12 +94,14 @@ def create_app(
     cache_dir: Path | None = None,
     cluster_factory: Callable[[], Any] | None = None,
     background: bool = True,
+    ops_port: int | None = None,
 ) -> DashboardApp:
     """Build the app for `warehouse_path` (read through snapshots, see `warehouse.snapshot_store`).
 
     `cluster_factory` returns an `actuator.gateway.ClusterGateway` for preview/apply (None: the
     Plans page can approve and reject but not apply). `background=False` skips the refresh
-    thread (tests that refresh by hand).
+    thread (tests that refresh by hand). `ops_port`: the port on which only the probes and
+    `/metrics` are served, unauthenticated (`dashboards.http_ops`).
     """
     _preload()
     policy = AccessPolicy(settings.access, dev_user, tuple(dev_groups))
@@ -116,6 +117,7 @@ def create_app(
     dash_app.layout = shell.layout(refresh_s)
     app = DashboardApp(dash_app, store, data, policy, settings, actions)
     _install_limits(app)
+    http_ops.install(app, ops_port)
     _install_auth(app)
     _install_routes(app)
     callbacks.register(app)
@@ -159,7 +161,7 @@ def _install_auth(app: DashboardApp) -> None:
 
     @server.before_request
     def _authenticate() -> flask.Response | None:
-        if flask.request.path in PUBLIC_PATHS:
+        if http_ops.is_public(flask.request):
             return None
         principal = app.policy.principal_for(flask.request.remote_addr, flask.request.headers)
         if principal is None:
