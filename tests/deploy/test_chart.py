@@ -132,3 +132,44 @@ def test_schedules_and_names_come_from_values():
     assert {d["metadata"]["name"] for d in by_kind(other, "ServiceAccount")} == {
         "ledger-gpuledger", "ledger-gpuledger-collector"}
     assert all(d["metadata"].get("namespace") in (None, "finops", "gpu-operator") for d in other)
+
+
+LEAST_PRIVILEGE = {
+    ("ClusterRole", "gpuledger-read"): [
+        {"apiGroups": [""], "resources": ["nodes", "namespaces", "pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["kueue.x-k8s.io"],
+         "resources": ["clusterqueues", "localqueues", "resourceflavors", "cohorts", "workloads"],
+         "verbs": ["get", "list", "watch"]},
+    ],
+    ("ClusterRole", "gpuledger-actuator"): [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"], "verbs": ["patch", "update"]},
+    ],
+    ("Role", "gpuledger-mig-config"): [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["default-mig-parted-config"],
+         "verbs": ["get", "patch", "update"]},
+    ],
+}
+"""deploy/rbac.yaml before the chart (docs/decisions/0010-actuator-rbac.md), written out."""
+
+
+def test_rendered_rbac_is_the_least_privilege_set():
+    docs = render()
+    roles = {(d["kind"], d["metadata"]["name"]): d["rules"] for d in docs if d["kind"] in ("ClusterRole", "Role")}
+    assert roles == LEAST_PRIVILEGE
+    bindings = {(d["kind"], d["metadata"]["name"]): (d["roleRef"]["name"], sorted(s["name"] for s in d["subjects"]))
+                for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")}
+    assert bindings == {
+        ("ClusterRoleBinding", "gpuledger-read"): ("gpuledger-read", ["gpuledger", "gpuledger-collector"]),
+        ("ClusterRoleBinding", "gpuledger-actuator"): ("gpuledger-actuator", ["gpuledger"]),
+        ("RoleBinding", "gpuledger-mig-config"): ("gpuledger-mig-config", ["gpuledger"]),
+    }
+    assert one(docs, "Role", "gpuledger-mig-config")["metadata"]["namespace"] == "gpu-operator"
+    other = render("no-proxy")
+    role = one(other, "Role", "gpuledger-mig-config")
+    assert role["metadata"]["namespace"] == "nvidia" and role["rules"][0]["resourceNames"] == ["mig-cfg"]
+    pods = [d for d in docs if d["kind"] == "CronJob"]
+    collect = next(p for p in pods if p["metadata"]["name"] == "gpuledger-collect")
+    assert collect["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"] == "gpuledger-collector"
