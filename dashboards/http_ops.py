@@ -113,6 +113,8 @@ def install(app: DashboardApp, ops_port: int | None = None) -> None:
     def _start_and_route() -> flask.Response | None:
         request = flask.request
         flask.g.started = time.perf_counter()
+        log.debug("start %s %s", request.method, request.path,
+                  extra={"event": "start", "method": request.method, "path": request.path})
         if on_ops_port(request):
             return None if request.path in OPS_PATHS else _not_found()
         if _route(request) == "unmatched":
