@@ -2,9 +2,9 @@
 
 Why each rule:
 1. `/healthz` (liveness) answers 200 while the process serves HTTP at all; `/readyz`
-   (readiness) answers 200 once there is data to serve (a snapshot, or no warehouse file yet, so
-   a fresh install becomes ready before its first collection) and 503 before, so a rollout
-   waits for a pod that can answer pages.
+   (readiness) answers 200 once there is data to serve (a warmed snapshot promoted to serving,
+   or no warehouse file yet, so a fresh install becomes ready before its first collection) and
+   503 before, so a rollout waits for a pod that answers pages at once.
 2. Unknown paths answer 404. Dash serves its page shell for *any* path (a catch-all route),
    so `/metrics` or `/wp-login.php` used to answer 200 with the app's HTML; now only the
    registered pages, Dash's own endpoints and our routes exist.
@@ -140,7 +140,7 @@ def install(app: DashboardApp, ops_port: int | None = None) -> None:
     @server.route("/readyz")
     def _ready() -> flask.Response:
         store = app.store
-        ready = store.snapshot is not None or not Path(store.source).exists()
+        ready = app.data.serving_snapshot is not None or not Path(store.source).exists()
         body = flask.jsonify({"ready": ready, "warehouse": store.status()})
         body.status_code = 200 if ready else 503
         return body

@@ -28,7 +28,8 @@ def settings_yaml(path: Path) -> Path:
     path.write_text(yaml.safe_dump({
         "prometheus": {"url": "http://127.0.0.1:1", "auth_header": SECRET},
         "access": {"proxy_addresses": ["127.0.0.1"],
-                   "roles": [{"subject": "ada", "kind": "user", "role": "admin"}]},
+                   "roles": [{"subject": "ada", "kind": "user", "role": "admin"},
+                             {"subject": "leo", "kind": "user", "role": "lead", "team": "nlp"}]},
         "teams": {"budgets": BUDGETS},
     }))
     return path
