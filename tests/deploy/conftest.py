@@ -74,9 +74,13 @@ def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_demo_warehouse(tmp_path_factory.mktemp("ops-demo") / "demo.duckdb", gpus=16)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def served(tmp_path_factory: pytest.TempPathFactory, demo_warehouse: Path) -> Iterator[Served]:
+    """One server for the metrics, dashboard-query and alert tests (read-only for them)."""
+    from gpuledger.core import collect_stats
+
     app = serve(tmp_path_factory.mktemp("served"), demo_warehouse)
+    collect_stats.add(app.warehouse, {"clock_skew": 2})  # what a collection left beside it
     yield app
     app.server.stop()
 
@@ -168,14 +172,14 @@ class Hook:
         self.server.server_close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def hook() -> Iterator[Hook]:
     receiver = Hook()
     yield receiver
     receiver.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def monitoring(tmp_path_factory: pytest.TempPathFactory, served: Served, hook: Hook) -> Iterator[Monitoring]:
     for binary in ("prometheus", "prometheus-alertmanager"):
         if shutil.which(binary) is None:

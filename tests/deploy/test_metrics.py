@@ -103,8 +103,12 @@ def test_request_metrics_count_what_was_asked(served, monitoring):
 def test_dropped_samples_counter_reads_the_collect_totals(served):
     from gpuledger.core import collect_stats
 
+    before = collect_stats.read(served.warehouse)
     collect_stats.add(served.warehouse, {"clock_skew": 4, "ha_duplicate": 7})
-    collect_stats.add(served.warehouse, {"clock_skew": 1})
+    collect_stats.add(served.warehouse, {"clock_skew": 1, "nan": 0})
     text = requests.get(served.ops_url + "/metrics", timeout=10).text
-    assert 'gpuledger_collect_dropped_samples_total{reason="clock_skew"} 5.0' in text
-    assert 'gpuledger_collect_dropped_samples_total{reason="ha_duplicate"} 7.0' in text
+    skew = before.get("clock_skew", 0) + 5
+    dup = before.get("ha_duplicate", 0) + 7
+    assert f'gpuledger_collect_dropped_samples_total{{reason="clock_skew"}} {skew:.1f}' in text
+    assert f'gpuledger_collect_dropped_samples_total{{reason="ha_duplicate"}} {dup:.1f}' in text
+    assert 'reason="nan"' not in text
