@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import re
+import signal
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -354,10 +355,25 @@ def serve(  # noqa: PLR0917 (the demo calls it positionally)
     if on_start is not None:
         on_start(running.url)
     event = stop or threading.Event()
+    restore = _stop_on_sigterm(event)
     try:
         while not event.wait(1.0):
             pass
     except KeyboardInterrupt:
         pass
     finally:
-        running.stop()
+        running.stop()  # deletes the private snapshots
+        restore()
+
+
+def _stop_on_sigterm(event: threading.Event) -> Callable[[], None]:
+    """SIGTERM sets `event`, so the server stops the way Ctrl-C does and deletes its snapshots
+    (the default action killed the process with a warehouse-sized copy left in /tmp)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: event.set())
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore

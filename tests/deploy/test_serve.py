@@ -119,3 +119,40 @@ def test_json_logs_never_carry_a_secret(served):
     team = [r for r in requests_logged if r["route"] == "/team"]
     assert team and all("token" not in r["path"] for r in team)  # no query strings in logs
     assert any(r["logger"] == "gunicorn.error" for r in records)  # the server's own lines too
+
+
+DEV_SERVER = """
+import sys, tempfile
+tempfile.tempdir = sys.argv[3]
+from gpuledger.core.config import load_settings
+from gpuledger.dashboards.app import serve
+serve(load_settings(__import__("pathlib").Path(sys.argv[1])), sys.argv[2], "127.0.0.1", int(sys.argv[4]),
+      refresh_s=2.0)
+"""
+
+
+def test_sigterm_also_cleans_up_the_in_process_server(tmp_path, demo_warehouse):
+    """`dashboards.app.serve` (what `gpuledger demo` ends with) stops on SIGTERM like on Ctrl-C."""
+    import shutil
+    import sys
+
+    from tests.deploy.conftest import settings_yaml
+    from tools.metrics_servers import MetricsServer, free_port
+
+    (tmp_path / "tmp").mkdir()
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copyfile(demo_warehouse, warehouse)
+    port = free_port()
+    argv = [sys.executable, "-c", DEV_SERVER, str(settings_yaml(tmp_path / "g.yaml")), str(warehouse),
+            str(tmp_path / "tmp"), str(port)]
+    (tmp_path / "data").mkdir()
+    server = MetricsServer("dev-server", argv, port, tmp_path / "data", "/readyz").start()
+    try:
+        assert snapshots(tmp_path / "tmp")
+        proc = server.process
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0
+        assert snapshots(tmp_path / "tmp") == []
+    finally:
+        server.stop()
