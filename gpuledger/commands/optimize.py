@@ -50,6 +50,7 @@ def _mig(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.core.config import utcnow
     from gpuledger.optimizer.deadline import command_deadline
     from gpuledger.optimizer.mig import MigOptions, plan_mig
+    from gpuledger.terminal_progress import busy
 
     now = utcnow()
     settings = ctx.settings
@@ -69,7 +70,8 @@ def _mig(args: argparse.Namespace, ctx: Context) -> int:
             max_changes_per_node=per_node, max_changes_per_plan=per_plan, workers=args.workers,
             inputs=inputs,
         )
-        plan = plan_mig(fleet, demand, options, settings, now)
+        with busy(f"solving the MIG plan (at most {limit:g} s)"):
+            plan = plan_mig(fleet, demand, options, settings, now)
     return _finish(plan, args, ctx)
 
 
@@ -119,6 +121,7 @@ def _quota(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.optimizer.deadline import command_deadline
     from gpuledger.optimizer.quota import QuotaOptions, plan_quota
     from gpuledger.optimizer.quota_input import load_quota_inputs, quota_inputs_from_warehouse
+    from gpuledger.terminal_progress import busy
 
     now = utcnow()
     limit = _time_limit(args, ctx)
@@ -132,7 +135,8 @@ def _quota(args: argparse.Namespace, ctx: Context) -> int:
                 inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback))
         options = QuotaOptions(time_limit_s=deadline.solver_budget(), horizon=horizon,
                                workers=args.workers)
-        plan = plan_quota(inputs, options, ctx.settings, now)
+        with busy(f"solving the quota plan (at most {limit:g} s)"):
+            plan = plan_quota(inputs, options, ctx.settings, now)
     return _finish(plan, args, ctx)
 
 
