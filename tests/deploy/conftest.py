@@ -53,7 +53,8 @@ class Served:
 
 
 def serve(root: Path, warehouse: Path, fmt: str = "json", level: str = "info") -> Served:
-    """Start the production server on a copy of `warehouse`; ready once /readyz says 200."""
+    """`gpuledger serve` (gunicorn) on a copy of `warehouse`, its private snapshots under its own
+    TMPDIR, as the chart runs it; ready once /readyz on the ops port says 200."""
     root.mkdir(parents=True, exist_ok=True)
     copy = root / "warehouse.duckdb"
     shutil.copyfile(warehouse, copy)
@@ -61,8 +62,9 @@ def serve(root: Path, warehouse: Path, fmt: str = "json", level: str = "info") -
     tmp.mkdir()
     config = settings_yaml(root / "gpuledger.yaml")
     port, ops = free_port(), free_port()
-    argv = [sys.executable, "-m", "tests.deploy.serve_main", str(config), str(copy), str(port), str(ops),
-            str(tmp), fmt, level]
+    argv = ["env", f"TMPDIR={tmp}", sys.executable, "-m", "gpuledger", "--config", str(config),
+            "--warehouse", str(copy), "serve", "--host", "127.0.0.1", f"--port={port}",
+            f"--metrics-port={ops}", f"--log-format={fmt}", f"--log-level={level}", "--refresh-s=2"]
     data = root / "served"
     data.mkdir()
     server = MetricsServer("gpuledger", argv, ops, data, "/readyz").start()

@@ -173,3 +173,16 @@ def test_rendered_rbac_is_the_least_privilege_set():
     pods = [d for d in docs if d["kind"] == "CronJob"]
     collect = next(p for p in pods if p["metadata"]["name"] == "gpuledger-collect")
     assert collect["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"] == "gpuledger-collector"
+
+
+def test_dashboard_and_collect_arguments_parse_with_the_cli():
+    from gpuledger.cli import resolve
+
+    docs = render()
+    app = next(c for c in _dashboard(docs)["containers"] if c["name"] == "dashboard")
+    path, params = resolve(app["args"])
+    assert path == ["serve"]
+    assert (params["host"], params["port"], params["metrics_port"]) == ("127.0.0.1", 8050, 9464)
+    assert params["log_format"] == "json" and params["refresh_s"] == 120.0
+    assert str(params["config"]) == "/etc/gpuledger/config/gpuledger.yaml"
+    assert str(params["warehouse"]) == "/data/gpuledger.duckdb"
