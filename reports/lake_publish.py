@@ -61,7 +61,7 @@ def publish_month(
     tables = {
         "bill_detail": detail,
         "bill_lines": focus.with_columns(pl.lit(cluster).alias("x_Cluster")),
-        "prices": prices_frame(bill),
+        "prices": prices_frame(bill).select(pl.lit(cluster).alias("cluster"), pl.all()),
         **partition_tables(wh, bill.window, cluster),
     }
     # 3. Facts and watermark.

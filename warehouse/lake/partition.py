@@ -83,6 +83,8 @@ def publish_partition(
     if current is not None and current.content_sha256 == content and (current.finalized or not finalize):
         return PublishResult("unchanged", current, 0, folder)
     status, issue, reissues = _next_issue(lake, current, content, reissue=reissue)
+    if status == "finalized" and current is not None:  # same numbers: keep the files it lists
+        blobs, entries = {}, dict(current.tables)
     final = finalize or status == "reissued" or (current is not None and current.finalized)
     manifest = Manifest(
         cluster=cluster, period=period, issue=issue, status="final" if final else "draft",
