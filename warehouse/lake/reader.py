@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from gpuledger.warehouse.lake.errors import LakeError
 from gpuledger.warehouse.lake.location import Lake
@@ -70,3 +71,13 @@ def read_verified(lake: Lake, part: Partition, table: str) -> bytes:
     if len(data) != entry.bytes or hashlib.sha256(data).hexdigest() != entry.sha256:
         raise LakeError(f"lake {lake.uri}: {path} does not match its manifest checksum")
     return data
+
+
+def read_table(lake: Lake, parts: list[Partition], table: str) -> Any:
+    """One table of every partition, verified, as one Polars frame (partitions in order)."""
+    import io
+
+    import polars as pl
+
+    frames = [pl.read_parquet(io.BytesIO(read_verified(lake, part, table))) for part in parts]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
