@@ -156,3 +156,20 @@ def test_bad_publish_requests(fresh_lake: Lake, warehouses) -> None:
             publish_month(wh, Settings(), fresh_lake, "east/../x", PERIOD, now=AFTER)
         with pytest.raises(InputError, match="YYYY-MM"):
             publish_month(wh, Settings(), fresh_lake, "east", "November", now=AFTER)
+
+
+def test_older_versions_are_collected(fresh_lake: Lake, warehouses) -> None:
+    """Each publish keeps its own files and the previous version's; older ones are removed."""
+    folder = _folder(fresh_lake, "lab")
+    prices = [1.0, 1.5, 2.0]
+    manifests = []
+    with Warehouse.open(warehouses["lab"], read_only=True) as wh:
+        for price in prices:
+            settings = Settings.model_validate({"price_book": [{"model": m, "unit_price": price} for m in (
+                "H100-80GB", "H200-141GB", "A100-80GB", "A100-SXM4-40GB")]})
+            manifests.append(publish_month(wh, settings, fresh_lake, "lab", PERIOD, now=AFTER).manifest)
+    names = {p.name for p in folder.iterdir()} - {"_manifest.json"}
+    last_two = {e.file for m in manifests[1:] for e in m.tables.values()}
+    assert names == last_two
+    first_only = {e.file for e in manifests[0].tables.values()} - last_two
+    assert first_only and not first_only & names
