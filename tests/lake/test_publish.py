@@ -92,8 +92,10 @@ KILLER = textwrap.dedent("""
         if len(calls) == 3:  # three data files written, manifest not yet
             os.kill(os.getpid(), signal.SIGKILL)
     location.Lake.write_bytes = write_then_die
+    from gpuledger.core.config_lake import LakeSettings
+    settings = LakeSettings(s3_endpoint=sys.argv[3] if len(sys.argv) > 3 else None)
     with Warehouse.open(sys.argv[2], read_only=True) as wh:
-        publish_month(wh, CHEAPER, location.Lake.open(sys.argv[1]), "west", PERIOD, now=AFTER)
+        publish_month(wh, CHEAPER, location.Lake.open(sys.argv[1], settings), "west", PERIOD, now=AFTER)
 """)
 
 

@@ -67,3 +67,27 @@ def test_unreachable_endpoint_is_one_line(s3_server) -> None:
     lake = Lake.open("s3://gpu-lake/org", LakeSettings(s3_endpoint="http://127.0.0.1:9"))
     with pytest.raises(LakeError, match="cannot"):
         lake.read_bytes(lake.path("cluster=x", "period=2024-11", "_manifest.json"))
+
+
+def test_killed_publish_on_s3_leaves_the_previous_partition(s3_server, warehouses) -> None:
+    """SIGKILL after three data objects are PUT: the manifest object is still the old one."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.lake.test_publish import KILLER
+
+    lake = Lake.open("s3://gpu-lake/killed", LakeSettings(s3_endpoint=s3_server.endpoint))
+    publish_all(lake, warehouses)
+    key = lake.path("cluster=west", f"period={PERIOD}", "_manifest.json")
+    before = lake.read_bytes(key)
+    bill = compute_org_bill(lake, PERIOD, ("cluster", "team")).lines
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-c", KILLER, lake.uri, str(warehouses["west"]), s3_server.endpoint],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == -9, done.stderr[-2000:]
+    names = lake.list_names(lake.path("cluster=west", f"period={PERIOD}"))
+    assert len([n for n in names if n.endswith(".parquet")]) == len(TABLES) + 3  # 3 unlisted orphans
+    assert lake.read_bytes(key) == before
+    assert compute_org_bill(lake, PERIOD, ("cluster", "team")).lines.equals(bill)
