@@ -20,6 +20,7 @@ from datetime import timedelta
 import polars as pl
 
 from gpuledger.analytics.devices.base import ShareInputs
+from gpuledger.analytics.devices.dra_rows import with_claim_rows
 from gpuledger.analytics.devices.registry import sharing_mode_expr, with_shares
 from gpuledger.analytics.samples import SampleRules, held_hourly
 from gpuledger.analytics.shares import clamp_to_card, vgpu_request
@@ -58,7 +59,7 @@ def hourly_usage(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFr
     """The `card_hours_hourly` frame for `window`, from raw samples (numbered steps above)."""
     rules = SampleRules.of(settings)
     # 1. Held time.
-    held = held_hourly(wh, window, rules)
+    held = with_claim_rows(wh, window, held_hourly(wh, window, rules))
     if held.is_empty():
         return pl.DataFrame(schema=polars_schema(CARD_HOURS_HOURLY))
     # 2. Card and pod facts (holders of shared cards without `vgpu` labels from the pods).

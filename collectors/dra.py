@@ -1,0 +1,105 @@
+"""Dynamic Resource Allocation from the Kubernetes API (read-only): ResourceSlices, DeviceClasses,
+ResourceClaims (those generated from ResourceClaimTemplates included) and the pods that use them.
+
+Lists go through `collectors.kubernetes.paginate` like the other lists: pages of `limit` with
+`continue`, a full relist when the token expires (410 Gone). The objects are parsed by
+`collectors.dra_objects`, which a recorded history of objects goes through as well.
+
+Frames: `dra_devices`, `dra_claims`, `dra_reservations`, `node_planes`, and `gpus` rows for the
+cards the slices publish (sharing mode `dra`). A cluster without resource.k8s.io/v1 (older than
+1.34, or the API switched off) gives empty frames, not an error: DRA is simply not in use there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+from kubernetes import client
+
+from gpuledger.collectors import dra_objects as objs
+from gpuledger.collectors.kubernetes import paginate
+from gpuledger.core.config import utcnow
+from gpuledger.core.errors import NotFoundError
+from gpuledger.core.frames import GPUS, polars_schema
+from gpuledger.core.frames_dra import DRA_CLAIMS, DRA_DEVICES, DRA_RESERVATIONS, NODE_PLANES
+
+Obj = Mapping[str, Any]
+
+
+@dataclass
+class DraObjects:
+    """One snapshot of the DRA objects (and the nodes and pods they concern), as API JSON."""
+
+    slices: list[Obj] = field(default_factory=list)
+    claims: list[Obj] = field(default_factory=list)
+    templates: list[Obj] = field(default_factory=list)
+    device_classes: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    nodes: list[Obj] = field(default_factory=list)
+
+
+def frames_from_objects(snapshot: DraObjects, at: datetime) -> dict[str, pl.DataFrame]:
+    """The DRA frames of one snapshot taken at `at` (see the module docstring)."""
+    devices = objs.device_rows(snapshot.slices, at)
+    templates, users = objs.pod_claims(snapshot.pods)
+    return {
+        "dra_devices": pl.DataFrame(devices, schema=polars_schema(DRA_DEVICES)),
+        "dra_claims": pl.DataFrame(objs.claim_rows(snapshot.claims, templates, at),
+                                   schema=polars_schema(DRA_CLAIMS)),
+        "dra_reservations": pl.DataFrame(objs.reservation_rows(snapshot.claims, users, at),
+                                         schema=polars_schema(DRA_RESERVATIONS)),
+        "node_planes": pl.DataFrame(objs.plane_rows(snapshot.nodes, devices, at),
+                                    schema=polars_schema(NODE_PLANES)),
+        "gpus": pl.DataFrame(objs.card_rows(devices, at), schema=polars_schema(GPUS)),
+    }
+
+
+def frames_from_history(snapshots: Iterable[tuple[datetime, DraObjects]]) -> dict[str, pl.DataFrame]:
+    """Frames of several snapshots in time order; the warehouse's interval load stitches each
+    claim's spans into one (a claim released between two snapshots ends at its deletion time
+    when a snapshot saw it being deleted, else at the last snapshot that saw it)."""
+    parts: dict[str, list[pl.DataFrame]] = {}
+    for at, snapshot in snapshots:
+        for name, frame in frames_from_objects(snapshot, at).items():
+            parts.setdefault(name, []).append(frame)
+    return {name: pl.concat(frames, how="vertical") for name, frames in parts.items()}
+
+
+class DraCollector:
+    """Lists the DRA objects through `resource.k8s.io/v1`; never writes to the cluster."""
+
+    def __init__(self, api: client.ApiClient, *, page_size: int = 500,
+                 now: Callable[[], datetime] = utcnow) -> None:
+        self.resource = client.ResourceV1Api(api)
+        self.core = client.CoreV1Api(api)
+        self.page_size = page_size
+        self.now = now
+
+    def objects(self) -> DraObjects:
+        """Every DRA object and the pods that reference claims (empty where the API is absent)."""
+        r = self.resource
+        try:
+            found = DraObjects(
+                slices=self._list(r.list_resource_slice, "resourceslices"),
+                claims=self._list(r.list_resource_claim_for_all_namespaces, "resourceclaims"),
+                templates=self._list(r.list_resource_claim_template_for_all_namespaces,
+                                     "resourceclaimtemplates"),
+                device_classes=self._list(r.list_device_class, "deviceclasses"),
+            )
+        except NotFoundError:
+            return DraObjects()  # resource.k8s.io/v1 is not served: no DRA in this cluster
+        pods = self._list(self.core.list_pod_for_all_namespaces, "pods")
+        found.pods = [p for p in pods if (p.get("spec") or {}).get("resourceClaims")]
+        found.nodes = self._list(self.core.list_node, "nodes")
+        return found
+
+    def snapshot(self) -> dict[str, pl.DataFrame]:
+        at = self.now()
+        return frames_from_objects(self.objects(), at)
+
+    def _list(self, list_fn: Callable[..., Any], what: str) -> list[Obj]:
+        return list(paginate(list_fn, what, page_size=self.page_size))
