@@ -166,7 +166,7 @@ class DraPool:
             device["attributes"]["uuid"] = {"string": "MIG-" + _uuid(f"{card.uuid}/{profile}/{placement}")[4:]}
         else:
             device["consumesCounters"] = [{"counterSet": f"gpu-{card.index}-counters", "counters": {
-                "memorySlices": {"value": str(_compute_slices(profile))}}}]
+                "memory-slices": {"value": str(_compute_slices(profile))}}}]
         return device
 
     def device_classes(self) -> list[dict[str, Any]]:
@@ -185,7 +185,7 @@ class DraPool:
                                 "creationTimestamp": _iso(self.at(claim.start))}
         if minute >= claim.end:
             meta["deletionTimestamp"] = _iso(self.at(claim.end))
-        config = [{"source": "FromClaim", "requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {
+        config = [{"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {
             "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
             "sharing": {"strategy": "TimeSlicing"}}}}] if claim.sharing == "timeslicing" else []
         reserved = [{"resource": "pods", "name": p.name, "uid": _uuid(p.name)[4:]}
@@ -196,7 +196,8 @@ class DraPool:
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": claim.device_class}}],
                                  "config": config}},
             "status": {"allocation": {"devices": {"results": [
-                {"request": "gpu", "driver": DRIVER, "pool": claim.card.node, "device": device}]}},
+                {"request": "gpu", "driver": DRIVER, "pool": claim.card.node, "device": device}],
+                "config": [{**c, "source": "FromClaim"} for c in config]}},
                 "reservedFor": reserved},
         }
 
