@@ -24,7 +24,7 @@ from gpuledger.collectors import dra_objects as objs
 from gpuledger.collectors.kubernetes import paginate
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import NotFoundError
-from gpuledger.core.frames import GPUS, polars_schema
+from gpuledger.core.frames import GPUS, TABLES, polars_schema
 from gpuledger.core.frames_dra import DRA_CLAIMS, DRA_DEVICES, DRA_RESERVATIONS, NODE_PLANES
 
 Obj = Mapping[str, Any]
@@ -54,7 +54,7 @@ def frames_from_objects(snapshot: DraObjects, at: datetime) -> dict[str, pl.Data
                                          schema=polars_schema(DRA_RESERVATIONS)),
         "node_planes": pl.DataFrame(objs.plane_rows(snapshot.nodes, devices, at),
                                     schema=polars_schema(NODE_PLANES)),
-        "gpus": pl.DataFrame(objs.card_rows(devices, at), schema=polars_schema(GPUS)),
+        "gpus": pl.DataFrame(objs.card_rows(snapshot.slices, at), schema=polars_schema(GPUS)),
     }
 
 
@@ -66,7 +66,19 @@ def frames_from_history(snapshots: Iterable[tuple[datetime, DraObjects]]) -> dic
     for at, snapshot in snapshots:
         for name, frame in frames_from_objects(snapshot, at).items():
             parts.setdefault(name, []).append(frame)
-    return {name: pl.concat(frames, how="vertical") for name, frames in parts.items()}
+    return {name: _one_row_per_key(name, pl.concat(frames, how="vertical")) for name, frames in parts.items()}
+
+
+def _one_row_per_key(name: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """A dimension table's rows of several snapshots as one row per key, combined the way its
+    load would combine them (first seen earliest, last seen latest, other facts the newest)."""
+    spec = TABLES[name]
+    if spec.kind != "dimension" or frame.is_empty():
+        return frame
+    rules = {"earliest": pl.min, "latest": pl.max}
+    aggs = [rules[c.merge](c.name) if c.merge in rules else pl.col(c.name).last()
+            for c in spec.columns if c.name not in spec.key]
+    return frame.group_by(list(spec.key), maintain_order=True).agg(aggs).select(frame.columns)
 
 
 class DraCollector:

@@ -85,7 +85,7 @@ def _sharing(configs: Iterable[Obj], request: str) -> str:
     """The sharing strategy NVIDIA's GpuConfig sets for `request` (exclusive when none does)."""
     for config in configs:
         wanted = config.get("requests") or []
-        if wanted and request.split("/")[0] not in wanted and request not in wanted:
+        if wanted and request.split("/", maxsplit=1)[0] not in wanted and request not in wanted:
             continue
         strategy = str((((config.get("opaque") or {}).get("parameters") or {}).get("sharing") or {})
                        .get("strategy", "")).lower()
@@ -118,19 +118,20 @@ def claim_rows(claims: Iterable[Obj], templates: Mapping[tuple[str, str], str],
         results = (allocation.get("devices") or {}).get("results") or []
         if not results:
             continue
-        start = parse_ts(allocation.get("allocationTimestamp")) or parse_ts(meta.get("creationTimestamp")) or at
+        start = (parse_ts(allocation.get("allocationTimestamp"))
+                 or parse_ts(meta.get("creationTimestamp")) or at)
         end = min(parse_ts(meta.get("deletionTimestamp")) or at, at)
         configs = [*((spec.get("devices") or {}).get("config") or []),
                    *((allocation.get("devices") or {}).get("config") or [])]
         classes = _device_classes(spec)
-        key = (meta.get("namespace"), meta.get("name"))
+        key = (str(meta.get("namespace")), str(meta.get("name")))
         for result in results:
             request = str(result.get("request"))
             rows.append({
                 "claim_uid": meta.get("uid"), "request": request, "driver": result.get("driver"),
                 "pool": result.get("pool"), "device": result.get("device"),
                 "namespace": key[0], "claim": key[1],
-                "device_class": classes.get(request, classes.get(request.split("/")[0])),
+                "device_class": classes.get(request, classes.get(request.split("/", maxsplit=1)[0])),
                 "template": templates.get(key), "sharing": _sharing(configs, request),
                 "start_ts": min(start, end), "end_ts": end,
             })
@@ -166,14 +167,16 @@ def reservation_rows(claims: Iterable[Obj], users: Mapping[tuple[str, str], list
         meta, status = item.get("metadata") or {}, item.get("status") or {}
         if not (status.get("allocation") or {}):
             continue
-        pods = {p.get("metadata", {}).get("name"): p for p in users.get((meta.get("namespace"), meta.get("name")), [])}
+        named = users.get((str(meta.get("namespace")), str(meta.get("name"))), [])
+        pods = {p.get("metadata", {}).get("name"): p for p in named}
         claim_start = parse_ts(meta.get("creationTimestamp")) or at
         for ref in status.get("reservedFor") or []:
             if ref.get("resource") != "pods":
                 continue
             pod = pods.get(ref.get("name"), {})
             pmeta = pod.get("metadata") or {}
-            started = parse_ts((pod.get("status") or {}).get("startTime")) or parse_ts(pmeta.get("creationTimestamp"))
+            started = (parse_ts((pod.get("status") or {}).get("startTime"))
+                       or parse_ts(pmeta.get("creationTimestamp")))
             end = min(parse_ts(pmeta.get("deletionTimestamp")) or at, at)
             start = min(max(started or claim_start, claim_start), end)
             rows.append({"claim_uid": meta.get("uid"), "namespace": meta.get("namespace"),
@@ -207,19 +210,26 @@ def plane_rows(nodes: Iterable[Obj], devices: list[dict[str, Any]], at: datetime
     return rows
 
 
-def card_rows(devices: list[dict[str, Any]], at: datetime) -> list[dict[str, Any]]:
+def card_rows(slices: Iterable[Obj], at: datetime) -> list[dict[str, Any]]:
     """`gpus` rows for the cards the slices publish: a card whose only use is a dynamic MIG
     claim may have no dcgm series at all, and the bill needs its model and node."""
     cards: dict[str, dict[str, Any]] = {}
-    for row in sorted(devices, key=lambda r: r["kind"] != "gpu"):
-        parent = row["parent_uuid"]
-        if parent in cards or not row["model"]:
-            continue
-        cards[parent] = {
-            "uuid": parent, "node": row["node"] or "", "gpu_index": 0, "model": row["model"],
-            "model_name": None, "memory_mib": row["memory_mib"] if row["kind"] == "gpu" else None,
-            "pool": None, "sharing_mode": "dra", "replicas": None, "first_seen": at, "last_seen": at,
-        }
+    for item in slices:
+        spec = item.get("spec") or {}
+        for device in spec.get("devices") or []:
+            attrs = attributes(device)
+            mig = str(attrs.get("type", "gpu")) == "mig" or bool(attrs.get("profile"))
+            parent = attrs.get("parentUUID") if mig else attrs.get("uuid")
+            product = str(attrs.get("productName") or "")
+            if not parent or not product or (parent in cards and mig):
+                continue
+            index = attrs.get("parentIndex", attrs.get("index")) if mig else attrs.get("index")
+            cards[parent] = {
+                "uuid": parent, "node": spec.get("nodeName") or "", "gpu_index": int(index or 0),
+                "model": canonical_model(product), "model_name": product,
+                "memory_mib": None if mig else _memory_mib(device), "pool": None,
+                "sharing_mode": "dra", "replicas": None, "first_seen": at, "last_seen": at,
+            }
     return list(cards.values())
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 import polars as pl
@@ -52,7 +53,7 @@ def _pieces(start: datetime, end: datetime, cuts: list[datetime]) -> list[tuple[
         points.add(hour)
         hour += HOUR
     ordered = sorted(points)
-    return list(zip(ordered, ordered[1:], strict=False))
+    return list(pairwise(ordered))
 
 
 def _claim_rows(claim: dict[str, Any], pods: list[tuple[str, datetime, datetime]],
@@ -63,7 +64,7 @@ def _claim_rows(claim: dict[str, Any], pods: list[tuple[str, datetime, datetime]
     cuts = [t for _, s, e in pods for t in (s, e)]
     portions: dict[tuple[datetime, str | None], float] = defaultdict(float)
     for lo, hi in _pieces(start, end, cuts):
-        holders = [p for p, s, e in pods if s <= lo and e >= hi]
+        holders: list[str | None] = [p for p, s, e in pods if s <= lo and e >= hi]
         hours = (hi - lo) / HOUR
         for pod in holders or [None]:
             portions[(floor_time(lo, HOUR), pod)] += hours / max(len(holders), 1)
@@ -87,7 +88,7 @@ def claim_rows(wh: Warehouse, window: Window) -> pl.DataFrame:
     for uid, pod, s, e in reservations.iter_rows():
         by_claim[uid].append((pod, as_utc(s), as_utc(e)))
     rows = [r for c in claims.iter_rows(named=True) for r in _claim_rows(c, by_claim[c["claim_uid"]], window)]
-    schema = {
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
         "ts": pl.Datetime("us", "UTC"), "uuid": pl.String, "gpu_i_id": pl.Int32, "vgpu": pl.String,
         "profile": pl.String, "namespace": pl.String, "pod": pl.String, "held_hours": pl.Float64,
         DRA_MARK: pl.String, "dra_claim": pl.String, "dra_device_class": pl.String,
@@ -102,8 +103,9 @@ def _telemetry(held: pl.DataFrame, claims: pl.DataFrame) -> tuple[pl.DataFrame, 
     holders = (claims.filter(pl.col("pod").is_not_null()).select("vgpu", "namespace", "pod").unique()
                .with_columns(pl.lit(True).alias("_ok")))
     pods_of = holders.group_by("vgpu").agg(pl.len().alias("_n"))
-    keys = claims.select("ts", "uuid", pl.col("profile").fill_null("").alias("_p"), "namespace", "vgpu").unique()
-    samples = held.drop("vgpu").with_columns(pl.col("profile").fill_null("").alias("_p")).with_row_index("_row")
+    no_profile = pl.col("profile").fill_null("").alias("_p")
+    keys = claims.select("ts", "uuid", no_profile, "namespace", "vgpu").unique()
+    samples = held.drop("vgpu").with_columns(no_profile).with_row_index("_row")
     matched = (
         samples.join(keys, on=["ts", "uuid", "_p", "namespace"], how="inner")
         .join(holders, on=["vgpu", "namespace", "pod"], how="left")
@@ -157,3 +159,13 @@ def claim_minutes(wh: Warehouse, window: Window) -> float:
     return float(frame["held_hours"].sum()) if frame.height else 0.0
 
 
+
+
+def with_claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:
+    """`usage` with `claim` (namespace/name) and `device_class` on the DRA rows (NULL elsewhere):
+    the bill's `--by claim,device_class`. A claim row's `vgpu` is its claim UID."""
+    names = wh.query(
+        "SELECT claim_uid AS vgpu, namespace || '/' || claim AS claim, any_value(device_class) AS device_class "
+        "FROM dra_claims GROUP BY ALL"
+    ).with_columns(pl.lit("dra").alias("sharing_mode"))
+    return usage.join(names, on=["vgpu", "sharing_mode"], how="left")

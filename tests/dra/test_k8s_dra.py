@@ -32,7 +32,7 @@ from gpuledger.analytics.bill import compute_bill
 from gpuledger.collectors.dra import DraCollector, frames_from_history
 from gpuledger.core.config import Settings
 from gpuledger.core.window import HOUR, Window, floor_time
-from gpuledger.simulator.dra import CLAIMS, DraPool
+from gpuledger.simulator.dra import CARDS, CLAIMS, DraPool
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.store import LoadBatch
 
@@ -114,14 +114,8 @@ def test_dra_nodes_are_on_the_dra_plane(listed: dict[str, pl.DataFrame]) -> None
     planes = dict(zip(listed["node_planes"]["node"], listed["node_planes"]["plane"], strict=True))
     assert {planes[n] for n in ("dra-node-0", "dra-node-1", "dra-node-2")} == {"dra"}
     cards = listed["gpus"]
-    assert set(cards["uuid"]) == {c.uuid for c in POOL_CARDS()}
+    assert set(cards["uuid"]) == {c.uuid for c in CARDS}
     assert set(cards["sharing_mode"]) == {"dra"}
-
-
-def POOL_CARDS() -> list[Any]:  # noqa: N802 - reads like the constant it stands for
-    from gpuledger.simulator.dra import CARDS
-
-    return list(CARDS)
 
 
 def _short_claim(api: client.ApiClient, ns: str) -> dict[str, Any]:
@@ -154,17 +148,12 @@ def test_a_short_claim_is_billed_for_exactly_its_time(k8s_cluster: Any, k8s_name
     frames = frames_from_history([(first, seen), (last, released)])
     window = Window(floor_time(start, HOUR), floor_time(start, HOUR) + 2 * HOUR)
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
-        wh.load(LoadBatch(frames={k: v.unique(maintain_order=True) if k == "gpus" else v
-                                  for k, v in frames.items()}))
+        wh.load(LoadBatch(frames=frames))
         bill = compute_bill(wh, window, Settings(), by=("namespace",), source="raw")
     line = bill.lines.filter(pl.col("namespace") == k8s_namespace)
     assert line.height == 1
     assert line["card_hours"][0] == pytest.approx((end - start) / timedelta(hours=1), abs=1e-9)
     assert end > start
-
-
-def _gateway(k8s_cluster: Any) -> ClusterGateway:
-    return ClusterGateway(k8s_cluster.api_client())
 
 
 def test_mig_label_is_never_written_to_a_dra_node(k8s_cluster: Any) -> None:
