@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-
 DRIVER = "gpu.nvidia.com"
 IDLE_MINUTES = 40
 BUSY = 0.7
@@ -163,7 +162,8 @@ class DraPool:
             **base, "type": {"string": "mig"}, "profile": {"string": profile},
             "parentUUID": {"string": card.uuid}, "memorySliceStart": {"int": placement}}}
         if not dynamic:
-            device["attributes"]["uuid"] = {"string": "MIG-" + _uuid(f"{card.uuid}/{profile}/{placement}")[4:]}
+            mig_uuid = "MIG-" + _uuid(f"{card.uuid}/{profile}/{placement}")[4:]
+            device["attributes"]["uuid"] = {"string": mig_uuid}
         else:
             device["consumesCounters"] = [{"counterSet": f"gpu-{card.index}-counters", "counters": {
                 "memory-slices": {"value": str(_compute_slices(profile))}}}]
@@ -193,7 +193,8 @@ class DraPool:
         device = _device_name(claim.card, claim.profile, claim.placement)
         return {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta,
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": claim.device_class}}],
+            "spec": {"devices": {"requests": [{"name": "gpu",
+                                               "exactly": {"deviceClassName": claim.device_class}}],
                                  "config": config}},
             "status": {"allocation": {"devices": {"results": [
                 {"request": "gpu", "driver": DRIVER, "pool": claim.card.node, "device": device}],
@@ -213,11 +214,13 @@ class DraPool:
                     meta["deletionTimestamp"] = _iso(self.at(p.end))
                 running = p.running_from is not None and minute >= p.running_from
                 status: dict[str, Any] = {"phase": "Running" if running else "Pending",
-                                          "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim.name}]}
+                                          "resourceClaimStatuses": [
+                                              {"name": "gpu", "resourceClaimName": claim.name}]}
                 if running:
                     status["startTime"] = _iso(self.at(p.start))
                 pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-                             "spec": {"nodeName": claim.card.node, "containers": [{"name": "main", "image": "x"}],
+                             "spec": {"nodeName": claim.card.node,
+                                      "containers": [{"name": "main", "image": "x"}],
                                       "resourceClaims": [{"name": "gpu", "resourceClaimName": claim.name}]},
                              "status": status})
         return pods

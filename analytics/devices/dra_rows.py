@@ -165,7 +165,7 @@ def with_claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:
     """`usage` with `claim` (namespace/name) and `device_class` on the DRA rows (NULL elsewhere):
     the bill's `--by claim,device_class`. A claim row's `vgpu` is its claim UID."""
     names = wh.query(
-        "SELECT claim_uid AS vgpu, namespace || '/' || claim AS claim, any_value(device_class) AS device_class "
-        "FROM dra_claims GROUP BY ALL"
+        "SELECT claim_uid AS vgpu, namespace || '/' || claim AS claim, "
+        "any_value(device_class) AS device_class FROM dra_claims GROUP BY ALL"
     ).with_columns(pl.lit("dra").alias("sharing_mode"))
     return usage.join(names, on=["vgpu", "sharing_mode"], how="left")
