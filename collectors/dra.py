@@ -1,9 +1,9 @@
 """Dynamic Resource Allocation from the Kubernetes API (read-only): ResourceSlices, DeviceClasses,
 ResourceClaims (those generated from ResourceClaimTemplates included) and the pods that use them.
 
-Lists go through `collectors.kubernetes.paginate` like the other lists: pages of `limit` with
-`continue`, a full relist when the token expires (410 Gone). The objects are parsed by
-`collectors.dra_objects`, which a recorded history of objects goes through as well.
+The lists are `collectors.kubernetes.KubernetesCollector.dra_objects` (paginated, a full relist
+when the continue token expires, like the other lists); this module turns a snapshot of the
+objects, or a recorded history of snapshots, into frames (the parsing is `collectors.dra_objects`).
 
 Frames: `dra_devices`, `dra_claims`, `dra_reservations`, `node_planes`, and `gpus` rows for the
 cards the slices publish (sharing mode `dra`). A cluster without resource.k8s.io/v1 (older than
@@ -12,18 +12,14 @@ cards the slices publish (sharing mode `dra`). A cluster without resource.k8s.io
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import polars as pl
-from kubernetes import client
 
 from gpuledger.collectors import dra_objects as objs
-from gpuledger.collectors.kubernetes import paginate
-from gpuledger.core.config import utcnow
-from gpuledger.core.errors import NotFoundError
 from gpuledger.core.frames import GPUS, TABLES, polars_schema
 from gpuledger.core.frames_dra import DRA_CLAIMS, DRA_DEVICES, DRA_RESERVATIONS, NODE_PLANES
 
@@ -36,7 +32,6 @@ class DraObjects:
 
     slices: list[Obj] = field(default_factory=list)
     claims: list[Obj] = field(default_factory=list)
-    templates: list[Obj] = field(default_factory=list)
     device_classes: list[Obj] = field(default_factory=list)
     pods: list[Obj] = field(default_factory=list)
     nodes: list[Obj] = field(default_factory=list)
@@ -79,39 +74,3 @@ def _one_row_per_key(name: str, frame: pl.DataFrame) -> pl.DataFrame:
     aggs = [rules[c.merge](c.name) if c.merge in rules else pl.col(c.name).last()
             for c in spec.columns if c.name not in spec.key]
     return frame.group_by(list(spec.key), maintain_order=True).agg(aggs).select(frame.columns)
-
-
-class DraCollector:
-    """Lists the DRA objects through `resource.k8s.io/v1`; never writes to the cluster."""
-
-    def __init__(self, api: client.ApiClient, *, page_size: int = 500,
-                 now: Callable[[], datetime] = utcnow) -> None:
-        self.resource = client.ResourceV1Api(api)
-        self.core = client.CoreV1Api(api)
-        self.page_size = page_size
-        self.now = now
-
-    def objects(self) -> DraObjects:
-        """Every DRA object and the pods that reference claims (empty where the API is absent)."""
-        r = self.resource
-        try:
-            found = DraObjects(
-                slices=self._list(r.list_resource_slice, "resourceslices"),
-                claims=self._list(r.list_resource_claim_for_all_namespaces, "resourceclaims"),
-                templates=self._list(r.list_resource_claim_template_for_all_namespaces,
-                                     "resourceclaimtemplates"),
-                device_classes=self._list(r.list_device_class, "deviceclasses"),
-            )
-        except NotFoundError:
-            return DraObjects()  # resource.k8s.io/v1 is not served: no DRA in this cluster
-        pods = self._list(self.core.list_pod_for_all_namespaces, "pods")
-        found.pods = [p for p in pods if (p.get("spec") or {}).get("resourceClaims")]
-        found.nodes = self._list(self.core.list_node, "nodes")
-        return found
-
-    def snapshot(self) -> dict[str, pl.DataFrame]:
-        at = self.now()
-        return frames_from_objects(self.objects(), at)
-
-    def _list(self, list_fn: Callable[..., Any], what: str) -> list[Obj]:
-        return list(paginate(list_fn, what, page_size=self.page_size))

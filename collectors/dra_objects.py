@@ -27,7 +27,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from gpuledger.collectors.kubernetes import _quantity
+from kubernetes.utils import parse_quantity
+
 from gpuledger.core.mig import canonical_model
 
 NVIDIA_DRIVER = "gpu.nvidia.com"
@@ -51,7 +52,7 @@ def attributes(device: Obj) -> dict[str, Any]:
 
 def _memory_mib(device: Obj) -> float | None:
     memory = ((device.get("capacity") or {}).get("memory") or {}).get("value")
-    return _quantity(memory) / 2**20 if memory is not None else None
+    return float(parse_quantity(memory)) / 2**20 if memory is not None else None
 
 
 def device_rows(slices: Iterable[Obj], at: datetime) -> list[dict[str, Any]]:

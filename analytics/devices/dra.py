@@ -24,9 +24,14 @@ class DraClaim:
     holders_from_pods = False
 
     def matches(self) -> pl.Expr:
-        return pl.col(DRA_MARK).is_not_null()
+        # A frame made without the claim columns (no DRA tables read) has no claim rows: the
+        # regex selects nothing there, and the horizontal `any` is then False.
+        return pl.any_horizontal(pl.col(f"^{DRA_MARK}$").is_not_null(), pl.lit(False))
 
     def prepare(self, frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
+        if DRA_MARK not in frame.columns:
+            return frame.with_columns(pl.lit(None, dtype=pl.String).alias(DRA_MARK),
+                                      pl.lit(None, dtype=pl.Float64).alias("_dra_mig_share"))
         mig = frame.filter((pl.col("sharing_mode") == self.mode) & (pl.col(DRA_MARK) == "mig"))
         pairs = list(mig.select("model", pl.col("profile").fill_null("")).unique().iter_rows())
         unknown = [m for m, p in pairs if not p]

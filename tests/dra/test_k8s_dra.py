@@ -29,7 +29,8 @@ from gpuledger.actuator.gateway import ClusterGateway
 from gpuledger.actuator.mig_node_ops import NodeTarget, set_label
 from gpuledger.actuator.rollout_progress import NodeProgress
 from gpuledger.analytics.bill import compute_bill
-from gpuledger.collectors.dra import DraCollector, frames_from_history
+from gpuledger.collectors.dra import frames_from_history, frames_from_objects
+from gpuledger.collectors.kubernetes import KubernetesCollector
 from gpuledger.core.config import Settings
 from gpuledger.core.window import HOUR, Window, floor_time
 from gpuledger.simulator.dra import CARDS, CLAIMS, DraPool
@@ -83,7 +84,8 @@ def _load_pool(api: client.ApiClient) -> None:
 def listed(k8s_cluster: Any) -> dict[str, pl.DataFrame]:
     with k8s_cluster.api_client() as api:
         _load_pool(api)
-        return DraCollector(api, page_size=2).snapshot()
+        kube = KubernetesCollector(api, Settings(), page_size=2)
+        return frames_from_objects(kube.dra_objects(), datetime.now(UTC))
 
 
 def _live(minute: int) -> list[Any]:
@@ -134,13 +136,14 @@ def test_a_short_claim_is_billed_for_exactly_its_time(k8s_cluster: Any, k8s_name
         _load_pool(api)
         res = client.ResourceV1Api(api)
         created = _short_claim(api, k8s_namespace)
-        seen = DraCollector(api).objects()
+        kube = KubernetesCollector(api, Settings())
+        seen = kube.dra_objects()
         first = datetime.now(UTC)
         # The server stamps whole seconds: let some pass so the claim holds its device a while.
         time.sleep(2.2)
         res.delete_namespaced_resource_claim("short", k8s_namespace)
         gone = json.loads(res.read_namespaced_resource_claim("short", k8s_namespace, _preload_content=False).data)
-        released = DraCollector(api).objects()
+        released = kube.dra_objects()
         last = datetime.now(UTC)
         res.patch_namespaced_resource_claim("short", k8s_namespace, {"metadata": {"finalizers": None}})
     start = datetime.fromisoformat(created["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
