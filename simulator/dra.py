@@ -238,13 +238,16 @@ class DraPool:
                 "nodes": self.node_objects(), "device_classes": self.device_classes()}
 
     # Telemetry and truth ------------------------------------------------------------------
-    def series(self) -> Iterator[tuple[dict[str, str], int, float, float]]:
-        """(labels, minute, GR_ENGINE_ACTIVE, FB_USED MiB) of every minute a pod's series exists."""
+    def series(self, workload_labels: bool = True) -> Iterator[tuple[dict[str, str], int, float, float]]:
+        """(labels, minute, GR_ENGINE_ACTIVE, FB_USED MiB) of every minute a pod's series exists;
+        without `workload_labels` a series names its claim only (`dra_*`), not its pod."""
         for claim in CLAIMS:
             runner = claim.pods[0]
             if runner.running_from is None:
                 continue
             labels = self._labels(claim, runner)
+            if not workload_labels:
+                labels = {k: v for k, v in labels.items() if k not in ("pod", "namespace", "container")}
             for minute in range(max(runner.running_from, claim.start), min(runner.end, claim.end)):
                 yield labels, minute, (0.0 if _idle(runner, minute) else BUSY), 4096.0
 
@@ -276,12 +279,12 @@ class DraPool:
                     team["idle_card_hours"] += share(claim) / 60
         return out
 
-    def write_openmetrics(self, path: Path) -> None:
+    def write_openmetrics(self, path: Path, *, workload_labels: bool = True) -> None:
         base = int(self.start.timestamp())
         with path.open("w") as out:
             for metric, index in (("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 2), ("DCGM_FI_DEV_FB_USED", 3)):
                 out.write(f"# TYPE {metric} gauge\n")
-                for item in self.series():
+                for item in self.series(workload_labels):
                     labels = ",".join(f'{k}="{v}"' for k, v in sorted(item[0].items()))
                     out.write(f"{metric}{{{labels}}} {item[index]} {base + 60 * item[1]}\n")
             out.write("# EOF\n")

@@ -12,7 +12,8 @@ only says how much of that time was idle.
    a piece no pod reserves is held by the claim's namespace with no pod. Each row's
    `held_hours` is its pod's portion of the wall time.
 3. Telemetry: the sample rows of that hour on the claim's card and profile whose holder is the
-   claim's namespace and one of its pods give the idle, held-idle and activity of the claim's
+   claim's namespace and one of its pods (or no pod: a series attributed by
+   `dra_claim_namespace` alone) give the idle, held-idle and activity of the claim's
    hour, divided among the claim's rows by their portion. A claim-hour without any sample is
    "activity unknown" (never idle, never busy). Those sample rows leave the held frame: the claim
    rows replace them, so nothing is billed twice.
@@ -110,7 +111,7 @@ def _telemetry(held: pl.DataFrame, claims: pl.DataFrame) -> tuple[pl.DataFrame, 
         samples.join(keys, on=["ts", "uuid", "_p", "namespace"], how="inner")
         .join(holders, on=["vgpu", "namespace", "pod"], how="left")
         .join(pods_of, on="vgpu", how="left")
-        .filter(pl.col("_n").is_null() | pl.col("_ok").fill_null(False))
+        .filter(pl.col("_n").is_null() | pl.col("_ok").fill_null(False) | pl.col("pod").is_null())
     )
     per_hour = matched.group_by("ts", "vgpu").agg(
         pl.col("held_hours").sum().alias("_t_held"),

@@ -1,6 +1,8 @@
 """The DRA pool billed end to end: its dcgm series (with `dra_*` labels) backfilled into a real
 Prometheus and collected, its claims, slices and pods as a collector listing every 10 minutes
 saw them, and the bill compared with the simulator's truth (computed from the plan of the day).
+Every case runs twice: series with `pod`/`namespace` next to the `dra_*` labels, and series with
+the `dra_*` labels only.
 
 Cases:
 - card-hours per team within 0.5% and idle card-hours within 1% of the truth (here: exact to
@@ -52,11 +54,14 @@ def load_dra(wh: Warehouse, pool: DraPool) -> None:
     wh.load(LoadBatch(frames={**frames, "namespaces": namespaces}))
 
 
-@pytest.fixture(scope="module")
-def wh(metrics_servers: ServerPool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warehouse]:
+@pytest.fixture(scope="module", params=["workload-labels", "dra-labels-only"])
+def wh(request: pytest.FixtureRequest, metrics_servers: ServerPool,
+       tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warehouse]:
+    """The pool collected; its series name their pod and namespace, or (as a DRA-aware
+    dcgm-exporter may) only their claim: `dra_claim_namespace`, the pod from the claim."""
     root = tmp_path_factory.mktemp("dra-e2e")
     om = root / "dra.om"
-    POOL.write_openmetrics(om)
+    POOL.write_openmetrics(om, workload_labels=request.param == "workload-labels")
     server = metrics_servers.prometheus(om)
     with Warehouse.open(root / "w.duckdb") as store:
         load_dra(store, POOL)
