@@ -6,7 +6,8 @@ the `dra_*` labels only.
 
 Cases:
 - card-hours per team within 0.5% and idle card-hours within 1% of the truth (here: exact to
-  1e-6, the plan being minute-aligned), from raw samples and again from the stored roll-up;
+  1e-6, the plan being minute-aligned), from raw samples and again from the stored roll-up; the
+  fleet's card-hours are every DRA card for the whole window (the rest is `unallocated`);
 - the dynamic MIG claim whose pod never ran (no series at all) is billed its 4g share for its
   hour, with activity unknown; the whole-GPU claim allocated 30 minutes before its pod ran is
   billed from allocation, not from the first sample;
@@ -83,7 +84,9 @@ def test_the_bill_equals_the_truth(wh: Warehouse, source: str) -> None:
         from gpuledger.analytics.rollup import rollup_batch
 
         wh.load(rollup_batch(wh, WINDOW, SETTINGS))
-    lines = _by_team(compute_bill(wh, WINDOW, SETTINGS, by=("team",), source=source))
+    bill = compute_bill(wh, WINDOW, SETTINGS, by=("team",), source=source)
+    assert bill.fleet_card_hours == pytest.approx(len(CARDS) * WINDOW.hours)  # every card, all day
+    lines = _by_team(bill)
     for team, truth in POOL.truth().items():
         card_hours, idle = lines[team]
         assert card_hours == pytest.approx(truth["card_hours"], rel=0.005), team

@@ -2,7 +2,8 @@
 
 Cases:
 - attributes are read with or without the driver's domain prefix, in each value kind;
-- a claim without an allocation is not billed; a `firstAvailable` sub-request gets its
+- a claim generated from a ResourceClaimTemplate names its template (from the pod's spec and
+  `status.resourceClaimStatuses`); a claim without an allocation is not billed; a `firstAvailable` sub-request gets its
   sub-request's DeviceClass; MPS and time-slicing in the claim's config are recognised, and a
   config for another request does not apply;
 - a claim being deleted ends at its deletion time, never after the snapshot;
@@ -17,7 +18,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gpuledger.collectors.dra_objects import attributes, claim_rows, device_rows, plane_rows
+from gpuledger.collectors.dra_objects import attributes, claim_rows, device_rows, plane_rows, pod_claims
 
 AT = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -61,6 +62,16 @@ def test_claims_allocation_class_and_sharing() -> None:
     assert rows["mps"]["sharing"] == "mps"
     assert rows["other-request"]["sharing"] == "exclusive"
     assert rows["sub"]["device_class"] == "mig.nvidia.com"
+
+
+def test_a_template_claim_names_its_template() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns"},
+           "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]},
+           "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x7k2"}]}}
+    templates, users = pod_claims([pod])
+    assert templates == {("ns", "p-gpu-x7k2"): "one-gpu"} and users[("ns", "p-gpu-x7k2")] == [pod]
+    [row] = claim_rows([_claim("p-gpu-x7k2")], templates, AT)
+    assert row["template"] == "one-gpu"
 
 
 def test_a_claim_being_deleted_ends_at_its_deletion() -> None:
