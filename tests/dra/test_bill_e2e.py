@@ -14,6 +14,7 @@ Cases:
 - claim rows are keyed on (parent card, placement, claim UID), never on a MIG UUID: two dynamic
   MIG claims on one card stay two rows, both on the parent's UUID;
 - the sample rows the claims explain are not billed a second time (each card's hour <= 1);
+- `sharing.discounts.dra` prices DRA rows like any mode's discount;
 - `--by claim,device_class` names each claim and its DeviceClass.
 """
 
@@ -125,6 +126,15 @@ def test_no_card_hour_is_billed_twice(wh: Warehouse) -> None:
     dra_cards = {c.uuid for c in CARDS}
     leftover = hourly.filter(pl.col("uuid").is_in(dra_cards) & (pl.col("sharing_mode") != "dra"))
     assert leftover.is_empty()
+
+
+def test_dra_rows_take_the_dra_discount(wh: Warehouse) -> None:
+    settings = Settings(prometheus={"chunk": "2h", "retries": 1}, sharing={"discounts": {"dra": 0.8}})
+    bill = compute_bill(wh, WINDOW, settings, by=("team", "sharing_mode"), source="raw")
+    dra = bill.detail.filter((pl.col("sharing_mode") == "dra") & (pl.col("kind") == "allocated"))
+    assert dra["discount_factor"].unique().to_list() == [0.8]
+    discount = bill.lines.filter(pl.col("team") == "sharing_discount")["sharing_discount"].sum()
+    assert -discount == pytest.approx(0.2 * dra["list_cost"].sum())
 
 
 def test_by_claim_and_device_class(wh: Warehouse) -> None:
