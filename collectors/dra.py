@@ -12,7 +12,7 @@ cards the slices publish (sharing mode `dra`). A cluster without resource.k8s.io
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,11 +30,11 @@ Obj = Mapping[str, Any]
 class DraObjects:
     """One snapshot of the DRA objects (and the nodes and pods they concern), as API JSON."""
 
-    slices: list[Obj] = field(default_factory=list)
-    claims: list[Obj] = field(default_factory=list)
-    device_classes: list[Obj] = field(default_factory=list)
-    pods: list[Obj] = field(default_factory=list)
-    nodes: list[Obj] = field(default_factory=list)
+    slices: Sequence[Obj] = field(default_factory=list)
+    claims: Sequence[Obj] = field(default_factory=list)
+    device_classes: Sequence[Obj] = field(default_factory=list)
+    pods: Sequence[Obj] = field(default_factory=list)
+    nodes: Sequence[Obj] = field(default_factory=list)
 
 
 def frames_from_objects(snapshot: DraObjects, at: datetime) -> dict[str, pl.DataFrame]:

@@ -9,8 +9,8 @@ the billing rule under test. The plan is `CLAIMS` below, in minutes from the win
 
 Truth (`truth()`): card-hours per team = sum over claims of device share (whole 1, MIG compute
 slices / 7) x minutes held / 60, a shared claim split evenly among the pods reserving it;
-idle card-hours = the same for the minutes a pod's series shows activity 0 in an idle block of
-at least 30 minutes (`IDLE_MINUTES`) while its series exists.
+idle card-hours = the same for the minutes a pod's series shows activity 0 in its idle block
+(`IDLE_MINUTES` long), where the part of the block its series shows is at least 30 minutes.
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ from pathlib import Path
 from typing import Any
 
 DRIVER = "gpu.nvidia.com"
+BLOCK_MINUTES = 360
+"""The plan's length: `CLAIMS` fit in these minutes (`simulator.dra_fleet` repeats it)."""
 IDLE_MINUTES = 40
+IDLE_RUN_MINUTES = 30
+"""An idle run is idle time from this length on (the default `idle.min_minutes`)."""
 BUSY = 0.7
 COMPUTE_SLICES = 7
 MODEL = "H100-80GB"
@@ -117,11 +121,13 @@ def _device_name(card: Card, profile: str | None, placement: int) -> str:
 
 
 class DraPool:
-    """The pool over `[start, start + 6 h)` (the plan's minutes are fixed)."""
+    """The pool over `[start, start + 6 h)` (the plan's minutes are fixed); `tag` makes the
+    claims' and pods' UIDs those of one repetition of the plan (`simulator.dra_fleet`)."""
 
-    def __init__(self, start: datetime) -> None:
+    def __init__(self, start: datetime, tag: str = "") -> None:
         self.start = start
-        self.end = start + timedelta(minutes=360)
+        self.end = start + timedelta(minutes=BLOCK_MINUTES)
+        self.tag = tag
 
     def at(self, minute: int) -> datetime:
         return self.start + timedelta(minutes=minute)
@@ -181,14 +187,14 @@ class DraPool:
         if minute < claim.start or minute > claim.end + 10:
             return None
         meta: dict[str, Any] = {"name": claim.name, "namespace": claim.namespace,
-                                "uid": _uuid("claim/" + claim.name)[4:],
+                                "uid": _uuid(f"claim/{self.tag}/{claim.name}")[4:],
                                 "creationTimestamp": _iso(self.at(claim.start))}
         if minute >= claim.end:
             meta["deletionTimestamp"] = _iso(self.at(claim.end))
         config = [{"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {
             "apiVersion": "resource.nvidia.com/v1beta1", "kind": "GpuConfig",
             "sharing": {"strategy": "TimeSlicing"}}}}] if claim.sharing == "timeslicing" else []
-        reserved = [{"resource": "pods", "name": p.name, "uid": _uuid(p.name)[4:]}
+        reserved = [{"resource": "pods", "name": p.name, "uid": _uuid(f"{self.tag}/{p.name}")[4:]}
                     for p in claim.pods if p.start <= minute <= p.end + 10]
         device = _device_name(claim.card, claim.profile, claim.placement)
         return {
@@ -231,7 +237,7 @@ class DraPool:
 
     def snapshots(self, every: int = 10) -> Iterator[tuple[datetime, dict[str, list[dict[str, Any]]]]]:
         """The objects as a collector listing every `every` minutes would have seen them."""
-        for minute in range(0, 361 + every, every):
+        for minute in range(0, BLOCK_MINUTES + 1 + every, every):
             claims = [o for c in CLAIMS if (o := self.claim_object(c, minute)) is not None]
             yield min(self.at(minute), self.end), {
                 "slices": self.slices(), "claims": claims, "pods": self.pod_objects(minute),
@@ -260,23 +266,22 @@ class DraPool:
                   "dra_driver_name": DRIVER, "dra_pool_name": card.node,
                   "dra_device_name": _device_name(card, claim.profile, claim.placement)}
         if claim.profile:
+            mig_uuid = "MIG-" + _uuid(f"{self.tag}/{claim.name}/{claim.start}")[4:]
             labels.update({"GPU_I_PROFILE": claim.profile, "GPU_I_ID": str(1 + claim.placement),
-                           "dra_mig_profile": claim.profile,
-                           "dra_mig_device_uuid": "MIG-" + _uuid(f"{claim.name}/{claim.start}")[4:]})
+                           "dra_mig_profile": claim.profile, "dra_mig_device_uuid": mig_uuid})
         return labels
 
-    def truth(self) -> dict[str, dict[str, float]]:
-        """Per team: `card_hours` and `idle_card_hours` (module docstring)."""
+    def truth(self, until: int = BLOCK_MINUTES) -> dict[str, dict[str, float]]:
+        """Per team: `card_hours` and `idle_card_hours` (module docstring) of the minutes before
+        `until`."""
         out: dict[str, dict[str, float]] = {}
         for claim in CLAIMS:
             team = out.setdefault(TEAMS[claim.namespace], {"card_hours": 0.0, "idle_card_hours": 0.0})
-            for minute in range(claim.start, claim.end):
-                holders = [p for p in claim.pods if p.start <= minute < p.end]
+            runner = claim.pods[0]
+            idle = _idle_minutes(runner, claim, until)
+            for minute in range(claim.start, min(claim.end, until)):
                 team["card_hours"] += share(claim) / 60
-                runner = claim.pods[0]
-                live = runner.running_from is not None and runner.running_from <= minute < runner.end
-                if live and _idle(runner, minute) and holders:
-                    team["idle_card_hours"] += share(claim) / 60
+                team["idle_card_hours"] += share(claim) / 60 if minute in idle else 0.0
         return out
 
     def write_openmetrics(self, path: Path, *, workload_labels: bool = True) -> None:
@@ -288,6 +293,16 @@ class DraPool:
                     labels = ",".join(f'{k}="{v}"' for k, v in sorted(item[0].items()))
                     out.write(f"{metric}{{{labels}}} {item[index]} {base + 60 * item[1]}\n")
             out.write("# EOF\n")
+
+
+def _idle_minutes(pod: PodPlan, claim: ClaimPlan, until: int) -> set[int]:
+    """The minutes of `pod`'s idle block its series shows before `until`, when that run is at
+    least `IDLE_RUN_MINUTES` long (a shorter one, cut by the series' end, is not idle time)."""
+    if pod.running_from is None or pod.idle_at is None:
+        return set()
+    lo = max(pod.idle_at, pod.running_from, claim.start)
+    hi = min(pod.idle_at + IDLE_MINUTES, pod.end, claim.end, until)
+    return set(range(lo, hi)) if hi - lo >= IDLE_RUN_MINUTES else set()
 
 
 def _idle(pod: PodPlan, minute: int) -> bool:
