@@ -37,31 +37,37 @@ class DraObjects:
     nodes: Sequence[Obj] = field(default_factory=list)
 
 
-def frames_from_objects(snapshot: DraObjects, at: datetime) -> dict[str, pl.DataFrame]:
-    """The DRA frames of one snapshot taken at `at` (see the module docstring)."""
+_SPECS = {t.name: t for t in (DRA_DEVICES, DRA_CLAIMS, DRA_RESERVATIONS, NODE_PLANES, GPUS)}
+
+
+def _rows(snapshot: DraObjects, at: datetime) -> dict[str, list[dict[str, Any]]]:
     devices = objs.device_rows(snapshot.slices, at)
     templates, users = objs.pod_claims(snapshot.pods)
     return {
-        "dra_devices": pl.DataFrame(devices, schema=polars_schema(DRA_DEVICES)),
-        "dra_claims": pl.DataFrame(objs.claim_rows(snapshot.claims, templates, at),
-                                   schema=polars_schema(DRA_CLAIMS)),
-        "dra_reservations": pl.DataFrame(objs.reservation_rows(snapshot.claims, users, at),
-                                         schema=polars_schema(DRA_RESERVATIONS)),
-        "node_planes": pl.DataFrame(objs.plane_rows(snapshot.nodes, devices, at),
-                                    schema=polars_schema(NODE_PLANES)),
-        "gpus": pl.DataFrame(objs.card_rows(snapshot.slices, at), schema=polars_schema(GPUS)),
+        "dra_devices": devices,
+        "dra_claims": objs.claim_rows(snapshot.claims, templates, at),
+        "dra_reservations": objs.reservation_rows(snapshot.claims, users, at),
+        "node_planes": objs.plane_rows(snapshot.nodes, devices, at),
+        "gpus": objs.card_rows(snapshot.slices, at),
     }
+
+
+def frames_from_objects(snapshot: DraObjects, at: datetime) -> dict[str, pl.DataFrame]:
+    """The DRA frames of one snapshot taken at `at` (see the module docstring)."""
+    return {name: pl.DataFrame(rows, schema=polars_schema(_SPECS[name]))
+            for name, rows in _rows(snapshot, at).items()}
 
 
 def frames_from_history(snapshots: Iterable[tuple[datetime, DraObjects]]) -> dict[str, pl.DataFrame]:
     """Frames of several snapshots in time order; the warehouse's interval load stitches each
     claim's spans into one (a claim released between two snapshots ends at its deletion time
     when a snapshot saw it being deleted, else at the last snapshot that saw it)."""
-    parts: dict[str, list[pl.DataFrame]] = {}
+    parts: dict[str, list[dict[str, Any]]] = {name: [] for name in _SPECS}
     for at, snapshot in snapshots:
-        for name, frame in frames_from_objects(snapshot, at).items():
-            parts.setdefault(name, []).append(frame)
-    return {name: _one_row_per_key(name, pl.concat(frames, how="vertical")) for name, frames in parts.items()}
+        for name, rows in _rows(snapshot, at).items():
+            parts[name].extend(rows)
+    return {name: _one_row_per_key(name, pl.DataFrame(rows, schema=polars_schema(_SPECS[name])))
+            for name, rows in parts.items()}
 
 
 def _one_row_per_key(name: str, frame: pl.DataFrame) -> pl.DataFrame:

@@ -236,12 +236,14 @@ class DraPool:
             "gpuledger.io/pool": "dra"}}, "status": {"allocatable": {"cpu": "64"}}} for n in NODES]
 
     def snapshots(self, every: int = 10) -> Iterator[tuple[datetime, dict[str, list[dict[str, Any]]]]]:
-        """The objects as a collector listing every `every` minutes would have seen them."""
+        """The objects as a collector listing every `every` minutes would have seen them (the
+        slices, nodes and classes do not change over the plan: one copy shared by all)."""
+        fixed = {"slices": self.slices(), "nodes": self.node_objects(),
+                 "device_classes": self.device_classes()}
         for minute in range(0, BLOCK_MINUTES + 1 + every, every):
             claims = [o for c in CLAIMS if (o := self.claim_object(c, minute)) is not None]
-            yield min(self.at(minute), self.end), {
-                "slices": self.slices(), "claims": claims, "pods": self.pod_objects(minute),
-                "nodes": self.node_objects(), "device_classes": self.device_classes()}
+            at = min(self.at(minute), self.end)
+            yield at, {**fixed, "claims": claims, "pods": self.pod_objects(minute)}
 
     # Telemetry and truth ------------------------------------------------------------------
     def series(self, workload_labels: bool = True) -> Iterator[tuple[dict[str, str], int, float, float]]:

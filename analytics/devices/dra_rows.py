@@ -26,6 +26,7 @@ MIG device's own UUID changes each time it is created, so it is never the key.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 from itertools import pairwise
 from typing import Any
@@ -170,3 +171,9 @@ def with_claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:
         "any_value(device_class) AS device_class FROM dra_claims GROUP BY ALL"
     ).with_columns(pl.lit("dra").alias("sharing_mode"))
     return usage.join(names, on=["vgpu", "sharing_mode"], how="left")
+
+
+def claim_keys(dims: Sequence[str]) -> tuple[str, ...]:
+    """The usage keys `--by claim|device_class` needs besides the dimensions: the claim's UID
+    (`vgpu` of a claim row), so the roll-up's coarse grain names claims as the device grain does."""
+    return ("vgpu",) if {"claim", "device_class"} & set(dims) else ()

@@ -15,7 +15,8 @@ Cases:
   MIG claims on one card stay two rows, both on the parent's UUID;
 - the sample rows the claims explain are not billed a second time (each card's hour <= 1);
 - `sharing.discounts.dra` prices DRA rows like any mode's discount;
-- `--by claim,device_class` names each claim and its DeviceClass.
+- `--by claim,device_class` names each claim and its DeviceClass, from raw samples at the device
+  grain and from the roll-up at the `lines` grain (what `gpuledger bill` prints).
 """
 
 from __future__ import annotations
@@ -137,8 +138,15 @@ def test_dra_rows_take_the_dra_discount(wh: Warehouse) -> None:
     assert -discount == pytest.approx(0.2 * dra["list_cost"].sum())
 
 
-def test_by_claim_and_device_class(wh: Warehouse) -> None:
-    bill = compute_bill(wh, WINDOW, SETTINGS, by=("claim", "device_class"), source="raw")
+@pytest.mark.parametrize("grain", ["device", "lines"])
+def test_by_claim_and_device_class(wh: Warehouse, grain: str) -> None:
+    from gpuledger.analytics.rollup import rollup_batch
+
+    wh.load(rollup_batch(wh, WINDOW, SETTINGS))  # the `lines` grain reads the roll-up
+    source = "raw" if grain == "device" else "auto"
+    bill = compute_bill(wh, WINDOW, SETTINGS, by=("claim", "device_class"), source=source,
+                        grain=grain)  # type: ignore[arg-type]
+    assert bill.source == ("raw" if grain == "device" else "rollup")
     got = bill.lines.filter(pl.col("claim").is_not_null())
     expected: dict[Any, float] = {}
     for c in CLAIMS:
