@@ -31,7 +31,7 @@ from typing import Any, Literal
 import polars as pl
 
 from gpuledger.analytics.capacity import instance_share_by_day, presence_by_day
-from gpuledger.analytics.devices.dra_rows import claim_keys, with_claim_names
+from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
 from gpuledger.analytics.devices.replicas import replicas_unknown_nodes
 from gpuledger.analytics.hourly import gpu_inventory
 from gpuledger.analytics.lines import (
@@ -190,8 +190,7 @@ def compute_bill(
     held: pl.DataFrame | None = None
     span = rollup_span(wh, window) if grain == "lines" and source != "raw" else None
     if span is not None and span.start == window.start and span.end == window.end:
-        keys = ["namespace", "model", "pool", "sharing_mode", *[d for d in dims if d in KEYS],
-                *claim_keys(dims)]
+        keys = ["namespace", "model", "pool", "sharing_mode", *[d for d in with_claim_key(dims) if d in KEYS]]
         usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"])
         used_source = "rollup"
     else:

@@ -173,7 +173,7 @@ def with_claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:
     return usage.join(names, on=["vgpu", "sharing_mode"], how="left")
 
 
-def claim_keys(dims: Sequence[str]) -> tuple[str, ...]:
-    """The usage keys `--by claim|device_class` needs besides the dimensions: the claim's UID
-    (`vgpu` of a claim row), so the roll-up's coarse grain names claims as the device grain does."""
-    return ("vgpu",) if {"claim", "device_class"} & set(dims) else ()
+def with_claim_key(dims: Sequence[str]) -> tuple[str, ...]:
+    """`dims` plus the usage key `--by claim|device_class` needs: the claim's UID (`vgpu` of a
+    claim row), so the roll-up's coarse grain names claims as the device grain does."""
+    return (*dims, "vgpu") if {"claim", "device_class"} & set(dims) else tuple(dims)
