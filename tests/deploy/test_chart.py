@@ -141,6 +141,9 @@ LEAST_PRIVILEGE = {
         {"apiGroups": ["kueue.x-k8s.io"],
          "resources": ["clusterqueues", "localqueues", "resourceflavors", "cohorts", "workloads"],
          "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["resource.k8s.io"],
+         "resources": ["resourceslices", "resourceclaims", "resourceclaimtemplates", "deviceclasses"],
+         "verbs": ["get", "list", "watch"]},
     ],
     ("ClusterRole", "gpuledger-actuator"): [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]},
