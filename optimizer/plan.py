@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from gpuledger.optimizer.plan_evaluation import Evaluation
+
 PlanKind = Literal["mig", "quota"]
 
 
@@ -238,6 +240,14 @@ class Plan(_Frozen):
     solver: SolverInfo
     baselines: tuple[Baseline, ...] = ()
     warnings: tuple[str, ...] = ()
+    evaluation: Evaluation | None = Field(
+        default=None, description="how the effect was measured (quota plans: the backtest)")
+
+    @property
+    def proposes_nothing(self) -> str | None:
+        """Why this plan must not be proposed (no measured gain), or None."""
+        e = self.evaluation
+        return None if e is None or e.verdict == "propose" else e.reason or e.verdict
 
     @model_validator(mode="after")
     def _kind_matches(self) -> Plan:

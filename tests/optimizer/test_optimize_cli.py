@@ -156,7 +156,7 @@ def test_optimize_from_warehouse_stores_proposed_plans(sim_warehouse, tmp_path, 
     code, out, err = cli(capsys, "--warehouse", str(copy), "optimize", "quota", "--lookback", "1d",
                          "--horizon", "1d", "--time-limit", "10")
     assert code == 0, err
-    assert "pending GPU-minutes before" in out
+    assert "not tested out of sample" in out  # one day of history leaves nothing to hold out
     with Warehouse.open(copy, read_only=True) as wh:
         records = list_plans(wh, "proposed")
     assert sorted(r.plan.kind for r in records) == ["mig", "quota"]
