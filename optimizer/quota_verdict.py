@@ -56,11 +56,11 @@ def evaluate(inputs: QuotaInputs, old: Mapping[QuotaKey, Quota], fit: FitResult,
 def _verdict(bt: Backtest, rules: QuotaPlanSettings, changed: bool) -> tuple[Verdict, str]:
     if bt.before is None or bt.after is None:
         return "untested", bt.reason or "no held-out days"
-    if not changed:
-        return "no_gain", "the fitted quotas equal the current ones"
     before, after = bt.before.pending_gpu_minutes, bt.after.pending_gpu_minutes
     if before <= 1e-9:
         return "no_gain", "nothing was pending under contention on the held-out days"
+    if not changed:
+        return "no_gain", "the fitted quotas equal the current ones"
     gain = 1 - after / before
     if gain < rules.min_gain_share:
         return "no_gain", (f"the out-of-sample gain, {gain:.1%} of pending GPU-minutes, is below "
