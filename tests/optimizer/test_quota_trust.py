@@ -197,3 +197,32 @@ def test_second_identical_run_supersedes(tmp_path):
         assert outcome.superseded == (first.id,)
         assert [r.plan.id for r in list_plans(wh, "proposed")] == [second.id]
         assert load_record(wh, first.id).status == "superseded"
+
+
+# 6. What a reviewer sees -------------------------------------------------------------------------
+def test_headline_on_cli_text_plans_page_and_json():
+    from gpuledger.dashboards.pages.plans import evaluation_parts
+    from gpuledger.optimizer.plan import Plan
+    from gpuledger.optimizer.plan_render import plan_json, render_plan
+
+    hours = 21 * 24
+    inputs = two_queues({"a": [7.0] * hours, "b": [1.0] * hours})
+    plan = plan_quota(inputs, QuotaOptions(time_limit_s=10), Settings(), NOW)
+    e = plan.evaluation
+    assert e is not None and e.verdict == "propose"
+    # two origins of 7 days fit after the first week; a wants 3 more GPUs all the time and b
+    # has 3 to spare: 3 GPUs pending every hour before (3/7 of its demand), none after
+    assert e.held_out_days == 14 and len(e.origins) == 2
+    assert e.pending_before == pytest.approx(3 * 14 * 24 * HOUR_MIN) and e.pending_after == 0
+    text = render_plan(plan)
+    assert e.headline in text and "proposed: out-of-sample gain 100.0%" in text
+    assert e.headline.startswith("under contention (no borrowing) pending GPU-minutes 60,480 → 0 (-100.0%)")
+    assert "over 14 held-out days; reliance on borrowed quota" in e.headline
+    headline, teams = evaluation_parts(plan)
+    assert headline is not None and headline.startswith(e.headline)
+    assert teams is not None and teams.to_dicts() == [
+        {"team": "a", "gpus": "4 → 7", "change": "+3", "floor": "4", "pending": "60,480 → 0", "share": "-42.9%"},
+        {"team": "b", "gpus": "4 → 1", "change": "-3", "floor": "1", "pending": "0 → 0", "share": "+0.0%"},
+    ]
+    again = Plan.from_json(plan_json(plan))
+    assert again == plan and again.evaluation is not None and again.evaluation.headline == e.headline
