@@ -185,6 +185,10 @@ class Effect(_Frozen):
     slices_stranded_after: int | None = None
     unmet_instances: int | None = None
     unmet_slices: int | None = None
+    spare_instances: int | None = None
+    """MIG instances the plan creates beyond what the demand asks for."""
+    spare_slices: int | None = None
+    """Their compute slices (with stranded slices: the slices serving no demand)."""
     slice_lower_bound: int | None = None
     pending_gpu_minutes_before: float | None = None
     pending_gpu_minutes_after: float | None = None

@@ -81,11 +81,11 @@ def fit_quotas(inputs: QuotaInputs, spec: FitSpec) -> FitResult:
     """Steps 2-5 of the module docstring on `inputs.history`."""
     rules, guaranteed = spec.rules, spec.guaranteed
     fc = forecast(inputs.history, spec.horizon, spec.levels)
-    floors = demand_floors(inputs.queues, inputs.history, rules.floor_quantile, rules.allow_zero_quota)
+    windows = _check_windows(inputs, spec.horizon)
+    floors = _floors(inputs, windows, rules)
     problem = build_problem(inputs, fc, guaranteed, floors)
     check_floors(floors, inputs.queues, problem.capacity)
     old = old_quotas(inputs)
-    windows = _check_windows(inputs, spec.horizon)
     base = [replay(inputs, old, borrowing=b, history=w) for w in windows for b in (False, True)]
     held: set[str] = set()
     budget = spec.time_limit_s / (REPAIRS + 1)
@@ -93,7 +93,8 @@ def fit_quotas(inputs: QuotaInputs, spec: FitSpec) -> FitResult:
         solution = solve_quotas(problem, budget, spec.workers)
         new = new_quotas(problem, solution)
         runs = [replay(inputs, new, borrowing=b, history=w) for w in windows for b in (False, True)]
-        offenders = rise_violations(zip(base, runs, strict=True), rules.max_pending_rise_share * MARGIN) - held
+        bound = rules.max_pending_rise_share * MARGIN
+        offenders = rise_violations(zip(base, runs, strict=True), bound) - held
         if not offenders:
             break
         held |= offenders
@@ -105,6 +106,14 @@ def fit_quotas(inputs: QuotaInputs, spec: FitSpec) -> FitResult:
             f"{rules.max_pending_rise_share:.0%} of their demand after {REPAIRS} repairs: "
             + ", ".join(sorted(offenders)[:5]))
     return result
+
+
+def _floors(inputs: QuotaInputs, windows: list[pl.DataFrame], rules: QuotaPlanSettings
+            ) -> dict[QuotaKey, int]:
+    """The larger of the floors over the whole lookback and over its last horizon: a queue whose
+    demand grew lately keeps what it needs now, not what it needed a month ago."""
+    per = [demand_floors(inputs.queues, w, rules.floor_quantile, rules.allow_zero_quota) for w in windows]
+    return {k: max(f[k] for f in per) for k in per[0]}
 
 
 def _check_windows(inputs: QuotaInputs, horizon: timedelta) -> list[pl.DataFrame]:

@@ -28,6 +28,8 @@ EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("slices_stranded_before", "stranded slices before"),
     ("slices_stranded_after", "stranded slices after"),
     ("unmet_instances", "unmet instances"),
+    ("spare_instances", "instances nobody asked for"),
+    ("spare_slices", "slices in instances nobody asked for"),
     ("pending_gpu_minutes_before", "pending GPU-minutes before"),
     ("pending_gpu_minutes_after", "pending GPU-minutes after"),
     ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before"),
