@@ -189,8 +189,9 @@ def quota_case(teams: int, flavors: int, per_team: int, days: int) -> dict[str, 
 
 
 def weekly_replan(teams: int, flavors: int, per_team: int, days: int) -> dict[str, Any]:
-    """Re-plan every week on all history so far (adopting a plan only when it is proposed), and
-    replay the next week under the adopted quotas and under the original static ones."""
+    """Re-plan every week on all history so far (adopting a plan only when it is proposed), with
+    the original static quotas as the fairness reference, and replay the next week under the
+    adopted quotas and under the original static ones."""
     inputs = drifting_inputs(teams, flavors, per_team, days)
     static = old_quotas(inputs)
     current = inputs
@@ -201,7 +202,7 @@ def weekly_replan(teams: int, flavors: int, per_team: int, days: int) -> dict[st
         train = replace(current, history=inputs.history.filter(pl.col("ts") < cut))
         test = inputs.history.filter((pl.col("ts") >= cut) & (pl.col("ts") < cut + timedelta(days=7)))
         if week > 1:  # a week of history is too short to test out of sample: keep the static quotas
-            plan = plan_quota(train, QuotaOptions(time_limit_s=60), SETTINGS, NOW)
+            plan = plan_quota(train, QuotaOptions(time_limit_s=60, fairness_reference=static), SETTINGS, NOW)
             if plan.proposes_nothing is None:
                 current = _adopt(current, plan)
             weeks.append({"week": week, "verdict": plan.evaluation.verdict if plan.evaluation else None})

@@ -69,6 +69,8 @@ class QuotaOptions:
     workers: int = 2
     replay_history: Any = None
     """Replay this history instead of the one the forecast was fitted on (held-out evaluation)."""
+    fairness_reference: Any = None
+    """Quotas no queue may be made worse off than (`FitSpec.reference`); None: the current ones."""
 
     def __post_init__(self) -> None:
         """Refuse limits no run can honour, and horizons whose forecast would not fit memory."""
@@ -85,7 +87,7 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
     guaranteed = guaranteed_minimums(inputs, settings, warnings)
     splits, reason = _splits(inputs, options, rules)
     spec = FitSpec(options.horizon, _levels(options.levels), guaranteed, rules,
-                   options.time_limit_s / (len(splits) + 1), options.workers)
+                   options.time_limit_s / (len(splits) + 1), options.workers, options.fairness_reference)
     fit = fit_quotas(inputs, spec)
     warnings.extend(fit.warnings)
     old = old_quotas(inputs)

@@ -75,6 +75,9 @@ class FitSpec:
     rules: QuotaPlanSettings
     time_limit_s: float
     workers: int
+    reference: Mapping[QuotaKey, Quota] | None = None
+    """The quotas no queue may be made worse off than (by the bound); None: the current ones.
+    A chain of re-plans passes the quotas before the first one, so small losses cannot add up."""
 
 
 def fit_quotas(inputs: QuotaInputs, spec: FitSpec) -> FitResult:
@@ -85,20 +88,21 @@ def fit_quotas(inputs: QuotaInputs, spec: FitSpec) -> FitResult:
     floors = _floors(inputs, windows, rules)
     problem = build_problem(inputs, fc, guaranteed, floors)
     check_floors(floors, inputs.queues, problem.capacity)
-    old = old_quotas(inputs)
-    base = [replay(inputs, old, borrowing=b, history=w) for w in windows for b in (False, True)]
+    reference = dict(spec.reference) if spec.reference is not None else old_quotas(inputs)
+    base = [replay(inputs, reference, borrowing=b, history=w) for w in windows for b in (False, True)]
     held: set[str] = set()
     budget = spec.time_limit_s / (REPAIRS + 1)
-    for _ in range(REPAIRS + 1):
+    for attempt in range(REPAIRS + 1):
         solution = solve_quotas(problem, budget, spec.workers)
         new = new_quotas(problem, solution)
         runs = [replay(inputs, new, borrowing=b, history=w) for w in windows for b in (False, True)]
         bound = rules.max_pending_rise_share * MARGIN
         offenders = rise_violations(zip(base, runs, strict=True), bound) - held
-        if not offenders:
+        held_problem = _hold(problem, held | offenders, reference) if offenders else None
+        if held_problem is None or attempt == REPAIRS:
             break
         held |= offenders
-        problem = _hold(problem, held)
+        problem = held_problem
     result = FitResult(problem, solution, fc, new, floors, held, (base[0], runs[0], base[1], runs[1]))
     if offenders:
         result.warnings.append(
@@ -128,13 +132,20 @@ def _check_windows(inputs: QuotaInputs, horizon: timedelta) -> list[pl.DataFrame
     return [history, history.filter(pl.col("ts") > last - horizon)]
 
 
-def _hold(problem: QuotaProblem, held: set[str]) -> QuotaProblem:
-    """Raise the floors of `held` queues to their current nominal quota (capped by capacity)."""
-    series = tuple(
-        replace(s, floor=max(s.floor, min(s.old_nominal, problem.capacity[(s.pool, s.flavor, s.resource)])))
-        if s.queue in held else s
-        for s in problem.series
-    )
+def _hold(problem: QuotaProblem, held: set[str], reference: Mapping[QuotaKey, Quota]) -> QuotaProblem | None:
+    """Raise the floors of `held` queues to their reference nominal quota (capped by capacity);
+    None when the raised floors would not fit a pool (a reference far from the current quotas)."""
+    def keep(s: SeriesSpec) -> int:
+        ref = reference.get((s.queue, s.flavor, s.resource))
+        cap = problem.capacity[(s.pool, s.flavor, s.resource)]
+        return min(round(ref.nominal) if ref else s.old_nominal, cap)
+
+    series = tuple(replace(s, floor=max(s.floor, keep(s))) if s.queue in held else s for s in problem.series)
+    need: dict[tuple[str, str, str], int] = defaultdict(int)
+    for s in series:
+        need[(s.pool, s.flavor, s.resource)] += s.floor
+    if any(total > problem.capacity[key] for key, total in need.items()):
+        return None
     return replace(problem, series=series)
 
 
