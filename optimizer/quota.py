@@ -50,7 +50,7 @@ from gpuledger.optimizer.quota_fit import (
 )
 from gpuledger.optimizer.quota_forecast import LEVELS
 from gpuledger.optimizer.quota_input import QuotaInputs
-from gpuledger.optimizer.quota_replay import QuotaSet, ReplayResult, replay
+from gpuledger.optimizer.quota_replay import QuotaSet, ReplayResult, coarsen, replay
 from gpuledger.optimizer.quota_spec import Quota
 from gpuledger.optimizer.quota_verdict import evaluate
 from gpuledger.optimizer.solver_status import check_solver_limits
@@ -84,6 +84,10 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
     """Steps 1-6 of the module docstring."""
     warnings: list[str] = []
     rules = settings.plans.quota
+    if options.replay_history is not None:
+        held_out = coarsen(replace(inputs, history=options.replay_history)).history
+        options = replace(options, replay_history=held_out)
+    inputs = coarsen(inputs)  # replays bucket at RESOLUTION anyway: do it once
     guaranteed = guaranteed_minimums(inputs, settings, warnings)
     splits, reason = _splits(inputs, options, rules)
     spec = FitSpec(options.horizon, _levels(options.levels), guaranteed, rules,

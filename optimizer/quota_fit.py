@@ -41,6 +41,8 @@ from gpuledger.optimizer.quota_replay import ReplayResult, replay
 from gpuledger.optimizer.quota_spec import GPU, Quota
 
 REPAIRS = 4
+CHECK_RESOLUTION = timedelta(minutes=15)
+"""The fairness check's replay step (the reported backtest replays at the finer default)."""
 MARGIN = 0.5
 """The fit holds each queue to this share of the bound: the fitting history flatters a plan,
 so the held-out figure (what is reported) gets the rest as headroom."""
@@ -89,13 +91,15 @@ def fit_quotas(inputs: QuotaInputs, spec: FitSpec) -> FitResult:
     problem = build_problem(inputs, fc, guaranteed, floors)
     check_floors(floors, inputs.queues, problem.capacity)
     reference = dict(spec.reference) if spec.reference is not None else old_quotas(inputs)
-    base = [replay(inputs, reference, borrowing=b, history=w) for w in windows for b in (False, True)]
+    base = [replay(inputs, reference, borrowing=b, history=w, resolution=CHECK_RESOLUTION)
+            for w in windows for b in (False, True)]
     held: set[str] = set()
     budget = spec.time_limit_s / (REPAIRS + 1)
     for attempt in range(REPAIRS + 1):
         solution = solve_quotas(problem, budget, spec.workers)
         new = new_quotas(problem, solution)
-        runs = [replay(inputs, new, borrowing=b, history=w) for w in windows for b in (False, True)]
+        runs = [replay(inputs, new, borrowing=b, history=w, resolution=CHECK_RESOLUTION)
+                for w in windows for b in (False, True)]
         bound = rules.max_pending_rise_share * MARGIN
         offenders = rise_violations(zip(base, runs, strict=True), bound) - held
         held_problem = _hold(problem, held | offenders, reference) if offenders else None

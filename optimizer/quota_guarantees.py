@@ -48,16 +48,12 @@ def demand_floors(queues: Iterable[QueueSpec], history: pl.DataFrame, quantile: 
     The quantile is over every sample time of the history: a time without a row for the series
     counts as no demand (how the history reports a quiet queue)."""
     times = max(1, history["ts"].n_unique()) if not history.is_empty() else 1
-    grouped = {
-        (r["cluster_queue"], r["flavor"], r["resource"]): r["demand"]
-        for r in history.group_by("cluster_queue", "flavor", "resource")
-        .agg(pl.col("demand")).iter_rows(named=True)
-    }
+    grouped = _series_values(history)
     out: dict[QuotaKey, int] = {}
     for q in queues:
         for (f, r), quota in q.quotas.items():
             current = round(quota.nominal)
-            values = np.asarray(grouped.get((q.name, f, r), []), dtype=float)
+            values = grouped.get((q.name, f, r), np.zeros(0))
             padded = np.concatenate([values, np.zeros(max(0, times - values.size))])
             level = float(np.quantile(padded, quantile)) if padded.size else 0.0
             floor = min(current, math.ceil(level - 1e-9))
@@ -65,6 +61,21 @@ def demand_floors(queues: Iterable[QueueSpec], history: pl.DataFrame, quantile: 
                 floor = 1
             out[(q.name, f, r)] = max(0, floor)
     return out
+
+
+def _series_values(history: pl.DataFrame) -> dict[QuotaKey, np.ndarray]:
+    """Each series' demand values as one numpy slice of a single sorted column (no Python
+    lists: a month at one-minute samples is millions of rows)."""
+    if history.is_empty():
+        return {}
+    ordered = history.select("cluster_queue", "flavor", "resource", "demand").sort(
+        "cluster_queue", "flavor", "resource")
+    keys = ordered.select("cluster_queue", "flavor", "resource").unique(maintain_order=True)
+    sizes = ordered.group_by("cluster_queue", "flavor", "resource", maintain_order=True).len()["len"]
+    values = ordered["demand"].to_numpy()
+    ends = np.cumsum(sizes.to_numpy())
+    return {(a, b, c): values[end - n:end]
+            for (a, b, c), n, end in zip(keys.iter_rows(), sizes.to_list(), ends, strict=True)}
 
 
 def check_floors(floors: Mapping[QuotaKey, int], queues: Iterable[QueueSpec],

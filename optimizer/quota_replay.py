@@ -21,7 +21,7 @@ history's sampling step:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import numpy as np
@@ -73,7 +73,7 @@ def replay(inputs: QuotaInputs, quotas: QuotaSet, *, borrowing: bool = True,
             weight[p, j] = weights[name]
             borrow[p, j] = _limit(quota.borrowing_limit) if shares else 0.0
             lend[p, j] = min(_limit(quota.lending_limit), quota.nominal) if shares else 0.0
-    demand = _dense(frame, slot, shape, step)
+    demand = _cached_dense(frame, slot, shape, step)
     pending, idle, borrowed = _simulate(demand, nominal, borrow, lend, weight)
     minutes = step.total_seconds() / 60
     asked = demand.sum(axis=0) if demand.size else np.zeros(shape)
@@ -84,6 +84,46 @@ def replay(inputs: QuotaInputs, quotas: QuotaSet, *, borrowing: bool = True,
         per_demand[name] = per_demand.get(name, 0.0) + float(asked[p, j]) * minutes
     return ReplayResult(float(pending.sum()) * minutes, float(idle.sum()) * minutes,
                         float(demand.sum()) * minutes, per_queue, borrowed * minutes, per_demand)
+
+
+def coarsen(inputs: QuotaInputs, resolution: timedelta = RESOLUTION) -> QuotaInputs:
+    """The inputs with their history as mean demand per `resolution` bucket (absent samples in a
+    bucket count as no demand, as in `_dense`): what every replay would compute anyway, done
+    once, so a plan that replays and refits many times does not re-bucket a month of one-minute
+    samples each time. Histories already at `resolution` or coarser are returned as they are."""
+    if inputs.step >= resolution or inputs.history.is_empty():
+        return inputs
+    frame = inputs.history
+    start = frame["ts"].min()
+    micro = int(resolution.total_seconds() * 1_000_000)
+    bucket = ((pl.col("ts") - pl.lit(start)).dt.total_microseconds() // micro)
+    tagged = frame.with_columns(bucket.alias("b"))
+    times = tagged.group_by("b").agg(pl.col("ts").n_unique().alias("k"))
+    coarse = (tagged.group_by("b", "cluster_queue", "flavor", "resource").agg(pl.col("demand").sum())
+              .join(times, on="b")
+              .select((pl.lit(start) + pl.duration(microseconds=pl.col("b") * micro)).alias("ts"),
+                      "cluster_queue", "flavor", "resource", (pl.col("demand") / pl.col("k")).alias("demand"))
+              .sort("ts", "cluster_queue", "flavor", "resource"))
+    return replace(inputs, history=coarse, step=resolution)
+
+
+_CACHE: list[tuple[pl.DataFrame, tuple[object, ...], np.ndarray]] = []
+CACHED = 8
+
+
+def _cached_dense(frame: pl.DataFrame, slot: Mapping[tuple[str, str, str], tuple[int, int]],
+                  shape: tuple[int, int], step: timedelta) -> np.ndarray:
+    """`_dense`, remembered for the last few (frame, layout) pairs: a fit replays the same
+    history under several quota sets, and bucketing millions of rows costs more than the replay.
+    Keyed by the frame object itself (kept alive here, so its identity cannot be reused)."""
+    key = (tuple(sorted(slot.items())), shape, step)
+    for held, k, dense in _CACHE:
+        if held is frame and k == key:
+            return dense
+    dense = _dense(frame, slot, shape, step)
+    _CACHE.append((frame, key, dense))
+    del _CACHE[:-CACHED]
+    return dense
 
 
 def _dense(frame: pl.DataFrame, slot: Mapping[tuple[str, str, str], tuple[int, int]],

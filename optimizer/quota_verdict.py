@@ -3,8 +3,7 @@
 Why a verdict: a plan that moves quota without a measured gain asks a reviewer to trust
 churn. Below `plans.quota.min_gain_share` of held-out pending time (or with nothing pending
 under contention, or no held-out days to measure on) the optimizer proposes nothing and says
-why, unless the plan relieves one queue by at least the fairness bound of its own demand at no
-queue's expense beyond it; the plan is still computed so the reviewer can see what was tried.
+why; the plan is still computed so the reviewer can see what was tried.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ def evaluate(inputs: QuotaInputs, old: Mapping[QuotaKey, Quota], fit: FitResult,
     if bt.before_borrowing is not None and bt.after_borrowing is not None:
         pairs.append((bt.before_borrowing, bt.after_borrowing))
     worst = max((share for b, a in pairs for share in rise_shares(b, a).values()), default=0.0)
-    verdict, reason = _verdict(bt, rules, changed, worst)
+    verdict, reason = _verdict(bt, rules, changed)
     method = (f"rolling-origin backtest: {len(bt.origins)} origin(s), each fitted on its past and "
               f"replayed on the next {bt.held_out_days / max(1, len(bt.origins)):g} days"
               if tested else "not tested out of sample (" + reason + ")")
@@ -53,10 +52,8 @@ def evaluate(inputs: QuotaInputs, old: Mapping[QuotaKey, Quota], fit: FitResult,
     return e.model_copy(update={"headline": headline(e)})
 
 
-def _verdict(bt: Backtest, rules: QuotaPlanSettings, changed: bool, worst: float) -> tuple[Verdict, str]:
-    """Propose for a gain of at least `min_gain_share` of pending time; below it, also when the
-    plan relieves some queue by at least the fairness bound of its own demand while no queue
-    loses more than the bound (a re-plan that gives a team back what drift took is worth it)."""
+def _verdict(bt: Backtest, rules: QuotaPlanSettings, changed: bool) -> tuple[Verdict, str]:
+    """Propose only for a held-out gain of at least `min_gain_share` of pending time."""
     if bt.before is None or bt.after is None:
         return "untested", bt.reason or "no held-out days"
     before, after = bt.before.pending_gpu_minutes, bt.after.pending_gpu_minutes
@@ -65,12 +62,6 @@ def _verdict(bt: Backtest, rules: QuotaPlanSettings, changed: bool, worst: float
     if not changed:
         return "no_gain", "the fitted quotas equal the current ones"
     gain = 1 - after / before
-    bound = rules.max_pending_rise_share
-    relief = min(rise_shares(bt.before, bt.after).items(), key=lambda kv: (kv[1], kv[0]), default=("", 0.0))
-    if gain < rules.min_gain_share and gain > 0 and relief[1] <= -bound and worst <= bound:
-        return "propose", (f"out-of-sample gain {gain:.1%} of pending GPU-minutes, and queue {relief[0]} "
-                           f"waits less by {-relief[1]:.1%} of its demand (no queue worse by over "
-                           f"{bound:.0%})")
     if gain < rules.min_gain_share:
         return "no_gain", (f"the out-of-sample gain, {gain:.1%} of pending GPU-minutes, is below "
                            f"plans.quota.min_gain_share ({rules.min_gain_share:.0%})")

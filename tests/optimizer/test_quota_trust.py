@@ -226,3 +226,25 @@ def test_headline_on_cli_text_plans_page_and_json():
     ]
     again = Plan.from_json(plan_json(plan))
     assert again == plan and again.evaluation is not None and again.evaluation.headline == e.headline
+
+
+def test_coarsen_means_by_hand_and_replays_alike():
+    from gpuledger.optimizer.quota_replay import coarsen, replay
+
+    minutes = [START + timedelta(minutes=i) for i in range(10)]
+    frame = pl.DataFrame({"ts": minutes + minutes[:3], "cluster_queue": ["a"] * 10 + ["b"] * 3, "flavor": "f",
+                          "resource": GPU, "demand": [float(i) for i in range(10)] + [5.0, 5.0, 5.0]})
+    history, step = check_history(frame, "t")
+    spec = {"cohortName": "c", "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+        {"name": "f", "resources": [{"name": GPU, "nominalQuota": 3}]}]}]}
+    queues = tuple(queue_from_object({"metadata": {"name": n}, "spec": spec}, "t") for n in ("a", "b"))
+    inputs = QuotaInputs(queues, default_capacity(queues), history, step)
+    coarse = coarsen(inputs, timedelta(minutes=5))
+    got = {(r["cluster_queue"], r["ts"]): r["demand"] for r in coarse.history.iter_rows(named=True)}
+    # a: minutes 0-4 mean 2, 5-9 mean 7; b: 5 at minutes 0-2 of five sample times, none after
+    assert got == {("a", START): 2.0, ("a", START + timedelta(minutes=5)): 7.0, ("b", START): 3.0}
+    assert coarse.step == timedelta(minutes=5)
+    quotas = {(q.name, "f", GPU): q.quotas[("f", GPU)] for q in queues}
+    for borrowing in (False, True):
+        raw = replay(inputs, quotas, borrowing=borrowing)
+        assert replay(coarse, quotas, borrowing=borrowing).pending_gpu_minutes == pytest.approx(raw.pending_gpu_minutes)
