@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from gpuledger.core.config_lake import LakeSettings
+from gpuledger.core.config_plans import QuotaPlanSettings
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.window import parse_duration
 from gpuledger.core.yamlfile import load_yaml_file
@@ -214,6 +215,7 @@ class PlanSettings(_Section):
     )
     state_timeout_s: float = Field(default=900, gt=0, le=86_400)
     nodes_in_parallel: int = Field(default=1, ge=1, le=1000)
+    quota: QuotaPlanSettings = QuotaPlanSettings()
 
 
 class ReportSettings(_Section):

@@ -28,7 +28,7 @@ MODE_COLORS = {"exclusive": "#2563eb", "mig": "#16a34a", "timeslice": "#f97316",
 STATUS_COLORS = {
     "proposed": "#2563eb", "approved": "#16a34a", "applying": "#ca8a04", "applied": "#065f46",
     "failed": "#dc2626", "rolled_back": "#6b7280", "rejected": "#9ca3af", "expired": "#d1d5db",
-    "stale": "#d1d5db",
+    "stale": "#d1d5db", "superseded": "#d1d5db",
 }
 IDLE_COLOR = "#9ca3af"
 STRANDED_COLOR = "#fecaca"

@@ -91,7 +91,8 @@ def plan_mig(fleet: Fleet, demand: Demand, options: MigOptions, settings: Settin
         pods_evicted=sum(len(n.pods_to_evict) for n in nodes),
         slices_stranded_before=before.stranded, slices_stranded_after=after.stranded,
         unmet_instances=after.unmet_instances, unmet_slices=after.unmet_slices,
-        slice_lower_bound=lower, monthly_cost_saving=round(saving, 2), currency=settings.currency,
+        spare_instances=after.spare_instances, spare_slices=after.spare_slices, slice_lower_bound=lower,
+        monthly_cost_saving=round(saving, 2), currency=settings.currency,
     )
     if after.unmet_instances:
         warnings.append(
@@ -191,12 +192,17 @@ class Measure:
     stranded: int
     unmet_instances: int
     unmet_slices: int
+    spare_instances: int = 0
+    """MIG instances beyond what the demand asks for (a layout filled to its count-maximal shape)."""
+    spare_slices: int = 0
+    """Their compute slices: with `stranded`, the slices serving no demand, counted alike for the
+    plan and the first-fit baselines (which create only what is asked for and strand the rest)."""
 
 
 def measure(fleet: Fleet, demand: Demand, final: Mapping[GpuKey, Config]) -> Measure:
     """GPUs in use, stranded slices and unmet demand of a set of final configurations."""
     used_by_model: Counter[str] = Counter()
-    stranded = unmet_instances = unmet_slices = 0
+    stranded = unmet_instances = unmet_slices = spare = spare_slices = 0
     by_model: dict[str, list[Config]] = defaultdict(list)
     for g in fleet.gpus:
         by_model[g.model].append(final[(g.node, g.index)])
@@ -209,12 +215,16 @@ def measure(fleet: Fleet, demand: Demand, final: Mapping[GpuKey, Config]) -> Mea
         used_by_model[model] = sum(is_used(c) for c in configs) + min(d.whole, whole)
         stranded += sum(stranded_slices(model, c) for c in configs)
         missing = {p: max(0, n - supply[p]) for p, n in d.profiles.items()}
+        surplus = {p: max(0, n - d.profiles.get(p, 0)) for p, n in supply.items()}
+        spare += sum(surplus.values())
         missing_whole = max(0, d.whole - whole)
         unmet_instances += sum(missing.values()) + missing_whole
         profiles = gpu_model(model).profiles
+        spare_slices += sum(profiles[p].compute * n for p, n in surplus.items())
         unmet_slices += sum(profiles[p].compute * n for p, n in missing.items())
         unmet_slices += COMPUTE_SLICES * missing_whole
-    return Measure(sum(used_by_model.values()), dict(used_by_model), stranded, unmet_instances, unmet_slices)
+    return Measure(sum(used_by_model.values()), dict(used_by_model), stranded, unmet_instances, unmet_slices,
+                   spare, spare_slices)
 
 
 def _baselines(fleet: Fleet, demand: Demand, movable: Mapping[GpuKey, bool]) -> tuple[Baseline, ...]:
@@ -229,6 +239,8 @@ def _baselines(fleet: Fleet, demand: Demand, movable: Mapping[GpuKey, bool]) -> 
             "slices_stranded_after": m.stranded,
             "unmet_instances": m.unmet_instances,
             "unmet_slices": m.unmet_slices,
+            "spare_instances": m.spare_instances,
+            "spare_slices": m.spare_slices,
         }, note="packs from empty GPUs; arrival order is a seeded shuffle" if not decreasing
             else "packs from empty GPUs; largest instances first"))
     return tuple(out)

@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from gpuledger.optimizer.plan_evaluation import Evaluation
+
 PlanKind = Literal["mig", "quota"]
 
 
@@ -183,6 +185,10 @@ class Effect(_Frozen):
     slices_stranded_after: int | None = None
     unmet_instances: int | None = None
     unmet_slices: int | None = None
+    spare_instances: int | None = None
+    """MIG instances the plan creates beyond what the demand asks for."""
+    spare_slices: int | None = None
+    """Their compute slices (with stranded slices: the slices serving no demand)."""
     slice_lower_bound: int | None = None
     pending_gpu_minutes_before: float | None = None
     pending_gpu_minutes_after: float | None = None
@@ -238,6 +244,14 @@ class Plan(_Frozen):
     solver: SolverInfo
     baselines: tuple[Baseline, ...] = ()
     warnings: tuple[str, ...] = ()
+    evaluation: Evaluation | None = Field(
+        default=None, description="how the effect was measured (quota plans: the backtest)")
+
+    @property
+    def proposes_nothing(self) -> str | None:
+        """Why this plan must not be proposed (no measured gain), or None."""
+        e = self.evaluation
+        return None if e is None or e.verdict == "propose" else e.reason or e.verdict
 
     @model_validator(mode="after")
     def _kind_matches(self) -> Plan:

@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from gpuledger.optimizer.plan import Effect, MigChanges, Plan, QuotaChanges
+from gpuledger.optimizer.plan_evaluation import Evaluation
 from gpuledger.optimizer.plan_store import PlanRecord
 
 _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
@@ -27,6 +28,8 @@ _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("slices_stranded_after", "stranded slices after"),
     ("unmet_instances", "unmet instances"),
     ("unmet_slices", "unmet compute slices"),
+    ("spare_instances", "instances nobody asked for"),
+    ("spare_slices", "slices in instances nobody asked for"),
     ("pending_gpu_minutes_before", "pending GPU-minutes before"),
     ("pending_gpu_minutes_after", "pending GPU-minutes after"),
     ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before"),
@@ -98,7 +101,10 @@ def render_plan(plan: Plan, status: str | None = None) -> str:
     ]
     head.extend(f"input {k}: {v}" for k, v in sorted(plan.inputs.items()))
     head.extend(f"warning: {w}" for w in plan.warnings)
-    parts = ["\n".join(head), _KINDS[plan.kind].render(plan.changes)]
+    parts = ["\n".join(head)]
+    if plan.evaluation is not None:
+        parts.append(render_evaluation(plan.evaluation))
+    parts.append(_KINDS[plan.kind].render(plan.changes))
     parts.append(render_effect(plan.effect))
     if plan.baselines:
         parts.append(render_baselines(plan))
@@ -106,6 +112,30 @@ def render_plan(plan: Plan, status: str | None = None) -> str:
         parts.append(table(
             [(s.name, s.status, s.objective, s.bound, round(s.wall_s, 3)) for s in plan.solver.stages],
             ("stage", "status", "objective", "bound", "seconds"),
+        ))
+    return "\n\n".join(parts)
+
+
+def render_evaluation(e: Evaluation) -> str:
+    """The headline a reviewer can check, the verdict, winners and losers, and each origin."""
+    verdict = ("proposed: " if e.verdict == "propose" else "proposes nothing: ") + e.reason
+    lines = [f"expected effect ({e.method}):", f"  {e.headline}",
+             f"  worst queue's pending rise: {e.max_rise_share:+.1%} of its demand "
+             f"(bound {e.rise_bound:.0%})", f"  {verdict}"]
+    teams = table(
+        [(t.team, f"{t.gpus_before:g} → {t.gpus_after:g}", f"{t.gpus_after - t.gpus_before:+g}",
+          f"{t.floor_gpus:g}", f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
+          f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand")
+         for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team))],
+        ("team", "GPUs", "change", "floor", "pending GPU-min (held out)", "of its demand"),
+    )
+    parts = ["\n".join(lines), teams]
+    if e.origins:
+        parts.append(table(
+            [(f"{o.start:%Y-%m-%d %H:%M}", f"{o.end:%Y-%m-%d %H:%M}", f"{o.fit_days:g}",
+              f"{o.pending_before:,.0f}", f"{o.pending_after:,.0f}",
+              "n/a" if o.reduction is None else f"{-o.reduction:+.1%}") for o in e.origins],
+            ("held out from", "to", "fit days", "pending before", "pending after", "change"),
         ))
     return "\n\n".join(parts)
 
@@ -182,7 +212,13 @@ def _quota_summary(plan: Plan) -> str:
     changes = plan.changes
     assert isinstance(changes, QuotaChanges)
     changed = sum(q.changed for q in changes.quotas)
-    return f"{changed} quotas changed in {len(changes.cluster_queues)} cluster queues"
+    text = f"{changed} quotas changed in {len(changes.cluster_queues)} cluster queues"
+    e = plan.evaluation
+    if e is not None and e.origins:
+        cut = e.reduction
+        text += f"; held out: pending {e.pending_before:,.0f} → {e.pending_after:,.0f}" + (
+            f" ({-cut:+.1%})" if cut is not None else "")
+    return text
 
 
 @dataclass(frozen=True)

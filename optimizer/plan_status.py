@@ -6,6 +6,7 @@ about the same statuses; none of them needs the plan's body types or the store t
     proposed → approved → applying → applied → rolled_back
         │          │          ├─→ failed → applying (resume) | rolled_back
         │          │          └─→ rolled_back
+        ├─→ superseded (a newer proposal for the same observed state)
         └──────────┴─→ rejected | expired | stale
 """
 
@@ -17,15 +18,15 @@ from gpuledger.core.errors import PlanError
 
 PlanStatus = Literal[
     "proposed", "approved", "applying", "applied", "failed", "rolled_back",
-    "rejected", "expired", "stale",
+    "rejected", "expired", "stale", "superseded",
 ]
 STATUSES: tuple[PlanStatus, ...] = (
     "proposed", "approved", "applying", "applied", "failed", "rolled_back",
-    "rejected", "expired", "stale",
+    "rejected", "expired", "stale", "superseded",
 )
 
 TRANSITIONS: dict[PlanStatus, frozenset[PlanStatus]] = {
-    "proposed": frozenset({"approved", "rejected", "expired", "stale"}),
+    "proposed": frozenset({"approved", "rejected", "expired", "stale", "superseded"}),
     "approved": frozenset({"applying", "rejected", "expired", "stale"}),
     # applying → applying records progress (resumable apply)
     "applying": frozenset({"applying", "applied", "failed", "rolled_back"}),
@@ -35,6 +36,7 @@ TRANSITIONS: dict[PlanStatus, frozenset[PlanStatus]] = {
     "rejected": frozenset(),
     "expired": frozenset(),
     "stale": frozenset(),
+    "superseded": frozenset(),
 }
 """Allowed status moves: `TRANSITIONS[current]` is the set of statuses it may move to."""
 

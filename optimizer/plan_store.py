@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
@@ -62,6 +63,44 @@ def save_plan(
     existing = insert_plan(wh, row, audit=audit)
     if existing is not None and Plan.from_json(existing) != plan:
         raise PlanError(f"plan {plan.id}: another plan with this id is already stored")
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What `propose_plan` did: stored the plan (superseding older proposals), or nothing."""
+
+    stored: bool
+    reason: str = ""
+    """Why nothing was stored (the plan's own verdict)."""
+    superseded: tuple[str, ...] = ()
+
+
+def propose_plan(
+    wh: PlanWarehouse, plan: Plan, *, now: datetime | None = None, actor: str = "optimizer",
+) -> Proposal:
+    """Store `plan` as `proposed` unless it says it has no measured gain; older `proposed` plans
+    of its kind with the same fingerprint (computed from the same observed state) move to
+    `superseded`, so a re-run replaces its copy instead of adding one.
+
+    Why insert first, supersede after: a crash in between leaves two proposals (the next run
+    supersedes both), never none. A proposal someone approves meanwhile loses the
+    compare-and-set and stays approved.
+    """
+    reason = plan.proposes_nothing
+    if reason is not None:
+        return Proposal(stored=False, reason=reason)
+    older = [r.plan.id for r in list_plans(wh, "proposed", kind=plan.kind)
+             if r.plan.fingerprint == plan.fingerprint and r.plan.id != plan.id]
+    save_plan(wh, plan, now=now, actor=actor)
+    done = []
+    for plan_id in older:
+        try:
+            set_status(wh, plan_id, "superseded", actor=actor, detail=f"superseded by {plan.id}",
+                       now=now, expected="proposed")
+        except ConflictingPlanError:
+            continue
+        done.append(plan_id)
+    return Proposal(stored=True, superseded=tuple(done))
 
 
 def load_record(wh: ReadableWarehouse, plan_id: str) -> PlanRecord:

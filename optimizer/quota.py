@@ -1,13 +1,16 @@
-"""Kueue quota rebalancing: from ClusterQueues and demand history to a frozen `Plan` of kind `quota`.
+"""Quota rebalancing: from queues and demand history to a frozen `Plan` of kind `quota`.
 
-1. Check the guaranteed minimums against capacity, per cohort.
-2. Forecast every (queue, flavor, resource) for the horizon (`optimizer.quota_forecast`).
-3. Solve the lexicographic quota model (`optimizer.quota_model`).
-4. Write each changed ClusterQueue's whole new `resourceGroups` list (Kueue treats it as one
-   atomic value), keeping everything but the three planned numbers.
-5. Replay the recorded demand against the current quotas, the new ones, hard quotas (current
-   nominal, no borrowing) and demand-proportional quotas, and report pending GPU-minutes and
-   idle quota for each (`optimizer.quota_replay`).
+1. Check the guaranteed minimums against capacity, per cohort (`optimizer.quota_fit`).
+2. Fit the quotas on the whole lookback: forecast, floors from each queue's own demand, the
+   lexicographic model, the fairness repair (`optimizer.quota_fit`, `optimizer.quota_guarantees`).
+3. Measure the same fit out of sample: rolling origins, each fitted on its past and replayed on
+   the next window, without and with borrowing (`optimizer.backtest`). That, never the
+   in-sample replay, is the plan's effect; the in-sample figure is kept as a baseline.
+4. Judge it (`optimizer.quota_verdict`): the headline, winners and losers per team, and whether
+   the gain is worth proposing (`plans.quota.min_gain_share`).
+5. Write each changed queue's whole new quota body through its queue system's reader (Kueue
+   treats `resourceGroups` as one atomic value), keeping everything but the planned numbers.
+6. Baselines on the same held-out days: cohort borrowing, demand-proportional quotas.
 """
 
 from __future__ import annotations
@@ -15,14 +18,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-import numpy as np
-
 from gpuledger.core.config import Settings
+from gpuledger.core.config_plans import QuotaPlanSettings
 from gpuledger.core.errors import InputError
+from gpuledger.optimizer.backtest import DAY, Backtest, Split, combine, rolling_splits, run_backtest
 from gpuledger.optimizer.plan import (
     Baseline,
     ClusterQueueUpdate,
@@ -36,19 +39,23 @@ from gpuledger.optimizer.plan import (
     new_plan_id,
     state_hash,
 )
-from gpuledger.optimizer.quota_forecast import LEVELS, Forecast, forecast
-from gpuledger.optimizer.quota_input import QuotaInputs
-from gpuledger.optimizer.quota_model import (
-    POINTS,
-    QuotaProblem,
-    QuotaSolution,
-    SeriesSpec,
-    limits,
-    solve_quotas,
+from gpuledger.optimizer.plan_evaluation import Evaluation
+from gpuledger.optimizer.quota_fit import (
+    FitResult,
+    FitSpec,
+    build_problem,
+    fit_quotas,
+    guaranteed_minimums,
+    old_quotas,
 )
-from gpuledger.optimizer.quota_replay import QuotaSet, ReplayResult, replay
-from gpuledger.optimizer.quota_spec import GPU, Quota
+from gpuledger.optimizer.quota_forecast import LEVELS
+from gpuledger.optimizer.quota_input import QuotaInputs
+from gpuledger.optimizer.quota_replay import QuotaSet, ReplayResult, coarsen, replay
+from gpuledger.optimizer.quota_spec import Quota
+from gpuledger.optimizer.quota_verdict import evaluate
 from gpuledger.optimizer.solver_status import check_solver_limits
+
+__all__ = ["QuotaOptions", "build_problem", "plan_quota", "proportional_quotas"]
 
 MAX_HORIZON = timedelta(days=366)
 
@@ -62,6 +69,8 @@ class QuotaOptions:
     workers: int = 2
     replay_history: Any = None
     """Replay this history instead of the one the forecast was fitted on (held-out evaluation)."""
+    fairness_reference: Any = None
+    """Quotas no queue may be made worse off than (`FitSpec.reference`); None: the current ones."""
 
     def __post_init__(self) -> None:
         """Refuse limits no run can honour, and horizons whose forecast would not fit memory."""
@@ -72,17 +81,28 @@ class QuotaOptions:
 
 
 def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, now: datetime) -> Plan:
-    """Steps 1-5 of the module docstring."""
+    """Steps 1-6 of the module docstring."""
     warnings: list[str] = []
-    guaranteed = _guaranteed(inputs, settings, warnings)
-    fc = forecast(inputs.history, options.horizon, _levels(options.levels))
-    problem = build_problem(inputs, fc, guaranteed)
-    solution = solve_quotas(problem, options.time_limit_s, options.workers)
-    new = new_quotas(problem, solution)
-    old = {(q.name, f, r): quota for q in inputs.queues for (f, r), quota in q.quotas.items()}
-    changes = _changes(inputs, old, new)
-    history = options.replay_history if options.replay_history is not None else None
-    effect, baselines = _replays(inputs, old, new, history)
+    rules = settings.plans.quota
+    if options.replay_history is not None:
+        held_out = coarsen(replace(inputs, history=options.replay_history)).history
+        options = replace(options, replay_history=held_out)
+    inputs = coarsen(inputs)  # replays bucket at RESOLUTION anyway: do it once
+    guaranteed = guaranteed_minimums(inputs, settings, warnings)
+    splits, reason = _splits(inputs, options, rules)
+    spec = FitSpec(options.horizon, _levels(options.levels), guaranteed, rules,
+                   options.time_limit_s / (len(splits) + 1), options.workers, options.fairness_reference)
+    fit = fit_quotas(inputs, spec)
+    warnings.extend(fit.warnings)
+    old = old_quotas(inputs)
+    changes = _changes(inputs, old, fit.new)
+
+    def refit(train: QuotaInputs) -> QuotaSet:
+        return fit.new if train.history is inputs.history else fit_quotas(train, spec).new
+
+    bt = run_backtest(inputs, old, refit, splits, reason)
+    evaluation = evaluate(inputs, old, fit, bt, rules, changed=any(c.changed for c in changes))
+    warnings.extend(_fairness_warnings(evaluation))
     reader = inputs.reader
     kind = cast(Any, reader.object_kind)  # validated by the plan contract's list of kinds
     observed = tuple(
@@ -91,7 +111,8 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
         for q in inputs.queues
     )
     fingerprint = fingerprint_of(observed)
-    body = QuotaChanges(quotas=changes, cluster_queues=_updates(inputs, changes, new))
+    body = QuotaChanges(quotas=changes, cluster_queues=_updates(inputs, changes, fit.new))
+    fc = fit.forecast
     return Plan(
         id=new_plan_id("quota", now, fingerprint, state_hash(body.model_dump(mode="json"))),
         kind="quota", created_at=now, fingerprint=fingerprint, observed=observed,
@@ -99,14 +120,71 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
             "queues and history": inputs.source,
             "forecast": f"ridge on hour-of-day + day-of-week, {fc.hours} h horizon, quantiles "
                         + ", ".join(f"p{round(q * 100)}" for q in fc.levels),
-            "replay": "held-out history" if history is not None else "the history the forecast was fitted on",
+            "effect": evaluation.method,
+            "floors": f"p{round(rules.floor_quantile * 100)} of each queue's own demand, at most its "
+                      "current quota" + ("" if rules.allow_zero_quota else "; never zero"),
         },
-        changes=body, effect=effect,
-        solver=SolverInfo(status=solution.status, wall_s=round(solution.wall_s, 3),
-                          time_limit_s=options.time_limit_s, stages=tuple(solution.stages)),
-        baselines=baselines,
+        changes=body, effect=_effect(bt), evaluation=evaluation,
+        solver=SolverInfo(status=fit.solution.status, wall_s=round(fit.solution.wall_s, 3),
+                          time_limit_s=options.time_limit_s, stages=tuple(fit.solution.stages)),
+        baselines=_baselines(inputs, fit, bt, splits),
         warnings=tuple(warnings),
     )
+
+
+def _splits(inputs: QuotaInputs, options: QuotaOptions, rules: QuotaPlanSettings
+            ) -> tuple[list[Split], str]:
+    """The backtest's origins; one fixed split when a held-out history is given."""
+    if options.replay_history is not None:
+        test = options.replay_history
+        first, last, fit_start = test["ts"].min(), test["ts"].max(), inputs.history["ts"].min()
+        assert isinstance(first, datetime) and isinstance(last, datetime) and isinstance(fit_start, datetime)
+        fit_days = round((first - fit_start) / DAY, 3)
+        return [Split(inputs.history, test, first, last + inputs.step, fit_days)], ""
+    window = timedelta(days=rules.backtest_days) if rules.backtest_days else options.horizon
+    return rolling_splits(inputs.history, inputs.step, window, rules.backtest_origins,
+                          timedelta(days=rules.min_fit_days))
+
+
+def _effect(bt: Backtest) -> Effect:
+    """The plan's expected effect: the held-out replay without borrowing, or nothing measured."""
+    if bt.before is None or bt.after is None:
+        return Effect()
+    return Effect(
+        pending_gpu_minutes_before=round(bt.before.pending_gpu_minutes, 1),
+        pending_gpu_minutes_after=round(bt.after.pending_gpu_minutes, 1),
+        idle_quota_gpu_minutes_before=round(bt.before.idle_quota_gpu_minutes, 1),
+        idle_quota_gpu_minutes_after=round(bt.after.idle_quota_gpu_minutes, 1),
+    )
+
+
+def _baselines(inputs: QuotaInputs, fit: FitResult, bt: Backtest, splits: list[Split]
+               ) -> tuple[Baseline, ...]:
+    """The in-sample replay (for comparison only), borrowing, and proportional quotas held out."""
+    old_hard, new_hard, _, _ = fit.in_sample
+    out = [_baseline("in-sample replay on the fitting history (not the expected effect)", old_hard,
+                     new_hard, "the history the quotas were fitted on")]
+    if bt.before_borrowing is not None and bt.after_borrowing is not None:
+        out.append(_baseline("with cohort borrowing (held out)", bt.before_borrowing, bt.after_borrowing,
+                             "the same held-out days, queues borrowing within their cohort"))
+    if splits:
+        proportional = combine([
+            replay(inputs, proportional_quotas(replace(inputs, history=s.train)), borrowing=False,
+                   history=s.test) for s in splits])
+        out.append(Baseline(name="nominal proportional to mean demand (held out, no borrowing)", figures={
+            "pending_gpu_minutes_after": round(proportional.pending_gpu_minutes, 1),
+            "idle_quota_gpu_minutes_after": round(proportional.idle_quota_gpu_minutes, 1),
+        }, note="fitted on the same days, equal capacity"))
+    return tuple(out)
+
+
+def _fairness_warnings(e: Evaluation) -> list[str]:
+    worst = [t for t in e.teams if t.rise_share > e.rise_bound + 1e-9]
+    if not worst or not e.origins:
+        return []
+    names = ", ".join(f"{t.team} +{t.rise_share:.1%}" for t in worst[:5])
+    return [f"out of sample, {len(worst)} team(s) wait more by over {e.rise_bound:.0%} of their own "
+            f"demand: {names}"]
 
 
 QuotaKey = tuple[str, str, str]
@@ -141,103 +219,18 @@ def _updates(inputs: QuotaInputs, changes: tuple[QuotaChange, ...], new: Mapping
     )
 
 
-def _replays(inputs: QuotaInputs, old: QuotaSet, new: QuotaSet, history: Any
-             ) -> tuple[Effect, tuple[Baseline, ...]]:
-    """Step 5: the plan's effect and its baselines, replayed on the same demand."""
-    before = replay(inputs, old, history=history)
-    after = replay(inputs, new, history=history)
-    hard = replay(inputs, old, borrowing=False, history=history)
-    hard_new = replay(inputs, new, borrowing=False, history=history)
-    proportional = replay(inputs, proportional_quotas(inputs), history=history)
-    effect = Effect(
-        pending_gpu_minutes_before=round(before.pending_gpu_minutes, 1),
-        pending_gpu_minutes_after=round(after.pending_gpu_minutes, 1),
-        idle_quota_gpu_minutes_before=round(before.idle_quota_gpu_minutes, 1),
-        idle_quota_gpu_minutes_after=round(after.idle_quota_gpu_minutes, 1),
-    )
-    return effect, (
-        _baseline("hard quotas (current nominal, no borrowing)", hard),
-        _baseline("hard quotas (this plan's nominal, no borrowing)", hard_new),
-        _baseline("nominal proportional to mean demand", proportional),
-    )
-
-
 def _levels(levels: tuple[float, ...]) -> tuple[float, ...]:
     if not levels or any(not 0 < q < 1 for q in levels):
         raise InputError(f"forecast quantile levels {levels}: expected values in (0, 1)")
     return tuple(sorted(set(levels)))
 
 
-def _baseline(name: str, r: ReplayResult) -> Baseline:
+def _baseline(name: str, before: ReplayResult, after: ReplayResult, note: str) -> Baseline:
     return Baseline(name=name, figures={
-        "pending_gpu_minutes_after": round(r.pending_gpu_minutes, 1),
-        "idle_quota_gpu_minutes_after": round(r.idle_quota_gpu_minutes, 1),
-    }, note="replayed on the same demand, equal capacity")
-
-
-def _guaranteed(
-    inputs: QuotaInputs, settings: Settings, warnings: list[str]
-) -> dict[str, tuple[int, list[str]]]:
-    """Step 1: team → (GPUs, its queues); capacity per cohort must cover the sum."""
-    wanted = {**settings.teams.guaranteed_gpus, **inputs.guaranteed}
-    out: dict[str, tuple[int, list[str]]] = {}
-    per_cohort: dict[str, int] = defaultdict(int)
-    for team, gpus in sorted(wanted.items()):
-        queues = [q for q in inputs.queues if q.team == team or (q.team is None and q.name == team)]
-        if not queues:
-            warnings.append(f"guaranteed minimum for team {team!r}: no ClusterQueue belongs to it; ignored")
-            continue
-        if gpus < 0:
-            raise InputError(f"teams.guaranteed_gpus.{team}: {gpus} must not be negative")
-        out[team] = (gpus, [q.name for q in queues])
-        per_cohort[queues[0].pool] += gpus
-    for cohort, need in per_cohort.items():
-        have = sum(v for (pool, _, r), v in inputs.capacity.items() if pool == cohort and r == GPU)
-        if need > have:
-            raise InputError(
-                f"cohort {cohort}: guaranteed minimums add up to {need} GPUs but its capacity is "
-                f"{have:g} {GPU}: lower teams.guaranteed_gpus or add capacity"
-            )
-    return out
-
-
-def build_problem(inputs: QuotaInputs, fc: Forecast,
-                  guaranteed: Mapping[str, tuple[int, list[str]]]) -> QuotaProblem:
-    series = []
-    capacity = {k: math.floor(v + 1e-9) for k, v in inputs.capacity.items()}
-    # every horizon hour at every level, summarized per series in one vectorized call
-    flat = fc.quantiles.reshape(-1, len(fc.keys))
-    summary = np.quantile(flat, (np.arange(POINTS) + 0.5) / POINTS, axis=0) if fc.keys else None
-    for q in inputs.queues:
-        for (f, r), quota in sorted(q.quotas.items()):
-            i = fc.index((q.name, f, r))
-            scenarios = summary[:, i] if summary is not None and i is not None else np.zeros(0)
-            series.append(SeriesSpec(
-                queue=q.name, flavor=f, resource=r, pool=q.pool, weight=q.weight,
-                scenarios=scenarios, hours=float(fc.hours),
-                old_nominal=round(quota.nominal),
-                old_borrowing=None if quota.borrowing_limit is None else round(quota.borrowing_limit),
-                old_lending=None if quota.lending_limit is None else round(quota.lending_limit),
-                shares_cohort=q.cohort is not None,
-            ))
-    index = {(s.queue, s.flavor, s.resource): i for i, s in enumerate(series)}
-    teams = {
-        team: (gpus, tuple(i for (qn, _, r), i in index.items() if qn in queues and r == GPU))
-        for team, (gpus, queues) in guaranteed.items()
-    }
-    return QuotaProblem(series=tuple(series), capacity=capacity, guaranteed=teams)
-
-
-def new_quotas(problem: QuotaProblem, solution: QuotaSolution) -> dict[tuple[str, str, str], Quota]:
-    """Solver integers and the closed-form limits → quotas (None: unset)."""
-    out = {}
-    for spec, n, (borrowing, lending) in zip(problem.series, solution.nominal, limits(problem, solution),
-                                             strict=True):
-        out[(spec.queue, spec.flavor, spec.resource)] = Quota(
-            float(n), None if borrowing is None else float(borrowing),
-            None if lending is None else float(lending),
-        )
-    return out
+        "pending_gpu_minutes_before": round(before.pending_gpu_minutes, 1),
+        "pending_gpu_minutes_after": round(after.pending_gpu_minutes, 1),
+        "idle_quota_gpu_minutes_after": round(after.idle_quota_gpu_minutes, 1),
+    }, note=note)
 
 
 def proportional_quotas(inputs: QuotaInputs) -> QuotaSet:

@@ -5,6 +5,7 @@ Variables (integers, in resource units): N nominal per series, and R reserved (t
 lent, N − lending limit) for the GPU series of teams with a guaranteed minimum.
 Constraints:
 - per pool (cohort, flavor, resource): sum of N ≤ capacity;
+- per series: N ≥ its floor (the queue's guarantee from its own demand);
 - R ≤ N; per team with a guaranteed minimum: sum of R over its `nvidia.com/gpu` series ≥ the
   minimum (queues without a cohort lend nothing, so there R is N itself).
 
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
+from gpuledger.core.errors import SolverError
 from gpuledger.optimizer.plan import StageResult
 from gpuledger.optimizer.solver_status import require_reached
 
@@ -65,6 +67,7 @@ class SeriesSpec:
     old_borrowing: int | None
     old_lending: int | None
     shares_cohort: bool
+    floor: int = 0  # the least nominal quota the plan may give (`optimizer.quota_guarantees`)
 
 
 @dataclass(frozen=True)
@@ -149,24 +152,29 @@ def stage_one(p: QuotaProblem, tables: Sequence[Sequence[int]]) -> StageOne:
     hi = [0] * len(p.series)
     lam: dict[tuple[str, str, str], int] = {}
     for key, idx in _pools(p).items():
-        cap = p.capacity[key]
-        gains = [np.diff(-np.asarray(tables[i], dtype=np.int64)) for i in idx]
+        floors = [p.series[i].floor for i in idx]
+        cap = p.capacity[key] - sum(floors)  # floors are given first; the rest is shared by gain
+        gains = [np.diff(-np.asarray(tables[i], dtype=np.int64))[p.series[i].floor:] for i in idx]
         positive = sum(int((g > 0).sum()) for g in gains)
         if positive <= cap:
             lam[key] = 0
-            for i, g in zip(idx, gains, strict=True):
-                lo[i], hi[i] = int((g > 0).sum()), cap
+            for i, g, f in zip(idx, gains, floors, strict=True):
+                lo[i], hi[i] = f + int((g > 0).sum()), f + cap
             continue
-        pooled = np.concatenate(gains)
-        level = int(np.partition(pooled, pooled.size - cap)[pooled.size - cap])
+        pooled = np.concatenate(gains)  # floors may take it all: then no gain is taken
+        level = int(np.partition(pooled, pooled.size - cap)[pooled.size - cap] if cap else pooled.max() + 1)
         lam[key] = level
-        for i, g in zip(idx, gains, strict=True):
-            lo[i], hi[i] = int((g > level).sum()), int((g >= level).sum())
+        for i, g, f in zip(idx, gains, floors, strict=True):
+            lo[i], hi[i] = f + int((g > level).sum()), f + int((g >= level).sum())
     base = [int(tables[i][lo[i]]) for i in range(len(p.series))]
     value = sum(base) - sum(
         lam[key] * (p.capacity[key] - sum(lo[i] for i in idx)) for key, idx in _pools(p).items() if lam[key]
     )
     return StageOne(tuple(lo), tuple(hi), tuple(base), lam, value)
+
+
+def _cap(p: QuotaProblem, s: SeriesSpec) -> int:
+    return p.capacity[(s.pool, s.flavor, s.resource)]
 
 
 def _pools(p: QuotaProblem) -> dict[tuple[str, str, str], list[int]]:
@@ -209,7 +217,7 @@ class _Model:
                 lam = reduced.lam[(s.pool, s.flavor, s.resource)]
                 short.append(reduced.base[i] - lam * (n - reduced.lo[i]))
             else:
-                n = m.new_int_var(0, cap, f"n{i}")
+                n = m.new_int_var(min(s.floor, cap), cap, f"n{i}")
                 u = m.new_int_var(0, table[0], f"u{i}")
                 for k, fk, slope in _tangents(table):
                     m.add(u >= fk + slope * (n - k))
@@ -303,8 +311,7 @@ def limits(p: QuotaProblem, s: QuotaSolution) -> list[tuple[int | None, int | No
         if not spec.shares_cohort:
             out.append((None, None))
             continue
-        cap = p.capacity[(spec.pool, spec.flavor, spec.resource)]
-        n = s.nominal[i]
+        cap, n = _cap(p, spec), s.nominal[i]
         top = peak(summarize(spec.scenarios), cap)
         borrowing = None if spec.old_borrowing is None else min(max(spec.old_borrowing, top - n), cap - n)
         if i in s.reserved:
@@ -329,8 +336,7 @@ def solve_quotas(p: QuotaProblem, time_limit_s: float, workers: int = 2, *,
     points = [summarize(s.scenarios) for s in p.series]
     tables = [shortfall_table(pt, s.hours, p.capacity[(s.pool, s.flavor, s.resource)])
               for pt, s in zip(points, p.series, strict=True)]
-    peaks = [peak(pt, p.capacity[(s.pool, s.flavor, s.resource)])
-             for pt, s in zip(points, p.series, strict=True)]
+    peaks = [peak(pt, _cap(p, s)) for pt, s in zip(points, p.series, strict=True)]
     if reduce:
         one = stage_one(p, tables)
         model = _Model(p, tables, peaks, one)
@@ -342,12 +348,10 @@ def solve_quotas(p: QuotaProblem, time_limit_s: float, workers: int = 2, *,
             result.stages.insert(0, first)
             return _finish(result, started)
     model = _Model(p, tables, peaks, None)
-    start = QuotaSolution(nominal=[min(s.old_nominal, p.capacity[(s.pool, s.flavor, s.resource)])
+    start = QuotaSolution(nominal=[max(s.floor, min(s.old_nominal, _cap(p, s)))
                                    for s in p.series])
     result = _run_stages(model, STAGES, time_limit_s - (time.perf_counter() - started), workers, start=start)
     if result is None:
-        from gpuledger.core.errors import SolverError
-
         raise SolverError("quota model: no feasible quotas within the time limit; check capacity "
                           "against the guaranteed minimums")
     return _finish(result, started)

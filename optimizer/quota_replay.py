@@ -12,7 +12,8 @@ history's sampling step:
    nominal, at most its lending limit), each at most its borrowing limit above its nominal,
    shared in proportion to fair-sharing weights (water-filling).
 4. Pending GPU-minutes = demand not running × step; idle quota = nominal quota that no
-   running work uses × step.
+   running work uses × step; borrowed quota = running work above its queue's nominal × step
+   (how much the queues rely on the cohort rather than on their own quota).
 
 `borrowing=False` replays hard quotas (no cohort sharing): each queue runs at most its nominal.
 """
@@ -20,7 +21,7 @@ history's sampling step:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import numpy as np
@@ -39,6 +40,8 @@ class ReplayResult:
     idle_quota_gpu_minutes: float
     demand_gpu_minutes: float
     per_queue_pending: dict[str, float]
+    borrowed_gpu_minutes: float = 0.0
+    per_queue_demand: dict[str, float] = field(default_factory=dict)
 
 
 RESOLUTION = timedelta(minutes=5)
@@ -70,14 +73,57 @@ def replay(inputs: QuotaInputs, quotas: QuotaSet, *, borrowing: bool = True,
             weight[p, j] = weights[name]
             borrow[p, j] = _limit(quota.borrowing_limit) if shares else 0.0
             lend[p, j] = min(_limit(quota.lending_limit), quota.nominal) if shares else 0.0
-    demand = _dense(frame, slot, shape, step)
-    pending, idle = _simulate(demand, nominal, borrow, lend, weight)
+    demand = _cached_dense(frame, slot, shape, step)
+    pending, idle, borrowed = _simulate(demand, nominal, borrow, lend, weight)
     minutes = step.total_seconds() / 60
+    asked = demand.sum(axis=0) if demand.size else np.zeros(shape)
     per_queue: dict[str, float] = {}
+    per_demand: dict[str, float] = {}
     for (name, _, _), (p, j) in slot.items():
         per_queue[name] = per_queue.get(name, 0.0) + float(pending[p, j]) * minutes
+        per_demand[name] = per_demand.get(name, 0.0) + float(asked[p, j]) * minutes
     return ReplayResult(float(pending.sum()) * minutes, float(idle.sum()) * minutes,
-                        float(demand.sum()) * minutes, per_queue)
+                        float(demand.sum()) * minutes, per_queue, borrowed * minutes, per_demand)
+
+
+def coarsen(inputs: QuotaInputs, resolution: timedelta = RESOLUTION) -> QuotaInputs:
+    """The inputs with their history as mean demand per `resolution` bucket (absent samples in a
+    bucket count as no demand, as in `_dense`): what every replay would compute anyway, done
+    once, so a plan that replays and refits many times does not re-bucket a month of one-minute
+    samples each time. Histories already at `resolution` or coarser are returned as they are."""
+    if inputs.step >= resolution or inputs.history.is_empty():
+        return inputs
+    frame = inputs.history
+    start = frame["ts"].min()
+    micro = int(resolution.total_seconds() * 1_000_000)
+    bucket = ((pl.col("ts") - pl.lit(start)).dt.total_microseconds() // micro)
+    tagged = frame.with_columns(bucket.alias("b"))
+    times = tagged.group_by("b").agg(pl.col("ts").n_unique().alias("k"))
+    coarse = (tagged.group_by("b", "cluster_queue", "flavor", "resource").agg(pl.col("demand").sum())
+              .join(times, on="b")
+              .select((pl.lit(start) + pl.duration(microseconds=pl.col("b") * micro)).alias("ts"),
+                      "cluster_queue", "flavor", "resource", (pl.col("demand") / pl.col("k")).alias("demand"))
+              .sort("ts", "cluster_queue", "flavor", "resource"))
+    return replace(inputs, history=coarse, step=resolution)
+
+
+_CACHE: list[tuple[pl.DataFrame, tuple[object, ...], np.ndarray]] = []
+CACHED = 8
+
+
+def _cached_dense(frame: pl.DataFrame, slot: Mapping[tuple[str, str, str], tuple[int, int]],
+                  shape: tuple[int, int], step: timedelta) -> np.ndarray:
+    """`_dense`, remembered for the last few (frame, layout) pairs: a fit replays the same
+    history under several quota sets, and bucketing millions of rows costs more than the replay.
+    Keyed by the frame object itself (kept alive here, so its identity cannot be reused)."""
+    key = (tuple(sorted(slot.items())), shape, step)
+    for held, k, dense in _CACHE:
+        if held is frame and k == key:
+            return dense
+    dense = _dense(frame, slot, shape, step)
+    _CACHE.append((frame, key, dense))
+    del _CACHE[:-CACHED]
+    return dense
 
 
 def _dense(frame: pl.DataFrame, slot: Mapping[tuple[str, str, str], tuple[int, int]],
@@ -111,12 +157,14 @@ def _limit(value: float | None) -> float:
 
 
 def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend: np.ndarray,
-              weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """All pools at once, (pools, queues) arrays: total pending per queue, idle per pool."""
+              weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """All pools at once, (pools, queues) arrays: total pending per queue, idle per pool, and
+    the total borrowed (running above nominal)."""
     capacity = nominal.sum(axis=1)
     running = np.zeros_like(nominal)
     pending = np.zeros_like(nominal)
     idle = np.zeros(nominal.shape[0])
+    borrowed = 0.0
     eps = 1e-9
     for d in demand:
         running = np.minimum(running, d)                                   # 1. finished work leaves
@@ -133,7 +181,8 @@ def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend:
             running = running + _water_fill(want, weights, np.maximum(available, 0.0))
         pending += np.maximum(0.0, d - running)                           # 4. measure
         idle += np.maximum(0.0, capacity - running.sum(axis=1))
-    return pending, idle
+        borrowed += float(np.maximum(0.0, running - nominal).sum())
+    return pending, idle, borrowed
 
 
 def _water_fill(want: np.ndarray, weights: np.ndarray, amount: np.ndarray) -> np.ndarray:

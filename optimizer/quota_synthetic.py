@@ -23,9 +23,12 @@ from gpuledger.optimizer.quota_spec import GPU, QueueSpec, default_capacity
 def synthetic_quota_inputs(
     teams: int = 10, flavors: int = 3, *, days: int = 28, step: timedelta = timedelta(minutes=15),
     start: datetime, seed: int = 0, load: float = 0.85, flavors_per_team: int = 3,
-    borrowing_limit: float | None = None,
+    borrowing_limit: float | None = None, drift: float = 0.0,
 ) -> QuotaInputs:
-    """`load` is mean peak-hour demand over capacity, per flavor.
+    """`load` is mean peak-hour demand over capacity, per flavor. `drift` makes demand move
+    over the history: each team's level changes linearly from (1 − d) to (1 + d) times its
+    base, or the reverse, with d drawn up to `drift` per team (a second seeded stream, so the
+    history without drift is unchanged).
 
     1. Draw each team's weight and flavors, then its demand series (one seeded stream: the
        order of draws is part of the output).
@@ -39,6 +42,8 @@ def synthetic_quota_inputs(
     uses = {n: sorted(rng.sample(flavor_names, min(flavors_per_team, flavors))) for n in names}
     steps = int(timedelta(days=days) / step)
     series = _demand(rng, np.random.default_rng(seed), uses, start=start, step=step, steps=steps)
+    if drift:
+        series = _drift(series, drift, seed, steps)
     capacity = {f: _capacity(series, f, days, steps, load) for f in flavor_names}
     nominal = _static_split(flavor_names, names, uses, weights, capacity)
     qs = tuple(_queue(n, weights[n], uses[n], nominal, borrowing_limit) for n in names)
@@ -70,6 +75,16 @@ def _demand(rng: random.Random, np_rng: np.random.Generator, uses: dict[str, lis
             series[(n, f)] = np.maximum(0.0, base * daily * week + noise + np.convolve(
                 bursts, np.ones(8), mode="same"))
     return series
+
+
+def _drift(series: dict[tuple[str, str], np.ndarray], drift: float, seed: int, steps: int
+           ) -> dict[tuple[str, str], np.ndarray]:
+    """Per team a linear trend over the history, up or down."""
+    rng = np.random.default_rng(seed + 1_000_003)
+    teams = sorted({n for n, _ in series})
+    slope = dict(zip(teams, rng.uniform(-drift, drift, len(teams)), strict=True))
+    ramp = np.linspace(-1.0, 1.0, steps)
+    return {(n, f): np.maximum(0.0, v * (1 + slope[n] * ramp)) for (n, f), v in series.items()}
 
 
 def _capacity(series: dict[tuple[str, str], np.ndarray], flavor: str, days: int, steps: int,

@@ -28,6 +28,8 @@ EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("slices_stranded_before", "stranded slices before"),
     ("slices_stranded_after", "stranded slices after"),
     ("unmet_instances", "unmet instances"),
+    ("spare_instances", "instances nobody asked for"),
+    ("spare_slices", "slices in instances nobody asked for"),
     ("pending_gpu_minutes_before", "pending GPU-minutes before"),
     ("pending_gpu_minutes_after", "pending GPU-minutes after"),
     ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before"),
@@ -55,6 +57,9 @@ class PlansView:
     audit: pl.DataFrame
     hrefs: dict[str, str]
     cluster: bool
+    headline: str | None = None
+    """The out-of-sample headline and verdict of a quota plan (`optimizer.plan_evaluation`)."""
+    teams: pl.DataFrame | None = None
 
 
 def plans_frame(records: list[Any]) -> pl.DataFrame:
@@ -104,6 +109,23 @@ def diff_frame(plan: Any) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={c: pl.String for c in ("object", "what", "before", "after", "note")})
 
 
+def evaluation_parts(plan: Any) -> tuple[str | None, pl.DataFrame | None]:
+    """The headline a reviewer can check (with the verdict) and winners and losers per team."""
+    e = plan.evaluation
+    if e is None:
+        return None, None
+    verdict = "proposed" if e.verdict == "propose" else "proposes nothing"
+    text = f"{e.headline} — {verdict}: {e.reason} (worst queue {e.max_rise_share:+.1%} of its demand, " \
+           f"bound {e.rise_bound:.0%}; {e.method})"
+    rows = [{"team": t.team, "gpus": f"{t.gpus_before:g} → {t.gpus_after:g}",
+             "change": f"{t.gpus_after - t.gpus_before:+g}", "floor": f"{t.floor_gpus:g}",
+             "pending": f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
+             "share": f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand"}
+            for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team))]
+    return text, pl.DataFrame(rows, schema={c: pl.String for c in ("team", "gpus", "change", "floor",
+                                                                     "pending", "share")})
+
+
 def _q(value: float | None) -> str:
     return "–" if value is None else f"{value:g}"
 
@@ -130,6 +152,7 @@ def view(ctx: PageContext, actions: PlanActions) -> PlansView:
     selected = bundle.selected
     record = next((r for r in records if r.plan.id == selected), None)
     hrefs = {pid: ctx.state.with_(plan=pid).href("/plans") for pid in ids}
+    headline, teams = evaluation_parts(record.plan) if record else (None, None)
     return PlansView(
         currency=ctx.currency,
         can_act=ctx.principal.admin,
@@ -149,6 +172,7 @@ def view(ctx: PageContext, actions: PlanActions) -> PlansView:
         audit=bundle.audit,
         hrefs=hrefs,
         cluster=actions.cluster_factory is not None,
+        headline=headline, teams=teams,
     )
 
 
@@ -215,6 +239,7 @@ def _detail(v: PlansView) -> html.Section:
         html.Div([html.Span(v.status or "", className=f"badge status-{v.status}", id="plan-status"),
                   html.Span(f" {v.kind} plan, created {v.created}; solver {v.solver}")]),
         *[html.P(f"⚠ {w}", className="warning") for w in v.warnings],
+        *([html.P(v.headline, id="plan-headline")] if v.headline else []),
         html.Div(
             [
                 html.Div([html.H4("Expected effect"), table(v.effect, [("effect", ""), ("value", "")],
@@ -226,6 +251,10 @@ def _detail(v: PlansView) -> html.Section:
             ],
             className="grid2",
         ),
+        *([html.H4("Per team (held-out days, no borrowing)"), table(
+            v.teams, [("team", "team"), ("gpus", "GPUs"), ("change", "change"), ("floor", "floor"),
+                      ("pending", "pending GPU-min"), ("share", "of its demand")], id="teams-table",
+            limit=200)] if v.teams is not None else []),
         _buttons(v),
         html.Div(id="preview-out", children=_preview(v.preview)),
         html.H4("Rollout"),

@@ -128,7 +128,8 @@ def _propose_plans(ctx: Context) -> None:
         ctx.echo(f"Proposed {kind} plan (review it on the dashboard's Plans page or with "
                  "`gpuledger plans show ID`):")
         state = RunState(_ctx=ctx)
-        with optimize.command.make_context("optimize", [kind, "--time-limit", "20"], obj=state) as cctx:
+        limit = "20" if kind == "mig" else "90"  # the quota plan is backtested: several refits
+        with optimize.command.make_context("optimize", [kind, "--time-limit", limit], obj=state) as cctx:
             optimize.command.invoke(cctx)
 
 

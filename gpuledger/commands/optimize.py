@@ -30,19 +30,25 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
-    """Store (unless --no-save) and print."""
+    """Propose (unless --no-save or --backtest) and print. A plan without a measured gain is
+    printed with its reason and not stored; a re-run supersedes its own earlier proposal."""
     from gpuledger.commands._plans_view import plan_rows
     from gpuledger.optimizer.plan_render import plan_json, render_plan
-    from gpuledger.optimizer.plan_store import save_plan
+    from gpuledger.optimizer.plan_store import propose_plan
 
     status = None
-    if not args.no_save:
+    footer: list[str] = []
+    if plan.proposes_nothing is not None:
+        footer.append(f"\nnothing proposed: {plan.proposes_nothing}")
+    elif not (args.no_save or getattr(args, "backtest", False)):
         with ctx.open_warehouse() as wh:
-            save_plan(wh, plan, actor="optimizer")
+            outcome = propose_plan(wh, plan, actor="optimizer")
         status = "proposed"
+        footer.append(f"\nstored as {status}: gpuledger plans show {plan.id}")
+        footer.extend(f"supersedes {old} (same observed state)" for old in outcome.superseded)
     text = plan_json(plan)
     emit(ctx, args.format, json_text=text, rows=plan_rows(text), text=render_plan(plan, status),
-         footer=[f"\nstored as {status}: gpuledger plans show {plan.id}"] if status else [])
+         footer=footer)
     return 0
 
 
@@ -135,9 +141,32 @@ def _quota(args: argparse.Namespace, ctx: Context) -> int:
                 inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback))
         options = QuotaOptions(time_limit_s=deadline.solver_budget(), horizon=horizon,
                                workers=args.workers)
-        with busy(f"solving the quota plan (at most {limit:g} s)"):
-            plan = plan_quota(inputs, options, ctx.settings, now)
+        with busy(f"solving and backtesting the quota plan (at most {limit:g} s)"):
+            plan = plan_quota(inputs, options, _backtest_settings(args, ctx), now)
     return _finish(plan, args, ctx)
+
+
+def _backtest_settings(args: argparse.Namespace, ctx: Context) -> Any:
+    """The settings with `--origins` / `--held-out` applied to `plans.quota`."""
+    from gpuledger.core.config_plans import QuotaPlanSettings
+    from gpuledger.core.errors import InputError
+    from gpuledger.core.window import parse_duration
+
+    quota = ctx.settings.plans.quota
+    update: dict[str, Any] = {}
+    if args.origins is not None:
+        update["backtest_origins"] = args.origins
+    if args.held_out is not None:
+        update["backtest_days"] = parse_duration(args.held_out).total_seconds() / 86_400
+    if not update:
+        return ctx.settings
+    try:
+        checked = QuotaPlanSettings.model_validate({**quota.model_dump(), **update})
+    except ValueError as exc:
+        first = str(exc).splitlines()
+        raise InputError(f"--origins/--held-out: {first[-1].strip() if first else exc}") from None
+    plans = ctx.settings.plans.model_copy(update={"quota": checked})
+    return ctx.settings.model_copy(update={"plans": plans})
 
 
 def _common(f: F) -> F:
@@ -175,13 +204,22 @@ def mig_command(args: argparse.Namespace, ctx: Context) -> int:
 
 @command.command("quota", help=(
     "Rebalance Kueue quotas: least expected unmet demand, then weighted fairness, then fewest "
-    "changes; replays the recorded demand against old and new quotas."),
+    "changes, keeping each queue's demand floor and no queue worse by more than "
+    "plans.quota.max_pending_rise_share of its demand. The expected effect is a rolling-origin "
+    "backtest on held-out days; below plans.quota.min_gain_share nothing is proposed."),
     short_help="rebalance Kueue ClusterQueue quotas")
 @click.option("--queues", type=click.Path(path_type=Path),
               help="what-if: file with ClusterQueues and capacity")
 @click.option("--history", type=click.Path(path_type=Path), help="demand history file (CSV or YAML)")
 @click.option("--lookback", default="28d", show_default=True, help="warehouse history used")
 @click.option("--horizon", default="7d", show_default=True, help="forecast horizon")
+@click.option("--backtest", is_flag=True,
+              help="evaluate only: print the out-of-sample backtest and the plan, store nothing")
+@click.option("--origins", type=int, metavar="N",
+              help="backtest origins (default: plans.quota.backtest_origins)")
+@click.option("--held-out", metavar="DURATION",
+              help="held-out window per origin, e.g. 2d (default: plans.quota.backtest_days, "
+                   "else the horizon)")
 @_common
 @runs
 def quota_command(args: argparse.Namespace, ctx: Context) -> int:

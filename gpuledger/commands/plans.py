@@ -1,4 +1,4 @@
-"""`gpuledger plans …`: list and show stored plans; approve, reject, apply, roll back.
+"""`gpuledger plans …`: list and show stored plans; approve, reject, apply, roll back, export.
 
 The read-only verbs (the optimizer's side) live in `_plans_view`, the verbs that change a
 plan's state or the cluster (the actuator's side) in `_plans_actions`; this module only
@@ -17,7 +17,7 @@ from gpuledger.commands import VerbGroup, runs
 
 
 @click.group("plans", cls=VerbGroup, invoke_without_command=True,
-             help="list, show, approve, reject, apply and roll back plans")
+             help="list, show, approve, reject, apply, roll back and export plans")
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
     click.echo(click.get_current_context().get_help())
@@ -25,9 +25,9 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _assemble() -> None:
-    from gpuledger.commands import _plans_actions, _plans_view
+    from gpuledger.commands import _plans_actions, _plans_export, _plans_view
 
-    for verb in (*_plans_view.VERBS, *_plans_actions.VERBS):
+    for verb in (*_plans_view.VERBS, *_plans_actions.VERBS, *_plans_export.VERBS):
         command.add_command(verb)
 
 

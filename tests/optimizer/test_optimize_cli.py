@@ -12,7 +12,9 @@ Cases:
   `--pool` plans exclusive cards as whole; the right-sized demand (analytics) is used when
   present and says so; `optimize mig` and `optimize quota` store proposed plans that
   `plans list` shows;
-- quota what-if from files (queues YAML + history CSV).
+- quota what-if from files (queues YAML + history CSV); with three weeks of history the plan is
+  backtested and proposed, a second run supersedes the first, `--backtest` stores nothing,
+  and `plans export latest` prints the ClusterQueue manifests with the planned numbers.
 """
 
 from __future__ import annotations
@@ -156,10 +158,11 @@ def test_optimize_from_warehouse_stores_proposed_plans(sim_warehouse, tmp_path, 
     code, out, err = cli(capsys, "--warehouse", str(copy), "optimize", "quota", "--lookback", "1d",
                          "--horizon", "1d", "--time-limit", "10")
     assert code == 0, err
-    assert "pending GPU-minutes before" in out
+    # one day of history leaves nothing to hold out: the plan is shown, nothing is proposed
+    assert "not tested out of sample" in out and "nothing proposed:" in out
     with Warehouse.open(copy, read_only=True) as wh:
         records = list_plans(wh, "proposed")
-    assert sorted(r.plan.kind for r in records) == ["mig", "quota"]
+    assert sorted(r.plan.kind for r in records) == ["mig"]
 
 
 def test_quota_what_if_from_files(tmp_path, capsys):
@@ -186,3 +189,32 @@ def test_quota_what_if_from_files(tmp_path, capsys):
     body = json.loads(out)
     new = {q["cluster_queue"]: q["new_nominal"] for q in body["changes"]["quotas"]}
     assert new["a"] > new["b"] and new["a"] + new["b"] <= 8
+
+
+def test_quota_backtest_supersede_and_export(tmp_path, capsys):
+    spec = lambda n: {"cohortName": "all", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [  # noqa: E731
+        {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": n}]}]}]}
+    queues = {"clusterQueues": [{"metadata": {"name": q, "resourceVersion": "1"}, "spec": spec(4)} for q in "ab"]}
+    (tmp_path / "queues.yaml").write_text(yaml.safe_dump(queues))
+    ts = [datetime(2026, 10, 5, tzinfo=UTC) + timedelta(hours=i) for i in range(24 * 21)]
+    pl.concat([pl.DataFrame({"ts": ts, "cluster_queue": q, "flavor": "h100", "resource": "nvidia.com/gpu",
+                             "demand": d}) for q, d in (("a", 7.0), ("b", 1.0))]).write_csv(tmp_path / "h.csv")
+    base = ("--warehouse", str(tmp_path / "w.duckdb"))
+    args = (*base, "optimize", "quota", "--queues", str(tmp_path / "queues.yaml"), "--history",
+            str(tmp_path / "h.csv"), "--time-limit", "20")
+    code, out, err = cli(capsys, *args, "--backtest")
+    assert code == 0, err
+    assert "under contention (no borrowing) pending GPU-minutes 60,480 → 0" in out and "stored" not in out
+    code, first, err = cli(capsys, *args)
+    assert code == 0 and "stored as proposed" in first, err
+    code, second, err = cli(capsys, *args)
+    assert code == 0 and "supersedes quota-" in second, err
+    with Warehouse.open(tmp_path / "w.duckdb", read_only=True) as wh:
+        assert [r.status for r in list_plans(wh)] == ["proposed", "superseded"]
+    code, out, err = cli(capsys, *base, "plans", "export", "latest", "-o", "yaml")
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [("ClusterQueue", "a"), ("ClusterQueue", "b")]
+    assert [d["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] for d in docs] == [7, 1]
+    code, out, err = cli(capsys, *args, "--origins", "0")
+    assert code == 2 and "--origins/--held-out" in err and "Traceback" not in err

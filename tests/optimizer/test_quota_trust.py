@@ -1,0 +1,250 @@
+"""Quota plans a team can trust (issue #14), on real solves and a real warehouse.
+
+Cases, each checked against arithmetic done here, not by the optimizer's own replay:
+- demand shifts between the fit and the held-out window: the plan's effect is the held-out
+  figure (hard-quota pending Σ max(0, d − N) × step, computed here), it differs from the
+  in-sample one, and the plan proposes nothing because the gain is negative;
+- floors: the p90 of each queue's own demand (numpy here), capped at its quota; a queue with
+  any demand never goes to zero; one with none only when allowed; a quiet-then-busy queue
+  keeps its floor where the model alone would cut it;
+- the fairness bound holds on the fitting history (pending per queue recomputed here), and is
+  what makes the difference: without it some queue loses more;
+- a history with nothing pending proposes nothing; `propose_plan` stores nothing;
+- a second run on the same state supersedes the first instead of adding a copy.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpuledger.core.config import PlanSettings, Settings
+from gpuledger.core.config_plans import QuotaPlanSettings
+from gpuledger.optimizer.plan import QuotaChanges
+from gpuledger.optimizer.plan_store import list_plans, load_record, propose_plan
+from gpuledger.optimizer.queues.kueue import queue_from_object
+from gpuledger.optimizer.quota import QuotaOptions, plan_quota
+from gpuledger.optimizer.quota_guarantees import demand_floors
+from gpuledger.optimizer.quota_input import QuotaInputs, check_history
+from gpuledger.optimizer.quota_spec import GPU, default_capacity
+from gpuledger.optimizer.quota_synthetic import synthetic_quota_inputs
+from gpuledger.warehouse import Warehouse
+
+START = datetime(2026, 10, 5, tzinfo=UTC)  # a Monday
+NOW = datetime(2026, 11, 5, tzinfo=UTC)
+HOUR_MIN = 60.0
+
+
+def settings(**quota: object) -> Settings:
+    return Settings(plans=PlanSettings(quota=QuotaPlanSettings(**quota)))  # type: ignore[arg-type]
+
+
+def two_queues(demand: dict[str, list[float]], nominal: int = 4) -> QuotaInputs:
+    """Queues a and b in cohort c, one flavor, `nominal` GPUs each; hourly demand."""
+    spec = {"cohortName": "c", "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+        {"name": "f", "resources": [{"name": GPU, "nominalQuota": nominal}]}]}]}
+    queues = tuple(queue_from_object({"metadata": {"name": n, "resourceVersion": "1"}, "spec": spec}, "t")
+                   for n in sorted(demand))
+    n = len(next(iter(demand.values())))
+    ts = [START + timedelta(hours=i) for i in range(n)]
+    frame = pl.concat([pl.DataFrame({"ts": ts, "cluster_queue": q, "flavor": "f", "resource": GPU,
+                                     "demand": v}) for q, v in sorted(demand.items())])
+    history, step = check_history(frame, "t")
+    return QuotaInputs(queues, default_capacity(queues), history, step)
+
+
+def new_nominal(plan) -> dict[str, float]:
+    assert isinstance(plan.changes, QuotaChanges)
+    return {q.cluster_queue: q.new_nominal for q in plan.changes.quotas}
+
+
+def hard_pending(values: list[float], nominal: float) -> float:
+    """Pending GPU-minutes of hourly demand under a hard quota, by hand."""
+    return sum(max(0.0, d - nominal) for d in values) * HOUR_MIN
+
+
+# 1. Out of sample --------------------------------------------------------------------------
+def test_shifted_demand_reports_the_held_out_figure_and_proposes_nothing():
+    fit_h, held_h = 14 * 24, 7 * 24
+    a = [7.0] * fit_h + [1.0] * held_h
+    b = [1.0] * fit_h + [7.0] * held_h
+    inputs = two_queues({"a": a, "b": b})
+    rules = settings(backtest_origins=1, backtest_days=7, min_fit_days=7)
+    plan = plan_quota(inputs, QuotaOptions(time_limit_s=20), rules, NOW)
+    e = plan.evaluation
+    assert e is not None and len(e.origins) == 1 and e.held_out_days == 7
+    # fitted on the first two weeks the plan is a=7, b=1 (a's need, b's floor = its p90 = 1);
+    # held out, b now wants 7: pending 3/h under the current quotas, 6/h under the plan's
+    before = hard_pending(a[fit_h:], 4) + hard_pending(b[fit_h:], 4)
+    after = hard_pending(a[fit_h:], 7) + hard_pending(b[fit_h:], 1)
+    assert (before, after) == (3 * held_h * HOUR_MIN, 6 * held_h * HOUR_MIN)
+    assert plan.effect.pending_gpu_minutes_before == pytest.approx(before)
+    assert plan.effect.pending_gpu_minutes_after == pytest.approx(after)
+    assert (e.pending_before, e.pending_after) == (pytest.approx(before), pytest.approx(after))
+    in_sample = next(x for x in plan.baselines if x.name.startswith("in-sample"))
+    assert in_sample.figures["pending_gpu_minutes_after"] != pytest.approx(after)
+    assert e.headline.startswith(f"under contention (no borrowing) pending GPU-minutes {before:,.0f} → "
+                                 f"{after:,.0f} (+100.0%)")
+    assert e.verdict == "no_gain" and plan.proposes_nothing
+    team_b = next(t for t in e.teams if t.team == "b")
+    assert team_b.rise_share == pytest.approx((after - before) / (7 * held_h * HOUR_MIN))
+    assert any("b +" in w for w in plan.warnings)
+
+
+def test_short_history_is_untested_not_in_sample():
+    inputs = two_queues({"a": [7.0] * 48, "b": [1.0] * 48})
+    plan = plan_quota(inputs, QuotaOptions(time_limit_s=10), Settings(), NOW)
+    assert plan.evaluation is not None and plan.evaluation.verdict == "untested"
+    assert plan.effect.pending_gpu_minutes_after is None and plan.proposes_nothing
+    assert plan.evaluation.headline.startswith("not tested out of sample")
+
+
+# 2. Floors ----------------------------------------------------------------------------------
+def quiet(hours: int, level: float, share: float, seed: int) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [level if x else 0.0 for x in rng.random(hours) < share]
+
+
+def test_floors_by_hand():
+    hours = 21 * 24
+    b = quiet(hours, 2.0, 0.12, 1)
+    inputs = two_queues({"a": [8.0] * hours, "b": b, "c": [0.0] * hours})
+    floors = demand_floors(inputs.queues, inputs.history, 0.9, allow_zero=False)
+    assert floors[("b", "f", GPU)] == min(4, math.ceil(float(np.quantile(b, 0.9))))
+    assert floors[("a", "f", GPU)] == 4  # p90 is 8, capped at the current quota
+    assert floors[("c", "f", GPU)] == 1  # no demand, zero not allowed
+    assert demand_floors(inputs.queues, inputs.history, 0.9, allow_zero=True)[("c", "f", GPU)] == 0
+    low = demand_floors(inputs.queues, inputs.history, 0.0, allow_zero=True)
+    assert low[("b", "f", GPU)] == 1  # p0 is 0, but b had demand: never zero
+
+
+def test_quiet_then_busy_queue_keeps_its_floor():
+    fit_h, busy_h = 21 * 24, 7 * 24
+    b = quiet(fit_h, 2.0, 0.12, 2) + [6.0] * busy_h
+    inputs = two_queues({"a": [8.0] * (fit_h + busy_h), "b": b})
+    plan = plan_quota(inputs, QuotaOptions(time_limit_s=20), Settings(), NOW)
+    floor = min(4, math.ceil(float(np.quantile(b, 0.9))))
+    assert floor == 4 and new_nominal(plan)["b"] >= floor
+    # fitted on the quiet weeks only, b keeps its p90 there (2), where a floorless fit gives 0
+    quiet_only = two_queues({"a": [8.0] * fit_h, "b": b[:fit_h]})
+    kept = plan_quota(quiet_only, QuotaOptions(time_limit_s=20), settings(max_pending_rise_share=1.0), NOW)
+    assert new_nominal(kept)["b"] == min(4, math.ceil(float(np.quantile(b[:fit_h], 0.9)))) == 2
+    bare = plan_quota(quiet_only, QuotaOptions(time_limit_s=20),
+                      settings(floor_quantile=0.0, allow_zero_quota=True, max_pending_rise_share=1.0), NOW)
+    assert new_nominal(bare)["b"] < 2
+
+
+# 3. Fairness --------------------------------------------------------------------------------
+def hard_rises(inputs: QuotaInputs, plan) -> dict[str, float]:
+    """Per queue, (pending under the plan − under the current quotas) / demand, no borrowing,
+    on the fitting history, by hand with polars."""
+    assert isinstance(plan.changes, QuotaChanges)
+    quotas = pl.DataFrame([(q.cluster_queue, q.flavor, q.old_nominal, q.new_nominal)
+                           for q in plan.changes.quotas],
+                          schema=["cluster_queue", "flavor", "old", "new"], orient="row")
+    h = inputs.history.join(quotas, on=["cluster_queue", "flavor"])
+    per = h.group_by("cluster_queue").agg(
+        ((pl.col("demand") - pl.col("new")).clip(0) - (pl.col("demand") - pl.col("old")).clip(0)).sum()
+        .alias("rise"), pl.col("demand").sum().alias("demand"))
+    return {r["cluster_queue"]: r["rise"] / r["demand"] for r in per.iter_rows(named=True)}
+
+
+@pytest.fixture(scope="module")
+def seasonal() -> QuotaInputs:
+    return synthetic_quota_inputs(12, 3, days=28, step=timedelta(hours=1), start=START, seed=7)
+
+
+def test_fairness_bound_holds_and_matters(seasonal):
+    plan = plan_quota(seasonal, QuotaOptions(time_limit_s=30), settings(max_pending_rise_share=0.02), NOW)
+    rises = hard_rises(seasonal, plan)
+    assert max(rises.values()) <= 0.02 + 1e-9
+    free = plan_quota(seasonal, QuotaOptions(time_limit_s=30),
+                      settings(max_pending_rise_share=1.0, floor_quantile=0.0), NOW)
+    assert max(hard_rises(seasonal, free).values()) > 0.02
+    e = plan.evaluation
+    assert e is not None and e.verdict == "propose" and len(e.origins) == 3
+    assert {t.team for t in e.teams} == {q.name for q in seasonal.queues}
+    assert sum(t.gpus_after for t in e.teams) == sum(t.gpus_before for t in e.teams)  # equal capacity
+    assert e.pending_before == pytest.approx(sum(o.pending_before for o in e.origins), abs=1)
+
+
+# 4-5. No gain, supersede -----------------------------------------------------------------------
+def test_nothing_pending_proposes_nothing(tmp_path):
+    hours = 21 * 24
+    inputs = two_queues({"a": [3.0] * hours, "b": [3.0] * hours})
+    plan = plan_quota(inputs, QuotaOptions(time_limit_s=10), Settings(), NOW)
+    assert plan.evaluation is not None and plan.evaluation.verdict == "no_gain"
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        outcome = propose_plan(wh, plan)
+        assert not outcome.stored and "nothing was pending" in outcome.reason
+        assert list_plans(wh) == []
+
+
+def test_second_identical_run_supersedes(tmp_path):
+    hours = 21 * 24
+    inputs = two_queues({"a": [7.0] * hours, "b": [1.0] * hours})
+    first = plan_quota(inputs, QuotaOptions(time_limit_s=10), Settings(), NOW)
+    second = plan_quota(inputs, QuotaOptions(time_limit_s=10), Settings(), NOW + timedelta(minutes=5))
+    assert first.id != second.id and first.fingerprint == second.fingerprint
+    assert first.evaluation is not None and first.evaluation.verdict == "propose"
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        assert propose_plan(wh, first).stored
+        outcome = propose_plan(wh, second)
+        assert outcome.superseded == (first.id,)
+        assert [r.plan.id for r in list_plans(wh, "proposed")] == [second.id]
+        assert load_record(wh, first.id).status == "superseded"
+
+
+# 6. What a reviewer sees -------------------------------------------------------------------------
+def test_headline_on_cli_text_plans_page_and_json():
+    from gpuledger.dashboards.pages.plans import evaluation_parts
+    from gpuledger.optimizer.plan import Plan
+    from gpuledger.optimizer.plan_render import plan_json, render_plan
+
+    hours = 21 * 24
+    inputs = two_queues({"a": [7.0] * hours, "b": [1.0] * hours})
+    plan = plan_quota(inputs, QuotaOptions(time_limit_s=10), Settings(), NOW)
+    e = plan.evaluation
+    assert e is not None and e.verdict == "propose"
+    # two origins of 7 days fit after the first week; a wants 3 more GPUs all the time and b
+    # has 3 to spare: 3 GPUs pending every hour before (3/7 of its demand), none after
+    assert e.held_out_days == 14 and len(e.origins) == 2
+    assert e.pending_before == pytest.approx(3 * 14 * 24 * HOUR_MIN) and e.pending_after == 0
+    text = render_plan(plan)
+    assert e.headline in text and "proposed: out-of-sample gain 100.0%" in text
+    assert e.headline.startswith("under contention (no borrowing) pending GPU-minutes 60,480 → 0 (-100.0%)")
+    assert "over 14 held-out days; reliance on borrowed quota" in e.headline
+    headline, teams = evaluation_parts(plan)
+    assert headline is not None and headline.startswith(e.headline)
+    assert teams is not None and teams.to_dicts() == [
+        {"team": "a", "gpus": "4 → 7", "change": "+3", "floor": "4", "pending": "60,480 → 0", "share": "-42.9%"},
+        {"team": "b", "gpus": "4 → 1", "change": "-3", "floor": "1", "pending": "0 → 0", "share": "+0.0%"},
+    ]
+    again = Plan.from_json(plan_json(plan))
+    assert again == plan and again.evaluation is not None and again.evaluation.headline == e.headline
+
+
+def test_coarsen_means_by_hand_and_replays_alike():
+    from gpuledger.optimizer.quota_replay import coarsen, replay
+
+    minutes = [START + timedelta(minutes=i) for i in range(10)]
+    frame = pl.DataFrame({"ts": minutes + minutes[:3], "cluster_queue": ["a"] * 10 + ["b"] * 3, "flavor": "f",
+                          "resource": GPU, "demand": [float(i) for i in range(10)] + [5.0, 5.0, 5.0]})
+    history, step = check_history(frame, "t")
+    spec = {"cohortName": "c", "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+        {"name": "f", "resources": [{"name": GPU, "nominalQuota": 3}]}]}]}
+    queues = tuple(queue_from_object({"metadata": {"name": n}, "spec": spec}, "t") for n in ("a", "b"))
+    inputs = QuotaInputs(queues, default_capacity(queues), history, step)
+    coarse = coarsen(inputs, timedelta(minutes=5))
+    got = {(r["cluster_queue"], r["ts"]): r["demand"] for r in coarse.history.iter_rows(named=True)}
+    # a: minutes 0-4 mean 2, 5-9 mean 7; b: 5 at minutes 0-2 of five sample times, none after
+    assert got == {("a", START): 2.0, ("a", START + timedelta(minutes=5)): 7.0, ("b", START): 3.0}
+    assert coarse.step == timedelta(minutes=5)
+    quotas = {(q.name, "f", GPU): q.quotas[("f", GPU)] for q in queues}
+    for borrowing in (False, True):
+        raw = replay(inputs, quotas, borrowing=borrowing)
+        assert replay(coarse, quotas, borrowing=borrowing).pending_gpu_minutes == pytest.approx(raw.pending_gpu_minutes)
