@@ -40,6 +40,9 @@ PREEMPTIONS = TableSpec(
         _c("source", "VARCHAR", False,
            "pod_condition | kueue_workload | volcano_podgroup | scheduler_event"),
         _c("reason", "VARCHAR"),
+        _c("owner_kind", "VARCHAR", doc="the victim's controller (its pods are the victims when the "
+           "row names a Workload or PodGroup)"),
+        _c("owner_name", "VARCHAR"),
         _c("node", "VARCHAR"),
         _c("queue", "VARCHAR"),
         _c("priority_class", "VARCHAR"),

@@ -15,6 +15,8 @@ CREATE TABLE IF NOT EXISTS preemptions (
   preempted_at TIMESTAMPTZ NOT NULL,
   source VARCHAR NOT NULL,
   reason VARCHAR,
+  owner_kind VARCHAR,
+  owner_name VARCHAR,
   node VARCHAR,
   queue VARCHAR,
   priority_class VARCHAR,
