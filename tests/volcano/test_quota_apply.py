@@ -9,7 +9,6 @@ nominal - lending limit): the live Queues after the apply, the 64 CPUs no plan t
 decrease written before the increase (a watch of etcd's order), one audit record per write,
 the dry run changing nothing, a stale plan refused, and the rollback restoring every number.
 """
-# ruff: noqa: PLR0917 - pytest passes fixtures as positional arguments
 
 from __future__ import annotations
 
