@@ -1,0 +1,39 @@
+"""Priority as a bill dimension: `--by priority_class` on the bill, idle and the team page.
+
+A pod's PriorityClass is stored apart from table `pods` (`pod_priorities`, see
+`core.frames_preemption`), so it is joined onto the bill's detail by (namespace, pod) after
+pricing, only when asked for: prices, shares and conservation are computed exactly as without
+it, and a bill not split by priority reads nothing more. Rows held by a pod whose class is
+unknown or unset show `(none)`; rows without a pod (unallocated capacity, the discount line)
+have no class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from gpuledger.analytics.preemption import NO_CLASS
+from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries.volcano import pod_priority_classes
+
+DIMENSION = "priority_class"
+
+
+def usage_keys(dims: Sequence[str], known: Sequence[str]) -> list[str]:
+    """The usage keys (of `known`) a bill by `dims` needs: with the pod's, to join its class,
+    when split by class."""
+    wanted = [*dims, "namespace", "pod"] if DIMENSION in dims else list(dims)
+    return list(dict.fromkeys(d for d in wanted if d in known))
+
+
+def with_priority_class(wh: Warehouse, detail: pl.DataFrame, dims: Sequence[str]) -> pl.DataFrame:
+    """`detail` with a `priority_class` column when `dims` asks for it (else unchanged)."""
+    if DIMENSION not in dims:
+        return detail
+    classes = pod_priority_classes(wh).select("namespace", "pod", "priority_class")
+    joined = detail.join(classes, on=["namespace", "pod"], how="left")
+    known = pl.col("priority_class").fill_null("").replace("", NO_CLASS)
+    return joined.with_columns(
+        pl.when(pl.col("pod").is_not_null()).then(known).otherwise(None).alias(DIMENSION))
