@@ -31,7 +31,7 @@ from gpuledger.core.frames_preemption import POD_PRIORITIES, PREEMPTIONS
 from gpuledger.simulator.truth import CLASS_NAMES
 
 if TYPE_CHECKING:
-    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.simulated_fleet import SimulatedFleet as Simulation
 
 PRIORITY: dict[str, tuple[str, int]] = {
     "inference": ("production", 100_000), "training": ("training", 10_000),
@@ -118,7 +118,8 @@ def priority_frame(sim: Simulation) -> pl.DataFrame:
     rows = [{"namespace": sim.tenants.namespaces[pods.namespace[p]].name, "pod": pods.name[p],
              "priority_class": c, "priority": v, "observed_at": at}
             for p, (c, v) in enumerate(priorities(sim)) if pods.end[p] > 0 and pods.start[p] < sim.tb.steps]
-    return pl.DataFrame(rows, schema=polars_schema(POD_PRIORITIES)).unique(["namespace", "pod"], keep="first")
+    return pl.DataFrame(rows, schema=polars_schema(POD_PRIORITIES)).unique(
+        ["namespace", "pod"], keep="first", maintain_order=True)
 
 
 def volcano_objects(sim: Simulation) -> list[dict[str, Any]]:

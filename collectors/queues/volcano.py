@@ -8,7 +8,7 @@ side; a Queue's cohort is its parent (hierarchical queues share within their par
 PodGroup has none. PodGroup status (phase, conditions) is kept in the stored spec under
 `_status`, because preemption detection reads it and Volcano records evictions there.
 
-Metrics: the scheduler's `volcano_queue_*` series (`collectors.queues.volcano_metrics`).
+Metrics: the scheduler's `volcano_queue_*` series (`collectors.queues._volcano_metrics`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gpuledger.collectors import kueue_metrics
 from gpuledger.collectors.prom_parse import REPLICA_LABELS
 from gpuledger.collectors.queues import COLLECTORS, QueueResource
-from gpuledger.collectors.queues import volcano_metrics as metrics
+from gpuledger.collectors.queues import _volcano_metrics as metrics
 
 if TYPE_CHECKING:
     import polars as pl

@@ -44,6 +44,7 @@ FLAVOR = "default"
 ROOT = "root"
 """Volcano's root queue: the parent of every queue that names none."""
 VGPU = "volcano.sh/vgpu-number"
+GPU_RESOURCE = "nvidia.com/gpu"
 _SPEC_KEYS = ("affinity", "capability", "dequeueStrategy", "deserved", "extendClusters",
               "guarantee", "parent", "priority", "reclaimable", "type", "weight")
 """The v1.16 Queue spec fields: a misspelt `deservd` would silently plan nothing, so unknown
