@@ -99,3 +99,11 @@ def lines_json(lines: pl.DataFrame) -> list[dict[str, object]]:
     """The `preemption` list of the bill's JSON: hours to 6 decimals, money to cents."""
     return [{k: (round(v, 6) if k == "lost_gpu_hours" else round(v, 2) if k == "lost_cost" else v)
              for k, v in row.items()} for row in lines.iter_rows(named=True)]
+
+
+def preemption_totals(lines: pl.DataFrame | None, team: str | None = None) -> dict[str, float]:
+    """`lost_gpu_hours` and `lost_cost` of a bill's preemption lines (one team's, or all)."""
+    if lines is None or lines.is_empty():
+        return {"lost_gpu_hours": 0.0, "lost_cost": 0.0}
+    own = lines if team is None else lines.filter(pl.col("team") == team)
+    return {"lost_gpu_hours": float(own["lost_gpu_hours"].sum()), "lost_cost": float(own["lost_cost"].sum())}

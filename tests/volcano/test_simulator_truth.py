@@ -103,3 +103,20 @@ def test_admit_before_run_flags_queues_over_the_share(world):
     advice = admit_before_run(bill, losses, share=threshold)
     assert set(advice["queue"].to_list()) == {q for q, s in shares.items() if s > threshold}
     assert all("admit-before-run would have saved $" in m for m in advice["message"].to_list())
+
+
+def test_monthly_statement_shows_the_preemption_line(world):
+    from gpuledger.reports.compose import build_statements, gather
+    from gpuledger.reports.html import render_statement
+
+    sim, path = world
+    truth = preemption_truth(sim).group_by("team").agg(pl.col("lost_gpu_hours").sum())
+    with Warehouse.open(path, read_only=True) as wh:
+        data = gather(wh, Settings(), "2026-11", with_adjustments=False)
+    statements = {s.team: s for s in build_statements(data, Settings(), "DRAFT", WINDOW.end)}
+    for team, hours in truth.iter_rows():
+        if team is not None:
+            assert statements[team].totals["lost_gpu_hours"] == pytest.approx(hours, abs=1e-9)
+    assert statements[None].totals["lost_gpu_hours"] == pytest.approx(truth["lost_gpu_hours"].sum())
+    team = next(t for t, h in truth.iter_rows() if t and h > 0)
+    assert "GPU-hours lost to preemption" in render_statement(statements[team])
