@@ -36,7 +36,6 @@ from gpuledger.core.errors import ClusterError, NotFoundError, TemporaryClusterE
 from gpuledger.core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
 from gpuledger.core.mig import canonical_model
 from gpuledger.core.pricing import strip_gfd_suffix
-from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM
 from gpuledger.core.teams import resolve_team
 
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "nvidia.com/gpumem", "nvidia.com/gpucores")
@@ -85,11 +84,13 @@ class KubernetesCollector:
 
     def __init__(self, api: client.ApiClient, settings: Settings, *, page_size: int = 500,
                  now: Callable[[], datetime] = utcnow,
-                 queue_system: str | Sequence[str] = DEFAULT_QUEUE_SYSTEM) -> None:
+                 queue_system: str | Sequence[str] | None = None) -> None:
         self.api = api
         self.settings = settings
         self.page_size = page_size
         self.now = now
+        if queue_system is None:
+            queue_system = settings.queues.systems  # Kueue alone unless configured
         names = (queue_system,) if isinstance(queue_system, str) else tuple(queue_system)
         self.queue_systems: tuple[QueueCollector, ...] = tuple(queue_collector(n) for n in names)
         """Every queue system listed (Kueue and Volcano may run side by side)."""
