@@ -37,3 +37,15 @@ def with_priority_class(wh: Warehouse, detail: pl.DataFrame, dims: Sequence[str]
     known = pl.col("priority_class").fill_null("").replace("", NO_CLASS)
     return joined.with_columns(
         pl.when(pl.col("pod").is_not_null()).then(known).otherwise(None).alias(DIMENSION))
+
+
+def idle_by(wh: Warehouse, detail: pl.DataFrame, by: Sequence[str] = ("team", DIMENSION)) -> pl.DataFrame:
+    """Idle time of the allocations in a bill's `detail`, summed by `by` (`idle --by
+    priority_class`): card-hours, idle card-hours, idle cost, idle share; most idle cost first."""
+    held = with_priority_class(wh, detail.filter(pl.col("kind") == "allocated"), by)
+    keys = list(by)
+    return held.group_by(keys).agg(
+        pl.col("card_hours").sum(), pl.col("idle_card_hours").sum(), pl.col("idle_cost").sum(),
+    ).with_columns(
+        (pl.col("idle_card_hours") / pl.col("card_hours")).fill_nan(0.0).alias("idle_fraction"),
+    ).sort(["idle_cost", *keys], descending=[True, *[False] * len(keys)], nulls_last=True)

@@ -120,3 +120,22 @@ def test_monthly_statement_shows_the_preemption_line(world):
     assert statements[None].totals["lost_gpu_hours"] == pytest.approx(truth["lost_gpu_hours"].sum())
     team = next(t for t, h in truth.iter_rows() if t and h > 0)
     assert "GPU-hours lost to preemption" in render_statement(statements[team])
+
+
+def test_idle_by_priority_class_matches_truth(world):
+    from gpuledger.analytics.priority_class import idle_by
+
+    sim, path = world
+    with Warehouse.open(path, read_only=True) as wh:
+        bill = compute_bill(wh, WINDOW, Settings(), ("team",))
+        idle = idle_by(wh, bill.detail, ("priority_class",))
+    pods = sim.schedule.pods
+    classes = pl.DataFrame({
+        "namespace": [sim.tenants.namespaces[i].name for i in pods.namespace], "pod": pods.name,
+        "cls": [c or "(none)" for c, _ in priorities(sim)]})
+    truth = (sim.ground_truth().filter(pl.col("allocation_state") == "allocated")
+             .join(classes, on=["namespace", "pod"], how="left")
+             .group_by("cls").agg(pl.col("idle_card_hours").sum()))
+    got = dict(idle.select("priority_class", "idle_card_hours").iter_rows())
+    for cls, hours in truth.iter_rows():
+        assert got[cls] == pytest.approx(hours, rel=0.02, abs=0.5), cls
