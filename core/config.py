@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
 )
 
+from gpuledger.core.config_lake import LakeSettings
 from gpuledger.core.config_queues import QueueSettings
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.window import parse_duration
@@ -257,6 +258,7 @@ class Settings(_Section):
     plans: PlanSettings = PlanSettings()
     reports: ReportSettings = ReportSettings()
     queues: QueueSettings = QueueSettings()
+    lake: LakeSettings = LakeSettings()
     source: str | None = Field(default=None, exclude=True)
 
     def price_book_version(self) -> str:
