@@ -32,6 +32,7 @@ import polars as pl
 
 from gpuledger.analytics import preemption, priority_class
 from gpuledger.analytics.capacity import instance_share_by_day, presence_by_day
+from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
 from gpuledger.analytics.devices.replicas import replicas_unknown_nodes
 from gpuledger.analytics.hourly import gpu_inventory
 from gpuledger.analytics.lines import (
@@ -66,13 +67,13 @@ Grain = Literal["device", "lines"]
 
 DIMENSIONS: tuple[str, ...] = (
     "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode", "profile",
-    "uuid", "day", "priority_class",
+    "uuid", "day", "claim", "device_class", "priority_class",
 )
 """What `by` may name; `team` is always the first dimension of a bill."""
 
 DETAIL_COLUMNS: tuple[str, ...] = (
     "day", "kind", "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode",
-    "uuid", "gpu_i_id", "vgpu", "profile", "share", "held_hours", "card_hours",
+    "uuid", "gpu_i_id", "vgpu", "profile", "claim", "device_class", "share", "held_hours", "card_hours",
     "idle_card_hours", "held_idle_card_hours", "stranded_card_hours", "active_ratio",
     "fb_used_max_mib", "unit_price", "discount_factor", "list_cost", "sharing_discount",
     "utilization_adjustment", "cost", "idle_cost", "activity_unknown_card_hours",
@@ -143,8 +144,7 @@ class Bill:
             "price_book_version": self.price_book_version,
             "source": self.source,
             "unattributed_namespaces": list(self.unattributed_namespaces),
-            "lines": lines,
-            "unallocated": unallocated,
+            "lines": lines, "unallocated": unallocated,
             "unpriced_models": list(self.unpriced_models),
             "catalog_priced_models": list(self.catalog_priced_models),
             "replicas_unknown_nodes": list(self.replicas_unknown_nodes),
@@ -192,11 +192,12 @@ def compute_bill(
     held: pl.DataFrame | None = None
     span = rollup_span(wh, window) if grain == "lines" and source != "raw" else None
     if span is not None and span.start == window.start and span.end == window.end:
-        keys = ["namespace", "model", "pool", "sharing_mode", *priority_class.usage_keys(dims, KEYS)]
+        keys = priority_class.rollup_keys(with_claim_key(dims), KEYS)
         usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"])
         used_source = "rollup"
     else:
         usage, used_source = usage_by_day(wh, window, settings, source)
+    usage = with_claim_names(wh, usage)
     gpus = gpu_inventory(wh)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
@@ -234,8 +235,7 @@ def _facts(wh: Warehouse, window: Window, gpus: pl.DataFrame, book: PriceBook, m
     """What the bill states besides its numbers: price sources, unknowns, preemption losses."""
     sources = price_sources(book, models)
     return {
-        "unpriced_models": sources["unpriced"],
-        "catalog_priced_models": sources["catalog"],
+        "unpriced_models": sources["unpriced"], "catalog_priced_models": sources["catalog"],
         "replicas_unknown_nodes": replicas_unknown_nodes(wh, gpus, window),
         "newest_sample": newest_sample(wh, before=window.end),
         "preemption": preemption.preemption_lines(preemption.preemption_losses(wh, window, settings)),
@@ -334,7 +334,7 @@ def _unallocated_rows(
     return frame.with_columns(
         pl.lit("unallocated").alias("kind"),
         pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),
-        *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile"),
+        *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile", "claim", "device_class"),
         pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
         *_nulls(pl.Float64, "share", "active_ratio", "fb_used_max_mib"),
         pl.lit(0.0).alias("idle_card_hours"),
@@ -367,7 +367,7 @@ def _utilization_remainder(allocated: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             pl.lit("utilization_remainder").alias("kind"),
             pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),
-            *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile"),
+            *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile", "claim", "device_class"),
             pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
             *_nulls(pl.Float64, "share", "active_ratio", "fb_used_max_mib"),
             *[pl.lit(0.0).alias(c) for c in (

@@ -21,10 +21,14 @@ from gpuledger.warehouse.queries.volcano import pod_priority_classes
 DIMENSION = "priority_class"
 
 
-def usage_keys(dims: Sequence[str], known: Sequence[str]) -> list[str]:
-    """The usage keys (of `known`) a bill by `dims` needs: with the pod's, to join its class,
-    when split by class."""
-    wanted = [*dims, "namespace", "pod"] if DIMENSION in dims else list(dims)
+ROLLUP_BASE = ("namespace", "model", "pool", "sharing_mode")
+"""What every bill from the roll-up groups by: teams come from namespaces, prices from models."""
+
+
+def rollup_keys(dims: Sequence[str], known: Sequence[str]) -> list[str]:
+    """The roll-up keys (of `known`) a bill by `dims` needs: `ROLLUP_BASE`, the dims, and the
+    pod's when split by class (to join the class)."""
+    wanted = [*ROLLUP_BASE, *dims, *(("pod",) if DIMENSION in dims else ())]
     return list(dict.fromkeys(d for d in wanted if d in known))
 
 
