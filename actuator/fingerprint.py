@@ -57,11 +57,23 @@ def live_state(gateway: ClusterGateway, observed: ObservedObject) -> str | None:
     """`state_hash` of the live object, or None when it is gone; `KeyError` for unknown kinds."""
     from gpuledger.optimizer.plan import state_hash
 
-    read, part = _LIVE[observed.kind]
+    read, part = _LIVE[observed.kind] if observed.kind in _LIVE else _from_writer(observed.kind)
     try:
         return state_hash(part(read(gateway, observed.name)))
     except NotFoundError:
         return None
+
+
+def _from_writer(kind: str) -> tuple[Reader, Part]:
+    """A queue system's quota object (e.g. Volcano's Queue) read through its `QuotaWriter`;
+    `KeyError` when no writer owns `kind` or it states no live state."""
+    from gpuledger.actuator.queues import WRITERS
+
+    writer = WRITERS.find(lambda w: w.object_kind == kind and hasattr(w, "live_state"))
+    if writer is None:
+        raise KeyError(kind)
+    found = writer
+    return (lambda gateway, name: gateway.get(found.ref(name))), found.live_state  # type: ignore[attr-defined]
 
 
 def drift(gateway: ClusterGateway, plan: Plan) -> list[Drift]:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import polars as pl
 
+from gpuledger.analytics import preemption, priority_class
 from gpuledger.analytics.capacity import instance_share_by_day, presence_by_day
 from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
 from gpuledger.analytics.devices.replicas import replicas_unknown_nodes
@@ -66,7 +67,7 @@ Grain = Literal["device", "lines"]
 
 DIMENSIONS: tuple[str, ...] = (
     "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode", "profile",
-    "uuid", "day", "claim", "device_class",
+    "uuid", "day", "claim", "device_class", "priority_class",
 )
 """What `by` may name; `team` is always the first dimension of a bill."""
 
@@ -112,6 +113,7 @@ class Bill:
     `analytics.devices.replicas`): their shares fall back to the inventory's count."""
     newest_sample: datetime | None = None
     """The newest GPU sample (or roll-up hour end) before the window's end: data as of."""
+    preemption: pl.DataFrame | None = None  # GPU-hours lost to preemption, thereof (analytics.preemption)
 
     @property
     def period(self) -> str:
@@ -142,12 +144,12 @@ class Bill:
             "price_book_version": self.price_book_version,
             "source": self.source,
             "unattributed_namespaces": list(self.unattributed_namespaces),
-            "lines": lines,
-            "unallocated": unallocated,
+            "lines": lines, "unallocated": unallocated,
             "unpriced_models": list(self.unpriced_models),
             "catalog_priced_models": list(self.catalog_priced_models),
             "replicas_unknown_nodes": list(self.replicas_unknown_nodes),
             "newest_sample": _iso(self.newest_sample) if self.newest_sample else None,
+            "preemption": preemption.lines_json(self.preemption) if self.preemption is not None else [],
         }
 
 
@@ -190,7 +192,7 @@ def compute_bill(
     held: pl.DataFrame | None = None
     span = rollup_span(wh, window) if grain == "lines" and source != "raw" else None
     if span is not None and span.start == window.start and span.end == window.end:
-        keys = ["namespace", "model", "pool", "sharing_mode", *[d for d in with_claim_key(dims) if d in KEYS]]
+        keys = priority_class.rollup_keys(with_claim_key(dims), KEYS)
         usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"])
         used_source = "rollup"
     else:
@@ -211,7 +213,7 @@ def compute_bill(
     # 4. Lines.
     fleet_raw = float(detail["list_cost"].sum())
     fleet_cost = to_cents(fleet_raw) / 100
-    lines = group_lines(detail, dims)
+    lines = group_lines(priority_class.with_priority_class(wh, detail, dims), dims)
     lines = redistribute(lines, settings.idle.unallocated_redistribution)
     lines = round_lines(order_lines(lines, dims), fleet_raw, dims)
     unattributed_rows = allocated.filter(pl.col("team") == SpecialLine.UNATTRIBUTED.value)
@@ -222,22 +224,21 @@ def compute_bill(
         unallocated=unallocated_summary(unallocated), unattributed_namespaces=unattributed,
         redistribution=settings.idle.unallocated_redistribution,
         price_book_version=book.version, mig_share_basis=settings.sharing.mig_share_basis,
-        source=used_source, **_facts(wh, window, gpus, book, models),
+        source=used_source, **_facts(wh, window, gpus, book, models, settings=settings),
     )
     check_conservation(bill)
     return bill
 
 
-def _facts(
-    wh: Warehouse, window: Window, gpus: pl.DataFrame, book: PriceBook, models: set[str]
-) -> dict[str, Any]:
-    """What the bill states besides its numbers: where prices came from, what is unknown."""
+def _facts(wh: Warehouse, window: Window, gpus: pl.DataFrame, book: PriceBook, models: set[str], *,
+           settings: Settings) -> dict[str, Any]:
+    """What the bill states besides its numbers: price sources, unknowns, preemption losses."""
     sources = price_sources(book, models)
     return {
-        "unpriced_models": sources["unpriced"],
-        "catalog_priced_models": sources["catalog"],
+        "unpriced_models": sources["unpriced"], "catalog_priced_models": sources["catalog"],
         "replicas_unknown_nodes": replicas_unknown_nodes(wh, gpus, window),
         "newest_sample": newest_sample(wh, before=window.end),
+        "preemption": preemption.preemption_lines(preemption.preemption_losses(wh, window, settings)),
     }
 
 

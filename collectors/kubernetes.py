@@ -12,22 +12,25 @@ state, pool, sharing mode), `namespaces` (team from the label key or the fallbac
 `pods` (only pods requesting GPU resources: `nvidia.com/gpu`, `nvidia.com/mig-*`,
 `nvidia.com/gpumem`, `nvidia.com/gpucores`), the DRA frames of `collectors.dra`
 (ResourceSlices, ResourceClaims, the pods reserving them, each GPU node's plane), `queues` (the
-queue system's objects, through the queue seam `collectors.queues`: for Kueue, ClusterQueues,
-LocalQueues, ResourceFlavors and Cohorts of `kueue.x-k8s.io/v1beta2`; absent CRDs give no rows).
+queue systems' objects, through the queue seam `collectors.queues`: for Kueue, ClusterQueues,
+LocalQueues, ResourceFlavors and Cohorts of `kueue.x-k8s.io/v1beta2`; for Volcano, Queues and
+PodGroups; absent CRDs give no rows), `pod_priorities` and `preemptions` (`collectors.preemption`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import polars as pl
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from gpuledger.collectors import preemption
 from gpuledger.collectors.dra import DraObjects, frames_from_objects
 from gpuledger.collectors.queues import QueueCollector, queue_collector
 from gpuledger.core.config import Settings, utcnow
@@ -35,7 +38,6 @@ from gpuledger.core.errors import ClusterError, NotFoundError, TemporaryClusterE
 from gpuledger.core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
 from gpuledger.core.mig import canonical_model
 from gpuledger.core.pricing import strip_gfd_suffix
-from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM
 from gpuledger.core.teams import resolve_team
 
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "nvidia.com/gpumem", "nvidia.com/gpucores")
@@ -83,12 +85,18 @@ class KubernetesCollector:
     """Snapshots of cluster inventory as frames; never writes to the cluster."""
 
     def __init__(self, api: client.ApiClient, settings: Settings, *, page_size: int = 500,
-                 now: Callable[[], datetime] = utcnow, queue_system: str = DEFAULT_QUEUE_SYSTEM) -> None:
+                 now: Callable[[], datetime] = utcnow,
+                 queue_system: str | Sequence[str] | None = None) -> None:
         self.api = api
         self.settings = settings
         self.page_size = page_size
         self.now = now
-        self.queue_system: QueueCollector = queue_collector(queue_system)
+        if queue_system is None:
+            queue_system = settings.queues.systems  # Kueue alone unless configured
+        names = (queue_system,) if isinstance(queue_system, str) else tuple(queue_system)
+        self.queue_systems: tuple[QueueCollector, ...] = tuple(queue_collector(n) for n in names)
+        """Every queue system listed (Kueue and Volcano may run side by side)."""
+        self.queue_system: QueueCollector = self.queue_systems[0]
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
 
@@ -102,12 +110,16 @@ class KubernetesCollector:
 
     def snapshot(self) -> dict[str, pl.DataFrame]:
         at = self.now()
+        items = list(paginate(self.core.list_pod_for_all_namespaces, "pods", page_size=self.page_size))
+        pods = self.pods(at, items)
         return {
             "nodes": self.nodes(at),
             "namespaces": self.namespaces(at),
-            "pods": self.pods(at),
+            "pods": pods,
             "queues": self.queues(at),
             **frames_from_objects(self.dra_objects(), at),
+            **preemption.frames(items, pods, at, core=self.core, custom=self.custom,
+                                page=partial(paginate, page_size=self.page_size)),
         }
 
     # Frames ------------------------------------------------------------------------------
@@ -128,10 +140,13 @@ class KubernetesCollector:
             })
         return pl.DataFrame(rows, schema=polars_schema(NAMESPACES))
 
-    def pods(self, at: datetime) -> pl.DataFrame:
+    def pods(self, at: datetime, items: list[dict[str, Any]] | None = None) -> pl.DataFrame:
         rows = []
-        for item in paginate(self.core.list_pod_for_all_namespaces, "pods", page_size=self.page_size):
-            row = _pod_row(item, at, self.queue_system.pod_queue_label)
+        if items is None:
+            items = list(paginate(self.core.list_pod_for_all_namespaces, "pods", page_size=self.page_size))
+        labels = tuple(s.pod_queue_label for s in self.queue_systems)
+        for item in items:
+            row = _pod_row(item, at, labels)
             if row is not None:
                 rows.append(row)
         return pl.DataFrame(rows, schema=polars_schema(PODS))
@@ -158,8 +173,7 @@ class KubernetesCollector:
     def queues(self, at: datetime) -> pl.DataFrame:
         """The queue system's objects (`queue_system.resources`), one row each."""
         rows: list[dict[str, Any]] = []
-        system = self.queue_system
-        for res in system.resources:
+        for system, res in ((s, r) for s in self.queue_systems for r in s.resources):
             try:
                 items = list(paginate(self.custom.list_cluster_custom_object, f"{res.plural}.{res.group}",
                                       page_size=self.page_size, group=res.group,
@@ -209,7 +223,7 @@ def _node_row(item: dict[str, Any], at: datetime) -> dict[str, Any]:
     }
 
 
-def _pod_row(item: dict[str, Any], at: datetime, queue_label: str) -> dict[str, Any] | None:
+def _pod_row(item: dict[str, Any], at: datetime, queue_labels: str | Sequence[str]) -> dict[str, Any] | None:
     spec = item.get("spec") or {}
     requests: dict[str, float] = {}
     for container in spec.get("containers") or []:
@@ -227,9 +241,11 @@ def _pod_row(item: dict[str, Any], at: datetime, queue_label: str) -> dict[str, 
     started = status.get("startTime") or meta.get("creationTimestamp")
     start_ts = datetime.fromisoformat(started.replace("Z", "+00:00")) if started else at
     labels = meta.get("labels") or {}
+    keys = (queue_labels,) if isinstance(queue_labels, str) else queue_labels
     return {
         "namespace": meta.get("namespace"), "pod": meta.get("name"), "node": spec.get("nodeName"),
-        "queue": labels.get(queue_label), "owner_kind": owner.get("kind"), "owner_name": owner.get("name"),
+        "queue": next((labels[k] for k in keys if labels.get(k)), None),
+        "owner_kind": owner.get("kind"), "owner_name": owner.get("name"),
         "gpu_requests": json.dumps(requests, sort_keys=True), "labels": json.dumps(labels, sort_keys=True),
         "start_ts": min(start_ts, at), "end_ts": at,
     }

@@ -40,7 +40,7 @@ from gpuledger.collectors.prom_http import PromHttp
 from gpuledger.collectors.prom_parse import Matrix, parse_matrix
 from gpuledger.collectors.promql import NODE_LABELS, Shard, duration, latest, make_shards, selector
 from gpuledger.collectors.quality import Quality
-from gpuledger.collectors.queues import QueueCollector, queue_collector
+from gpuledger.collectors.queues import QueueCollector, queue_collectors
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import SourceError
 from gpuledger.core.frames import DCGM_FIELDS
@@ -88,7 +88,7 @@ class PrometheusCollector:
         self.replica_labels = (replica_labels if replica_labels is not None
                                else tuple(settings.prometheus.replica_labels))
         self._gpu_labels = dcgm.fetch_labels(self.replica_labels)
-        self.queues = queues or queue_collector()
+        self.queues = queues or queue_collectors(settings.queues.systems)
         self.prom = settings.prometheus
         self.http = PromHttp(url, self.prom, backoff_s=backoff_s)
         self.now = now

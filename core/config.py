@@ -26,6 +26,7 @@ from pydantic import (
 
 from gpuledger.core.config_lake import LakeSettings
 from gpuledger.core.config_plans import QuotaPlanSettings
+from gpuledger.core.config_queues import QueueSettings
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.window import parse_duration
 from gpuledger.core.yamlfile import load_yaml_file
@@ -258,6 +259,7 @@ class Settings(_Section):
     access: AccessSettings = AccessSettings()
     plans: PlanSettings = PlanSettings()
     reports: ReportSettings = ReportSettings()
+    queues: QueueSettings = QueueSettings()
     lake: LakeSettings = LakeSettings()
     source: str | None = Field(default=None, exclude=True)
 

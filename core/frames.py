@@ -31,6 +31,7 @@ from gpuledger.core.frames_ledger import (
     REPORT_LINES,
     WATERMARKS,
 )
+from gpuledger.core.frames_preemption import POD_PRIORITIES, PREEMPTIONS
 from gpuledger.core.table_spec import (
     TS,
     WHOLE_GPU,
@@ -265,6 +266,6 @@ TABLES: dict[str, TableSpec] = {
     for t in (
         GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NAMESPACES, MIG_INSTANCES, PODS,
         ALLOCATIONS, CARD_HOURS_HOURLY, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG, WATERMARKS,
-        REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS, *DRA_TABLES,
+        REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS, *DRA_TABLES, POD_PRIORITIES, PREEMPTIONS,
     )
 }

@@ -1,4 +1,5 @@
-"""Kueue series for the Queues and My-team pages, in GPU-equivalents the bill agrees with.
+"""Kueue series for the Queues and My-team pages, in GPU-equivalents the bill agrees with; and
+the Volcano Queues table (`volcano_queues`).
 
 Why this module: Kueue counts MIG quota and usage per resource (`nvidia.com/mig-3g.40gb`); to
 add them to whole GPUs each unit must weigh what the bill charges for that instance. That
@@ -77,3 +78,46 @@ def queue_series(wh: Warehouse, window: Window, basis: str) -> pl.DataFrame:
     models = flavor_models(q.resource_flavor_rows(wh), q.node_labels(wh))
     weights = resource_weights(q.queue_gpu_resources(wh, window.start, window.end), models, basis)
     return q.queue_hourly(wh, window.start, window.end, weights)
+
+
+VOLCANO_COLUMNS = ("queue", "parent", "weight", "reclaimable", "guarantee_gpus", "deserved_gpus",
+                   "capability_gpus", "teams")
+
+
+def _gpus(value: object) -> float | None:
+    """A Volcano quota amount of `nvidia.com/gpu` (plain numbers; quantity strings read too)."""
+    from gpuledger.optimizer.quota_spec import parse_quantity
+
+    if value is None:
+        return None
+    try:
+        return parse_quantity(value, "queue")
+    except InputError:
+        return None
+
+
+def volcano_queues(wh: Warehouse) -> pl.DataFrame:
+    """Every stored Volcano Queue: parent, weight, reclaimable, guarantee/deserved/capability in
+    GPUs, and the teams whose PodGroups submit to it (`analytics.volcano_queues`), by name."""
+    from gpuledger.analytics.volcano_queues import volcano_queue_team_sets
+    from gpuledger.optimizer.queues.volcano import GPU_RESOURCE, quota_body
+
+    teams = volcano_queue_team_sets(wh)
+    rows = []
+    for name, spec_text in wh.query(
+        "SELECT name, CAST(spec AS VARCHAR) AS spec FROM queues WHERE kind = 'Queue' ORDER BY name"
+    ).iter_rows():
+        spec = _json_object(spec_text)
+        body = quota_body(spec)
+        rows.append({
+            "queue": name, "parent": spec.get("parent"), "weight": spec.get("weight", 1),
+            "reclaimable": spec.get("reclaimable"),
+            "guarantee_gpus": _gpus(body["guarantee"]["resource"].get(GPU_RESOURCE)),
+            "deserved_gpus": _gpus(body["deserved"].get(GPU_RESOURCE)),
+            "capability_gpus": _gpus(body["capability"].get(GPU_RESOURCE)),
+            "teams": ", ".join(sorted(teams.get(name, frozenset()))),
+        })
+    schema = {"queue": pl.String, "parent": pl.String, "weight": pl.Int64, "reclaimable": pl.Boolean,
+              "guarantee_gpus": pl.Float64, "deserved_gpus": pl.Float64, "capability_gpus": pl.Float64,
+              "teams": pl.String}
+    return pl.DataFrame(rows, schema=schema)

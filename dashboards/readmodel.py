@@ -244,10 +244,22 @@ class ReadModel:
         return self._read(("queue_series", period), read, snap)
 
     def queue_teams(self) -> dict[str, frozenset[str]]:
-        """ClusterQueue → teams submitting to it (`analytics.queue_teams.queue_team_sets`)."""
+        """ClusterQueue (and Volcano Queue) → teams submitting to it
+        (`analytics.queue_teams.queue_team_sets`, `analytics.volcano_queues`)."""
         from gpuledger.analytics.queue_teams import queue_team_sets
+        from gpuledger.analytics.volcano_queues import volcano_queue_team_sets
 
-        return self._read("queue_teams", queue_team_sets)
+        def read(wh: Warehouse) -> dict[str, frozenset[str]]:
+            out = dict(queue_team_sets(wh))
+            for name, teams in volcano_queue_team_sets(wh).items():
+                out[name] = out.get(name, frozenset()) | teams
+            return out
+
+        return self._read("queue_teams", read)
+
+    def volcano_queues(self) -> pl.DataFrame:
+        """Volcano Queues with their quotas in GPUs and teams (`dashboards.queue_views`)."""
+        return self._read("volcano_queues", queue_views.volcano_queues)
 
     def cluster_queues(self) -> pl.DataFrame:
         return self._read("cluster_queues", q.cluster_queue_rows)

@@ -42,10 +42,11 @@ class ObservedObject(_Frozen):
 
     `state` is `state_hash` of the part the plan depends on: for a Node
     `{"mig.config": <label value or None>, "gpus": {index: <layout>}}` when the layouts are
-    known, for a ClusterQueue `{"cohortName": ..., "resourceGroups": [...]}`.
+    known, for a ClusterQueue `{"cohortName": ..., "resourceGroups": [...]}`, for a Volcano
+    Queue `{"cohort": ..., "deserved": ..., "capability": ..., "guarantee": ...}`.
     """
 
-    kind: Literal["Node", "ClusterQueue", "Fleet"]
+    kind: Literal["Node", "ClusterQueue", "Queue", "Fleet"]
     name: str
     resource_version: str | None = None
     state: str

@@ -13,6 +13,7 @@ from datetime import datetime
 
 import polars as pl
 
+from gpuledger.analytics.preemption import preemption_totals
 from gpuledger.analytics.special_lines import SPECIAL_LINES
 from gpuledger.core.config import Settings
 from gpuledger.reports.adjustments import adjustments_for
@@ -121,7 +122,8 @@ def build_statements(
     }
     out = [
         Statement(
-            key="fleet", title="GPU fleet", team=None, totals=statement_totals(data.summary),
+            key="fleet", title="GPU fleet", team=None,
+            totals={**statement_totals(data.summary), **preemption_totals(bill.raw.preemption)},
             days=daily_costs(bill.detail, start, end), by_model=by_model(data.summary),
             by_team=by_team(data.summary), idle=data.idle,
             recommendations=data.recommendations,
@@ -133,7 +135,7 @@ def build_statements(
         out.append(
             Statement(
                 key=f"team-{safe_name(team)}", title=f"Team {team}", team=team,
-                totals=statement_totals(lines),
+                totals={**statement_totals(lines), **preemption_totals(bill.raw.preemption, team)},
                 days=daily_costs(bill.detail.filter(pl.col("team") == team), start, end),
                 by_model=by_model(lines), idle=for_team(data.idle, team),
                 recommendations=for_team(data.recommendations, team),

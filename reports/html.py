@@ -103,6 +103,9 @@ def _tiles(st: Statement) -> str:
     ]
     if t.get("adjustments"):
         tiles.insert(1, ("", "Late-data adjustments", money(t["adjustments"])))
+    if t.get("lost_gpu_hours"):  # a part of the GPU-hours above (analytics.preemption)
+        lost = f"{hours(t['lost_gpu_hours'])} · {money(t['lost_cost'])}"
+        tiles.append(("", "GPU-hours lost to preemption", lost))
     return '<div class="tiles">' + "".join(
         f'<div class="tile {cls}"><div class="label">{escape(label)}</div>'
         f'<div class="value">{escape(value)}</div></div>'

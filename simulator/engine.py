@@ -94,8 +94,11 @@ class Simulation:
         return len(self.schedule.pods)
 
     def inventory(self) -> dict[str, pl.DataFrame]:
-        """Frames for tables gpus, nodes, namespaces, pods, mig_instances, queues."""
-        return inventory(self.spec, self.hw, self.tenants, self.schedule, self.tb)
+        """Frames for tables gpus, nodes, namespaces, pods, mig_instances, queues, and the
+        priorities and preemptions of `simulator.volcano`."""
+        from gpuledger.simulator.volcano import with_volcano
+
+        return with_volcano(self, inventory(self.spec, self.hw, self.tenants, self.schedule, self.tb))
 
     # Streams ---------------------------------------------------------------------------
     def batches(

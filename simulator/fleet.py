@@ -70,6 +70,8 @@ class PoolSpec(_Model):
     free_fraction: float = Field(
         default=0.05, ge=0, le=1, description="share of device groups nobody uses all window",
     )
+    queue_system: Literal["kueue", "volcano"] = Field(
+        default="kueue", description="who queues the pool's pods (simulator.volcano)")
 
     @field_validator("model")
     @classmethod
@@ -236,7 +238,7 @@ def _default_teams() -> list[TeamSpec]:
 def _default_pools() -> list[tuple[float, dict[str, Any]]]:
     """(proportion, pool) in the order nodes are handed out when there are few."""
     return [
-        (0.40, {"name": "h100-train", "model": "H100-80GB", "sharing": "exclusive",
+        (0.40, {"name": "h100-train", "model": "H100-80GB", "sharing": "exclusive", "queue_system": "volcano",
                 "workloads": {"training": 0.65, "batch_eval": 0.2, "notebook": 0.15}}),
         (0.15, {"name": "a100-mig", "model": "A100-80GB", "sharing": "mig",
                 "mig_configs": {

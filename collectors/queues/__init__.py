@@ -70,3 +70,14 @@ COLLECTORS: Registry[QueueCollector] = Registry("collect", __name__)
 def queue_collector(name: str = DEFAULT_QUEUE_SYSTEM) -> QueueCollector:
     """The collect stage's part of queue system `name`."""
     return COLLECTORS.get(name)
+
+
+def queue_collectors(names: Sequence[str]) -> QueueCollector:
+    """One `QueueCollector` for every system in `names` (`settings.queues.systems`): the
+    system's own when there is one, else their union (`collectors.queues._combined`)."""
+    parts = [COLLECTORS.get(n) for n in names]
+    if len(parts) == 1:
+        return parts[0]
+    from gpuledger.collectors.queues._combined import CombinedCollector
+
+    return CombinedCollector(parts)

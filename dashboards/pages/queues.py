@@ -1,5 +1,6 @@
-"""Queues: per Kueue ClusterQueue, nominal quota, borrowing, usage, pending workloads and
-admission wait over time.
+"""Queues: per Kueue ClusterQueue (and Volcano Queue, whose metrics share the series), nominal
+quota, borrowing, usage, pending workloads and admission wait over time; and the Volcano Queues'
+guarantee / deserved / capability.
 
 Admins and viewers see every ClusterQueue; a lead sees the ClusterQueues their teams' namespaces
 submit to (through LocalQueues), and nothing else: the filter runs here, on the server.
@@ -7,7 +8,7 @@ submit to (through LocalQueues), and nothing else: the filter runs here, on the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 from dash import html
@@ -34,6 +35,7 @@ class QueuesView:
     series: pl.DataFrame
     summary: pl.DataFrame
     queues: list[str]
+    volcano: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def view(ctx: PageContext) -> QueuesView:
@@ -50,7 +52,11 @@ def view(ctx: PageContext) -> QueuesView:
         allowed = {cq for cq, teams in mapping.items() if teams & who.lead_of}
         series = series.filter(pl.col("cluster_queue").is_in(sorted(allowed)))
     queues = sorted(series["cluster_queue"].unique().to_list()) if not series.is_empty() else []
-    return QueuesView(state.period, state.team, series, queue_summary(series), queues)
+    volcano = data.volcano_queues()
+    if state.team or not can_see_fleet(who):
+        seen = {state.team} if state.team else set(who.lead_of)
+        volcano = volcano.filter(pl.col("queue").is_in(sorted(q for q, t in mapping.items() if t & seen)))
+    return QueuesView(state.period, state.team, series, queue_summary(series), queues, volcano)
 
 
 def render(v: QueuesView) -> html.Div:
@@ -68,6 +74,11 @@ def render(v: QueuesView) -> html.Div:
         [
             graph(figures.queue_panels(v.series, f"ClusterQueues · {scope}"), "queue-panels"),
             section("Per ClusterQueue", summary),
+            *([section("Volcano Queues", table(
+                v.volcano, [("queue", "Queue"), ("parent", "parent"), ("weight", "weight"),
+                            ("guarantee_gpus", "guarantee GPUs"), ("deserved_gpus", "deserved GPUs"),
+                            ("capability_gpus", "capability GPUs"), ("teams", "teams")],
+                id="volcano-queue-table"))] if not v.volcano.is_empty() else []),
         ],
         id="queues-page",
     )

@@ -16,6 +16,7 @@ from dash import html
 
 from gpuledger.core.period import Period
 from gpuledger.dashboards import figures
+from gpuledger.dashboards.pages import team_priority
 from gpuledger.dashboards.pages.common import (
     PageContext,
     check_team,
@@ -49,6 +50,8 @@ class TeamView:
     queue_summary: pl.DataFrame
     tokens: pl.DataFrame
     download_href: str
+    by_priority_class: pl.DataFrame | None = None
+    preemption: pl.DataFrame | None = None
 
 
 def bill_line(bill: Any, team: str, model: str | None) -> dict[str, float]:
@@ -140,6 +143,8 @@ def view(ctx: PageContext) -> TeamView:
         previous=previous, budget=ctx.settings.teams.budgets.get(team), daily=daily,
         by_model_mode=by_model_mode, idle_top=top, queues=queues, queue_summary=summary,
         tokens=token_costs(ctx, team), download_href=download_href(state.period, team, state.model),
+        by_priority_class=team_priority.by_priority_class(data, state.period, team),
+        preemption=team_priority.preemption_losses(data, state.period, team),
     )
 
 
@@ -271,6 +276,7 @@ def render(v: TeamView) -> html.Div:
                 graph(figures.queue_panels(v.queues, "Team queues"), "team-queues"), _queue_table(v),
             ),
             section("Token cost per model service", _token_table(v)),
+            team_priority.render(v.by_priority_class, v.preemption, cur),
             html.A(f"Download {v.team}'s bill for {v.period} (CSV)", href=v.download_href,
                    id="download-bill", className="button"),
         ],

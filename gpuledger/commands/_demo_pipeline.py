@@ -144,7 +144,20 @@ def _print_bill(wh: Warehouse, window: Window, ctx: Context) -> Bill:
     for line in bill.lines.iter_rows(named=True):
         ctx.echo(f"{line['team']!s:22s} {line['card_hours']:12,.1f} {line['cost']:12,.2f} "
                  f"{line['idle_card_hours']:12,.1f} {line['idle_cost']:11,.2f}")
+    _print_volcano_and_preemption(wh, bill, ctx)
     return bill
+
+
+def _print_volcano_and_preemption(wh: Warehouse, bill: Bill, ctx: Context) -> None:
+    """The Volcano-queued pool's Queues and the preemption line (docs/guide/volcano.md)."""
+    from gpuledger.analytics.preemption import preemption_totals
+
+    queues = wh.query("SELECT name FROM queues WHERE kind = 'Queue' ORDER BY name")["name"].to_list()
+    lost = preemption_totals(bill.preemption)
+    count = int(bill.preemption["preemptions"].sum()) if bill.preemption is not None else 0
+    ctx.echo(f"Volcano queues: {', '.join(queues) or 'none'}; GPU-hours lost to preemption: "
+             f"{lost['lost_gpu_hours']:,.1f} ({bill.currency} {lost['lost_cost']:,.2f}, {count} preemptions; "
+             "part of the card-hours above)")
 
 
 def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:

@@ -134,11 +134,12 @@ def _quota(args: argparse.Namespace, ctx: Context) -> int:
     horizon = parse_duration(args.horizon)
     QuotaOptions(time_limit_s=limit, horizon=horizon, workers=args.workers)  # refuse bad flags first
     with command_deadline(limit, "optimize quota") as deadline:
+        system = args.queue_system or ctx.settings.queues.systems[0]
         if args.queues:
-            inputs = load_quota_inputs(args.queues, args.history)
+            inputs = load_quota_inputs(args.queues, args.history, queue_system=system)
         else:
             with ctx.open_warehouse(read_only=True) as wh:
-                inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback))
+                inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback), queue_system=system)
         options = QuotaOptions(time_limit_s=deadline.solver_budget(), horizon=horizon,
                                workers=args.workers)
         with busy(f"solving and backtesting the quota plan (at most {limit:g} s)"):
@@ -220,6 +221,9 @@ def mig_command(args: argparse.Namespace, ctx: Context) -> int:
 @click.option("--held-out", metavar="DURATION",
               help="held-out window per origin, e.g. 2d (default: plans.quota.backtest_days, "
                    "else the horizon)")
+@click.option("--queue-system", metavar="NAME",
+              help="whose quotas to plan: kueue (ClusterQueues) or volcano (Queues); default: the "
+                   "first of queues.systems")
 @_common
 @runs
 def quota_command(args: argparse.Namespace, ctx: Context) -> int:

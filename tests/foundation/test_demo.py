@@ -42,6 +42,7 @@ def test_demo_runs_the_pipeline_and_ends(tmp_path: Path):
     assert match, first[:2000]
     assert int(match.group(2).replace(",", "")) == (GPUS + DRA_GPUS) * OCTOBER_HOURS
     assert "Top " in first and "idle allocations" in first
+    assert re.search(r"Volcano queues: [a-z].*GPU-hours lost to preemption: [1-9][\d,.]*", first), first[:3000]
     folder = next((out / "reports").glob("period=2026-10/*"))
     for name in ("summary.csv", "focus.csv", "focus.parquet", "manifest.json"):
         assert (folder / name).is_file(), name

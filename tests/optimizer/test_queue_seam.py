@@ -56,7 +56,7 @@ AT = datetime(2026, 3, 1, tzinfo=UTC)
 def test_each_stage_has_kueue_and_refuses_unknown_systems(registry, get):
     assert get().name == "kueue" and get("kueue") is get()
     assert "kueue" in registry.names()
-    with pytest.raises(InputError, match=r"queue system 'slurm': no \w+ support \(known: kueue\)") as info:
+    with pytest.raises(InputError, match=r"queue system 'slurm': no \w+ support \(known: kueue, volcano\)") as info:
         get("slurm")
     assert "\n" not in str(info.value)
 

@@ -102,4 +102,5 @@ def test_kueue_objects(tiny_sim, tiny_inventory):
             if resource == "nvidia.com/gpu" or resource.startswith("nvidia.com/mig-"):
                 assert (pool, resource) in covered
     queues = tiny_inventory["queues"]
-    assert set(queues["kind"]) == {"ClusterQueue", "LocalQueue", "ResourceFlavor"}
+    # plus the Volcano pool's Queues and PodGroups (simulator.volcano)
+    assert set(queues["kind"]) == {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Queue", "PodGroup"}

@@ -1,0 +1,75 @@
+"""Read queries for Volcano queues and preemptions: who submits to a Queue, pod sizes per Queue,
+and the stored preemption records with what billing needs to price them.
+
+Why here: only `warehouse/` speaks SQL; `analytics.volcano_queues`, `optimizer.queues.volcano`
+and `analytics.preemption` hold the rules.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from gpuledger.warehouse import Warehouse
+
+
+def podgroup_teams(wh: Warehouse) -> pl.DataFrame:
+    """Every PodGroup whose namespace has a stored team: `queue` (its `spec.queue`, Volcano's
+    default `default` when unset), `team`."""
+    return wh.query(
+        "SELECT coalesce(json_extract_string(q.spec, '$.queue'), 'default') AS queue, n.team"
+        " FROM queues q JOIN namespaces n ON n.namespace = q.namespace"
+        " WHERE q.kind = 'PodGroup' AND n.team IS NOT NULL AND n.team <> ''"
+        " ORDER BY queue, n.team"
+    )
+
+
+def pod_requests_by_volcano_queue(wh: Warehouse) -> pl.DataFrame:
+    """Pods whose queue label names a stored Volcano Queue: `queue`, `gpu_requests` (JSON text)."""
+    return wh.query(
+        "SELECT p.queue, CAST(p.gpu_requests AS VARCHAR) AS gpu_requests FROM pods p"
+        " JOIN queues q ON q.kind = 'Queue' AND q.name = p.queue WHERE p.gpu_requests IS NOT NULL"
+    )
+
+
+def preemptions_between(wh: Warehouse, start: datetime, end: datetime) -> pl.DataFrame:
+    """Preemptions with `start <= preempted_at < end`, each row's victim pods resolved.
+
+    A row with its own facts (`gpus` set: a pod condition) is its own victim. A row naming a
+    pod by event, or a controller (Workload, PodGroup), takes its victims from table `pods`:
+    the pod of that name, or the pods of that controller alive at the preemption. Columns:
+    namespace, pod (victim), preempted_at, source, node, queue, priority_class, gpu_requests
+    (JSON, NULL for own-fact rows), gpus, run_start, checkpoint_at.
+    """
+    return wh.query(
+        """
+WITH p AS (SELECT * FROM preemptions WHERE preempted_at >= ? AND preempted_at < ?),
+own AS (
+    SELECT namespace, pod, preempted_at, source, node, queue, priority_class,
+           NULL::VARCHAR AS gpu_requests, gpus, run_start, checkpoint_at
+    FROM p WHERE gpus IS NOT NULL
+),
+resolved AS (
+    SELECT p.namespace, v.pod, p.preempted_at, p.source, v.node, v.queue,
+           coalesce(p.priority_class, pp.priority_class) AS priority_class,
+           CAST(v.gpu_requests AS VARCHAR) AS gpu_requests, NULL::DOUBLE AS gpus,
+           v.start_ts AS run_start, p.checkpoint_at
+    FROM p JOIN pods v ON v.namespace = p.namespace
+        AND ((p.owner_name IS NULL AND v.pod = p.pod)
+             OR (p.owner_name IS NOT NULL AND v.owner_name = p.owner_name))
+        AND v.start_ts <= p.preempted_at AND v.end_ts >= p.preempted_at - INTERVAL 10 MINUTE
+    LEFT JOIN pod_priorities pp ON pp.namespace = v.namespace AND pp.pod = v.pod
+    WHERE p.gpus IS NULL
+)
+SELECT * FROM own UNION ALL SELECT * FROM resolved ORDER BY preempted_at, namespace, pod
+""",
+        [start, end],
+    )
+
+
+def pod_priority_classes(wh: Warehouse) -> pl.DataFrame:
+    """`namespace`, `pod`, `priority_class`, `priority` of every pod with a stored priority."""
+    return wh.query("SELECT namespace, pod, priority_class, priority FROM pod_priorities")
