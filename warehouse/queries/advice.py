@@ -102,8 +102,12 @@ WITH held AS (
     WHERE s.ts >= $start AND s.ts < $end AND s.pod IS NOT NULL
     GROUP BY ALL
 ), owners AS (
-    SELECT namespace, pod, regexp_replace(owner_name, '-[a-z0-9]{{5,10}}$', '') AS deployment
-    FROM pods WHERE owner_kind = 'ReplicaSet'
+    SELECT namespace, pod, CASE
+        WHEN hash IS NOT NULL AND ends_with(owner_name, '-' || hash)
+        THEN owner_name[1:length(owner_name) - length(hash) - 1]
+        ELSE regexp_replace(owner_name, '-[a-z0-9]{{4,10}}$', '') END AS deployment
+    FROM (SELECT *, json_extract_string(labels, '$."pod-template-hash"') AS hash FROM pods)
+    WHERE owner_kind = 'ReplicaSet'
 ), {_TOKENS_RATE}
 SELECT o.namespace, o.deployment, h.minute AS ts, count(DISTINCT h.pod) AS replicas,
     CAST(NULL AS DOUBLE) AS queue, avg(h.activity) AS activity, CAST(NULL AS DOUBLE) AS running,
@@ -115,7 +119,7 @@ GROUP BY ALL ORDER BY o.namespace, o.deployment, ts
 
 
 def serving_minutes(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
-    """Deployments' GPU pods per minute (owner ReplicaSet, its hash suffix dropped):
+    """Deployments' GPU pods per minute (owner ReplicaSet without its `pod-template-hash`):
     `namespace`, `deployment`, `ts`, `replicas`, `queue` and `running` (NULL: queue gauges are
     not collected yet), `activity` (mean per replica), `tokens_per_s`, `gpus_per_replica`, `model`."""
     return wh.query(_SERVING_SQL, {"start": start, "end": end})
