@@ -81,7 +81,7 @@ def catalog_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
         mig_factor=settings.sharing.discounts.get("mig", 1.0), basis=settings.sharing.mig_share_basis)
     month = HOURS_PER_MONTH / window.hours
     out = []
-    for c in found:
+    for c in (c for c in found if c.workloads):
         goal = "meets" if c.coverage >= a.catalog_goal else "misses"
         out.append({
             "kind": "profile_catalog", "scope": c.model, "current": f"{c.workloads} MIG workloads",
