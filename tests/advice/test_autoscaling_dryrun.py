@@ -11,6 +11,7 @@ Cases:
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from gpuledger.analytics.advice.autoscaling_manifest import render_hpa
 from tests.advice.test_autoscaling import POLICY, series
 
 
-def _hpa(namespace: str) -> dict:
+def _hpa(namespace: str) -> Any:
     (advice,) = autoscaling_advice(series(), POLICY, unit_price=3.0)
     manifest = render_hpa(advice)
     manifest["metadata"]["namespace"] = namespace
