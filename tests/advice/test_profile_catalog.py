@@ -67,3 +67,16 @@ def test_round_counts_onto_catalog() -> None:
     counts, whole = round_to_catalog(MODEL, {"1g.5gb": 3, "2g.10gb": 2, "4g.20gb": 1}, ("1g.5gb", "3g.20gb"))
     assert counts == {"1g.5gb": 3, "3g.20gb": 2}
     assert whole == 1
+
+
+def test_optimizer_demand_onto_catalog() -> None:
+    """`optimizer.mig_warehouse.recommended_demand(catalog_only=...)` rounds with this rule."""
+    from collections import Counter
+
+    from gpuledger.optimizer.mig_warehouse import _onto_catalog
+
+    counts = {MODEL: Counter({"1g.5gb": 2, "2g.10gb": 1, "4g.20gb": 1}), "H100-80GB": Counter({"1g.10gb": 1})}
+    whole: Counter[str] = Counter({MODEL: 1})
+    _onto_catalog(counts, whole, {MODEL: ("2g.10gb",)})
+    assert counts[MODEL] == Counter({"2g.10gb": 3}) and whole[MODEL] == 2
+    assert counts["H100-80GB"] == Counter({"1g.10gb": 1})  # no catalog: unchanged
