@@ -108,18 +108,24 @@ WITH held AS (
         ELSE regexp_replace(owner_name, '-[a-z0-9]{{4,10}}$', '') END AS deployment
     FROM (SELECT *, json_extract_string(labels, '$."pod-template-hash"') AS hash FROM pods)
     WHERE owner_kind = 'ReplicaSet'
+), gauges AS (
+    SELECT date_trunc('minute', ts) AS minute, namespace, pod,
+        sum(num_requests_waiting) AS waiting, sum(num_requests_running) AS running
+    FROM token_samples WHERE ts >= $start AND ts < $end GROUP BY ALL
 ), {_TOKENS_RATE}
 SELECT o.namespace, o.deployment, h.minute AS ts, count(DISTINCT h.pod) AS replicas,
-    CAST(NULL AS DOUBLE) AS queue, avg(h.activity) AS activity, CAST(NULL AS DOUBLE) AS running,
+    sum(q.waiting) AS queue, avg(h.activity) AS activity, sum(q.running) AS running,
     sum(t.tokens_per_s) AS tokens_per_s, max(h.gpus) AS gpus_per_replica, max(h.model) AS model
 FROM held h JOIN owners o ON o.namespace = h.namespace AND o.pod = h.pod
 LEFT JOIN tok t ON t.minute = h.minute AND t.namespace = h.namespace AND t.pod = h.pod
+LEFT JOIN gauges q ON q.minute = h.minute AND q.namespace = h.namespace AND q.pod = h.pod
 GROUP BY ALL ORDER BY o.namespace, o.deployment, ts
 """
 
 
 def serving_minutes(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
     """Deployments' GPU pods per minute (owner ReplicaSet without its `pod-template-hash`):
-    `namespace`, `deployment`, `ts`, `replicas`, `queue` and `running` (NULL: queue gauges are
-    not collected yet), `activity` (mean per replica), `tokens_per_s`, `gpus_per_replica`, `model`."""
+    `namespace`, `deployment`, `ts`, `replicas`, `queue` and `running` (vLLM's waiting and
+    running gauges summed over replicas; NULL where not collected), `activity` (mean per
+    replica), `tokens_per_s`, `gpus_per_replica`, `model`."""
     return wh.query(_SERVING_SQL, {"start": start, "end": end})
