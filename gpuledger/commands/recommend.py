@@ -30,7 +30,7 @@ _SHOWN = ("kind", "team", "namespace", "pod", "current", "recommended", "workloa
 @click.option("--seed", type=int, default=7, show_default=True,
               help="clustering seed (profiles are stable for a seed)")
 @click.option("--kind", multiple=True, type=click.Choice(ADVICE_KINDS),
-              help="fleet advice instead (repeatable): see docs/guide/analytics.md#advice")
+              help="fleet advice instead (repeatable): see the Advice section of docs/guide/analytics.md")
 @output_option()
 @price_options
 @runs

@@ -81,3 +81,13 @@ def test_queue_gauges_summed_per_deployment_minute(path) -> None:
     assert series["replicas"].to_list() == [PODS] * 3
     assert series["queue"][0] == pytest.approx(PODS * 2 * u * u / (1 - u))
     assert series["running"][0] == pytest.approx(PODS * 8 * u)
+
+
+def test_recommend_kind_autoscaling_reports_it(path, tmp_path) -> None:
+    from tests.advice.test_cli_advice import _run
+
+    doc = _run(path, tmp_path, "--kind", "autoscaling", start=at(0), end=at(HOURS))
+    (row,) = doc["recommendations"]
+    assert (row["kind"], row["scope"]) == ("autoscaling", "serve/chat")
+    (dep,) = doc["autoscaling"]["deployments"]
+    assert dep["manifest"]["kind"] == "HorizontalPodAutoscaler" and dep["gpu_hours_saved"] >= PODS * HOURS / 3

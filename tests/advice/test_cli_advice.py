@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -55,13 +56,14 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return load(tmp_path_factory.mktemp("advice") / "a.duckdb", window(6), _frames())
 
 
-def _run(warehouse: Path, tmp: Path, *args: str, config: str = "") -> dict:
+def _run(warehouse: Path, tmp: Path, *args: str, config: str = "", start: datetime | None = None,
+         end: datetime | None = None) -> dict:
     cfg = tmp / "cfg.yaml"
     cfg.write_text(config or "advice:\n  maintenance_windows:\n    - {pool: 'mig-*', weekly: ['sat 01:00-05:00']}\n")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     out = subprocess.run(
         [sys.executable, "-m", "gpuledger", "recommend", "--warehouse", str(warehouse), "--config", str(cfg),
-         "--start", at(0).isoformat(), "--end", at(6).isoformat(), *args, "-o", "json"],
+         "--start", (start or at(0)).isoformat(), "--end", (end or at(6)).isoformat(), *args, "-o", "json"],
         capture_output=True, text=True, env=env, check=False)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
