@@ -29,7 +29,10 @@ from gpuledger.core.frames import TOKEN_SAMPLES, polars_schema
 METRICS: dict[str, str] = {
     "vllm:prompt_tokens_total": "prompt_tokens_total",
     "vllm:generation_tokens_total": "generation_tokens_total",
+    "vllm:num_requests_waiting": "num_requests_waiting",
+    "vllm:num_requests_running": "num_requests_running",
 }
+"""Counters (raw, may reset) and the two queue gauges the autoscaling advice reads."""
 KEY_LABELS: tuple[str, ...] = ("model_name", "namespace", "pod", "exported_namespace", "exported_pod")
 """The labels that name a token series' (namespace, pod, model)."""
 LABELS: tuple[str, ...] = (*KEY_LABELS, *REPLICA_LABELS)

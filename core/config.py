@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
 )
 
+from gpuledger.core.config_advice import AdviceSettings
 from gpuledger.core.config_lake import LakeSettings
 from gpuledger.core.config_plans import QuotaPlanSettings
 from gpuledger.core.config_queues import QueueSettings
@@ -260,6 +261,7 @@ class Settings(_Section):
     plans: PlanSettings = PlanSettings()
     reports: ReportSettings = ReportSettings()
     queues: QueueSettings = QueueSettings()
+    advice: AdviceSettings = AdviceSettings()
     lake: LakeSettings = LakeSettings()
     source: str | None = Field(default=None, exclude=True)
 

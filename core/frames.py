@@ -90,9 +90,11 @@ TOKEN_SAMPLES = TableSpec(
         _c("model_name", "VARCHAR", False),
         _c("prompt_tokens_total", "DOUBLE", doc="raw counter (may reset)"),
         _c("generation_tokens_total", "DOUBLE", doc="raw counter (may reset)"),
+        _c("num_requests_waiting", "DOUBLE", doc="gauge: requests queued (autoscaling advice)"),
+        _c("num_requests_running", "DOUBLE", doc="gauge: requests in the running batch"),
     ),
     key=("ts", "namespace", "pod", "model_name"),
-    doc="vLLM token counters per serving pod and model.",
+    doc="vLLM token counters and queue gauges per serving pod and model.",
 )
 
 QUEUE_SAMPLES = TableSpec(

@@ -158,10 +158,13 @@ def observed_demand(wh: Warehouse, fleet: Fleet, lookback: timedelta) -> Demand:
 
 
 def recommended_demand(
-    wh: Warehouse, fleet: Fleet, settings: Any, lookback: timedelta, *, peak: bool = True
+    wh: Warehouse, fleet: Fleet, settings: Any, lookback: timedelta, *, peak: bool = True,
+    catalog_only: dict[str, tuple[str, ...]] | None = None,
 ) -> Demand | None:
     """Right-sized demand from `analytics.recommend.rightsized_demand` over the lookback window
-    (peak concurrency by default), or None when the warehouse has no samples."""
+    (peak concurrency by default), or None when the warehouse has no samples. With
+    `catalog_only` (model -> standard profiles, e.g. from `analytics.advice.profile_catalog`)
+    each model's instances are rounded up onto its catalog, so the plan uses only those."""
     from gpuledger.analytics.recommend import rightsized_demand
     from gpuledger.core.window import Window
 
@@ -183,6 +186,8 @@ def recommended_demand(
             whole[model] += n
         else:
             counts[model][str(r["profile"])] += n
+    if catalog_only:
+        _onto_catalog(counts, whole, catalog_only)
     models = sorted(set(counts) | set(whole))
     return Demand(
         tuple(ModelDemand(m, dict(sorted(counts[m].items())), whole[m]) for m in models),
@@ -190,6 +195,20 @@ def recommended_demand(
                f"{end:%Y-%m-%d %H:%M} UTC)",
         complete=True,
     )
+
+
+def _onto_catalog(
+    counts: dict[str, Counter[str]], whole: Counter[str], catalogs: dict[str, tuple[str, ...]],
+) -> None:
+    """Round each model's profile counts onto its catalog, in place (instances no catalog
+    profile holds become whole cards)."""
+    from gpuledger.analytics.advice.profile_catalog import round_to_catalog
+
+    for model in list(counts):
+        if model in catalogs:
+            rounded, extra = round_to_catalog(model, counts[model], catalogs[model])
+            counts[model] = Counter(rounded)
+            whole[model] += extra
 
 
 def _rows(result: Any) -> list[dict[str, Any]]:

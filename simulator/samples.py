@@ -201,6 +201,8 @@ def token_samples_frame(
         models.gather(pod).alias("model_name"),
         pl.Series("prompt_tokens_total", prompt, dtype=pl.Float64),
         pl.Series("generation_tokens_total", gen, dtype=pl.Float64),
+        pl.Series("num_requests_waiting", [None] * len(k), dtype=pl.Float64),  # gauges: not simulated
+        pl.Series("num_requests_running", [None] * len(k), dtype=pl.Float64),
     ])
 
 

@@ -16,6 +16,7 @@ from gpuledger.commands._analytics_common import (
     window_from_args,
 )
 from gpuledger.commands._output import emit
+from gpuledger.commands._recommend_advice import ADVICE_KINDS, run_kinds
 
 _SHOWN = ("kind", "team", "namespace", "pod", "current", "recommended", "workload_profile",
           "monthly_saving", "reason")
@@ -28,10 +29,14 @@ _SHOWN = ("kind", "team", "namespace", "pod", "current", "recommended", "workloa
               help="extra memory and compute kept above the observed peak / p95")
 @click.option("--seed", type=int, default=7, show_default=True,
               help="clustering seed (profiles are stable for a seed)")
+@click.option("--kind", multiple=True, type=click.Choice(ADVICE_KINDS),
+              help="fleet advice instead (repeatable): see the Advice section of docs/guide/analytics.md")
 @output_option()
 @price_options
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
+    if args.kind:
+        return run_kinds(args, ctx)
     from gpuledger.analytics.bill import compute_bill
     from gpuledger.analytics.recommend import recommend
     from gpuledger.terminal_progress import busy

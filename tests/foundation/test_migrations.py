@@ -35,6 +35,7 @@ RELEASED_SHA256 = {
     "v002_report_intents_and_marker.sql": "9f90e6d974d4a9797953bd506a8aa27e3730e607690137b894eada773a3d6d08",
     "v004_dra_claims.sql": "d0096157ae3e0be8ec3ca665ee3fa9b5061b1e46ea98aeb6db15e7717fb783a3",
     "v005_pod_priorities_and_preemptions.sql": "24e360c3e9bfe4272bd6c433df45273b4260483331c1cc8d9a044a81bd46c33a",
+    "v008_vllm_queue_gauges.sql": "806b3f371cfcd99b523119b9d273d3408c5b0dd1e1744e17d18631df050483dc",
 }
 """sha256 of every released step; a step is never edited once released (add a new one)."""
 

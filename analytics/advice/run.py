@@ -1,0 +1,210 @@
+"""The four advice kinds read from the warehouse, as one registry (`KINDS`).
+
+Each kind is a function `(wh, window, settings) -> Advice`: rows in one shape for the CLI
+table, the dashboard and the statements (`kind`, `scope`, `current`, `recommended`,
+`monthly_saving`, `reason`) plus a JSON document with the full evidence. The analysis itself
+lives in the kind's module (its docstring gives the method); this module only reads the
+warehouse through `warehouse.queries.advice` and hands the frames over.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import polars as pl
+
+from gpuledger.analytics.advice import autoscaling, fragmentation, overcommit, profile_catalog
+from gpuledger.core.config import Settings
+from gpuledger.core.mig import canonical_model, catalog
+from gpuledger.core.pricing import PriceBook
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries import advice as queries
+
+HOURS_PER_MONTH = 730.0
+COLUMNS = ("kind", "scope", "current", "recommended", "monthly_saving", "reason")
+
+
+@dataclass(frozen=True)
+class Advice:
+    kind: str
+    rows: list[dict[str, object]]
+    document: dict[str, Any] = field(default_factory=dict)
+
+
+AdviceFn = Callable[[Warehouse, Window, Settings], Advice]
+KINDS: dict[str, AdviceFn] = {}
+"""Advice kind name (the `--kind` value) -> its function; `register` adds one."""
+
+
+def register(name: str) -> Callable[[AdviceFn], AdviceFn]:
+    def add(fn: AdviceFn) -> AdviceFn:
+        KINDS[name] = fn
+        return fn
+    return add
+
+
+def _price(settings: Settings, model: str, moment: datetime) -> float:
+    try:
+        return PriceBook(settings).price_at(model, moment)
+    except Exception:
+        return 0.0
+
+
+@register("profile-catalog")
+def catalog_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
+    """Item 1: the standard profile catalog per model, from right-sized demand."""
+    from gpuledger.analytics.recommend import size_workload
+    from gpuledger.analytics.workloads import workload_usage
+
+    usage = workload_usage(wh, window, settings)
+    rows = []
+    for r in usage.iter_rows(named=True):
+        sized = size_workload(r, 0.2)
+        if sized is None:
+            continue
+        _, memory, compute = sized
+        held = float(r["held_hours"] or 0.0)
+        price = float(r["unit_price"] or 0.0)
+        rows.append({"model": str(r["model"]), "workload": f"{r['namespace']}/{r['pod']}",
+                     "need_memory_mib": memory, "need_compute": compute, "gpu_hours": held,
+                     "unit_price": price,
+                     "current_cost": held * price * float(r["share"]) * float(r["discount_factor"])})
+    demand = pl.DataFrame(rows, schema=profile_catalog.DEMAND_SCHEMA)
+    a = settings.advice
+    found = profile_catalog.choose_catalog(
+        demand, k=a.catalog_size, max_rounding=a.catalog_max_rounding,
+        mig_factor=settings.sharing.discounts.get("mig", 1.0), basis=settings.sharing.mig_share_basis)
+    month = HOURS_PER_MONTH / window.hours
+    out = []
+    for c in (c for c in found if c.workloads):
+        goal = "meets" if c.coverage >= a.catalog_goal else "misses"
+        out.append({
+            "kind": "profile_catalog", "scope": c.model, "current": f"{c.workloads} MIG workloads",
+            "recommended": ", ".join(c.profiles), "monthly_saving": (c.cost_now - c.cost_catalog) * month,
+            "reason": (f"covers {c.covered}/{c.workloads} workloads ({c.coverage:.0%}, {goal} the "
+                       f"{a.catalog_goal:.0%} goal), {c.coverage_gpu_hours:.0%} of GPU-hours; catalog "
+                       f"costs {(c.cost_catalog - c.cost_unconstrained) * month:,.2f}/month more than "
+                       f"unconstrained profiles; {len(c.uncovered)} uncovered"),
+        })
+    return Advice("profile-catalog", out, {"models": [c.as_dict() for c in found], "goal": a.catalog_goal})
+
+
+@register("overcommit")
+def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
+    """Item 3: the knee of replicas per card on time-sliced and vGPU pools."""
+    minutes = queries.shared_card_minutes(wh, window.start, window.end)
+    if minutes.is_empty():
+        return Advice("overcommit", [], {"pools": []})
+    prices = {m: _price(settings, canonical_model(m), window.start) for m in minutes["model"].unique()}
+    classes = [overcommit.classify(k, {"gpuledger.io/workload-class": lbl} if lbl else None)
+               for k, lbl in minutes.select("owner_kind", "class_label").iter_rows()]
+    samples = minutes.with_columns(
+        pl.Series("workload_class", classes, dtype=pl.String),
+        pl.col("model").replace_strict(prices, default=0.0, return_dtype=pl.Float64).alias("unit_price"),
+        pl.when(pl.col("token_holders") == pl.col("holders")).then(pl.col("tokens_per_s"))
+        .alias("tokens_per_s"),
+        pl.col("pool").fill_null("(none)"),
+    ).select(list(overcommit.SAMPLE_SCHEMA))
+    a = settings.advice
+    found = overcommit.overcommit_advice(samples, ceilings=a.overcommit_max, knee_gain=a.overcommit_knee_gain,
+                                         window_hours=window.hours)
+    rows: list[dict[str, object]] = [{
+        "kind": "overcommit_past_knee" if o.past_knee else "overcommit_ratio",
+        "scope": f"{o.pool} ({o.workload_class})", "current": f"1:{o.running:.1f}",
+        "recommended": f"1:{o.recommended}", "monthly_saving": o.monthly_saving, "reason": o.reason(),
+    } for o in found]
+    return Advice("overcommit", rows, {"pools": [o.as_dict() for o in found]})
+
+
+def policy_of(settings: Settings) -> autoscaling.Policy:
+    a = settings.advice
+    return autoscaling.Policy(
+        window_minutes=a.autoscaling_window_minutes, queue_target=a.autoscaling_queue_target,
+        scale_up=a.autoscaling_scale_up, scale_down=a.autoscaling_scale_down,
+        up_stabilization_s=a.autoscaling_up_stabilization_s,
+        down_stabilization_s=a.autoscaling_down_stabilization_s)
+
+
+def autoscaling_proposals(
+    wh: Warehouse, window: Window, settings: Settings,
+) -> list[autoscaling.AutoscalingAdvice]:
+    """Item 4's proposals (what `plans export` renders with `autoscaling_manifest.render_manifests`)."""
+    series = queries.serving_minutes(wh, window.start, window.end)
+    if series.is_empty():
+        return []
+    per = {(str(n), str(d)): int(g or 1) for n, d, g in
+           series.group_by("namespace", "deployment").agg(pl.col("gpus_per_replica").max()).iter_rows()}
+    models = {canonical_model(str(m)) for m in series["model"].drop_nulls().unique()}
+    prices = [_price(settings, m, window.start) for m in sorted(models)] or [0.0]
+    return autoscaling.autoscaling_advice(
+        series.select(list(autoscaling.SERIES_SCHEMA)), policy_of(settings),
+        gpus_per_replica=per, unit_price=max(prices))
+
+
+@register("autoscaling")
+def autoscaling_advice_kind(wh: Warehouse, window: Window, settings: Settings) -> Advice:
+    """Item 4: a two-signal HPA per serving Deployment, with the replay as evidence."""
+    from gpuledger.analytics.advice.autoscaling_manifest import render_hpa
+
+    found = autoscaling_proposals(wh, window, settings)
+    rows: list[dict[str, object]] = [{
+        "kind": "autoscaling", "scope": f"{p.namespace}/{p.deployment}",
+        "current": f"{p.gpu_hours_recorded:,.0f} GPU-h",
+        "recommended": f"HPA {p.min_replicas}-{p.max_replicas}",
+        "monthly_saving": p.monthly_saving, "reason": p.reason(),
+    } for p in found if p.gpu_hours_saved > 0 or p.batching]
+    documents = [p.as_dict() | {"manifest": render_hpa(p)} for p in found]
+    return Advice("autoscaling", rows, {"deployments": documents})
+
+
+@register("fragmentation")
+def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
+    """Item 2: fragmentation per node and pool, and rebuilds scheduled into maintenance windows."""
+    layouts = queries.mig_layouts(wh, window.start, window.end)
+    if layouts.is_empty():
+        return Advice("fragmentation", [], {"nodes": [], "pools": []})
+    layouts = layouts.with_columns(pl.col("model").map_elements(canonical_model, return_dtype=pl.String))
+    smallest = _smallest_demanded(layouts)
+    rates = fragmentation.fragmentation_rates(layouts, smallest)
+    a = settings.advice
+    prices = {str(n): _price(settings, str(m), window.start) for n, m in
+              layouts.select("node", "model").unique().iter_rows()}
+    found = fragmentation.rebuilds(
+        rates, threshold=a.fragmentation_threshold, min_free=a.fragmentation_min_free,
+        now=min(window.end, datetime.now(UTC)), windows=a.maintenance_windows,
+        activity=queries.node_activity_hourly(wh, window.start, window.end), unit_price=prices)
+    rows: list[dict[str, object]] = [{
+        "kind": "fragmentation_rebuild", "scope": r.node, "current": f"{r.rate:.0%} fragmented",
+        "recommended": "rebuild MIG layout in " + (f"{r.window[0]:%a %H:%M} UTC window" if r.window else
+                                                    "a maintenance window"),
+        "monthly_saving": r.monthly_saving, "reason": r.reason(),
+    } for r in found]
+    document = {"threshold": a.fragmentation_threshold, "smallest_profile": smallest,
+                "nodes": json.loads(rates.write_json()),
+                "pools": json.loads(fragmentation.pool_rates(rates).write_json())}
+    return Advice("fragmentation", rows, document)
+
+
+def _smallest_demanded(layouts: pl.DataFrame) -> dict[str, str]:
+    """The smallest profile in use per model (memory, then compute): what workloads ask for."""
+    out: dict[str, str] = {}
+    used = layouts.filter(pl.col("profile").is_not_null()).select("model", "profile").unique()
+    for model, profile in used.iter_rows():
+        known = catalog().get(str(model))
+        if known is None or profile not in known.profiles:
+            continue
+        p = known.profiles[profile]
+        if str(model) not in out or (p.memory, p.compute) < (
+                known.profiles[out[str(model)]].memory, known.profiles[out[str(model)]].compute):
+            out[str(model)] = str(profile)
+    return out
+
+
+def run_advice(wh: Warehouse, window: Window, settings: Settings, kinds: tuple[str, ...]) -> list[Advice]:
+    """The named kinds (all of them when `kinds` is empty), in registry order."""
+    return [fn(wh, window, settings) for name, fn in KINDS.items() if not kinds or name in kinds]

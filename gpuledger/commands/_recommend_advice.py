@@ -1,0 +1,44 @@
+"""`gpuledger recommend --kind ...`: the fleet-shaping advice kinds (`analytics.advice.run`).
+
+Kept out of `recommend.py` so the per-workload recommendations and the fleet advice stay two
+small handlers: `--kind` selects one or more advice kinds (repeatable); each prints its rows
+in the shared output layer, and `-o json` gives each kind's full evidence document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from gpuledger.command_context import Context
+from gpuledger.commands._analytics_common import coverage_warning, warn, window_from_args
+from gpuledger.commands._output import emit
+
+ADVICE_KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling")
+"""The `--kind` choices (the keys of `analytics.advice.run.KINDS`; listed here so the CLI
+does not import polars at start-up)."""
+COLUMNS = ("kind", "scope", "current", "recommended", "monthly_saving", "reason")
+
+
+def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
+    from gpuledger.analytics.advice.run import run_advice
+    from gpuledger.terminal_progress import busy
+
+    window = window_from_args(args)
+    with busy(f"computing advice {window}"), ctx.open_warehouse(read_only=True) as wh:
+        found = run_advice(wh, window, ctx.settings, tuple(args.kind))
+        empty = coverage_warning(wh, window)
+    warn([empty] if empty else [])
+    rows = [row for advice in found for row in advice.rows]
+    total = sum(float(str(r["monthly_saving"])) for r in rows)
+    document = {
+        "start": window.start.isoformat(), "end": window.end.isoformat(),
+        "currency": ctx.settings.currency, "monthly_saving": round(total, 2),
+        **{a.kind: a.document for a in found},
+        "recommendations": rows,
+    }
+    title = (f"Fleet advice {window}: {', '.join(a.kind for a in found)}\n{len(rows)} recommendations, "
+             f"estimated saving {total:,.2f} {ctx.settings.currency}/month")
+    emit(ctx, args.format, rows=rows, columns=COLUMNS, money=("monthly_saving",),
+         json_text=json.dumps(document, indent=2, default=str), title=title)
+    return 0

@@ -1,0 +1,104 @@
+"""Inference autoscaling advice: a diurnal service whose replay must save GPU-hours.
+
+Seeded week, one row per minute: load L(t) = 2 + 6 * max(0, sin(pi (h - 6) / 12)) busy
+replica-equivalents (night 2, noon 8) with 2% noise, served by a fixed 12 replicas; the queue per
+replica is 2u^2/(1-u) at utilisation u = L / 12.
+
+Cases:
+- the time-of-day minimum by hand: ceil(L_min(hour) / 0.8) (3 at night, 10 at noon);
+- the replay saves at least a third of the recorded GPU-hours (the recorded fleet is sized for
+  the peak all day), never goes below the unsaturated bound sum(ceil(L / 1)) and stays over the
+  queue target in at most 2% of minutes;
+- tokens/s per replica that rises with concurrency gives the batching hint; flat does not;
+- the HPA manifest carries the thresholds, windows and replica bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpuledger.analytics.advice.autoscaling import (
+    SERIES_SCHEMA,
+    AutoscalingAdvice,
+    Policy,
+    autoscaling_advice,
+)
+from gpuledger.analytics.advice.autoscaling_manifest import hour_ranges, render_hpa, render_keda
+
+T0 = datetime(2026, 11, 2, tzinfo=UTC)
+MINUTES = 7 * 1440
+POLICY = Policy(window_minutes=5, queue_target=4.0, scale_up=0.8, scale_down=0.3,
+                up_stabilization_s=60, down_stabilization_s=600)
+
+
+def diurnal_load() -> np.ndarray:
+    rng = np.random.default_rng(19)
+    hours = (np.arange(MINUTES) % 1440) / 60
+    base = 2 + 6 * np.maximum(0.0, np.sin(math.pi * (hours - 6) / 12))
+    return base * (1 + rng.uniform(-0.02, 0.02, MINUTES))
+
+
+def series(batching: bool = True) -> pl.DataFrame:
+    load = diurnal_load()
+    u = load / 12
+    running = load * 8
+    per_replica = running / 12
+    tokens = 12 * (60 * per_replica ** 1.0 if batching else np.full(MINUTES, 300.0))
+    rows = [("serve", "chat", T0 + timedelta(minutes=i), 12, float(12 * 2 * u[i] ** 2 / (1 - u[i])),
+             float(u[i]), float(running[i]), float(tokens[i])) for i in range(MINUTES)]
+    return pl.DataFrame(rows, schema=SERIES_SCHEMA, orient="row")
+
+
+@pytest.fixture(scope="module")
+def advice() -> AutoscalingAdvice:
+    (a,) = autoscaling_advice(series(), POLICY, unit_price=3.0)
+    return a
+
+
+def test_time_of_day_minimum_by_hand(advice: AutoscalingAdvice) -> None:
+    load = diurnal_load().reshape(7, 24, 60)
+    for hour in (0, 3, 12, 18):
+        low = np.sort(load[:, hour, :].ravel())
+        p5 = low[math.floor(0.05 * (low.size - 1))]
+        assert advice.minimum_by_hour[hour] == max(1, math.ceil(p5 / 0.8))
+    assert advice.minimum_by_hour[3] == 3 and advice.minimum_by_hour[12] == 10
+
+
+def test_replay_saves_gpu_hours_within_the_queue_target(advice: AutoscalingAdvice) -> None:
+    recorded = 12 * MINUTES / 60
+    assert advice.gpu_hours_recorded == pytest.approx(recorded)
+    assert advice.gpu_hours_saved >= recorded / 3
+    unsaturated = float(np.ceil(diurnal_load() - 1e-9).sum()) / 60
+    assert advice.gpu_hours_proposed >= unsaturated
+    assert advice.over_target_share <= 0.02
+    assert advice.over_target_minutes_recorded == 0
+    month = 730 / (MINUTES / 60)
+    assert advice.monthly_saving == pytest.approx(advice.gpu_hours_saved * 3.0 * month)
+
+
+def test_batching_hint_only_when_throughput_grows_with_concurrency(advice: AutoscalingAdvice) -> None:
+    assert advice.batching is not None and "--max-num-seqs" in advice.batching
+    (flat,) = autoscaling_advice(series(batching=False), POLICY)
+    assert flat.batching is None
+
+
+def test_hpa_manifest_shape(advice: AutoscalingAdvice) -> None:
+    hpa = render_hpa(advice)
+    spec = hpa["spec"]
+    assert spec["minReplicas"] == min(advice.minimum_by_hour) and spec["maxReplicas"] == 12
+    assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 600
+    assert spec["metrics"][0]["external"]["target"]["averageValue"] == "4"
+    assert spec["metrics"][1]["pods"]["target"]["averageValue"] == "800m"
+    keda = render_keda(advice)
+    crons = [t for t in keda["spec"]["triggers"] if t["type"] == "cron"]
+    assert len(crons) == len(hour_ranges(advice.minimum_by_hour)) > 0
+
+
+def test_hour_ranges_merge_contiguous_hours() -> None:
+    mins = (1,) * 8 + (3,) * 4 + (5,) * 2 + (3,) * 2 + (1,) * 8
+    assert hour_ranges(mins) == [(8, 12, 3), (12, 14, 5), (14, 16, 3)]

@@ -1,0 +1,131 @@
+"""Read queries of the fleet-shaping advice (`analytics.advice`): layouts over time, shared
+cards' holders per minute, serving Deployments per minute, hourly node activity.
+
+Why here: only `warehouse/` speaks SQL; the advice modules take these frames and never see a
+statement. Every query is bounded by a half-open window `[start, end)`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from gpuledger.warehouse.protocols import ReadableWarehouse
+
+_LAYOUTS_SQL = """
+WITH t AS (
+    SELECT unnest(generate_series(CAST($start AS TIMESTAMPTZ), CAST($end AS TIMESTAMPTZ) - INTERVAL 1 SECOND,
+                                  CAST($step AS INTERVAL))) AS ts
+), seen AS (SELECT min(start_ts) AS lo, max(end_ts) AS hi FROM mig_instances),
+cards AS (SELECT uuid, node, pool, model FROM gpus WHERE sharing_mode = 'mig'),
+alive AS (
+    SELECT t.ts, m.uuid, m.profile, count(*) AS n
+    FROM t JOIN mig_instances m ON m.start_ts <= t.ts AND t.ts <= m.end_ts + CAST($slack AS INTERVAL)
+    GROUP BY ALL
+)
+SELECT t.ts, c.pool, c.node, c.uuid, c.model, a.profile, coalesce(a.n, 0) AS n
+FROM t CROSS JOIN cards c CROSS JOIN seen
+LEFT JOIN alive a ON a.ts = t.ts AND a.uuid = c.uuid
+WHERE t.ts >= seen.lo AND t.ts <= seen.hi + CAST($slack AS INTERVAL)
+ORDER BY t.ts, c.node, c.uuid, a.profile
+"""
+
+
+def mig_layouts(
+    wh: ReadableWarehouse, start: datetime, end: datetime, step: timedelta = timedelta(hours=1),
+    slack: timedelta = timedelta(minutes=10),
+) -> pl.DataFrame:
+    """MIG cards' instances alive at each `step` in `[start, end)` while layouts were
+    observed: `ts`, `pool`, `node`, `uuid`, `model`, `profile` (NULL: no instance), `n`."""
+    return wh.query(_LAYOUTS_SQL, {"start": start, "end": end, "step": step, "slack": slack})
+
+
+_NODE_ACTIVITY_SQL = """
+SELECT date_trunc('hour', ts) AS ts, node, avg(coalesce(gr_engine_active, 0)) AS activity
+FROM gpu_samples WHERE ts >= $start AND ts < $end
+GROUP BY ALL ORDER BY node, ts
+"""
+
+
+def node_activity_hourly(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
+    """Mean GR engine activity per node and hour (all its devices): `ts`, `node`, `activity`."""
+    return wh.query(_NODE_ACTIVITY_SQL, {"start": start, "end": end})
+
+
+_TOKENS_RATE = """
+tok AS (
+    SELECT date_trunc('minute', ts) AS minute, namespace, pod,
+        sum(CASE WHEN d < 0 THEN v ELSE d END / nullif(epoch(ts) - epoch(ts0), 0)) AS tokens_per_s
+    FROM (
+        SELECT ts, namespace, pod, generation_tokens_total AS v,
+            generation_tokens_total - lag(generation_tokens_total) OVER w AS d, lag(ts) OVER w AS ts0
+        FROM token_samples WHERE ts >= $start - INTERVAL 10 MINUTE AND ts < $end
+        WINDOW w AS (PARTITION BY namespace, pod, model_name ORDER BY ts)
+    ) WHERE ts0 IS NOT NULL AND ts >= $start GROUP BY ALL
+)"""
+
+_SHARED_SQL = f"""
+WITH held AS (
+    SELECT date_trunc('minute', s.ts) AS minute, s.uuid, s.namespace, s.pod,
+        max(s.gr_engine_active) AS activity
+    FROM gpu_samples s JOIN gpus g ON g.uuid = s.uuid
+    WHERE s.ts >= $start AND s.ts < $end AND g.sharing_mode IN ('timeslice', 'vgpu') AND s.pod IS NOT NULL
+    GROUP BY ALL
+), {_TOKENS_RATE}
+SELECT h.minute AS ts, h.uuid, g.pool, g.model, count(DISTINCT h.pod) AS holders,
+    max(h.activity) AS activity, sum(t.tokens_per_s) AS tokens_per_s,
+    count(t.tokens_per_s) AS token_holders,
+    min(p.owner_kind) AS owner_kind, min(json_extract_string(p.labels, '$."gpuledger.io/workload-class"'))
+        AS class_label
+FROM held h JOIN gpus g ON g.uuid = h.uuid
+LEFT JOIN tok t ON t.minute = h.minute AND t.namespace = h.namespace AND t.pod = h.pod
+LEFT JOIN pods p ON p.namespace = h.namespace AND p.pod = h.pod
+GROUP BY ALL ORDER BY h.uuid, ts
+"""
+
+
+def shared_card_minutes(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
+    """Time-sliced and vGPU cards per minute: `ts`, `uuid`, `pool`, `model`, `holders`,
+    `activity` (card level), `tokens_per_s` (generated, summed over holders with vLLM
+    counters), `token_holders`, `owner_kind`, `class_label` (a holder's)."""
+    return wh.query(_SHARED_SQL, {"start": start, "end": end})
+
+
+_SERVING_SQL = f"""
+WITH held AS (
+    SELECT date_trunc('minute', s.ts) AS minute, s.namespace, s.pod, count(DISTINCT s.uuid) AS gpus,
+        avg(s.gr_engine_active) AS activity, max(g.model) AS model
+    FROM gpu_samples s LEFT JOIN gpus g ON g.uuid = s.uuid
+    WHERE s.ts >= $start AND s.ts < $end AND s.pod IS NOT NULL
+    GROUP BY ALL
+), owners AS (
+    SELECT namespace, pod, CASE
+        WHEN hash IS NOT NULL AND ends_with(owner_name, '-' || hash)
+        THEN owner_name[1:length(owner_name) - length(hash) - 1]
+        ELSE regexp_replace(owner_name, '-[a-z0-9]{{4,10}}$', '') END AS deployment
+    FROM (SELECT *, json_extract_string(labels, '$."pod-template-hash"') AS hash FROM pods)
+    WHERE owner_kind = 'ReplicaSet'
+), gauges AS (
+    SELECT date_trunc('minute', ts) AS minute, namespace, pod,
+        sum(num_requests_waiting) AS waiting, sum(num_requests_running) AS running
+    FROM token_samples WHERE ts >= $start AND ts < $end GROUP BY ALL
+), {_TOKENS_RATE}
+SELECT o.namespace, o.deployment, h.minute AS ts, count(DISTINCT h.pod) AS replicas,
+    sum(q.waiting) AS queue, avg(h.activity) AS activity, sum(q.running) AS running,
+    sum(t.tokens_per_s) AS tokens_per_s, max(h.gpus) AS gpus_per_replica, max(h.model) AS model
+FROM held h JOIN owners o ON o.namespace = h.namespace AND o.pod = h.pod
+LEFT JOIN tok t ON t.minute = h.minute AND t.namespace = h.namespace AND t.pod = h.pod
+LEFT JOIN gauges q ON q.minute = h.minute AND q.namespace = h.namespace AND q.pod = h.pod
+GROUP BY ALL ORDER BY o.namespace, o.deployment, ts
+"""
+
+
+def serving_minutes(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
+    """Deployments' GPU pods per minute (owner ReplicaSet without its `pod-template-hash`):
+    `namespace`, `deployment`, `ts`, `replicas`, `queue` and `running` (vLLM's waiting and
+    running gauges summed over replicas; NULL where not collected), `activity` (mean per
+    replica), `tokens_per_s`, `gpus_per_replica`, `model`."""
+    return wh.query(_SERVING_SQL, {"start": start, "end": end})
