@@ -54,11 +54,16 @@ def pod_inventory(wh: Warehouse, window: Window) -> pl.DataFrame:
     )
 
 
-def hourly_usage(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
-    """The `card_hours_hourly` frame for `window`, from raw samples (numbered steps above)."""
+def hourly_usage(
+    wh: Warehouse, window: Window, settings: Settings, held: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """The `card_hours_hourly` frame for `window`, from raw samples (numbered steps above).
+
+    `held`: step 1's frame when the caller already has it (the roll-up computes it in the same
+    pass as the allocations, `analytics.rollup`)."""
     rules = SampleRules.of(settings)
     # 1. Held time.
-    held = held_hourly(wh, window, rules)
+    held = held if held is not None else held_hourly(wh, window, rules)
     if held.is_empty():
         return pl.DataFrame(schema=polars_schema(CARD_HOURS_HOURLY))
     # 2. Card and pod facts (holders of shared cards without `vgpu` labels from the pods).
