@@ -13,7 +13,7 @@ statement is built from those two texts, not a copy of them, so the model stays 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import polars as pl
 
@@ -24,10 +24,9 @@ from gpuledger.analytics.usage import ROLLUP_SOURCE
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
 from gpuledger.core.frames import ALLOCATIONS, polars_schema
-from gpuledger.core.window import HOUR, Window, floor_time
+from gpuledger.core.window import DAY, HOUR, Window, as_utc, floor_time
 from gpuledger.warehouse import LoadBatch, Warehouse
-
-_DAY = timedelta(days=1)
+from gpuledger.warehouse.retention import CompactionStats, compact
 
 
 def _one_pass_sql() -> str:
@@ -100,7 +99,7 @@ def allocations_frame(
     ).explode("day")
     runs = runs.with_columns(
         pl.max_horizontal(pl.col("start_ts"), pl.col("day")).alias("ts"),
-        pl.min_horizontal(pl.col("end_ts"), pl.col("day") + _DAY).alias("end_ts"),
+        pl.min_horizontal(pl.col("end_ts"), pl.col("day") + DAY).alias("end_ts"),
     )
     frame = runs.join(facts, on=keys, how="left", nulls_equal=True).with_columns(
         pl.col("share").fill_null(1.0), pl.col("sharing_mode").fill_null("exclusive")
@@ -131,3 +130,12 @@ def rollup_batch(wh: Warehouse, window: Window, settings: Settings) -> LoadBatch
         frames=rollup_frames(wh, window, settings), window=window,
         watermarks={ROLLUP_SOURCE: window.end},
     )
+
+
+def compact_raw_samples(wh: Warehouse, settings: Settings, now: datetime) -> CompactionStats:
+    """Age raw GPU samples out (`warehouse.retention`, docs/decisions/0071): keep the last
+    `retention.raw_days` whole UTC days, plus the sample pass's margin before them, and
+    nothing the roll-up does not hold. What `gpuledger compact` and a scheduled job call."""
+    keep_from = floor_time(as_utc(now), DAY) - timedelta(days=settings.retention.raw_days)
+    margin = SampleRules.of(settings).margin
+    return compact(wh, keep_from, margin=margin, rollup_source=ROLLUP_SOURCE)

@@ -20,10 +20,12 @@ from pathlib import Path
 import pytest
 
 from gpuledger.analytics.bill import Bill, compute_bill
-from gpuledger.analytics.rollup import rollup_batch
+from gpuledger.analytics.rollup import compact_raw_samples, rollup_batch
 from gpuledger.analytics.samples import SampleRules
 from gpuledger.analytics.usage import ROLLUP_SOURCE
-from gpuledger.core.config import Settings
+from gpuledger.core.config import Settings, load_settings
+from gpuledger.core.config_retention import RetentionSettings
+from gpuledger.core.errors import ConfigError
 from gpuledger.core.window import HOUR, Window, floor_time
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
@@ -75,7 +77,9 @@ def test_compaction_keeps_old_bills_to_the_cent(rolled: Path):
         raw_old = wh.scalar("SELECT count(*) FROM gpu_samples WHERE ts < ?", [end])
         raw_total = wh.count("gpu_samples")
         derived = {t: wh.count(t) for t in ("card_hours_hourly", "allocations", "gpus")}
-        stats = compact(wh, keep_from, margin=margin, rollup_source=ROLLUP_SOURCE)
+        # raw_days=1 on the evening of the third day: the third day stays.
+        settings = Settings(retention=RetentionSettings(raw_days=1))
+        stats = compact_raw_samples(wh, settings, WINDOW.end + timedelta(hours=20))
         assert stats.removed_rows == raw_old > 0
         assert stats.kept_rows == raw_total - raw_old == wh.count("gpu_samples")
         assert wh.scalar("SELECT min(ts) FROM gpu_samples") >= end
@@ -100,3 +104,19 @@ def test_nothing_goes_before_it_is_rolled_up(tmp_path: Path):
         assert stats.removed_rows == 0 and stats.removed_before is None
         assert wh.count("gpu_samples") == total
         assert removed_before(wh) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("retention:\n  raw_days: 0\n", r"retention\.raw_days: Input should be greater than or equal to 1"),
+        ("retention:\n  raw_days: true\n", r"retention\.raw_days"),
+        ("retention:\n  raw_dayz: 30\n", r"retention\.raw_dayz: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_retention_settings_get_one_line(tmp_path: Path, text: str, expected: str):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=expected):
+        load_settings(path)
+    assert load_settings(None).retention.raw_days == 35
