@@ -62,7 +62,10 @@ def removable_until(
     start = floor_time(as_utc(first), HOUR)
     end = floor_time(min(as_utc(keep_from), watermark) - margin, HOUR)
     if end <= start:
-        return None, None, f"nothing rolled up before {end.isoformat()} is older than the window kept"
+        return None, None, (
+            f"no rolled-up hour before {end.isoformat()}, where the kept raw window (and its margin) "
+            "begins: nothing to remove"
+        )
     return start, end, f"raw samples of [{start.isoformat()}, {end.isoformat()}) are in the roll-up"
 
 

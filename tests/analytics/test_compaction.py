@@ -9,11 +9,13 @@ day (less the sample pass's margin) are then removed. Checked:
   untouched;
 - the bill of the first two days (auto source, device grain and lines grain) and a bill
   reaching into the kept day are identical before and after;
-- a second compaction removes nothing; a warehouse without a roll-up loses nothing.
+- a second compaction removes nothing; a warehouse without a roll-up loses nothing;
+- `gpuledger compact` does the same from the command line; bad settings are one line.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from gpuledger.analytics.bill import Bill, compute_bill
 from gpuledger.analytics.rollup import compact_raw_samples, rollup_batch
 from gpuledger.analytics.samples import SampleRules
 from gpuledger.analytics.usage import ROLLUP_SOURCE
+from gpuledger.cli import main
 from gpuledger.core.config import Settings, load_settings
 from gpuledger.core.config_retention import RetentionSettings
 from gpuledger.core.errors import ConfigError
@@ -120,3 +123,21 @@ def test_bad_retention_settings_get_one_line(tmp_path: Path, text: str, expected
     with pytest.raises(ConfigError, match=expected):
         load_settings(path)
     assert load_settings(None).retention.raw_days == 35
+
+
+def test_compact_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """`gpuledger compact --raw-days 1` on data a month old removes every rolled-up hour but
+    the margin's; a bad value is one line and exit 2."""
+    path = tmp_path / "cli.duckdb"
+    _load(path, rolled=True)
+    margin = SampleRules.of(Settings()).margin
+    end = floor_time(WINDOW.end - margin, HOUR)  # now - 1 day is later than the roll-up's end
+    with Warehouse.open(path, read_only=True) as wh:
+        expected = wh.scalar("SELECT count(*) FROM gpu_samples WHERE ts < ?", [end])
+    assert main(["--warehouse", str(path), "compact", "--raw-days", "1", "-o", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["removed_rows"] == expected > 0
+    assert document["removed_before"] == end.isoformat()
+    assert main(["--warehouse", str(path), "compact", "--raw-days", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--raw-days" in err and "\n" not in err
