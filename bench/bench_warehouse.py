@@ -172,7 +172,8 @@ def rollup(path: Path, window: Window, repeats: int = 2) -> dict[str, Any]:
                 else:
                     rollup_frames(wh, window, settings)
                 best[name] = min(best[name], time.perf_counter() - t)
-        hour = Window(window.start + timedelta(hours=12), window.start + timedelta(hours=13))
+        middle = window.start + timedelta(hours=int(window.duration.total_seconds() // 7200))
+        hour = Window(middle, middle + timedelta(hours=1))
         t = time.perf_counter()
         rollup_frames(wh, hour, settings)
         hour_s = time.perf_counter() - t
@@ -217,6 +218,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=1000)
     parser.add_argument("--hours", type=int, default=24)
+    parser.add_argument("--result", default="warehouse", help="results file name (bench/results/NAME.json)")
     args = parser.parse_args()
     inventory, batches, sim_s = simulate(args.gpus, args.hours)
     rows = _rows(batches)
@@ -242,7 +244,7 @@ def main() -> None:
         },
         "peak_rss_mib": round(peak_rss_mib()),
     }
-    write_result("warehouse", result)
+    write_result(args.result, result)
 
 
 if __name__ == "__main__":
