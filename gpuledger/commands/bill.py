@@ -30,7 +30,7 @@ _MONEY = ("list_cost", "sharing_discount", "redistributed_cost", "cost", "idle_c
 @window_options
 @click.option("--by", default="team", show_default=True,
               help="dimensions, comma-separated: team (always), namespace, pod, queue, node, "
-                   "pool, model, sharing_mode, profile, uuid, day")
+                   "pool, model, sharing_mode, profile, uuid, day, claim, device_class")
 @output_option()
 @click.option("--source", type=click.Choice(("auto", "raw", "rollup")), default="auto",
               show_default=True, help="card-hours from the hourly roll-up, raw samples, or both (auto)")

@@ -34,6 +34,7 @@ RELEASED_SHA256 = {
     "v001_initial.sql": "b73191fee8d7a76a0f42e21d283e293a4aceec6084d5ecacab2d33f5ace45868",
     "v002_report_intents_and_marker.sql": "9f90e6d974d4a9797953bd506a8aa27e3730e607690137b894eada773a3d6d08",
     "v003_samples_without_ts_index.sql": "f3f8d315c33b12caa4a7122e83298839a3fe3b1cbf1805404700fe66c6609792",
+    "v004_dra_claims.sql": "d0096157ae3e0be8ec3ca665ee3fa9b5061b1e46ea98aeb6db15e7717fb783a3",
 }
 """sha256 of every released step; a step is never edited once released (add a new one)."""
 

@@ -36,6 +36,7 @@ STEPS: tuple[Step, ...] = (
     Step(2, "report intents and the gpuledger file marker", "v002_report_intents_and_marker.sql"),
     Step(3, "raw samples without the ts index (zone maps serve time ranges)",
          "v003_samples_without_ts_index.sql"),
+    Step(4, "DRA devices, claims, reservations and node planes", "v004_dra_claims.sql"),
 )
 """Every version in order, oldest first; append only."""
 
