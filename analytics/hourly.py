@@ -55,12 +55,18 @@ def pod_inventory(wh: Warehouse, window: Window) -> pl.DataFrame:
     )
 
 
-def hourly_usage(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
-    """The `card_hours_hourly` frame for `window`, from raw samples (numbered steps above)."""
+def hourly_usage(
+    wh: Warehouse, window: Window, settings: Settings, held: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """The `card_hours_hourly` frame for `window`, from raw samples (numbered steps above).
+
+    `held`: step 1's frame when the caller already has it (the roll-up computes it in the same
+    pass as the allocations, `analytics.rollup`)."""
     rules = SampleRules.of(settings)
     # 1. Held time: the samples', and on DRA cards the claims' (`analytics.devices.dra_rows`).
     gpus = gpu_inventory(wh)
-    held = split_unlabeled(wh, held_hourly(wh, window, rules), gpus, window)
+    sampled = held if held is not None else held_hourly(wh, window, rules)
+    held = split_unlabeled(wh, sampled, gpus, window)
     held = with_claim_rows(wh, window, held)
     if held.is_empty():
         return pl.DataFrame(schema=polars_schema(CARD_HOURS_HOURLY))

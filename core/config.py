@@ -28,6 +28,7 @@ from gpuledger.core.config_advice import AdviceSettings
 from gpuledger.core.config_lake import LakeSettings
 from gpuledger.core.config_plans import QuotaPlanSettings
 from gpuledger.core.config_queues import QueueSettings
+from gpuledger.core.config_retention import RetentionSettings
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.window import parse_duration
 from gpuledger.core.yamlfile import load_yaml_file
@@ -263,6 +264,7 @@ class Settings(_Section):
     queues: QueueSettings = QueueSettings()
     advice: AdviceSettings = AdviceSettings()
     lake: LakeSettings = LakeSettings()
+    retention: RetentionSettings = RetentionSettings()
     source: str | None = Field(default=None, exclude=True)
 
     def price_book_version(self) -> str:

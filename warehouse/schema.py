@@ -45,13 +45,12 @@ LATEST = MIGRATIONS[-1][0]
 
 SUPPORT_DDL: tuple[str, ...] = (
     "CREATE SEQUENCE IF NOT EXISTS audit_seq START 1",
-    "CREATE INDEX IF NOT EXISTS gpu_samples_ts ON gpu_samples (ts)",
     "CREATE TABLE IF NOT EXISTS gpuledger_meta (\n  key VARCHAR NOT NULL,\n"
     "  value VARCHAR NOT NULL,\n  PRIMARY KEY (key)\n)",
 )
-"""Objects of the latest schema that `core.frames` does not declare: the audit log's sequence,
-the time index on raw samples and the file marker table (v2). A step that changes them changes
-this list too."""
+"""Objects of the latest schema that `core.frames` does not declare: the audit log's sequence
+and the file marker table (v2; v3 dropped the time index on raw samples, zone maps serve time
+ranges). A step that changes them changes this list too."""
 
 MARKER_TABLE = "gpuledger_meta"
 _V1_TABLES = frozenset(

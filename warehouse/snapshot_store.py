@@ -95,6 +95,11 @@ class Snapshot:
         if done:
             self._dispose()
 
+    @property
+    def disposed(self) -> bool:
+        """Closed and deleted (retired and its last reader gone)."""
+        return self._retired and self._users <= 0
+
     def _dispose(self) -> None:
         self.con.close()
         for suffix in ("", ".wal"):
@@ -133,6 +138,8 @@ class SnapshotStore:
         self.refresh_s = refresh_s
         self._sleep = sleep
         self._snapshot: Snapshot | None = None
+        self._made: list[Snapshot] = []
+        """Snapshots not yet disposed, so `close()` can close and delete them."""
         self._generation = 0
         self._refresh_lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -199,7 +206,9 @@ class SnapshotStore:
                 except WarehouseError:
                     _remove(target)
                     raise
-                return Snapshot(self._generation, target, taken_at, before, con, copy_s)
+                made = Snapshot(self._generation, target, taken_at, before, con, copy_s)
+                self._made = [m for m in self._made if not m.disposed] + [made]
+                return made
             _remove(target)
             self._sleep(0.2 * (attempt + 1))
         raise WarehouseLockedError(
@@ -259,6 +268,18 @@ class SnapshotStore:
                 self._snapshot = None
         if self._own_dir:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+    def close(self) -> None:
+        """Shutdown (e.g. on SIGTERM): `stop()`, then close every snapshot this store made and
+        delete its files even while a reader still holds one (`stop()` waits for the last
+        reader; at shutdown nobody reads any more). Deletes only this store's
+        `snapshot-N.duckdb[.wal]` names; idempotent."""
+        self.stop()
+        for snapshot in self._made:
+            snapshot.con.close()
+        self._made.clear()
+        for generation in range(1, self._generation + 1):
+            _remove(self.cache_dir / f"snapshot-{generation}.duckdb")
 
     def request_refresh(self) -> None:
         """Take a new snapshot soon: in the background when the refresher runs, else now."""

@@ -13,7 +13,8 @@ Cases:
   the next refresh succeeds and sees them;
 - a short write (approve) while the collector holds the writer is retried, then refused with
   WarehouseBusyError and nothing changed;
-- reads use parameters: a hostile string is just a value (no row, no error, table intact).
+- reads use parameters: a hostile string is just a value (no row, no error, table intact);
+- `close()` deletes every snapshot file the store made, also one a reader still holds.
 """
 
 from __future__ import annotations
@@ -126,3 +127,21 @@ def test_reads_are_parameterized(store: SnapshotStore) -> None:
     with store.reader() as wh:
         assert wh.query("SELECT * FROM namespaces WHERE namespace = ?", [hostile]).is_empty()
     assert _namespaces(store)
+
+
+def test_close_deletes_every_file_even_while_a_reader_holds_one(demo_copy: Path, tmp_path: Path) -> None:
+    """Shutdown (SIGTERM): `close()` leaves no snapshot file behind, although the serving cache
+    still holds the newest snapshot; `stop()` alone keeps a held snapshot until its release."""
+    cache = tmp_path / "cache"
+    s = SnapshotStore(demo_copy, cache_dir=cache, refresh_s=5)
+    held = s.current()
+    held.acquire()
+    s.stop()
+    assert sorted(p.name for p in cache.iterdir()) == [held.path.name]
+    s.close()
+    assert list(cache.iterdir()) == []
+    held.release()  # a late release after close is harmless
+    own = SnapshotStore(demo_copy, refresh_s=5)
+    own.current().acquire()
+    own.close()
+    assert not own.cache_dir.exists()

@@ -33,6 +33,7 @@ MIGRATIONS_DIR = Path(migrations.__file__).parent
 RELEASED_SHA256 = {
     "v001_initial.sql": "b73191fee8d7a76a0f42e21d283e293a4aceec6084d5ecacab2d33f5ace45868",
     "v002_report_intents_and_marker.sql": "9f90e6d974d4a9797953bd506a8aa27e3730e607690137b894eada773a3d6d08",
+    "v003_samples_without_ts_index.sql": "f3f8d315c33b12caa4a7122e83298839a3fe3b1cbf1805404700fe66c6609792",
     "v004_dra_claims.sql": "d0096157ae3e0be8ec3ca665ee3fa9b5061b1e46ea98aeb6db15e7717fb783a3",
     "v005_pod_priorities_and_preemptions.sql": "24e360c3e9bfe4272bd6c433df45273b4260483331c1cc8d9a044a81bd46c33a",
     "v008_vllm_queue_gauges.sql": "806b3f371cfcd99b523119b9d273d3408c5b0dd1e1744e17d18631df050483dc",
@@ -95,7 +96,7 @@ def test_all_steps_on_an_empty_file_equal_the_declared_schema(tmp_path: Path):
         assert migrated[part] == declared[part], part
     tables = {name for name, _ in migrated["tables"]}
     assert tables == {*TABLES, schema.MARKER_TABLE}
-    assert [i[0] for i in migrated["indexes"]] == ["gpu_samples_ts"]
+    assert [i[0] for i in migrated["indexes"]] == []  # v3 dropped gpu_samples_ts (zone maps)
     assert [s[0] for s in migrated["sequences"]] == ["audit_seq"]
     with Warehouse.open(tmp_path / "migrated.duckdb", read_only=True) as wh:
         versions = wh.query("SELECT version FROM schema_version ORDER BY version")["version"]

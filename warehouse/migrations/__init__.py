@@ -34,6 +34,8 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step(1, "initial schema", "v001_initial.sql"),
     Step(2, "report intents and the gpuledger file marker", "v002_report_intents_and_marker.sql"),
+    Step(3, "raw samples without the ts index (zone maps serve time ranges)",
+         "v003_samples_without_ts_index.sql"),
     Step(4, "DRA devices, claims, reservations and node planes", "v004_dra_claims.sql"),
     Step(5, "pod priorities and preemptions", "v005_pod_priorities_and_preemptions.sql"),
     Step(8, "vLLM queue gauges on token_samples", "v008_vllm_queue_gauges.sql"),
