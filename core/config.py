@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
 )
 
+from gpuledger.core.config_budgets import FinanceSettings
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.window import parse_duration
 from gpuledger.core.yamlfile import load_yaml_file
@@ -255,6 +256,7 @@ class Settings(_Section):
     access: AccessSettings = AccessSettings()
     plans: PlanSettings = PlanSettings()
     reports: ReportSettings = ReportSettings()
+    finance: FinanceSettings = FinanceSettings()
     source: str | None = Field(default=None, exclude=True)
 
     def price_book_version(self) -> str:

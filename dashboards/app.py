@@ -40,7 +40,7 @@ from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer, WSGIRequestHand
 from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError, InputError
-from gpuledger.dashboards import callbacks, shell
+from gpuledger.dashboards import api, callbacks, shell
 from gpuledger.dashboards.access import AccessPolicy, check_dev_bind
 from gpuledger.dashboards.actions import PlanActions
 from gpuledger.dashboards.readmodel import ReadModel
@@ -118,6 +118,7 @@ def create_app(
     _install_limits(app)
     _install_auth(app)
     _install_routes(app)
+    api.register(app)  # /api/v1 and the Teams CSV: behind the same authentication hook
     callbacks.register(app)
     if background:
         store.start()

@@ -60,7 +60,11 @@ def _figure(data: list[dict[str, Any]], title: str, height: int = 340, **layout:
 
 
 def color_for(names: list[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(names))}
+    """A stable colour per name (`dashboards.colours`): a team or model looks the same on
+    every chart."""
+    from gpuledger.dashboards.colours import colours_for
+
+    return colours_for(names)
 
 
 def empty(title: str, message: str, height: int = 260) -> Figure:
@@ -76,7 +80,9 @@ def daily_cost(daily: pl.DataFrame, currency: str, title: str) -> Figure:
     """Stacked bars of cost per day and GPU model, with the idle part as a line."""
     if daily.is_empty():
         return empty(title, "no usage in this period")
-    colors = color_for(daily["model"].unique().to_list())
+    from gpuledger.dashboards.colours import model_colours
+
+    colors = model_colours(daily["model"].unique().to_list())
     data: list[dict[str, Any]] = []
     for model in sorted(colors):
         part = daily.filter(pl.col("model") == model).sort("day")

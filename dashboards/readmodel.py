@@ -152,6 +152,21 @@ class ReadModel:
 
         return self._cached(("idle", period), lambda s: idle_allocations(self.bill(period, snap=s)), snap)
 
+    def workloads(self, by: str = "owner", *, snap: Snapshot | None = None) -> pl.DataFrame:
+        """Pod → workload (`analytics.workloads.pod_workloads`)."""
+        from gpuledger.analytics.workloads import pod_workloads
+
+        return self._read(("workloads", by), lambda wh: pod_workloads(wh, by), snap)
+
+    def idle_workloads(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
+        """`analytics.idle.idle_workloads` of the month: idle per Deployment, Job, notebook."""
+        from gpuledger.analytics.idle import idle_workloads
+
+        def compute(s: Snapshot) -> pl.DataFrame:
+            return idle_workloads(self.idle_allocations(period, snap=s), self.workloads(snap=s))
+
+        return self._cached(("idle_workloads", period), compute, snap)
+
     def recommendations(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
         """`analytics.recommend.recommend(...).recommendations` for the month."""
         from gpuledger.analytics.recommend import recommend

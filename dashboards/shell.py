@@ -91,7 +91,7 @@ def sync(
     Options offered to a lead are only their teams: that is a convenience; the pages enforce it.
     """
     periods = data.periods()
-    page = page_of(pathname)
+    page = page_of(pathname, principal)
     from_url = ViewState.from_query(search, periods[0])
     if trigger in FILTER_IDS:
         period, team, model = controls

@@ -47,7 +47,7 @@ pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--no-first-run", "--disable-sync"]
-PAGE_READY = "#team-page, #fleet-page, #queues-page, #plans-page, #refusal, #error, #busy"
+PAGE_READY = "#teams-page, #team-page, #fleet-page, #queues-page, #plans-page, #refusal, #error, #busy"
 
 
 @pytest.fixture(scope="module")
