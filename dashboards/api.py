@@ -32,7 +32,7 @@ from gpuledger.core.access import Principal
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
 from gpuledger.core.period import Period
 from gpuledger.dashboards.access import can_see_fleet
-from gpuledger.dashboards.state import ViewState, valid_period
+from gpuledger.dashboards.state import ViewState, label_value, valid_period
 from gpuledger.dashboards.wiring import DashboardApp
 
 MAX_BY = 3
@@ -56,9 +56,7 @@ def _period(app: DashboardApp) -> str:
 
 
 def _name(value: str | None, what: str) -> str | None:
-    from gpuledger.dashboards.app import _label_value  # the one rule for names from a URL
-
-    return _label_value(value, what)
+    return label_value(value, what)
 
 
 def scope(principal: Principal, team: str | None) -> set[str] | None:

@@ -25,7 +25,7 @@ import pytest
 from gpuledger.analytics.special_lines import SPECIAL_LINES
 from gpuledger.dashboards.app import RunningServer, create_app, start_server
 from tests.dashboards.conftest import LEAD_TEAM, PERIOD, admin_headers, lead_headers, settings_with_roles
-from tests.dashboards.test_browser import PAGE_READY, browser, open_page  # noqa: F401 (fixtures)
+from tests.dashboards.test_browser import PAGE_READY
 
 pytestmark = pytest.mark.browser
 
