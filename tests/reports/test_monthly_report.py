@@ -71,6 +71,7 @@ FOCUS_OTHER = {
     "ChargeFrequency", "ConsumedQuantity", "ConsumedUnit", "ListUnitPrice", "PricingCategory",
     "ResourceId", "ResourceName", "ResourceType", "ServiceSubcategory", "SkuId", "SkuPriceId",
     "SubAccountId", "SubAccountName", "Tags",
+    "BillingAccountType", "SubAccountType", "ContractedUnitPrice", "InvoiceId",
 }
 CENT = 0.005
 
