@@ -108,3 +108,25 @@ def alerts(status: pl.DataFrame, currency: str) -> list[dict[str, object]]:
                         f"{row['threshold']:.0%}); month-end forecast {row['forecast']:,.2f} {currency}"),
         })
     return out
+
+
+GAUGES: dict[str, str] = {
+    "gpuledger_budget_used_ratio": "Share of the team's monthly budget used so far (1 = all of it).",
+    "gpuledger_budget_forecast_ratio": "Month-end cost at the current pace over the team's budget.",
+    "gpuledger_budget_threshold_crossed": "Highest alert threshold the team's use has reached "
+                                          "(0: none; 0.8 = 80 %; 1 = the whole budget).",
+}
+"""The metrics a `/metrics` endpoint exposes per team with a budget (label `team`); the alert
+rules in `deploy/prometheus-rules-budgets.yaml` read them."""
+
+
+def budget_gauges(status: pl.DataFrame) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """`GAUGES` as (labels, value) samples from `budget_status()`; teams without a budget are
+    left out (a ratio to no budget means nothing)."""
+    out: dict[str, list[tuple[dict[str, str], float]]] = {name: [] for name in GAUGES}
+    for row in status.filter(pl.col("budget").is_not_null() & (pl.col("budget") > 0)).iter_rows(named=True):
+        labels = {"team": str(row["team"])}
+        out["gpuledger_budget_used_ratio"].append((labels, float(row["used_ratio"])))
+        out["gpuledger_budget_forecast_ratio"].append((labels, float(row["forecast_ratio"])))
+        out["gpuledger_budget_threshold_crossed"].append((labels, float(row["threshold"] or 0.0)))
+    return out
