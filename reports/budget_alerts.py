@@ -43,7 +43,7 @@ def post(url: str, body: dict[str, Any], timeout_s: float = TIMEOUT_S) -> int:
         headers={"Content-Type": "application/json", "User-Agent": "gpuledger"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # noqa: S310 (scheme checked)
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
             return int(answer.status)
     except urllib.error.HTTPError as exc:
         raise ReportError(f"budget webhook at {parts.hostname} answered {exc.code}") from None

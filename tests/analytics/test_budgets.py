@@ -20,6 +20,7 @@ import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import yaml
@@ -102,10 +103,10 @@ def test_alert_rules_with_promtool(status, tmp_path: Path) -> None:
 
 
 class _Sink(BaseHTTPRequestHandler):
-    bodies: list[dict] = []
+    bodies: ClassVar[list[dict]] = []
     status = 200
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])
         type(self).bodies.append({"type": self.headers["Content-Type"],
                                   "json": json.loads(self.rfile.read(length))})
