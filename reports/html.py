@@ -50,6 +50,7 @@ tr.total td { font-weight: bold; border-top: 1px solid #9aa3ad; border-bottom: n
 .empty { color: #777; font-style: italic; }
 .notes { color: #555; font-size: 7.4pt; margin-top: 8px; }
 .chart { margin-top: 2px; }
+.reconcile { margin: 4px 0 0 0; font-size: 7.8pt; }
 """
 
 
@@ -180,14 +181,14 @@ def rate(amount: float, gpu_hours: float) -> str:
 
 
 def _reconciliation(st: Statement) -> str:
-    """Team charges + absorbed discount + unallocated + unattributed = fleet cost."""
+    """Team charges + absorbed discount + unallocated + unattributed = fleet cost, on one line
+    (a table of five rows would push a small fleet's statement onto a second page)."""
     *parts, (label, total) = st.reconciliation
-    rows = [{"what": ("+ " if i else "") + name, "amount": money(value)}
-            for i, (name, value) in enumerate(parts)]
+    terms = " + ".join(f"{escape(name)} <b>{money(value)}</b>" for name, value in parts)
     check = round(sum(v for _, v in parts), 2)
-    mark = "" if abs(check - total) < 0.005 else f" (parts sum to {money(check)})"
-    return _table([("what", "Reconciliation", False), ("amount", f"Amount ({st.currency})", True)],
-                  rows, {"what": f"= {label}{mark}", "amount": money(total)})
+    mark = "" if abs(check - total) < 0.005 else f" (the parts sum to {money(check)})"
+    return f'<p class="reconcile">{terms} = {escape(label)} <b>{money(total)}</b>{escape(mark)}</p>'
+
 
 
 def _idle_table(st: Statement, limits: Limits) -> str:
@@ -277,8 +278,7 @@ def render_statement(st: Statement, limits: Limits | None = None) -> str:
     if st.team is None:
         sections.append(f"<section><h2>Cost by team</h2>{_team_table(st)}</section>")
         if st.reconciliation:
-            sections.append(
-                f'<section id="reconciliation"><h2>Reconciliation</h2>{_reconciliation(st)}</section>')
+            sections.append(f'<section id="reconciliation">{_reconciliation(st)}</section>')
     sections += [
         f"<section><h2>Cost by GPU model and sharing mode</h2>{_model_table(st, limits)}</section>",
         f"<section><h2>Top idle workloads</h2>{_idle_table(st, limits)}</section>",

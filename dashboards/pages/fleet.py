@@ -164,6 +164,10 @@ def _aggregates(
         "idle": float(daily["idle_card_hours"].sum()),
         "unallocated": float(daily["unallocated_card_hours"].sum()),
     }
+    if not model:
+        from gpuledger.analytics.teams_overview import waste_headline
+
+        totals |= {f"waste_{k}": v for k, v in waste_headline(bill).items()}
     return daily, unallocated, unattributed, totals
 
 
@@ -261,6 +265,7 @@ def render(v: FleetView) -> html.Div:
     )
     return html.Div(
         [
+            _waste(v),
             graph(figures.heatmap(v.heat, v.heat_row, heat_title), "fleet-heatmap"),
             drill,
             kpis,
@@ -278,6 +283,21 @@ def render(v: FleetView) -> html.Div:
                                      "fleet-mig-map"), node_links),
         ],
         id="fleet-page",
+    )
+
+
+def _waste(v: FleetView) -> Any:
+    """The headline: unallocated capacity + teams' idle time, in money and share of the cost."""
+    t, cur = v.totals, v.currency
+    if "waste_waste" not in t:
+        return html.Div(id="fleet-waste")
+    attrs: dict[str, Any] = {"data-value": repr(float(t["waste_waste"]))}
+    return html.P(
+        [html.B(f"{money(t['waste_unallocated'], cur)} unallocated + {money(t['waste_idle'], cur)} idle = "
+                f"{money(t['waste_waste'], cur)}"),
+         f", {percent(t['waste_share'])} of the fleet cost ({money(t['fleet_cost'], cur)}) paid for GPUs "
+         "that did no work."],
+        id="fleet-waste", className="headline", **attrs,
     )
 
 

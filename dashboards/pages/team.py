@@ -28,6 +28,7 @@ from gpuledger.dashboards.pages.common import (
     section,
     table,
     visible_team,
+    where_data,
 )
 
 _LINE_FIELDS = ("cost", "card_hours", "idle_cost", "idle_card_hours", "list_cost", "sharing_discount")
@@ -52,6 +53,8 @@ class TeamView:
     budget_state: dict[str, Any] | None = None
     """The team's row of `analytics.budgets.budget_status` (used, left, forecast, threshold)."""
     cumulative: pl.DataFrame | None = None
+    empty_note: str | None = None
+    """Set when the month has no usage at all: where data exists instead."""
 
 
 def bill_line(bill: Any, team: str, model: str | None) -> dict[str, float]:
@@ -142,6 +145,7 @@ def view(ctx: PageContext) -> TeamView:
         by_model_mode=by_model_mode, idle_top=top, queues=queues, queue_summary=summary,
         tokens=token_costs(ctx, team), download_href=download_href(state.period, team, state.model),
         budget_state=state_row, cumulative=cumulative,
+        empty_note=None if bill.fleet_card_hours else where_data(ctx),
     )
 
 
@@ -278,6 +282,7 @@ def render(v: TeamView) -> html.Div:
     return html.Div(
         [
             graph(_daily_figure(v, scope), "team-daily"),
+            *([html.P(v.empty_note, className="empty", id="empty-period")] if v.empty_note else []),
             _kpis(v),
             html.Div(
                 [

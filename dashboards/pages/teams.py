@@ -21,7 +21,16 @@ from dash import dcc, html
 
 from gpuledger.core.period import Period
 from gpuledger.dashboards.figures_teams import daily_by_team
-from gpuledger.dashboards.pages.common import PageContext, graph, money, number, percent, refuse, section
+from gpuledger.dashboards.pages.common import (
+    PageContext,
+    graph,
+    money,
+    number,
+    percent,
+    refuse,
+    section,
+    where_data,
+)
 
 
 @dataclass(frozen=True)
@@ -60,13 +69,6 @@ def visible_rows(ctx: PageContext, frame: pl.DataFrame) -> pl.DataFrame:
     if not p.lead_of:
         refuse(p, "the teams overview")
     return frame.filter(pl.col("team").is_in(sorted(p.lead_of)) & ~pl.col("special"))
-
-
-def where_data(ctx: PageContext) -> str:
-    """A sentence saying which months hold data (for an empty period)."""
-    periods = ctx.data.periods()
-    span = f"{periods[-1]} to {periods[0]}" if len(periods) > 1 else periods[0]
-    return f"No usage in {ctx.state.period}. Data exists for {span}."
 
 
 def view(ctx: PageContext) -> TeamsView:
