@@ -6,7 +6,7 @@ Amounts come from `teams.budgets` (per team per month); thresholds from
 The forecast is the simplest pace that a finance reader can check by hand: cost so far divided
 by the hours the data covers, times the month's hours (`as_of` is the bill's newest sample,
 so a month half collected forecasts from its first half, never from a collector outage's zero).
-A finished month forecasts exactly its cost. `budget_status()` is what the CLI (`gpuledger
+A month that is over forecasts exactly its cost. `budget_status()` is what the CLI (`gpuledger
 budgets`), the team page's budget tile and the metrics endpoint (`gpuledger_budget_used_ratio`)
 all read, so they cannot disagree.
 """
@@ -20,7 +20,7 @@ import polars as pl
 
 from gpuledger.analytics.bill import Bill
 from gpuledger.analytics.special_lines import SPECIAL_LINES
-from gpuledger.core.config import Settings
+from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.window import Window
 
 STATUS_SCHEMA: dict[str, type[pl.DataType]] = {
@@ -63,15 +63,19 @@ def team_costs(bill: Bill) -> dict[str, float]:
     return {str(t): float(c) for t, c in grouped.iter_rows()}
 
 
-def budget_status(bill: Bill, settings: Settings, teams: Sequence[str] | None = None) -> pl.DataFrame:
-    """One row per team with a budget or a bill line (or per `teams`): see `STATUS_SCHEMA`."""
+def budget_status(
+    bill: Bill, settings: Settings, teams: Sequence[str] | None = None, *, now: datetime | None = None,
+) -> pl.DataFrame:
+    """One row per team with a budget or a bill line (or per `teams`): see `STATUS_SCHEMA`.
+    Once the month is over (`now`, default the clock, past its end) the forecast is the cost."""
     costs = team_costs(bill)
+    as_of = bill.window.end if (now or utcnow()) >= bill.window.end else bill.newest_sample
     budgets = settings.teams.budgets
     names = sorted(teams if teams is not None else set(costs) | set(budgets))
     rows = []
     for team in names:
         used = round(costs.get(team, 0.0), 2)
-        ahead = round(forecast(used, bill.window, bill.newest_sample), 2)
+        ahead = round(forecast(used, bill.window, as_of), 2)
         budget = budgets.get(team)
         ratio = used / budget if budget else None
         f_ratio = ahead / budget if budget else None

@@ -162,9 +162,9 @@ def heatmap(frame: pl.DataFrame, row: str, title: str) -> Figure:
 
 def fleet_hours(daily: pl.DataFrame) -> Figure:
     """Stacked areas per day: active, allocated-but-idle, unallocated card-hours."""
-    title = "Card-hours per day: active, allocated but idle, unallocated"
+    title = "GPU-hours per day: active, allocated but idle, unallocated"
     if daily.is_empty():
-        return empty(title, "no card-hours in this period")
+        return empty(title, "no GPU-hours in this period")
     data = [
         {"type": "scatter", "x": daily["day"].to_list(), "y": daily[col].to_list(), "name": name,
          "stackgroup": "hours", "mode": "lines", "line": {"width": 0.5, "color": color}}
@@ -174,7 +174,7 @@ def fleet_hours(daily: pl.DataFrame) -> Figure:
             ("unallocated_card_hours", "unallocated", IDLE_COLOR),
         )
     ]
-    return _figure(data, title, 320, yaxis={"title": {"text": "card-hours"}})
+    return _figure(data, title, 320, yaxis={"title": {"text": "GPU-hours"}})
 
 
 def unallocated(frame: pl.DataFrame, currency: str) -> Figure:
@@ -186,10 +186,10 @@ def unallocated(frame: pl.DataFrame, currency: str) -> Figure:
         "type": "bar", "orientation": "h", "x": frame["card_hours"].to_list(), "y": labels,
         "marker": {"color": IDLE_COLOR}, "customdata": frame["cost"].to_list(),
         "hovertemplate": (
-            f"%{{y}}<br>%{{x:,.0f}} card-hours<br>%{{customdata:,.2f}} {currency}<extra></extra>"
+            f"%{{y}}<br>%{{x:,.0f}} GPU-hours<br>%{{customdata:,.2f}} {currency}<extra></extra>"
         ),
     }]
-    return _figure(data, title, max(240, 60 + 28 * len(labels)), xaxis={"title": {"text": "card-hours"}})
+    return _figure(data, title, max(240, 60 + 28 * len(labels)), xaxis={"title": {"text": "GPU-hours"}})
 
 
 def mig_map(cells: pl.DataFrame, title: str) -> Figure:

@@ -234,20 +234,20 @@ def render(v: FleetView) -> html.Div:
     kpis = html.Div(
         [
             kpi("Fleet cost", money(t["fleet_cost"], cur), scope, id="kpi-fleet-cost", raw=t["fleet_cost"]),
-            kpi("Allocated card-hours", number(t["allocated"]),
+            kpi("Allocated GPU-hours", number(t["allocated"]),
                 f"{percent(t['allocated'] / t['card_hours']) if t['card_hours'] else '–'} of capacity",
                 id="kpi-allocated", raw=t["allocated"]),
             kpi("Allocated but idle", number(t["idle"]),
                 f"{percent(t['idle'] / t['allocated']) if t['allocated'] else '–'} of allocated",
                 id="kpi-idle", raw=t["idle"]),
-            kpi("Unallocated card-hours", number(t["unallocated"]), "capacity nobody held",
+            kpi("Unallocated GPU-hours", number(t["unallocated"]), "capacity nobody held",
                 id="kpi-unallocated", raw=t["unallocated"]),
         ],
         className="kpis",
     )
     unattributed = table(
         v.unattributed,
-        [("namespace", "namespace"), ("card_hours", "card-hours"), ("idle_card_hours", "idle card-hours"),
+        [("namespace", "namespace"), ("card_hours", "GPU-hours"), ("idle_card_hours", "idle GPU-hours"),
          ("cost", f"cost ({cur})")],
         id="unattributed-table", formats={"cost": lambda x: money(x, cur)},
     )

@@ -214,7 +214,8 @@ def _kpis(v: TeamView) -> html.Div:
     budget_sub = ""
     b = v.budget_state
     if v.budget and b is not None and not v.model:
-        budget_sub = (f"{percent(b['used_ratio'])} used · {money(b['left'], cur)} left · "
+        left = f"{money(b['left'], cur)} left" if b["left"] >= 0 else f"{money(-b['left'], cur)} over"
+        budget_sub = (f"{percent(b['used_ratio'])} used · {left} · "
                       f"month-end forecast {money(b['forecast'], cur)} ({percent(b['forecast_ratio'])})")
     elif v.budget:
         budget_sub = f"{percent(line['cost'] / v.budget)} of {money(v.budget, cur)} budget"
@@ -225,10 +226,10 @@ def _kpis(v: TeamView) -> html.Div:
                 raw=line["cost"]),
             kpi("Budget", money(v.budget, cur) if v.budget else "no budget set", budget_sub,
                 id="kpi-budget", raw=v.budget),
-            kpi("Card-hours", number(line["card_hours"]), _vs(line["card_hours"], prev, "card_hours"),
+            kpi("GPU-hours", number(line["card_hours"]), _vs(line["card_hours"], prev, "card_hours"),
                 id="kpi-card-hours", raw=line["card_hours"]),
             kpi("Idle cost", money(line["idle_cost"], cur),
-                f"{percent(idle_share)} of cost · {number(line['idle_card_hours'])} idle card-hours",
+                f"{percent(idle_share)} of cost · {number(line['idle_card_hours'])} idle GPU-hours",
                 id="kpi-idle-cost", raw=line["idle_cost"]),
         ],
         className="kpis",

@@ -1,8 +1,9 @@
 """Budgets that act: status, forecast, thresholds, the alert rules (real promtool) and the webhook.
 
 Cases (a hand-built November: two H100s at 3.00/h, held for the first 3 days of 30):
-- used = 72 h x 3.00 = 216.00 per team; the month-end forecast at that pace is ten times that
-  (3 of 30 days), within the minute the newest sample lags; left = budget - used;
+- used = 72 h x 3.00 = 216.00 per team; seen on day 3 the month-end forecast at that pace is
+  ten times that (3 of 30 days), within the minute the newest sample lags; once the month is
+  over the forecast is the cost itself; left = budget - used;
 - thresholds: the team's own (`finance.team_thresholds`) replace the fleet's; the highest
   crossed is reported, `over` from 100 %; a team without a budget is `no_budget`;
 - `budget_gauges` fed to Prometheus' own rule tester (`promtool test rules`) against
@@ -55,7 +56,8 @@ def status(tmp_path_factory: pytest.TempPathFactory):
     path = load(tmp_path_factory.mktemp("budgets") / "w.duckdb", month, frames)
     with Warehouse.open(path, read_only=True) as wh:
         bill = compute_bill(wh, month, SETTINGS, ("team",))
-    return budget_status(bill, SETTINGS)
+    assert budget_status(bill, SETTINGS)["forecast"].to_list() == budget_status(bill, SETTINGS)["used"].to_list()
+    return budget_status(bill, SETTINGS, now=at(72))  # the month is over today: forecast = cost
 
 
 def _row(status, team: str) -> dict:
