@@ -1,15 +1,16 @@
 """`gpuledger`: the command line.
 
-1. Parse global options (`--config`, `--warehouse`, `--debug`) and the command.
+1. Parse the command line with Click (`build_cli`): global options (`--config`, `--warehouse`,
+   `--debug`) before or after the verb, then the command's own.
 2. Load the settings once (`core.config.load_settings`) and build a `Context`.
 3. Run the command. Whatever it raises becomes exactly one line on stderr,
    `gpuledger: error: …`, passed through the redaction layer (`core.redact`: configured secrets,
    URL userinfo, query tokens), and a documented exit code; the traceback is printed only with
    `--debug`, redacted too. Log records are redacted for the whole run.
 
-Exit codes (also in docs/guide/security.md):
+Exit codes (also in docs/guide/cli.md and docs/guide/security.md):
 - 0 success; 1 a `GpuledgerError` (warehouse, source, cluster, plan, report);
-- 2 usage, config or input (`ConfigError`, `InputError`, argparse); 3 access denied;
+- 2 usage, config or input (`ConfigError`, `InputError`, Click's usage errors); 3 access denied;
 - 70 (`EX_SOFTWARE`) an unexpected exception, e.g. a wrong-shape answer nobody checked: a bug
   to report, still one line;
 - 74 (`EX_IOERR`) an operating-system error: a missing or read-only folder, a full disk;
@@ -18,25 +19,26 @@ Exit codes (also in docs/guide/security.md):
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import pkgutil
 import re
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import click
 
 import gpuledger.commands as commands_pkg
 from gpuledger import __version__
-from gpuledger.command_context import Context
-from gpuledger.commands import Handler, global_options
-from gpuledger.core.config import load_settings
+from gpuledger.command_context import RunState
+from gpuledger.commands import VerbGroup, add_global_options, global_option_list
+from gpuledger.commands.completion import COMPLETE_VAR
 from gpuledger.core.errors import GpuledgerError
-from gpuledger.core.redact import Redactor, install_log_redaction
+from gpuledger.core.redact import Redactor
 
-DEFAULT_CONFIG = Path("gpuledger.yaml")
-DEFAULT_WAREHOUSE = "gpuledger.duckdb"
+EXIT_USAGE = 2
 EXIT_INTERNAL = 70
 """An exception that is not ours: a bug (sysexits' EX_SOFTWARE)."""
 EXIT_OS = 74
@@ -45,59 +47,99 @@ EXIT_INTERRUPTED = 130
 _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gpuledger",
-        description="GPU-fleet cost and efficiency: collect, bill, optimize, apply, report.",
-        parents=[global_options(suppress=False)],
+def build_cli() -> click.Group:
+    """The root group with every command module of `gpuledger.commands` (by name, sorted),
+    each given the global options so they work before and after the verb."""
+    cli = VerbGroup(
+        "gpuledger", params=global_option_list(),
+        help="GPU-fleet cost and efficiency: collect, bill, optimize, apply, report.",
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     )
-    parser.add_argument("--version", action="version", version=f"gpuledger {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    inherited = global_options(suppress=True)
-
-    def add_command(name: str, help: str, handler: Handler) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help, description=help, parents=[inherited])
-        cmd.set_defaults(handler=handler)
-        return cmd
-
+    click.version_option(__version__, "--version", prog_name="gpuledger",
+                         message="%(prog)s %(version)s")(cli)
     modules = sorted(m.name for m in pkgutil.iter_modules(commands_pkg.__path__))
     for name in (m for m in modules if not m.startswith("_")):
         module = importlib.import_module(f"gpuledger.commands.{name}")
-        module.register(add_command)
-    return parser
+        if hasattr(module, "register"):
+            module.register(cli)
+        else:
+            cli.add_command(module.command)
+    for command in cli.commands.values():
+        add_global_options(command)
+    return cli
 
 
-def _resolve_config(flag: Path | None) -> Path | None:
-    if flag is not None:
-        return flag
-    return DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
+def build_parser() -> click.Group:
+    """Kept for callers of the argparse era: the Click root group."""
+    return build_cli()
+
+
+def resolve(argv: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+    """Parse `argv` without running anything: the command path (`["report", "due"]`) and the
+    merged parameters (the globals included), for tests and tools that check a command line
+    (e.g. the CronJob's arguments)."""
+    cli = build_cli()
+    state = RunState()
+    path: list[str] = []
+    params: dict[str, Any] = {}
+    cctx = cli.make_context("gpuledger", list(argv), obj=state, resilient_parsing=False)
+    group: click.Command = cli
+    rest = _unparsed(cctx)
+    while isinstance(group, click.Group) and rest:
+        name, sub, rest = group.resolve_command(cctx, rest)
+        assert sub is not None and name is not None
+        path.append(name)
+        cctx = sub.make_context(name, rest, parent=cctx)
+        params.update(cctx.params)
+        group = sub
+        rest = _unparsed(cctx)
+    params.update(config=state.config, warehouse=state.warehouse, debug=state.debug)
+    return path, params
+
+
+def _unparsed(cctx: click.Context) -> list[str]:
+    """The tokens a group left for its verb (Click 8 splits them in two; Click 9 will not)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return [*getattr(cctx, "protected_args", []), *cctx.args]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return 2
-    redact = Redactor()  # until the settings name their secrets: the patterns alone
-    undo: Callable[[], None] | None = None
+    args = list(sys.argv[1:] if argv is None else argv)
+    cli = build_cli()
+    if os.environ.get(COMPLETE_VAR):
+        from click.shell_completion import shell_complete
+
+        return shell_complete(cli, {}, "gpuledger", COMPLETE_VAR, os.environ[COMPLETE_VAR])
+    state = RunState()
     try:
-        settings = load_settings(_resolve_config(args.config))
-        redact = Redactor.of(settings)
-        undo = install_log_redaction(redact)
-        warehouse = args.warehouse or Path(os.environ.get("GPULEDGER_WAREHOUSE", DEFAULT_WAREHOUSE))
-        ctx = Context(settings=settings, warehouse_path=warehouse, debug=args.debug)
-        return int(args.handler(args, ctx) or 0)
-    except KeyboardInterrupt:
+        with cli.make_context("gpuledger", args, obj=state) as cctx:
+            return int(cli.invoke(cctx) or 0)
+    except click.exceptions.Exit as done:  # --help, --version
+        return done.exit_code
+    except click.ClickException as exc:
+        return _usage_error(exc, state.redact)
+    except (KeyboardInterrupt, click.exceptions.Abort):
         print("gpuledger: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return _broken_pipe()
     except Exception as exc:  # the top level: every error ends as one line
-        return _report_error(exc, redact, debug=args.debug)
+        return _report_error(exc, state.redact, debug=state.debug)
     finally:
-        if undo is not None:
-            undo()
+        state.close()
+
+
+def _usage_error(exc: click.ClickException, redact: Redactor) -> int:
+    """Click's own errors (unknown option, bad choice, missing argument): one line, exit 2,
+    naming the command and where its help is."""
+    cctx = exc.ctx if isinstance(exc, click.UsageError) else None
+    verb = cctx.command_path.removeprefix("gpuledger").strip() if cctx is not None else ""
+    where = f"{verb}: " if verb else ""
+    hint = f" (see: {cctx.command_path} --help)" if cctx is not None else ""
+    text = _LINE_BREAKS.sub(" ", redact(exc.format_message())).strip()
+    print(f"gpuledger: error: {where}{text}{hint}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def error_line(exc: BaseException, redact: Redactor) -> tuple[str, int]:

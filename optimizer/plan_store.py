@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-from gpuledger.core.errors import ConflictingPlanError, PlanError
+from gpuledger.core.errors import ConflictingPlanError, InputError, PlanError
 from gpuledger.optimizer.plan import Plan
 from gpuledger.optimizer.plan_status import (
     EXPIRABLE,
@@ -29,7 +29,7 @@ from gpuledger.optimizer.plan_status import (
 )
 from gpuledger.warehouse.plans import NewPlan, PlanWarehouse, StatusChange, change_status, insert_plan
 from gpuledger.warehouse.protocols import ReadableWarehouse
-from gpuledger.warehouse.queries.plans import plan_row, plan_rows
+from gpuledger.warehouse.queries.plans import latest_plan_id, plan_ids_matching, plan_row, plan_rows
 
 
 class PlanRecord(BaseModel):
@@ -70,6 +70,30 @@ def load_record(wh: ReadableWarehouse, plan_id: str) -> PlanRecord:
     if row is None:
         raise PlanError(f"plan {plan_id}: not found in the warehouse table plans")
     return _record(row)
+
+
+def resolve_plan_id(wh: ReadableWarehouse, text: str) -> str:
+    """A full plan id from what a user typed: the id, a unique prefix of one, or `latest` (the
+    newest plan). Ids are long hashes nobody retypes; an ambiguous prefix is an input error that
+    lists the candidates, an unknown one the usual "not found"."""
+    wanted = text.strip()
+    if wanted.lower() == "latest":
+        newest = latest_plan_id(wh)
+        if newest is None:
+            raise PlanError("plan latest: no plans stored in the warehouse table plans")
+        return newest
+    if not wanted:
+        raise InputError("plan id: empty; give an id, a unique prefix of one, or 'latest'")
+    if plan_row(wh, wanted) is not None:
+        return wanted
+    found = plan_ids_matching(wh, wanted)
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise PlanError(f"plan {wanted}: not found in the warehouse table plans")
+    more = ", ..." if len(found) > 5 else ""
+    raise InputError(f"plan {wanted}: ambiguous prefix, matches {', '.join(found[:5])}{more}; "
+                     "type more of the id")
 
 
 def load_plan(wh: ReadableWarehouse, plan_id: str) -> Plan:

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -55,7 +54,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
             "of the five pools: training, MIG, time-sliced, vGPU, inference)"
         )
     # 1. The month and a fresh warehouse.
-    period = Period.exact(options.period) if options.period else Period.last_complete(utcnow())
+    period = Period.parse(options.period, now=utcnow()) if options.period else Period.last_complete(utcnow())
     window = period.window
     out = Path(options.out_dir)
     wh_path = options.warehouse or out / "gpuledger.duckdb"
@@ -118,30 +117,18 @@ def _serve(ctx: Context, options: DemoOptions, period: str) -> None:
     )
 
 
-def _optimize_parser() -> argparse.ArgumentParser:
-    """The `optimize` command's own parser (the demo runs it as a user would, without the CLI)."""
-    from gpuledger.commands import Handler, optimize
-
-    parser = argparse.ArgumentParser(prog="gpuledger")
-    sub = parser.add_subparsers()
-
-    def add_command(name: str, help: str, handler: Handler) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help)
-        cmd.set_defaults(handler=handler)
-        return cmd
-
-    optimize.register(add_command)
-    return parser
-
-
 def _propose_plans(ctx: Context) -> None:
-    parser = _optimize_parser()
+    """Run `optimize mig|quota` as a user would, through the command itself, on this context."""
+    from gpuledger.command_context import RunState
+    from gpuledger.commands import optimize
+
     for kind in ("mig", "quota"):
         ctx.echo("")
         ctx.echo(f"Proposed {kind} plan (review it on the dashboard's Plans page or with "
                  "`gpuledger plans show ID`):")
-        args = parser.parse_args(["optimize", kind, "--time-limit", "20"])
-        args.handler(args, ctx)
+        state = RunState(_ctx=ctx)
+        with optimize.command.make_context("optimize", [kind, "--time-limit", "20"], obj=state) as cctx:
+            optimize.command.invoke(cctx)
 
 
 def _print_bill(wh: Warehouse, window: Window, ctx: Context) -> Bill:

@@ -23,7 +23,11 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+import click
+
 from gpuledger.command_context import Context
+from gpuledger.commands import F, output_option, plan_id_argument, runs
+from gpuledger.commands._output import emit
 from gpuledger.core.errors import AccessDeniedError
 
 if TYPE_CHECKING:
@@ -70,7 +74,10 @@ def _decide(args: argparse.Namespace, ctx: Context, verb: str) -> int:
     finally:
         if cluster is not None:
             cluster.close()
+    from gpuledger.optimizer.plan_store import resolve_plan_id
+
     with ctx.open_warehouse() as wh:
+        args.plan_id = resolve_plan_id(wh, args.plan_id)
         if verb == "approve":
             record = workflow.approve(wh, args.plan_id, principal=principal, settings=ctx.settings)
         else:
@@ -99,87 +106,104 @@ def _expire(args: argparse.Namespace, ctx: Context) -> int:
 
 def _apply(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.actuator.workflow import apply, connect
+    from gpuledger.optimizer.plan_store import resolve_plan_id
 
     with connect(ctx.settings, args.kubeconfig) as cluster:
         principal = _principal(args, ctx, cluster)
         with ctx.open_warehouse() as wh:
-            result = apply(wh, args.plan_id, principal=principal, settings=ctx.settings,
-                           cluster=cluster, dry_run=args.dry_run)
+            result = apply(wh, resolve_plan_id(wh, args.plan_id), principal=principal,
+                           settings=ctx.settings, cluster=cluster, dry_run=args.dry_run)
     _report(args, ctx, result)
     return 0 if result.ok else 1
 
 
 def _rollback(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.actuator.workflow import connect, rollback
+    from gpuledger.optimizer.plan_store import resolve_plan_id
 
     with connect(ctx.settings, args.kubeconfig) as cluster:
         principal = _principal(args, ctx, cluster)
         with ctx.open_warehouse() as wh:
-            result = rollback(wh, args.plan_id, principal=principal, settings=ctx.settings,
-                              cluster=cluster)
+            result = rollback(wh, resolve_plan_id(wh, args.plan_id), principal=principal,
+                              settings=ctx.settings, cluster=cluster)
     _report(args, ctx, result)
     return 0 if result.ok else 1
 
 
 def _report(args: argparse.Namespace, ctx: Context, result: Any) -> None:
-    if args.format == "json":
-        ctx.echo(json.dumps(result.to_dict(), indent=2, default=str))
-        return
-    ctx.echo(f"plan {result.plan_id} ({result.kind}) {result.action}: {result.status} — {result.message}")
+    lines = [f"plan {result.plan_id} ({result.kind}) {result.action}: {result.status} — {result.message}"]
     for step in result.steps:
-        ctx.echo(f"  {step.object:<40} {step.state}{'  ' + step.detail if step.detail else ''}")
+        lines.append(f"  {step.object:<40} {step.state}{'  ' + step.detail if step.detail else ''}")
     for write in result.writes:
         mode = "dry-run" if write.dry_run else "written"
-        ctx.echo(f"  {mode:<8} {write.verb:<6} {write.object}  {json.dumps(write.patch, default=str)[:200]}")
+        lines.append(f"  {mode:<8} {write.verb:<6} {write.object}  "
+                     f"{json.dumps(write.patch, default=str)[:200]}")
+    text = json.dumps(result.to_dict(), indent=2, default=str)
+    body = json.loads(text)
+    rows = [*body.get("steps", []), *body.get("writes", [])] or [
+        {k: v for k, v in body.items() if not isinstance(v, dict | list)}]
+    emit(ctx, args.format, json_text=text, rows=rows, text="\n".join(lines))
 
 
-def register_verbs(verbs: argparse._SubParsersAction[Any]) -> None:
-    """Add approve, reject, apply, rollback and expire to the `plans` command."""
-    from gpuledger.commands import global_options
+def _who(f: F) -> F:
+    f = click.option("--insecure-dev-identity", is_flag=True,
+                     help="development only: believe --as/--groups (the audit log says so)")(f)
+    f = click.option("--groups", metavar="G,...", help="self-declared groups, comma-separated")(f)
+    return click.option("--as", "as_user", metavar="USER",
+                        help="self-declared acting user (refused without --insecure-dev-identity; "
+                             "default: your Kubernetes credentials, or your OS account)")(f)
 
-    inherited = [global_options(suppress=True)]
 
-    def who(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--as", dest="as_user", metavar="USER",
-                       help="self-declared acting user (refused without --insecure-dev-identity; "
-                            "default: your Kubernetes credentials, or your OS account)")
-        p.add_argument("--groups", metavar="G,...", help="self-declared groups, comma-separated")
-        p.add_argument("--insecure-dev-identity", action="store_true",
-                       help="development only: believe --as/--groups (the audit log says so)")
+_KUBECONFIG = click.option("--kubeconfig", metavar="FILE", help="act as these Kubernetes credentials")
 
-    def verb(name: str, help: str) -> argparse.ArgumentParser:
-        return verbs.add_parser(name, help=help, description=help, parents=inherited)
 
-    p = verb("approve", "approve a proposed plan (admin)")
-    p.add_argument("plan_id", metavar="ID")
-    p.add_argument("--kubeconfig", metavar="FILE", help="act as these Kubernetes credentials")
-    who(p)
-    p.set_defaults(handler=_approve)
+@click.command("approve", help="approve a proposed plan (admin)")
+@plan_id_argument
+@_KUBECONFIG
+@_who
+@runs
+def approve_command(args: argparse.Namespace, ctx: Context) -> int:
+    return _approve(args, ctx)
 
-    p = verb("reject", "reject a proposed or approved plan (admin)")
-    p.add_argument("plan_id", metavar="ID")
-    p.add_argument("--reason", default="rejected", help="why, for the audit log")
-    p.add_argument("--kubeconfig", metavar="FILE", help="act as these Kubernetes credentials")
-    who(p)
-    p.set_defaults(handler=_reject)
 
-    p = verb("apply", "apply an approved plan to the cluster, or resume one (admin; preview it first "
-                      "with --dry-run)")
-    p.add_argument("plan_id", metavar="ID")
-    p.add_argument("--dry-run", action="store_true",
-                   help="send every write with dryRun=All only; change nothing (the preview an apply needs)")
-    p.add_argument("--kubeconfig", metavar="FILE",
-                   help="kubeconfig (default: kubernetes.kubeconfig from the config, in-cluster, ~/.kube)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
-    who(p)
-    p.set_defaults(handler=_apply)
+@click.command("reject", help="reject a proposed or approved plan (admin)")
+@plan_id_argument
+@click.option("--reason", default="rejected", show_default=True, help="why, for the audit log")
+@_KUBECONFIG
+@_who
+@runs
+def reject_command(args: argparse.Namespace, ctx: Context) -> int:
+    return _reject(args, ctx)
 
-    p = verb("rollback", "restore the recorded before-state of an applied plan (admin)")
-    p.add_argument("plan_id", metavar="ID")
-    p.add_argument("--kubeconfig", metavar="FILE")
-    p.add_argument("--format", choices=("table", "json"), default="table")
-    who(p)
-    p.set_defaults(handler=_rollback)
 
-    p = verb("expire", "mark proposed/approved plans older than plans.expire_after_hours as expired")
-    p.set_defaults(handler=_expire)
+@click.command("apply", help="apply an approved plan to the cluster, or resume one (admin; preview "
+                             "it first with --dry-run)")
+@plan_id_argument
+@click.option("--dry-run", is_flag=True,
+              help="send every write with dryRun=All only; change nothing (the preview an apply needs)")
+@click.option("--kubeconfig", metavar="FILE",
+              help="kubeconfig (default: kubernetes.kubeconfig from the config, in-cluster, ~/.kube)")
+@output_option()
+@_who
+@runs
+def apply_command(args: argparse.Namespace, ctx: Context) -> int:
+    return _apply(args, ctx)
+
+
+@click.command("rollback", help="restore the recorded before-state of an applied plan (admin)")
+@plan_id_argument
+@click.option("--kubeconfig", metavar="FILE")
+@output_option()
+@_who
+@runs
+def rollback_command(args: argparse.Namespace, ctx: Context) -> int:
+    return _rollback(args, ctx)
+
+
+@click.command("expire", help="mark proposed/approved plans older than plans.expire_after_hours as expired")
+@runs
+def expire_command(args: argparse.Namespace, ctx: Context) -> int:
+    return _expire(args, ctx)
+
+
+VERBS = (approve_command, reject_command, apply_command, rollback_command, expire_command)

@@ -1,56 +1,69 @@
 """`gpuledger plans list|show`: the read-only verbs over stored plans (the optimizer's side).
 
 `list` prints one line per plan (newest first, `--status` filters); `show ID` prints the plan as
-a readable diff, or as JSON with `--format json` (mig-parted entries in NVIDIA's field names).
+a readable diff, or as JSON with `-o json` (mig-parted entries in NVIDIA's field names); ID is
+the full id, a unique prefix or `latest`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any, get_args
 
+import click
+
 from gpuledger.command_context import Context
+from gpuledger.commands import output_option, plan_id_argument, runs
+from gpuledger.commands._output import emit
+from gpuledger.optimizer.plan import PlanKind  # light: pydantic only, no store
+from gpuledger.optimizer.plan_status import STATUSES
+
+_KINDS = get_args(PlanKind)
 
 
-def _list(args: argparse.Namespace, ctx: Context) -> int:
+def plan_rows(json_text: str) -> list[dict[str, Any]]:
+    """Rows for csv/wide of one plan: one per entry of its first list of changes (nested values
+    stay JSON in their cell), else one row of the plan's plain fields."""
+    body = json.loads(json_text)
+    for value in (body.get("changes") or {}).values():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            return [{"plan_id": body.get("id"), **v} for v in value]
+    return [{k: v for k, v in body.items() if not isinstance(v, dict | list)}]
+
+
+@click.command("list", help="stored plans, newest first")
+@click.option("--status", type=click.Choice(STATUSES), help="only plans in this status")
+@click.option("--kind", type=click.Choice(_KINDS), help="only plans of this kind")
+@output_option()
+@runs
+def list_command(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.optimizer.plan_render import list_json, render_list
     from gpuledger.optimizer.plan_store import list_plans
 
     with ctx.open_warehouse(read_only=True) as wh:
         records = list_plans(wh, args.status, kind=args.kind)
-    ctx.echo(list_json(records) if args.format == "json" else render_list(records))
+    text = list_json(records)
+    emit(ctx, args.format, json_text=text, rows=json.loads(text),
+         columns=("id", "kind", "status", "created_at", "summary"),
+         text=render_list(records) if args.format == "table" else None)
     return 0
 
 
-def _show(args: argparse.Namespace, ctx: Context) -> int:
+@click.command("show", help="one plan as a readable diff or JSON (ID: id, unique prefix or 'latest')")
+@plan_id_argument
+@output_option()
+@runs
+def show_command(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.optimizer.plan_render import plan_json, render_plan
-    from gpuledger.optimizer.plan_store import load_record
+    from gpuledger.optimizer.plan_store import load_record, resolve_plan_id
 
     with ctx.open_warehouse(read_only=True) as wh:
-        record = load_record(wh, args.plan_id)
-    if args.format == "json":
-        ctx.echo(plan_json(record))
-    else:
-        ctx.echo(render_plan(record.plan, record.status))
+        record = load_record(wh, resolve_plan_id(wh, args.plan_id))
+    text = plan_json(record)
+    emit(ctx, args.format, json_text=text, rows=plan_rows(text),
+         text=render_plan(record.plan, record.status) if args.format == "table" else None)
     return 0
 
 
-def register_verbs(verbs: argparse._SubParsersAction[Any]) -> None:
-    """Add `list` and `show` to the `plans` command."""
-    from gpuledger.commands import global_options
-    from gpuledger.optimizer.plan import PlanKind  # light: pydantic only, no store
-    from gpuledger.optimizer.plan_status import STATUSES
-
-    inherited = [global_options(suppress=True)]  # `plans list --warehouse X` works too
-    p = verbs.add_parser("list", help="stored plans, newest first",
-                         description="stored plans, newest first", parents=inherited)
-    p.add_argument("--status", choices=STATUSES, help="only plans in this status")
-    p.add_argument("--kind", choices=get_args(PlanKind), help="only plans of this kind")
-    p.add_argument("--format", choices=("table", "json"), default="table")
-    p.set_defaults(handler=_list)
-
-    s = verbs.add_parser("show", help="one plan as a readable diff or JSON",
-                         description="one plan as a readable diff or JSON", parents=inherited)
-    s.add_argument("plan_id", metavar="ID")
-    s.add_argument("--format", choices=("table", "json"), default="table")
-    s.set_defaults(handler=_show)
+VERBS = (list_command, show_command)

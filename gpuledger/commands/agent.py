@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import runs
 from gpuledger.core.errors import SourceError
 
 
@@ -34,8 +36,10 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def register(add_command: AddCommand) -> None:
-    p = add_command("agent", "serve this node's GPUs on /metrics like dcgm-exporter (NVML, read-only)", _run)
-    p.add_argument("--port", type=int, default=9400, help="listen port (default 9400, dcgm-exporter's)")
-    p.add_argument("--host", default="0.0.0.0", help="listen address (default all interfaces)")
-    p.add_argument("--hostname", help="value of the Hostname label (default: this machine's name)")
+@click.command("agent", help="serve this node's GPUs on /metrics like dcgm-exporter (NVML, read-only)")
+@click.option("--port", type=int, default=9400, help="listen port (default 9400, dcgm-exporter's)")
+@click.option("--host", default="0.0.0.0", help="listen address (default all interfaces)")
+@click.option("--hostname", help="value of the Hostname label (default: this machine's name)")
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    return _run(args, ctx)

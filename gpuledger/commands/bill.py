@@ -6,17 +6,17 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import output_option, price_options, runs, window_options
 from gpuledger.commands._analytics_common import (
-    add_price_args,
-    add_window_args,
     bill_warnings,
     coverage_warning,
-    text_table,
     warn,
     window_from_args,
 )
+from gpuledger.commands._output import emit
 
 if TYPE_CHECKING:
     from gpuledger.analytics.bill import Bill
@@ -26,32 +26,40 @@ _SHOWN = ("card_hours", "idle_card_hours", "list_cost", "sharing_discount", "red
 _MONEY = ("list_cost", "sharing_discount", "redistributed_cost", "cost", "idle_cost")
 
 
-def _run(args: argparse.Namespace, ctx: Context) -> int:
+@click.command("bill", help="the chargeback bill: card-hours and cost per team (and more)")
+@window_options
+@click.option("--by", default="team", show_default=True,
+              help="dimensions, comma-separated: team (always), namespace, pod, queue, node, "
+                   "pool, model, sharing_mode, profile, uuid, day")
+@output_option()
+@click.option("--source", type=click.Choice(("auto", "raw", "rollup")), default="auto",
+              show_default=True, help="card-hours from the hourly roll-up, raw samples, or both (auto)")
+@price_options
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.analytics.bill import compute_bill
+    from gpuledger.terminal_progress import busy
 
     window = window_from_args(args)
     by = [d for d in args.by.split(",") if d.strip()]
-    with ctx.open_warehouse(read_only=True) as wh:
+    with busy(f"billing {window}"), ctx.open_warehouse(read_only=True) as wh:
         # The command prints lines only: the lines grain gives the same lines, faster.
         bill = compute_bill(wh, window, ctx.settings, by, source=args.source, grain="lines",
                             strict_prices=args.strict_prices)
         empty = coverage_warning(wh, window)
     warn([*bill_warnings(bill), *([empty] if empty else [])])
-    if args.format == "json":
-        ctx.echo(json.dumps(bill.to_dict(), indent=2))
-    elif args.format == "csv":
-        ctx.echo(bill.lines.write_csv().rstrip("\n"))
-    else:
-        rows = bill.lines.to_dicts()
-        ctx.echo(f"Bill {bill.period}  ({bill.currency}, price book {bill.price_book_version}, "
-                 f"redistribution {bill.redistribution}, from {bill.source})")
-        flagged = ("unpriced_card_hours",) if bill.unpriced_models else ()
-        ctx.echo(text_table(rows, [*bill.by, *_SHOWN, *flagged], _MONEY))
-        ctx.echo(f"Fleet: {bill.fleet_card_hours:,.3f} card-hours, {bill.fleet_cost:,.2f} {bill.currency}")
-        ctx.echo(f"Data as of {as_of(bill)}")
-        if bill.unattributed_namespaces:
-            ctx.echo("Unattributed namespaces (add the team label): "
-                     + ", ".join(bill.unattributed_namespaces))
+    flagged = ("unpriced_card_hours",) if bill.unpriced_models else ()
+    footer = [f"Fleet: {bill.fleet_card_hours:,.3f} card-hours, {bill.fleet_cost:,.2f} {bill.currency}",
+              f"Data as of {as_of(bill)}"]
+    if bill.unattributed_namespaces:
+        footer.append("Unattributed namespaces (add the team label): "
+                      + ", ".join(bill.unattributed_namespaces))
+    emit(ctx, args.format, rows=bill.lines.to_dicts(), columns=[*bill.by, *_SHOWN, *flagged],
+         money=_MONEY, json_text=json.dumps(bill.to_dict(), indent=2),
+         csv_text=bill.lines.write_csv(),
+         title=f"Bill {bill.period}  ({bill.currency}, price book {bill.price_book_version}, "
+               f"redistribution {bill.redistribution}, from {bill.source})",
+         footer=footer)
     return 0
 
 
@@ -60,15 +68,3 @@ def as_of(bill: Bill) -> str:
     if bill.newest_sample is None:
         return "-: no samples before the end of the window"
     return bill.newest_sample.isoformat().replace("+00:00", "Z") + " (newest sample)"
-
-
-def register(add_command: AddCommand) -> None:
-    p = add_command("bill", "the chargeback bill: card-hours and cost per team (and more)", _run)
-    add_window_args(p)
-    p.add_argument("--by", default="team",
-                   help="dimensions, comma-separated: team (always), namespace, pod, queue, node, "
-                        "pool, model, sharing_mode, profile, uuid, day")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    p.add_argument("--source", choices=("auto", "raw", "rollup"), default="auto",
-                   help="card-hours from the hourly roll-up, raw samples, or both (auto)")
-    add_price_args(p)

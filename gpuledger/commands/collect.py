@@ -12,8 +12,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import runs
 from gpuledger.core.errors import InputError
 from gpuledger.core.window import Window, parse_instant
 
@@ -67,12 +69,14 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def register(add_command: AddCommand) -> None:
-    p = add_command("collect", "collect DCGM, Kueue, token and kube metrics into the warehouse", _run)
-    p.add_argument("--prometheus", metavar="URL", help="Prometheus-compatible API root")
-    p.add_argument("--start", metavar="ISO", help="window start (UTC), e.g. 2026-11-01T00:00:00Z")
-    p.add_argument("--end", metavar="ISO", help="window end, exclusive")
-    p.add_argument("--step", metavar="DURATION", help="sample step (default prometheus.step, 60s)")
-    p.add_argument("--kubeconfig", metavar="FILE", help="also snapshot the Kubernetes API")
-    p.add_argument("--reload", action="store_true", help="ignore watermarks; re-collect the window")
-    p.add_argument("--follow", action="store_true", help="keep collecting every step")
+@click.command("collect", help="collect DCGM, Kueue, token and kube metrics into the warehouse")
+@click.option("--prometheus", metavar="URL", help="Prometheus-compatible API root")
+@click.option("--start", metavar="ISO", help="window start (UTC), e.g. 2026-11-01T00:00:00Z")
+@click.option("--end", metavar="ISO", help="window end, exclusive")
+@click.option("--step", metavar="DURATION", help="sample step (default prometheus.step, 60s)")
+@click.option("--kubeconfig", metavar="FILE", help="also snapshot the Kubernetes API")
+@click.option("--reload", is_flag=True, help="ignore watermarks; re-collect the window")
+@click.option("--follow", is_flag=True, help="keep collecting every step")
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    return _run(args, ctx)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import runs
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -24,15 +26,15 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     return run_demo(options, ctx)
 
 
-def register(add_command: AddCommand) -> None:
-    p = add_command("demo", "simulate a fleet for a month, bill it, plan, report, and show it", _run)
-    p.add_argument("--gpus", type=int, default=256, help="fleet size (default 256)")
-    p.add_argument(
-        "--period", default=None,
-        help="month to simulate, YYYY-MM (default: the last complete calendar month)",
-    )
-    p.add_argument("--seed", type=int, default=7, help="simulator seed (default 7)")
-    p.add_argument("--out", default="gpuledger-demo", help="folder for the warehouse and reports")
-    p.add_argument("--no-serve", action="store_true", help="end after the reports; no dashboard")
-    p.add_argument("--host", default="127.0.0.1", help="dashboard address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8050, help="dashboard port (default 8050)")
+@click.command("demo", help="simulate a fleet for a month, bill it, plan, report, and show it")
+@click.option("--gpus", type=int, default=256, help="fleet size (default 256)")
+@click.option("--period", default=None, metavar="YYYY-MM|last",
+              help="month to simulate (default: the last complete calendar month)")
+@click.option("--seed", type=int, default=7, help="simulator seed (default 7)")
+@click.option("--out", default="gpuledger-demo", help="folder for the warehouse and reports")
+@click.option("--no-serve", is_flag=True, help="end after the reports; no dashboard")
+@click.option("--host", default="127.0.0.1", help="dashboard address (default 127.0.0.1)")
+@click.option("--port", type=int, default=8050, help="dashboard port (default 8050)")
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    return _run(args, ctx)

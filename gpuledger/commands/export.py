@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import runs
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -28,8 +30,10 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def register(add_command: AddCommand) -> None:
-    p = add_command("export", "write the warehouse as hive-partitioned Parquet", _run)
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--start", help="only time-series rows from this instant (ISO-8601)")
-    p.add_argument("--end", help="only time-series rows before this instant (ISO-8601)")
+@click.command("export", help="write the warehouse as hive-partitioned Parquet")
+@click.option("--out", required=True, help="output folder")
+@click.option("--start", help="only time-series rows from this instant (ISO-8601)")
+@click.option("--end", help="only time-series rows before this instant (ISO-8601)")
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    return _run(args, ctx)

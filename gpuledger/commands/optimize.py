@@ -11,20 +11,27 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import F, VerbGroup, output_option, runs
+from gpuledger.commands._output import emit
 
 if TYPE_CHECKING:
     from gpuledger.optimizer.plan import Plan
 
 
-def _no_kind(args: argparse.Namespace, ctx: Context) -> int:
-    args.optimize_parser.print_help()
+@click.group("optimize", cls=VerbGroup, invoke_without_command=True,
+             help="compute a MIG or quota plan and store it as proposed")
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    click.echo(click.get_current_context().get_help())
     return 2
 
 
 def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
     """Store (unless --no-save) and print."""
+    from gpuledger.commands._plans_view import plan_rows
     from gpuledger.optimizer.plan_render import plan_json, render_plan
     from gpuledger.optimizer.plan_store import save_plan
 
@@ -33,12 +40,9 @@ def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
         with ctx.open_warehouse() as wh:
             save_plan(wh, plan, actor="optimizer")
         status = "proposed"
-    if args.format == "json":
-        ctx.echo(plan_json(plan))
-    else:
-        ctx.echo(render_plan(plan, status))
-        if status:
-            ctx.echo(f"\nstored as {status}: gpuledger plans show {plan.id}")
+    text = plan_json(plan)
+    emit(ctx, args.format, json_text=text, rows=plan_rows(text), text=render_plan(plan, status),
+         footer=[f"\nstored as {status}: gpuledger plans show {plan.id}"] if status else [])
     return 0
 
 
@@ -46,6 +50,7 @@ def _mig(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.core.config import utcnow
     from gpuledger.optimizer.deadline import command_deadline
     from gpuledger.optimizer.mig import MigOptions, plan_mig
+    from gpuledger.terminal_progress import busy
 
     now = utcnow()
     settings = ctx.settings
@@ -65,7 +70,8 @@ def _mig(args: argparse.Namespace, ctx: Context) -> int:
             max_changes_per_node=per_node, max_changes_per_plan=per_plan, workers=args.workers,
             inputs=inputs,
         )
-        plan = plan_mig(fleet, demand, options, settings, now)
+        with busy(f"solving the MIG plan (at most {limit:g} s)"):
+            plan = plan_mig(fleet, demand, options, settings, now)
     return _finish(plan, args, ctx)
 
 
@@ -115,6 +121,7 @@ def _quota(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.optimizer.deadline import command_deadline
     from gpuledger.optimizer.quota import QuotaOptions, plan_quota
     from gpuledger.optimizer.quota_input import load_quota_inputs, quota_inputs_from_warehouse
+    from gpuledger.terminal_progress import busy
 
     now = utcnow()
     limit = _time_limit(args, ctx)
@@ -128,55 +135,54 @@ def _quota(args: argparse.Namespace, ctx: Context) -> int:
                 inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback))
         options = QuotaOptions(time_limit_s=deadline.solver_budget(), horizon=horizon,
                                workers=args.workers)
-        plan = plan_quota(inputs, options, ctx.settings, now)
+        with busy(f"solving the quota plan (at most {limit:g} s)"):
+            plan = plan_quota(inputs, options, ctx.settings, now)
     return _finish(plan, args, ctx)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=("table", "json"), default="table")
-    p.add_argument("--time-limit", type=float, metavar="S",
-                   help="wall-clock bound in seconds for reading the inputs and solving (default: "
-                        "plans.solver_time_limit_s); the best plan found is returned with its "
-                        "status, and a run that cannot finish in time fails with nothing stored")
-    p.add_argument("--workers", type=int, default=2, help="CP-SAT worker threads (default 2)")
-    p.add_argument("--no-save", action="store_true", help="print only; do not store the plan")
+def _common(f: F) -> F:
+    f = click.option("--no-save", is_flag=True, help="print only; do not store the plan")(f)
+    f = click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads")(f)
+    f = click.option("--time-limit", type=float, metavar="S",
+                     help="wall-clock bound in seconds for reading the inputs and solving (default: "
+                          "plans.solver_time_limit_s); the best plan found is returned with its "
+                          "status, and a run that cannot finish in time fails with nothing stored")(f)
+    return output_option()(f)
 
 
-def register(add_command: AddCommand) -> None:
-    parser = add_command("optimize", "compute a MIG or quota plan and store it as proposed", _no_kind)
-    parser.set_defaults(optimize_parser=parser)
-    kinds = parser.add_subparsers(dest="kind", metavar="KIND")
-    from gpuledger.commands import global_options
+@command.command("mig", help=(
+    "Repartition MIG GPUs: meet the demand, then use fewest GPUs, then change fewest, then "
+    "strand fewest slices."), short_help="repartition MIG GPUs")
+@click.option("--fleet", type=click.Path(path_type=Path),
+              help="what-if: fleet file (nodes, GPUs, layouts, busy pods)")
+@click.option("--demand", type=click.Path(path_type=Path), help="demand file (profile counts or workloads)")
+@click.option("--pool", multiple=True, help="plan GPUs of this pool (repeatable; default: pools in MIG mode)")
+@click.option("--nodes", multiple=True, metavar="GLOB",
+              help="only nodes matching a glob are in a maintenance window (repeatable)")
+@click.option("--lookback", default="7d", show_default=True,
+              help="warehouse demand: right-size (or observe) over this long")
+@click.option("--observed", is_flag=True,
+              help="demand = MIG instances that held a pod in the lookback, not right-sized")
+@click.option("--max-changes-per-node", type=int, metavar="K",
+              help="at most K GPUs changed per node (default: plans.max_gpus_changed_per_node)")
+@click.option("--max-changes-per-plan", type=int, metavar="K",
+              help="at most K GPUs changed in the plan (default: plans.max_gpus_changed_per_plan)")
+@_common
+@runs
+def mig_command(args: argparse.Namespace, ctx: Context) -> int:
+    return _mig(args, ctx)
 
-    inherited: list[Any] = [global_options(suppress=True)]
 
-    mig = kinds.add_parser("mig", help="repartition MIG GPUs", description=(
-        "Repartition MIG GPUs: meet the demand, then use fewest GPUs, then change fewest, then "
-        "strand fewest slices."), parents=inherited)
-    mig.add_argument("--fleet", type=Path, help="what-if: fleet file (nodes, GPUs, layouts, busy pods)")
-    mig.add_argument("--demand", type=Path, help="demand file (profile counts or workloads)")
-    mig.add_argument("--pool", action="append",
-                     help="plan GPUs of this pool (repeatable; default: pools in MIG mode)")
-    mig.add_argument("--nodes", action="append", metavar="GLOB",
-                     help="only nodes matching a glob are in a maintenance window (repeatable)")
-    mig.add_argument("--lookback", default="7d",
-                     help="warehouse demand: right-size (or observe) over this long (default 7d)")
-    mig.add_argument("--observed", action="store_true",
-                     help="demand = MIG instances that held a pod in the lookback, not right-sized")
-    mig.add_argument("--max-changes-per-node", type=int, metavar="K",
-                     help="at most K GPUs changed per node (default: plans.max_gpus_changed_per_node)")
-    mig.add_argument("--max-changes-per-plan", type=int, metavar="K",
-                     help="at most K GPUs changed in the plan (default: plans.max_gpus_changed_per_plan)")
-    _common(mig)
-    mig.set_defaults(handler=_mig)
-
-    quota = kinds.add_parser("quota", help="rebalance Kueue ClusterQueue quotas", description=(
-        "Rebalance Kueue quotas: least expected unmet demand, then weighted fairness, then fewest "
-        "changes; replays the recorded demand against old and new quotas."), parents=inherited)
-    quota.add_argument("--queues", type=Path, help="what-if: file with ClusterQueues and capacity")
-    quota.add_argument("--history", type=Path, help="demand history file (CSV or YAML)")
-    quota.add_argument("--lookback", default="28d", help="warehouse history used (default 28d)")
-    quota.add_argument("--horizon", default="7d", help="forecast horizon (default 7d)")
-    _common(quota)
-    quota.set_defaults(handler=_quota)
-
+@command.command("quota", help=(
+    "Rebalance Kueue quotas: least expected unmet demand, then weighted fairness, then fewest "
+    "changes; replays the recorded demand against old and new quotas."),
+    short_help="rebalance Kueue ClusterQueue quotas")
+@click.option("--queues", type=click.Path(path_type=Path),
+              help="what-if: file with ClusterQueues and capacity")
+@click.option("--history", type=click.Path(path_type=Path), help="demand history file (CSV or YAML)")
+@click.option("--lookback", default="28d", show_default=True, help="warehouse history used")
+@click.option("--horizon", default="7d", show_default=True, help="forecast horizon")
+@_common
+@runs
+def quota_command(args: argparse.Namespace, ctx: Context) -> int:
+    return _quota(args, ctx)

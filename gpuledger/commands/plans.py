@@ -2,27 +2,33 @@
 
 The read-only verbs (the optimizer's side) live in `_plans_view`, the verbs that change a
 plan's state or the cluster (the actuator's side) in `_plans_actions`; this module only
-assembles them under one `plans` command.
+assembles them under one `plans` command. Every verb taking an ID accepts the full id, a
+unique prefix of one, or `latest` (`optimizer.plan_store.resolve_plan_id`).
 """
 
 from __future__ import annotations
 
 import argparse
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import VerbGroup, runs
 
 
-def _no_verb(args: argparse.Namespace, ctx: Context) -> int:
-    args.plans_parser.print_help()
+@click.group("plans", cls=VerbGroup, invoke_without_command=True,
+             help="list, show, approve, reject, apply and roll back plans")
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    click.echo(click.get_current_context().get_help())
     return 2
 
 
-def register(add_command: AddCommand) -> None:
-    parser = add_command("plans", "list, show, approve, reject, apply and roll back plans", _no_verb)
-    parser.set_defaults(plans_parser=parser)
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+def _assemble() -> None:
     from gpuledger.commands import _plans_actions, _plans_view
 
-    _plans_view.register_verbs(verbs)
-    _plans_actions.register_verbs(verbs)
+    for verb in (*_plans_view.VERBS, *_plans_actions.VERBS):
+        command.add_command(verb)
+
+
+_assemble()

@@ -1,9 +1,9 @@
 """`gpuledger report …`: monthly reports (CSV, FOCUS, PDF statements), verify, scheduled run.
 
-- `report monthly --period YYYY-MM|last --out DIR [--finalize] [--reissue --reason TEXT]
+- `report monthly [--period YYYY-MM|last] --out DIR [--finalize] [--reissue --reason TEXT]
   [--allow-partial]`: a month below `reports.min_coverage` is finalized only with
   `--allow-partial`
-- `report verify --period YYYY-MM --out DIR`: issued files against manifests, signatures and
+- `report verify [--period YYYY-MM|last] --out DIR`: issued files against manifests, signatures and
   the warehouse, both ways (a folder the warehouse never recorded is a problem too)
 - `report due --out DIR`: finalize every completed month not yet issued (idempotent; what
   the CronJob runs)
@@ -16,8 +16,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import VerbGroup, output_option, runs
+from gpuledger.commands._output import emit
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import InputError, ReportError
 from gpuledger.core.period import Period
@@ -35,7 +38,7 @@ def _out_dir(args: argparse.Namespace, ctx: Context) -> Path:
 def _monthly(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.reports.monthly import issue_monthly
 
-    period = resolve_period(args.period)
+    period = resolve_period(args.period or "last")
     if args.reason is not None and not args.reissue:
         raise InputError("--reason goes with --reissue (it records why a period is issued again)")
     if args.reissue and not (args.reason or "").strip():
@@ -49,20 +52,21 @@ def _monthly(args: argparse.Namespace, ctx: Context) -> int:
             allow_partial=args.allow_partial,
         )
     totals = result.totals
-    if args.json:
-        ctx.echo(json.dumps(_as_json(result), indent=2, sort_keys=True))
-        return 0
     label = "draft" if result.version is None else f"final v{result.version}"
-    ctx.echo(f"report {result.period} ({label}): {result.folder}")
-    ctx.echo(
+    lines = [
+        f"report {result.period} ({label}): {result.folder}",
         f"  fleet cost {totals['fleet_cost']:,.2f} {totals['currency']} · "
         f"{len(totals['teams'])} team statements · {totals['summary_rows']} summary lines · "
-        f"{totals['focus_rows']} FOCUS rows"
-    )
+        f"{totals['focus_rows']} FOCUS rows",
+    ]
     if totals["adjustments_cost"]:
-        ctx.echo(f"  late-data adjustments {totals['adjustments_cost']:+,.2f} {totals['currency']}")
-    for note in result.notes:
-        ctx.echo(f"  note: {note}")
+        lines.append(f"  late-data adjustments {totals['adjustments_cost']:+,.2f} {totals['currency']}")
+    lines.extend(f"  note: {note}" for note in result.notes)
+    document = _as_json(result)
+    row = {k: v for k, v in document.items() if not isinstance(v, dict | list)}
+    row.update({k: v for k, v in totals.items() if not isinstance(v, dict | list)})
+    emit(ctx, "json" if args.json else args.format, rows=[row],
+         json_text=json.dumps(document, indent=2, sort_keys=True, default=str), text="\n".join(lines))
     return 0
 
 
@@ -78,7 +82,7 @@ def _verify(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.reports.manifest import signing_key
     from gpuledger.reports.recovery import verify_issues
 
-    period = resolve_period(args.period)
+    period = resolve_period(args.period or "last")
     out = _out_dir(args, ctx)
     with ctx.open_warehouse(read_only=True) as wh:
         problems = verify_issues(wh, out, period, key=signing_key(ctx.settings))
@@ -102,52 +106,46 @@ def _due(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _no_verb(args: argparse.Namespace, ctx: Context) -> int:
-    args.report_parser.print_help()
+@click.group("report", cls=VerbGroup, invoke_without_command=True,
+             help="monthly bills: CSV, FinOps FOCUS, PDF statements")
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    click.echo(click.get_current_context().get_help())
     return 2
 
 
-def register(add_command: AddCommand) -> None:
-    parser = add_command("report", "monthly bills: CSV, FinOps FOCUS, PDF statements", _no_verb)
-    parser.set_defaults(report_parser=parser)
-    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
-    from gpuledger.commands import global_options
+_PERIOD = click.option("--period", metavar="YYYY-MM|last",
+                       help="UTC month (default: last, the last complete month)")
+_OUT = click.option("--out", help="output folder (default: reports.out_dir)")
 
-    inherited = [global_options(suppress=True)]  # `report monthly --warehouse X` works too
 
-    monthly = verbs.add_parser(
-        "monthly", help="write one month's report", description="write one month's report",
-        parents=inherited,
-    )
-    monthly.set_defaults(handler=_monthly)
-    monthly.add_argument("--period", required=True, help="YYYY-MM (UTC month) or 'last'")
-    monthly.add_argument("--out", help="output folder (default: reports.out_dir)")
-    monthly.add_argument("--finalize", action="store_true", help="issue v1 (locks the period)")
-    monthly.add_argument(
-        "--reissue", action="store_true", help="issue the next version of a finalized period"
-    )
-    monthly.add_argument("--reason", help="why the period is reissued (required with --reissue)")
-    monthly.add_argument(
-        "--allow-partial", action="store_true",
-        help="finalize even below reports.min_coverage of hours with samples",
-    )
-    monthly.add_argument("--json", action="store_true", help="print the result as JSON")
+@command.command("monthly", help="write one month's report")
+@_PERIOD
+@_OUT
+@click.option("--finalize", is_flag=True, help="issue v1 (locks the period)")
+@click.option("--reissue", is_flag=True, help="issue the next version of a finalized period")
+@click.option("--reason", help="why the period is reissued (required with --reissue)")
+@click.option("--allow-partial", is_flag=True,
+              help="finalize even below reports.min_coverage of hours with samples")
+@click.option("--json", is_flag=True, help="print the result as JSON (same as -o json)")
+@output_option()
+@runs
+def monthly_command(args: argparse.Namespace, ctx: Context) -> int:
+    return _monthly(args, ctx)
 
-    verify = verbs.add_parser(
-        "verify", help="check issued files against manifests and the warehouse",
-        description="check issued files against manifests and the warehouse", parents=inherited,
-    )
-    verify.set_defaults(handler=_verify)
-    verify.add_argument("--period", required=True, help="YYYY-MM or 'last'")
-    verify.add_argument("--out", help="output folder (default: reports.out_dir)")
 
-    due = verbs.add_parser(
-        "due", help="finalize every completed month not yet issued (idempotent)",
-        description="finalize every completed month not yet issued (idempotent)", parents=inherited,
-    )
-    due.set_defaults(handler=_due)
-    due.add_argument("--out", help="output folder (default: reports.out_dir)")
-    due.add_argument(
-        "--backfill", type=int, metavar="N",
-        help="consider the last N completed months (default: reports.schedule_backfill_months)",
-    )
+@command.command("verify", help="check issued files against manifests and the warehouse")
+@_PERIOD
+@_OUT
+@runs
+def verify_command(args: argparse.Namespace, ctx: Context) -> int:
+    return _verify(args, ctx)
+
+
+@command.command("due", help="finalize every completed month not yet issued (idempotent)")
+@_OUT
+@click.option("--backfill", type=int, metavar="N",
+              help="consider the last N completed months (default: reports.schedule_backfill_months)")
+@runs
+def due_command(args: argparse.Namespace, ctx: Context) -> int:
+    return _due(args, ctx)

@@ -14,8 +14,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import runs
 
 
 def _cluster_factory(args: argparse.Namespace, ctx: Context) -> Any:
@@ -78,21 +80,17 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def register(add_command: AddCommand) -> None:
-    p = add_command("serve", "serve the dashboards (team, fleet, queues, plans)", _run)
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
-    p.add_argument(
-        "--dev-user", default=None, metavar="NAME",
-        help="act as this user without a proxy (loopback only; admin when no roles are configured)",
-    )
-    p.add_argument("--dev-groups", default="", metavar="G1,G2", help="groups of the --dev-user")
-    p.add_argument("--kubeconfig", default=None, help="cluster for plan preview/apply")
-    p.add_argument(
-        "--refresh-s", type=float, default=120.0, metavar="SECONDS",
-        help="how often to look for new data and re-snapshot the warehouse (default 120)",
-    )
-    p.add_argument(
-        "--schedule", action="store_true",
-        help="also issue each completed month's report in the background (reports.schedule)",
-    )
+@click.command("serve", help="serve the dashboards (team, fleet, queues, plans)")
+@click.option("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+@click.option("--port", type=int, default=8050, help="port (default 8050)")
+@click.option("--dev-user", default=None, metavar="NAME",
+              help="act as this user without a proxy (loopback only; admin when no roles are configured)")
+@click.option("--dev-groups", default="", metavar="G1,G2", help="groups of the --dev-user")
+@click.option("--kubeconfig", default=None, help="cluster for plan preview/apply")
+@click.option("--refresh-s", type=float, default=120.0, metavar="SECONDS",
+              help="how often to look for new data and re-snapshot the warehouse (default 120)")
+@click.option("--schedule", is_flag=True,
+              help="also issue each completed month's report in the background (reports.schedule)")
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    return _run(args, ctx)

@@ -13,8 +13,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import runs
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import InputError
 from gpuledger.core.window import DAY, Window, floor_time, parse_duration, parse_instant
@@ -40,7 +42,7 @@ def build_simulation(args: argparse.Namespace) -> Simulation:
 
     spec = FleetSpec.load(args.fleet) if args.fleet else FleetSpec.default(gpus=args.gpus)
     if args.field or args.field_effect:
-        spec = spec.model_copy(update={"field": _field_effects(args.field, args.field_effect or [])})
+        spec = spec.model_copy(update={"field": _field_effects(args.field, list(args.field_effect))})
     return Simulation(spec, _window(args), seed=args.seed)
 
 
@@ -148,39 +150,35 @@ def _serve(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def register(add_command: AddCommand) -> None:
-    p = add_command("simulate", "generate a deterministic GPU fleet's history, or serve it live", _run)
-    src = p.add_argument_group("fleet and window")
-    src.add_argument("--fleet", type=Path, help="fleet spec YAML (default: the built-in demo fleet)")
-    src.add_argument("--gpus", type=int, default=256, help="size of the built-in fleet (default 256)")
-    src.add_argument("--start", help="window start, ISO-8601 (default: --days before --end)")
-    src.add_argument("--end", help="window end, ISO-8601 (default: today 00:00 UTC)")
-    src.add_argument("--days", type=float, default=7, help="window length when --start is not given")
-    src.add_argument("--step", default="60s", help="sample interval (default 60s)")
-    src.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
-    src.add_argument("--chunk", default="1d",
-                     help="generate file outputs in chunks of this size (default 1d; --load goes by day)")
-    outs = p.add_argument_group("outputs")
-    outs.add_argument("--out", type=Path, help="directory for file outputs")
-    outs.add_argument("--parquet", action="store_true", help="inventory and sample frames as Parquet")
-    outs.add_argument("--openmetrics", action="store_true", help="metrics.om for promtool backfill")
-    outs.add_argument("--metrics-step", help="thin the OpenMetrics file to this interval (e.g. 5m)")
-    outs.add_argument("--manifests", action="store_true",
-                      help="manifests.yaml (Nodes, Namespaces, Pods) and kueue.yaml")
-    outs.add_argument("--ground-truth", action="store_true",
-                      help="ground_truth.parquet (card-hours per hour and holder)")
-    outs.add_argument("--load", action="store_true", help="load inventory and samples into the warehouse")
-    labels = p.add_argument_group("metric labels")
-    labels.add_argument("--hostname-label", choices=("Hostname", "hostname"), default="Hostname")
-    labels.add_argument("--exported-labels", action="store_true",
-                        help="workload labels as exported_pod/... (ServiceMonitor honorLabels false)")
-    field = p.add_argument_group("field mode (what real fleets do to telemetry)")
-    field.add_argument("--field", action="store_true",
-                       help="every field effect at its realistic level (see docs/guide/simulator.md)")
-    field.add_argument("--field-effect", action="append", metavar="NAME",
-                       help="one field effect at its realistic level (repeatable), e.g. jitter_s")
-    live = p.add_argument_group("live endpoint")
-    live.add_argument("--serve", action="store_true", help="serve /metrics for the current time")
-    live.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    live.add_argument("--port", type=int, default=9400, help="listen port (default 9400)")
-    live.add_argument("--serve-seconds", type=float, help="stop serving after this many seconds")
+@click.command("simulate", help="generate a deterministic GPU fleet's history, or serve it live")
+@click.option("--fleet", type=click.Path(path_type=Path),
+              help="fleet spec YAML (default: the built-in demo fleet)")
+@click.option("--gpus", type=int, default=256, help="size of the built-in fleet (default 256)")
+@click.option("--start", help="window start, ISO-8601 (default: --days before --end)")
+@click.option("--end", help="window end, ISO-8601 (default: today 00:00 UTC)")
+@click.option("--days", type=float, default=7, help="window length when --start is not given")
+@click.option("--step", default="60s", help="sample interval (default 60s)")
+@click.option("--seed", type=int, default=7, help="random seed (default 7)")
+@click.option("--chunk", default="1d",
+              help="generate file outputs in chunks of this size (default 1d; --load goes by day)")
+@click.option("--out", type=click.Path(path_type=Path), help="directory for file outputs")
+@click.option("--parquet", is_flag=True, help="inventory and sample frames as Parquet")
+@click.option("--openmetrics", is_flag=True, help="metrics.om for promtool backfill")
+@click.option("--metrics-step", help="thin the OpenMetrics file to this interval (e.g. 5m)")
+@click.option("--manifests", is_flag=True, help="manifests.yaml (Nodes, Namespaces, Pods) and kueue.yaml")
+@click.option("--ground-truth", is_flag=True, help="ground_truth.parquet (card-hours per hour and holder)")
+@click.option("--load", is_flag=True, help="load inventory and samples into the warehouse")
+@click.option("--hostname-label", type=click.Choice(("Hostname", "hostname")), default="Hostname")
+@click.option("--exported-labels", is_flag=True,
+              help="workload labels as exported_pod/... (ServiceMonitor honorLabels false)")
+@click.option("--field", is_flag=True,
+              help="every field effect at its realistic level (see docs/guide/simulator.md)")
+@click.option("--field-effect", multiple=True, metavar="NAME",
+              help="one field effect at its realistic level (repeatable), e.g. jitter_s")
+@click.option("--serve", is_flag=True, help="serve /metrics for the current time")
+@click.option("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+@click.option("--port", type=int, default=9400, help="listen port (default 9400)")
+@click.option("--serve-seconds", type=float, help="stop serving after this many seconds")
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    return _run(args, ctx)

@@ -20,8 +20,11 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import click
+
 from gpuledger.command_context import Context
-from gpuledger.commands import AddCommand
+from gpuledger.commands import output_option, runs
+from gpuledger.commands._output import emit, render_table
 
 if TYPE_CHECKING:
     from gpuledger.warehouse import Warehouse
@@ -68,20 +71,19 @@ def _as_dict(row: SourceFreshness, now: datetime) -> dict[str, Any]:
     }
 
 
-def _table(rows: list[SourceFreshness], now: datetime) -> list[str]:
+def _table(rows: list[SourceFreshness], now: datetime) -> list[dict[str, Any]]:
     from gpuledger.warehouse.queries.freshness import describe_age
 
     def span(value: timedelta | None) -> str:
         return "-" if value is None else describe_age(value)
 
-    cells = [
-        (r.source, _stamp(r.watermark) or "-", _stamp(r.newest_sample) or "-", span(r.gap),
-         span(now - r.newest_sample if r.newest_sample is not None else None))
+    return [
+        dict(zip(HEADERS, (r.source, _stamp(r.watermark) or "-", _stamp(r.newest_sample) or "-",
+                           span(r.gap),
+                           span(now - r.newest_sample if r.newest_sample is not None else None)),
+                 strict=True))
         for r in rows
     ]
-    widths = [max(len(str(c[i])) for c in (HEADERS, *cells)) for i in range(len(HEADERS))]
-    return ["  ".join(str(c[i]).ljust(widths[i]) for i in range(len(HEADERS))).rstrip()
-            for c in (HEADERS, *cells)]
 
 
 def _summary(newest: datetime | None, now: datetime) -> str:
@@ -109,30 +111,33 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     now = utcnow()
     if newest is None and all(r.watermark is None and r.newest_sample is None for r in rows):
         return _empty(args, ctx, f"warehouse {path} is empty: nothing collected yet")
-    if args.format == "json":
-        ctx.echo(json.dumps({
-            "schema": SCHEMA, "warehouse": str(path), "now": _stamp(now),
-            "newest_sample": _stamp(newest), "stale": f.is_stale(newest, now),
-            "stale_after_s": (f.STALE_INTERVALS * f.COLLECTION_INTERVAL).total_seconds(),
-            "sources": [_as_dict(r, now) for r in rows],
-        }, indent=2))
-        return 0
-    for line in _table(rows, now):
-        ctx.echo(line)
-    ctx.echo(_summary(newest, now))
+    sources = [_as_dict(r, now) for r in rows]
+    document = {
+        "schema": SCHEMA, "warehouse": str(path), "now": _stamp(now),
+        "newest_sample": _stamp(newest), "stale": f.is_stale(newest, now),
+        "stale_after_s": (f.STALE_INTERVALS * f.COLLECTION_INTERVAL).total_seconds(),
+        "sources": sources,
+    }
+    emit(ctx, args.format, rows=sources, document=document,
+         json_text=json.dumps(document, indent=2),
+         text=render_table(_table(rows, now), HEADERS, rule=False) if args.format == "table" else None,
+         footer=[_summary(newest, now)])
     return 0
 
 
 def _empty(args: argparse.Namespace, ctx: Context, message: str) -> int:
     """One line for an empty or missing warehouse (JSON on one line with `--format json`)."""
-    if args.format == "json":
-        ctx.echo(json.dumps({"schema": SCHEMA, "warehouse": str(ctx.warehouse_path),
-                             "sources": [], "message": message}))
+    document = {"schema": SCHEMA, "warehouse": str(ctx.warehouse_path), "sources": [],
+                "message": message}
+    if args.format in ("json", "yaml"):
+        emit(ctx, args.format, document=document, json_text=json.dumps(document))
     else:
         ctx.echo(message)
     return 0
 
 
-def register(add_command: AddCommand) -> None:
-    p = add_command("status", "per source: watermark, newest sample and the gap between them", _run)
-    p.add_argument("--format", choices=("table", "json"), default="table")
+@click.command("status", help="per source: watermark, newest sample and the gap between them")
+@output_option()
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    return _run(args, ctx)

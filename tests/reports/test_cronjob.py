@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from gpuledger.cli import build_parser
+from gpuledger.cli import resolve
 
 MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "cronjob-report.yaml"
 
@@ -39,13 +39,13 @@ def test_schedule_and_policies():
 def test_command_line_and_volume():
     pod = _cronjob()["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    args = build_parser().parse_args(container["args"])
-    assert args.command == "report" and args.verb == "due"
-    assert args.out == "/data/reports" and args.backfill == 3
-    assert str(args.warehouse).startswith("/data/")
+    path, params = resolve(container["args"])
+    assert path == ["report", "due"]
+    assert params["out"] == "/data/reports" and params["backfill"] == 3
+    assert str(params["warehouse"]).startswith("/data/")
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
-    data = next(name for name, path in mounts.items() if args.out.startswith(path + "/"))
+    data = next(name for name, path in mounts.items() if params["out"].startswith(path + "/"))
     assert "persistentVolumeClaim" in volumes[data]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     home = next(e["value"] for e in container["env"] if e["name"] == "HOME")

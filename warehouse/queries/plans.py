@@ -56,3 +56,19 @@ def last_preview(wh: ReadableWarehouse, plan_id: str) -> tuple[datetime, str] | 
         return None
     row = frame.row(0, named=True)
     return row["occurred_at"], str(row["actor"])
+
+
+def plan_ids_matching(wh: ReadableWarehouse, prefix: str, *, limit: int = 6) -> list[str]:
+    """Up to `limit` plan ids starting with `prefix`, newest first (LIKE wildcards escaped)."""
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    frame = wh.query(
+        "SELECT plan_id FROM plans WHERE plan_id LIKE ? ESCAPE '\\' "
+        "ORDER BY created_at DESC, plan_id LIMIT ?", [escaped + "%", limit],
+    )
+    return [str(v) for v in frame["plan_id"].to_list()]
+
+
+def latest_plan_id(wh: ReadableWarehouse) -> str | None:
+    """The id of the newest stored plan (by creation time), or None when there is none."""
+    frame = wh.query("SELECT plan_id FROM plans ORDER BY created_at DESC, plan_id LIMIT 1")
+    return str(frame["plan_id"][0]) if frame.height else None
