@@ -223,15 +223,9 @@ def _mig(ctx: PageContext) -> tuple[list[str], pl.DataFrame, datetime | None]:
     return names, cells, at
 
 
-def render(v: FleetView) -> html.Div:
-    cur = v.currency
-    t = v.totals
-    scope = v.period + (f" · {v.model}" if v.model else "")
-    heat_title = (
-        f"GPU activity per GPU and hour on {v.node} · {v.period}" if v.node
-        else f"GPU activity per node and hour · {scope}"
-    )
-    kpis = html.Div(
+def _kpis(v: FleetView, scope: str) -> html.Div:
+    cur, t = v.currency, v.totals
+    return html.Div(
         [
             kpi("Fleet cost", money(t["fleet_cost"], cur), scope, id="kpi-fleet-cost", raw=t["fleet_cost"]),
             kpi("Allocated GPU-hours", number(t["allocated"]),
@@ -245,6 +239,16 @@ def render(v: FleetView) -> html.Div:
         ],
         className="kpis",
     )
+
+
+def render(v: FleetView) -> html.Div:
+    cur = v.currency
+    scope = v.period + (f" · {v.model}" if v.model else "")
+    heat_title = (
+        f"GPU activity per GPU and hour on {v.node} · {v.period}" if v.node
+        else f"GPU activity per node and hour · {scope}"
+    )
+    kpis = _kpis(v, scope)
     unattributed = table(
         v.unattributed,
         [("namespace", "namespace"), ("card_hours", "GPU-hours"), ("idle_card_hours", "idle GPU-hours"),
