@@ -26,7 +26,14 @@ ALLOCATION_KEYS: tuple[str, ...] = (
 
 
 def idle_allocations(bill: Bill) -> pl.DataFrame:
-    """Per allocation: card-hours, idle and held-idle card-hours, idle share and idle cost."""
+    """Per allocation: card-hours, idle and held-idle card-hours, idle share and idle cost
+    (only allocations with idle time)."""
+    return held_allocations(bill).filter(pl.col("idle_card_hours") > 0)
+
+
+def held_allocations(bill: Bill) -> pl.DataFrame:
+    """`idle_allocations` before the idle filter: every allocation, busy ones included (what
+    `idle_workloads` sums, so a multi-GPU pod counts all its cards)."""
     held = bill.detail.filter(pl.col("kind") == "allocated")
     return (
         held.group_by(list(ALLOCATION_KEYS))
@@ -43,7 +50,6 @@ def idle_allocations(bill: Bill) -> pl.DataFrame:
             (pl.col("idle_card_hours") / pl.col("card_hours")).fill_nan(0.0).alias("idle_fraction"),
             (pl.col("held_idle_card_hours") > 0.5 * pl.col("idle_card_hours")).alias("held_idle"),
         )
-        .filter(pl.col("idle_card_hours") > 0)
         .sort(["idle_cost", "idle_card_hours", "namespace", "pod"], descending=[True, True, False, False])
     )
 
@@ -52,9 +58,10 @@ def idle_workloads(
     allocations: pl.DataFrame, workloads: pl.DataFrame | None = None, *, team: str | None = None,
     namespace: str | None = None,
 ) -> pl.DataFrame:
-    """`idle_allocations` summed per workload: one row per Deployment, StatefulSet, Job or
+    """`held_allocations` summed per workload: one row per Deployment, StatefulSet, Job or
     notebook (`analytics.workloads.pod_workloads`), or per pod when `workloads` is None (a
-    multi-GPU pod is one row either way: its devices are summed, `gpus` counts them)."""
+    multi-GPU pod is one row either way: its devices are summed, `gpus` counts them); only
+    workloads with idle time."""
     frame = filter_scope(allocations, team, namespace)
     if workloads is None:
         frame = frame.with_columns(pl.lit("Pod").alias("workload_kind"), pl.col("pod").alias("workload"))
@@ -78,6 +85,7 @@ def idle_workloads(
             (pl.col("idle_card_hours") / pl.col("card_hours")).fill_nan(0.0).alias("idle_fraction"),
             (pl.col("held_idle_card_hours") > 0.5 * pl.col("idle_card_hours")).alias("held_idle"),
         )
+        .filter(pl.col("idle_card_hours") > 0)
         .sort(["idle_cost", "idle_card_hours", "namespace", "workload"],
               descending=[True, True, False, False])
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -198,3 +199,27 @@ def filter_scope(frame: pl.DataFrame, team: str | None = None, namespace: str | 
     if namespace is not None:
         frame = frame.filter(pl.col("namespace") == namespace)
     return frame
+
+
+def regroup_lines(lines: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """Bill lines summed to coarser dimensions `by` (team first). Summing whole-cent lines keeps
+    whole cents, so the regrouped lines still add up to the same totals to the cent."""
+    from gpuledger.analytics.lines import FLAG_HOURS, HOURS, LINE_VALUES
+
+    sums = [c for c in (*LINE_VALUES, *FLAG_HOURS) if c in lines.columns]
+    out = lines.group_by(list(by), maintain_order=True).agg([pl.col(c).sum() for c in sums])
+    if "unpriced" in lines.columns:
+        out = out.with_columns((pl.col("unpriced_card_hours") > 0).alias("unpriced"))
+    return out.with_columns([pl.col(c).round(2) for c in sums if c not in HOURS])  # float noise
+
+
+def lines_by_workload(lines: pl.DataFrame, workloads: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """Bill lines (computed with namespace and pod) per workload: `by` plus `workload_kind` and
+    `workload`. Special lines (no pod) keep null workload columns."""
+    joined = lines.join(workloads, on=["namespace", "pod"], how="left")
+    joined = joined.with_columns(
+        pl.when(pl.col("pod").is_not_null()).then(pl.col("workload_kind").fill_null("Pod"))
+        .alias("workload_kind"),
+        pl.when(pl.col("pod").is_not_null()).then(pl.coalesce("workload", "pod")).alias("workload"),
+    )
+    return regroup_lines(joined, [*by, "workload_kind", "workload"])

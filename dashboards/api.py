@@ -113,7 +113,7 @@ def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
         check_workload_by(by)
     period = _period(app)
     workloads = None if by == "pod" else app.data.workloads(by)
-    frame = idle_workloads(app.data.idle_allocations(period), workloads,
+    frame = idle_workloads(app.data.held_allocations(period), workloads,
                            namespace=_name(args.get("namespace"), "namespace"))
     frame = exports.filter_teams(frame, teams).head(_top(args.get("top")))
     return exports.idle_json(frame, Period.exact(period).window, by)

@@ -152,6 +152,12 @@ class ReadModel:
 
         return self._cached(("idle", period), lambda s: idle_allocations(self.bill(period, snap=s)), snap)
 
+    def held_allocations(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
+        """`analytics.idle.held_allocations` of the month's bill (busy allocations included)."""
+        from gpuledger.analytics.idle import held_allocations
+
+        return self._cached(("held", period), lambda s: held_allocations(self.bill(period, snap=s)), snap)
+
     def workloads(self, by: str = "owner", *, snap: Snapshot | None = None) -> pl.DataFrame:
         """Pod → workload (`analytics.workloads.pod_workloads`)."""
         from gpuledger.analytics.workloads import pod_workloads
@@ -163,7 +169,7 @@ class ReadModel:
         from gpuledger.analytics.idle import idle_workloads
 
         def compute(s: Snapshot) -> pl.DataFrame:
-            return idle_workloads(self.idle_allocations(period, snap=s), self.workloads(snap=s))
+            return idle_workloads(self.held_allocations(period, snap=s), self.workloads(snap=s))
 
         return self._cached(("idle_workloads", period), compute, snap)
 

@@ -32,7 +32,7 @@ def _holder(row: dict[str, Any]) -> str:
 def idle_rows(bill: MonthBill, workloads: pl.DataFrame | None = None) -> list[IdleRow]:
     """Every workload that sat idle this month (`analytics.idle.idle_workloads`: replicas and
     cards of one workload summed), largest idle cost first; per pod without `workloads`."""
-    from gpuledger.analytics.idle import idle_allocations, idle_workloads
+    from gpuledger.analytics.idle import held_allocations, idle_workloads
 
     return [
         IdleRow(
@@ -43,7 +43,7 @@ def idle_rows(bill: MonthBill, workloads: pl.DataFrame | None = None) -> list[Id
             idle_cost=float(r["idle_cost"]),
             idle_fraction=float(r["idle_fraction"] or 0.0),
         )
-        for r in idle_workloads(idle_allocations(bill.raw), workloads).iter_rows(named=True)
+        for r in idle_workloads(held_allocations(bill.raw), workloads).iter_rows(named=True)
     ]
 
 

@@ -135,7 +135,7 @@ def view(ctx: PageContext) -> TeamView:
         lambda: _charts(_team_detail(data.bill(state.period), team, state.model)),
     )
     top = data.memo(("team_idle", state.period, team, state.model), lambda: idle_top(
-        data.idle_allocations(state.period), data.workloads(), data.recommendations(state.period), team,
+        data.held_allocations(state.period), data.workloads(), data.recommendations(state.period), team,
         model=state.model, currency=ctx.currency))
     queues, summary = team_queues(ctx, team)
     state_row, cumulative = budget_view(ctx, team)
