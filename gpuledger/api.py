@@ -66,7 +66,7 @@ class Ledger:
              namespace: str | None = None) -> pl.DataFrame:
         """Idle GPU-hours and cost per workload (`by="owner"`, `"pod"` or `"label:<key>"`)."""
         from gpuledger.analytics.bill import compute_bill
-        from gpuledger.analytics.idle import idle_allocations, idle_workloads
+        from gpuledger.analytics.idle import held_allocations, idle_workloads
         from gpuledger.analytics.workloads import check_workload_by, pod_workloads
 
         if by != "pod":
@@ -75,7 +75,7 @@ class Ledger:
         def read(wh: Warehouse) -> pl.DataFrame:
             bill = compute_bill(wh, self.window(period), self.settings, ("team",))
             owners = None if by == "pod" else pod_workloads(wh, by)
-            return idle_workloads(idle_allocations(bill), owners, team=team, namespace=namespace)
+            return idle_workloads(held_allocations(bill), owners, team=team, namespace=namespace)
 
         return self._with(read)
 
