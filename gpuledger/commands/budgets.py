@@ -2,7 +2,7 @@
 
 The numbers are `analytics.budgets.budget_status` of the month's bill (the team page's tile and
 the `/metrics` gauges read the same). `--notify` POSTs the alerts to `finance.budget_webhook`
-(generic JSON with a Slack `text`); exit code 3 when a team is over budget, so a CronJob can
+(generic JSON with a Slack `text`); exit code 4 with `--fail-over` when a team is over budget, so a CronJob can
 alert on it too.
 """
 
@@ -20,7 +20,8 @@ from gpuledger.commands._output import emit
 from gpuledger.core.errors import ConfigError
 
 _SHOWN = ("team", "budget", "used", "left", "used_ratio", "forecast", "forecast_ratio", "threshold", "state")
-OVER_BUDGET_EXIT = 3
+OVER_BUDGET_EXIT = 4
+"""Not 3 (access denied in the CLI contract): a distinct code a CronJob can alert on."""
 
 
 @click.command("budgets", help="budget used, left and month-end forecast per team; alerts")
