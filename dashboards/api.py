@@ -95,7 +95,7 @@ def _guarded(handler: Handler, app: DashboardApp) -> Callable[[], flask.Response
 def _bill(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     teams = scope(principal, _name(flask.request.args.get("team"), "team"))
     by = tuple(d.strip() for d in (flask.request.args.get("by") or "team").split(",") if d.strip())
-    by = by if by[:1] == ("team",) else ("team", *by)
+    by = tuple(dict.fromkeys(("team", *by)))  # team first, each dimension once
     if len(by) > MAX_BY:
         raise InputError(f"by: at most {MAX_BY} dimensions per request")
     doc = app.data.bill(_period(app), by).to_dict()
