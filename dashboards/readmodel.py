@@ -92,6 +92,7 @@ class ReadModel:
             "heatmap": lambda: self.fleet_heat(period, snap=snap),
             "queues": lambda: self.queue_series(period, snap=snap),
             "idle": lambda: self.idle_allocations(period, snap=snap),
+            "idle_workloads": lambda: self.idle_workloads(period, snap=snap),
             "token_costs": lambda: self.token_costs(period, snap=snap),
             "recommendations": lambda: self.recommendations(period, snap=snap),
         }

@@ -2,8 +2,8 @@
 
 The numbers are `analytics.budgets.budget_status` of the month's bill (the team page's tile and
 the `/metrics` gauges read the same). `--notify` POSTs the alerts to `finance.budget_webhook`
-(generic JSON with a Slack `text`); exit code 4 with `--fail-over` when a team is over budget, so a CronJob can
-alert on it too.
+(generic JSON with a Slack `text`); with `--fail-over` the exit code is 4 when a team is over
+budget, so a CronJob can alert on it too.
 """
 
 from __future__ import annotations
