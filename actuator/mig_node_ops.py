@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuledger.actuator.dra_plane import refuse_dra_node
 from gpuledger.actuator.gateway import EvictionBlockedError, Obj, node_ref, pod_ref
 from gpuledger.actuator.migconfig import MIG_CONFIG_LABEL, MIG_RESOURCE_PREFIX, MIG_STATE_LABEL, labels
 from gpuledger.actuator.rollout_context import RolloutContext
@@ -127,7 +128,9 @@ def uses_gpu(pod: Mapping[str, Any]) -> bool:
 
 
 def set_label(ctx: RolloutContext, target: NodeTarget, record: NodeProgress) -> None:
-    """Select the target mig-parted entry; refuse (re-plan) when someone else moved the label."""
+    """Select the target mig-parted entry; refuse (re-plan) when someone else moved the label,
+    and on a DRA-plane node always (`actuator.dra_plane`)."""
+    refuse_dra_node(ctx.gateway, target.node)
 
     def mutate(obj: Obj) -> Obj | None:
         current = labels(obj).get(MIG_CONFIG_LABEL)

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import polars as pl
 
 from gpuledger.analytics.capacity import instance_share_by_day, presence_by_day
+from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
 from gpuledger.analytics.devices.replicas import replicas_unknown_nodes
 from gpuledger.analytics.hourly import gpu_inventory
 from gpuledger.analytics.lines import (
@@ -65,13 +66,13 @@ Grain = Literal["device", "lines"]
 
 DIMENSIONS: tuple[str, ...] = (
     "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode", "profile",
-    "uuid", "day",
+    "uuid", "day", "claim", "device_class",
 )
 """What `by` may name; `team` is always the first dimension of a bill."""
 
 DETAIL_COLUMNS: tuple[str, ...] = (
     "day", "kind", "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode",
-    "uuid", "gpu_i_id", "vgpu", "profile", "share", "held_hours", "card_hours",
+    "uuid", "gpu_i_id", "vgpu", "profile", "claim", "device_class", "share", "held_hours", "card_hours",
     "idle_card_hours", "held_idle_card_hours", "stranded_card_hours", "active_ratio",
     "fb_used_max_mib", "unit_price", "discount_factor", "list_cost", "sharing_discount",
     "utilization_adjustment", "cost", "idle_cost", "activity_unknown_card_hours",
@@ -189,11 +190,12 @@ def compute_bill(
     held: pl.DataFrame | None = None
     span = rollup_span(wh, window) if grain == "lines" and source != "raw" else None
     if span is not None and span.start == window.start and span.end == window.end:
-        keys = ["namespace", "model", "pool", "sharing_mode", *[d for d in dims if d in KEYS]]
+        keys = ["namespace", "model", "pool", "sharing_mode", *[d for d in with_claim_key(dims) if d in KEYS]]
         usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"])
         used_source = "rollup"
     else:
         usage, used_source = usage_by_day(wh, window, settings, source)
+    usage = with_claim_names(wh, usage)
     gpus = gpu_inventory(wh)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
@@ -331,7 +333,7 @@ def _unallocated_rows(
     return frame.with_columns(
         pl.lit("unallocated").alias("kind"),
         pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),
-        *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile"),
+        *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile", "claim", "device_class"),
         pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
         *_nulls(pl.Float64, "share", "active_ratio", "fb_used_max_mib"),
         pl.lit(0.0).alias("idle_card_hours"),
@@ -364,7 +366,7 @@ def _utilization_remainder(allocated: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             pl.lit("utilization_remainder").alias("kind"),
             pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),
-            *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile"),
+            *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile", "claim", "device_class"),
             pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
             *_nulls(pl.Float64, "share", "active_ratio", "fb_used_max_mib"),
             *[pl.lit(0.0).alias(c) for c in (

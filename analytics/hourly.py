@@ -20,6 +20,7 @@ from datetime import timedelta
 import polars as pl
 
 from gpuledger.analytics.devices.base import ShareInputs
+from gpuledger.analytics.devices.dra_rows import with_claim_rows
 from gpuledger.analytics.devices.registry import sharing_mode_expr, with_shares
 from gpuledger.analytics.samples import SampleRules, held_hourly
 from gpuledger.analytics.shares import clamp_to_card, vgpu_request
@@ -57,13 +58,13 @@ def pod_inventory(wh: Warehouse, window: Window) -> pl.DataFrame:
 def hourly_usage(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
     """The `card_hours_hourly` frame for `window`, from raw samples (numbered steps above)."""
     rules = SampleRules.of(settings)
-    # 1. Held time.
-    held = held_hourly(wh, window, rules)
+    # 1. Held time: the samples', and on DRA cards the claims' (`analytics.devices.dra_rows`).
+    gpus = gpu_inventory(wh)
+    held = split_unlabeled(wh, held_hourly(wh, window, rules), gpus, window)
+    held = with_claim_rows(wh, window, held)
     if held.is_empty():
         return pl.DataFrame(schema=polars_schema(CARD_HOURS_HOURLY))
     # 2. Card and pod facts (holders of shared cards without `vgpu` labels from the pods).
-    gpus = gpu_inventory(wh)
-    held = split_unlabeled(wh, held, gpus, window)
     frame = held.join(gpus, on="uuid", how="left")
     missing = frame.filter(pl.col("model").is_null())["uuid"].unique().sort().to_list()
     if missing:

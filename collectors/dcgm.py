@@ -4,7 +4,9 @@ Label facts handled here (see DESIGN.md and tests/fixtures/dcgm/SOURCES.md): the
 `Hostname` or `hostname` (`unknown` when an old exporter sends neither); MIG series carry the
 parent `UUID` plus `GPU_I_ID` and `GPU_I_PROFILE` (a profile name the model's catalog spells
 otherwise, `7g.79gb`, is mapped by `core.mig.canonical_profile`); DRA MIG series may carry only
-`dra_mig_profile` and `dra_mig_device_uuid` (see `dra_instance_id`); time-sliced replicas carry
+`dra_mig_profile` and `dra_mig_device_uuid` (see `dra_instance_id`), and a DRA series without
+workload labels is attributed to `dra_claim_namespace` (its pod comes from the claim's
+reservations, `analytics.devices.dra_rows`); time-sliced replicas carry
 `vgpu`; the workload is `pod`/`namespace`/`container`, or their `exported_` forms when a
 ServiceMonitor with honorLabels false renamed them. Then plain `pod` names the exporter's own
 pod, so in `auto` mode a series uses `exported_*` when it has them, or when its plain pod is
@@ -46,7 +48,7 @@ from gpuledger.core.mig import canonical_profile
 
 WORKLOAD = ("namespace", "pod", "container")
 EXPORTER_CONTAINERS = ("nvidia-dcgm-exporter", "dcgm-exporter")
-DRA_LABELS = ("dra_mig_profile", "dra_mig_device_uuid")
+DRA_LABELS = ("dra_mig_profile", "dra_mig_device_uuid", "dra_claim_namespace")
 SERIES_LABELS: tuple[str, ...] = (
     "UUID", "gpu", "modelName", "GPU_I_ID", "GPU_I_PROFILE", *NODE_LABELS, "vgpu",
     *WORKLOAD, *(f"exported_{w}" for w in WORKLOAD), *DRA_LABELS,
@@ -127,7 +129,7 @@ def map_series(series: pl.DataFrame, mode: str) -> pl.DataFrame:
             pl.when(use_exported).then(pl.col(f"exported_{w}")).otherwise(pl.col(w)).alias(w)
             for w in WORKLOAD
         ),
-    )
+    ).with_columns(pl.coalesce("namespace", "dra_claim_namespace").alias("namespace"))
     return out.select("sid", "field", "uuid", "gpu_i_id", "vgpu", *ATTRIBUTES)
 
 

@@ -10,9 +10,10 @@ objects, and the frames need only a few fields.
 Frames: `nodes` (GFD labels, capacity/allocatable incl. `nvidia.com/mig-*`, MIG config and
 state, pool, sharing mode), `namespaces` (team from the label key or the fallback rules),
 `pods` (only pods requesting GPU resources: `nvidia.com/gpu`, `nvidia.com/mig-*`,
-`nvidia.com/gpumem`, `nvidia.com/gpucores`), `queues` (the queue system's objects, through the
-queue seam `collectors.queues`: for Kueue, ClusterQueues, LocalQueues, ResourceFlavors and
-Cohorts of `kueue.x-k8s.io/v1beta2`; absent CRDs give no rows).
+`nvidia.com/gpumem`, `nvidia.com/gpucores`), the DRA frames of `collectors.dra`
+(ResourceSlices, ResourceClaims, the pods reserving them, each GPU node's plane), `queues` (the
+queue system's objects, through the queue seam `collectors.queues`: for Kueue, ClusterQueues,
+LocalQueues, ResourceFlavors and Cohorts of `kueue.x-k8s.io/v1beta2`; absent CRDs give no rows).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import polars as pl
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from gpuledger.collectors.dra import DraObjects, frames_from_objects
 from gpuledger.collectors.queues import QueueCollector, queue_collector
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import ClusterError, NotFoundError, TemporaryClusterError, error_for_status
@@ -105,6 +107,7 @@ class KubernetesCollector:
             "namespaces": self.namespaces(at),
             "pods": self.pods(at),
             "queues": self.queues(at),
+            **frames_from_objects(self.dra_objects(), at),
         }
 
     # Frames ------------------------------------------------------------------------------
@@ -132,6 +135,25 @@ class KubernetesCollector:
             if row is not None:
                 rows.append(row)
         return pl.DataFrame(rows, schema=polars_schema(PODS))
+
+    def dra_objects(self) -> DraObjects:
+        """The DRA objects of `resource.k8s.io/v1` (`collectors.dra`) and the pods and nodes they
+        concern; none where the API is not served (a cluster older than 1.34 has no DRA)."""
+        res, size = client.ResourceV1Api(self.api), self.page_size
+        try:
+            found = DraObjects(
+                slices=list(paginate(res.list_resource_slice, "resourceslices", page_size=size)),
+                claims=list(paginate(res.list_resource_claim_for_all_namespaces, "resourceclaims",
+                                     page_size=size)),
+                device_classes=list(paginate(res.list_device_class, "deviceclasses", page_size=size)),
+            )
+        except NotFoundError:
+            return DraObjects()
+        if found.claims or found.slices:
+            pods = paginate(self.core.list_pod_for_all_namespaces, "pods", page_size=size)
+            found.pods = [p for p in pods if (p.get("spec") or {}).get("resourceClaims")]
+            found.nodes = list(paginate(self.core.list_node, "nodes", page_size=size))
+        return found
 
     def queues(self, at: datetime) -> pl.DataFrame:
         """The queue system's objects (`queue_system.resources`), one row each."""

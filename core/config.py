@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from gpuledger.core.config_budgets import FinanceSettings
+from gpuledger.core.config_lake import LakeSettings
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.window import parse_duration
 from gpuledger.core.yamlfile import load_yaml_file
@@ -36,8 +37,8 @@ MAX_MONEY = 1e12
 MAX_GPUS = 1_000_000
 MAX_SOLVER_S = 3600.0
 
-SharingMode = Literal["exclusive", "mig", "timeslice", "vgpu"]
-SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "timeslice", "vgpu")
+SharingMode = Literal["exclusive", "mig", "timeslice", "vgpu", "dra"]
+SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "timeslice", "vgpu", "dra")
 _DEFAULT_DISCOUNTS: dict[SharingMode, float] = {
     "exclusive": 1.0, "mig": 0.9, "timeslice": 0.8, "vgpu": 0.85,
 }
@@ -257,6 +258,7 @@ class Settings(_Section):
     plans: PlanSettings = PlanSettings()
     reports: ReportSettings = ReportSettings()
     finance: FinanceSettings = FinanceSettings()
+    lake: LakeSettings = LakeSettings()
     source: str | None = Field(default=None, exclude=True)
 
     def price_book_version(self) -> str:

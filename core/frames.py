@@ -22,6 +22,7 @@ The module imports no heavy library; `polars_schema()` converts lazily where one
 
 from __future__ import annotations
 
+from gpuledger.core.frames_dra import DRA_TABLES
 from gpuledger.core.frames_ledger import (
     AUDIT_LOG,
     PLANS,
@@ -264,6 +265,6 @@ TABLES: dict[str, TableSpec] = {
     for t in (
         GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NAMESPACES, MIG_INSTANCES, PODS,
         ALLOCATIONS, CARD_HOURS_HOURLY, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG, WATERMARKS,
-        REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS,
+        REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS, *DRA_TABLES,
     )
 }

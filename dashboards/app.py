@@ -24,6 +24,7 @@ Safe to expose (issue 22, item 5), because the page carries Approve and Apply bu
 from __future__ import annotations
 
 import io
+import signal
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -39,7 +40,7 @@ from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer, WSGIRequestHand
 from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError, InputError
-from gpuledger.dashboards import api, callbacks, shell
+from gpuledger.dashboards import api, callbacks, http_ops, shell
 from gpuledger.dashboards.access import AccessPolicy, check_dev_bind
 from gpuledger.dashboards.actions import PlanActions
 from gpuledger.dashboards.readmodel import ReadModel
@@ -48,7 +49,6 @@ from gpuledger.dashboards.wiring import DashboardApp
 from gpuledger.warehouse.snapshot_store import SnapshotStore
 
 ASSETS = Path(__file__).parent / "assets"
-PUBLIC_PATHS = frozenset({"/healthz"})
 MAX_REQUEST_BYTES = 1 << 20
 """1 MiB: far above any Dash callback body, far below what hurts the server."""
 MAX_CONNECTIONS = 64
@@ -92,12 +92,14 @@ def create_app(
     cache_dir: Path | None = None,
     cluster_factory: Callable[[], Any] | None = None,
     background: bool = True,
+    ops_port: int | None = None,
 ) -> DashboardApp:
     """Build the app for `warehouse_path` (read through snapshots, see `warehouse.snapshot_store`).
 
     `cluster_factory` returns an `actuator.gateway.ClusterGateway` for preview/apply (None: the
     Plans page can approve and reject but not apply). `background=False` skips the refresh
-    thread (tests that refresh by hand).
+    thread (tests that refresh by hand). `ops_port`: the port on which only the probes and
+    `/metrics` are served, unauthenticated (`dashboards.http_ops`).
     """
     _preload()
     policy = AccessPolicy(settings.access, dev_user, tuple(dev_groups))
@@ -113,6 +115,7 @@ def create_app(
     dash_app.layout = shell.layout(refresh_s)
     app = DashboardApp(dash_app, store, data, policy, settings, actions)
     _install_limits(app)
+    http_ops.install(app, ops_port)
     _install_auth(app)
     _install_routes(app)
     api.register(app)  # /api/v1 and the Teams CSV: behind the same authentication hook
@@ -157,7 +160,7 @@ def _install_auth(app: DashboardApp) -> None:
 
     @server.before_request
     def _authenticate() -> flask.Response | None:
-        if flask.request.path in PUBLIC_PATHS:
+        if http_ops.is_public(flask.request):
             return None
         principal = app.policy.principal_for(flask.request.remote_addr, flask.request.headers)
         if principal is None:
@@ -346,10 +349,25 @@ def serve(  # noqa: PLR0917 (the demo calls it positionally)
     if on_start is not None:
         on_start(running.url)
     event = stop or threading.Event()
+    restore = _stop_on_sigterm(event)
     try:
         while not event.wait(1.0):
             pass
     except KeyboardInterrupt:
         pass
     finally:
-        running.stop()
+        running.stop()  # deletes the private snapshots
+        restore()
+
+
+def _stop_on_sigterm(event: threading.Event) -> Callable[[], None]:
+    """SIGTERM sets `event`, so the server stops the way Ctrl-C does and deletes its snapshots
+    (the default action killed the process with a warehouse-sized copy left in /tmp)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: event.set())
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore

@@ -16,20 +16,36 @@ from gpuledger.core.window import Window
 from gpuledger.terminal_progress import Progress
 
 if TYPE_CHECKING:
+    from gpuledger.simulator.dra_fleet import DraFleet
     from gpuledger.simulator.engine import Simulation
     from gpuledger.warehouse import Warehouse
 
 SIMULATOR_SOURCE = "simulator"
 
 
-def load_simulation(wh: Warehouse, sim: Simulation, *, label: str = "simulate + load") -> int:
-    """Load inventory, then each day's samples with the `simulator` watermark; returns rows."""
+def load_simulation(wh: Warehouse, sim: Simulation, *, label: str = "simulate + load",
+                    dra: DraFleet | None = None) -> int:
+    """Load inventory, then each day's samples with the `simulator` watermark; returns rows.
+
+    With `dra`, the DRA pool too: its objects through the collector's parser (as a collector
+    listing every 10 minutes would have stored them), its samples in the same day batches."""
+    import polars as pl
+
     from gpuledger.warehouse import LoadBatch
 
     rows = wh.load(LoadBatch(sim.inventory())).total_rows
+    if dra is not None:
+        from gpuledger.collectors.dra import DraObjects, frames_from_history
+
+        objects = frames_from_history((at, DraObjects(**o)) for at, o in dra.snapshots())
+        rows += wh.load(LoadBatch({**objects, "namespaces": dra.namespaces()})).total_rows
     days = list(sim.window.days())
     with Progress(label, total=len(days)) as progress:
-        for window, frames in sim.batches(chunk=timedelta(days=1)):
+        for window, simulated in sim.batches(chunk=timedelta(days=1)):
+            frames = dict(simulated)
+            if dra is not None:
+                samples = [frames["gpu_samples"], dra.gpu_samples(window)]
+                frames["gpu_samples"] = pl.concat(samples, how="vertical_relaxed")
             stats = wh.load(LoadBatch(frames, window, {SIMULATOR_SOURCE: window.end}))
             rows += stats.total_rows
             progress.advance(note=f"{rows:,} rows")

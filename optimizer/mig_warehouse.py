@@ -3,8 +3,9 @@
 Fleet (tables `gpus`, `nodes`, `mig_instances`, `gpu_samples`, `pods`, read through
 `warehouse.queries.mig`):
 1. GPUs of the planned pools (default: pools whose sharing mode is `mig`; time-sliced and vGPU
-   cards are never planned); a MIG card's layout is its MIG instances alive at the last
-   observation, an exclusive card is whole (MIG disabled).
+   cards, and nodes on the DRA plane, are never planned: `analytics.devices.dra_plan`); a MIG
+   card's layout is its MIG instances alive at the last observation, an exclusive card is whole
+   (MIG disabled).
 2. Busy instances: pods on each device at the latest `gpu_samples` time. A pod is evictable
    unless it has no owner (nothing would recreate it) or carries the label
    `gpuledger.io/evictable: "false"`.
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from gpuledger.analytics.devices.dra_plan import dra_plane_nodes
 from gpuledger.core.errors import InputError
 from gpuledger.core.frames import WHOLE_GPU
 from gpuledger.core.mig import canonical_model, catalog, shape_of
@@ -46,7 +48,9 @@ def load_fleet_from_warehouse(
     gpus = queries.gpus_with_nodes(wh)
     if gpus.is_empty():
         raise InputError(f"{wh.path}: table gpus is empty; collect inventory first (or pass --fleet)")
-    rows = [r for r in gpus.iter_rows(named=True) if _planned(r, pools)]
+    dra = dra_plane_nodes(wh)  # never planned as layouts (docs/decisions/0087)
+    rows = [r for r in gpus.iter_rows(named=True)
+            if _planned(r, pools) and r["node"] not in dra and r["sharing_mode"] != "dra"]
     if not rows:
         wanted = ", ".join(pools) if pools else "pools in MIG mode"
         raise InputError(f"{wh.path}: no GPUs of {wanted} with MIG facts in table gpus "

@@ -1,6 +1,7 @@
 """The registry of device sources, keyed by sharing mode, in the order they claim rows.
 
-MIG first (an instance id says so whatever the card's mode), then the card-level sharing modes
+DRA claims first (a claim row says so whatever the card), then MIG (an instance id says so
+whatever the card's mode), then the card-level sharing modes
 from the inventory, and the whole card last as the fallback. Adding a sharing mode is one new
 module and one entry in `SOURCES`.
 """
@@ -10,13 +11,14 @@ from __future__ import annotations
 import polars as pl
 
 from gpuledger.analytics.devices.base import DeviceSource, ShareInputs
+from gpuledger.analytics.devices.dra import DraClaim
 from gpuledger.analytics.devices.mig import MigInstance
 from gpuledger.analytics.devices.timeslice import TimeSlice
 from gpuledger.analytics.devices.vgpu import VirtualGpu
 from gpuledger.analytics.devices.whole import WholeCard
 from gpuledger.core.errors import InputError
 
-SOURCES: tuple[DeviceSource, ...] = (MigInstance(), TimeSlice(), VirtualGpu(), WholeCard())
+SOURCES: tuple[DeviceSource, ...] = (DraClaim(), MigInstance(), TimeSlice(), VirtualGpu(), WholeCard())
 """Precedence order; the last one is the fallback and claims every row left."""
 
 

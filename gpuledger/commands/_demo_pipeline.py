@@ -69,8 +69,9 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
     with Warehouse.open(wh_path) as wh:
         # 2. Simulate, load, roll up.
         from gpuledger.pipeline import load_simulation, rollup
+        from gpuledger.simulator.dra_fleet import DraFleet
 
-        rows = load_simulation(wh, sim)
+        rows = load_simulation(wh, sim, dra=DraFleet(window))  # plus a DRA pool (docs/guide/dra.md)
         rollup(wh, window, ctx.settings)
         samples = wh.count("gpu_samples")
         ctx.echo(f"loaded {rows:,} rows ({samples:,} GPU samples) for {sim.gpu_count} GPUs "

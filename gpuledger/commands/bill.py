@@ -38,8 +38,8 @@ _MONEY = ("list_cost", "sharing_discount", "redistributed_cost", "cost", "idle_c
 @window_options
 @click.option("--by", default="team", show_default=True,
               help="dimensions, comma-separated: team (always), namespace, pod, queue, node, "
-                   "pool, model, sharing_mode, profile, uuid, day; owner (Deployment, StatefulSet, "
-                   "Job, notebook) or label:<key> for one line per workload")
+                   "pool, model, sharing_mode, profile, uuid, day, claim, device_class; owner "
+                   "(Deployment, StatefulSet, Job, notebook) or label:<key> for one line per workload")
 @scope_options
 @output_option()
 @click.option("--source", type=click.Choice(("auto", "raw", "rollup")), default="auto",

@@ -20,7 +20,19 @@ from gpuledger.core.errors import InputError
 from gpuledger.core.window import Window, parse_instant
 
 if TYPE_CHECKING:
+    from gpuledger.collect_pipeline import CollectReport
     from gpuledger.collectors.prometheus import ChunkData
+
+
+def _record_dropped(ctx: Context, report: CollectReport) -> None:
+    """Add the run's dropped samples, by reason, to the totals `gpuledger serve` exports as
+    `gpuledger_collect_dropped_samples_total` (`core.collect_stats`, beside the warehouse)."""
+    from gpuledger.collectors.quality import DROPPED
+    from gpuledger.core import collect_stats
+
+    if report.quality is not None:
+        dropped = {r: n for r, n in report.quality.by_reason().items() if r in DROPPED}
+        collect_stats.add(ctx.warehouse_path, dropped)
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -54,6 +66,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
                 raise InputError("collect --follow: pass --start (where to begin when no watermark exists)")
             ctx.echo(f"following {Redactor.of(ctx.settings).url(url)} every {step} (Ctrl-C stops)")
             def show(r: pipeline.CollectReport) -> None:
+                _record_dropped(ctx, r)
                 for line in r.lines():
                     ctx.echo(line)
 
@@ -64,6 +77,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         window = Window(parse_instant(args.start), parse_instant(args.end), step)
         report = pipeline.collect_window(wh, settings, url, window, reload=args.reload,
                                          kubernetes=kube, on_chunk=progress)
+    _record_dropped(ctx, report)
     for line in report.lines():
         ctx.echo(line)
     return 0

@@ -1,14 +1,20 @@
-"""`gpuledger serve`: the dashboard for team leads and platform admins.
+"""`gpuledger serve`: the dashboard for team leads and platform admins, on gunicorn.
 
 Behind an authenticating proxy the app trusts the user/groups headers only from
 `access.proxy_addresses`; `--dev-user` stands in for the proxy on a laptop and is refused
-unless the server binds a loopback address. `--schedule` also issues each completed month's
-report in a background thread (`reports.schedule`).
+unless the server binds a loopback address. `--metrics-port` adds the ops port (all
+interfaces): `/healthz`, `/readyz` and `/metrics` only, unauthenticated, for the kubelet's
+probes and Prometheus. `--log-format json` writes one JSON object per log line, secrets masked
+(`--log-level debug` adds a line as each request starts).
+`--schedule` also issues each completed month's report in a background thread of the server
+(`reports.schedule`). SIGTERM finishes the requests in flight, then deletes every private
+snapshot (`dashboards.server`, docs/decisions/0066).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import threading
 from pathlib import Path
@@ -34,16 +40,16 @@ def _cluster_factory(args: argparse.Namespace, ctx: Context) -> Any:
     return connect
 
 
-def _start_schedule(ctx: Context, stop: threading.Event) -> threading.Thread:
+def _schedule(ctx: Context) -> Any:
+    """The report schedule, run in the server's worker until it stops."""
     from gpuledger.reports.schedule import run_forever
 
     out_dir = Path(ctx.settings.reports.out_dir)
-    thread = threading.Thread(
-        target=run_forever, args=(ctx.settings, ctx.warehouse_path, out_dir, stop),
-        name="gpuledger-report-schedule", daemon=True,
-    )
-    thread.start()
-    return thread
+
+    def run(stop: threading.Event) -> None:
+        run_forever(ctx.settings, ctx.warehouse_path, out_dir, stop)
+
+    return run
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -51,38 +57,48 @@ def _check_flags(args: argparse.Namespace) -> None:
     before anything starts (they ended in a socket traceback or a busy loop)."""
     from gpuledger.core.errors import InputError
 
-    if not 1 <= args.port <= 65535:
-        raise InputError(f"--port {args.port}: expected a TCP port from 1 to 65535")
+    for flag, port in (("--port", args.port), ("--metrics-port", args.metrics_port)):
+        if port is not None and not 1 <= port <= 65535:
+            raise InputError(f"{flag} {port}: expected a TCP port from 1 to 65535")
     if not 1 <= args.refresh_s <= 86_400:  # NaN fails too
         raise InputError(f"--refresh-s {args.refresh_s:g}: expected seconds from 1 to 86400")
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.dashboards.access import check_dev_bind
-    from gpuledger.dashboards.app import serve
+    from gpuledger.core import logs
+    from gpuledger.core.redact import Redactor
+    from gpuledger.dashboards.server import ServeOptions, check, serve_production
 
     _check_flags(args)
-    check_dev_bind(args.host, args.dev_user)
     groups = tuple(g.strip() for g in (args.dev_groups or "").split(",") if g.strip())
-    stop = threading.Event()
-    schedule = _start_schedule(ctx, stop) if args.schedule else None
-    try:
-        serve(
-            ctx.settings, ctx.warehouse_path, args.host, args.port, args.dev_user, groups,
-            cluster_factory=_cluster_factory(args, ctx),
-            on_start=lambda url: ctx.echo(f"gpuledger dashboard on {url} (Ctrl-C to stop)"),
-            refresh_s=args.refresh_s,
-        )
-    finally:
-        stop.set()
-        if schedule is not None:
-            schedule.join(timeout=30)
-    return 0
+    opts = ServeOptions(host=args.host, port=args.port, ops_port=args.metrics_port,
+                        dev_user=args.dev_user, dev_groups=groups, refresh_s=args.refresh_s)
+    check(opts)
+    fmt = logs.parse_format(args.log_format)
+    logs.configure(fmt, level=getattr(logging, args.log_level.upper()), redactor=Redactor.of(ctx.settings))
+
+    def started(url: str) -> None:  # in JSON mode every line of output is a JSON record
+        if fmt == "json":
+            logging.getLogger("gpuledger.serve").info("listening on %s", url, extra={"url": url})
+        else:
+            ctx.echo(f"gpuledger dashboard on {url} (Ctrl-C to stop)")
+
+    return serve_production(
+        ctx.settings, ctx.warehouse_path, opts, cluster_factory=_cluster_factory(args, ctx),
+        background=_schedule(ctx) if args.schedule else None, on_start=started,
+    )
 
 
-@click.command("serve", help="serve the dashboards (team, fleet, queues, plans)")
+@click.command("serve", help="serve the dashboards (team, fleet, queues, plans) on gunicorn")
 @click.option("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
 @click.option("--port", type=int, default=8050, help="port (default 8050)")
+@click.option("--metrics-port", type=int, default=None, metavar="PORT",
+              help="also serve /healthz, /readyz and /metrics, unauthenticated, on this port "
+                   "(all interfaces)")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="log lines as text or one JSON object per line (secrets masked)")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True, help="the lowest level logged (debug: each request as it starts)")
 @click.option("--dev-user", default=None, metavar="NAME",
               help="act as this user without a proxy (loopback only; admin when no roles are configured)")
 @click.option("--dev-groups", default="", metavar="G1,G2", help="groups of the --dev-user")

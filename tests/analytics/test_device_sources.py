@@ -78,10 +78,10 @@ def test_each_source_prices_its_rows(basis, mig_share):
 
 
 def test_registry_lookup_and_pod_holder_modes():
-    assert [s.mode for s in SOURCES] == ["mig", "timeslice", "vgpu", "exclusive"]
-    assert source_for("vgpu").mode == "vgpu"
-    with pytest.raises(InputError, match="known: mig, timeslice, vgpu, exclusive"):
-        source_for("dra")
+    assert [s.mode for s in SOURCES] == ["dra", "mig", "timeslice", "vgpu", "exclusive"]
+    assert source_for("vgpu").mode == "vgpu" and source_for("dra").mode == "dra"
+    with pytest.raises(InputError, match="known: dra, mig, timeslice, vgpu, exclusive"):
+        source_for("nvlink")
     assert pod_holder_modes() == ("timeslice", "vgpu")
 
 

@@ -1,7 +1,8 @@
 """`gpuledger demo --no-serve` runs the whole pipeline and ends by itself.
 
-Cases (the smallest fleet with all five pools, 40 GPUs, for October 2026): it exits 0; the bill's fleet card-hours equal
-GPUs × hours of the month (computed here, independently); the reports folder holds the
+Cases (the smallest fleet with all five pools, 40 GPUs, plus the DRA pool's 6, for October
+2026): it exits 0; the bill's fleet card-hours equal GPUs × hours of the month (computed here,
+independently); the reports folder holds the
 summary, the FOCUS export and a manifest; a MIG plan and a quota plan are stored as
 `proposed`; a second run starts from a fresh warehouse (same numbers, not doubled).
 """
@@ -20,6 +21,8 @@ from gpuledger.warehouse import Warehouse
 pytestmark = pytest.mark.slow
 GPUS = 40
 OCTOBER_HOURS = 31 * 24
+DRA_GPUS = 6
+"""The demo's DRA pool (`simulator.dra`: six H100s on three DRA nodes), beside the fleet."""
 
 
 def _demo(out: Path) -> str:
@@ -37,7 +40,7 @@ def test_demo_runs_the_pipeline_and_ends(tmp_path: Path):
     first = _demo(out)
     match = re.search(r"fleet cost ([\d,]+\.\d\d) for ([\d,]+) card-hours", first)
     assert match, first[:2000]
-    assert int(match.group(2).replace(",", "")) == GPUS * OCTOBER_HOURS
+    assert int(match.group(2).replace(",", "")) == (GPUS + DRA_GPUS) * OCTOBER_HOURS
     assert "Top " in first and "idle allocations" in first
     folder = next((out / "reports").glob("period=2026-10/*"))
     for name in ("summary.csv", "focus.csv", "focus.parquet", "manifest.json"):

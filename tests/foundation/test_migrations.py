@@ -33,6 +33,7 @@ MIGRATIONS_DIR = Path(migrations.__file__).parent
 RELEASED_SHA256 = {
     "v001_initial.sql": "b73191fee8d7a76a0f42e21d283e293a4aceec6084d5ecacab2d33f5ace45868",
     "v002_report_intents_and_marker.sql": "9f90e6d974d4a9797953bd506a8aa27e3730e607690137b894eada773a3d6d08",
+    "v004_dra_claims.sql": "d0096157ae3e0be8ec3ca665ee3fa9b5061b1e46ea98aeb6db15e7717fb783a3",
 }
 """sha256 of every released step; a step is never edited once released (add a new one)."""
 

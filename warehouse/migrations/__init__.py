@@ -34,6 +34,7 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step(1, "initial schema", "v001_initial.sql"),
     Step(2, "report intents and the gpuledger file marker", "v002_report_intents_and_marker.sql"),
+    Step(4, "DRA devices, claims, reservations and node planes", "v004_dra_claims.sql"),
 )
 """Every version in order, oldest first; append only."""
 

@@ -1,0 +1,185 @@
+"""gpuledger's results as Prometheus metrics, read from the dashboard's serving snapshot.
+
+Why a custom collector: every value here is already computed by the dashboard (the bill of this
+month and the last, the plans, freshness), cached per snapshot in `ReadModel`; a scrape reads
+those cached values, so Prometheus scraping every 30 s costs a dictionary lookup, not a bill.
+The numbers are the bill's own (`analytics.bill.compute_bill` lines, rounded to the cent as
+`gpuledger bill` prints them), so a Grafana panel and the invoice never disagree.
+
+Periods: `current` is the newest month with data (what the dashboard opens on), `previous` the
+month before; the `month` label names it (`2026-11`).
+
+Metrics (every name has the `gpuledger_` prefix):
+- `cost`, `idle_cost` {period, month, team, model, sharing_mode}: money in the settings'
+  currency (`currency` label);
+- `unallocated_card_hours` {period, month, pool, model}: card-hours no one held;
+- `budget_used_ratio` {team}: this month's cost over the team's monthly budget
+  (`teams.budgets`), 1 = the whole budget;
+- `plan_saving` {status}: sum of `monthly_cost_saving` over plans in each status;
+  `plans` {status}: how many; `plan_updated_timestamp_seconds` {plan, kind, status} for plans
+  still moving (approved, applying): the alert "stuck in applying" reads it;
+- `last_sample_timestamp_seconds` {source}: newest sample per source table, and the
+  Kubernetes snapshot's watermark;
+- `report_last_issued_period_end_timestamp_seconds`: the end of the newest issued month (or the
+  start of the first month with data, when none was issued yet: nothing is overdue before it);
+- `collect_dropped_samples_total` {reason}: samples the collector dropped, by reason, from the
+  counts `gpuledger collect` leaves beside the warehouse (`core.collect_stats`);
+- `snapshot_age_seconds`: how old the data served is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import polars as pl
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gpuledger.core import collect_stats
+from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.period import Period
+from gpuledger.dashboards.readmodel import ReadModel
+from gpuledger.optimizer.plan_store import list_plans
+from gpuledger.warehouse.store import Warehouse
+
+BILL_BY = ("team", "model", "sharing_mode")
+SAMPLE_TABLES = ("gpu_samples", "queue_samples", "token_samples")
+MOVING_STATUSES = ("approved", "applying")
+
+
+def budget_used_ratio(settings: Settings, cost_by_team: Mapping[str, float]) -> dict[str, float]:
+    """This month's cost over each budgeted team's monthly budget (`teams.budgets`).
+
+    The one place this rule lives for the metrics: when `analytics.budgets` (budget status)
+    lands, this function should call it instead, so the dashboard, alerts and reports agree.
+    A zero budget with spending is an infinite ratio (over budget); with none, zero.
+    """
+    out: dict[str, float] = {}
+    for team, budget in settings.teams.budgets.items():
+        spent = float(cost_by_team.get(team, 0.0))
+        if budget > 0:
+            out[team] = spent / budget
+        else:
+            out[team] = float("inf") if spent > 0 else 0.0
+    return out
+
+
+def _ts(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.astimezone(UTC).timestamp()
+
+
+class LedgerCollector(Collector):
+    """The collector registered on the app's registry; `collect()` runs on each scrape."""
+
+    def __init__(self, data: ReadModel, settings: Settings, warehouse: str) -> None:
+        self.data = data
+        self.settings = settings
+        self.warehouse = warehouse
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.data.serving_snapshot
+        if snap is None:  # nothing to serve yet: /readyz says so, the metrics stay absent
+            yield from self._dropped()
+            return
+        current = self.data.default_period(snap)
+        months = {"current": current, "previous": str(Period.exact(current).shift(-1))}
+        yield from self._bills(months)
+        yield from self.data.memo(("metrics", "plans"), self._plans)
+        yield from self.data.memo(("metrics", "freshness"), self._freshness)
+        age = GaugeMetricFamily("gpuledger_snapshot_age_seconds", "Age of the data the dashboard serves")
+        age.add_metric([], max(0.0, (utcnow() - snap.taken_at).total_seconds()))
+        yield age
+        yield from self._dropped()
+
+    # 1. Bills --------------------------------------------------------------------------------
+    def _bills(self, months: dict[str, str]) -> Iterator[Metric]:
+        currency = self.settings.currency
+        labels = ["period", "month", "team", "model", "sharing_mode", "currency"]
+        cost = GaugeMetricFamily("gpuledger_cost", "Billed cost of the month", labels=labels)
+        idle = GaugeMetricFamily("gpuledger_idle_cost", "Cost of held but idle card-hours", labels=labels)
+        unalloc = GaugeMetricFamily("gpuledger_unallocated_card_hours", "Card-hours nobody held",
+                                    labels=["period", "month", "pool", "model"])
+        ratio = GaugeMetricFamily("gpuledger_budget_used_ratio", "Month-to-date cost over monthly budget",
+                                  labels=["team", "month"])
+        for which, month in months.items():
+            bill = self.data.bill(month, BILL_BY)
+            for row in bill.lines.iter_rows(named=True):
+                mode = row["sharing_mode"] or "exclusive"
+                key = [which, month, row["team"], row["model"] or "", mode, currency]
+                cost.add_metric(key, float(row["cost"]))
+                idle.add_metric(key, float(row["idle_cost"] or 0.0))
+            for row in bill.unallocated.iter_rows(named=True):
+                unalloc.add_metric([which, month, row["pool"], row["model"]], float(row["card_hours"]))
+            if which == "current":
+                by_team = _team_cost(bill.lines)
+                for team, value in budget_used_ratio(self.settings, by_team).items():
+                    ratio.add_metric([team, month], value)
+        yield from (cost, idle, unalloc, ratio)
+
+    # 2. Plans --------------------------------------------------------------------------------
+    def _plans(self) -> list[Metric]:
+        saving = GaugeMetricFamily("gpuledger_plan_saving", "Monthly saving of the plans in each status",
+                                   labels=["status"])
+        count = GaugeMetricFamily("gpuledger_plans", "Plans in each status", labels=["status"])
+        moving = GaugeMetricFamily("gpuledger_plan_updated_timestamp_seconds",
+                                   "When a plan still moving (approved, applying) last changed status",
+                                   labels=["plan", "kind", "status"])
+        totals: dict[str, list[float]] = {}
+        with self.data.store.reader(self.data.serving()) as wh:
+            records = list_plans(wh)
+        for record in records:
+            entry = totals.setdefault(record.status, [0.0, 0.0])
+            entry[0] += float(record.plan.effect.monthly_cost_saving or 0.0)
+            entry[1] += 1
+            if record.status in MOVING_STATUSES:
+                moving.add_metric([record.plan.id, record.plan.kind, record.status],
+                                  record.updated_at.timestamp())
+        for status, (money, n) in sorted(totals.items()):
+            saving.add_metric([status], money)
+            count.add_metric([status], n)
+        return [saving, count, moving]
+
+    # 3. Freshness ----------------------------------------------------------------------------
+    def _freshness(self) -> list[Metric]:
+        last = GaugeMetricFamily("gpuledger_last_sample_timestamp_seconds",
+                                 "Newest sample loaded, per source", labels=["source"])
+        issued = GaugeMetricFamily("gpuledger_report_last_issued_period_end_timestamp_seconds",
+                                   "End of the newest month whose report was issued")
+        with self.data.store.reader(self.data.serving()) as wh:
+            for table in SAMPLE_TABLES:
+                value = _ts(wh.scalar(f"SELECT max(ts) FROM {table}"))
+                if value is not None:
+                    last.add_metric([table], value)
+            kube = _ts(wh.watermark("kubernetes"))
+            if kube is not None:
+                last.add_metric(["kubernetes"], kube)
+            end = _issued_end(wh)
+        if end is not None:
+            issued.add_metric([], end)
+        return [last, issued]
+
+    # 4. Collector counts ---------------------------------------------------------------------
+    def _dropped(self) -> Iterator[Metric]:
+        counter = CounterMetricFamily("gpuledger_collect_dropped_samples",
+                                      "Samples the collector did not store, by reason", labels=["reason"])
+        for reason, n in sorted(collect_stats.read(self.warehouse).items()):
+            counter.add_metric([reason], n)
+        yield counter
+
+
+def _team_cost(lines: pl.DataFrame) -> dict[str, float]:
+    grouped = lines.group_by("team").agg(pl.col("cost").sum())
+    return {str(t): float(c) for t, c in grouped.iter_rows()}
+
+
+def _issued_end(wh: Warehouse) -> float | None:
+    """End of the newest issued month; else the start of the first month with data."""
+    newest: Any = wh.scalar("SELECT max(period) FROM report_issues")
+    if newest:
+        return _ts(Period.exact(str(newest)).window.end)
+    first = wh.scalar("SELECT min(ts) FROM gpu_samples")
+    if first is None:
+        return None
+    return _ts(Period.of(first).window.start)

@@ -1,0 +1,62 @@
+"""Render the Helm chart with the helm built from Go modules (`tools.helm_build`)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tools.helm_build.builder import helm_binary
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "gpuledger"
+RULES = CHART / "files" / "gpuledger-rules.yaml"
+
+VARIANTS: dict[str, list[str]] = {
+    "default": [],
+    # No auth proxy (an ingress authenticates), Prometheus token from a Secret, an existing claim.
+    "no-proxy": [
+        "--set", "authProxy.enabled=false", "--set-json", 'trustedProxyAddresses=["10.0.0.7"]',
+        "--set", "prometheus.authSecret.name=prometheus-token", "--set", "persistence.existingClaim=wh",
+        "--set", "kubernetes.migConfigMapNamespace=nvidia", "--set", "kubernetes.migConfigMapName=mig-cfg",
+    ],
+    # A plain install without the operator's CRDs and without a volume, with a price book and budgets.
+    "minimal": [
+        "--set", "serviceMonitor.enabled=false", "--set", "prometheusRule.enabled=false",
+        "--set", "persistence.enabled=false", "--set", "report.enabled=false",
+        "--set", "namespace.create=true",
+        "--set-json", 'priceBook=[{"model":"H100-80GB","unit_price":3.2,"effective_from":"2026-01-01"}]',
+        "--set-json", 'teams.budgets={"nlp":20000,"vision":5000}',
+        "--set-json", 'roles=[{"subject":"leo","kind":"user","role":"lead","team":"nlp"}]',
+    ],
+}
+
+
+def helm() -> str:
+    found = helm_binary()
+    if found is None:
+        pytest.fail("helm is not built: run `python -m tools.helm_build build` (.ci/run does)")
+    return str(found)
+
+
+def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm(), *args], capture_output=True, text=True, check=False, timeout=120)
+
+
+def render(variant: str = "default", release: str = "gpuledger", namespace: str = "gpuledger") -> list[dict[str, Any]]:
+    done = run_helm("template", release, str(CHART), "--namespace", namespace, *VARIANTS[variant])
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: {len(found)} rendered"
+    return found[0]

@@ -1,0 +1,65 @@
+"""deploy/grafana/gpuledger.json: every PromQL expression in it returns data from a real
+Prometheus scraping the production server (the demo warehouse), with Grafana's variables set as
+"All" would set them. Also: the JSON is a dashboard Grafana imports (uid, panels with targets,
+each on the `datasource` variable), with the panels the issue asks for."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.conftest import wait_for_series
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "gpuledger.json"
+VARIABLES = {"$team": ".*", "$__rate_interval": "1m", "${datasource}": ""}
+
+
+def _dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+def expressions() -> list[tuple[str, str]]:
+    """(panel title, expression) for every target of every panel."""
+    return [(p["title"], t["expr"]) for p in _dashboard()["panels"] for t in p["targets"]]
+
+
+def substitute(expr: str) -> str:
+    for name, value in VARIABLES.items():
+        expr = expr.replace(name, value)
+    assert "$" not in expr, f"an unknown Grafana variable in {expr!r}"
+    return expr
+
+
+def test_dashboard_shape():
+    board = _dashboard()
+    assert board["uid"] and board["title"] and board["schemaVersion"] >= 36
+    titles = [p["title"] for p in board["panels"]]
+    assert len(set(p["id"] for p in board["panels"])) == len(titles)
+    for wanted in ("Cost per team", "Idle cost per team", "Budget burn", "Waste this month", "Data age"):
+        assert any(t.startswith(wanted) for t in titles), wanted
+    for panel in board["panels"]:
+        assert panel["datasource"]["uid"] == "${datasource}" and panel["targets"], panel["title"]
+    names = {v["name"] for v in board["templating"]["list"]}
+    assert names == {"datasource", "team"}
+    assert any("dcgm" in link.get("tags", []) for link in board["links"])
+
+
+@pytest.mark.parametrize("title,expr", expressions(), ids=[t for t, _ in expressions()])
+def test_every_expression_returns_data(monitoring, title, expr):
+    # rate() over $__rate_interval (1m) needs a few scrapes: wait for them once (a steady state).
+    wait_for_series(monitoring, 'count_over_time(up{job="gpuledger"}[1m]) >= 5')
+    result = monitoring.query(substitute(expr))
+    assert result, f"{title}: {expr} returned no data"
+    values = [float(r["value"][1]) for r in result]
+    assert not any(math.isnan(v) for v in values), f"{title}: NaN in {values}"  # no 0/0
+
+
+def test_team_variable_query_lists_the_teams(monitoring):
+    query = _dashboard()["templating"]["list"][1]["query"]["query"]
+    metric, label = re.fullmatch(r"label_values\((\w+), (\w+)\)", query).groups()
+    teams = {r["metric"][label] for r in monitoring.query(metric)}
+    assert {"nlp", "vision", "unallocated"} <= teams
