@@ -26,7 +26,21 @@ ARCHETYPES: dict[str, tuple[float, ...]] = {
     "light inference": (0.2, 0.4, 0.1, 0.2, 0.3),
     "compute-bound training": (0.8, 0.95, 0.1, 0.02, 0.6),
     "bursty batch": (0.45, 0.85, 0.3, 0.25, 0.4),
+    "idle serving": (0.05, 0.2, 0.05, 0.6, 0.85),
+    "active notebook": (0.35, 0.8, 0.3, 0.4, 0.4),
+    "underused training": (0.3, 0.6, 0.2, 0.3, 0.6),
 }
+CLASS_OF: dict[str, str] = {
+    "idle notebook": "notebook", "active notebook": "notebook",
+    "memory-bound inference": "serving", "light inference": "serving", "idle serving": "serving",
+    "compute-bound training": "training", "underused training": "training", "bursty batch": "batch",
+}
+"""Which kind of workload each archetype describes: a workload whose owner says what it is
+(a Deployment serves, a Job trains or runs a batch, a notebook is a notebook) is only ever
+named after an archetype of its own kind, so a quiet vLLM Deployment is "idle serving", never
+"idle notebook"."""
+TRAINING_ACTIVITY = 0.6
+"""A Job whose mean activity reaches this trains; below it, a batch job."""
 
 
 @dataclass(frozen=True)
@@ -37,9 +51,24 @@ class Profiles:
     """One row per profile: id, name, members, centroid features, explanation."""
 
 
-def _name(centroid: np.ndarray) -> str:
+def workload_class(kind: str | None, labels: str | None, act_mean: float | None) -> str | None:
+    """serving, training, batch or notebook from the owner (`analytics.workloads.owner_of`)
+    and, for a Job, its behaviour; None when the owner says nothing (a bare pod)."""
+    text = labels or ""
+    if kind == "notebook":
+        return "notebook"
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet") or "inference" in text or "serving" in text:
+        return "serving"
+    if kind in ("Job", "CronJob"):
+        return "training" if (act_mean or 0.0) >= TRAINING_ACTIVITY else "batch"
+    return None
+
+
+def _name(centroid: np.ndarray, kind: str | None = None) -> str:
     best, dist = "", float("inf")
     for name, proto in ARCHETYPES.items():
+        if kind is not None and CLASS_OF[name] != kind:
+            continue
         d = float(np.linalg.norm(centroid - np.array(proto)))
         if d < dist:
             best, dist = name, d
@@ -91,4 +120,22 @@ def workload_profiles(usage: pl.DataFrame, k: int = 4, seed: int = 7) -> Profile
         pl.Series("profile_id", labels, dtype=pl.Int32),
         pl.Series("workload_profile", [names[i] for i in labels], dtype=pl.String),
     )
-    return Profiles(assignments, pl.DataFrame(info))
+    return Profiles(_by_class(assignments, x), pl.DataFrame(info))
+
+
+def _by_class(rows: pl.DataFrame, x: np.ndarray) -> pl.DataFrame:
+    """Where the owner says what a workload is (`workload_kind`, see `workload_class`), its
+    profile is the nearest archetype of that class (its cluster's name when that fits)."""
+    if "workload_kind" not in rows.columns:
+        return rows
+    labels = rows["labels"] if "labels" in rows.columns else pl.Series([None] * rows.height, dtype=pl.String)
+    classes, named = [], []
+    for i, (kind, text, mean, current) in enumerate(zip(
+        rows["workload_kind"], labels, rows["act_mean"], rows["workload_profile"], strict=True,
+    )):
+        cls = workload_class(kind, text, mean)
+        base = str(current).split(" #")[0]
+        classes.append(cls)
+        named.append(current if cls is None or CLASS_OF.get(base) == cls else _name(x[i], cls))
+    return rows.with_columns(pl.Series("workload_class", classes, dtype=pl.String),
+                             pl.Series("workload_profile", named, dtype=pl.String))

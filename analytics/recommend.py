@@ -10,7 +10,10 @@
 3. Reclaim: a workload idle for at least `reclaim_idle_fraction` of its held time should give
    the card back (`reclaim_idle_notebook` for notebooks, by label or profile) or scale to zero
    while idle (`scale_down_when_idle`, e.g. a service idle every night); saving = its idle cost.
-4. Savings are per month (730 h): what the workload paid per held hour now minus what it
+4. One recommendation per workload and kind (`per_workload`): a Deployment's replicas and a
+   multi-GPU pod's cards are summed into one row. The kinds live in a registry (`RULES`,
+   `register_rule`): a new kind is one rule, tried in order.
+5. Savings are per month (730 h): what the workload paid per held hour now minus what it
    would pay on the recommended share (price x share x the sharing discount factor), times its
    held hours scaled from the window to a month.
 
@@ -22,6 +25,7 @@ whole cards stay whole.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +34,13 @@ import polars as pl
 from gpuledger.analytics.bill import Bill, compute_bill
 from gpuledger.analytics.profiles import Profiles, workload_profiles
 from gpuledger.analytics.shares import raw_mig_share
-from gpuledger.analytics.workloads import device_memory_mib, workload_usage
+from gpuledger.analytics.workloads import (
+    OWNER,
+    attach_workloads,
+    device_memory_mib,
+    pod_workloads,
+    workload_usage,
+)
 from gpuledger.core.config import Settings
 from gpuledger.core.mig import COMPUTE_SLICES, catalog
 from gpuledger.core.window import Window
@@ -47,6 +57,8 @@ class Recommendations:
     recommendations: pl.DataFrame
     profiles: pl.DataFrame
     """The workload profiles, explained."""
+    allocations: pl.DataFrame | None = None
+    """The recommendations per allocation (replica and card), before `per_workload`."""
 
 
 def smallest_profile(
@@ -92,6 +104,7 @@ def size_workload(row: dict[str, object], headroom: float) -> tuple[str, float, 
 
 _SCHEMA: dict[str, type[pl.DataType]] = {
     "kind": pl.String, "team": pl.String, "namespace": pl.String, "pod": pl.String,
+    "workload_kind": pl.String, "workload": pl.String,
     "model": pl.String, "uuid": pl.String, "current": pl.String, "recommended": pl.String,
     "workload_profile": pl.String, "act_p95": pl.Float64, "fb_max_mib": pl.Float64,
     "idle_fraction": pl.Float64, "monthly_saving": pl.Float64, "reason": pl.String,
@@ -113,6 +126,7 @@ class _Terms:
 def recommend(
     wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
     headroom: float = 0.2, reclaim_idle_fraction: float = 0.5, seed: int = 7, k: int = 4,
+    by: str = OWNER,
 ) -> Recommendations:
     """Recommendations for `window` (numbered steps in the module docstring)."""
     bill = bill or compute_bill(wh, window, settings, ("team",))
@@ -128,35 +142,97 @@ def recommend(
     recs = pl.DataFrame(rows, schema=_SCHEMA).sort(
         ["monthly_saving", "namespace", "pod"], descending=[True, False, False]
     ) if rows else pl.DataFrame(schema=_SCHEMA)
-    return Recommendations(usage=usage, recommendations=recs, profiles=profiles.clusters)
+    if by != OWNER:
+        recs = attach_workloads(recs.drop("workload_kind", "workload"), pod_workloads(wh, by))
+    return Recommendations(usage=usage, recommendations=per_workload(recs), profiles=profiles.clusters,
+                           allocations=recs)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One family of recommendations: `judge(row, terms)` returns the recommendation's fields
+    (`kind` one of `kinds`, `recommended`, `monthly_saving`, `reason`) for one allocation, or
+    None. Rules are tried in `RULES` order and the first that answers wins, so an allocation
+    gets at most one recommendation (and a workload at most one per kind, `per_workload`)."""
+
+    name: str
+    kinds: tuple[str, ...]
+    judge: Callable[[dict[str, Any], _Terms], dict[str, object] | None]
+
+
+RULES: list[Rule] = []
+"""The registry of recommendation kinds, in priority order (`register_rule` adds one)."""
+
+
+def register_rule(rule: Rule, *, before: str | None = None) -> Rule:
+    """Add a rule (at the end, or before the rule named `before`); returns it."""
+    if any(r.name == rule.name for r in RULES):
+        raise ValueError(f"recommendation rule {rule.name!r} is already registered")
+    index = next((i for i, r in enumerate(RULES) if r.name == before), len(RULES))
+    RULES.insert(index, rule)
+    return rule
+
+
+def kinds() -> tuple[str, ...]:
+    """Every recommendation kind the registered rules can emit."""
+    return tuple(k for rule in RULES for k in rule.kinds)
 
 
 def _recommend_one(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
-    """At most one recommendation for one workload: reclaim when idle, else right-size."""
+    """At most one recommendation for one allocation: the first registered rule that answers."""
     base: dict[str, object] = {
         "team": row["team"], "namespace": row["namespace"], "pod": row["pod"],
+        "workload_kind": row.get("workload_kind") or "Pod", "workload": row.get("workload") or row["pod"],
         "model": row["model"], "uuid": row["uuid"], "current": row["profile"] or row["sharing_mode"],
         "workload_profile": row["workload_profile"], "act_p95": row["act_p95"],
         "fb_max_mib": row["fb_max_mib"], "idle_fraction": row["idle_fraction"],
     }
-    # 3. Reclaim idle workloads first: sizing an idle one down still wastes the card.
-    if float(row["idle_fraction"]) >= terms.reclaim_idle_fraction:
-        return base | _reclaim(row, terms)
-    change = _rightsize(row, terms)
-    return base | change if change else None
+    for rule in RULES:
+        change = rule.judge(row, terms)
+        if change:
+            return base | change
+    return None
 
 
-def _reclaim(row: dict[str, Any], terms: _Terms) -> dict[str, object]:
+def _reclaim(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
+    """3. Reclaim idle workloads first: sizing an idle one down still wastes the card."""
+    if float(row["idle_fraction"]) < terms.reclaim_idle_fraction:
+        return None
     held_hours = float(row["held_hours"] or 0.0)
-    labels = row.get("labels")
-    notebook = "notebook" in str(labels) if labels else str(
-        row["workload_profile"]).startswith("idle notebook")
+    cls = row.get("workload_class")
+    if cls is not None:
+        notebook = cls == "notebook"
+    else:
+        labels = row.get("labels")
+        notebook = "notebook" in str(labels) if labels else str(
+            row["workload_profile"]).startswith("idle notebook")
     return {
         "kind": "reclaim_idle_notebook" if notebook else "scale_down_when_idle",
         "recommended": "release the card" if notebook else "scale to zero when idle",
         "monthly_saving": float(row["idle_cost"]) * terms.month,
         "reason": f"idle {row['idle_fraction']:.0%} of {held_hours:.1f} held hours",
     }
+
+
+def per_workload(recs: pl.DataFrame) -> pl.DataFrame:
+    """One row per workload and kind: the savings of its replicas and cards added up, the
+    largest one's advice kept (`pod`, `uuid`: that replica), `pods` and `gpus` counted."""
+    keys = ["team", "namespace", "workload_kind", "workload", "kind"]
+    if recs.is_empty():
+        return recs.with_columns(pl.lit(0, pl.UInt32).alias("pods"), pl.lit(0, pl.UInt32).alias("gpus"))
+    ordered = recs.sort(["monthly_saving", "pod", "uuid"], descending=[True, False, False], nulls_last=True)
+    firsts = [c for c in recs.columns if c not in (*keys, "monthly_saving", "act_p95", "fb_max_mib",
+                                                   "idle_fraction")]
+    out = ordered.group_by(keys, maintain_order=True).agg(
+        *[pl.col(c).first() for c in firsts],
+        pl.col("monthly_saving").sum(), pl.col("act_p95").max(), pl.col("fb_max_mib").max(),
+        pl.col("idle_fraction").mean(), pl.col("pod").n_unique().alias("pods"), pl.len().alias("gpus"),
+    )
+    several = pl.format("{} ({} GPU(s) in {} pod(s))", pl.col("reason"), pl.col("gpus"), pl.col("pods"))
+    reason = pl.when(pl.col("gpus") > 1).then(several).otherwise(pl.col("reason"))
+    out = out.with_columns(reason.alias("reason"))
+    return out.select(*recs.columns, "pods", "gpus").sort(
+        ["monthly_saving", "namespace", "workload"], descending=[True, False, False])
 
 
 def _rightsize(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
@@ -186,6 +262,10 @@ def _rightsize(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
             f"{need_compute} compute slice(s)"
         ),
     }
+
+
+register_rule(Rule("reclaim", ("reclaim_idle_notebook", "scale_down_when_idle"), _reclaim))
+register_rule(Rule("rightsize", ("whole_to_mig", "rightsize_mig"), _rightsize))
 
 
 def rightsized_demand(

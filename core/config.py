@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from gpuledger.core.config_advice import AdviceSettings
+from gpuledger.core.config_budgets import FinanceSettings
 from gpuledger.core.config_lake import LakeSettings
 from gpuledger.core.config_plans import QuotaPlanSettings
 from gpuledger.core.config_queues import QueueSettings
@@ -263,6 +264,7 @@ class Settings(_Section):
     reports: ReportSettings = ReportSettings()
     queues: QueueSettings = QueueSettings()
     advice: AdviceSettings = AdviceSettings()
+    finance: FinanceSettings = FinanceSettings()
     lake: LakeSettings = LakeSettings()
     retention: RetentionSettings = RetentionSettings()
     source: str | None = Field(default=None, exclude=True)

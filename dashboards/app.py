@@ -24,7 +24,6 @@ Safe to expose (issue 22, item 5), because the page carries Approve and Apply bu
 from __future__ import annotations
 
 import io
-import re
 import signal
 import socket
 import threading
@@ -41,11 +40,11 @@ from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer, WSGIRequestHand
 from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError, InputError
-from gpuledger.dashboards import callbacks, http_ops, shell
+from gpuledger.dashboards import api, callbacks, http_ops, shell
 from gpuledger.dashboards.access import AccessPolicy, check_dev_bind
 from gpuledger.dashboards.actions import PlanActions
 from gpuledger.dashboards.readmodel import ReadModel
-from gpuledger.dashboards.state import valid_period
+from gpuledger.dashboards.state import label_value, valid_period
 from gpuledger.dashboards.wiring import DashboardApp
 from gpuledger.warehouse.snapshot_store import SnapshotStore
 
@@ -62,8 +61,6 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
-"""A Kubernetes label value (what a team or model name is): nothing that can break a header."""
 
 
 PRELOAD = (
@@ -121,6 +118,7 @@ def create_app(
     http_ops.install(app, ops_port)
     _install_auth(app)
     _install_routes(app)
+    api.register(app)  # /api/v1 and the Teams CSV: behind the same authentication hook
     callbacks.register(app)
     if background:
         store.start()
@@ -238,12 +236,8 @@ def bill_csv(app: DashboardApp, principal: Principal, args: Any) -> tuple[str, s
 
 def _label_value(value: str | None, what: str) -> str | None:
     """A team or model name from the URL, refused unless it is a Kubernetes label value: it
-    ends up in the Content-Disposition header (rule 3)."""
-    if not value:
-        return None
-    if not _LABEL_VALUE.fullmatch(value):
-        raise InputError(f"{what}: expected a name of letters, digits, '.', '_' or '-' (at most 63)")
-    return value
+    ends up in the Content-Disposition header (rule 3; `dashboards.state.label_value`)."""
+    return label_value(value, what)
 
 
 # Serving ----------------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ def _register_sync(app: DashboardApp) -> None:
                                 controls=(period, team_, model))
         except GpuledgerError:
             return (no_update,) * (7 + 2 * len(PAGES)) + (
-                {"page": page_of(pathname)}, shell.whoami(principal, app.policy.dev_mode))
+                {"page": page_of(pathname, principal)}, shell.whoami(principal, app.policy.dev_mode))
         from_control = ctx.triggered_id in shell.FILTER_IDS
         s = result.state
         return (

@@ -60,7 +60,11 @@ def _figure(data: list[dict[str, Any]], title: str, height: int = 340, **layout:
 
 
 def color_for(names: list[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(names))}
+    """A stable colour per name (`dashboards.colours`): a team or model looks the same on
+    every chart."""
+    from gpuledger.dashboards.colours import colours_for
+
+    return colours_for(names)
 
 
 def empty(title: str, message: str, height: int = 260) -> Figure:
@@ -76,7 +80,9 @@ def daily_cost(daily: pl.DataFrame, currency: str, title: str) -> Figure:
     """Stacked bars of cost per day and GPU model, with the idle part as a line."""
     if daily.is_empty():
         return empty(title, "no usage in this period")
-    colors = color_for(daily["model"].unique().to_list())
+    from gpuledger.dashboards.colours import model_colours
+
+    colors = model_colours(daily["model"].unique().to_list())
     data: list[dict[str, Any]] = []
     for model in sorted(colors):
         part = daily.filter(pl.col("model") == model).sort("day")
@@ -156,9 +162,9 @@ def heatmap(frame: pl.DataFrame, row: str, title: str) -> Figure:
 
 def fleet_hours(daily: pl.DataFrame) -> Figure:
     """Stacked areas per day: active, allocated-but-idle, unallocated card-hours."""
-    title = "Card-hours per day: active, allocated but idle, unallocated"
+    title = "GPU-hours per day: active, allocated but idle, unallocated"
     if daily.is_empty():
-        return empty(title, "no card-hours in this period")
+        return empty(title, "no GPU-hours in this period")
     data = [
         {"type": "scatter", "x": daily["day"].to_list(), "y": daily[col].to_list(), "name": name,
          "stackgroup": "hours", "mode": "lines", "line": {"width": 0.5, "color": color}}
@@ -168,7 +174,7 @@ def fleet_hours(daily: pl.DataFrame) -> Figure:
             ("unallocated_card_hours", "unallocated", IDLE_COLOR),
         )
     ]
-    return _figure(data, title, 320, yaxis={"title": {"text": "card-hours"}})
+    return _figure(data, title, 320, yaxis={"title": {"text": "GPU-hours"}})
 
 
 def unallocated(frame: pl.DataFrame, currency: str) -> Figure:
@@ -180,10 +186,10 @@ def unallocated(frame: pl.DataFrame, currency: str) -> Figure:
         "type": "bar", "orientation": "h", "x": frame["card_hours"].to_list(), "y": labels,
         "marker": {"color": IDLE_COLOR}, "customdata": frame["cost"].to_list(),
         "hovertemplate": (
-            f"%{{y}}<br>%{{x:,.0f}} card-hours<br>%{{customdata:,.2f}} {currency}<extra></extra>"
+            f"%{{y}}<br>%{{x:,.0f}} GPU-hours<br>%{{customdata:,.2f}} {currency}<extra></extra>"
         ),
     }]
-    return _figure(data, title, max(240, 60 + 28 * len(labels)), xaxis={"title": {"text": "card-hours"}})
+    return _figure(data, title, max(240, 60 + 28 * len(labels)), xaxis={"title": {"text": "GPU-hours"}})
 
 
 def mig_map(cells: pl.DataFrame, title: str) -> Figure:

@@ -92,6 +92,7 @@ class ReadModel:
             "heatmap": lambda: self.fleet_heat(period, snap=snap),
             "queues": lambda: self.queue_series(period, snap=snap),
             "idle": lambda: self.idle_allocations(period, snap=snap),
+            "idle_workloads": lambda: self.idle_workloads(period, snap=snap),
             "token_costs": lambda: self.token_costs(period, snap=snap),
             "recommendations": lambda: self.recommendations(period, snap=snap),
         }
@@ -151,6 +152,27 @@ class ReadModel:
         from gpuledger.analytics.idle import idle_allocations
 
         return self._cached(("idle", period), lambda s: idle_allocations(self.bill(period, snap=s)), snap)
+
+    def held_allocations(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
+        """`analytics.idle.held_allocations` of the month's bill (busy allocations included)."""
+        from gpuledger.analytics.idle import held_allocations
+
+        return self._cached(("held", period), lambda s: held_allocations(self.bill(period, snap=s)), snap)
+
+    def workloads(self, by: str = "owner", *, snap: Snapshot | None = None) -> pl.DataFrame:
+        """Pod → workload (`analytics.workloads.pod_workloads`)."""
+        from gpuledger.analytics.workloads import pod_workloads
+
+        return self._read(("workloads", by), lambda wh: pod_workloads(wh, by), snap)
+
+    def idle_workloads(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
+        """`analytics.idle.idle_workloads` of the month: idle per Deployment, Job, notebook."""
+        from gpuledger.analytics.idle import idle_workloads
+
+        def compute(s: Snapshot) -> pl.DataFrame:
+            return idle_workloads(self.held_allocations(period, snap=s), self.workloads(snap=s))
+
+        return self._cached(("idle_workloads", period), compute, snap)
 
     def recommendations(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
         """`analytics.recommend.recommend(...).recommendations` for the month."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuledger.core.access import Principal
 from gpuledger.dashboards.access import EVERY_ROLE, FLEET_ROLES, has_role
-from gpuledger.dashboards.pages import fleet, plans, queues, team
+from gpuledger.dashboards.pages import fleet, plans, queues, team, teams
 from gpuledger.dashboards.pages.common import PageContext, refuse
 
 ROLE_NAMES = {"admin": "admins", "viewer": "viewers", "lead": "team leads"}
@@ -48,21 +48,30 @@ class Page:
 
 
 PAGES: tuple[Page, ...] = (
+    Page("/teams", "Teams", EVERY_ROLE, teams.show, what="the teams overview"),
     Page("/team", "My team", EVERY_ROLE, team.show, what="any team's page"),
     Page("/fleet", "Fleet", FLEET_ROLES, fleet.show, what="the fleet page"),
     Page("/queues", "Queues", EVERY_ROLE, queues.show, what="queues"),
     Page("/plans", "Plans", FLEET_ROLES, plans.show, what="plans"),
 )
-"""In navigation order; the first is where unknown paths land."""
+"""In navigation order."""
 _BY_PATH = {page.path: page for page in PAGES}
 
 
-def page_for(pathname: str | None) -> Page:
-    """The page at a path (a trailing slash and unknown paths → the first page)."""
+def landing(principal: Principal | None) -> Page:
+    """Where `/` and unknown paths land: Teams for admins, viewers and finance (all teams at
+    once is what they come for), a lead's own team page for a lead."""
+    if principal is not None and has_role(principal, FLEET_ROLES):
+        return _BY_PATH["/teams"]
+    return _BY_PATH["/team"]
+
+
+def page_for(pathname: str | None, principal: Principal | None = None) -> Page:
+    """The page at a path (a trailing slash is ignored; unknown paths → `landing`)."""
     path = (pathname or "/").rstrip("/") or "/"
-    return _BY_PATH.get(path, PAGES[0])
+    return _BY_PATH.get(path) or landing(principal)
 
 
-def page_of(pathname: str | None) -> str:
-    """The path of `page_for(pathname)`."""
-    return page_for(pathname).path
+def page_of(pathname: str | None, principal: Principal | None = None) -> str:
+    """The path of `page_for(pathname, principal)`."""
+    return page_for(pathname, principal).path

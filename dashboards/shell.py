@@ -91,7 +91,7 @@ def sync(
     Options offered to a lead are only their teams: that is a convenience; the pages enforce it.
     """
     periods = data.periods()
-    page = page_of(pathname)
+    page = page_of(pathname, principal)
     from_url = ViewState.from_query(search, periods[0])
     if trigger in FILTER_IDS:
         period, team, model = controls
@@ -106,6 +106,11 @@ def sync(
         models = data.models(state.period)
     except Exception:  # no bill for this period (e.g. analytics cannot price it): empty lists
         teams, models = [], []
+    if page == "/team" and state.team is None:
+        from gpuledger.dashboards.pages.common import default_team
+
+        # the Team selector shows the team on display, not an empty "choose a team"
+        state = state.with_(team=default_team(principal, teams))
     visible = sorted(set(principal.visible_teams(teams)) | set(principal.lead_of))
     if state.team and state.team not in visible:
         # keep the URL's team selectable so the page can say "not yours" instead of silently

@@ -16,6 +16,9 @@ from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,252}$")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+"""A Kubernetes label value (what a team, model or namespace name is): nothing that can break
+a response header or a file name."""
 FIELDS = ("period", "team", "model", "node", "plan")
 
 
@@ -28,6 +31,17 @@ def valid_period(text: str | None) -> bool:
         return str(Period.exact(text)) == text
     except InputError:
         return False
+
+
+def label_value(value: str | None, what: str) -> str | None:
+    """A team/model/namespace name from a URL for a download or an API answer (None when
+    absent); refused with `InputError` unless it is a Kubernetes label value, since it may end
+    up in a Content-Disposition header."""
+    if not value:
+        return None
+    if not _LABEL_VALUE.fullmatch(value):
+        raise InputError(f"{what}: expected a name of letters, digits, '.', '_' or '-' (at most 63)")
+    return value
 
 
 def _name(value: str | None) -> str | None:

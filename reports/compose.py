@@ -15,6 +15,7 @@ import polars as pl
 
 from gpuledger.analytics.preemption import preemption_totals
 from gpuledger.analytics.special_lines import SPECIAL_LINES
+from gpuledger.analytics.workloads import pod_workloads
 from gpuledger.core.config import Settings
 from gpuledger.reports.adjustments import adjustments_for
 from gpuledger.reports.billing import MonthBill, empty_summary, month_bill, require_usage, summary_lines
@@ -28,6 +29,8 @@ from gpuledger.reports.statement import (
     by_model,
     by_team,
     daily_costs,
+    reconciliation,
+    statement_number,
     statement_totals,
 )
 from gpuledger.warehouse import Warehouse
@@ -98,7 +101,7 @@ def gather(
         bill=bill,
         summary=summary,
         adjustments=adjustments,
-        idle=idle_rows(bill),
+        idle=idle_rows(bill, pod_workloads(wh)),
         recommendations=recommendation_rows(wh, bill, settings),
         inputs_sha256=inputs_sha256(settings, bill, adjustments),
         price_book_version=settings.price_book_version(),
@@ -120,6 +123,7 @@ def build_statements(
         "billing_account": settings.reports.billing_account, "notes": list(notes or []),
         "newest_sample": data.newest_sample,
     }
+    account, budgets = settings.reports.billing_account, settings.teams.budgets
     out = [
         Statement(
             key="fleet", title="GPU fleet", team=None,
@@ -127,14 +131,19 @@ def build_statements(
             days=daily_costs(bill.detail, start, end), by_model=by_model(data.summary),
             by_team=by_team(data.summary), idle=data.idle,
             recommendations=data.recommendations,
-            adjustments=adjustment_rows(data.summary), **common,  # type: ignore[arg-type]
+            adjustments=adjustment_rows(data.summary), number=statement_number(account, data.period, None),
+            budgets=dict(budgets), reconciliation=reconciliation(data.summary, bill.fleet_cost),
+            **common,  # type: ignore[arg-type]
         )
     ]
     for team in data.teams():
         lines = data.summary.filter(pl.col("team") == team)
+        centre = settings.finance.cost_centres.get(team)
         out.append(
             Statement(
                 key=f"team-{safe_name(team)}", title=f"Team {team}", team=team,
+                number=statement_number(account, data.period, team), budget=budgets.get(team),
+                cost_centre=centre.cost_centre if centre else None,
                 totals={**statement_totals(lines), **preemption_totals(bill.raw.preemption, team)},
                 days=daily_costs(bill.detail.filter(pl.col("team") == team), start, end),
                 by_model=by_model(lines), idle=for_team(data.idle, team),

@@ -16,7 +16,11 @@ Mapping (one row per UTC day x device x holder, the bill's finest grain):
 - the sharing discount the platform absorbs is an `Adjustment` row per day x model x mode, so
   BilledCost sums to the fleet cost; late data for an issued month is `Usage` with ChargeClass
   `Correction` and the ChargePeriod of that month;
-- `x_` columns: idle card-hours and cost, activity ratio, queue, namespace, pod, node, pool...
+- InvoiceId = the statement number (`reports.statement.statement_number`: the team's, the
+  fleet's for platform lines), BillingAccountType `GPU fleet`, SubAccountType `Team` or
+  `Platform`; ContractedUnitPrice = ContractedCost / PricingQuantity;
+- `x_` columns: idle card-hours and cost, activity ratio, queue, namespace, pod, node, pool,
+  the team's cost centre and GL account (`finance.cost_centres`)...
 Times are UTC (`YYYY-MM-DDTHH:MM:SSZ` in CSV), periods end-exclusive; amounts are Decimal
 (38, 10) in Parquet and plain decimal numbers in CSV.
 """
@@ -71,13 +75,15 @@ COLUMNS: dict[str, Any] = {
     "ResourceName": pl.String, "ResourceType": pl.String, "ServiceSubcategory": pl.String,
     "SkuId": pl.String, "SkuPriceId": pl.String, "SubAccountId": pl.String,
     "SubAccountName": pl.String, "Tags": pl.String,
+    "BillingAccountType": pl.String, "SubAccountType": pl.String, "ContractedUnitPrice": DECIMAL,
+    "InvoiceId": pl.String,
     # Custom columns.
     "x_IdleCardHours": DECIMAL, "x_IdleCost": DECIMAL, "x_ActivityRatio": pl.Float64,
     "x_SharingDiscount": DECIMAL, "x_Queue": pl.String, "x_Namespace": pl.String,
     "x_Pod": pl.String, "x_Node": pl.String, "x_Pool": pl.String, "x_GpuModel": pl.String,
     "x_SharingMode": pl.String, "x_MigProfile": pl.String, "x_GpuInstanceId": pl.Int32,
     "x_Share": pl.Float64, "x_LineType": pl.String, "x_CorrectedPeriod": pl.String,
-    "x_PriceBookVersion": pl.String,
+    "x_PriceBookVersion": pl.String, "x_CostCenter": pl.String, "x_GlAccount": pl.String,
 }
 NOT_ALLOCATED = (SpecialLine.UNALLOCATED.value,)
 
@@ -321,7 +327,7 @@ def focus_frame(
     )
     float_schema = {n: (pl.Float64 if t == DECIMAL else t) for n, t in COLUMNS.items()}
     others = pl.DataFrame(records, schema=float_schema)
-    frame = pl.concat([usage, others], how="diagonal_relaxed")
+    frame = _finance_columns(pl.concat([usage, others], how="diagonal_relaxed"), window, settings)
     # 3. The constant columns every row shares; declared order and types (Decimal(38, 10)).
     provider = settings.reports.issuer
     constant: dict[str, Any] = {
@@ -345,6 +351,34 @@ def focus_frame(
         typed = expr.cast(pl.Float64).round(10).cast(DECIMAL) if kind == DECIMAL else expr.cast(kind)
         columns.append(typed.alias(name))
     return frame.select(columns)
+
+
+def _finance_columns(frame: pl.DataFrame, window: Window, settings: Settings) -> pl.DataFrame:
+    """InvoiceId (the statement number: the team's, the fleet's for the special lines), the
+    account types, the contracted unit price (ContractedCost / PricingQuantity, so the FOCUS
+    rule ContractedCost = ContractedUnitPrice x PricingQuantity holds) and the cost centre."""
+    from gpuledger.reports.statement import statement_number
+
+    period, account = str(Period.of(window.start)), settings.reports.billing_account
+    lines = [s.value for s in SpecialLine]
+    special = pl.col("SubAccountId").is_in(lines) | pl.col("SubAccountId").is_null()
+    teams = [t for t in frame["SubAccountId"].drop_nulls().unique().to_list() if t not in lines]
+    invoices = {t: statement_number(account, period, t) for t in teams}
+    centres = settings.finance.cost_centres
+    qty = pl.col("PricingQuantity")
+    return frame.with_columns(
+        pl.when(special).then(pl.lit(statement_number(account, period, None)))
+        .otherwise(pl.col("SubAccountId").replace_strict(invoices, default=None, return_dtype=pl.String))
+        .alias("InvoiceId"),
+        pl.lit("GPU fleet").alias("BillingAccountType"),
+        pl.when(special).then(pl.lit("Platform")).otherwise(pl.lit("Team")).alias("SubAccountType"),
+        pl.when(qty.is_not_null() & (qty != 0)).then(pl.col("ContractedCost") / qty)
+        .alias("ContractedUnitPrice"),
+        pl.col("SubAccountId").replace_strict({t: c.cost_centre for t, c in centres.items()}, default=None,
+                                              return_dtype=pl.String).alias("x_CostCenter"),
+        pl.col("SubAccountId").replace_strict({t: c.gl_account for t, c in centres.items()}, default=None,
+                                              return_dtype=pl.String).alias("x_GlAccount"),
+    )
 
 
 def write_focus(frame: pl.DataFrame, folder: Path) -> list[Path]:

@@ -1,4 +1,5 @@
-"""Statement pages as self-contained HTML (inline CSS and SVG), printable on one A4 page.
+"""Statement pages as self-contained HTML (inline CSS and SVG), printable on A4 (one page per
+team statement; the fleet statement lists every team and may take more).
 
 The same markup is the HTML statement and the input WeasyPrint turns into the PDF, so the two
 never disagree. Every value is escaped; nothing is fetched from the network.
@@ -49,6 +50,7 @@ tr.total td { font-weight: bold; border-top: 1px solid #9aa3ad; border-bottom: n
 .empty { color: #777; font-style: italic; }
 .notes { color: #555; font-size: 7.4pt; margin-top: 8px; }
 .chart { margin-top: 2px; }
+.reconcile { margin: 4px 0 0 0; font-size: 7.8pt; }
 """
 
 
@@ -106,6 +108,9 @@ def _tiles(st: Statement) -> str:
     if t.get("lost_gpu_hours"):  # a part of the GPU-hours above (analytics.preemption)
         lost = f"{hours(t['lost_gpu_hours'])} · {money(t['lost_cost'])}"
         tiles.append(("", "GPU-hours lost to preemption", lost))
+    if st.budget:
+        used = t["total_due"] / st.budget * 100
+        tiles.insert(1, ("", "Budget vs actual", f"{used:.0f}% of {money(st.budget)}"))
     return '<div class="tiles">' + "".join(
         f'<div class="tile {cls}"><div class="label">{escape(label)}</div>'
         f'<div class="value">{escape(value)}</div></div>'
@@ -124,6 +129,7 @@ def clip(text: str, width: int) -> str:
 def _model_table(st: Statement, limits: Limits) -> str:
     rows = [
         {"model": r["model"] or "", "mode": r["sharing_mode"] or "", "h": hours(r["card_hours"]),
+         "rate": rate(r["list_cost"], r["card_hours"]),
          "list": money(r["list_cost"]), "disc": money(r["sharing_discount"]),
          "idle": money(r["idle_cost"]), "cost": money(r["cost"])}
         for r in capped(st.by_model, ("model", "sharing_mode"), limits.table_rows)
@@ -137,19 +143,23 @@ def _model_table(st: Statement, limits: Limits) -> str:
     }
     return _table(
         [("model", "GPU model", False), ("mode", "Sharing", False), ("h", "GPU-hours", True),
-         ("list", "List cost", True), ("disc", "Discount", True), ("idle", "of which idle", True),
+         ("rate", "Rate / GPU-hour", True), ("list", "List cost", True), ("disc", "Discount", True),
+         ("idle", "of which idle", True),
          ("cost", "Cost", True)],
         rows, total if len(rows) > 1 else None, "no GPU usage this period",
     )
 
 
-def _team_table(st: Statement, limits: Limits) -> str:
+def _team_table(st: Statement) -> str:
+    """Every team (never folded: the fleet statement is what finance reconciles), then the
+    special lines; a team's budget and its use beside its cost."""
     special = [r for r in st.by_team if r["team"] in SPECIAL_LINES]
     teams = [r for r in st.by_team if r["team"] not in SPECIAL_LINES]
     rows = [
         {"team": r["team"], "h": hours(r["card_hours"]), "ih": hours(r["idle_card_hours"]),
-         "list": money(r["list_cost"]), "idle": money(r["idle_cost"]), "cost": money(r["cost"])}
-        for r in [*capped(teams, ("team",), limits.table_rows), *special]
+         "list": money(r["list_cost"]), "idle": money(r["idle_cost"]), "cost": money(r["cost"]),
+         "budget": _budget_use(r["cost"], st.budgets.get(str(r["team"])))}
+        for r in [*teams, *special]
     ]
     total = {"team": "Fleet total", "h": hours(sum(r["card_hours"] for r in st.by_team)),
              "ih": hours(sum(r["idle_card_hours"] for r in st.by_team)),
@@ -158,9 +168,30 @@ def _team_table(st: Statement, limits: Limits) -> str:
              "cost": money(sum(r["cost"] for r in st.by_team))}
     return _table(
         [("team", "Team / line", False), ("h", "GPU-hours", True), ("ih", "Idle GPU-hours", True),
-         ("list", "List cost", True), ("idle", "Idle cost", True), ("cost", "Cost", True)],
+         ("list", "List cost", True), ("idle", "Idle cost", True), ("cost", "Cost", True),
+         ("budget", "Budget (used)", True)],
         rows, total,
     )
+
+
+def _budget_use(cost: float, budget: float | None) -> str:
+    return f"{money(budget)} ({cost / budget * 100:.0f}%)" if budget else ""
+
+
+def rate(amount: float, gpu_hours: float) -> str:
+    """The unit price behind an amount: amount / GPU-hours (rate x GPU-hours = amount)."""
+    return f"{amount / gpu_hours:,.4f}" if gpu_hours else ""
+
+
+def _reconciliation(st: Statement) -> str:
+    """Team charges + absorbed discount + unallocated + unattributed = fleet cost, on one line
+    (a table of five rows would push a small fleet's statement onto a second page)."""
+    *parts, (label, total) = st.reconciliation
+    terms = " + ".join(f"{escape(name)} <b>{money(value)}</b>" for name, value in parts)
+    check = round(sum(v for _, v in parts), 2)
+    mark = "" if abs(check - total) < 0.005 else f" (the parts sum to {money(check)})"
+    return f'<p class="reconcile">{terms} = {escape(label)} <b>{money(total)}</b>{escape(mark)}</p>'
+
 
 
 def _idle_table(st: Statement, limits: Limits) -> str:
@@ -236,8 +267,9 @@ def render_statement(st: Statement, limits: Limits | None = None) -> str:
         "<header><div>",
         f"<h1>{escape(st.title)}</h1>",
         f'<div class="meta">GPU cost statement for {escape(st.period)}: {escape(span)}<br>'
-        f"Billing account {escape(st.billing_account)} · issued by {escape(st.issuer)} · "
-        f"amounts in {escape(st.currency)}</div>",
+        f"Statement {escape(st.number)} · billing account {escape(st.billing_account)}"
+        + (f" · cost centre {escape(st.cost_centre)}" if st.cost_centre else "")
+        + f" · issued by {escape(st.issuer)} · amounts in {escape(st.currency)}</div>",
         f'</div><div class="right"><span class="badge {draft}">{escape(st.status)}</span>'
         f'<div class="meta">generated {st.generated_at:%Y-%m-%d %H:%M} UTC<br>'
         f"{escape(data_as_of(st))}<br>"
@@ -247,10 +279,12 @@ def render_statement(st: Statement, limits: Limits | None = None) -> str:
         "</div></section>",
     ]
     if st.team is None:
-        sections.append(f"<section><h2>Cost by team</h2>{_team_table(st, limits)}</section>")
+        sections.append(f"<section><h2>Cost by team</h2>{_team_table(st)}</section>")
+        if st.reconciliation:
+            sections.append(f'<section id="reconciliation">{_reconciliation(st)}</section>')
     sections += [
         f"<section><h2>Cost by GPU model and sharing mode</h2>{_model_table(st, limits)}</section>",
-        f"<section><h2>Top idle allocations</h2>{_idle_table(st, limits)}</section>",
+        f"<section><h2>Top idle workloads</h2>{_idle_table(st, limits)}</section>",
         f"<section><h2>Recommendations</h2>{_recommendation_table(st, limits)}</section>",
     ]
     if st.adjustments:
@@ -259,7 +293,8 @@ def render_statement(st: Statement, limits: Limits | None = None) -> str:
             f"{_adjustment_table(st, limits)}</section>"
         )
     notes = [
-        "GPU-hours are card-hours: hours held x the share of the card (a 3g MIG slice is 3/7).",
+        "GPU-hours: hours held x the share of the GPU held (a 3g MIG slice is 3/7 of a GPU).",
+        "Rate x GPU-hours = list cost; the sharing discount then applies.",
         "Idle: held while the GPU engine was busy under the idle threshold; it is part of the cost.",
         "Savings are estimated per month (730 h) if the recommendation is applied.",
         *st.notes,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import polars as pl
+
 from gpuledger.core.config import Settings
 from gpuledger.reports.billing import MonthBill
 from gpuledger.reports.statement import IdleRow, Recommendation
@@ -21,31 +23,27 @@ _ACTIONS = {
 """Wording for the kinds analytics emits; other kinds are shown as their name in words."""
 
 
-def _device(model: str | None, profile: str | None, uuid: str | None, gi: int | None) -> str:
-    short = (uuid or "").removeprefix("GPU-")[:8]
-    if profile and gi is not None and gi >= 0:
-        return f"{model} {profile} · {short}/{gi}"
-    return f"{model} · {short}"
-
-
 def _holder(row: dict[str, Any]) -> str:
-    return f"{row['namespace']}/{row['pod']}" if row.get("pod") else str(row.get("namespace"))
+    """`namespace/workload` (a Deployment, Job or notebook), else `namespace/pod`."""
+    name = row.get("workload") or row.get("pod")
+    return f"{row['namespace']}/{name}" if name else str(row.get("namespace"))
 
 
-def idle_rows(bill: MonthBill) -> list[IdleRow]:
-    """Every allocation that sat idle this month, largest idle cost first."""
-    from gpuledger.analytics.idle import idle_allocations
+def idle_rows(bill: MonthBill, workloads: pl.DataFrame | None = None) -> list[IdleRow]:
+    """Every workload that sat idle this month (`analytics.idle.idle_workloads`: replicas and
+    cards of one workload summed), largest idle cost first; per pod without `workloads`."""
+    from gpuledger.analytics.idle import held_allocations, idle_workloads
 
     return [
         IdleRow(
             team=str(r["team"]),
             holder=_holder(r),
-            device=_device(r["model"], r["profile"], r["uuid"], r["gpu_i_id"]),
+            device=f"{r['model']} · {r['gpus']} GPU(s)" if r["gpus"] > 1 else str(r["model"]),
             idle_card_hours=float(r["idle_card_hours"]),
             idle_cost=float(r["idle_cost"]),
             idle_fraction=float(r["idle_fraction"] or 0.0),
         )
-        for r in idle_allocations(bill.raw).iter_rows(named=True)
+        for r in idle_workloads(held_allocations(bill.raw), workloads).iter_rows(named=True)
     ]
 
 

@@ -153,7 +153,8 @@ def _issue_row(folder: Path, manifest: dict[str, Any], period: str, version: int
 
 
 def _summary(folder: Path) -> pl.DataFrame:
-    return pl.read_csv(folder / "summary.csv", schema=SUMMARY_SCHEMA)
+    # the file may carry more columns than the warehouse keeps (currency, unit price, cost centre)
+    return pl.read_csv(folder / "summary.csv", columns=list(SUMMARY_SCHEMA), schema_overrides=SUMMARY_SCHEMA)
 
 
 def _audit(action: str, period: str, what: str, result: str, detail: str) -> dict[str, Any]:

@@ -1,8 +1,13 @@
 """What a statement shows, computed from the month's bill (no HTML here).
 
-One statement per team and one for the fleet. Each must fit one printed A4 page: the renderer
-caps the tables with `Limits` (the rest folded into an "n more" row, so totals still add up;
-the full data is in summary.csv and focus.csv), and tighter limits are tried until it fits.
+One statement per team and one for the fleet. A team statement must fit one printed A4 page:
+the renderer caps the tables with `Limits` (the rest folded into an "n more" row, so totals
+still add up; the full data is in summary.csv and focus.csv), and tighter limits are tried
+until it fits. The fleet statement lists every team (a statement finance reconciles must not
+fold teams into "8 more"), with the reconciliation block, and takes more pages when needed.
+
+Each statement has a number (`statement_number`): `<billing account>-<YYYYMM>-<TEAM|FLEET>`,
+the same string FOCUS carries as `InvoiceId`, so a statement and its FOCUS rows match.
 """
 
 from __future__ import annotations
@@ -76,6 +81,37 @@ class Statement:
     adjustments: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     newest_sample: datetime | None = None   # the data's "as of": newest sample in the period
+    number: str = ""                        # `statement_number`
+    budget: float | None = None             # the team's monthly budget (`teams.budgets`)
+    budgets: dict[str, float] = field(default_factory=dict)   # fleet statement: every team's
+    reconciliation: list[tuple[str, float]] = field(default_factory=list)
+    """Fleet statement: (label, amount) parts that add up to the fleet cost, then the total."""
+    cost_centre: str | None = None
+
+
+def statement_number(account: str, period: str, team: str | None) -> str:
+    """`gpu-fleet-202611-NLP`: stable per account, month and team (FLEET for the fleet)."""
+    import re
+
+    who = "FLEET" if team is None else re.sub(r"[^A-Za-z0-9]+", "-", team).strip("-").upper()
+    return f"{account}-{period.replace('-', '')}-{who}"
+
+
+def reconciliation(lines: pl.DataFrame, fleet_cost: float) -> list[tuple[str, float]]:
+    """Team charges + platform-absorbed sharing discount + unallocated + unattributed = fleet
+    cost (the month's own lines; late-data adjustments are shown apart)."""
+    own = lines.filter(pl.col("line") != "adjustment")
+
+    def part(line: str) -> float:
+        return round(float(own.filter(pl.col("line") == line)["cost"].sum() or 0.0), 2)
+
+    parts = [
+        ("Team charges", part("team")),
+        ("Sharing discount absorbed by the platform", part(SpecialLine.SHARING_DISCOUNT)),
+        ("Unallocated capacity", part(SpecialLine.UNALLOCATED)),
+        ("Unattributed usage (no team label)", part(SpecialLine.UNATTRIBUTED)),
+    ]
+    return [*parts, ("Fleet cost", round(fleet_cost, 2))]
 
 
 def statement_totals(lines: pl.DataFrame) -> dict[str, float]:

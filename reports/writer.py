@@ -1,9 +1,11 @@
 """Write a report's files into a folder (the caller seals it with the manifest).
 
 ```
-summary.csv              team x model x sharing-mode lines + special lines + adjustments
+summary.csv              team x model x sharing-mode lines + special lines + adjustments,
+                         with currency, unit price and the team's cost centre / GL account
 focus.csv, focus.parquet FinOps FOCUS export
-statements.pdf           every statement, one page each: fleet first, then teams
+statements.pdf           every statement: fleet first (every team, more pages when needed),
+                         then one page per team
 statements/fleet.html|pdf, statements/team-<name>.html|pdf
 ```
 """
@@ -51,6 +53,23 @@ def report_totals(data: MonthlyData) -> dict[str, Any]:
     }
 
 
+def summary_csv(summary: pl.DataFrame, currency: str, settings: Settings) -> pl.DataFrame:
+    """summary.csv: the summary lines plus `currency`, the `unit_price` behind each line's list
+    cost (unit_price x card_hours = list_cost) and the team's cost centre / GL account
+    (`finance.cost_centres`). Only the file gains columns; the warehouse's `report_lines` keep
+    the summary schema."""
+    centres = settings.finance.cost_centres
+    mapping = {t: c.cost_centre for t, c in centres.items()}
+    accounts = {t: c.gl_account for t, c in centres.items() if c.gl_account}
+    price = pl.when(pl.col("card_hours") != 0).then(pl.col("list_cost") / pl.col("card_hours"))
+    return summary.with_columns(
+        pl.lit(currency).alias("currency"),
+        price.alias("unit_price"),
+        pl.col("team").replace_strict(mapping, default=None, return_dtype=pl.String).alias("cost_centre"),
+        pl.col("team").replace_strict(accounts, default=None, return_dtype=pl.String).alias("gl_account"),
+    )
+
+
 def write_report(
     folder: Path, data: MonthlyData, settings: Settings, *, status: str, generated_at: datetime,
     notes: list[str] | None = None,
@@ -58,7 +77,7 @@ def write_report(
     """Write every file of the report into `folder`; return the totals (with page counts)."""
     folder.mkdir(parents=True, exist_ok=True)
     # 1. The lines, exactly as billed (sub-cent precision; statements round to cents).
-    data.summary.write_csv(
+    summary_csv(data.summary, data.bill.currency, settings).write_csv(
         folder / "summary.csv", float_precision=SUMMARY_FLOAT_DECIMALS, float_scientific=False
     )
     # 2. The FOCUS export.

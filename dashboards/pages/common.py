@@ -151,13 +151,24 @@ def table(
 
 
 def visible_team(ctx: PageContext, teams: list[str]) -> str | None:
-    """The team the page shows: the URL's team, else the first the principal may see."""
-    if ctx.state.team:
-        return ctx.state.team
-    if ctx.principal.lead_of and not (ctx.principal.admin or ctx.principal.viewer):
-        return sorted(ctx.principal.lead_of)[0]
-    visible = ctx.principal.visible_teams(teams)
+    """The team the page shows: the URL's team, else `default_team`."""
+    return ctx.state.team or default_team(ctx.principal, teams)
+
+
+def default_team(principal: Principal, teams: list[str]) -> str | None:
+    """The team a page shows when none is named: a lead's first own team, else the first the
+    principal may see (the Team selector shows the same one)."""
+    if principal.lead_of and not (principal.admin or principal.viewer):
+        return sorted(principal.lead_of)[0]
+    visible = principal.visible_teams(teams)
     return visible[0] if visible else None
+
+
+def where_data(ctx: PageContext) -> str:
+    """A sentence saying which months hold data (for a period without usage)."""
+    periods = ctx.data.periods()
+    span = f"{periods[-1]} to {periods[0]}" if len(periods) > 1 else periods[0]
+    return f"No usage in {ctx.state.period}. Data exists for {span}."
 
 
 def check_team(ctx: PageContext, team: str) -> None:

@@ -164,6 +164,10 @@ def _aggregates(
         "idle": float(daily["idle_card_hours"].sum()),
         "unallocated": float(daily["unallocated_card_hours"].sum()),
     }
+    if not model:
+        from gpuledger.analytics.teams_overview import waste_headline
+
+        totals |= {f"waste_{k}": v for k, v in waste_headline(bill).items()}
     return daily, unallocated, unattributed, totals
 
 
@@ -219,31 +223,35 @@ def _mig(ctx: PageContext) -> tuple[list[str], pl.DataFrame, datetime | None]:
     return names, cells, at
 
 
-def render(v: FleetView) -> html.Div:
-    cur = v.currency
-    t = v.totals
-    scope = v.period + (f" · {v.model}" if v.model else "")
-    heat_title = (
-        f"GPU activity per GPU and hour on {v.node} · {v.period}" if v.node
-        else f"GPU activity per node and hour · {scope}"
-    )
-    kpis = html.Div(
+def _kpis(v: FleetView, scope: str) -> html.Div:
+    cur, t = v.currency, v.totals
+    return html.Div(
         [
             kpi("Fleet cost", money(t["fleet_cost"], cur), scope, id="kpi-fleet-cost", raw=t["fleet_cost"]),
-            kpi("Allocated card-hours", number(t["allocated"]),
+            kpi("Allocated GPU-hours", number(t["allocated"]),
                 f"{percent(t['allocated'] / t['card_hours']) if t['card_hours'] else '–'} of capacity",
                 id="kpi-allocated", raw=t["allocated"]),
             kpi("Allocated but idle", number(t["idle"]),
                 f"{percent(t['idle'] / t['allocated']) if t['allocated'] else '–'} of allocated",
                 id="kpi-idle", raw=t["idle"]),
-            kpi("Unallocated card-hours", number(t["unallocated"]), "capacity nobody held",
+            kpi("Unallocated GPU-hours", number(t["unallocated"]), "capacity nobody held",
                 id="kpi-unallocated", raw=t["unallocated"]),
         ],
         className="kpis",
     )
+
+
+def render(v: FleetView) -> html.Div:
+    cur = v.currency
+    scope = v.period + (f" · {v.model}" if v.model else "")
+    heat_title = (
+        f"GPU activity per GPU and hour on {v.node} · {v.period}" if v.node
+        else f"GPU activity per node and hour · {scope}"
+    )
+    kpis = _kpis(v, scope)
     unattributed = table(
         v.unattributed,
-        [("namespace", "namespace"), ("card_hours", "card-hours"), ("idle_card_hours", "idle card-hours"),
+        [("namespace", "namespace"), ("card_hours", "GPU-hours"), ("idle_card_hours", "idle GPU-hours"),
          ("cost", f"cost ({cur})")],
         id="unattributed-table", formats={"cost": lambda x: money(x, cur)},
     )
@@ -261,6 +269,7 @@ def render(v: FleetView) -> html.Div:
     )
     return html.Div(
         [
+            _waste(v),
             graph(figures.heatmap(v.heat, v.heat_row, heat_title), "fleet-heatmap"),
             drill,
             kpis,
@@ -278,6 +287,21 @@ def render(v: FleetView) -> html.Div:
                                      "fleet-mig-map"), node_links),
         ],
         id="fleet-page",
+    )
+
+
+def _waste(v: FleetView) -> Any:
+    """The headline: unallocated capacity + teams' idle time, in money and share of the cost."""
+    t, cur = v.totals, v.currency
+    if "waste_waste" not in t:
+        return html.Div(id="fleet-waste")
+    attrs: dict[str, Any] = {"data-value": repr(float(t["waste_waste"]))}
+    return html.P(
+        [html.B(f"{money(t['waste_unallocated'], cur)} unallocated + {money(t['waste_idle'], cur)} idle = "
+                f"{money(t['waste_waste'], cur)}"),
+         f", {percent(t['waste_share'])} of the fleet cost ({money(t['fleet_cost'], cur)}) paid for GPUs "
+         "that did no work."],
+        id="fleet-waste", className="headline", **attrs,
     )
 
 

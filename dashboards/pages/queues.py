@@ -63,7 +63,8 @@ def render(v: QueuesView) -> html.Div:
     scope = v.period + (f" · queues of {v.team}" if v.team else "")
     summary = table(
         v.summary,
-        [("cluster_queue", "ClusterQueue"), ("nominal_quota", "nominal GPUs"), ("usage_mean", "mean use"),
+        [("cluster_queue", "ClusterQueue"), ("nominal_quota", "nominal quota (GPU-eq.)"),
+         ("usage_mean", "mean use"),
          ("usage_max", "peak use"), ("quota_use", "quota use"), ("borrowed_mean", "mean borrowed"),
          ("pending_mean", "mean pending"), ("wait_min_mean", "mean wait (min)"),
          ("wait_min_p95", "p95 wait (min)")],
@@ -72,7 +73,8 @@ def render(v: QueuesView) -> html.Div:
     )
     return html.Div(
         [
-            graph(figures.queue_panels(v.series, f"ClusterQueues · {scope}"), "queue-panels"),
+            graph(_picture(v, scope), "queue-panels"),
+            html.P(UNITS, className="muted", id="queue-units"),
             section("Per ClusterQueue", summary),
             *([section("Volcano Queues", table(
                 v.volcano, [("queue", "Queue"), ("parent", "parent"), ("weight", "weight"),
@@ -82,6 +84,29 @@ def render(v: QueuesView) -> html.Div:
         ],
         id="queues-page",
     )
+
+
+UNITS = (
+    "Quota and use are in GPU-equivalents: an nvidia.com/gpu counts 1 (on time-sliced nodes each "
+    "advertised replica counts 1, as Kueue counts it), a MIG instance counts its share of a card "
+    "(a 3g slice is 3/7), the share the bill charges. Nominal quotas are promises, not cards: "
+    "queues in a cohort lend unused quota to each other, so their sum can exceed the fleet."
+)
+"""What the numbers on this page count (the 'nominal GPUs' of many queues can add up past the
+number of cards, which reads as a bug unless said)."""
+
+
+def _picture(v: QueuesView, scope: str) -> object:
+    """Few queues: the three stacked panels; many: small multiples, one panel per queue."""
+    from gpuledger.dashboards.figures_teams import queue_multiples
+
+    if len(v.queues) <= SMALL_MULTIPLES_FROM - 1:
+        return figures.queue_panels(v.series, f"ClusterQueues · {scope}")
+    return queue_multiples(v.series, f"GPU-equivalents in use vs nominal quota per ClusterQueue · {scope}")
+
+
+SMALL_MULTIPLES_FROM = 5
+"""From this many queues on, one panel per queue instead of overlapping lines."""
 
 
 def show(ctx: PageContext) -> html.Div:

@@ -29,6 +29,7 @@ from gpuledger.dashboards.pages.common import (
     section,
     table,
     visible_team,
+    where_data,
 )
 
 _LINE_FIELDS = ("cost", "card_hours", "idle_cost", "idle_card_hours", "list_cost", "sharing_discount")
@@ -52,6 +53,11 @@ class TeamView:
     download_href: str
     by_priority_class: pl.DataFrame | None = None
     preemption: pl.DataFrame | None = None
+    budget_state: dict[str, Any] | None = None
+    """The team's row of `analytics.budgets.budget_status` (used, left, forecast, threshold)."""
+    cumulative: pl.DataFrame | None = None
+    empty_note: str | None = None
+    """Set when the month has no usage at all: where data exists instead."""
 
 
 def bill_line(bill: Any, team: str, model: str | None) -> dict[str, float]:
@@ -72,35 +78,31 @@ def _team_detail(bill: Any, team: str, model: str | None) -> pl.DataFrame:
     return detail.filter(cond)
 
 
-def idle_top(allocations: pl.DataFrame, recommendations: pl.DataFrame, team: str, *,
-             model: str | None, currency: str, limit: int = 10) -> pl.DataFrame:
-    """The team's allocations with the most idle cost (`analytics.idle`), each with the
-    recommendation `analytics.recommend` makes for that workload (if any)."""
-    cond = pl.col("team") == team
+def idle_top(allocations: pl.DataFrame, workloads: pl.DataFrame, recommendations: pl.DataFrame,
+             team: str, *, model: str | None, currency: str, limit: int = 10) -> pl.DataFrame:
+    """The team's workloads with the most idle cost (`analytics.idle.idle_workloads`: a
+    Deployment's replicas and a multi-GPU pod's cards are one row), each with the
+    recommendations `analytics.recommend` makes for that workload (if any)."""
+    from gpuledger.analytics.idle import idle_workloads
+
     if model is not None:
-        cond &= pl.col("model") == model
-    top = allocations.filter(cond).head(limit)
-    gpu = pl.concat_str(
-        [pl.col("node"), pl.col("uuid").str.slice(0, 12), pl.col("profile").fill_null("whole")],
-        separator=" · ",
-    )
-    top = top.with_columns(gpu.alias("gpu"))
+        allocations = allocations.filter(pl.col("model") == model)
+    top = idle_workloads(allocations, workloads, team=team).head(limit)
+    holder = pl.format("{} {} ({} pod(s), {} GPU(s))", pl.col("workload_kind"), pl.col("workload"),
+                       pl.col("pods"), pl.col("gpus"))
+    top = top.with_columns(holder.alias("holder"))
     if recommendations.is_empty():
         return top.with_columns(pl.lit(None, pl.String).alias("recommendation"))
     advice = (
         recommendations.filter(pl.col("team") == team)
-        .with_columns(pl.format("{} — {}", pl.col("recommended"), pl.col("reason")).alias("advice"),
-                      pl.col("monthly_saving"))
-        .group_by("namespace", "pod")
-        .agg(pl.col("advice").first(), pl.col("monthly_saving").first())
-        .with_columns(
-            pl.concat_str([pl.col("advice"), pl.lit(" (saves "),
-                           pl.col("monthly_saving").map_elements(lambda x: money(x, currency), pl.String),
-                           pl.lit("/month)")]).alias("recommendation")
-        )
-        .select("namespace", "pod", "recommendation")
+        .with_columns(pl.concat_str([
+            pl.format("{} — {}", pl.col("recommended"), pl.col("reason")), pl.lit(" (saves "),
+            pl.col("monthly_saving").map_elements(lambda x: money(x, currency), pl.String),
+            pl.lit("/month)")]).alias("advice"))
+        .group_by("namespace", "workload_kind", "workload")
+        .agg(pl.col("advice").str.join("; ").alias("recommendation"))
     )
-    return top.join(advice, on=["namespace", "pod"], how="left")
+    return top.join(advice, on=["namespace", "workload_kind", "workload"], how="left")
 
 
 def _charts(detail: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -135,9 +137,11 @@ def view(ctx: PageContext) -> TeamView:
         ("team", state.period, team, state.model),
         lambda: _charts(_team_detail(data.bill(state.period), team, state.model)),
     )
-    top = idle_top(data.idle_allocations(state.period), data.recommendations(state.period), team,
-                   model=state.model, currency=ctx.currency)
+    top = data.memo(("team_idle", state.period, team, state.model), lambda: idle_top(
+        data.held_allocations(state.period), data.workloads(), data.recommendations(state.period), team,
+        model=state.model, currency=ctx.currency))
     queues, summary = team_queues(ctx, team)
+    state_row, cumulative = budget_view(ctx, team)
     return TeamView(
         team=team, period=state.period, model=state.model, currency=ctx.currency, line=line,
         previous=previous, budget=ctx.settings.teams.budgets.get(team), daily=daily,
@@ -145,7 +149,23 @@ def view(ctx: PageContext) -> TeamView:
         tokens=token_costs(ctx, team), download_href=download_href(state.period, team, state.model),
         by_priority_class=team_priority.by_priority_class(data, state.period, team),
         preemption=team_priority.preemption_losses(data, state.period, team),
+        budget_state=state_row, cumulative=cumulative,
+        empty_note=None if bill.fleet_card_hours else where_data(ctx),
     )
+
+
+def budget_view(ctx: PageContext, team: str) -> tuple[dict[str, Any] | None, pl.DataFrame]:
+    """The team's budget status (the month's whole bill, not a model's part) and its running cost."""
+    from gpuledger.analytics.budgets import budget_status, cumulative_daily
+
+    period = ctx.state.period
+
+    def compute() -> tuple[dict[str, Any] | None, pl.DataFrame]:
+        bill = ctx.data.bill(period)
+        rows = budget_status(bill, ctx.settings, [team]).to_dicts()
+        return (rows[0] if rows else None), cumulative_daily(_team_detail(bill, team, None))
+
+    return ctx.data.memo(("team_budget", period, team), compute)
 
 
 def download_href(period: str, team: str, model: str | None) -> str:
@@ -197,7 +217,12 @@ def token_costs(ctx: PageContext, team: str) -> pl.DataFrame:
 def _kpis(v: TeamView) -> html.Div:
     cur, line, prev = v.currency, v.line, v.previous
     budget_sub = ""
-    if v.budget:
+    b = v.budget_state
+    if v.budget and b is not None and not v.model:
+        left = f"{money(b['left'], cur)} left" if b["left"] >= 0 else f"{money(-b['left'], cur)} over"
+        budget_sub = (f"{percent(b['used_ratio'])} used · {left} · "
+                      f"month-end forecast {money(b['forecast'], cur)} ({percent(b['forecast_ratio'])})")
+    elif v.budget:
         budget_sub = f"{percent(line['cost'] / v.budget)} of {money(v.budget, cur)} budget"
     idle_share = line["idle_cost"] / line["cost"] if line["cost"] else None
     return html.Div(
@@ -206,10 +231,10 @@ def _kpis(v: TeamView) -> html.Div:
                 raw=line["cost"]),
             kpi("Budget", money(v.budget, cur) if v.budget else "no budget set", budget_sub,
                 id="kpi-budget", raw=v.budget),
-            kpi("Card-hours", number(line["card_hours"]), _vs(line["card_hours"], prev, "card_hours"),
+            kpi("GPU-hours", number(line["card_hours"]), _vs(line["card_hours"], prev, "card_hours"),
                 id="kpi-card-hours", raw=line["card_hours"]),
             kpi("Idle cost", money(line["idle_cost"], cur),
-                f"{percent(idle_share)} of cost · {number(line['idle_card_hours'])} idle card-hours",
+                f"{percent(idle_share)} of cost · {number(line['idle_card_hours'])} idle GPU-hours",
                 id="kpi-idle-cost", raw=line["idle_cost"]),
         ],
         className="kpis",
@@ -220,7 +245,8 @@ def _idle_table(v: TeamView) -> html.Div:
     cur = v.currency
     return table(
         v.idle_top,
-        [("namespace", "namespace"), ("pod", "pod"), ("gpu", "GPU"), ("idle_card_hours", "idle card-hours"),
+        [("namespace", "namespace"), ("holder", "workload"), ("model", "GPU model"),
+         ("idle_card_hours", "idle GPU-hours"),
          ("idle_cost", f"idle cost ({cur})"), ("recommendation", "recommendation")],
         id="idle-table",
         formats={"idle_card_hours": number, "idle_cost": lambda x: money(x, cur)},
@@ -261,13 +287,14 @@ def render(v: TeamView) -> html.Div:
     scope = f"{v.team} · {v.period}" + (f" · {v.model}" if v.model else "")
     return html.Div(
         [
-            graph(figures.daily_cost(v.daily, cur, f"Daily cost · {scope}"), "team-daily"),
+            graph(_daily_figure(v, scope), "team-daily"),
+            *([html.P(v.empty_note, className="empty", id="empty-period")] if v.empty_note else []),
             _kpis(v),
             html.Div(
                 [
                     section("Where the money went", graph(figures.cost_by_model_mode(v.by_model_mode, cur),
                                                           "team-by-model")),
-                    section("Top idle allocations", _idle_table(v)),
+                    section("Top idle workloads", _idle_table(v)),
                 ],
                 className="grid2",
             ),
@@ -282,6 +309,15 @@ def render(v: TeamView) -> html.Div:
         ],
         id="team-page",
     )
+
+
+def _daily_figure(v: TeamView, scope: str) -> Any:
+    from gpuledger.dashboards.figures_teams import with_budget_line
+
+    figure = figures.daily_cost(v.daily, v.currency, f"Daily cost · {scope}")
+    if v.model or v.cumulative is None:
+        return figure
+    return with_budget_line(figure, v.cumulative, v.budget, v.currency)
 
 
 def show(ctx: PageContext) -> html.Div:

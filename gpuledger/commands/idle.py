@@ -1,4 +1,9 @@
-"""`gpuledger idle`: the allocations that held cards without using them, by idle cost."""
+"""`gpuledger idle`: the workloads that held GPUs without using them, by idle cost.
+
+One row per workload by default (a Deployment's replicas and a multi-GPU pod's cards summed,
+`analytics.idle.idle_workloads`); `--by pod`, `--by label:<key>` or `--by allocation` (one row
+per pod and GPU, the former output) regroup; `--team` / `--namespace` filter.
+"""
 
 from __future__ import annotations
 
@@ -16,35 +21,47 @@ from gpuledger.commands._analytics_common import (
     window_from_args,
 )
 from gpuledger.commands._output import emit
+from gpuledger.commands._scope import scope_options, workload_option
 
-_SHOWN = ("team", "namespace", "pod", "model", "sharing_mode", "profile", "card_hours",
-          "idle_card_hours", "idle_fraction", "held_idle", "idle_cost")
+_ALLOCATION = ("team", "namespace", "pod", "model", "sharing_mode", "profile", "card_hours",
+               "idle_card_hours", "idle_fraction", "held_idle", "idle_cost")
+_WORKLOAD = ("team", "namespace", "workload_kind", "workload", "pods", "gpus", "model", "card_hours",
+             "idle_card_hours", "idle_fraction", "idle_cost")
 
 
-@click.command("idle", help="the allocations that held GPUs idle, by idle cost")
+@click.command("idle", help="the workloads that held GPUs idle, by idle cost")
 @window_options
-@click.option("--top", type=int, default=20, show_default=True, help="how many allocations")
+@click.option("--top", type=int, default=20, show_default=True, help="how many rows")
+@workload_option()
+@scope_options
 @output_option()
 @price_options
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.analytics.bill import compute_bill
-    from gpuledger.analytics.idle import top_idle
+    from gpuledger.analytics.exports import idle_json
+    from gpuledger.analytics.idle import held_allocations, idle_allocations, idle_workloads
+    from gpuledger.analytics.workloads import check_workload_by, filter_scope, pod_workloads
     from gpuledger.terminal_progress import busy
 
-    window = window_from_args(args)
-    with busy(f"finding idle allocations {window}"), ctx.open_warehouse(read_only=True) as wh:
+    window, by = window_from_args(args), args.by
+    if by not in ("pod", "allocation"):
+        check_workload_by(by)
+    with busy(f"finding idle workloads {window}"), ctx.open_warehouse(read_only=True) as wh:
         bill = compute_bill(wh, window, ctx.settings, ("team",), strict_prices=args.strict_prices)
-        frame = top_idle(wh, window, ctx.settings, bill=bill, top=args.top)
+        if by == "allocation":
+            frame = filter_scope(idle_allocations(bill), args.team, args.namespace)
+        else:
+            owners = None if by == "pod" else pod_workloads(wh, by)
+            frame = idle_workloads(held_allocations(bill), owners, team=args.team, namespace=args.namespace)
         empty = coverage_warning(wh, window)
     warn([*bill_warnings(bill), *([empty] if empty else [])])
-    rows = [
-        {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in row.items()}
-        for row in frame.to_dicts()
-    ]
-    document = {"start": window.start.isoformat(), "end": window.end.isoformat(), "allocations": rows}
-    emit(ctx, args.format, rows=frame.to_dicts(), columns=_SHOWN, money=("idle_cost",),
-         json_text=json.dumps(document, indent=2), csv_text=frame.write_csv(),
-         title=f"Top {args.top} idle allocations {window}  (idle: activity < "
-               f"{ctx.settings.idle.threshold} for >= {ctx.settings.idle.min_minutes} min)")
+    frame = frame.head(args.top)
+    document = idle_json(frame, window, by)
+    if by == "allocation":
+        document["allocations"] = document.pop("workloads")
+    emit(ctx, args.format, rows=frame.to_dicts(), columns=_ALLOCATION if by == "allocation" else _WORKLOAD,
+         money=("idle_cost",), json_text=json.dumps(document, indent=2), csv_text=frame.write_csv(),
+         title=f"Top {args.top} idle {'allocations' if by == 'allocation' else 'workloads'} {window}  "
+               f"(idle: activity < {ctx.settings.idle.threshold} for >= {ctx.settings.idle.min_minutes} min)")
     return 0

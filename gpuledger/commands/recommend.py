@@ -1,4 +1,10 @@
-"""`gpuledger recommend`: right-sizing and reclaim recommendations with monthly savings."""
+"""`gpuledger recommend`: right-sizing and reclaim recommendations with monthly savings.
+
+At most one recommendation per workload and kind (`analytics.recommend.per_workload`: a
+Deployment's replicas and a multi-GPU pod's cards summed), with the saving per team;
+`--by label:<key>` groups workloads by a label instead of their owner; `--team` /
+`--namespace` filter.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +23,10 @@ from gpuledger.commands._analytics_common import (
 )
 from gpuledger.commands._output import emit
 from gpuledger.commands._recommend_advice import ADVICE_KINDS, run_kinds
+from gpuledger.commands._scope import scope_options
 
-_SHOWN = ("kind", "team", "namespace", "pod", "current", "recommended", "workload_profile",
-          "monthly_saving", "reason")
+_SHOWN = ("kind", "team", "namespace", "workload_kind", "workload", "gpus", "current", "recommended",
+          "workload_profile", "monthly_saving", "reason")
 
 
 @click.command("recommend", help="right-sizing and idle-reclaim recommendations with savings")
@@ -31,6 +38,9 @@ _SHOWN = ("kind", "team", "namespace", "pod", "current", "recommended", "workloa
               help="clustering seed (profiles are stable for a seed)")
 @click.option("--kind", multiple=True, type=click.Choice(ADVICE_KINDS),
               help="fleet advice instead (repeatable): see the Advice section of docs/guide/analytics.md")
+@click.option("--by", "by", default="owner", show_default=True,
+              help="what one workload is: owner (Deployment, StatefulSet, Job, notebook) or label:<key>")
+@scope_options
 @output_option()
 @price_options
 @runs
@@ -38,26 +48,31 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     if args.kind:
         return run_kinds(args, ctx)
     from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.exports import recommendations_json, savings_by_team
     from gpuledger.analytics.recommend import recommend
+    from gpuledger.analytics.workloads import check_workload_by, filter_scope
     from gpuledger.terminal_progress import busy
 
     window = window_from_args(args)
+    check_workload_by(args.by)
     with busy(f"profiling workloads {window}"), ctx.open_warehouse(read_only=True) as wh:
         bill = compute_bill(wh, window, ctx.settings, ("team",), strict_prices=args.strict_prices)
-        result = recommend(wh, window, ctx.settings, bill=bill, headroom=args.headroom, seed=args.seed)
+        result = recommend(wh, window, ctx.settings, bill=bill, headroom=args.headroom, seed=args.seed,
+                           by=args.by)
         empty = coverage_warning(wh, window)
     warn([*bill_warnings(bill), *([empty] if empty else [])])
-    recs = result.recommendations.head(args.top)
-    total = float(result.recommendations["monthly_saving"].sum())
-    document = {
-        "start": window.start.isoformat(), "end": window.end.isoformat(),
-        "currency": ctx.settings.currency, "monthly_saving": round(total, 2),
-        "profiles": result.profiles.to_dicts(), "recommendations": recs.to_dicts(),
-    }
+    every = filter_scope(result.recommendations, args.team, args.namespace)
+    recs = every.head(args.top)
+    document = recommendations_json(every, window, ctx.settings.currency, result.profiles)
+    document["recommendations"] = document["recommendations"][: args.top]
+    total, cur = float(every["monthly_saving"].sum()), ctx.settings.currency
     title = "\n".join([f"Workload profiles {window}", *(
         f"  [{row['profile_id']}] {row['explanation']}" for row in result.profiles.iter_rows(named=True)),
-        f"\n{result.recommendations.height} recommendations, estimated saving "
-        f"{total:,.2f} {ctx.settings.currency}/month (top {args.top} shown)"])
+        f"\n{every.height} recommendations (one per workload and kind), estimated saving "
+        f"{total:,.2f} {cur}/month (top {args.top} shown)"])
+    footer = ["Saving per team and month: " + ", ".join(
+        f"{team} {saving:,.2f}" for team, saving in savings_by_team(every).items())] if every.height else []
     emit(ctx, args.format, rows=recs.to_dicts(), columns=_SHOWN, money=("monthly_saving",),
-         json_text=json.dumps(document, indent=2, default=str), csv_text=recs.write_csv(), title=title)
+         json_text=json.dumps(document, indent=2, default=str), csv_text=recs.write_csv(), title=title,
+         footer=footer)
     return 0

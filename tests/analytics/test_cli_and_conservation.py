@@ -96,8 +96,8 @@ def test_idle_and_recommend_commands(warehouse):
     span = ["--start", "2026-11-01T00:00:00Z", "--end", "2026-11-01T02:00:00Z"]
     code, out, _ = _run(["--warehouse", str(warehouse), "idle", *span, "--format", "json"])
     assert code == 0
-    allocations = json.loads(out)["allocations"]
-    assert [a["pod"] for a in allocations] == ["p1"]
+    workloads = json.loads(out)["workloads"]  # one row per workload (a bare pod is its own)
+    assert [(w["workload_kind"], w["workload"]) for w in workloads] == [("Pod", "p1")]
     code, out, _ = _run(["--warehouse", str(warehouse), "recommend", *span, "--format", "json"])
     assert code == 0
     doc = json.loads(out)

@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,3 +157,36 @@ def shared_app(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> I
     app = create_app(settings_with_roles(), path, background=False, cache_dir=folder / "cache")
     yield app
     app.close()
+
+
+# Real Chromium (Debian's /usr/bin/chromium driven by Playwright), shared by the browser tests.
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def open_page(browser: Any) -> Iterator[Any]:
+    """Open a page in a fresh browser context with these request headers (closed after the test)."""
+    contexts: list[Any] = []
+
+    def opener(headers: dict[str, str] | None) -> Any:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, extra_http_headers=headers or {})
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        return page
+
+    yield opener
+    for context in contexts:
+        context.close()

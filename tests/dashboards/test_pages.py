@@ -39,6 +39,7 @@ from gpuledger.dashboards.app import bill_csv
 from gpuledger.dashboards.callbacks import render_page
 from gpuledger.dashboards.pages import fleet, plans, queues, team
 from gpuledger.dashboards.pages.common import PageContext
+from gpuledger.dashboards.registry import PAGES
 from gpuledger.dashboards.shell import sync
 from gpuledger.dashboards.state import ViewState
 from tests.dashboards.conftest import (
@@ -185,7 +186,8 @@ def test_sync_offers_lead_only_their_team(shared_app: Any) -> None:
     changed = sync(shared_app.data, ADMIN_P, "/fleet", "?period=2026-11&node=a100-mig-000", trigger="f-period",
                    controls=(PREVIOUS, None, "H100-80GB"))
     assert changed.search == f"?period={PREVIOUS}&model=H100-80GB"  # a new period drops the node
-    assert changed.hrefs[1] == f"/fleet?period={PREVIOUS}&model=H100-80GB"
+    fleet_link = [p.path for p in PAGES].index("/fleet")
+    assert changed.hrefs[fleet_link] == f"/fleet?period={PREVIOUS}&model=H100-80GB"
 
 
 def test_csv_download_scoped(shared_app: Any, reference_bills: dict) -> None:

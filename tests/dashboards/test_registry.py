@@ -3,7 +3,7 @@
 Cases:
 - every registered page has its link in the layout (in registry order) and its href and
   style among the sync callback's outputs; nothing else is a navigation link;
-- `page_for` finds a page by path (trailing slash ignored) and sends unknown paths to the first;
+- `page_for` finds a page by path (trailing slash ignored) and sends unknown paths to the principal's landing page (Teams for fleet roles);
 - a lead sees the links of exactly the pages whose roles include `lead`, an admin all of them;
 - for every page a lead may not open, `render_page` refuses it with the page's `what`, and a
   viewer gets the page itself (its registered render, not a refusal);
@@ -53,8 +53,9 @@ def test_nav_is_the_registry(shared_app: Any) -> None:
 
 def test_page_lookup() -> None:
     assert page_for("/fleet/").path == "/fleet"
-    assert page_for("/nope") is PAGES[0]
-    assert page_for(None) is PAGES[0]
+    # unknown paths land on Teams for admins and viewers (finance), on My team for a lead
+    assert page_for("/nope").path == "/team" and page_for(None).path == "/team"
+    assert page_for("/", ADMIN_P).path == "/teams" and page_for(None, LEAD_P).path == "/team"
 
 
 def test_nav_follows_roles() -> None:

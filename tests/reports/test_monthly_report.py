@@ -71,6 +71,7 @@ FOCUS_OTHER = {
     "ChargeFrequency", "ConsumedQuantity", "ConsumedUnit", "ListUnitPrice", "PricingCategory",
     "ResourceId", "ResourceName", "ResourceType", "ServiceSubcategory", "SkuId", "SkuPriceId",
     "SubAccountId", "SubAccountName", "Tags",
+    "BillingAccountType", "SubAccountType", "ContractedUnitPrice", "InvoiceId",
 }
 CENT = 0.005
 
@@ -250,7 +251,7 @@ def test_statements_one_page_each(report, tmp_path):
         single = folder / "statements" / f"team-{team}.pdf"
         assert _pdf_pages(single) == 1 and f"Team {team}" in _page_text(single, 1)
         html = (folder / "statements" / f"team-{team}.html").read_text()
-        assert "<svg" in html and "Top idle allocations" in html and "Recommendations" in html
+        assert "<svg" in html and "Top idle workloads" in html and "Recommendations" in html
     assert _pdf_pages(folder / "statements" / "fleet.pdf") == 1
     subprocess.run(["pdftoppm", "-r", "40", "-png", "-f", "1", "-l", "1", str(combined), str(tmp_path / "p")],
                    check=True)

@@ -1,0 +1,177 @@
+"""The read-only JSON API under `/api/v1/` and the Teams CSV, on the dashboard's own server.
+
+Why on the dashboard's server and not a second one: the API must answer to exactly the roles
+the pages answer to, and the dashboard already authenticates every request before it reaches
+any route (`dashboards.app`: no principal → 401, no role → 403, headers believed only from a
+proxy address). A blueprint registered by the app factory inherits that hook, the security
+headers and the request-size limits, and reads the same cached snapshot views
+(`dashboards.readmodel`), so an API answer and the page beside it are the same numbers.
+
+Scope, decided here on the server for every request:
+- admins and viewers (finance) read every team; `?team=X` narrows to one;
+- a lead reads only the teams they lead (`?team=` naming another → 403), and a bill cut to
+  those lines (`analytics.exports.scope_bill`: no fleet totals);
+- plans are fleet data: admins and viewers only, as on the Plans page.
+
+Endpoints (GET, `period=YYYY-MM`, default the newest month with data):
+`/api/v1/bill?by=team,model` (the `gpuledger.bill/v1` document of `gpuledger bill --format
+json`), `/api/v1/idle?by=owner|pod|label:<key>&team=&namespace=&top=`,
+`/api/v1/recommendations?team=&namespace=`, `/api/v1/plans`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import flask
+
+from gpuledger.analytics import exports
+from gpuledger.core.access import Principal
+from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
+from gpuledger.core.period import Period
+from gpuledger.dashboards.access import can_see_fleet
+from gpuledger.dashboards.state import ViewState, label_value, valid_period
+from gpuledger.dashboards.wiring import DashboardApp
+
+MAX_BY = 3
+"""Bill dimensions one API call may group by (each combination is cached per snapshot)."""
+MAX_TOP = 5000
+
+
+def _json(doc: Any, status: int = 200) -> flask.Response:
+    return flask.Response(json.dumps(doc, indent=2, default=str), status=status, mimetype="application/json")
+
+
+def _error(status: int, message: str) -> flask.Response:
+    return _json({"error": message, "status": status}, status)
+
+
+def _period(app: DashboardApp) -> str:
+    period = flask.request.args.get("period") or app.data.default_period()
+    if not valid_period(period):
+        raise InputError(f"period {period!r}: expected YYYY-MM")
+    return period
+
+
+def _name(value: str | None, what: str) -> str | None:
+    return label_value(value, what)
+
+
+def scope(principal: Principal, team: str | None) -> set[str] | None:
+    """The teams this request may read (None: all); raises `AccessDeniedError` otherwise."""
+    if team is not None:
+        if not principal.can_see_team(team):
+            raise AccessDeniedError(f"user {principal.user!r} may not read team {team!r}'s data "
+                                    "(leads read only the teams they lead)")
+        return {team}
+    if principal.admin or principal.viewer:
+        return None
+    if principal.lead_of:
+        return set(principal.lead_of)
+    raise AccessDeniedError(f"user {principal.user!r} has no role that reads team data")
+
+
+Handler = Callable[[DashboardApp, Principal], Any]
+
+
+def _guarded(handler: Handler, app: DashboardApp) -> Callable[[], flask.Response]:
+    def run() -> flask.Response:
+        principal: Principal = flask.g.principal
+        try:
+            return _json(handler(app, principal))
+        except (AccessDeniedError, PermissionError) as exc:
+            return _error(403, str(exc))
+        except InputError as exc:
+            return _error(400, str(exc))
+        except GpuledgerError as exc:
+            return _error(503, str(exc))
+
+    run.__name__ = f"api_{handler.__name__.strip('_')}"
+    return run
+
+
+def _bill(app: DashboardApp, principal: Principal) -> dict[str, Any]:
+    teams = scope(principal, _name(flask.request.args.get("team"), "team"))
+    by = tuple(d.strip() for d in (flask.request.args.get("by") or "team").split(",") if d.strip())
+    by = tuple(dict.fromkeys(("team", *by)))  # team first, each dimension once
+    if len(by) > MAX_BY:
+        raise InputError(f"by: at most {MAX_BY} dimensions per request")
+    doc = app.data.bill(_period(app), by).to_dict()
+    return exports.scope_bill(doc, teams)
+
+
+def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
+    from gpuledger.analytics.idle import idle_workloads
+    from gpuledger.analytics.workloads import check_workload_by
+
+    args = flask.request.args
+    teams = scope(principal, _name(args.get("team"), "team"))
+    by = args.get("by") or "owner"
+    if by != "pod":
+        check_workload_by(by)
+    period = _period(app)
+    workloads = None if by == "pod" else app.data.workloads(by)
+    frame = idle_workloads(app.data.held_allocations(period), workloads,
+                           namespace=_name(args.get("namespace"), "namespace"))
+    frame = exports.filter_teams(frame, teams).head(_top(args.get("top")))
+    return exports.idle_json(frame, Period.exact(period).window, by)
+
+
+def _top(text: str | None) -> int:
+    try:
+        top = int(text) if text else 100
+    except ValueError:
+        raise InputError(f"top {text!r}: expected a whole number") from None
+    if not 1 <= top <= MAX_TOP:
+        raise InputError(f"top: between 1 and {MAX_TOP}")
+    return top
+
+
+def _recommendations(app: DashboardApp, principal: Principal) -> dict[str, Any]:
+    from gpuledger.analytics.workloads import filter_scope
+
+    args = flask.request.args
+    teams = scope(principal, _name(args.get("team"), "team"))
+    period = _period(app)
+    recs = filter_scope(app.data.recommendations(period), namespace=_name(args.get("namespace"), "namespace"))
+    recs = exports.filter_teams(recs, teams)
+    return exports.recommendations_json(recs, Period.exact(period).window, app.settings.currency)
+
+
+def _plans(app: DashboardApp, principal: Principal) -> Any:
+    from gpuledger.optimizer.plan_render import list_json
+
+    if not can_see_fleet(principal):
+        raise AccessDeniedError(f"user {principal.user!r} may not read plans (admins and viewers only)")
+    return {"schema": "gpuledger.plans/v1", "plans": json.loads(list_json(app.data.plans_data(None).records))}
+
+
+def _teams_csv(app: DashboardApp) -> flask.Response:
+    from gpuledger.dashboards.pages.common import PageContext
+    from gpuledger.dashboards.pages.teams import overview_csv
+
+    principal: Principal = flask.g.principal
+    try:
+        period = _period(app)
+        ctx = PageContext(principal, ViewState(period), app.data, app.settings)
+        body = overview_csv(ctx)
+    except (AccessDeniedError, PermissionError) as exc:
+        return flask.Response(f"403 Forbidden: {exc}\n", status=403, mimetype="text/plain")
+    except InputError as exc:
+        return flask.Response(f"400 Bad Request: {exc}\n", status=400, mimetype="text/plain")
+    except GpuledgerError as exc:
+        return flask.Response(f"503 Service Unavailable: {exc}\n", status=503, mimetype="text/plain")
+    return flask.Response(body, mimetype="text/csv", headers={
+        "Content-Disposition": f'attachment; filename="gpuledger-teams-{period}.csv"'})
+
+
+def register(app: DashboardApp) -> None:
+    """Mount `/api/v1/*` and `/download/teams.csv` on the app's server (from `create_app`)."""
+    blueprint = flask.Blueprint("api_v1", __name__, url_prefix="/api/v1")
+    for path, handler in (("/bill", _bill), ("/idle", _idle), ("/recommendations", _recommendations),
+                          ("/plans", _plans)):
+        blueprint.add_url_rule(path, view_func=_guarded(handler, app), methods=["GET"])
+    app.server.register_blueprint(blueprint)
+    app.server.add_url_rule("/download/teams.csv", "download_teams", lambda: _teams_csv(app))

@@ -1,0 +1,136 @@
+"""The notebook facade: `gpuledger.open(path)` and one method per question, each a Polars frame.
+
+```python
+import gpuledger
+gl = gpuledger.open("gpuledger.duckdb")            # optional: config="gpuledger.yaml"
+gl.bill("2026-11", by=["team", "model"])           # the lines `gpuledger bill` prints
+gl.idle("2026-11", team="nlp")                     # idle per workload (Deployment, Job, notebook)
+gl.recommendations("2026-11").to_pandas()          # one per workload and kind
+gl.plans(); gl.budgets("2026-11"); gl.teams("2026-11")
+```
+
+Why a facade in the roof: it composes warehouse, analytics and optimizer exactly as the CLI
+commands do (same functions, same settings), so a notebook and `gpuledger bill` agree to the
+cent. Each call opens its own short read-only connection: an open notebook never holds the
+warehouse and never blocks a collector writing to it. Results are cached per call only, so a
+later call sees new data. `period` is `YYYY-MM` (or anything `core.period.Period.parse` takes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from gpuledger.core.config import Settings, load_settings
+from gpuledger.core.period import Period
+from gpuledger.core.window import Window
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from gpuledger.analytics.bill import Bill
+    from gpuledger.warehouse import Warehouse
+
+T = TypeVar("T")
+
+
+class Ledger:
+    """One warehouse file and the settings to read it with (see module docstring)."""
+
+    def __init__(self, path: str | Path, settings: Settings | None = None) -> None:
+        self.path = Path(path)
+        self.settings = settings or Settings()
+
+    def _with(self, read: Callable[[Warehouse], T]) -> T:
+        from gpuledger.warehouse import Warehouse
+
+        with Warehouse.open(self.path, read_only=True) as wh:
+            return read(wh)
+
+    @staticmethod
+    def window(period: str) -> Window:
+        return Period.parse(period).window
+
+    def bill_of(self, period: str, by: Sequence[str] = ("team",)) -> Bill:
+        """The whole `Bill` object (lines, detail, unallocated, fleet totals)."""
+        from gpuledger.analytics.bill import compute_bill
+
+        return self._with(lambda wh: compute_bill(wh, self.window(period), self.settings, tuple(by)))
+
+    def bill(self, period: str, by: Sequence[str] = ("team",)) -> pl.DataFrame:
+        """The bill's lines by `by` (team always first), as `gpuledger bill` prints them."""
+        return self.bill_of(period, by).lines
+
+    def idle(self, period: str, *, by: str = "owner", team: str | None = None,
+             namespace: str | None = None) -> pl.DataFrame:
+        """Idle GPU-hours and cost per workload (`by="owner"`, `"pod"` or `"label:<key>"`)."""
+        from gpuledger.analytics.bill import compute_bill
+        from gpuledger.analytics.idle import held_allocations, idle_workloads
+        from gpuledger.analytics.workloads import check_workload_by, pod_workloads
+
+        if by != "pod":
+            check_workload_by(by)
+
+        def read(wh: Warehouse) -> pl.DataFrame:
+            bill = compute_bill(wh, self.window(period), self.settings, ("team",))
+            owners = None if by == "pod" else pod_workloads(wh, by)
+            return idle_workloads(held_allocations(bill), owners, team=team, namespace=namespace)
+
+        return self._with(read)
+
+    def recommendations(self, period: str, *, by: str = "owner", team: str | None = None,
+                        namespace: str | None = None) -> pl.DataFrame:
+        """Right-sizing and reclaim recommendations, one per workload and kind."""
+        from gpuledger.analytics.recommend import recommend
+        from gpuledger.analytics.workloads import filter_scope
+
+        def read(wh: Warehouse) -> pl.DataFrame:
+            found = recommend(wh, self.window(period), self.settings, by=by)
+            return filter_scope(found.recommendations, team, namespace)
+
+        return self._with(read)
+
+    def plans(self) -> pl.DataFrame:
+        """Stored optimization plans, newest first: id, kind, status, times, summary."""
+        import json
+
+        import polars as pl
+
+        from gpuledger.optimizer.plan_render import list_json
+        from gpuledger.optimizer.plan_store import list_plans
+
+        rows = json.loads(self._with(lambda wh: list_json(list_plans(wh))))
+        schema = {"id": pl.String, "kind": pl.String, "status": pl.String, "created_at": pl.String,
+                  "updated_at": pl.String, "fingerprint": pl.String, "summary": pl.String}
+        return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+
+    def budgets(self, period: str) -> pl.DataFrame:
+        """Budget status per team: used, left, forecast, threshold crossed."""
+        from gpuledger.analytics.budgets import budget_status
+
+        return budget_status(self.bill_of(period), self.settings)
+
+    def teams(self, period: str) -> pl.DataFrame:
+        """Every team at once (the Teams page's rows)."""
+        from gpuledger.analytics.bill import compute_bill
+        from gpuledger.analytics.recommend import recommend
+        from gpuledger.analytics.teams_overview import teams_overview
+
+        month = Period.parse(period)
+
+        def read(wh: Warehouse) -> pl.DataFrame:
+            bill = compute_bill(wh, month.window, self.settings, ("team",))
+            previous = compute_bill(wh, month.shift(-1).window, self.settings, ("team",))
+            recs = recommend(wh, month.window, self.settings, bill=bill).recommendations
+            return teams_overview(bill, self.settings, previous=previous, recommendations=recs)
+
+        return self._with(read)
+
+
+def open_ledger(path: str | Path, *, config: str | Path | None = None,
+                settings: Settings | None = None) -> Ledger:
+    """A `Ledger` on `path`, with settings from `config` (a gpuledger YAML file) or given."""
+    if settings is None:
+        settings = load_settings(Path(config)) if config is not None else Settings()
+    return Ledger(path, settings)

@@ -1,0 +1,113 @@
+"""The Teams page in a real headless Chromium (Debian's chromium driven by Playwright).
+
+Cases:
+- an admin lands on Teams at `/`; every billed team has a row whose cost is the team's line of
+  `compute_bill` (computed on the original file, not through the app) to the cent, the special
+  lines follow, and the total cell equals the fleet cost;
+- the CSV download (same session) has the same rows and costs as the page, with currency and
+  period columns;
+- clicking the cost header sorts the team rows by cost, highest first;
+- a lead lands on their own team page at `/`, sees exactly one row on Teams and no total, and
+  their CSV holds only that row.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from gpuledger.analytics.special_lines import SPECIAL_LINES
+from gpuledger.dashboards.app import RunningServer, create_app, start_server
+from tests.dashboards.conftest import LEAD_TEAM, PERIOD, admin_headers, lead_headers, settings_with_roles
+from tests.dashboards.test_browser import PAGE_READY
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iterator[RunningServer]:
+    import shutil
+
+    folder = tmp_path_factory.mktemp("teams-browser")
+    path = folder / "warehouse.duckdb"
+    shutil.copyfile(demo_source, path)
+    running = start_server(create_app(settings_with_roles(), path, cache_dir=folder / "cache"), "127.0.0.1", 0)
+    yield running
+    running.stop()
+
+
+def _rows(page: Any) -> dict[str, float]:
+    """team → the unrounded cost the page's cell carries."""
+    return {
+        r.get_attribute("data-team"): float(r.locator("td[data-col=cost]").get_attribute("data-value"))
+        for r in page.locator("#teams-table tbody tr").all()
+    }
+
+
+def _csv(page: Any, url: str) -> list[dict[str, str]]:
+    answer = page.request.get(url)
+    assert answer.status == 200, answer.text()
+    return list(csv.DictReader(io.StringIO(answer.text())))
+
+
+def test_admin_sees_every_team_reconciled(server: RunningServer, open_page: Any, reference_bills: dict) -> None:
+    bill = reference_bills[(PERIOD, ("team",))]
+    expected = {t: round(c, 2) for t, c in bill.lines.group_by("team").agg(pl.col("cost").sum()).iter_rows()}
+    page = open_page(admin_headers())
+    page.goto(f"{server.url}/?period={PERIOD}")
+    page.wait_for_selector("#teams-table tbody tr")
+    assert "/teams" in page.url or page.locator("#teams-page").count() == 1  # admins land on Teams
+    shown = _rows(page)
+    teams = {t for t in expected if t not in SPECIAL_LINES}
+    assert teams <= set(shown) and len(teams) >= 3
+    assert set(shown) == set(expected)
+    for team, cost in expected.items():
+        assert round(shown[team], 2) == cost, team
+    total = page.locator("#teams-total")
+    assert round(float(total.get_attribute("data-value")), 2) == round(bill.fleet_cost, 2)
+    assert round(sum(shown.values()), 2) == round(bill.fleet_cost, 2)
+    order = [r.get_attribute("data-team") for r in page.locator("#teams-table tbody tr").all()]
+    assert order[-len([t for t in expected if t in SPECIAL_LINES]):] == [
+        t for t in SPECIAL_LINES if t in expected]  # the special lines follow the teams
+    rows = _csv(page, f"{server.url}/download/teams.csv?period={PERIOD}")
+    assert {r["team"]: round(float(r["cost"]), 2) for r in rows} == {t: round(c, 2) for t, c in shown.items()}
+    assert {r["currency"] for r in rows} == {"USD"} and {r["period"] for r in rows} == {PERIOD}
+    link = page.locator(f"#teams-table tr[data-team={LEAD_TEAM}] a")
+    assert link.get_attribute("href") == f"/team?period={PERIOD}&team={LEAD_TEAM}"
+    assert page.locator("#teams-daily .main-svg").count() >= 1  # the page leads with its chart
+
+
+def test_cost_header_sorts(server: RunningServer, open_page: Any) -> None:
+    page = open_page(admin_headers())
+    page.goto(f"{server.url}/teams?period={PERIOD}")
+    page.wait_for_selector("#teams-table tbody tr")
+    page.click("#teams-table th[data-sort=idle_cost]")
+    values = [float(v or "nan") for v in page.locator("#teams-table td[data-col=idle_cost]").evaluate_all(
+        "cells => cells.map(c => c.getAttribute('data-value'))")]
+    assert values == sorted(values, reverse=True) and len(values) > 3
+    page.click("#teams-table th[data-sort=idle_cost]")
+    again = page.locator("#teams-table td[data-col=idle_cost]").evaluate_all(
+        "cells => cells.map(c => parseFloat(c.getAttribute('data-value')))")
+    assert again == sorted(again)
+
+
+def test_lead_sees_one_row(server: RunningServer, open_page: Any, reference_bills: dict) -> None:
+    bill = reference_bills[(PERIOD, ("team",))]
+    page = open_page(lead_headers())
+    page.goto(f"{server.url}/")
+    page.wait_for_selector(PAGE_READY)
+    assert page.locator("#team-page").count() == 1  # a lead lands on their own team
+    page.goto(f"{server.url}/teams?period={PERIOD}")
+    page.wait_for_selector("#teams-table tbody tr")
+    shown = _rows(page)
+    line = float(bill.lines.filter(pl.col("team") == LEAD_TEAM)["cost"].sum())
+    assert list(shown) == [LEAD_TEAM] and round(shown[LEAD_TEAM], 2) == round(line, 2)
+    assert page.locator("#teams-total").count() == 0
+    rows = _csv(page, f"{server.url}/download/teams.csv?period={PERIOD}")
+    assert [r["team"] for r in rows] == [LEAD_TEAM]
