@@ -36,7 +36,7 @@ RELEASED_SHA256 = {
     "v003_samples_without_ts_index.sql": "f3f8d315c33b12caa4a7122e83298839a3fe3b1cbf1805404700fe66c6609792",
     "v004_dra_claims.sql": "d0096157ae3e0be8ec3ca665ee3fa9b5061b1e46ea98aeb6db15e7717fb783a3",
     "v005_pod_priorities_and_preemptions.sql": "24e360c3e9bfe4272bd6c433df45273b4260483331c1cc8d9a044a81bd46c33a",
-    "v008_vllm_queue_gauges.sql": "806b3f371cfcd99b523119b9d273d3408c5b0dd1e1744e17d18631df050483dc",
+    "v006_vllm_queue_gauges.sql": "4bcab45e999d9939d71b544dac1a992fa8ac13d5c02ec5c41b5cf1c8ccdf76b3",
 }
 """sha256 of every released step; a step is never edited once released (add a new one)."""
 

@@ -38,7 +38,7 @@ STEPS: tuple[Step, ...] = (
          "v003_samples_without_ts_index.sql"),
     Step(4, "DRA devices, claims, reservations and node planes", "v004_dra_claims.sql"),
     Step(5, "pod priorities and preemptions", "v005_pod_priorities_and_preemptions.sql"),
-    Step(8, "vLLM queue gauges on token_samples", "v008_vllm_queue_gauges.sql"),
+    Step(6, "vLLM queue gauges on token_samples", "v006_vllm_queue_gauges.sql"),
 )
 """Every version in order, oldest first; append only."""
 
