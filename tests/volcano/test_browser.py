@@ -19,8 +19,16 @@ from gpuledger.core.period import Period
 from gpuledger.dashboards.app import RunningServer, create_app, start_server
 from gpuledger.dashboards.pages.common import number
 from gpuledger.warehouse import Warehouse
-from tests.dashboards.conftest import LEAD_TEAM, PERIOD, admin_headers, demo_source, settings_with_roles
-from tests.dashboards.test_browser import ARGS, CHROMIUM, PAGE_READY
+from tests.dashboards.conftest import (
+    ARGS,
+    CHROMIUM,
+    LEAD_TEAM,
+    PERIOD,
+    admin_headers,
+    demo_source,
+    settings_with_roles,
+)
+from tests.dashboards.test_browser import PAGE_READY
 
 __all__ = ["demo_source"]
 pytestmark = pytest.mark.browser
