@@ -45,7 +45,7 @@ from gpuledger.dashboards.access import AccessPolicy, check_dev_bind
 from gpuledger.dashboards.actions import PlanActions
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.dashboards.state import label_value, valid_period
-from gpuledger.dashboards.wiring import DashboardApp
+from gpuledger.dashboards.wiring import DashboardApp, Servable
 from gpuledger.warehouse.snapshot_store import SnapshotStore
 
 ASSETS = Path(__file__).parent / "assets"
@@ -125,7 +125,7 @@ def create_app(
     return app
 
 
-def _install_limits(app: DashboardApp) -> None:
+def _install_limits(app: Servable) -> None:
     """Rules 1 and 2 of the module docstring; registered before authentication, so they hold
     for anonymous requests too."""
     server = app.server
@@ -155,7 +155,7 @@ def _install_limits(app: DashboardApp) -> None:
         return response
 
 
-def _install_auth(app: DashboardApp) -> None:
+def _install_auth(app: Servable) -> None:
     server = app.server
 
     @server.before_request
@@ -287,7 +287,7 @@ class BoundedWSGIServer(ThreadedWSGIServer):
 class RunningServer:
     """A dashboard served from a background thread."""
 
-    app: DashboardApp
+    app: Servable
     server: BaseWSGIServer
     thread: threading.Thread
 
@@ -312,7 +312,7 @@ class RunningServer:
 
 
 def start_server(
-    app: DashboardApp, host: str = "127.0.0.1", port: int = 0, *,
+    app: Servable, host: str = "127.0.0.1", port: int = 0, *,
     max_connections: int = MAX_CONNECTIONS, timeout_s: float = CONNECTION_TIMEOUT_S,
 ) -> RunningServer:
     """Serve `app` on `host:port` (0 = a free port) in a thread; `.stop()` ends it."""

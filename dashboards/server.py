@@ -116,9 +116,10 @@ def check(opts: ServeOptions) -> None:
 def serve_production(
     settings: Settings, warehouse_path: str | Path, opts: ServeOptions, *,
     cluster_factory: Callable[[], Any] | None = None, background: Background | None = None,
-    on_start: Callable[[str], None] | None = None,
+    on_start: Callable[[str], None] | None = None, app_factory: Callable[[], Any] | None = None,
 ) -> int:
-    """Serve until SIGTERM/SIGINT; returns the exit status (0 after a graceful stop)."""
+    """Serve until SIGTERM/SIGINT; returns the exit status (0 after a graceful stop).
+    `app_factory` builds another app in the worker instead (lake mode: `dashboards.lake_app`)."""
     check(opts)
     state: dict[str, Any] = {}
     stop = threading.Event()
@@ -126,9 +127,10 @@ def serve_production(
     def load() -> Any:  # in the worker, after the fork
         from gpuledger.dashboards.app import create_app
 
-        app = create_app(settings, warehouse_path, dev_user=opts.dev_user, dev_groups=opts.dev_groups,
-                         refresh_s=opts.refresh_s, cache_dir=opts.cache_dir,
-                         cluster_factory=cluster_factory, ops_port=opts.ops_port)
+        app = app_factory() if app_factory is not None else create_app(
+            settings, warehouse_path, dev_user=opts.dev_user, dev_groups=opts.dev_groups,
+            refresh_s=opts.refresh_s, cache_dir=opts.cache_dir, cluster_factory=cluster_factory,
+            ops_port=opts.ops_port)
         state["app"] = app
         if background is not None:
             state["thread"] = threading.Thread(target=background, args=(stop,), daemon=True,

@@ -8,6 +8,7 @@ other. Here it depends on neither.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import flask
 from dash import Dash
@@ -17,6 +18,19 @@ from gpuledger.dashboards.access import AccessPolicy
 from gpuledger.dashboards.actions import PlanActions
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.warehouse.snapshot_store import SnapshotStore
+
+
+class Servable(Protocol):
+    """What the request limits, the authentication hook and `start_server` need of an app:
+    the warehouse dashboard (`DashboardApp`) and the lake one (`dashboards.lake_app`) alike."""
+
+    policy: AccessPolicy
+    settings: Settings
+
+    @property
+    def server(self) -> flask.Flask: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 1. The org bill (`analytics.org_bill`) by cluster x team x model x sharing mode (the grain of
    a cluster's own summary) and by team across clusters.
+   Also by cluster x team: the org statement PDF (`reports.org_pdf`) lists those lines with
+   a reconciliation (teams + special lines = each cluster's fleet cost; clusters = org total).
 2. The org FOCUS file: every cluster's published FOCUS rows (`bill_lines`, already the
    cluster's own `focus.parquet` plus `x_Cluster`), concatenated, never recomputed.
 3. A manifest naming each file's sha256 and the partitions (cluster, issue, status, content
@@ -21,6 +23,7 @@ from typing import Any
 from gpuledger.analytics.org_bill import Engine, OrgBill, compute_org_bill
 from gpuledger.core.period import Period
 from gpuledger.reports.focus import write_focus
+from gpuledger.reports.org_pdf import PDF_NAME, write_org_pdf
 from gpuledger.warehouse.lake.location import Lake
 from gpuledger.warehouse.lake.reader import partitions, read_table
 
@@ -37,12 +40,14 @@ class OrgStatement:
 
 def write_org_statement(
     lake: Lake, period: str, out_dir: Path, *, engine: Engine = "duckdb", spark: Any = None,
+    issuer: str = "gpuledger",
 ) -> OrgStatement:
     """Write `out_dir/org/period=YYYY-MM/` (steps in the module docstring)."""
     month = str(Period.exact(period))
     # 1. The org bill, at two grains.
     detail = compute_org_bill(lake, month, STATEMENT_BY, engine=engine, spark=spark)
     teams = compute_org_bill(lake, month, ("team",), engine=engine, spark=spark)
+    by_cluster = compute_org_bill(lake, month, ("cluster", "team"), engine=engine, spark=spark)
     # 2. FOCUS rows as the clusters published them.
     parts = partitions(lake, month)
     focus = read_table(lake, parts, "bill_lines")
@@ -53,8 +58,9 @@ def write_org_statement(
     detail.lines.write_csv(temp / "org-summary.csv", float_precision=6)
     teams.lines.write_csv(temp / "org-teams.csv", float_precision=6)
     focus_files = write_focus(focus, temp)
+    write_org_pdf(by_cluster, temp, issuer)
     # 3. The manifest, then the rename.
-    names = ["org-summary.csv", "org-teams.csv", *[p.name for p in focus_files]]
+    names = ["org-summary.csv", "org-teams.csv", PDF_NAME, *[p.name for p in focus_files]]
     manifest = {
         "schema": "gpuledger.org-statement/v1", "period": month, "currency": detail.currency,
         "fleet_cost": detail.fleet_cost, "engine": engine,

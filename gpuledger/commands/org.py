@@ -21,13 +21,13 @@ def _spark(args: argparse.Namespace, ctx: Context) -> Any:
     from gpuledger.warehouse.lake.spark_engine import spark_session
 
     settings = ctx.settings.lake
-    if args.spark_master:
+    if getattr(args, "spark_master", None):
         settings = settings.model_copy(update={"spark_master": args.spark_master})
     return spark_session(settings, s3=not lake_of(args, ctx).is_local)
 
 
 def _engine(args: argparse.Namespace, ctx: Context) -> str:
-    return str(args.engine or ctx.settings.lake.engine)
+    return str(getattr(args, "engine", None) or ctx.settings.lake.engine)
 
 
 def _bill(args: argparse.Namespace, ctx: Context) -> int:
@@ -53,7 +53,9 @@ def _bill(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace, ctx: Context) -> int:
+def write_org_report(args: argparse.Namespace, ctx: Context, out: Path) -> int:
+    """The org statement, org FOCUS file and org PDF of a month (`reports.lake_org`): what
+    `org report` and `report monthly --lake` both run (one implementation, two spellings)."""
     from gpuledger.core.period import Period
     from gpuledger.reports.lake_org import write_org_statement
 
@@ -61,13 +63,18 @@ def _report(args: argparse.Namespace, ctx: Context) -> int:
     spark = _spark(args, ctx) if engine == "spark" else None
     try:
         result = write_org_statement(lake_of(args, ctx), str(Period.parse(args.period or "last")),
-                                     Path(args.out), engine=engine, spark=spark)  # type: ignore[arg-type]
+                                     out, engine=engine, spark=spark,  # type: ignore[arg-type]
+                                     issuer=ctx.settings.reports.issuer)
     finally:
         if spark is not None:
             spark.stop()
     for path in result.files:
         ctx.echo(str(path))
     return 0
+
+
+def _report(args: argparse.Namespace, ctx: Context) -> int:
+    return write_org_report(args, ctx, Path(args.out))
 
 
 def _lake_options(f: F) -> F:

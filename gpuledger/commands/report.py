@@ -3,6 +3,9 @@
 - `report monthly [--period YYYY-MM|last] --out DIR [--finalize] [--reissue --reason TEXT]
   [--allow-partial]`: a month below `reports.min_coverage` is finalized only with
   `--allow-partial`
+- `report monthly --lake URI [--period] [--out DIR]`: the org statement (PDF and CSVs) and org
+  FOCUS file from the org lake instead of this cluster's warehouse: the same code as
+  `gpuledger org report` (`commands.org.write_org_report`); the warehouse is never opened
 - `report verify [--period YYYY-MM|last] --out DIR`: issued files against manifests, signatures and
   the warehouse, both ways (a folder the warehouse never recorded is a problem too)
 - `report due --out DIR`: finalize every completed month not yet issued (idempotent; what
@@ -38,6 +41,8 @@ def _out_dir(args: argparse.Namespace, ctx: Context) -> Path:
 def _monthly(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.reports.monthly import issue_monthly
 
+    if args.lake_uri is not None:
+        return _monthly_lake(args, ctx)
     period = resolve_period(args.period or "last")
     if args.reason is not None and not args.reissue:
         raise InputError("--reason goes with --reissue (it records why a period is issued again)")
@@ -68,6 +73,18 @@ def _monthly(args: argparse.Namespace, ctx: Context) -> int:
     emit(ctx, "json" if args.json else args.format, rows=[row],
          json_text=json.dumps(document, indent=2, sort_keys=True, default=str), text="\n".join(lines))
     return 0
+
+
+def _monthly_lake(args: argparse.Namespace, ctx: Context) -> int:
+    """`--lake`: the org statement; the cluster-only flags make no sense there and say so."""
+    from gpuledger.commands.org import write_org_report
+
+    for flag, value in (("--finalize", args.finalize), ("--reissue", args.reissue),
+                        ("--allow-partial", args.allow_partial), ("--reason", args.reason)):
+        if value:
+            raise InputError(f"report monthly --lake: {flag} applies to a cluster's own report, "
+                             "not the org statement")
+    return write_org_report(args, ctx, _out_dir(args, ctx))
 
 
 def _as_json(result: Any) -> dict[str, Any]:
@@ -128,6 +145,9 @@ _OUT = click.option("--out", help="output folder (default: reports.out_dir)")
 @click.option("--allow-partial", is_flag=True,
               help="finalize even below reports.min_coverage of hours with samples")
 @click.option("--json", is_flag=True, help="print the result as JSON (same as -o json)")
+@click.option("--lake", "lake_uri", metavar="URI",
+              help="write the org statement and org FOCUS file from this lake (path or "
+                   "s3://bucket/prefix) instead of this cluster's report")
 @output_option()
 @runs
 def monthly_command(args: argparse.Namespace, ctx: Context) -> int:

@@ -9,6 +9,8 @@ probes and Prometheus. `--log-format json` writes one JSON object per log line, 
 `--schedule` also issues each completed month's report in a background thread of the server
 (`reports.schedule`). SIGTERM finishes the requests in flight, then deletes every private
 snapshot (`dashboards.server`, docs/decisions/0066).
+`--lake URI` serves the org's Teams and Fleet pages by cluster from an org lake instead,
+read-only, with no warehouse (`dashboards.lake_app`, docs/decisions/0116).
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     fmt = logs.parse_format(args.log_format)
     logs.configure(fmt, level=getattr(logging, args.log_level.upper()), redactor=Redactor.of(ctx.settings))
 
+    factory = _lake_factory(args, ctx, opts, groups) if args.lake_uri else None
+
     def started(url: str) -> None:  # in JSON mode every line of output is a JSON record
         if fmt == "json":
             logging.getLogger("gpuledger.serve").info("listening on %s", url, extra={"url": url})
@@ -85,8 +89,26 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
     return serve_production(
         ctx.settings, ctx.warehouse_path, opts, cluster_factory=_cluster_factory(args, ctx),
-        background=_schedule(ctx) if args.schedule else None, on_start=started,
+        background=_schedule(ctx) if args.schedule else None, on_start=started, app_factory=factory,
     )
+
+
+def _lake_factory(args: argparse.Namespace, ctx: Context, opts: Any, groups: tuple[str, ...]) -> Any:
+    """Lake mode: the read-only org dashboard; the warehouse-only flags say they do not apply."""
+    from gpuledger.core.errors import InputError
+
+    for flag, value in (("--schedule", args.schedule), ("--kubeconfig", args.kubeconfig),
+                        ("--metrics-port", args.metrics_port)):
+        if value:
+            raise InputError(f"serve --lake: {flag} needs a cluster's warehouse (lake mode is read-only)")
+
+    def build() -> Any:
+        from gpuledger.dashboards.lake_app import create_lake_app
+
+        return create_lake_app(ctx.settings, args.lake_uri, dev_user=opts.dev_user, dev_groups=groups,
+                               refresh_s=opts.refresh_s)
+
+    return build
 
 
 @click.command("serve", help="serve the dashboards (team, fleet, queues, plans) on gunicorn")
@@ -105,6 +127,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 @click.option("--kubeconfig", default=None, help="cluster for plan preview/apply")
 @click.option("--refresh-s", type=float, default=120.0, metavar="SECONDS",
               help="how often to look for new data and re-snapshot the warehouse (default 120)")
+@click.option("--lake", "lake_uri", metavar="URI",
+              help="serve the org's Teams and Fleet pages by cluster from this lake (path or "
+                   "s3://bucket/prefix), read-only, without a warehouse")
 @click.option("--schedule", is_flag=True,
               help="also issue each completed month's report in the background (reports.schedule)")
 @runs
