@@ -93,6 +93,7 @@ def plan_mig(fleet: Fleet, demand: Demand, options: MigOptions, settings: Settin
         gpus_used_before=before.used, gpus_used_after=after.used, gpus_freed=before.used - after.used,
         gpus_changed=sum(len(n.gpus_changed) for n in nodes),
         pods_evicted=sum(len(n.pods_to_evict) for n in nodes),
+        serving_pods_evicted=sum(p.serving for n in nodes for p in n.pods_to_evict),
         slices_stranded_before=before.stranded, slices_stranded_after=after.stranded,
         unmet_instances=after.unmet_instances, unmet_slices=after.unmet_slices,
         spare_instances=after.spare_instances, spare_slices=after.spare_slices, slice_lower_bound=lower,

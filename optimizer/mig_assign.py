@@ -170,7 +170,7 @@ def node_changes(fleet: Fleet, final: Mapping[GpuKey, Config]) -> list[NodeMigCh
             ),
             pods_to_evict=tuple(
                 PodRef(namespace=b.namespace, pod=b.pod, gpu_index=g.index, profile=b.profile,
-                       evictable=b.evictable)
+                       evictable=b.evictable, serving=b.serving)
                 for g in changed for b in g.busy
             ),
         ))

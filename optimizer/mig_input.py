@@ -56,6 +56,9 @@ class BusyInstance:
     namespace: str
     pod: str
     evictable: bool = True
+    serving: bool = False
+    """A serving workload (Deployment/StatefulSet, `analytics.profiles.workload_class`): its
+    eviction interrupts live traffic, so the plan's effect names it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("slice_lower_bound", "slice lower bound (GPUs)"),
     ("gpus_changed", "GPUs changed"),
     ("pods_evicted", "pods evicted"),
+    ("serving_pods_evicted", "of them serving (Deployments, StatefulSets)"),
     ("slices_stranded_before", "stranded slices before"),
     ("slices_stranded_after", "stranded slices after"),
     ("unmet_instances", "unmet instances"),
@@ -148,7 +149,8 @@ def _render_mig(changes: Any) -> str:
     for node in changes.nodes:
         evict: dict[int, list[str]] = {}
         for pod in node.pods_to_evict:
-            evict.setdefault(pod.gpu_index, []).append(f"{pod.namespace}/{pod.pod}")
+            mark = " (serving)" if pod.serving else ""
+            evict.setdefault(pod.gpu_index, []).append(f"{pod.namespace}/{pod.pod}{mark}")
         for change in node.gpus_changed:
             rows.append((
                 node.node, node.mig_config, change.index, change.before.label(), change.after.label(),

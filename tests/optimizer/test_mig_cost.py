@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from gpuledger.core.config import Settings
 from gpuledger.optimizer.mig import MigOptions, plan_mig
-from gpuledger.optimizer.mig_input import Demand, Fleet, Gpu, ModelDemand, Node
+from gpuledger.optimizer.mig_input import BusyInstance, Demand, Fleet, Gpu, ModelDemand, Node
 from gpuledger.optimizer.plan import MigChanges, Plan
 from gpuledger.optimizer.plan_render import render_plan
 
@@ -67,3 +67,21 @@ def test_spare_instances_and_stranded_slices_count_alike():
     text = render_plan(plan)
     assert "instances nobody asked for" in text and gpu.before.label() == "whole (MIG off)"
     assert f"{gpu.before.label()}" in text and gpu.after.label() in text
+
+
+def test_eviction_list_names_the_serving_pod():
+    """A card running a chat Deployment's pod (3g) must become 7 × 1g to serve the demand on one
+    card (GPUs used 1, not 2): the plan lists that pod for eviction, marked serving."""
+    chat = BusyInstance("3g.40gb", "prod", "chat-7d9f-x", evictable=True, serving=True)
+    gpus = (Gpu(node="n0", index=0, model=A100, config=(("3g.40gb", 2),), busy=(chat,)),
+            Gpu(node="n0", index=1, model=A100, config=None))
+    demand = Demand((ModelDemand(A100, {"1g.10gb": 7}, 0),))
+    plan = plan_mig(Fleet((Node(name="n0", gpus=gpus),)), demand, MigOptions(time_limit_s=10), Settings(),
+                    datetime(2026, 11, 5, tzinfo=UTC))
+    assert isinstance(plan.changes, MigChanges)
+    (node,) = plan.changes.nodes
+    assert [(p.namespace, p.pod, p.gpu_index, p.serving) for p in node.pods_to_evict] == [
+        ("prod", "chat-7d9f-x", 0, True)]
+    assert plan.effect.pods_evicted == 1 and plan.effect.serving_pods_evicted == 1
+    text = render_plan(plan)
+    assert "prod/chat-7d9f-x (serving)" in text and "of them serving" in text
