@@ -141,6 +141,18 @@ def render_evaluation(e: Evaluation) -> str:
     return "\n\n".join(parts)
 
 
+def eviction_rows(plan: Plan) -> list[dict[str, Any]]:
+    """The pods a MIG plan evicts, one row each (node, GPU, pod, profile, serving, evictable):
+    for a page's table (the Plans page can show it beside the layout diff) and for `--json`."""
+    if not isinstance(plan.changes, MigChanges):
+        return []
+    return [
+        {"node": node.node, "gpu": pod.gpu_index, "pod": f"{pod.namespace}/{pod.pod}",
+         "profile": pod.profile or "whole GPU", "serving": pod.serving, "evictable": pod.evictable}
+        for node in plan.changes.nodes for pod in node.pods_to_evict
+    ]
+
+
 def _render_mig(changes: Any) -> str:
     assert isinstance(changes, MigChanges)
     if not changes.nodes:

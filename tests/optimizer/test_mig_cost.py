@@ -18,7 +18,7 @@ from gpuledger.core.config import Settings
 from gpuledger.optimizer.mig import MigOptions, plan_mig
 from gpuledger.optimizer.mig_input import BusyInstance, Demand, Fleet, Gpu, ModelDemand, Node
 from gpuledger.optimizer.plan import MigChanges, Plan
-from gpuledger.optimizer.plan_render import render_plan
+from gpuledger.optimizer.plan_render import eviction_rows, render_plan
 
 A100 = "A100-80GB"
 
@@ -83,5 +83,7 @@ def test_eviction_list_names_the_serving_pod():
     assert [(p.namespace, p.pod, p.gpu_index, p.serving) for p in node.pods_to_evict] == [
         ("prod", "chat-7d9f-x", 0, True)]
     assert plan.effect.pods_evicted == 1 and plan.effect.serving_pods_evicted == 1
+    assert eviction_rows(plan) == [{"node": "n0", "gpu": 0, "pod": "prod/chat-7d9f-x", "profile": "3g.40gb",
+                                    "serving": True, "evictable": True}]
     text = render_plan(plan)
     assert "prod/chat-7d9f-x (serving)" in text and "of them serving" in text
