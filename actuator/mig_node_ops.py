@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuledger.actuator.dra_plane import refuse_dra_node
 from gpuledger.actuator.gateway import EvictionBlockedError, Obj, node_ref, pod_ref
+from gpuledger.actuator.mig_pdb import blocking_budgets
 from gpuledger.actuator.migconfig import MIG_CONFIG_LABEL, MIG_RESOURCE_PREFIX, MIG_STATE_LABEL, labels
 from gpuledger.actuator.rollout_context import RolloutContext
 from gpuledger.actuator.rollout_progress import NodeProgress
@@ -69,22 +70,32 @@ def uncordon(ctx: RolloutContext, record: NodeProgress) -> None:
 
 
 def evict(ctx: RolloutContext, target: NodeTarget) -> str | None:
-    """Evict the pods in the way and wait for them to go; the reason when the node must be skipped."""
+    """Evict the pods in the way and wait for them to go; the reason when the node must be skipped.
+
+    Before the first eviction the budgets covering the node's pods are read
+    (`actuator.mig_pdb`): a budget that will refuse skips the node with its name and rule, the
+    same in a dry run (the preview) as for real."""
     pods = list(target.pods)
     if target.evict_all_gpu_pods:
         pods += [PodToEvict(p["metadata"]["namespace"], p["metadata"]["name"])
                  for p in ctx.gateway.pods_on_node(target.node) if uses_gpu(p)]
-    waiting: list[tuple[str, str, str]] = []
+    present: list[tuple[PodToEvict, Obj]] = []
     for pod in pods:
-        ref = pod_ref(pod.namespace, pod.pod)
         try:
-            live = ctx.gateway.get(ref)
+            live = ctx.gateway.get(pod_ref(pod.namespace, pod.pod))
         except NotFoundError:
             continue
         if (live.get("spec") or {}).get("nodeName") != target.node:
             continue
         if not pod.evictable:
-            return f"{ref} is marked not evictable by the plan"
+            return f"{pod_ref(pod.namespace, pod.pod)} is marked not evictable by the plan"
+        present.append((pod, live))
+    budgets = blocking_budgets(ctx.gateway, [live for _, live in present])
+    if budgets:
+        return "; ".join(budgets)
+    waiting: list[tuple[str, str, str]] = []
+    for pod, live in present:
+        ref = pod_ref(pod.namespace, pod.pod)
         try:
             ctx.gateway.evict(pod.namespace, pod.pod)
         except EvictionBlockedError as exc:

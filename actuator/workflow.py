@@ -57,7 +57,8 @@ class ApplyResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("applied", "rolled_back") or (self.dry_run and self.status != "failed")
+        return self.status in ("applied", "rolled_back") or (
+            self.dry_run and self.status not in ("failed", "blocked"))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -153,8 +154,7 @@ def apply(
             kind.apply(ctx)
         writes = tuple(cluster.writes[first_write:])
         audit.record("apply.dry_run", f"plan/{plan_id}", after=[w.object for w in writes], result="dry-run")
-        return ApplyResult(plan_id, plan.kind, action, record.status, True, writes, kind.steps(progress),
-                           f"dry run: {len(writes)} write(s) accepted by the API server, none stored")
+        return _preview_result(plan_id, plan.kind, record.status, writes, kind.steps(progress))
     set_status(wh, plan_id, "applying", progress.dump(), actor=principal.actor,
                detail="resume" if record.status in RESUMABLE else "start", now=now, expected=record.status)
     try:
@@ -170,6 +170,21 @@ def apply(
                expected="applying")
     return ApplyResult(plan_id, plan.kind, action, status, False, tuple(cluster.writes[first_write:]),
                        kind.steps(progress), message)
+
+
+def _preview_result(
+    plan_id: str, kind: str, status: str, writes: tuple[WriteRecord, ...], steps: tuple[StepOutcome, ...],
+) -> ApplyResult:
+    """A dry run's answer. A step the rollout would skip (a PodDisruptionBudget that will refuse
+    an eviction) makes the preview `blocked` (not ok) and names it, so nobody applies a plan
+    believing every node will change; the preview is still recorded, because applying anyway
+    (the blocked nodes skipped, the rest changed) is a legitimate choice once it has been seen."""
+    message = f"dry run: {len(writes)} write(s) accepted by the API server, none stored"
+    blocked = [s for s in steps if s.state == "blocked"]
+    if not blocked:
+        return ApplyResult(plan_id, kind, "dry-run", status, True, writes, steps, message)
+    skipped = "; ".join(f"{s.object} would be skipped: {s.detail}" for s in blocked)
+    return ApplyResult(plan_id, kind, "dry-run", "blocked", True, writes, steps, f"{message}; {skipped}")
 
 
 def _admit(

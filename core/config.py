@@ -219,6 +219,7 @@ class PlanSettings(_Section):
     )
     state_timeout_s: float = Field(default=900, gt=0, le=86_400)
     nodes_in_parallel: int = Field(default=1, ge=1, le=1000)
+    spare_instances: bool = False  # MIG plans may fill a used card with instances nobody asked for
     quota: QuotaPlanSettings = QuotaPlanSettings()
 
 

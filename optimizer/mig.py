@@ -6,7 +6,9 @@
    limit can bind, group nodes of identical composition (`optimizer.mig_model`).
 3. Solve the lexicographic count model with CP-SAT within the time limit.
 4. Turn counts into per-GPU configurations and per-node mig-parted entries
-   (`optimizer.mig_assign`); every emitted layout is checked against the placement rules.
+   (`optimizer.mig_assign`); unless `plans.spare_instances`, changed GPUs keep only the
+   instances demand asks for (a partial layout: mig-parted creates exactly the listed
+   devices); every emitted layout is checked against the placement rules.
 5. Measure the effect on the final configurations themselves (not on solver values), run the
    first-fit / first-fit-decreasing baselines on the same input and the slice lower bound.
 """
@@ -21,7 +23,7 @@ from datetime import datetime
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import COMPUTE_SLICES, gpu_model
-from gpuledger.optimizer.mig_assign import Grouping, final_configs, node_changes
+from gpuledger.optimizer.mig_assign import Grouping, final_configs, node_changes, trim_spare
 from gpuledger.optimizer.mig_baselines import first_fit, slice_lower_bound
 from gpuledger.optimizer.mig_geometry import is_used, stranded_slices, target_shapes
 from gpuledger.optimizer.mig_input import Config, Demand, Fleet, Gpu
@@ -75,6 +77,8 @@ def plan_mig(fleet: Fleet, demand: Demand, options: MigOptions, settings: Settin
     solution = solve_counts(problem, options.time_limit_s, options.workers)
     # 4. Physical assignment and entries.
     final = final_configs(fleet, problem, grouping, solution)
+    if not settings.plans.spare_instances:
+        final = trim_spare(fleet, demand, final)
     nodes = node_changes(fleet, final)
     # 5. Effect, baselines, fingerprint.
     before = measure(fleet, demand, {(g.node, g.index): g.config for g in fleet.gpus})
@@ -89,6 +93,7 @@ def plan_mig(fleet: Fleet, demand: Demand, options: MigOptions, settings: Settin
         gpus_used_before=before.used, gpus_used_after=after.used, gpus_freed=before.used - after.used,
         gpus_changed=sum(len(n.gpus_changed) for n in nodes),
         pods_evicted=sum(len(n.pods_to_evict) for n in nodes),
+        serving_pods_evicted=sum(p.serving for n in nodes for p in n.pods_to_evict),
         slices_stranded_before=before.stranded, slices_stranded_after=after.stranded,
         unmet_instances=after.unmet_instances, unmet_slices=after.unmet_slices,
         spare_instances=after.spare_instances, spare_slices=after.spare_slices, slice_lower_bound=lower,

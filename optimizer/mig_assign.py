@@ -9,7 +9,10 @@
 2. Per model, hand the target shapes to the changed GPUs: a GPU whose current layout is among
    the targets keeps it (not a change after all); the rest are matched in (node, index) order
    so identical targets land side by side and nodes share mig-parted entries.
-3. Per node with a change: the full mig-parted entry (every GPU, grouped by configuration, in
+3. Unless `plans.spare_instances`, drop from the changed GPUs the instances nobody asked for
+   (`trim_spare`): the count model fills a changed card to a count-maximal layout, which is
+   what keeps it small and fast; trimming afterwards keeps its first three optima (see there).
+4. Per node with a change: the full mig-parted entry (every GPU, grouped by configuration, in
    NVIDIA's field names), the `nvidia.com/mig.config` value (a content hash, so identical
    entries share one name), the GPUs changed and the pods to evict. Every MIG configuration
    is checked against `core.mig`'s placement rules before it is emitted.
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 from gpuledger.core.errors import PlanError
 from gpuledger.core.mig import gpu_model
-from gpuledger.optimizer.mig_input import Config, Fleet, Gpu
+from gpuledger.optimizer.mig_input import Config, Demand, Fleet, Gpu
 from gpuledger.optimizer.mig_model import CountProblem, CountSolution
 from gpuledger.optimizer.plan import (
     GpuChange,
@@ -70,6 +73,41 @@ def final_configs(
         for gpu, config in zip(rest, ordered, strict=True):
             final[(gpu.node, gpu.index)] = config
     return final
+
+
+def trim_spare(fleet: Fleet, demand: Demand, final: Mapping[GpuKey, Config]) -> dict[GpuKey, Config]:
+    """The final layouts with every instance nobody asked for removed from the GPUs that change.
+
+    Per (model, profile) the changed GPUs keep at most what the unchanged GPUs leave unmet:
+    `max(0, need − kept)`. Why this is still optimal for unmet demand, GPUs used and GPUs
+    changed (with evictions): removing instances from a valid placement leaves a valid one;
+    only surplus goes, so unmet demand stays; no GPU gains a change (one trimmed back to its
+    old layout stops being one, evicting nothing); and any plan that creates only demanded
+    instances can be filled up to count-maximal layouts without getting worse, so the filled
+    model's optimum bounds the trimmed one. The slices freed stay free for the next plan
+    instead of being held by instances no pod uses (decision 0109)."""
+    out = dict(final)
+    for model in sorted({g.model for g in fleet.gpus}):
+        need = demand.for_model(model).profiles
+        gpus = [g for g in fleet.gpus if g.model == model]
+        changed = [g for g in gpus if final[(g.node, g.index)] != g.config]
+        moved = {(g.node, g.index) for g in changed}
+        kept: Counter[str] = Counter()
+        created: Counter[str] = Counter()
+        for g in gpus:
+            key = (g.node, g.index)
+            (created if key in moved else kept).update(dict(final[key] or ()))
+        surplus = {p: min(n, n + kept[p] - need.get(p, 0)) for p, n in created.items()}
+        for g in sorted(changed, key=lambda x: (x.node, x.index), reverse=True):
+            if final[(g.node, g.index)] is None:
+                continue  # a whole card: nothing to trim
+            config = dict(final[(g.node, g.index)] or ())
+            for p in sorted(config):
+                drop = min(config[p], max(0, surplus[p]))
+                config[p] -= drop
+                surplus[p] -= drop
+            out[(g.node, g.index)] = tuple(sorted((p, n) for p, n in config.items() if n))
+    return out
 
 
 def _config_order(config: Config) -> tuple[int, str]:
@@ -132,7 +170,7 @@ def node_changes(fleet: Fleet, final: Mapping[GpuKey, Config]) -> list[NodeMigCh
             ),
             pods_to_evict=tuple(
                 PodRef(namespace=b.namespace, pod=b.pod, gpu_index=g.index, profile=b.profile,
-                       evictable=b.evictable)
+                       evictable=b.evictable, serving=b.serving)
                 for g in changed for b in g.busy
             ),
         ))

@@ -40,7 +40,7 @@ MAX_INSTANCES = 7 * MAX_FLEET_GPUS
 `gpus: 1000000000` is refused instead of building a billion GPUs."""
 _NODE_KEYS = ("name", "model", "mig_config", "gpus", "layout", "maintenance", "resource_version")
 _GPU_KEYS = ("index", "layout", "busy", "uuid")
-_BUSY_KEYS = ("pod", "profile", "evictable", "namespace")
+_BUSY_KEYS = ("pod", "profile", "evictable", "namespace", "serving")
 _DEMAND_KEYS = ("model", "profiles", "whole", "workloads")
 _WORKLOAD_KEYS = ("name", "memory_mib", "compute", "replicas", "whole")
 
@@ -56,6 +56,9 @@ class BusyInstance:
     namespace: str
     pod: str
     evictable: bool = True
+    serving: bool = False
+    """A serving workload (Deployment/StatefulSet, `analytics.profiles.workload_class`): its
+    eviction interrupts live traffic, so the plan's effect names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,11 +261,12 @@ def _busy(raw: Any, model: GpuModel, config: Config, where: str) -> BusyInstance
         profile = None
     elif profile not in model.profiles:
         raise InputError(f"{where}: busy profile {profile!r} does not exist on {model.name}")
-    evictable = raw.get("evictable", True)
-    if not isinstance(evictable, bool):
-        raise InputError(f"{where}: 'evictable' must be true or false")
+    flags = {key: raw.get(key, key == "evictable") for key in ("evictable", "serving")}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise InputError(f"{where}: '{key}' must be true or false")
     return BusyInstance(profile=profile, namespace=str(raw.get("namespace", namespace or "default")),
-                        pod=name, evictable=evictable)
+                        pod=name, evictable=flags["evictable"], serving=flags["serving"])
 
 
 def _check_busy_fits(busy: tuple[BusyInstance, ...], config: Config, where: str) -> None:

@@ -28,6 +28,8 @@ from datetime import timedelta
 from typing import Any
 
 from gpuledger.analytics.devices.dra_plan import dra_plane_nodes
+from gpuledger.analytics.profiles import workload_class
+from gpuledger.analytics.workloads import owner_of
 from gpuledger.core.errors import InputError
 from gpuledger.core.frames import WHOLE_GPU
 from gpuledger.core.mig import canonical_model, catalog, shape_of
@@ -125,7 +127,10 @@ def _busy(wh: Warehouse) -> dict[str, list[BusyInstance]]:
         labels = json.loads(r["labels"]) if r["labels"] else {}
         evictable = bool(r["owner_kind"]) and str(labels.get(EVICTABLE_LABEL, "true")).lower() != "false"
         profile = None if r["gpu_i_id"] == WHOLE_GPU else r["mig_profile"]
-        out[r["uuid"]].append(BusyInstance(profile, r["namespace"], r["pod"], evictable))
+        # only the kind matters here: the pod name stands in for the owner's (not selected)
+        kind, _ = owner_of(r["owner_kind"], r["pod"], labels, r["pod"])
+        serving = workload_class(kind, r["labels"], None) == "serving"
+        out[r["uuid"]].append(BusyInstance(profile, r["namespace"], r["pod"], evictable, serving))
     return out
 
 

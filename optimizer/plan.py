@@ -101,6 +101,8 @@ class PodRef(_Frozen):
     gpu_index: int
     profile: str | None = None
     evictable: bool = True
+    serving: bool = False
+    """A serving workload's pod (its eviction interrupts traffic)."""
 
 
 class GpuChange(_Frozen):
@@ -182,6 +184,8 @@ class Effect(_Frozen):
     gpus_freed: int | None = None
     gpus_changed: int | None = None
     pods_evicted: int | None = None
+    serving_pods_evicted: int | None = None
+    """Of those, pods of serving workloads (Deployments, StatefulSets)."""
     slices_stranded_before: int | None = None
     slices_stranded_after: int | None = None
     unmet_instances: int | None = None

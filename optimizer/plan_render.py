@@ -24,6 +24,7 @@ _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("slice_lower_bound", "slice lower bound (GPUs)"),
     ("gpus_changed", "GPUs changed"),
     ("pods_evicted", "pods evicted"),
+    ("serving_pods_evicted", "of them serving (Deployments, StatefulSets)"),
     ("slices_stranded_before", "stranded slices before"),
     ("slices_stranded_after", "stranded slices after"),
     ("unmet_instances", "unmet instances"),
@@ -140,6 +141,18 @@ def render_evaluation(e: Evaluation) -> str:
     return "\n\n".join(parts)
 
 
+def eviction_rows(plan: Plan) -> list[dict[str, Any]]:
+    """The pods a MIG plan evicts, one row each (node, GPU, pod, profile, serving, evictable):
+    for a page's table (the Plans page can show it beside the layout diff) and for `--json`."""
+    if not isinstance(plan.changes, MigChanges):
+        return []
+    return [
+        {"node": node.node, "gpu": pod.gpu_index, "pod": f"{pod.namespace}/{pod.pod}",
+         "profile": pod.profile or "whole GPU", "serving": pod.serving, "evictable": pod.evictable}
+        for node in plan.changes.nodes for pod in node.pods_to_evict
+    ]
+
+
 def _render_mig(changes: Any) -> str:
     assert isinstance(changes, MigChanges)
     if not changes.nodes:
@@ -148,7 +161,8 @@ def _render_mig(changes: Any) -> str:
     for node in changes.nodes:
         evict: dict[int, list[str]] = {}
         for pod in node.pods_to_evict:
-            evict.setdefault(pod.gpu_index, []).append(f"{pod.namespace}/{pod.pod}")
+            mark = " (serving)" if pod.serving else ""
+            evict.setdefault(pod.gpu_index, []).append(f"{pod.namespace}/{pod.pod}{mark}")
         for change in node.gpus_changed:
             rows.append((
                 node.node, node.mig_config, change.index, change.before.label(), change.after.label(),

@@ -12,8 +12,11 @@ Cases:
 - a node stuck `pending` times out: its label is restored, it is uncordoned and marked failed,
   the rollout stops (the second node is untouched), the plan is `failed`;
 - MIG Manager reports `failed`: the same restore;
-- a PodDisruptionBudget blocks an eviction: that node is uncordoned untouched (`blocked`), the
-  next node is still changed; the plan ends `failed` with the budget's message;
+- a PodDisruptionBudget blocks an eviction: the preview says so (`blocked`, not ok); applying
+  anyway leaves that node uncordoned untouched (`blocked`) naming the budget, the next node is
+  still changed; the plan ends `failed` with the budget's message;
+- a budget with `maxUnavailable: 0` (no status written yet) blocks the preview with a message
+  naming the budget, its rule, the pod and the node; a budget selecting nothing is not named;
 - crash mid-rollout then resume: `gpuledger plans apply` in a subprocess is killed (SIGKILL)
   while it waits on MIG Manager; `apply` again continues from the record without relabelling
   the first node and finishes both;
@@ -187,16 +190,47 @@ def test_pdb_blocks_one_node_not_the_plan(kube, gateway, wh, k8s_settings, alice
     kube.core.delete_namespaced_pod("train-1", ns)
     load_manifests(kube.api, [pod_manifest(ns, "train-1", n1, running=True, labels={"app": "serving"}),
                               blocking_pdb(ns, "serving", "serving")])
-    plan = previewed(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2), gateway)
+    plan = approved(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2))
+    preview = apply(wh, plan.id, principal=alice, settings=k8s_settings, cluster=gateway, dry_run=True)
+    assert preview.status == "blocked" and not preview.ok  # seen, and still allowed to apply
     result = apply(wh, plan.id, principal=alice, settings=k8s_settings, cluster=gateway)
     steps = {s.object: s for s in result.steps}
     assert steps[f"Node/{n1}"].state == "blocked"
-    assert "disruption budget" in (steps[f"Node/{n1}"].detail or "")
+    assert (steps[f"Node/{n1}"].detail or "") == (
+        f"PodDisruptionBudget {ns}/serving (allows 0 disruption(s) now, the plan needs 1) "
+        f"blocks evicting Pod/{ns}/train-1")
     assert steps[f"Node/{n2}"].state == "done"
     assert kube.pod_exists(ns, "train-1")
     assert kube.labels(n1)[CONFIG_LABEL] == "all-disabled" and not kube.unschedulable(n1)
     assert kube.labels(n2)[CONFIG_LABEL] == plan.changes.nodes[1].mig_config
     assert result.status == "failed" and f"Node/{n1} blocked" in result.message
+
+
+def test_pdb_max_unavailable_zero_blocks_the_preview(kube, gateway, wh, k8s_settings, alice, fleet):
+    """A budget with `maxUnavailable: 0` and no status yet (no disruption controller has seen
+    it): the preview names it and the node it holds, is not ok, and changes nothing."""
+    ns, n1, n2 = fleet
+    kube.core.delete_namespaced_pod("train-1", ns)
+    load_manifests(kube.api, [
+        pod_manifest(ns, "train-1", n1, running=True, labels={"app": "chat", "tier": "serving"}),
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "hold", "namespace": ns},
+         "spec": {"maxUnavailable": 0, "selector": {
+             "matchLabels": {"app": "chat"},
+             "matchExpressions": [{"key": "tier", "operator": "In", "values": ["serving"]}]}}},
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "other", "namespace": ns},
+         "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "batch"}}}},
+    ])
+    plan = approved(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2))
+    before = kube.node(n1)["metadata"]["resourceVersion"]
+    result = apply(wh, plan.id, principal=alice, settings=k8s_settings, cluster=gateway, dry_run=True)
+    assert result.status == "blocked" and not result.ok
+    assert result.message.endswith(
+        f"; Node/{n1} would be skipped: PodDisruptionBudget {ns}/hold (maxUnavailable 0) "
+        f"blocks evicting Pod/{ns}/train-1")
+    assert "other" not in result.message and f"Node/{n2} would be skipped" not in result.message
+    assert not any(w.object == f"Pod/{ns}/train-1" for w in result.writes)  # no eviction tried
+    assert kube.node(n1)["metadata"]["resourceVersion"] == before and kube.pod_exists(ns, "train-1")
+    assert load_record(wh, plan.id).status == "approved"
 
 
 def test_crash_mid_rollout_then_resume(k8s_cluster, kube, gateway, tmp_path, fleet, mig_manager):

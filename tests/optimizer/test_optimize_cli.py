@@ -218,3 +218,20 @@ def test_quota_backtest_supersede_and_export(tmp_path, capsys):
     assert [d["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] for d in docs] == [7, 1]
     code, out, err = cli(capsys, *args, "--origins", "0")
     assert code == 2 and "--origins/--held-out" in err and "Traceback" not in err
+
+
+def test_serving_pods_are_marked_from_their_owner(sim_warehouse):
+    """A pod is serving when its owner is a ReplicaSet (a Deployment's) or a StatefulSet and
+    it is no notebook server, counted here straight from the pods table."""
+    with Warehouse.open(sim_warehouse, read_only=True) as wh:
+        fleet = load_fleet_from_warehouse(wh)
+        rows = wh.query("SELECT namespace, pod, owner_kind, coalesce(labels, '') AS labels FROM pods")
+    owners = {(r["namespace"], r["pod"]): (r["owner_kind"], r["labels"]) for r in rows.iter_rows(named=True)}
+    busy = [b for g in fleet.gpus for b in g.busy]
+    assert any(b.serving for b in busy) and not all(b.serving for b in busy)
+    for b in busy:
+        kind, labels = owners.get((b.namespace, b.pod), (None, ""))
+        if "notebook" in labels:
+            assert not b.serving, b
+        elif "serving" not in labels and "inference" not in labels:
+            assert b.serving == (kind in ("ReplicaSet", "StatefulSet")), b
