@@ -208,3 +208,7 @@ def _smallest_demanded(layouts: pl.DataFrame) -> dict[str, str]:
 def run_advice(wh: Warehouse, window: Window, settings: Settings, kinds: tuple[str, ...]) -> list[Advice]:
     """The named kinds (all of them when `kinds` is empty), in registry order."""
     return [fn(wh, window, settings) for name, fn in KINDS.items() if not kinds or name in kinds]
+
+
+# The DRA plane's kinds register themselves (kept in their own module: analytics.advice.dra_kinds).
+from gpuledger.analytics.advice import dra_kinds as _dra_kinds  # noqa: E402,F401
