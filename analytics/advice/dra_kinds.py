@@ -5,7 +5,9 @@ MIG device when the claim is prepared (docs/decisions/0087), so there is no layo
 What an operator can act on is which cards are fragmented (free memory slices that cannot hold
 the profile their count would allow) and which DeviceClasses claim templates should offer. The
 analysis lives in `analytics.devices.dra_plan`; this module only turns it into the rows every
-advice kind shares (`analytics.advice.run.COLUMNS`) and a JSON evidence document.
+advice kind shares (`analytics.advice.run.COLUMNS`) and a JSON evidence document, and
+`analytics.advice.run` registers the two kinds (prices and the month factor passed in, so this
+module needs nothing from the registry).
 
 Fragmentation over a window, exactly: a card's state changes only when a claim on it starts or
 ends, so `dra_plan.fragmentation` is evaluated at the window's start and at every such moment
@@ -18,15 +20,14 @@ hours fragmented, scaled to a month like every other kind.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.advice.run import HOURS_PER_MONTH, Advice, _price, register
 from gpuledger.analytics.devices.dra_plan import fragmentation, profile_recommendations
-from gpuledger.core.config import Settings
 from gpuledger.core.mig import MEMORY_SLICES, gpu_model
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -69,15 +70,15 @@ def fragmented_cards(wh: Warehouse, window: Window) -> list[dict[str, Any]]:
     return [{"uuid": uuid, **card} for uuid, card in sorted(cards.items())]
 
 
-@register("dra-fragmentation")
-def dra_fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
-    """Dynamic-MIG cards whose free slices cannot hold the profile their count allows."""
+def fragmentation_advice(wh: Warehouse, window: Window, price: Callable[[str], float],
+                         month: float) -> tuple[list[dict[str, object]], dict[str, Any]]:
+    """Rows and evidence of `dra-fragmentation`: `price(model)` is the card-hour price, `month`
+    the factor from the window to a month."""
     found = fragmented_cards(wh, window)
-    month = HOURS_PER_MONTH / window.hours
     rows: list[dict[str, object]] = []
     for card in found:
-        worst, price = card["worst"], _price(settings, card["model"], window.start)
-        saving = card["slice_hours"] / MEMORY_SLICES * price * month
+        worst = card["worst"]
+        saving = card["slice_hours"] / MEMORY_SLICES * price(card["model"]) * month
         card["monthly_saving"] = saving
         rows.append({
             "kind": "dra_fragmentation", "scope": f"{card['node']} {card['uuid']}",
@@ -88,14 +89,13 @@ def dra_fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) 
                        f"{worst['largest_by_count']} by count but no allowed start fits it; "
                        f"{card['slice_hours']:.2f} slice-hours withheld over {card['hours']:.2f} h"),
         })
-    return Advice("dra-fragmentation", rows, {"cards": found})
+    return rows, {"cards": found}
 
 
-@register("dra-profiles")
-def dra_profiles_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
-    """The fewest MIG profiles covering `advice.catalog_goal` of the window's DRA MIG claim-hours,
-    each as the DeviceClass a claim template would reference."""
-    goal = settings.advice.catalog_goal
+def profiles_advice(wh: Warehouse, window: Window,
+                    goal: float) -> tuple[list[dict[str, object]], dict[str, Any]]:
+    """Rows and evidence of `dra-profiles`: the fewest MIG profiles covering `goal` of the
+    window's DRA MIG claim-hours, each as the DeviceClass a claim template would reference."""
     found = profile_recommendations(wh, window, coverage=goal)
     rows: list[dict[str, object]] = [{
         "kind": "dra_profile", "scope": r["profile"],
@@ -103,4 +103,4 @@ def dra_profiles_advice(wh: Warehouse, window: Window, settings: Settings) -> Ad
         "recommended": f"DeviceClass {r['device_class']['metadata']['name']}", "monthly_saving": 0.0,
         "reason": f"{r['share']:.0%} of the window's MIG claim-hours (the set covers the {goal:.0%} goal)",
     } for r in found]
-    return Advice("dra-profiles", rows, {"goal": goal, "profiles": found})
+    return rows, {"goal": goal, "profiles": found}

@@ -1,4 +1,4 @@
-"""The four advice kinds read from the warehouse, as one registry (`KINDS`).
+"""The advice kinds read from the warehouse, as one registry (`KINDS`).
 
 Each kind is a function `(wh, window, settings) -> Advice`: rows in one shape for the CLI
 table, the dashboard and the statements (`kind`, `scope`, `current`, `recommended`,
@@ -205,10 +205,25 @@ def _smallest_demanded(layouts: pl.DataFrame) -> dict[str, str]:
     return out
 
 
+@register("dra-fragmentation")
+def dra_fragmentation_kind(wh: Warehouse, window: Window, settings: Settings) -> Advice:
+    """DRA dynamic-MIG cards fragmented in the window (`analytics.advice.dra_kinds`)."""
+    from gpuledger.analytics.advice import dra_kinds
+
+    rows, document = dra_kinds.fragmentation_advice(
+        wh, window, lambda model: _price(settings, model, window.start), HOURS_PER_MONTH / window.hours)
+    return Advice("dra-fragmentation", rows, document)
+
+
+@register("dra-profiles")
+def dra_profiles_kind(wh: Warehouse, window: Window, settings: Settings) -> Advice:
+    """The DeviceClasses to offer DRA MIG claims (`analytics.advice.dra_kinds`)."""
+    from gpuledger.analytics.advice import dra_kinds
+
+    rows, document = dra_kinds.profiles_advice(wh, window, settings.advice.catalog_goal)
+    return Advice("dra-profiles", rows, document)
+
+
 def run_advice(wh: Warehouse, window: Window, settings: Settings, kinds: tuple[str, ...]) -> list[Advice]:
     """The named kinds (all of them when `kinds` is empty), in registry order."""
     return [fn(wh, window, settings) for name, fn in KINDS.items() if not kinds or name in kinds]
-
-
-# The DRA plane's kinds register themselves (kept in their own module: analytics.advice.dra_kinds).
-from gpuledger.analytics.advice import dra_kinds as _dra_kinds  # noqa: E402,F401
