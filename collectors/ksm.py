@@ -9,6 +9,10 @@ Used when the Kubernetes API is not reachable, so a Prometheus-only setup still 
   `--metric-labels-allowlist=nodes=[nvidia.com/gpu.replicas,...]`): the GFD keys in
   `NODE_LABELS` are stored under their real names in `nodes.labels`, so the bill reads the
   time-slicing replica count (`nvidia.com/gpu.replicas`) the same way with or without the API.
+- pod-claim references: `kube_pod_resourceclaim_info` (kube-state-metrics 2.20+, one series per
+  `pod.spec.resourceClaims` entry, `resourceclaim_name` resolved for generated claims): which
+  pod referenced which claim when (first to last instant seen + one step), the join the bill
+  uses for claims whose API reservations were not collected (`dra_pod_claims`).
 Resource names come back from KSM's sanitized form: `nvidia_com_mig_3g_40gb` →
 `nvidia.com/mig-3g.40gb`, `nvidia_com_gpu` → `nvidia.com/gpu`.
 """
@@ -26,6 +30,7 @@ import polars as pl
 from gpuledger.collectors.queues import queue_collector
 from gpuledger.core.config import TeamSettings
 from gpuledger.core.frames import NAMESPACES, NODES, PODS, polars_schema
+from gpuledger.core.frames_dra import DRA_POD_CLAIMS
 from gpuledger.core.teams import ksm_label, resolve_team
 
 QUEUE_LABEL = ksm_label(queue_collector().pod_queue_label)
@@ -97,6 +102,20 @@ def pods_from_frames(
             "labels": None, "start_ts": start, "end_ts": end,
         })
     return pl.DataFrame(rows, schema=schema)
+
+
+def pod_claims_from_frame(refs: pl.DataFrame) -> pl.DataFrame:
+    """Rows of `dra_pod_claims` from the samples of `kube_pod_resourceclaim_info` (namespace,
+    pod, claim, template, ts, end): one span per pod and claim in the chunk; the warehouse
+    stitches the spans of one key across chunks (an `interval` table)."""
+    schema = polars_schema(DRA_POD_CLAIMS)
+    if refs.height == 0:
+        return pl.DataFrame(schema=schema)
+    spans = refs.group_by("namespace", "pod", "claim").agg(
+        pl.col("template").drop_nulls().first(), pl.col("ts").min().alias("start_ts"),
+        pl.col("end").max().alias("end_ts"),
+    )
+    return spans.select([pl.col(c).cast(schema[c]) for c in DRA_POD_CLAIMS.column_names])
 
 
 def node_labels_from_vector(result: Iterable[dict[str, Any]]) -> dict[str, dict[str, str]]:

@@ -33,6 +33,7 @@ from gpuledger.collectors.ksm import (
     QUEUE_LABEL,
     namespaces_from_vector,
     node_labels_from_vector,
+    pod_claims_from_frame,
     pods_from_frames,
     with_node_labels,
 )
@@ -50,6 +51,8 @@ SERIES_PER_NODE = 64
 """Sizing guess for shards: 8 GPUs x up to 7 MIG instances, plus pod churn."""
 GPU_MATCH = '{__name__=~"DCGM_FI_.*"}'
 REQUEST_LABELS = ("namespace", "pod", "exported_namespace", "exported_pod", "resource")
+CLAIM_LABELS = ("namespace", "pod", "exported_namespace", "exported_pod", "resourceclaim_name",
+                "resourceclaim_template_name")
 
 
 @dataclass
@@ -160,6 +163,8 @@ class PrometheusCollector:
             + ")"
         )
         pending.futures["pods|requests"] = self._pool.submit(self._fetch, requests, chunk, REQUEST_LABELS)
+        claims = f"max by ({', '.join(CLAIM_LABELS)}) (" + latest("kube_pod_resourceclaim_info", step) + ")"
+        pending.futures["pods|claims"] = self._pool.submit(self._fetch, claims, chunk, CLAIM_LABELS)
         return pending
 
     def iter_chunks(self, window: Window, chunks: list[Chunk] | None = None) -> Iterator[ChunkData]:
@@ -212,6 +217,7 @@ class PrometheusCollector:
             "mig_instances": inventory.mig_instances_from_devices(build.devices),
             "nodes": with_node_labels(inventory.nodes_from_gpus(gpus, chunk.end), self._node_labels(chunk)),
             "pods": self._pods(results["pods|requests"], chunk),
+            "dra_pod_claims": self._pod_claims(results["pods|claims"], chunk),
         }
         if self.namespaces_from_metrics:
             frames["namespaces"] = self._namespaces(chunk)
@@ -229,6 +235,20 @@ class PrometheusCollector:
         span = duration(chunk.end - chunk.start)
         answer = self.http.query(f"last_over_time(kube_namespace_labels[{span}])", chunk.last_point)
         return namespaces_from_vector(answer["data"]["result"], self.settings.teams, chunk.end)
+
+    def _pod_claims(self, refs: Matrix, chunk: Chunk) -> pl.DataFrame:
+        """`dra_pod_claims` from `kube_pod_resourceclaim_info` (empty where KSM predates it)."""
+        if refs.empty:
+            return pod_claims_from_frame(pl.DataFrame())
+        series = refs.series.select(
+            "sid",
+            pl.coalesce("exported_namespace", "namespace").alias("namespace"),
+            pl.coalesce("exported_pod", "pod").alias("pod"),
+            pl.col("resourceclaim_name").replace("", None).alias("claim"),
+            pl.col("resourceclaim_template_name").replace("", None).alias("template"),
+        ).drop_nulls(["namespace", "pod", "claim"])
+        return pod_claims_from_frame(refs.samples.join(series, on="sid").with_columns(
+            (pl.col("ts") + chunk.step).alias("end")))
 
     def _pods(self, requests: Matrix, chunk: Chunk) -> pl.DataFrame:
         if requests.empty:

@@ -69,6 +69,21 @@ DRA_RESERVATIONS = TableSpec(
     doc="Which pods reserved a claim when (status.reservedFor, the pods' resourceClaimStatuses).",
 )
 
+DRA_POD_CLAIMS = TableSpec(
+    "dra_pod_claims", "interval",
+    (
+        _c("namespace", "VARCHAR", False),
+        _c("pod", "VARCHAR", False),
+        _c("claim", "VARCHAR", False, "the ResourceClaim object's name (resolved for a generated claim)"),
+        _c("template", "VARCHAR", doc="the ResourceClaimTemplate it was generated from"),
+        _c("start_ts", TS, False, "first seen"),
+        _c("end_ts", TS, False, "last seen, plus one step"),
+    ),
+    key=("namespace", "pod", "claim"),
+    doc=("Which pods referenced which claims when, from kube-state-metrics' "
+         "`kube_pod_resourceclaim_info`: the pod-claim join where the API's is not collected."),
+)
+
 NODE_PLANES = TableSpec(
     "node_planes", "dimension",
     (
@@ -82,4 +97,4 @@ NODE_PLANES = TableSpec(
     doc="Which GPU plane a node is on: MIG plans write MIG Manager labels only on device-plugin nodes.",
 )
 
-DRA_TABLES: tuple[TableSpec, ...] = (DRA_DEVICES, DRA_CLAIMS, DRA_RESERVATIONS, NODE_PLANES)
+DRA_TABLES: tuple[TableSpec, ...] = (DRA_DEVICES, DRA_CLAIMS, DRA_RESERVATIONS, NODE_PLANES, DRA_POD_CLAIMS)

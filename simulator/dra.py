@@ -286,7 +286,10 @@ class DraPool:
                 team["idle_card_hours"] += share(claim) / 60 if minute in idle else 0.0
         return out
 
-    def write_openmetrics(self, path: Path, *, workload_labels: bool = True) -> None:
+    def write_openmetrics(self, path: Path, *, workload_labels: bool = True,
+                          ksm_claims: bool = False) -> None:
+        """The dcgm series; with `ksm_claims` also kube-state-metrics' `kube_pod_resourceclaim_info`
+        (one series per pod and claim, every minute the pod exists: created to deleted)."""
         base = int(self.start.timestamp())
         with path.open("w") as out:
             for metric, index in (("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 2), ("DCGM_FI_DEV_FB_USED", 3)):
@@ -294,6 +297,15 @@ class DraPool:
                 for item in self.series(workload_labels):
                     labels = ",".join(f'{k}="{v}"' for k, v in sorted(item[0].items()))
                     out.write(f"{metric}{{{labels}}} {item[index]} {base + 60 * item[1]}\n")
+            if ksm_claims:
+                out.write("# TYPE kube_pod_resourceclaim_info gauge\n")
+                for claim in CLAIMS:
+                    for p in claim.pods:
+                        labels = (f'claim_name="gpu",namespace="{claim.namespace}",pod="{p.name}",'
+                                  f'resourceclaim_name="{claim.name}",resourceclaim_template_name="",'
+                                  f'uid="{_uuid(f"{self.tag}/{p.name}")[4:]}"')
+                        out.writelines(f"kube_pod_resourceclaim_info{{{labels}}} 1 {base + 60 * m}\n"
+                                       for m in range(max(p.start, claim.start), p.end))
             out.write("# EOF\n")
 
 

@@ -1,4 +1,4 @@
-"""The four advice kinds read from the warehouse, as one registry (`KINDS`).
+"""The advice kinds read from the warehouse, as one registry (`KINDS`).
 
 Each kind is a function `(wh, window, settings) -> Advice`: rows in one shape for the CLI
 table, the dashboard and the statements (`kind`, `scope`, `current`, `recommended`,
@@ -203,6 +203,25 @@ def _smallest_demanded(layouts: pl.DataFrame) -> dict[str, str]:
                 known.profiles[out[str(model)]].memory, known.profiles[out[str(model)]].compute):
             out[str(model)] = str(profile)
     return out
+
+
+@register("dra-fragmentation")
+def dra_fragmentation_kind(wh: Warehouse, window: Window, settings: Settings) -> Advice:
+    """DRA dynamic-MIG cards fragmented in the window (`analytics.advice.dra_kinds`)."""
+    from gpuledger.analytics.advice import dra_kinds
+
+    rows, document = dra_kinds.fragmentation_advice(
+        wh, window, lambda model: _price(settings, model, window.start), HOURS_PER_MONTH / window.hours)
+    return Advice("dra-fragmentation", rows, document)
+
+
+@register("dra-profiles")
+def dra_profiles_kind(wh: Warehouse, window: Window, settings: Settings) -> Advice:
+    """The DeviceClasses to offer DRA MIG claims (`analytics.advice.dra_kinds`)."""
+    from gpuledger.analytics.advice import dra_kinds
+
+    rows, document = dra_kinds.profiles_advice(wh, window, settings.advice.catalog_goal)
+    return Advice("dra-profiles", rows, document)
 
 
 def run_advice(wh: Warehouse, window: Window, settings: Settings, kinds: tuple[str, ...]) -> list[Advice]:

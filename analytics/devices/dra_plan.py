@@ -79,7 +79,8 @@ def fragmentation(wh: Warehouse, at: datetime) -> pl.DataFrame:
 
 
 def profile_recommendations(wh: Warehouse, window: Window, coverage: float = 0.9) -> list[dict[str, Any]]:
-    """Step 2: `profile`, `claim_hours`, `claims` and the `device_class` object to offer."""
+    """Step 2: `profile`, `claim_hours`, `claims`, `share` (of all MIG claim-hours) and the
+    `device_class` object to offer."""
     rows = claim_rows(wh, window).filter(pl.col("dra_share_basis") == "mig")
     if rows.is_empty():
         return []
@@ -92,7 +93,8 @@ def profile_recommendations(wh: Warehouse, window: Window, coverage: float = 0.9
             break
         covered += hours
         name = f"mig-{profile.replace('.', '-')}.{DRIVER}"
-        out.append({"profile": profile, "claim_hours": hours, "claims": claims, "device_class": {
+        out.append({"profile": profile, "claim_hours": hours, "claims": claims,
+                    "share": hours / total if total else 0.0, "device_class": {
             "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
             "spec": {"selectors": [{"cel": {"expression":
                 f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].profile == '{profile}'"}}]},

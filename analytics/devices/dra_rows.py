@@ -7,7 +7,8 @@ only says how much of that time was idle.
 
 1. Each allocated device of each claim (`dra_claims` joined to `dra_devices`: parent card,
    profile, placement) over its span, cut at the hours of the window and at the moments the pods
-   reserving it (`dra_reservations`) come and go.
+   reserving it (`dra_reservations`, or where the API's reservations were not collected, the
+   pods kube-state-metrics saw referencing it: `dra_pod_claims`) come and go.
 2. In each piece the claim's time is split evenly among the pods reserving it (a shared claim);
    a piece no pod reserves is held by the claim's namespace with no pod. Each row's
    `held_hours` is its pod's portion of the wall time.
@@ -47,6 +48,21 @@ WHERE c.end_ts > ? AND c.start_ts < ?
 """
 
 
+_RESERVATIONS_SQL = """
+SELECT claim_uid, pod, start_ts, end_ts FROM dra_reservations WHERE end_ts > ? AND start_ts < ?
+UNION ALL
+SELECT c.claim_uid, p.pod, greatest(p.start_ts, c.start_ts), least(p.end_ts, c.end_ts)
+FROM dra_pod_claims p
+JOIN (SELECT claim_uid, namespace, claim, min(start_ts) AS start_ts, max(end_ts) AS end_ts
+      FROM dra_claims GROUP BY ALL) c
+  ON p.namespace = c.namespace AND p.claim = c.claim AND p.start_ts < c.end_ts AND p.end_ts > c.start_ts
+WHERE c.claim_uid NOT IN (SELECT claim_uid FROM dra_reservations) AND p.end_ts > ? AND p.start_ts < ?
+"""
+"""Who reserved each claim: the API's `status.reservedFor` where it was collected, else the
+pods kube-state-metrics saw referencing the claim by name (`dra_pod_claims`), each within the
+claim's own span (a claim name reused later by another claim UID joins only its own span)."""
+
+
 def _pieces(start: datetime, end: datetime, cuts: list[datetime]) -> list[tuple[datetime, datetime]]:
     """[start, end) cut at every hour and at `cuts` inside it."""
     points = {start, end, *(c for c in cuts if start < c < end)}
@@ -82,10 +98,7 @@ def _claim_rows(claim: dict[str, Any], pods: list[tuple[str, datetime, datetime]
 def claim_rows(wh: Warehouse, window: Window) -> pl.DataFrame:
     """Steps 1-2 for every claim holding a device in `window`."""
     claims = wh.query(_CLAIMS_SQL, [window.start, window.end])
-    reservations = wh.query(
-        "SELECT claim_uid, pod, start_ts, end_ts FROM dra_reservations WHERE end_ts > ? AND start_ts < ?",
-        [window.start, window.end],
-    )
+    reservations = wh.query(_RESERVATIONS_SQL, [window.start, window.end] * 2)
     by_claim: dict[str, list[tuple[str, datetime, datetime]]] = defaultdict(list)
     for uid, pod, s, e in reservations.iter_rows():
         by_claim[uid].append((pod, as_utc(s), as_utc(e)))

@@ -37,6 +37,7 @@ RELEASED_SHA256 = {
     "v004_dra_claims.sql": "d0096157ae3e0be8ec3ca665ee3fa9b5061b1e46ea98aeb6db15e7717fb783a3",
     "v005_pod_priorities_and_preemptions.sql": "24e360c3e9bfe4272bd6c433df45273b4260483331c1cc8d9a044a81bd46c33a",
     "v006_vllm_queue_gauges.sql": "4bcab45e999d9939d71b544dac1a992fa8ac13d5c02ec5c41b5cf1c8ccdf76b3",
+    "v007_dra_pod_claims.sql": "3be5d18c27e01ac87d562b282020d4ed809170c93fa04e99e629b3b99b3a5a7f",
 }
 """sha256 of every released step; a step is never edited once released (add a new one)."""
 

@@ -39,6 +39,7 @@ STEPS: tuple[Step, ...] = (
     Step(4, "DRA devices, claims, reservations and node planes", "v004_dra_claims.sql"),
     Step(5, "pod priorities and preemptions", "v005_pod_priorities_and_preemptions.sql"),
     Step(6, "vLLM queue gauges on token_samples", "v006_vllm_queue_gauges.sql"),
+    Step(7, "DRA pod-claim references from kube-state-metrics", "v007_dra_pod_claims.sql"),
 )
 """Every version in order, oldest first; append only."""
 

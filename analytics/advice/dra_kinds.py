@@ -1,0 +1,106 @@
+"""The DRA plane's two advice kinds: `dra-fragmentation` and `dra-profiles`.
+
+Why advice kinds and not a plan: on a DRA node with dynamic MIG the driver creates each claim's
+MIG device when the claim is prepared (docs/decisions/0087), so there is no layout to write.
+What an operator can act on is which cards are fragmented (free memory slices that cannot hold
+the profile their count would allow) and which DeviceClasses claim templates should offer. The
+analysis lives in `analytics.devices.dra_plan`; this module only turns it into the rows every
+advice kind shares (`analytics.advice.run.COLUMNS`) and a JSON evidence document, and
+`analytics.advice.run` registers the two kinds (prices and the month factor passed in, so this
+module needs nothing from the registry).
+
+Fragmentation over a window, exactly: a card's state changes only when a claim on it starts or
+ends, so `dra_plan.fragmentation` is evaluated at the window's start and at every such moment
+inside it, and each state holds until the next one. A card fragmented some of the time is one
+row; its stranded capacity is valued as the memory slices the fragmentation withholds
+(`largest_by_count` minus `largest_creatable`, over the card's 8) x the card-hour price x the
+hours fragmented, scaled to a month like every other kind.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime
+from itertools import pairwise
+from typing import Any
+
+import polars as pl
+
+from gpuledger.analytics.devices.dra_plan import fragmentation, profile_recommendations
+from gpuledger.core.mig import MEMORY_SLICES, gpu_model
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
+
+
+def _moments(wh: Warehouse, window: Window) -> list[datetime]:
+    """The window's start and every claim start/end inside it: where a card's state can change."""
+    found = wh.query(
+        "SELECT DISTINCT t FROM (SELECT start_ts AS t FROM dra_claims UNION SELECT end_ts FROM dra_claims) "
+        "WHERE t > ? AND t < ? ORDER BY t", [window.start, window.end])
+    return [window.start, *found["t"].to_list(), window.end]
+
+
+def _withheld(model_name: str, by_count: str | None, creatable: str | None) -> int:
+    """Memory slices a fragmented card cannot offer in one device (by count minus creatable)."""
+    profiles = gpu_model(model_name).profiles
+    size = {name: p.memory for name, p in profiles.items()}
+    return size.get(by_count or "", 0) - size.get(creatable or "", 0)
+
+
+def fragmented_cards(wh: Warehouse, window: Window) -> list[dict[str, Any]]:
+    """Per dynamic card fragmented at some moment of the window: hours fragmented, the worst
+    state (most slices withheld) and the withheld slice-hours."""
+    moments = _moments(wh, window)
+    cards: dict[str, dict[str, Any]] = defaultdict(lambda: {"hours": 0.0, "slice_hours": 0.0, "worst": None})
+    for at, nxt in pairwise(moments):
+        hours = (nxt - at).total_seconds() / 3600
+        if hours <= 0:
+            continue
+        for row in fragmentation(wh, at).filter(pl.col("fragmented")).iter_rows(named=True):
+            withheld = _withheld(row["model"], row["largest_by_count"], row["largest_creatable"])
+            card = cards[row["uuid"]]
+            card.update(node=row["node"], model=row["model"])
+            card["hours"] += hours
+            card["slice_hours"] += withheld * hours
+            if card["worst"] is None or withheld > card["worst"]["withheld_slices"]:
+                card["worst"] = {"at": at.isoformat(), "free_slices": row["free_slices"],
+                                 "largest_by_count": row["largest_by_count"],
+                                 "largest_creatable": row["largest_creatable"], "withheld_slices": withheld}
+    return [{"uuid": uuid, **card} for uuid, card in sorted(cards.items())]
+
+
+def fragmentation_advice(wh: Warehouse, window: Window, price: Callable[[str], float],
+                         month: float) -> tuple[list[dict[str, object]], dict[str, Any]]:
+    """Rows and evidence of `dra-fragmentation`: `price(model)` is the card-hour price, `month`
+    the factor from the window to a month."""
+    found = fragmented_cards(wh, window)
+    rows: list[dict[str, object]] = []
+    for card in found:
+        worst = card["worst"]
+        saving = card["slice_hours"] / MEMORY_SLICES * price(card["model"]) * month
+        card["monthly_saving"] = saving
+        rows.append({
+            "kind": "dra_fragmentation", "scope": f"{card['node']} {card['uuid']}",
+            "current": f"fragmented {card['hours'] / window.hours:.0%} of the window",
+            "recommended": f"free a {worst['largest_by_count']} (only a {worst['largest_creatable']} fits)",
+            "monthly_saving": saving,
+            "reason": (f"{worst['free_slices']} free memory slices at {worst['at']} hold a "
+                       f"{worst['largest_by_count']} by count but no allowed start fits it; "
+                       f"{card['slice_hours']:.2f} slice-hours withheld over {card['hours']:.2f} h"),
+        })
+    return rows, {"cards": found}
+
+
+def profiles_advice(wh: Warehouse, window: Window,
+                    goal: float) -> tuple[list[dict[str, object]], dict[str, Any]]:
+    """Rows and evidence of `dra-profiles`: the fewest MIG profiles covering `goal` of the
+    window's DRA MIG claim-hours, each as the DeviceClass a claim template would reference."""
+    found = profile_recommendations(wh, window, coverage=goal)
+    rows: list[dict[str, object]] = [{
+        "kind": "dra_profile", "scope": r["profile"],
+        "current": f"{r['claims']} claims, {r['claim_hours']:.2f} h",
+        "recommended": f"DeviceClass {r['device_class']['metadata']['name']}", "monthly_saving": 0.0,
+        "reason": f"{r['share']:.0%} of the window's MIG claim-hours (the set covers the {goal:.0%} goal)",
+    } for r in found]
+    return rows, {"goal": goal, "profiles": found}
