@@ -30,6 +30,7 @@ from gpuledger.simulator.fleet import FleetSpec
 from gpuledger.simulator.volcano import preemption_truth, priorities
 from gpuledger.warehouse import LoadBatch, Warehouse
 from tests.analytics.conftest import assert_conserved
+from tests.volcano.conftest import ROOT
 
 WINDOW = Window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 3, tzinfo=UTC))
 
@@ -139,3 +140,54 @@ def test_idle_by_priority_class_matches_truth(world):
     got = dict(idle.select("priority_class", "idle_card_hours").iter_rows())
     for cls, hours in truth.iter_rows():
         assert got[cls] == pytest.approx(hours, rel=0.02, abs=0.5), cls
+
+
+def test_idle_command_by_priority_class_matches_workloads_and_truth(world):
+    """`gpuledger idle --by priority_class` (a real subprocess): per class, the idle
+    card-hours equal the per-workload rows (`--by owner`) summed by each pod's class, and the
+    simulator's truth by class."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    sim, path = world
+
+    def idle(by: str) -> list[dict]:
+        result = subprocess.run(
+            [sys.executable, "-m", "gpuledger", "idle", "--by", by, "--top", "100000", "-o", "json",
+             "--start", WINDOW.start.isoformat(), "--end", WINDOW.end.isoformat(), "--warehouse", str(path)],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=path.parent)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return json.loads(result.stdout)["workloads"]
+
+    by_class = idle("priority_class")
+    assert {r["workload_kind"] for r in by_class} == {"PriorityClass"}
+    got = pl.DataFrame(by_class).group_by("workload").agg(pl.col("idle_card_hours").sum())
+    got_map = dict(got.iter_rows())
+    pods = sim.schedule.pods
+    classes = pl.DataFrame({
+        "namespace": [sim.tenants.namespaces[i].name for i in pods.namespace], "pod": pods.name,
+        "cls": [c or "(none)" for c, _ in priorities(sim)]})
+    # Per workload (owner): every pod of one owner has one class (the simulator draws it by
+    # workload class), so each owner row sums into exactly one class.
+    owners = pl.DataFrame(idle("owner"))
+    with Warehouse.open(path, read_only=True) as wh:
+        from gpuledger.analytics.workloads import pod_workloads
+
+        owner_of = pod_workloads(wh, "owner")
+    owner_class = (owner_of.join(classes, on=["namespace", "pod"], how="left")
+                   .group_by("namespace", "workload_kind", "workload").agg(pl.col("cls").unique()))
+    assert owner_class["cls"].list.len().max() == 1
+    summed = (owners.join(owner_class.with_columns(pl.col("cls").list.first()),
+                          on=["namespace", "workload_kind", "workload"], how="left")
+              .group_by("cls").agg(pl.col("idle_card_hours").sum()))
+    for cls, hours in summed.iter_rows():
+        assert got_map[cls] == pytest.approx(hours, abs=1e-3), cls  # JSON rounds to 1e-6
+    truth = (sim.ground_truth().filter(pl.col("allocation_state") == "allocated")
+             .join(classes, on=["namespace", "pod"], how="left")
+             .group_by("cls").agg(pl.col("idle_card_hours").sum()))
+    assert len(got_map) >= 4
+    for cls, hours in truth.iter_rows():
+        assert got_map.get(cls, 0.0) == pytest.approx(hours, rel=0.02, abs=0.5), cls
