@@ -42,7 +42,8 @@ VICTIM_ONE_IN = 6
 """About one in this many eligible pods is a victim."""
 
 
-def _counted(requests: dict[str, int]) -> float:
+def counted_gpus(requests: dict[str, int]) -> float:
+    """The GPUs a pod asks for: whole cards plus MIG instances (one each)."""
     return float(sum(v for k, v in requests.items()
                      if k == "nvidia.com/gpu" or k.startswith("nvidia.com/mig-")))
 
@@ -64,7 +65,7 @@ def victims(sim: Simulation) -> list[int]:
     for p in range(len(pods)):
         if CLASS_NAMES[pods.cls[p]] == "inference" or pods.start[p] < 0 or pods.end[p] >= steps:
             continue
-        if pods.end[p] <= pods.start[p] or not _counted(pods.requests[p]):
+        if pods.end[p] <= pods.start[p] or not counted_gpus(pods.requests[p]):
             continue
         digest = hashlib.sha256(f"{sim.seed}:{pods.name[p]}".encode()).digest()
         if digest[0] % VICTIM_ONE_IN == 0:
@@ -92,7 +93,7 @@ def preemption_frame(sim: Simulation) -> pl.DataFrame:
             "reason": "Evict" if _volcano_pool(sim, p) else "PreemptionByScheduler",
             "owner_kind": pods.owner_kind[p], "owner_name": pods.owner_name[p],
             "node": sim.hw.nodes[pods.node[p]].name, "queue": pods.queue[p],
-            "priority_class": classes[p][0], "gpus": _counted(pods.requests[p]),
+            "priority_class": classes[p][0], "gpus": counted_gpus(pods.requests[p]),
             "run_start": sim.tb.at(pods.start[p]), "checkpoint_at": _checkpoint(sim, p, n),
             "observed_at": at,
         })
@@ -109,7 +110,7 @@ def preemption_truth(sim: Simulation) -> pl.DataFrame:
         rows.append({"namespace": ns.name, "pod": pods.name[p], "team": ns.team, "queue": pods.queue[p],
                      "priority_class": classes[p][0] or "(none)",
                      "model": sim.spec.pools[pods.pool[p]].model,
-                     "lost_gpu_hours": _counted(pods.requests[p]) * (pods.end[p] - start) * step_h})
+                     "lost_gpu_hours": counted_gpus(pods.requests[p]) * (pods.end[p] - start) * step_h})
     return pl.DataFrame(rows)
 
 
