@@ -79,7 +79,9 @@ class Simulation:
         self.names = Names.of(self.hw, self.schedule, self.tenants)
         self.quotas = nominal_quotas(spec, self.tenants)
         self.queues = QueueModel.of(self.schedule, self.hw, self.tenants, self.quotas, self.tb)
-        self.volcano_queues = VolcanoQueues.of(self)
+        from gpuledger.simulator.volcano import queue_deserved
+
+        self.volcano_queues = VolcanoQueues.of(spec, self.tenants, self.schedule, queue_deserved(self))
         self._facts = {
             "memory": np.array([g.memory_mib for g in self.hw.gpus]),
             "idle_w": np.array([float(MODEL_FACTS[g.model]["idle_w"]) for g in self.hw.gpus]),

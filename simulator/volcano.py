@@ -29,6 +29,7 @@ import polars as pl
 from gpuledger.core.frames import QUEUES, polars_schema
 from gpuledger.core.frames_preemption import POD_PRIORITIES, PREEMPTIONS
 from gpuledger.simulator.truth import CLASS_NAMES
+from gpuledger.simulator.volcano_queues import RESOURCE, counted_gpus
 
 if TYPE_CHECKING:
     from gpuledger.simulator.simulated_fleet import SimulatedFleet as Simulation
@@ -40,12 +41,6 @@ PRIORITY: dict[str, tuple[str, int]] = {
 """Workload class → (PriorityClass, value)."""
 VICTIM_ONE_IN = 6
 """About one in this many eligible pods is a victim."""
-
-
-def counted_gpus(requests: dict[str, int]) -> float:
-    """The GPUs a pod asks for: whole cards plus MIG instances (one each)."""
-    return float(sum(v for k, v in requests.items()
-                     if k == "nvidia.com/gpu" or k.startswith("nvidia.com/mig-")))
 
 
 def priorities(sim: Simulation) -> list[tuple[str, int | None]]:
@@ -149,6 +144,12 @@ def volcano_objects(sim: Simulation) -> list[dict[str, Any]]:
                      "spec": {"queue": pods.queue[members[0]], "minMember": len(members),
                               "priorityClassName": classes[members[0]][0]}})
     return objs
+
+
+def queue_deserved(sim: Simulation) -> dict[str, float]:
+    """Each Volcano Queue's deserved GPUs, as its object (`volcano_objects`) states them."""
+    return {o["metadata"]["name"]: float(o["spec"]["deserved"][RESOURCE])
+            for o in volcano_objects(sim) if o["kind"] == "Queue"}
 
 
 def with_volcano(sim: Simulation, frames: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:

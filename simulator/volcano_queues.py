@@ -24,8 +24,7 @@ series from it, so a test can hold the scraped-and-collected rows against it.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,8 +34,8 @@ import polars as pl
 from gpuledger.core.frames import QUEUE_SAMPLES, polars_schema
 
 if TYPE_CHECKING:
-    from gpuledger.simulator.fleet import PoolSpec
-    from gpuledger.simulator.simulated_fleet import SimulatedFleet
+    from gpuledger.simulator.fleet import FleetSpec, PoolSpec
+    from gpuledger.simulator.tenants import Tenants
     from gpuledger.simulator.timebase import Timebase
     from gpuledger.simulator.workloads import Schedule
 
@@ -46,6 +45,12 @@ RESOURCE = "nvidia.com/gpu"
 MILLI = 1000.0
 FAMILIES = ("volcano_queue_allocated_scalar_resources", "volcano_queue_deserved_scalar_resources",
             "volcano_queue_pod_group_pending_count", "volcano_queue_pod_group_inqueue_count")
+
+
+def counted_gpus(requests: Mapping[str, int]) -> float:
+    """The GPUs a pod asks for: whole cards plus MIG instances (one each)."""
+    return float(sum(v for k, v in requests.items()
+                     if k == "nvidia.com/gpu" or k.startswith("nvidia.com/mig-")))
 
 
 def volcano_pod(pools: Sequence[PoolSpec], pool: int) -> bool:
@@ -67,30 +72,28 @@ class VolcanoQueues:
     group_queue: np.ndarray
 
     @classmethod
-    def of(cls, sim: SimulatedFleet) -> VolcanoQueues:
-        from gpuledger.simulator.volcano import counted_gpus, volcano_objects
-
-        objs = volcano_objects(sim)
-        queues = {o["metadata"]["name"]: float(o["spec"]["deserved"][RESOURCE])
-                  for o in objs if o["kind"] == "Queue"}
-        names = sorted(queues)
+    def of(cls, spec: FleetSpec, tenants: Tenants, sched: Schedule, deserved: Mapping[str, float]
+           ) -> VolcanoQueues:
+        """From the schedule's pods and each Volcano Queue's deserved GPUs (the Queue objects
+        `simulator.volcano` builds: the engine passes `volcano.queue_deserved`)."""
+        names = sorted(deserved)
         index = {n: i for i, n in enumerate(names)}
-        pods = sim.schedule.pods
+        pods = sched.pods
         pod_queue = np.full(len(pods), -1, dtype=np.int64)
         pod_group = np.full(len(pods), -1, dtype=np.int64)
-        groups: dict[tuple[str, str], int] = defaultdict(lambda: len(groups))
+        groups: dict[tuple[str, str], int] = {}
         group_queue: list[int] = []
         for p in range(len(pods)):
-            if not (volcano_pod(sim.spec.pools, pods.pool[p]) and pods.queue[p]):
+            if not (volcano_pod(spec.pools, pods.pool[p]) and pods.queue[p]):
                 continue
             pod_queue[p] = index[str(pods.queue[p])]
-            key = (sim.tenants.namespaces[pods.namespace[p]].name, pods.owner_name[p])
-            before = len(groups)
-            pod_group[p] = groups[key]
-            if len(groups) > before:
+            key = (tenants.namespaces[pods.namespace[p]].name, pods.owner_name[p])
+            if key not in groups:
+                groups[key] = len(groups)
                 group_queue.append(int(pod_queue[p]))
+            pod_group[p] = groups[key]
         gpus = np.array([counted_gpus(r) for r in pods.requests], dtype=np.float64)
-        return cls(names, np.array([queues[n] for n in names], dtype=np.float64), pod_queue, gpus,
+        return cls(names, np.array([deserved[n] for n in names], dtype=np.float64), pod_queue, gpus,
                    pod_group, np.array(group_queue, dtype=np.int64))
 
     def series(self, sched: Schedule, wait_steps: np.ndarray, k0: int, k1: int

@@ -26,7 +26,7 @@ import pytest
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
-from gpuledger.simulator.volcano import counted_gpus
+from gpuledger.simulator.volcano_queues import counted_gpus
 from gpuledger.warehouse import LoadBatch, Warehouse
 from tests.volcano.conftest import ROOT
 
