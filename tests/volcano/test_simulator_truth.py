@@ -27,7 +27,7 @@ from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
-from gpuledger.simulator.volcano import preemption_truth, priorities
+from gpuledger.simulator.volcano import preemption_truth, priorities, victims
 from gpuledger.warehouse import LoadBatch, Warehouse
 from tests.analytics.conftest import assert_conserved
 from tests.volcano.conftest import ROOT
@@ -83,12 +83,56 @@ def test_preemption_losses_match_truth(world):
         assert (row["queue_got"], row["priority_class_got"]) == (row["queue"], row["priority_class"])
     book = PriceBook(Settings())
     price = {m: next(iter(book.spans(m, WINDOW))).unit_price for m in truth["model"].unique()}
-    want_cost = sum(r["lost_gpu_hours"] * price[r["model"]] for r in truth.iter_rows(named=True))
+    share = _card_share_per_gpu(sim, "compute")
+    assert min(share.values()) < 1  # MIG victims: priced at their share, not a whole card
+    want_cost = sum(r["lost_gpu_hours"] * share[r["pod"]] * price[r["model"]] for r in truth.iter_rows(named=True))
     assert bill.preemption is not None
     assert float(bill.preemption["lost_cost"].sum()) == pytest.approx(want_cost, rel=1e-9)
     assert float(bill.preemption["lost_gpu_hours"].sum()) == pytest.approx(truth["lost_gpu_hours"].sum())
     assert int(bill.preemption["preemptions"].sum()) == truth.height
     assert bill.to_dict()["preemption"][0]["lost_cost"] == round(float(bill.preemption["lost_cost"][0]), 2)
+
+
+MEMORY_SLICES = {"1g.5gb": 1, "2g.10gb": 2, "3g.20gb": 4, "4g.20gb": 4, "7g.40gb": 8,
+                 "1g.10gb": 1, "2g.20gb": 2, "3g.40gb": 4, "4g.40gb": 4, "7g.80gb": 8}
+"""Memory slices (of 8) per A100 MIG profile, from NVIDIA's MIG user guide."""
+
+
+def _card_share_per_gpu(sim: Simulation, basis: str) -> dict[str, float]:
+    """Per victim pod: cards' worth of its request per counted GPU, from the profile names
+    (compute: the leading `Ng` of 7 slices; memory: the guide's table, of 8)."""
+    pods, out = sim.schedule.pods, {}
+    for p in victims(sim):
+        cards = count = 0.0
+        for key, n in pods.requests[p].items():
+            if key == "nvidia.com/gpu":
+                cards, count = cards + n, count + n
+            elif key.startswith("nvidia.com/mig-"):
+                profile = key.removeprefix("nvidia.com/mig-")
+                slices = int(profile.split("g.")[0]) / 7 if basis == "compute" else MEMORY_SLICES[profile] / 8
+                cards, count = cards + n * slices, count + n
+        out[pods.name[p]] = cards / count
+    return out
+
+
+def test_lost_mig_time_is_priced_at_the_instance_share(world):
+    sim, path = world
+    truth = preemption_truth(sim)
+    settings = Settings(sharing={"mig_share_basis": "memory"})
+    with Warehouse.open(path, read_only=True) as wh:
+        losses = preemption_losses(wh, WINDOW, settings)
+    share = _card_share_per_gpu(sim, "memory")
+    book = PriceBook(settings)
+    price = {m: next(iter(book.spans(m, WINDOW))).unit_price for m in truth["model"].unique()}
+    got = {r["pod"]: r for r in losses.iter_rows(named=True)}
+    mig = 0
+    for row in truth.iter_rows(named=True):
+        mine = got[row["pod"]]
+        assert mine["lost_gpu_hours"] == pytest.approx(row["lost_gpu_hours"], abs=1e-9)
+        assert mine["lost_card_hours"] == pytest.approx(row["lost_gpu_hours"] * share[row["pod"]], abs=1e-9)
+        assert mine["lost_cost"] == pytest.approx(mine["lost_card_hours"] * price[row["model"]], rel=1e-9)
+        mig += share[row["pod"]] < 1
+    assert mig >= 5
 
 
 def test_admit_before_run_flags_queues_over_the_share(world):
