@@ -12,7 +12,11 @@ conservation are untouched, and the preemption frame is a "thereof" view beside 
 Victims come from `warehouse.queries.volcano.preemptions_between` (a pod condition's own facts,
 or the stored pods of a preempted Workload/PodGroup or of a pod named by a scheduler event).
 Counts: whole GPUs and MIG instances (`collectors.preemption.gpu_count`'s rule, applied here to
-the stored requests); a MIG instance is priced as a whole card's hour, an upper bound.
+the stored requests). A lost MIG instance-hour is priced at the instance's share of the card
+(`analytics.shares.raw_mig_share` under `sharing.mig_share_basis`, the rule the bill uses; under
+`max_normalized` before the layout's normalization, so at most the billed share), not a whole
+card's hour: `lost_card_hours` = lost GPU-hours x (card share of the request / its GPU count),
+and `lost_cost` prices those. A victim whose requests are unknown counts whole cards.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from gpuledger.analytics.prices import price_table
+from gpuledger.analytics.shares import raw_mig_share
 from gpuledger.analytics.teams import team_table
 from gpuledger.core.config import Settings
 from gpuledger.core.pricing import PriceBook
@@ -45,6 +50,32 @@ def _gpus(text: str | None) -> float | None:
                      if k == "nvidia.com/gpu" or k.startswith("nvidia.com/mig-")))
 
 
+MIG_PREFIX = "nvidia.com/mig-"
+
+
+def card_share(text: str | None, model: str | None, basis: str) -> float | None:
+    """Cards' worth of a pod's GPU requests (JSON): a whole GPU is one card, a MIG instance its
+    profile's share on `model` by `basis`; None when the requests are unknown."""
+    if text is None:
+        return None
+    total = 0.0
+    for key, count in json.loads(text).items():
+        if key == "nvidia.com/gpu":
+            total += float(count)
+        elif key.startswith(MIG_PREFIX):
+            share = raw_mig_share(model, key.removeprefix(MIG_PREFIX), basis) if model else 1.0
+            total += float(count) * share
+    return total
+
+
+def _card_shares(basis: str) -> pl.Expr:
+    """Per victim (columns `requests`, `model`, `gpus`): cards' worth per counted GPU (1 when
+    the requests are unknown)."""
+    share = pl.struct("requests", "model").map_elements(
+        lambda r: card_share(r["requests"], r["model"], basis), return_dtype=pl.Float64)
+    return pl.when(pl.col("gpus") > 0).then(share / pl.col("gpus")).otherwise(None).fill_null(1.0)
+
+
 def preemption_losses(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
     """One row per victim pod preempted in `window`: who, when, from when its work was lost,
     GPUs, lost GPU-hours, the model's unit price and the lost cost."""
@@ -62,7 +93,12 @@ def preemption_losses(wh: Warehouse, window: Window, settings: Settings) -> pl.D
                                           .dt.total_microseconds().clip(0) / 3.6e9)).alias("lost_gpu_hours"),
     )
     models = wh.query("SELECT node, min(model) AS model FROM gpus GROUP BY node")
-    frame = frame.join(models, on="node", how="left")
+    stored = wh.query("SELECT namespace, pod, CAST(arg_max(gpu_requests, end_ts) AS VARCHAR) AS stored "
+                      "FROM pods GROUP BY namespace, pod")
+    frame = frame.join(models, on="node", how="left").join(stored, on=["namespace", "pod"], how="left")
+    frame = frame.with_columns(pl.coalesce("gpu_requests", "stored").alias("requests"))
+    frame = frame.with_columns(
+        (pl.col("lost_gpu_hours") * _card_shares(settings.sharing.mig_share_basis)).alias("lost_card_hours"))
     prices = price_table(PriceBook(settings), frame["model"].drop_nulls().unique().to_list(), window)
     teams = team_table(wh, frame["namespace"].unique().to_list(), settings)
     frame = frame.join(teams, on="namespace", how="left").join(prices, on=["model", "day"], how="left")
@@ -70,9 +106,9 @@ def preemption_losses(wh: Warehouse, window: Window, settings: Settings) -> pl.D
         pl.col("team").fill_null("unattributed"),
         pl.col("unit_price").fill_null(0.0),
         (pl.col("unpriced").fill_null(True)),
-    ).with_columns((pl.col("lost_gpu_hours") * pl.col("unit_price")).alias("lost_cost")).select(
+    ).with_columns((pl.col("lost_card_hours") * pl.col("unit_price")).alias("lost_cost")).select(
         "namespace", "pod", "team", "queue", "priority_class", "source", "preempted_at", "lost_from",
-        "gpus", "lost_gpu_hours", "model", "unit_price", "lost_cost", "unpriced",
+        "gpus", "lost_gpu_hours", "lost_card_hours", "model", "unit_price", "lost_cost", "unpriced",
     ).sort("preempted_at", "namespace", "pod")
 
 
@@ -80,7 +116,8 @@ def _empty() -> pl.DataFrame:
     schema: dict[str, pl.DataType] = {"namespace": pl.String(), "pod": pl.String(), "team": pl.String(),
               "queue": pl.String(), "priority_class": pl.String(), "source": pl.String(),
               "preempted_at": pl.Datetime("us", "UTC"), "lost_from": pl.Datetime("us", "UTC"),
-              "gpus": pl.Float64(), "lost_gpu_hours": pl.Float64(), "model": pl.String(),
+              "gpus": pl.Float64(), "lost_gpu_hours": pl.Float64(), "lost_card_hours": pl.Float64(),
+              "model": pl.String(),
               "unit_price": pl.Float64(), "lost_cost": pl.Float64(), "unpriced": pl.Boolean()}
     return pl.DataFrame(schema=schema)
 

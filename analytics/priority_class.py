@@ -43,6 +43,18 @@ def with_priority_class(wh: Warehouse, detail: pl.DataFrame, dims: Sequence[str]
         pl.when(pl.col("pod").is_not_null()).then(known).otherwise(None).alias(DIMENSION))
 
 
+def class_workloads(wh: Warehouse) -> pl.DataFrame:
+    """namespace, pod → workload_kind `PriorityClass`, workload = the pod's class (`(none)`
+    when unknown or unset): the owners frame `analytics.idle.idle_workloads` groups by, so
+    `idle --by priority_class` is the per-workload idle summed by class, row for row."""
+    pods = wh.query("SELECT DISTINCT namespace, pod FROM pods")
+    classes = pod_priority_classes(wh).select("namespace", "pod", "priority_class")
+    joined = pods.join(classes, on=["namespace", "pod"], how="left")
+    return joined.select(
+        "namespace", "pod", pl.lit("PriorityClass").alias("workload_kind"),
+        pl.col("priority_class").fill_null("").replace("", NO_CLASS).alias("workload"))
+
+
 def idle_by(wh: Warehouse, detail: pl.DataFrame, by: Sequence[str] = ("team", DIMENSION)) -> pl.DataFrame:
     """Idle time of the allocations in a bill's `detail`, summed by `by` (`idle --by
     priority_class`): card-hours, idle card-hours, idle cost, idle share; most idle cost first."""

@@ -37,6 +37,7 @@ from gpuledger.simulator.samples import (
 from gpuledger.simulator.tenants import build_tenants, nominal_quotas
 from gpuledger.simulator.timebase import Timebase
 from gpuledger.simulator.truth import assemble, segments
+from gpuledger.simulator.volcano_queues import VolcanoQueues
 from gpuledger.simulator.workloads import build_schedule
 
 SAMPLE_TABLES = ("gpu_samples", "token_samples", "queue_samples")
@@ -78,6 +79,9 @@ class Simulation:
         self.names = Names.of(self.hw, self.schedule, self.tenants)
         self.quotas = nominal_quotas(spec, self.tenants)
         self.queues = QueueModel.of(self.schedule, self.hw, self.tenants, self.quotas, self.tb)
+        from gpuledger.simulator.volcano import queue_deserved
+
+        self.volcano_queues = VolcanoQueues.of(spec, self.tenants, self.schedule, queue_deserved(self))
         self._facts = {
             "memory": np.array([g.memory_mib for g in self.hw.gpus]),
             "idle_w": np.array([float(MODEL_FACTS[g.model]["idle_w"]) for g in self.hw.gpus]),
@@ -176,7 +180,9 @@ class Simulation:
                 scrape_gaps=self.spec.scenario.scrape_gaps, facts=self._facts, with_ids=with_ids,
             ),
             "token_samples": token_samples_frame(self.schedule, self.names, self.tb, k0, k1),
-            "queue_samples": queue_samples_frame(self.queues, self.schedule, self.tb, k0, k1),
+            "queue_samples": pl.concat([  # Kueue's ClusterQueues, then Volcano's Queues
+                queue_samples_frame(self.queues, self.schedule, self.tb, k0, k1),
+                self.volcano_queues.samples(self.schedule, self.queues.pod_wait_steps, self.tb, k0, k1)]),
         }
 
     def step_frames(self, k0: int, k1: int, with_ids: bool = False) -> dict[str, pl.DataFrame]:

@@ -42,6 +42,10 @@ FAMILIES: tuple[Family, ...] = (
            "The number of pending workloads, per cluster_queue and status."),
     Family("kueue_admission_wait_time_seconds", "histogram",
            "The time between a workload was created or requeued until admission, per cluster_queue"),
+    Family("volcano_queue_allocated_scalar_resources", "gauge", "Allocated scalar resources of the queue"),
+    Family("volcano_queue_deserved_scalar_resources", "gauge", "Deserved scalar resources of the queue"),
+    Family("volcano_queue_pod_group_pending_count", "gauge", "The number of Pending PodGroup in this queue"),
+    Family("volcano_queue_pod_group_inqueue_count", "gauge", "The number of Inqueue PodGroup in this queue"),
 )
 FAMILY_NAMES = tuple(f.name for f in FAMILIES)
 

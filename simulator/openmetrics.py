@@ -11,6 +11,7 @@ Families and labels follow the real exporters:
   (`resource="nvidia_com_gpu"`, `unit="integer"`), `kube_namespace_labels`, `kube_node_labels`;
 - Kueue: `kueue_cluster_queue_resource_usage`, `kueue_cluster_queue_nominal_quota`,
   `kueue_pending_workloads`, and the `kueue_admission_wait_time_seconds` histogram;
+- Volcano: `volcano_queue_*` per Queue (`simulator.volcano_queues`);
 - vLLM: `vllm:prompt_tokens_total`, `vllm:generation_tokens_total` by `model_name`.
 
 The file writer makes one pass over the window in chunks and appends each family's lines to
@@ -44,6 +45,7 @@ from gpuledger.simulator.metric_families import (
 )
 from gpuledger.simulator.metric_labels import DcgmLabels, dcgm_labels, gather, ksm_labels, table
 from gpuledger.simulator.simulated_fleet import SimulatedFleet
+from gpuledger.simulator.volcano_queues import volcano_lines
 
 
 class Renderer:
@@ -78,7 +80,9 @@ class Renderer:
         if want & {"vllm:prompt_tokens", "vllm:generation_tokens"}:
             out.update(self._vllm(frames["token_samples"], with_ts))
         out.update(self._ksm(k0, k1, with_ts, want))
-        out.update(self._kueue(frames["queue_samples"], k0, k1, with_ts, want))
+        kueue, volcano = self.sim.volcano_queues.split(frames["queue_samples"])
+        out.update(self._kueue(kueue, k0, k1, with_ts, want))
+        out.update(volcano_lines(volcano, self._ts(pl.col("ts"), with_ts), want))
         if with_ts and self.sim.spec.field.ha_replicas:
             out = {name: ha_lines(lines) for name, lines in out.items()}
         return {name: lines for name, lines in out.items() if name in want}

@@ -24,6 +24,7 @@ from gpuledger.simulator.hardware import RESERVED_MIB, Hardware
 from gpuledger.simulator.noise import uniform
 from gpuledger.simulator.tenants import Tenants
 from gpuledger.simulator.timebase import Timebase
+from gpuledger.simulator.volcano_queues import volcano_pod
 from gpuledger.simulator.workloads import CLASSES, INFERENCE, Schedule
 
 GAP_BLOCK_S = 600
@@ -234,8 +235,8 @@ class QueueModel:
         pod_key = np.full(len(pods), -1, dtype=np.int64)
         pod_cq = np.full(len(pods), -1, dtype=np.int64)
         for p in range(len(pods)):
-            if pods.queue[p] is None:
-                continue
+            if pods.queue[p] is None or volcano_pod(hw.pools, pods.pool[p]):
+                continue  # no queue, or Volcano's (`simulator.volcano_queues`): one system per pod
             cq = tenants.namespaces[pods.namespace[p]].cluster_queue
             key = (cq, hw.pools[pods.pool[p]].name, pods.resource[p])
             pod_key[p] = index.get(key, -1)

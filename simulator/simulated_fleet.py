@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from gpuledger.simulator.samples import QueueModel
     from gpuledger.simulator.tenants import Tenants
     from gpuledger.simulator.timebase import Timebase
+    from gpuledger.simulator.volcano_queues import VolcanoQueues
     from gpuledger.simulator.workloads import Schedule
 
 
@@ -47,6 +48,9 @@ class SimulatedFleet(Protocol):
 
     @property
     def queues(self) -> QueueModel: ...
+
+    @property
+    def volcano_queues(self) -> VolcanoQueues: ...
 
     @property
     def seed(self) -> int: ...

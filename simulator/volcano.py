@@ -29,6 +29,7 @@ import polars as pl
 from gpuledger.core.frames import QUEUES, polars_schema
 from gpuledger.core.frames_preemption import POD_PRIORITIES, PREEMPTIONS
 from gpuledger.simulator.truth import CLASS_NAMES
+from gpuledger.simulator.volcano_queues import RESOURCE, counted_gpus
 
 if TYPE_CHECKING:
     from gpuledger.simulator.simulated_fleet import SimulatedFleet as Simulation
@@ -40,11 +41,6 @@ PRIORITY: dict[str, tuple[str, int]] = {
 """Workload class → (PriorityClass, value)."""
 VICTIM_ONE_IN = 6
 """About one in this many eligible pods is a victim."""
-
-
-def _counted(requests: dict[str, int]) -> float:
-    return float(sum(v for k, v in requests.items()
-                     if k == "nvidia.com/gpu" or k.startswith("nvidia.com/mig-")))
 
 
 def priorities(sim: Simulation) -> list[tuple[str, int | None]]:
@@ -64,7 +60,7 @@ def victims(sim: Simulation) -> list[int]:
     for p in range(len(pods)):
         if CLASS_NAMES[pods.cls[p]] == "inference" or pods.start[p] < 0 or pods.end[p] >= steps:
             continue
-        if pods.end[p] <= pods.start[p] or not _counted(pods.requests[p]):
+        if pods.end[p] <= pods.start[p] or not counted_gpus(pods.requests[p]):
             continue
         digest = hashlib.sha256(f"{sim.seed}:{pods.name[p]}".encode()).digest()
         if digest[0] % VICTIM_ONE_IN == 0:
@@ -92,7 +88,7 @@ def preemption_frame(sim: Simulation) -> pl.DataFrame:
             "reason": "Evict" if _volcano_pool(sim, p) else "PreemptionByScheduler",
             "owner_kind": pods.owner_kind[p], "owner_name": pods.owner_name[p],
             "node": sim.hw.nodes[pods.node[p]].name, "queue": pods.queue[p],
-            "priority_class": classes[p][0], "gpus": _counted(pods.requests[p]),
+            "priority_class": classes[p][0], "gpus": counted_gpus(pods.requests[p]),
             "run_start": sim.tb.at(pods.start[p]), "checkpoint_at": _checkpoint(sim, p, n),
             "observed_at": at,
         })
@@ -109,7 +105,7 @@ def preemption_truth(sim: Simulation) -> pl.DataFrame:
         rows.append({"namespace": ns.name, "pod": pods.name[p], "team": ns.team, "queue": pods.queue[p],
                      "priority_class": classes[p][0] or "(none)",
                      "model": sim.spec.pools[pods.pool[p]].model,
-                     "lost_gpu_hours": _counted(pods.requests[p]) * (pods.end[p] - start) * step_h})
+                     "lost_gpu_hours": counted_gpus(pods.requests[p]) * (pods.end[p] - start) * step_h})
     return pl.DataFrame(rows)
 
 
@@ -148,6 +144,12 @@ def volcano_objects(sim: Simulation) -> list[dict[str, Any]]:
                      "spec": {"queue": pods.queue[members[0]], "minMember": len(members),
                               "priorityClassName": classes[members[0]][0]}})
     return objs
+
+
+def queue_deserved(sim: Simulation) -> dict[str, float]:
+    """Each Volcano Queue's deserved GPUs, as its object (`volcano_objects`) states them."""
+    return {o["metadata"]["name"]: float(o["spec"]["deserved"][RESOURCE])
+            for o in volcano_objects(sim) if o["kind"] == "Queue"}
 
 
 def with_volcano(sim: Simulation, frames: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:

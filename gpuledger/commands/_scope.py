@@ -23,6 +23,8 @@ def scope_options(func: F) -> F:
     return click.option("--team", default=None, help="only this team")(func)
 
 
-def workload_option(default: str = "owner") -> Callable[[F], F]:
-    """`--by owner|pod|allocation|label:<key>`: what one row is."""
-    return click.option("--by", "by", default=default, show_default=True, help=WORKLOAD_HELP)
+def workload_option(default: str = "owner", extra: str = "") -> Callable[[F], F]:
+    """`--by owner|pod|allocation|label:<key>` (plus `extra`, a grouping only this command
+    has): what one row is."""
+    text = f"{WORKLOAD_HELP}, or {extra}" if extra else WORKLOAD_HELP
+    return click.option("--by", "by", default=default, show_default=True, help=text)

@@ -2,7 +2,8 @@
 
 One row per workload by default (a Deployment's replicas and a multi-GPU pod's cards summed,
 `analytics.idle.idle_workloads`); `--by pod`, `--by label:<key>` or `--by allocation` (one row
-per pod and GPU, the former output) regroup; `--team` / `--namespace` filter.
+per pod and GPU, the former output) or `--by priority_class` (one row per team, namespace
+and PriorityClass: the workloads' idle summed by class) regroup; `--team` / `--namespace` filter.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ _WORKLOAD = ("team", "namespace", "workload_kind", "workload", "pods", "gpus", "
 @click.command("idle", help="the workloads that held GPUs idle, by idle cost")
 @window_options
 @click.option("--top", type=int, default=20, show_default=True, help="how many rows")
-@workload_option()
+@workload_option(extra="priority_class")
 @scope_options
 @output_option()
 @price_options
@@ -41,18 +42,20 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.analytics.bill import compute_bill
     from gpuledger.analytics.exports import idle_json
     from gpuledger.analytics.idle import held_allocations, idle_allocations, idle_workloads
+    from gpuledger.analytics.priority_class import DIMENSION, class_workloads
     from gpuledger.analytics.workloads import check_workload_by, filter_scope, pod_workloads
     from gpuledger.terminal_progress import busy
 
     window, by = window_from_args(args), args.by
-    if by not in ("pod", "allocation"):
+    if by not in ("pod", "allocation", "priority_class"):
         check_workload_by(by)
     with busy(f"finding idle workloads {window}"), ctx.open_warehouse(read_only=True) as wh:
         bill = compute_bill(wh, window, ctx.settings, ("team",), strict_prices=args.strict_prices)
         if by == "allocation":
             frame = filter_scope(idle_allocations(bill), args.team, args.namespace)
         else:
-            owners = None if by == "pod" else pod_workloads(wh, by)
+            owners = (None if by == "pod" else class_workloads(wh) if by == DIMENSION
+                      else pod_workloads(wh, by))
             frame = idle_workloads(held_allocations(bill), owners, team=args.team, namespace=args.namespace)
         empty = coverage_warning(wh, window)
     warn([*bill_warnings(bill), *([empty] if empty else [])])

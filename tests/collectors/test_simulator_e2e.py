@@ -38,7 +38,7 @@ from tools.metrics_servers import ServerPool
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 WINDOW = Window(START, START + timedelta(hours=6))
-SETTINGS = Settings(prometheus={"chunk": "2h", "retries": 1})
+SETTINGS = Settings(prometheus={"chunk": "2h", "retries": 1}, queues={"systems": ["kueue", "volcano"]})
 pytestmark = pytest.mark.slow
 
 

@@ -27,9 +27,10 @@ from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
-from gpuledger.simulator.volcano import preemption_truth, priorities
+from gpuledger.simulator.volcano import preemption_truth, priorities, victims
 from gpuledger.warehouse import LoadBatch, Warehouse
 from tests.analytics.conftest import assert_conserved
+from tests.volcano.conftest import ROOT
 
 WINDOW = Window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 3, tzinfo=UTC))
 
@@ -82,12 +83,56 @@ def test_preemption_losses_match_truth(world):
         assert (row["queue_got"], row["priority_class_got"]) == (row["queue"], row["priority_class"])
     book = PriceBook(Settings())
     price = {m: next(iter(book.spans(m, WINDOW))).unit_price for m in truth["model"].unique()}
-    want_cost = sum(r["lost_gpu_hours"] * price[r["model"]] for r in truth.iter_rows(named=True))
+    share = _card_share_per_gpu(sim, "compute")
+    assert min(share.values()) < 1  # MIG victims: priced at their share, not a whole card
+    want_cost = sum(r["lost_gpu_hours"] * share[r["pod"]] * price[r["model"]] for r in truth.iter_rows(named=True))
     assert bill.preemption is not None
     assert float(bill.preemption["lost_cost"].sum()) == pytest.approx(want_cost, rel=1e-9)
     assert float(bill.preemption["lost_gpu_hours"].sum()) == pytest.approx(truth["lost_gpu_hours"].sum())
     assert int(bill.preemption["preemptions"].sum()) == truth.height
     assert bill.to_dict()["preemption"][0]["lost_cost"] == round(float(bill.preemption["lost_cost"][0]), 2)
+
+
+MEMORY_SLICES = {"1g.5gb": 1, "2g.10gb": 2, "3g.20gb": 4, "4g.20gb": 4, "7g.40gb": 8,
+                 "1g.10gb": 1, "2g.20gb": 2, "3g.40gb": 4, "4g.40gb": 4, "7g.80gb": 8}
+"""Memory slices (of 8) per A100 MIG profile, from NVIDIA's MIG user guide."""
+
+
+def _card_share_per_gpu(sim: Simulation, basis: str) -> dict[str, float]:
+    """Per victim pod: cards' worth of its request per counted GPU, from the profile names
+    (compute: the leading `Ng` of 7 slices; memory: the guide's table, of 8)."""
+    pods, out = sim.schedule.pods, {}
+    for p in victims(sim):
+        cards = count = 0.0
+        for key, n in pods.requests[p].items():
+            if key == "nvidia.com/gpu":
+                cards, count = cards + n, count + n
+            elif key.startswith("nvidia.com/mig-"):
+                profile = key.removeprefix("nvidia.com/mig-")
+                slices = int(profile.split("g.")[0]) / 7 if basis == "compute" else MEMORY_SLICES[profile] / 8
+                cards, count = cards + n * slices, count + n
+        out[pods.name[p]] = cards / count
+    return out
+
+
+def test_lost_mig_time_is_priced_at_the_instance_share(world):
+    sim, path = world
+    truth = preemption_truth(sim)
+    settings = Settings(sharing={"mig_share_basis": "memory"})
+    with Warehouse.open(path, read_only=True) as wh:
+        losses = preemption_losses(wh, WINDOW, settings)
+    share = _card_share_per_gpu(sim, "memory")
+    book = PriceBook(settings)
+    price = {m: next(iter(book.spans(m, WINDOW))).unit_price for m in truth["model"].unique()}
+    got = {r["pod"]: r for r in losses.iter_rows(named=True)}
+    mig = 0
+    for row in truth.iter_rows(named=True):
+        mine = got[row["pod"]]
+        assert mine["lost_gpu_hours"] == pytest.approx(row["lost_gpu_hours"], abs=1e-9)
+        assert mine["lost_card_hours"] == pytest.approx(row["lost_gpu_hours"] * share[row["pod"]], abs=1e-9)
+        assert mine["lost_cost"] == pytest.approx(mine["lost_card_hours"] * price[row["model"]], rel=1e-9)
+        mig += share[row["pod"]] < 1
+    assert mig >= 5
 
 
 def test_admit_before_run_flags_queues_over_the_share(world):
@@ -139,3 +184,54 @@ def test_idle_by_priority_class_matches_truth(world):
     got = dict(idle.select("priority_class", "idle_card_hours").iter_rows())
     for cls, hours in truth.iter_rows():
         assert got[cls] == pytest.approx(hours, rel=0.02, abs=0.5), cls
+
+
+def test_idle_command_by_priority_class_matches_workloads_and_truth(world):
+    """`gpuledger idle --by priority_class` (a real subprocess): per class, the idle
+    card-hours equal the per-workload rows (`--by owner`) summed by each pod's class, and the
+    simulator's truth by class."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    sim, path = world
+
+    def idle(by: str) -> list[dict]:
+        result = subprocess.run(
+            [sys.executable, "-m", "gpuledger", "idle", "--by", by, "--top", "100000", "-o", "json",
+             "--start", WINDOW.start.isoformat(), "--end", WINDOW.end.isoformat(), "--warehouse", str(path)],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=path.parent)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return json.loads(result.stdout)["workloads"]
+
+    by_class = idle("priority_class")
+    assert {r["workload_kind"] for r in by_class} == {"PriorityClass"}
+    got = pl.DataFrame(by_class).group_by("workload").agg(pl.col("idle_card_hours").sum())
+    got_map = dict(got.iter_rows())
+    pods = sim.schedule.pods
+    classes = pl.DataFrame({
+        "namespace": [sim.tenants.namespaces[i].name for i in pods.namespace], "pod": pods.name,
+        "cls": [c or "(none)" for c, _ in priorities(sim)]})
+    # Per workload (owner): every pod of one owner has one class (the simulator draws it by
+    # workload class), so each owner row sums into exactly one class.
+    owners = pl.DataFrame(idle("owner"))
+    with Warehouse.open(path, read_only=True) as wh:
+        from gpuledger.analytics.workloads import pod_workloads
+
+        owner_of = pod_workloads(wh, "owner")
+    owner_class = (owner_of.join(classes, on=["namespace", "pod"], how="left")
+                   .group_by("namespace", "workload_kind", "workload").agg(pl.col("cls").unique()))
+    assert owner_class["cls"].list.len().max() == 1
+    summed = (owners.join(owner_class.with_columns(pl.col("cls").list.first()),
+                          on=["namespace", "workload_kind", "workload"], how="left")
+              .group_by("cls").agg(pl.col("idle_card_hours").sum()))
+    for cls, hours in summed.iter_rows():
+        assert got_map[cls] == pytest.approx(hours, abs=1e-3), cls  # JSON rounds to 1e-6
+    truth = (sim.ground_truth().filter(pl.col("allocation_state") == "allocated")
+             .join(classes, on=["namespace", "pod"], how="left")
+             .group_by("cls").agg(pl.col("idle_card_hours").sum()))
+    assert len(got_map) >= 4
+    for cls, hours in truth.iter_rows():
+        assert got_map.get(cls, 0.0) == pytest.approx(hours, rel=0.02, abs=0.5), cls
