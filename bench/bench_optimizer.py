@@ -216,7 +216,7 @@ def weekly_replan(teams: int, flavors: int, per_team: int, days: int) -> dict[st
                       replay(inputs, old_quotas(current), borrowing=False, history=test)))
     before, after = combine([p[0] for p in pairs]), combine([p[1] for p in pairs])
     worst = _team_worst(inputs, before, after)
-    out = {
+    out: dict[str, Any] = {
         "weeks_replayed": len(pairs), "replans": weeks,
         "pending_gpu_minutes": {"static": round(before.pending_gpu_minutes, 1),
                                 "weekly_replan": round(after.pending_gpu_minutes, 1)},
