@@ -190,8 +190,9 @@ def quota_case(teams: int, flavors: int, per_team: int, days: int) -> dict[str, 
 
 def weekly_replan(teams: int, flavors: int, per_team: int, days: int) -> dict[str, Any]:
     """Re-plan every week on all history so far (adopting a plan only when it is proposed), with
-    the original static quotas as the fairness reference, and replay the next week under the
-    adopted quotas and under the original static ones."""
+    the quotas in force as the pending baseline and the original static quotas as the fairness
+    reference (a standing plan that drift has made unfair to a team is corrected, decision
+    0119), and replay the next week under the adopted quotas and under the original static ones."""
     inputs = drifting_inputs(teams, flavors, per_team, days)
     static = old_quotas(inputs)
     current = inputs
@@ -205,12 +206,17 @@ def weekly_replan(teams: int, flavors: int, per_team: int, days: int) -> dict[st
             plan = plan_quota(train, QuotaOptions(time_limit_s=60, fairness_reference=static), SETTINGS, NOW)
             if plan.proposes_nothing is None:
                 current = _adopt(current, plan)
-            weeks.append({"week": week, "verdict": plan.evaluation.verdict if plan.evaluation else None})
+            e = plan.evaluation
+            weeks.append({"week": week, "verdict": e.verdict if e else None,
+                          "fairness_correction": e.fairness_correction if e else False,
+                          "standing_rise_share": e.standing_rise_share if e else None,
+                          "plan_rise_share": e.plan_rise_share if e else None,
+                          "reason": e.reason if e else None})
         pairs.append((replay(inputs, static, borrowing=False, history=test),
                       replay(inputs, old_quotas(current), borrowing=False, history=test)))
     before, after = combine([p[0] for p in pairs]), combine([p[1] for p in pairs])
     worst = _team_worst(inputs, before, after)
-    out = {
+    out: dict[str, Any] = {
         "weeks_replayed": len(pairs), "replans": weeks,
         "pending_gpu_minutes": {"static": round(before.pending_gpu_minutes, 1),
                                 "weekly_replan": round(after.pending_gpu_minutes, 1)},

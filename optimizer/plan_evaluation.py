@@ -77,6 +77,15 @@ class Evaluation(_Frozen):
     verdict: Verdict = "propose"
     reason: str = ""
     headline: str = ""
+    standing_rise_share: float | None = None
+    """With a fairness reference (the quotas a team would otherwise have, e.g. the static ones
+    before a chain of re-plans): the worst queue's held-out rise under the quotas in force over
+    the reference, as a share of its demand. None: the current quotas are the reference."""
+    plan_rise_share: float | None = None
+    """The same for the fitted quotas."""
+    fairness_correction: bool = False
+    """Proposed because the quotas in force break the bound against the reference and the plan
+    narrows the breach, although the pending gain is below `min_gain`."""
 
     @property
     def reduction(self) -> float | None:
@@ -96,10 +105,15 @@ def headline(e: Evaluation) -> str:
     cut = e.reduction
     change = f" ({-cut:+.1%})" if cut is not None else ""
     spread = e.spread()
+    prefix = ""
+    if e.fairness_correction and e.standing_rise_share is not None and e.plan_rise_share is not None:
+        prefix = (f"fairness correction: worst team's added pending vs the reference quotas "
+                  f"{e.standing_rise_share:+.1%} → {e.plan_rise_share:+.1%} of its demand "
+                  f"(bound {e.rise_bound:.0%}); ")
     across = ""
     if spread is not None and len(e.origins) > 1:
         across = f", {-spread[1]:+.1%} to {-spread[0]:+.1%} across {len(e.origins)} origins"
-    return (f"under contention (no borrowing) pending GPU-minutes {e.pending_before:,.0f} → "
+    return (f"{prefix}under contention (no borrowing) pending GPU-minutes {e.pending_before:,.0f} → "
             f"{e.pending_after:,.0f}{change}{across} over {e.held_out_days:g} held-out days; "
             f"reliance on borrowed quota {e.borrowed_gpu_hours_before:,.1f} → "
             f"{e.borrowed_gpu_hours_after:,.1f} GPU-hours")

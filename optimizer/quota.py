@@ -101,7 +101,8 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
         return fit.new if train.history is inputs.history else fit_quotas(train, spec).new
 
     bt = run_backtest(inputs, old, refit, splits, reason)
-    evaluation = evaluate(inputs, old, fit, bt, rules, changed=any(c.changed for c in changes))
+    evaluation = evaluate(inputs, old, fit, bt, rules, changed=any(c.changed for c in changes),
+                          reference=_reference_replays(inputs, options.fairness_reference, splits))
     warnings.extend(_fairness_warnings(evaluation))
     reader = inputs.reader
     kind = cast(Any, reader.object_kind)  # validated by the plan contract's list of kinds
@@ -176,6 +177,17 @@ def _baselines(inputs: QuotaInputs, fit: FitResult, bt: Backtest, splits: list[S
             "idle_quota_gpu_minutes_after": round(proportional.idle_quota_gpu_minutes, 1),
         }, note="fitted on the same days, equal capacity"))
     return tuple(out)
+
+
+def _reference_replays(inputs: QuotaInputs, reference: Mapping[QuotaKey, Quota] | None,
+                       splits: list[Split]) -> tuple[ReplayResult, ReplayResult] | None:
+    """The held-out windows replayed under the fairness reference (no borrowing, borrowing), for
+    the verdict's fairness correction; None when the current quotas are the reference."""
+    if reference is None or not splits:
+        return None
+    ref = dict(reference)
+    return (combine([replay(inputs, ref, borrowing=False, history=s.test) for s in splits]),
+            combine([replay(inputs, ref, history=s.test) for s in splits]))
 
 
 def _fairness_warnings(e: Evaluation) -> list[str]:

@@ -137,14 +137,23 @@ def _check_windows(inputs: QuotaInputs, horizon: timedelta) -> list[pl.DataFrame
 
 
 def _hold(problem: QuotaProblem, held: set[str], reference: Mapping[QuotaKey, Quota]) -> QuotaProblem | None:
-    """Raise the floors of `held` queues to their reference nominal quota (capped by capacity);
-    None when the raised floors would not fit a pool (a reference far from the current quotas)."""
-    def keep(s: SeriesSpec) -> int:
-        ref = reference.get((s.queue, s.flavor, s.resource))
-        cap = problem.capacity[(s.pool, s.flavor, s.resource)]
-        return min(round(ref.nominal) if ref else s.old_nominal, cap)
+    """Raise the floors of `held` queues to their reference nominal quota (capped by capacity),
+    and cap every other floor at its own reference quota; None when the floors would still not
+    fit a pool.
 
-    series = tuple(replace(s, floor=max(s.floor, keep(s))) if s.queue in held else s for s in problem.series)
+    Why the cap: a floor keeps what a team would otherwise have, not what a past plan gave it
+    beyond that; otherwise a standing plan's winners could block the repair of its losers.
+    Without a reference the reference is the current quota, which floors never exceed."""
+    def ref_of(s: SeriesSpec) -> int:
+        ref = reference.get((s.queue, s.flavor, s.resource))
+        return round(ref.nominal) if ref else s.old_nominal
+
+    def floor_of(s: SeriesSpec) -> int:
+        if s.queue in held:
+            return max(s.floor, min(ref_of(s), problem.capacity[(s.pool, s.flavor, s.resource)]))
+        return min(s.floor, ref_of(s))
+
+    series = tuple(replace(s, floor=floor_of(s)) for s in problem.series)
     need: dict[tuple[str, str, str], int] = defaultdict(int)
     for s in series:
         need[(s.pool, s.flavor, s.resource)] += s.floor

@@ -9,6 +9,8 @@ Cases, each checked against arithmetic done here, not by the optimizer's own rep
   keeps its floor where the model alone would cut it;
 - the fairness bound holds on the fitting history (pending per queue recomputed here), and is
   what makes the difference: without it some queue loses more;
+- a standing plan that drift made unfair against the fairness reference (the static quotas) is
+  corrected even without a pending gain, and says so; a fair one with no gain proposes nothing;
 - a history with nothing pending proposes nothing; `propose_plan` stores nothing;
 - a second run on the same state supersedes the first instead of adding a copy.
 """
@@ -16,6 +18,7 @@ Cases, each checked against arithmetic done here, not by the optimizer's own rep
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -28,9 +31,10 @@ from gpuledger.optimizer.plan import QuotaChanges
 from gpuledger.optimizer.plan_store import list_plans, load_record, propose_plan
 from gpuledger.optimizer.queues.kueue import queue_from_object
 from gpuledger.optimizer.quota import QuotaOptions, plan_quota
+from gpuledger.optimizer.quota_fit import old_quotas
 from gpuledger.optimizer.quota_guarantees import demand_floors
 from gpuledger.optimizer.quota_input import QuotaInputs, check_history
-from gpuledger.optimizer.quota_spec import GPU, default_capacity
+from gpuledger.optimizer.quota_spec import GPU, Quota, default_capacity
 from gpuledger.optimizer.quota_synthetic import synthetic_quota_inputs
 from gpuledger.warehouse import Warehouse
 
@@ -170,6 +174,59 @@ def test_fairness_bound_holds_and_matters(seasonal):
     assert {t.team for t in e.teams} == {q.name for q in seasonal.queues}
     assert sum(t.gpus_after for t in e.teams) == sum(t.gpus_before for t in e.teams)  # equal capacity
     assert e.pending_before == pytest.approx(sum(o.pending_before for o in e.origins), abs=1)
+
+
+def standing(inputs: QuotaInputs, nominal: dict[str, int]) -> QuotaInputs:
+    """The same queues and capacity with other quotas in force (a plan adopted earlier)."""
+    queues = tuple(replace(q, quotas={k: Quota(float(nominal[q.name])) for k in q.quotas})
+                   for q in inputs.queues)
+    return replace(inputs, queues=queues)
+
+
+def test_standing_plan_made_unfair_by_drift_is_corrected_without_gain():
+    hours, held_h = 21 * 24, 7 * 24
+    a, b = [6.0] * hours, [4.0] * hours  # 10 GPUs wanted, 8 in the cohort: 2/h wait whatever the split
+    static = two_queues({"a": a, "b": b})  # 4 + 4, the quotas before any re-plan
+    rules = settings(backtest_origins=1, backtest_days=7, min_fit_days=7)
+    options = QuotaOptions(time_limit_s=20, fairness_reference=old_quotas(static))
+    # a plan adopted weeks ago gave a 6 and b 2; b's demand has since drifted up to 4
+    plan = plan_quota(standing(static, {"a": 6, "b": 2}), options, rules, NOW)
+    e = plan.evaluation
+    assert e is not None and plan.proposes_nothing is None
+    assert new_nominal(plan) == {"a": 4.0, "b": 4.0}  # b back to its static quota
+    held_a, held_b = a[-held_h:], b[-held_h:]
+    before = hard_pending(held_a, 6) + hard_pending(held_b, 2)
+    after = hard_pending(held_a, 4) + hard_pending(held_b, 4)
+    assert before == after == 2 * held_h * HOUR_MIN  # no pending gain at all
+    assert (e.pending_before, e.pending_after) == (pytest.approx(before), pytest.approx(after))
+    b_rise = (hard_pending(held_b, 2) - hard_pending(held_b, 4)) / (sum(held_b) * HOUR_MIN)
+    assert b_rise == 0.5
+    assert e.fairness_correction and e.standing_rise_share == pytest.approx(b_rise)
+    assert e.plan_rise_share == pytest.approx(0.0)
+    assert e.headline.startswith("fairness correction: worst team's added pending vs the reference "
+                                 "quotas +50.0% → +0.0% of its demand (bound 5%); ")
+    assert e.reason.startswith("fairness correction") and "gain, 0.0% of pending" in e.reason
+    # the neutral rule: without a reference the quotas in force are the reference, nothing to fix
+    neutral = plan_quota(standing(static, {"a": 6, "b": 2}), QuotaOptions(time_limit_s=20), rules, NOW)
+    assert neutral.proposes_nothing and neutral.evaluation is not None
+    assert not neutral.evaluation.fairness_correction and neutral.evaluation.standing_rise_share is None
+
+
+def test_fair_standing_plan_without_gain_proposes_nothing():
+    hours, held_h = 21 * 24, 7 * 24
+    a, b = [6.0] * hours, [3.0] * hours
+    static = two_queues({"a": a, "b": b})
+    rules = settings(backtest_origins=1, backtest_days=7, min_fit_days=7)
+    options = QuotaOptions(time_limit_s=20, fairness_reference=old_quotas(static))
+    plan = plan_quota(standing(static, {"a": 5, "b": 3}), options, rules, NOW)
+    e = plan.evaluation
+    assert e is not None and e.verdict == "no_gain" and plan.proposes_nothing
+    assert not e.fairness_correction
+    # against 4 + 4, a waits 1/h less and b no more: the standing plan keeps the bound
+    held_a, held_b = a[-held_h:], b[-held_h:]
+    a_rise = (hard_pending(held_a, 5) - hard_pending(held_a, 4)) / (sum(held_a) * HOUR_MIN)
+    assert hard_pending(held_b, 3) == hard_pending(held_b, 4) == 0
+    assert e.standing_rise_share == pytest.approx(max(a_rise, 0.0)) and a_rise < 0
 
 
 # 4-5. No gain, supersede -----------------------------------------------------------------------
