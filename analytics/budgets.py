@@ -119,18 +119,51 @@ GAUGES: dict[str, str] = {
     "gpuledger_budget_forecast_ratio": "Month-end cost at the current pace over the team's budget.",
     "gpuledger_budget_threshold_crossed": "Highest alert threshold the team's use has reached "
                                           "(0: none; 0.8 = 80 %; 1 = the whole budget).",
+    "gpuledger_budget_threshold_ratio": "The team's configured alert thresholds (finance.budget_thresholds "
+                                        "or finance.team_thresholds), by level (warning, critical).",
 }
-"""The metrics a `/metrics` endpoint exposes per team with a budget (label `team`); the alert
-rules in `deploy/prometheus-rules-budgets.yaml` read them."""
+"""The metrics `/metrics` exposes per team with a budget (label `team`; the threshold gauge adds
+`level`); the chart's alert rules (`deploy/helm/gpuledger/files/gpuledger-rules.yaml`) compare
+the used ratio against the threshold gauge, so no threshold is written into a rule."""
 
 
-def budget_gauges(status: pl.DataFrame) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """`GAUGES` as (labels, value) samples from `budget_status()`; teams without a budget are
-    left out (a ratio to no budget means nothing)."""
+def threshold_levels(thresholds: Sequence[float]) -> dict[str, float]:
+    """The two thresholds that change a team's `state`: `warning`, its lowest threshold below 1
+    (where `ok` turns `warning`), and `critical`, its lowest threshold at 1 or above (where it
+    turns `over`). A level with no such threshold is absent (that team never reaches it)."""
+    below = [t for t in thresholds if t < 1]
+    above = [t for t in thresholds if t >= 1]
+    out: dict[str, float] = {}
+    if below:
+        out["warning"] = min(below)
+    if above:
+        out["critical"] = min(above)
+    return out
+
+
+def _ratio(value: float, budget: float) -> float:
+    """Cost over budget; a zero budget is over (+Inf) as soon as anything is spent."""
+    if budget > 0:
+        return value / budget
+    return float("inf") if value > 0 else 0.0
+
+
+def budget_gauges(
+    status: pl.DataFrame, settings: Settings,
+) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """`GAUGES` as (labels, value) samples from `budget_status()`, for every team with a
+    configured budget. A zero budget (`teams.budgets: {ads: 0}`: spend nothing) is a budget
+    here: its ratio is +Inf once the team spends (every threshold crossed). The JSON and table
+    views show it as `no_budget` because JSON has no infinity; the alert is what matters."""
     out: dict[str, list[tuple[dict[str, str], float]]] = {name: [] for name in GAUGES}
-    for row in status.filter(pl.col("budget").is_not_null() & (pl.col("budget") > 0)).iter_rows(named=True):
-        labels = {"team": str(row["team"])}
-        out["gpuledger_budget_used_ratio"].append((labels, float(row["used_ratio"])))
-        out["gpuledger_budget_forecast_ratio"].append((labels, float(row["forecast_ratio"])))
-        out["gpuledger_budget_threshold_crossed"].append((labels, float(row["threshold"] or 0.0)))
+    for row in status.filter(pl.col("budget").is_not_null()).iter_rows(named=True):
+        team, budget = str(row["team"]), float(row["budget"])
+        labels = {"team": team}
+        thresholds = settings.finance.thresholds_for(team)
+        used = _ratio(float(row["used"]), budget)
+        out["gpuledger_budget_used_ratio"].append((labels, used))
+        out["gpuledger_budget_forecast_ratio"].append((labels, _ratio(float(row["forecast"]), budget)))
+        out["gpuledger_budget_threshold_crossed"].append((labels, crossed(used, thresholds) or 0.0))
+        for level, value in threshold_levels(thresholds).items():
+            out["gpuledger_budget_threshold_ratio"].append(({"team": team, "level": level}, value))
     return out

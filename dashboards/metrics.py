@@ -13,8 +13,10 @@ Metrics (every name has the `gpuledger_` prefix):
 - `cost`, `idle_cost` {period, month, team, model, sharing_mode}: money in the settings'
   currency (`currency` label);
 - `unallocated_card_hours` {period, month, pool, model}: card-hours no one held;
-- `budget_used_ratio` {team}: this month's cost over the team's monthly budget
-  (`teams.budgets`), 1 = the whole budget;
+- `budget_used_ratio`, `budget_forecast_ratio`, `budget_threshold_crossed` {team, month} and
+  `budget_threshold_ratio` {team, level}: `analytics.budgets.budget_gauges` of this month's
+  bill, the rule `gpuledger budgets` and the team page read (per-team thresholds included), so
+  the alert rules compare against the configured thresholds, never a number of their own;
 - `plan_saving` {status}: sum of `monthly_cost_saving` over plans in each status;
   `plans` {status}: how many; `plan_updated_timestamp_seconds` {plan, kind, status} for plans
   still moving (approved, applying): the alert "stuck in applying" reads it;
@@ -29,14 +31,14 @@ Metrics (every name has the `gpuledger_` prefix):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import polars as pl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gpuledger.analytics.budgets import GAUGES, budget_gauges, budget_status
 from gpuledger.core import collect_stats
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
@@ -47,23 +49,6 @@ from gpuledger.warehouse.store import Warehouse
 BILL_BY = ("team", "model", "sharing_mode")
 SAMPLE_TABLES = ("gpu_samples", "queue_samples", "token_samples")
 MOVING_STATUSES = ("approved", "applying")
-
-
-def budget_used_ratio(settings: Settings, cost_by_team: Mapping[str, float]) -> dict[str, float]:
-    """This month's cost over each budgeted team's monthly budget (`teams.budgets`).
-
-    The one place this rule lives for the metrics: when `analytics.budgets` (budget status)
-    lands, this function should call it instead, so the dashboard, alerts and reports agree.
-    A zero budget with spending is an infinite ratio (over budget); with none, zero.
-    """
-    out: dict[str, float] = {}
-    for team, budget in settings.teams.budgets.items():
-        spent = float(cost_by_team.get(team, 0.0))
-        if budget > 0:
-            out[team] = spent / budget
-        else:
-            out[team] = float("inf") if spent > 0 else 0.0
-    return out
 
 
 def _ts(moment: datetime | None) -> float | None:
@@ -101,8 +86,6 @@ class LedgerCollector(Collector):
         idle = GaugeMetricFamily("gpuledger_idle_cost", "Cost of held but idle card-hours", labels=labels)
         unalloc = GaugeMetricFamily("gpuledger_unallocated_card_hours", "Card-hours nobody held",
                                     labels=["period", "month", "pool", "model"])
-        ratio = GaugeMetricFamily("gpuledger_budget_used_ratio", "Month-to-date cost over monthly budget",
-                                  labels=["team", "month"])
         for which, month in months.items():
             bill = self.data.bill(month, BILL_BY)
             for row in bill.lines.iter_rows(named=True):
@@ -112,11 +95,21 @@ class LedgerCollector(Collector):
                 idle.add_metric(key, float(row["idle_cost"] or 0.0))
             for row in bill.unallocated.iter_rows(named=True):
                 unalloc.add_metric([which, month, row["pool"], row["model"]], float(row["card_hours"]))
-            if which == "current":
-                by_team = _team_cost(bill.lines)
-                for team, value in budget_used_ratio(self.settings, by_team).items():
-                    ratio.add_metric([team, month], value)
-        yield from (cost, idle, unalloc, ratio)
+        yield from (cost, idle, unalloc)
+        yield from self.data.memo(("metrics", "budgets", months["current"]),
+                                  lambda: self._budgets(months["current"]))
+
+    def _budgets(self, month: str) -> list[Metric]:
+        """The budget gauges of `month`: labels from `budget_gauges`, plus `month` on the ratios."""
+        status = budget_status(self.data.bill(month, BILL_BY), self.settings)
+        out: list[Metric] = []
+        for name, samples in budget_gauges(status, self.settings).items():
+            per_level = name == "gpuledger_budget_threshold_ratio"  # a setting, not a month's figure
+            family = GaugeMetricFamily(name, GAUGES[name], labels=["team", "level" if per_level else "month"])
+            for labels, value in samples:
+                family.add_metric([labels["team"], labels["level"] if per_level else month], value)
+            out.append(family)
+        return out
 
     # 2. Plans --------------------------------------------------------------------------------
     def _plans(self) -> list[Metric]:
@@ -167,11 +160,6 @@ class LedgerCollector(Collector):
         for reason, n in sorted(collect_stats.read(self.warehouse).items()):
             counter.add_metric([reason], n)
         yield counter
-
-
-def _team_cost(lines: pl.DataFrame) -> dict[str, float]:
-    grouped = lines.group_by("team").agg(pl.col("cost").sum())
-    return {str(t): float(c) for t, c in grouped.iter_rows()}
 
 
 def _issued_end(wh: Warehouse) -> float | None:

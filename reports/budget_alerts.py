@@ -7,7 +7,7 @@ its token), so it is never logged nor echoed: errors name the host only.
 
 Why a POST per run and no "already sent" memory: whoever schedules it (the collect CronJob,
 `gpuledger budgets --notify`) decides how often; Prometheus' alert rules
-(`deploy/prometheus-rules-budgets.yaml`) are the de-duplicated, routed path.
+(the chart's `deploy/helm/gpuledger/files/gpuledger-rules.yaml`) are the de-duplicated, routed path.
 """
 
 from __future__ import annotations

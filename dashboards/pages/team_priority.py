@@ -45,8 +45,8 @@ def render(by_class: pl.DataFrame | None, losses: pl.DataFrame | None, currency:
                       id="preemption-line")
     return section(
         "Priority classes and preemption",
-        table(by_class, [("priority_class", "PriorityClass"), ("card_hours", "card-hours"),
-                         ("idle_card_hours", "idle card-hours"), ("cost", f"cost ({cur})")],
+        table(by_class, [("priority_class", "PriorityClass"), ("card_hours", "GPU-hours"),
+                         ("idle_card_hours", "idle GPU-hours"), ("cost", f"cost ({cur})")],
               id="team-priority-table", formats=fmt),
         headline,
         table(losses, [("queue", "queue"), ("priority_class", "PriorityClass"),

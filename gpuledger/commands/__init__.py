@@ -140,7 +140,7 @@ def price_options(f: F) -> F:
     return click.option(
         "--strict-prices", is_flag=True,
         help="fail on a GPU model with no price (in price_book or the default catalog) instead "
-             "of billing its card-hours at zero on lines marked unpriced",
+             "of billing its GPU-hours at zero on lines marked unpriced",
     )(f)
 
 

@@ -28,11 +28,11 @@ def bill_warnings(bill: Bill) -> list[str]:
     if bill.unpriced_models:
         hours = bill.detail.group_by("model").agg(pl.col("unpriced_card_hours").sum())
         held = {str(m): float(h) for m, h in hours.iter_rows()}
-        named = ", ".join(f"{m!r} ({held.get(m, 0.0):,.3f} card-hours)" for m in bill.unpriced_models)
+        named = ", ".join(f"{m!r} ({held.get(m, 0.0):,.3f} GPU-hours)" for m in bill.unpriced_models)
         out.append(
             f"no price for GPU model {named}: billed at 0 on lines marked unpriced; add it to "
             f"`price_book` in the config (model: <name>, unit_price: <{bill.currency} per "
-            "card-hour>), or pass --strict-prices to make this an error"
+            "GPU-hour>), or pass --strict-prices to make this an error"
         )
     if bill.replicas_unknown_nodes:
         out.append(

@@ -139,8 +139,8 @@ def _print_bill(wh: Warehouse, window: Window, ctx: Context) -> Bill:
     bill = compute_bill(wh, window, ctx.settings, by=("team",))
     ctx.echo("")
     ctx.echo(f"Bill for {bill.period} ({bill.currency}); fleet cost {bill.fleet_cost:,.2f} "
-             f"for {bill.fleet_card_hours:,.0f} card-hours")
-    ctx.echo(f"{'team':22s} {'card-hours':>12s} {'cost':>12s} {'idle card-h':>12s} {'idle cost':>11s}")
+             f"for {bill.fleet_card_hours:,.0f} GPU-hours")
+    ctx.echo(f"{'team':22s} {'GPU-hours':>12s} {'cost':>12s} {'idle GPU-h':>12s} {'idle cost':>11s}")
     for line in bill.lines.iter_rows(named=True):
         ctx.echo(f"{line['team']!s:22s} {line['card_hours']:12,.1f} {line['cost']:12,.2f} "
                  f"{line['idle_card_hours']:12,.1f} {line['idle_cost']:11,.2f}")
@@ -157,7 +157,7 @@ def _print_volcano_and_preemption(wh: Warehouse, bill: Bill, ctx: Context) -> No
     count = int(bill.preemption["preemptions"].sum()) if bill.preemption is not None else 0
     ctx.echo(f"Volcano queues: {', '.join(queues) or 'none'}; GPU-hours lost to preemption: "
              f"{lost['lost_gpu_hours']:,.1f} ({bill.currency} {lost['lost_cost']:,.2f}, {count} preemptions; "
-             "part of the card-hours above)")
+             "part of the GPU-hours above)")
 
 
 def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:
@@ -167,7 +167,7 @@ def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:
     ctx.echo("")
     ctx.echo(f"Top {idle.height} idle allocations (held while GR_ENGINE_ACTIVE < "
              f"{ctx.settings.idle.threshold:.0%} for {ctx.settings.idle.min_minutes}+ minutes)")
-    ctx.echo(f"{'team':14s} {'namespace/pod':44s} {'model':15s} {'idle card-h':>11s} {'idle cost':>10s}")
+    ctx.echo(f"{'team':14s} {'namespace/pod':44s} {'model':15s} {'idle GPU-h':>11s} {'idle cost':>10s}")
     for row in idle.iter_rows(named=True):
         pod = f"{row['namespace']}/{row['pod']}"
         ctx.echo(f"{row['team']!s:14s} {pod[:44]:44s} {row['model']!s:15s} "

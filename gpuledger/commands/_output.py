@@ -6,7 +6,8 @@ columns, `wide` every column; both go through rich, fitted to the terminal width
 terminal (or to `$COLUMNS` when set) and printed whole, without ANSI codes, into a pipe or a
 file. `csv` is the same rows; `json` is the command's document (its exact text when the
 command passes `json_text`, so today's `--format json` output stays byte-identical) and
-`yaml` is that same document.
+`yaml` is that same document. Table headers say "GPU-hours" where a key says `card_hours`
+(`heading`); the machine formats keep the keys.
 
 `--format` is kept as a hidden alias of `--output` (users' scripts depend on it).
 """
@@ -121,6 +122,15 @@ def cell(value: Any, money: bool = False) -> str:
     return str(value)
 
 
+def heading(column: str) -> str:
+    """The header a person reads for a data key. Issue #15's one term: the `card_hours` keys
+    read "GPU-hours" (`idle_card_hours` -> "idle GPU-hours"); every other key as it is. Only
+    table/wide headers: csv/json/yaml keep the keys, which scripts depend on."""
+    if "card_hours" not in column:
+        return column
+    return column.replace("card_hours", "GPU-hours").replace("_", " ")
+
+
 def _is_number(value: Any) -> bool:
     return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
 
@@ -159,7 +169,7 @@ def _render(cells: Sequence[Sequence[str]], columns: Sequence[str], numeric: Seq
                   header_style="", expand=False)
     for i, c in enumerate(columns):
         whole = max((len(row[i]) for row in cells), default=0) if numeric[i] and whole_numbers else None
-        table.add_column(c, justify="right" if numeric[i] else "left", overflow="fold",
+        table.add_column(heading(c), justify="right" if numeric[i] else "left", overflow="fold",
                          min_width=whole)
     for row in cells:
         table.add_row(*row)

@@ -34,7 +34,7 @@ _SHOWN = ("card_hours", "idle_card_hours", "list_cost", "sharing_discount", "red
 _MONEY = ("list_cost", "sharing_discount", "redistributed_cost", "cost", "idle_cost")
 
 
-@click.command("bill", help="the chargeback bill: card-hours and cost per team (and more)")
+@click.command("bill", help="the chargeback bill: GPU-hours and cost per team (and more)")
 @window_options
 @click.option("--by", default="team", show_default=True,
               help="dimensions, comma-separated: team (always), namespace, pod, queue, node, "
@@ -43,7 +43,7 @@ _MONEY = ("list_cost", "sharing_discount", "redistributed_cost", "cost", "idle_c
 @scope_options
 @output_option()
 @click.option("--source", type=click.Choice(("auto", "raw", "rollup")), default="auto",
-              show_default=True, help="card-hours from the hourly roll-up, raw samples, or both (auto)")
+              show_default=True, help="GPU-hours from the hourly roll-up, raw samples, or both (auto)")
 @price_options
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
@@ -59,7 +59,7 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
         empty = coverage_warning(wh, window)
     warn([*bill_warnings(bill), *([empty] if empty else [])])
     flagged = ("unpriced_card_hours",) if bill.unpriced_models else ()
-    footer = [f"Fleet: {bill.fleet_card_hours:,.3f} card-hours, {bill.fleet_cost:,.2f} {bill.currency}",
+    footer = [f"Fleet: {bill.fleet_card_hours:,.3f} GPU-hours, {bill.fleet_cost:,.2f} {bill.currency}",
               f"Data as of {as_of(bill)}"]
     if bill.unattributed_namespaces:
         footer.append("Unattributed namespaces (add the team label): "

@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         truth = sim.ground_truth(chunk)
         truth.write_parquet(out / "ground_truth.parquet")
         ctx.echo(f"wrote {out / 'ground_truth.parquet'}: {truth.height} rows, "
-                 f"{truth['card_hours'].sum():,.1f} card-hours ({time.perf_counter() - started:.1f}s)")
+                 f"{truth['card_hours'].sum():,.1f} GPU-hours ({time.perf_counter() - started:.1f}s)")
     if args.openmetrics and out is not None:
         started = time.perf_counter()
         path = out / "metrics.om"
@@ -166,7 +166,7 @@ def _serve(args: argparse.Namespace, ctx: Context) -> int:
 @click.option("--openmetrics", is_flag=True, help="metrics.om for promtool backfill")
 @click.option("--metrics-step", help="thin the OpenMetrics file to this interval (e.g. 5m)")
 @click.option("--manifests", is_flag=True, help="manifests.yaml (Nodes, Namespaces, Pods) and kueue.yaml")
-@click.option("--ground-truth", is_flag=True, help="ground_truth.parquet (card-hours per hour and holder)")
+@click.option("--ground-truth", is_flag=True, help="ground_truth.parquet (GPU-hours per hour and holder)")
 @click.option("--load", is_flag=True, help="load inventory and samples into the warehouse")
 @click.option("--hostname-label", type=click.Choice(("Hostname", "hostname")), default="Hostname")
 @click.option("--exported-labels", is_flag=True,

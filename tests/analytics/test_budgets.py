@@ -6,10 +6,10 @@ Cases (a hand-built November: two H100s at 3.00/h, held for the first 3 days of 
   over the forecast is the cost itself; left = budget - used;
 - thresholds: the team's own (`finance.team_thresholds`) replace the fleet's; the highest
   crossed is reported, `over` from 100 %; a team without a budget is `no_budget`;
-- `budget_gauges` fed to Prometheus' own rule tester (`promtool test rules`) against
-  `deploy/prometheus-rules-budgets.yaml`: the warning fires for the team at its first
-  threshold, the critical one for the team over budget, nothing for a team under every
-  threshold;
+- `budget_gauges` (per-team thresholds included) fed to Prometheus' own rule tester
+  (`promtool test rules`) against the chart's rules (`deploy/helm/gpuledger/files/
+  gpuledger-rules.yaml`): the warning fires for the team at its own first threshold (10 %),
+  the critical one for the team over budget, nothing for a team under every threshold;
 - the webhook POSTs JSON with a Slack `text` and the alert records to a real local HTTP server;
   a refused POST names the host, never the URL (its token).
 """
@@ -33,7 +33,7 @@ from gpuledger.core.period import Period
 from gpuledger.reports.budget_alerts import payload, post
 from tests.analytics.builders import Seg, at, gpus, namespaces, samples
 
-RULES = Path(__file__).parents[2] / "deploy" / "prometheus-rules-budgets.yaml"
+RULES = Path(__file__).parents[2] / "deploy" / "helm" / "gpuledger" / "files" / "gpuledger-rules.yaml"
 SETTINGS = Settings(
     teams={"budgets": {"vision": 2000.0, "nlp": 100.0, "speech": 10_000.0}},
     finance={"team_thresholds": {"vision": [0.1, 0.9]}},
@@ -84,18 +84,29 @@ def test_thresholds(status) -> None:
 
 def test_alert_rules_with_promtool(status, tmp_path: Path) -> None:
     series = []
-    for name, samples_ in budget_gauges(status).items():
+    gauges = budget_gauges(status, SETTINGS)
+    assert {(lb["team"], lb["level"]): v for lb, v in gauges["gpuledger_budget_threshold_ratio"]} == {
+        ("vision", "warning"): 0.1, ("nlp", "warning"): 0.8, ("nlp", "critical"): 1.0,
+        ("speech", "warning"): 0.8, ("speech", "critical"): 1.0}  # vision: no threshold at 100 %
+    for name, samples_ in gauges.items():
         for labels, value in samples_:
-            series.append({"series": f'{name}{{team="{labels["team"]}"}}', "values": f"{value}x40"})
+            extra = "" if "level" in labels else ',month="2026-11"'  # as /metrics labels them
+            text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+            series.append({"series": f"{name}{{{text}{extra}}}", "values": f"{value}x40"})
     test = {
         "rule_files": [str(RULES)], "evaluation_interval": "1m",
         "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": [
-            {"eval_time": "20m", "alertname": "GpuBudgetThresholdReached", "exp_alerts": [
-                {"exp_labels": {"severity": "warning", "team": "vision"},
-                 "exp_annotations": {"summary": "Team vision reached 10% of its GPU budget"}}]},
-            {"eval_time": "20m", "alertname": "GpuBudgetExceeded", "exp_alerts": [
-                {"exp_labels": {"severity": "critical", "team": "nlp"},
-                 "exp_annotations": {"summary": "Team nlp used its whole GPU budget for the month"}}]},
+            {"eval_time": "20m", "alertname": "GpuledgerBudgetWarning", "exp_alerts": [
+                {"exp_labels": {"severity": "warning", "team": "vision", "month": "2026-11"},
+                 "exp_annotations": {
+                     "summary": "Team vision used 10.8% of its 2026-11 GPU budget",
+                     "description": "Month-to-date GPU cost of team vision is past its warning "
+                                    "threshold (finance.budget_thresholds)."}}]},
+            {"eval_time": "20m", "alertname": "GpuledgerBudgetExceeded", "exp_alerts": [
+                {"exp_labels": {"severity": "critical", "team": "nlp", "month": "2026-11"},
+                 "exp_annotations": {
+                     "summary": "Team nlp is over its 2026-11 GPU budget (216%)",
+                     "description": "Month-to-date GPU cost of team nlp exceeds teams.budgets."}}]},
         ]}],
     }
     path = tmp_path / "budget-rules-test.yaml"

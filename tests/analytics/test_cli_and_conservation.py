@@ -78,7 +78,7 @@ def test_bill_csv_table_and_errors(warehouse):
     assert header.startswith("team,model,card_hours")
     assert sum(float(r.split(",")[header.split(",").index("cost")]) for r in rows) == pytest.approx(12.0)
     code, out, _ = _run(base)
-    assert code == 0 and "Fleet: 4.000 card-hours, 12.00 USD" in out and "scratch" in out
+    assert code == 0 and "Fleet: 4.000 GPU-hours, 12.00 USD" in out and "scratch" in out
 
 
 def test_bill_errors_are_one_line(warehouse, capsys):

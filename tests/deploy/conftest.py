@@ -21,6 +21,9 @@ from tools.metrics_servers import MetricsServer, free_port
 ROOT = Path(__file__).resolve().parents[2]
 BUDGETS = {"nlp": 400.0, "vision": 10.0, "ads": 0.0}
 """nlp well under budget, vision far over it, ads with a zero budget."""
+TEAM_THRESHOLDS = {"nlp": [0.01, 1.5]}
+"""nlp's own thresholds (`finance.team_thresholds`): a warning at 1 % (it uses a few percent),
+the critical level at 150 %; the others keep the defaults (80 %, 100 %)."""
 SECRET = "Bearer sup3r-s3cret-prometheus-t0ken"
 
 
@@ -31,6 +34,7 @@ def settings_yaml(path: Path) -> Path:
                    "roles": [{"subject": "ada", "kind": "user", "role": "admin"},
                              {"subject": "leo", "kind": "user", "role": "lead", "team": "nlp"}]},
         "teams": {"budgets": BUDGETS},
+        "finance": {"team_thresholds": TEAM_THRESHOLDS},
     }))
     return path
 

@@ -2,8 +2,8 @@
 
 - `promtool check rules` on the plain rules file (the chart's PrometheusRule embeds the same);
 - `promtool test rules tests/deploy/rules_test.yaml`: for each alert, cases that fire and cases
-  that do not (thresholds, `for:` durations, other sources/statuses, day 1 vs day 2);
-- a mutated copy of a threshold makes those unit tests fail (they test the numbers);
+  that do not (per-team thresholds, `for:` durations, other sources/statuses, day 1 vs day 2);
+- a mutated copy of a threshold comparison makes those unit tests fail (they test the numbers);
 - end to end: a real Prometheus scrapes the production server (vision is over its budget in
   the settings), evaluates the rules and sends the firing GpuledgerBudgetExceeded to Debian's
   prometheus-alertmanager, which delivers it to a local webhook receiver.
@@ -31,7 +31,7 @@ def promtool(*args: str, cwd: Path = HERE) -> subprocess.CompletedProcess[str]:
 def test_promtool_check_rules():
     done = promtool("check", "rules", str(PLAIN))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 5 rules found" in done.stdout
+    assert "SUCCESS: 6 rules found" in done.stdout
 
 
 def test_promtool_unit_tests_pass():
@@ -42,7 +42,9 @@ def test_promtool_unit_tests_pass():
 
 def test_unit_tests_catch_a_changed_threshold(tmp_path):
     (tmp_path / "rules").mkdir()
-    mutated = RULES.read_text().replace("gpuledger_budget_used_ratio >= 0.8 < 1", "gpuledger_budget_used_ratio >= 0.9 < 1")
+    # The warning compared against the critical threshold instead: nlp (85 %) must go missing.
+    mutated = RULES.read_text().replace('gpuledger_budget_threshold_ratio{level="warning"}',
+                                        'gpuledger_budget_threshold_ratio{level="critical"}')
     assert mutated != RULES.read_text()
     copy = tmp_path / "rules" / "gpuledger-rules.yaml"
     copy.write_text(mutated)

@@ -73,7 +73,7 @@ def test_every_pod_is_non_root_read_only_and_uses_the_chart_image():
     docs = render()
     pods = [_dashboard(docs)] + [c["spec"]["jobTemplate"]["spec"]["template"]["spec"]
                                  for c in by_kind(docs, "CronJob")]
-    assert len(pods) == 3
+    assert len(pods) == 4  # dashboard, collect, report, compact
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     image = f"{values['image']['repository']}:{chart['appVersion']}"
@@ -128,6 +128,7 @@ def test_schedules_and_names_come_from_values():
     docs = render()
     assert one(docs, "CronJob", "gpuledger-collect")["spec"]["schedule"] == "*/15 * * * *"
     assert one(docs, "CronJob", "gpuledger-report")["spec"]["schedule"] == "0 6 1 * *"
+    assert one(docs, "CronJob", "gpuledger-compact")["spec"]["schedule"] == "7 3 * * *"
     other = render(release="ledger", namespace="finops")
     assert {d["metadata"]["name"] for d in by_kind(other, "ServiceAccount")} == {
         "ledger-gpuledger", "ledger-gpuledger-collector"}
@@ -189,3 +190,24 @@ def test_dashboard_and_collect_arguments_parse_with_the_cli():
     assert params["log_format"] == "json" and params["refresh_s"] == 120.0
     assert str(params["config"]) == "/etc/gpuledger/config/gpuledger.yaml"
     assert str(params["warehouse"]) == "/data/gpuledger.duckdb"
+
+
+def test_compact_cronjob_runs_retention_and_follows_its_toggle():
+    """`gpuledger compact` nightly, on the warehouse volume, with no API token; the values'
+    `compact.enabled=false` removes it (and only it); its arguments parse with the real CLI."""
+    from gpuledger.cli import resolve
+
+    docs = render()
+    job = one(docs, "CronJob", "gpuledger-compact")
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    (container,) = pod["containers"]
+    path, params = resolve(container["args"])
+    assert path == ["compact"] and params["raw_days"] is None  # retention.raw_days from the settings
+    assert str(params["warehouse"]) == "/data/gpuledger.duckdb"
+    assert {"name": "data", "mountPath": "/data"} in container["volumeMounts"]
+    off = run_helm("template", "gpuledger", str(CHART), "--set", "compact.enabled=false")
+    assert off.returncode == 0, off.stderr
+    names = {d["metadata"]["name"] for d in yaml.safe_load_all(off.stdout) if d and d["kind"] == "CronJob"}
+    assert names == {"gpuledger-collect", "gpuledger-report"}

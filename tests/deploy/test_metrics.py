@@ -112,3 +112,56 @@ def test_dropped_samples_counter_reads_the_collect_totals(served):
     assert f'gpuledger_collect_dropped_samples_total{{reason="clock_skew"}} {skew:.1f}' in text
     assert f'gpuledger_collect_dropped_samples_total{{reason="ha_duplicate"}} {dup:.1f}' in text
     assert 'reason="nan"' not in text
+
+
+def test_team_threshold_from_config_reaches_metrics_and_fires_the_rule(served, tmp_path):
+    """nlp's own thresholds (`finance.team_thresholds` in the served config: 1 %, 150 %) appear
+    on /metrics, and the budget samples scraped from it, replayed through `promtool test rules`
+    against the chart's rules, fire the warning for nlp at a few percent (the default 80 % would
+    not) and the critical alert for vision and ads (default 100 %), nothing else."""
+    import subprocess
+
+    import yaml
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.deploy.chart import RULES
+    from tests.deploy.conftest import TEAM_THRESHOLDS
+
+    text = requests.get(served.ops_url + "/metrics", timeout=10).text
+    samples = [s for fam in text_string_to_metric_families(text) if fam.name.startswith("gpuledger_budget_")
+               for s in fam.samples]
+    levels = {(s.labels["team"], s.labels["level"]): s.value
+              for s in samples if s.name == "gpuledger_budget_threshold_ratio"}
+    assert levels == {("nlp", "warning"): TEAM_THRESHOLDS["nlp"][0], ("nlp", "critical"): TEAM_THRESHOLDS["nlp"][1],
+                      ("vision", "warning"): 0.8, ("vision", "critical"): 1.0,
+                      ("ads", "warning"): 0.8, ("ads", "critical"): 1.0}
+    used = {s.labels["team"]: s.value for s in samples if s.name == "gpuledger_budget_used_ratio"}
+    assert TEAM_THRESHOLDS["nlp"][0] < used["nlp"] < 0.8  # only its own threshold makes it a warning
+    series = []
+    for s in samples:
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted({**s.labels, "job": "gpuledger"}.items()))
+        value = "Inf" if s.value == float("inf") else repr(s.value)  # ads: a zero budget, spent
+        series.append({"series": f"{s.name}{{{labels}}}", "values": " ".join([value] * 21)})
+
+    def expect(team: str, severity: str) -> dict:
+        share = "+Inf%" if used[team] == float("inf") else f"{used[team] * 100:.4g}%"  # humanizePercentage
+        summary, description = {
+            "warning": (f"Team {team} used {share} of its 2026-11 GPU budget",
+                        f"Month-to-date GPU cost of team {team} is past its warning threshold "
+                        "(finance.budget_thresholds)."),
+            "critical": (f"Team {team} is over its 2026-11 GPU budget ({share})",
+                         f"Month-to-date GPU cost of team {team} exceeds teams.budgets."),
+        }[severity]
+        return {"exp_labels": {"severity": severity, "team": team, "month": "2026-11", "job": "gpuledger"},
+                "exp_annotations": {"summary": summary, "description": description}}
+
+    test = {"rule_files": [str(RULES)], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series, "alert_rule_test": [
+            {"eval_time": "10m", "alertname": "GpuledgerBudgetWarning", "exp_alerts": [expect("nlp", "warning")]},
+            {"eval_time": "10m", "alertname": "GpuledgerBudgetExceeded",
+             "exp_alerts": [expect("ads", "critical"), expect("vision", "critical")]},
+        ]}]}
+    path = tmp_path / "scraped-rules-test.yaml"
+    path.write_text(yaml.safe_dump(test))
+    done = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -70,6 +70,11 @@ def test_formats_carry_the_same_data(warehouse: Path, capsys: pytest.CaptureFixt
     _, wide, _ = _cli(capsys, *base, "-o", "wide")
     _, table, _ = _cli(capsys, *base)
     assert "unpriced" in wide and "unpriced" not in table  # wide = every column
+    # A person reads "GPU-hours" (issue #15's one term); the csv/json keys scripts read stay.
+    header = table.splitlines()[1].split()
+    assert header[:4] == ["team", "model", "GPU-hours", "idle"] and "card_hours" not in table + wide
+    assert "held idle GPU-hours" in wide and "Fleet: 48.000 GPU-hours" in table
+    assert {"card_hours", "idle_card_hours"} <= set(rows[0]) and "idle_card_hours" in lines[0]
 
 
 def test_table_fits_a_narrow_terminal(warehouse: Path) -> None:

@@ -38,7 +38,7 @@ def _demo(out: Path) -> str:
 def test_demo_runs_the_pipeline_and_ends(tmp_path: Path):
     out = tmp_path / "demo"
     first = _demo(out)
-    match = re.search(r"fleet cost ([\d,]+\.\d\d) for ([\d,]+) card-hours", first)
+    match = re.search(r"fleet cost ([\d,]+\.\d\d) for ([\d,]+) GPU-hours", first)
     assert match, first[:2000]
     assert int(match.group(2).replace(",", "")) == (GPUS + DRA_GPUS) * OCTOBER_HOURS
     assert "Top " in first and "idle allocations" in first

@@ -26,6 +26,7 @@ FILES: dict[str, tuple[str, ...]] = {
     "dashboard.yaml": ("deployment.yaml", "service.yaml"),
     "cronjob-collect.yaml": ("cronjob-collect.yaml",),
     "cronjob-report.yaml": ("cronjob-report.yaml",),
+    "cronjob-compact.yaml": ("cronjob-compact.yaml",),
 }
 VALUES = ["--set", "namespace.create=true", "--set", "serviceMonitor.enabled=false",
           "--set", "prometheusRule.enabled=false"]
