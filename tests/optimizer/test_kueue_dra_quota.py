@@ -7,11 +7,15 @@ Cases:
   DRA demand is higher (checked against the demand written here, not the planner's numbers),
   keeps the cohort's DRA capacity, leaves cpu untouched and carries the new DRA nominalQuota
   in the rewritten resourceGroups;
+- collector → warehouse → optimizer: Kueue's usage/quota series for the DRA resource (a
+  Prometheus answer parsed by the real parser) land in `queue_samples` and come back as that
+  resource's demand, with its quota spec, from a real DuckDB warehouse;
 - the setting refuses names that are not Kubernetes resource names, and repeats.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime, timedelta
 
@@ -20,13 +24,21 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from gpuledger.collectors import kueue_metrics
+from gpuledger.collectors.chunks import Chunk
+from gpuledger.collectors.prom_parse import parse_matrix
+from gpuledger.collectors.quality import Quality
+from gpuledger.collectors.queues import queue_collector
 from gpuledger.core.config import Settings
 from gpuledger.core.config_queues import QueueSettings
+from gpuledger.core.frames import QUEUES, polars_schema
+from gpuledger.core.window import Window
 from gpuledger.optimizer.plan import QuotaChanges
 from gpuledger.optimizer.queues.kueue import queue_from_object
 from gpuledger.optimizer.quota import QuotaOptions, plan_quota
-from gpuledger.optimizer.quota_input import load_quota_inputs
+from gpuledger.optimizer.quota_input import load_quota_inputs, quota_inputs_from_warehouse
 from gpuledger.optimizer.quota_spec import GPU
+from gpuledger.warehouse import LoadBatch, Warehouse
 
 DRA = "gpu.example.com"
 START = datetime(2026, 10, 5, tzinfo=UTC)
@@ -86,6 +98,39 @@ def test_plan_moves_dra_quota_to_the_queue_that_needs_it(tmp_path):
     written = {r["name"]: r for r in update.resource_groups[0]["flavors"][0]["resources"]}
     assert written[DRA]["nominalQuota"] == dra["big"].new_nominal
     assert written["cpu"] == {"name": "cpu", "nominalQuota": "64"}
+
+
+def _answer(values: dict[str, float]) -> bytes:
+    """A Prometheus matrix answer: one series per resource of `big`, ten minutes of one value."""
+    result = [{"metric": {"cluster_queue": "big", "flavor": "h100", "resource": r},
+               "values": [[(START + timedelta(minutes=m)).timestamp(), str(v)] for m in range(10)]}
+              for r, v in values.items()]
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
+
+
+def test_dra_usage_flows_from_kueue_metrics_to_the_planner(tmp_path):
+    window = Window(START, START + timedelta(minutes=10), timedelta(minutes=1))
+    matrices = {
+        "usage": parse_matrix(_answer({DRA: 3, GPU: 1, "cpu": 8}), kueue_metrics.LABELS, "usage"),
+        "nominal_quota": parse_matrix(_answer({DRA: 4, GPU: 4, "cpu": 64}), kueue_metrics.LABELS, "nq"),
+    }
+    quality = Quality()
+    samples = queue_collector().queue_samples(matrices, Chunk(window), NOW, quality)
+    assert quality.total == 0
+    assert set(samples.filter(pl.col("resource") == DRA)["usage"].to_list()) == {3.0}
+    collector = queue_collector()
+    kind = next(r for r in collector.resources if r.kind == "ClusterQueue")
+    row = collector.row(kind, cluster_queue("big"), START)
+    with Warehouse.open(tmp_path / "wh.duckdb") as wh:
+        wh.load(LoadBatch(frames={"queues": pl.DataFrame([row], schema=polars_schema(QUEUES))}))
+        wh.load(LoadBatch(frames={"queue_samples": samples}, window=window))
+        inputs = quota_inputs_from_warehouse(wh, timedelta(hours=1), dra=(DRA,))
+        plain = quota_inputs_from_warehouse(wh, timedelta(hours=1))
+    assert set(inputs.queues[0].quotas) == {("h100", GPU), ("h100", DRA)}
+    assert set(plain.queues[0].quotas) == {("h100", GPU)}
+    dra = inputs.history.filter(pl.col("resource") == DRA)
+    assert dra.height == 10 and set(dra["demand"].to_list()) == {3.0}  # usage, nothing pending
+    assert inputs.capacity[("c", "h100", DRA)] == 4
 
 
 @pytest.mark.parametrize("names", [("not a name",), (DRA, DRA), ("/gpu",)])
