@@ -17,7 +17,7 @@ Sources: a queues file (`--queues`, YAML) plus a history CSV (`--history`), or t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -121,10 +121,11 @@ def _check_rows(out: pl.DataFrame, where: str, queues: tuple[QueueSpec, ...] | N
 # 2. Files -------------------------------------------------------------------------------------
 def load_quota_inputs(
     queues_path: Path, history_path: Path | None, *, guaranteed: Mapping[str, int] | None = None,
-    queue_system: str = DEFAULT_QUEUE_SYSTEM,
+    queue_system: str = DEFAULT_QUEUE_SYSTEM, dra: Collection[str] = (),
 ) -> QuotaInputs:
     """A queues file (YAML: the queue system's object list, for Kueue `clusterQueues`;
-    optional `capacity`, `teams`, `guaranteed`) and a history CSV."""
+    optional `capacity`, `teams`, `guaranteed`) and a history CSV; `dra`: DRA quota resources
+    planned besides GPUs (`queues.kueue_dra_resources`)."""
     reader = quota_reader(queue_system)
     data = load_yaml_file(queues_path, what="queues")
     key = reader.file_key
@@ -132,7 +133,7 @@ def load_quota_inputs(
         raise InputError(f"{queues_path}: expected a mapping with a list '{key}'")
     refuse_unknown_keys(data, (key, *_FILE_KEYS), str(queues_path))
     queues = tuple(
-        reader.queue_from_object(obj, f"{queues_path}: {key}[{i}]") for i, obj in enumerate(data[key])
+        reader.queue_from_object(obj, f"{queues_path}: {key}[{i}]", dra) for i, obj in enumerate(data[key])
     )
     names = [q.name for q in queues]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -212,7 +213,8 @@ def _with_team(q: QueueSpec, team: str | None) -> QueueSpec:
 # 3. The warehouse -------------------------------------------------------------------------------
 def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
                                 guaranteed: Mapping[str, int] | None = None, *,
-                                queue_system: str = DEFAULT_QUEUE_SYSTEM) -> QuotaInputs:
+                                queue_system: str = DEFAULT_QUEUE_SYSTEM,
+                                dra: Collection[str] = ()) -> QuotaInputs:
     """Queues from table `queues`, demand from `queue_samples` over `lookback`.
 
     The queue system reports pending work per queue as a number of workloads without a flavor;
@@ -220,7 +222,7 @@ def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
     queue's (flavor, resource) pairs in proportion to their usage in the window.
     """
     reader = quota_reader(queue_system)
-    queues = _warehouse_queues(wh, reader)
+    queues = _warehouse_queues(wh, reader, dra)
     last = last_queue_sample(wh)
     if last is None:
         raise InputError(f"{wh.path}: table queue_samples is empty; no demand history (pass --history)")
@@ -232,7 +234,8 @@ def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
                        queue_system)
 
 
-def _warehouse_queues(wh: Warehouse, reader: QuotaReader) -> tuple[QueueSpec, ...]:
+def _warehouse_queues(wh: Warehouse, reader: QuotaReader, dra: Collection[str]
+                      ) -> tuple[QueueSpec, ...]:
     """The stored quota objects as `QueueSpec`s, each with its one owning team (if any)."""
     frame = queue_objects(wh, reader.object_kind)
     if frame.is_empty():
@@ -246,7 +249,7 @@ def _warehouse_queues(wh: Warehouse, reader: QuotaReader) -> tuple[QueueSpec, ..
             reader.queue_from_object(
                 {"metadata": {"name": r["name"], "resourceVersion": r["resource_version"]},
                  "spec": json.loads(r["spec"] or "{}")},
-                f"{wh.path}: queues",
+                f"{wh.path}: queues", dra,
             ),
             teams.get(r["name"]),
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,9 +72,12 @@ def parse_quantity(value: Any, where: str) -> float:
     return number
 
 
-def is_gpu_resource(name: str) -> bool:
-    """Resources the quota optimizer plans: whole GPUs and MIG instances."""
-    return name == GPU or name.startswith("nvidia.com/mig-")
+def is_gpu_resource(name: str, dra: Collection[str] = ()) -> bool:
+    """Resources the quota optimizer plans: whole GPUs, MIG instances and the queue system's
+    DRA quota resources named in `dra` (Kueue maps DeviceClasses to such names in its own
+    Configuration, `resources.deviceClassMappings`; gpuledger cannot tell them from cpu or
+    memory by their name, so the operator lists them: `queues.kueue_dra_resources`)."""
+    return name == GPU or name.startswith("nvidia.com/mig-") or name in dra
 
 
 def default_capacity(queues: Sequence[QueueSpec]) -> dict[tuple[str, str, str], float]:

@@ -135,11 +135,13 @@ def _quota(args: argparse.Namespace, ctx: Context) -> int:
     QuotaOptions(time_limit_s=limit, horizon=horizon, workers=args.workers)  # refuse bad flags first
     with command_deadline(limit, "optimize quota") as deadline:
         system = args.queue_system or ctx.settings.queues.systems[0]
+        dra = ctx.settings.queues.kueue_dra_resources
         if args.queues:
-            inputs = load_quota_inputs(args.queues, args.history, queue_system=system)
+            inputs = load_quota_inputs(args.queues, args.history, queue_system=system, dra=dra)
         else:
             with ctx.open_warehouse(read_only=True) as wh:
-                inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback), queue_system=system)
+                inputs = quota_inputs_from_warehouse(wh, parse_duration(args.lookback),
+                                                     queue_system=system, dra=dra)
         options = QuotaOptions(time_limit_s=deadline.solver_budget(), horizon=horizon,
                                workers=args.workers)
         with busy(f"solving and backtesting the quota plan (at most {limit:g} s)"):

@@ -10,7 +10,7 @@ writing the planned numbers back into a whole new object body. Kueue
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, Registry
@@ -29,8 +29,10 @@ class QuotaReader(Protocol):
     file_key: str
     """The key of the list of such objects in a `--queues` file."""
 
-    def queue_from_object(self, obj: Mapping[str, Any], where: str) -> QueueSpec:
-        """One object (or a mapping with `name` and `spec`) → `QueueSpec`; `InputError` if bad."""
+    def queue_from_object(self, obj: Mapping[str, Any], where: str,
+                          dra: Collection[str] = ()) -> QueueSpec:
+        """One object (or a mapping with `name` and `spec`) → `QueueSpec`; `InputError` if bad.
+        `dra`: the DRA quota resource names planned besides GPUs (systems without any ignore it)."""
         ...
 
     def queue_teams(self, wh: Warehouse) -> dict[str, str]:

@@ -2,8 +2,10 @@
 
 A ClusterQueue carries `spec.cohortName`, `spec.fairSharing.weight` and
 `spec.resourceGroups[].flavors[].resources[]` with `nominalQuota`, `borrowingLimit` and
-`lendingLimit`. Only GPU resources (`nvidia.com/gpu`, `nvidia.com/mig-*`) are planned; cpu,
-memory and the like are left exactly as they are. `resourceGroups` is one atomic value for
+`lendingLimit`. Only GPU resources (`nvidia.com/gpu`, `nvidia.com/mig-*`) and the DRA quota
+resources the settings name (`queues.kueue_dra_resources`: the names Kueue's
+`deviceClassMappings` give DeviceClasses) are planned; cpu, memory and the like are left exactly
+as they are. `resourceGroups` is one atomic value for
 Kueue, so a plan carries the whole rewritten list. Teams and pod sizes come through
 LocalQueues (`spec.clusterQueue`) and their namespaces.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import copy
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.analytics.queue_teams import queue_owners
@@ -27,8 +29,9 @@ if TYPE_CHECKING:
     from gpuledger.warehouse import Warehouse
 
 
-def queue_from_object(obj: Mapping[str, Any], where: str) -> QueueSpec:
-    """A ClusterQueue object (or a mapping with `name` and `spec`) → QueueSpec."""
+def queue_from_object(obj: Mapping[str, Any], where: str, dra: Collection[str] = ()) -> QueueSpec:
+    """A ClusterQueue object (or a mapping with `name` and `spec`) → QueueSpec; `dra` names the
+    DRA quota resources planned besides GPUs and MIG instances."""
     if not isinstance(obj, Mapping):
         raise InputError(f"{where}: a ClusterQueue must be a mapping")
     refuse_unknown_keys(obj, _OBJECT_KEYS, where)
@@ -51,14 +54,14 @@ def queue_from_object(obj: Mapping[str, Any], where: str) -> QueueSpec:
         raise InputError(f"{where}: ClusterQueue {name}: resourceGroups must be a list")
     return QueueSpec(
         name=str(name), cohort=spec.get("cohortName"), weight=weight,
-        quotas=_quotas(groups, f"{where}: ClusterQueue {name}"),
+        quotas=_quotas(groups, f"{where}: ClusterQueue {name}", dra),
         resource_groups=tuple(groups), resource_version=meta.get("resourceVersion"),
         team=obj.get("team"),
     )
 
 
-def _quotas(groups: list[Any], where: str) -> dict[Key, Quota]:
-    """The planned (GPU) quotas of a resourceGroups list, per (flavor, resource)."""
+def _quotas(groups: list[Any], where: str, dra: Collection[str]) -> dict[Key, Quota]:
+    """The planned (GPU, MIG, DRA) quotas of a resourceGroups list, per (flavor, resource)."""
     quotas: dict[Key, Quota] = {}
     for g, group in enumerate(groups):
         gwhere = f"{where} resourceGroups[{g}]"
@@ -68,7 +71,7 @@ def _quotas(groups: list[Any], where: str) -> dict[Key, Quota]:
             fname = flavor.get("name")
             for res in flavor.get("resources") or []:
                 _strict(res, _RESOURCE_KEYS, f"{gwhere} flavor {fname} resource")
-                if not is_gpu_resource(str(res.get("name"))):
+                if not is_gpu_resource(str(res.get("name")), dra):
                     continue  # cpu, memory, ...: not planned, left exactly as they are
                 rwhere = f"{gwhere} flavor {fname} {res.get('name')}"
                 if (str(fname), str(res["name"])) in quotas:
@@ -149,8 +152,9 @@ class KueueReader:
     object_kind = "ClusterQueue"
     file_key = "clusterQueues"
 
-    def queue_from_object(self, obj: Mapping[str, Any], where: str) -> QueueSpec:
-        return queue_from_object(obj, where)
+    def queue_from_object(self, obj: Mapping[str, Any], where: str,
+                          dra: Collection[str] = ()) -> QueueSpec:
+        return queue_from_object(obj, where, dra)
 
     def queue_teams(self, wh: Warehouse) -> dict[str, str]:
         return queue_owners(wh)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.analytics.volcano_queues import volcano_queue_owners
@@ -159,7 +159,10 @@ class VolcanoReader:
     object_kind = "Queue"
     file_key = "queues"
 
-    def queue_from_object(self, obj: Mapping[str, Any], where: str) -> QueueSpec:
+    def queue_from_object(self, obj: Mapping[str, Any], where: str,
+                          dra: Collection[str] = ()) -> QueueSpec:
+        """`dra` is Kueue's (`queues.kueue_dra_resources`): Volcano has no DRA quota names."""
+        del dra
         return queue_from_object(obj, where)
 
     def queue_teams(self, wh: Warehouse) -> dict[str, str]:
