@@ -137,6 +137,13 @@ class ReadModel:
 
         return self._read(("bill", period, by), read, snap)
 
+    def advice(self, period: str, kind: str, *, snap: Snapshot | None = None) -> Any:
+        """One `analytics.advice.run` kind for the month (`recommend --kind`), on the snapshot."""
+        from gpuledger.analytics.advice.run import KINDS
+
+        window = Period.exact(period).window
+        return self._read(("advice", period, kind), lambda wh: KINDS[kind](wh, window, self.settings), snap)
+
     def teams(self, period: str) -> list[str]:
         """Teams with a bill line this month plus teams with a budget, sorted."""
         lines = self.bill(period).lines

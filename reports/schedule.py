@@ -113,14 +113,23 @@ def run_forever(
     interval: timedelta = timedelta(minutes=30),
     collect: Collect | None = None,
     clock: Callable[[], datetime] | None = None,
+    also: Callable[[datetime], object] | None = None,
 ) -> None:
-    """Call `run_due` every `interval` until `stop` is set (for a background thread)."""
+    """Call `run_due` every `interval` until `stop` is set (for a background thread); `also`
+    runs on the same tick with the same clock (`serve --apply-approved`:
+    `actuator.scheduled_apply`)."""
     from gpuledger.core.config import utcnow
 
     now = clock or utcnow
     while not stop.is_set():
+        moment = now()
         try:
-            run_due(ctx_or_settings, wh_path, out_dir, now(), collect=collect)
+            run_due(ctx_or_settings, wh_path, out_dir, moment, collect=collect)
         except Exception:  # keep the scheduler alive; the next tick retries
             log.exception("scheduled monthly report failed")
+        if also is not None:
+            try:
+                also(moment)
+            except Exception:  # the same: one failed tick never stops the schedule
+                log.exception("scheduled job failed")
         stop.wait(interval.total_seconds())

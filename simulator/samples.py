@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from gpuledger.core.frames import TOKEN_SAMPLES, polars_schema
-from gpuledger.simulator.activity import Chunk, SlotArrays, load_integral
+from gpuledger.simulator.activity import Chunk, SlotArrays, load_curve, load_integral
 from gpuledger.simulator.hardware import RESERVED_MIB, Hardware
 from gpuledger.simulator.noise import uniform
 from gpuledger.simulator.tenants import Tenants
@@ -176,7 +176,7 @@ def token_samples_frame(
     sched: Schedule, names: Names, tb: Timebase, k0: int, k1: int
 ) -> pl.DataFrame:
     """vLLM counters of serving pods: cumulative tokens since the pod started (a new pod
-    starts from zero: a counter reset)."""
+    starts from zero: a counter reset), and its queue gauges (`request_gauges`)."""
     pods = sched.pods
     cls = sched.pod_cls
     start = sched.pod_start
@@ -202,9 +202,25 @@ def token_samples_frame(
         models.gather(pod).alias("model_name"),
         pl.Series("prompt_tokens_total", prompt, dtype=pl.Float64),
         pl.Series("generation_tokens_total", gen, dtype=pl.Float64),
-        pl.Series("num_requests_waiting", [None] * len(k), dtype=pl.Float64),  # gauges: not simulated
-        pl.Series("num_requests_running", [None] * len(k), dtype=pl.Float64),
+        *request_gauges(rate * load_curve(t_abs)),
     ])
+
+
+PROMPT_TOKENS_PER_REQUEST = 500.0
+SECONDS_PER_REQUEST = 8.0
+MAX_NUM_SEQS = 16
+"""vLLM's `--max-num-seqs`: requests batched at once; the rest wait in its queue."""
+
+
+def request_gauges(prompt_tokens_per_s: np.ndarray) -> tuple[pl.Series, pl.Series]:
+    """`vllm:num_requests_waiting` / `_running` from the pod's prompt-token rate at that
+    instant (the same diurnal load the token counters integrate): requests in flight by
+    Little's law (arrival rate x time per request), at most `MAX_NUM_SEQS` running, the excess
+    waiting, both whole requests (the autoscaling advice reads them as the queue signal)."""
+    in_flight = np.round(prompt_tokens_per_s / PROMPT_TOKENS_PER_REQUEST * SECONDS_PER_REQUEST)
+    running = np.minimum(in_flight, MAX_NUM_SEQS)
+    return (pl.Series("num_requests_waiting", in_flight - running, dtype=pl.Float64),
+            pl.Series("num_requests_running", running, dtype=pl.Float64))
 
 
 @dataclass(frozen=True)

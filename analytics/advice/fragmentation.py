@@ -31,6 +31,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from zoneinfo import ZoneInfo
 
 import polars as pl
@@ -50,6 +51,14 @@ class CardFragments:
 
 def card_fragments(model: str, counts: Mapping[str, int], smallest: str) -> CardFragments:
     """Steps 1-2 for one card: the least unusable count over the placements of its instances."""
+    return _card_fragments(model, tuple(sorted((p, n) for p, n in counts.items() if n)), smallest)
+
+
+@cache
+def _card_fragments(model: str, items: tuple[tuple[str, int], ...], smallest: str) -> CardFragments:
+    """`card_fragments` on a hashable layout: a card's layout rarely changes from hour to hour,
+    and the placement search is the whole cost of the kind (a month of hours x cards)."""
+    counts = dict(items)
     geometry = gpu_model(model)
     want = shape_of({p: n for p, n in counts.items() if n})
     layouts = [lay for lay in geometry.layouts(media_extensions=True) if shape_of(lay) == want] or [()]

@@ -177,7 +177,7 @@ def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> A
     found = fragmentation.rebuilds(
         rates, threshold=a.fragmentation_threshold, min_free=a.fragmentation_min_free,
         now=min(window.end, datetime.now(UTC)), windows=a.maintenance_windows,
-        activity=queries.node_activity_hourly(wh, window.start, window.end), unit_price=prices)
+        activity=_activity_if_needed(wh, window, rates, a.fragmentation_threshold), unit_price=prices)
     rows: list[dict[str, object]] = [{
         "kind": "fragmentation_rebuild", "scope": r.node, "current": f"{r.rate:.0%} fragmented",
         "recommended": "rebuild MIG layout in " + (f"{r.window[0]:%a %H:%M} UTC window" if r.window else
@@ -188,6 +188,16 @@ def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> A
                 "nodes": json.loads(rates.write_json()),
                 "pools": json.loads(fragmentation.pool_rates(rates).write_json())}
     return Advice("fragmentation", rows, document)
+
+
+def _activity_if_needed(
+    wh: Warehouse, window: Window, rates: pl.DataFrame, threshold: float,
+) -> pl.DataFrame | None:
+    """The past-load evidence, read only when some node is fragmented enough to rebuild (the
+    hourly activity of every node is most of this kind's cost)."""
+    if rates.is_empty() or float(rates["rate"].max() or 0.0) < threshold - 1e-12:  # type: ignore[arg-type]
+        return None
+    return queries.node_activity_hourly(wh, window.start, window.end)
 
 
 def _smallest_demanded(layouts: pl.DataFrame) -> dict[str, str]:

@@ -33,6 +33,7 @@ from gpuledger.dashboards.pages.common import (
     refuse,
     section,
     table,
+    where_data,
 )
 
 MIG_NODES_SHOWN = 4
@@ -56,6 +57,8 @@ class FleetView:
     all_nodes_href: str
     mig_cells: pl.DataFrame
     mig_at: datetime | None
+    empty_note: str | None = None
+    """Set when the month holds no card-hours: where data exists instead (as Teams / Team)."""
 
 
 def daily_hours(detail: pl.DataFrame) -> pl.DataFrame:
@@ -197,6 +200,7 @@ def view(ctx: PageContext) -> FleetView:
         unattributed=unattributed, unlabeled=data.unlabeled_namespaces(), mig_nodes=mig_nodes,
         node_hrefs={n: state.with_(node=n).href("/fleet") for n in mig_nodes},
         all_nodes_href=state.with_(node=None).href("/fleet"), mig_cells=cells, mig_at=at,
+        empty_note=None if totals["card_hours"] else where_data(ctx),
     )
 
 
@@ -241,7 +245,7 @@ def _kpis(v: FleetView, scope: str) -> html.Div:
     )
 
 
-def render(v: FleetView) -> html.Div:
+def render(v: FleetView, advice: Any = None) -> html.Div:
     cur = v.currency
     scope = v.period + (f" · {v.model}" if v.model else "")
     heat_title = (
@@ -270,6 +274,7 @@ def render(v: FleetView) -> html.Div:
     return html.Div(
         [
             _waste(v),
+            *([html.P(v.empty_note, className="empty", id="empty-period")] if v.empty_note else []),
             graph(figures.heatmap(v.heat, v.heat_row, heat_title), "fleet-heatmap"),
             drill,
             kpis,
@@ -285,6 +290,7 @@ def render(v: FleetView) -> html.Div:
             ),
             section(mig_title, graph(figures.mig_map(v.mig_cells, "Instances, owners and stranded slices"),
                                      "fleet-mig-map"), node_links),
+            *([advice] if advice is not None else []),
         ],
         id="fleet-page",
     )
@@ -306,5 +312,8 @@ def _waste(v: FleetView) -> Any:
 
 
 def show(ctx: PageContext) -> html.Div:
-    """The page for the registry (`dashboards.registry`)."""
-    return render(view(ctx))
+    """The page for the registry (`dashboards.registry`), with the fleet advice (issue #19)."""
+    from gpuledger.dashboards.pages.advice_panels import fleet_section
+
+    v = view(ctx)
+    return render(v, fleet_section(ctx))

@@ -292,12 +292,15 @@ def show(ctx: PageContext) -> html.Div:
     buttons and the rollout poll, which runs only while a rollout does."""
     if ctx.actions is None:
         raise InputError("the Plans page needs the app's plan actions")
+    from gpuledger.dashboards.pages.advice_panels import plans_section
+
     v = view(ctx, ctx.actions)
     running = v.rollout is not None and v.rollout.running
     return html.Div([
         dcc.Store(id="plan-id", data=v.selected),
         dcc.Interval(id="rollout-tick", interval=ROLLOUT_POLL_MS, disabled=not running),
         render(v),
+        plans_section(ctx),
     ])
 
 

@@ -4,6 +4,8 @@
    under the demo folder.
 2. Simulate the fleet and load it, a day per transaction; roll it up to hourly card-hours.
 3. Bill the month by team and print it, with the top idle allocations.
+   Print one row of each fleet-advice kind (`recommend --kind`: catalog, fragmentation,
+   overcommit, autoscaling), the one with the largest saving.
 4. Propose a MIG plan and a quota plan (stored as `proposed`).
 5. Write the month's reports (CSV, FOCUS, PDF) and say where.
 6. Serve the dashboard (unless `--no-serve`), as a dev admin bound to loopback.
@@ -24,6 +26,7 @@ from gpuledger.core.period import Period
 if TYPE_CHECKING:
     from gpuledger.analytics.bill import Bill
     from gpuledger.core.window import Window
+    from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import Warehouse
 
 
@@ -44,7 +47,6 @@ MIN_DEMO_GPUS = 40
 
 def run_demo(options: DemoOptions, ctx: Context) -> int:
     from gpuledger.simulator.engine import Simulation
-    from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import Warehouse
 
     started = time.perf_counter()
@@ -62,7 +64,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         stale.unlink(missing_ok=True)
     ctx.echo(f"gpuledger demo: {options.gpus} simulated GPUs, {period} "
              f"({window.hours / 24:.0f} days at 1-minute resolution), warehouse {wh_path}")
-    spec = FleetSpec.default(gpus=options.gpus)
+    spec = demo_fleet(options.gpus)
     sim = Simulation(spec, window, seed=options.seed,
                      idle_threshold=ctx.settings.idle.threshold,
                      idle_min_minutes=ctx.settings.idle.min_minutes)
@@ -80,6 +82,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         # 3. The bill and the idle time.
         bill = _print_bill(wh, window, ctx)
         _print_idle(bill, ctx)
+        _print_advice(wh, window, ctx)
         # 5. The month's reports.
         from gpuledger.reports.monthly import issue_monthly
 
@@ -96,6 +99,23 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
     if options.serve:
         _serve(demo_ctx, options, str(period))
     return 0
+
+
+FRAGMENTED_MIG = {"1g.20gb": 2, "3g.40gb": 1}
+"""A layout real MIG cards drift into as instances come and go: both 1g.20gb and the 3g hold
+every memory slice, so the two free compute slices fit no profile (a fragmentation row)."""
+
+
+def demo_fleet(gpus: int) -> FleetSpec:
+    """The default fleet with its first MIG node on a fragmented layout (`FRAGMENTED_MIG`), so
+    the demo shows each advice kind; later MIG nodes take the pool's usual configs in turn."""
+    from gpuledger.simulator.fleet import FleetSpec
+
+    data = FleetSpec.default(gpus=gpus).model_dump(mode="json")
+    for pool in data["pools"]:
+        if pool["sharing"] == "mig":
+            pool["mig_configs"] = {"mixed-1g.20gb": FRAGMENTED_MIG, **pool["mig_configs"]}
+    return FleetSpec.parse(data, source="demo fleet")
 
 
 DEMO_ADMIN = "demo-admin"
@@ -172,3 +192,20 @@ def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:
         pod = f"{row['namespace']}/{row['pod']}"
         ctx.echo(f"{row['team']!s:14s} {pod[:44]:44s} {row['model']!s:15s} "
                  f"{row['idle_card_hours']:11,.1f} {row['idle_cost']:10,.2f}")
+
+
+def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> None:
+    """One row of each advice kind (`gpuledger recommend --kind K` shows them all)."""
+    from gpuledger.analytics.advice.run import run_advice
+
+    ctx.echo("")
+    ctx.echo(f"Fleet advice, one row of each kind (all of them: `gpuledger recommend --kind K --period "
+             f"{window.start:%Y-%m}`)")
+    ctx.echo(f"{'kind':22s} {'scope':32s} {'recommended':34s} {'saving/month':>12s}")
+    for advice in run_advice(wh, window, ctx.settings, ()):
+        if not advice.rows:
+            ctx.echo(f"{advice.kind:22s} (nothing to advise this month)")
+            continue
+        row = max(advice.rows, key=lambda r: float(str(r["monthly_saving"])))
+        ctx.echo(f"{row['kind']!s:22s} {str(row['scope'])[:32]:32s} {str(row['recommended'])[:34]:34s} "
+                 f"{float(str(row['monthly_saving'])):12,.2f}")

@@ -42,14 +42,23 @@ def _cluster_factory(args: argparse.Namespace, ctx: Context) -> Any:
     return connect
 
 
-def _schedule(ctx: Context) -> Any:
-    """The report schedule, run in the server's worker until it stops."""
+def _schedule(ctx: Context, connect: Any = None) -> Any:
+    """The report schedule, run in the server's worker until it stops; with `connect` (a cluster
+    factory: `--apply-approved`) each tick also applies the approved MIG plans whose pools are
+    inside their maintenance window (`actuator.scheduled_apply`)."""
     from gpuledger.reports.schedule import run_forever
 
     out_dir = Path(ctx.settings.reports.out_dir)
 
+    def apply_due(now: Any) -> None:
+        from gpuledger.actuator.scheduled_apply import apply_due as apply_now
+        from gpuledger.warehouse import Warehouse
+
+        with Warehouse.open(ctx.warehouse_path) as wh:
+            apply_now(wh, ctx.settings, connect(), now)
+
     def run(stop: threading.Event) -> None:
-        run_forever(ctx.settings, ctx.warehouse_path, out_dir, stop)
+        run_forever(ctx.settings, ctx.warehouse_path, out_dir, stop, also=apply_due if connect else None)
 
     return run
 
@@ -72,6 +81,11 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.dashboards.server import ServeOptions, check, serve_production
 
     _check_flags(args)
+    cluster = _cluster_factory(args, ctx)
+    if args.apply_approved and (not args.schedule or cluster is None):
+        from gpuledger.core.errors import InputError
+
+        raise InputError("--apply-approved needs --schedule and a cluster (--kubeconfig or in-cluster)")
     groups = tuple(g.strip() for g in (args.dev_groups or "").split(",") if g.strip())
     opts = ServeOptions(host=args.host, port=args.port, ops_port=args.metrics_port,
                         dev_user=args.dev_user, dev_groups=groups, refresh_s=args.refresh_s)
@@ -88,8 +102,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             ctx.echo(f"gpuledger dashboard on {url} (Ctrl-C to stop)")
 
     return serve_production(
-        ctx.settings, ctx.warehouse_path, opts, cluster_factory=_cluster_factory(args, ctx),
-        background=_schedule(ctx) if args.schedule else None, on_start=started, app_factory=factory,
+        ctx.settings, ctx.warehouse_path, opts, cluster_factory=cluster,
+        background=_schedule(ctx, cluster if args.apply_approved else None) if args.schedule else None,
+        on_start=started, app_factory=factory,
     )
 
 
@@ -132,6 +147,9 @@ def _lake_factory(args: argparse.Namespace, ctx: Context, opts: Any, groups: tup
                    "s3://bucket/prefix), read-only, without a warehouse")
 @click.option("--schedule", is_flag=True,
               help="also issue each completed month's report in the background (reports.schedule)")
+@click.option("--apply-approved", is_flag=True,
+              help="with --schedule: apply approved MIG plans, only inside their pools' "
+                   "advice.maintenance_windows (actuator.scheduled_apply)")
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
     return _run(args, ctx)

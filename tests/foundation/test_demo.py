@@ -3,7 +3,7 @@
 Cases (the smallest fleet with all five pools, 40 GPUs, plus the DRA pool's 6, for October
 2026): it exits 0; the bill's fleet card-hours equal GPUs × hours of the month (computed here,
 independently); the reports folder holds the
-summary, the FOCUS export and a manifest; a MIG plan and a quota plan are stored as
+summary, the FOCUS export and a manifest; one row of each fleet-advice kind is printed; a MIG plan and a quota plan are stored as
 `proposed`; a second run starts from a fresh warehouse (same numbers, not doubled).
 """
 
@@ -35,6 +35,7 @@ def _demo(out: Path) -> str:
     return result.stdout
 
 
+@pytest.mark.timeout(1200)  # two whole demo runs (each about 2 min alone, more on a shared machine)
 def test_demo_runs_the_pipeline_and_ends(tmp_path: Path):
     out = tmp_path / "demo"
     first = _demo(out)
@@ -43,6 +44,12 @@ def test_demo_runs_the_pipeline_and_ends(tmp_path: Path):
     assert int(match.group(2).replace(",", "")) == (GPUS + DRA_GPUS) * OCTOBER_HOURS
     assert "Top " in first and "idle allocations" in first
     assert re.search(r"Volcano queues: [a-z].*GPU-hours lost to preemption: [1-9][\d,.]*", first), first[:3000]
+    advice = first.split("Fleet advice, one row of each kind", 1)[1].split("\n\n", 1)[0]
+    kinds = [line.split()[0] for line in advice.splitlines()[2:] if line.strip()]
+    # one row of each kind, none "nothing to advise": the demo fleet has a fragmented MIG node
+    # (demo_fleet) and serving pods with vLLM queue gauges
+    assert len(kinds) == 4 and kinds[1].startswith("overcommit"), advice  # registry order
+    assert [kinds[0], kinds[2], kinds[3]] == ["profile_catalog", "autoscaling", "fragmentation_rebuild"], advice
     folder = next((out / "reports").glob("period=2026-10/*"))
     for name in ("summary.csv", "focus.csv", "focus.parquet", "manifest.json"):
         assert (folder / name).is_file(), name

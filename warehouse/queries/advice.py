@@ -95,19 +95,21 @@ def shared_card_minutes(wh: ReadableWarehouse, start: datetime, end: datetime) -
 
 
 _SERVING_SQL = f"""
-WITH held AS (
-    SELECT date_trunc('minute', s.ts) AS minute, s.namespace, s.pod, count(DISTINCT s.uuid) AS gpus,
-        avg(s.gr_engine_active) AS activity, max(g.model) AS model
-    FROM gpu_samples s LEFT JOIN gpus g ON g.uuid = s.uuid
-    WHERE s.ts >= $start AND s.ts < $end AND s.pod IS NOT NULL
-    GROUP BY ALL
-), owners AS (
+WITH owners AS (
     SELECT namespace, pod, CASE
         WHEN hash IS NOT NULL AND ends_with(owner_name, '-' || hash)
         THEN owner_name[1:length(owner_name) - length(hash) - 1]
         ELSE regexp_replace(owner_name, '-[a-z0-9]{{4,10}}$', '') END AS deployment
     FROM (SELECT *, json_extract_string(labels, '$."pod-template-hash"') AS hash FROM pods)
     WHERE owner_kind = 'ReplicaSet'
+), held AS (
+    -- only the Deployments' pods (a semi-join first: most samples are not serving pods)
+    SELECT date_trunc('minute', s.ts) AS minute, s.namespace, s.pod, count(DISTINCT s.uuid) AS gpus,
+        avg(s.gr_engine_active) AS activity, max(g.model) AS model
+    FROM gpu_samples s SEMI JOIN owners o ON o.namespace = s.namespace AND o.pod = s.pod
+    LEFT JOIN gpus g ON g.uuid = s.uuid
+    WHERE s.ts >= $start AND s.ts < $end AND s.pod IS NOT NULL
+    GROUP BY ALL
 ), gauges AS (
     SELECT date_trunc('minute', ts) AS minute, namespace, pod,
         sum(num_requests_waiting) AS waiting, sum(num_requests_running) AS running

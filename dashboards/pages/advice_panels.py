@@ -1,0 +1,113 @@
+"""Fleet advice on the Fleet and Plans pages (issue #19): the rows of `recommend --kind ...`.
+
+The numbers are the advice kinds' own (`analytics.advice.run.KINDS`), computed once per
+snapshot and month through the read model (`ReadModel.advice`), so a page shows exactly what
+`gpuledger recommend --kind K --period P -o json` prints for the same warehouse. This module
+only picks and lays out: the headline rows of every kind and the latest fragmentation rate per
+node and pool against `advice.fragmentation_threshold` (Fleet), and the advice a plan reviewer
+weighs beside the plans (catalog, overcommit, autoscaling with its HPA manifest: Plans).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+from dash import html
+
+from gpuledger.dashboards.pages.common import PageContext, money, percent, section, table
+
+FLEET_KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling")
+PLANS_KINDS = ("profile-catalog", "overcommit", "autoscaling")
+ROW_SCHEMA: dict[str, Any] = {"kind": pl.String, "scope": pl.String, "current": pl.String,
+                              "recommended": pl.String, "monthly_saving": pl.Float64, "reason": pl.String}
+RATE_COLUMNS = ("node", "pool", "free_slices", "unusable_slices", "slices", "rate")
+
+
+@dataclass(frozen=True)
+class AdviceView:
+    period: str
+    currency: str
+    rows: pl.DataFrame
+    threshold: float
+    node_rates: pl.DataFrame
+    pool_rates: pl.DataFrame
+    manifests: dict[str, str]
+    """HPA manifest per serving Deployment (`namespace/deployment`) with an autoscaling row."""
+
+
+def advice_view(ctx: PageContext, kinds: tuple[str, ...]) -> AdviceView:
+    """The rows of `kinds` for the page's month, and the fragmentation rates when asked."""
+    period = ctx.state.period
+    found = [ctx.data.advice(period, k) for k in kinds]
+    rows = pl.DataFrame([r for a in found for r in a.rows], schema=ROW_SCHEMA)
+    docs = {a.kind: a.document for a in found}
+    frag = docs.get("fragmentation", {})
+    shown = set(rows.filter(pl.col("kind") == "autoscaling")["scope"].to_list())
+    manifests = {f"{d['namespace']}/{d['deployment']}": str(d["manifest"])
+                 for d in docs.get("autoscaling", {}).get("deployments", [])
+                 if f"{d['namespace']}/{d['deployment']}" in shown}
+    threshold = float(frag.get("threshold", ctx.settings.advice.fragmentation_threshold))
+    return AdviceView(period, ctx.currency, rows, threshold, _latest(frag.get("nodes", []), "node"),
+                      _latest(frag.get("pools", []), "pool"), manifests)
+
+
+def _latest(records: list[dict[str, Any]], key: str) -> pl.DataFrame:
+    """The last observed rate per node (or pool) from a kind document's JSON rows."""
+    columns = [c for c in RATE_COLUMNS if c != "node" or key == "node"]
+    if not records:
+        return pl.DataFrame(schema={c: pl.String if c in ("node", "pool") else pl.Float64 for c in columns})
+    frame = pl.DataFrame(records)
+    return (frame.filter(pl.col("ts") == pl.col("ts").max().over(key)).select(columns)
+            .sort("rate", key, descending=[True, False]))
+
+
+def _rows_table(v: AdviceView, id: str) -> html.Div:
+    return table(v.rows.sort("monthly_saving", descending=True),
+                 [("kind", "kind"), ("scope", "scope"), ("current", "current"),
+                  ("recommended", "recommended"),
+                  ("monthly_saving", f"monthly saving ({v.currency})"), ("reason", "reason")],
+                 id=id, formats={"monthly_saving": lambda x: money(x, v.currency)}, limit=100)
+
+
+def _rates_table(frame: pl.DataFrame, threshold: float, id: str) -> html.Div:
+    marked = frame.with_columns(
+        pl.when(pl.col("rate") >= threshold - 1e-12).then(pl.lit("at or above")).otherwise(pl.lit("below"))
+        .alias("against")) if not frame.is_empty() else frame
+    cols = [(c, c.replace("_", " ")) for c in frame.columns]
+    if "against" in marked.columns:
+        cols.append(("against", "threshold"))
+    return table(marked, cols, id=id, formats={"rate": percent}, limit=200)
+
+
+def _data_value(value: float) -> dict[str, Any]:
+    return {"data-value": repr(value)}
+
+
+def fleet_section(ctx: PageContext) -> html.Section:
+    """Fleet: every kind's headline rows and the fragmentation per node and pool."""
+    v = advice_view(ctx, FLEET_KINDS)
+    return section(
+        f"Fleet advice · {v.period}",
+        html.P(f"MIG fragmentation (share of free slices the smallest demanded profile cannot use) "
+               f"at the latest hour, against the threshold {percent(v.threshold)} "
+               "(advice.fragmentation_threshold).",
+               className="muted", id="fragmentation-threshold", **_data_value(v.threshold)),
+        html.Div([
+            html.Div([html.H4("Per node"), _rates_table(v.node_rates, v.threshold, "fragmentation-nodes")]),
+            html.Div([html.H4("Per pool"), _rates_table(v.pool_rates, v.threshold, "fragmentation-pools")]),
+        ], className="grid2"),
+        html.H4("Recommendations (`gpuledger recommend --kind ...`)"),
+        _rows_table(v, "fleet-advice-table"),
+        id="fleet-advice",
+    )
+
+
+def plans_section(ctx: PageContext) -> html.Section:
+    """Plans: the catalog, overcommit and autoscaling advice, with each HPA manifest."""
+    v = advice_view(ctx, PLANS_KINDS)
+    manifests = [html.Details([html.Summary(f"HPA for {scope}"), html.Pre(text, id=f"manifest-{i}")])
+                 for i, (scope, text) in enumerate(sorted(v.manifests.items()))]
+    return section(f"Advice beside the plans · {v.period}", _rows_table(v, "plans-advice-table"),
+                   *manifests, id="plans-advice")
