@@ -190,3 +190,20 @@ def open_page(browser: Any) -> Iterator[Any]:
     yield opener
     for context in contexts:
         context.close()
+
+
+def lead_team_queues(path: Path, team: str) -> list[str]:
+    """The queues a lead of `team` may see, read straight from the stored objects: the Kueue
+    ClusterQueue named after the team (the simulator's tenants) and every Volcano Queue that a
+    PodGroup in one of the team's namespaces names (`spec.queue`)."""
+    from gpuledger.warehouse import Warehouse
+
+    sql = """
+        SELECT DISTINCT json_extract_string(q.spec, '$.queue') AS queue
+        FROM queues q JOIN namespaces n ON n.namespace = q.namespace
+        WHERE q.kind = 'PodGroup' AND n.team = ?
+    """
+    with Warehouse.open(path, read_only=True) as wh:
+        volcano = [q for q in wh.query(sql, [team])["queue"].to_list() if q]
+        kueue = wh.query("SELECT name FROM queues WHERE kind = 'ClusterQueue' AND name = ?", [team])
+    return sorted({*kueue["name"].to_list(), *volcano})

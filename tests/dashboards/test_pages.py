@@ -27,6 +27,7 @@ Cases:
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -50,6 +51,7 @@ from tests.dashboards.conftest import (
     PERIOD,
     PREVIOUS,
     VIEWER,
+    lead_team_queues,
     settings_with_roles,
 )
 
@@ -77,7 +79,7 @@ def line(bill: Any, **keys: str) -> dict[str, float]:
     return rows.row(0, named=True)
 
 
-def test_team_numbers_equal_the_bill(shared_app: Any, reference_bills: dict) -> None:
+def test_team_numbers_equal_the_bill(shared_app: Any, reference_bills: dict, demo_source: Path) -> None:
     v = team.view(ctx(shared_app, LEAD_P))
     assert v.team == LEAD_TEAM  # a lead's default team
     ref = line(reference_bills[(PERIOD, ("team",))], team=LEAD_TEAM)
@@ -90,7 +92,7 @@ def test_team_numbers_equal_the_bill(shared_app: Any, reference_bills: dict) -> 
     assert float(v.daily["cost"].sum()) == pytest.approx(ref["cost"], abs=0.01)
     assert float(v.by_model_mode["card_hours"].sum()) == pytest.approx(ref["card_hours"], rel=1e-9)
     assert set(v.daily["day"].to_list()) == {date(2026, 11, 1)}
-    assert v.queue_summary["cluster_queue"].to_list() == [LEAD_TEAM]
+    assert v.queue_summary["cluster_queue"].to_list() == lead_team_queues(demo_source, LEAD_TEAM)
     assert v.download_href == f"/download/bill.csv?period={PERIOD}&team={LEAD_TEAM}"
 
 
@@ -150,9 +152,9 @@ def test_mig_cells_hand_made() -> None:
                             "7g.80gb (GPU_I_ID 0) held by cv/p2")]
 
 
-def test_queues_scoped_to_lead(shared_app: Any) -> None:
+def test_queues_scoped_to_lead(shared_app: Any, demo_source: Path) -> None:
     lead_view = queues.view(ctx(shared_app, LEAD_P))
-    assert lead_view.queues == [LEAD_TEAM]
+    assert lead_view.queues == lead_team_queues(demo_source, LEAD_TEAM)
     admin_view = queues.view(ctx(shared_app, ADMIN_P))
     assert len(admin_view.queues) > 5 and LEAD_TEAM in admin_view.queues
     with pytest.raises(AccessDeniedError):

@@ -36,7 +36,14 @@ from gpuledger.core.window import Window
 from gpuledger.dashboards.pages import fleet, queues, team
 from gpuledger.dashboards.pages.common import PageContext
 from gpuledger.dashboards.state import ViewState
-from tests.dashboards.conftest import ADMIN, LEAD, LEAD_TEAM, PERIOD, settings_with_roles
+from tests.dashboards.conftest import (
+    ADMIN,
+    LEAD,
+    LEAD_TEAM,
+    PERIOD,
+    lead_team_queues,
+    settings_with_roles,
+)
 
 MIG_NODE = "a100-mig-000"
 ROLLED_UP = Window(datetime(2026, 11, 1, 0, tzinfo=UTC), datetime(2026, 11, 1, 6, tzinfo=UTC))
@@ -147,7 +154,7 @@ def test_queue_views_weigh_mig_like_the_bill(case: tuple[Any, Any, Path], who: s
     weights = {"nvidia.com/gpu": 1.0, **{f"nvidia.com/mig-{p}": s for p, s in bill_shares(bill).items()}}
     v = queues.view(ctx(app, ADMIN_P if who == "admin" else LEAD_P))
     if who == "lead":
-        assert v.queues == [LEAD_TEAM]
+        assert v.queues == lead_team_queues(prepared, LEAD_TEAM)
     else:
         assert len(v.queues) > 5
     with Warehouse.open(prepared, read_only=True) as wh:
