@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import polars as pl
@@ -19,6 +19,7 @@ from gpuledger.analytics.workloads import pod_workloads
 from gpuledger.core.config import Settings
 from gpuledger.reports.adjustments import adjustments_for
 from gpuledger.reports.billing import MonthBill, empty_summary, month_bill, require_usage, summary_lines
+from gpuledger.reports.fleet_advice import FleetAdvice, fleet_advice
 from gpuledger.reports.insights import for_team, idle_rows, recommendation_rows
 from gpuledger.reports.layout import safe_name
 from gpuledger.reports.statement import (
@@ -49,6 +50,9 @@ class MonthlyData:
     newest_sample: datetime | None = None
     """The newest sample the month's numbers were computed from (before the period's end),
     stated on every statement: a month billed from a stopped collector must say so."""
+    advice: list[FleetAdvice] = field(default_factory=list)
+    """The fleet statement's advice rows (`reports.fleet_advice`); not part of the inputs
+    hash, which covers what the bill's numbers were computed from."""
 
     @property
     def period(self) -> str:
@@ -106,6 +110,7 @@ def gather(
         inputs_sha256=inputs_sha256(settings, bill, adjustments),
         price_book_version=settings.price_book_version(),
         newest_sample=newest_sample(wh, before=bill.window.end),
+        advice=fleet_advice(wh, bill.window, settings),
     )
 
 
@@ -130,7 +135,7 @@ def build_statements(
             totals={**statement_totals(data.summary), **preemption_totals(bill.raw.preemption)},
             days=daily_costs(bill.detail, start, end), by_model=by_model(data.summary),
             by_team=by_team(data.summary), idle=data.idle,
-            recommendations=data.recommendations,
+            recommendations=data.recommendations, advice=data.advice,
             adjustments=adjustment_rows(data.summary), number=statement_number(account, data.period, None),
             budgets=dict(budgets), reconciliation=reconciliation(data.summary, bill.fleet_cost),
             **common,  # type: ignore[arg-type]

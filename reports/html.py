@@ -232,6 +232,18 @@ def _recommendation_table(st: Statement, limits: Limits) -> str:
     return _table(cols, rows, total if len(rows) > 1 else None, "no recommendation this period", widths)
 
 
+def _advice_section(st: Statement) -> str:
+    """Fleet advice (`reports.fleet_advice`): no section at all when nothing is proposed."""
+    if not st.advice:
+        return ""
+    rows = [{"kind": a.kind, "subject": a.subject, "proposal": a.proposal,
+             "save": money(a.monthly_saving)} for a in st.advice]
+    table = _table([("kind", "Kind", "nowrap"), ("subject", "Subject", False),
+                    ("proposal", "Proposal", False), ("save", "Saves/month", True)], rows)
+    return ('<section id="fleet-advice"><h2>Fleet advice</h2>' + table + '<p class="notes">Top '
+            "rows per kind; every row and its evidence: gpuledger recommend --kind KIND.</p></section>")
+
+
 def _adjustment_table(st: Statement, limits: Limits) -> str:
     rows = [
         {"month": r["for_period"], "team": r["team"], "h": f"{r['card_hours']:+,.1f}",
@@ -286,6 +298,7 @@ def render_statement(st: Statement, limits: Limits | None = None) -> str:
         f"<section><h2>Cost by GPU model and sharing mode</h2>{_model_table(st, limits)}</section>",
         f"<section><h2>Top idle workloads</h2>{_idle_table(st, limits)}</section>",
         f"<section><h2>Recommendations</h2>{_recommendation_table(st, limits)}</section>",
+        _advice_section(st),
     ]
     if st.adjustments:
         sections.append(

@@ -20,6 +20,7 @@ import polars as pl
 
 from gpuledger.analytics.special_lines import SpecialLine
 from gpuledger.reports.chart import DayCost
+from gpuledger.reports.fleet_advice import FleetAdvice
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ class Statement:
     reconciliation: list[tuple[str, float]] = field(default_factory=list)
     """Fleet statement: (label, amount) parts that add up to the fleet cost, then the total."""
     cost_centre: str | None = None
+    advice: list[FleetAdvice] = field(default_factory=list)
+    """Fleet statement: the top fleet-advice rows (`reports.fleet_advice`); empty on team statements."""
 
 
 def statement_number(account: str, period: str, team: str | None) -> str:

@@ -1,0 +1,94 @@
+"""The fleet statement's "Fleet advice" section (issue #19: advice appears on the statements).
+
+Cases:
+- on the small simulated fleet (MIG, time-slice and serving pools), the fleet statement's PDF
+  text (poppler's pdftotext) names, for each row kind, the top rows (at most 3, largest saving
+  first; spaces and hyphens ignored: cells wrap
+  and pdftotext joins a word broken at a hyphen) that `gpuledger recommend --kind K -o json` returns for the same month, run as a
+  separate process; team statements carry no such section;
+- a warehouse whose fleet gives no advice row (one exclusive training pool) renders no
+  "Fleet advice" heading at all, not an empty section.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.reports.monthly import issue_monthly
+from gpuledger.warehouse import LoadBatch, Warehouse
+
+PERIOD = "2024-11"
+KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling")
+NOW = datetime(2024, 12, 2, tzinfo=UTC)
+
+
+def _pdf_text(path: Path) -> str:
+    out = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True, check=True).stdout
+    return " ".join(out.split())
+
+
+def _squeeze(text: str) -> str:
+    return "".join(text.split()).replace("-", "")
+
+
+def _cli_rows(warehouse: Path, tmp: Path) -> list[dict]:
+    cfg = tmp / "cfg.yaml"
+    cfg.write_text("{}\n")
+    kinds = [a for k in KINDS for a in ("--kind", k)]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuledger", "recommend", "--warehouse", str(warehouse), "--config", str(cfg),
+         "--start", "2024-11-01T00:00:00+00:00", "--end", "2024-12-01T00:00:00+00:00", *kinds, "-o", "json"],
+        capture_output=True, text=True, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["recommendations"]
+
+
+def test_fleet_statement_names_the_cli_advice(base_warehouse: Path, tmp_path: Path) -> None:
+    rows = _cli_rows(base_warehouse, tmp_path)
+    per_kind: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        per_kind[r["kind"]].append(r)
+    assert len(per_kind) >= 2, rows  # the fleet has advice of several kinds to show
+    with Warehouse.open(base_warehouse, read_only=True) as wh:
+        result = issue_monthly(wh, Settings(), PERIOD, tmp_path / "out", now=NOW)
+    text = _pdf_text(result.folder / "statements" / "fleet.pdf")
+    section = _squeeze(text[text.index("Fleet advice"):])
+    for kind, found in per_kind.items():
+        found.sort(key=lambda r: (-r["monthly_saving"], r["scope"]))
+        for r in found[:3]:
+            assert _squeeze(r["scope"]) in section, (kind, r["scope"])
+            assert _squeeze(f"{r['monthly_saving']:,.2f}") in section, (kind, r)
+        assert section.count(kind) == min(3, len(found)), kind
+    for team in result.totals["teams"]:
+        assert "Fleet advice" not in _pdf_text(result.folder / "statements" / f"team-{team}.pdf")
+
+
+def test_no_advice_no_section(tmp_path: Path) -> None:
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+
+    spec = FleetSpec.parse({"gpus_per_node": 2, "pools": [
+        {"name": "train", "model": "H100-80GB", "sharing": "exclusive", "nodes": 2,
+         "workloads": {"training": 1.0}}]})
+    window = Window(datetime(2024, 11, 3, tzinfo=UTC), datetime(2024, 11, 5, tzinfo=UTC), timedelta(minutes=5))
+    sim = Simulation(spec, window, seed=3)
+    path = tmp_path / "w.duckdb"
+    with Warehouse.open(path) as wh:
+        wh.load(LoadBatch(sim.inventory()))
+        for sub, frames in sim.batches(timedelta(days=1)):
+            wh.load(LoadBatch(frames, window=sub))
+    assert _cli_rows(path, tmp_path) == []  # the premise: nothing to advise
+    with Warehouse.open(path, read_only=True) as wh:
+        result = issue_monthly(wh, Settings(), PERIOD, tmp_path / "out", now=NOW)
+    html = (result.folder / "statements" / "fleet.html").read_text()
+    assert "Fleet advice" not in html and "fleet-advice" not in html
+    assert "Recommendations" in _pdf_text(result.folder / "statements" / "fleet.pdf")
