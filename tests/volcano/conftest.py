@@ -2,12 +2,15 @@
 kube-apiserver (from the shared folder, never copied into the project), settings, a warehouse.
 
 The CRDs live in `shared/crds/volcano/` beside the checkout (`../shared` from the main
-checkout, `../../shared` from a helper worktree): the first that exists is used, and a missing
-folder fails the tests (they must never skip).
+checkout, `../../shared` from a helper worktree), or beside the repository a clean clone was
+made from (its local `origin`, which is how CI clones main), or under `$GPULEDGER_SHARED`: the
+first that exists is used, and a missing folder fails the tests (they must never skip).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,9 +22,19 @@ from tests.actuator.conftest import make_settings
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _shared_candidates() -> list[Path]:
+    found = [Path(os.environ["GPULEDGER_SHARED"])] if os.environ.get("GPULEDGER_SHARED") else []
+    found += [ROOT.parent / "shared", ROOT.parent.parent / "shared"]
+    origin = subprocess.run(["git", "-C", str(ROOT), "config", "--get", "remote.origin.url"],
+                            capture_output=True, text=True, check=False).stdout.strip()
+    if origin and Path(origin).is_dir():  # a clone of a local checkout: its shared folder
+        found.append(Path(origin).resolve().parent / "shared")
+    return found
+
+
 def volcano_crd_folder() -> Path:
-    for base in (ROOT.parent, ROOT.parent.parent):
-        folder = base / "shared" / "crds" / "volcano"
+    for base in _shared_candidates():
+        folder = base / "crds" / "volcano"
         if (folder / "scheduling.volcano.sh_queues.yaml").is_file():
             return folder
     raise FileNotFoundError(f"Volcano CRDs not found in shared/crds/volcano beside {ROOT}")
