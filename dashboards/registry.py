@@ -8,46 +8,12 @@ could disagree; now a page is one `Page` line here, and everything else reads `P
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 from gpuledger.core.access import Principal
 from gpuledger.dashboards.access import EVERY_ROLE, FLEET_ROLES, has_role
 from gpuledger.dashboards.pages import fleet, plans, queues, team, teams
-from gpuledger.dashboards.pages.common import PageContext, refuse
+from gpuledger.dashboards.pages.common import Page, PageContext
 
-ROLE_NAMES = {"admin": "admins", "viewer": "viewers", "lead": "team leads"}
-
-
-@dataclass(frozen=True)
-class Page:
-    """One page: `render(ctx)` draws it for a principal holding one of `roles`; anyone else
-    is told they "may not see `what`"."""
-
-    path: str
-    title: str
-    roles: frozenset[str]
-    render: Callable[[PageContext], Any]
-    what: str
-
-    @property
-    def nav_id(self) -> str:
-        """The id of the page's navigation link (`nav-fleet` for `/fleet`)."""
-        return f"nav-{self.path.strip('/')}"
-
-    def allows(self, principal: Principal) -> bool:
-        return has_role(principal, self.roles)
-
-    def show(self, ctx: PageContext) -> Any:
-        """The page, or `AccessDeniedError` when the principal holds none of its roles."""
-        if not self.allows(ctx.principal):
-            who = " and ".join(ROLE_NAMES[r] for r in ROLE_NAMES if r in self.roles)
-            refuse(ctx.principal, f"{self.what} ({who} only)")
-        return self.render(ctx)
-
-
-PAGES: tuple[Page, ...] = (
+PAGES: tuple[Page[PageContext], ...] = (
     Page("/teams", "Teams", EVERY_ROLE, teams.show, what="the teams overview"),
     Page("/team", "My team", EVERY_ROLE, team.show, what="any team's page"),
     Page("/fleet", "Fleet", FLEET_ROLES, fleet.show, what="the fleet page"),
@@ -58,7 +24,7 @@ PAGES: tuple[Page, ...] = (
 _BY_PATH = {page.path: page for page in PAGES}
 
 
-def landing(principal: Principal | None) -> Page:
+def landing(principal: Principal | None) -> Page[PageContext]:
     """Where `/` and unknown paths land: Teams for admins, viewers and finance (all teams at
     once is what they come for), a lead's own team page for a lead."""
     if principal is not None and has_role(principal, FLEET_ROLES):
@@ -66,7 +32,7 @@ def landing(principal: Principal | None) -> Page:
     return _BY_PATH["/team"]
 
 
-def page_for(pathname: str | None, principal: Principal | None = None) -> Page:
+def page_for(pathname: str | None, principal: Principal | None = None) -> Page[PageContext]:
     """The page at a path (a trailing slash is ignored; unknown paths → `landing`)."""
     path = (pathname or "/").rstrip("/") or "/"
     return _BY_PATH.get(path) or landing(principal)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import polars as pl
 from dash import dcc, html
@@ -18,6 +18,7 @@ from dash import dcc, html
 from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import AccessDeniedError
+from gpuledger.dashboards.access import has_role
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.dashboards.state import ViewState
 
@@ -177,3 +178,42 @@ def check_team(ctx: PageContext, team: str) -> None:
 
 
 __all__ = ["AccessDeniedError", "PageContext"]
+
+
+ROLE_NAMES = {"admin": "admins", "viewer": "viewers", "lead": "team leads"}
+
+
+class _HasPrincipal(Protocol):
+    @property
+    def principal(self) -> Principal: ...
+
+
+Ctx = TypeVar("Ctx", bound=_HasPrincipal)
+
+
+@dataclass(frozen=True)
+class Page(Generic[Ctx]):
+    """One page: `render(ctx)` draws it for a principal holding one of `roles`; anyone else
+    is told they "may not see `what`". Generic over its context, so the warehouse dashboard
+    (`PageContext`) and the lake dashboard (`pages.org.LakeContext`) share one rule."""
+
+    path: str
+    title: str
+    roles: frozenset[str]
+    render: Callable[[Ctx], Any]
+    what: str
+
+    @property
+    def nav_id(self) -> str:
+        """The id of the page's navigation link (`nav-fleet` for `/fleet`)."""
+        return f"nav-{self.path.strip('/')}"
+
+    def allows(self, principal: Principal) -> bool:
+        return has_role(principal, self.roles)
+
+    def show(self, ctx: Ctx) -> Any:
+        """The page, or `AccessDeniedError` when the principal holds none of its roles."""
+        if not self.allows(ctx.principal):
+            who = " and ".join(ROLE_NAMES[r] for r in ROLE_NAMES if r in self.roles)
+            refuse(ctx.principal, f"{self.what} ({who} only)")
+        return self.render(ctx)

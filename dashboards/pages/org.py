@@ -20,11 +20,9 @@ from dash import html
 from gpuledger.analytics.org_bill import OrgBill
 from gpuledger.analytics.special_lines import SPECIAL_LINES
 from gpuledger.core.access import Principal
-from gpuledger.dashboards.access import EVERY_ROLE, FLEET_ROLES, has_role
+from gpuledger.dashboards.access import EVERY_ROLE, FLEET_ROLES
 from gpuledger.dashboards.lake_data import OrgData
-from gpuledger.dashboards.pages.common import money, number, percent, refuse, section
-
-ROLE_NAMES = {"admin": "admins", "viewer": "viewers", "lead": "team leads"}
+from gpuledger.dashboards.pages.common import Page, money, number, percent, refuse, section
 
 
 @dataclass(frozen=True)
@@ -41,28 +39,8 @@ class LakeContext:
         return self.principal.admin or self.principal.viewer
 
 
-@dataclass(frozen=True)
-class LakePage:
-    """One lake page; `render(ctx)` runs only for a principal holding one of `roles`."""
-
-    path: str
-    title: str
-    roles: frozenset[str]
-    render: Callable[[LakeContext], Any]
-    what: str
-
-    @property
-    def nav_id(self) -> str:
-        return f"nav-{self.path.strip('/')}"
-
-    def allows(self, principal: Principal) -> bool:
-        return has_role(principal, self.roles)
-
-    def show(self, ctx: LakeContext) -> Any:
-        if not self.allows(ctx.principal):
-            who = " and ".join(ROLE_NAMES[r] for r in ROLE_NAMES if r in self.roles)
-            refuse(ctx.principal, f"{self.what} ({who} only)")
-        return self.render(ctx)
+LakePage = Page[LakeContext]
+"""A lake page: the dashboard's one `Page` rule over the lake's context."""
 
 
 # Teams by cluster --------------------------------------------------------------------------------
