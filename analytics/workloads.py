@@ -176,11 +176,13 @@ def pod_workloads(wh: Warehouse, by: str = OWNER) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-def check_workload_by(by: str) -> None:
-    """`owner` or `label:<key>`; anything else is one clear line."""
-    if by == OWNER or (by.startswith("label:") and len(by) > len("label:")):
+def check_workload_by(by: str, also: tuple[str, ...] = ()) -> None:
+    """`owner`, `label:<key>` or one of `also` (groupings only the calling command has);
+    anything else is one clear line that lists every accepted value."""
+    if by == OWNER or by in also or (by.startswith("label:") and len(by) > len("label:")):
         return
-    raise InputError(f"--by {by!r}: expected 'owner' or 'label:<key>' (e.g. label:app)")
+    accepted = ", ".join(repr(v) for v in (OWNER, *also))
+    raise InputError(f"--by {by!r}: expected {accepted} or 'label:<key>' (e.g. label:app)")
 
 
 def attach_workloads(frame: pl.DataFrame, workloads: pl.DataFrame) -> pl.DataFrame:

@@ -47,8 +47,7 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.terminal_progress import busy
 
     window, by = window_from_args(args), args.by
-    if by not in ("pod", "allocation", "priority_class"):
-        check_workload_by(by)
+    check_workload_by(by, also=("pod", "allocation", DIMENSION))
     with busy(f"finding idle workloads {window}"), ctx.open_warehouse(read_only=True) as wh:
         bill = compute_bill(wh, window, ctx.settings, ("team",), strict_prices=args.strict_prices)
         if by == "allocation":

@@ -89,6 +89,15 @@ def test_idle_per_workload_and_team(capsys: pytest.CaptureFixture[str], warehous
     assert len(old) == 4  # both replicas, the Job's idle GPU and the notebook, one row each
 
 
+def test_idle_unknown_grouping_lists_what_idle_accepts(capsys: pytest.CaptureFixture[str], warehouse: Path) -> None:
+    """One line that names every grouping `idle` takes, its own ones included."""
+    assert main(["--warehouse", str(warehouse), "idle", *SPAN, "--by", "bogus"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'bogus'" in err[0]
+    for grouping in ("'owner'", "'pod'", "'allocation'", "'priority_class'", "label:<key>"):
+        assert grouping in err[0]
+
+
 def test_recommend_one_per_workload_and_kind(capsys: pytest.CaptureFixture[str], warehouse: Path) -> None:
     doc = json.loads(run(capsys, warehouse, "recommend", *SPAN, "-o", "json"))
     recs = doc["recommendations"]
