@@ -52,7 +52,9 @@ def _window(days: int) -> Any:
 
 
 # 1. Data -------------------------------------------------------------------------------------
-def phase_generate(cache: Path, gpus: int, days: int) -> dict[str, Any]:
+def phase_generate(cache: Path, gpus: int, days: int, replay_rollup: bool = False) -> dict[str, Any]:
+    """`replay_rollup`: raw samples for day 1 only (its roll-up is replayed instead, see
+    `phase_rollup`), for a bench of the bill from roll-ups that need not wait half an hour."""
     from gpuledger.simulator.engine import Simulation
     from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import LoadBatch, Warehouse
@@ -68,7 +70,7 @@ def phase_generate(cache: Path, gpus: int, days: int) -> dict[str, Any]:
         simulated = time.perf_counter() - t0
         t1 = time.perf_counter()
         cols = ", ".join(c for c in _sample_columns() if c != "ts")
-        for k in range(1, days):
+        for k in range(1, 1 if replay_rollup else days):
             wh.con.execute(
                 f"INSERT INTO gpu_samples SELECT ts + INTERVAL {k} DAY, {cols} FROM gpu_samples "
                 "WHERE ts < ?", [START + timedelta(days=1)]
@@ -89,17 +91,29 @@ def _sample_columns() -> tuple[str, ...]:
 
 
 # 2. Ours -------------------------------------------------------------------------------------
-def phase_rollup(cache: Path, days: int) -> dict[str, Any]:
+def phase_rollup(cache: Path, days: int, replay_rollup: bool = False) -> dict[str, Any]:
+    """Roll up every day; with `replay_rollup` only day 1, whose roll-up rows are then copied
+    to days 2..N (timestamps shifted in SQL, as `phase_generate` replays the samples)."""
     from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.analytics.usage import ROLLUP_SOURCE
     from gpuledger.core.config import Settings
+    from gpuledger.core.frames import CARD_HOURS_HOURLY
     from gpuledger.warehouse import Warehouse
 
     per_day = []
     with Warehouse.open(cache / "fleet.duckdb") as wh:
-        for day in _window(days).days():
+        for day in _window(1 if replay_rollup else days).days():
             t = time.perf_counter()
             wh.load(rollup_batch(wh, day, Settings()))
             per_day.append(time.perf_counter() - t)
+        if replay_rollup:
+            cols = ", ".join(c for c in CARD_HOURS_HOURLY.column_names if c != "ts")
+            wh.con.execute(
+                f"INSERT INTO card_hours_hourly SELECT ts + INTERVAL (k) DAY AS ts, {cols} "
+                "FROM card_hours_hourly, range(1, ?) AS r(k) ORDER BY ts", [days]
+            )
+            wh.con.execute("UPDATE watermarks SET watermark = ? WHERE source = ?",
+                           [START + timedelta(days=days), ROLLUP_SOURCE])
         rows = int(wh.scalar("SELECT count(*) FROM card_hours_hourly"))
     return {"rollup_rows": rows, "rollup_day_s_mean": round(sum(per_day) / len(per_day), 2),
             "rollup_day_s_max": round(max(per_day), 2), "peak_rss_mib": round(_peak_mib())}
@@ -288,8 +302,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     c = str(cache)
     out: dict[str, Any] = {"goals": {"monthly_bill_s": 2.0, "speedup_vs_promql": 10.0, "big_bill_s": 5.0}}
     if not args.reuse or not (cache / "fleet.duckdb").exists():
-        out["data"] = _child("generate", c, str(args.gpus), str(args.days))
-        out["rollup"] = _child("rollup", c, str(args.days))
+        replay = "1" if args.replay_rollup else "0"
+        out["data"] = _child("generate", c, str(args.gpus), str(args.days), replay)
+        out["rollup"] = _child("rollup", c, str(args.days), replay)
+        out["data"]["replay"] = "roll-up of day 1" if args.replay_rollup else "samples of day 1"
     out["monthly_bill_from_rollup"] = _child("bill", c, "fleet.duckdb", str(args.days), "rollup", "device")
     out["monthly_bill_from_rollup_lines_grain"] = _child(
         "bill", c, "fleet.duckdb", str(args.days), "rollup", "lines"
@@ -322,8 +338,8 @@ def main() -> None:
         name, *rest = sys.argv[2:]
         cache = Path(rest[0])
         phases = {
-            "generate": lambda: phase_generate(cache, int(rest[1]), int(rest[2])),
-            "rollup": lambda: phase_rollup(cache, int(rest[1])),
+            "generate": lambda: phase_generate(cache, int(rest[1]), int(rest[2]), rest[3] == "1"),
+            "rollup": lambda: phase_rollup(cache, int(rest[1]), rest[2] == "1"),
             "bill": lambda: phase_bill(cache, rest[1], int(rest[2]), rest[3], rest[4]),
             "promql-data": lambda: phase_promql_data(cache, int(rest[1])),
             "promql-bill": lambda: phase_promql_bill(cache),
@@ -341,6 +357,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 40 cards, 3 days, 80 big cards (seconds, not minutes)")
     parser.add_argument("--skip-prometheus", action="store_true")
+    parser.add_argument("--replay-rollup", action="store_true",
+                        help="raw samples and roll-up for day 1 only, the roll-up replayed to the other "
+                        "days (minutes instead of half an hour; no --raw-month)")
     args = parser.parse_args()
     if args.quick:
         args.gpus, args.days, args.big_gpus = 40, 3, 80
