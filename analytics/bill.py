@@ -195,16 +195,7 @@ def compute_bill(
     dims = _check_by(by)
     book = PriceBook(settings)
     # 1. Usage.
-    held: pl.DataFrame | None = None
-    span = rollup_span(wh, window) if grain == "lines" and source != "raw" else None
-    if span is not None and span.start == window.start and span.end == window.end:
-        keys = priority_class.rollup_keys(with_claim_key(dims), KEYS)
-        cuts = None if "day" in dims else price_changes(settings, window)
-        usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"], cuts)
-        used_source = "rollup"
-    else:
-        usage, used_source = usage_by_day(wh, window, settings, source)
-    usage = _claim_names(wh, usage)
+    usage, held, used_source = _usage(wh, window, settings, dims, source=source, grain=grain)
     gpus = gpu_inventory(wh)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
@@ -235,6 +226,23 @@ def compute_bill(
     )
     check_conservation(bill)
     return bill
+
+
+def _usage(
+    wh: Warehouse, window: Window, settings: Settings, dims: tuple[str, ...], *, source: Source, grain: Grain
+) -> tuple[pl.DataFrame, pl.DataFrame | None, str]:
+    """Step 1: usage with claim names, the card-day held frame when the grain computed it, and
+    the source used. The lines grain reads the roll-up per price period (docs/decisions/0133)."""
+    held: pl.DataFrame | None = None
+    span = rollup_span(wh, window) if grain == "lines" and source != "raw" else None
+    if span is not None and span.start == window.start and span.end == window.end:
+        keys = priority_class.rollup_keys(with_claim_key(dims), KEYS)
+        cuts = None if "day" in dims else price_changes(settings, window)
+        usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"], cuts)
+        used_source = "rollup"
+    else:
+        usage, used_source = usage_by_day(wh, window, settings, source)
+    return _claim_names(wh, usage), held, used_source
 
 
 def _claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:
