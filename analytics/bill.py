@@ -25,13 +25,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 import polars as pl
 
 from gpuledger.analytics import preemption, priority_class
-from gpuledger.analytics.capacity import instance_share_by_day, presence_by_day
+from gpuledger.analytics.bill_capacity import (
+    null_columns,
+    unallocated_rows,
+    unpriced_hours,
+    utilization_remainder,
+)
 from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
 from gpuledger.analytics.devices.replicas import replicas_unknown_nodes
 from gpuledger.analytics.hourly import gpu_inventory
@@ -46,11 +51,11 @@ from gpuledger.analytics.lines import (
 from gpuledger.analytics.money import to_cents
 from gpuledger.analytics.prices import (
     discount_factor_expr,
+    price_changes,
     price_sources,
     price_table,
     utilization_basis_expr,
 )
-from gpuledger.analytics.samples import STALENESS_US, SampleRules
 from gpuledger.analytics.special_lines import SpecialLine
 from gpuledger.analytics.teams import team_table
 from gpuledger.analytics.usage import KEYS, Source, coarse_usage_from_rollup, rollup_span, usage_by_day
@@ -60,7 +65,6 @@ from gpuledger.core.period import Period
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.queries.capacity import last_spacing
 from gpuledger.warehouse.queries.freshness import newest_sample
 
 Grain = Literal["device", "lines"]
@@ -182,22 +186,16 @@ def compute_bill(
     model has no price anywhere instead of billing it at zero (step 2).
 
     `grain="device"` (default) keeps `detail` at day x device x holder. `grain="lines"` prices
-    the roll-up summed only by day and what the lines and prices need (namespace, model,
-    pool, sharing mode and the `by` dimensions): the same lines, a coarser `detail` (device
-    columns NULL), much faster for a large fleet. It applies when the roll-up covers the window.
+    the roll-up summed only by what the lines and prices need (namespace, model, pool, sharing
+    mode and the `by` dimensions) and by price period (a day only with `by` day: between two
+    price changes every model has one price, docs/decisions/0133): the same lines, a coarser
+    `detail` (device columns NULL, `day` the period's first day), much faster for a large
+    fleet. It applies when the roll-up covers the window.
     """
     dims = _check_by(by)
     book = PriceBook(settings)
     # 1. Usage.
-    held: pl.DataFrame | None = None
-    span = rollup_span(wh, window) if grain == "lines" and source != "raw" else None
-    if span is not None and span.start == window.start and span.end == window.end:
-        keys = priority_class.rollup_keys(with_claim_key(dims), KEYS)
-        usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"])
-        used_source = "rollup"
-    else:
-        usage, used_source = usage_by_day(wh, window, settings, source)
-    usage = with_claim_names(wh, usage)
+    usage, held, used_source = _usage(wh, window, settings, dims, source=source, grain=grain)
     gpus = gpu_inventory(wh)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
@@ -205,8 +203,8 @@ def compute_bill(
     teams = team_table(wh, usage["namespace"].drop_nulls().unique().to_list(), settings)
     allocated = _price_allocated(usage, teams, prices, settings)
     # 3. Capacity: unallocated and stranded.
-    unallocated = _unallocated_rows(wh, usage, gpus, prices, window=window, settings=settings, held=held)
-    remainder = _utilization_remainder(allocated)
+    unallocated = unallocated_rows(wh, usage, gpus, prices, window=window, settings=settings, held=held)
+    remainder = utilization_remainder(allocated)
     detail = pl.concat(
         [f.select(DETAIL_COLUMNS) for f in (allocated, unallocated, remainder)], how="vertical"
     )
@@ -230,6 +228,31 @@ def compute_bill(
     return bill
 
 
+def _usage(
+    wh: Warehouse, window: Window, settings: Settings, dims: tuple[str, ...], *, source: Source, grain: Grain
+) -> tuple[pl.DataFrame, pl.DataFrame | None, str]:
+    """Step 1: usage with claim names, the card-day held frame when the grain computed it, and
+    the source used. The lines grain reads the roll-up per price period (docs/decisions/0133)."""
+    held: pl.DataFrame | None = None
+    span = rollup_span(wh, window) if grain == "lines" and source != "raw" else None
+    if span is not None and span.start == window.start and span.end == window.end:
+        keys = priority_class.rollup_keys(with_claim_key(dims), KEYS)
+        cuts = None if "day" in dims else price_changes(settings, window)
+        usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"], cuts)
+        used_source = "rollup"
+    else:
+        usage, used_source = usage_by_day(wh, window, settings, source)
+    return _claim_names(wh, usage), held, used_source
+
+
+def _claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:
+    """`with_claim_names` on the DRA rows only: the others never match a claim, and joining
+    every row of a large fleet's usage costs seconds (docs/decisions/0132)."""
+    claims = pl.col("sharing_mode") == "dra"
+    rest = usage.filter(~claims).with_columns(null_columns(pl.String, "claim", "device_class"))
+    return pl.concat([with_claim_names(wh, usage.filter(claims)), rest], how="vertical")
+
+
 def _facts(wh: Warehouse, window: Window, gpus: pl.DataFrame, book: PriceBook, models: set[str], *,
            settings: Settings) -> dict[str, Any]:
     """What the bill states besides its numbers: price sources, unknowns, preemption losses."""
@@ -246,14 +269,10 @@ def _flag_hours(usage: pl.DataFrame) -> list[pl.Expr]:
     """`unpriced_card_hours`, and `activity_unknown_card_hours` where the usage rows do not
     carry it: a row whose `active_ratio` is NULL had no activity reading at all."""
     unknown = pl.when(pl.col("active_ratio").is_null()).then(pl.col("card_hours")).otherwise(0.0)
-    exprs = [_unpriced_hours()]
+    exprs = [unpriced_hours()]
     if "activity_unknown_card_hours" not in usage.columns:
         exprs.append(unknown.alias("activity_unknown_card_hours"))
     return exprs
-
-
-def _unpriced_hours() -> pl.Expr:
-    return pl.when(pl.col("unpriced")).then(pl.col("card_hours")).otherwise(0.0).alias("unpriced_card_hours")
 
 
 def _price_allocated(
@@ -286,99 +305,6 @@ def _price_allocated(
         .alias("idle_cost"),
     )
     return frame
-
-
-def _unallocated_rows(
-    wh: Warehouse, usage: pl.DataFrame, gpus: pl.DataFrame, prices: pl.DataFrame,
-    *, window: Window, settings: Settings, held: pl.DataFrame | None = None,
-) -> pl.DataFrame:
-    """One row per card and day: present hours nobody held (never below zero)."""
-    step = timedelta(microseconds=SampleRules.of(settings).step_us)
-    spacing = last_spacing(wh, window.start, window.end, max_gap_us=STALENESS_US)
-    presence = presence_by_day(gpus.join(spacing, on="uuid", how="left"), window, step)
-    if held is None:
-        held = usage.group_by("uuid", "day").agg(
-            pl.col("card_hours").sum().alias("held_card_hours"),
-            pl.col("node").first().alias("_u_node"), pl.col("model").first().alias("_u_model"),
-            pl.col("pool").first().alias("_u_pool"),
-        )
-    instances = instance_share_by_day(wh, gpus, window, settings.sharing.mig_share_basis)
-    cards = gpus.select(
-        "uuid", pl.col("gpu_node").alias("_g_node"), pl.col("model").alias("_g_model"),
-        pl.col("pool").alias("_g_pool"), "card_mode",
-    )
-    frame = (
-        presence.join(held, on=["uuid", "day"], how="full", coalesce=True)
-        .join(cards, on="uuid", how="left")
-        .join(instances, on=["uuid", "day"], how="left")
-        .with_columns(
-            pl.col("present_hours").fill_null(0.0),
-            pl.col("held_card_hours").fill_null(0.0),
-            pl.coalesce("_g_node", "_u_node").alias("node"),
-            pl.coalesce("_g_model", "_u_model").alias("model"),
-            pl.coalesce("_g_pool", "_u_pool").alias("pool"),
-            pl.col("card_mode").fill_null("exclusive").alias("sharing_mode"),
-        )
-    )
-    capacity = pl.max_horizontal(pl.col("present_hours"), pl.col("held_card_hours"))
-    unheld = (capacity - pl.col("held_card_hours")).clip(lower_bound=0.0)
-    stranded = pl.when(pl.col("instance_card_hours").is_not_null()).then(
-        (pl.col("present_hours") - pl.col("instance_card_hours")).clip(lower_bound=0.0)
-    ).otherwise(0.0)
-    frame = (
-        frame.with_columns(unheld.alias("card_hours"), pl.lit(0.0).alias("held_hours"))
-        .with_columns(pl.min_horizontal(stranded, pl.col("card_hours")).alias("stranded_card_hours"))
-        .filter(pl.col("card_hours") > 0)
-        .join(prices, on=["model", "day"], how="left")
-    )
-    return frame.with_columns(
-        pl.lit("unallocated").alias("kind"),
-        pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),
-        *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile", "claim", "device_class"),
-        pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
-        *_nulls(pl.Float64, "share", "active_ratio", "fb_used_max_mib"),
-        pl.lit(0.0).alias("idle_card_hours"),
-        pl.lit(0.0).alias("held_idle_card_hours"),
-        pl.lit(0.0).alias("activity_unknown_card_hours"),
-        _unpriced_hours(),
-        pl.lit(1.0).alias("discount_factor"),
-        (pl.col("card_hours") * pl.col("unit_price")).alias("list_cost"),
-        pl.lit(0.0).alias("sharing_discount"),
-        pl.lit(0.0).alias("utilization_adjustment"),
-        (pl.col("card_hours") * pl.col("unit_price")).alias("cost"),
-        pl.lit(0.0).alias("idle_cost"),
-    )
-
-
-def _nulls(dtype: type[pl.DataType], *names: str) -> list[pl.Expr]:
-    return [pl.lit(None, dtype=dtype).alias(n) for n in names]
-
-
-def _utilization_remainder(allocated: pl.DataFrame) -> pl.DataFrame:
-    """What utilization-billed holders did not pay, moved to their card's `unallocated` line."""
-    moved = allocated.filter(pl.col("utilization_adjustment") != 0)
-    return (
-        moved.group_by("day", "uuid", "node", "pool", "model")
-        .agg(
-            (-pl.col("utilization_adjustment").sum()).alias("utilization_adjustment"),
-            pl.col("unit_price").first(),
-            pl.col("sharing_mode").first(),
-        )
-        .with_columns(
-            pl.lit("utilization_remainder").alias("kind"),
-            pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),
-            *_nulls(pl.String, "namespace", "pod", "queue", "vgpu", "profile", "claim", "device_class"),
-            pl.lit(-1, dtype=pl.Int32).alias("gpu_i_id"),
-            *_nulls(pl.Float64, "share", "active_ratio", "fb_used_max_mib"),
-            *[pl.lit(0.0).alias(c) for c in (
-                "held_hours", "card_hours", "idle_card_hours", "held_idle_card_hours",
-                "stranded_card_hours", "list_cost", "sharing_discount", "idle_cost",
-                "activity_unknown_card_hours", "unpriced_card_hours",
-            )],
-            pl.lit(1.0).alias("discount_factor"),
-            pl.col("utilization_adjustment").alias("cost"),
-        )
-    )
 
 
 def check_conservation(bill: Bill) -> None:

@@ -20,20 +20,28 @@ def to_cents(amount: float) -> int:
 
 
 def apportion_cents(values: Sequence[float], total: float | None = None) -> list[int]:
-    """Whole cents per value, summing exactly to `to_cents(total or sum(values))`."""
+    """Whole cents per value, summing exactly to `to_cents(total or sum(values))`.
+
+    A bill of a large fleet has tens of thousands of lines per money column, so the floors and
+    the largest-remainder order are taken in numpy (the same IEEE arithmetic, a stable sort:
+    ties still go in index order); only the quantization stays Python's correctly rounded
+    `round`, skipped for zeros (most lines have no discount or adjustment).
+    """
+    import numpy as np
+
     if not values:
         return []
     target = to_cents(sum(values) if total is None else total)
     # Quantized so float noise (sums taken in another order) cannot flip a cent.
-    scaled = [round(v * 100, 6) for v in values]
-    floors = [math.floor(s + 1e-7) for s in scaled]
-    missing = target - sum(floors)
-    order = sorted(range(len(values)), key=lambda i: (-(scaled[i] - floors[i]), i))
-    out = list(floors)
-    if missing >= 0:
-        for k in range(missing):
-            out[order[k % len(order)]] += 1
-    else:
-        for k in range(-missing):
-            out[order[-1 - (k % len(order))]] -= 1
-    return out
+    scaled = np.array([round(v * 100, 6) if v else 0.0 for v in values], dtype=np.float64)
+    floors = np.floor(scaled + 1e-7)
+    out = floors.astype(np.int64)
+    missing = target - int(out.sum())
+    if missing:
+        order = np.argsort(floors - scaled, kind="stable")  # largest remainder first
+        rounds, extra = divmod(abs(missing), len(order))
+        step = 1 if missing > 0 else -1
+        out += step * rounds
+        chosen = order[:extra] if missing > 0 else order[len(order) - extra:]
+        out[chosen] += step
+    return [int(c) for c in out]

@@ -8,7 +8,7 @@ configured book, else the default catalog, else nowhere) is `core.pricing`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date
+from datetime import UTC, date, datetime, time
 
 import polars as pl
 
@@ -47,6 +47,15 @@ def price_sources(book: PriceBook, models: Iterable[str]) -> dict[str, tuple[str
         "catalog": tuple(m for m in known if book.source(m) == "catalog"),
         "unpriced": tuple(m for m in known if book.source(m) is None),
     }
+
+
+def price_changes(settings: Settings, window: Window) -> list[datetime]:
+    """The moments inside `window` where some model's price may change: every configured
+    `effective_from` (00:00 UTC). Catalog prices and unpriced models never change inside a
+    bill, so between two of these moments every model has one price (the lines grain sums the
+    roll-up per such period rather than per day, docs/decisions/0133)."""
+    moments = {datetime.combine(e.effective_from, time(), tzinfo=UTC) for e in settings.price_book}
+    return sorted(m for m in moments if window.start < m < window.end)
 
 
 def discount_factor_expr(settings: Settings) -> pl.Expr:

@@ -29,32 +29,41 @@ KEYS: tuple[str, ...] = (
 )
 _DAY_US = 86_400_000_000
 
-def _rollup_sql(cols: str) -> str:
+def _rollup_sql(cols: str, day: str = f"epoch_us(ts) // {_DAY_US}") -> str:
     """Day sums of the roll-up per distinct combination of `cols` (the key columns).
 
-    Aggregated under one 64-bit hash of the key columns (string keys make the hash aggregation
-    several times slower); the names come back by a join on the hash.
+    Where the seconds go (docs/decisions/0132): hashing the key strings is cheap, a hash table
+    keyed on them is not, and every aggregate is paid once per roll-up row. So the rows are
+    grouped under one 64-bit hash of the key columns with the fewest aggregates that give
+    every usage column, and the names are read back only for one row per key (its smallest
+    `rowid`), not by a second pass grouping every row by its strings. `day` is the SQL of the
+    day number a row is summed under (`_period_day`).
     """
     return f"""
-WITH rows AS (
-    SELECT *, hash({cols}) AS k FROM card_hours_hourly WHERE ts >= $start AND ts < $end
-),
-sums AS (
-    SELECT epoch_us(ts) // {_DAY_US} AS day_no, k,
+WITH sums AS (
+    SELECT {day} AS day_no, hash({cols}) AS k, min(rowid) AS r,
         sum(held_hours) AS held_hours,
         sum(card_hours) AS card_hours,
         sum(idle_card_hours) AS idle_card_hours,
         sum(held_idle_card_hours) AS held_idle_card_hours,
-        sum(card_hours * coalesce(active_ratio, 1.0)) AS weighted_card_hours,
-        sum(CASE WHEN active_ratio IS NULL THEN card_hours ELSE 0 END) AS activity_unknown_card_hours,
-        sum(held_hours * active_ratio)
-            / nullif(sum(CASE WHEN active_ratio IS NOT NULL THEN held_hours END), 0)
-            AS active_ratio,
+        sum(card_hours * active_ratio) AS card_active,
+        sum(card_hours) FILTER (WHERE active_ratio IS NULL) AS card_unknown,
+        sum(held_hours * active_ratio) AS held_active,
+        sum(held_hours) FILTER (WHERE active_ratio IS NOT NULL) AS held_known,
         max(fb_used_max_mib) AS fb_used_max_mib
-    FROM rows GROUP BY day_no, k
+    FROM card_hours_hourly WHERE ts >= $start AND ts < $end
+    GROUP BY day_no, k
 ),
-names AS (SELECT DISTINCT ON (k) k, {cols} FROM rows)
-SELECT * EXCLUDE (k) FROM sums JOIN names USING (k)
+names AS (
+    SELECT hash({cols}) AS k, {cols} FROM card_hours_hourly
+    WHERE rowid IN (SELECT min(r) FROM sums GROUP BY k)
+)
+SELECT day_no, {cols}, held_hours, card_hours, idle_card_hours, held_idle_card_hours,
+    coalesce(card_active, 0) + coalesce(card_unknown, 0) AS weighted_card_hours,
+    coalesce(card_unknown, 0) AS activity_unknown_card_hours,
+    held_active / nullif(held_known, 0) AS active_ratio,
+    fb_used_max_mib
+FROM sums JOIN names USING (k)
 """
 
 
@@ -106,19 +115,19 @@ def _from_rollup(wh: Warehouse, window: Window) -> pl.DataFrame:
 
 
 _CARD_DAY_SQL = f"""
-WITH rows AS (
-    SELECT *, hash(uuid, node, model, pool) AS k FROM card_hours_hourly
-    WHERE ts >= $start AND ts < $end
-),
-sums AS (
-    SELECT epoch_us(ts) // {_DAY_US} AS day_no, k, sum(card_hours) AS held_card_hours
-    FROM rows GROUP BY day_no, k
-),
-names AS (
-    SELECT DISTINCT ON (k) k, uuid, node AS _u_node, model AS _u_model, pool AS _u_pool FROM rows
-)
-SELECT * EXCLUDE (k) FROM sums JOIN names USING (k)
+SELECT epoch_us(ts) // {_DAY_US} AS day_no, uuid, sum(card_hours) AS held_card_hours
+FROM card_hours_hourly WHERE ts >= $start AND ts < $end
+GROUP BY day_no, uuid
 """
+"""Card-hours held per card and day (what unallocated capacity needs), one row per card-day."""
+
+_UNKNOWN_CARDS_SQL = """
+SELECT uuid, min(node) AS _u_node, min(model) AS _u_model, min(pool) AS _u_pool
+FROM card_hours_hourly WHERE ts >= $start AND ts < $end AND list_contains($cards, uuid)
+GROUP BY uuid
+"""
+"""The roll-up's node, model and pool of the cards the inventory lacks or leaves them NULL
+(the bill takes the inventory's first): read only for those cards, usually none."""
 
 
 def _day(frame: pl.DataFrame) -> pl.DataFrame:
@@ -127,17 +136,45 @@ def _day(frame: pl.DataFrame) -> pl.DataFrame:
     ).drop("day_no")
 
 
+def _period_day(window: Window, cuts: Sequence[datetime] | None) -> str:
+    """SQL of the day number a roll-up row is summed under: its UTC day (`cuts` None), else
+    the first day of the period between `cuts` (and the window's edges) it falls in."""
+    if cuts is None:
+        return f"epoch_us(ts) // {_DAY_US}"
+    starts = sorted({window.start, *(c for c in cuts if window.start < c < window.end)})
+    expr = str(_day_number(starts[0]))
+    for start in starts[1:]:
+        expr = f"CASE WHEN ts >= TIMESTAMPTZ '{start.isoformat()}' THEN {_day_number(start)} ELSE {expr} END"
+    return expr
+
+
+def _day_number(moment: datetime) -> int:
+    return int(as_utc(moment).timestamp() * 1_000_000) // _DAY_US
+
+
 def coarse_usage_from_rollup(
-    wh: Warehouse, window: Window, keys: Sequence[str]
+    wh: Warehouse, window: Window, keys: Sequence[str], cuts: Sequence[datetime] | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Roll-up usage summed per day and `keys` only (no device x holder grain), plus the
-    card-hours held per card and day that unallocated capacity needs."""
+    card-hours held per card and day that unallocated capacity needs.
+
+    With `cuts` (the moments a price may change, `analytics.prices.price_changes`) the usage
+    is summed per period between them instead of per day, its `day` the period's first day:
+    the same money, 30 times fewer rows for a month at one price (docs/decisions/0133).
+    """
     cols = ", ".join(dict.fromkeys(keys))
-    sql = _rollup_sql(cols)
+    sql = _rollup_sql(cols, _period_day(window, cuts))
     params = {"start": window.start, "end": window.end}
     usage = _normalize(_day(wh.query(sql, params)))
     held = _day(wh.query(_CARD_DAY_SQL, params))
-    return usage, held
+    known = wh.query(
+        "SELECT uuid FROM gpus WHERE node IS NOT NULL AND model IS NOT NULL AND pool IS NOT NULL"
+    )
+    unknown = held.select("uuid").unique().join(known, on="uuid", how="anti")["uuid"].to_list()
+    names = wh.query(_UNKNOWN_CARDS_SQL, {**params, "cards": unknown}) if unknown else pl.DataFrame(
+        schema={"uuid": pl.String, "_u_node": pl.String, "_u_model": pl.String, "_u_pool": pl.String}
+    )
+    return usage, held.join(names, on="uuid", how="left")
 
 
 def rollup_span(wh: Warehouse, window: Window) -> Window | None:

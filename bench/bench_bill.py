@@ -18,8 +18,11 @@
    `count_over_time` / `avg_over_time` / `sum_over_time(... < bool threshold)` over the window
    per series, then priced in Python with the same shares and prices. Compared with our bill
    of the same day from the roll-up and from raw samples.
-4. Scale. `--big-gpus` cards (the 1,000-card roll-up copied under new card ids) billed for the
-   month from the hourly roll-up.
+4. Scale. `--big-gpus` cards (the 1,000-card roll-up copied under new card ids and nodes) billed
+   for the month from the hourly roll-up; `growth_1k_to_big` says how each figure grows.
+5. Before / floor. Each monthly bill also by the code of `--before` (default: the commit before
+   decisions 0132/0133) in the same run, its lines compared to ours to the cent, and the floor:
+   one `GROUP BY` over the same roll-up rows.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from typing import Any
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 REUSED = ("data", "rollup", "promql_data", "big_data")
+BEFORE = "4dc9826"
+"""The commit before the bill from roll-ups was reworked (docs/decisions/0132, 0133)."""
 ALL_DIMS = ("team", "namespace", "queue", "node", "pool", "model", "sharing_mode")
 
 
@@ -52,7 +57,9 @@ def _window(days: int) -> Any:
 
 
 # 1. Data -------------------------------------------------------------------------------------
-def phase_generate(cache: Path, gpus: int, days: int) -> dict[str, Any]:
+def phase_generate(cache: Path, gpus: int, days: int, replay_rollup: bool = False) -> dict[str, Any]:
+    """`replay_rollup`: raw samples for day 1 only (its roll-up is replayed instead, see
+    `phase_rollup`), for a bench of the bill from roll-ups that need not wait half an hour."""
     from gpuledger.simulator.engine import Simulation
     from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import LoadBatch, Warehouse
@@ -68,7 +75,7 @@ def phase_generate(cache: Path, gpus: int, days: int) -> dict[str, Any]:
         simulated = time.perf_counter() - t0
         t1 = time.perf_counter()
         cols = ", ".join(c for c in _sample_columns() if c != "ts")
-        for k in range(1, days):
+        for k in range(1, 1 if replay_rollup else days):
             wh.con.execute(
                 f"INSERT INTO gpu_samples SELECT ts + INTERVAL {k} DAY, {cols} FROM gpu_samples "
                 "WHERE ts < ?", [START + timedelta(days=1)]
@@ -89,42 +96,104 @@ def _sample_columns() -> tuple[str, ...]:
 
 
 # 2. Ours -------------------------------------------------------------------------------------
-def phase_rollup(cache: Path, days: int) -> dict[str, Any]:
+def phase_rollup(cache: Path, days: int, replay_rollup: bool = False) -> dict[str, Any]:
+    """Roll up every day; with `replay_rollup` only day 1, whose roll-up rows are then copied
+    to days 2..N (timestamps shifted in SQL, as `phase_generate` replays the samples)."""
     from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.analytics.usage import ROLLUP_SOURCE
     from gpuledger.core.config import Settings
+    from gpuledger.core.frames import CARD_HOURS_HOURLY
     from gpuledger.warehouse import Warehouse
 
     per_day = []
     with Warehouse.open(cache / "fleet.duckdb") as wh:
-        for day in _window(days).days():
+        for day in _window(1 if replay_rollup else days).days():
             t = time.perf_counter()
             wh.load(rollup_batch(wh, day, Settings()))
             per_day.append(time.perf_counter() - t)
+        if replay_rollup:
+            cols = ", ".join(c for c in CARD_HOURS_HOURLY.column_names if c != "ts")
+            wh.con.execute(
+                f"INSERT INTO card_hours_hourly SELECT ts + INTERVAL (k) DAY AS ts, {cols} "
+                "FROM card_hours_hourly, range(1, ?) AS r(k) ORDER BY ts", [days]
+            )
+            wh.con.execute("UPDATE watermarks SET watermark = ? WHERE source = ?",
+                           [START + timedelta(days=days), ROLLUP_SOURCE])
         rows = int(wh.scalar("SELECT count(*) FROM card_hours_hourly"))
     return {"rollup_rows": rows, "rollup_day_s_mean": round(sum(per_day) / len(per_day), 2),
             "rollup_day_s_max": round(max(per_day), 2), "peak_rss_mib": round(_peak_mib())}
 
 
-def phase_bill(cache: Path, file: str, days: int, source: str, grain: str = "device") -> dict[str, Any]:
+def phase_bill(cache: Path, file: str, days: int, source: str, grain: str = "device", *,
+               lines_out: str = "-") -> dict[str, Any]:
     """The bill twice in one process: `seconds` is the first (cold) call, `warm_s` the second
-    (a dashboard or report process that already billed once)."""
+    (a dashboard or report process that already billed once); `*cpu_s` the process CPU time
+    (all threads), steadier than wall time on a shared machine. `lines_out`: a Parquet file for
+    the lines (the before/after differential check)."""
+    import gpuledger
     from gpuledger.analytics.bill import compute_bill
     from gpuledger.core.config import Settings
     from gpuledger.warehouse import Warehouse
 
-    times = []
+    times, cpu = [], []
     with Warehouse.open(cache / file, read_only=True) as wh:
         for _ in range(2):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             bill = compute_bill(
                 wh, _window(days), Settings(), ALL_DIMS, source=source, grain=grain  # type: ignore[arg-type]
             )
             times.append(time.perf_counter() - t)
-    return {"seconds": round(times[0], 3), "warm_s": round(times[1], 3), "grain": grain,
+            cpu.append(time.process_time() - c)
+    if lines_out != "-":
+        bill.lines.write_parquet(lines_out)
+    return {"seconds": round(times[0], 3), "warm_s": round(times[1], 3),
+            "cpu_s": round(cpu[0], 3), "warm_cpu_s": round(cpu[1], 3), "grain": grain,
             "lines": bill.lines.height, "detail_rows": bill.detail.height,
             "fleet_cost": bill.fleet_cost, "fleet_card_hours": round(bill.fleet_card_hours, 3),
             "team_costs": {r["team"]: r["cost"] for r in compute_team_totals(bill)},
-            "source": bill.source, "peak_rss_mib": round(_peak_mib())}
+            "source": bill.source, "peak_rss_mib": round(_peak_mib()),
+            "code": str(Path(gpuledger.__file__).resolve().parent.parent)}
+
+
+def phase_floor(cache: Path, file: str, days: int) -> dict[str, Any]:
+    """The floor of a bill from roll-ups: one `GROUP BY` over the same roll-up rows (by
+    namespace, which names the team), twice like the bill."""
+    from gpuledger.warehouse import Warehouse
+
+    window = _window(days)
+    times, cpu = [], []
+    with Warehouse.open(cache / file, read_only=True) as wh:
+        for _ in range(2):
+            t, c = time.perf_counter(), time.process_time()
+            rows = wh.query(
+                "SELECT namespace, sum(card_hours) AS card_hours, sum(idle_card_hours) AS idle "
+                "FROM card_hours_hourly WHERE ts >= $start AND ts < $end GROUP BY namespace",
+                {"start": window.start, "end": window.end},
+            )
+            times.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+    return {"seconds": round(times[0], 3), "warm_s": round(times[1], 3), "cpu_s": round(cpu[0], 3),
+            "warm_cpu_s": round(cpu[1], 3), "groups": rows.height,
+            "card_hours": round(float(rows["card_hours"].sum()), 3)}
+
+
+def lines_diff(after: Path, before: Path) -> dict[str, Any]:
+    """The differential check: the lines of two runs on the same data, money to the cent."""
+    import polars as pl
+
+    from gpuledger.analytics.lines import HOURS, LINE_VALUES
+
+    a, b = pl.read_parquet(after), pl.read_parquet(before)
+    money = [c for c in LINE_VALUES if c not in HOURS]
+    keys = [c for c in a.columns if c not in (*LINE_VALUES, *HOURS, "unpriced")]
+    same_rows = a.height == b.height and a.select(keys).equals(b.select(keys))
+    cents = same_rows and all(
+        ((a[c] * 100).round() == (b[c] * 100).round()).all() for c in money
+    )
+    diffs: list[Any] = [(a[c] - b[c]).abs().max() for c in HOURS] if same_rows else []
+    hours = max(float(d or 0.0) for d in diffs) if diffs else None
+    return {"lines": a.height, "same_lines": same_rows, "money_equal_to_the_cent": cents,
+            "hours_max_abs_diff": hours}
 
 
 def compute_team_totals(bill: Any) -> list[dict[str, Any]]:
@@ -270,10 +339,14 @@ def phase_big(cache: Path, gpus: int, big: int) -> dict[str, Any]:
     return {"gpus": cards, "rollup_rows": rows, "build_s": round(time.perf_counter() - t, 1)}
 
 
-def _child(*args: str) -> dict[str, Any]:
+def _child(*args: str, tree: Path | None = None) -> dict[str, Any]:
+    """One phase in its own process; with `tree`, the product code comes from that checkout
+    (run from it, this bench's package on PYTHONPATH: `python -m` puts the working folder first)."""
+    here = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(here)} if tree else None
     done = subprocess.run(
         [sys.executable, "-m", "bench.bench_bill", "--phase", *args], capture_output=True, text=True,
-        check=False,
+        check=False, cwd=tree, env=env,
     )
     if done.returncode != 0:
         raise RuntimeError(f"phase {args[0]} failed:\n{done.stderr[-3000:]}")
@@ -282,18 +355,46 @@ def _child(*args: str) -> dict[str, Any]:
     return result
 
 
+def _before_tree(cache: Path, ref: str) -> Path:
+    """The product code of `ref` (no bench/ nor tools/, which come from this checkout)."""
+    tree = cache / f"before-{ref}"
+    if not (tree / "gpuledger").exists():
+        tree.mkdir(parents=True, exist_ok=True)
+        stages = ["gpuledger", "core", "collectors", "warehouse", "simulator", "analytics", "optimizer",
+                  "actuator", "dashboards", "reports"]
+        archive = subprocess.run(["git", "archive", ref, "--", *stages], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def _bills(out: dict[str, Any], c: str, file: str, days: int, *, name: str, before: Path | None) -> None:
+    """The month's bill at both grains, and with `before` the same bills by the code before
+    decisions 0132/0133 in the same run, with the differential check of their lines."""
+    cache = Path(c)
+    for grain, suffix in (("lines", "_lines_grain"), ("device", "")):
+        lines = cache / f"lines-{name}-{grain}.parquet"
+        out[f"{name}{suffix}"] = _child("bill", c, file, str(days), "rollup", grain, str(lines))
+        if before is not None:
+            old = cache / f"lines-{name}-{grain}-before.parquet"
+            out[f"{name}{suffix}_before"] = _child("bill", c, file, str(days), "rollup", grain, str(old),
+                                                   tree=before)
+            out[f"{name}{suffix}_vs_before"] = lines_diff(lines, old)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     c = str(cache)
     out: dict[str, Any] = {"goals": {"monthly_bill_s": 2.0, "speedup_vs_promql": 10.0, "big_bill_s": 5.0}}
     if not args.reuse or not (cache / "fleet.duckdb").exists():
-        out["data"] = _child("generate", c, str(args.gpus), str(args.days))
-        out["rollup"] = _child("rollup", c, str(args.days))
-    out["monthly_bill_from_rollup"] = _child("bill", c, "fleet.duckdb", str(args.days), "rollup", "device")
-    out["monthly_bill_from_rollup_lines_grain"] = _child(
-        "bill", c, "fleet.duckdb", str(args.days), "rollup", "lines"
-    )
+        replay = "1" if args.replay_rollup else "0"
+        out["data"] = _child("generate", c, str(args.gpus), str(args.days), replay)
+        out["rollup"] = _child("rollup", c, str(args.days), replay)
+        out["data"]["replay"] = "roll-up of day 1" if args.replay_rollup else "samples of day 1"
+    before = _before_tree(cache, args.before) if args.before else None
+    out["before_ref"] = args.before or None
+    _bills(out, c, "fleet.duckdb", args.days, name="monthly_bill_from_rollup", before=before)
+    out["monthly_floor_group_by"] = _child("floor", c, "fleet.duckdb", str(args.days))
     out["day_bill_from_rollup"] = _child("bill", c, "fleet.duckdb", "1", "rollup", "device")
     out["day_bill_from_raw"] = _child("bill", c, "fleet.duckdb", "1", "raw", "device")
     if args.raw_month:
@@ -308,13 +409,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.big_gpus:
         if not args.reuse or not (cache / "big.duckdb").exists():
             out["big_data"] = _child("big", c, str(args.gpus), str(args.big_gpus))
-        out["big_monthly_bill_from_rollup_lines_grain"] = _child(
-            "bill", c, "big.duckdb", str(args.days), "rollup", "lines"
-        )
-        out["big_monthly_bill_from_rollup"] = _child(
-            "bill", c, "big.duckdb", str(args.days), "rollup", "device"
-        )
+        _bills(out, c, "big.duckdb", args.days, name="big_monthly_bill_from_rollup", before=before)
+        out["big_monthly_floor_group_by"] = _child("floor", c, "big.duckdb", str(args.days))
+        out["growth_1k_to_big"] = _growth(out)
     return out
+
+
+def _growth(out: dict[str, Any]) -> dict[str, Any]:
+    """How each monthly figure grows from the small fleet to the big one (warm and CPU time)."""
+    pairs = {
+        "lines_grain": "monthly_bill_from_rollup_lines_grain",
+        "device_grain": "monthly_bill_from_rollup",
+        "floor_group_by": "monthly_floor_group_by",
+        "lines_grain_before": "monthly_bill_from_rollup_lines_grain_before",
+        "device_grain_before": "monthly_bill_from_rollup_before",
+    }
+    growth: dict[str, Any] = {}
+    for name, key in pairs.items():
+        small, big = out.get(key), out.get(f"big_{key}")
+        if small and big:
+            growth[name] = {
+                "small_warm_s": small["warm_s"], "big_warm_s": big["warm_s"],
+                "warm_x": round(big["warm_s"] / small["warm_s"], 1),
+                "cpu_x": round(big["warm_cpu_s"] / max(small["warm_cpu_s"], 1e-3), 1),
+            }
+    return growth
 
 
 def main() -> None:
@@ -322,9 +441,11 @@ def main() -> None:
         name, *rest = sys.argv[2:]
         cache = Path(rest[0])
         phases = {
-            "generate": lambda: phase_generate(cache, int(rest[1]), int(rest[2])),
-            "rollup": lambda: phase_rollup(cache, int(rest[1])),
-            "bill": lambda: phase_bill(cache, rest[1], int(rest[2]), rest[3], rest[4]),
+            "generate": lambda: phase_generate(cache, int(rest[1]), int(rest[2]), rest[3] == "1"),
+            "rollup": lambda: phase_rollup(cache, int(rest[1]), rest[2] == "1"),
+            "bill": lambda: phase_bill(cache, rest[1], int(rest[2]), rest[3], rest[4],
+                                      lines_out=rest[5] if len(rest) > 5 else "-"),
+            "floor": lambda: phase_floor(cache, rest[1], int(rest[2])),
             "promql-data": lambda: phase_promql_data(cache, int(rest[1])),
             "promql-bill": lambda: phase_promql_bill(cache),
             "big": lambda: phase_big(cache, int(rest[1]), int(rest[2])),
@@ -341,6 +462,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 40 cards, 3 days, 80 big cards (seconds, not minutes)")
     parser.add_argument("--skip-prometheus", action="store_true")
+    parser.add_argument("--before", default=BEFORE, metavar="REF",
+                        help="also bill with the code of this git ref (lines compared); '' for none")
+    parser.add_argument("--replay-rollup", action="store_true",
+                        help="raw samples and roll-up for day 1 only, the roll-up replayed to the other "
+                        "days (minutes instead of half an hour; no --raw-month)")
     args = parser.parse_args()
     if args.quick:
         args.gpus, args.days, args.big_gpus = 40, 3, 80
@@ -364,7 +490,15 @@ def main() -> None:
         "The roll-up runs once per closed day during collection (rollup_day_s_*); the monthly "
         "bill reads it.",
         "The machine is 2 cores shared with other sessions: compare figures of one run, and see "
-        "load_average_1_5_15; repeated runs vary by 2x.",
+        "load_average_1_5_15; repeated runs vary by 2x. cpu_s / warm_cpu_s (process CPU time, "
+        "all threads) vary far less with load than wall time.",
+        "With --replay-rollup (data.replay) only day 1 is simulated, loaded and rolled up; its "
+        "roll-up rows are copied to days 2..N, as the samples are otherwise (a bench of the bill "
+        "from roll-ups need not wait half an hour for identical days).",
+        "*_before: the same bill by the code of before_ref in the same run on the same data; "
+        "*_vs_before: the differential check (same lines, every money column equal to the cent, "
+        "card-hour columns to float noise). *_floor_group_by: one GROUP BY namespace over the "
+        "same roll-up rows, the least any bill from them can cost.",
     ]
     write_result("bill", figures)
 

@@ -27,6 +27,7 @@ import pytest
 
 from gpuledger.analytics.bill import Bill, compute_bill
 from gpuledger.analytics.rollup import rollup_batch
+from gpuledger.analytics.usage import coarse_usage_from_rollup
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
@@ -169,3 +170,79 @@ def test_rollup_bill_equals_raw_bill(clean, tmp_path):
     assert mixed.source == "mixed"
     plain = _bill(copy, wider, by=by, source="raw")
     assert mixed.lines.select(*by, "cost").rows() == plain.lines.select(*by, "cost").rows()
+
+
+ALL_DIMS = ("team", "namespace", "queue", "node", "pool", "model", "sharing_mode")
+MONEY = ["list_cost", "sharing_discount", "utilization_adjustment", "redistributed_cost", "cost", "idle_cost"]
+
+
+def _grains_agree(path: Path, settings: Settings, by: tuple[str, ...]) -> tuple[Bill, Bill]:
+    """The lines grain (per price period) and the device grain (per day x device x holder)
+    of the same roll-up: same lines, every money column to the cent."""
+    with Warehouse.open(path, read_only=True) as wh:
+        device = compute_bill(wh, WINDOW, settings, by, source="rollup")
+        coarse = compute_bill(wh, WINDOW, settings, by, grain="lines")
+    for bill in (device, coarse):
+        assert_conserved(bill)
+    assert coarse.source == "rollup"
+    assert coarse.lines.select(*by, *MONEY).rows() == device.lines.select(*by, *MONEY).rows()
+    for col in ("card_hours", "idle_card_hours", "held_idle_card_hours", "activity_unknown_card_hours"):
+        assert coarse.lines[col].to_list() == pytest.approx(device.lines[col].to_list(), abs=1e-9)
+    return device, coarse
+
+
+def test_lines_grain_sums_per_price_period(clean, tmp_path):
+    """Decision 0133: with one price all window the lines grain sums the roll-up into one period;
+    a price change at 00:00 of day 2 cuts it in two, priced at each side's price; by day it
+    keeps the days. Each time the same lines as the device grain, to the cent."""
+    from gpuledger.core.config import PriceEntry
+
+    path, _ = clean
+    copy = tmp_path / "periods.duckdb"
+    copy.write_bytes(path.read_bytes())
+    with Warehouse.open(copy) as wh:
+        for day in WINDOW.days():
+            wh.load(rollup_batch(wh, day, Settings()))
+        models = sorted(wh.query("SELECT DISTINCT model FROM gpus")["model"].to_list())
+    cut = WINDOW.start + timedelta(days=1)
+    changed = Settings(price_book=tuple(
+        entry for i, m in enumerate(models) for entry in (
+            PriceEntry(model=m, unit_price=1.0 + i),
+            PriceEntry(model=m, unit_price=2.5 + i, effective_from=cut.date()),
+        )
+    ))
+    _, one = _grains_agree(copy, Settings(), ALL_DIMS)
+    assert one.detail.filter(pl.col("kind") == "allocated")["day"].unique().to_list() == [WINDOW.start.date()]
+    device, two = _grains_agree(copy, changed, ALL_DIMS)
+    assert sorted(two.detail.filter(pl.col("kind") == "allocated")["day"].unique().to_list()) == [
+        WINDOW.start.date(), cut.date()
+    ]
+    # The change is priced: day 2's card-hours at the second price (independently: card-hours x price).
+    second = device.detail.filter((pl.col("kind") == "allocated") & (pl.col("day") == cut.date()))
+    price = {m: 2.5 + i for i, m in enumerate(models)}
+    expected = sum(h * price[m] for h, m in second.select("card_hours", "model").iter_rows())
+    billed = two.detail.filter((pl.col("kind") == "allocated") & (pl.col("day") == cut.date()))
+    assert float(billed["list_cost"].sum()) == pytest.approx(expected, rel=1e-9)
+    _grains_agree(copy, changed, ("team", "day", "model"))
+
+
+def test_lines_grain_names_a_card_the_inventory_lacks(clean, tmp_path):
+    """A card in the roll-up but not in `gpus` (a stale inventory) keeps its roll-up node, model
+    and pool on the unallocated line at the lines grain as at the device grain."""
+    path, _ = clean
+    copy = tmp_path / "orphan.duckdb"
+    copy.write_bytes(path.read_bytes())
+    with Warehouse.open(copy) as wh:
+        for day in WINDOW.days():
+            wh.load(rollup_batch(wh, day, Settings()))
+        uuid, node = wh.query(
+            "SELECT uuid, any_value(node) FROM card_hours_hourly WHERE sharing_mode = 'exclusive' "
+            "GROUP BY uuid ORDER BY uuid LIMIT 1"
+        ).row(0)
+        wh.execute("DELETE FROM gpus WHERE uuid = ?", [uuid])
+    _grains_agree(copy, Settings(), ("team", "node", "pool", "model"))
+    with Warehouse.open(copy, read_only=True) as wh:
+        _, held = coarse_usage_from_rollup(wh, WINDOW, ["namespace", "model", "pool", "sharing_mode"])
+    named = held.filter(pl.col("uuid") == uuid)
+    assert named.height == 2 and named["_u_node"].to_list() == [node, node]
+    assert held.filter(pl.col("uuid") != uuid)["_u_node"].null_count() == held.height - 2

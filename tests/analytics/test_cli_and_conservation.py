@@ -168,3 +168,36 @@ def test_conservation_on_random_fleets(make_bill, seed):
     assert bill.fleet_card_hours == pytest.approx(cards * hours)
     assert bill.fleet_cost == pytest.approx(cards * hours * 3.0, abs=0.005)
     assert (bill.lines["card_hours"] >= -1e-9).all()
+
+
+def _largest_remainder_reference(values: list[float], total: float | None = None) -> list[int]:
+    """The largest-remainder method written out plainly (the pure-Python apportionment the
+    bill used before decision 0132), the independent computation `apportion_cents` must equal."""
+    import math
+
+    target = to_cents(sum(values) if total is None else total)
+    scaled = [round(v * 100, 6) for v in values]
+    floors = [math.floor(s + 1e-7) for s in scaled]
+    missing = target - sum(floors)
+    order = sorted(range(len(values)), key=lambda i: (-(scaled[i] - floors[i]), i))
+    out = list(floors)
+    for k in range(abs(missing)):
+        if missing > 0:
+            out[order[k % len(order)]] += 1
+        else:
+            out[order[-1 - (k % len(order))]] -= 1
+    return out
+
+
+def test_apportion_cents_equals_the_plain_largest_remainder():
+    import random
+
+    rng = random.Random(20)
+    for _ in range(2000):
+        values = [
+            rng.choice([0.0, -0.0, rng.randint(-500, 500) / 200, rng.uniform(-1e4, 1e5),
+                        rng.randint(0, 10**6) / 100 + rng.choice([0.0, 1e-9, -1e-9, 5e-8])])
+            for _ in range(rng.choice([1, 2, 3, 7, 60]))
+        ]
+        total = None if rng.random() < 0.5 else sum(values) + rng.choice([0.0, 0.01, -0.03, 1.0, -2.5, 100.0])
+        assert apportion_cents(values, total) == _largest_remainder_reference(values, total), (values, total)
