@@ -69,10 +69,9 @@ def _ordered(raw: pl.DataFrame, names: pl.DataFrame) -> tuple[pl.DataFrame, pl.D
     unit = 1 << tbits
     dix = pl.col("dev").replace_strict(devs["dev"], devs["dix"], return_dtype=pl.Int64)
     frame = raw.select((dix * unit + (pl.col("t") - lo)).alias("key"), "hold", *_FIELDS).sort("key")
-    card_of = devs["cix"]
-    frame = frame.with_columns((pl.col("key") // unit).alias("dix")).with_columns(
-        (pl.col("key") - pl.col("dix") * unit + lo).alias("t"),
-        pl.col("dix").replace_strict(devs["dix"], card_of).alias("cix"),
+    frame = frame.with_columns((pl.col("key") // unit).alias("dix"))
+    frame = frame.with_columns(
+        (pl.col("key") - pl.col("dix") * unit + lo).alias("t"), devs["cix"].gather(frame["dix"]).alias("cix"),
     )
     frame = frame.with_columns((pl.col("cix") * unit + pl.col("key") % unit).alias("ckey"))
     return frame, devs.select("dix", "dev"), unit
@@ -108,21 +107,26 @@ def _carried(frame: pl.DataFrame, stale: int) -> pl.DataFrame:
         pl.col("hold").shift(1)
     )
     frame = frame.with_columns(seg_start.cum_sum().alias("seg"))
-    filled = []
+    segs = None
     for f in _FIELDS:
+        if f == "util" and frame["gr_c"].null_count() == 0:
+            # Activity is GR_ENGINE_ACTIVE's wherever it is known: GPU_UTIL's carry is unread.
+            frame = frame.with_columns(pl.lit(None, pl.Float64).alias("util_c"))
+            continue
         if frame[f].null_count() == 0:
-            filled.append(pl.col(f).alias(f"{f}_c"))
+            frame = frame.with_columns(pl.col(f).alias(f"{f}_c"))
             continue
         has = pl.col(f).is_not_null()
         seg_of = pl.when(has).then(pl.col("seg")).forward_fill()
         t_of = pl.when(has).then(pl.col("t")).forward_fill()
         fresh = (seg_of == pl.col("seg")) & (pl.col("t") - t_of <= stale)
-        filled.append(pl.when(fresh).then(pl.col(f).forward_fill()).alias(f"{f}_c"))
-    frame = frame.with_columns(filled)
-    return _returning_holders(frame, _segments(frame), stale)
+        frame = frame.with_columns(pl.when(fresh).then(pl.col(f).forward_fill()).alias(f"{f}_c"))
+        segs = _segments(frame) if segs is None else segs
+        frame = _returning_holders(frame, segs, f, stale)
+    return frame
 
 
-def _returning_holders(frame: pl.DataFrame, segs: pl.DataFrame, stale: int) -> pl.DataFrame:
+def _returning_holders(frame: pl.DataFrame, segs: pl.DataFrame, f: str, stale: int) -> pl.DataFrame:
     """The carry a segment's own fill cannot see: a holder back on a device after another, whose
     reading from its earlier stretch is within the bound. As-of join over those rows only."""
     back = segs.filter(~pl.struct("dix", "hold").is_first_distinct())["seg"]
@@ -133,21 +137,19 @@ def _returning_holders(frame: pl.DataFrame, segs: pl.DataFrame, stale: int) -> p
         pl.col("hold").is_null().alias("no_hold"), pl.col("hold").fill_null(0).alias("hk"),
     )
     by = ["dix", "hk", "no_hold"]
-    for f in _FIELDS:
-        want = scope.filter(pl.col(f"{f}_c").is_null() & pl.col("seg").is_in(back.implode()))
-        if want.is_empty():
-            continue
-        readings = scope.filter(pl.col(f).is_not_null()).select(
-            *by, pl.col("t").alias("tr"), pl.col(f).alias("v")
-        )
-        found = want.select("key", *by, "t").join_asof(
-            readings, left_on="t", right_on="tr", by=by, strategy="backward", tolerance=stale,
-            check_sortedness=False,
-        ).filter(pl.col("v").is_not_null()).select("key", "v")
-        frame = frame.join(found, on="key", how="left", maintain_order="left").with_columns(
-            pl.coalesce(f"{f}_c", "v").alias(f"{f}_c")
-        ).drop("v")
-    return frame
+    want = scope.filter(pl.col(f"{f}_c").is_null() & pl.col("seg").is_in(back.implode()))
+    if want.is_empty():
+        return frame
+    readings = scope.filter(pl.col(f).is_not_null()).select(
+        *by, pl.col("t").alias("tr"), pl.col(f).alias("v")
+    )
+    found = want.select("key", *by, "t").join_asof(
+        readings, left_on="t", right_on="tr", by=by, strategy="backward", tolerance=stale,
+        check_sortedness=False,
+    ).filter(pl.col("v").is_not_null()).select("key", "v")
+    return frame.join(found, on="key", how="left", maintain_order="left").with_columns(
+        pl.coalesce(f"{f}_c", "v").alias(f"{f}_c")
+    ).drop("v")
 
 
 def _segments(frame: pl.DataFrame) -> pl.DataFrame:

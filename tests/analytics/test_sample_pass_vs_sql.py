@@ -12,7 +12,8 @@ mode) over a day with data on both sides; and hand-built rows for the paths the 
 rarely takes: a holder back on a device after another within the staleness bound with a field
 missing (its carry reaches back over the other holder), duplicate rows of one device at one
 time (HA replicas), NaN and negative readings, two MIG devices of one card scraped at different
-seconds (the card's next scrape is another device's), a lone sample (fallback spacing).
+seconds (the card's next scrape is another device's), a lone sample (fallback spacing), an old
+exporter with GPU_UTIL only and gaps in it (its carry decides activity).
 """
 
 from __future__ import annotations
@@ -103,13 +104,15 @@ def _hand_rows() -> list[dict[str, Any]]:
         rows += [_row("GPU-3", k * m + offset, f"mig{gi}", 0.0 if k < 50 else 0.3, 500.0 * gi,
                       gpu_i_id=gi, profile="3g.40gb") for k in range(0, 90) if k % 13 != gi]
     rows.append(_row("GPU-4", 30 * m, "lone", 0.2, 100.0))
+    rows += [_row("GPU-5", k * m, "u", None, 700.0, util=None if k % 4 == 0 else 2.0 if k < 70 else 60.0)
+             for k in range(0, 110) if k % 9 != 0]  # an old exporter: GPU_UTIL only, with gaps
     return rows
 
 
 @pytest.mark.parametrize("hours", [(0, 2), (1, 2)])
 def test_hand_built_edge_cases(tmp_path, hours):
     frame = pl.DataFrame(_hand_rows(), schema=polars_schema(TABLES["gpu_samples"]))
-    inventory = {"gpus": gpus(*({"uuid": f"GPU-{i}"} for i in range(1, 5))),
+    inventory = {"gpus": gpus(*({"uuid": f"GPU-{i}"} for i in range(1, 6))),
                  "namespaces": namespaces({"ml": "vision"})}
     window = Window(T0 + timedelta(hours=hours[0]), T0 + timedelta(hours=hours[1]))
     with Warehouse.open(tmp_path / "wh.duckdb") as wh:
@@ -124,4 +127,4 @@ def test_hand_built_edge_cases(tmp_path, hours):
     hour_1 = int(T0.timestamp() * 1_000_000) + 3_600_000_000
     a_hour_1 = hourly.filter((pl.col("pod") == "a") & (pl.col("hour") == hour_1))
     assert a_hour_1.height == 1 and a_hour_1["active_ratio"].item() == pytest.approx(0.01)
-    assert set(hourly["pod"].unique()) >= {"a", "c", "mig1", "mig2"}
+    assert set(hourly["pod"].unique()) >= {"a", "c", "mig1", "mig2", "u"}
