@@ -231,6 +231,7 @@ def run(wh: Any, p: dict[str, Any]) -> Pieces:
     if raw.is_empty():
         return Pieces(_empty_rows(), names.select("dev", "hold").with_row_index("pair"), names)
     frame, devs, unit = _ordered(raw, names)
+    del raw  # the sorted copy replaces it: the pass holds one copy of the rows at a time
     frame = _merged(frame)
     frame = frame.with_columns(_card_next(frame, unit))
     frame = _carried(frame, p["stale"])
