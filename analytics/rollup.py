@@ -5,10 +5,11 @@ collector closes it) and loaded with the `card_hours_hourly` watermark, so bills
 periods read the small hourly table instead of every sample (`analytics.usage`). A window
 must start and end on the hour: the roll-up's rows are whole hours.
 
-Both frames come from ONE evaluation of the sample pass (`analytics.sampling_sql.RUNS_CTE`):
-its window sorts are most of the roll-up's time, and running `HOURLY_SQL` and
-`ALLOCATIONS_SQL` one after the other paid for them twice (docs/decisions/0072). The combined
-statement is built from those two texts, not a copy of them, so the model stays in one place.
+Both frames come from ONE evaluation of the sample pass (`analytics.sample_pass`, decision
+0072: the pass is most of the roll-up's time, and running it once per frame paid for it twice);
+since decision 0122 the pass sorts the window's rows once and works on integer arrays, so a
+roll-up costs about what reading its rows costs, and one hour's roll-up about an hour's rows
+plus the margin the model reads on each side.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from gpuledger.analytics import sample_pass
 from gpuledger.analytics.hourly import hourly_usage
-from gpuledger.analytics.samples import SampleRules, allocation_runs, params
-from gpuledger.analytics.sampling_sql import ALLOCATIONS_SQL, HOURLY_SQL, RUNS_CTE
+from gpuledger.analytics.samples import SampleRules, allocation_frame, allocation_runs, hourly_frame, params
 from gpuledger.analytics.usage import ROLLUP_SOURCE
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
@@ -29,49 +30,10 @@ from gpuledger.warehouse import LoadBatch, Warehouse
 from gpuledger.warehouse.retention import CompactionStats, compact
 
 
-def _one_pass_sql() -> str:
-    """`HOURLY_SQL` and `ALLOCATIONS_SQL` as one statement over one sample pass: each query's
-    own tail becomes a nested CTE reading the shared (materialized) `pieces` and `names`, and
-    the two results come back stacked, told apart by `part`."""
-    head = f"WITH {RUNS_CTE},"
-    tails = []
-    for text in (HOURLY_SQL, ALLOCATIONS_SQL):
-        body = text.strip()
-        if not body.startswith(head):
-            raise AssertionError("sampling_sql: a roll-up query no longer starts with RUNS_CTE")
-        tails.append("WITH " + body[len(head):])
-    shared = head
-    for cte in ("pieces", "names"):  # read by both tails: evaluate once
-        if f"\n{cte} AS (" not in shared:
-            raise AssertionError(f"sampling_sql: RUNS_CTE has no CTE {cte}")
-        shared = shared.replace(f"\n{cte} AS (", f"\n{cte} AS MATERIALIZED (")
-    return (
-        f"{shared}\nhourly_part AS ({tails[0]}),\nalloc_part AS ({tails[1]})\n"
-        "SELECT 'hourly' AS part, * FROM hourly_part "
-        "UNION ALL BY NAME SELECT 'alloc' AS part, * FROM alloc_part"
-    )
-
-
-_ONE_PASS_SQL = _one_pass_sql()
-_HOURLY_OUT = ("hour", "uuid", "gpu_i_id", "vgpu", "profile", "node", "namespace", "pod",
-               "held_hours", "idle_hours", "held_idle_hours", "active_ratio", "fb_used_max_mib")
-_ALLOC_OUT = ("uuid", "gpu_i_id", "vgpu", "profile", "node", "namespace", "pod", "start_us", "end_us")
-
-
-def _us_ts(*names: str) -> list[pl.Expr]:
-    return [pl.col(n).cast(pl.Int64).cast(pl.Datetime("us", "UTC")) for n in names]
-
-
 def held_and_runs(wh: Warehouse, window: Window, rules: SampleRules) -> tuple[pl.DataFrame, pl.DataFrame]:
     """`samples.held_hourly` and `samples.allocation_runs` of `window`, from one pass."""
-    both = wh.query(_ONE_PASS_SQL, params(window, rules))
-    held = both.filter(pl.col("part") == "hourly").select(_HOURLY_OUT)
-    held = held.with_columns(_us_ts("hour")).rename({"hour": "ts"})
-    runs = both.filter(pl.col("part") == "alloc").select(_ALLOC_OUT)
-    runs = runs.with_columns(_us_ts("start_us", "end_us")).rename(
-        {"start_us": "start_ts", "end_us": "end_ts"}
-    ).sort(["start_ts", "uuid", "gpu_i_id", "vgpu"], nulls_last=True)
-    return held, runs
+    pieces = sample_pass.run(wh, params(window, rules))
+    return hourly_frame(pieces), allocation_frame(pieces)
 
 
 def allocations_frame(

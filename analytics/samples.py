@@ -37,8 +37,9 @@ example in docs/guide/analytics.md):
   `idle.min_minutes` is idle time, "held idle" when framebuffer use averages at least
   `idle.held_fb_mib` over it.
 
-The passes are one SQL statement pushed into DuckDB (the samples never travel to Python); the
-steps are numbered in `analytics.sampling_sql`, which holds the text.
+The steps are numbered in `analytics.sampling_sql`: step 1 (the read: hashes and readings) is
+SQL run in DuckDB, steps 2–7 one pass over sorted integer arrays in `analytics.sample_pass`
+(decision 0122), which all three frames below come from.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.sampling_sql import ALLOCATIONS_SQL, HOURLY_SQL, IDLE_RUNS_SQL
+from gpuledger.analytics import sample_pass
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -133,13 +134,23 @@ def held_hourly(wh: Warehouse, window: Window, rules: SampleRules) -> pl.DataFra
     `active_ratio` is NULL exactly when no row of that hour had an activity reading (carried
     ones included): activity unknown.
     """
-    frame = wh.query(HOURLY_SQL, params(window, rules))
+    return hourly_frame(sample_pass.run(wh, params(window, rules)))
+
+
+def hourly_frame(pieces: sample_pass.Pieces) -> pl.DataFrame:
+    """`held_hourly` of a pass already run (the roll-up shares one with the allocations)."""
+    frame = sample_pass.hourly(pieces)
     return frame.with_columns(_us_to_ts("hour")).rename({"hour": "ts"})
 
 
 def allocation_runs(wh: Warehouse, window: Window, rules: SampleRules) -> pl.DataFrame:
     """Each allocation (a run of one holder on one device) clipped to the window."""
-    frame = wh.query(ALLOCATIONS_SQL, params(window, rules))
+    return allocation_frame(sample_pass.run(wh, params(window, rules)))
+
+
+def allocation_frame(pieces: sample_pass.Pieces) -> pl.DataFrame:
+    """`allocation_runs` of a pass already run."""
+    frame = sample_pass.allocations(pieces)
     return frame.with_columns(_us_to_ts("start_us", "end_us")).rename(
         {"start_us": "start_ts", "end_us": "end_ts"}
     ).sort(["start_ts", "uuid", "gpu_i_id", "vgpu"], nulls_last=True)
@@ -147,7 +158,7 @@ def allocation_runs(wh: Warehouse, window: Window, rules: SampleRules) -> pl.Dat
 
 def idle_runs(wh: Warehouse, window: Window, rules: SampleRules) -> pl.DataFrame:
     """Idle runs of at least `min_minutes`, clipped to the window (`run_hours`: full length)."""
-    frame = wh.query(IDLE_RUNS_SQL, params(window, rules))
+    frame = sample_pass.idle_runs(sample_pass.run(wh, params(window, rules)))
     return frame.with_columns(_us_to_ts("start_us", "end_us")).rename(
         {"start_us": "start_ts", "end_us": "end_ts"}
     )

@@ -11,7 +11,9 @@ measured in the same run on the same data (the machine is shared; absolute times
    Re-loading one hour checks idempotency (row counts unchanged).
 2. Roll-up: the day's `card_hours_hourly` + `allocations` (`analytics.rollup`), against the
    floor: one `GROUP BY` hour x device x holder over the same rows (what any hourly roll-up
-   must at least read and aggregate).
+   must at least read and aggregate), and against the roll-up before decision 0122 (the SQL
+   sample pass, `bench.sampling_sql_before`), whose frames must equal ours row for row (the
+   differential check); a day and one hour, wall and CPU seconds.
 3. Bytes: file blocks in use per raw sample row and per GPU-month, raw and as roll-ups only
    (after `warehouse.retention.compact` removed the rolled-up raw hours).
 4. Snapshot: copying the whole warehouse file, as the dashboard's snapshot does today.
@@ -21,10 +23,12 @@ Writes bench/results/warehouse.json with machine facts.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -150,42 +154,104 @@ FROM gpu_samples WHERE ts >= ? AND ts < ? GROUP BY ALL
 """
 
 
-def rollup(path: Path, window: Window, repeats: int = 2) -> dict[str, Any]:
-    """The day's roll-up three ways in turn (`repeats` times, the fastest kept): the floor (one
-    GROUP BY over the same rows), the two statements run one after the other (before 0072) and
-    the one-pass statement; then one hour alone (the cost of rolling up as an hour arrives)."""
+def _before_0122(wh: Warehouse, window: Window, settings: Any) -> dict[str, pl.DataFrame]:
+    """`rollup.rollup_frames` as it was before decision 0122: the same consumers over the SQL
+    pass (`bench.sampling_sql_before`, one statement for hourly + allocations, decision 0072)."""
+    from bench.sampling_sql_before import one_pass_sql
     from gpuledger.analytics.hourly import hourly_usage
-    from gpuledger.analytics.rollup import allocations_frame, rollup_batch, rollup_frames
+    from gpuledger.analytics.rollup import allocations_frame
+    from gpuledger.analytics.samples import SampleRules, params
+
+    both = wh.query(one_pass_sql(), params(window, SampleRules.of(settings)))
+    ts = [pl.col(c).cast(pl.Int64).cast(pl.Datetime("us", "UTC")) for c in ("hour", "start_us", "end_us")]
+    held = both.filter(pl.col("part") == "hourly").select(_HOURLY_OUT).with_columns(ts[0])
+    held = held.rename({"hour": "ts"})
+    runs = both.filter(pl.col("part") == "alloc").select(_ALLOC_OUT).with_columns(ts[1:])
+    runs = runs.rename({"start_us": "start_ts", "end_us": "end_ts"}).sort(
+        ["start_ts", "uuid", "gpu_i_id", "vgpu"], nulls_last=True)
+    hourly = hourly_usage(wh, window, settings, held)
+    allocations = allocations_frame(wh, window, settings, hourly, runs)
+    return {"card_hours_hourly": hourly, "allocations": allocations}
+
+
+_HOURLY_OUT = ("hour", "uuid", "gpu_i_id", "vgpu", "profile", "node", "namespace", "pod",
+               "held_hours", "idle_hours", "held_idle_hours", "active_ratio", "fb_used_max_mib")
+_ALLOC_OUT = ("uuid", "gpu_i_id", "vgpu", "profile", "node", "namespace", "pod", "start_us", "end_us")
+
+
+def same_frames(ours: dict[str, pl.DataFrame], before: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    """The differential check: every table's rows equal; floats other than the averaged
+    `active_ratio` bit for bit, `active_ratio` within 1e-12 (each engine sums in its own order)."""
+    from polars.testing import assert_frame_equal
+
+    out: dict[str, Any] = {}
+    for name, frame in ours.items():
+        keys = [c for c in ("ts", "uuid", "gpu_i_id", "vgpu", "namespace", "pod") if c in frame.columns]
+        a, b = frame.sort(keys, nulls_last=True), before[name].sort(keys, nulls_last=True)
+        exact = [c for c in a.columns if c != "active_ratio"]
+        assert_frame_equal(a.select(exact), b.select(exact), check_exact=True)
+        last_bits = 0
+        if "active_ratio" in a.columns:
+            assert_frame_equal(a.select("active_ratio"), b.select("active_ratio"), check_exact=False,
+                               rel_tol=1e-12, abs_tol=0)
+            last_bits = int((a["active_ratio"] != b["active_ratio"]).sum())
+        out[name] = {"rows": a.height, "equal": True, "active_ratio_rows_off_in_last_bits": last_bits}
+    return out
+
+
+def _clock(fn: Any) -> tuple[Any, float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def rollup(path: Path, window: Window, repeats: int = 2) -> dict[str, Any]:
+    """The day's roll-up three ways in turn (`repeats` times, the fastest kept; wall and CPU
+    seconds, CPU being the steadier figure on a shared machine): the floor (one GROUP BY over
+    the same rows), the roll-up before 0122 (SQL pass) and ours; their frames compared row for
+    row; then one hour alone both ways (the cost of rolling up as an hour arrives)."""
+    from gpuledger.analytics.rollup import rollup_batch, rollup_frames
     from gpuledger.core.config import Settings
 
     settings = Settings()
-    best = {"floor": float("inf"), "two_statements": float("inf"), "one_pass": float("inf")}
+    ways = {
+        "floor": lambda wh, w: wh.query(FLOOR_ROLLUP_SQL, [w.start, w.end]),
+        "before_0122": lambda wh, w: _before_0122(wh, w, settings),
+        "ours": lambda wh, w: rollup_frames(wh, w, settings),
+    }
+    wall = {k: float("inf") for k in ways}
+    cpu = dict(wall)
+    results: dict[str, Any] = {}
     with Warehouse.open(path) as wh:
-        for _ in range(repeats):
-            for name in list(best):
-                t = time.perf_counter()
-                if name == "floor":
-                    floor_rows = wh.query(FLOOR_ROLLUP_SQL, [window.start, window.end]).height
-                elif name == "two_statements":
-                    hourly = hourly_usage(wh, window, settings)
-                    allocations_frame(wh, window, settings, hourly)
-                else:
-                    rollup_frames(wh, window, settings)
-                best[name] = min(best[name], time.perf_counter() - t)
+        for i in range(repeats):
+            for name in list(ways)[i % 3:] + list(ways)[:i % 3]:
+                results[name], w_s, c_s = _clock(partial(ways[name], wh, window))
+                wall[name], cpu[name] = min(wall[name], w_s), min(cpu[name], c_s)
+        same = same_frames(results["ours"], results["before_0122"])
         middle = window.start + timedelta(hours=int(window.duration.total_seconds() // 7200))
         hour = Window(middle, middle + timedelta(hours=1))
-        t = time.perf_counter()
-        rollup_frames(wh, hour, settings)
-        hour_s = time.perf_counter() - t
+        hour_ours, hour_s, hour_cpu = _clock(lambda: rollup_frames(wh, hour, settings))
+        hour_before, before_hour_s, before_hour_cpu = _clock(lambda: _before_0122(wh, hour, settings))
+        same_hour = same_frames(hour_ours, hour_before)
         t = time.perf_counter()
         stats = wh.load(rollup_batch(wh, window, settings))
         total_s = time.perf_counter() - t
-    return {"hours": int(window.duration.total_seconds() // 3600),
-            "seconds_best_of": repeats, **{f"{k}_s": round(v, 2) for k, v in best.items()},
-            "one_pass_compute_and_load_s": round(total_s, 2), "one_hour_window_s": round(hour_s, 2),
-            "rows": stats.rows, "floor_rows": floor_rows,
-            "speedup_vs_two_statements": round(best["two_statements"] / best["one_pass"], 2),
-            "one_pass_vs_floor": round(best["one_pass"] / best["floor"], 1)}
+    hours = int(window.duration.total_seconds() // 3600)
+    return {"hours": hours, "seconds_best_of": repeats,
+            **{f"{k}_s": round(v, 2) for k, v in wall.items()},
+            **{f"{k}_cpu_s": round(v, 2) for k, v in cpu.items()},
+            "ours_compute_and_load_s": round(total_s, 2),
+            "speedup_vs_before_0122_wall": round(wall["before_0122"] / wall["ours"], 1),
+            "speedup_vs_before_0122_cpu": round(cpu["before_0122"] / cpu["ours"], 1),
+            "ours_vs_floor_wall": round(wall["ours"] / wall["floor"], 1),
+            "ours_vs_floor_cpu": round(cpu["ours"] / cpu["floor"], 1),
+            "one_hour_window": {"ours_s": round(hour_s, 2), "ours_cpu_s": round(hour_cpu, 2),
+                                "before_0122_s": round(before_hour_s, 2),
+                                "before_0122_cpu_s": round(before_hour_cpu, 2),
+                                "ours_hour_vs_day_wall": round(hour_s / wall["ours"], 3),
+                                "same_rows_as_before_0122": same_hour},
+            "same_rows_as_before_0122": same, "rows": stats.rows,
+            "floor_rows": results["floor"].height}
 
 
 def bytes_and_compaction(path: Path, gpus: int, hours: int) -> dict[str, Any]:
@@ -214,16 +280,37 @@ def bytes_and_compaction(path: Path, gpus: int, hours: int) -> dict[str, Any]:
     }
 
 
+def rollup_only(tmp: Path, args: argparse.Namespace, inventory: dict[str, pl.DataFrame],
+                batches: Batches, sim_s: float) -> dict[str, Any]:
+    """The roll-up figures alone, on the same simulated rows loaded by ours."""
+    with Warehouse.open(tmp / "wh.duckdb") as wh:
+        wh.load(LoadBatch(inventory))
+        for window, frames in batches:
+            wh.load(LoadBatch(frames, window=window))
+    fleet = {"gpus": args.gpus, "hours": args.hours, "sample_rows": _rows(batches),
+             "simulate_s": round(sim_s, 1)}
+    del batches
+    rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)))
+    return {"fleet": fleet, "rollup": rolled, "peak_rss_mib": round(peak_rss_mib())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=1000)
     parser.add_argument("--hours", type=int, default=24)
+    parser.add_argument("--rollup-only", action="store_true",
+                        help="load with ours alone; only the roll-up (no load floor, bytes, snapshot)")
     parser.add_argument("--result", default="warehouse", help="results file name (bench/results/NAME.json)")
     args = parser.parse_args()
     inventory, batches, sim_s = simulate(args.gpus, args.hours)
     rows = _rows(batches)
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
         tmp = Path(d)
+        if args.rollup_only:
+            figures = rollup_only(tmp, args, inventory, batches, sim_s)
+            write_result(args.result, {**figures, "load_average": _load(load_before)})
+            return
         load = load_side_by_side(tmp, inventory, batches)
         gpu_sample_bytes = sample_bytes(tmp, batches)
         del batches
@@ -243,8 +330,14 @@ def main() -> None:
             "mib_per_gpu_month": round(file_bytes * 30 * 24 / args.hours / args.gpus / 2**20, 3),
         },
         "peak_rss_mib": round(peak_rss_mib()),
+        "load_average": _load(load_before),
     }
     write_result(args.result, result)
+
+
+def _load(at_start: tuple[float, float, float]) -> dict[str, list[float]]:
+    """The machine's 1/5/15-minute load averages at the start and the end of the run."""
+    return {"start": [round(x, 1) for x in at_start], "end": [round(x, 1) for x in os.getloadavg()]}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,91 @@
+"""The differential check of the sample pass on field data: Polars pass vs the SQL it replaced.
+
+Run: `python -m bench.bench_sample_pass [--gpus 40] [--hours 12]`. The field harness of
+`tests/field` (simulator in field mode with every effect of `FieldEffects.all()`: jitter,
+missed scrapes, HA duplicates, NaN and negative values, exporter restarts, ...) → OpenMetrics →
+real Prometheus and VictoriaMetrics → `collect_window` into a warehouse; then, on the stored
+samples, `analytics.sample_pass` (decision 0122) against the frozen SQL pass
+(`bench.sampling_sql_before`), for the whole window and for one hour in its middle: the hourly
+frame, the allocations and the idle runs must have the same rows (every column bit for bit but
+the two averages `active_ratio` / `active_mean`, within 1e-12: each engine sums in its own
+order). Writes bench/results/sample_pass_field.json with row counts and both passes' seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+from bench import sampling_sql_before as before
+from bench.common import write_result
+from gpuledger.analytics import sample_pass
+from gpuledger.analytics.samples import SampleRules, params
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
+from tests.field.harness import WINDOW, effects, field_run
+
+KEYS = ["uuid", "gpu_i_id", "vgpu", "namespace", "pod"]
+AVERAGES = {"active_ratio", "active_mean"}
+
+
+def _equal(new: pl.DataFrame, old: pl.DataFrame, first: str) -> dict[str, Any]:
+    new, old = new.sort([first, *KEYS], nulls_last=True), old.sort([first, *KEYS], nulls_last=True)
+    assert new.schema == old.schema, (new.schema, old.schema)
+    exact = [c for c in new.columns if c not in AVERAGES]
+    assert_frame_equal(new.select(exact), old.select(exact), check_exact=True)
+    floats = [c for c in new.columns if c in AVERAGES]
+    assert_frame_equal(new.select(floats), old.select(floats), check_exact=False, rel_tol=1e-12, abs_tol=0)
+    return {"rows": new.height, "equal": True}
+
+
+def compare(wh: Warehouse, window: Window) -> dict[str, Any]:
+    """New vs old on one window: rows compared, seconds of each."""
+    p = params(window, SampleRules.of(Settings()))
+    t = time.perf_counter()
+    pieces = sample_pass.run(wh, p)
+    new = {"hourly": sample_pass.hourly(pieces), "allocations": sample_pass.allocations(pieces),
+           "idle_runs": sample_pass.idle_runs(pieces)}
+    new_s = time.perf_counter() - t
+    t = time.perf_counter()
+    old = {"hourly": wh.query(before.HOURLY_SQL, p), "allocations": wh.query(before.ALLOCATIONS_SQL, p),
+           "idle_runs": wh.query(before.IDLE_RUNS_SQL, p)}
+    old_s = time.perf_counter() - t
+    firsts = {"hourly": "hour", "allocations": "start_us", "idle_runs": "start_us"}
+    rows = {name: _equal(new[name], old[name], firsts[name]) for name in new}
+    return {"frames": rows, "polars_pass_s": round(new_s, 2), "sql_pass_three_statements_s": round(old_s, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=40)
+    parser.add_argument("--hours", type=int, default=12)
+    args = parser.parse_args()
+    window = Window(WINDOW.start, WINDOW.start + timedelta(hours=args.hours))
+    middle = window.start + timedelta(hours=args.hours // 2)
+    runs: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-sample-pass-") as tmp:
+        for engine in ("prometheus", "victoriametrics"):
+            root = Path(tmp) / engine
+            root.mkdir()
+            run = field_run("all", effects("all"), engine, root, gpus=args.gpus, window=window)
+            with Warehouse.open(root / "w.duckdb", read_only=True) as wh:
+                samples = wh.count("gpu_samples")
+                runs[engine] = {"gpu_sample_rows": samples, "window": compare(wh, window),
+                                "one_hour": compare(wh, Window(middle, middle + timedelta(hours=1))),
+                                "ha_duplicates_read": int(run.reads["ha_duplicate"].sum())}
+    write_result("sample_pass_field", {
+        "fleet": {"gpus": args.gpus, "hours": args.hours, "effects": effects("all").as_dict()},
+        "runs": runs,
+    })
+
+
+if __name__ == "__main__":
+    main()
