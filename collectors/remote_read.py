@@ -19,7 +19,6 @@ code and no build step.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import cramjam
@@ -27,6 +26,7 @@ import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from gpuledger.collectors import xor_chunks
+from gpuledger.collectors.bulk_align import RawRead
 from gpuledger.core.errors import SourceError
 
 STREAMED_TYPE = "application/x-streamed-protobuf"
@@ -93,19 +93,6 @@ def request_body(queries: Sequence[tuple[int, int, Sequence[tuple[str, str, str]
         for name, op, value in matchers:
             query.matchers.add(type=MATCH_TYPES[op], name=name, value=value)
     return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
-
-
-@dataclass(frozen=True)
-class RawRead:
-    """Raw samples of one bulk answer: series labels and parallel sample arrays."""
-
-    labels: list[dict[str, str]]
-    query: np.ndarray
-    """Per series: the index of the query (matcher set) it answers."""
-    sid: np.ndarray
-    ts_ms: np.ndarray
-    value: np.ndarray
-    """float64; a source's non-samples (staleness markers) already removed."""
 
 
 def parse_stream(body: bytes, what: str) -> RawRead:

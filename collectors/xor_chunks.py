@@ -90,14 +90,15 @@ def decode(chunks: Sequence[bytes]) -> Decoded:
     live = int((counts_sorted > 0).sum())
     if live:
         try:
-            _lockstep(bits, starts[order][:live], counts_sorted[:live], out_at[:live], ts_out, v_out)
+            _lockstep(bits, starts[order][:live], counts_sorted[:live], out_at[:live],
+                      ts_out=ts_out, v_out=v_out)
         except IndexError:  # a lane read past the buffer: the chunk lies about its length
             raise SourceError("remote read: a malformed XOR chunk (reads past its end)") from None
     chunk_of = np.repeat(np.arange(len(chunks), dtype=np.int64), counts)
     return Decoded(chunk_of, ts_out, v_out)
 
 
-def _lockstep(bits: _Bits, starts: np.ndarray, counts: np.ndarray, out_at: np.ndarray,
+def _lockstep(bits: _Bits, starts: np.ndarray, counts: np.ndarray, out_at: np.ndarray, *,
               ts_out: np.ndarray, v_out: np.ndarray) -> None:
     """Decode every lane one sample per step (lanes sorted by count, all counts > 0)."""
     zig, n0 = bits.varint(starts + 2)
