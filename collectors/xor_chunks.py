@@ -28,6 +28,10 @@ _U = np.uint64
 # Delta-of-delta bucket by the 4-bit prefix: prefix length and payload width.
 _PREFIX = np.array([1] * 8 + [2] * 4 + [3] * 2 + [4, 4], dtype=np.uint64)
 _WIDTH = np.array([0] * 8 + [14] * 4 + [17] * 2 + [20, 64], dtype=np.uint64)
+# Two's complement of a bucket's payload: above half the range it is negative (bitRange in
+# xor.go allows -(2^(w-1) - 1) .. 2^(w-1)); the 64-bit bucket is already an int64.
+_HALF = np.array([2**64 - 1] * 8 + [2**13] * 4 + [2**16] * 2 + [2**19, 2**64 - 1], dtype=np.uint64)
+_FULL = np.array([0] * 8 + [2**14] * 4 + [2**17] * 2 + [2**20, 0], dtype=np.int64)
 _PAD = 24
 
 
@@ -47,17 +51,21 @@ class _Bits:
 
     def __init__(self, data: bytes) -> None:
         self.buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
-        # Big-endian 8-byte words starting at every byte (an overlapping, stride-1 view).
-        self.words = np.ndarray(shape=(self.buf.size - 8,), dtype=">u8", buffer=self.buf, strides=(1,))
+        # Big-endian 8-byte words starting at every byte (an overlapping, stride-1 view), made
+        # native once, and every byte widened once: each read is then two gathers.
+        words = np.ndarray(shape=(self.buf.size - 8,), dtype=">u8", buffer=self.buf, strides=(1,))
+        self.words = words.astype(np.uint64)
+        self.wide = self.buf.astype(np.uint64)
+
+    def window(self, pos: np.ndarray) -> np.ndarray:
+        """The 64 bits starting at bit `pos` of each lane (uint64, first bit highest)."""
+        byte = pos >> _U(3)
+        off = pos & _U(7)
+        return (self.words[byte] << off) | (self.wide[byte + _U(8)] >> (_U(8) - off))
 
     def read(self, pos: np.ndarray, width: np.ndarray | int) -> np.ndarray:
         """The `width` bits (0..64) at bit `pos` of each lane, as uint64."""
-        byte = (pos >> _U(3)).astype(np.int64)
-        off = pos & _U(7)
-        word = self.words[byte].astype(np.uint64)
-        nxt = self.buf[byte + 8].astype(np.uint64)
-        x = (word << off) | (nxt >> (_U(8) - off))
-        return x >> (_U(64) - np.asarray(width, dtype=np.uint64))
+        return self.window(pos) >> (_U(64) - np.asarray(width, dtype=np.uint64))
 
     def varint(self, byte: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Unsigned LEB128 varints at byte offsets `byte`: (values, lengths in bytes)."""
@@ -126,14 +134,14 @@ def _lockstep(bits: _Bits, starts: np.ndarray, counts: np.ndarray, out_at: np.nd
             lanes = n
             pos, t, tdelta, vbits = pos[:n], t[:n], tdelta[:n], vbits[:n]
             leading, trailing = leading[:n], trailing[:n]
-        prefix = bits.read(pos, 4).astype(np.int64)
+        head = bits.window(pos)  # bucket prefix and payload together (both fit unless 64 bits)
+        prefix = (head >> _U(60)).astype(np.intp)
         plen, width = _PREFIX[prefix], _WIDTH[prefix]
-        raw = bits.read(pos + plen, width)
-        dod = raw.view(np.int64).copy()
-        small = (width > _U(0)) & (width < _U(64))
-        half = np.left_shift(_U(1), np.where(small, width - _U(1), _U(0)))
-        negative = small & (raw > half)
-        dod[negative] -= np.left_shift(_U(1), width[negative]).astype(np.int64)
+        raw = (head << plen) >> (_U(64) - width)
+        wide = prefix == 15
+        if wide.any():
+            raw[wide] = bits.read(pos[wide] + _U(4), 64)
+        dod = raw.astype(np.int64) - np.where(raw > _HALF[prefix], _FULL[prefix], 0)
         pos = pos + plen + width
         tdelta = tdelta + dod
         t = t + tdelta
@@ -145,12 +153,12 @@ def _lockstep(bits: _Bits, starts: np.ndarray, counts: np.ndarray, out_at: np.nd
 def _xor_value(bits: _Bits, pos: np.ndarray, vbits: np.ndarray, leading: np.ndarray,
                trailing: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One XOR-coded value per lane (see the module docstring)."""
-    control = bits.read(pos, 2)
+    head = bits.window(pos)  # control bits and the 11-bit header of a new leading/length
+    control = head >> _U(62)
     fresh = control == _U(3)
     changed = control >= _U(2)
-    header = bits.read(pos + _U(2), 11)
-    lead_new = header >> _U(6)
-    width_new = header & _U(63)
+    lead_new = (head >> _U(57)) & _U(31)
+    width_new = (head >> _U(51)) & _U(63)
     width_new[width_new == 0] = 64
     leading = np.where(fresh, lead_new, leading)
     trailing = np.where(fresh, _U(64) - lead_new - width_new, trailing)
