@@ -5,6 +5,8 @@ verification, POST, the per-request timeout and a urllib3 retry adapter. The ret
 ours: only 5xx answers, timeouts and refused connections are retried, with exponential
 backoff and a small bound, so a bad query (4xx) fails at once instead of causing a retry storm.
 The body of a range query is returned as bytes: `prom_parse` reads it straight into Polars.
+`send` is the one request primitive (forms, or a raw body with extra headers for remote read;
+the response whatever its status, so a probe can read a 404 as "not served").
 
 One client per worker thread: a `requests.Session` is not documented as thread-safe, and a
 session per thread also gives each worker its own connection.
