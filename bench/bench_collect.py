@@ -153,6 +153,18 @@ def run_ours(url: str, warehouse: Path, days: float, settings: Settings) -> dict
             "bytes": report.bytes, "log": collector.http.log, "read_path": collector.read_path}
 
 
+def run_collect_only(url: str, days: float, settings: Settings) -> dict[str, Any]:
+    """The collector alone: every chunk's frames built, nothing loaded (as the baseline)."""
+    from gpuledger.collectors.prometheus import PrometheusCollector
+
+    window = Window(T0, T0 + timedelta(days=days))
+    with PrometheusCollector(url, settings, now=lambda: window.end + timedelta(hours=1)) as collector:
+        collector.choose_read_path()
+        started = time.perf_counter()
+        rows = sum(chunk.samples for chunk in collector.iter_chunks(window))
+        return {"seconds": time.perf_counter() - started, "rows": rows, "read_path": collector.read_path}
+
+
 MEMORY_CHILD = """
 import json, resource, sys
 from pathlib import Path
@@ -199,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ours ({bulk['read_path']}): {bulk['rows']} rows in {bulk['seconds']:.1f}s", flush=True)
             ours = run_ours(server.url, root / "w.duckdb", args.days, settings("query_range"))
             print(f"ours (query_range): {ours['rows']} rows in {ours['seconds']:.1f}s", flush=True)
+            only = {path: run_collect_only(server.url, args.days, settings(path))
+                    for path in ("auto", "query_range")}
             prom_s, prom_bytes = replay(server.url, ours["log"], args.concurrency)
             print(f"prometheus alone, query_range: {prom_s:.1f}s", flush=True)
             read_s, read_bytes = replay(server.url, bulk["log"], args.concurrency)
@@ -217,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     figures = _figures(args, samples, gen_s, backfill_s, bulk=bulk, ours=ours, prom=(prom_s, prom_bytes),
                        read=(read_s, read_bytes), base=(base_s, base_rows))
+    figures["collect_only"] = {
+        "note": "frames built, nothing loaded: the same work as the baseline's (which loads nothing)",
+        **{run["read_path"]: {"seconds": round(run["seconds"], 2), "gpu_sample_rows": run["rows"],
+                              "ratio_baseline_over_this": round(base_s / run["seconds"], 2)}
+           for run in only.values()}}
     figures["peak_memory_vs_window"] = memory
     figures["load_average_1_5_15"] = {"start": load[0], "before_runs": load[1], "after_runs": load[2]}
     write_result("collect", figures)

@@ -58,6 +58,46 @@ def align(raw: RawRead, chunk: Chunk, queries: int, labels: Sequence[str], *,
           left_open: bool) -> list[Matrix]:
     """One `Matrix` per query index 0..queries-1, keeping `labels` (see the module docstring)."""
     start, step, half, points = _ms(chunk)
+    sid, k, value = _newest_per_instant(raw, start, step, half, points, left_open=left_open)
+    # 3. Series with samples, ranked per query in the engines' answer order.
+    present = np.flatnonzero(np.bincount(sid, minlength=len(raw.labels))) if sid.size else sid
+    ordered = sorted(present.tolist(), key=lambda s: (int(raw.query[s]), _label_key(raw.labels[s])))
+    rank = np.full(len(raw.labels), -1, dtype=np.int64)
+    rank[np.asarray(ordered, dtype=np.int64)] = np.arange(len(ordered))
+    sample_rank = rank[sid]
+    if sample_rank.size > 1 and not (np.diff(sample_rank) >= 0).all():
+        order = np.argsort(sample_rank, kind="stable")
+        sample_rank, k, value = sample_rank[order], k[order], value[order]
+    query_of_rank = raw.query[np.asarray(ordered, dtype=np.int64)] if ordered else np.zeros(0, np.int64)
+    first_rank = np.searchsorted(query_of_rank, np.arange(queries + 1))
+    bounds = np.searchsorted(sample_rank, first_rank)
+    # One frame of series and one of samples for all queries, sliced per query (zero-copy).
+    members = [raw.labels[s] for s in ordered]
+    series = pl.DataFrame(
+        {"sid": pl.Series(np.arange(len(ordered)), dtype=pl.Int64),
+         **{name: [m.get(name) or None for m in members] for name in labels}},
+        schema={"sid": pl.Int64, **{name: pl.String for name in labels}})
+    samples = pl.DataFrame({
+        "sid": pl.Series(sample_rank, dtype=pl.Int64),
+        "ts": pl.Series((start + k * step) * 1000, dtype=pl.Int64).cast(TS_TYPE),
+        "value": pl.Series(value, dtype=pl.Float64),
+    })
+    out = []
+    for q in range(queries):
+        lo, hi = int(first_rank[q]), int(first_rank[q + 1])
+        if lo == hi:
+            out.append(empty_matrix(labels))
+            continue
+        renumber = (pl.col("sid") - lo).cast(pl.UInt32)
+        a, b = int(bounds[q]), int(bounds[q + 1])
+        out.append(Matrix(series.slice(lo, hi - lo).with_columns(renumber),
+                          samples.slice(a, b - a).with_columns(renumber)))
+    return out
+
+
+def _newest_per_instant(raw: RawRead, start: int, step: int, half: int, points: int, *,
+                        left_open: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """1-2. (series, instant, value) of the newest sample per series and instant, sorted."""
     num = raw.ts_ms - start - half + step - 1
     k = num // step
     keep = (k >= 0) & (k < points)
@@ -71,39 +111,7 @@ def align(raw: RawRead, chunk: Chunk, queries: int, labels: Sequence[str], *,
         key, sid, k, value = key[order], sid[order], k[order], value[order]
     last = np.ones(key.size, dtype=bool)
     last[:-1] = key[1:] != key[:-1]
-    sid, k, value = sid[last], k[last], value[last]
-    # 3. Series with samples, ranked per query in the engines' answer order.
-    present = np.unique(sid)
-    ordered = sorted(present.tolist(), key=lambda s: (int(raw.query[s]), _label_key(raw.labels[s])))
-    rank = np.full(len(raw.labels), -1, dtype=np.int64)
-    rank[np.asarray(ordered, dtype=np.int64)] = np.arange(len(ordered))
-    sample_rank = rank[sid]
-    if sample_rank.size > 1 and not (np.diff(sample_rank) >= 0).all():
-        order = np.argsort(sample_rank, kind="stable")
-        sample_rank, k, value = sample_rank[order], k[order], value[order]
-    query_of_rank = raw.query[np.asarray(ordered, dtype=np.int64)] if ordered else np.zeros(0, np.int64)
-    first_rank = np.searchsorted(query_of_rank, np.arange(queries + 1))
-    bounds = np.searchsorted(sample_rank, first_rank)
-    out = []
-    for q in range(queries):
-        lo, hi = int(first_rank[q]), int(first_rank[q + 1])
-        if lo == hi:
-            out.append(empty_matrix(labels))
-            continue
-        members = [raw.labels[s] for s in ordered[lo:hi]]
-        series = pl.DataFrame(
-            {"sid": pl.Series(np.arange(hi - lo), dtype=pl.UInt32),
-             **{name: [m.get(name) or None for m in members] for name in labels}},
-            schema={"sid": pl.UInt32, **{name: pl.String for name in labels}})
-        a, b = int(bounds[q]), int(bounds[q + 1])
-        ts_us = (start + k[a:b] * step) * 1000
-        samples = pl.DataFrame({
-            "sid": pl.Series(sample_rank[a:b] - lo, dtype=pl.UInt32),
-            "ts": pl.Series(ts_us, dtype=pl.Int64).cast(TS_TYPE),
-            "value": pl.Series(value[a:b], dtype=pl.Float64),
-        })
-        out.append(Matrix(series, samples))
-    return out
+    return sid[last], k[last], value[last]
 
 
 def _label_key(labels: dict[str, str]) -> list[tuple[str, str]]:

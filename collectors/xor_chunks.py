@@ -51,17 +51,19 @@ class _Bits:
 
     def __init__(self, data: bytes) -> None:
         self.buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
-        # Big-endian 8-byte words starting at every byte (an overlapping, stride-1 view), made
-        # native once, and every byte widened once: each read is then two gathers.
-        words = np.ndarray(shape=(self.buf.size - 8,), dtype=">u8", buffer=self.buf, strides=(1,))
-        self.words = words.astype(np.uint64)
-        self.wide = self.buf.astype(np.uint64)
+        # The big-endian 8-byte word starting at every byte, native: eight aligned, contiguous
+        # byte-swapping conversions interleaved (a strided view's astype is far slower).
+        n = self.buf.size - 8
+        self.words = np.empty(n, dtype=np.uint64)
+        for k in range(8):
+            lane = self.words[k::8]
+            lane[:] = np.frombuffer(self.buf, dtype=">u8", count=lane.size, offset=k)
 
     def window(self, pos: np.ndarray) -> np.ndarray:
         """The 64 bits starting at bit `pos` of each lane (uint64, first bit highest)."""
         byte = pos >> _U(3)
         off = pos & _U(7)
-        return (self.words[byte] << off) | (self.wide[byte + _U(8)] >> (_U(8) - off))
+        return (self.words[byte] << off) | (self.buf[byte + _U(8)].astype(np.uint64) >> (_U(8) - off))
 
     def read(self, pos: np.ndarray, width: np.ndarray | int) -> np.ndarray:
         """The `width` bits (0..64) at bit `pos` of each lane, as uint64."""
