@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", default="1d", help="load batch (prometheus.chunk)")
     parser.add_argument("--mem-days", type=float, nargs="*", default=None,
                         help="window sizes (days, each ≤ --days) for the peak-memory runs")
+    parser.add_argument("--result", default="collect", help="bench/results/<name>.json")
     args = parser.parse_args(argv)
     from tools.metrics_servers import start_prometheus
 
@@ -220,13 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             base_s, base_rows = baseline(server.url, ours["log"], args.concurrency)
             print(f"prometheus-api-client: {base_s:.1f}s", flush=True)
             load.append(os.getloadavg())
-            memory = []
-            for days in args.mem_days or sorted({min(args.days, 1.0), args.days}):
-                child = subprocess.run(
-                    [sys.executable, "-c", MEMORY_CHILD, server.url, str(root / f"m{days}.duckdb"),
-                     str(days), str(args.concurrency), args.chunk, "auto"],
-                    capture_output=True, text=True, check=True)
-                memory.append({"window_days": days, **json.loads(child.stdout.strip().splitlines()[-1])})
+            memory = _memory(server.url, root, args)
         finally:
             server.stop()
     figures = _figures(args, samples, gen_s, backfill_s, bulk=bulk, ours=ours, prom=(prom_s, prom_bytes),
@@ -238,8 +233,20 @@ def main(argv: list[str] | None = None) -> int:
            for run in only.values()}}
     figures["peak_memory_vs_window"] = memory
     figures["load_average_1_5_15"] = {"start": load[0], "before_runs": load[1], "after_runs": load[2]}
-    write_result("collect", figures)
+    write_result(args.result, figures)
     return 0
+
+
+def _memory(url: str, root: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Peak RSS of the whole pipeline (read_path auto) in a fresh process per window size."""
+    memory = []
+    for days in args.mem_days or sorted({min(args.days, 1.0), args.days}):
+        child = subprocess.run(
+            [sys.executable, "-c", MEMORY_CHILD, url, str(root / f"m{days}.duckdb"),
+             str(days), str(args.concurrency), args.chunk, "auto"],
+            capture_output=True, text=True, check=True)
+        memory.append({"window_days": days, **json.loads(child.stdout.strip().splitlines()[-1])})
+    return memory
 
 
 def _run_figures(run: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

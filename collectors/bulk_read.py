@@ -79,7 +79,7 @@ class RemoteRead(BulkRead):
         self.left_open = major_version >= 3  # Prometheus 3 made ranges left-open
 
     def fetch(self, chunk: Chunk, shard: Shard, metrics: Sequence[str]) -> tuple[bytes, str]:
-        lo, hi = span_ms(chunk)
+        lo, hi = _wide(span_ms(chunk))
         what = f"remote read of {len(metrics)} DCGM fields ({shard}) for {_span(chunk)}"
         queries = [(lo, hi, [("__name__", "=", m), *shard_matchers(shard)]) for m in metrics]
         response = self.http.send("/api/v1/read", what, body=remote_read.request_body(queries),
@@ -100,7 +100,7 @@ class Export(BulkRead):
     kind = "export"
 
     def fetch(self, chunk: Chunk, shard: Shard, metrics: Sequence[str]) -> tuple[bytes, str]:
-        lo, hi = span_ms(chunk)
+        lo, hi = _wide(span_ms(chunk))
         what = f"export of {len(metrics)} DCGM fields ({shard}) for {_span(chunk)}"
         form: dict[str, str | list[str]] = {
             "match[]": [selector(m, shard.matcher()) for m in metrics],
@@ -150,6 +150,12 @@ def _major_version(http: PromHttp) -> int:
         return int(version.split(".", maxsplit=1)[0])
     except (ValueError, KeyError, TypeError):
         return 2
+
+
+def _wide(span: tuple[int, int]) -> tuple[int, int]:
+    """A millisecond more on each side: whether an engine's ends are inclusive no longer
+    matters (`bulk_align` drops what falls outside the chunk's steps)."""
+    return span[0] - 1, span[1] + 1
 
 
 def _span(chunk: Chunk) -> str:

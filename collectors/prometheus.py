@@ -1,7 +1,10 @@
 """Collect a window from a Prometheus-compatible engine, chunk by chunk.
 
-For each chunk (see `chunks`): every DCGM field is queried per node shard, plus the vLLM,
-Kueue and kube-state-metrics series, all concurrently on a bounded pool. The next chunk's
+For each chunk (see `chunks`): every DCGM field is read per node shard, plus the vLLM,
+Kueue and kube-state-metrics series, all concurrently on a bounded pool. The DCGM fields are
+read in bulk where the engine serves it (`bulk_read`: Prometheus remote read, VictoriaMetrics
+export; one request per shard for all fields, aligned to exactly what the range query gives),
+else by one range query per field and shard (`prometheus.read_path`, docs/decisions/0124). The next chunk's
 queries are already in flight while the caller loads the current one, so fetching overlaps
 with the warehouse write, and at most two chunks are in memory whatever the window's length.
 
@@ -9,7 +12,8 @@ with the warehouse write, and at most two chunks are in memory whatever the wind
    fields we read → one `SourceError` naming the URL, the window and the names looked for.
 1. `shards(window)`: node label values (`Hostname`, `hostname`) of DCGM series in the window;
    nodes grouped so series x points per query stays under `max_samples_per_query`.
-2. `iter_chunks(window)`: per chunk, submit the queries; parse each answer straight into
+2. `iter_chunks(window)`: choose the read path once (`choose_read_path`, a probe per bulk
+   endpoint); per chunk, submit the reads; parse each answer straight into
    Polars in the worker; then build the frames (gpu_samples, token_samples, queue_samples,
    gpus, mig_instances, nodes, namespaces, pods) and the bad-sample counts. A chunk without
    any DCGM series (an exporter outage) is a gap: its frames are empty, it is recorded in
