@@ -19,6 +19,7 @@ code and no build step.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cramjam
@@ -95,13 +96,20 @@ def request_body(queries: Sequence[tuple[int, int, Sequence[tuple[str, str, str]
     return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
 
 
-def parse_stream(body: bytes, what: str) -> RawRead:
-    """Frames → series labels and decoded samples (stale markers dropped)."""
+@dataclass(frozen=True)
+class Stream:
+    """A streamed answer unpacked: series labels and query, and each XOR chunk's series."""
+
+    labels: list[dict[str, str]]
+    query: list[int]
+    chunks: list[bytes]
+    chunk_sid: list[int]
+
+
+def read_frames(body: bytes, what: str) -> Stream:
+    """The frames of a streamed answer (chunks still encoded); a bad frame → SourceError."""
     frame_class = _MESSAGES["ChunkedReadResponse"]
-    labels: list[dict[str, str]] = []
-    query: list[int] = []
-    datas: list[bytes] = []
-    chunk_sid: list[int] = []
+    out = Stream([], [], [], [])
     pos, end = 0, len(body)
     while pos < end:
         size, pos = _uvarint(body, pos, what)
@@ -111,18 +119,24 @@ def parse_stream(body: bytes, what: str) -> RawRead:
         frame = frame_class.FromString(body[pos:pos + size])
         pos += size
         for series in frame.chunked_series:
-            sid = len(labels)
-            labels.append({lab.name: lab.value for lab in series.labels})
-            query.append(frame.query_index)
+            sid = len(out.labels)
+            out.labels.append({lab.name: lab.value for lab in series.labels})
+            out.query.append(frame.query_index)
             for chunk in series.chunks:
                 if chunk.type != XOR:
                     raise SourceError(f"{what}: chunk encoding {chunk.type} (only XOR floats are read)")
-                datas.append(chunk.data)
-                chunk_sid.append(sid)
-    decoded = xor_chunks.decode(datas)
-    sid_arr = np.asarray(chunk_sid, dtype=np.int64)[decoded.chunk] if datas else decoded.chunk
+                out.chunks.append(chunk.data)
+                out.chunk_sid.append(sid)
+    return out
+
+
+def parse_stream(body: bytes, what: str) -> RawRead:
+    """Frames → series labels and decoded samples (stale markers dropped)."""
+    stream = read_frames(body, what)
+    decoded = xor_chunks.decode(stream.chunks)
+    sid = np.asarray(stream.chunk_sid, dtype=np.int64)[decoded.chunk] if stream.chunks else decoded.chunk
     keep = decoded.value_bits != np.uint64(STALE_NAN_BITS)
-    return RawRead(labels, np.asarray(query, dtype=np.int64), sid_arr[keep], decoded.ts_ms[keep],
+    return RawRead(stream.labels, np.asarray(stream.query, dtype=np.int64), sid[keep], decoded.ts_ms[keep],
                    decoded.value_bits[keep].view(np.float64))
 
 
