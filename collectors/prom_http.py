@@ -5,6 +5,8 @@ verification, POST, the per-request timeout and a urllib3 retry adapter. The ret
 ours: only 5xx answers, timeouts and refused connections are retried, with exponential
 backoff and a small bound, so a bad query (4xx) fails at once instead of causing a retry storm.
 The body of a range query is returned as bytes: `prom_parse` reads it straight into Polars.
+`send` is the one request primitive (forms, or a raw body with extra headers for remote read;
+the response whatever its status, so a probe can read a 404 as "not served").
 
 One client per worker thread: a `requests.Session` is not documented as thread-safe, and a
 session per thread also gives each worker its own connection.
@@ -74,7 +76,7 @@ class PromHttp:
         self._clients: list[PrometheusConnect] = []
         self._lock = threading.Lock()
         self.requests_sent = 0
-        self.log: list[tuple[str, dict[str, str]]] | None = None
+        self.log: list[tuple[str, dict[str, str | list[str]] | bytes]] | None = None
         """When a list, every request's path and form is appended (benchmarks replay them)."""
 
     # 1. One configured PrometheusConnect per thread ---------------------------------------
@@ -101,31 +103,44 @@ class PromHttp:
             self._clients.clear()
 
     # 2. Requests ---------------------------------------------------------------------------
-    def post(self, path: str, form: Mapping[str, str], what: str, *, method: str = "POST") -> bytes:
+    def post(self, path: str, form: Mapping[str, str | list[str]], what: str, *,
+             method: str = "POST") -> bytes:
         """Send a form to an API path (POST, or GET for endpoints that only take GET); return
         the raw body of a 200, else raise SourceError."""
+        response = self.send(path, what, form=form, method=method)
+        if response.status_code != 200:
+            raise self.refused(response, what)
+        return response.content
+
+    def send(self, path: str, what: str, *, form: Mapping[str, str | list[str]] | None = None,
+             body: bytes | None = None, headers: Mapping[str, str] | None = None,
+             method: str = "POST") -> requests.Response:
+        """One request with this engine's session (auth, TLS, retries); the response whatever
+        its status (the caller decides: a probe reads a 404 as "not served"). A request that
+        got no answer at all raises SourceError."""
         client = self._client()
         session: requests.Session = client._session
         with self._lock:
             self.requests_sent += 1
             if self.log is not None:
-                self.log.append((path, dict(form)))
+                self.log.append((path, body if body is not None else dict(form or {})))
         try:
-            response = session.request(
+            return session.request(
                 method,
                 f"{self.url}{path}",
-                data=dict(form) if method == "POST" else None,
-                params=dict(form) if method == "GET" else None,
-                headers=client.headers,
+                data=body if body is not None else (dict(form or {}) if method == "POST" else None),
+                params=dict(form or {}) if method == "GET" else None,
+                headers={**client.headers, **(headers or {})},
                 timeout=self.settings.timeout_s,
                 verify=session.verify,
             )
         except requests.exceptions.RequestException as exc:
             raise SourceError(self.redact(self._failure(exc, what))) from None
-        if response.status_code != 200:
-            raise SourceError(self.redact(f"{self.shown_url}: {what} failed: HTTP {response.status_code}: "
-                                          f"{_error_text(response)}"))
-        return response.content
+
+    def refused(self, response: requests.Response, what: str) -> SourceError:
+        """The one-line error for an answer that is not a 200 (redacted)."""
+        return SourceError(self.redact(f"{self.shown_url}: {what} failed: HTTP {response.status_code}: "
+                                       f"{_error_text(response)}"))
 
     def _failure(self, exc: requests.exceptions.RequestException, what: str) -> str:
         """One line for a request that got no usable answer (message still to be redacted)."""

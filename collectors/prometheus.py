@@ -1,7 +1,10 @@
 """Collect a window from a Prometheus-compatible engine, chunk by chunk.
 
-For each chunk (see `chunks`): every DCGM field is queried per node shard, plus the vLLM,
-Kueue and kube-state-metrics series, all concurrently on a bounded pool. The next chunk's
+For each chunk (see `chunks`): every DCGM field is read per node shard, plus the vLLM,
+Kueue and kube-state-metrics series, all concurrently on a bounded pool. The DCGM fields are
+read in bulk where the engine serves it (`bulk_read`: Prometheus remote read, VictoriaMetrics
+export; one request per shard for all fields, aligned to exactly what the range query gives),
+else by one range query per field and shard (`prometheus.read_path`, docs/decisions/0124). The next chunk's
 queries are already in flight while the caller loads the current one, so fetching overlaps
 with the warehouse write, and at most two chunks are in memory whatever the window's length.
 
@@ -9,7 +12,8 @@ with the warehouse write, and at most two chunks are in memory whatever the wind
    fields we read → one `SourceError` naming the URL, the window and the names looked for.
 1. `shards(window)`: node label values (`Hostname`, `hostname`) of DCGM series in the window;
    nodes grouped so series x points per query stays under `max_samples_per_query`.
-2. `iter_chunks(window)`: per chunk, submit the queries; parse each answer straight into
+2. `iter_chunks(window)`: choose the read path once (`choose_read_path`, a probe per bulk
+   endpoint); per chunk, submit the reads; parse each answer straight into
    Polars in the worker; then build the frames (gpu_samples, token_samples, queue_samples,
    gpus, mig_instances, nodes, namespaces, pods) and the bad-sample counts. A chunk without
    any DCGM series (an exporter outage) is a gap: its frames are empty, it is recorded in
@@ -28,6 +32,7 @@ from datetime import datetime
 import polars as pl
 
 from gpuledger.collectors import dcgm, inventory, vllm
+from gpuledger.collectors.bulk_read import BulkRead, choose
 from gpuledger.collectors.chunks import Chunk, plan_chunks
 from gpuledger.collectors.ksm import (
     QUEUE_LABEL,
@@ -76,6 +81,8 @@ class ChunkData:
 class _Pending:
     chunk: Chunk
     futures: dict[str, Future[tuple[Matrix, int, float]]] = field(default_factory=dict)
+    bulk: list[Future[tuple[dict[str, Matrix], int, float]]] = field(default_factory=list)
+    """Per node shard, when a bulk read serves the DCGM fields: {column: Matrix}."""
 
 
 class PrometheusCollector:
@@ -99,6 +106,10 @@ class PrometheusCollector:
         self._pool = ThreadPoolExecutor(max_workers=self.prom.max_concurrency,
                                         thread_name_prefix="promq")
         self._shards: list[Shard] = []
+        self._bulk: BulkRead | None = None
+        self.read_path: str | None = None
+        """The path the DCGM series are read by (`query_range`, `remote_read`, `export`), once
+        chosen (`choose_read_path`, at the first `iter_chunks`)."""
 
     def __enter__(self) -> PrometheusCollector:
         return self
@@ -135,6 +146,13 @@ class PrometheusCollector:
         self._shards = make_shards(nodes, SERIES_PER_NODE, points, self.prom.max_samples_per_query)
         return self._shards
 
+    def choose_read_path(self) -> str:
+        """Probe the engine once for a bulk read (`bulk_read.choose`, `prometheus.read_path`)."""
+        if self.read_path is None:
+            self._bulk = choose(self.http, self.prom.read_path)
+            self.read_path = self._bulk.kind if self._bulk else "query_range"
+        return self.read_path
+
     # 2. Fetching ------------------------------------------------------------------------
     def _fetch(self, query: str, chunk: Chunk, labels: tuple[str, ...]) -> tuple[Matrix, int, float]:
         started = time.perf_counter()
@@ -145,8 +163,11 @@ class PrometheusCollector:
     def _submit(self, chunk: Chunk) -> _Pending:
         pending = _Pending(chunk)
         step = chunk.step
+        if self._bulk is not None:
+            pending.bulk = [self._pool.submit(self._bulk.read, chunk, shard, DCGM_FIELDS, self._gpu_labels)
+                            for shard in self._shards]
         for metric, column in DCGM_FIELDS.items():
-            for i, shard in enumerate(self._shards):
+            for i, shard in enumerate(self._shards if self._bulk is None else ()):
                 query = latest(selector(metric, shard.matcher()), step)
                 pending.futures[f"gpu|{column}|{i}"] = self._pool.submit(
                     self._fetch, query, chunk, self._gpu_labels)
@@ -172,6 +193,7 @@ class PrometheusCollector:
         plan = chunks if chunks is not None else self.plan(window)
         if not plan:
             return
+        self.choose_read_path()
         self.shards(window, max(c.points for c in plan))
         pending = self._submit(plan[0])
         for i in range(len(plan)):
@@ -182,6 +204,8 @@ class PrometheusCollector:
                 if ahead:
                     for future in ahead.futures.values():
                         future.cancel()
+                    for bulk in ahead.bulk:
+                        bulk.cancel()
                 raise
             yield data
             if ahead:
@@ -193,6 +217,13 @@ class PrometheusCollector:
         quality = Quality()
         results: dict[str, Matrix] = {}
         total_bytes, fetch_s = 0, 0.0
+        bulk = [future.result() for future in pending.bulk]
+        for column in DCGM_FIELDS.values():  # the query path's key order: field, then shard
+            for i, (matrices, _, _) in enumerate(bulk):
+                results[f"gpu|{column}|{i}"] = matrices[column]
+        for _, size, seconds in bulk:
+            total_bytes += size
+            fetch_s += seconds
         for key, future in pending.futures.items():
             matrix, size, seconds = future.result()
             results[key] = matrix
@@ -221,7 +252,7 @@ class PrometheusCollector:
         }
         if self.namespaces_from_metrics:
             frames["namespaces"] = self._namespaces(chunk)
-        return ChunkData(chunk, frames, build.devices, quality, len(pending.futures) + 3,
+        return ChunkData(chunk, frames, build.devices, quality, len(pending.futures) + len(bulk) + 3,
                          total_bytes, fetch_s)
 
     def _node_labels(self, chunk: Chunk) -> dict[str, dict[str, str]]:

@@ -98,6 +98,9 @@ class PrometheusSettings(_Section):
         description="labels that tell HA Prometheus replicas apart behind a query layer: series "
         "differing only in them are merged, never double counted (docs/decisions/0053)",
     )
+    read_path: Literal["auto", "query_range", "remote_read", "export"] = Field(
+        default="auto", description="how raw DCGM series are read: auto probes VictoriaMetrics "
+        "export, then Prometheus remote read, else query_range (docs/decisions/0124)")
 
     @field_validator("step", "chunk")
     @classmethod
