@@ -67,7 +67,7 @@ def prepare(root: Path, gpus: int, window: Window, effects_name: str, piece: tim
     for sub in window.split(piece):
         path = root / "piece.om"
         started = time.perf_counter()
-        counts = write_openmetrics(_Piece(sim, sub), path, families=FAMILIES)  # type: ignore[arg-type]
+        counts = write_openmetrics(_Piece(sim, sub), path, families=FAMILIES)
         write_s += time.perf_counter() - started
         samples += sum(counts.values())
         text_bytes += path.stat().st_size
@@ -112,7 +112,7 @@ print(json.dumps({"seconds": seconds, "gpu_sample_rows": rows, "chunks": r.chunk
 """
 
 
-def run_child(url: str, warehouse: Path, window: Window, chunk: str, concurrency: int,
+def run_child(url: str, warehouse: Path, window: Window, *, chunk: str, concurrency: int,
               log: Path | None) -> dict[str, Any]:
     """The backfill in a fresh process (so its peak RSS is its own)."""
     done = subprocess.run(
@@ -177,26 +177,27 @@ def main(argv: list[str] | None = None) -> int:
         prepared["seconds"] = round(time.perf_counter() - started, 1)
         server = start_prometheus(root)
         try:
-            ours = run_child(server.url, root / "w.duckdb", window, args.chunk, args.concurrency,
-                             root / "log.json")
+            ours = run_child(server.url, root / "w.duckdb", window, chunk=args.chunk,
+                             concurrency=args.concurrency, log=root / "log.json")
             print(f"ours: {ours}", flush=True)
             log = [tuple(item) for item in json.loads((root / "log.json").read_text())]
-            prom_s, prom_bytes = replay(server.url, log, args.concurrency)  # type: ignore[arg-type]
+            prom_s, prom_bytes = replay(server.url, log, args.concurrency)
             print(f"prometheus alone: {prom_s:.1f}s", flush=True)
-            short_run = run_child(server.url, root / "short.duckdb", short, args.chunk,
-                                  args.concurrency, None)
+            short_run = run_child(server.url, root / "short.duckdb", short, chunk=args.chunk,
+                                  concurrency=args.concurrency, log=None)
         finally:
             server.stop()
         bare = bare_load(root / "w.duckdb")
         floor_rollup = rollup_alone(root / "w.duckdb", window)
-    write_result("backfill", _figures(args, window, prepared, ours, prom_s, prom_bytes, bare,
-                                      floor_rollup, short_run))
+    write_result("backfill", _figures(args, window, {
+        "prepared": prepared, "ours": ours, "prom_s": prom_s, "prom_bytes": prom_bytes, "bare": bare,
+        "floor_rollup": floor_rollup, "short_run": short_run}))
     return 0
 
 
-def _figures(args: argparse.Namespace, window: Window, prepared: dict[str, Any], ours: dict[str, Any],
-             prom_s: float, prom_bytes: int, bare: dict[str, Any], floor_rollup: dict[str, Any],
-             short_run: dict[str, Any]) -> dict[str, Any]:
+def _figures(args: argparse.Namespace, window: Window, m: dict[str, Any]) -> dict[str, Any]:
+    """The JSON: measured figures `m` beside their floors, and the month projection."""
+    prepared, ours, prom_s, short_run = m["prepared"], m["ours"], m["prom_s"], m["short_run"]
     gpu_days = prepared["gpus"] * args.hours / 24
     per_gpu_day = ours["seconds"] / gpu_days
     return {
@@ -207,10 +208,10 @@ def _figures(args: argparse.Namespace, window: Window, prepared: dict[str, Any],
         "prepare": prepared,
         "ours": {**ours, "rows_per_s": round(ours["gpu_sample_rows"] / ours["seconds"]),
                  "samples_per_s": round(prepared["samples"] / ours["seconds"])},
-        "prometheus_alone": {"seconds": round(prom_s, 2), "response_mb": round(prom_bytes / 1e6, 1),
+        "prometheus_alone": {"seconds": round(prom_s, 2), "response_mb": round(m["prom_bytes"] / 1e6, 1),
                              "ratio_ours_over_prometheus": round(ours["seconds"] / prom_s, 2)},
-        "bare_load": bare,
-        "rollup_alone": floor_rollup,
+        "bare_load": m["bare"],
+        "rollup_alone": m["floor_rollup"],
         "memory_vs_window": [
             {"hours": (datetime.fromisoformat(short_run["rolled_to"]) - window.start).total_seconds() / 3600
              if short_run["rolled_to"] else None, "peak_rss_mib": short_run["peak_rss_mib"]},

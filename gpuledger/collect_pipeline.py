@@ -5,7 +5,8 @@
    whose whole window has no DCGM series fails with one line naming the URL, the window and
    the metrics looked for (`PrometheusCollector.check_source`); `follow` skips that check,
    since an outage longer than its step is a gap to record, not a reason to stop.
-2. Chunks: the collector yields one chunk at a time (fetching the next meanwhile); each chunk
+2. Chunks: the collector yields one chunk at a time (fetching the next meanwhile), sized so a
+   chunk's rows stay under a memory budget (`gpuledger.collect_sizing`); each chunk
    is loaded in ONE transaction together with its watermarks, so a crash or a stopped
    Prometheus leaves the warehouse at a chunk boundary and the next run resumes there.
    Time-series loads own their chunk (delete + insert), so nothing is ever counted twice.
@@ -163,6 +164,7 @@ def collect_window(
     from contextlib import nullcontext
 
     from gpuledger.collect_rollup import Roller
+    from gpuledger.collect_sizing import sized_chunks
     from gpuledger.collectors.prometheus import PrometheusCollector
     from gpuledger.collectors.quality import Quality
     from gpuledger.warehouse import LoadBatch
@@ -189,11 +191,13 @@ def collect_window(
         with active if own else nullcontext(active):
             if require_series:
                 active.check_source(todo)
-            plan = active.plan(todo)
-            report.planned_chunks = len(plan)
-            if on_progress is not None:
-                on_progress(report)
-            _pipelined(active.iter_chunks(todo, plan), load)
+            def planned(n: int) -> None:
+                first = report.planned_chunks == 0
+                report.planned_chunks = n
+                if first and on_progress is not None:
+                    on_progress(report)
+
+            _pipelined(sized_chunks(active, todo, planned), load)
     # 4. Kubernetes snapshot.
     if kubernetes is not None:
         snapshot = merge_dimensions(wh, kubernetes.snapshot())

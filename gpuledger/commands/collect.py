@@ -52,17 +52,18 @@ def _backfill(wh: Warehouse, settings: Settings, url: str, window: Window, *,
         return pipeline.collect_window(wh, settings, url, window, reload=args.reload,
                                        kubernetes=kube, rollup=plan)
     with RateProgress("collect", total=0, unit="chunks") as bar:
-        seen = [0]
+        seen = {"chunks": 0, "rows": 0}
 
         def progress(r: CollectReport) -> None:
-            if r.chunks == 0:
-                bar.set_total(r.planned_chunks)
+            """Total from the chunk plan (it can grow once the first chunk sized the rest)."""
+            bar.set_total(max(r.planned_chunks, r.chunks))
+            if r.chunks == seen["chunks"]:
                 return
             rows = r.rows.get("gpu_samples", 0)
             rolled = f", rolled up to {r.rolled_to:%Y-%m-%dT%H:%MZ}" if r.rolled_to else ""
             mark = f"watermark {r.loaded_to:%Y-%m-%dT%H:%MZ}" if r.loaded_to else ""
-            bar.advance(rows=rows - seen[0], note=mark + rolled)
-            seen[0] = rows
+            bar.advance(r.chunks - seen["chunks"], rows=rows - seen["rows"], note=mark + rolled)
+            seen.update(chunks=r.chunks, rows=rows)
 
         return pipeline.collect_window(wh, settings, url, window, reload=args.reload,
                                        kubernetes=kube, rollup=plan, on_progress=progress)
