@@ -39,7 +39,8 @@ from bench.bench_collect import replay
 from bench.common import write_result
 from gpuledger.core.window import Window
 
-START = datetime(2026, 11, 1, tzinfo=UTC)
+START = datetime(2026, 11, 1, 22, tzinfo=UTC)
+"""Two hours before a UTC midnight: the first (partial) day is rolled up during the run."""
 MONTH_GPU_DAYS = 1000 * 30
 
 

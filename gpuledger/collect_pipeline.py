@@ -167,7 +167,6 @@ def collect_window(
     from gpuledger.collect_sizing import sized_chunks
     from gpuledger.collectors.prometheus import PrometheusCollector
     from gpuledger.collectors.quality import Quality
-    from gpuledger.warehouse import LoadBatch
 
     started = time.perf_counter()
     # 1. Resume.
@@ -200,15 +199,21 @@ def collect_window(
             _pipelined(sized_chunks(active, todo, planned), load)
     # 4. Kubernetes snapshot.
     if kubernetes is not None:
-        snapshot = merge_dimensions(wh, kubernetes.snapshot())
-        stats = wh.load(LoadBatch(snapshot, watermarks={KUBERNETES_SOURCE: now()}))
-        report.kubernetes_rows = dict(stats.rows)
+        report.kubernetes_rows = _snapshot(wh, kubernetes, now())
         if roller is not None:
             roller.advance(resume_point(wh) or start, window.end)
     if roller is not None:
         report.note_rollup(roller)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _snapshot(wh: Warehouse, kubernetes: Snapshotter, at: datetime) -> dict[str, int]:
+    """Step 4: the Kubernetes snapshot merged with the stored dimensions, loaded last."""
+    from gpuledger.warehouse import LoadBatch
+
+    snapshot = merge_dimensions(wh, kubernetes.snapshot())
+    return dict(wh.load(LoadBatch(snapshot, watermarks={KUBERNETES_SOURCE: at})).rows)
 
 
 def _loader(

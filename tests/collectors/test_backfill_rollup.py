@@ -164,8 +164,8 @@ def test_kill_9_mid_backfill_then_rerun_stores_what_one_run_does(
     _assert_same(_state(path), reference, (*TABLES, "watermarks"))
 
 
-def test_provisional_hours_are_rolled_up_again_when_later_samples_arrive(
-    url: str, reference: dict[str, pl.DataFrame], tmp_path: Path,
+def test_provisional_hours_rolled_up_again_then_rerun_and_reload(
+    url: str, reference: dict[str, pl.DataFrame], tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = tmp_path / "w.duckdb"
     middle = datetime(2026, 11, 2, 12, tzinfo=UTC)
@@ -174,6 +174,12 @@ def test_provisional_hours_are_rolled_up_again_when_later_samples_arrive(
         assert wh.watermark("card_hours_hourly") == middle
         assert wh.watermark(SETTLED_SOURCE) == floor_time(middle - MARGIN, HOUR) < middle
     assert _cli(tmp_path, path, url, "-q") == 0
+    _assert_same(_state(path), reference, (*TABLES, "watermarks"))
+    capsys.readouterr()
+    assert _cli(tmp_path, path, url, "-q") == 0  # up to date: nothing to roll up again
+    assert "rolled up 0 hour(s)" in capsys.readouterr().out
+    assert _cli(tmp_path, path, url, "-q", "--reload") == 0  # the whole window again
+    assert "rolled up 30 hour(s)" in capsys.readouterr().out
     _assert_same(_state(path), reference, (*TABLES, "watermarks"))
 
 
