@@ -20,6 +20,8 @@ from typing import Any, TextIO
 
 DELAY_S = 3.0
 PLAIN_EVERY_S = 10.0
+WIDE = 120
+"""Terminal columns from which `RateProgress` shows its note (watermark, roll-up) on the bar."""
 
 
 def _console(out: TextIO) -> Any:
@@ -124,21 +126,17 @@ class RateProgress:
 
     def __enter__(self) -> RateProgress:
         if self.tty:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
             from rich.progress import Progress as RichProgress
 
-            self._bar = RichProgress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn(f"{self.unit} · {{task.fields[rows]}} rows · {{task.fields[rate]}}/s"),
-                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                TextColumn("{task.fields[note]}"),
-                console=_console(self.out), transient=False)
+            console = _console(self.out)
+            columns: list[Any] = [
+                TextColumn("{task.description}"), BarColumn(bar_width=16), MofNCompleteColumn(),
+                TextColumn(f"{self.unit} {{task.fields[rows]}} rows {{task.fields[rate]}}/s ETA"),
+                TimeRemainingColumn()]
+            if console.width >= WIDE:  # the note only where it fits beside the counts
+                columns.append(TextColumn("{task.fields[note]}"))
+            self._bar = RichProgress(*columns, console=console, transient=False)
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=self.total, rows="0", rate="0", note="")
         return self

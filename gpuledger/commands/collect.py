@@ -61,7 +61,7 @@ def _backfill(wh: Warehouse, settings: Settings, url: str, window: Window, *,
                 return
             rows = r.rows.get("gpu_samples", 0)
             rolled = f", rolled up to {r.rolled_to:%Y-%m-%dT%H:%MZ}" if r.rolled_to else ""
-            mark = f"watermark {r.loaded_to:%Y-%m-%dT%H:%MZ}" if r.loaded_to else ""
+            mark = f"at {r.loaded_to:%Y-%m-%dT%H:%MZ}" if r.loaded_to else ""
             bar.advance(r.chunks - seen["chunks"], rows=rows - seen["rows"], note=mark + rolled)
             seen.update(chunks=r.chunks, rows=rows)
 

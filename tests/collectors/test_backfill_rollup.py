@@ -242,7 +242,7 @@ def test_cli_progress_lines_and_quiet(url: str, tmp_path: Path, capsys: pytest.C
         assert wh.watermark("card_hours_hourly") is None and wh.count("card_hours_hourly") == 0
     last = err.strip().splitlines()[-1]
     assert last.startswith("  collect: 4/4 chunks, ") and f" {rows:,} rows " in last
-    assert "watermark 2026-11-02T02:00Z" in last
+    assert "at 2026-11-02T02:00Z" in last
     assert _cli(tmp_path, tmp_path / "q.duckdb", url, "-q", window=short) == 0
     assert capsys.readouterr().err == ""
 
