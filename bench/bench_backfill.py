@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         floor_rollup = rollup_alone(root / "w.duckdb", window)
     write_result("backfill", _figures(args, window, {
         "prepared": prepared, "ours": ours, "prom_s": prom_s, "prom_bytes": prom_bytes, "bare": bare,
-        "floor_rollup": floor_rollup, "short_run": short_run}))
+        "floor_rollup": floor_rollup, "short_run": short_run,
+        "short_hours": (short.end - short.start).total_seconds() / 3600}))
     return 0
 
 
@@ -214,8 +215,7 @@ def _figures(args: argparse.Namespace, window: Window, m: dict[str, Any]) -> dic
         "bare_load": m["bare"],
         "rollup_alone": m["floor_rollup"],
         "memory_vs_window": [
-            {"hours": (datetime.fromisoformat(short_run["rolled_to"]) - window.start).total_seconds() / 3600
-             if short_run["rolled_to"] else None, "peak_rss_mib": short_run["peak_rss_mib"]},
+            {"hours": m["short_hours"], "peak_rss_mib": short_run["peak_rss_mib"]},
             {"hours": args.hours, "peak_rss_mib": ours["peak_rss_mib"]},
         ],
         "projection": {
