@@ -5,7 +5,8 @@
    whose whole window has no DCGM series fails with one line naming the URL, the window and
    the metrics looked for (`PrometheusCollector.check_source`); `follow` skips that check,
    since an outage longer than its step is a gap to record, not a reason to stop.
-2. Chunks: the collector yields one chunk at a time (fetching the next meanwhile); each chunk
+2. Chunks: the collector yields one chunk at a time (fetching the next meanwhile), sized so a
+   chunk's rows stay under a memory budget (`gpuledger.collect_sizing`); each chunk
    is loaded in ONE transaction together with its watermarks, so a crash or a stopped
    Prometheus leaves the warehouse at a chunk boundary and the next run resumes there.
    Time-series loads own their chunk (delete + insert), so nothing is ever counted twice.
@@ -17,6 +18,11 @@
    first seen.
 4. Kubernetes: when an API is configured, a snapshot of nodes, namespaces (teams), pods and
    Kueue objects is loaded last, and namespace teams are not taken from kube-state-metrics.
+5. Roll-up (`rollup`, a `collect_rollup.RollupPlan`): the hours the loaded samples complete are
+   rolled up after each chunk, in the loader thread, by the rules of `gpuledger.collect_rollup`
+   (never past the loaded samples; day-anchored windows, so a resumed run stores what an
+   uninterrupted one does). With a Kubernetes API the roll-up waits for the snapshot (step 4):
+   it prices hours by the pools, sharing modes and pods the snapshot brings.
 
 Heavy imports happen inside the functions (this module is imported by the CLI).
 """
@@ -37,6 +43,7 @@ from gpuledger.core.window import Window, floor_time, parse_duration
 if TYPE_CHECKING:
     import polars as pl
 
+    from gpuledger.collect_rollup import Roller, RollupPlan
     from gpuledger.collectors.prometheus import ChunkData, PrometheusCollector
     from gpuledger.collectors.quality import Quality
     from gpuledger.warehouse import Warehouse
@@ -63,10 +70,32 @@ class CollectReport:
     up_to_date: bool = False
     kubernetes_rows: dict[str, int] = field(default_factory=dict)
     quality: Quality | None = None
+    planned_chunks: int = 0
+    loaded_to: datetime | None = None
+    """The end of the last chunk loaded: where a re-run resumes."""
+    rollup_hours: int = 0
+    rollup_rows: int = 0
+    rollup_seconds: float = 0.0
+    rolled_to: datetime | None = None
+    """The roll-up watermark after the run (None when the run did not roll up)."""
+
+    @property
+    def sample_rows(self) -> int:
+        return sum(self.rows.values())
+
+    def note_rollup(self, roller: Roller) -> None:
+        from gpuledger.analytics.usage import ROLLUP_SOURCE
+
+        self.rollup_hours, self.rollup_rows = roller.hours, roller.rows
+        self.rollup_seconds = roller.seconds
+        self.rolled_to = roller.wh.watermark(ROLLUP_SOURCE)
 
     def lines(self) -> list[str]:
+        rolled = [] if self.rolled_to is None else [
+            f"rolled up {self.rollup_hours} hour(s), {self.rollup_rows} rows, "
+            f"{self.rollup_seconds:.1f}s; roll-up watermark {self.rolled_to.isoformat()}"]
         if self.up_to_date:
-            return [f"up to date: watermark already at or past {self.window.end.isoformat()}"]
+            return [f"up to date: watermark already at or past {self.window.end.isoformat()}", *rolled]
         rows = ", ".join(f"{k} {v}" for k, v in sorted(self.rows.items()) if v)
         out = [
             f"collected [{self.start.isoformat()}, {self.window.end.isoformat()}) in {self.chunks} "
@@ -78,7 +107,7 @@ class CollectReport:
         if self.kubernetes_rows:
             kube = sorted(self.kubernetes_rows.items())
             out.append("kubernetes: " + ", ".join(f"{k} {v}" for k, v in kube))
-        return out
+        return out + rolled
 
 
 def resume_point(wh: Warehouse) -> datetime | None:
@@ -124,22 +153,31 @@ def collect_window(
     on_chunk: Callable[[ChunkData], None] | None = None,
     now: Callable[[], datetime] = utcnow, backoff_s: float = 0.5,
     collector: PrometheusCollector | None = None, require_series: bool = True,
+    rollup: RollupPlan | None = None, on_progress: Callable[[CollectReport], None] | None = None,
 ) -> CollectReport:
     """Collect `window` from the engine at `url` into `wh` (resuming from the watermarks).
 
     `collector` lets a caller (the benchmark) pass its own, e.g. to read its request log; it is
-    then left open. `require_series` False lets a window without any DCGM series pass as gaps."""
+    then left open. `require_series` False lets a window without any DCGM series pass as gaps.
+    `rollup` rolls up as the chunks arrive (step 5); `on_progress` sees the report once the
+    chunks are planned and after each chunk (and its roll-up)."""
     from contextlib import nullcontext
 
+    from gpuledger.collect_rollup import Roller
+    from gpuledger.collect_sizing import sized_chunks
     from gpuledger.collectors.prometheus import PrometheusCollector
     from gpuledger.collectors.quality import Quality
-    from gpuledger.warehouse import LoadBatch
 
     started = time.perf_counter()
     # 1. Resume.
     mark = None if reload else resume_point(wh)
     start = max(window.start, mark) if mark is not None else window.start
     report = CollectReport(window, start, quality=Quality())
+    roller = None if rollup is None else Roller(wh, settings, rollup, rollup.origin or window.start,
+                                                reload=reload)
+    early = roller if kubernetes is None else None  # step 5: with an API, after the snapshot
+    if early is not None:  # a run killed between a chunk and its roll-up catches up first
+        early.advance(mark or start, window.end)
     if start >= window.end:
         report.up_to_date = True
     else:
@@ -148,33 +186,67 @@ def collect_window(
         own = collector is None
         active = collector or PrometheusCollector(url, settings, now=now, backoff_s=backoff_s,
                                                   namespaces_from_metrics=kubernetes is None)
-        def load(data: ChunkData) -> None:
-            frames = merge_dimensions(wh, data.frames)
-            stats = wh.load(LoadBatch(
-                frames, window=data.chunk.window,
-                watermarks=dict.fromkeys(PROMETHEUS_SOURCES, data.chunk.end),
-            ))
-            for table, n in stats.rows.items():
-                report.rows[table] = report.rows.get(table, 0) + n
-            report.chunks += 1
-            report.queries += data.queries
-            report.bytes += data.bytes
-            assert report.quality is not None
-            report.quality.merge([data.quality])
-            if on_chunk is not None:
-                on_chunk(data)
-
+        load = _loader(wh, report, early, on_chunk, on_progress)
         with active if own else nullcontext(active):
             if require_series:
                 active.check_source(todo)
-            _pipelined(active.iter_chunks(todo), load)
+            def planned(n: int) -> None:
+                first = report.planned_chunks == 0
+                report.planned_chunks = n
+                if first and on_progress is not None:
+                    on_progress(report)
+
+            _pipelined(sized_chunks(active, todo, planned), load)
     # 4. Kubernetes snapshot.
     if kubernetes is not None:
-        snapshot = merge_dimensions(wh, kubernetes.snapshot())
-        stats = wh.load(LoadBatch(snapshot, watermarks={KUBERNETES_SOURCE: now()}))
-        report.kubernetes_rows = dict(stats.rows)
+        report.kubernetes_rows = _snapshot(wh, kubernetes, now())
+        if roller is not None:
+            roller.advance(resume_point(wh) or start, window.end)
+    if roller is not None:
+        report.note_rollup(roller)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _snapshot(wh: Warehouse, kubernetes: Snapshotter, at: datetime) -> dict[str, int]:
+    """Step 4: the Kubernetes snapshot merged with the stored dimensions, loaded last."""
+    from gpuledger.warehouse import LoadBatch
+
+    snapshot = merge_dimensions(wh, kubernetes.snapshot())
+    return dict(wh.load(LoadBatch(snapshot, watermarks={KUBERNETES_SOURCE: at})).rows)
+
+
+def _loader(
+    wh: Warehouse, report: CollectReport, roller: Roller | None,
+    on_chunk: Callable[[ChunkData], None] | None, on_progress: Callable[[CollectReport], None] | None,
+) -> Callable[[ChunkData], None]:
+    """What the loader thread does per chunk: load it with its watermarks (one transaction),
+    roll up the hours it completes, count, tell the callbacks."""
+    from gpuledger.warehouse import LoadBatch
+
+    def load(data: ChunkData) -> None:
+        frames = merge_dimensions(wh, data.frames)
+        stats = wh.load(LoadBatch(
+            frames, window=data.chunk.window,
+            watermarks=dict.fromkeys(PROMETHEUS_SOURCES, data.chunk.end),
+        ))
+        for table, n in stats.rows.items():
+            report.rows[table] = report.rows.get(table, 0) + n
+        report.chunks += 1
+        report.loaded_to = data.chunk.end
+        report.queries += data.queries
+        report.bytes += data.bytes
+        assert report.quality is not None
+        report.quality.merge([data.quality])
+        if roller is not None:
+            roller.advance(data.chunk.end, report.window.end)
+            report.note_rollup(roller)
+        if on_chunk is not None:
+            on_chunk(data)
+        if on_progress is not None:
+            on_progress(report)
+
+    return load
 
 
 def _pipelined(chunks: Iterator[ChunkData], load: Callable[[ChunkData], None]) -> None:
@@ -215,16 +287,21 @@ def follow(
     kubernetes: Snapshotter | None = None, settle: timedelta | None = None,
     on_report: Callable[[CollectReport], None] | None = None,
     keep_going: Callable[[], bool] = lambda: True, now: Callable[[], datetime] = utcnow,
-    sleep: Callable[[float], Any] = time.sleep,
+    sleep: Callable[[float], Any] = time.sleep, rollup: bool = True,
 ) -> None:
-    """Collect continuously: every step, up to `now - settle` (late scrapes land first)."""
+    """Collect continuously: every step, up to `now - settle` (late scrapes land first); with
+    `rollup`, each hour is rolled up once its samples and the read margin are in."""
+    from gpuledger.collect_rollup import RollupPlan
+    from gpuledger.core.window import HOUR
+
     lag = settle if settle is not None else 2 * step
+    plan = RollupPlan(grain=HOUR, to_end=False, origin=start) if rollup else None
     while keep_going():
         end = floor_time(now() - lag, step)
         mark = resume_point(wh) or start
         if end > mark:
             report = collect_window(wh, settings, url, Window(mark, end, step), kubernetes=kubernetes,
-                                    now=now, require_series=False)
+                                    now=now, require_series=False, rollup=plan)
             if on_report is not None:
                 on_report(report)
         sleep(max(1.0, step.total_seconds() / 4))

@@ -1,0 +1,234 @@
+"""Benchmark: `gpuledger collect --start --end` backfill of a field fleet from a real Prometheus,
+loaded AND rolled up, beside its floors in the same run.
+
+    nice python -m bench.bench_backfill [--gpus 1000] [--hours 4] [--effects none] [--chunk 1h]
+
+1. Prepare: the simulator's field fleet (`tests.field.harness`: `FleetSpec.default(gpus,
+   field=effects)`), written as OpenMetrics one `--piece` at a time and backfilled into one
+   Prometheus data directory with `promtool tsdb create-blocks-from openmetrics` (a piece at a
+   time keeps the disk small: an hour of 1,000 GPUs is ~0.5-0.9 GB of text). A full month of
+   1,000 GPUs is ~400 M samples: preparing it would take hours here, so `--hours` is what the
+   machine allows in a few minutes, and the month is projected from the per-GPU-day rate.
+2. Ours: a child process runs what `collect` runs (`collect_window` with `RollupPlan()`, the
+   roll-up incremental as chunks arrive), recording its requests; its peak RSS (the child's
+   `ru_maxrss`), rows, roll-up hours and seconds.
+3. Floors, same run, same data: (a) Prometheus alone: the very requests replayed with the same
+   concurrency, bodies read and discarded (`bench_collect.replay`); (b) the bare load: the
+   stored `gpu_samples` rows inserted into a fresh DuckDB table from Arrow; (c) the roll-up
+   alone: `pipeline.rollup` over the loaded window again (what rolling up after the load, the
+   simulate/demo way, costs).
+4. Memory vs window: the child again over a window `--mem-fraction` as long: peak RSS stays
+   flat when it is bounded by the chunk, not the window.
+Writes bench/results/backfill.json (machine facts, load average).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.bench_collect import replay
+from bench.common import write_result
+from gpuledger.core.window import Window
+
+START = datetime(2026, 11, 1, 22, tzinfo=UTC)
+"""Two hours before a UTC midnight: the first (partial) day is rolled up during the run."""
+MONTH_GPU_DAYS = 1000 * 30
+
+
+class _Piece:
+    """The simulation seen through one sub-window (what `write_openmetrics` renders)."""
+
+    def __init__(self, sim: Any, window: Window) -> None:
+        self._sim = sim
+        self.window = window
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sim, name)
+
+
+def prepare(root: Path, gpus: int, window: Window, effects_name: str, piece: timedelta) -> dict[str, Any]:
+    """Simulate, write each piece, promtool it into `root/prometheus-data`, delete the text."""
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+    from gpuledger.simulator.openmetrics import write_openmetrics
+    from tests.field.harness import FAMILIES, effects
+    from tools.metrics_servers import backfill
+
+    sim = Simulation(FleetSpec.default(gpus=gpus, field=effects(effects_name)), window, seed=7)
+    samples, text_bytes, write_s, promtool_s = 0, 0, 0.0, 0.0
+    for sub in window.split(piece):
+        path = root / "piece.om"
+        started = time.perf_counter()
+        counts = write_openmetrics(_Piece(sim, sub), path, families=FAMILIES)
+        write_s += time.perf_counter() - started
+        samples += sum(counts.values())
+        text_bytes += path.stat().st_size
+        started = time.perf_counter()
+        backfill(path, root / "prometheus-data")
+        promtool_s += time.perf_counter() - started
+        path.unlink()
+        print(f"prepared {sub}: {samples:,} samples so far", flush=True)
+    return {"samples": samples, "openmetrics_mb": round(text_bytes / 1e6, 1),
+            "write_s": round(write_s, 1), "promtool_s": round(promtool_s, 1), "gpus": sim.gpu_count}
+
+
+CHILD = """
+import json, resource, sys, time
+from datetime import datetime, timedelta
+from pathlib import Path
+from gpuledger.collect_pipeline import collect_window
+from gpuledger.collect_rollup import RollupPlan
+from gpuledger.collectors.prometheus import PrometheusCollector
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
+url, path, start, end, chunk, conc, log_path = sys.argv[1:8]
+settings = Settings(prometheus={"chunk": chunk, "max_concurrency": int(conc)})
+window = Window(datetime.fromisoformat(start), datetime.fromisoformat(end))
+now = lambda: window.end + timedelta(hours=1)
+collector = PrometheusCollector(url, settings, now=now, namespaces_from_metrics=True)
+collector.http.log = []
+started = time.perf_counter()
+with Warehouse.open(path) as wh:
+    wh.execute("SET enable_progress_bar = false")  # as `gpuledger collect` does
+    r = collect_window(wh, settings, url, window, collector=collector, now=now, rollup=RollupPlan())
+    rows = wh.count("gpu_samples")
+seconds = time.perf_counter() - started
+collector.close()
+if log_path != "-":
+    Path(log_path).write_text(json.dumps(collector.http.log))
+print(json.dumps({"seconds": seconds, "gpu_sample_rows": rows, "chunks": r.chunks,
+    "queries": r.queries, "response_mb": round(r.bytes / 1e6, 1), "rollup_hours": r.rollup_hours,
+    "rollup_rows": r.rollup_rows, "rollup_s": round(r.rollup_seconds, 2),
+    "rolled_to": r.rolled_to.isoformat() if r.rolled_to else None,
+    "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+"""
+
+
+def run_child(url: str, warehouse: Path, window: Window, *, chunk: str, concurrency: int,
+              log: Path | None) -> dict[str, Any]:
+    """The backfill in a fresh process (so its peak RSS is its own)."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, url, str(warehouse), window.start.isoformat(),
+         window.end.isoformat(), chunk, str(concurrency), str(log) if log else "-"],
+        capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"backfill child failed: {done.stderr[-3000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def bare_load(warehouse: Path) -> dict[str, Any]:
+    """Floor (b): the stored rows, as Arrow, into a fresh DuckDB table (no checks, one INSERT)."""
+    import duckdb
+
+    from gpuledger.warehouse import Warehouse
+
+    with Warehouse.open(warehouse, read_only=True) as wh:
+        ddl = wh.scalar("SELECT sql FROM duckdb_tables() WHERE table_name = 'gpu_samples'")
+        table = wh.query("SELECT * FROM gpu_samples").to_arrow()
+    with tempfile.TemporaryDirectory(prefix="bench-bare-") as tmp, duckdb.connect(f"{tmp}/b.duckdb") as con:
+        con.execute(str(ddl))
+        started = time.perf_counter()
+        con.register("arrow_rows", table)
+        con.execute("INSERT INTO gpu_samples SELECT * FROM arrow_rows")
+        seconds = time.perf_counter() - started
+    return {"seconds": round(seconds, 2), "rows": table.num_rows,
+            "rows_per_s": round(table.num_rows / seconds)}
+
+
+def rollup_alone(warehouse: Path, window: Window) -> dict[str, Any]:
+    """Floor (c): the roll-up of the whole window once the samples are in (`pipeline.rollup`)."""
+    from gpuledger.core.config import Settings
+    from gpuledger.pipeline import rollup
+    from gpuledger.warehouse import Warehouse
+
+    with Warehouse.open(warehouse) as wh:
+        started = time.perf_counter()
+        rows = rollup(wh, window, Settings(), label="roll-up (floor)")
+        return {"seconds": round(time.perf_counter() - started, 2), "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=1000)
+    parser.add_argument("--hours", type=float, default=4)
+    parser.add_argument("--effects", default="none", help="field effects: none, all, or one name")
+    parser.add_argument("--chunk", default="1h", help="prometheus.chunk for the backfill")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--piece", default="1h", help="OpenMetrics text written per promtool run")
+    parser.add_argument("--mem-fraction", type=float, default=0.25)
+    args = parser.parse_args(argv)
+    from gpuledger.core.window import parse_duration
+    from tools.metrics_servers import start_prometheus
+
+    window = Window(START, START + timedelta(hours=args.hours))
+    short = Window(START, START + timedelta(hours=max(1.0, args.hours * args.mem_fraction)))
+    with tempfile.TemporaryDirectory(prefix="bench-backfill-") as tmp:
+        root = Path(tmp)
+        started = time.perf_counter()
+        prepared = prepare(root, args.gpus, window, args.effects, parse_duration(args.piece))
+        prepared["seconds"] = round(time.perf_counter() - started, 1)
+        server = start_prometheus(root)
+        try:
+            ours = run_child(server.url, root / "w.duckdb", window, chunk=args.chunk,
+                             concurrency=args.concurrency, log=root / "log.json")
+            print(f"ours: {ours}", flush=True)
+            log = [tuple(item) for item in json.loads((root / "log.json").read_text())]
+            prom_s, prom_bytes = replay(server.url, log, args.concurrency)
+            print(f"prometheus alone: {prom_s:.1f}s", flush=True)
+            short_run = run_child(server.url, root / "short.duckdb", short, chunk=args.chunk,
+                                  concurrency=args.concurrency, log=None)
+        finally:
+            server.stop()
+        bare = bare_load(root / "w.duckdb")
+        floor_rollup = rollup_alone(root / "w.duckdb", window)
+    write_result("backfill", _figures(args, window, {
+        "prepared": prepared, "ours": ours, "prom_s": prom_s, "prom_bytes": prom_bytes, "bare": bare,
+        "floor_rollup": floor_rollup, "short_run": short_run,
+        "short_hours": (short.end - short.start).total_seconds() / 3600}))
+    return 0
+
+
+def _figures(args: argparse.Namespace, window: Window, m: dict[str, Any]) -> dict[str, Any]:
+    """The JSON: measured figures `m` beside their floors, and the month projection."""
+    prepared, ours, prom_s, short_run = m["prepared"], m["ours"], m["prom_s"], m["short_run"]
+    gpu_days = prepared["gpus"] * args.hours / 24
+    per_gpu_day = ours["seconds"] / gpu_days
+    return {
+        "fleet": {"gpus": prepared["gpus"], "hours": args.hours, "effects": args.effects,
+                  "start": window.start.isoformat(), "chunk": args.chunk,
+                  "concurrency": args.concurrency},
+        "load_average": os.getloadavg(),
+        "prepare": prepared,
+        "ours": {**ours, "rows_per_s": round(ours["gpu_sample_rows"] / ours["seconds"]),
+                 "samples_per_s": round(prepared["samples"] / ours["seconds"])},
+        "prometheus_alone": {"seconds": round(prom_s, 2), "response_mb": round(m["prom_bytes"] / 1e6, 1),
+                             "ratio_ours_over_prometheus": round(ours["seconds"] / prom_s, 2)},
+        "bare_load": m["bare"],
+        "rollup_alone": m["floor_rollup"],
+        "memory_vs_window": [
+            {"hours": m["short_hours"], "peak_rss_mib": short_run["peak_rss_mib"]},
+            {"hours": args.hours, "peak_rss_mib": ours["peak_rss_mib"]},
+        ],
+        "projection": {
+            "note": "a 1,000-GPU month (30 days) at the measured per-GPU-day rate; Prometheus alone "
+                    "projected the same way is the floor of any query_range backfill",
+            "seconds_per_gpu_day": round(per_gpu_day, 4),
+            "month_1000_gpus_s": round(per_gpu_day * MONTH_GPU_DAYS),
+            "prometheus_alone_month_s": round(prom_s / gpu_days * MONTH_GPU_DAYS),
+            "goal_s": 600,
+        },
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The roll-up inside `gpuledger collect`: hours are rolled up as the samples they need arrive.
+
+`analytics.rollup.rollup_batch` computes `card_hours_hourly` and `allocations` of an
+hour-aligned window from raw samples, reading `SampleRules.margin` of context on both sides.
+Collect calls it after each chunk is loaded (in the loader thread, the only writer), by these
+rules (docs/decisions/0126):
+
+1. Exact hours. An hour is rolled up once the samples up to its end plus the margin are loaded
+   (the Prometheus watermark, `collect_pipeline.resume_point`), or once the collect window's
+   end is reached (`RollupPlan.to_end`: the user said the data ends there). The roll-up
+   watermark (`card_hours_hourly`) never passes the loaded samples.
+2. Settled. Hours rolled up without their full margin (the last ones before a window end) are
+   provisional: `SETTLED_SOURCE` records where the exact hours end, and the next run rolls up
+   again from there, so a later chunk corrects them.
+3. Day-anchored windows. `allocations` rows are clipped to the roll-up window and split at UTC
+   midnight, so a window starting mid-day would leave the earlier window's last row overlapping
+   the new one. Every roll-up window therefore starts at a UTC midnight and ends at or before
+   the next: the last roll-up of a day is `[midnight, next midnight)` (the window
+   `pipeline.rollup` uses), whatever the chunk size, the kill points or the resumes, so a
+   killed and resumed backfill stores exactly what an uninterrupted one does.
+4. Grain. A backfill rolls up whole days (`DAY`: each day once, the cost of `pipeline.rollup`);
+   `--follow` rolls up by the hour (`HOUR`: the day so far again every hour, so the roll-up is
+   never more than an hour and the margin behind the samples).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from gpuledger.core.config import Settings
+from gpuledger.core.window import DAY, HOUR, Window, floor_time
+
+if TYPE_CHECKING:
+    from gpuledger.warehouse import Warehouse
+
+SETTLED_SOURCE = "card_hours_hourly.settled"
+"""Where the exactly rolled-up hours end (rule 2); at or before the roll-up watermark."""
+
+
+@dataclass(frozen=True)
+class RollupPlan:
+    """How collect rolls up: `grain` DAY (backfill) or HOUR (follow); `to_end` rolls up to the
+    window's end once it is loaded, provisional hours included (rule 2)."""
+
+    grain: timedelta = DAY
+    to_end: bool = True
+    origin: datetime | None = None
+    """Where rolling up starts in a warehouse never rolled up (default: the window's start;
+    `follow` passes its own start, since each of its windows starts at the watermark)."""
+
+
+def ceil_hour(moment: datetime) -> datetime:
+    floored = floor_time(moment, HOUR)
+    return floored if floored == moment else floored + HOUR
+
+
+@dataclass
+class Roller:
+    """Rolls up what the loaded samples allow; `advance` after each chunk (one thread only)."""
+
+    wh: Warehouse
+    settings: Settings
+    plan: RollupPlan
+    origin: datetime
+    """Where rolling up starts when no roll-up watermark exists (or on `--reload`)."""
+    reload: bool = False
+    hours: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        from gpuledger.analytics.samples import SampleRules
+
+        self.margin = SampleRules.of(self.settings).margin
+        self._from, self._mark = self._resume()
+
+    def _resume(self) -> tuple[datetime, datetime]:
+        """Rule 2: (resume rolling up at, rolled up to): the settled mark, else the roll-up's."""
+        from gpuledger.analytics.usage import ROLLUP_SOURCE
+
+        mark = None if self.reload else self.wh.watermark(ROLLUP_SOURCE)
+        if mark is None:
+            first = ceil_hour(self.origin)
+            return first, first
+        settled = self.wh.watermark(SETTLED_SOURCE)
+        return (min(mark, settled) if settled is not None else mark), mark
+
+    def target(self, loaded_to: datetime, end: datetime | None) -> tuple[datetime, datetime]:
+        """(roll up to, settled up to) for samples loaded up to `loaded_to` (rules 1 and 4)."""
+        exact = floor_time(loaded_to - self.margin, HOUR)
+        upto = floor_time(exact, self.plan.grain)
+        if self.plan.to_end and end is not None and loaded_to >= end:
+            upto = max(exact, floor_time(end, HOUR))
+        return upto, min(upto, exact)
+
+    def windows(self, upto: datetime) -> list[Window]:
+        """Rule 3: `[midnight, min(next midnight, upto))` for each day from the resume hour."""
+        out = []
+        day = floor_time(self._from, DAY)
+        while day < upto:
+            out.append(Window(day, min(day + DAY, upto)))
+            day += DAY
+        return out
+
+    def advance(self, loaded_to: datetime, end: datetime | None = None) -> int:
+        """Roll up the hours the samples loaded up to `loaded_to` allow; returns hours rolled.
+
+        Nothing is done when the roll-up already reaches that far and nothing provisional
+        would become exact (a re-run of a collected window costs no roll-up)."""
+        from gpuledger.analytics.rollup import rollup_batch
+        from gpuledger.warehouse import LoadBatch
+
+        upto, settled = self.target(loaded_to, end)
+        if upto <= self._from or (upto <= self._mark and settled <= self._from):
+            return 0
+        started = time.perf_counter()
+        for window in self.windows(upto):
+            batch = rollup_batch(self.wh, window, self.settings)
+            marks = {**batch.watermarks, SETTLED_SOURCE: min(window.end, settled)}
+            self.rows += self.wh.load(LoadBatch(batch.frames, batch.window, marks)).total_rows
+        hours = int((upto - max(self._mark, self._from)) / HOUR) if upto > self._mark else 0
+        self._from, self._mark = settled, upto
+        self.hours += hours
+        self.seconds += time.perf_counter() - started
+        return hours
