@@ -58,7 +58,14 @@ from gpuledger.analytics.prices import (
 )
 from gpuledger.analytics.special_lines import SpecialLine
 from gpuledger.analytics.teams import team_table
-from gpuledger.analytics.usage import KEYS, Source, coarse_usage_from_rollup, rollup_span, usage_by_day
+from gpuledger.analytics.usage import (
+    KEYS,
+    Source,
+    card_day_held,
+    coarse_usage_from_rollup,
+    rollup_span,
+    usage_by_day,
+)
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError, InputError
 from gpuledger.core.period import Period
@@ -242,6 +249,8 @@ def _usage(
         used_source = "rollup"
     else:
         usage, used_source = usage_by_day(wh, window, settings, source)
+        if used_source == "rollup":  # the card-days from the same roll-up rows, summed in SQL
+            held = card_day_held(wh, window)
     return _claim_names(wh, usage), held, used_source
 
 

@@ -164,8 +164,15 @@ def coarse_usage_from_rollup(
     """
     cols = ", ".join(dict.fromkeys(keys))
     sql = _rollup_sql(cols, _period_day(window, cuts))
+    usage = _normalize(_day(wh.query(sql, {"start": window.start, "end": window.end})))
+    return usage, card_day_held(wh, window)
+
+
+def card_day_held(wh: Warehouse, window: Window) -> pl.DataFrame:
+    """`uuid`, `day`, `held_card_hours` (+ the roll-up's names of cards the inventory lacks:
+    `_u_node`, `_u_model`, `_u_pool`) from the roll-up, what the bill's unallocated rows need;
+    summed in SQL rather than from a device-grain usage frame of millions of rows."""
     params = {"start": window.start, "end": window.end}
-    usage = _normalize(_day(wh.query(sql, params)))
     held = _day(wh.query(_CARD_DAY_SQL, params))
     known = wh.query(
         "SELECT uuid FROM gpus WHERE node IS NOT NULL AND model IS NOT NULL AND pool IS NOT NULL"
@@ -174,7 +181,7 @@ def coarse_usage_from_rollup(
     names = wh.query(_UNKNOWN_CARDS_SQL, {**params, "cards": unknown}) if unknown else pl.DataFrame(
         schema={"uuid": pl.String, "_u_node": pl.String, "_u_model": pl.String, "_u_pool": pl.String}
     )
-    return usage, held.join(names, on="uuid", how="left")
+    return held.join(names, on="uuid", how="left")
 
 
 def rollup_span(wh: Warehouse, window: Window) -> Window | None:

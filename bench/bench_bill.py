@@ -35,11 +35,21 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-START = datetime(2026, 11, 1, tzinfo=UTC)
+from bench.bill_compare import (
+    START,
+    before_tree,
+    compute_team_totals,
+    growth,
+    lines_diff,
+    phase_big,
+    phase_floor,
+    window_of_days,
+)
+
 REUSED = ("data", "rollup", "promql_data", "big_data")
 BEFORE = "4dc9826"
 """The commit before the bill from roll-ups was reworked (docs/decisions/0132, 0133)."""
@@ -48,12 +58,6 @@ ALL_DIMS = ("team", "namespace", "queue", "node", "pool", "model", "sharing_mode
 
 def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _window(days: int) -> Any:
-    from gpuledger.core.window import Window
-
-    return Window(START, START + timedelta(days=days))
 
 
 # 1. Data -------------------------------------------------------------------------------------
@@ -67,7 +71,7 @@ def phase_generate(cache: Path, gpus: int, days: int, replay_rollup: bool = Fals
     path = cache / "fleet.duckdb"
     path.unlink(missing_ok=True)
     t0 = time.perf_counter()
-    sim = Simulation(FleetSpec.default(gpus=gpus), _window(1), seed=7)
+    sim = Simulation(FleetSpec.default(gpus=gpus), window_of_days(1), seed=7)
     with Warehouse.open(path) as wh:
         wh.load(LoadBatch(frames=sim.inventory()))
         for chunk, frames in sim.batches():
@@ -107,7 +111,7 @@ def phase_rollup(cache: Path, days: int, replay_rollup: bool = False) -> dict[st
 
     per_day = []
     with Warehouse.open(cache / "fleet.duckdb") as wh:
-        for day in _window(1 if replay_rollup else days).days():
+        for day in window_of_days(1 if replay_rollup else days).days():
             t = time.perf_counter()
             wh.load(rollup_batch(wh, day, Settings()))
             per_day.append(time.perf_counter() - t)
@@ -140,7 +144,7 @@ def phase_bill(cache: Path, file: str, days: int, source: str, grain: str = "dev
         for _ in range(2):
             t, c = time.perf_counter(), time.process_time()
             bill = compute_bill(
-                wh, _window(days), Settings(), ALL_DIMS, source=source, grain=grain  # type: ignore[arg-type]
+                wh, window_of_days(days), Settings(), ALL_DIMS, source=source, grain=grain  # type: ignore[arg-type]
             )
             times.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
@@ -153,53 +157,6 @@ def phase_bill(cache: Path, file: str, days: int, source: str, grain: str = "dev
             "team_costs": {r["team"]: r["cost"] for r in compute_team_totals(bill)},
             "source": bill.source, "peak_rss_mib": round(_peak_mib()),
             "code": str(Path(gpuledger.__file__).resolve().parent.parent)}
-
-
-def phase_floor(cache: Path, file: str, days: int) -> dict[str, Any]:
-    """The floor of a bill from roll-ups: one `GROUP BY` over the same roll-up rows (by
-    namespace, which names the team), twice like the bill."""
-    from gpuledger.warehouse import Warehouse
-
-    window = _window(days)
-    times, cpu = [], []
-    with Warehouse.open(cache / file, read_only=True) as wh:
-        for _ in range(2):
-            t, c = time.perf_counter(), time.process_time()
-            rows = wh.query(
-                "SELECT namespace, sum(card_hours) AS card_hours, sum(idle_card_hours) AS idle "
-                "FROM card_hours_hourly WHERE ts >= $start AND ts < $end GROUP BY namespace",
-                {"start": window.start, "end": window.end},
-            )
-            times.append(time.perf_counter() - t)
-            cpu.append(time.process_time() - c)
-    return {"seconds": round(times[0], 3), "warm_s": round(times[1], 3), "cpu_s": round(cpu[0], 3),
-            "warm_cpu_s": round(cpu[1], 3), "groups": rows.height,
-            "card_hours": round(float(rows["card_hours"].sum()), 3)}
-
-
-def lines_diff(after: Path, before: Path) -> dict[str, Any]:
-    """The differential check: the lines of two runs on the same data, money to the cent."""
-    import polars as pl
-
-    from gpuledger.analytics.lines import HOURS, LINE_VALUES
-
-    a, b = pl.read_parquet(after), pl.read_parquet(before)
-    money = [c for c in LINE_VALUES if c not in HOURS]
-    keys = [c for c in a.columns if c not in (*LINE_VALUES, *HOURS, "unpriced")]
-    same_rows = a.height == b.height and a.select(keys).equals(b.select(keys))
-    cents = same_rows and all(
-        ((a[c] * 100).round() == (b[c] * 100).round()).all() for c in money
-    )
-    diffs: list[Any] = [(a[c] - b[c]).abs().max() for c in HOURS] if same_rows else []
-    hours = max(float(d or 0.0) for d in diffs) if diffs else None
-    return {"lines": a.height, "same_lines": same_rows, "money_equal_to_the_cent": cents,
-            "hours_max_abs_diff": hours}
-
-
-def compute_team_totals(bill: Any) -> list[dict[str, Any]]:
-    import polars as pl
-
-    return bill.lines.group_by("team").agg(pl.col("cost").sum().round(2)).sort("team").to_dicts()
 
 
 # 3. Baseline ---------------------------------------------------------------------------------
@@ -217,7 +174,7 @@ def phase_promql_data(cache: Path, gpus: int) -> dict[str, Any]:
 
     om = cache / "day.om"
     t = time.perf_counter()
-    sim = Simulation(FleetSpec.default(gpus=gpus), _window(1), seed=7)
+    sim = Simulation(FleetSpec.default(gpus=gpus), window_of_days(1), seed=7)
     counts = sim.write_openmetrics(om, families=("DCGM_FI_PROF_GR_ENGINE_ACTIVE",))
     written = time.perf_counter() - t
     data = cache / "prom" / "prometheus-data"
@@ -241,7 +198,7 @@ def phase_promql_bill(cache: Path) -> dict[str, Any]:
     from tools.metrics_servers import start_prometheus
 
     settings = Settings()
-    window = _window(1)
+    window = window_of_days(1)
     server = start_prometheus(cache / "prom")
     try:
         t = time.perf_counter()
@@ -306,39 +263,6 @@ def phase_promql_bill(cache: Path) -> dict[str, Any]:
 
 
 # 4. Scale ------------------------------------------------------------------------------------
-def phase_big(cache: Path, gpus: int, big: int) -> dict[str, Any]:
-    from gpuledger.core.frames import CARD_HOURS_HOURLY, GPUS
-    from gpuledger.warehouse import Warehouse
-
-    src = cache / "fleet.duckdb"
-    path = cache / "big.duckdb"
-    path.unlink(missing_ok=True)
-    t = time.perf_counter()
-    copies = max(1, big // gpus)
-    with Warehouse.open(path) as wh:
-        wh.con.execute(f"ATTACH '{src}' AS src (READ_ONLY)")
-        gcols = ", ".join(GPUS.column_names)
-        hcols = ", ".join(CARD_HOURS_HOURLY.column_names)
-        for k in range(copies):
-            suffix = f"'-c{k}'"
-            g_sel = gcols.replace("uuid,", f"uuid || {suffix},", 1).replace("node,", f"node || {suffix},", 1)
-            h_sel = hcols.replace("uuid,", f"uuid || {suffix},", 1).replace("node,", f"node || {suffix},", 1)
-            wh.con.execute(f"INSERT INTO gpus ({gcols}) SELECT {g_sel} FROM src.gpus")
-            wh.con.execute(
-                f"INSERT INTO card_hours_hourly ({hcols}) SELECT {h_sel} FROM src.card_hours_hourly"
-            )
-            wh.con.execute(
-                f"INSERT INTO mig_instances SELECT uuid || {suffix}, gpu_i_id, profile, start_ts, end_ts "
-                "FROM src.mig_instances"
-            )
-        for table in ("namespaces", "pods", "watermarks"):
-            wh.con.execute(f"INSERT INTO {table} SELECT * FROM src.{table}")
-        wh.con.execute("DETACH src")
-        rows = int(wh.scalar("SELECT count(*) FROM card_hours_hourly"))
-        cards = int(wh.scalar("SELECT count(*) FROM gpus"))
-    return {"gpus": cards, "rollup_rows": rows, "build_s": round(time.perf_counter() - t, 1)}
-
-
 def _child(*args: str, tree: Path | None = None) -> dict[str, Any]:
     """One phase in its own process; with `tree`, the product code comes from that checkout
     (run from it, this bench's package on PYTHONPATH: `python -m` puts the working folder first)."""
@@ -353,18 +277,6 @@ def _child(*args: str, tree: Path | None = None) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"  {args[0]}: {result}", file=sys.stderr, flush=True)
     return result
-
-
-def _before_tree(cache: Path, ref: str) -> Path:
-    """The product code of `ref` (no bench/ nor tools/, which come from this checkout)."""
-    tree = cache / f"before-{ref}"
-    if not (tree / "gpuledger").exists():
-        tree.mkdir(parents=True, exist_ok=True)
-        stages = ["gpuledger", "core", "collectors", "warehouse", "simulator", "analytics", "optimizer",
-                  "actuator", "dashboards", "reports"]
-        archive = subprocess.run(["git", "archive", ref, "--", *stages], capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    return tree
 
 
 def _bills(out: dict[str, Any], c: str, file: str, days: int, *, name: str, before: Path | None) -> None:
@@ -391,7 +303,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out["data"] = _child("generate", c, str(args.gpus), str(args.days), replay)
         out["rollup"] = _child("rollup", c, str(args.days), replay)
         out["data"]["replay"] = "roll-up of day 1" if args.replay_rollup else "samples of day 1"
-    before = _before_tree(cache, args.before) if args.before else None
+    before = before_tree(cache, args.before) if args.before else None
     out["before_ref"] = args.before or None
     _bills(out, c, "fleet.duckdb", args.days, name="monthly_bill_from_rollup", before=before)
     out["monthly_floor_group_by"] = _child("floor", c, "fleet.duckdb", str(args.days))
@@ -411,29 +323,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out["big_data"] = _child("big", c, str(args.gpus), str(args.big_gpus))
         _bills(out, c, "big.duckdb", args.days, name="big_monthly_bill_from_rollup", before=before)
         out["big_monthly_floor_group_by"] = _child("floor", c, "big.duckdb", str(args.days))
-        out["growth_1k_to_big"] = _growth(out)
+        out["growth_1k_to_big"] = growth(out)
     return out
-
-
-def _growth(out: dict[str, Any]) -> dict[str, Any]:
-    """How each monthly figure grows from the small fleet to the big one (warm and CPU time)."""
-    pairs = {
-        "lines_grain": "monthly_bill_from_rollup_lines_grain",
-        "device_grain": "monthly_bill_from_rollup",
-        "floor_group_by": "monthly_floor_group_by",
-        "lines_grain_before": "monthly_bill_from_rollup_lines_grain_before",
-        "device_grain_before": "monthly_bill_from_rollup_before",
-    }
-    growth: dict[str, Any] = {}
-    for name, key in pairs.items():
-        small, big = out.get(key), out.get(f"big_{key}")
-        if small and big:
-            growth[name] = {
-                "small_warm_s": small["warm_s"], "big_warm_s": big["warm_s"],
-                "warm_x": round(big["warm_s"] / small["warm_s"], 1),
-                "cpu_x": round(big["warm_cpu_s"] / max(small["warm_cpu_s"], 1e-3), 1),
-            }
-    return growth
 
 
 def main() -> None:
