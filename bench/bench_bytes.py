@@ -19,7 +19,8 @@ per-column figures are upper bounds and the total is exact). Layouts, each addin
 
 Then the load time of the chosen layout (the warehouse's own `Warehouse.load`) against the
 floor: a bare DuckDB `INSERT … SELECT` of the same Arrow frames into a table of today's flat DDL
-(no transaction, no checks), in the same run, each going first in turn.
+(no transaction, no checks), in the same run, each going first in turn; and one hourly
+`GROUP BY` read three ways (flat table, the `gpu_samples` view, by `series_id` then labels).
 Writes bench/results/bytes.json with machine facts.
 """
 
@@ -112,15 +113,15 @@ def build_layout(path: Path, batches: Batches, opts: dict[str, Any]) -> duckdb.D
     else:
         con.execute(TABLES["gpu_samples"].ddl())
     order = f" ORDER BY {opts['order']}" if "order" in opts else ""
-    for _, frame in batches:
-        if opts.get("exporter", True):
-            frame = exporter_precision(frame)
+    select = _values_select(opts.get("ratio_int", False))
+    for _, simulated in batches:
+        frame = exporter_precision(simulated) if opts.get("exporter", True) else simulated
         if "ratio_digits" in opts:
             frame = frame.with_columns([pl.col(c).round(opts["ratio_digits"]) for c in RATIOS])
         con.register("v", frame.to_arrow())
         if series:
             con.execute(NEW_SERIES)
-            con.execute(f"INSERT INTO samples SELECT * FROM ({_values_select(opts.get('ratio_int', False))}){order}")
+            con.execute(f"INSERT INTO samples SELECT * FROM ({select}){order}")
         else:
             con.execute(f"INSERT INTO gpu_samples SELECT * FROM v{order}")
         con.unregister("v")
@@ -171,13 +172,15 @@ def measure_layouts(tmp: Path, batches: Batches) -> dict[str, Any]:
     return out
 
 
-def simulate(gpus: int, hours: int) -> tuple[dict[str, pl.DataFrame], list[tuple[Window, dict[str, pl.DataFrame]]]]:
+Hourly = list[tuple[Window, dict[str, pl.DataFrame]]]
+
+
+def simulate(gpus: int, hours: int) -> tuple[dict[str, pl.DataFrame], Hourly]:
     sim = Simulation(FleetSpec.default(gpus=gpus), Window(START, START + timedelta(hours=hours)), seed=7)
     return sim.inventory(), [(w, dict(f)) for w, f in sim.batches(timedelta(hours=1))]
 
 
-def load_side_by_side(tmp: Path, inventory: dict[str, pl.DataFrame],
-                      batches: list[tuple[Window, dict[str, pl.DataFrame]]]) -> dict[str, Any]:
+def load_side_by_side(tmp: Path, inventory: dict[str, pl.DataFrame], batches: Hourly) -> dict[str, Any]:
     """`Warehouse.load` of each hour's gpu_samples against a bare insert of the same Arrow
     frame into today's flat DDL, each going first in turn; seconds summed."""
     floor = duckdb.connect(str(tmp / "floor.duckdb"))
@@ -210,6 +213,51 @@ def load_side_by_side(tmp: Path, inventory: dict[str, pl.DataFrame],
             "warehouse_file_bytes_per_gpu_sample_row": round(used / rows, 1)}
 
 
+FLAT_GROUP = """
+SELECT date_trunc('hour', ts) AS hour, uuid, gpu_i_id, vgpu, namespace, pod,
+    count(*) AS n, avg(gr_engine_active) AS act, max(fb_used_mib) AS fb
+FROM {table} WHERE ts >= ? AND ts < ? GROUP BY ALL
+"""
+BY_SERIES_GROUP = """
+WITH g AS (
+    SELECT date_trunc('hour', ts) AS hour, series_id, count(*) AS n,
+        avg(gr_engine_active) AS act, max(fb_used_mib) AS fb
+    FROM gpu_sample_values WHERE ts >= ? AND ts < ? GROUP BY ALL
+)
+SELECT hour, uuid, gpu_i_id, vgpu, namespace, pod, sum(n) AS n,
+    sum(act * n) / sum(n) AS act, max(fb) AS fb
+FROM g JOIN gpu_series USING (series_id) GROUP BY ALL
+"""
+
+
+def reads_side_by_side(tmp: Path, window: Window, repeats: int = 3) -> dict[str, Any]:
+    """One hourly GROUP BY over the day's samples three ways, best of `repeats`: on the flat
+    table the floor's file holds (today's layout), through the `gpu_samples` view, and grouping
+    the values by `series_id` first and joining the labels after (what a reader should do)."""
+    flat = duckdb.connect(str(tmp / "floor.duckdb"), read_only=True)
+    flat.execute("SET TimeZone = 'UTC'")
+    best = {"flat_table": float("inf"), "view": float("inf"), "by_series_then_labels": float("inf")}
+    counts: dict[str, int] = {}
+    with Warehouse.open(tmp / "wh.duckdb", read_only=True) as wh:
+        for _ in range(repeats):
+            for name in list(best):
+                params = [window.start, window.end]
+                t = time.perf_counter()
+                if name == "flat_table":
+                    rows = flat.execute(FLAT_GROUP.format(table="gpu_samples"), params).fetchall()
+                elif name == "view":
+                    rows = wh.con.execute(FLAT_GROUP.format(table="gpu_samples"), params).fetchall()
+                else:
+                    rows = wh.con.execute(BY_SERIES_GROUP, params).fetchall()
+                best[name] = min(best[name], time.perf_counter() - t)
+                counts[name] = len(rows)
+    flat.close()
+    assert len(set(counts.values())) == 1, counts
+    return {"groups": counts["view"], **{f"{k}_s": round(v, 3) for k, v in best.items()},
+            "view_vs_flat": round(best["view"] / best["flat_table"], 2),
+            "by_series_vs_flat": round(best["by_series_then_labels"] / best["flat_table"], 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpus", type=int, default=1000)
@@ -224,6 +272,8 @@ def main() -> None:
                                   "layouts": measure_layouts(Path(tmp), samples)}
         if not args.skip_load:
             result["load"] = load_side_by_side(Path(tmp), inventory, batches)
+            result["reads"] = reads_side_by_side(
+                Path(tmp), Window(START, START + timedelta(hours=args.hours)))
         result["load_average_after"] = os.getloadavg()[0]
     write_result("bytes", result)
     print(result.get("load"))
