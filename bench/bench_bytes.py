@@ -20,7 +20,8 @@ per-column figures are upper bounds and the total is exact). Layouts, each addin
 Then the load time of the chosen layout (the warehouse's own `Warehouse.load`) against the
 floor: a bare DuckDB `INSERT … SELECT` of the same Arrow frames into a table of today's flat DDL
 (no transaction, no checks), in the same run, each going first in turn; and one hourly
-`GROUP BY` read three ways (flat table, the `gpu_samples` view, by `series_id` then labels).
+`GROUP BY` read three ways (flat table, the `gpu_samples` view, by `series_id` then labels);
+and migration v008 of a v7 file holding the same samples (seconds, every row kept).
 Writes bench/results/bytes.json with machine facts.
 """
 
@@ -43,7 +44,7 @@ from gpuledger.core.frames import METRIC_COLUMNS, TABLES
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
-from gpuledger.warehouse import LoadBatch, Warehouse
+from gpuledger.warehouse import LoadBatch, Warehouse, migrations
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
 SERIES_COLS = ("node", "uuid", "gpu_i_id", "mig_profile", "vgpu", "namespace", "pod", "container")
@@ -258,6 +259,35 @@ def reads_side_by_side(tmp: Path, window: Window, repeats: int = 3) -> dict[str,
             "by_series_vs_flat": round(best["by_series_then_labels"] / best["flat_table"], 2)}
 
 
+def migration(tmp: Path, batches: Hourly) -> dict[str, Any]:
+    """Time v008 on a v7 file holding these samples (steps 1..7 from their frozen text), and
+    check every row survives: a checksum of each row's columns before and after."""
+    path = tmp / "v7.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("CREATE TABLE schema_version "
+                "(version INTEGER PRIMARY KEY, description VARCHAR, applied_at TIMESTAMPTZ)")
+    for step in migrations.STEPS[:7]:
+        con.execute(step.sql())
+        con.execute("INSERT INTO schema_version VALUES (?, ?, now())", [step.version, step.description])
+    cols = ", ".join(TABLES["gpu_samples"].column_names)
+    for _, frames in batches:
+        con.register("v", frames["gpu_samples"].to_arrow())
+        con.execute(f"INSERT INTO gpu_samples SELECT {cols} FROM v")
+        con.unregister("v")
+    con.execute("CHECKPOINT")
+    checksum = f"SELECT sum(hash({cols})::HUGEINT), count(*) FROM gpu_samples"
+    before = con.sql(checksum).fetchall()
+    con.close()
+    t = time.perf_counter()
+    with Warehouse.open(path) as wh:
+        seconds = time.perf_counter() - t
+        after = wh.con.sql(checksum).fetchall()
+    rows = int(before[0][1])
+    return {"rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds),
+            "every_row_kept": before == after}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpus", type=int, default=1000)
@@ -272,6 +302,7 @@ def main() -> None:
                                   "layouts": measure_layouts(Path(tmp), samples)}
         if not args.skip_load:
             result["load"] = load_side_by_side(Path(tmp), inventory, batches)
+            result["migration_v7_to_v8"] = migration(Path(tmp), batches)
             result["reads"] = reads_side_by_side(
                 Path(tmp), Window(START, START + timedelta(hours=args.hours)))
         result["load_average_after"] = os.getloadavg()[0]
