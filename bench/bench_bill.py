@@ -78,11 +78,10 @@ def phase_generate(cache: Path, gpus: int, days: int, replay_rollup: bool = Fals
             wh.load(LoadBatch(frames=frames, window=chunk))
         simulated = time.perf_counter() - t0
         t1 = time.perf_counter()
-        cols = ", ".join(c for c in _sample_columns() if c != "ts")
-        for k in range(1, 1 if replay_rollup else days):
+        for k in range(1, 1 if replay_rollup else days):  # gpu_samples is a view over series + values (v8)
             wh.con.execute(
-                f"INSERT INTO gpu_samples SELECT ts + INTERVAL {k} DAY, {cols} FROM gpu_samples "
-                "WHERE ts < ?", [START + timedelta(days=1)]
+                f"INSERT INTO gpu_sample_values SELECT ts + INTERVAL {k} DAY, * EXCLUDE (ts) "
+                "FROM gpu_sample_values WHERE ts < ?", [START + timedelta(days=1)]
             )
         wh.con.execute("UPDATE gpus SET last_seen = ?", [START + timedelta(days=days) - timedelta(minutes=1)])
         wh.con.execute("UPDATE pods SET end_ts = ? WHERE end_ts >= ?",
@@ -91,12 +90,6 @@ def phase_generate(cache: Path, gpus: int, days: int, replay_rollup: bool = Fals
     return {"gpus": gpus, "days": days, "sample_rows": rows, "simulate_and_load_day_s": round(simulated, 1),
             "replay_days_s": round(time.perf_counter() - t1, 1),
             "file_mib": round(path.stat().st_size / 2**20, 1)}
-
-
-def _sample_columns() -> tuple[str, ...]:
-    from gpuledger.core.frames import GPU_SAMPLES
-
-    return GPU_SAMPLES.column_names
 
 
 # 2. Ours -------------------------------------------------------------------------------------

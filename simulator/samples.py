@@ -160,16 +160,26 @@ def gpu_samples_frame(
         _gather(names.pod_namespace, pod, "namespace"),
         _gather(names.pod_name, pod, "pod"),
         _gather(names.pod_container, pod, "container"),
-        pl.Series("gr_engine_active", shown),
-        pl.Series("sm_active", shown * (0.8 + 0.15 * u1)),
+        pl.Series("gr_engine_active", _as_exported(shown)),
+        pl.Series("sm_active", _as_exported(shown * (0.8 + 0.15 * u1))),
         pl.Series("gpu_util", np.where(mode == 1, np.nan, np.round(gpu_act * 100)), nan_to_null=True),
         pl.Series("fb_used_mib", fb_used),
         pl.Series("fb_free_mib", np.maximum(fb_total - fb_used, 0.0)),
         pl.Series("power_w", np.round(idle_w + (max_w - idle_w) * gpu_act + 4 * (u2 - 0.5), 3)),
-        pl.Series("tensor_active", shown * tensor),
-        pl.Series("dram_active", shown * (0.3 + 0.3 * u1)),
+        pl.Series("tensor_active", _as_exported(shown * tensor)),
+        pl.Series("dram_active", _as_exported(shown * (0.3 + 0.3 * u1))),
         pl.Series("gpu_temp_c", np.round(31 + 45 * gpu_act + 2 * u2)),
     ])
+
+
+EXPORTER_DECIMALS = 6
+"""dcgm-exporter prints a double field with `%f`: six decimals are all a collection ever sees
+(and stores), so the simulator emits the profiling ratios at that precision too (decision 0129;
+power is already in mW, memory, temperature and utilisation whole, as DCGM's integer fields)."""
+
+
+def _as_exported(ratio: np.ndarray) -> np.ndarray:
+    return np.round(ratio, EXPORTER_DECIMALS)
 
 
 def token_samples_frame(

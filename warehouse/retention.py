@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpuledger.core.window import HOUR, as_utc, floor_time
+from gpuledger.warehouse.sample_layout import VALUES_TABLE, prune_series_sql
 from gpuledger.warehouse.store import Warehouse
 
 RAW_TABLE = "gpu_samples"
+"""What readers count raw samples in (a view since v8); rows are removed from `VALUES_TABLE`
+and series no sample refers to any more from `gpu_series`."""
 RETENTION_KEY = "retention.removed_before"
 """`gpuledger_meta` key: raw samples before this instant were removed (hours live on as roll-ups)."""
 
@@ -79,9 +82,10 @@ def compact(
     if start is not None and end is not None:
         with wh.transaction():
             rows = wh.execute(
-                f"DELETE FROM {RAW_TABLE} WHERE ts >= ? AND ts < ?", [start, end]
+                f"DELETE FROM {VALUES_TABLE} WHERE ts >= ? AND ts < ?", [start, end]
             )
             removed = int(rows[0][0]) if rows else 0
+            wh.execute(prune_series_sql())
             previous = removed_before(wh)
             if previous is None or previous < end:
                 wh.execute(

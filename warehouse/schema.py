@@ -24,6 +24,7 @@ import duckdb
 from gpuledger.core.errors import SchemaVersionError
 from gpuledger.core.frames import TABLES
 from gpuledger.warehouse.migrations import STEPS
+from gpuledger.warehouse.sample_layout import DDL as SAMPLE_LAYOUT_DDL
 
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
 
@@ -85,9 +86,17 @@ def foreign_objects(con: duckdb.DuckDBPyConnection) -> list[str]:
     return sorted(names)
 
 
+STORED_AS: dict[str, tuple[str, ...]] = {"gpu_samples": SAMPLE_LAYOUT_DDL}
+"""Declared tables stored otherwise than as one table of their columns: `gpu_samples` is a view
+over a series dimension and integer-keyed values (v8, `warehouse.sample_layout`)."""
+
+
 def declared_ddl() -> list[str]:
     """The DDL of the latest schema as the code declares it (not as the steps build it)."""
-    return [spec.ddl() for spec in TABLES.values()] + list(SUPPORT_DDL)
+    out: list[str] = []
+    for spec in TABLES.values():
+        out.extend(STORED_AS.get(spec.name, (spec.ddl(),)))
+    return out + list(SUPPORT_DDL)
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:

@@ -5,7 +5,8 @@ Why these rules:
    `kill -9` in the middle leave the file exactly as it was before the load.
 2. A load *owns* its window: for time-series tables it deletes `[start, end)` and inserts the
    new rows, so loading the same window twice changes nothing (rows are deduplicated by key
-   inside the batch first, last one wins).
+   inside the batch first, last one wins). Raw GPU samples are stored as a series dimension
+   and integer-keyed values behind a `gpu_samples` view (`warehouse.sample_layout`).
 3. One writer: DuckDB takes an OS lock on the file; a second writer gets `WarehouseLockedError`
    with the path, never a corrupted file. Readers open with `read_only=True`.
 4. Whose file: DuckDB never installs or loads an extension behind our back (a SQLite file passed
@@ -37,6 +38,7 @@ import polars as pl
 from gpuledger.core.errors import InputError, WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import TABLES, TableSpec, polars_schema
 from gpuledger.core.window import Window, as_utc
+from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
 from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate
 
 DUCKDB_CONFIG: dict[str, Any] = {
@@ -207,7 +209,10 @@ class Warehouse:
     def _write_view(self, spec: TableSpec, view: str, window: Window | None) -> int:
         cols = ", ".join(spec.column_names)
         removed = 0
-        if spec.kind == "timeseries":
+        if spec.name == SAMPLES_VIEW:  # a view over series + values (warehouse.sample_layout)
+            assert window is not None
+            removed = write_samples(self.con, view, window)
+        elif spec.kind == "timeseries":
             assert window is not None
             # DELETE reports how many rows it removed: no separate count(*) scan. Zone maps
             # skip every row group outside the window (no index on ts, decision 0070).

@@ -211,8 +211,8 @@ def test_two_rows_of_one_device_at_one_time_count_once(tmp_path):
     win = window(1)
     path = warehouse(tmp_path, win, frame(rows("GPU-1", minutes(60), fb=None)))
     with duckdb.connect(str(path)) as con:
-        con.execute("INSERT INTO gpu_samples SELECT * REPLACE (NULL AS gr_engine_active, "
-                    "4096.0 AS fb_used_mib) FROM gpu_samples")
+        con.execute("INSERT INTO gpu_sample_values SELECT * REPLACE (NULL AS gr_engine_active, "
+                    "4096.0 AS fb_used_mib) FROM gpu_sample_values")  # gpu_samples is a view
         assert con.execute("SELECT count(*) FROM gpu_samples").fetchall() == [(120,)]
     frame_ = held(path, win)
     assert hours(frame_, "held_hours") == pytest.approx(1.0)

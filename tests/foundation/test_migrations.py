@@ -38,6 +38,7 @@ RELEASED_SHA256 = {
     "v005_pod_priorities_and_preemptions.sql": "24e360c3e9bfe4272bd6c433df45273b4260483331c1cc8d9a044a81bd46c33a",
     "v006_vllm_queue_gauges.sql": "4bcab45e999d9939d71b544dac1a992fa8ac13d5c02ec5c41b5cf1c8ccdf76b3",
     "v007_dra_pod_claims.sql": "3be5d18c27e01ac87d562b282020d4ed809170c93fa04e99e629b3b99b3a5a7f",
+    "v008_gpu_series_and_sample_values.sql": "c15ae288f7abf9bfeb2fc8ce7895ce1840fcc017e7979248c45702df55412f17",
 }
 """sha256 of every released step; a step is never edited once released (add a new one)."""
 
@@ -71,6 +72,12 @@ def catalog(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[Any, ...]]]:
             "SELECT sequence_name, start_value, increment_by, min_value, max_value, cycle "
             "FROM duckdb_sequences() ORDER BY 1"
         ),
+        "views": "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1",
+        "view_columns": (
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_name IN (SELECT view_name FROM duckdb_views() WHERE NOT internal) "
+            "ORDER BY table_name, ordinal_position"
+        ),
     }
     return {name: con.sql(q).fetchall() for name, q in queries.items()}
 
@@ -96,7 +103,9 @@ def test_all_steps_on_an_empty_file_equal_the_declared_schema(tmp_path: Path):
     for part in declared:
         assert migrated[part] == declared[part], part
     tables = {name for name, _ in migrated["tables"]}
-    assert tables == {*TABLES, schema.MARKER_TABLE}
+    # gpu_samples is a view over a series dimension and its values since v8.
+    assert tables == {*TABLES, schema.MARKER_TABLE, "gpu_series", "gpu_sample_values"} - {"gpu_samples"}
+    assert migrated["views"] == declared["views"] == [("gpu_samples",)]
     assert [i[0] for i in migrated["indexes"]] == []  # v3 dropped gpu_samples_ts (zone maps)
     assert [s[0] for s in migrated["sequences"]] == ["audit_seq"]
     with Warehouse.open(tmp_path / "migrated.duckdb", read_only=True) as wh:
@@ -193,12 +202,12 @@ def test_a_later_step_migrates_a_v1_file_once_and_keeps_its_rows(tmp_path: Path,
     path = tmp_path / "v1.duckdb"
     _previous_release_file(path)
     _with_step(monkeypatch, "ALTER TABLE namespaces ADD COLUMN cost_center VARCHAR;\n"
-                            "ALTER TABLE gpu_samples ADD COLUMN nvlink_bytes DOUBLE;")
+                            "ALTER TABLE gpu_sample_values ADD COLUMN nvlink_bytes DOUBLE;")
     with Warehouse.open(path) as wh:
         assert schema.current_version(wh.con) == schema.LATEST
         assert _rows(wh) == EXPECTED_ROWS
         assert wh.query("SELECT cost_center FROM namespaces").rows() == [(None,)]
-        assert wh.query("SELECT nvlink_bytes FROM gpu_samples").rows() == [(None,)]
+        assert wh.query("SELECT nvlink_bytes FROM gpu_sample_values").rows() == [(None,)]
     # Reopening applies nothing again (the ALTER would fail if it ran twice).
     with Warehouse.open(path) as wh:
         described = wh.query("SELECT description FROM schema_version ORDER BY version")

@@ -39,9 +39,10 @@ TOKEN_NEWEST = T0 + timedelta(minutes=1)
 
 
 def _insert_sample(wh: Warehouse, ts: datetime) -> None:
-    wh.execute(
-        "INSERT INTO gpu_samples (ts, node, uuid, gpu_i_id) VALUES (?, 'n0', 'GPU-a', -1)", [ts]
-    )
+    # gpu_samples is a view over a series dimension and its values (v8): one series, id 1.
+    wh.execute("INSERT OR IGNORE INTO gpu_series (series_id, node, uuid, gpu_i_id) "
+               "VALUES (1, 'n0', 'GPU-a', -1)")
+    wh.execute("INSERT INTO gpu_sample_values (ts, series_id) VALUES (?, 1)", [ts])
 
 
 def _insert_rollup(wh: Warehouse, hour: datetime) -> None:

@@ -77,7 +77,7 @@ def test_compacted_month_is_as_of_the_rollup(tmp_path: Path) -> None:
     settings = Settings()
     with Warehouse.open(path) as wh:
         wh.load(rollup_batch(wh, Window(datetime(2024, 11, 1, tzinfo=UTC), STOPPED), settings))
-        wh.execute("DELETE FROM gpu_samples")
+        wh.execute("DELETE FROM gpu_sample_values")  # under the gpu_samples view
         data = gather(wh, settings, PERIOD)
     assert data.newest_sample == STOPPED  # the hour 2024-11-19 23:00 ends at midnight
     html = render_statement(build_statements(data, settings, "DRAFT", NOW)[0])

@@ -40,6 +40,8 @@ STEPS: tuple[Step, ...] = (
     Step(5, "pod priorities and preemptions", "v005_pod_priorities_and_preemptions.sql"),
     Step(6, "vLLM queue gauges on token_samples", "v006_vllm_queue_gauges.sql"),
     Step(7, "DRA pod-claim references from kube-state-metrics", "v007_dra_pod_claims.sql"),
+    Step(8, "raw GPU samples as a series dimension and integer-keyed values",
+         "v008_gpu_series_and_sample_values.sql"),
 )
 """Every version in order, oldest first; append only."""
 
