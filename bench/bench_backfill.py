@@ -99,7 +99,6 @@ collector = PrometheusCollector(url, settings, now=now, namespaces_from_metrics=
 collector.http.log = []
 started = time.perf_counter()
 with Warehouse.open(path) as wh:
-    wh.execute("SET enable_progress_bar = false")  # as `gpuledger collect` does
     r = collect_window(wh, settings, url, window, collector=collector, now=now, rollup=RollupPlan())
     rows = wh.count("gpu_samples")
 seconds = time.perf_counter() - started

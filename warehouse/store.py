@@ -292,9 +292,14 @@ class Warehouse:
 
 
 def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with `DUCKDB_CONFIG`; errors as one-line `WarehouseError`s."""
+    """A DuckDB connection with `DUCKDB_CONFIG` and no progress bar of DuckDB's own (it draws
+    one on STDOUT for any query over 2 s, even into a pipe, in the middle of `-o json` / `-o
+    csv` output; ours is on stderr, `terminal_progress`; the setting is per connection);
+    errors as one-line `WarehouseError`s."""
     try:
-        return duckdb.connect(target, read_only=read_only, config=DUCKDB_CONFIG)
+        con = duckdb.connect(target, read_only=read_only, config=DUCKDB_CONFIG)
+        con.execute("SET enable_progress_bar = false")
+        return con
     except duckdb.Error as exc:
         if _lock_message(exc):
             raise WarehouseLockedError(

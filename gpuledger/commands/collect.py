@@ -90,10 +90,6 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.core.redact import Redactor
 
     with ctx.open_warehouse() as wh:
-        # DuckDB draws its own bar on STDOUT for queries over 2 s (a 1,000-GPU day's roll-up
-        # takes ~25 s here), even into a pipe: ours is on stderr. (The warehouse's connection
-        # settings would be the place for every command; see docs/decisions/0126.)
-        wh.execute("SET enable_progress_bar = false")
         if args.follow:
             start = parse_instant(args.start) if args.start else None
             if start is None:
