@@ -65,6 +65,8 @@ class Run:
         env.pop("GPULEDGER_WAREHOUSE", None)
         cmd = [sys.executable, "-m", "gpuledger", "demo", "--gpus", str(gpus), "--period", period,
                "--no-serve", "--out", str(work / "demo")]
+        self.ended: float | None = None
+        self.closed: float | None = None  # set by the stdout reader
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, bufsize=1)
@@ -72,12 +74,13 @@ class Run:
                          for stream, tag in ((self.proc.stdout, "out"), (self.proc.stderr, "err"))]
         for reader in self._readers:
             reader.start()
-        self.ended: float | None = None
 
     def _read(self, stream: Any, tag: str) -> None:
         for line in stream:
             with self._lock:
                 self.lines.append((time.perf_counter() - self.started, tag, line.rstrip("\n")))
+        if tag == "out":  # stdout closes as the process exits (the other may still be running)
+            self.closed = time.perf_counter() - self.started
 
     def wait(self, timeout: float) -> int:
         try:
@@ -85,9 +88,9 @@ class Run:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             rc = self.proc.wait()
-        self.ended = time.perf_counter() - self.started
         for reader in self._readers:
             reader.join()
+        self.ended = self.closed if self.closed is not None else time.perf_counter() - self.started
         return rc
 
     def first(self, prefix: str, tag: str = "out") -> float | None:
@@ -96,7 +99,8 @@ class Run:
     def figures(self, rc: int) -> dict[str, Any]:
         marks: dict[str, float | None] = {stage: self.first(prefix) for stage, prefix in MARKS}
         reports = marks["reports"]
-        before = [t for t, s, _ in self.lines if s == "out" and reports is not None and t < reports]
+        before = [t for t, s, line in self.lines
+                  if s == "out" and line.strip() and reports is not None and t < reports]
         marks["advice"] = max(before) if before else None  # its rows print together, at its end
         order = ["simulate + load + roll-up", "bill", "volcano + idle", "advice", "reports",
                  "mig plan", "quota plan"]
@@ -113,6 +117,7 @@ class Run:
             "rc": rc,
             "first_bill_s": _round(marks["bill"]),
             "end_s": _round(self.ended),
+            "demo_finished_line_s": _round(marks["quota plan"]),
             "stages_s": stages,
             "split_s": {  # only the baseline prints simulate + load and roll-up apart
                 "simulate + load": _round(load_end),
