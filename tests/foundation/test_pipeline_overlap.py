@@ -61,7 +61,9 @@ def test_overlapped_pipeline_stores_what_the_sequential_one_does(tmp_path: Path)
     for key, frame in before.items():
         if isinstance(frame, pl.DataFrame):
             assert frame.height > 0, key
-            assert_frame_equal(frame, after[key], check_exact=False, rel_tol=1e-12, abs_tol=1e-15)
+            other = after[key]
+            assert isinstance(other, pl.DataFrame), key
+            assert_frame_equal(frame, other, check_exact=False, rel_tol=1e-12, abs_tol=1e-15)
         else:
             assert frame == pytest.approx(after[key], rel=1e-12), key
 
@@ -74,7 +76,7 @@ def test_a_simulation_error_reaches_the_writer(tmp_path: Path, monkeypatch: pyte
     sim = Simulation(demo_fleet(40), WINDOW, seed=7)
     real = sim.batches
 
-    def failing(chunk: timedelta = timedelta(days=1)):  # type: ignore[no-untyped-def]
+    def failing(chunk: timedelta = timedelta(days=1)):
         for n, item in enumerate(real(chunk)):
             if n == 1:
                 raise _Boom("day two failed")
