@@ -2,7 +2,8 @@
 
 1. Pick the month (the last complete calendar month unless `--period`), a fresh warehouse
    under the demo folder.
-2. Simulate the fleet and load it, a day per transaction; roll it up to hourly card-hours.
+2. Simulate the fleet and load it, a day per transaction, rolling each day up to hourly
+   card-hours once the next is loaded (a thread simulates ahead: `pipeline.load_and_rollup`).
 3. Bill the month by team and print it, with the top idle allocations.
    Print one row of each fleet-advice kind (`recommend --kind`: catalog, fragmentation,
    overcommit, autoscaling), the one with the largest saving.
@@ -69,12 +70,12 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
                      idle_threshold=ctx.settings.idle.threshold,
                      idle_min_minutes=ctx.settings.idle.min_minutes)
     with Warehouse.open(wh_path) as wh:
-        # 2. Simulate, load, roll up.
-        from gpuledger.pipeline import load_simulation, rollup
+        # 2. Simulate, load, roll up: overlapped, a day apart (docs/decisions/0130).
+        from gpuledger.pipeline import load_and_rollup
         from gpuledger.simulator.dra_fleet import DraFleet
 
-        rows = load_simulation(wh, sim, dra=DraFleet(window))  # plus a DRA pool (docs/guide/dra.md)
-        rollup(wh, window, ctx.settings)
+        # plus a DRA pool (docs/guide/dra.md)
+        rows = load_and_rollup(wh, sim, ctx.settings, dra=DraFleet(window))
         samples = wh.count("gpu_samples")
         ctx.echo(f"loaded {rows:,} rows ({samples:,} GPU samples) for {sim.gpu_count} GPUs "
                  f"on {wh.count('nodes')} nodes, {wh.count('namespaces')} namespaces, "

@@ -1,0 +1,182 @@
+"""`gpuledger demo --no-serve` end to end: time to the first printed bill and to the end, per stage.
+
+Run: `python -m bench.bench_demo [--gpus 256] [--period 2026-10] [--baseline-ref REF] [--one-by-one]`.
+
+Two demos of the same fleet, month and seed, as a user runs them (`python -m gpuledger demo`
+in a fresh folder, no config):
+- baseline: the tree at `--baseline-ref` (default: where this branch left main, so the only
+  difference is the demo's own structure), unpacked with `git archive` into a temporary folder;
+- ours: this working tree.
+They run side by side by default (started together, so both see the same machine load: on a
+shared 2-core machine the ratio is the figure, the seconds drift), or `--one-by-one`.
+
+Stages are read from when each line of the demo's output appears (stdout and the progress lines
+on stderr), so both trees are timed by the same rule without instrumenting either: simulate +
+load + roll-up (to the `loaded` line; the baseline's progress lines split simulate + load from
+roll-up), bill (to `Bill for`), Volcano + idle (to `Fleet advice`), advice (to its last row),
+reports (to `Reports for`), MIG plan, quota plan, and the end (process exit). Writes
+bench/results/demo.json with machine facts and the load average before, during and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+from bench.common import write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKS = (  # (stage that ends when this line first appears, its prefix)
+    ("simulate + load + roll-up", "loaded "),
+    ("bill", "Bill for "),
+    ("volcano + idle", "Fleet advice, one row"),
+    ("reports", "Reports for "),
+    ("mig plan", "Proposed quota plan"),
+    ("quota plan", "demo finished"),
+)
+
+
+def unpack(ref: str, into: Path) -> Path:
+    """The tree at `ref` (no git state changed: `git archive` into a folder)."""
+    data = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(into, filter="tar")
+    return into
+
+
+class Run:
+    """One demo process, every output line stamped with seconds since its start."""
+
+    def __init__(self, name: str, tree: Path, work: Path, gpus: int, period: str) -> None:
+        self.name = name
+        self.lines: list[tuple[float, str, str]] = []
+        self._lock = threading.Lock()
+        work.mkdir(parents=True)
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        env.pop("GPULEDGER_WAREHOUSE", None)
+        cmd = [sys.executable, "-m", "gpuledger", "demo", "--gpus", str(gpus), "--period", period,
+               "--no-serve", "--out", str(work / "demo")]
+        self.ended: float | None = None
+        self.closed: float | None = None  # set by the stdout reader
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+        self._readers = [threading.Thread(target=self._read, args=(stream, tag), daemon=True)
+                         for stream, tag in ((self.proc.stdout, "out"), (self.proc.stderr, "err"))]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, stream: Any, tag: str) -> None:
+        for line in stream:
+            with self._lock:
+                self.lines.append((time.perf_counter() - self.started, tag, line.rstrip("\n")))
+        if tag == "out":  # stdout closes as the process exits (the other may still be running)
+            self.closed = time.perf_counter() - self.started
+
+    def wait(self, timeout: float) -> int:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        for reader in self._readers:
+            reader.join()
+        self.ended = self.closed if self.closed is not None else time.perf_counter() - self.started
+        return rc
+
+    def first(self, prefix: str, tag: str = "out") -> float | None:
+        return next((t for t, s, line in self.lines if s == tag and line.startswith(prefix)), None)
+
+    def figures(self, rc: int) -> dict[str, Any]:
+        marks: dict[str, float | None] = {stage: self.first(prefix) for stage, prefix in MARKS}
+        reports = marks["reports"]
+        before = [t for t, s, line in self.lines
+                  if s == "out" and line.strip() and reports is not None and t < reports]
+        marks["advice"] = max(before) if before else None  # its rows print together, at its end
+        order = ["simulate + load + roll-up", "bill", "volcano + idle", "advice", "reports",
+                 "mig plan", "quota plan"]
+        stages: dict[str, float | None] = {}
+        previous: float | None = 0.0
+        for stage in order:
+            now = marks[stage]
+            stages[stage] = round(now - previous, 1) if now is not None and previous is not None else None
+            previous = now
+        load_end = max((t for t, s, line in self.lines
+                        if s == "err" and line.startswith("  simulate + load: ")), default=None)
+        rolled = marks["simulate + load + roll-up"]
+        return {
+            "rc": rc,
+            "first_bill_s": _round(marks["bill"]),
+            "end_s": _round(self.ended),
+            "demo_finished_line_s": _round(marks["quota plan"]),
+            "stages_s": stages,
+            "split_s": {  # only the baseline prints simulate + load and roll-up apart
+                "simulate + load": _round(load_end),
+                "roll-up": _round(rolled - load_end) if rolled is not None else None,
+            } if load_end is not None else None,
+            "stderr_tail": [line for _, s, line in self.lines if s == "err"][-3:] if rc else [],
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return round(value, 1) if value is not None else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=256)
+    parser.add_argument("--period", default="2026-10")
+    parser.add_argument("--baseline-ref", default=None,
+                        help="git ref of the baseline (default: the merge-base with main)")
+    parser.add_argument("--one-by-one", action="store_true", help="run the baseline, then ours")
+    parser.add_argument("--timeout", type=float, default=3600)
+    args = parser.parse_args()
+    ref = args.baseline_ref or subprocess.run(
+        ["git", "merge-base", "HEAD", "main"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    load: dict[str, Any] = {"before": os.getloadavg()}
+    with tempfile.TemporaryDirectory(prefix="bench-demo-") as tmp:
+        base_tree = unpack(ref, Path(tmp) / "baseline-tree")
+        trees = {"baseline": base_tree, "ours": ROOT}
+        results: dict[str, Any] = {}
+        runs: dict[str, Run] = {}
+        for name, tree in trees.items():
+            runs[name] = Run(name, tree, Path(tmp) / name, args.gpus, args.period)
+            if args.one_by_one:
+                results[name] = runs[name].figures(runs[name].wait(args.timeout))
+                load[f"after {name}"] = os.getloadavg()
+        if not args.one_by_one:
+            time.sleep(60)
+            load["during"] = os.getloadavg()
+            for name, run in runs.items():
+                results[name] = run.figures(run.wait(args.timeout))
+        load["after"] = os.getloadavg()
+    base, ours = results["baseline"], results["ours"]
+    write_result("demo", {
+        "gpus": args.gpus, "period": args.period, "baseline_ref": ref,
+        "mode": "one by one" if args.one_by_one else "side by side (started together)",
+        "load_average_1_5_15": load,
+        "baseline": base, "ours": ours,
+        "first_bill_ratio": _ratio(base["first_bill_s"], ours["first_bill_s"]),
+        "end_ratio": _ratio(base["end_s"], ours["end_s"]),
+        "goals": {"first_bill_s": 60, "end_s": 120,
+                  "first_bill_met": ours["rc"] == 0 and (ours["first_bill_s"] or 1e9) <= 60,
+                  "end_met": ours["rc"] == 0 and (ours["end_s"] or 1e9) <= 120},
+    })
+
+
+def _ratio(before: float | None, after: float | None) -> float | None:
+    return round(before / after, 2) if before and after else None
+
+
+if __name__ == "__main__":
+    main()
