@@ -25,6 +25,7 @@ from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period
 
 if TYPE_CHECKING:
+    from gpuledger.analytics.advice.run import Advice
     from gpuledger.analytics.bill import Bill
     from gpuledger.core.window import Window
     from gpuledger.simulator.fleet import FleetSpec
@@ -83,11 +84,11 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         # 3. The bill and the idle time.
         bill = _print_bill(wh, window, ctx)
         _print_idle(bill, ctx)
-        _print_advice(wh, window, ctx)
-        # 5. The month's reports.
+        advice = _print_advice(wh, window, ctx)
+        # 5. The month's reports (the fleet statement's advice: the kinds just printed).
         from gpuledger.reports.monthly import issue_monthly
 
-        report = issue_monthly(wh, ctx.settings, str(period), out / "reports", now=utcnow())
+        report = issue_monthly(wh, ctx.settings, str(period), out / "reports", now=utcnow(), advice=advice)
         ctx.echo("")
         ctx.echo(f"Reports for {period} ({report.status}): {report.folder}")
         ctx.echo("  summary.csv, focus.csv, focus.parquet, one HTML + PDF statement per team, "
@@ -195,18 +196,21 @@ def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:
                  f"{row['idle_card_hours']:11,.1f} {row['idle_cost']:10,.2f}")
 
 
-def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> None:
-    """One row of each advice kind (`gpuledger recommend --kind K` shows them all)."""
+def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> list[Advice]:
+    """One row of each advice kind (`gpuledger recommend --kind K` shows them all); returns
+    every kind's advice, so the month's report does not run the analyses again."""
     from gpuledger.analytics.advice.run import run_advice
 
     ctx.echo("")
     ctx.echo(f"Fleet advice, one row of each kind (all of them: `gpuledger recommend --kind K --period "
              f"{window.start:%Y-%m}`)")
     ctx.echo(f"{'kind':22s} {'scope':32s} {'recommended':34s} {'saving/month':>12s}")
-    for advice in run_advice(wh, window, ctx.settings, ()):
+    found = run_advice(wh, window, ctx.settings, ())
+    for advice in found:
         if not advice.rows:
             ctx.echo(f"{advice.kind:22s} (nothing to advise this month)")
             continue
         row = max(advice.rows, key=lambda r: float(str(r["monthly_saving"])))
         ctx.echo(f"{row['kind']!s:22s} {str(row['scope'])[:32]:32s} {str(row['recommended'])[:34]:34s} "
                  f"{float(str(row['monthly_saving'])):12,.2f}")
+    return found

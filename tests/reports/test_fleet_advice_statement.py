@@ -92,3 +92,28 @@ def test_no_advice_no_section(tmp_path: Path) -> None:
     html = (result.folder / "statements" / "fleet.html").read_text()
     assert "Fleet advice" not in html and "fleet-advice" not in html
     assert "Recommendations" in _pdf_text(result.folder / "statements" / "fleet.pdf")
+
+
+def test_advice_handed_in_is_used_and_equal(base_warehouse: Path) -> None:
+    """The demo hands the kinds it printed to the report: the statement's rows equal what the
+    report computes on its own, and the handed rows are the ones used (a changed saving shows),
+    with a kind not handed in still computed."""
+    from dataclasses import replace
+
+    from gpuledger.analytics.advice.run import run_advice
+    from gpuledger.reports.fleet_advice import fleet_advice
+
+    window = Window(datetime(2024, 11, 1, tzinfo=UTC), datetime(2024, 12, 1, tzinfo=UTC))
+    settings = Settings()
+    with Warehouse.open(base_warehouse, read_only=True) as wh:
+        alone = fleet_advice(wh, window, settings)
+        every = run_advice(wh, window, settings, ())
+        assert fleet_advice(wh, window, settings, every) == alone
+        kinds_with_rows = [a for a in every if a.kind in KINDS and a.rows]
+        assert kinds_with_rows, "the fleet has advice to hand over"
+        first = kinds_with_rows[0]
+        doctored = replace(first, rows=[{**r, "monthly_saving": 1e9} for r in first.rows[:1]])
+        handed = fleet_advice(wh, window, settings, [doctored])
+    assert [a for a in handed if a.monthly_saving == 1e9]
+    assert {a.kind for a in handed} - {a.kind for a in handed if a.monthly_saving == 1e9} == \
+        {a.kind for a in alone} - {str(r["kind"]) for r in first.rows}
