@@ -22,6 +22,15 @@ docs/decisions/0040-dashboards-data-access.md):
    briefly while a collector holds it. Listeners (`on_write`) read what they need through that
    same connection before it closes (the Plans page shows an approval at once, without
    waiting for a multi-GB copy), and a refresh is requested in the background.
+
+Serving mode (`publisher` given, the dashboard; docs/decisions/0120-serving-store.md): a
+snapshot is the published serving store (`warehouse.serving_store`), opened read-only in place,
+not a copy of the warehouse: a refresh costs an open, whatever the warehouse's size. When the
+warehouse changed since the last publish (a writer that does not publish) and nobody holds it,
+the refresh publishes first, through a short writer; while a collector holds it, the last
+published store serves (the collector publishes after each round). With no serving store at
+all and the warehouse held, the refresh falls back to the copy of steps 1–3. Our own writes
+publish before their connection closes.
 """
 
 from __future__ import annotations
@@ -34,14 +43,22 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from gpuledger.core.config import utcnow
-from gpuledger.core.errors import WarehouseError, WarehouseLockedError
+from gpuledger.core.errors import GpuledgerError, WarehouseError, WarehouseLockedError
+from gpuledger.warehouse.serving_store import (
+    Stamp,
+    file_stamp,
+    open_serving,
+    published_stamp,
+    record_published,
+    serving_path,
+)
 from gpuledger.warehouse.store import Warehouse
 
 RETRY_DELAYS_S: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.8)
@@ -50,8 +67,6 @@ QUIET_NS = 50_000_000
 """A copy starts only when the last write is at least this old (50 ms): a write landing in the
 same coarse clock tick as the first `stat` could otherwise leave the mtime unchanged."""
 COPY_ATTEMPTS = 3
-
-Stamp = tuple[int, int, int, int]
 
 
 class WarehouseBusyError(WarehouseLockedError):
@@ -72,6 +87,8 @@ class Snapshot:
     source_stamp: Stamp
     con: duckdb.DuckDBPyConnection
     copy_s: float
+    owned: bool = True
+    """A private copy this store deletes when done (False: the published serving store)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _users: int = 0
     _retired: bool = False
@@ -102,22 +119,13 @@ class Snapshot:
 
     def _dispose(self) -> None:
         self.con.close()
+        if not self.owned:
+            return
         for suffix in ("", ".wal"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
 
-def _stamp(path: Path) -> Stamp | None:
-    """(mtime_ns, size) of the warehouse and of its WAL: changes whenever a writer commits."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    try:
-        wal = Path(f"{path}.wal").stat()
-        wal_stamp = (wal.st_mtime_ns, wal.st_size)
-    except FileNotFoundError:
-        wal_stamp = (0, -1)
-    return (st.st_mtime_ns, st.st_size, *wal_stamp)
+_stamp = file_stamp
 
 
 class SnapshotStore:
@@ -130,6 +138,7 @@ class SnapshotStore:
         cache_dir: Path | None = None,
         refresh_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
+        publisher: Callable[[Warehouse], object] | None = None,
     ) -> None:
         self.source = Path(source)
         self._own_dir = cache_dir is None
@@ -150,6 +159,8 @@ class SnapshotStore:
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._write_listeners: list[Callable[[Warehouse], None]] = []
+        self.publisher = publisher
+        """Serving mode (module docstring): publishes the serving store with a writer."""
 
     # 1. Refreshing ---------------------------------------------------------------------------
     def on_new_snapshot(self, listener: Callable[[Snapshot], None]) -> None:
@@ -167,11 +178,11 @@ class SnapshotStore:
                 self.last_error = f"{self.source}: no warehouse file yet"
                 return False
             current = self._snapshot
-            if current is not None and not force and current.source_stamp == stamp:
-                self.busy_since = None
-                return False
             try:
-                snapshot = self._copy()
+                snapshot = self._next(current, stamp, force)
+                if snapshot is None:
+                    self.busy_since = None
+                    return False
             except WarehouseLockedError:
                 self.busy_since = self.busy_since or utcnow()
                 self.last_error = None
@@ -187,6 +198,40 @@ class SnapshotStore:
         for listener in self._listeners:
             listener(snapshot)
         return True
+
+    def _next(self, current: Snapshot | None, stamp: Stamp, force: bool) -> Snapshot | None:
+        """The snapshot to serve next, or None when the current one is still the newest."""
+        if self.publisher is not None:
+            self._publish_if_stale(stamp)
+            served = _stamp(serving_path(self.source))
+            if served is not None:
+                if current is not None and not current.owned and not force and current.source_stamp == served:
+                    return None
+                return self._open_serving(served)
+        if current is not None and not force and current.source_stamp == stamp:
+            return None
+        return self._copy()
+
+    def _publish_if_stale(self, stamp: Stamp) -> None:
+        """Publish through a short writer when the warehouse changed since the last publish and
+        nobody holds it (a collector that holds it publishes itself after each round)."""
+        if published_stamp(self.source) == stamp:
+            return
+        try:
+            with self.writer(refresh=False, retry=False):
+                pass
+        except WarehouseLockedError:
+            pass
+
+    def _open_serving(self, served: Stamp) -> Snapshot:
+        started = time.perf_counter()
+        con = open_serving(self.source).con
+        self._generation += 1
+        taken_at = datetime.fromtimestamp(served[0] / 1e9, tz=UTC)
+        made = Snapshot(self._generation, serving_path(self.source), taken_at, served, con,
+                        time.perf_counter() - started, owned=False)
+        self._made = [m for m in self._made if not m.disposed] + [made]
+        return made
 
     def _copy(self) -> Snapshot:
         """Step 1 of the module docstring: copy without a lock, keep it only if nothing moved."""
@@ -332,14 +377,31 @@ class SnapshotStore:
         it); by default a new snapshot is requested after it closes (`request_refresh`)."""
         with self._write_lock:
             wh = self._open_writer(RETRY_DELAYS_S if retry else ())
+            published = False
             try:
                 yield wh
                 for listener in self._write_listeners:
                     listener(wh)
+                published = self._publish(wh)
             finally:
                 wh.close()
+            if published:
+                record_published(self.source)
         if refresh:
             self.request_refresh()
+
+    def _publish(self, wh: Warehouse) -> bool:
+        """Serving mode: publish the serving store before the writer closes. A failure leaves
+        the last published store serving and is reported in `status()`, never raised: the
+        write itself is committed."""
+        if self.publisher is None:
+            return False
+        try:
+            self.publisher(wh)
+        except GpuledgerError as exc:
+            self.last_error = f"serving store not published: {exc}"
+            return False
+        return True
 
     def _open_writer(self, delays: tuple[float, ...]) -> Warehouse:
         last: WarehouseLockedError | None = None
@@ -361,6 +423,7 @@ class SnapshotStore:
             "generation": snap.generation if snap else None,
             "taken_at": snap.taken_at.isoformat() if snap else None,
             "copy_s": round(snap.copy_s, 3) if snap else None,
+            "serving_store": bool(snap is not None and not snap.owned),
             "busy_since": self.busy_since.isoformat() if self.busy_since else None,
             "error": self.last_error,
             "source": os.fspath(self.source),
