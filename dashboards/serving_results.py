@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import logging
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +30,7 @@ from gpuledger.core.period import Period
 from gpuledger.core.window import HOUR, floor_time
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import data_range, newest_sample
-from gpuledger.warehouse.serving_store import Publication, PublishStats, result
+from gpuledger.warehouse.serving_store import Publication, PublishStats, is_served, record_published, result
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,41 @@ def publish_serving(wh: Warehouse, settings: Settings) -> PublishStats:
     with Publication(wh, margin=SampleRules.of(settings).margin) as pub:
         refresh_results(pub, wh, settings)
     return pub.stats
+
+
+def publish_quietly(wh: Warehouse, settings: Settings) -> PublishStats | None:
+    """`publish_serving` for a command's writer: a failure is one line on stderr (the command's
+    own writes are committed; the dashboard keeps serving the last published store)."""
+    if not is_served(wh.path):
+        return None
+    try:
+        return publish_serving(wh, settings)
+    except GpuledgerError as exc:
+        print(f"gpuledger: serving store not published ({exc}); the dashboard shows the last one",
+              file=sys.stderr, flush=True)
+        return None
+
+
+class PublishingWarehouse(Warehouse):
+    """A command's writer that publishes the serving store when it closes, then records the
+    warehouse stamp (`warehouse.serving_store.record_published`)."""
+
+    settings: Settings
+
+    @classmethod
+    def wrap(cls, wh: Warehouse, settings: Settings) -> PublishingWarehouse:
+        out = cls(wh.con, wh.path, wh.read_only)
+        out.settings = settings
+        return out
+
+    def close(self) -> None:
+        served = is_served(self.path)
+        try:
+            publish_quietly(self, self.settings)
+        finally:
+            super().close()
+        if served:
+            record_published(self.path)
 
 
 def settings_fingerprint(settings: Settings) -> str:
@@ -86,7 +122,7 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings) -> int:
                 continue
             try:
                 payload = compute(wh, settings, name, period)
-            except GpuledgerError as exc:  # e.g. strict prices: the page computes what it can
+            except Exception as exc:  # a result never stops a publish (or a command)
                 log.warning("serving store: %s for %s not stored: %s", name, period, exc)
                 continue
             pub.put_result(name, period, basis, payload)

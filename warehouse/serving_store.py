@@ -22,8 +22,9 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
    renames it over the published one (atomic on one file system). A kill at any point leaves
    the previous file intact; a leftover temporary file is replaced by the next publish. Readers
    that have the old file open keep reading it (the rename does not touch the open inode).
-4. `published.json` beside it records the warehouse's (mtime, size) stamp after the writer
-   closed, so a reader can tell that someone wrote the warehouse without publishing.
+4. `<warehouse>.serving.json` beside it records the warehouse's (mtime, size) stamp after the writer
+   closed, so a reader can tell that someone wrote the warehouse without publishing. Writers
+   publish only for a served warehouse (`is_served`): one the dashboard has read once.
 """
 
 from __future__ import annotations
@@ -108,6 +109,22 @@ def record_published(warehouse: str | Path) -> None:
     os.replace(tmp, target)
 
 
+def is_served(warehouse: str | Path) -> bool:
+    """Whether a dashboard reads this warehouse's serving store (it exists, or a dashboard asked
+    for one): writers publish only then, so a warehouse nobody serves pays nothing."""
+    return serving_path(warehouse).exists() or stamp_path(warehouse).exists()
+
+
+def request_publish(warehouse: str | Path) -> None:
+    """A dashboard that could not publish (a collector holds the warehouse) asks the next
+    writer to: the stamp file without a stamp."""
+    target = stamp_path(warehouse)
+    if not target.exists():
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"warehouse_stamp": None}))
+        os.replace(tmp, target)
+
+
 def published_stamp(warehouse: str | Path) -> Stamp | None:
     """The warehouse stamp recorded by the last publisher, or None (never, or unreadable)."""
     try:
@@ -140,6 +157,12 @@ class Publication:
         self._counts = (0, 0)
 
     def __enter__(self) -> Publication:
+        try:
+            return self._enter()
+        except duckdb.Error as exc:
+            raise WarehouseError(f"{self.target}: publish failed ({str(exc).splitlines()[0]})") from None
+
+    def _enter(self) -> Publication:
         self._started = time.perf_counter()
         _remove(self.tmp)
         if self.target.exists():
@@ -171,6 +194,13 @@ class Publication:
         if exc_type is not None:
             self._discard()
             return
+        try:
+            self._finish()
+        except duckdb.Error as exc:
+            self._discard()
+            raise WarehouseError(f"{self.target}: publish failed ({str(exc).splitlines()[0]})") from None
+
+    def _finish(self) -> None:
         raw = int(self.wh.con.execute(f"SELECT count(*) FROM srv.{RAW_TABLE}").fetchone()[0])  # type: ignore[index]
         self.wh.con.execute("CHECKPOINT srv")
         self.wh.con.execute("DETACH srv")

@@ -57,6 +57,7 @@ from gpuledger.warehouse.serving_store import (
     open_serving,
     published_stamp,
     record_published,
+    request_publish,
     serving_path,
 )
 from gpuledger.warehouse.store import Warehouse
@@ -221,7 +222,7 @@ class SnapshotStore:
             with self.writer(refresh=False, retry=False):
                 pass
         except WarehouseLockedError:
-            pass
+            request_publish(self.source)  # the collector's next round publishes
 
     def _open_serving(self, served: Stamp) -> Snapshot:
         started = time.perf_counter()
