@@ -151,7 +151,9 @@ class Publication:
         self.wh = wh
         self.margin = margin
         self.target = serving_path(wh.path)
-        self.tmp = self.target.with_name(f".{self.target.name}.{os.getpid()}.tmp")
+        self.tmp = self.target.with_name(f".{self.target.name}.tmp")
+        """One name: publishers are one at a time (each holds the warehouse's writer lock), and
+        the next publish replaces what a killed one left."""
         self.stats = PublishStats(self.target, 0.0, 0, 0, 0, 0)
         self._started = 0.0
         self._counts = (0, 0)
@@ -309,10 +311,11 @@ def _month_bounds(month: str) -> list[datetime]:
     return [start, datetime(year + mon // 12, mon % 12 + 1, 1, tzinfo=UTC)]
 
 
-def open_serving(warehouse: str | Path) -> Warehouse:
+def open_serving(warehouse: str | Path, *, at: Path | None = None) -> Warehouse:
     """A read-only `Warehouse` on the published serving store (no copy, no lock on the
-    warehouse); `WarehouseError` when there is none or it cannot be read."""
-    path = serving_path(warehouse)
+    warehouse), or on `at`, a link to it; `WarehouseError` when there is none or it cannot be
+    read."""
+    path = at or serving_path(warehouse)
     if not path.exists():
         raise WarehouseError(f"{path}: no serving store published yet")
     try:

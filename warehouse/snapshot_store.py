@@ -89,7 +89,8 @@ class Snapshot:
     con: duckdb.DuckDBPyConnection
     copy_s: float
     owned: bool = True
-    """A private copy this store deletes when done (False: the published serving store)."""
+    """A private copy of the warehouse (False: a link to the published serving store). Either
+    way `path` is this store's own name, deleted when done."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _users: int = 0
     _retired: bool = False
@@ -120,8 +121,6 @@ class Snapshot:
 
     def _dispose(self) -> None:
         self.con.close()
-        if not self.owned:
-            return
         for suffix in ("", ".wal"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
@@ -225,11 +224,24 @@ class SnapshotStore:
             request_publish(self.source)  # the collector's next round publishes
 
     def _open_serving(self, served: Stamp) -> Snapshot:
+        """Open the published store under a name of our own: DuckDB hands a second `connect`
+        of a path already open in this process the same (old) database, and a link also pins
+        the published file against the writer's next rename."""
         started = time.perf_counter()
-        con = open_serving(self.source).con
         self._generation += 1
+        target = self.cache_dir / f"snapshot-{self._generation}.duckdb"
+        _remove(target)
+        try:
+            os.link(serving_path(self.source), target)
+        except OSError:  # another file system: a copy of the (small) serving store
+            shutil.copyfile(serving_path(self.source), target)
+        try:
+            con = open_serving(self.source, at=target).con
+        except WarehouseError:
+            _remove(target)
+            raise
         taken_at = datetime.fromtimestamp(served[0] / 1e9, tz=UTC)
-        made = Snapshot(self._generation, serving_path(self.source), taken_at, served, con,
+        made = Snapshot(self._generation, target, taken_at, served, con,
                         time.perf_counter() - started, owned=False)
         self._made = [m for m in self._made if not m.disposed] + [made]
         return made
