@@ -19,6 +19,7 @@ import io
 import json
 import logging
 import sys
+import time
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +43,8 @@ ADVICE_KINDS: tuple[str, ...] = tuple(dict.fromkeys((*FLEET_KINDS, *PLANS_KINDS)
 NAMES: tuple[str, ...] = (RECOMMENDATIONS, *(f"advice:{k}" for k in ADVICE_KINDS))
 MAX_MONTHS = 13
 """Months (newest first) whose results are kept current: a year and the one before it."""
+LAST_TIMINGS: dict[str, float] = {}
+"""Seconds per result computed by the last publish in this process (for the benchmark)."""
 UNRELATED = {"access", "prometheus", "kubernetes", "lake", "reports", "plans", "retention", "source"}
 """Settings sections no stored result depends on (left out of the basis fingerprint, so the
 dashboard's and the collector's configurations may differ there without recomputing)."""
@@ -116,12 +119,15 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings) -> int:
     """Compute the results whose basis changed; returns how many were computed."""
     stored = pub.stored_basis()
     done = 0
+    LAST_TIMINGS.clear()
     for period, basis in wanted(wh, settings):
         for name in NAMES:
             if stored.get((name, period)) == basis:
                 continue
+            started = time.perf_counter()
             try:
                 payload = compute(wh, settings, name, period)
+                LAST_TIMINGS[f"{name} {period}"] = round(time.perf_counter() - started, 2)
             except Exception as exc:  # a result never stops a publish (or a command)
                 log.warning("serving store: %s for %s not stored: %s", name, period, exc)
                 continue
