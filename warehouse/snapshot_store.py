@@ -30,7 +30,7 @@ warehouse changed since the last publish (a writer that does not publish) and no
 the refresh publishes first, through a short writer; while a collector holds it, the last
 published store serves (the collector publishes after each round). With no serving store at
 all and the warehouse held, the refresh falls back to the copy of steps 1–3. Our own writes
-publish before their connection closes.
+request a refresh, which publishes them (the Plans page shows them at once meanwhile, step 4).
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ class SnapshotStore:
         if published_stamp(self.source) == stamp:
             return
         try:
-            with self.writer(refresh=False, retry=False):
+            with self.writer(refresh=False, retry=False, publish=True):
                 pass
         except WarehouseLockedError:
             request_publish(self.source)  # the collector's next round publishes
@@ -385,9 +385,13 @@ class SnapshotStore:
         self._write_listeners.append(listener)
 
     @contextmanager
-    def writer(self, *, refresh: bool = True, retry: bool = True) -> Iterator[Warehouse]:
+    def writer(
+        self, *, refresh: bool = True, retry: bool = True, publish: bool = False,
+    ) -> Iterator[Warehouse]:
         """A short write connection to the warehouse itself (retrying while a collector holds
-        it); by default a new snapshot is requested after it closes (`request_refresh`)."""
+        it); by default a new snapshot is requested after it closes (`request_refresh`), and
+        that refresh publishes the serving store (in the background when the refresher runs,
+        so a click never waits for it; `publish=True` publishes before closing)."""
         with self._write_lock:
             wh = self._open_writer(RETRY_DELAYS_S if retry else ())
             published = False
@@ -395,7 +399,7 @@ class SnapshotStore:
                 yield wh
                 for listener in self._write_listeners:
                     listener(wh)
-                published = self._publish(wh)
+                published = publish and self._publish(wh)
             finally:
                 wh.close()
             if published:

@@ -9,8 +9,8 @@ but the last two rolled up:
 - the recommendations and the advice kinds stored by the writer equal the ones computed on
   the warehouse (what `gpuledger recommend` prints);
 - the dashboard serves the published file in place: no private copy is made, the warehouse is
-  never opened by a refresh while the serving store is current, and its bill equals the
-  warehouse's; an approval on the page publishes again and the Plans page shows it;
+  not needed by a refresh while the serving store is current, and its bill equals the
+  warehouse's; an approval on the page is published by the refresh it requests;
 - a second publish without a change rewrites no month partition; a change in November
   rewrites November's partitions only;
 - a publisher killed (SIGKILL) in the middle leaves the previous file intact and readable; the
@@ -139,7 +139,7 @@ def test_dashboard_serves_the_published_file_without_a_copy(published: Path, tmp
         before = _digest(serving_path(published))
         admin = app.policy.principal_for("127.0.0.1", admin_headers())
         assert admin is not None
-        message = app.actions.approve(admin, MIG_PLAN)  # our own write publishes before it closes
+        message = app.actions.approve(admin, MIG_PLAN)  # its refresh publishes (inline: no thread)
         assert message.endswith("status approved")
         assert _digest(serving_path(published)) != before
         assert not app.store.refresh()  # the write published and refreshed: nothing left to take
