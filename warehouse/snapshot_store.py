@@ -42,15 +42,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import GpuledgerError, WarehouseError, WarehouseLockedError
+from gpuledger.warehouse.serving_snapshot import Snapshot, remove_snapshot_files
 from gpuledger.warehouse.serving_store import (
     Stamp,
     file_stamp,
@@ -73,56 +71,6 @@ COPY_ATTEMPTS = 3
 class WarehouseBusyError(WarehouseLockedError):
     """The warehouse is being written without pause and there is no snapshot to show yet, or a
     short write could not get the writer lock."""
-
-
-@dataclass
-class Snapshot:
-    """One private copy of the warehouse, opened read-only, shared by every page query.
-
-    `taken_at` is when the copy began: the copy holds every commit made before it.
-    """
-
-    generation: int
-    path: Path
-    taken_at: datetime
-    source_stamp: Stamp
-    con: duckdb.DuckDBPyConnection
-    copy_s: float
-    owned: bool = True
-    """A private copy of the warehouse (False: a link to the published serving store). Either
-    way `path` is this store's own name, deleted when done."""
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _users: int = 0
-    _retired: bool = False
-
-    def acquire(self) -> None:
-        with self._lock:
-            self._users += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self._users -= 1
-            done = self._retired and self._users == 0
-        if done:
-            self._dispose()
-
-    def retire(self) -> None:
-        """No new readers; close and delete once the last current reader is done."""
-        with self._lock:
-            self._retired = True
-            done = self._users == 0
-        if done:
-            self._dispose()
-
-    @property
-    def disposed(self) -> bool:
-        """Closed and deleted (retired and its last reader gone)."""
-        return self._retired and self._users <= 0
-
-    def _dispose(self) -> None:
-        self.con.close()
-        for suffix in ("", ".wal"):
-            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
 
 _stamp = file_stamp
@@ -230,7 +178,7 @@ class SnapshotStore:
         started = time.perf_counter()
         self._generation += 1
         target = self.cache_dir / f"snapshot-{self._generation}.duckdb"
-        _remove(target)
+        remove_snapshot_files(target)
         try:
             os.link(serving_path(self.source), target)
         except OSError:  # another file system: a copy of the (small) serving store
@@ -238,7 +186,7 @@ class SnapshotStore:
         try:
             con = open_serving(self.source, at=target).con
         except WarehouseError:
-            _remove(target)
+            remove_snapshot_files(target)
             raise
         taken_at = datetime.fromtimestamp(served[0] / 1e9, tz=UTC)
         made = Snapshot(self._generation, target, taken_at, served, con,
@@ -262,12 +210,12 @@ class SnapshotStore:
                 try:
                     con = Warehouse.open(target, read_only=True).con
                 except WarehouseError:
-                    _remove(target)
+                    remove_snapshot_files(target)
                     raise
                 made = Snapshot(self._generation, target, taken_at, before, con, copy_s)
                 self._made = [m for m in self._made if not m.disposed] + [made]
                 return made
-            _remove(target)
+            remove_snapshot_files(target)
             self._sleep(0.2 * (attempt + 1))
         raise WarehouseLockedError(
             f"{self.source}: written without pause while copying; showing the last snapshot"
@@ -337,7 +285,7 @@ class SnapshotStore:
             snapshot.con.close()
         self._made.clear()
         for generation in range(1, self._generation + 1):
-            _remove(self.cache_dir / f"snapshot-{generation}.duckdb")
+            remove_snapshot_files(self.cache_dir / f"snapshot-{generation}.duckdb")
 
     def request_refresh(self) -> None:
         """Take a new snapshot soon: in the background when the refresher runs, else now."""
@@ -445,8 +393,3 @@ class SnapshotStore:
             "error": self.last_error,
             "source": os.fspath(self.source),
         }
-
-
-def _remove(target: Path) -> None:
-    for suffix in ("", ".wal"):
-        Path(f"{target}{suffix}").unlink(missing_ok=True)
