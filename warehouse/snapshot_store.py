@@ -155,7 +155,10 @@ class SnapshotStore:
             if served is not None:
                 if current is not None and not current.owned and not force and current.source_stamp == served:
                     return None
-                return self._open_serving(served)
+                try:
+                    return self._open_serving(served)
+                except WarehouseError:  # unreadable (e.g. damaged by hand): the copy serves
+                    pass
         if current is not None and not force and current.source_stamp == stamp:
             return None
         return self._copy()

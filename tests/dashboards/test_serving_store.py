@@ -15,6 +15,7 @@ but the last two rolled up:
   rewrites November's partitions only;
 - a publisher killed (SIGKILL) in the middle leaves the previous file intact and readable; the
   next publish succeeds;
+- a damaged store: the dashboard serves the copy, and the next publish rebuilds the file;
 - no serving store and a collector holding the warehouse: the dashboard falls back to the copy,
   asks for a store, and the command writer publishes one when it closes; a writer of a
   warehouse no dashboard serves publishes nothing.
@@ -237,5 +238,22 @@ def test_missing_store_falls_back_then_the_next_writer_publishes(rolled: Path, t
         with app.store.reader(snap) as wh:
             assert wh.scalar("SELECT team FROM namespaces WHERE namespace = 'late'") == "nlp"
             assert isinstance(wh.query("SELECT * FROM serving_parts"), pl.DataFrame)
+    finally:
+        app.close()
+
+
+def test_a_damaged_store_falls_back_to_the_copy_and_is_rebuilt(published: Path, tmp_path: Path) -> None:
+    serving_path(published).write_bytes(b"not a duckdb file" * 100)
+    app = create_app(SETTINGS, published, background=False, cache_dir=tmp_path / "cache")
+    try:
+        with collector(published, "commit-and-hold"):  # nobody can publish meanwhile
+            assert app.store.refresh()
+            assert app.store.current().owned  # the copy of the warehouse
+            assert app.data.bill(PERIOD).lines.height > 0
+        with Warehouse.open(published) as wh:  # the next publish starts the file over
+            stats = serving_results.publish_serving(wh, SETTINGS)
+        assert stats.rewritten_parts > 0
+        serving = open_serving(published)
+        serving.close()
     finally:
         app.close()
