@@ -169,11 +169,12 @@ class Publication:
         _remove(self.tmp)
         if self.target.exists():
             shutil.copyfile(self.target, self.tmp)
+        attach = "ATTACH '{}' AS srv".format(str(self.tmp).replace("'", "''"))
         try:
-            self.wh.con.execute(f"ATTACH '{self.tmp}' AS srv")
+            self.wh.con.execute(attach)
         except duckdb.Error:  # an unreadable previous file: start over
             _remove(self.tmp)
-            self.wh.con.execute(f"ATTACH '{self.tmp}' AS srv")
+            self.wh.con.execute(attach)
         try:
             self._counts = _update_tables(self.wh, self.margin)
         except BaseException:
