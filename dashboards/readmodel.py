@@ -208,6 +208,11 @@ class ReadModel:
         from gpuledger.analytics.tokens import team_token_costs
 
         def compute(s: Snapshot) -> pl.DataFrame:
+            if generation_weight == serving_results.TOKEN_WEIGHT:
+                with self.store.reader(s) as wh:  # computed by the writer on every token sample
+                    stored = serving_results.stored_frame(wh, serving_results.TOKEN_COSTS, period)
+                if stored is not None:
+                    return stored
             bill = self.bill(period, snap=s)
             with self.store.reader(s) as wh:
                 return team_token_costs(wh, Period.exact(period).window, self.settings, bill=bill,

@@ -3,9 +3,10 @@
 Why (docs/decisions/0121-serving-results.md): the serving store (`warehouse.serving_store`)
 keeps only the raw samples the roll-up does not hold yet, which is enough for every bill, idle
 list, heatmap and queue chart, but not for the analyses that read a whole month of raw samples:
-the recommendations (activity and memory percentiles per workload) and the advice kinds the
-Fleet and Plans pages show. Those are computed here, by the writer, on the warehouse itself,
-with the very functions the CLI calls (`analytics.recommend.recommend`,
+the recommendations (activity and memory percentiles per workload), the token costs (counter
+increases of every vLLM series) and the advice kinds the Fleet and Plans pages show. Those are
+computed here, by the writer, on the warehouse itself, with the very functions the CLI calls
+(`analytics.recommend.recommend`, `analytics.tokens.team_token_costs`,
 `analytics.advice.run.KINDS`), and stored in the serving store per month. A result is computed
 again only when its basis changed: the newest whole hour of GPU samples in the month (a closed
 month never changes) and the analysis settings. So a `collect --follow` minute recomputes
@@ -40,7 +41,10 @@ FLEET_KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling")
 PLANS_KINDS = ("profile-catalog", "overcommit", "autoscaling")
 """The advice kinds the Fleet and Plans pages show (`dashboards.pages.advice_panels`)."""
 ADVICE_KINDS: tuple[str, ...] = tuple(dict.fromkeys((*FLEET_KINDS, *PLANS_KINDS)))
-NAMES: tuple[str, ...] = (RECOMMENDATIONS, *(f"advice:{k}" for k in ADVICE_KINDS))
+TOKEN_COSTS = "token_costs"
+TOKEN_WEIGHT = 3.0
+"""The generation weight the pages price tokens with (`ReadModel.token_costs`' default)."""
+NAMES: tuple[str, ...] = (RECOMMENDATIONS, TOKEN_COSTS, *(f"advice:{k}" for k in ADVICE_KINDS))
 MAX_MONTHS = 13
 """Months (newest first) whose results are kept current: a year and the one before it."""
 LAST_TIMINGS: dict[str, float] = {}
@@ -121,12 +125,13 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings) -> int:
     done = 0
     LAST_TIMINGS.clear()
     for period, basis in wanted(wh, settings):
+        bills: dict[str, Any] = {}  # the month's bill, computed once for the results that price
         for name in NAMES:
             if stored.get((name, period)) == basis:
                 continue
             started = time.perf_counter()
             try:
-                payload = compute(wh, settings, name, period)
+                payload = compute(wh, settings, name, period, bills)
                 LAST_TIMINGS[f"{name} {period}"] = round(time.perf_counter() - started, 2)
             except Exception as exc:  # a result never stops a publish (or a command)
                 log.warning("serving store: %s for %s not stored: %s", name, period, exc)
@@ -136,15 +141,20 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings) -> int:
     return done
 
 
-def compute(wh: Warehouse, settings: Settings, name: str, period: str) -> bytes:
-    """One result's payload: Arrow IPC for a frame, JSON for an advice kind."""
+def compute(wh: Warehouse, settings: Settings, name: str, period: str,
+            bills: dict[str, Any] | None = None) -> bytes:
+    """One result's payload: Arrow IPC for a frame, JSON for an advice kind (`bills`: the
+    month's bill when already computed, filled otherwise)."""
     window = Period.exact(period).window
-    if name == RECOMMENDATIONS:
+    if name in (RECOMMENDATIONS, TOKEN_COSTS):
         from gpuledger.analytics.bill import compute_bill
         from gpuledger.analytics.recommend import recommend
+        from gpuledger.analytics.tokens import team_token_costs
 
-        bill = compute_bill(wh, window, settings)
-        frame = recommend(wh, window, settings, bill=bill).recommendations
+        bills = {} if bills is None else bills
+        bill = bills.get("bill") or bills.setdefault("bill", compute_bill(wh, window, settings))
+        frame = (recommend(wh, window, settings, bill=bill).recommendations if name == RECOMMENDATIONS
+                 else team_token_costs(wh, window, settings, bill=bill, generation_weight=TOKEN_WEIGHT))
         buffer = io.BytesIO()
         frame.write_ipc(buffer)
         return buffer.getvalue()

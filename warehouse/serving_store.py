@@ -11,10 +11,11 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
    sample pass's margin before them, so every bill, idle list and heatmap is the same to the cent
    (the retention test proves it for compaction), and the newest sample of each device is there
    (MIG holders "now"). The MIG samples of each month's last hour stay too: the Fleet page's
-   MIG map of a past month shows who held each instance at its end. Results of the analyses
-   that need the raw samples of a whole month (recommendations, advice kinds) are written by
-   the publisher's caller into `serving_results` (`put_result`), computed on the warehouse.
-2. Growth: big, append-mostly tables (`PARTITIONED`) are kept per calendar month with a
+   MIG map of a past month shows who held each instance at its end. `token_samples` keeps its
+   newest hour (freshness). Results of the analyses that need the raw samples of a whole month
+   (recommendations, token costs, advice kinds) are written by the publisher's caller into
+   `serving_results` (`put_result`), computed on the warehouse.
+2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per calendar month with a
    fingerprint each (row count and the XOR of row hashes); a publish rewrites only the months
    whose fingerprint changed. A `collect --follow` minute therefore rewrites the current
    month, the raw tail and the small tables, never a year of roll-ups.
@@ -46,11 +47,12 @@ from gpuledger.warehouse.retention import removable_until
 from gpuledger.warehouse.store import DUCKDB_CONFIG, Warehouse
 
 SUFFIX = ".serving.duckdb"
-PARTITIONED: dict[str, str] = {
-    "card_hours_hourly": "ts", "allocations": "ts", "token_samples": "ts", "queue_samples": "ts",
-}
+PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "allocations": "ts", "queue_samples": "ts"}
 """Tables kept per month (their time column): the ones that grow with the fleet's history."""
 RAW_TABLE = "gpu_samples"
+TOKEN_TABLE = "token_samples"
+TOKEN_TAIL = timedelta(hours=1)
+"""Token samples kept: the newest hour (freshness); token costs are a stored result (0121)."""
 ROLLUP_SOURCE = "card_hours_hourly"
 PARTS_TABLE = "serving_parts"
 RESULTS_TABLE = "serving_results"
@@ -204,7 +206,7 @@ class Publication:
             raise WarehouseError(f"{self.target}: publish failed ({str(exc).splitlines()[0]})") from None
 
     def _finish(self) -> None:
-        raw = int(self.wh.con.execute(f"SELECT count(*) FROM srv.{RAW_TABLE}").fetchone()[0])  # type: ignore[index]
+        raw = int(self.wh.con.execute(f"SELECT count(*) FROM srv.{RAW_TABLE}").fetchall()[0][0])
         self.wh.con.execute("CHECKPOINT srv")
         self.wh.con.execute("DETACH srv")
         with open(self.tmp, "rb+") as fh:
@@ -244,7 +246,7 @@ def _columns(con: duckdb.DuckDBPyConnection, catalog: str, table: str) -> list[t
 def _update_tables(wh: Warehouse, margin: timedelta) -> tuple[int, int]:
     """Points 1 and 2: bring every table of `srv` up to the warehouse's committed state."""
     con = wh.con
-    catalog = str(con.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
+    catalog = str(con.execute("SELECT current_database()").fetchall()[0][0])
     con.execute(f"CREATE TABLE IF NOT EXISTS srv.{PARTS_TABLE} (tbl VARCHAR, month VARCHAR, "
                 "fingerprint VARCHAR, PRIMARY KEY (tbl, month))")
     con.execute(f"CREATE TABLE IF NOT EXISTS srv.{RESULTS_TABLE} (name VARCHAR, period VARCHAR, "
@@ -258,7 +260,8 @@ def _update_tables(wh: Warehouse, margin: timedelta) -> tuple[int, int]:
             r, k = _update_partitioned(con, catalog, table, PARTITIONED[table])
             rewritten, kept = rewritten + r, kept + k
         else:
-            where, params = _raw_filter(wh, margin) if table == RAW_TABLE else ("TRUE", [])
+            where, params = (_raw_filter(wh, margin) if table == RAW_TABLE
+                             else _token_filter(wh) if table == TOKEN_TABLE else ("TRUE", []))
             con.execute(f'CREATE OR REPLACE TABLE srv."{table}" AS SELECT * FROM "{catalog}".main."{table}" '
                         f"WHERE {where}", params)
     return rewritten, kept
@@ -274,6 +277,11 @@ def _raw_filter(wh: Warehouse, margin: timedelta) -> tuple[str, list[Any]]:
     if start is None or end is None:
         return "TRUE", []
     return f"(ts < ? OR ts >= ? OR {month_end})", [start, end, MONTH_END_RAW]
+
+
+def _token_filter(wh: Warehouse) -> tuple[str, list[Any]]:
+    newest = wh.scalar(f"SELECT max(ts) FROM {TOKEN_TABLE}")
+    return ("ts >= ?", [newest - TOKEN_TAIL]) if newest is not None else ("TRUE", [])
 
 
 def _update_partitioned(
@@ -330,8 +338,8 @@ def open_serving(warehouse: str | Path, *, at: Path | None = None) -> Warehouse:
 def result(wh: Warehouse, name: str, period: str) -> bytes | None:
     """A stored result's payload, or None (not computed, or not a serving store)."""
     try:
-        row = wh.con.execute(f"SELECT payload FROM {RESULTS_TABLE} WHERE name = ? AND period = ?",
-                             [name, period]).fetchone()
+        rows = wh.con.execute(f"SELECT payload FROM {RESULTS_TABLE} WHERE name = ? AND period = ?",
+                              [name, period]).fetchall()  # fetch all: no result left open
     except duckdb.CatalogException:
         return None
-    return bytes(row[0]) if row is not None else None
+    return bytes(rows[0][0]) if rows else None

@@ -6,8 +6,8 @@ but the last two rolled up:
 - the published file holds only the raw samples the roll-up does not (plus the sample margin
   and the MIG samples of October's last hour), is much smaller than the warehouse, and bills
   on it equal the warehouse's (both months, team and team x model) line for line;
-- the recommendations and the advice kinds stored by the writer equal the ones computed on
-  the warehouse (what `gpuledger recommend` prints);
+- the recommendations, token costs and advice kinds stored by the writer equal the ones
+  computed on the warehouse (what `gpuledger recommend` prints);
 - the dashboard serves the published file in place: no private copy is made, the warehouse is
   not needed by a refresh while the serving store is current, and its bill equals the
   warehouse's; an approval on the page is published by the refresh it requests;
@@ -109,15 +109,22 @@ def test_serving_file_holds_the_raw_tail_only_and_bills_the_same(published: Path
 def test_stored_results_equal_the_warehouse_computation(published: Path) -> None:
     from gpuledger.analytics.advice.run import KINDS
     from gpuledger.analytics.recommend import recommend
+    from gpuledger.analytics.tokens import team_token_costs
 
     with Warehouse.open(published, read_only=True) as wh:
         window = Period.exact(PERIOD).window
-        recs = recommend(wh, window, SETTINGS, bill=compute_bill(wh, window, SETTINGS)).recommendations
+        bill = compute_bill(wh, window, SETTINGS)
+        recs = recommend(wh, window, SETTINGS, bill=bill).recommendations
+        tokens = team_token_costs(wh, window, SETTINGS, bill=bill)
         advice = {k: KINDS[k](wh, window, SETTINGS) for k in serving_results.ADVICE_KINDS}
     serving = open_serving(published)
     try:
         stored = serving_results.stored_frame(serving, serving_results.RECOMMENDATIONS, PERIOD)
         assert stored is not None and stored.equals(recs)
+        stored = serving_results.stored_frame(serving, serving_results.TOKEN_COSTS, PERIOD)
+        assert stored is not None and stored.equals(tokens) and tokens.height > 0
+        # the serving store keeps only the newest hour of token samples
+        assert serving.scalar("SELECT max(ts) - min(ts) FROM token_samples") <= timedelta(hours=1)
         for kind, found in advice.items():
             got = serving_results.stored_advice(serving, kind, PERIOD)
             assert got is not None and got.rows == found.rows, kind
@@ -160,8 +167,8 @@ def test_a_republish_rewrites_only_changed_months(published: Path) -> None:
         assert again.rewritten_parts == 0 and again.kept_parts > 0
         wh.load(rollup_batch(wh, Window(ROLLED_END, ROLLED_END + timedelta(hours=1)), SETTINGS))
         after = publish(wh, margin=SampleRules.of(SETTINGS).margin)
-    # November's card_hours_hourly and allocations changed; October's and the queue/token
-    # samples did not
+    # November's card_hours_hourly and allocations changed; October's and the queue samples
+    # did not
     assert after.rewritten_parts == 2
     assert after.kept_parts == again.kept_parts - 2
     serving = open_serving(published)
