@@ -278,6 +278,9 @@ def main() -> None:
     parser.add_argument("--cache", default="/tmp/gpuledger-bench-dashboard")
     parser.add_argument("--reuse", action="store_true", help="reuse the generated warehouse")
     parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--without-advice", action="store_true",
+                        help="the writer stores recommendations and token costs only (what the old "
+                             "warm-up computed); the advice kinds are left to the pages")
     args = parser.parse_args()
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
@@ -285,7 +288,12 @@ def main() -> None:
     if args.generate_only:
         (cache / "data.json").write_text(json.dumps(generate(path, args.gpus, args.days)))
         return
-    out: dict[str, Any] = {"goal_p95_ms": GOAL_P95_MS, "load_average": list(os.getloadavg())}
+    out: dict[str, Any] = {"goal_p95_ms": GOAL_P95_MS, "load_average": list(os.getloadavg()),
+                           "without_advice": args.without_advice}
+    if args.without_advice:
+        from gpuledger.dashboards import serving_results
+
+        serving_results.NAMES = (serving_results.RECOMMENDATIONS, serving_results.TOKEN_COSTS)
     if args.reuse and path.exists():
         out["data"] = {"gpus": args.gpus, "days": args.days, "reused": True,
                        "file_mib": round(path.stat().st_size / 2**20, 1)}
