@@ -260,28 +260,39 @@ def _update_tables(wh: Warehouse, margin: timedelta) -> tuple[int, int]:
             r, k = _update_partitioned(con, catalog, table, PARTITIONED[table])
             rewritten, kept = rewritten + r, kept + k
         else:
-            where, params = (_raw_filter(wh, margin) if table == RAW_TABLE
-                             else _token_filter(wh) if table == TOKEN_TABLE else ("TRUE", []))
-            con.execute(f'CREATE OR REPLACE TABLE srv."{table}" AS SELECT * FROM "{catalog}".main."{table}" '
-                        f"WHERE {where}", params)
+            ranges = (_raw_ranges(wh, margin) if table == RAW_TABLE
+                      else _token_ranges(wh) if table == TOKEN_TABLE else [("TRUE", [])])
+            # one branch per time range: each one skips what it does not need by zone maps
+            src = f'"{catalog}".main."{table}"'
+            union = " UNION ALL ".join(f"SELECT * FROM {src} WHERE {w}" for w, _ in ranges)
+            params = [p for _, ps in ranges for p in ps]
+            con.execute(f'CREATE OR REPLACE TABLE srv."{table}" AS {union}', params)
     return rewritten, kept
 
 
-def _raw_filter(wh: Warehouse, margin: timedelta) -> tuple[str, list[Any]]:
-    """Point 1: the raw samples a compacted warehouse with no retention window keeps, plus the
-    MIG samples of each month's last hour."""
+Ranges = list[tuple[str, list[Any]]]
+
+
+def _raw_ranges(wh: Warehouse, margin: timedelta) -> Ranges:
+    """Point 1: the raw samples a compacted warehouse with no retention window keeps (before the
+    roll-up's first hour, and from the end of what it could remove), plus the MIG samples of
+    the last hour of each month in between; disjoint half-open ranges."""
     start, end, _ = removable_until(wh, FAR_FUTURE, margin, ROLLUP_SOURCE)
-    month_end = (
-        "(gpu_i_id >= 0 AND ts >= date_trunc('month', ts) + INTERVAL 1 MONTH - ?)"
-    )
     if start is None or end is None:
-        return "TRUE", []
-    return f"(ts < ? OR ts >= ? OR {month_end})", [start, end, MONTH_END_RAW]
+        return [("TRUE", [])]
+    out: Ranges = [("ts < ?", [start]), ("ts >= ?", [end])]
+    month_end = _month_bounds(start.strftime("%Y-%m"))[1]
+    while month_end - MONTH_END_RAW < end:
+        lo, hi = max(month_end - MONTH_END_RAW, start), min(month_end, end)
+        if lo < hi:
+            out.append(("ts >= ? AND ts < ? AND gpu_i_id >= 0", [lo, hi]))
+        month_end = _month_bounds(month_end.strftime("%Y-%m"))[1]
+    return out
 
 
-def _token_filter(wh: Warehouse) -> tuple[str, list[Any]]:
+def _token_ranges(wh: Warehouse) -> Ranges:
     newest = wh.scalar(f"SELECT max(ts) FROM {TOKEN_TABLE}")
-    return ("ts >= ?", [newest - TOKEN_TAIL]) if newest is not None else ("TRUE", [])
+    return [("ts >= ?", [newest - TOKEN_TAIL])] if newest is not None else [("TRUE", [])]
 
 
 def _update_partitioned(
