@@ -152,7 +152,11 @@ def measure(path: Path, cache: Path, reps: int, baseline_reps: int) -> dict[str,
     from tests.dashboards.conftest import admin_headers, lead_headers, settings_with_roles
 
     admin, lead = admin_headers(), lead_headers()
-    snapshot = publish_figures(path, cache)
+    # the writer's side in a child, so this process's resident memory is the dashboard's alone
+    subprocess.run([sys.executable, "-m", "bench.bench_dashboard", "--publish-only", str(path),
+                    "--cache", str(cache), *(["--without-advice"] if without_advice() else [])],
+                   check=True)
+    snapshot: dict[str, Any] = json.loads((cache / "publish.json").read_text())
     app = create_app(settings_with_roles(), path, background=False, cache_dir=cache / "snapshots")
     try:
         t = time.perf_counter()
@@ -261,6 +265,12 @@ def publish_figures(path: Path, cache: Path) -> dict[str, Any]:
     return out
 
 
+def without_advice() -> bool:
+    from gpuledger.dashboards import serving_results
+
+    return "advice:fragmentation" not in serving_results.NAMES
+
+
 def resident_mib() -> dict[str, float]:
     """VmRSS (now) and VmHWM (peak) of this process, in MiB."""
     fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines()
@@ -278,6 +288,7 @@ def main() -> None:
     parser.add_argument("--cache", default="/tmp/gpuledger-bench-dashboard")
     parser.add_argument("--reuse", action="store_true", help="reuse the generated warehouse")
     parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--publish-only", help=argparse.SUPPRESS)
     parser.add_argument("--without-advice", action="store_true",
                         help="the writer stores recommendations and token costs only (what the old "
                              "warm-up computed); the advice kinds are left to the pages")
@@ -285,15 +296,18 @@ def main() -> None:
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     path = cache / f"fleet-{args.gpus}x{args.days}.duckdb"
+    if args.without_advice:
+        from gpuledger.dashboards import serving_results
+
+        serving_results.NAMES = (serving_results.RECOMMENDATIONS, serving_results.TOKEN_COSTS)
+    if args.publish_only:
+        (cache / "publish.json").write_text(json.dumps(publish_figures(Path(args.publish_only), cache)))
+        return
     if args.generate_only:
         (cache / "data.json").write_text(json.dumps(generate(path, args.gpus, args.days)))
         return
     out: dict[str, Any] = {"goal_p95_ms": GOAL_P95_MS, "load_average": list(os.getloadavg()),
                            "without_advice": args.without_advice}
-    if args.without_advice:
-        from gpuledger.dashboards import serving_results
-
-        serving_results.NAMES = (serving_results.RECOMMENDATIONS, serving_results.TOKEN_COSTS)
     if args.reuse and path.exists():
         out["data"] = {"gpus": args.gpus, "days": args.days, "reused": True,
                        "file_mib": round(path.stat().st_size / 2**20, 1)}
