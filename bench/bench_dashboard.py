@@ -202,6 +202,7 @@ def measure(path: Path, cache: Path, reps: int, baseline_reps: int) -> dict[str,
             warm[name] = _stats([p.post(body, headers) for _ in range(reps)])
         warm["csv download (lead)"] = _stats(
             [p.get(f"/download/bill.csv?period={PERIOD}", lead) for _ in range(max(5, reps // 3))])
+        served_mib = resident_mib()  # the dashboard as served: before the no-cache baseline
         # 4. Baseline: every request recomputes (the cache emptied before each call)
         baseline: dict[str, dict[str, float]] = {}
         for name in ("render My team (lead)", "render Fleet", "render Queues"):
@@ -221,6 +222,8 @@ def measure(path: Path, cache: Path, reps: int, baseline_reps: int) -> dict[str,
         return {"snapshot": snapshot, "cold_first_call_ms": cold, "warm": warm,
                 "approve_as_admin_ms": approve_ms, "plans_page_after_approve_ms": plans_after_ms,
                 "baseline_no_cache": baseline, **resident_mib(),
+                "served_rss_now_mib": served_mib["rss_now_mib"],
+                "served_rss_peak_mib": served_mib["rss_peak_mib"],
                 "peak_rss_mib": round(peak_rss_mib())}
     finally:
         app.close()
@@ -327,7 +330,7 @@ def main() -> None:
     out["all_callbacks_within_goal"] = out["worst_warm_p95_ms"] <= GOAL_P95_MS
     snap = out["ours"]["snapshot"]
     out["serving_goals"] = {"refresh_within_2s": snap["serving_refresh_s"] <= 2.0,
-                            "resident_within_1gib": out["ours"]["rss_peak_mib"] <= 1024}
+                            "resident_within_1gib": out["ours"]["served_rss_peak_mib"] <= 1024}
     write_result("dashboard", out)
 
 
