@@ -40,6 +40,15 @@ class Snapshot:
         with self._lock:
             self._users += 1
 
+    def try_acquire(self) -> bool:
+        """`acquire` unless the snapshot is already closed (retired and its last reader gone):
+        a page that began on it and reads again after its successor was promoted."""
+        with self._lock:
+            if self._retired and self._users <= 0:
+                return False
+            self._users += 1
+            return True
+
     def release(self) -> None:
         with self._lock:
             self._users -= 1

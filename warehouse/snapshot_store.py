@@ -320,7 +320,8 @@ class SnapshotStore:
     def reader(self, snapshot: Snapshot | None = None) -> Iterator[Warehouse]:
         """A read-only `Warehouse` on a snapshot (its own cursor, safe in this thread)."""
         snap = snapshot or self.current()
-        snap.acquire()
+        if not snap.try_acquire():  # the page retries on the new one: one snapshot per page
+            raise WarehouseBusyError(f"{self.source}: new data arrived while this page was read; retrying")
         cursor = snap.con.cursor()
         try:
             cursor.execute("SET TimeZone = 'UTC'")

@@ -16,6 +16,7 @@ but the last two rolled up:
 - a publisher killed (SIGKILL) in the middle leaves the previous file intact and readable; the
   next publish succeeds;
 - a damaged store: the dashboard serves the copy, and the next publish rebuilds the file;
+- a page that reads again after its snapshot was replaced and closed gets "busy, retrying";
 - no serving store and a collector holding the warehouse: the dashboard falls back to the copy,
   asks for a store, and the command writer publishes one when it closes; a writer of a
   warehouse no dashboard serves publishes nothing.
@@ -264,3 +265,19 @@ def test_a_damaged_store_falls_back_to_the_copy_and_is_rebuilt(published: Path, 
         serving.close()
     finally:
         app.close()
+
+
+def test_a_page_that_reads_a_replaced_snapshot_retries(published: Path, tmp_path: Path) -> None:
+    from gpuledger.warehouse.snapshot_store import SnapshotStore, WarehouseBusyError
+
+    store = SnapshotStore(published, cache_dir=tmp_path / "c",
+                          publisher=lambda wh: serving_results.publish_serving(wh, SETTINGS))
+    try:
+        first = store.current()
+        assert store.refresh(force=True)  # a new snapshot; nobody held the first one: closed
+        with pytest.raises(WarehouseBusyError, match="retrying"), store.reader(first):
+            pass
+        with store.reader() as wh:  # the page's retry reads the new one
+            assert wh.count("plans") == 2
+    finally:
+        store.close()
