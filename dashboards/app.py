@@ -44,6 +44,7 @@ from gpuledger.dashboards import api, callbacks, http_ops, shell
 from gpuledger.dashboards.access import AccessPolicy, check_dev_bind
 from gpuledger.dashboards.actions import PlanActions
 from gpuledger.dashboards.readmodel import ReadModel
+from gpuledger.dashboards.serving_results import publish_serving
 from gpuledger.dashboards.state import label_value, valid_period
 from gpuledger.dashboards.wiring import DashboardApp, Servable
 from gpuledger.warehouse.snapshot_store import SnapshotStore
@@ -103,7 +104,8 @@ def create_app(
     """
     _preload()
     policy = AccessPolicy(settings.access, dev_user, tuple(dev_groups))
-    store = SnapshotStore(Path(warehouse_path), cache_dir=cache_dir, refresh_s=refresh_s)
+    store = SnapshotStore(Path(warehouse_path), cache_dir=cache_dir, refresh_s=refresh_s,
+                          publisher=lambda wh: publish_serving(wh, settings))
     data = ReadModel(store, settings)
     store.on_new_snapshot(data.warm)
     store.on_write(data.capture_plans)

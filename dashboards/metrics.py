@@ -44,6 +44,7 @@ from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.optimizer.plan_store import list_plans
+from gpuledger.warehouse.queries.freshness import data_range
 from gpuledger.warehouse.store import Warehouse
 
 BILL_BY = ("team", "model", "sharing_mode")
@@ -167,7 +168,7 @@ def _issued_end(wh: Warehouse) -> float | None:
     newest: Any = wh.scalar("SELECT max(period) FROM report_issues")
     if newest:
         return _ts(Period.exact(str(newest)).window.end)
-    first = wh.scalar("SELECT min(ts) FROM gpu_samples")
-    if first is None:
+    span = data_range(wh)  # samples and roll-ups: the serving store keeps only recent samples
+    if span is None:
         return None
-    return _ts(Period.of(first).window.start)
+    return _ts(Period.of(span[0]).window.start)

@@ -19,7 +19,7 @@ import polars as pl
 from gpuledger.analytics.special_lines import SPECIAL_LINES
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
-from gpuledger.dashboards import heat, queue_views
+from gpuledger.dashboards import heat, queue_views, serving_results
 from gpuledger.dashboards.plans_data import PlanOverlay, PlansData, read_plans, select
 from gpuledger.dashboards.serving import SnapshotCache
 from gpuledger.dashboards.warmup import Warmer
@@ -142,7 +142,12 @@ class ReadModel:
         from gpuledger.analytics.advice.run import KINDS
 
         window = Period.exact(period).window
-        return self._read(("advice", period, kind), lambda wh: KINDS[kind](wh, window, self.settings), snap)
+
+        def read(wh: Warehouse) -> Any:
+            stored = serving_results.stored_advice(wh, kind, period)  # the writer's, from raw samples
+            return stored if stored is not None else KINDS[kind](wh, window, self.settings)
+
+        return self._read(("advice", period, kind), read, snap)
 
     def teams(self, period: str) -> list[str]:
         """Teams with a bill line this month plus teams with a budget, sorted."""
@@ -186,6 +191,10 @@ class ReadModel:
         from gpuledger.analytics.recommend import recommend
 
         def compute(s: Snapshot) -> pl.DataFrame:
+            with self.store.reader(s) as wh:
+                stored = serving_results.stored_frame(wh, serving_results.RECOMMENDATIONS, period)
+            if stored is not None:  # computed by the writer on the raw samples (serving store)
+                return stored
             bill = self.bill(period, snap=s)
             with self.store.reader(s) as wh:
                 return recommend(wh, Period.exact(period).window, self.settings, bill=bill).recommendations
@@ -199,6 +208,11 @@ class ReadModel:
         from gpuledger.analytics.tokens import team_token_costs
 
         def compute(s: Snapshot) -> pl.DataFrame:
+            if generation_weight == serving_results.TOKEN_WEIGHT:
+                with self.store.reader(s) as wh:  # computed by the writer on every token sample
+                    stored = serving_results.stored_frame(wh, serving_results.TOKEN_COSTS, period)
+                if stored is not None:
+                    return stored
             bill = self.bill(period, snap=s)
             with self.store.reader(s) as wh:
                 return team_token_costs(wh, Period.exact(period).window, self.settings, bill=bill,

@@ -33,9 +33,23 @@ class Context:
     """Where `echo` writes; None means the `sys.stdout` of the moment (so capture works)."""
 
     def open_warehouse(self, *, read_only: bool = False) -> Warehouse:
+        """The warehouse; a writer publishes the dashboard's serving store when it closes
+        (`dashboards.serving_results`, docs/decisions/0120-serving-store.md)."""
         from gpuledger.warehouse import Warehouse
 
-        return Warehouse.open(self.warehouse_path, read_only=read_only)
+        wh = Warehouse.open(self.warehouse_path, read_only=read_only)
+        if read_only:
+            return wh
+        from gpuledger.dashboards.serving_results import PublishingWarehouse
+
+        return PublishingWarehouse.wrap(wh, self.settings)
+
+    def publish(self, wh: Warehouse) -> None:
+        """Publish the serving store now (a long-running writer, e.g. after each `collect
+        --follow` round); a failure is one line on stderr."""
+        from gpuledger.dashboards.serving_results import publish_quietly
+
+        publish_quietly(wh, self.settings)
 
     def echo(self, text: str = "") -> None:
         print(text, file=self.out or sys.stdout, flush=True)

@@ -22,6 +22,15 @@ docs/decisions/0040-dashboards-data-access.md):
    briefly while a collector holds it. Listeners (`on_write`) read what they need through that
    same connection before it closes (the Plans page shows an approval at once, without
    waiting for a multi-GB copy), and a refresh is requested in the background.
+
+Serving mode (`publisher` given, the dashboard; docs/decisions/0120-serving-store.md): a
+snapshot is the published serving store (`warehouse.serving_store`), opened read-only in place,
+not a copy of the warehouse: a refresh costs an open, whatever the warehouse's size. When the
+warehouse changed since the last publish (a writer that does not publish) and nobody holds it,
+the refresh publishes first, through a short writer; while a collector holds it, the last
+published store serves (the collector publishes after each round). With no serving store at
+all and the warehouse held, the refresh falls back to the copy of steps 1–3. Our own writes
+request a refresh, which publishes them (the Plans page shows them at once meanwhile, step 4).
 """
 
 from __future__ import annotations
@@ -33,15 +42,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from gpuledger.core.config import utcnow
-from gpuledger.core.errors import WarehouseError, WarehouseLockedError
+from gpuledger.core.errors import GpuledgerError, WarehouseError, WarehouseLockedError
+from gpuledger.warehouse.serving_snapshot import Snapshot, remove_snapshot_files
+from gpuledger.warehouse.serving_store import (
+    Stamp,
+    file_stamp,
+    open_serving,
+    published_stamp,
+    record_published,
+    request_publish,
+    serving_path,
+)
 from gpuledger.warehouse.store import Warehouse
 
 RETRY_DELAYS_S: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.8)
@@ -51,73 +67,13 @@ QUIET_NS = 50_000_000
 same coarse clock tick as the first `stat` could otherwise leave the mtime unchanged."""
 COPY_ATTEMPTS = 3
 
-Stamp = tuple[int, int, int, int]
-
 
 class WarehouseBusyError(WarehouseLockedError):
     """The warehouse is being written without pause and there is no snapshot to show yet, or a
     short write could not get the writer lock."""
 
 
-@dataclass
-class Snapshot:
-    """One private copy of the warehouse, opened read-only, shared by every page query.
-
-    `taken_at` is when the copy began: the copy holds every commit made before it.
-    """
-
-    generation: int
-    path: Path
-    taken_at: datetime
-    source_stamp: Stamp
-    con: duckdb.DuckDBPyConnection
-    copy_s: float
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _users: int = 0
-    _retired: bool = False
-
-    def acquire(self) -> None:
-        with self._lock:
-            self._users += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self._users -= 1
-            done = self._retired and self._users == 0
-        if done:
-            self._dispose()
-
-    def retire(self) -> None:
-        """No new readers; close and delete once the last current reader is done."""
-        with self._lock:
-            self._retired = True
-            done = self._users == 0
-        if done:
-            self._dispose()
-
-    @property
-    def disposed(self) -> bool:
-        """Closed and deleted (retired and its last reader gone)."""
-        return self._retired and self._users <= 0
-
-    def _dispose(self) -> None:
-        self.con.close()
-        for suffix in ("", ".wal"):
-            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-
-
-def _stamp(path: Path) -> Stamp | None:
-    """(mtime_ns, size) of the warehouse and of its WAL: changes whenever a writer commits."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    try:
-        wal = Path(f"{path}.wal").stat()
-        wal_stamp = (wal.st_mtime_ns, wal.st_size)
-    except FileNotFoundError:
-        wal_stamp = (0, -1)
-    return (st.st_mtime_ns, st.st_size, *wal_stamp)
+_stamp = file_stamp
 
 
 class SnapshotStore:
@@ -130,6 +86,7 @@ class SnapshotStore:
         cache_dir: Path | None = None,
         refresh_s: float = 120.0,
         sleep: Callable[[float], None] = time.sleep,
+        publisher: Callable[[Warehouse], object] | None = None,
     ) -> None:
         self.source = Path(source)
         self._own_dir = cache_dir is None
@@ -150,6 +107,8 @@ class SnapshotStore:
         self._thread: threading.Thread | None = None
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._write_listeners: list[Callable[[Warehouse], None]] = []
+        self.publisher = publisher
+        """Serving mode (module docstring): publishes the serving store with a writer."""
 
     # 1. Refreshing ---------------------------------------------------------------------------
     def on_new_snapshot(self, listener: Callable[[Snapshot], None]) -> None:
@@ -167,11 +126,11 @@ class SnapshotStore:
                 self.last_error = f"{self.source}: no warehouse file yet"
                 return False
             current = self._snapshot
-            if current is not None and not force and current.source_stamp == stamp:
-                self.busy_since = None
-                return False
             try:
-                snapshot = self._copy()
+                snapshot = self._next(current, stamp, force)
+                if snapshot is None:
+                    self.busy_since = None
+                    return False
             except WarehouseLockedError:
                 self.busy_since = self.busy_since or utcnow()
                 self.last_error = None
@@ -187,6 +146,56 @@ class SnapshotStore:
         for listener in self._listeners:
             listener(snapshot)
         return True
+
+    def _next(self, current: Snapshot | None, stamp: Stamp, force: bool) -> Snapshot | None:
+        """The snapshot to serve next, or None when the current one is still the newest."""
+        if self.publisher is not None:
+            self._publish_if_stale(stamp)
+            served = _stamp(serving_path(self.source))
+            if served is not None:
+                if current is not None and not current.owned and not force and current.source_stamp == served:
+                    return None
+                try:
+                    return self._open_serving(served)
+                except WarehouseError:  # unreadable (e.g. damaged by hand): the copy serves
+                    pass
+        if current is not None and not force and current.source_stamp == stamp:
+            return None
+        return self._copy()
+
+    def _publish_if_stale(self, stamp: Stamp) -> None:
+        """Publish through a short writer when the warehouse changed since the last publish and
+        nobody holds it (a collector that holds it publishes itself after each round)."""
+        if published_stamp(self.source) == stamp:
+            return
+        try:
+            with self.writer(refresh=False, retry=False, publish=True):
+                pass
+        except WarehouseLockedError:
+            request_publish(self.source)  # the collector's next round publishes
+
+    def _open_serving(self, served: Stamp) -> Snapshot:
+        """Open the published store under a name of our own: DuckDB hands a second `connect`
+        of a path already open in this process the same (old) database, and a link also pins
+        the published file against the writer's next rename."""
+        started = time.perf_counter()
+        self._generation += 1
+        target = self.cache_dir / f"snapshot-{self._generation}.duckdb"
+        remove_snapshot_files(target)
+        try:
+            os.link(serving_path(self.source), target)
+        except OSError:  # another file system: a copy of the (small) serving store
+            shutil.copyfile(serving_path(self.source), target)
+        try:
+            con = open_serving(self.source, at=target).con
+        except WarehouseError:
+            remove_snapshot_files(target)
+            raise
+        taken_at = datetime.fromtimestamp(served[0] / 1e9, tz=UTC)
+        made = Snapshot(self._generation, target, taken_at, served, con,
+                        time.perf_counter() - started, owned=False)
+        self._made = [m for m in self._made if not m.disposed] + [made]
+        return made
 
     def _copy(self) -> Snapshot:
         """Step 1 of the module docstring: copy without a lock, keep it only if nothing moved."""
@@ -204,12 +213,12 @@ class SnapshotStore:
                 try:
                     con = Warehouse.open(target, read_only=True).con
                 except WarehouseError:
-                    _remove(target)
+                    remove_snapshot_files(target)
                     raise
                 made = Snapshot(self._generation, target, taken_at, before, con, copy_s)
                 self._made = [m for m in self._made if not m.disposed] + [made]
                 return made
-            _remove(target)
+            remove_snapshot_files(target)
             self._sleep(0.2 * (attempt + 1))
         raise WarehouseLockedError(
             f"{self.source}: written without pause while copying; showing the last snapshot"
@@ -279,7 +288,7 @@ class SnapshotStore:
             snapshot.con.close()
         self._made.clear()
         for generation in range(1, self._generation + 1):
-            _remove(self.cache_dir / f"snapshot-{generation}.duckdb")
+            remove_snapshot_files(self.cache_dir / f"snapshot-{generation}.duckdb")
 
     def request_refresh(self) -> None:
         """Take a new snapshot soon: in the background when the refresher runs, else now."""
@@ -311,7 +320,8 @@ class SnapshotStore:
     def reader(self, snapshot: Snapshot | None = None) -> Iterator[Warehouse]:
         """A read-only `Warehouse` on a snapshot (its own cursor, safe in this thread)."""
         snap = snapshot or self.current()
-        snap.acquire()
+        if not snap.try_acquire():  # the page retries on the new one: one snapshot per page
+            raise WarehouseBusyError(f"{self.source}: new data arrived while this page was read; retrying")
         cursor = snap.con.cursor()
         try:
             cursor.execute("SET TimeZone = 'UTC'")
@@ -327,19 +337,40 @@ class SnapshotStore:
         self._write_listeners.append(listener)
 
     @contextmanager
-    def writer(self, *, refresh: bool = True, retry: bool = True) -> Iterator[Warehouse]:
+    def writer(
+        self, *, refresh: bool = True, retry: bool = True, publish: bool = False,
+    ) -> Iterator[Warehouse]:
         """A short write connection to the warehouse itself (retrying while a collector holds
-        it); by default a new snapshot is requested after it closes (`request_refresh`)."""
+        it); by default a new snapshot is requested after it closes (`request_refresh`), and
+        that refresh publishes the serving store (in the background when the refresher runs,
+        so a click never waits for it; `publish=True` publishes before closing)."""
         with self._write_lock:
             wh = self._open_writer(RETRY_DELAYS_S if retry else ())
+            published = False
             try:
                 yield wh
                 for listener in self._write_listeners:
                     listener(wh)
+                published = publish and self._publish(wh)
             finally:
                 wh.close()
+            if published:
+                record_published(self.source)
         if refresh:
             self.request_refresh()
+
+    def _publish(self, wh: Warehouse) -> bool:
+        """Serving mode: publish the serving store before the writer closes. A failure leaves
+        the last published store serving and is reported in `status()`, never raised: the
+        write itself is committed."""
+        if self.publisher is None:
+            return False
+        try:
+            self.publisher(wh)
+        except GpuledgerError as exc:
+            self.last_error = f"serving store not published: {exc}"
+            return False
+        return True
 
     def _open_writer(self, delays: tuple[float, ...]) -> Warehouse:
         last: WarehouseLockedError | None = None
@@ -361,12 +392,8 @@ class SnapshotStore:
             "generation": snap.generation if snap else None,
             "taken_at": snap.taken_at.isoformat() if snap else None,
             "copy_s": round(snap.copy_s, 3) if snap else None,
+            "serving_store": bool(snap is not None and not snap.owned),
             "busy_since": self.busy_since.isoformat() if self.busy_since else None,
             "error": self.last_error,
             "source": os.fspath(self.source),
         }
-
-
-def _remove(target: Path) -> None:
-    for suffix in ("", ".wal"):
-        Path(f"{target}{suffix}").unlink(missing_ok=True)

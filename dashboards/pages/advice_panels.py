@@ -17,9 +17,8 @@ import polars as pl
 from dash import html
 
 from gpuledger.dashboards.pages.common import PageContext, money, percent, section, table
+from gpuledger.dashboards.serving_results import FLEET_KINDS, PLANS_KINDS
 
-FLEET_KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling")
-PLANS_KINDS = ("profile-catalog", "overcommit", "autoscaling")
 ROW_SCHEMA: dict[str, Any] = {"kind": pl.String, "scope": pl.String, "current": pl.String,
                               "recommended": pl.String, "monthly_saving": pl.Float64, "reason": pl.String}
 RATE_COLUMNS = ("node", "pool", "free_slices", "unusable_slices", "slices", "rate")

@@ -99,6 +99,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
                 _record_dropped(ctx, r)
                 for line in r.lines():
                     ctx.echo(line)
+                ctx.publish(wh)  # the dashboard's serving store, after each round's commit
 
             pipeline.follow(wh, settings, url, start, step, kubernetes=kube, on_report=show,
                             rollup=not args.no_rollup)

@@ -31,7 +31,6 @@ import pytest
 from gpuledger.dashboards.app import RunningServer, create_app, start_server
 from gpuledger.dashboards.pages.common import money
 from gpuledger.optimizer.plan_store import load_record
-from gpuledger.warehouse import Warehouse
 from tests.dashboards.conftest import (
     LEAD_TEAM,
     MIG_PLAN,
@@ -154,7 +153,9 @@ def test_admin_approves_plan(server: RunningServer, open_page: Any, shots: Path)
     assert "approved by ada" in page.inner_text("#flash")
     assert "plan.status" in page.inner_text("#plan-audit-table")
     page.screenshot(path=str(shots / "plans-approved.png"), full_page=True)
-    with Warehouse.open(server.app.store.source, read_only=True) as wh:
+    # the warehouse itself, through the store's writer: its background refresh may be publishing
+    # the serving store with the one write connection this process may hold
+    with server.app.store.writer(refresh=False) as wh:
         assert load_record(wh, MIG_PLAN).status == "approved"
 
 
@@ -182,7 +183,7 @@ def test_lead_is_refused(server: RunningServer, open_page: Any) -> None:
         " return [r.status, await r.text()]; }", body)
     assert answer[0] == 200 and "Refused" in answer[1] and "needs the admin role" in json.loads(answer[1]).__str__()
     server.app.actions.wait()  # the refusal's audit record is written in the background
-    with Warehouse.open(server.app.store.source, read_only=True) as wh:
+    with server.app.store.writer(refresh=False) as wh:  # (as above: the warehouse itself)
         assert load_record(wh, "quota-test-1").status == "proposed"
     csv = page.request.get(f"{server.url}/download/bill.csv?period={PERIOD}&team={OTHER_TEAM}")
     assert csv.status == 403

@@ -1,0 +1,188 @@
+"""Publishing the serving store, with the page results that need a month of raw samples.
+
+Why (docs/decisions/0121-serving-results.md): the serving store (`warehouse.serving_store`)
+keeps only the raw samples the roll-up does not hold yet, which is enough for every bill, idle
+list, heatmap and queue chart, but not for the analyses that read a whole month of raw samples:
+the recommendations (activity and memory percentiles per workload), the token costs (counter
+increases of every vLLM series) and the advice kinds the Fleet and Plans pages show. Those are
+computed here, by the writer, on the warehouse itself, with the very functions the CLI calls
+(`analytics.recommend.recommend`, `analytics.tokens.team_token_costs`,
+`analytics.advice.run.KINDS`), and stored in the serving store per month. A result is computed
+again only when its basis changed: the newest whole hour of GPU samples in the month (a closed
+month never changes) and the analysis settings. So a `collect --follow` minute recomputes
+nothing, and once an hour the running month is recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import GpuledgerError
+from gpuledger.core.period import Period
+from gpuledger.core.window import HOUR, floor_time
+from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries.freshness import data_range, newest_sample
+from gpuledger.warehouse.serving_store import Publication, PublishStats, is_served, record_published, result
+
+log = logging.getLogger(__name__)
+
+RECOMMENDATIONS = "recommendations"
+FLEET_KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling")
+PLANS_KINDS = ("profile-catalog", "overcommit", "autoscaling")
+"""The advice kinds the Fleet and Plans pages show (`dashboards.pages.advice_panels`)."""
+ADVICE_KINDS: tuple[str, ...] = tuple(dict.fromkeys((*FLEET_KINDS, *PLANS_KINDS)))
+TOKEN_COSTS = "token_costs"
+TOKEN_WEIGHT = 3.0
+"""The generation weight the pages price tokens with (`ReadModel.token_costs`' default)."""
+NAMES: tuple[str, ...] = (RECOMMENDATIONS, TOKEN_COSTS, *(f"advice:{k}" for k in ADVICE_KINDS))
+MAX_MONTHS = 13
+"""Months (newest first) whose results are kept current: a year and the one before it."""
+LAST_TIMINGS: dict[str, float] = {}
+"""Seconds per result computed by the last publish in this process (for the benchmark)."""
+UNRELATED = {"access", "prometheus", "kubernetes", "lake", "reports", "plans", "retention", "source"}
+"""Settings sections no stored result depends on (left out of the basis fingerprint, so the
+dashboard's and the collector's configurations may differ there without recomputing)."""
+
+
+def publish_serving(wh: Warehouse, settings: Settings) -> PublishStats:
+    """Publish the serving store of `wh` (a writer, after it committed), results included."""
+    from gpuledger.analytics.samples import SampleRules
+
+    with Publication(wh, margin=SampleRules.of(settings).margin) as pub:
+        refresh_results(pub, wh, settings)
+    return pub.stats
+
+
+def publish_quietly(wh: Warehouse, settings: Settings) -> PublishStats | None:
+    """`publish_serving` for a command's writer: a failure is one line on stderr (the command's
+    own writes are committed; the dashboard keeps serving the last published store)."""
+    if not is_served(wh.path):
+        return None
+    try:
+        return publish_serving(wh, settings)
+    except GpuledgerError as exc:
+        print(f"gpuledger: serving store not published ({exc}); the dashboard shows the last one",
+              file=sys.stderr, flush=True)
+        return None
+
+
+class PublishingWarehouse(Warehouse):
+    """A command's writer that publishes the serving store when it closes, then records the
+    warehouse stamp (`warehouse.serving_store.record_published`)."""
+
+    settings: Settings
+
+    @classmethod
+    def wrap(cls, wh: Warehouse, settings: Settings) -> PublishingWarehouse:
+        out = cls(wh.con, wh.path, wh.read_only)
+        out.settings = settings
+        return out
+
+    def close(self) -> None:
+        served = is_served(self.path)
+        try:
+            publish_quietly(self, self.settings)
+        finally:
+            super().close()
+        if served:
+            record_published(self.path)
+
+
+def settings_fingerprint(settings: Settings) -> str:
+    text = settings.model_dump_json(exclude=UNRELATED)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def wanted(wh: Warehouse, settings: Settings) -> list[tuple[str, str]]:
+    """(period, basis) of the months whose results the pages may ask for, newest first."""
+    span = data_range(wh)
+    newest = newest_sample(wh)
+    if span is None or newest is None:
+        return []
+    fingerprint = settings_fingerprint(settings)
+    out: list[tuple[str, str]] = []
+    month, first = Period.of(span[1]), Period.of(span[0])
+    while month >= first and len(out) < MAX_MONTHS:
+        cut = min(Period.exact(str(month)).window.end, floor_time(newest, HOUR))
+        out.append((str(month), f"{cut.isoformat()}|{fingerprint}"))
+        month = month.shift(-1)
+    return out
+
+
+def refresh_results(pub: Publication, wh: Warehouse, settings: Settings) -> int:
+    """Compute the results whose basis changed; returns how many were computed."""
+    stored = pub.stored_basis()
+    done = 0
+    LAST_TIMINGS.clear()
+    for period, basis in wanted(wh, settings):
+        bills: dict[str, Any] = {}  # the month's bill, computed once for the results that price
+        for name in NAMES:
+            if stored.get((name, period)) == basis:
+                continue
+            started = time.perf_counter()
+            try:
+                payload = compute(wh, settings, name, period, bills)
+                LAST_TIMINGS[f"{name} {period}"] = round(time.perf_counter() - started, 2)
+            except Exception as exc:  # a result never stops a publish (or a command)
+                log.warning("serving store: %s for %s not stored: %s", name, period, exc)
+                continue
+            pub.put_result(name, period, basis, payload)
+            done += 1
+    return done
+
+
+def compute(wh: Warehouse, settings: Settings, name: str, period: str,
+            bills: dict[str, Any] | None = None) -> bytes:
+    """One result's payload: Arrow IPC for a frame, JSON for an advice kind (`bills`: the
+    month's bill when already computed, filled otherwise)."""
+    window = Period.exact(period).window
+    if name in (RECOMMENDATIONS, TOKEN_COSTS):
+        from gpuledger.analytics.bill import compute_bill
+        from gpuledger.analytics.recommend import recommend
+        from gpuledger.analytics.tokens import team_token_costs
+
+        bills = {} if bills is None else bills
+        bill = bills.get("bill") or bills.setdefault("bill", compute_bill(wh, window, settings))
+        frame = (recommend(wh, window, settings, bill=bill).recommendations if name == RECOMMENDATIONS
+                 else team_token_costs(wh, window, settings, bill=bill, generation_weight=TOKEN_WEIGHT))
+        buffer = io.BytesIO()
+        frame.write_ipc(buffer)
+        return buffer.getvalue()
+    from gpuledger.analytics.advice.run import KINDS
+
+    advice = KINDS[name.removeprefix("advice:")](wh, window, settings)
+    body = {"kind": advice.kind, "rows": advice.rows, "document": advice.document}
+    return json.dumps(body, default=_jsonable).encode()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def stored_frame(wh: Warehouse, name: str, period: str) -> pl.DataFrame | None:
+    """A stored frame result, or None (not a serving store, or not computed)."""
+    payload = result(wh, name, period)
+    return pl.read_ipc(io.BytesIO(payload)) if payload is not None else None
+
+
+def stored_advice(wh: Warehouse, kind: str, period: str) -> Any:
+    """A stored advice kind as `analytics.advice.run.Advice`, or None."""
+    from gpuledger.analytics.advice.run import Advice
+
+    payload = result(wh, f"advice:{kind}", period)
+    if payload is None:
+        return None
+    body = json.loads(payload)
+    return Advice(kind=body["kind"], rows=body["rows"], document=body["document"])

@@ -1,0 +1,283 @@
+"""The serving store (`warehouse.serving_store`, `dashboards.serving_results`): what the writer
+publishes and the dashboard reads instead of copying the warehouse.
+
+Cases, on the demo warehouse (32 cards, 2026-10-31 18:00 to 2026-11-01 12:00) with every hour
+but the last two rolled up:
+- the published file holds only the raw samples the roll-up does not (plus the sample margin
+  and the MIG samples of October's last hour), is much smaller than the warehouse, and bills
+  on it equal the warehouse's (both months, team and team x model) line for line;
+- the recommendations, token costs and advice kinds stored by the writer equal the ones
+  computed on the warehouse (what `gpuledger recommend` prints);
+- the dashboard serves the published file in place: no private copy is made, the warehouse is
+  not needed by a refresh while the serving store is current, and its bill equals the
+  warehouse's; an approval on the page is published by the refresh it requests;
+- a second publish without a change rewrites no month partition; a change in November
+  rewrites November's partitions only;
+- a publisher killed (SIGKILL) in the middle leaves the previous file intact and readable; the
+  next publish succeeds;
+- a damaged store: the dashboard serves the copy, and the next publish rebuilds the file;
+- a page that reads again after its snapshot was replaced and closed gets "busy, retrying";
+- no serving store and a collector holding the warehouse: the dashboard falls back to the copy,
+  asks for a store, and the command writer publishes one when it closes; a writer of a
+  warehouse no dashboard serves publishes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from gpuledger.analytics.bill import compute_bill
+from gpuledger.analytics.samples import SampleRules
+from gpuledger.command_context import Context
+from gpuledger.core.period import Period
+from gpuledger.core.window import Window, floor_time
+from gpuledger.dashboards import serving_results
+from gpuledger.dashboards.app import create_app
+from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.serving_store import is_served, open_serving, publish, serving_path
+from tests.dashboards.conftest import MIG_PLAN, PERIOD, PREVIOUS, admin_headers, settings_with_roles
+from tests.dashboards.test_store import collector
+
+ROOT = Path(__file__).parents[2]
+ROLLED_END = datetime(2026, 11, 1, 10, tzinfo=UTC)
+SETTINGS = settings_with_roles()
+
+
+@pytest.fixture(scope="module")
+def rolled(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Path:
+    """The demo warehouse with [18:00, 10:00) rolled up, as collection does hour by hour."""
+    from gpuledger.analytics.rollup import rollup_batch
+
+    path = tmp_path_factory.mktemp("serving") / "rolled.duckdb"
+    shutil.copyfile(demo_source, path)
+    with Warehouse.open(path) as wh:
+        wh.load(rollup_batch(wh, Window(datetime(2026, 10, 31, 18, tzinfo=UTC), ROLLED_END), SETTINGS))
+    return path
+
+
+@pytest.fixture
+def published(rolled: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "warehouse.duckdb"
+    shutil.copyfile(rolled, path)
+    with Warehouse.open(path) as wh:
+        serving_results.publish_serving(wh, SETTINGS)
+    return path
+
+
+def _same_lines(got: pl.DataFrame, want: pl.DataFrame) -> None:
+    """Costs to the cent; hours equal up to the last bit of a different summation order."""
+    assert got["cost"].equals(want["cost"])
+    assert_frame_equal(got, want, check_exact=False, rel_tol=1e-12, abs_tol=1e-12)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_serving_file_holds_the_raw_tail_only_and_bills_the_same(published: Path) -> None:
+    margin = SampleRules.of(SETTINGS).margin
+    october_end = datetime(2026, 11, 1, tzinfo=UTC)
+    with Warehouse.open(published, read_only=True) as wh:
+        total = wh.count("gpu_samples")
+        # counted here from first principles: from the hour of the roll-up's end less the margin
+        # (compaction's rule), or a MIG sample of October's last hour
+        expected = wh.scalar(
+            "SELECT count(*) FROM gpu_samples WHERE ts >= ? OR (gpu_i_id >= 0 AND ts >= ? AND ts < ?)",
+            [floor_time(ROLLED_END - margin, timedelta(hours=1)), october_end - timedelta(hours=1), october_end])
+        reference = {(p, by): compute_bill(wh, Period.exact(p).window, SETTINGS, by=by).lines
+                     for p in (PERIOD, PREVIOUS) for by in (("team",), ("team", "model"))}
+    serving = open_serving(published)
+    try:
+        kept = serving.count("gpu_samples")
+        assert 0 < kept == expected < total / 2
+        assert serving.count("card_hours_hourly") > 0 and serving.count("plans") == 2
+        for (period, by), lines in reference.items():
+            _same_lines(compute_bill(serving, Period.exact(period).window, SETTINGS, by=by).lines, lines)
+    finally:
+        serving.close()
+    assert serving_path(published).stat().st_size < published.stat().st_size  # (ratio: bench)
+
+
+def test_stored_results_equal_the_warehouse_computation(published: Path) -> None:
+    from gpuledger.analytics.advice.run import KINDS
+    from gpuledger.analytics.recommend import recommend
+    from gpuledger.analytics.tokens import team_token_costs
+
+    with Warehouse.open(published, read_only=True) as wh:
+        window = Period.exact(PERIOD).window
+        bill = compute_bill(wh, window, SETTINGS)
+        recs = recommend(wh, window, SETTINGS, bill=bill).recommendations
+        tokens = team_token_costs(wh, window, SETTINGS, bill=bill)
+        advice = {k: KINDS[k](wh, window, SETTINGS) for k in serving_results.ADVICE_KINDS}
+    serving = open_serving(published)
+    try:
+        stored = serving_results.stored_frame(serving, serving_results.RECOMMENDATIONS, PERIOD)
+        assert stored is not None and stored.equals(recs)
+        stored = serving_results.stored_frame(serving, serving_results.TOKEN_COSTS, PERIOD)
+        assert stored is not None and stored.equals(tokens) and tokens.height > 0
+        # the serving store keeps only the newest hour of token samples
+        assert serving.scalar("SELECT max(ts) - min(ts) FROM token_samples") <= timedelta(hours=1)
+        for kind, found in advice.items():
+            got = serving_results.stored_advice(serving, kind, PERIOD)
+            assert got is not None and got.rows == found.rows, kind
+        assert any(a.rows for a in advice.values())  # the comparison compared something
+    finally:
+        serving.close()
+
+
+def test_dashboard_serves_the_published_file_without_a_copy(published: Path, tmp_path: Path) -> None:
+    with Warehouse.open(published, read_only=True) as wh:
+        reference = compute_bill(wh, Period.exact(PERIOD).window, SETTINGS).lines
+    app = create_app(SETTINGS, published, background=False, cache_dir=tmp_path / "cache")
+    try:
+        with collector(published, "commit-and-hold"):  # held (and written): a refresh cannot open it
+            assert app.store.refresh(force=True)
+            snap = app.store.current()
+            assert not snap.owned  # a link to the published file, not a copy of the warehouse
+            assert snap.path.stat().st_ino == serving_path(published).stat().st_ino
+            _same_lines(app.data.bill(PERIOD).lines, reference)
+        before = _digest(serving_path(published))
+        admin = app.policy.principal_for("127.0.0.1", admin_headers())
+        assert admin is not None
+        message = app.actions.approve(admin, MIG_PLAN)  # its refresh publishes (inline: no thread)
+        assert message.endswith("status approved")
+        assert _digest(serving_path(published)) != before
+        assert not app.store.refresh()  # the write published and refreshed: nothing left to take
+        assert app.store.current().generation > snap.generation and not app.store.current().owned
+        with app.store.reader() as wh:
+            status = wh.scalar("SELECT status FROM plans WHERE plan_id = ?", [MIG_PLAN])
+        assert status == "approved"
+    finally:
+        app.close()
+
+
+def test_a_republish_rewrites_only_changed_months(published: Path) -> None:
+    from gpuledger.analytics.rollup import rollup_batch
+
+    with Warehouse.open(published) as wh:
+        again = publish(wh, margin=SampleRules.of(SETTINGS).margin)
+        assert again.rewritten_parts == 0 and again.kept_parts > 0
+        wh.load(rollup_batch(wh, Window(ROLLED_END, ROLLED_END + timedelta(hours=1)), SETTINGS))
+        after = publish(wh, margin=SampleRules.of(SETTINGS).margin)
+    # November's card_hours_hourly and allocations changed; October's and the queue samples
+    # did not
+    assert after.rewritten_parts == 2
+    assert after.kept_parts == again.kept_parts - 2
+    serving = open_serving(published)
+    try:
+        assert serving.scalar("SELECT max(ts) FROM card_hours_hourly") == ROLLED_END
+    finally:
+        serving.close()
+
+
+KILLED = """
+import os, sys
+from gpuledger.core.config import Settings
+from gpuledger.dashboards import serving_results
+from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse import serving_store
+
+real = serving_store._update_partitioned
+def stall(*args, **kwargs):
+    out = real(*args, **kwargs)
+    print('inside', flush=True)
+    sys.stdin.readline()  # killed here, with the temporary file half written
+    return out
+serving_store._update_partitioned = stall
+with Warehouse.open(sys.argv[1]) as wh:
+    wh.execute("DELETE FROM card_hours_hourly WHERE ts >= '2026-11-01'")
+    serving_results.publish_serving(wh, Settings())
+"""
+
+
+def test_a_kill_mid_publish_leaves_the_previous_store(published: Path) -> None:
+    before = _digest(serving_path(published))
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(published)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
+    proc.kill()
+    proc.wait(timeout=30)
+    assert _digest(serving_path(published)) == before
+    serving = open_serving(published)
+    try:
+        assert serving.scalar("SELECT count(*) FROM card_hours_hourly WHERE ts >= '2026-11-01'") > 0
+    finally:
+        serving.close()
+    with Warehouse.open(published) as wh:  # the next publish replaces the leftover
+        stats = serving_results.publish_serving(wh, SETTINGS)
+    assert stats.rewritten_parts == 1  # November's card_hours_hourly, deleted by the killed writer
+    serving = open_serving(published)
+    try:
+        assert serving.scalar("SELECT count(*) FROM card_hours_hourly WHERE ts >= '2026-11-01'") == 0
+    finally:
+        serving.close()
+    assert not list(published.parent.glob(".*.tmp"))
+
+
+def test_missing_store_falls_back_then_the_next_writer_publishes(rolled: Path, tmp_path: Path) -> None:
+    path = tmp_path / "warehouse.duckdb"
+    shutil.copyfile(rolled, path)
+    ctx = Context(settings=SETTINGS, warehouse_path=path)
+    with ctx.open_warehouse():  # nobody serves it yet: a writer publishes nothing
+        pass
+    assert not is_served(path)
+    app = create_app(SETTINGS, path, background=False, cache_dir=tmp_path / "cache")
+    try:
+        with collector(path, "commit-and-hold"):
+            assert app.store.refresh()
+            assert app.store.current().owned  # the copy: nothing published yet
+            assert app.data.bill(PERIOD).lines.height > 0
+        assert is_served(path) and not serving_path(path).exists()  # asked for one
+        with ctx.open_warehouse() as wh:
+            wh.execute("INSERT INTO namespaces (namespace, team) VALUES ('late', 'nlp')")
+        assert serving_path(path).exists()
+        assert app.store.refresh()
+        snap = app.store.current()
+        assert not snap.owned
+        with app.store.reader(snap) as wh:
+            assert wh.scalar("SELECT team FROM namespaces WHERE namespace = 'late'") == "nlp"
+            assert isinstance(wh.query("SELECT * FROM serving_parts"), pl.DataFrame)
+    finally:
+        app.close()
+
+
+def test_a_damaged_store_falls_back_to_the_copy_and_is_rebuilt(published: Path, tmp_path: Path) -> None:
+    serving_path(published).write_bytes(b"not a duckdb file" * 100)
+    app = create_app(SETTINGS, published, background=False, cache_dir=tmp_path / "cache")
+    try:
+        with collector(published, "commit-and-hold"):  # nobody can publish meanwhile
+            assert app.store.refresh()
+            assert app.store.current().owned  # the copy of the warehouse
+            assert app.data.bill(PERIOD).lines.height > 0
+        with Warehouse.open(published) as wh:  # the next publish starts the file over
+            stats = serving_results.publish_serving(wh, SETTINGS)
+        assert stats.rewritten_parts > 0
+        serving = open_serving(published)
+        serving.close()
+    finally:
+        app.close()
+
+
+def test_a_page_that_reads_a_replaced_snapshot_retries(published: Path, tmp_path: Path) -> None:
+    from gpuledger.warehouse.snapshot_store import SnapshotStore, WarehouseBusyError
+
+    store = SnapshotStore(published, cache_dir=tmp_path / "c",
+                          publisher=lambda wh: serving_results.publish_serving(wh, SETTINGS))
+    try:
+        first = store.current()
+        assert store.refresh(force=True)  # a new snapshot; nobody held the first one: closed
+        with pytest.raises(WarehouseBusyError, match="retrying"), store.reader(first):
+            pass
+        with store.reader() as wh:  # the page's retry reads the new one
+            assert wh.count("plans") == 2
+    finally:
+        store.close()

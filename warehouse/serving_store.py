@@ -1,0 +1,356 @@
+"""The serving store: a small DuckDB file the writer publishes for the dashboard to read.
+
+Why (docs/decisions/0120-serving-store.md): the dashboard used to copy the whole warehouse for
+every snapshot (4.3 GB and 45 s for a 1,000-GPU month), though its pages read roll-ups,
+inventory and plans. So every writer, after it commits, publishes `<warehouse>.serving.duckdb`
+beside the warehouse, and the dashboard opens that file read-only, in place, without a copy:
+
+1. What it holds: every warehouse table, except that `gpu_samples` keeps only what a compacted
+   warehouse keeps with no retention window (`warehouse.retention.removable_until` with
+   `keep_from` = the end of time): the samples the hourly roll-up does not hold yet, plus the
+   sample pass's margin before them, so every bill, idle list and heatmap is the same to the cent
+   (the retention test proves it for compaction), and the newest sample of each device is there
+   (MIG holders "now"). The MIG samples of each month's last hour stay too: the Fleet page's
+   MIG map of a past month shows who held each instance at its end. `token_samples` keeps its
+   newest hour (freshness). Results of the analyses that need the raw samples of a whole month
+   (recommendations, token costs, advice kinds) are written by the publisher's caller into
+   `serving_results` (`put_result`), computed on the warehouse.
+2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per calendar month with a
+   fingerprint each (row count and the XOR of row hashes); a publish rewrites only the months
+   whose fingerprint changed. A `collect --follow` minute therefore rewrites the current
+   month, the raw tail and the small tables, never a year of roll-ups.
+3. Crash safety: a publish copies the current file to a temporary name, updates the copy, and
+   renames it over the published one (atomic on one file system). A kill at any point leaves
+   the previous file intact; a leftover temporary file is replaced by the next publish. Readers
+   that have the old file open keep reading it (the rename does not touch the open inode).
+4. `<warehouse>.serving.json` beside it records the warehouse's (mtime, size) stamp after the writer
+   closed, so a reader can tell that someone wrote the warehouse without publishing. Writers
+   publish only for a served warehouse (`is_served`): one the dashboard has read once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from gpuledger.core.errors import WarehouseError
+from gpuledger.warehouse.retention import removable_until
+from gpuledger.warehouse.store import DUCKDB_CONFIG, Warehouse
+
+SUFFIX = ".serving.duckdb"
+PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "allocations": "ts", "queue_samples": "ts"}
+"""Tables kept per month (their time column): the ones that grow with the fleet's history."""
+RAW_TABLE = "gpu_samples"
+TOKEN_TABLE = "token_samples"
+TOKEN_TAIL = timedelta(hours=1)
+"""Token samples kept: the newest hour (freshness); token costs are a stored result (0121)."""
+ROLLUP_SOURCE = "card_hours_hourly"
+PARTS_TABLE = "serving_parts"
+RESULTS_TABLE = "serving_results"
+OWN_TABLES = (PARTS_TABLE, RESULTS_TABLE)
+MONTH_END_RAW = timedelta(hours=1)
+"""MIG samples kept before each month's end (the MIG map's holders at a past month's end)."""
+FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
+
+Stamp = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class PublishStats:
+    """What one publish did (for the benchmark and the decision note)."""
+
+    path: Path
+    seconds: float
+    rewritten_parts: int
+    kept_parts: int
+    raw_rows: int
+    bytes: int
+
+
+def serving_path(warehouse: str | Path) -> Path:
+    """`fleet.duckdb` → `fleet.serving.duckdb` (same folder: the rename stays on one disk)."""
+    path = Path(warehouse)
+    return path.with_name(path.name.removesuffix(".duckdb") + SUFFIX)
+
+
+def stamp_path(warehouse: str | Path) -> Path:
+    return serving_path(warehouse).with_suffix(".json")
+
+
+def file_stamp(path: Path) -> Stamp | None:
+    """(mtime_ns, size) of a DuckDB file and of its WAL: changes whenever a writer commits."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    try:
+        wal = Path(f"{path}.wal").stat()
+        wal_stamp = (wal.st_mtime_ns, wal.st_size)
+    except FileNotFoundError:
+        wal_stamp = (0, -1)
+    return (st.st_mtime_ns, st.st_size, *wal_stamp)
+
+
+def record_published(warehouse: str | Path) -> None:
+    """After the writer closed the warehouse: note its stamp (point 4), atomically."""
+    stamp = file_stamp(Path(warehouse))
+    target = stamp_path(warehouse)
+    if stamp is None or not serving_path(warehouse).exists():
+        return
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"warehouse_stamp": list(stamp)}))
+    os.replace(tmp, target)
+
+
+def is_served(warehouse: str | Path) -> bool:
+    """Whether a dashboard reads this warehouse's serving store (it exists, or a dashboard asked
+    for one): writers publish only then, so a warehouse nobody serves pays nothing."""
+    return serving_path(warehouse).exists() or stamp_path(warehouse).exists()
+
+
+def request_publish(warehouse: str | Path) -> None:
+    """A dashboard that could not publish (a collector holds the warehouse) asks the next
+    writer to: the stamp file without a stamp."""
+    target = stamp_path(warehouse)
+    if not target.exists():
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"warehouse_stamp": None}))
+        os.replace(tmp, target)
+
+
+def published_stamp(warehouse: str | Path) -> Stamp | None:
+    """The warehouse stamp recorded by the last publisher, or None (never, or unreadable)."""
+    try:
+        raw = json.loads(stamp_path(warehouse).read_text())["warehouse_stamp"]
+        return (int(raw[0]), int(raw[1]), int(raw[2]), int(raw[3]))
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def publish(wh: Warehouse, *, margin: timedelta) -> PublishStats:
+    """Write the serving store of `wh` (a writer that has committed): copy forward, update the
+    copy, rename it over the published file (module docstring, points 1–3), results kept as
+    they were (`Publication` to put results too)."""
+    with Publication(wh, margin=margin) as pub:
+        pass
+    return pub.stats
+
+
+class Publication:
+    """One publish as a context: tables are updated on entry, results may be put inside, and
+    the file is renamed into place on a clean exit (discarded on an exception)."""
+
+    def __init__(self, wh: Warehouse, *, margin: timedelta) -> None:
+        self.wh = wh
+        self.margin = margin
+        self.target = serving_path(wh.path)
+        self.tmp = self.target.with_name(f".{self.target.name}.tmp")
+        """One name: publishers are one at a time (each holds the warehouse's writer lock), and
+        the next publish replaces what a killed one left."""
+        self.stats = PublishStats(self.target, 0.0, 0, 0, 0, 0)
+        self._started = 0.0
+        self._counts = (0, 0)
+
+    def __enter__(self) -> Publication:
+        try:
+            return self._enter()
+        except duckdb.Error as exc:
+            raise WarehouseError(f"{self.target}: publish failed ({str(exc).splitlines()[0]})") from None
+
+    def _enter(self) -> Publication:
+        self._started = time.perf_counter()
+        _remove(self.tmp)
+        if self.target.exists():
+            shutil.copyfile(self.target, self.tmp)
+        attach = "ATTACH '{}' AS srv".format(str(self.tmp).replace("'", "''"))
+        try:
+            self.wh.con.execute(attach)
+        except duckdb.Error:  # an unreadable previous file: start over
+            _remove(self.tmp)
+            self.wh.con.execute(attach)
+        try:
+            self._counts = _update_tables(self.wh, self.margin)
+        except BaseException:
+            self._discard()
+            raise
+        return self
+
+    def stored_basis(self) -> dict[tuple[str, str], str]:
+        """(name, period) → basis of every result in the store (what `put_result` stored)."""
+        rows = self.wh.con.execute(f"SELECT name, period, basis FROM srv.{RESULTS_TABLE}").fetchall()
+        return {(str(n), str(p)): str(b) for n, p, b in rows}
+
+    def put_result(self, name: str, period: str, basis: str, payload: bytes) -> None:
+        """Store (or replace) one computed result, e.g. a month's recommendations."""
+        self.wh.con.execute(
+            f"INSERT OR REPLACE INTO srv.{RESULTS_TABLE} VALUES (?, ?, ?, ?)", [name, period, basis, payload]
+        )
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is not None:
+            self._discard()
+            return
+        try:
+            self._finish()
+        except duckdb.Error as exc:
+            self._discard()
+            raise WarehouseError(f"{self.target}: publish failed ({str(exc).splitlines()[0]})") from None
+
+    def _finish(self) -> None:
+        raw = int(self.wh.con.execute(f"SELECT count(*) FROM srv.{RAW_TABLE}").fetchall()[0][0])
+        self.wh.con.execute("CHECKPOINT srv")
+        self.wh.con.execute("DETACH srv")
+        with open(self.tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(self.tmp, self.target)
+        rewritten, kept = self._counts
+        self.stats = PublishStats(self.target, round(time.perf_counter() - self._started, 3), rewritten,
+                                  kept, raw, self.target.stat().st_size)
+
+    def _discard(self) -> None:
+        with contextlib.suppress(duckdb.Error):
+            self.wh.con.execute("DETACH srv")
+        _remove(self.tmp)
+
+
+def _remove(path: Path) -> None:
+    for suffix in ("", ".wal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _base_tables(con: duckdb.DuckDBPyConnection, catalog: str) -> list[str]:
+    rows = con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = ? "
+        "AND table_schema = 'main' AND table_type = 'BASE TABLE' ORDER BY 1", [catalog]
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _columns(con: duckdb.DuckDBPyConnection, catalog: str, table: str) -> list[tuple[str, str]]:
+    rows = con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = ? "
+        "AND table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [catalog, table]
+    ).fetchall()
+    return [(str(n), str(t)) for n, t in rows]
+
+
+def _update_tables(wh: Warehouse, margin: timedelta) -> tuple[int, int]:
+    """Points 1 and 2: bring every table of `srv` up to the warehouse's committed state."""
+    con = wh.con
+    catalog = str(con.execute("SELECT current_database()").fetchall()[0][0])
+    con.execute(f"CREATE TABLE IF NOT EXISTS srv.{PARTS_TABLE} (tbl VARCHAR, month VARCHAR, "
+                "fingerprint VARCHAR, PRIMARY KEY (tbl, month))")
+    con.execute(f"CREATE TABLE IF NOT EXISTS srv.{RESULTS_TABLE} (name VARCHAR, period VARCHAR, "
+                "basis VARCHAR, payload BLOB, PRIMARY KEY (name, period))")
+    source = _base_tables(con, catalog)
+    for stale in set(_base_tables(con, "srv")) - set(source) - set(OWN_TABLES):
+        con.execute(f'DROP TABLE srv."{stale}"')
+    rewritten = kept = 0
+    for table in source:
+        if table in PARTITIONED:
+            r, k = _update_partitioned(con, catalog, table, PARTITIONED[table])
+            rewritten, kept = rewritten + r, kept + k
+        else:
+            ranges = (_raw_ranges(wh, margin) if table == RAW_TABLE
+                      else _token_ranges(wh) if table == TOKEN_TABLE else [("TRUE", [])])
+            # one branch per time range: each one skips what it does not need by zone maps
+            src = f'"{catalog}".main."{table}"'
+            union = " UNION ALL ".join(f"SELECT * FROM {src} WHERE {w}" for w, _ in ranges)
+            params = [p for _, ps in ranges for p in ps]
+            con.execute(f'CREATE OR REPLACE TABLE srv."{table}" AS {union}', params)
+    return rewritten, kept
+
+
+Ranges = list[tuple[str, list[Any]]]
+
+
+def _raw_ranges(wh: Warehouse, margin: timedelta) -> Ranges:
+    """Point 1: the raw samples a compacted warehouse with no retention window keeps (before the
+    roll-up's first hour, and from the end of what it could remove), plus the MIG samples of
+    the last hour of each month in between; disjoint half-open ranges."""
+    start, end, _ = removable_until(wh, FAR_FUTURE, margin, ROLLUP_SOURCE)
+    if start is None or end is None:
+        return [("TRUE", [])]
+    out: Ranges = [("ts < ?", [start]), ("ts >= ?", [end])]
+    month_end = _month_bounds(start.strftime("%Y-%m"))[1]
+    while month_end - MONTH_END_RAW < end:
+        lo, hi = max(month_end - MONTH_END_RAW, start), min(month_end, end)
+        if lo < hi:
+            out.append(("ts >= ? AND ts < ? AND gpu_i_id >= 0", [lo, hi]))
+        month_end = _month_bounds(month_end.strftime("%Y-%m"))[1]
+    return out
+
+
+def _token_ranges(wh: Warehouse) -> Ranges:
+    newest = wh.scalar(f"SELECT max(ts) FROM {TOKEN_TABLE}")
+    return [("ts >= ?", [newest - TOKEN_TAIL])] if newest is not None else [("TRUE", [])]
+
+
+def _update_partitioned(
+    con: duckdb.DuckDBPyConnection, catalog: str, table: str, col: str,
+) -> tuple[int, int]:
+    """Point 2: rewrite the months whose fingerprint changed; (rewritten, kept) months."""
+    columns = _columns(con, catalog, table)
+    src = f'"{catalog}".main."{table}"'
+    if _columns(con, "srv", table) != columns:  # new, or its schema changed: start the table over
+        con.execute(f'CREATE OR REPLACE TABLE srv."{table}" AS SELECT * FROM {src} LIMIT 0')
+        con.execute(f"DELETE FROM srv.{PARTS_TABLE} WHERE tbl = ?", [table])
+    names = ", ".join(f'"{n}"' for n, _ in columns)
+    now = {
+        str(m): f"{n}:{h}"
+        for m, n, h in con.execute(
+            f"SELECT strftime({col}, '%Y-%m') AS m, count(*), bit_xor(hash({names})) FROM {src} GROUP BY m"
+        ).fetchall()
+    }
+    stored = dict(con.execute(f"SELECT month, fingerprint FROM srv.{PARTS_TABLE} WHERE tbl = ?",
+                              [table]).fetchall())
+    changed = [m for m in set(now) | set(stored) if now.get(m) != stored.get(m)]
+    for month in changed:
+        where, bounds = f"{col} >= ? AND {col} < ?", _month_bounds(month)
+        con.execute(f'DELETE FROM srv."{table}" WHERE {where}', bounds)
+        con.execute(f"DELETE FROM srv.{PARTS_TABLE} WHERE tbl = ? AND month = ?", [table, month])
+        if month in now:
+            con.execute(f'INSERT INTO srv."{table}" SELECT * FROM {src} WHERE {where}', bounds)
+            con.execute(f"INSERT INTO srv.{PARTS_TABLE} VALUES (?, ?, ?)", [table, month, now[month]])
+    return len(changed), len(now) - len([m for m in changed if m in now])
+
+
+def _month_bounds(month: str) -> list[datetime]:
+    """`2026-11` → [2026-11-01, 2026-12-01) in UTC (a range the zone maps can skip by)."""
+    year, mon = int(month[:4]), int(month[5:7])
+    start = datetime(year, mon, 1, tzinfo=UTC)
+    return [start, datetime(year + mon // 12, mon % 12 + 1, 1, tzinfo=UTC)]
+
+
+def open_serving(warehouse: str | Path, *, at: Path | None = None) -> Warehouse:
+    """A read-only `Warehouse` on the published serving store (no copy, no lock on the
+    warehouse), or on `at`, a link to it; `WarehouseError` when there is none or it cannot be
+    read."""
+    path = at or serving_path(warehouse)
+    if not path.exists():
+        raise WarehouseError(f"{path}: no serving store published yet")
+    try:
+        con = duckdb.connect(str(path), read_only=True, config=DUCKDB_CONFIG)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"{path}: cannot open the serving store ({str(exc).splitlines()[0]})") from None
+    con.execute("SET TimeZone = 'UTC'")
+    return Warehouse(con, str(path), read_only=True)
+
+
+def result(wh: Warehouse, name: str, period: str) -> bytes | None:
+    """A stored result's payload, or None (not computed, or not a serving store)."""
+    try:
+        rows = wh.con.execute(f"SELECT payload FROM {RESULTS_TABLE} WHERE name = ? AND period = ?",
+                              [name, period]).fetchall()  # fetch all: no result left open
+    except duckdb.CatalogException:
+        return None
+    return bytes(rows[0][0]) if rows else None
