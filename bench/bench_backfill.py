@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -82,7 +83,7 @@ def prepare(root: Path, gpus: int, window: Window, effects_name: str, piece: tim
 
 
 CHILD = """
-import json, resource, sys, time
+import json, pickle, resource, sys, time
 from datetime import datetime, timedelta
 from pathlib import Path
 from gpuledger.collect_pipeline import collect_window
@@ -91,8 +92,8 @@ from gpuledger.collectors.prometheus import PrometheusCollector
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
-url, path, start, end, chunk, conc, log_path = sys.argv[1:8]
-settings = Settings(prometheus={"chunk": chunk, "max_concurrency": int(conc)})
+url, path, start, end, chunk, conc, log_path, read_path = sys.argv[1:9]
+settings = Settings(prometheus={"chunk": chunk, "max_concurrency": int(conc), "read_path": read_path})
 window = Window(datetime.fromisoformat(start), datetime.fromisoformat(end))
 now = lambda: window.end + timedelta(hours=1)
 collector = PrometheusCollector(url, settings, now=now, namespaces_from_metrics=True)
@@ -104,7 +105,7 @@ with Warehouse.open(path) as wh:
 seconds = time.perf_counter() - started
 collector.close()
 if log_path != "-":
-    Path(log_path).write_text(json.dumps(collector.http.log))
+    Path(log_path).write_bytes(pickle.dumps(collector.http.log))  # remote-read bodies are bytes
 print(json.dumps({"seconds": seconds, "gpu_sample_rows": rows, "chunks": r.chunks,
     "queries": r.queries, "response_mb": round(r.bytes / 1e6, 1), "rollup_hours": r.rollup_hours,
     "rollup_rows": r.rollup_rows, "rollup_s": round(r.rollup_seconds, 2),
@@ -114,15 +115,21 @@ print(json.dumps({"seconds": seconds, "gpu_sample_rows": rows, "chunks": r.chunk
 
 
 def run_child(url: str, warehouse: Path, window: Window, *, chunk: str, concurrency: int,
-              log: Path | None) -> dict[str, Any]:
-    """The backfill in a fresh process (so its peak RSS is its own)."""
+              log: Path | None, read_path: str = "auto") -> dict[str, Any]:
+    """The backfill in a fresh process (so its peak RSS is its own), reading by `read_path`
+    (`prometheus.read_path`: `auto` takes the engine's bulk read, decision 0124)."""
     done = subprocess.run(
         [sys.executable, "-c", CHILD, url, str(warehouse), window.start.isoformat(),
-         window.end.isoformat(), chunk, str(concurrency), str(log) if log else "-"],
+         window.end.isoformat(), chunk, str(concurrency), str(log) if log else "-", read_path],
         capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"backfill child failed: {done.stderr[-3000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _log(path: Path) -> list[tuple[str, Any]]:
+    """A child's recorded requests (path, form or remote-read body)."""
+    return [tuple(item) for item in pickle.loads(path.read_bytes())]
 
 
 def bare_load(warehouse: Path) -> dict[str, Any]:
@@ -132,12 +139,11 @@ def bare_load(warehouse: Path) -> dict[str, Any]:
     from gpuledger.warehouse import Warehouse
 
     with Warehouse.open(warehouse, read_only=True) as wh:
-        ddl = wh.scalar("SELECT sql FROM duckdb_tables() WHERE table_name = 'gpu_samples'")
-        table = wh.query("SELECT * FROM gpu_samples").to_arrow()
+        table = wh.query("SELECT * FROM gpu_samples").to_arrow()  # a view over series + values (v008)
     with tempfile.TemporaryDirectory(prefix="bench-bare-") as tmp, duckdb.connect(f"{tmp}/b.duckdb") as con:
-        con.execute(str(ddl))
-        started = time.perf_counter()
         con.register("arrow_rows", table)
+        con.execute("CREATE TABLE gpu_samples AS SELECT * FROM arrow_rows LIMIT 0")
+        started = time.perf_counter()
         con.execute("INSERT INTO gpu_samples SELECT * FROM arrow_rows")
         seconds = time.perf_counter() - started
     return {"seconds": round(seconds, 2), "rows": table.num_rows,
@@ -179,11 +185,16 @@ def main(argv: list[str] | None = None) -> int:
         server = start_prometheus(root)
         try:
             ours = run_child(server.url, root / "w.duckdb", window, chunk=args.chunk,
-                             concurrency=args.concurrency, log=root / "log.json")
+                             concurrency=args.concurrency, log=root / "bulk.log")
             print(f"ours: {ours}", flush=True)
-            log = [tuple(item) for item in json.loads((root / "log.json").read_text())]
-            prom_s, prom_bytes = replay(server.url, log, args.concurrency)
-            print(f"prometheus alone: {prom_s:.1f}s", flush=True)
+            by_query = run_child(server.url, root / "q.duckdb", window, chunk=args.chunk,
+                                 concurrency=args.concurrency, log=root / "query.log",
+                                 read_path="query_range")
+            print(f"ours, query_range path: {by_query}", flush=True)
+            prom_s, prom_bytes = replay(server.url, _log(root / "query.log"), args.concurrency)
+            print(f"prometheus alone (query_range): {prom_s:.1f}s", flush=True)
+            bulk_s, _ = replay(server.url, _log(root / "bulk.log"), args.concurrency)
+            print(f"prometheus alone (the bulk path's reads): {bulk_s:.1f}s", flush=True)
             short_run = run_child(server.url, root / "short.duckdb", short, chunk=args.chunk,
                                   concurrency=args.concurrency, log=None)
         finally:
@@ -191,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         bare = bare_load(root / "w.duckdb")
         floor_rollup = rollup_alone(root / "w.duckdb", window)
     write_result("backfill", _figures(args, window, {
-        "prepared": prepared, "ours": ours, "prom_s": prom_s, "prom_bytes": prom_bytes, "bare": bare,
+        "prepared": prepared, "ours": ours, "query_path": by_query, "bulk_s": bulk_s,
+        "prom_s": prom_s, "prom_bytes": prom_bytes, "bare": bare,
         "floor_rollup": floor_rollup, "short_run": short_run,
         "short_hours": (short.end - short.start).total_seconds() / 3600}))
     return 0
@@ -210,8 +222,11 @@ def _figures(args: argparse.Namespace, window: Window, m: dict[str, Any]) -> dic
         "prepare": prepared,
         "ours": {**ours, "rows_per_s": round(ours["gpu_sample_rows"] / ours["seconds"]),
                  "samples_per_s": round(prepared["samples"] / ours["seconds"])},
+        "ours_query_range_path": m["query_path"],
         "prometheus_alone": {"seconds": round(prom_s, 2), "response_mb": round(m["prom_bytes"] / 1e6, 1),
-                             "ratio_ours_over_prometheus": round(ours["seconds"] / prom_s, 2)},
+                             "ratio_ours_over_prometheus": round(ours["seconds"] / prom_s, 2),
+                             "note": "Prometheus answering the query_range path's requests alone"},
+        "prometheus_alone_bulk_reads": {"seconds": round(m["bulk_s"], 2)},
         "bare_load": m["bare"],
         "rollup_alone": m["floor_rollup"],
         "memory_vs_window": [
