@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import polars as pl
 
+from gpuledger.analytics.advice.run import Advice
 from gpuledger.analytics.preemption import preemption_totals
 from gpuledger.analytics.special_lines import SPECIAL_LINES
 from gpuledger.analytics.workloads import pod_workloads
@@ -94,9 +96,12 @@ def inputs_sha256(settings: Settings, bill: MonthBill, adjustments: pl.DataFrame
 
 
 def gather(
-    wh: Warehouse, settings: Settings, period: str, *, with_adjustments: bool = True
+    wh: Warehouse, settings: Settings, period: str, *, with_adjustments: bool = True,
+    advice: Sequence[Advice] | None = None,
 ) -> MonthlyData:
-    """Everything the report of `period` shows; `ReportError` when the month has no usage."""
+    """Everything the report of `period` shows; `ReportError` when the month has no usage.
+
+    `advice`: advice kinds the caller already ran for this month (`reports.fleet_advice`)."""
     bill = month_bill(wh, settings, period)
     require_usage(bill, wh.path)
     adjustments = adjustments_for(wh, settings, period) if with_adjustments else empty_summary()
@@ -110,7 +115,7 @@ def gather(
         inputs_sha256=inputs_sha256(settings, bill, adjustments),
         price_book_version=settings.price_book_version(),
         newest_sample=newest_sample(wh, before=bill.window.end),
-        advice=fleet_advice(wh, bill.window, settings),
+        advice=fleet_advice(wh, bill.window, settings, advice),
     )
 
 

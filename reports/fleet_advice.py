@@ -9,9 +9,10 @@ points at the proposals worth reading, the CLI has them all with their evidence.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuledger.analytics.advice.run import run_advice
+from gpuledger.analytics.advice.run import KINDS, Advice, run_advice
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -44,7 +45,16 @@ def top_rows(rows: list[dict[str, object]], per_kind: int = PER_KIND) -> list[Fl
     return out
 
 
-def fleet_advice(wh: Warehouse, window: Window, settings: Settings) -> list[FleetAdvice]:
-    """The statement's advice rows for `window` (empty when no kind proposes anything)."""
-    found = run_advice(wh, window, settings, STATEMENT_KINDS)
+def fleet_advice(wh: Warehouse, window: Window, settings: Settings,
+                 computed: Sequence[Advice] | None = None) -> list[FleetAdvice]:
+    """The statement's advice rows for `window` (empty when no kind proposes anything).
+
+    `computed`: the kinds a caller already ran for this same window and warehouse state (the
+    demo prints every kind just before it issues the report); the statement then takes its
+    kinds from them instead of running the analyses again (at 256 GPUs a month, minutes)."""
+    have = {advice.kind: advice for advice in computed or () if advice.kind in STATEMENT_KINDS}
+    missing = tuple(kind for kind in STATEMENT_KINDS if kind not in have)
+    if missing:  # (run_advice of no kinds would run them all)
+        have.update((advice.kind, advice) for advice in run_advice(wh, window, settings, missing))
+    found = [have[kind] for kind in KINDS if kind in have]  # registry order, as run_advice gives
     return top_rows([row for advice in found for row in advice.rows])

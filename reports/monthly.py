@@ -24,6 +24,7 @@ import os
 import shutil
 import stat
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.analytics.advice.run import Advice
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import InputError, ReportError
 from gpuledger.core.period import Period
@@ -80,8 +82,10 @@ def issue_monthly(
     reissue_reason: str | None = None,
     allow_partial: bool = False,
     now: datetime | None = None,
+    advice: Sequence[Advice] | None = None,
 ) -> IssueResult:
-    """Write the report of `period` under `out_dir` following the rules above."""
+    """Write the report of `period` under `out_dir` following the rules above (`advice`: kinds
+    already run for the month, handed to `compose.gather`)."""
     # 1. Validate the request.
     moment = as_utc(now) if now is not None else utcnow()
     reissue = reissue_reason is not None
@@ -95,7 +99,7 @@ def issue_monthly(
     coverage = month_coverage(wh, Period.exact(period).window)
     if final:
         require_coverage(coverage, settings, period, allow_partial=allow_partial)
-    data = gather(wh, settings, period)
+    data = gather(wh, settings, period, advice=advice)
     notes = _coverage_notes(coverage, settings, final) + _notes(wh, data, final)
     status = "DRAFT" if not final else (f"REISSUE v{version}" if reissue else f"FINAL v{version}")
     # 4. Write into staging, seal with the manifest, record the intent, move into place.
