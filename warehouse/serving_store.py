@@ -44,12 +44,15 @@ import duckdb
 
 from gpuledger.core.errors import WarehouseError
 from gpuledger.warehouse.retention import removable_until
+from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES_TABLE, VIEW_DDL
 from gpuledger.warehouse.store import DUCKDB_CONFIG, Warehouse
 
 SUFFIX = ".serving.duckdb"
 PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "allocations": "ts", "queue_samples": "ts"}
 """Tables kept per month (their time column): the ones that grow with the fleet's history."""
-RAW_TABLE = "gpu_samples"
+RAW_TABLE = VALUES_TABLE
+"""The raw sample values (v008: `gpu_samples` is a view over them and `gpu_series`; the store
+keeps every series row, the values of the raw tail, and the same view)."""
 TOKEN_TABLE = "token_samples"
 TOKEN_TAIL = timedelta(hours=1)
 """Token samples kept: the newest hour (freshness); token costs are a stored result (0121)."""
@@ -260,20 +263,23 @@ def _update_tables(wh: Warehouse, margin: timedelta) -> tuple[int, int]:
             r, k = _update_partitioned(con, catalog, table, PARTITIONED[table])
             rewritten, kept = rewritten + r, kept + k
         else:
-            ranges = (_raw_ranges(wh, margin) if table == RAW_TABLE
+            ranges = (_raw_ranges(wh, margin, catalog) if table == RAW_TABLE
                       else _token_ranges(wh) if table == TOKEN_TABLE else [("TRUE", [])])
             # one branch per time range: each one skips what it does not need by zone maps
             src = f'"{catalog}".main."{table}"'
             union = " UNION ALL ".join(f"SELECT * FROM {src} WHERE {w}" for w, _ in ranges)
             params = [p for _, ps in ranges for p in ps]
             con.execute(f'CREATE OR REPLACE TABLE srv."{table}" AS {union}', params)
+    # the view binds its tables in its own catalog: the store's series and values
+    view = f"CREATE OR REPLACE VIEW srv.{SAMPLES_VIEW}"
+    con.execute(VIEW_DDL.replace(f"CREATE VIEW {SAMPLES_VIEW}", view, 1))
     return rewritten, kept
 
 
 Ranges = list[tuple[str, list[Any]]]
 
 
-def _raw_ranges(wh: Warehouse, margin: timedelta) -> Ranges:
+def _raw_ranges(wh: Warehouse, margin: timedelta, catalog: str) -> Ranges:
     """Point 1: the raw samples a compacted warehouse with no retention window keeps (before the
     roll-up's first hour, and from the end of what it could remove), plus the MIG samples of
     the last hour of each month in between; disjoint half-open ranges."""
@@ -281,11 +287,12 @@ def _raw_ranges(wh: Warehouse, margin: timedelta) -> Ranges:
     if start is None or end is None:
         return [("TRUE", [])]
     out: Ranges = [("ts < ?", [start]), ("ts >= ?", [end])]
+    mig = f'SELECT series_id FROM "{catalog}".main.{SERIES_TABLE} WHERE gpu_i_id >= 0'
     month_end = _month_bounds(start.strftime("%Y-%m"))[1]
     while month_end - MONTH_END_RAW < end:
         lo, hi = max(month_end - MONTH_END_RAW, start), min(month_end, end)
         if lo < hi:
-            out.append(("ts >= ? AND ts < ? AND gpu_i_id >= 0", [lo, hi]))
+            out.append((f"ts >= ? AND ts < ? AND series_id IN ({mig})", [lo, hi]))
         month_end = _month_bounds(month_end.strftime("%Y-%m"))[1]
     return out
 
