@@ -44,13 +44,21 @@ def server(tmp_path_factory, demo_source) -> Iterator[tuple[RunningServer, Path]
     running.stop()
 
 
-def test_team_page_and_queues_page_in_chromium(server, tmp_path_factory) -> None:
-    from playwright.sync_api import sync_playwright
-
-    running, path = server
-    with Warehouse.open(path, read_only=True) as wh:
+@pytest.fixture(scope="module")
+def expected(demo_source) -> tuple[Any, list[str]]:
+    """The lost hours and Queue names, read from the source file before the app runs (the app
+    may publish its serving store from the copy it serves, holding that file's writer lock)."""
+    with Warehouse.open(demo_source, read_only=True) as wh:
         lost = compute_bill(wh, Period.exact(PERIOD).window, settings_with_roles()).preemption
         queues = wh.query("SELECT name FROM queues WHERE kind = 'Queue' ORDER BY name")["name"].to_list()
+    return lost, queues
+
+
+def test_team_page_and_queues_page_in_chromium(expected, server, tmp_path_factory) -> None:
+    from playwright.sync_api import sync_playwright
+
+    running, _ = server
+    lost, queues = expected
     assert lost is not None
     hours = float(lost.filter(lost["team"] == LEAD_TEAM)["lost_gpu_hours"].sum())
     shots = tmp_path_factory.mktemp("volcano-shots")
