@@ -26,6 +26,10 @@ from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 
+GENERATION_WEIGHT = 3.0
+"""How much more a generated token costs than a prompt token when a GPU-hour is split between
+them (the default of every token-cost view: CLI, pages, the serving store's stored result)."""
+
 _INCREASES_SQL = """
 WITH s AS (
     SELECT ts, namespace, pod, model_name, prompt_tokens_total AS p, generation_tokens_total AS g,
@@ -113,7 +117,7 @@ def _sums() -> list[pl.Expr]:
 
 def token_costs(
     wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
-    generation_weight: float = 3.0,
+    generation_weight: float = GENERATION_WEIGHT,
 ) -> TokenCosts:
     """Cost per million prompt / generated tokens per model, overall and per day (steps 1-3)."""
     tokens = token_increases(wh, window)
@@ -136,7 +140,7 @@ def token_costs(
 
 def team_token_costs(
     wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
-    generation_weight: float = 3.0,
+    generation_weight: float = GENERATION_WEIGHT,
 ) -> pl.DataFrame:
     """The same costs per team and model service, for a team's page: `team, model_name, pods,
     prompt_tokens, generation_tokens, gpu_cost, cost_per_m_prompt, cost_per_m_generated,

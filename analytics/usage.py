@@ -16,11 +16,12 @@ import polars as pl
 
 from gpuledger.analytics.hourly import hourly_usage
 from gpuledger.core.config import Settings
+from gpuledger.core.frames import CARD_HOURS_HOURLY
 from gpuledger.core.window import HOUR, Window, as_utc, floor_time
 from gpuledger.warehouse import Warehouse
 
 Source = Literal["auto", "raw", "rollup"]
-ROLLUP_SOURCE = "card_hours_hourly"
+ROLLUP_SOURCE = CARD_HOURS_HOURLY.name
 """Watermark name: every hour before it is in the roll-up."""
 
 KEYS: tuple[str, ...] = (

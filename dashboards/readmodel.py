@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import polars as pl
 
 from gpuledger.analytics.special_lines import SPECIAL_LINES
+from gpuledger.analytics.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
 from gpuledger.dashboards import heat, queue_views, serving_results
@@ -202,13 +203,13 @@ class ReadModel:
         return self._cached(("recommend", period), compute, snap)
 
     def token_costs(
-        self, period: str, generation_weight: float = 3.0, *, snap: Snapshot | None = None
+        self, period: str, generation_weight: float = GENERATION_WEIGHT, *, snap: Snapshot | None = None
     ) -> pl.DataFrame:
         """`analytics.tokens.team_token_costs` for the month, priced by the month's bill."""
         from gpuledger.analytics.tokens import team_token_costs
 
         def compute(s: Snapshot) -> pl.DataFrame:
-            if generation_weight == serving_results.TOKEN_WEIGHT:
+            if generation_weight == GENERATION_WEIGHT:
                 with self.store.reader(s) as wh:  # computed by the writer on every token sample
                     stored = serving_results.stored_frame(wh, serving_results.TOKEN_COSTS, period)
                 if stored is not None:

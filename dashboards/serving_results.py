@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.analytics.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError
 from gpuledger.core.period import Period
@@ -42,8 +43,6 @@ PLANS_KINDS = ("profile-catalog", "overcommit", "autoscaling")
 """The advice kinds the Fleet and Plans pages show (`dashboards.pages.advice_panels`)."""
 ADVICE_KINDS: tuple[str, ...] = tuple(dict.fromkeys((*FLEET_KINDS, *PLANS_KINDS)))
 TOKEN_COSTS = "token_costs"
-TOKEN_WEIGHT = 3.0
-"""The generation weight the pages price tokens with (`ReadModel.token_costs`' default)."""
 NAMES: tuple[str, ...] = (RECOMMENDATIONS, TOKEN_COSTS, *(f"advice:{k}" for k in ADVICE_KINDS))
 MAX_MONTHS = 13
 """Months (newest first) whose results are kept current: a year and the one before it."""
@@ -154,7 +153,7 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
         bills = {} if bills is None else bills
         bill = bills.get("bill") or bills.setdefault("bill", compute_bill(wh, window, settings))
         frame = (recommend(wh, window, settings, bill=bill).recommendations if name == RECOMMENDATIONS
-                 else team_token_costs(wh, window, settings, bill=bill, generation_weight=TOKEN_WEIGHT))
+                 else team_token_costs(wh, window, settings, bill=bill, generation_weight=GENERATION_WEIGHT))
         buffer = io.BytesIO()
         frame.write_ipc(buffer)
         return buffer.getvalue()

@@ -43,6 +43,7 @@ from typing import Any
 import duckdb
 
 from gpuledger.core.errors import WarehouseError
+from gpuledger.core.frames import CARD_HOURS_HOURLY
 from gpuledger.warehouse.retention import removable_until
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES_TABLE, VIEW_DDL
 from gpuledger.warehouse.store import DUCKDB_CONFIG, Warehouse
@@ -56,7 +57,8 @@ keeps every series row, the values of the raw tail, and the same view)."""
 TOKEN_TABLE = "token_samples"
 TOKEN_TAIL = timedelta(hours=1)
 """Token samples kept: the newest hour (freshness); token costs are a stored result (0121)."""
-ROLLUP_SOURCE = "card_hours_hourly"
+ROLLUP_SOURCE = CARD_HOURS_HOURLY.name
+"""The roll-up watermark source: the table's name (as `analytics.usage.ROLLUP_SOURCE`)."""
 PARTS_TABLE = "serving_parts"
 RESULTS_TABLE = "serving_results"
 OWN_TABLES = (PARTS_TABLE, RESULTS_TABLE)
