@@ -4,16 +4,9 @@
 `gpuledger serve` and the end of `gpuledger demo` call); `start_server()` runs it in a thread
 and returns a handle with `.url` and `.stop()` (tests, benchmarks).
 
-Authentication (see `dashboards.access`) runs before *every* request, the Dash callback endpoint
-and the download route included: no principal → 401, a principal without any role → 403.
-
-Safe to expose (issue 22, item 5), because the page carries Approve and Apply buttons:
-1. Every answer says `X-Frame-Options: DENY` and CSP `frame-ancestors 'none'` (no clickjacking
-   from a framing page), `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
-2. A request body over `MAX_REQUEST_BYTES` is refused with 413 from its Content-Length, before
-   authentication and before a byte of it is read; a body without a length (chunked) is refused
-   with 411, since its size is only known after reading it (Dash's renderer always sends a
-   length; its callback bodies are a few kilobytes). Flask's `MAX_CONTENT_LENGTH` is a second net.
+Authentication, the security headers and the request-size limits are `dashboards.http_guards`
+(shared with the lake dashboard). Safe to expose (issue 22, item 5), because the page carries
+Approve and Apply buttons; besides those guards:
 3. Every value that reaches a response header is validated: the CSV route's `team`/`model` must
    be Kubernetes label values, so no `"` or `;` can add a second `filename=`.
 4. Connections are bounded: at most `MAX_CONNECTIONS` are served at once (one thread each), the
@@ -43,44 +36,17 @@ from gpuledger.core.errors import GpuledgerError, InputError
 from gpuledger.dashboards import api, callbacks, http_ops, shell
 from gpuledger.dashboards.access import AccessPolicy, check_dev_bind
 from gpuledger.dashboards.actions import PlanActions
+from gpuledger.dashboards.http_guards import ASSETS, install_auth, install_limits, preload
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.dashboards.serving_results import publish_serving
 from gpuledger.dashboards.state import label_value, valid_period
 from gpuledger.dashboards.wiring import DashboardApp, Servable
 from gpuledger.warehouse.snapshot_store import SnapshotStore
 
-ASSETS = Path(__file__).parent / "assets"
-MAX_REQUEST_BYTES = 1 << 20
-"""1 MiB: far above any Dash callback body, far below what hurts the server."""
 MAX_CONNECTIONS = 64
 """Connections served at once (a browser opens about six)."""
 CONNECTION_TIMEOUT_S = 30.0
 """An idle or stalled connection is closed after this long."""
-SECURITY_HEADERS = {
-    "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
-
-
-PRELOAD = (
-    "pandas", "plotly.graph_objects", "plotly.subplots", "gpuledger.analytics.bill",
-    "gpuledger.analytics.idle", "gpuledger.analytics.recommend", "gpuledger.analytics.tokens",
-    "gpuledger.optimizer.plan", "gpuledger.actuator.workflow",
-)
-"""Imported before any thread starts: two threads importing the same big module at once can
-see it half-initialized (plotly found pandas without `Series` while sklearn was importing it)."""
-
-
-def _preload() -> None:
-    import importlib
-
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            continue
 
 
 def create_app(
@@ -102,7 +68,7 @@ def create_app(
     thread (tests that refresh by hand). `ops_port`: the port on which only the probes and
     `/metrics` are served, unauthenticated (`dashboards.http_ops`).
     """
-    _preload()
+    preload()
     policy = AccessPolicy(settings.access, dev_user, tuple(dev_groups))
     store = SnapshotStore(Path(warehouse_path), cache_dir=cache_dir, refresh_s=refresh_s,
                           publisher=lambda wh: publish_serving(wh, settings))
@@ -116,71 +82,15 @@ def create_app(
     )
     dash_app.layout = shell.layout(refresh_s)
     app = DashboardApp(dash_app, store, data, policy, settings, actions)
-    _install_limits(app)
+    install_limits(app)
     http_ops.install(app, ops_port)
-    _install_auth(app)
+    install_auth(app)
     _install_routes(app)
     api.register(app)  # /api/v1 and the Teams CSV: behind the same authentication hook
     callbacks.register(app)
     if background:
         store.start()
     return app
-
-
-def _install_limits(app: Servable) -> None:
-    """Rules 1 and 2 of the module docstring; registered before authentication, so they hold
-    for anonymous requests too."""
-    server = app.server
-    server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
-
-    @server.before_request
-    def _refuse_large() -> flask.Response | None:
-        request = flask.request
-        length = request.content_length
-        if length is not None and length > MAX_REQUEST_BYTES:
-            return flask.Response(
-                f"413 Payload Too Large: at most {MAX_REQUEST_BYTES} bytes per request\n",
-                status=413, mimetype="text/plain", headers={"Connection": "close"},
-            )
-        if length is None and "chunked" in request.headers.get("Transfer-Encoding", "").lower():
-            return flask.Response(
-                "411 Length Required: send a Content-Length (at most "
-                f"{MAX_REQUEST_BYTES} bytes)\n", status=411, mimetype="text/plain",
-                headers={"Connection": "close"},
-            )
-        return None
-
-    @server.after_request
-    def _security_headers(response: flask.Response) -> flask.Response:
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
-
-
-def _install_auth(app: Servable) -> None:
-    server = app.server
-
-    @server.before_request
-    def _authenticate() -> flask.Response | None:
-        if http_ops.is_public(flask.request):
-            return None
-        principal = app.policy.principal_for(flask.request.remote_addr, flask.request.headers)
-        if principal is None:
-            return flask.Response(
-                "401 Unauthorized: no authenticated user. gpuledger expects the "
-                f"{app.settings.access.user_header} header from a trusted proxy "
-                f"({', '.join(app.settings.access.proxy_addresses)}).\n",
-                status=401, mimetype="text/plain",
-                headers={"WWW-Authenticate": f'{app.settings.access.user_header} realm="gpuledger"'},
-            )
-        if not principal.known:
-            return flask.Response(
-                f"403 Forbidden: user {principal.user!r} has no role in gpuledger "
-                "(ask an admin to add a binding under access.roles).\n",
-                status=403, mimetype="text/plain",
-            )
-        flask.g.principal = principal
-        return None
 
 
 def _install_routes(app: DashboardApp) -> None:

@@ -22,7 +22,7 @@ from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError
 from gpuledger.dashboards.access import AccessPolicy, role_label
-from gpuledger.dashboards.app import ASSETS, _install_auth, _install_limits, _preload
+from gpuledger.dashboards.http_guards import ASSETS, install_auth, install_limits, preload
 from gpuledger.dashboards.lake_data import LakeReadModel
 from gpuledger.dashboards.pages.common import refusal
 from gpuledger.dashboards.pages.org import LAKE_PAGES, LakeContext, lake_page_for
@@ -104,15 +104,15 @@ def create_lake_app(
     refresh_s: float = 120.0,
 ) -> LakeDashboard:
     """Build the lake-mode app for `lake_uri` (a path or s3://bucket/prefix, `lake.*` settings)."""
-    _preload()
+    preload()
     lake = Lake.open(lake_uri, settings.lake)
     policy = AccessPolicy(settings.access, dev_user, tuple(dev_groups))
     dash_app = Dash(__name__, title="gpuledger · org", update_title="", assets_folder=str(ASSETS),
                     suppress_callback_exceptions=True)
     app = LakeDashboard(dash_app, LakeReadModel(lake, settings, refresh_s), policy, settings)
     dash_app.layout = lambda: layout(app)
-    _install_limits(app)
-    _install_auth(app)
+    install_limits(app)
+    install_auth(app)
 
     @app.server.route("/healthz")
     def _health() -> flask.Response:

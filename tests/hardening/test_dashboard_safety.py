@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 import requests
 
-from gpuledger.dashboards.app import MAX_REQUEST_BYTES, RunningServer, create_app, start_server
+from gpuledger.dashboards.app import RunningServer, create_app, start_server
+from gpuledger.dashboards.http_guards import MAX_REQUEST_BYTES
 from gpuledger.warehouse import Warehouse
 from tests.dashboards.conftest import admin_headers, settings_with_roles
 
