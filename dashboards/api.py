@@ -2,7 +2,7 @@
 
 Why on the dashboard's server and not a second one: the API must answer to exactly the roles
 the pages answer to, and the dashboard already authenticates every request before it reaches
-any route (`dashboards.app`: no principal → 401, no role → 403, headers believed only from a
+any route (`dashboards.http_guards`: no principal → 401, no role → 403, headers believed only from a
 proxy address). A blueprint registered by the app factory inherits that hook, the security
 headers and the request-size limits, and reads the same cached snapshot views
 (`dashboards.readmodel`), so an API answer and the page beside it are the same numbers.
