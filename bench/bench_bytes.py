@@ -15,13 +15,21 @@ per-column figures are upper bounds and the total is exact). Layouts, each addin
    INTEGER `series_id`, ordered (ts, series_id), values as DOUBLE at exporter precision;
 5. `series_typed`: 4 with DCGM's integer fields as INTEGER/SMALLINT columns;
 6. `series_typed_series_order`: 5 ordered (series_id, ts) instead;
-7. `series_typed_ratio_int`: 5 with the ratios stored as INTEGER millionths (what ALP finds).
+7. `series_typed_ratio_int`: 5 with the ratios stored as INTEGER millionths (what ALP finds);
+8. `v008`: the warehouse's layout before v009 (4 ordered (series_id, ts), DOUBLE values);
+9. `v008_ratios_float32`, `v008_ts_int_ms`, `v008_ts_int_s_and_ms`: lossless candidates (the
+   ratios as FLOAT; `ts` as BIGINT epoch milliseconds; as epoch seconds plus a SMALLINT ms);
+10. `v009`: 8 with the unread values at their coarser step (decision 0143, the load's own
+   `sample_layout.stored_value`); `v009_typed`: 10 with the integer fields as SMALLINT/INTEGER.
+Each layout records its columns' compression (`pragma_storage_info`).
 
 Then the load time of the chosen layout (the warehouse's own `Warehouse.load`) against the
 floor: a bare DuckDB `INSERT … SELECT` of the same Arrow frames into a table of today's flat DDL
 (no transaction, no checks), in the same run, each going first in turn; and one hourly
 `GROUP BY` read three ways (flat table, the `gpu_samples` view, by `series_id` then labels);
-and migration v008 of a v7 file holding the same samples (seconds, every row kept).
+migration v008 of a v7 file and v009 of a v8 file holding the same samples (seconds, every
+row kept); and the read an integer `ts` would cost: one hour's `GROUP BY` through a view whose
+`ts` is computed from the integer (zone maps no longer skip) against the `ts` column itself.
 Writes bench/results/bytes.json with machine facts.
 """
 
@@ -44,7 +52,7 @@ from gpuledger.core.frames import METRIC_COLUMNS, TABLES
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
-from gpuledger.warehouse import LoadBatch, Warehouse, migrations
+from gpuledger.warehouse import LoadBatch, Warehouse, migrations, sample_layout
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
 SERIES_COLS = ("node", "uuid", "gpu_i_id", "mig_profile", "vgpu", "namespace", "pod", "container")
@@ -76,21 +84,31 @@ NEW_SERIES = (
 )
 
 
-def _values_ddl(typed: bool, ratio_int: bool) -> str:
-    ratio = "INTEGER" if ratio_int else "DOUBLE"
+def _values_ddl(opts: dict[str, Any]) -> str:
+    ratio = {"int": "INTEGER", "f32": "FLOAT"}.get(opts.get("ratio", ""), "DOUBLE")
     types = {c: ratio for c in RATIOS} | {"power_w": "DOUBLE"}
+    typed = opts.get("typed", False)
     types |= {c: ("INTEGER" if typed and c.startswith("fb") else
                   "SMALLINT" if typed else "DOUBLE") for c in WHOLE}
+    ts = {"ms": "ts BIGINT NOT NULL", "s_ms": "ts BIGINT NOT NULL, ts_ms SMALLINT NOT NULL"}
     cols = ", ".join(f"{c} {types[c]}" for c in METRIC_COLUMNS)
-    return f"CREATE TABLE samples (ts TIMESTAMPTZ NOT NULL, series_id INTEGER NOT NULL, {cols})"
+    return (f"CREATE TABLE samples ({ts.get(opts.get('ts_int', ''), 'ts TIMESTAMPTZ NOT NULL')}, "
+            f"series_id INTEGER NOT NULL, {cols})")
 
 
-def _values_select(ratio_int: bool) -> str:
-    vals = [f"CAST(round(v.{c} * 1e6) AS INTEGER)" if ratio_int and c in RATIOS else f"v.{c}"
-            for c in METRIC_COLUMNS]
-    return (f"SELECT v.ts, s.series_id, {', '.join(vals)} FROM v JOIN gpu_series s ON {_MATCH}")
+def _values_select(opts: dict[str, Any]) -> str:
+    def value(c: str) -> str:
+        if opts.get("ratio") == "int" and c in RATIOS:
+            return f"CAST(round(v.{c} * 1e6) AS INTEGER)"
+        return sample_layout.stored_value(f"v.{c}", c) if opts.get("coarse") else f"v.{c}"
+    ts = {"ms": "epoch_ms(v.ts) AS ts",
+          "s_ms": "epoch_ms(v.ts) // 1000 AS ts, CAST(epoch_ms(v.ts) % 1000 AS SMALLINT) AS ts_ms"}
+    vals = ", ".join(value(c) for c in METRIC_COLUMNS)
+    return (f"SELECT {ts.get(opts.get('ts_int', ''), 'v.ts')}, s.series_id, {vals} "
+            f"FROM v JOIN gpu_series s ON {_MATCH}")
 
 
+V008 = {"series": True, "order": "series_id, ts"}
 LAYOUTS: dict[str, dict[str, Any]] = {
     "flat_as_simulated": {"exporter": False},
     "flat_exporter": {},
@@ -98,27 +116,29 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "series_exporter": {"series": True, "order": "ts, series_id"},
     "series_typed": {"series": True, "typed": True, "order": "ts, series_id"},
     "series_typed_series_order": {"series": True, "typed": True, "order": "series_id, ts"},
-    "series_typed_ratio_int": {"series": True, "typed": True, "ratio_int": True,
-                               "order": "ts, series_id"},
-    "series_order_ratios_4_decimals": {"series": True, "order": "series_id, ts", "ratio_digits": 4},
-    "series_order_ratios_3_decimals": {"series": True, "order": "series_id, ts", "ratio_digits": 3},
+    "series_typed_ratio_int": {"series": True, "typed": True, "ratio": "int", "order": "ts, series_id"},
+    "v008": V008,
+    "v008_ratios_float32": V008 | {"ratio": "f32"},
+    "v008_ts_int_ms": V008 | {"ts_int": "ms"},
+    "v008_ts_int_s_and_ms": V008 | {"ts_int": "s_ms"},
+    "v009": V008 | {"coarse": True},
+    "v009_typed": V008 | {"coarse": True, "typed": True},
 }
 
 
 def build_layout(path: Path, batches: Batches, opts: dict[str, Any]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(str(path))
+    con.execute("SET TimeZone = 'UTC'")
     series = opts.get("series", False)
     if series:
         con.execute(SERIES_DDL)
-        con.execute(_values_ddl(opts.get("typed", False), opts.get("ratio_int", False)))
+        con.execute(_values_ddl(opts))
     else:
         con.execute(TABLES["gpu_samples"].ddl())
     order = f" ORDER BY {opts['order']}" if "order" in opts else ""
-    select = _values_select(opts.get("ratio_int", False))
+    select = _values_select(opts)
     for _, simulated in batches:
         frame = exporter_precision(simulated) if opts.get("exporter", True) else simulated
-        if "ratio_digits" in opts:
-            frame = frame.with_columns([pl.col(c).round(opts["ratio_digits"]) for c in RATIOS])
         con.register("v", frame.to_arrow())
         if series:
             con.execute(NEW_SERIES)
@@ -128,6 +148,15 @@ def build_layout(path: Path, batches: Batches, opts: dict[str, Any]) -> duckdb.D
         con.unregister("v")
     con.execute("CHECKPOINT")
     return con
+
+
+def compressions(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+    """Each column's codecs as DuckDB chose them (validity masks left out)."""
+    rows = con.sql(
+        f"SELECT column_name, string_agg(DISTINCT compression, '+' ORDER BY compression) "
+        f"FROM pragma_storage_info('{table}') WHERE segment_type <> 'VALIDITY' GROUP BY 1"
+    ).fetchall()
+    return {str(c): str(k) for c, k in rows}
 
 
 def column_bytes(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, int]:
@@ -162,6 +191,7 @@ def measure_layouts(tmp: Path, batches: Batches) -> dict[str, Any]:
             "file_bytes_per_row": round(used / rows, 2),
             "column_bytes_per_row": {c: round(b / rows, 2) for c, b in cols.items()},
             "table_bytes_per_row": round(sum(cols.values()) / rows, 2),
+            "compression": compressions(con, table),
         }
         if opts.get("series"):
             n = int(con.sql("SELECT count(*) FROM gpu_series").fetchall()[0][0])
@@ -187,13 +217,14 @@ def load_side_by_side(tmp: Path, inventory: dict[str, pl.DataFrame], batches: Ho
     floor = duckdb.connect(str(tmp / "floor.duckdb"))
     floor.execute(TABLES["gpu_samples"].ddl())
     seconds = {"floor": 0.0, "ours": 0.0}
+    cpu = {"floor": 0.0, "ours": 0.0}
     with Warehouse.open(tmp / "wh.duckdb") as wh:
         wh.load(LoadBatch(inventory))
         for i, (window, frames) in enumerate(batches):
             frame = frames["gpu_samples"]
             arrow = frame.to_arrow()
             for who in (("floor", "ours") if i % 2 else ("ours", "floor")):
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 if who == "ours":
                     wh.load(LoadBatch({"gpu_samples": frame}, window=window))
                 else:
@@ -201,6 +232,7 @@ def load_side_by_side(tmp: Path, inventory: dict[str, pl.DataFrame], batches: Ho
                     floor.execute("INSERT INTO gpu_samples SELECT * FROM v")
                     floor.unregister("v")
                 seconds[who] += time.perf_counter() - t
+                cpu[who] += time.process_time() - c
         wh.con.execute("CHECKPOINT")
         stored = wh.count("gpu_samples")
         used = int(wh.scalar("SELECT used_blocks * block_size FROM pragma_database_size()"))
@@ -208,6 +240,7 @@ def load_side_by_side(tmp: Path, inventory: dict[str, pl.DataFrame], batches: Ho
     rows = sum(f["gpu_samples"].height for _, f in batches)
     assert stored == rows, (stored, rows)
     return {"rows": rows, "seconds": {k: round(v, 2) for k, v in seconds.items()},
+            "cpu_seconds": {k: round(v, 2) for k, v in cpu.items()},
             "ours_rows_per_s": round(rows / seconds["ours"]),
             "floor_rows_per_s": round(rows / seconds["floor"]),
             "ours_vs_floor_time": round(seconds["ours"] / seconds["floor"], 2),
@@ -260,8 +293,10 @@ def reads_side_by_side(tmp: Path, window: Window, repeats: int = 3) -> dict[str,
 
 
 def migration(tmp: Path, batches: Hourly) -> dict[str, Any]:
-    """Time v008 on a v7 file holding these samples (steps 1..7 from their frozen text), and
-    check every row survives: a checksum of each row's columns before and after."""
+    """Time v008 on a v7 file holding these samples (steps 1..7 from their frozen text), then
+    v009 (`Warehouse.open`) on the v8 file it made, and check every row survives each: a
+    checksum of each row's columns before and after (v009: the coarsened columns compared
+    with DuckDB's `round` of the v8 values to the decimals of `STORED_DECIMALS`)."""
     path = tmp / "v7.duckdb"
     con = duckdb.connect(str(path))
     con.execute("SET TimeZone = 'UTC'")
@@ -270,22 +305,70 @@ def migration(tmp: Path, batches: Hourly) -> dict[str, Any]:
     for step in migrations.STEPS[:7]:
         con.execute(step.sql())
         con.execute("INSERT INTO schema_version VALUES (?, ?, now())", [step.version, step.description])
-    cols = ", ".join(TABLES["gpu_samples"].column_names)
+    names = TABLES["gpu_samples"].column_names
+    cols = ", ".join(names)
     for _, frames in batches:
-        con.register("v", frames["gpu_samples"].to_arrow())
+        con.register("v", exporter_precision(frames["gpu_samples"]).to_arrow())
         con.execute(f"INSERT INTO gpu_samples SELECT {cols} FROM v")
         con.unregister("v")
     con.execute("CHECKPOINT")
     checksum = f"SELECT sum(hash({cols})::HUGEINT), count(*) FROM gpu_samples"
     before = con.sql(checksum).fetchall()
-    con.close()
     t = time.perf_counter()
+    step8 = migrations.STEPS[7]
+    con.execute("BEGIN TRANSACTION")
+    con.execute(step8.sql())
+    con.execute("INSERT INTO schema_version VALUES (?, ?, now())", [step8.version, step8.description])
+    con.execute("COMMIT")
+    con.execute("CHECKPOINT")
+    seconds8 = time.perf_counter() - t
+    after8 = con.sql(checksum).fetchall()
+    coarse = ", ".join(sample_layout.stored_value(c, c) for c in names)
+    expected9 = con.sql(f"SELECT sum(hash({coarse})::HUGEINT), count(*) FROM gpu_samples").fetchall()
+    used8 = int(con.sql("SELECT used_blocks * block_size FROM pragma_database_size()").fetchall()[0][0])
+    con.close()
+    t, cpu = time.perf_counter(), time.process_time()
     with Warehouse.open(path) as wh:
-        seconds = time.perf_counter() - t
-        after = wh.con.sql(checksum).fetchall()
+        wh.con.execute("CHECKPOINT")
+        seconds9, cpu9 = time.perf_counter() - t, time.process_time() - cpu
+        after9 = wh.con.sql(checksum).fetchall()
+        used9 = int(wh.scalar("SELECT used_blocks * block_size FROM pragma_database_size()"))
     rows = int(before[0][1])
-    return {"rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds),
-            "every_row_kept": before == after}
+    return {"rows": rows,
+            "v7_to_v8": {"seconds": round(seconds8, 2), "every_row_kept": before == after8},
+            "v8_to_v9": {"seconds": round(seconds9, 2), "cpu_seconds": round(cpu9, 2),
+                         "rows_per_s": round(rows / seconds9),
+                         "every_row_kept_or_at_its_step": after9 == expected9,
+                         "file_bytes_per_row_before": round(used8 / rows, 2),
+                         "file_bytes_per_row_after": round(used9 / rows, 2)}}
+
+
+INT_TS_VIEW = ("CREATE VIEW timed AS SELECT {ts} AS ts, s.uuid, s.gpu_i_id, s.vgpu, s.namespace, "
+               "s.pod, v.gr_engine_active, v.fb_used_mib FROM samples v JOIN gpu_series s USING (series_id)")
+
+
+def int_ts_reads(tmp: Path, hours: int, repeats: int = 3) -> dict[str, Any]:
+    """What an integer `ts` costs readers: one hour's GROUP BY (of `hours`) through a view of
+    the v009 file (`ts` a column: zone maps skip the other hours) and of the `v008_ts_int_ms`
+    file (`ts` computed from epoch ms: no skipping), best of `repeats`."""
+    window = Window(START + timedelta(hours=hours // 2), START + timedelta(hours=hours // 2 + 1))
+    best: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for name, ts in (("v009", "v.ts"), ("v008_ts_int_ms", "make_timestamptz(v.ts * 1000)")):
+        con = duckdb.connect(str(tmp / f"{name}.duckdb"))
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute(INT_TS_VIEW.format(ts=ts))
+        best[name] = float("inf")
+        for _ in range(repeats):
+            t = time.perf_counter()
+            rows = con.execute(FLAT_GROUP.format(table="timed"), [window.start, window.end]).fetchall()
+            best[name] = min(best[name], time.perf_counter() - t)
+        counts[name] = len(rows)
+        con.close()
+    assert len(set(counts.values())) == 1, counts
+    return {"hour_of": hours, "groups": counts["v009"],
+            "ts_column_s": round(best["v009"], 4), "ts_from_int_s": round(best["v008_ts_int_ms"], 4),
+            "int_vs_column": round(best["v008_ts_int_ms"] / best["v009"], 1)}
 
 
 def main() -> None:
@@ -302,7 +385,8 @@ def main() -> None:
                                   "layouts": measure_layouts(Path(tmp), samples)}
         if not args.skip_load:
             result["load"] = load_side_by_side(Path(tmp), inventory, batches)
-            result["migration_v7_to_v8"] = migration(Path(tmp), batches)
+            result["migrations"] = migration(Path(tmp), batches)
+            result["int_ts_reads"] = int_ts_reads(Path(tmp), args.hours)
             result["reads"] = reads_side_by_side(
                 Path(tmp), Window(START, START + timedelta(hours=args.hours)))
         result["load_average_after"] = os.getloadavg()[0]

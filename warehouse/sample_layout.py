@@ -1,4 +1,5 @@
-"""How raw GPU samples are stored: a series dimension and integer-keyed values (v008, 0128).
+"""How raw GPU samples are stored: a series dimension and integer-keyed values (v008, 0128),
+the unread profiling values at a coarser step (v009, 0143).
 
 `gpu_samples` (the frame collectors and the simulator produce, declared in `core.frames`) is
 not stored as one wide table. Its eight label columns repeat unchanged for every minute of a
@@ -18,7 +19,13 @@ Why these rules (bench/bench_bytes.py measures each):
 3. Labels match with `IS NOT DISTINCT FROM` (NULL namespace/pod/vgpu is a value: an
    unattributed device, a whole card), so one label tuple is always one series.
 4. `ts` stays a TIMESTAMPTZ column read directly by the view, so a reader's time filter is
-   pushed into the scan of the values table (an expression over `ts` would not be).
+   pushed into the scan of the values table (an expression over `ts` would not be: an integer
+   `ts` would cost 1.5-3 B less per row but every time-filtered read through the view would
+   scan the whole table, measured in bench_bytes, decision 0142).
+5. The values no page, bill or report reads are stored at a coarser step (`STORED_DECIMALS`,
+   decision 0143): `sm_active`, `tensor_active`, `dram_active` at 1 % and `power_w` at 0.1 W.
+   Everything else (`gr_engine_active`, which idle detection compares to thresholds, memory,
+   utilisation, temperature, labels, `ts`) is stored exactly as collected.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ SERIES_COLUMNS: tuple[str, ...] = (
     "node", "uuid", "gpu_i_id", "mig_profile", "vgpu", "namespace", "pod", "container",
 )
 """The label columns of `gpu_samples` that name a series (every column but `ts` and values)."""
+STORED_DECIMALS: dict[str, int] = {"sm_active": 2, "power_w": 1, "tensor_active": 2, "dram_active": 2}
+"""Decimals each coarsened value is stored at (rule 5); migration v009 rounds stored rows the
+same way (its frozen text repeats these numbers, a test compares them)."""
 
 _TYPES = {c.name: c for c in GPU_SAMPLES.columns}
 _MATCH = " AND ".join(f"s.{c} IS NOT DISTINCT FROM n.{c}" for c in SERIES_COLUMNS)
@@ -80,9 +90,16 @@ def new_series_sql(view: str) -> str:
     )
 
 
+def stored_value(expr: str, metric: str) -> str:
+    """The SQL that turns a collected value into the stored one (rule 5): DuckDB's `round`
+    (half away from zero), so a load and migration v009 store the same number."""
+    digits = STORED_DECIMALS.get(metric)
+    return expr if digits is None else f"round({expr}, {digits})"
+
+
 def insert_values_sql(view: str) -> str:
     """The batch's samples keyed by their series id, in the order of rule 1."""
-    values = ", ".join(f"n.{m}" for m in METRIC_COLUMNS)
+    values = ", ".join(stored_value(f"n.{m}", m) for m in METRIC_COLUMNS)
     return (
         f"INSERT INTO {VALUES_TABLE} (ts, series_id, {', '.join(METRIC_COLUMNS)}) "
         f"SELECT n.ts, s.series_id, {values} FROM {view} n JOIN {SERIES_TABLE} s ON {_MATCH} "

@@ -134,7 +134,8 @@ def test_legacy_labels_without_model_or_node(prom_url: str, tmp_path: Path) -> N
     wh, report = _collect(prom_url, tmp_path, "whole_gpu_pods_prof_legacy")
     assert _devices(wh) == [("GPU-227ba87f-fcf3-c09a-dc3b-c72ea41297e3", -1, None, "unknown", "default",
                              "dcgmproftester", "dcgmproftester11", POINTS)]
-    assert _rows(wh, "SELECT DISTINCT dram_active FROM gpu_samples") == [(0.000001,)]
+    # the exporter printed 0.000001; the warehouse stores dram_active at 1 % (decision 0143)
+    assert _rows(wh, "SELECT DISTINCT dram_active FROM gpu_samples") == [(0.0,)]
     assert _rows(wh, "SELECT model, model_name, node FROM gpus") == [("unknown", None, "unknown")]
     assert report.quality is not None
     assert report.quality.series_by_reason() == {"missing_model_name": 1, "missing_node": 1}
@@ -174,7 +175,8 @@ def test_mig_a30_activity_values(prom_url: str, tmp_path: Path) -> None:
     wh, _ = _collect(prom_url, tmp_path, "mig_a30_gr_engine")
     assert _devices(wh) == [("GPU-603a8873-0edd-c157-ce48-2078e8b1a935", 1, "2g.12gb", "dcgm-exporter-sn5rp",
                              None, None, None, POINTS)]
-    assert _rows(wh, "SELECT DISTINCT gr_engine_active, tensor_active FROM gpu_samples") == [(0.381124, 0.022137)]
+    # printed 0.381124 and 0.022137: gr_engine_active is stored exactly, tensor_active at 1 % (0143)
+    assert _rows(wh, "SELECT DISTINCT gr_engine_active, tensor_active FROM gpu_samples") == [(0.381124, 0.02)]
     assert _rows(wh, "SELECT model, sharing_mode FROM gpus") == [("NVIDIA A30", "mig")]
     wh.close()
 
@@ -222,7 +224,7 @@ def test_old_exporter_activity_from_gpu_util(prom_url: str, tmp_path: Path) -> N
     assert _devices(wh) == [("GPU-6bf47ca9-ad3e-15db-beed-1079a7d74116", -1, None, "unknown",
                              None, None, None, POINTS)]
     assert _rows(wh, f"SELECT DISTINCT gr_engine_active, gpu_util, power_w, gpu_temp_c, {activity_sql()} "
-                     "FROM gpu_samples") == [(None, 44.0, 302.206, 55.0, 0.44)]
+                     "FROM gpu_samples") == [(None, 44.0, 302.2, 55.0, 0.44)]  # 302.206 W at 0.1 W (0143)
     assert report.quality is not None
     assert report.quality.series_by_reason() == {"missing_model_name": 1, "missing_node": 1}
     wh.close()

@@ -39,6 +39,7 @@ RELEASED_SHA256 = {
     "v006_vllm_queue_gauges.sql": "4bcab45e999d9939d71b544dac1a992fa8ac13d5c02ec5c41b5cf1c8ccdf76b3",
     "v007_dra_pod_claims.sql": "3be5d18c27e01ac87d562b282020d4ed809170c93fa04e99e629b3b99b3a5a7f",
     "v008_gpu_series_and_sample_values.sql": "c15ae288f7abf9bfeb2fc8ce7895ce1840fcc017e7979248c45702df55412f17",
+    "v009_coarse_unread_sample_values.sql": "823c1315164b9d6abc23d24d8e0917a67351c656c7994b83f1987f5cd938b062",
 }
 """sha256 of every released step; a step is never edited once released (add a new one)."""
 

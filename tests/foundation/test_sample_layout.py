@@ -42,6 +42,8 @@ def frame(minutes: int, labels: list[tuple[Any, ...]], start: datetime = T0) -> 
         for i, label in enumerate(labels):
             value = round(0.001 * (m + 1) + 0.1 * i, 6)
             metrics = [value] * len(METRIC_COLUMNS)
+            for c, step in ((1, 100), (5, 10), (6, 100), (7, 100)):  # stored at 0.01 / 0.1 (0143)
+                metrics[c] = (m + 1 + 1000 * i) / step  # on the step: stored exactly
             metrics[2] = None if i == 1 else float(m)  # gpu_util NULL for one series
             rows.append((start + timedelta(minutes=m), *label, *metrics))
     return pl.DataFrame(rows, schema=list(COLS), orient="row").cast(

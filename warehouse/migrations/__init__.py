@@ -42,6 +42,8 @@ STEPS: tuple[Step, ...] = (
     Step(7, "DRA pod-claim references from kube-state-metrics", "v007_dra_pod_claims.sql"),
     Step(8, "raw GPU samples as a series dimension and integer-keyed values",
          "v008_gpu_series_and_sample_values.sql"),
+    Step(9, "unread sample values at a coarser step (1 % ratios, 0.1 W)",
+         "v009_coarse_unread_sample_values.sql"),
 )
 """Every version in order, oldest first; append only."""
 
