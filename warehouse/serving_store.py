@@ -31,6 +31,7 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -42,7 +43,7 @@ from typing import Any
 
 import duckdb
 
-from gpuledger.core.errors import WarehouseError
+from gpuledger.core.errors import WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import CARD_HOURS_HOURLY
 from gpuledger.warehouse.retention import removable_until
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES_TABLE, VIEW_DDL
@@ -159,24 +160,49 @@ class Publication:
         self.margin = margin
         self.target = serving_path(wh.path)
         self.tmp = self.target.with_name(f".{self.target.name}.tmp")
-        """One name: publishers are one at a time (each holds the warehouse's writer lock), and
-        the next publish replaces what a killed one left."""
+        """One name: publishers are one at a time (the publish lock, `_lock`), and the next
+        publish replaces what a killed one left."""
+        self._lock_fd: int | None = None
         self.stats = PublishStats(self.target, 0.0, 0, 0, 0, 0)
         self._started = 0.0
         self._counts = (0, 0)
 
     def __enter__(self) -> Publication:
+        self._lock()
         try:
             return self._enter()
         except duckdb.Error as exc:
+            self._unlock()
             raise WarehouseError(f"{self.target}: publish failed ({str(exc).splitlines()[0]})") from None
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _lock(self) -> None:
+        """The publish lock (`<store>.lock`, flock): a writer's publish and a read-only results
+        step (`refresh-serving`, which does not hold the writer lock) never share the temporary
+        file. The kernel drops it when a publisher is killed."""
+        fd = os.open(self.target.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            busy = f"{self.target}: another process is publishing the serving store"
+            raise WarehouseLockedError(busy) from None
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
 
     def _enter(self) -> Publication:
         self._started = time.perf_counter()
         _remove(self.tmp)
         if self.target.exists():
             shutil.copyfile(self.target, self.tmp)
-        attach = "ATTACH '{}' AS srv".format(str(self.tmp).replace("'", "''"))
+        # READ_WRITE: the results step publishes from a read-only warehouse connection
+        attach = "ATTACH '{}' AS srv (READ_WRITE)".format(str(self.tmp).replace("'", "''"))
         try:
             self.wh.con.execute(attach)
         except duckdb.Error:  # an unreadable previous file: start over
@@ -201,14 +227,17 @@ class Publication:
         )
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        if exc_type is not None:
-            self._discard()
-            return
         try:
-            self._finish()
-        except duckdb.Error as exc:
-            self._discard()
-            raise WarehouseError(f"{self.target}: publish failed ({str(exc).splitlines()[0]})") from None
+            if exc_type is not None:
+                self._discard()
+                return
+            try:
+                self._finish()
+            except duckdb.Error as exc:
+                self._discard()
+                raise WarehouseError(f"{self.target}: publish failed ({str(exc).splitlines()[0]})") from None
+        finally:
+            self._unlock()
 
     def _finish(self) -> None:
         raw = int(self.wh.con.execute(f"SELECT count(*) FROM srv.{RAW_TABLE}").fetchall()[0][0])
