@@ -90,6 +90,7 @@ class ReadModel:
             "bill": lambda: self.bill(period, snap=snap),
             "bill_previous_month": lambda: self.bill(previous, snap=snap),
             "bill_by_team_model": lambda: self.bill(period, ("team", "model"), snap=snap),
+            "bill_by_team_priority": lambda: self.bill(period, ("team", "priority_class"), snap=snap),
             "heatmap": lambda: self.fleet_heat(period, snap=snap),
             "queues": lambda: self.queue_series(period, snap=snap),
             "idle": lambda: self.idle_allocations(period, snap=snap),
