@@ -9,11 +9,12 @@
    shifted), because simulating 30 days takes about half an hour here while the volume is what
    the page cost depends on. Two plans are stored for the Plans page.
 2. Snapshot. Before (the old design, timed in the same run): the full copy of the warehouse
-   into a private snapshot. Ours (`warehouse.serving_store`, docs/decisions/0120): the writer's
-   publish of the serving store after the load (the first one computes the month's stored
-   results), a republish with nothing changed, and one after a `collect --follow` minute of new
-   samples; then the app's snapshot refresh, which opens the published file in place; the
-   file sizes. Then the background warm-up that follows every new snapshot (`ReadModel.warm`),
+   into a private snapshot. Ours (`warehouse.serving_store`, docs/decisions/0120, 0140): a
+   writer's close's first publish (the old code computed the month results in it: for the
+   before figures, run this same file with PYTHONPATH at a frozen tree of it), the results
+   step (`refresh-serving`, read-only; the first computes them), a republish with nothing
+   changed, and one after a `collect --follow` minute of new samples; then the app's snapshot
+   refresh, which opens the published file in place; the file sizes. Then the background warm-up that follows every new snapshot (`ReadModel.warm`),
    step by step. Resident memory (VmRSS, VmHWM) is read after the page calls; the data are
    generated in a child process so the dashboard's figures are its own.
 3. Ours. The app as served (`dashboards.app.create_app`), each Dash callback posted to
