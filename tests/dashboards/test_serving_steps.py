@@ -3,6 +3,7 @@ store's tables only; `gpuledger refresh-serving` computes the month results on a
 warehouse and publishes them; the dashboard never computes them from a serving store.
 
 Cases, on the demo warehouse with every hour but the last two rolled up (`rolled`):
+- a bill by team x model is cached with its lines and an empty detail;
 - a store published without results: the dashboard shows "not computed yet" for every advice
   kind and no recommendation or token-cost rows, though the warehouse's own computation has
   rows; after the real CLI's `refresh-serving` the same pages show the stored results, equal to
@@ -34,7 +35,7 @@ from gpuledger.dashboards.app import create_app
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.serving_store import Publication, open_serving, serving_path
 from tests.dashboards.conftest import PERIOD, settings_with_roles
-from tests.dashboards.test_serving_store import ROOT, rolled  # noqa: F401  (the fixture)
+from tests.dashboards.test_serving_store import ROOT, _same_lines, rolled  # noqa: F401  (the fixture)
 from tests.dashboards.test_store import collector
 
 SETTINGS = settings_with_roles()
@@ -68,14 +69,22 @@ def _results(path: Path) -> dict[tuple[str, str], bytes]:
 
 
 def test_pages_show_not_computed_until_refresh_serving(tables_only: Path, tmp_path: Path) -> None:
+    from gpuledger.analytics.bill import compute_bill
     from gpuledger.analytics.recommend import recommend
 
+    by = ("team", "model")
     with Warehouse.open(tables_only, read_only=True) as wh:
         want = recommend(wh, Period.exact(PERIOD).window, SETTINGS).recommendations
+        by_model = compute_bill(wh, Period.exact(PERIOD).window, SETTINGS, by=by)
     assert want.height > 0 and _results(tables_only) == {}
     app = create_app(SETTINGS, tables_only, background=False, cache_dir=tmp_path / "cache")
     try:
         assert not app.store.current().owned
+        # a bill by more than the team is kept for its lines: the same lines, no detail (0141)
+        kept = app.data.bill(PERIOD, by)
+        _same_lines(kept.lines, by_model.lines)  # costs to the cent, hours to the last bits
+        assert by_model.detail.height > 0
+        assert kept.detail.height == 0 and kept.detail.schema == by_model.detail.schema
         for kind in serving_results.ADVICE_KINDS:
             (row,) = app.data.advice(PERIOD, kind).rows
             assert row["reason"] == serving_results.NOT_COMPUTED
