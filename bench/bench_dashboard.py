@@ -9,11 +9,13 @@
    shifted), because simulating 30 days takes about half an hour here while the volume is what
    the page cost depends on. Two plans are stored for the Plans page.
 2. Snapshot. Before (the old design, timed in the same run): the full copy of the warehouse
-   into a private snapshot. Ours (`warehouse.serving_store`, docs/decisions/0120): the writer's
-   publish of the serving store after the load (the first one computes the month's stored
-   results), a republish with nothing changed, and one after a `collect --follow` minute of new
-   samples; then the app's snapshot refresh, which opens the published file in place; the
-   file sizes. Then the background warm-up that follows every new snapshot (`ReadModel.warm`),
+   into a private snapshot. Ours (`warehouse.serving_store`, docs/decisions/0120, 0140): a
+   writer's close's first publish (the old code computed the month results in it: for the
+   before figures, run this same file with PYTHONPATH at a frozen tree of it), the results
+   step (`refresh-serving`, read-only; the first computes them), a republish with nothing
+   changed, and one after a `collect --follow` minute of new samples; then the app's snapshot
+   refresh, which opens the published file in place; the file sizes. Then the background
+   warm-up that follows every new snapshot (`ReadModel.warm`),
    step by step. Resident memory (VmRSS, VmHWM) is read after the page calls; the data are
    generated in a child process so the dashboard's figures are its own.
 3. Ours. The app as served (`dashboards.app.create_app`), each Dash callback posted to
@@ -230,30 +232,45 @@ def measure(path: Path, cache: Path, reps: int, baseline_reps: int) -> dict[str,
 
 
 def publish_figures(path: Path, cache: Path) -> dict[str, Any]:
-    """Step 2: the old full copy beside the writer's publishes of the serving store."""
-    from gpuledger.dashboards.serving_results import LAST_TIMINGS, publish_serving
+    """Step 2: the old full copy beside the publishes of the serving store: the results step
+    (`refresh-serving`, read-only) and the tables-only publish a writer's close pays (0140)."""
+    from gpuledger.dashboards import serving_results
     from gpuledger.warehouse import Warehouse
     from gpuledger.warehouse.serving_store import record_published, serving_path
     from gpuledger.warehouse.snapshot_store import SnapshotStore
     from tests.dashboards.conftest import settings_with_roles
 
     settings = settings_with_roles()
+    # the old code (a frozen tree) publishes its results inside the writer's close
+    refresh = getattr(serving_results, "refresh_serving", serving_results.publish_serving)
     before = SnapshotStore(path, cache_dir=cache / "before")  # no publisher: the old design
     t = time.perf_counter()
     before.refresh()
     out: dict[str, Any] = {"before_full_copy_s": round(before.current().copy_s, 3),
                            "before_first_snapshot_s": round(time.perf_counter() - t, 3)}
     before.close()
+    read_only = refresh is not serving_results.publish_serving  # ours: the step reads only
     with Warehouse.open(path) as wh:
         # the newest minute arrives after the first publish, as in a `collect --follow` round
         last = wh.scalar("SELECT max(ts) FROM gpu_samples")
-        wh.con.execute("CREATE TEMP TABLE newest AS SELECT * FROM gpu_samples WHERE ts = ?", [last])
-        wh.con.execute("DELETE FROM gpu_samples WHERE ts = ?", [last])
-        first = publish_serving(wh, settings)
-        out["results_s"] = dict(LAST_TIMINGS)
-        again = publish_serving(wh, settings)
-        wh.con.execute("INSERT INTO gpu_samples SELECT * FROM newest")
-        minute = publish_serving(wh, settings)
+        wh.execute("CREATE TABLE bench_newest AS SELECT * FROM gpu_sample_values WHERE ts = ?", [last])
+        wh.execute("DELETE FROM gpu_sample_values WHERE ts = ?", [last])
+        wh.con.execute("CHECKPOINT")
+        # what a writer's close (collect's) pays on the first publish: the old code computes the
+        # month results in it, ours publishes the tables only (0140)
+        close = serving_results.publish_serving(wh, settings)
+        out["writer_close_first_publish_s"] = close.seconds
+        out["results_s"] = dict(serving_results.LAST_TIMINGS)
+    with Warehouse.open(path, read_only=read_only) as wh:
+        first = refresh(wh, settings)  # ours: `refresh-serving` computes the results here
+        out["results_s"].update(serving_results.LAST_TIMINGS)
+        again = refresh(wh, settings)
+    with Warehouse.open(path) as wh:
+        wh.execute("INSERT INTO gpu_sample_values SELECT * FROM bench_newest")
+        wh.execute("DROP TABLE bench_newest")
+        out["writer_close_after_follow_minute_s"] = serving_results.publish_serving(wh, settings).seconds
+    with Warehouse.open(path, read_only=read_only) as wh:
+        minute = refresh(wh, settings)
     record_published(path)
     out.update({
         "publish_first_s": first.seconds, "publish_unchanged_s": again.seconds,

@@ -90,6 +90,7 @@ class ReadModel:
             "bill": lambda: self.bill(period, snap=snap),
             "bill_previous_month": lambda: self.bill(previous, snap=snap),
             "bill_by_team_model": lambda: self.bill(period, ("team", "model"), snap=snap),
+            "bill_by_team_priority": lambda: self.bill(period, ("team", "priority_class"), snap=snap),
             "heatmap": lambda: self.fleet_heat(period, snap=snap),
             "queues": lambda: self.queue_series(period, snap=snap),
             "idle": lambda: self.idle_allocations(period, snap=snap),
@@ -128,27 +129,39 @@ class ReadModel:
 
     # 3. Analytics ----------------------------------------------------------------------------
     def bill(self, period: str, by: tuple[str, ...] = ("team",), *, snap: Snapshot | None = None) -> Any:
-        """`analytics.bill.compute_bill` for the month, on the snapshot."""
+        """`analytics.bill.compute_bill` for the month, on the snapshot. Only the team bill keeps
+        its `detail` (one row per allocation and day, ~70 MiB a 1,000-GPU month): every page,
+        download and API answer reads the detail of that one, and only the lines, unallocated
+        rows and preemption of the others (team x model, x priority class, the metrics' x
+        sharing mode), so each of those is kept with an empty detail (docs/decisions/0141)."""
+        from dataclasses import replace
+
         from gpuledger.analytics.bill import compute_bill
 
         window = Period.exact(period).window
 
         def read(wh: Warehouse) -> Any:
-            return compute_bill(wh, window, self.settings, by=by)
+            bill = compute_bill(wh, window, self.settings, by=by)
+            return bill if by == ("team",) else replace(bill, detail=bill.detail.clear())
 
         return self._read(("bill", period, by), read, snap)
 
     def advice(self, period: str, kind: str, *, snap: Snapshot | None = None) -> Any:
-        """One `analytics.advice.run` kind for the month (`recommend --kind`), on the snapshot."""
+        """One `analytics.advice.run` kind for the month (`recommend --kind`): the writer's
+        stored result on a serving store, "not computed yet" there without one (never computed
+        from its raw tail, docs/decisions/0141); computed on a full copy."""
         from gpuledger.analytics.advice.run import KINDS
 
         window = Period.exact(period).window
 
-        def read(wh: Warehouse) -> Any:
-            stored = serving_results.stored_advice(wh, kind, period)  # the writer's, from raw samples
-            return stored if stored is not None else KINDS[kind](wh, window, self.settings)
+        def compute(s: Snapshot) -> Any:
+            with self.store.reader(s) as wh:
+                stored = serving_results.stored_advice(wh, kind, period)
+                if stored is not None or not s.owned:
+                    return stored if stored is not None else serving_results.not_computed_advice(kind)
+                return KINDS[kind](wh, window, self.settings)
 
-        return self._read(("advice", period, kind), read, snap)
+        return self._cached(("advice", period, kind), compute, snap)
 
     def teams(self, period: str) -> list[str]:
         """Teams with a bill line this month plus teams with a budget, sorted."""
@@ -188,13 +201,13 @@ class ReadModel:
         return self._cached(("idle_workloads", period), compute, snap)
 
     def recommendations(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
-        """`analytics.recommend.recommend(...).recommendations` for the month."""
+        """`analytics.recommend.recommend(...).recommendations` for the month: stored by the
+        writer on a serving store (none there yet: no rows), computed on a full copy."""
         from gpuledger.analytics.recommend import recommend
 
         def compute(s: Snapshot) -> pl.DataFrame:
-            with self.store.reader(s) as wh:
-                stored = serving_results.stored_frame(wh, serving_results.RECOMMENDATIONS, period)
-            if stored is not None:  # computed by the writer on the raw samples (serving store)
+            stored = self._stored(s, serving_results.RECOMMENDATIONS, period)
+            if stored is not None:
                 return stored
             bill = self.bill(period, snap=s)
             with self.store.reader(s) as wh:
@@ -205,13 +218,16 @@ class ReadModel:
     def token_costs(
         self, period: str, generation_weight: float = GENERATION_WEIGHT, *, snap: Snapshot | None = None
     ) -> pl.DataFrame:
-        """`analytics.tokens.team_token_costs` for the month, priced by the month's bill."""
+        """`analytics.tokens.team_token_costs` for the month, priced by the month's bill: stored
+        by the writer on a serving store (none there yet, or another weight: no rows; it keeps an
+        hour of token samples only), computed on a full copy."""
         from gpuledger.analytics.tokens import team_token_costs
 
         def compute(s: Snapshot) -> pl.DataFrame:
-            if generation_weight == GENERATION_WEIGHT:
-                with self.store.reader(s) as wh:  # computed by the writer on every token sample
-                    stored = serving_results.stored_frame(wh, serving_results.TOKEN_COSTS, period)
+            if generation_weight == GENERATION_WEIGHT or not s.owned:
+                stored = (self._stored(s, serving_results.TOKEN_COSTS, period)
+                          if generation_weight == GENERATION_WEIGHT
+                          else serving_results.not_computed_frame(serving_results.TOKEN_COSTS))
                 if stored is not None:
                     return stored
             bill = self.bill(period, snap=s)
@@ -220,6 +236,15 @@ class ReadModel:
                                         generation_weight=generation_weight)
 
         return self._cached(("tokens", period, generation_weight), compute, snap)
+
+    def _stored(self, snap: Snapshot, name: str, period: str) -> pl.DataFrame | None:
+        """The writer's stored frame; on a serving store without one, the empty frame ("not
+        computed yet", docs/decisions/0141); None on a full copy without one (compute it)."""
+        with self.store.reader(snap) as wh:
+            stored = serving_results.stored_frame(wh, name, period)
+        if stored is None and not snap.owned:
+            return serving_results.not_computed_frame(name)
+        return stored
 
     # 4. Fleet --------------------------------------------------------------------------------
     def active_card_hours(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:

@@ -5,12 +5,18 @@ keeps only the raw samples the roll-up does not hold yet, which is enough for ev
 list, heatmap and queue chart, but not for the analyses that read a whole month of raw samples:
 the recommendations (activity and memory percentiles per workload), the token costs (counter
 increases of every vLLM series) and the advice kinds the Fleet and Plans pages show. Those are
-computed here, by the writer, on the warehouse itself, with the very functions the CLI calls
+computed here, on the warehouse itself, with the very functions the CLI calls
 (`analytics.recommend.recommend`, `analytics.tokens.team_token_costs`,
 `analytics.advice.run.KINDS`), and stored in the serving store per month. A result is computed
 again only when its basis changed: the newest whole hour of GPU samples in the month (a closed
 month never changes) and the analysis settings. So a `collect --follow` minute recomputes
 nothing, and once an hour the running month is recomputed.
+
+Two steps (docs/decisions/0140): `publish_serving` (the tables; every writer's close, the
+dashboard's own writes) takes seconds; `refresh_serving` (the tables and the results) takes
+minutes at 1,000 GPUs and runs as its own command, `gpuledger refresh-serving`, on a read-only
+warehouse after `collect`, or in each `collect --follow` round (the one process that can read
+the warehouse then). The dashboard never computes these itself from a serving store.
 """
 
 from __future__ import annotations
@@ -48,13 +54,35 @@ MAX_MONTHS = 13
 """Months (newest first) whose results are kept current: a year and the one before it."""
 LAST_TIMINGS: dict[str, float] = {}
 """Seconds per result computed by the last publish in this process (for the benchmark)."""
+NOT_COMPUTED = ("not computed yet: the month's results are stored by `gpuledger refresh-serving` "
+                "(run after collect)")
+"""What a page shows for a result the writer has not stored (docs/decisions/0141)."""
+TOKEN_COSTS_SCHEMA: dict[str, Any] = {
+    "team": pl.String, "model_name": pl.String, "pods": pl.UInt32, "prompt_tokens": pl.Float64,
+    "generation_tokens": pl.Float64, "gpu_cost": pl.Float64, "cost_per_m_prompt": pl.Float64,
+    "cost_per_m_generated": pl.Float64, "cost_per_m_tokens": pl.Float64,
+}
+"""`analytics.tokens.team_token_costs`'s columns (a test holds it equal to a computed frame's)."""
 UNRELATED = {"access", "prometheus", "kubernetes", "lake", "reports", "plans", "retention", "source"}
 """Settings sections no stored result depends on (left out of the basis fingerprint, so the
 dashboard's and the collector's configurations may differ there without recomputing)."""
 
 
 def publish_serving(wh: Warehouse, settings: Settings) -> PublishStats:
-    """Publish the serving store of `wh` (a writer, after it committed), results included."""
+    """Publish the serving store of `wh` (a writer, after it committed): the tables only, the
+    stored results kept as they are (seconds: what a command's close and the dashboard's own
+    short writer pay; docs/decisions/0140)."""
+    from gpuledger.analytics.samples import SampleRules
+
+    with Publication(wh, margin=SampleRules.of(settings).margin) as _pub:
+        pass
+    return _pub.stats
+
+
+def refresh_serving(wh: Warehouse, settings: Settings) -> PublishStats:
+    """Publish the serving store of `wh` with the month results whose basis changed computed on
+    it (`gpuledger refresh-serving`, a `collect --follow` round). `wh` may be read-only: the
+    publish lock, not the writer lock, keeps publishers apart (docs/decisions/0140)."""
     from gpuledger.analytics.samples import SampleRules
 
     with Publication(wh, margin=SampleRules.of(settings).margin) as pub:
@@ -62,13 +90,14 @@ def publish_serving(wh: Warehouse, settings: Settings) -> PublishStats:
     return pub.stats
 
 
-def publish_quietly(wh: Warehouse, settings: Settings) -> PublishStats | None:
-    """`publish_serving` for a command's writer: a failure is one line on stderr (the command's
-    own writes are committed; the dashboard keeps serving the last published store)."""
+def publish_quietly(wh: Warehouse, settings: Settings, *, results: bool = False) -> PublishStats | None:
+    """`publish_serving` (`refresh_serving` with `results`) for a command's writer: a failure is
+    one line on stderr (the command's own writes are committed; the dashboard keeps serving the
+    last published store)."""
     if not is_served(wh.path):
         return None
     try:
-        return publish_serving(wh, settings)
+        return (refresh_serving if results else publish_serving)(wh, settings)
     except GpuledgerError as exc:
         print(f"gpuledger: serving store not published ({exc}); the dashboard shows the last one",
               file=sys.stderr, flush=True)
@@ -76,8 +105,9 @@ def publish_quietly(wh: Warehouse, settings: Settings) -> PublishStats | None:
 
 
 class PublishingWarehouse(Warehouse):
-    """A command's writer that publishes the serving store when it closes, then records the
-    warehouse stamp (`warehouse.serving_store.record_published`)."""
+    """A command's writer that publishes the serving store's tables when it closes (never the
+    month results: `gpuledger refresh-serving` computes those after it, without the writer
+    lock), then records the warehouse stamp (`warehouse.serving_store.record_published`)."""
 
     settings: Settings
 
@@ -174,6 +204,25 @@ def stored_frame(wh: Warehouse, name: str, period: str) -> pl.DataFrame | None:
     """A stored frame result, or None (not a serving store, or not computed)."""
     payload = result(wh, name, period)
     return pl.read_ipc(io.BytesIO(payload)) if payload is not None else None
+
+
+def not_computed_frame(name: str) -> pl.DataFrame:
+    """The frame a page gets for a result not stored yet: no rows, the computed frame's columns."""
+    from gpuledger.analytics import recommend
+
+    if name == RECOMMENDATIONS:  # the per-workload frame `recommend` returns, of no rows
+        return recommend.per_workload(pl.DataFrame(schema=recommend._SCHEMA))
+    return pl.DataFrame(schema=TOKEN_COSTS_SCHEMA)
+
+
+def not_computed_advice(kind: str) -> Any:
+    """An advice kind not stored yet: one row that says so (the pages show its reason), an
+    empty document."""
+    from gpuledger.analytics.advice.run import Advice
+
+    row = {"kind": kind, "scope": "-", "current": "-", "recommended": "-", "monthly_saving": 0.0,
+           "reason": NOT_COMPUTED}
+    return Advice(kind=kind, rows=[row], document={"not_computed": NOT_COMPUTED})
 
 
 def stored_advice(wh: Warehouse, kind: str, period: str) -> Any:

@@ -33,8 +33,9 @@ class Context:
     """Where `echo` writes; None means the `sys.stdout` of the moment (so capture works)."""
 
     def open_warehouse(self, *, read_only: bool = False) -> Warehouse:
-        """The warehouse; a writer publishes the dashboard's serving store when it closes
-        (`dashboards.serving_results`, docs/decisions/0120-serving-store.md)."""
+        """The warehouse; a writer publishes the dashboard's serving store (its tables: seconds)
+        when it closes (`dashboards.serving_results`, docs/decisions/0120 and 0140); the month
+        results are `gpuledger refresh-serving`'s, after it."""
         from gpuledger.warehouse import Warehouse
 
         wh = Warehouse.open(self.warehouse_path, read_only=read_only)
@@ -45,11 +46,13 @@ class Context:
         return PublishingWarehouse.wrap(wh, self.settings)
 
     def publish(self, wh: Warehouse) -> None:
-        """Publish the serving store now (a long-running writer, e.g. after each `collect
-        --follow` round); a failure is one line on stderr."""
+        """Publish the serving store now, the month results whose basis changed included (a
+        long-running writer, after each `collect --follow` round: it holds the warehouse, so no
+        `refresh-serving` can read it meanwhile; the basis changes once an hour); a failure is
+        one line on stderr."""
         from gpuledger.dashboards.serving_results import publish_quietly
 
-        publish_quietly(wh, self.settings)
+        publish_quietly(wh, self.settings, results=True)
 
     def echo(self, text: str = "") -> None:
         print(text, file=self.out or sys.stdout, flush=True)

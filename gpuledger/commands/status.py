@@ -7,8 +7,12 @@ the collector ran past its last data), plus each sample's age and whether the da
 (newest sample older than two collection intervals, `warehouse.queries.freshness`).
 
 It only reads, and works while a collector holds the writer lock (`collect --follow`): it then
-reads a private copy, as the dashboard does (`warehouse.snapshot_store`). An empty or missing
-warehouse is one line, not an error: "nothing collected yet" is a status.
+reads the serving store the collector published after its last round (what the dashboard reads,
+docs/decisions/0120: watermarks, the raw tail with every device's newest sample, the roll-up,
+the newest hour of token samples), never a copy of the warehouse (gigabytes at fleet scale).
+Without a published store it asks the collector for one (its next round publishes) and says
+so in one line. An empty or missing warehouse is one line, not an error: "nothing collected
+yet" is a status.
 """
 
 from __future__ import annotations
@@ -36,20 +40,20 @@ HEADERS = ("source", "watermark", "newest sample", "gap", "age")
 
 @contextmanager
 def _reading(ctx: Context) -> Iterator[Warehouse]:
-    """The warehouse read-only; a private copy while a writer holds the file."""
+    """The warehouse read-only; the published serving store while a writer holds the file."""
     from gpuledger.core.errors import WarehouseLockedError
-    from gpuledger.warehouse.snapshot_store import SnapshotStore
+    from gpuledger.warehouse.serving_store import open_serving, request_publish, serving_path
 
     try:
         wh = ctx.open_warehouse(read_only=True)
     except WarehouseLockedError:
-        store = SnapshotStore(ctx.warehouse_path)
-        try:
-            with store.reader() as copy:
-                yield copy
-        finally:
-            store.stop()
-        return
+        if not serving_path(ctx.warehouse_path).exists():
+            request_publish(ctx.warehouse_path)  # the collector's next round publishes one
+            raise WarehouseLockedError(
+                f"{ctx.warehouse_path}: another process is writing it and no serving store is "
+                "published yet; asked the writer for one: run status again after its next round"
+            ) from None
+        wh = open_serving(ctx.warehouse_path)
     with wh:
         yield wh
 

@@ -146,6 +146,18 @@ def reference_bills(demo_source: Path) -> dict[tuple[str, tuple[str, ...]], obje
     return out
 
 
+def store_results(path: Path, settings: Settings | None = None) -> Path:
+    """What `gpuledger refresh-serving --force` does (docs/decisions/0140): publish the serving
+    store beside `path` with the month results, so the app serves them rather than "not
+    computed yet" (the dashboard never computes them from a serving store)."""
+    from gpuledger.dashboards.serving_results import refresh_serving
+    from gpuledger.warehouse import Warehouse
+
+    with Warehouse.open(path, read_only=True) as wh:
+        refresh_serving(wh, settings or settings_with_roles())
+    return path
+
+
 @pytest.fixture(scope="session")
 def shared_app(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iterator[object]:
     """One app for the tests that only read, on its own copy, refreshed by hand."""
@@ -154,7 +166,7 @@ def shared_app(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> I
     folder = tmp_path_factory.mktemp("dash-app")
     path = folder / "warehouse.duckdb"
     shutil.copyfile(demo_source, path)
-    app = create_app(settings_with_roles(), path, background=False, cache_dir=folder / "cache")
+    app = create_app(settings_with_roles(), store_results(path), background=False, cache_dir=folder / "cache")
     yield app
     app.close()
 

@@ -37,6 +37,7 @@ from tests.dashboards.conftest import (
     admin_headers,
     lead_headers,
     settings_with_roles,
+    store_results,
 )
 
 
@@ -47,7 +48,7 @@ def api(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iterator
     folder = tmp_path_factory.mktemp("api")
     path = folder / "warehouse.duckdb"
     shutil.copyfile(demo_source, path)
-    running = start_server(create_app(settings_with_roles(), path, cache_dir=folder / "cache",
+    running = start_server(create_app(settings_with_roles(), store_results(path), cache_dir=folder / "cache",
                                       background=False), "127.0.0.1", 0)
     yield running
     running.stop()

@@ -27,7 +27,7 @@ from gpuledger.dashboards.app import RunningServer, create_app, start_server
 from gpuledger.dashboards.pages import fleet
 from gpuledger.dashboards.pages.common import PageContext, money, percent
 from gpuledger.dashboards.state import ViewState
-from tests.dashboards.conftest import ADMIN, PERIOD, admin_headers, settings_with_roles
+from tests.dashboards.conftest import ADMIN, PERIOD, admin_headers, settings_with_roles, store_results
 
 SETTINGS = settings_with_roles()
 ADMIN_P = resolve_roles(ADMIN, ("platform-admins",), SETTINGS.access)
@@ -56,7 +56,7 @@ def advised(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iter
     path = folder / "warehouse.duckdb"
     shutil.copyfile(demo_source, path)
     documents = {kind: _cli(path, kind) for kind in KINDS}  # before the server holds the file
-    app = create_app(settings_with_roles(), path, cache_dir=folder / "cache")
+    app = create_app(settings_with_roles(), store_results(path), cache_dir=folder / "cache")
     running = start_server(app, "127.0.0.1", 0)
     yield running, documents
     running.stop()

@@ -68,8 +68,8 @@ def rolled(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Path:
 def published(rolled: Path, tmp_path: Path) -> Path:
     path = tmp_path / "warehouse.duckdb"
     shutil.copyfile(rolled, path)
-    with Warehouse.open(path) as wh:
-        serving_results.publish_serving(wh, SETTINGS)
+    with Warehouse.open(path, read_only=True) as wh:  # the results step reads only (0140)
+        serving_results.refresh_serving(wh, SETTINGS)
     return path
 
 
@@ -124,6 +124,9 @@ def test_stored_results_equal_the_warehouse_computation(published: Path) -> None
         assert stored is not None and stored.equals(recs)
         stored = serving_results.stored_frame(serving, serving_results.TOKEN_COSTS, PERIOD)
         assert stored is not None and stored.equals(tokens) and tokens.height > 0
+        # the "not computed yet" frames have the computed frames' columns and types
+        assert serving_results.not_computed_frame(serving_results.TOKEN_COSTS).schema == tokens.schema
+        assert serving_results.not_computed_frame(serving_results.RECOMMENDATIONS).schema == recs.schema
         # the serving store keeps only the newest hour of token samples
         assert serving.scalar("SELECT max(ts) - min(ts) FROM token_samples") <= timedelta(hours=1)
         for kind, found in advice.items():

@@ -192,6 +192,27 @@ def test_dashboard_and_collect_arguments_parse_with_the_cli():
     assert str(params["warehouse"]) == "/data/gpuledger.duckdb"
 
 
+def test_collect_cronjob_refreshes_the_serving_results_after_collect():
+    """The collect job's shell line: `collect`, then (only if it succeeded) `refresh-serving`
+    on the same warehouse and config (docs/decisions/0140); both parse with the real CLI."""
+    import shlex
+
+    from gpuledger.cli import resolve
+
+    job = one(render(), "CronJob", "gpuledger-collect")
+    (container,) = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["/bin/sh", "-c"]
+    words = shlex.split(container["args"][0])
+    cut = words.index("&&")
+    first, second = words[:cut], [w for w in words[cut + 1:] if w != "exec"]
+    assert first[0] == second[0] == "gpuledger"
+    steps = [resolve(first[1:]), resolve(second[1:])]
+    assert [path for path, _ in steps] == [["collect"], ["refresh-serving"]]
+    for _, params in steps:
+        assert str(params["warehouse"]) == "/data/gpuledger.duckdb"
+        assert str(params["config"]) == "/etc/gpuledger/config/gpuledger.yaml"
+
+
 def test_compact_cronjob_runs_retention_and_follows_its_toggle():
     """`gpuledger compact` nightly, on the warehouse volume, with no API token; the values'
     `compact.enabled=false` removes it (and only it); its arguments parse with the real CLI."""

@@ -11,7 +11,9 @@ Cases:
 - `gpuledger status` prints the table (every source, watermark, newest sample, gap) and a
   stale summary, exit 0; `--format json` carries the same values in seconds;
 - a missing and an empty warehouse: one line, exit 0 (table and JSON);
-- while another process holds the writer lock, status still answers (from a private copy).
+- while another process holds the writer lock, status answers from the published serving
+  store (no copy of the warehouse); with none published, one line, a non-zero exit, and a
+  request for one that the writer's next publish answers.
 """
 
 from __future__ import annotations
@@ -164,6 +166,25 @@ wh.close()
 
 
 def test_status_while_a_writer_holds_the_file(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuledger.analytics.samples import SampleRules
+    from gpuledger.core.config import Settings
+    from gpuledger.warehouse.serving_store import is_served, publish, serving_path
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_WRITER, str(warehouse)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        rc = main(["status", "--warehouse", str(warehouse)])
+        said = capsys.readouterr()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert rc != 0 and "no serving store is published yet" in said.err
+    assert len(said.err.strip().splitlines()) == 1 and "Traceback" not in said.err
+    assert is_served(warehouse) and not serving_path(warehouse).exists()  # asked for one
+    with Warehouse.open(warehouse) as wh:  # the writer's publish (as its close does when served)
+        publish(wh, margin=SampleRules.of(Settings()).margin)
     holder = subprocess.Popen([sys.executable, "-c", HOLD_WRITER, str(warehouse)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -174,4 +195,7 @@ def test_status_while_a_writer_holds_the_file(warehouse: Path, capsys: pytest.Ca
         holder.stdin.close()
         holder.wait(timeout=30)
     assert rc == 0
-    assert json.loads(out)["newest_sample"] == "2026-11-30T10:02:00Z"
+    document = json.loads(out)
+    assert document["newest_sample"] == "2026-11-30T10:02:00Z"
+    marks = {r["source"]: r["watermark"] for r in document["sources"]}
+    assert marks["prometheus.gpu_samples"] == "2026-11-30T12:02:00Z"
