@@ -28,7 +28,8 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.sampling_sql import HOUR_US, NAMES_SQL, READ_SQL
+from gpuledger.analytics import sample_read
+from gpuledger.analytics.sampling_sql import HOUR_US
 from gpuledger.core.errors import InputError
 
 _KEY_BITS = 62
@@ -51,15 +52,18 @@ class Pieces:
     names: pl.DataFrame
 
 
-def _ordered(raw: pl.DataFrame, names: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+def _ordered(
+    values: pl.DataFrame, series: pl.DataFrame, names: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """Rows sorted by one Int64 key: dense card-major device number, then time since the first
-    row. Only the key and the values travel through the sort; device, card and time are the
-    key's parts again after it."""
+    row. Only the key, the series number and the readings travel through the sort; device,
+    card, holder and time come back after it from the key and from per-series lookups (a
+    gather from a few thousand rows, not a join of strings)."""
     devs = names.select("dev", "card").unique("dev").sort(["card", "dev"]).with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("dix"),
         (pl.col("card").ne_missing(pl.col("card").shift(1)).cum_sum() - 1).cast(pl.Int64).alias("cix"),
     )
-    lo, hi = raw["t"].min(), raw["t"].max()
+    lo, hi = values["t"].min(), values["t"].max()
     tbits = (int(hi) - int(lo) + 1).bit_length()  # type: ignore[arg-type]
     if devs.height.bit_length() + tbits > _KEY_BITS:
         raise InputError(
@@ -67,14 +71,30 @@ def _ordered(raw: pl.DataFrame, names: pl.DataFrame) -> tuple[pl.DataFrame, pl.D
             "sort key; use a shorter window"
         )
     unit = 1 << tbits
-    dix = pl.col("dev").replace_strict(devs["dev"], devs["dix"], return_dtype=pl.Int64)
-    frame = raw.select((dix * unit + (pl.col("t") - lo)).alias("key"), "hold", *_FIELDS).sort("key")
+    lookup = _series_lookup(series, devs)
+    fields = [f for f in _FIELDS if f != "util" or values["gr"].null_count()]
+    frame = values.select(
+        (lookup["dix"].gather(values["sid"]) * unit + (pl.col("t") - lo)).alias("key"), "sid", *fields,
+    ).sort("key")
     frame = frame.with_columns((pl.col("key") // unit).alias("dix"))
     frame = frame.with_columns(
         (pl.col("key") - pl.col("dix") * unit + lo).alias("t"), devs["cix"].gather(frame["dix"]).alias("cix"),
+        lookup["hold"].gather(frame["sid"]).alias("hold"),
+        *([] if "util" in fields else [pl.lit(None, pl.Float64).alias("util")]),
     )
-    frame = frame.with_columns((pl.col("cix") * unit + pl.col("key") % unit).alias("ckey"))
+    frame = frame.with_columns((pl.col("cix") * unit + pl.col("key") % unit).alias("ckey")).drop("sid")
     return frame, devs.select("dix", "dev"), unit
+
+
+def _series_lookup(series: pl.DataFrame, devs: pl.DataFrame) -> pl.DataFrame:
+    """Device number and holder hash indexed by series id (row `sid` holds series `sid`'s)."""
+    dix = series.join(devs.select("dev", "dix"), on="dev", how="left")
+    size = int(series["sid"].max()) + 1 if series.height else 1  # type: ignore[arg-type]
+    at = dix["sid"].cast(pl.Int64)
+    return pl.DataFrame({
+        "dix": pl.repeat(None, size, dtype=pl.Int64, eager=True).scatter(at, dix["dix"]),
+        "hold": pl.repeat(None, size, dtype=series.schema["hold"], eager=True).scatter(at, dix["hold"]),
+    })
 
 
 def _merged(frame: pl.DataFrame) -> pl.DataFrame:
@@ -226,12 +246,11 @@ def _pieces(frame: pl.DataFrame, p: dict[str, Any]) -> pl.DataFrame:
 def run(wh: Any, p: dict[str, Any]) -> Pieces:
     """The pass over the read window of `p` (`samples.params`): steps 1–7 up to the clip."""
     read = {"lo": p["lo"], "hi": p["hi"]}
-    raw = wh.query(READ_SQL, read)
-    names = wh.query(NAMES_SQL, read)
-    if raw.is_empty():
+    values, series, names = sample_read.read(wh, read)
+    if values.is_empty():
         return Pieces(_empty_rows(), names.select("dev", "hold").with_row_index("pair"), names)
-    frame, devs, unit = _ordered(raw, names)
-    del raw  # the sorted copy replaces it: the pass holds one copy of the rows at a time
+    frame, devs, unit = _ordered(values, series, names)
+    del values  # the sorted copy replaces it: the pass holds one copy of the rows at a time
     frame = _merged(frame)
     frame = frame.with_columns(_card_next(frame, unit))
     frame = _carried(frame, p["stale"])
