@@ -23,8 +23,11 @@ Writes bench/results/warehouse.json with machine facts.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -45,6 +48,9 @@ from gpuledger.warehouse import LoadBatch, Warehouse
 START = datetime(2026, 11, 2, tzinfo=UTC)
 SAMPLES = ("gpu_samples", "token_samples", "queue_samples")
 Batches = list[tuple[Window, dict[str, pl.DataFrame]]]
+MAIN_REF = "bc7f130"
+"""main before decisions 0144/0145 (the series read, one parse per pod request): its roll-up is
+measured beside ours in the same run."""
 
 
 def simulate(gpus: int, hours: int) -> tuple[dict[str, pl.DataFrame], Batches, float]:
@@ -205,11 +211,42 @@ def _clock(fn: Any) -> tuple[Any, float, float]:
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def rollup(path: Path, window: Window, repeats: int = 2) -> dict[str, Any]:
-    """The day's roll-up three ways in turn (`repeats` times, the fastest kept; wall and CPU
+_MAIN_CHILD = """
+import json, sys, time
+from datetime import datetime
+from gpuledger.analytics.rollup import rollup_frames
+from gpuledger.core.config import Settings
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
+window = Window(datetime.fromisoformat(sys.argv[2]), datetime.fromisoformat(sys.argv[3]))
+best = {"wall": float("inf"), "cpu": float("inf")}
+with Warehouse.open(sys.argv[1], read_only=True) as wh:
+    for _ in range(2):  # warm like ours, which the parent process has run before
+        wall, cpu = time.perf_counter(), time.process_time()
+        frames = rollup_frames(wh, window, Settings())
+        best["wall"] = min(best["wall"], time.perf_counter() - wall)
+        best["cpu"] = min(best["cpu"], time.process_time() - cpu)
+print(json.dumps({**best, "rows": {k: v.height for k, v in frames.items()}}))
+"""
+
+
+def _main_pass(tree: Path | None, path: Path, window: Window) -> dict[str, Any] | None:
+    """The roll-up by the code of `tree` (main's pass) on the same file, in a child process
+    (its own imports; wall and CPU of `rollup_frames` alone, read-only beside ours)."""
+    if tree is None:
+        return None
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    args = [sys.executable, "-c", _MAIN_CHILD, str(path), window.start.isoformat(), window.end.isoformat()]
+    out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None = None) -> dict[str, Any]:
+    """The day's roll-up four ways in turn (`repeats` times, the fastest kept; wall and CPU
     seconds, CPU being the steadier figure on a shared machine): the floor (one GROUP BY over
-    the same rows), the roll-up before 0122 (SQL pass) and ours; their frames compared row for
-    row; then one hour alone both ways (the cost of rolling up as an hour arrives)."""
+    the same rows), the roll-up before 0122 (SQL pass), main's (the code of `main_tree`, a
+    child process) and ours; ours and before 0122 compared row for row, main's row counts;
+    then one hour alone both ways (the cost of rolling up as an hour arrives)."""
     from gpuledger.analytics.rollup import rollup_batch, rollup_frames
     from gpuledger.core.config import Settings
 
@@ -219,20 +256,29 @@ def rollup(path: Path, window: Window, repeats: int = 2) -> dict[str, Any]:
         "before_0122": lambda wh, w: _before_0122(wh, w, settings),
         "ours": lambda wh, w: rollup_frames(wh, w, settings),
     }
-    wall = {k: float("inf") for k in ways}
+    wall = {k: float("inf") for k in (*ways, *(("main",) if main_tree else ()))}
     cpu = dict(wall)
     results: dict[str, Any] = {}
-    with Warehouse.open(path) as wh:
+    with Warehouse.open(path, read_only=True) as wh:
         for i in range(repeats):
-            for name in list(ways)[i % 3:] + list(ways)[:i % 3]:
-                results[name], w_s, c_s = _clock(partial(ways[name], wh, window))
+            order = list(wall)[i % len(wall):] + list(wall)[:i % len(wall)]
+            for name in order:
+                if name == "main":
+                    results[name] = _main_pass(main_tree, path, window)
+                    w_s, c_s = results[name]["wall"], results[name]["cpu"]
+                else:
+                    results[name], w_s, c_s = _clock(partial(ways[name], wh, window))
                 wall[name], cpu[name] = min(wall[name], w_s), min(cpu[name], c_s)
         same = same_frames(results["ours"], results["before_0122"])
+        if main_tree:
+            ours_rows = {k: v.height for k, v in results["ours"].items()}
+            assert results["main"]["rows"] == ours_rows, (results["main"]["rows"], ours_rows)
         middle = window.start + timedelta(hours=int(window.duration.total_seconds() // 7200))
         hour = Window(middle, middle + timedelta(hours=1))
         hour_ours, hour_s, hour_cpu = _clock(lambda: rollup_frames(wh, hour, settings))
         hour_before, before_hour_s, before_hour_cpu = _clock(lambda: _before_0122(wh, hour, settings))
         same_hour = same_frames(hour_ours, hour_before)
+    with Warehouse.open(path) as wh:
         t = time.perf_counter()
         stats = wh.load(rollup_batch(wh, window, settings))
         total_s = time.perf_counter() - t
@@ -245,6 +291,8 @@ def rollup(path: Path, window: Window, repeats: int = 2) -> dict[str, Any]:
             "speedup_vs_before_0122_cpu": round(cpu["before_0122"] / cpu["ours"], 1),
             "ours_vs_floor_wall": round(wall["ours"] / wall["floor"], 1),
             "ours_vs_floor_cpu": round(cpu["ours"] / cpu["floor"], 1),
+            **({"main_tree": str(main_tree), "ours_vs_main_wall": round(wall["ours"] / wall["main"], 2),
+                "ours_vs_main_cpu": round(cpu["ours"] / cpu["main"], 2)} if main_tree else {}),
             "one_hour_window": {"ours_s": round(hour_s, 2), "ours_cpu_s": round(hour_cpu, 2),
                                 "before_0122_s": round(before_hour_s, 2),
                                 "before_0122_cpu_s": round(before_hour_cpu, 2),
@@ -290,8 +338,24 @@ def rollup_only(tmp: Path, args: argparse.Namespace, inventory: dict[str, pl.Dat
     fleet = {"gpus": args.gpus, "hours": args.hours, "sample_rows": _rows(batches),
              "simulate_s": round(sim_s, 1)}
     del batches
-    rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)))
+    rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)),
+                    main_tree=_main_tree(args))
     return {"fleet": fleet, "rollup": rolled, "peak_rss_mib": round(peak_rss_mib())}
+
+
+def _main_tree(args: argparse.Namespace) -> Path | None:
+    """The product code of `--main-ref` (git archive, cached), or None with `--main-ref ''`."""
+    from bench.bill_compare import before_tree
+
+    return before_tree(Path(args.cache), args.main_ref) if args.main_ref else None
+
+
+def _say(rolled: dict[str, Any]) -> None:
+    """One line per way on stdout: wall and CPU seconds (the lead re-measures from these)."""
+    for way in ("floor", "before_0122", "main", "ours"):
+        if f"{way}_s" in rolled:
+            print(f"roll-up {rolled['hours']} h, {way:12s} {rolled[f'{way}_s']:6.2f} s wall "
+                  f"{rolled[f'{way}_cpu_s']:6.2f} CPU-s")
 
 
 def main() -> None:
@@ -301,6 +365,10 @@ def main() -> None:
     parser.add_argument("--rollup-only", action="store_true",
                         help="load with ours alone; only the roll-up (no load floor, bytes, snapshot)")
     parser.add_argument("--result", default="warehouse", help="results file name (bench/results/NAME.json)")
+    parser.add_argument("--main-ref", default=MAIN_REF,
+                        help="git ref whose roll-up is measured beside ours ('' for none)")
+    parser.add_argument("--cache", default="/var/tmp/gpuledger-bench",
+                        help="where the --main-ref tree is kept")
     args = parser.parse_args()
     inventory, batches, sim_s = simulate(args.gpus, args.hours)
     rows = _rows(batches)
@@ -310,6 +378,7 @@ def main() -> None:
         if args.rollup_only:
             figures = rollup_only(tmp, args, inventory, batches, sim_s)
             write_result(args.result, {**figures, "load_average": _load(load_before)})
+            _say(figures["rollup"])
             return
         load = load_side_by_side(tmp, inventory, batches)
         gpu_sample_bytes = sample_bytes(tmp, batches)
@@ -318,7 +387,8 @@ def main() -> None:
         t = time.perf_counter()
         shutil.copyfile(tmp / "wh.duckdb", tmp / "copy.duckdb")
         copy_s = time.perf_counter() - t
-        rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)))
+        rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)),
+                        main_tree=_main_tree(args))
         sizes = bytes_and_compaction(tmp / "wh.duckdb", args.gpus, args.hours)
     result = {
         "fleet": {"gpus": args.gpus, "hours": args.hours, "sample_rows": rows, "simulate_s": round(sim_s, 1)},
@@ -333,6 +403,7 @@ def main() -> None:
         "load_average": _load(load_before),
     }
     write_result(args.result, result)
+    _say(rolled)
 
 
 def _load(at_start: tuple[float, float, float]) -> dict[str, list[float]]:
