@@ -292,29 +292,56 @@ def _empty_rows() -> pl.DataFrame:
 
 def hourly(pieces: Pieces) -> pl.DataFrame:
     """Step 7 for the hourly frame: split at the hour (an interval is at most the tolerance,
-    never over 1 h, so at most two parts), summed per hour, device and holder (one integer
-    group key: the pair's number above the hour's)."""
+    never over 1 h, so at most two parts), summed per hour, device and holder.
+
+    Summed in two levels: first per allocation run and hour (a key that never decreases down
+    the rows, since a run is consecutive rows of one holder on one device, so Polars groups
+    slices), then those partial sums and the few parts past the hour per pair and hour (one
+    integer key: the pair's number above the hour's). Card-hours are integer microseconds, so
+    exactly the same; `active_ratio` is a float sum in another order (within 1e-12)."""
     rows = pieces.rows.filter(pl.col("b") > pl.col("a")).with_columns(
         (pl.col("a") - pl.col("a") % HOUR_US).alias("h0")
     )
-    keep = ["pair", "act", "fb", "long_idle", "held_idle"]
-    first = rows.select(*keep, pl.col("h0").alias("hour"),
-                        (pl.min_horizontal("b", pl.col("h0") + HOUR_US) - pl.col("a")).alias("len"))
-    second = rows.filter(pl.col("b") > pl.col("h0") + HOUR_US).select(
-        *keep, (pl.col("h0") + HOUR_US).alias("hour"), (pl.col("b") - (pl.col("h0") + HOUR_US)).alias("len")
+    first = rows.select(
+        "pair", "act", "fb", "long_idle", "held_idle", pl.col("h0").alias("hour"),
+        (pl.min_horizontal("b", pl.col("h0") + HOUR_US) - pl.col("a")).alias("len"),
+        (pl.col("alloc_no").cast(pl.Int64) * (1 << 24) + pl.col("h0") // HOUR_US).alias("g"),
     )
-    length = pl.col("len")
-    known = pl.when(pl.col("act").is_not_null()).then(length).sum()
+    second = rows.filter(pl.col("b") > pl.col("h0") + HOUR_US).select(
+        "pair", "act", "fb", "long_idle", "held_idle", (pl.col("h0") + HOUR_US).alias("hour"),
+        (pl.col("b") - (pl.col("h0") + HOUR_US)).alias("len"),
+    )
+    partial = _in_order(first, "g").group_by("g").agg(pl.col("pair", "hour").first(), *_hour_sums())
+    parts = pl.concat([partial.drop("g"), second.select("pair", "hour", *_hour_sums(each_row=True))])
     group = pl.col("pair").cast(pl.Int64) * (1 << 24) + pl.col("hour") // HOUR_US
-    sums = pl.concat([first, second]).group_by(group.alias("g")).agg(
+    sums = parts.group_by(group.alias("g")).agg(
         pl.col("pair", "hour").first(),
-        length.sum().alias("held_hours"),
-        pl.when(pl.col("long_idle")).then(length).otherwise(0).sum().alias("idle_hours"),
-        pl.when(pl.col("held_idle")).then(length).otherwise(0).sum().alias("held_idle_hours"),
-        pl.when(known > 0).then((length * pl.col("act")).sum() / known).alias("active_ratio"),
-        pl.col("fb").max().alias("fb_used_max_mib"),
-    ).drop("g")
+        *[pl.col(c).sum() for c in ("held_hours", "idle_hours", "held_idle_hours", "known", "weighted")],
+        pl.col("fb_used_max_mib").max(),
+    )
+    sums = sums.select(
+        "pair", "hour", "held_hours", "idle_hours", "held_idle_hours",
+        pl.when(pl.col("known") > 0).then(pl.col("weighted") / pl.col("known")).alias("active_ratio"),
+        "fb_used_max_mib",
+    )
     return _named(_in_hours(sums, "held_hours", "idle_hours", "held_idle_hours"), pieces, "hour")
+
+
+def _hour_sums(each_row: bool = False) -> list[pl.Expr]:
+    """Per part of an hour: held, idle and held-idle microseconds, those with an activity
+    reading (`known`) and activity x length (`weighted`), the framebuffer maximum; summed over
+    a group's rows, or one part's own (`each_row`)."""
+    length = pl.col("len")
+    exprs = [
+        length.alias("held_hours"),
+        pl.when(pl.col("long_idle")).then(length).otherwise(0).alias("idle_hours"),
+        pl.when(pl.col("held_idle")).then(length).otherwise(0).alias("held_idle_hours"),
+        pl.when(pl.col("act").is_not_null()).then(length).otherwise(0).alias("known"),
+        (length * pl.col("act")).fill_null(0.0).alias("weighted"),
+    ]
+    if each_row:
+        return [*exprs, pl.col("fb").alias("fb_used_max_mib")]
+    return [*[e.sum() for e in exprs], pl.col("fb").max().alias("fb_used_max_mib")]
 
 
 def allocations(pieces: Pieces) -> pl.DataFrame:
