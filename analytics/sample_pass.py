@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from gpuledger.analytics import sample_read
@@ -117,23 +118,35 @@ def _merged(frame: pl.DataFrame) -> pl.DataFrame:
 def _card_next(frame: pl.DataFrame, unit: int, devs: pl.DataFrame) -> pl.Series:
     """Step 3: each row's card's next scrape (next distinct time on the card), else null.
 
-    On a card with one device (most cards) that is the device's next row; only the rows of
-    cards with several devices (MIG, vGPU) search the card's sorted distinct times."""
+    On a card with one device that is the device's next row; the rows of cards with several
+    devices (MIG, vGPU) take the next distinct (card, time) key (`_next_distinct`)."""
     next_row = pl.when(pl.col("dix") == pl.col("dix").shift(-1)).then(pl.col("t").shift(-1))
+    alone = frame.select(next_row.alias("t_card_next")).to_series()
     shared = devs["shared"].gather(frame["dix"])
     if not shared.any():
-        return frame.select(next_row.alias("t_card_next")).to_series()
+        return alone
     rows = frame.select("ckey", "t").filter(shared)
-    ckey = rows["ckey"]
-    ordered = ckey.sort()
-    distinct = ordered.filter(ordered.ne_missing(ordered.shift(1)))
-    after = pl.concat([distinct, pl.Series([None], dtype=pl.Int64)]).gather(
-        distinct.search_sorted(ckey, side="right")
-    )
-    same_card = (after // unit) == (ckey // unit)
-    found = pl.select(pl.when(same_card).then(after - ckey + rows["t"])).to_series()
-    alone = frame.select(next_row).to_series()
-    return alone.scatter(shared.arg_true(), found).alias("t_card_next")
+    rows = rows.with_columns(pl.Series("after", _next_distinct(rows["ckey"].to_numpy(), unit)))
+    found = rows.select(pl.when(pl.col("after") >= 0).then(pl.col("after") - pl.col("ckey") + pl.col("t")))
+    return alone.scatter(shared.arg_true(), found.to_series())
+
+
+def _next_distinct(keys: np.ndarray, unit: int) -> np.ndarray:
+    """For each (card, time) key, the next greater key of the same card, else -1.
+
+    A stable argsort (numpy's timsort): the rows come card by card, each card's devices one
+    after another in time order, so it merges a few sorted runs per card instead of sorting.
+    In key order the next distinct key of a run of equal keys is the one after its last."""
+    perm = np.argsort(keys, kind="stable")
+    ordered = keys[perm]
+    n = len(ordered)
+    last = np.ones(n, dtype=bool)
+    last[:-1] = ordered[1:] != ordered[:-1]
+    run_end = np.minimum.accumulate(np.where(last, np.arange(n), n)[::-1])[::-1]
+    after = np.append(ordered[1:], -1)[run_end]
+    out = np.empty(n, dtype=np.int64)
+    out[perm] = np.where((after >= 0) & (after // unit == ordered // unit), after, -1)
+    return out
 
 
 def _carried(frame: pl.DataFrame, stale: int) -> pl.DataFrame:
