@@ -13,7 +13,8 @@ measured in the same run on the same data (the machine is shared; absolute times
    floor: one `GROUP BY` hour x device x holder over the same rows (what any hourly roll-up
    must at least read and aggregate), and against the roll-up before decision 0122 (the SQL
    sample pass, `bench.sampling_sql_before`), whose frames must equal ours row for row (the
-   differential check); a day and one hour, wall and CPU seconds.
+   differential check), and main's roll-up (`--main-ref`) beside ours, each in a fresh
+   process; a day and one hour, wall and CPU seconds (one line per way on stdout).
 3. Bytes: file blocks in use per raw sample row and per GPU-month, raw and as roll-ups only
    (after `warehouse.retention.compact` removed the rolled-up raw hours).
 4. Snapshot: copying the whole warehouse file, as the dashboard's snapshot does today.
@@ -231,8 +232,10 @@ print(json.dumps({**best, "rows": {k: v.height for k, v in frames.items()}}))
 
 
 def _main_pass(tree: Path | None, path: Path, window: Window) -> dict[str, Any] | None:
-    """The roll-up by the code of `tree` (main's pass) on the same file, in a child process
-    (its own imports; wall and CPU of `rollup_frames` alone, read-only beside ours)."""
+    """The roll-up by the code of `tree` on the same file, in a fresh child process (its own
+    imports; wall and CPU of `rollup_frames` alone, read-only beside ours): main's pass, and ours
+    the same way (`ours_fresh`), so the two compare like for like (the parent process simulated,
+    loaded and ran the SQL pass before its own `ours`)."""
     if tree is None:
         return None
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -242,10 +245,11 @@ def _main_pass(tree: Path | None, path: Path, window: Window) -> dict[str, Any] 
 
 
 def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None = None) -> dict[str, Any]:
-    """The day's roll-up four ways in turn (`repeats` times, the fastest kept; wall and CPU
+    """The day's roll-up five ways in turn (`repeats` times, the fastest kept; wall and CPU
     seconds, CPU being the steadier figure on a shared machine): the floor (one GROUP BY over
-    the same rows), the roll-up before 0122 (SQL pass), main's (the code of `main_tree`, a
-    child process) and ours; ours and before 0122 compared row for row, main's row counts;
+    the same rows), the roll-up before 0122 (SQL pass), ours, and main's (the code of
+    `main_tree`) and ours again each in a fresh child process; ours and before 0122 compared
+    row for row, the children's row counts with ours;
     then one hour alone both ways (the cost of rolling up as an hour arrives)."""
     from gpuledger.analytics.rollup import rollup_batch, rollup_frames
     from gpuledger.core.config import Settings
@@ -256,15 +260,16 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
         "before_0122": lambda wh, w: _before_0122(wh, w, settings),
         "ours": lambda wh, w: rollup_frames(wh, w, settings),
     }
-    wall = {k: float("inf") for k in (*ways, *(("main",) if main_tree else ()))}
+    children = {"main": main_tree, "ours_fresh": Path(__file__).resolve().parent.parent} if main_tree else {}
+    wall = {k: float("inf") for k in (*ways, *children)}
     cpu = dict(wall)
     results: dict[str, Any] = {}
     with Warehouse.open(path, read_only=True) as wh:
         for i in range(repeats):
             order = list(wall)[i % len(wall):] + list(wall)[:i % len(wall)]
             for name in order:
-                if name == "main":
-                    results[name] = _main_pass(main_tree, path, window)
+                if name in children:
+                    results[name] = _main_pass(children[name], path, window)
                     w_s, c_s = results[name]["wall"], results[name]["cpu"]
                 else:
                     results[name], w_s, c_s = _clock(partial(ways[name], wh, window))
@@ -272,7 +277,8 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
         same = same_frames(results["ours"], results["before_0122"])
         if main_tree:
             ours_rows = {k: v.height for k, v in results["ours"].items()}
-            assert results["main"]["rows"] == ours_rows, (results["main"]["rows"], ours_rows)
+            for name in children:
+                assert results[name]["rows"] == ours_rows, (name, results[name]["rows"], ours_rows)
         middle = window.start + timedelta(hours=int(window.duration.total_seconds() // 7200))
         hour = Window(middle, middle + timedelta(hours=1))
         hour_ours, hour_s, hour_cpu = _clock(lambda: rollup_frames(wh, hour, settings))
@@ -291,8 +297,10 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
             "speedup_vs_before_0122_cpu": round(cpu["before_0122"] / cpu["ours"], 1),
             "ours_vs_floor_wall": round(wall["ours"] / wall["floor"], 1),
             "ours_vs_floor_cpu": round(cpu["ours"] / cpu["floor"], 1),
-            **({"main_tree": str(main_tree), "ours_vs_main_wall": round(wall["ours"] / wall["main"], 2),
-                "ours_vs_main_cpu": round(cpu["ours"] / cpu["main"], 2)} if main_tree else {}),
+            **({"main_tree": str(main_tree),
+                "ours_fresh_vs_main_wall": round(wall["ours_fresh"] / wall["main"], 2),
+                "ours_fresh_vs_main_cpu": round(cpu["ours_fresh"] / cpu["main"], 2),
+                "ours_fresh_vs_floor_cpu": round(cpu["ours_fresh"] / cpu["floor"], 2)} if main_tree else {}),
             "one_hour_window": {"ours_s": round(hour_s, 2), "ours_cpu_s": round(hour_cpu, 2),
                                 "before_0122_s": round(before_hour_s, 2),
                                 "before_0122_cpu_s": round(before_hour_cpu, 2),
@@ -352,7 +360,7 @@ def _main_tree(args: argparse.Namespace) -> Path | None:
 
 def _say(rolled: dict[str, Any]) -> None:
     """One line per way on stdout: wall and CPU seconds (the lead re-measures from these)."""
-    for way in ("floor", "before_0122", "main", "ours"):
+    for way in ("floor", "before_0122", "main", "ours_fresh", "ours"):
         if f"{way}_s" in rolled:
             print(f"roll-up {rolled['hours']} h, {way:12s} {rolled[f'{way}_s']:6.2f} s wall "
                   f"{rolled[f'{way}_cpu_s']:6.2f} CPU-s")
