@@ -240,7 +240,8 @@ def _main_pass(tree: Path | None, path: Path, window: Window) -> dict[str, Any] 
         return None
     env = {**os.environ, "PYTHONPATH": str(tree)}
     args = [sys.executable, "-c", _MAIN_CHILD, str(path), window.start.isoformat(), window.end.isoformat()]
-    out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+    # cwd too: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH.
+    out = subprocess.run(args, env=env, cwd=tree, capture_output=True, text=True, check=True)
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
