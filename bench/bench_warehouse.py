@@ -24,11 +24,8 @@ Writes bench/results/warehouse.json with machine facts.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -40,6 +37,7 @@ import duckdb
 import polars as pl
 
 from bench.common import peak_rss_mib, write_result
+from bench.rollup_child import main_pass, main_ref_tree, say
 from gpuledger.core.frames import METRIC_COLUMNS, TABLES
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
@@ -212,39 +210,6 @@ def _clock(fn: Any) -> tuple[Any, float, float]:
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
-_MAIN_CHILD = """
-import json, sys, time
-from datetime import datetime
-from gpuledger.analytics.rollup import rollup_frames
-from gpuledger.core.config import Settings
-from gpuledger.core.window import Window
-from gpuledger.warehouse import Warehouse
-window = Window(datetime.fromisoformat(sys.argv[2]), datetime.fromisoformat(sys.argv[3]))
-best = {"wall": float("inf"), "cpu": float("inf")}
-with Warehouse.open(sys.argv[1], read_only=True) as wh:
-    for _ in range(2):  # warm like ours, which the parent process has run before
-        wall, cpu = time.perf_counter(), time.process_time()
-        frames = rollup_frames(wh, window, Settings())
-        best["wall"] = min(best["wall"], time.perf_counter() - wall)
-        best["cpu"] = min(best["cpu"], time.process_time() - cpu)
-print(json.dumps({**best, "rows": {k: v.height for k, v in frames.items()}}))
-"""
-
-
-def _main_pass(tree: Path | None, path: Path, window: Window) -> dict[str, Any] | None:
-    """The roll-up by the code of `tree` on the same file, in a fresh child process (its own
-    imports; wall and CPU of `rollup_frames` alone, read-only beside ours): main's pass, and ours
-    the same way (`ours_fresh`), so the two compare like for like (the parent process simulated,
-    loaded and ran the SQL pass before its own `ours`)."""
-    if tree is None:
-        return None
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    args = [sys.executable, "-c", _MAIN_CHILD, str(path), window.start.isoformat(), window.end.isoformat()]
-    # cwd too: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH.
-    out = subprocess.run(args, env=env, cwd=tree, capture_output=True, text=True, check=True)
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
 def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None = None) -> dict[str, Any]:
     """The day's roll-up five ways in turn (`repeats` times, the fastest kept; wall and CPU
     seconds, CPU being the steadier figure on a shared machine): the floor (one GROUP BY over
@@ -270,7 +235,7 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
             order = list(wall)[i % len(wall):] + list(wall)[:i % len(wall)]
             for name in order:
                 if name in children:
-                    results[name] = _main_pass(children[name], path, window)
+                    results[name] = main_pass(children[name], path, window)
                     w_s, c_s = results[name]["wall"], results[name]["cpu"]
                 else:
                     results[name], w_s, c_s = _clock(partial(ways[name], wh, window))
@@ -348,23 +313,8 @@ def rollup_only(tmp: Path, args: argparse.Namespace, inventory: dict[str, pl.Dat
              "simulate_s": round(sim_s, 1)}
     del batches
     rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)),
-                    main_tree=_main_tree(args))
+                    main_tree=main_ref_tree(args))
     return {"fleet": fleet, "rollup": rolled, "peak_rss_mib": round(peak_rss_mib())}
-
-
-def _main_tree(args: argparse.Namespace) -> Path | None:
-    """The product code of `--main-ref` (git archive, cached), or None with `--main-ref ''`."""
-    from bench.bill_compare import before_tree
-
-    return before_tree(Path(args.cache), args.main_ref) if args.main_ref else None
-
-
-def _say(rolled: dict[str, Any]) -> None:
-    """One line per way on stdout: wall and CPU seconds (the lead re-measures from these)."""
-    for way in ("floor", "before_0122", "main", "ours_fresh", "ours"):
-        if f"{way}_s" in rolled:
-            print(f"roll-up {rolled['hours']} h, {way:12s} {rolled[f'{way}_s']:6.2f} s wall "
-                  f"{rolled[f'{way}_cpu_s']:6.2f} CPU-s")
 
 
 def main() -> None:
@@ -387,7 +337,7 @@ def main() -> None:
         if args.rollup_only:
             figures = rollup_only(tmp, args, inventory, batches, sim_s)
             write_result(args.result, {**figures, "load_average": _load(load_before)})
-            _say(figures["rollup"])
+            say(figures["rollup"])
             return
         load = load_side_by_side(tmp, inventory, batches)
         gpu_sample_bytes = sample_bytes(tmp, batches)
@@ -397,7 +347,7 @@ def main() -> None:
         shutil.copyfile(tmp / "wh.duckdb", tmp / "copy.duckdb")
         copy_s = time.perf_counter() - t
         rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)),
-                        main_tree=_main_tree(args))
+                        main_tree=main_ref_tree(args))
         sizes = bytes_and_compaction(tmp / "wh.duckdb", args.gpus, args.hours)
     result = {
         "fleet": {"gpus": args.gpus, "hours": args.hours, "sample_rows": rows, "simulate_s": round(sim_s, 1)},
@@ -412,7 +362,7 @@ def main() -> None:
         "load_average": _load(load_before),
     }
     write_result(args.result, result)
-    _say(rolled)
+    say(rolled)
 
 
 def _load(at_start: tuple[float, float, float]) -> dict[str, list[float]]:
