@@ -47,12 +47,18 @@ def pod_inventory(wh: Warehouse, window: Window) -> pl.DataFrame:
         "SELECT namespace, pod, queue, gpu_requests FROM pods WHERE end_ts >= ? AND start_ts < ?",
         [window.start - timedelta(days=1), window.end + timedelta(days=1)],
     )
-    parsed = [vgpu_request(r) for r in pods["gpu_requests"].to_list()]
-    return pods.drop("gpu_requests").with_columns(
-        pl.Series("req_cores", [p[0] for p in parsed], dtype=pl.Float64),
-        pl.Series("req_mem_mib", [p[1] for p in parsed], dtype=pl.Float64),
-        pl.Series("req_mem_pct", [p[2] for p in parsed], dtype=pl.Float64),
-    )
+    # Parsed once per distinct request (a fleet's pods repeat a handful of them): parsing every
+    # pod's JSON in Python was a sixth of a 1,000-GPU day's roll-up.
+    distinct = pods.select(pl.col("gpu_requests").unique())["gpu_requests"].to_list()
+    parsed = [vgpu_request(r) for r in distinct]
+    requests = pl.DataFrame({
+        "gpu_requests": pl.Series(distinct, dtype=pl.String),
+        "req_cores": pl.Series([p[0] for p in parsed], dtype=pl.Float64),
+        "req_mem_mib": pl.Series([p[1] for p in parsed], dtype=pl.Float64),
+        "req_mem_pct": pl.Series([p[2] for p in parsed], dtype=pl.Float64),
+    })
+    return pods.join(requests, on="gpu_requests", how="left", nulls_equal=True,
+                     maintain_order="left").drop("gpu_requests")
 
 
 def hourly_usage(

@@ -26,9 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from gpuledger.analytics.sampling_sql import HOUR_US, NAMES_SQL, READ_SQL
+from gpuledger.analytics import sample_read
+from gpuledger.analytics.sampling_sql import HOUR_US
 from gpuledger.core.errors import InputError
 
 _KEY_BITS = 62
@@ -51,15 +53,18 @@ class Pieces:
     names: pl.DataFrame
 
 
-def _ordered(raw: pl.DataFrame, names: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+def _ordered(
+    values: pl.DataFrame, series: pl.DataFrame, names: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """Rows sorted by one Int64 key: dense card-major device number, then time since the first
-    row. Only the key and the values travel through the sort; device, card and time are the
-    key's parts again after it."""
+    row. Only the key, the series number and the readings travel through the sort; device,
+    card, holder and time come back after it from the key and from per-series lookups (a
+    gather from a few thousand rows, not a join of strings)."""
     devs = names.select("dev", "card").unique("dev").sort(["card", "dev"]).with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("dix"),
         (pl.col("card").ne_missing(pl.col("card").shift(1)).cum_sum() - 1).cast(pl.Int64).alias("cix"),
     )
-    lo, hi = raw["t"].min(), raw["t"].max()
+    lo, hi = values["t"].min(), values["t"].max()
     tbits = (int(hi) - int(lo) + 1).bit_length()  # type: ignore[arg-type]
     if devs.height.bit_length() + tbits > _KEY_BITS:
         raise InputError(
@@ -67,37 +72,81 @@ def _ordered(raw: pl.DataFrame, names: pl.DataFrame) -> tuple[pl.DataFrame, pl.D
             "sort key; use a shorter window"
         )
     unit = 1 << tbits
-    dix = pl.col("dev").replace_strict(devs["dev"], devs["dix"], return_dtype=pl.Int64)
-    frame = raw.select((dix * unit + (pl.col("t") - lo)).alias("key"), "hold", *_FIELDS).sort("key")
+    lookup = _series_lookup(series, devs)
+    fields = [f for f in _FIELDS if f != "util" or values["gr"].null_count()]
+    frame = values.select(
+        (lookup["dix"].gather(values["sid"]) * unit + (pl.col("t") - lo)).alias("key"), "sid", *fields,
+    ).sort("key", multithreaded=False)  # two cores: the parallel sort cost 1.6x the CPU, same wall
     frame = frame.with_columns((pl.col("key") // unit).alias("dix"))
     frame = frame.with_columns(
         (pl.col("key") - pl.col("dix") * unit + lo).alias("t"), devs["cix"].gather(frame["dix"]).alias("cix"),
+        lookup["hold"].gather(frame["sid"]).alias("hold"),
+        *([] if "util" in fields else [pl.lit(None, pl.Float64).alias("util")]),
     )
-    frame = frame.with_columns((pl.col("cix") * unit + pl.col("key") % unit).alias("ckey"))
-    return frame, devs.select("dix", "dev"), unit
+    frame = frame.with_columns((pl.col("cix") * unit + pl.col("key") % unit).alias("ckey")).drop("sid")
+    return frame, devs.select("dix", "dev", (pl.len().over("cix") > 1).alias("shared")), unit
+
+
+def _series_lookup(series: pl.DataFrame, devs: pl.DataFrame) -> pl.DataFrame:
+    """Device number and holder hash indexed by series id (row `sid` holds series `sid`'s)."""
+    dix = series.join(devs.select("dev", "dix"), on="dev", how="left")
+    size = int(series["sid"].max()) + 1 if series.height else 1  # type: ignore[arg-type]
+    at = dix["sid"].cast(pl.Int64)
+    return pl.DataFrame({
+        "dix": pl.repeat(None, size, dtype=pl.Int64, eager=True).scatter(at, dix["dix"]),
+        "hold": pl.repeat(None, size, dtype=series.schema["hold"], eager=True).scatter(at, dix["hold"]),
+    })
+
+
+def _in_order(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+    """`frame` with `column` flagged ascending, which it is by construction: the rows are in key
+    order (card-major device, then time), so the card number, the key and every run number (a
+    cumulative sum of 0/1) never decrease down the rows, and filters keep the order. Polars then
+    groups by slicing runs of equal values instead of hashing every row (5x less CPU)."""
+    return frame.with_columns(pl.col(column).set_sorted())
 
 
 def _merged(frame: pl.DataFrame) -> pl.DataFrame:
     """Step 2: rows of one device at one time become one (holder kept, each reading kept)."""
     if not frame.select((pl.col("key") == pl.col("key").shift(1)).any()).item():
         return frame
-    return frame.group_by("key").agg(
+    return _in_order(frame, "key").group_by("key").agg(
         pl.col("dix", "cix", "ckey", "t").first(), pl.col("hold").min(), *[pl.col(f).max() for f in _FIELDS],
     ).sort("key")
 
 
-def _card_next(frame: pl.DataFrame, unit: int) -> pl.Series:
-    """Step 3: each row's card's next scrape (next distinct time on the card), else null."""
-    ckey = frame["ckey"]
-    ordered = ckey.sort()
-    distinct = ordered.filter(ordered.ne_missing(ordered.shift(1)))
-    after = pl.concat([distinct, pl.Series([None], dtype=pl.Int64)]).gather(
-        distinct.search_sorted(ckey, side="right")
-    )
-    same_card = (after // unit) == (ckey // unit)
-    return (
-        pl.select(pl.when(same_card).then(after - ckey + frame["t"])).to_series().alias("t_card_next")
-    )
+def _card_next(frame: pl.DataFrame, unit: int, devs: pl.DataFrame) -> pl.Series:
+    """Step 3: each row's card's next scrape (next distinct time on the card), else null.
+
+    On a card with one device that is the device's next row; the rows of cards with several
+    devices (MIG, vGPU) take the next distinct (card, time) key (`_next_distinct`)."""
+    next_row = pl.when(pl.col("dix") == pl.col("dix").shift(-1)).then(pl.col("t").shift(-1))
+    alone = frame.select(next_row.alias("t_card_next")).to_series()
+    shared = devs["shared"].gather(frame["dix"])
+    if not shared.any():
+        return alone
+    rows = frame.select("ckey", "t").filter(shared)
+    rows = rows.with_columns(pl.Series("after", _next_distinct(rows["ckey"].to_numpy(), unit)))
+    found = rows.select(pl.when(pl.col("after") >= 0).then(pl.col("after") - pl.col("ckey") + pl.col("t")))
+    return alone.scatter(shared.arg_true(), found.to_series())
+
+
+def _next_distinct(keys: np.ndarray, unit: int) -> np.ndarray:
+    """For each (card, time) key, the next greater key of the same card, else -1.
+
+    A stable argsort (numpy's timsort): the rows come card by card, each card's devices one
+    after another in time order, so it merges a few sorted runs per card instead of sorting.
+    In key order the next distinct key of a run of equal keys is the one after its last."""
+    perm = np.argsort(keys, kind="stable")
+    ordered = keys[perm]
+    n = len(ordered)
+    last = np.ones(n, dtype=bool)
+    last[:-1] = ordered[1:] != ordered[:-1]
+    run_end = np.minimum.accumulate(np.where(last, np.arange(n), n)[::-1])[::-1]
+    after = np.append(ordered[1:], -1)[run_end]
+    out = np.empty(n, dtype=np.int64)
+    out[perm] = np.where((after >= 0) & (after // unit == ordered // unit), after, -1)
+    return out
 
 
 def _carried(frame: pl.DataFrame, stale: int) -> pl.DataFrame:
@@ -164,7 +213,7 @@ def _spacing(frame: pl.DataFrame, stale: int, fallback: int) -> pl.DataFrame:
     """Step 4: each card's spacing (lower median of its intervals up to `stale`), else the
     median over cards, else `fallback`."""
     gaps = frame.select("cix", (pl.col("t_card_next") - pl.col("t")).alias("d"))
-    per_card = gaps.filter(pl.col("d") <= stale).group_by("cix").agg(
+    per_card = _in_order(gaps.filter(pl.col("d") <= stale), "cix").group_by("cix").agg(
         pl.col("d").quantile(0.5, "lower").cast(pl.Int64).alias("sp")
     )
     fleet = per_card["sp"].quantile(0.5, "lower") if per_card.height else None
@@ -200,7 +249,8 @@ def _runs(frame: pl.DataFrame, p: dict[str, Any]) -> pl.DataFrame:
 def _pieces(frame: pl.DataFrame, p: dict[str, Any]) -> pl.DataFrame:
     """Steps 6–7: idle runs over their full length, then every held interval clipped. Run
     numbers are dense, so a run's figures reach its rows by position, not by a join."""
-    lengths = frame.filter(pl.col("idle") & pl.col("hold").is_not_null()).group_by("idle_no").agg(
+    idle = _in_order(frame.filter(pl.col("idle") & pl.col("hold").is_not_null()), "idle_no")
+    lengths = idle.group_by("idle_no").agg(
         pl.col("dt").sum().alias("run_us"), pl.col("fb_c").mean().alias("fb_avg")
     )
     size = int(frame["idle_no"].max()) + 1  # type: ignore[arg-type]
@@ -226,14 +276,13 @@ def _pieces(frame: pl.DataFrame, p: dict[str, Any]) -> pl.DataFrame:
 def run(wh: Any, p: dict[str, Any]) -> Pieces:
     """The pass over the read window of `p` (`samples.params`): steps 1–7 up to the clip."""
     read = {"lo": p["lo"], "hi": p["hi"]}
-    raw = wh.query(READ_SQL, read)
-    names = wh.query(NAMES_SQL, read)
-    if raw.is_empty():
+    values, series, names = sample_read.read(wh, read)
+    if values.is_empty():
         return Pieces(_empty_rows(), names.select("dev", "hold").with_row_index("pair"), names)
-    frame, devs, unit = _ordered(raw, names)
-    del raw  # the sorted copy replaces it: the pass holds one copy of the rows at a time
+    frame, devs, unit = _ordered(values, series, names)
+    del values  # the sorted copy replaces it: the pass holds one copy of the rows at a time
     frame = _merged(frame)
-    frame = frame.with_columns(_card_next(frame, unit))
+    frame = frame.with_columns(_card_next(frame, unit, devs))
     frame = _carried(frame, p["stale"])
     spacing = _spacing(frame, p["stale"], p["fallback"])
     segs = _segments(frame)
@@ -256,34 +305,61 @@ def _empty_rows() -> pl.DataFrame:
 
 def hourly(pieces: Pieces) -> pl.DataFrame:
     """Step 7 for the hourly frame: split at the hour (an interval is at most the tolerance,
-    never over 1 h, so at most two parts), summed per hour, device and holder (one integer
-    group key: the pair's number above the hour's)."""
+    never over 1 h, so at most two parts), summed per hour, device and holder.
+
+    Summed in two levels: first per allocation run and hour (a key that never decreases down
+    the rows, since a run is consecutive rows of one holder on one device, so Polars groups
+    slices), then those partial sums and the few parts past the hour per pair and hour (one
+    integer key: the pair's number above the hour's). Card-hours are integer microseconds, so
+    exactly the same; `active_ratio` is a float sum in another order (within 1e-12)."""
     rows = pieces.rows.filter(pl.col("b") > pl.col("a")).with_columns(
         (pl.col("a") - pl.col("a") % HOUR_US).alias("h0")
     )
-    keep = ["pair", "act", "fb", "long_idle", "held_idle"]
-    first = rows.select(*keep, pl.col("h0").alias("hour"),
-                        (pl.min_horizontal("b", pl.col("h0") + HOUR_US) - pl.col("a")).alias("len"))
-    second = rows.filter(pl.col("b") > pl.col("h0") + HOUR_US).select(
-        *keep, (pl.col("h0") + HOUR_US).alias("hour"), (pl.col("b") - (pl.col("h0") + HOUR_US)).alias("len")
+    first = rows.select(
+        "pair", "act", "fb", "long_idle", "held_idle", pl.col("h0").alias("hour"),
+        (pl.min_horizontal("b", pl.col("h0") + HOUR_US) - pl.col("a")).alias("len"),
+        (pl.col("alloc_no").cast(pl.Int64) * (1 << 24) + pl.col("h0") // HOUR_US).alias("g"),
     )
-    length = pl.col("len")
-    known = pl.when(pl.col("act").is_not_null()).then(length).sum()
+    second = rows.filter(pl.col("b") > pl.col("h0") + HOUR_US).select(
+        "pair", "act", "fb", "long_idle", "held_idle", (pl.col("h0") + HOUR_US).alias("hour"),
+        (pl.col("b") - (pl.col("h0") + HOUR_US)).alias("len"),
+    )
+    partial = _in_order(first, "g").group_by("g").agg(pl.col("pair", "hour").first(), *_hour_sums())
+    parts = pl.concat([partial.drop("g"), second.select("pair", "hour", *_hour_sums(each_row=True))])
     group = pl.col("pair").cast(pl.Int64) * (1 << 24) + pl.col("hour") // HOUR_US
-    sums = pl.concat([first, second]).group_by(group.alias("g")).agg(
+    sums = parts.group_by(group.alias("g")).agg(
         pl.col("pair", "hour").first(),
-        length.sum().alias("held_hours"),
-        pl.when(pl.col("long_idle")).then(length).otherwise(0).sum().alias("idle_hours"),
-        pl.when(pl.col("held_idle")).then(length).otherwise(0).sum().alias("held_idle_hours"),
-        pl.when(known > 0).then((length * pl.col("act")).sum() / known).alias("active_ratio"),
-        pl.col("fb").max().alias("fb_used_max_mib"),
-    ).drop("g")
+        *[pl.col(c).sum() for c in ("held_hours", "idle_hours", "held_idle_hours", "known", "weighted")],
+        pl.col("fb_used_max_mib").max(),
+    )
+    sums = sums.select(
+        "pair", "hour", "held_hours", "idle_hours", "held_idle_hours",
+        pl.when(pl.col("known") > 0).then(pl.col("weighted") / pl.col("known")).alias("active_ratio"),
+        "fb_used_max_mib",
+    )
     return _named(_in_hours(sums, "held_hours", "idle_hours", "held_idle_hours"), pieces, "hour")
+
+
+def _hour_sums(each_row: bool = False) -> list[pl.Expr]:
+    """Per part of an hour: held, idle and held-idle microseconds, those with an activity
+    reading (`known`) and activity x length (`weighted`), the framebuffer maximum; summed over
+    a group's rows, or one part's own (`each_row`)."""
+    length = pl.col("len")
+    exprs = [
+        length.alias("held_hours"),
+        pl.when(pl.col("long_idle")).then(length).otherwise(0).alias("idle_hours"),
+        pl.when(pl.col("held_idle")).then(length).otherwise(0).alias("held_idle_hours"),
+        pl.when(pl.col("act").is_not_null()).then(length).otherwise(0).alias("known"),
+        (length * pl.col("act")).fill_null(0.0).alias("weighted"),
+    ]
+    if each_row:
+        return [*exprs, pl.col("fb").alias("fb_used_max_mib")]
+    return [*[e.sum() for e in exprs], pl.col("fb").max().alias("fb_used_max_mib")]
 
 
 def allocations(pieces: Pieces) -> pl.DataFrame:
     """Each allocation (a run of one holder on one device) clipped to the window."""
-    runs = pieces.rows.filter(pl.col("b") > pl.col("a")).group_by("alloc_no").agg(
+    runs = _in_order(pieces.rows.filter(pl.col("b") > pl.col("a")), "alloc_no").group_by("alloc_no").agg(
         pl.col("pair").first(), pl.col("a").min().alias("start_us"), pl.col("b").max().alias("end_us")
     ).drop("alloc_no")
     return _named(runs, pieces)
@@ -292,7 +368,7 @@ def allocations(pieces: Pieces) -> pl.DataFrame:
 def idle_runs(pieces: Pieces) -> pl.DataFrame:
     """Idle runs of at least the minimum, clipped to the window (`run_hours`: full length)."""
     rows = pieces.rows.filter(pl.col("long_idle") & (pl.col("b") > pl.col("a")))
-    runs = rows.group_by("idle_no").agg(
+    runs = _in_order(rows, "idle_no").group_by("idle_no").agg(
         pl.col("pair").first(), pl.col("a").min().alias("start_us"), pl.col("b").max().alias("end_us"),
         (pl.col("b") - pl.col("a")).sum().alias("idle_hours"),
         pl.col("held_idle").any().alias("held"), pl.col("fb").max().alias("fb_used_max_mib"),

@@ -13,7 +13,8 @@ measured in the same run on the same data (the machine is shared; absolute times
    floor: one `GROUP BY` hour x device x holder over the same rows (what any hourly roll-up
    must at least read and aggregate), and against the roll-up before decision 0122 (the SQL
    sample pass, `bench.sampling_sql_before`), whose frames must equal ours row for row (the
-   differential check); a day and one hour, wall and CPU seconds.
+   differential check), and main's roll-up (`--main-ref`) beside ours, each in a fresh
+   process; a day and one hour, wall and CPU seconds (one line per way on stdout).
 3. Bytes: file blocks in use per raw sample row and per GPU-month, raw and as roll-ups only
    (after `warehouse.retention.compact` removed the rolled-up raw hours).
 4. Snapshot: copying the whole warehouse file, as the dashboard's snapshot does today.
@@ -36,6 +37,7 @@ import duckdb
 import polars as pl
 
 from bench.common import peak_rss_mib, write_result
+from bench.rollup_child import main_pass, main_ref_tree, say
 from gpuledger.core.frames import METRIC_COLUMNS, TABLES
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
@@ -45,6 +47,9 @@ from gpuledger.warehouse import LoadBatch, Warehouse
 START = datetime(2026, 11, 2, tzinfo=UTC)
 SAMPLES = ("gpu_samples", "token_samples", "queue_samples")
 Batches = list[tuple[Window, dict[str, pl.DataFrame]]]
+MAIN_REF = "bc7f130"
+"""main before decisions 0144/0145 (the series read, one parse per pod request): its roll-up is
+measured beside ours in the same run."""
 
 
 def simulate(gpus: int, hours: int) -> tuple[dict[str, pl.DataFrame], Batches, float]:
@@ -205,11 +210,13 @@ def _clock(fn: Any) -> tuple[Any, float, float]:
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def rollup(path: Path, window: Window, repeats: int = 2) -> dict[str, Any]:
-    """The day's roll-up three ways in turn (`repeats` times, the fastest kept; wall and CPU
+def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None = None) -> dict[str, Any]:
+    """The day's roll-up five ways in turn (`repeats` times, the fastest kept; wall and CPU
     seconds, CPU being the steadier figure on a shared machine): the floor (one GROUP BY over
-    the same rows), the roll-up before 0122 (SQL pass) and ours; their frames compared row for
-    row; then one hour alone both ways (the cost of rolling up as an hour arrives)."""
+    the same rows), the roll-up before 0122 (SQL pass), ours, and main's (the code of
+    `main_tree`) and ours again each in a fresh child process; ours and before 0122 compared
+    row for row, the children's row counts with ours;
+    then one hour alone both ways (the cost of rolling up as an hour arrives)."""
     from gpuledger.analytics.rollup import rollup_batch, rollup_frames
     from gpuledger.core.config import Settings
 
@@ -219,20 +226,31 @@ def rollup(path: Path, window: Window, repeats: int = 2) -> dict[str, Any]:
         "before_0122": lambda wh, w: _before_0122(wh, w, settings),
         "ours": lambda wh, w: rollup_frames(wh, w, settings),
     }
-    wall = {k: float("inf") for k in ways}
+    children = {"main": main_tree, "ours_fresh": Path(__file__).resolve().parent.parent} if main_tree else {}
+    wall = {k: float("inf") for k in (*ways, *children)}
     cpu = dict(wall)
     results: dict[str, Any] = {}
-    with Warehouse.open(path) as wh:
+    with Warehouse.open(path, read_only=True) as wh:
         for i in range(repeats):
-            for name in list(ways)[i % 3:] + list(ways)[:i % 3]:
-                results[name], w_s, c_s = _clock(partial(ways[name], wh, window))
+            order = list(wall)[i % len(wall):] + list(wall)[:i % len(wall)]
+            for name in order:
+                if name in children:
+                    results[name] = main_pass(children[name], path, window)
+                    w_s, c_s = results[name]["wall"], results[name]["cpu"]
+                else:
+                    results[name], w_s, c_s = _clock(partial(ways[name], wh, window))
                 wall[name], cpu[name] = min(wall[name], w_s), min(cpu[name], c_s)
         same = same_frames(results["ours"], results["before_0122"])
+        if main_tree:
+            ours_rows = {k: v.height for k, v in results["ours"].items()}
+            for name in children:
+                assert results[name]["rows"] == ours_rows, (name, results[name]["rows"], ours_rows)
         middle = window.start + timedelta(hours=int(window.duration.total_seconds() // 7200))
         hour = Window(middle, middle + timedelta(hours=1))
         hour_ours, hour_s, hour_cpu = _clock(lambda: rollup_frames(wh, hour, settings))
         hour_before, before_hour_s, before_hour_cpu = _clock(lambda: _before_0122(wh, hour, settings))
         same_hour = same_frames(hour_ours, hour_before)
+    with Warehouse.open(path) as wh:
         t = time.perf_counter()
         stats = wh.load(rollup_batch(wh, window, settings))
         total_s = time.perf_counter() - t
@@ -245,6 +263,10 @@ def rollup(path: Path, window: Window, repeats: int = 2) -> dict[str, Any]:
             "speedup_vs_before_0122_cpu": round(cpu["before_0122"] / cpu["ours"], 1),
             "ours_vs_floor_wall": round(wall["ours"] / wall["floor"], 1),
             "ours_vs_floor_cpu": round(cpu["ours"] / cpu["floor"], 1),
+            **({"main_tree": str(main_tree),
+                "ours_fresh_vs_main_wall": round(wall["ours_fresh"] / wall["main"], 2),
+                "ours_fresh_vs_main_cpu": round(cpu["ours_fresh"] / cpu["main"], 2),
+                "ours_fresh_vs_floor_cpu": round(cpu["ours_fresh"] / cpu["floor"], 2)} if main_tree else {}),
             "one_hour_window": {"ours_s": round(hour_s, 2), "ours_cpu_s": round(hour_cpu, 2),
                                 "before_0122_s": round(before_hour_s, 2),
                                 "before_0122_cpu_s": round(before_hour_cpu, 2),
@@ -290,7 +312,8 @@ def rollup_only(tmp: Path, args: argparse.Namespace, inventory: dict[str, pl.Dat
     fleet = {"gpus": args.gpus, "hours": args.hours, "sample_rows": _rows(batches),
              "simulate_s": round(sim_s, 1)}
     del batches
-    rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)))
+    rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)),
+                    main_tree=main_ref_tree(args))
     return {"fleet": fleet, "rollup": rolled, "peak_rss_mib": round(peak_rss_mib())}
 
 
@@ -301,6 +324,10 @@ def main() -> None:
     parser.add_argument("--rollup-only", action="store_true",
                         help="load with ours alone; only the roll-up (no load floor, bytes, snapshot)")
     parser.add_argument("--result", default="warehouse", help="results file name (bench/results/NAME.json)")
+    parser.add_argument("--main-ref", default=MAIN_REF,
+                        help="git ref whose roll-up is measured beside ours ('' for none)")
+    parser.add_argument("--cache", default="/var/tmp/gpuledger-bench",
+                        help="where the --main-ref tree is kept")
     args = parser.parse_args()
     inventory, batches, sim_s = simulate(args.gpus, args.hours)
     rows = _rows(batches)
@@ -310,6 +337,7 @@ def main() -> None:
         if args.rollup_only:
             figures = rollup_only(tmp, args, inventory, batches, sim_s)
             write_result(args.result, {**figures, "load_average": _load(load_before)})
+            say(figures["rollup"])
             return
         load = load_side_by_side(tmp, inventory, batches)
         gpu_sample_bytes = sample_bytes(tmp, batches)
@@ -318,7 +346,8 @@ def main() -> None:
         t = time.perf_counter()
         shutil.copyfile(tmp / "wh.duckdb", tmp / "copy.duckdb")
         copy_s = time.perf_counter() - t
-        rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)))
+        rolled = rollup(tmp / "wh.duckdb", Window(START, START + timedelta(hours=args.hours)),
+                        main_tree=main_ref_tree(args))
         sizes = bytes_and_compaction(tmp / "wh.duckdb", args.gpus, args.hours)
     result = {
         "fleet": {"gpus": args.gpus, "hours": args.hours, "sample_rows": rows, "simulate_s": round(sim_s, 1)},
@@ -333,6 +362,7 @@ def main() -> None:
         "load_average": _load(load_before),
     }
     write_result(args.result, result)
+    say(rolled)
 
 
 def _load(at_start: tuple[float, float, float]) -> dict[str, list[float]]:

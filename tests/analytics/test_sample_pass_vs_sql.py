@@ -18,12 +18,11 @@ exporter with GPU_UTIL only and gaps in it (its carry decides activity).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
 
 from bench import sampling_sql_before as before
 from gpuledger.analytics import sample_pass
@@ -31,16 +30,14 @@ from gpuledger.analytics.samples import SampleRules, params
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema
 from gpuledger.core.window import Window
-from gpuledger.simulator.engine import Simulation
-from gpuledger.simulator.fleet import FleetSpec
 from gpuledger.warehouse import LoadBatch, Warehouse
 from tests.analytics.builders import T0, gpus, namespaces
+from tests.analytics.pass_fleet import DAY, START, assert_same, simulated_fleet
 
 RULES = SampleRules.of(Settings())
 KEYS = {"hourly": ["hour", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"],
         "allocations": ["start_us", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"],
         "idle": ["start_us", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"]}
-FLOATS = {"active_ratio", "active_mean"}
 
 
 def both(wh: Warehouse, window: Window) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
@@ -53,28 +50,9 @@ def both(wh: Warehouse, window: Window) -> dict[str, tuple[pl.DataFrame, pl.Data
     }
 
 
-def assert_same(new: pl.DataFrame, old: pl.DataFrame, keys: list[str]) -> None:
-    new, old = new.sort(keys, nulls_last=True), old.sort(keys, nulls_last=True)
-    assert new.schema == old.schema
-    exact = [c for c in new.columns if c not in FLOATS]
-    assert_frame_equal(new.select(exact), old.select(exact), check_exact=True)
-    floats = [c for c in new.columns if c in FLOATS]
-    if floats:
-        assert_frame_equal(new.select(floats), old.select(floats), check_exact=False, rel_tol=1e-12, abs_tol=0)
-
-
 def test_simulated_fleet_every_sharing_mode():
-    start = datetime(2026, 11, 2, tzinfo=UTC)
-    day = Window(start, start + timedelta(days=1))
-    spec = FleetSpec.default(gpus=40, scenario={"scrape_gaps": 0.02, "mig_reconfigure": True})
-    sim = Simulation(spec, Window(start - timedelta(hours=3), day.end + timedelta(hours=3)), seed=3)
-    inventory = sim.inventory()
-    inventory.pop("mig_instances")
-    with Warehouse.open(":memory:") as wh:
-        wh.load(LoadBatch(inventory))
-        for chunk, frames in sim.batches():
-            wh.load(LoadBatch(frames, window=chunk))
-        for window in (day, Window(start + timedelta(hours=11), start + timedelta(hours=12))):
+    with simulated_fleet() as wh:
+        for window in (DAY, Window(START + timedelta(hours=11), START + timedelta(hours=12))):
             frames = both(wh, window)
             assert frames["hourly"][1].height > 40 and frames["allocations"][1].height > 10
             for name, (new, old) in frames.items():
