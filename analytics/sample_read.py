@@ -25,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.sampling_sql import _DEVICE, _HOLDER, NAMES_SQL, READ_SQL
+from gpuledger.analytics.sampling_sql import DEVICE_KEY_SQL, HOLDER_KEY_SQL, NAMES_SQL, READ_SQL
 from gpuledger.core.activity import reading_sql
 from gpuledger.warehouse.sample_layout import SERIES_TABLE, VALUES_TABLE
 
@@ -43,7 +43,7 @@ WHERE {_WINDOW}
 _LIVE = f"SELECT series_id, max(ts) AS last FROM {VALUES_TABLE} WHERE {_WINDOW} GROUP BY series_id"
 
 SERIES_SQL = f"""
-SELECT s.series_id AS sid, {_DEVICE} AS dev, {_HOLDER} AS hold
+SELECT s.series_id AS sid, {DEVICE_KEY_SQL} AS dev, {HOLDER_KEY_SQL} AS hold
 FROM {SERIES_TABLE} s SEMI JOIN ({_LIVE}) l ON l.series_id = s.series_id
 """
 

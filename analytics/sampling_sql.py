@@ -27,11 +27,11 @@ from gpuledger.core.activity import reading_sql
 
 HOUR_US = 3_600_000_000
 
-_DEVICE = "hash(uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile)"
-_HOLDER = "CASE WHEN namespace IS NOT NULL THEN hash(namespace, pod) END"
+DEVICE_KEY_SQL = "hash(uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile)"
+HOLDER_KEY_SQL = "CASE WHEN namespace IS NOT NULL THEN hash(namespace, pod) END"
 
 READ_SQL = f"""
-SELECT {_DEVICE} AS dev, {_HOLDER} AS hold, epoch_us(ts) AS t,
+SELECT {DEVICE_KEY_SQL} AS dev, {HOLDER_KEY_SQL} AS hold, epoch_us(ts) AS t,
     {reading_sql("gr_engine_active")} AS gr, {reading_sql("gpu_util")} AS util,
     {reading_sql("fb_used_mib")} AS fb
 FROM gpu_samples
@@ -48,8 +48,9 @@ WITH combos AS (
     WHERE ts >= $lo AND ts < $hi
     GROUP BY ALL
 )
-SELECT {_DEVICE} AS dev, {_HOLDER} AS hold, hash(any_value(uuid)) AS card, any_value(uuid) AS uuid,
-    any_value(gpu_i_id) AS gpu_i_id, nullif(any_value(coalesce(vgpu, '')), '') AS vgpu,
+SELECT {DEVICE_KEY_SQL} AS dev, {HOLDER_KEY_SQL} AS hold, hash(any_value(uuid)) AS card,
+    any_value(uuid) AS uuid, any_value(gpu_i_id) AS gpu_i_id,
+    nullif(any_value(coalesce(vgpu, '')), '') AS vgpu,
     any_value(mig_profile) AS profile, arg_max(node, last) AS node,
     any_value(namespace) AS namespace, any_value(pod) AS pod
 FROM combos
