@@ -59,7 +59,9 @@ _FIELDS: dict[str, list[tuple[str, int, int, int, str]]] = {
               ("max_time_ms", 2, _F.TYPE_INT64, _F.LABEL_OPTIONAL, ""),
               ("type", 3, _F.TYPE_INT32, _F.LABEL_OPTIONAL, ""),
               ("data", 4, _F.TYPE_BYTES, _F.LABEL_OPTIONAL, "")],
-    "ChunkedSeries": [("labels", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".gpuledger.prompb.Label"),
+    # Labels kept as their encoded bytes (a message field is length-delimited bytes on the
+    # wire): a label set is interned by its bytes and decoded once (`_LabelSets`).
+    "ChunkedSeries": [("labels", 1, _F.TYPE_BYTES, _F.LABEL_REPEATED, ""),
                       ("chunks", 2, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".gpuledger.prompb.Chunk")],
     "ChunkedReadResponse": [
         ("chunked_series", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".gpuledger.prompb.ChunkedSeries"),
@@ -96,20 +98,47 @@ def request_body(queries: Sequence[tuple[int, int, Sequence[tuple[str, str, str]
     return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
 
 
+NAME_LABEL = b"\n\x08__name__"
+"""How an encoded `Label` named `__name__` begins (field 1, length 8, the name)."""
+
+
 @dataclass(frozen=True)
 class Stream:
-    """A streamed answer unpacked: series labels and query, and each XOR chunk's series."""
+    """A streamed answer unpacked: distinct label sets (`__name__` aside), each series' set
+    and query, and each XOR chunk's series."""
 
     labels: list[dict[str, str]]
+    label_set: list[int]
     query: list[int]
     chunks: list[bytes]
     chunk_sid: list[int]
 
 
+class _LabelSets:
+    """Label sets interned by their encoded bytes, `__name__` left out: the fields of one
+    device (and its series in every chunk) share one set, decoded once."""
+
+    def __init__(self) -> None:
+        self.sets: list[dict[str, str]] = []
+        self._index: dict[bytes, int] = {}
+        self._label = _MESSAGES["Label"]
+
+    def intern(self, encoded: Sequence[bytes]) -> int:
+        kept = [label for label in encoded if not label.startswith(NAME_LABEL)]
+        key = b"".join(kept)
+        index = self._index.get(key)
+        if index is None:
+            index = self._index[key] = len(self.sets)
+            parsed = [self._label.FromString(label) for label in kept]
+            self.sets.append({label.name: label.value for label in parsed})
+        return index
+
+
 def read_frames(body: bytes, what: str) -> Stream:
     """The frames of a streamed answer (chunks still encoded); a bad frame → SourceError."""
     frame_class = _MESSAGES["ChunkedReadResponse"]
-    out = Stream([], [], [], [])
+    out = Stream([], [], [], [], [])
+    sets = _LabelSets()
     pos, end = 0, len(body)
     while pos < end:
         size, pos = _uvarint(body, pos, what)
@@ -119,14 +148,15 @@ def read_frames(body: bytes, what: str) -> Stream:
         frame = frame_class.FromString(body[pos:pos + size])
         pos += size
         for series in frame.chunked_series:
-            sid = len(out.labels)
-            out.labels.append({lab.name: lab.value for lab in series.labels})
+            sid = len(out.query)
+            out.label_set.append(sets.intern(series.labels))
             out.query.append(frame.query_index)
             for chunk in series.chunks:
                 if chunk.type != XOR:
                     raise SourceError(f"{what}: chunk encoding {chunk.type} (only XOR floats are read)")
                 out.chunks.append(chunk.data)
                 out.chunk_sid.append(sid)
+    out.labels.extend(sets.sets)
     return out
 
 
@@ -137,7 +167,8 @@ def parse_stream(body: bytes, what: str) -> RawRead:
     sid = np.asarray(stream.chunk_sid, dtype=np.int64)[decoded.chunk] if stream.chunks else decoded.chunk
     keep = decoded.value_bits != np.uint64(STALE_NAN_BITS)
     return RawRead(stream.labels, np.asarray(stream.query, dtype=np.int64), sid[keep], decoded.ts_ms[keep],
-                   decoded.value_bits[keep].view(np.float64))
+                   decoded.value_bits[keep].view(np.float64),
+                   label_set=np.asarray(stream.label_set, dtype=np.int64))
 
 
 def _uvarint(body: bytes, pos: int, what: str) -> tuple[int, int]:

@@ -50,20 +50,18 @@ class _Bits:
     """Vectorised reads of up to 64 bits at any bit offset of one byte buffer."""
 
     def __init__(self, data: bytes) -> None:
-        self.buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
-        # The big-endian 8-byte word starting at every byte, native: eight aligned, contiguous
-        # byte-swapping conversions interleaved (a strided view's astype is far slower).
-        n = self.buf.size - 8
-        self.words = np.empty(n, dtype=np.uint64)
-        for k in range(8):
-            lane = self.words[k::8]
-            lane[:] = np.frombuffer(self.buf, dtype=">u8", count=lane.size, offset=k)
+        self.buf = np.frombuffer(data + bytes(_PAD + (-len(data) % 8)), dtype=np.uint8)
+        # The buffer as aligned big-endian 64-bit words, native: one byte-swapping pass (a
+        # word at every byte offset would take eight passes and eight times the memory).
+        self.words = self.buf.view(">u8").astype(np.uint64)
 
     def window(self, pos: np.ndarray) -> np.ndarray:
-        """The 64 bits starting at bit `pos` of each lane (uint64, first bit highest)."""
-        byte = pos >> _U(3)
-        off = pos & _U(7)
-        return (self.words[byte] << off) | (self.buf[byte + _U(8)].astype(np.uint64) >> (_U(8) - off))
+        """The 64 bits starting at bit `pos` of each lane (uint64, first bit highest): the
+        tail of the word `pos` falls in and the head of the next (shifted in two steps, so
+        an offset of 0 takes nothing from the next word: numpy's `>> 64` is `>> 0`)."""
+        word = pos >> _U(6)
+        off = pos & _U(63)
+        return (self.words[word] << off) | ((self.words[word + _U(1)] >> _U(1)) >> (_U(63) - off))
 
     def read(self, pos: np.ndarray, width: np.ndarray | int) -> np.ndarray:
         """The `width` bits (0..64) at bit `pos` of each lane, as uint64."""
