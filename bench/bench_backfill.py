@@ -2,6 +2,7 @@
 loaded AND rolled up, beside its floors in the same run.
 
     nice python -m bench.bench_backfill [--gpus 1000] [--hours 4] [--effects none] [--chunk 1h]
+        [--data DIR] [--before TREE]
 
 1. Prepare: the simulator's field fleet (`tests.field.harness`: `FleetSpec.default(gpus,
    field=effects)`), written as OpenMetrics one `--piece` at a time and backfilled into one
@@ -19,7 +20,12 @@ loaded AND rolled up, beside its floors in the same run.
    simulate/demo way, costs).
 4. Memory vs window: the child again over a window `--mem-fraction` as long: peak RSS stays
    flat when it is bounded by the chunk, not the window.
-Writes bench/results/backfill.json (machine facts, load average).
+5. `--before TREE` (e.g. `git archive <commit> | tar -x -C TREE`): the same child run on that
+   tree's code, right after ours, on the same data ("before" in the same run).
+`--data DIR` keeps the prepared Prometheus data in DIR and reuses it when DIR already holds the
+same fleet and window (preparing 1,000 GPUs x 6 h takes minutes). Every child reports its CPU
+seconds (user + system, all threads) beside its wall seconds: on a shared machine they move
+far less with the load. Writes bench/results/backfill.json (machine facts, load average).
 """
 
 from __future__ import annotations
@@ -43,6 +49,10 @@ from gpuledger.core.window import Window
 START = datetime(2026, 11, 1, 22, tzinfo=UTC)
 """Two hours before a UTC midnight: the first (partial) day is rolled up during the run."""
 MONTH_GPU_DAYS = 1000 * 30
+QUIET_FLOORS_S = 2.19
+"""The floors of the quiet run (bulk reads 1.42 s + bare load 0.27 + roll-up alone 0.50, 1,000
+GPUs x 6 h = 250 GPU-days, bench/results/backfill.json at commit f2c241d): the ratio measured on a loaded
+machine, times these, estimates the quiet figure."""
 
 
 class _Piece:
@@ -98,16 +108,19 @@ window = Window(datetime.fromisoformat(start), datetime.fromisoformat(end))
 now = lambda: window.end + timedelta(hours=1)
 collector = PrometheusCollector(url, settings, now=now, namespaces_from_metrics=True)
 started = time.perf_counter()  # the read-path probes are timed, but left out of the replayed log
+cpu_started = resource.getrusage(resource.RUSAGE_SELF)
 collector.choose_read_path()
 collector.http.log = []
 with Warehouse.open(path) as wh:
     r = collect_window(wh, settings, url, window, collector=collector, now=now, rollup=RollupPlan())
     rows = wh.count("gpu_samples")
 seconds = time.perf_counter() - started
+cpu = resource.getrusage(resource.RUSAGE_SELF)
+cpu_s = cpu.ru_utime + cpu.ru_stime - cpu_started.ru_utime - cpu_started.ru_stime
 collector.close()
 if log_path != "-":
     Path(log_path).write_bytes(pickle.dumps(collector.http.log))  # remote-read bodies are bytes
-print(json.dumps({"seconds": seconds, "gpu_sample_rows": rows, "chunks": r.chunks,
+print(json.dumps({"seconds": seconds, "cpu_s": round(cpu_s, 2), "gpu_sample_rows": rows, "chunks": r.chunks,
     "queries": r.queries, "response_mb": round(r.bytes / 1e6, 1), "rollup_hours": r.rollup_hours,
     "rollup_rows": r.rollup_rows, "rollup_s": round(r.rollup_seconds, 2),
     "rolled_to": r.rolled_to.isoformat() if r.rolled_to else None,
@@ -116,13 +129,15 @@ print(json.dumps({"seconds": seconds, "gpu_sample_rows": rows, "chunks": r.chunk
 
 
 def run_child(url: str, warehouse: Path, window: Window, *, chunk: str, concurrency: int,
-              log: Path | None, read_path: str = "auto") -> dict[str, Any]:
+              log: Path | None, read_path: str = "auto", tree: Path | None = None) -> dict[str, Any]:
     """The backfill in a fresh process (so its peak RSS is its own), reading by `read_path`
-    (`prometheus.read_path`: `auto` takes the engine's bulk read, decision 0124)."""
+    (`prometheus.read_path`: `auto` takes the engine's bulk read, decision 0124), on the code
+    of `tree` when given (else this tree's)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)} if tree is not None else None
     done = subprocess.run(
         [sys.executable, "-c", CHILD, url, str(warehouse), window.start.isoformat(),
          window.end.isoformat(), chunk, str(concurrency), str(log) if log else "-", read_path],
-        capture_output=True, text=True, check=False)
+        capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"backfill child failed: {done.stderr[-3000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -172,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--piece", default="1h", help="OpenMetrics text written per promtool run")
     parser.add_argument("--mem-fraction", type=float, default=0.25)
+    parser.add_argument("--data", type=Path, help="keep (and reuse) the prepared Prometheus data here")
+    parser.add_argument("--before", type=Path, help="a tree of older code, run the same way after ours")
     args = parser.parse_args(argv)
     from gpuledger.core.window import parse_duration
     from tools.metrics_servers import start_prometheus
@@ -180,10 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     short = Window(START, START + timedelta(hours=max(1.0, args.hours * args.mem_fraction)))
     with tempfile.TemporaryDirectory(prefix="bench-backfill-") as tmp:
         root = Path(tmp)
-        started = time.perf_counter()
-        prepared = prepare(root, args.gpus, window, args.effects, parse_duration(args.piece))
-        prepared["seconds"] = round(time.perf_counter() - started, 1)
-        server = start_prometheus(root)
+        prepared = _prepared(args, window, parse_duration(args.piece), root)
+        server = start_prometheus(args.data or root)
         try:
             ours = run_child(server.url, root / "w.duckdb", window, chunk=args.chunk,
                              concurrency=args.concurrency, log=root / "bulk.log")
@@ -198,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"prometheus alone (the bulk path's reads): {bulk_s:.1f}s", flush=True)
             short_run = run_child(server.url, root / "short.duckdb", short, chunk=args.chunk,
                                   concurrency=args.concurrency, log=None)
+            before = None if args.before is None else run_child(
+                server.url, root / "before.duckdb", window, chunk=args.chunk,
+                concurrency=args.concurrency, log=None, tree=args.before)
+            if before is not None:
+                print(f"before ({args.before}): {before}", flush=True)
         finally:
             server.stop()
         bare = bare_load(root / "w.duckdb")
@@ -205,9 +225,29 @@ def main(argv: list[str] | None = None) -> int:
     write_result("backfill", _figures(args, window, {
         "prepared": prepared, "ours": ours, "query_path": by_query, "bulk_s": bulk_s,
         "prom_s": prom_s, "prom_bytes": prom_bytes, "bare": bare,
-        "floor_rollup": floor_rollup, "short_run": short_run,
+        "floor_rollup": floor_rollup, "short_run": short_run, "before": before,
         "short_hours": (short.end - short.start).total_seconds() / 3600}))
     return 0
+
+
+def _prepared(args: argparse.Namespace, window: Window, piece: timedelta, tmp: Path) -> dict[str, Any]:
+    """Prepare the data into `--data` (or `tmp`), or reuse `--data` when it holds this fleet."""
+    root = args.data or tmp
+    marker = root / "prepared.json"
+    facts = {"gpus_asked": args.gpus, "effects": args.effects, "start": window.start.isoformat(),
+             "end": window.end.isoformat()}
+    if args.data is not None and marker.exists():
+        stored = json.loads(marker.read_text())
+        if stored.get("facts") == facts:
+            return {**stored["prepared"], "reused": str(args.data)}
+        raise SystemExit(f"{args.data} holds another fleet or window ({stored.get('facts')}): "
+                         "use an empty --data folder")
+    root.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    prepared = prepare(root, args.gpus, window, args.effects, piece)
+    prepared["seconds"] = round(time.perf_counter() - started, 1)
+    marker.write_text(json.dumps({"facts": facts, "prepared": prepared}))
+    return prepared
 
 
 def _figures(args: argparse.Namespace, window: Window, m: dict[str, Any]) -> dict[str, Any]:
@@ -215,6 +255,7 @@ def _figures(args: argparse.Namespace, window: Window, m: dict[str, Any]) -> dic
     prepared, ours, prom_s, short_run = m["prepared"], m["ours"], m["prom_s"], m["short_run"]
     gpu_days = prepared["gpus"] * args.hours / 24
     per_gpu_day = ours["seconds"] / gpu_days
+    floors = m["bulk_s"] + m["bare"]["seconds"] + m["floor_rollup"]["seconds"]
     return {
         "fleet": {"gpus": prepared["gpus"], "hours": args.hours, "effects": args.effects,
                   "start": window.start.isoformat(), "chunk": args.chunk,
@@ -234,6 +275,14 @@ def _figures(args: argparse.Namespace, window: Window, m: dict[str, Any]) -> dic
             {"hours": m["short_hours"], "peak_rss_mib": short_run["peak_rss_mib"]},
             {"hours": args.hours, "peak_rss_mib": ours["peak_rss_mib"]},
         ],
+        **({} if m["before"] is None else {"ours_before": {
+            **m["before"], "tree": str(args.before),
+            "ratio_before_over_ours": round(m["before"]["seconds"] / ours["seconds"], 2),
+            "cpu_ratio_before_over_ours": round(m["before"]["cpu_s"] / ours["cpu_s"], 2)}}),
+        "ours_over_floors": {
+            "note": "ours over the sum of its floors measured in this run (the bulk path's reads "
+                    "alone + the bare load + the roll-up alone): the load-independent figure",
+            "floors_s": round(floors, 2), "ratio": round(ours["seconds"] / floors, 2)},
         "projection": {
             "note": "a 1,000-GPU month (30 days) at the measured per-GPU-day rate; Prometheus alone "
                     "projected the same way is the floor of any query_range backfill",
@@ -241,6 +290,11 @@ def _figures(args: argparse.Namespace, window: Window, m: dict[str, Any]) -> dic
             "month_1000_gpus_s": round(per_gpu_day * MONTH_GPU_DAYS),
             "prometheus_alone_month_s": round(prom_s / gpu_days * MONTH_GPU_DAYS),
             "goal_s": 600,
+            "month_at_quiet_floors_s": round(ours["seconds"] / floors * QUIET_FLOORS_S / 250
+                                             * MONTH_GPU_DAYS),
+            "quiet_floors_note": "the ratio to the floors times the floors of the quiet run of "
+                                 f"2026-12-01 15:55 ({QUIET_FLOORS_S} s for 1,000 GPUs x 6 h: reads "
+                                 "1.42 + bare load 0.27 + roll-up 0.50), projected to the month",
         },
     }
 
