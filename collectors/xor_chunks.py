@@ -57,11 +57,11 @@ class _Bits:
 
     def window(self, pos: np.ndarray) -> np.ndarray:
         """The 64 bits starting at bit `pos` of each lane (uint64, first bit highest): the
-        tail of the word `pos` falls in and the head of the next (shifted in two steps, so
-        an offset of 0 takes nothing from the next word: numpy's `>> 64` is `>> 0`)."""
+        tail of the word `pos` falls in and the head of the next (numpy shifts a uint64 by
+        64 to 0, so an offset of 0 takes nothing from the next word)."""
         word = pos >> _U(6)
         off = pos & _U(63)
-        return (self.words[word] << off) | ((self.words[word + _U(1)] >> _U(1)) >> (_U(63) - off))
+        return (self.words[word] << off) | (self.words[word + _U(1)] >> (_U(64) - off))
 
     def read(self, pos: np.ndarray, width: np.ndarray | int) -> np.ndarray:
         """The `width` bits (0..64) at bit `pos` of each lane, as uint64."""
