@@ -128,16 +128,62 @@ print(json.dumps({"seconds": seconds, "cpu_s": round(cpu_s, 2), "gpu_sample_rows
 """
 
 
+STAGES = """
+import json, sys, time
+from datetime import datetime, timedelta
+from gpuledger.collectors.bulk_align import align
+from gpuledger.collectors.chunks import Chunk
+from gpuledger.collectors.dcgm import fetch_labels
+from gpuledger.collectors.prometheus import PrometheusCollector
+from gpuledger.core.config import Settings
+from gpuledger.core.frames import DCGM_FIELDS
+from gpuledger.core.window import Window
+url, start, end = sys.argv[1:4]
+chunk = Chunk(Window(datetime.fromisoformat(start), datetime.fromisoformat(end)))
+collector = PrometheusCollector(url, Settings(prometheus={"read_path": "remote_read"}))
+collector.choose_read_path()
+bulk, metrics, labels = collector._bulk, list(DCGM_FIELDS), fetch_labels()
+bodies = [bulk.fetch(chunk, shard, metrics) for shard in collector.shards(chunk.window, chunk.points)]
+for body, what in bodies:  # warm: the reader has seen these series (the chunk before)
+    bulk.parse(body, metrics, what)
+runs = []
+for _ in range(5):
+    started = time.process_time()
+    for body, what in bodies:
+        align(bulk.parse(body, metrics, what), chunk, len(metrics), labels, left_open=bulk.left_open)
+    runs.append(time.process_time() - started)
+collector.close()
+print(json.dumps({"cpu_s_best": round(min(runs), 3), "cpu_s_median": round(sorted(runs)[2], 3),
+                  "answers": len(bodies), "response_mb": round(sum(len(b) for b, _ in bodies) / 1e6, 1)}))
+"""
+
+
+def stage_cpu(url: str, window: Window, tree: Path | None) -> dict[str, Any]:
+    """CPU seconds of the remote-read answers' decoding and alignment alone, for one 2-hour
+    read of the window (answers fetched once, then parsed and aligned five times in one
+    thread: what the load of the machine and the engine move least), on `tree`'s code."""
+    end = min(window.end, window.start + timedelta(hours=4))
+    chunk_window = Window(max(window.start, end - timedelta(hours=2)), end)
+    env = {**os.environ, "PYTHONPATH": str(tree)} if tree is not None else None
+    done = subprocess.run(
+        [sys.executable, "-c", STAGES, url, chunk_window.start.isoformat(), chunk_window.end.isoformat()],
+        capture_output=True, text=True, check=False, env=env, cwd=tree)
+    if done.returncode != 0:
+        raise RuntimeError(f"stage child failed: {done.stderr[-3000:]}")
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "read": str(chunk_window)}
+
+
 def run_child(url: str, warehouse: Path, window: Window, *, chunk: str, concurrency: int,
               log: Path | None, read_path: str = "auto", tree: Path | None = None) -> dict[str, Any]:
     """The backfill in a fresh process (so its peak RSS is its own), reading by `read_path`
     (`prometheus.read_path`: `auto` takes the engine's bulk read, decision 0124), on the code
-    of `tree` when given (else this tree's)."""
+    of `tree` when given (else this tree's; run in `tree`, since `python -c` puts the working
+    folder first on the import path)."""
     env = {**os.environ, "PYTHONPATH": str(tree)} if tree is not None else None
     done = subprocess.run(
         [sys.executable, "-c", CHILD, url, str(warehouse), window.start.isoformat(),
          window.end.isoformat(), chunk, str(concurrency), str(log) if log else "-", read_path],
-        capture_output=True, text=True, check=False, env=env)
+        capture_output=True, text=True, check=False, env=env, cwd=tree)
     if done.returncode != 0:
         raise RuntimeError(f"backfill child failed: {done.stderr[-3000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -189,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mem-fraction", type=float, default=0.25)
     parser.add_argument("--data", type=Path, help="keep (and reuse) the prepared Prometheus data here")
     parser.add_argument("--before", type=Path, help="a tree of older code, run the same way after ours")
+    parser.add_argument("--result", default="backfill", help="bench/results/<RESULT>.json")
     args = parser.parse_args(argv)
     from gpuledger.core.window import parse_duration
     from tools.metrics_servers import start_prometheus
@@ -218,14 +265,19 @@ def main(argv: list[str] | None = None) -> int:
                 concurrency=args.concurrency, log=None, tree=args.before)
             if before is not None:
                 print(f"before ({args.before}): {before}", flush=True)
+            stages = {"ours": stage_cpu(server.url, window, None)}
+            if args.before is not None:
+                stages["before"] = stage_cpu(server.url, window, args.before)
+            print(f"decode + align alone: {stages}", flush=True)
         finally:
             server.stop()
         bare = bare_load(root / "w.duckdb")
         floor_rollup = rollup_alone(root / "w.duckdb", window)
-    write_result("backfill", _figures(args, window, {
+    write_result(args.result, _figures(args, window, {
         "prepared": prepared, "ours": ours, "query_path": by_query, "bulk_s": bulk_s,
         "prom_s": prom_s, "prom_bytes": prom_bytes, "bare": bare,
         "floor_rollup": floor_rollup, "short_run": short_run, "before": before,
+        "stages": stages,
         "short_hours": (short.end - short.start).total_seconds() / 3600}))
     return 0
 
@@ -279,6 +331,10 @@ def _figures(args: argparse.Namespace, window: Window, m: dict[str, Any]) -> dic
             **m["before"], "tree": str(args.before),
             "ratio_before_over_ours": round(m["before"]["seconds"] / ours["seconds"], 2),
             "cpu_ratio_before_over_ours": round(m["before"]["cpu_s"] / ours["cpu_s"], 2)}}),
+        "decode_align_cpu": {
+            **m["stages"],
+            "note": "one 2-hour remote read of the window, its answers parsed and aligned five "
+                    "times in one thread (CPU seconds; `before` on the --before tree's code)"},
         "ours_over_floors": {
             "note": "ours over the sum of its floors measured in this run (the bulk path's reads "
                     "alone + the bare load + the roll-up alone): the load-independent figure",
