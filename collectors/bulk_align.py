@@ -107,20 +107,30 @@ def align(raw: RawRead, chunk: Chunk, queries: int, labels: Sequence[str], *,
 def _newest_per_instant(raw: RawRead, start: int, step: int, half: int, points: int, *,
                         left_open: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """1-2. (series, instant, value) of the newest sample per series and instant, sorted."""
-    num = raw.ts_ms - start - half + step - 1
-    k = num // step
+    num = raw.ts_ms - (start + half - step + 1)
+    # floor(num / step) in float64 is exact for |num| < 2**53 (a non-integer quotient is at
+    # least 1/step from an integer, far more than the division's rounding): no integer division.
+    k = np.floor(num / step).astype(np.int64)
     keep = (k >= 0) & (k < points)
     if left_open:
-        keep &= num % step != 0
-    sid, k, ts, value = raw.sid[keep], k[keep], raw.ts_ms[keep], raw.value[keep]
+        keep &= num != k * step
+    sid, ts = raw.sid, raw.ts_ms
+    if sid.size > 1:
+        step_sid = np.diff(sid)
+        if ((step_sid > 0) | ((step_sid == 0) & (np.diff(ts) >= 0))).all():
+            # Time-sorted per series (the answers' order): a kept sample is the newest of its
+            # instant when the next sample is another series' or another instant's (a sample
+            # left out by the left-open edge is the first of its step, never after a kept one).
+            last = keep.copy()
+            last[:-1] &= (step_sid != 0) | (k[1:] != k[:-1])
+            return sid[last], k[last], raw.value[last]
+    sid, k, ts, value = sid[keep], k[keep], ts[keep], raw.value[keep]
     key = sid * points + k
-    step_key, step_ts = np.diff(key), np.diff(ts)
-    if key.size > 1 and not ((step_key > 0) | ((step_key == 0) & (step_ts >= 0))).all():
-        order = np.lexsort((ts, key))
-        key, sid, k, value = key[order], sid[order], k[order], value[order]
-    last = np.ones(key.size, dtype=bool)
-    last[:-1] = key[1:] != key[:-1]
-    return sid[last], k[last], value[last]
+    order = np.lexsort((ts, key))
+    key, sid, k, value = key[order], sid[order], k[order], value[order]
+    newest = np.ones(key.size, dtype=bool)
+    newest[:-1] = key[1:] != key[:-1]
+    return sid[newest], k[newest], value[newest]
 
 
 def _set_ranks(sets: Sequence[dict[str, str]]) -> np.ndarray:
