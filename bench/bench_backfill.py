@@ -2,7 +2,7 @@
 loaded AND rolled up, beside its floors in the same run.
 
     nice python -m bench.bench_backfill [--gpus 1000] [--hours 4] [--effects none] [--chunk 1h]
-        [--data DIR] [--before TREE]
+        [--data DIR] [--before TREE] [--linearity] [--result NAME]
 
 1. Prepare: the simulator's field fleet (`tests.field.harness`: `FleetSpec.default(gpus,
    field=effects)`), written as OpenMetrics one `--piece` at a time and backfilled into one
@@ -22,6 +22,8 @@ loaded AND rolled up, beside its floors in the same run.
    flat when it is bounded by the chunk, not the window.
 5. `--before TREE` (e.g. `git archive <commit> | tar -x -C TREE`): the same child run on that
    tree's code, right after ours, on the same data ("before" in the same run).
+6. `--linearity`: the first half of the window and all of it, alternated twice: the marginal
+   seconds per hour and the month from them (fixed costs of a run are not spread over it).
 `--data DIR` keeps the prepared Prometheus data in DIR and reuses it when DIR already holds the
 same fleet and window (preparing 1,000 GPUs x 6 h takes minutes). Every child reports its CPU
 seconds (user + system, all threads) beside its wall seconds: on a shared machine they move
@@ -173,6 +175,25 @@ def stage_cpu(url: str, window: Window, tree: Path | None) -> dict[str, Any]:
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "read": str(chunk_window)}
 
 
+def linearity(url: str, window: Window, chunk: str, concurrency: int, tmp: Path) -> dict[str, Any]:
+    """The backfill of the first half of the window and of all of it, alternated twice (same
+    load for both): the marginal seconds per hour, and the month from it, beside the month at
+    the whole window's per-GPU-day rate (which also spreads the run's fixed costs)."""
+    half = Window(window.start, window.start + (window.end - window.start) / 2)
+    runs = []
+    for i, part in enumerate((half, window, half, window)):
+        r = run_child(url, tmp / f"linear-{i}.duckdb", part, chunk=chunk, concurrency=concurrency, log=None)
+        runs.append({"hours": (part.end - part.start).total_seconds() / 3600, "load": os.getloadavg()[0],
+                     **{k: r[k] for k in ("seconds", "cpu_s", "gpu_sample_rows", "peak_rss_mib")}})
+    pairs = [(runs[0], runs[1]), (runs[2], runs[3])]
+    marginal = [(b["seconds"] - a["seconds"]) / (b["hours"] - a["hours"]) for a, b in pairs]
+    return {"runs": runs, "marginal_s_per_hour": [round(m, 3) for m in marginal],
+            "month_from_marginal_s": [round(a["seconds"] + m * (720 - a["hours"])) for (a, _), m
+                                      in zip(pairs, marginal, strict=True)],
+            "note": "per pair: the half window's seconds plus the marginal rate over the rest of a "
+                    "30-day month (the fleet of this run)"}
+
+
 def run_child(url: str, warehouse: Path, window: Window, *, chunk: str, concurrency: int,
               log: Path | None, read_path: str = "auto", tree: Path | None = None) -> dict[str, Any]:
     """The backfill in a fresh process (so its peak RSS is its own), reading by `read_path`
@@ -236,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="keep (and reuse) the prepared Prometheus data here")
     parser.add_argument("--before", type=Path, help="a tree of older code, run the same way after ours")
     parser.add_argument("--result", default="backfill", help="bench/results/<RESULT>.json")
+    parser.add_argument("--linearity", action="store_true",
+                        help="also time half the window and all of it, alternated (marginal rate)")
     args = parser.parse_args(argv)
     from gpuledger.core.window import parse_duration
     from tools.metrics_servers import start_prometheus
@@ -260,15 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"prometheus alone (the bulk path's reads): {bulk_s:.1f}s", flush=True)
             short_run = run_child(server.url, root / "short.duckdb", short, chunk=args.chunk,
                                   concurrency=args.concurrency, log=None)
-            before = None if args.before is None else run_child(
-                server.url, root / "before.duckdb", window, chunk=args.chunk,
-                concurrency=args.concurrency, log=None, tree=args.before)
-            if before is not None:
-                print(f"before ({args.before}): {before}", flush=True)
-            stages = {"ours": stage_cpu(server.url, window, None)}
-            if args.before is not None:
-                stages["before"] = stage_cpu(server.url, window, args.before)
-            print(f"decode + align alone: {stages}", flush=True)
+            before, stages, linear = _beside(server.url, window, args, root)
         finally:
             server.stop()
         bare = bare_load(root / "w.duckdb")
@@ -277,9 +292,27 @@ def main(argv: list[str] | None = None) -> int:
         "prepared": prepared, "ours": ours, "query_path": by_query, "bulk_s": bulk_s,
         "prom_s": prom_s, "prom_bytes": prom_bytes, "bare": bare,
         "floor_rollup": floor_rollup, "short_run": short_run, "before": before,
-        "stages": stages,
+        "stages": stages, "linear": linear,
         "short_hours": (short.end - short.start).total_seconds() / 3600}))
     return 0
+
+
+def _beside(url: str, window: Window, args: argparse.Namespace, root: Path,
+            ) -> tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any] | None]:
+    """The runs beside ours: the older tree (`--before`), the decode + align stage, `--linearity`."""
+    before = None if args.before is None else run_child(
+        url, root / "before.duckdb", window, chunk=args.chunk, concurrency=args.concurrency, log=None,
+        tree=args.before)
+    if before is not None:
+        print(f"before ({args.before}): {before}", flush=True)
+    stages = {"ours": stage_cpu(url, window, None)}
+    if args.before is not None:
+        stages["before"] = stage_cpu(url, window, args.before)
+    print(f"decode + align alone: {stages}", flush=True)
+    linear = linearity(url, window, args.chunk, args.concurrency, root) if args.linearity else None
+    if linear is not None:
+        print(f"linearity: {linear}", flush=True)
+    return before, stages, linear
 
 
 def _prepared(args: argparse.Namespace, window: Window, piece: timedelta, tmp: Path) -> dict[str, Any]:
@@ -335,6 +368,7 @@ def _figures(args: argparse.Namespace, window: Window, m: dict[str, Any]) -> dic
             **m["stages"],
             "note": "one 2-hour remote read of the window, its answers parsed and aligned five "
                     "times in one thread (CPU seconds; `before` on the --before tree's code)"},
+        **({} if m["linear"] is None else {"linearity": m["linear"]}),
         "ours_over_floors": {
             "note": "ours over the sum of its floors measured in this run (the bulk path's reads "
                     "alone + the bare load + the roll-up alone): the load-independent figure",
