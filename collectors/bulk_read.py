@@ -77,6 +77,7 @@ class RemoteRead(BulkRead):
     def __init__(self, http: PromHttp, *, major_version: int) -> None:
         super().__init__(http)
         self.left_open = major_version >= 3  # Prometheus 3 made ranges left-open
+        self.label_sets = remote_read.LabelSets()
 
     def fetch(self, chunk: Chunk, shard: Shard, metrics: Sequence[str]) -> tuple[bytes, str]:
         lo, hi = _wide(span_ms(chunk))
@@ -91,7 +92,7 @@ class RemoteRead(BulkRead):
         return response.content, what
 
     def parse(self, body: bytes, metrics: Sequence[str], what: str) -> RawRead:
-        return remote_read.parse_stream(body, what)
+        return remote_read.parse_stream(body, what, self.label_sets)
 
 
 class Export(BulkRead):

@@ -18,6 +18,7 @@ code and no build step.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +60,9 @@ _FIELDS: dict[str, list[tuple[str, int, int, int, str]]] = {
               ("max_time_ms", 2, _F.TYPE_INT64, _F.LABEL_OPTIONAL, ""),
               ("type", 3, _F.TYPE_INT32, _F.LABEL_OPTIONAL, ""),
               ("data", 4, _F.TYPE_BYTES, _F.LABEL_OPTIONAL, "")],
-    "ChunkedSeries": [("labels", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".gpuledger.prompb.Label"),
+    # Labels kept as their encoded bytes (a message field is length-delimited bytes on the
+    # wire): a label set is interned by its bytes and decoded once (`_LabelSets`).
+    "ChunkedSeries": [("labels", 1, _F.TYPE_BYTES, _F.LABEL_REPEATED, ""),
                       ("chunks", 2, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".gpuledger.prompb.Chunk")],
     "ChunkedReadResponse": [
         ("chunked_series", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".gpuledger.prompb.ChunkedSeries"),
@@ -96,20 +99,65 @@ def request_body(queries: Sequence[tuple[int, int, Sequence[tuple[str, str, str]
     return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
 
 
+NAME_LABEL = b"\n\x08__name__"
+"""How an encoded `Label` named `__name__` begins (field 1, length 8, the name)."""
+
+
 @dataclass(frozen=True)
 class Stream:
-    """A streamed answer unpacked: series labels and query, and each XOR chunk's series."""
+    """A streamed answer unpacked: distinct label sets (`__name__` aside), each series' set
+    and query, and each XOR chunk's series."""
 
     labels: list[dict[str, str]]
+    label_set: list[int]
     query: list[int]
     chunks: list[bytes]
     chunk_sid: list[int]
 
 
-def read_frames(body: bytes, what: str) -> Stream:
-    """The frames of a streamed answer (chunks still encoded); a bad frame → SourceError."""
+class LabelSets:
+    """Label sets interned by their encoded bytes, `__name__` left out: the fields of one
+    device share one set, decoded once. Kept by the reader across answers (its chunks
+    repeat the same series), so a series seen before costs one join and one lookup; shared
+    by the reader's threads (a miss takes the lock) and emptied past `LIMIT` keys."""
+
+    LIMIT = 200_000
+
+    def __init__(self) -> None:
+        self.sets: list[dict[str, str]] = []
+        self._by_series: dict[bytes, int] = {}
+        self._by_set: dict[bytes, int] = {}
+        self._lock = threading.Lock()
+        self._label = _MESSAGES["Label"]
+
+    def intern(self, encoded: Sequence[bytes]) -> int:
+        """The index of the label set of one series (its `Label`s, encoded)."""
+        key = b"".join(encoded)
+        index = self._by_series.get(key)
+        if index is None:
+            with self._lock:
+                if len(self._by_series) > self.LIMIT:
+                    self._by_series.clear()
+                kept = [label for label in encoded if not label.startswith(NAME_LABEL)]
+                set_key = b"".join(kept)
+                index = self._by_set.get(set_key)
+                if index is None:
+                    index = self._by_set[set_key] = len(self.sets)
+                    parsed = [self._label.FromString(label) for label in kept]
+                    self.sets.append({label.name: label.value for label in parsed})
+                self._by_series[key] = index
+        return index
+
+
+def read_frames(body: bytes, what: str, sets: LabelSets | None = None) -> Stream:
+    """The frames of a streamed answer (chunks still encoded); a bad frame → SourceError.
+    `sets`: the reader's interned label sets (a fresh one when not given)."""
     frame_class = _MESSAGES["ChunkedReadResponse"]
-    out = Stream([], [], [], [])
+    sets = sets if sets is not None else LabelSets()
+    series_set: list[int] = []
+    query: list[int] = []
+    chunks: list[bytes] = []
+    chunk_sid: list[int] = []
     pos, end = 0, len(body)
     while pos < end:
         size, pos = _uvarint(body, pos, what)
@@ -118,26 +166,33 @@ def read_frames(body: bytes, what: str) -> Stream:
             raise SourceError(f"{what}: a truncated remote-read frame")
         frame = frame_class.FromString(body[pos:pos + size])
         pos += size
+        query_index = frame.query_index
         for series in frame.chunked_series:
-            sid = len(out.labels)
-            out.labels.append({lab.name: lab.value for lab in series.labels})
-            out.query.append(frame.query_index)
+            sid = len(query)
+            series_set.append(sets.intern(series.labels))
+            query.append(query_index)
             for chunk in series.chunks:
                 if chunk.type != XOR:
                     raise SourceError(f"{what}: chunk encoding {chunk.type} (only XOR floats are read)")
-                out.chunks.append(chunk.data)
-                out.chunk_sid.append(sid)
-    return out
+                chunks.append(chunk.data)
+                chunk_sid.append(sid)
+    # This answer's own sets, numbered 0..k-1 (the reader's grow with every answer).
+    used, local = np.unique(np.asarray(series_set, dtype=np.int64), return_inverse=True)
+    return Stream([sets.sets[i] for i in used.tolist()], local.tolist(), query, chunks, chunk_sid)
 
 
-def parse_stream(body: bytes, what: str) -> RawRead:
+def parse_stream(body: bytes, what: str, sets: LabelSets | None = None) -> RawRead:
     """Frames → series labels and decoded samples (stale markers dropped)."""
-    stream = read_frames(body, what)
+    stream = read_frames(body, what, sets)
     decoded = xor_chunks.decode(stream.chunks)
     sid = np.asarray(stream.chunk_sid, dtype=np.int64)[decoded.chunk] if stream.chunks else decoded.chunk
-    keep = decoded.value_bits != np.uint64(STALE_NAN_BITS)
-    return RawRead(stream.labels, np.asarray(stream.query, dtype=np.int64), sid[keep], decoded.ts_ms[keep],
-                   decoded.value_bits[keep].view(np.float64))
+    ts, bits = decoded.ts_ms, decoded.value_bits
+    stale = bits == np.uint64(STALE_NAN_BITS)
+    if stale.any():  # most answers have none: no copies then
+        keep = ~stale
+        sid, ts, bits = sid[keep], ts[keep], bits[keep]
+    return RawRead(stream.labels, np.asarray(stream.query, dtype=np.int64), sid, ts, bits.view(np.float64),
+                   label_set=np.asarray(stream.label_set, dtype=np.int64))
 
 
 def _uvarint(body: bytes, pos: int, what: str) -> tuple[int, int]:

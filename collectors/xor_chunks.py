@@ -50,20 +50,18 @@ class _Bits:
     """Vectorised reads of up to 64 bits at any bit offset of one byte buffer."""
 
     def __init__(self, data: bytes) -> None:
-        self.buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
-        # The big-endian 8-byte word starting at every byte, native: eight aligned, contiguous
-        # byte-swapping conversions interleaved (a strided view's astype is far slower).
-        n = self.buf.size - 8
-        self.words = np.empty(n, dtype=np.uint64)
-        for k in range(8):
-            lane = self.words[k::8]
-            lane[:] = np.frombuffer(self.buf, dtype=">u8", count=lane.size, offset=k)
+        self.buf = np.frombuffer(data + bytes(_PAD + (-len(data) % 8)), dtype=np.uint8)
+        # The buffer as aligned big-endian 64-bit words, native: one byte-swapping pass (a
+        # word at every byte offset would take eight passes and eight times the memory).
+        self.words = self.buf.view(">u8").astype(np.uint64)
 
     def window(self, pos: np.ndarray) -> np.ndarray:
-        """The 64 bits starting at bit `pos` of each lane (uint64, first bit highest)."""
-        byte = pos >> _U(3)
-        off = pos & _U(7)
-        return (self.words[byte] << off) | (self.buf[byte + _U(8)].astype(np.uint64) >> (_U(8) - off))
+        """The 64 bits starting at bit `pos` of each lane (uint64, first bit highest): the
+        tail of the word `pos` falls in and the head of the next (numpy shifts a uint64 by
+        64 to 0, so an offset of 0 takes nothing from the next word)."""
+        word = pos >> _U(6)
+        off = pos & _U(63)
+        return (self.words[word] << off) | (self.words[word + _U(1)] >> (_U(64) - off))
 
     def read(self, pos: np.ndarray, width: np.ndarray | int) -> np.ndarray:
         """The `width` bits (0..64) at bit `pos` of each lane, as uint64."""
@@ -85,7 +83,7 @@ def decode(chunks: Sequence[bytes]) -> Decoded:
     if not chunks:
         empty = np.zeros(0, dtype=np.int64)
         return Decoded(empty, empty.copy(), np.zeros(0, dtype=np.uint64))
-    sizes = np.fromiter((len(c) for c in chunks), dtype=np.int64, count=len(chunks))
+    sizes = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
     if (sizes < 2).any():
         raise SourceError("remote read: an XOR chunk shorter than its header")
     bits = _Bits(b"".join(chunks))
@@ -144,18 +142,28 @@ def _lockstep(bits: _Bits, starts: np.ndarray, counts: np.ndarray, out_at: np.nd
         if wide.any():
             raw[wide] = bits.read(pos[wide] + _U(4), 64)
         dod = raw.astype(np.int64) - np.where(raw > _HALF[prefix], _FULL[prefix], 0)
-        pos = pos + plen + width
+        used = plen + width
+        pos = pos + used
         tdelta = tdelta + dod
         t = t + tdelta
-        pos, vbits, leading, trailing = _xor_value(bits, pos, vbits, leading, trailing)
-        ts_out[out_at[:n] + i] = t
-        v_out[out_at[:n] + i] = vbits
+        # The value's header follows in `head` (a timestamp takes at most 24 of its 64 bits
+        # but in the 64-bit bucket, re-read there): one window less per step.
+        value_head = head << used
+        if wide.any():
+            value_head[wide] = bits.window(pos[wide])
+        pos, vbits, leading, trailing = _xor_value(bits, pos, vbits, leading, trailing, head=value_head)
+        at = out_at[:n] + i
+        ts_out[at] = t
+        v_out[at] = vbits
 
 
 def _xor_value(bits: _Bits, pos: np.ndarray, vbits: np.ndarray, leading: np.ndarray,
-               trailing: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One XOR-coded value per lane (see the module docstring)."""
-    head = bits.window(pos)  # control bits and the 11-bit header of a new leading/length
+               trailing: np.ndarray, *, head: np.ndarray | None = None,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One XOR-coded value per lane (see the module docstring); `head`: at least the 13 bits
+    at `pos` (read here when not given)."""
+    if head is None:
+        head = bits.window(pos)  # control bits and the 11-bit header of a new leading/length
     control = head >> _U(62)
     fresh = control == _U(3)
     changed = control >= _U(2)
