@@ -168,7 +168,9 @@ def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> A
     layouts = queries.mig_layouts(wh, window.start, window.end)
     if layouts.is_empty():
         return Advice("fragmentation", [], {"nodes": [], "pools": []})
-    layouts = layouts.with_columns(pl.col("model").map_elements(canonical_model, return_dtype=pl.String))
+    names = {str(m): canonical_model(str(m)) for m in layouts["model"].drop_nulls().unique()}
+    layouts = layouts.with_columns(
+        pl.col("model").replace_strict(names, default=None, return_dtype=pl.String))
     smallest = _smallest_demanded(layouts)
     rates = fragmentation.fragmentation_rates(layouts, smallest)
     a = settings.advice
