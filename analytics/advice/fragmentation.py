@@ -123,7 +123,7 @@ def fragmentation_rates(layouts: pl.DataFrame, smallest: Mapping[str, str]) -> p
         pl.lit(COMPUTE_SLICES, pl.Int64).alias("slices"))
     return per_card.group_by("ts", "pool", "node").agg(
         pl.col("free_slices").sum(), pl.col("unusable_slices").sum(), pl.col("slices").sum(),
-    ).with_columns(_rate()).select(*schema, "rate").cast(schema).sort("ts", "node")
+    ).with_columns(_rate()).select(*schema, "rate").cast(pl.Schema(schema)).sort("ts", "node")
 
 
 def pool_rates(node_rates: pl.DataFrame) -> pl.DataFrame:
