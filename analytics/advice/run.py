@@ -123,10 +123,12 @@ def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advi
     if minutes.is_empty():
         return Advice("overcommit", [], {"pools": []})
     prices = {m: _price(settings, canonical_model(m), window.start) for m in minutes["model"].unique()}
-    classes = [overcommit.classify(k, {"gpuledger.io/workload-class": lbl} if lbl else None)
-               for k, lbl in minutes.select("owner_kind", "class_label").iter_rows()]
-    samples = minutes.with_columns(
-        pl.Series("workload_class", classes, dtype=pl.String),
+    owners = minutes.select("owner_kind", "class_label").unique()
+    owners = owners.with_columns(pl.Series("workload_class", [
+        overcommit.classify(k, {"gpuledger.io/workload-class": lbl} if lbl else None)
+        for k, lbl in owners.iter_rows()], dtype=pl.String))  # once per (owner kind, label)
+    samples = minutes.join(owners, on=["owner_kind", "class_label"], how="left", nulls_equal=True,
+                           maintain_order="left").with_columns(
         pl.col("model").replace_strict(prices, default=0.0, return_dtype=pl.Float64).alias("unit_price"),
         pl.when(pl.col("token_holders") == pl.col("holders")).then(pl.col("tokens_per_s"))
         .alias("tokens_per_s"),
