@@ -130,14 +130,16 @@ def batching_hint(frame: pl.DataFrame, scale_up: float) -> str | None:
 
 def autoscaling_advice(
     series: pl.DataFrame, policy: Policy, *, gpus_per_replica: dict[tuple[str, str], int] | None = None,
-    unit_price: float = 0.0,
+    unit_price: float = 0.0, presorted: bool = False,
 ) -> list[AutoscalingAdvice]:
-    """Steps 1-6 per (namespace, deployment) in `series` (SERIES_SCHEMA, one row per minute).
+    """Steps 1-6 per (namespace, deployment) in `series` (SERIES_SCHEMA, one row per minute);
+    `presorted`: the caller sorted it by namespace, deployment, ts already (a month's frame is
+    not copied again).
 
     The month is prepared once for every Deployment (sorted, nulls filled, the load and the
     hour as columns, the hourly 5th percentiles in one group-by); each Deployment is then a
     zero-copy slice replayed on numpy arrays (`autoscaling_replay`)."""
-    frame = series.sort("namespace", "deployment", "ts").with_columns(
+    frame = (series if presorted else series.sort("namespace", "deployment", "ts")).with_columns(
         pl.col("queue").fill_null(0.0), pl.col("activity").fill_null(0.0),
     ).with_columns((pl.col("replicas") * pl.col("activity")).alias("_load"),
                    pl.col("ts").dt.hour().alias("_h"))

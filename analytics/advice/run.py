@@ -168,7 +168,7 @@ def autoscaling_proposals(
     prices = [_price(settings, m, window.start) for m in sorted(models)] or [0.0]
     return autoscaling.autoscaling_advice(
         series.select(list(autoscaling.SERIES_SCHEMA)), policy_of(settings),
-        gpus_per_replica=per, unit_price=max(prices))
+        gpus_per_replica=per, unit_price=max(prices), presorted=True)  # (by_day sorted it)
 
 
 @register("autoscaling")

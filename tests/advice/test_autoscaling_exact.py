@@ -72,6 +72,9 @@ def test_every_field_equals_the_minute_loop(knobs: tuple[int, float, float, floa
         assert {k: v for k, v in asdict(n).items() if k != "policy"} == \
             {k: v for k, v in asdict(o).items() if k != "policy"}
         assert n.as_dict() == o.as_dict() and n.reason() == o.reason()
+    presorted = SERIES.sort("namespace", "deployment", "ts")  # as `run.by_day` hands it over
+    assert autoscaling.autoscaling_advice(presorted, autoscaling.Policy(*knobs), gpus_per_replica=per,
+                                          unit_price=2.5, presorted=True) == new
 
 
 def test_the_controller_really_moves() -> None:
