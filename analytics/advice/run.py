@@ -96,7 +96,7 @@ def catalog_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
 
 def by_day(
     read: Callable[[Warehouse, datetime, datetime], pl.DataFrame], wh: Warehouse, window: Window,
-    order: tuple[str, ...], columns: tuple[str, ...] | None = None,
+    order: tuple[str, ...], columns: tuple[str, ...] | None = None, *, categorical: tuple[str, ...] = (),
 ) -> pl.DataFrame:
     """A per-minute advice query read one UTC day at a time, in `order` (the query's ORDER BY,
     unique per row, so the month comes back row for row as one query would give it).
@@ -105,11 +105,15 @@ def by_day(
     DuckDB at once (at 1,000 GPUs the advice peaked near 12 GB); a day at a time bounds that
     to a day's, and the day's frame is trimmed to `columns` before the next is read. Every row
     of these queries is one minute, so no row spans two days; the token rate's lag looks 10
-    minutes back across the start, as it does at the window's start."""
+    minutes back across the start, as it does at the window's start. `categorical`: string
+    columns repeated on every row (namespace, Deployment, model) held as Polars categoricals,
+    which sort lexically like the strings they stand for (a third less memory for the month's
+    serving frame)."""
     parts = []
     for day in window.days():
         part = read(wh, day.start, day.end)
-        parts.append(part.select(columns) if columns else part)
+        part = part.select(columns) if columns else part
+        parts.append(part.with_columns(pl.col(*categorical).cast(pl.Categorical)) if categorical else part)
     found = [part for part in parts if not part.is_empty()]
     if not found:
         return parts[0] if parts else read(wh, window.start, window.end)
@@ -159,7 +163,8 @@ def autoscaling_proposals(
 ) -> list[autoscaling.AutoscalingAdvice]:
     """Item 4's proposals (what `plans export` renders with `autoscaling_manifest.render_manifests`)."""
     keep = (*autoscaling.SERIES_SCHEMA, "gpus_per_replica", "model")
-    series = by_day(queries.serving_minutes, wh, window, ("namespace", "deployment", "ts"), keep)
+    series = by_day(queries.serving_minutes, wh, window, ("namespace", "deployment", "ts"), keep,
+                    categorical=("namespace", "deployment", "model"))
     if series.is_empty():
         return []
     per = {(str(n), str(d)): int(g or 1) for n, d, g in
