@@ -123,7 +123,8 @@ def by_day(
 @register("overcommit")
 def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
     """Item 3: the knee of replicas per card on time-sliced and vGPU pools."""
-    minutes = by_day(queries.shared_card_minutes, wh, window, ("uuid", "ts"))
+    minutes = by_day(queries.shared_card_minutes, wh, window, ("uuid", "ts"),
+                     categorical=("uuid", "pool", "model", "owner_kind", "class_label"))
     if minutes.is_empty():
         return Advice("overcommit", [], {"pools": []})
     prices = {m: _price(settings, canonical_model(m), window.start) for m in minutes["model"].unique()}
@@ -133,10 +134,11 @@ def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advi
         for k, lbl in owners.iter_rows()], dtype=pl.String))  # once per (owner kind, label)
     samples = minutes.join(owners, on=["owner_kind", "class_label"], how="left", nulls_equal=True,
                            maintain_order="left").with_columns(
-        pl.col("model").replace_strict(prices, default=0.0, return_dtype=pl.Float64).alias("unit_price"),
+        pl.col("model").cast(pl.String).replace_strict(prices, default=0.0, return_dtype=pl.Float64)
+        .alias("unit_price"),
         pl.when(pl.col("token_holders") == pl.col("holders")).then(pl.col("tokens_per_s"))
         .alias("tokens_per_s"),
-        pl.col("pool").fill_null("(none)"),
+        pl.col("pool").cast(pl.String).fill_null("(none)"), pl.col("uuid").cast(pl.String),
     ).select(list(overcommit.SAMPLE_SCHEMA))
     a = settings.advice
     found = overcommit.overcommit_advice(samples, ceilings=a.overcommit_max, knee_gain=a.overcommit_knee_gain,
