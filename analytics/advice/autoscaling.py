@@ -32,10 +32,12 @@ one, with a minimum by time of day. The evidence is a replay of the recorded mon
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
+
+from gpuledger.analytics.advice import autoscaling_replay as replay_np
 
 HOURS_PER_MONTH = 730.0
 SERIES_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
@@ -106,58 +108,6 @@ class AutoscalingAdvice:
         }
 
 
-def minimum_by_hour(ts: list[object], load: list[float], scale_up: float) -> tuple[int, ...]:
-    """Step 2."""
-    frame = pl.DataFrame({"ts": ts, "load": load}).with_columns(pl.col("ts").dt.hour().alias("h"))
-    low = dict(frame.group_by("h").agg(pl.col("load").quantile(0.05, "lower")).iter_rows())
-    return tuple(max(1, math.ceil(float(low.get(h, 0.0) or 0.0) / scale_up - 1e-9)) for h in range(24))
-
-
-def _window_means(values: list[float], width: int) -> list[float]:
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= width:
-            total -= values[i - width]
-        out.append(total / min(i + 1, width))
-    return out
-
-
-def replay(
-    load: list[float], queue: list[float], hours: list[int], floor: tuple[int, ...], *,
-    policy: Policy, max_replicas: int,
-) -> list[int]:
-    """Step 3: the proposed replica count per minute."""
-    load_w = _window_means(load, policy.window_minutes)
-    queue_w = _window_means(queue, policy.window_minutes)
-    target = (policy.scale_up + policy.scale_down) / 2
-    up_span = max(1, policy.up_stabilization_s // 60)
-    down_span = max(1, policy.down_stabilization_s // 60)
-    desired_hist: list[int] = []
-    current = max(floor[hours[0]], 1)
-    out = []
-    for i, (lw, qw) in enumerate(zip(load_w, queue_w, strict=True)):
-        desired = max(1, math.ceil(max(lw / target, qw / policy.queue_target) - 1e-9))
-        desired_hist.append(desired)
-        busy = lw / current > policy.scale_up or qw / current > policy.queue_target
-        quiet = lw / current < policy.scale_down and qw / current < policy.queue_target / 2
-        if busy:
-            current = max(current, min(desired_hist[-up_span:]))
-        elif quiet:
-            current = min(current, max(desired_hist[-down_span:]))
-        current = min(max(current, floor[hours[i]]), max_replicas)
-        out.append(current)
-    return out
-
-
-def over_target(load: float, queue: float, recorded: int, proposed: int, queue_target: float) -> bool:
-    """Step 4 for one minute."""
-    if proposed <= 0 or load / proposed >= 1.0:
-        return load > 0
-    per_replica = (queue / max(recorded, 1)) * (max(recorded, 1) / proposed) ** 2
-    return per_replica > queue_target
-
-
 def batching_hint(frame: pl.DataFrame, scale_up: float) -> str | None:
     """Step 6."""
     data = frame.filter(pl.col("running").is_not_null() & pl.col("tokens_per_s").is_not_null()
@@ -180,36 +130,56 @@ def batching_hint(frame: pl.DataFrame, scale_up: float) -> str | None:
 
 def autoscaling_advice(
     series: pl.DataFrame, policy: Policy, *, gpus_per_replica: dict[tuple[str, str], int] | None = None,
-    unit_price: float = 0.0,
+    unit_price: float = 0.0, presorted: bool = False,
 ) -> list[AutoscalingAdvice]:
-    """Steps 1-6 per (namespace, deployment) in `series` (SERIES_SCHEMA, one row per minute)."""
-    out = []
-    for (ns, dep), group in series.sort("namespace", "deployment", "ts").group_by(
-            "namespace", "deployment", maintain_order=True):
-        per = (gpus_per_replica or {}).get((str(ns), str(dep)), 1)
-        out.append(_one((str(ns), str(dep)), group, policy, per=per, price=unit_price))
+    """Steps 1-6 per (namespace, deployment) in `series` (SERIES_SCHEMA, one row per minute);
+    `presorted`: the caller sorted it by namespace, deployment, ts already (a month's frame is
+    not copied again).
+
+    The month is prepared once for every Deployment (sorted, nulls filled, the load and the
+    hour as columns, the hourly 5th percentiles in one group-by); each Deployment is then a
+    zero-copy slice replayed on numpy arrays (`autoscaling_replay`)."""
+    frame = (series if presorted else series.sort("namespace", "deployment", "ts")).with_columns(
+        pl.col("queue").fill_null(0.0), pl.col("activity").fill_null(0.0),
+    ).with_columns((pl.col("replicas") * pl.col("activity")).alias("_load"),
+                   pl.col("ts").dt.hour().alias("_h"))
+    lows: dict[tuple[str, str], dict[int, float]] = {}
+    for ns, dep, h, low in frame.group_by("namespace", "deployment", "_h").agg(
+            pl.col("_load").quantile(0.05, "lower")).iter_rows():
+        lows.setdefault((str(ns), str(dep)), {})[int(h)] = low
+    out, offset = [], 0
+    for ns, dep, length in frame.group_by("namespace", "deployment", maintain_order=True).len().iter_rows():
+        key = (str(ns), str(dep))
+        per = (gpus_per_replica or {}).get(key, 1)
+        out.append(_one(key, frame.slice(offset, length), lows.get(key, {}), policy, per=per,
+                        price=unit_price))
+        offset += length
     return out
 
 
 def _one(
-    key: tuple[str, str], group: pl.DataFrame, policy: Policy, *, per: int, price: float,
+    key: tuple[str, str], group: pl.DataFrame, low: dict[int, float], policy: Policy, *, per: int,
+    price: float,
 ) -> AutoscalingAdvice:
     ns, dep = key
-    group = group.with_columns(pl.col("queue").fill_null(0.0), pl.col("activity").fill_null(0.0))
-    recorded = [int(v) for v in group["replicas"]]
-    load = [r * float(a) for r, a in zip(recorded, group["activity"], strict=True)]
-    queue = [float(q) for q in group["queue"]]
-    hours = [int(h) for h in group["ts"].dt.hour()]
-    floor = minimum_by_hour(group["ts"].to_list(), load, policy.scale_up)
-    top = policy.max_replicas or max(*recorded, *floor)
-    proposed = replay(load, queue, hours, floor, policy=policy, max_replicas=top)
-    over = sum(over_target(li, q, r, p, policy.queue_target)
-               for li, q, r, p in zip(load, queue, recorded, proposed, strict=True))
-    base = sum(over_target(li, q, r, r, policy.queue_target)
-               for li, q, r in zip(load, queue, recorded, strict=True))
-    rec_h, prop_h = sum(recorded) * per / 60, sum(proposed) * per / 60
-    month = HOURS_PER_MONTH / (len(recorded) / 60) if recorded else 0.0
+    recorded = group["replicas"].to_numpy().astype(np.int64)
+    load = group["_load"].to_numpy().astype(np.float64)
+    queue = group["queue"].to_numpy().astype(np.float64)
+    hours = group["_h"].to_numpy().astype(np.int64)
+    floor = replay_np.hour_floor(low, policy.scale_up)
+    top = policy.max_replicas or max(int(recorded.max()), *floor)
+    width = policy.window_minutes
+    proposed = replay_np.replay(
+        replay_np.window_means(load, width), replay_np.window_means(queue, width),
+        np.asarray(floor, dtype=np.int64)[hours], max(floor[int(hours[0])], 1),
+        scale_up=policy.scale_up, scale_down=policy.scale_down, queue_target=policy.queue_target,
+        up_span=max(1, policy.up_stabilization_s // 60), down_span=max(1, policy.down_stabilization_s // 60),
+        top=top)
+    over = replay_np.over_target_minutes(load, queue, recorded, proposed, policy.queue_target)
+    base = replay_np.over_target_minutes(load, queue, recorded, recorded, policy.queue_target)
+    rec_h, prop_h = int(recorded.sum()) * per / 60, int(proposed.sum()) * per / 60
+    month = HOURS_PER_MONTH / (len(recorded) / 60) if len(recorded) else 0.0
     return AutoscalingAdvice(
-        ns, dep, policy, min(floor), top, floor, len(recorded), rec_h, prop_h, int(over), int(base),
+        ns, dep, policy, min(floor), top, floor, len(recorded), rec_h, prop_h, over, base,
         batching_hint(group, policy.scale_up), (rec_h - prop_h) * price * month,
     )

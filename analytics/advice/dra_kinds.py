@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
+from functools import cache
 from itertools import pairwise
 from typing import Any
 
-import polars as pl
-
-from gpuledger.analytics.devices.dra_plan import fragmentation, profile_recommendations
+from gpuledger.analytics.devices.dra_plan import _by_count, _creatable, profile_recommendations
 from gpuledger.core.mig import MEMORY_SLICES, gpu_model
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -48,16 +47,56 @@ def _withheld(model_name: str, by_count: str | None, creatable: str | None) -> i
     return size.get(by_count or "", 0) - size.get(creatable or "", 0)
 
 
+def _fragmented_at(wh: Warehouse) -> Callable[[datetime], list[dict[str, Any]]]:
+    """`dra_plan.fragmentation(wh, at).filter(fragmented)` at any moment, from the cards and
+    the MIG claims read once: a window has a moment per claim start and end (thousands in a
+    month), and two queries per moment were most of this kind's time. A card's figures depend
+    only on its model and used slices, so each distinct state is worked out once."""
+    cards = wh.query(
+        "SELECT DISTINCT d.parent_uuid AS uuid, d.node, coalesce(d.model, g.model) AS model "
+        "FROM dra_devices d LEFT JOIN gpus g ON g.uuid = d.parent_uuid WHERE d.dynamic = 1").rows()
+    claims = wh.query(
+        "SELECT d.parent_uuid AS uuid, d.profile, d.placement, c.start_ts, c.end_ts FROM dra_claims c "
+        "JOIN dra_devices d USING (driver, pool, device) WHERE d.kind = 'mig'")
+    by_card: dict[str, list[tuple[str, int, datetime, datetime]]] = defaultdict(list)
+    for uuid, profile, start, begins, ends in claims.iter_rows():
+        by_card[str(uuid)].append((str(profile), int(start), begins, ends))
+
+    @cache
+    def figures(model_name: str, used: frozenset[int]) -> tuple[int, str | None, str | None, bool]:
+        model = gpu_model(model_name)
+        free = set(range(MEMORY_SLICES)) - used
+        by_count, creatable = _by_count(model, len(free)), _creatable(model, free)
+        size = {p.name: p.memory for p in model.profiles.values()}
+        return (len(free), by_count, creatable,
+                by_count is not None and size.get(creatable or "", 0) < size[by_count])
+
+    def at(moment: datetime) -> list[dict[str, Any]]:
+        out = []
+        for uuid, node, model_name in cards:
+            memory = gpu_model(model_name).profiles
+            used = frozenset(i for profile, start, begins, ends in by_card.get(str(uuid), ())
+                             if begins is not None and ends is not None and begins <= moment < ends
+                             for i in range(start, start + memory[profile].memory))
+            free, by_count, creatable, fragmented = figures(model_name, used)
+            if fragmented:
+                out.append({"uuid": uuid, "node": node, "model": model_name, "free_slices": free,
+                            "largest_by_count": by_count, "largest_creatable": creatable})
+        return out
+    return at
+
+
 def fragmented_cards(wh: Warehouse, window: Window) -> list[dict[str, Any]]:
     """Per dynamic card fragmented at some moment of the window: hours fragmented, the worst
     state (most slices withheld) and the withheld slice-hours."""
     moments = _moments(wh, window)
+    states = _fragmented_at(wh)
     cards: dict[str, dict[str, Any]] = defaultdict(lambda: {"hours": 0.0, "slice_hours": 0.0, "worst": None})
     for at, nxt in pairwise(moments):
         hours = (nxt - at).total_seconds() / 3600
         if hours <= 0:
             continue
-        for row in fragmentation(wh, at).filter(pl.col("fragmented")).iter_rows(named=True):
+        for row in states(at):
             withheld = _withheld(row["model"], row["largest_by_count"], row["largest_creatable"])
             card = cards[row["uuid"]]
             card.update(node=row["node"], model=row["model"])

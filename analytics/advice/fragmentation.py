@@ -93,26 +93,37 @@ def _fragments(model: str, layout: Layout, counts: Mapping[str, int], smallest: 
 def fragmentation_rates(layouts: pl.DataFrame, smallest: Mapping[str, str]) -> pl.DataFrame:
     """Step 3. `layouts`: `ts`, `pool`, `node`, `uuid`, `model`, `profile`, `n` (one row per
     card and profile alive at `ts`; a card with no instance has a row with profile NULL).
-    Returns per (`ts`, `pool`, `node`): `free_slices`, `unusable_slices`, `slices`, `rate`."""
-    rows = []
-    for (ts, pool, node, _uuid, model), group in layouts.sort("ts", "node", "uuid").group_by(
-            "ts", "pool", "node", "uuid", "model", maintain_order=True):
-        counts = {str(p): int(n) for p, n in group.select("profile", "n").iter_rows() if p}
+    Returns per (`ts`, `pool`, `node`): `free_slices`, `unusable_slices`, `slices`, `rate`.
+
+    A month holds hours x cards layouts but few distinct ones (a layout changes when an
+    instance comes or goes): each card-hour gets its layout as one key string in Polars, the
+    placement search runs once per distinct (model, layout), and a join hands the figures back."""
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
+        "ts": layouts.schema.get("ts", pl.Datetime("us", "UTC")), "pool": pl.String, "node": pl.String,
+        "free_slices": pl.Int64, "unusable_slices": pl.Int64, "slices": pl.Int64}
+    held = pl.col("profile").is_not_null()
+    cards = layouts.group_by("ts", "pool", "node", "uuid", "model").agg(
+        pl.concat_str(pl.col("profile"), pl.lit("\x1f"), pl.col("n").cast(pl.String)).filter(held)
+        .sort().str.join("\x1e").alias("_layout"),
+    ).with_columns(pl.col("_layout").fill_null(""))
+    found = []
+    for model, key in cards.select("model", "_layout").unique().iter_rows():
+        counts = {p: int(n) for p, n in (item.split("\x1f") for item in key.split("\x1e") if item)}
         geometry = gpu_model(str(model))
         want = smallest.get(str(model)) or (
-            min(counts, key=lambda p: geometry.profiles[p].memory) if counts else None)
-        if want is None:
-            continue
-        f = card_fragments(str(model), counts, want)
-        rows.append({"ts": ts, "pool": pool, "node": node, "free_slices": f.free,
-                     "unusable_slices": f.unusable, "slices": COMPUTE_SLICES})
-    schema: dict[str, pl.DataType | type[pl.DataType]] = {
-              "ts": layouts.schema.get("ts", pl.Datetime("us", "UTC")), "pool": pl.String, "node": pl.String,
-              "free_slices": pl.Int64, "unusable_slices": pl.Int64, "slices": pl.Int64}
-    cards = pl.DataFrame(rows, schema=schema)
-    return cards.group_by("ts", "pool", "node").agg(
+            min(sorted(counts), key=lambda p: geometry.profiles[p].memory) if counts else None)
+        if want is not None:
+            f = card_fragments(str(model), counts, want)
+            found.append({"model": model, "_layout": key, "free_slices": f.free,
+                          "unusable_slices": f.unusable})
+    figures = pl.DataFrame(found, schema={
+        "model": layouts.schema.get("model", pl.String), "_layout": pl.String,
+        "free_slices": pl.Int64, "unusable_slices": pl.Int64})
+    per_card = cards.join(figures, on=["model", "_layout"], how="inner").with_columns(
+        pl.lit(COMPUTE_SLICES, pl.Int64).alias("slices"))
+    return per_card.group_by("ts", "pool", "node").agg(
         pl.col("free_slices").sum(), pl.col("unusable_slices").sum(), pl.col("slices").sum(),
-    ).with_columns(_rate()).sort("ts", "node")
+    ).with_columns(_rate()).select(*schema, "rate").cast(pl.Schema(schema)).sort("ts", "node")
 
 
 def pool_rates(node_rates: pl.DataFrame) -> pl.DataFrame:

@@ -108,3 +108,22 @@ def test_both_kinds_together_sum_the_savings(warehouse: Path, tmp_path: Path) ->
     doc = _recommend(warehouse, tmp_path, "dra-fragmentation", "dra-profiles")
     assert len(doc["recommendations"]) == 4
     assert doc["monthly_saving"] == pytest.approx(round(2 / 8 * 3.00 * 730 / 6, 2))
+
+
+def test_fragmented_states_equal_the_per_moment_queries(warehouse: Path) -> None:
+    """`dra_kinds` reads the cards and claims once and works each moment out in Python; at every
+    moment of the window it must give what `dra_plan.fragmentation` queries for that moment."""
+    from gpuledger.analytics.advice.dra_kinds import _fragmented_at, _moments
+    from gpuledger.analytics.devices.dra_plan import fragmentation
+    from gpuledger.core.window import Window
+
+    with Warehouse.open(warehouse, read_only=True) as wh:
+        moments = _moments(wh, Window(START, POOL.end))
+        states = _fragmented_at(wh)
+        seen = 0
+        for at in moments:
+            expected = fragmentation(wh, at).filter(pl.col("fragmented")).drop("fragmented")
+            got = sorted(states(at), key=lambda r: r["uuid"])
+            assert got == sorted(expected.to_dicts(), key=lambda r: r["uuid"])
+            seen += len(got)
+    assert len(moments) >= 8 and seen > 0
