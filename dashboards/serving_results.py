@@ -32,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.analytics.advice.run import FLEET_SHAPING_KINDS
 from gpuledger.analytics.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError
@@ -44,9 +45,10 @@ from gpuledger.warehouse.serving_store import Publication, PublishStats, is_serv
 log = logging.getLogger(__name__)
 
 RECOMMENDATIONS = "recommendations"
-FLEET_KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling")
-PLANS_KINDS = ("profile-catalog", "overcommit", "autoscaling")
-"""The advice kinds the Fleet and Plans pages show (`dashboards.pages.advice_panels`)."""
+FLEET_KINDS = FLEET_SHAPING_KINDS
+PLANS_KINDS = tuple(k for k in FLEET_SHAPING_KINDS if k != "fragmentation")
+"""The advice kinds the Fleet and Plans pages show (`dashboards.pages.advice_panels`); the Plans
+page leaves fragmentation to the Fleet page."""
 ADVICE_KINDS: tuple[str, ...] = tuple(dict.fromkeys((*FLEET_KINDS, *PLANS_KINDS)))
 TOKEN_COSTS = "token_costs"
 NAMES: tuple[str, ...] = (RECOMMENDATIONS, TOKEN_COSTS, *(f"advice:{k}" for k in ADVICE_KINDS))

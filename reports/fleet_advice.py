@@ -12,13 +12,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuledger.analytics.advice.run import KINDS, Advice, run_advice
+from gpuledger.analytics.advice.run import FLEET_SHAPING_KINDS, KINDS, Advice, run_advice
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 
-STATEMENT_KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling")
-"""The issue's four fleet-shaping kinds (the DRA kinds stay on the CLI and the dashboard)."""
+STATEMENT_KINDS = FLEET_SHAPING_KINDS
 PER_KIND = 3
 
 
