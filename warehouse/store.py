@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
@@ -40,6 +40,9 @@ from gpuledger.core.frames import TABLES, TableSpec, polars_schema
 from gpuledger.core.window import Window, as_utc
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
 from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 DUCKDB_CONFIG: dict[str, Any] = {
     "autoinstall_known_extensions": False,
@@ -60,6 +63,17 @@ class LoadBatch:
     frames: Mapping[str, pl.DataFrame]
     window: Window | None = None
     watermarks: Mapping[str, datetime] = field(default_factory=dict)
+    arrow: Mapping[str, pa.Table] | None = None
+    """Set only by `prepare`: the checked frames as Arrow tables, which `load` writes as they are."""
+
+
+def prepare(batch: LoadBatch) -> LoadBatch:
+    """`batch` checked as `Warehouse.load` checks it (same rules, same errors) and its frames
+    converted to Arrow, for a producer thread to run while the writer stores the batch before
+    (decision 0136): polars and the conversion release the GIL, so the writer's turn is the
+    SQL alone. `load` writes a prepared batch without checking or converting it again."""
+    frames = {name: _prepare(_spec(name), frame, batch.window) for name, frame in batch.frames.items()}
+    return replace(batch, frames=frames, arrow={name: frame.to_arrow() for name, frame in frames.items()})
 
 
 @dataclass(frozen=True)
@@ -150,13 +164,15 @@ class Warehouse:
     def load(self, batch: LoadBatch) -> LoadStats:
         """Load a batch in one transaction (see module docstring for the replace rules)."""
         self._require_writer()
-        prepared = {name: _prepare(_spec(name), frame, batch.window) for name, frame in batch.frames.items()}
+        if batch.arrow is None:
+            batch = prepare(batch)
+        assert batch.arrow is not None
         rows: dict[str, int] = {}
         replaced: dict[str, int] = {}
         with self.transaction():
-            for name, frame in prepared.items():
+            for name, frame in batch.frames.items():
                 try:
-                    replaced[name] = self._write(_spec(name), frame, batch.window)
+                    replaced[name] = self._write(_spec(name), batch.arrow[name], batch.window)
                 except duckdb.Error as exc:  # the whole batch rolls back (transaction())
                     first = str(exc).splitlines()[0]
                     raise WarehouseError(
@@ -197,7 +213,7 @@ class Warehouse:
         self._require_writer()
         return self.con.execute(sql, params or []).fetchall()
 
-    def _write(self, spec: TableSpec, frame: pl.DataFrame, window: Window | None) -> int:
+    def _write(self, spec: TableSpec, frame: pa.Table, window: Window | None) -> int:
         """Write one table's rows; the view is unregistered only on success, because after a
         failed statement the transaction is aborted and unregistering would mask the error."""
         view = f"_load_{spec.name}"
