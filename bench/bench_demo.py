@@ -15,7 +15,9 @@ on stderr), so both trees are timed by the same rule without instrumenting eithe
 load + roll-up (to the `loaded` line; the baseline's progress lines split simulate + load from
 roll-up), bill (to `Bill for`), Volcano + idle (to `Fleet advice`), advice (to its last row),
 reports (to `Reports for`), MIG plan, quota plan, and the end (process exit). Writes
-bench/results/demo.json with machine facts and the load average before, during and after.
+bench/results/demo.json with machine facts, the load average before, during and after, and
+whether both demos printed the same lines from `loaded` to the reports (counts, bill, idle,
+advice: the same demo, only faster).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Run:
         cmd = [sys.executable, "-m", "gpuledger", "demo", "--gpus", str(gpus), "--period", period,
                "--no-serve", "--out", str(work / "demo")]
         self.ended: float | None = None
+        self.cpu_s: float | None = None  # user + system seconds of the whole demo (set by wait)
         self.closed: float | None = None  # set by the stdout reader
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
@@ -83,11 +86,20 @@ class Run:
             self.closed = time.perf_counter() - self.started
 
     def wait(self, timeout: float) -> int:
-        try:
-            rc = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
+        """The exit status; reaps the process with `os.wait4` for the CPU seconds it used."""
+        deadline = time.perf_counter() + timeout
+        while True:
+            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                self.proc.kill()
+                pid, status, usage = os.wait4(self.proc.pid, 0)
+                break
+            time.sleep(0.1)
+        rc = os.waitstatus_to_exitcode(status)
+        self.proc.returncode = rc
+        self.cpu_s = round(usage.ru_utime + usage.ru_stime, 1)
         for reader in self._readers:
             reader.join()
         self.ended = self.closed if self.closed is not None else time.perf_counter() - self.started
@@ -117,6 +129,7 @@ class Run:
             "rc": rc,
             "first_bill_s": _round(marks["bill"]),
             "end_s": _round(self.ended),
+            "cpu_s": self.cpu_s,
             "demo_finished_line_s": _round(marks["quota plan"]),
             "stages_s": stages,
             "split_s": {  # only the baseline prints simulate + load and roll-up apart
@@ -125,6 +138,14 @@ class Run:
             } if load_end is not None else None,
             "stderr_tail": [line for _, s, line in self.lines if s == "err"][-3:] if rc else [],
         }
+
+    def shown(self) -> list[str]:
+        """What the demo printed from the `loaded` line up to the reports: the loaded counts,
+        the bill, Volcano, idle and advice rows (no paths, no plan ids, no timings)."""
+        out = [line for _, s, line in self.lines if s == "out"]
+        begin = next((i for i, line in enumerate(out) if line.startswith("loaded ")), len(out))
+        end = next((i for i, line in enumerate(out) if line.startswith("Reports for ")), len(out))
+        return out[begin:end]
 
 
 def _round(value: float | None) -> float | None:
@@ -161,6 +182,8 @@ def main() -> None:
                 results[name] = run.figures(run.wait(args.timeout))
         load["after"] = os.getloadavg()
     base, ours = results["baseline"], results["ours"]
+    shown = {name: run.shown() for name, run in runs.items()}
+    differ = [(a, b) for a, b in zip(shown["baseline"], shown["ours"], strict=False) if a != b]
     write_result("demo", {
         "gpus": args.gpus, "period": args.period, "baseline_ref": ref,
         "mode": "one by one" if args.one_by_one else "side by side (started together)",
@@ -168,6 +191,11 @@ def main() -> None:
         "baseline": base, "ours": ours,
         "first_bill_ratio": _ratio(base["first_bill_s"], ours["first_bill_s"]),
         "end_ratio": _ratio(base["end_s"], ours["end_s"]),
+        "same_output": {  # the same demo: every line from `loaded` to the reports, equal
+            "lines": len(shown["ours"]),
+            "equal": bool(shown["ours"]) and shown["baseline"] == shown["ours"],
+            "first_differences": differ[:3],
+        },
         "goals": {"first_bill_s": 60, "end_s": 120,
                   "first_bill_met": ours["rc"] == 0 and (ours["first_bill_s"] or 1e9) <= 60,
                   "end_met": ours["rc"] == 0 and (ours["end_s"] or 1e9) <= 120},

@@ -12,7 +12,8 @@
   The producer also checks each day's batch and converts it to Arrow (`warehouse.prepare`),
   and a third thread parses the DRA pool's object history, which the writer loads before the
   first roll-up (the roll-up reads the DRA cards and claims): the writer's turn is SQL only
-  (docs/decisions/0136).
+  (docs/decisions/0136); each day's roll-up is computed on a pool thread through a second,
+  reading connection while the writer loads the next day, and stored by the writer in order.
 """
 
 from __future__ import annotations
@@ -165,40 +166,61 @@ class _Producer:
 def load_and_rollup(wh: Warehouse, sim: Simulation, settings: Settings, *,
                     dra: DraFleet | None = None, label: str = "simulate + load + roll-up") -> int:
     """`load_simulation` then `rollup` over the simulation's window, overlapped (module
-    docstring); returns the rows loaded. Each day's roll-up runs once the next day is loaded,
-    when its read margin (`SampleRules.margin`, minutes) is in the warehouse."""
+    docstring); returns the rows loaded. Each day's roll-up is computed once the next day is
+    loaded, when its read margin (`SampleRules.margin`, minutes) is in the warehouse."""
     from gpuledger.analytics.samples import SampleRules
     from gpuledger.core.errors import InputError
 
     if SampleRules.of(settings).margin >= DAY:
         raise InputError("the roll-up's read margin is a day or more: load, then roll up")
-    with ThreadPoolExecutor(1, thread_name_prefix="dra-objects") as pool, \
-            _Producer(prepared_days(simulated_days(sim, dra))) as days:  # both while the inventory loads
+    with wh.reader() as reader, ThreadPoolExecutor(2, thread_name_prefix="demo") as pool, \
+            _Producer(prepared_days(simulated_days(sim, dra))) as days:  # all while the inventory loads
         objects = pool.submit(dra_inventory, dra) if dra is not None else None
         rows = load_inventory(wh, sim)
         with Progress(label, total=len(list(sim.window.days()))) as progress:
-            rows += _load_rolling(wh, days, settings, progress, objects)
+            rolling = _Rolling(wh, reader, pool, settings, progress)
+            for window, batch in days:
+                rows += wh.load(batch).total_rows
+                if objects is not None:  # before the first roll-up, which reads the DRA cards
+                    rows += wh.load(objects.result()).total_rows
+                    objects = None
+                rolling.loaded(window, rows)
+            rolling.finish(rows)
     return rows
 
 
-def _load_rolling(wh: Warehouse, days: _Producer, settings: Settings, progress: Progress,
-                  objects: Future[LoadBatch] | None) -> int:
-    """Load each day as it comes, and `objects` before the first roll-up; roll up the day
-    before it (then the last one)."""
-    from gpuledger.analytics.rollup import rollup_batch
+class _Rolling:
+    """The roll-ups, computed on a pool thread through `reader` and stored by the writer in
+    day order: once day d is loaded, day d-1's roll-up (its margin now stored) is computed
+    while the writer loads day d+1; the writer stores it after that load."""
 
-    rows = 0
-    pending: list[Window] = []
-    for window, batch in days:
-        rows += wh.load(batch).total_rows
-        if objects is not None:
-            rows += wh.load(objects.result()).total_rows
-            objects = None
-        for day in pending:
-            wh.load(rollup_batch(wh, day, settings))
-            progress.advance(note=f"{rows:,} rows")
-        pending = [window]
-    for day in pending:
-        wh.load(rollup_batch(wh, day, settings))
-        progress.advance(note=f"{rows:,} rows")
-    return rows
+    def __init__(self, wh: Warehouse, reader: Warehouse, pool: ThreadPoolExecutor,
+                 settings: Settings, progress: Progress) -> None:
+        self._wh, self._reader, self._pool, self._settings = wh, reader, pool, settings
+        self._progress = progress
+        self._computing: Future[LoadBatch] | None = None
+        self._last: Window | None = None
+
+    def loaded(self, window: Window, rows: int) -> None:
+        """`window` is stored: store the roll-up computed meanwhile, start the previous day's."""
+        from gpuledger.analytics.rollup import rollup_batch
+
+        self._store(rows)
+        if self._last is not None:
+            self._computing = self._pool.submit(rollup_batch, self._reader, self._last, self._settings)
+        self._last = window
+
+    def finish(self, rows: int) -> None:
+        """The roll-up in flight, then the last day's (nothing left to overlap it with)."""
+        from gpuledger.analytics.rollup import rollup_batch
+
+        self._store(rows)
+        if self._last is not None:
+            self._wh.load(rollup_batch(self._wh, self._last, self._settings))
+            self._progress.advance(note=f"{rows:,} rows")
+
+    def _store(self, rows: int) -> None:
+        if self._computing is not None:
+            self._wh.load(self._computing.result())
+            self._computing = None
+            self._progress.advance(note=f"{rows:,} rows")
