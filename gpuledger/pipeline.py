@@ -177,16 +177,17 @@ def load_and_rollup(wh: Warehouse, sim: Simulation, settings: Settings, *,
             _Producer(prepared_days(simulated_days(sim, dra))) as days:  # all while the inventory loads
         objects = pool.submit(dra_inventory, dra) if dra is not None else None
         rows = load_inventory(wh, sim)
+        samples = 0  # the progress note counts sample rows, as `load_simulation`'s does
         with Progress(label, total=len(list(sim.window.days()))) as progress:
             rolling = _Rolling(wh, reader, pool, settings, progress)
             for window, batch in days:
-                rows += wh.load(batch).total_rows
+                samples += wh.load(batch).total_rows
                 if objects is not None:  # before the first roll-up, which reads the DRA cards
                     rows += wh.load(objects.result()).total_rows
                     objects = None
-                rolling.loaded(window, rows)
-            rolling.finish(rows)
-    return rows
+                rolling.loaded(window, samples)
+            rolling.finish(samples)
+    return rows + samples
 
 
 class _Rolling:
