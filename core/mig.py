@@ -272,6 +272,7 @@ _MODEL_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
+@cache  # a pure function of the name, called for every card of every DRA snapshot
 def canonical_model(name: str) -> str:
     """Map a `modelName` / GFD `nvidia.com/gpu.product` value to our canonical model name.
 

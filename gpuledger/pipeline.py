@@ -9,6 +9,11 @@
   up day d-1 (whose read margin day d now covers). The simulator's numpy/polars work and
   DuckDB's statements release the GIL, so the month costs about the larger of the two sides,
   not their sum; the stored rows are the same as `load_simulation` then `rollup` (test).
+  The producer also checks each day's batch and converts it to Arrow (`warehouse.prepare`),
+  and a third thread parses the DRA pool's object history, which the writer loads before the
+  first roll-up (the roll-up reads the DRA cards and claims): the writer's turn is SQL only
+  (docs/decisions/0136); each day's roll-up is computed on a pool thread through a second,
+  reading connection while the writer loads the next day, and stored by the writer in order.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -28,9 +34,10 @@ if TYPE_CHECKING:
 
     from gpuledger.simulator.dra_fleet import DraFleet
     from gpuledger.simulator.engine import Simulation
-    from gpuledger.warehouse import Warehouse
+    from gpuledger.warehouse import LoadBatch, Warehouse
 
     Days = Iterator[tuple[Window, dict[str, pl.DataFrame]]]
+    Batches = Iterator[tuple[Window, LoadBatch]]
 
 SIMULATOR_SOURCE = "simulator"
 DAY = timedelta(days=1)
@@ -45,11 +52,18 @@ def load_inventory(wh: Warehouse, sim: Simulation, dra: DraFleet | None = None) 
 
     rows = wh.load(LoadBatch(sim.inventory())).total_rows
     if dra is not None:
-        from gpuledger.collectors.dra import DraObjects, frames_from_history
-
-        objects = frames_from_history((at, DraObjects(**o)) for at, o in dra.snapshots())
-        rows += wh.load(LoadBatch({**objects, "namespaces": dra.namespaces()})).total_rows
+        rows += wh.load(dra_inventory(dra)).total_rows
     return rows
+
+
+def dra_inventory(dra: DraFleet) -> LoadBatch:
+    """The DRA pool's objects as a collector listing them every 10 minutes would have stored
+    them (through the collector's parser), checked and ready to load (`warehouse.prepare`)."""
+    from gpuledger.collectors.dra import DraObjects, frames_from_history
+    from gpuledger.warehouse import LoadBatch, prepare
+
+    objects = frames_from_history((at, DraObjects(**o)) for at, o in dra.snapshots())
+    return prepare(LoadBatch({**objects, "namespaces": dra.namespaces()}))
 
 
 def simulated_days(sim: Simulation, dra: DraFleet | None = None) -> Days:
@@ -62,6 +76,14 @@ def simulated_days(sim: Simulation, dra: DraFleet | None = None) -> Days:
             samples = [frames["gpu_samples"], dra.gpu_samples(window)]
             frames["gpu_samples"] = pl.concat(samples, how="vertical_relaxed")
         yield window, frames
+
+
+def prepared_days(days: Days) -> Batches:
+    """Each day as the `LoadBatch` the writer stores, already checked and in Arrow."""
+    from gpuledger.warehouse import LoadBatch, prepare
+
+    for window, frames in days:
+        yield window, prepare(LoadBatch(frames, window, {SIMULATOR_SOURCE: window.end}))
 
 
 def load_simulation(wh: Warehouse, sim: Simulation, *, label: str = "simulate + load",
@@ -93,11 +115,11 @@ def rollup(wh: Warehouse, window: Window, settings: Settings, *, label: str = "r
 
 
 class _Producer:
-    """`simulated_days` on a thread, at most `AHEAD` days ahead; its error re-raised here."""
+    """`prepared_days` on a thread, at most `AHEAD` days ahead; its error re-raised here."""
 
     _END = object()
 
-    def __init__(self, days: Days) -> None:
+    def __init__(self, days: Batches) -> None:
         self._days = days
         self._queue: queue.Queue[object] = queue.Queue(maxsize=AHEAD)
         self._stop = threading.Event()
@@ -134,7 +156,7 @@ class _Producer:
                 continue
         return False
 
-    def __iter__(self) -> Days:
+    def __iter__(self) -> Batches:
         while (item := self._queue.get()) is not self._END:
             yield item  # type: ignore[misc]
         if self._error is not None:
@@ -144,34 +166,62 @@ class _Producer:
 def load_and_rollup(wh: Warehouse, sim: Simulation, settings: Settings, *,
                     dra: DraFleet | None = None, label: str = "simulate + load + roll-up") -> int:
     """`load_simulation` then `rollup` over the simulation's window, overlapped (module
-    docstring); returns the rows loaded. Each day's roll-up runs once the next day is loaded,
-    when its read margin (`SampleRules.margin`, minutes) is in the warehouse."""
+    docstring); returns the rows loaded. Each day's roll-up is computed once the next day is
+    loaded, when its read margin (`SampleRules.margin`, minutes) is in the warehouse."""
     from gpuledger.analytics.samples import SampleRules
     from gpuledger.core.errors import InputError
 
     if SampleRules.of(settings).margin >= DAY:
         raise InputError("the roll-up's read margin is a day or more: load, then roll up")
-    with _Producer(simulated_days(sim, dra)) as days:  # simulating while the inventory loads
-        rows = load_inventory(wh, sim, dra)
+    with wh.reader() as reader, ThreadPoolExecutor(2, thread_name_prefix="demo") as pool, \
+            _Producer(prepared_days(simulated_days(sim, dra))) as days:  # all while the inventory loads
+        objects = pool.submit(dra_inventory, dra) if dra is not None else None
+        rows = load_inventory(wh, sim)
+        samples = 0  # the progress note counts sample rows, as `load_simulation`'s does
         with Progress(label, total=len(list(sim.window.days()))) as progress:
-            rows += _load_rolling(wh, days, settings, progress)
-    return rows
+            rolling = _Rolling(wh, reader, pool, settings, progress)
+            for window, batch in days:
+                samples += wh.load(batch).total_rows
+                if objects is not None:  # before the first roll-up, which reads the DRA cards
+                    rows += wh.load(objects.result()).total_rows
+                    objects = None
+                rolling.loaded(window, samples)
+            rolling.finish(samples)
+    return rows + samples
 
 
-def _load_rolling(wh: Warehouse, days: _Producer, settings: Settings, progress: Progress) -> int:
-    """Load each day as it comes; roll up the day before it (then the last one)."""
-    from gpuledger.analytics.rollup import rollup_batch
-    from gpuledger.warehouse import LoadBatch
+class _Rolling:
+    """The roll-ups, computed on a pool thread through `reader` and stored by the writer in
+    day order: once day d is loaded, day d-1's roll-up (its margin now stored) is computed
+    while the writer loads day d+1; the writer stores it after that load."""
 
-    rows = 0
-    pending: list[Window] = []
-    for window, frames in days:
-        rows += wh.load(LoadBatch(frames, window, {SIMULATOR_SOURCE: window.end})).total_rows
-        for day in pending:
-            wh.load(rollup_batch(wh, day, settings))
-            progress.advance(note=f"{rows:,} rows")
-        pending = [window]
-    for day in pending:
-        wh.load(rollup_batch(wh, day, settings))
-        progress.advance(note=f"{rows:,} rows")
-    return rows
+    def __init__(self, wh: Warehouse, reader: Warehouse, pool: ThreadPoolExecutor,
+                 settings: Settings, progress: Progress) -> None:
+        self._wh, self._reader, self._pool, self._settings = wh, reader, pool, settings
+        self._progress = progress
+        self._computing: Future[LoadBatch] | None = None
+        self._last: Window | None = None
+
+    def loaded(self, window: Window, rows: int) -> None:
+        """`window` is stored: store the roll-up computed meanwhile, start the previous day's."""
+        from gpuledger.analytics.rollup import rollup_batch
+
+        self._store(rows)
+        if self._last is not None:
+            self._computing = self._pool.submit(rollup_batch, self._reader, self._last, self._settings)
+        self._last = window
+
+    def finish(self, rows: int) -> None:
+        """The roll-up in flight, then the last day's (nothing left to overlap it with)."""
+        from gpuledger.analytics.rollup import rollup_batch
+
+        self._store(rows)
+        if self._last is not None:
+            self._wh.load(rollup_batch(self._wh, self._last, self._settings))
+            self._progress.advance(note=f"{rows:,} rows")
+
+    def _store(self, rows: int) -> None:
+        if self._computing is not None:
+            self._wh.load(self._computing.result())
+            self._computing = None
+            self._progress.advance(note=f"{rows:,} rows")

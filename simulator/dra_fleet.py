@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.core.frames import GPU_SAMPLES, METRIC_COLUMNS, polars_schema
+from gpuledger.core.frames import GPU_SAMPLES, polars_schema
 from gpuledger.core.window import Window
 from gpuledger.simulator.dra import BLOCK_MINUTES, TEAMS, DraPool
 
@@ -43,8 +43,11 @@ class DraFleet:
                     yield at, objs
 
     def gpu_samples(self, chunk: Window) -> pl.DataFrame:
-        """The `gpu_samples` rows of the minutes inside `chunk`."""
-        rows: list[dict[str, Any]] = []
+        """The `gpu_samples` rows of the minutes inside `chunk` (built by column: a day is
+        tens of thousands of rows)."""
+        names = ("ts", "node", "uuid", "gpu_i_id", "mig_profile", "vgpu", "namespace", "pod",
+                 "container", "gr_engine_active", "fb_used_mib")
+        cols: dict[str, list[Any]] = {name: [] for name in names}
         for pool in self.pools:
             if pool.end <= chunk.start or pool.start >= chunk.end:
                 continue
@@ -53,15 +56,13 @@ class DraFleet:
                 if not (chunk.start <= ts < chunk.end and ts < self.window.end):
                     continue
                 profile = labels.get("GPU_I_PROFILE")
-                rows.append({
-                    "ts": ts, "node": labels["Hostname"], "uuid": labels["UUID"],
-                    "gpu_i_id": int(labels["GPU_I_ID"]) if profile else -1, "mig_profile": profile,
-                    "vgpu": None, "namespace": labels["namespace"], "pod": labels["pod"],
-                    "container": labels["container"], "gr_engine_active": active, "fb_used_mib": fb,
-                })
+                row = (ts, labels["Hostname"], labels["UUID"],
+                       int(labels["GPU_I_ID"]) if profile else -1, profile, None,
+                       labels["namespace"], labels["pod"], labels["container"], active, fb)
+                for name, value in zip(names, row, strict=True):
+                    cols[name].append(value)
         schema = polars_schema(GPU_SAMPLES)
-        frame = pl.DataFrame(rows, schema={k: schema[k] for k in schema if k not in METRIC_COLUMNS
-                                           or k in ("gr_engine_active", "fb_used_mib")})
+        frame = pl.DataFrame(cols, schema={k: schema[k] for k in names})
         return frame.select([pl.col(c) if c in frame.columns else pl.lit(None, schema[c]).alias(c)
                              for c in GPU_SAMPLES.column_names])
 

@@ -351,17 +351,24 @@ def _uid(rng: random.Random) -> str:
 
 
 class _ChoiceCache:
-    """Namespace choice tables per `Tenants` (a frozen value, so it can key a cache)."""
+    """Namespace choice tables per `Tenants` (a frozen value, so it can key a cache). The
+    latest tables per kind of work are found by identity first: hashing a `Tenants` hashes
+    every namespace, and the lookup runs once per pod drawn."""
 
     def __init__(self) -> None:
         self._tables: dict[tuple[Tenants, bool], tuple[list[int], list[float], list[int]]] = {}
+        self._recent: dict[bool, tuple[Tenants, tuple[list[int], list[float], list[int]]]] = {}
 
     def get(self, tenants: Tenants, serving: bool) -> tuple[list[int], list[float], list[int]]:
+        recent = self._recent.get(serving)
+        if recent is not None and recent[0] is tenants:
+            return recent[1]
         key = (tenants, serving)
         if key not in self._tables:
             if len(self._tables) > 64:
                 self._tables.clear()
             self._tables[key] = _namespace_choices(tenants, serving)
+        self._recent[serving] = (tenants, self._tables[key])
         return self._tables[key]
 
 

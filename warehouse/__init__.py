@@ -4,6 +4,6 @@ transactional loads, named read queries, exports.
 May import only `gpuledger.core` (and duckdb, polars, pyarrow).
 """
 
-from gpuledger.warehouse.store import LoadBatch, LoadStats, Warehouse
+from gpuledger.warehouse.store import LoadBatch, LoadStats, Warehouse, prepare
 
-__all__ = ["LoadBatch", "LoadStats", "Warehouse"]
+__all__ = ["LoadBatch", "LoadStats", "Warehouse", "prepare"]

@@ -26,50 +26,29 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
 
-from gpuledger.core.errors import InputError, WarehouseError, WarehouseLockedError
-from gpuledger.core.frames import TABLES, TableSpec, polars_schema
+from gpuledger.core.errors import WarehouseError, WarehouseLockedError
+from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
+from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
 from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 DUCKDB_CONFIG: dict[str, Any] = {
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
 }
 """Every connection: no extension is fetched or loaded implicitly (see module docstring, 4)."""
-
-
-@dataclass(frozen=True)
-class LoadBatch:
-    """Frames to load together in one transaction, and the window they own.
-
-    `window` is required when any frame belongs to a time-series table: the batch replaces
-    every row of those tables inside the window. `watermarks` move in the same transaction, so
-    a crash never records progress that was not stored.
-    """
-
-    frames: Mapping[str, pl.DataFrame]
-    window: Window | None = None
-    watermarks: Mapping[str, datetime] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class LoadStats:
-    rows: dict[str, int]
-    replaced: dict[str, int]
-
-    @property
-    def total_rows(self) -> int:
-        return sum(self.rows.values())
 
 
 def _lock_message(exc: Exception) -> bool:
@@ -120,6 +99,15 @@ class Warehouse:
     def close(self) -> None:
         self.con.close()
 
+    def reader(self) -> Warehouse:
+        """A second connection to this open database, for reads on one other thread (a DuckDB
+        connection serves one thread at a time). It sees what is committed, so that thread can
+        compute from stored days while this writer loads the next (decision 0136)."""
+        con = self.con.cursor()
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET enable_progress_bar = false")
+        return Warehouse(con, self.path, read_only=True)
+
     def __enter__(self) -> Warehouse:
         return self
 
@@ -139,7 +127,7 @@ class Warehouse:
         return rows[0][0] if rows else None
 
     def count(self, table: str) -> int:
-        _spec(table)
+        table_spec(table)
         return int(self.scalar(f"SELECT count(*) FROM {table}"))
 
     def watermark(self, source: str) -> datetime | None:
@@ -150,13 +138,15 @@ class Warehouse:
     def load(self, batch: LoadBatch) -> LoadStats:
         """Load a batch in one transaction (see module docstring for the replace rules)."""
         self._require_writer()
-        prepared = {name: _prepare(_spec(name), frame, batch.window) for name, frame in batch.frames.items()}
+        if batch.arrow is None:
+            batch = prepare(batch)
+        assert batch.arrow is not None
         rows: dict[str, int] = {}
         replaced: dict[str, int] = {}
         with self.transaction():
-            for name, frame in prepared.items():
+            for name, frame in batch.frames.items():
                 try:
-                    replaced[name] = self._write(_spec(name), frame, batch.window)
+                    replaced[name] = self._write(table_spec(name), batch.arrow[name], batch.window)
                 except duckdb.Error as exc:  # the whole batch rolls back (transaction())
                     first = str(exc).splitlines()[0]
                     raise WarehouseError(
@@ -197,7 +187,7 @@ class Warehouse:
         self._require_writer()
         return self.con.execute(sql, params or []).fetchall()
 
-    def _write(self, spec: TableSpec, frame: pl.DataFrame, window: Window | None) -> int:
+    def _write(self, spec: TableSpec, frame: pa.Table, window: Window | None) -> int:
         """Write one table's rows; the view is unregistered only on success, because after a
         failed statement the transaction is aborted and unregistering would mask the error."""
         view = f"_load_{spec.name}"
@@ -343,49 +333,3 @@ def _dimension_insert(spec: TableSpec, view: str) -> str:
         f"INSERT OR REPLACE INTO {spec.name} ({cols}) "
         f"SELECT {select} FROM {view} n LEFT JOIN {spec.name} t ON {on}"
     )
-
-
-def _spec(name: str) -> TableSpec:
-    try:
-        return TABLES[name]
-    except KeyError:
-        raise InputError(f"unknown warehouse table {name!r} (known: {', '.join(TABLES)})") from None
-
-
-def _may_have_duplicates(frame: pl.DataFrame, subset: list[str]) -> bool:
-    """Whether two rows might share a key: one 64-bit hash per row and a count of distinct
-    hashes, several times cheaper than `unique` on the key columns (strings among them).
-
-    A hash collision only sends a batch down the exact `unique` path, so no duplicate is ever
-    missed; collectors and the simulator send none, so the hot path skips the dedupe."""
-    if frame.height < 2:
-        return False
-    hashes = frame.select(pl.struct(subset).hash().alias("h"))["h"]
-    return bool(hashes.n_unique() < frame.height)
-
-
-def _prepare(spec: TableSpec, frame: pl.DataFrame, window: Window | None) -> pl.DataFrame:
-    """Check columns and types, drop in-batch duplicates (last wins), check the window."""
-    missing = [c for c in spec.column_names if c not in frame.columns]
-    if missing:
-        raise InputError(f"frame for {spec.name}: missing columns {', '.join(missing)}")
-    schema = polars_schema(spec)
-    try:
-        out = frame.select([pl.col(c).cast(schema[c]) for c in spec.column_names])
-    except pl.exceptions.PolarsError as exc:
-        raise InputError(f"frame for {spec.name}: {exc}".splitlines()[0]) from None
-    for col in spec.columns:
-        if not col.nullable and out[col.name].null_count():
-            raise InputError(f"frame for {spec.name}: column {col.name} has null values")
-    subset = [*spec.key, "start_ts"] if spec.kind == "interval" else list(spec.key)
-    if subset and _may_have_duplicates(out, subset):
-        out = out.unique(subset=subset, keep="last", maintain_order=True)
-    if spec.kind == "timeseries" and out.height:
-        if window is None:
-            raise InputError(f"frame for {spec.name}: a time-series load needs a window")
-        lo, hi = out["ts"].min(), out["ts"].max()
-        if lo < window.start or hi >= window.end:  # type: ignore[operator]
-            raise InputError(
-                f"frame for {spec.name}: rows from {lo!s} to {hi!s} fall outside the load window {window}"
-            )
-    return out

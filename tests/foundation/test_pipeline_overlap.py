@@ -2,7 +2,8 @@
 stores what `load_simulation` then `rollup` store, for the demo's fleet with its DRA pool.
 
 Cases: over three days starting mid-day (so a roll-up day is clipped, and each day's roll-up
-reads the next day's margin), every row of `card_hours_hourly` and `allocations`, the sample
+reads the next day's margin), every row of `card_hours_hourly` and `allocations` and of the
+inventory tables (the DRA pool's objects, parsed on their own thread since decision 0136), the sample
 tables' row counts and sums, and the watermarks are equal in both warehouses (floats to 1e-12:
 DuckDB's parallel sums add in no fixed order, so two sequential runs differ in the last bit too); a failure in
 the simulating thread reaches the caller as itself and leaves no thread behind.
@@ -30,12 +31,14 @@ pytestmark = pytest.mark.slow
 START = datetime(2026, 10, 4, 12, tzinfo=UTC)
 WINDOW = Window(START, START + timedelta(days=3))
 SUMS = {"gpu_samples": "gr_engine_active", "token_samples": "prompt_tokens_total", "queue_samples": "usage"}
+INVENTORY = ("gpus", "nodes", "namespaces", "pods", "mig_instances", "dra_devices", "dra_claims",
+             "dra_reservations", "node_planes", "gpu_series")
 
 
 def _stored(path: Path) -> dict[str, object]:
     with Warehouse.open(path, read_only=True) as wh:
         out: dict[str, object] = {}
-        for table in ("card_hours_hourly", "allocations"):
+        for table in ("card_hours_hourly", "allocations", *INVENTORY):
             frame = wh.query(f"SELECT * FROM {table}")
             out[table] = frame.sort(frame.columns, nulls_last=True)
         for table, column in SUMS.items():
