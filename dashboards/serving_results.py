@@ -27,12 +27,13 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.advice.run import FLEET_SHAPING_KINDS
+from gpuledger.analytics.advice.run import FLEET_SHAPING_KINDS, Advice
 from gpuledger.analytics.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError
@@ -81,14 +82,18 @@ def publish_serving(wh: Warehouse, settings: Settings) -> PublishStats:
     return _pub.stats
 
 
-def refresh_serving(wh: Warehouse, settings: Settings) -> PublishStats:
+def refresh_serving(wh: Warehouse, settings: Settings, *, period: str | None = None,
+                    computed: Sequence[Advice] = ()) -> PublishStats:
     """Publish the serving store of `wh` with the month results whose basis changed computed on
     it (`gpuledger refresh-serving`, a `collect --follow` round). `wh` may be read-only: the
-    publish lock, not the writer lock, keeps publishers apart (docs/decisions/0140)."""
+    publish lock, not the writer lock, keeps publishers apart (docs/decisions/0140). `computed`:
+    advice kinds the caller has just run for `period` on this very warehouse (the demo), stored
+    as they are instead of run again."""
     from gpuledger.analytics.samples import SampleRules
 
+    handed = {(f"advice:{a.kind}", period): advice_payload(a) for a in computed if period}
     with Publication(wh, margin=SampleRules.of(settings).margin) as pub:
-        refresh_results(pub, wh, settings)
+        refresh_results(pub, wh, settings, handed=handed)
     return pub.stats
 
 
@@ -150,8 +155,10 @@ def wanted(wh: Warehouse, settings: Settings) -> list[tuple[str, str]]:
     return out
 
 
-def refresh_results(pub: Publication, wh: Warehouse, settings: Settings) -> int:
-    """Compute the results whose basis changed; returns how many were computed."""
+def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
+                    handed: Mapping[tuple[str, str], bytes] | None = None) -> int:
+    """Compute the results whose basis changed (taking a payload from `handed`, keyed by name
+    and period, where there is one); returns how many were stored."""
     stored = pub.stored_basis()
     done = 0
     LAST_TIMINGS.clear()
@@ -162,7 +169,7 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings) -> int:
                 continue
             started = time.perf_counter()
             try:
-                payload = compute(wh, settings, name, period, bills)
+                payload = (handed or {}).get((name, period)) or compute(wh, settings, name, period, bills)
                 LAST_TIMINGS[f"{name} {period}"] = round(time.perf_counter() - started, 2)
             except Exception as exc:  # a result never stops a publish (or a command)
                 log.warning("serving store: %s for %s not stored: %s", name, period, exc)
@@ -191,7 +198,11 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
         return buffer.getvalue()
     from gpuledger.analytics.advice.run import KINDS
 
-    advice = KINDS[name.removeprefix("advice:")](wh, window, settings)
+    return advice_payload(KINDS[name.removeprefix("advice:")](wh, window, settings))
+
+
+def advice_payload(advice: Advice) -> bytes:
+    """An advice kind as stored: its rows and evidence document as JSON."""
     body = {"kind": advice.kind, "rows": advice.rows, "document": advice.document}
     return json.dumps(body, default=_jsonable).encode()
 

@@ -9,7 +9,8 @@
    overcommit, autoscaling), the one with the largest saving.
 4. Propose a MIG plan and a quota plan (stored as `proposed`).
 5. Write the month's reports (CSV, FOCUS, PDF) and say where.
-6. Serve the dashboard (unless `--no-serve`), as a dev admin bound to loopback.
+6. Serve the dashboard (unless `--no-serve`), as a dev admin bound to loopback, its month
+   results (recommendations, token costs, advice) published first with the advice of step 3.
 """
 
 from __future__ import annotations
@@ -93,6 +94,10 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         ctx.echo(f"Reports for {period} ({report.status}): {report.folder}")
         ctx.echo("  summary.csv, focus.csv, focus.parquet, one HTML + PDF statement per team, "
                  "fleet statement, manifest.json")
+        if options.serve:  # the dashboard's month results, the advice just printed stored as it is
+            from gpuledger.dashboards.serving_results import refresh_serving
+
+            refresh_serving(wh, ctx.settings, period=str(period), computed=advice)
     # 4. Plans: the same code paths as `gpuledger optimize mig|quota` on this warehouse.
     demo_ctx = replace(ctx, warehouse_path=wh_path)
     _propose_plans(demo_ctx)

@@ -167,3 +167,21 @@ def test_a_kill_mid_results_leaves_the_previous_store(tables_only: Path) -> None
     with Warehouse.open(tables_only, read_only=True) as wh:  # the lock died with it; the next one runs
         stats = serving_results.refresh_serving(wh, SETTINGS)
     assert stats.path == serving_path(tables_only) and _results(tables_only)
+
+
+def test_refresh_serving_stores_handed_advice_as_it_is(tables_only: Path) -> None:
+    """The demo hands in the advice it has just printed: stored byte for byte (not run again),
+    while every other result is computed; a kind handed in for another month is ignored."""
+    from gpuledger.analytics.advice.run import Advice
+
+    doctored = Advice(kind="overcommit", rows=[{"kind": "overcommit", "scope": "handed-in"}],
+                      document={"handed": True})
+    other = Advice(kind="autoscaling", rows=[], document={"handed": "elsewhere"})
+    with Warehouse.open(tables_only, read_only=True) as wh:
+        serving_results.refresh_serving(wh, SETTINGS, period=PERIOD, computed=[doctored])
+        serving_results.refresh_serving(wh, SETTINGS, period="1999-01", computed=[other])
+        computed = serving_results.compute(wh, SETTINGS, "advice:autoscaling", PERIOD)
+    stored = _results(tables_only)
+    assert stored[("advice:overcommit", PERIOD)] == serving_results.advice_payload(doctored)
+    assert stored[("advice:autoscaling", PERIOD)] == computed
+    assert {name for name, _ in stored} == set(serving_results.NAMES)
