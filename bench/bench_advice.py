@@ -1,7 +1,7 @@
 """Each fleet advice kind on a simulated month: this tree beside main's, in the same run.
 
 Run: `nice python -m bench.bench_advice [--gpus 256] [--period 2026-10] [--warehouse PATH]
-[--base-ref bc7f130] [--kind K ...]`; writes bench/results/advice.json.
+[--base-ref bc7f130] [--base-warehouse PATH] [--kind K ...]`; writes bench/results/advice.json.
 
 1. Data: the demo's month (`commands._demo_pipeline.demo_fleet`, the DRA pool, loaded and rolled
    up by `pipeline.load_and_rollup`, as `gpuledger demo` does), written once to `--warehouse`
@@ -112,6 +112,9 @@ def main() -> None:
     parser.add_argument("--base-ref", default="bc7f130")
     parser.add_argument("--base-dir", type=Path, default=Path("/tmp/advice-base"))
     parser.add_argument("--kind", action="append", default=[])
+    parser.add_argument("--base-warehouse", type=Path,
+                        help="the same month at the schema the baseline reads (default: --warehouse; "
+                        "a file this tree has migrated is newer than an older tree can open)")
     args = parser.parse_args()
     warehouse = args.warehouse or Path(f"/tmp/advice-bench-{args.gpus}.duckdb")
     build_month(warehouse, args.gpus, args.period)
@@ -121,7 +124,7 @@ def main() -> None:
     load_before = os.getloadavg()
     kinds: dict[str, Any] = {}
     for kind in args.kind or list(KINDS):
-        main_ = run_kind(base, warehouse, args.period, kind)
+        main_ = run_kind(base, args.base_warehouse or warehouse, args.period, kind)
         ours = run_kind(ROOT, warehouse, args.period, kind)
         same = main_.get("sha256") is not None and main_.get("sha256") == ours.get("sha256")
         kinds[kind] = {"main": main_, "ours": ours, "same_result": same,
