@@ -120,9 +120,7 @@ def map_series(series: pl.DataFrame, mode: str) -> pl.DataFrame:
         pl.col("UUID").alias("uuid"),
         pl.coalesce(pl.col("GPU_I_ID").cast(pl.Int32, strict=False), dra_id, pl.lit(WHOLE_GPU, pl.Int32))
         .alias("gpu_i_id"),
-        pl.struct(profile.alias("p"), pl.col("modelName").alias("m")).map_elements(
-            lambda r: None if r["p"] is None else canonical_profile(r["m"], r["p"]),
-            return_dtype=pl.String).alias("mig_profile"),
+        _canonical_profiles(series.select(profile.alias("p"), pl.col("modelName").alias("m"))),
         pl.col("gpu").cast(pl.Int32, strict=False).alias("gpu_index"),
         pl.col("modelName").alias("model_name"),
         *(
@@ -131,6 +129,17 @@ def map_series(series: pl.DataFrame, mode: str) -> pl.DataFrame:
         ),
     ).with_columns(pl.coalesce("namespace", "dra_claim_namespace").alias("namespace"))
     return out.select("sid", "field", "uuid", "gpu_i_id", "vgpu", *ATTRIBUTES)
+
+
+def _canonical_profiles(pairs: pl.DataFrame) -> pl.Series:
+    """`core.mig.canonical_profile` per series, called once per distinct (profile, model) pair:
+    a chunk has thousands of series (nine fields per device) but a handful of pairs, and a
+    Python call per series was the largest cost of `map_series`."""
+    distinct = pairs.filter(pl.col("p").is_not_null()).unique()
+    mapped = distinct.with_columns(pl.Series(
+        "mig_profile", [canonical_profile(m, p) for p, m in distinct.iter_rows()], dtype=pl.String))
+    joined = pairs.join(mapped, on=["p", "m"], how="left", nulls_equal=True, maintain_order="left")
+    return joined["mig_profile"]
 
 
 def stack(
