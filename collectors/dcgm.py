@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -120,9 +120,7 @@ def map_series(series: pl.DataFrame, mode: str) -> pl.DataFrame:
         pl.col("UUID").alias("uuid"),
         pl.coalesce(pl.col("GPU_I_ID").cast(pl.Int32, strict=False), dra_id, pl.lit(WHOLE_GPU, pl.Int32))
         .alias("gpu_i_id"),
-        pl.struct(profile.alias("p"), pl.col("modelName").alias("m")).map_elements(
-            lambda r: None if r["p"] is None else canonical_profile(r["m"], r["p"]),
-            return_dtype=pl.String).alias("mig_profile"),
+        _canonical_profiles(series.select(profile.alias("p"), pl.col("modelName").alias("m"))),
         pl.col("gpu").cast(pl.Int32, strict=False).alias("gpu_index"),
         pl.col("modelName").alias("model_name"),
         *(
@@ -131,6 +129,17 @@ def map_series(series: pl.DataFrame, mode: str) -> pl.DataFrame:
         ),
     ).with_columns(pl.coalesce("namespace", "dra_claim_namespace").alias("namespace"))
     return out.select("sid", "field", "uuid", "gpu_i_id", "vgpu", *ATTRIBUTES)
+
+
+def _canonical_profiles(pairs: pl.DataFrame) -> pl.Series:
+    """`core.mig.canonical_profile` per series, called once per distinct (profile, model) pair:
+    a chunk has thousands of series (nine fields per device) but a handful of pairs, and a
+    Python call per series was the largest cost of `map_series`."""
+    distinct = pairs.filter(pl.col("p").is_not_null()).unique()
+    mapped = distinct.with_columns(pl.Series(
+        "mig_profile", [canonical_profile(m, p) for p, m in distinct.iter_rows()], dtype=pl.String))
+    joined = pairs.join(mapped, on=["p", "m"], how="left", nulls_equal=True, maintain_order="left")
+    return joined["mig_profile"]
 
 
 def stack(
@@ -178,18 +187,17 @@ class _SeriesIds:
 
 @dataclass(frozen=True)
 class _Screened:
-    """Step 2: the samples kept, as parallel arrays (series, field, offset, value, device,
+    """Step 2: the samples kept, as parallel arrays (series, field, instant, value, device,
     bad-value mark; bad values are already nulled and counted)."""
 
     sid: np.ndarray
     f: np.ndarray
-    rel: np.ndarray
+    instant: np.ndarray
+    """Per sample: its instant's index in the chunk (0 .. points-1)."""
     value: np.ndarray
     did: np.ndarray
     bad: np.ndarray
     """Per sample: 0 a good value, else 1 + the index of its reason in `VALUE_REASONS`."""
-    start_us: int
-    step_us: int
 
 
 def build_gpu_samples(
@@ -212,7 +220,8 @@ def build_gpu_samples(
     present = np.nonzero(aid_row >= 0)[0]
     attrs = ids.series.unique("aid").sort("aid").select(*DEVICE_KEY, *ATTRIBUTES)
     wide = attrs[aid_row[present]].with_columns(
-        pl.Series("ts", kept.start_us + (present // n_dev) * kept.step_us).cast(pl.Datetime("us", "UTC")),
+        pl.Series("ts", _us(chunk.start) + (present // n_dev) * _us_of(chunk.step))
+        .cast(pl.Datetime("us", "UTC")),
         pl.Series("did", present % n_dev),
         *(pl.Series(name, columns[name][present]).fill_nan(None) for name in fields),
     )
@@ -259,27 +268,43 @@ def _screen(
     sid = raw_samples["sid"].to_numpy()
     f = raw_samples["f"].to_numpy()
     ts_us = raw_samples["ts"].dt.epoch("us").to_numpy()
-    value = raw_samples["value"].to_numpy().astype(np.float64, copy=True)
+    value = np.asarray(raw_samples["value"].to_numpy(), dtype=np.float64)
     did = ids.did_of[sid] if sid.size else sid
     orphan = did < 0
     _count(quality, fields, f, orphan, "unattributable")
-    start_us, step_us = _us(chunk.start), int(chunk.step.total_seconds() * 1_000_000)
+    start_us, step_us = _us(chunk.start), _us_of(chunk.step)
     rel = ts_us - start_us
-    skewed = ~orphan & ((rel % step_us != 0) | (rel < 0) | (ts_us >= _us(chunk.end))
-                        | (ts_us > _us(now + FUTURE_TOLERANCE)))
+    instant = rel // step_us
+    # Before the start, at or past the end, or past now + tolerance: one unsigned comparison
+    # (a negative offset wraps past any limit).
+    limit = min(_us(chunk.end), _us(now + FUTURE_TOLERANCE) + 1) - start_us
+    skewed = ~orphan & ((rel.view(np.uint64) >= max(limit, 0)) | (instant * step_us != rel))
     _count(quality, fields, f, skewed, "clock_skew")
-    keep = ~orphan & ~skewed
-    sid, f, rel, value, did = sid[keep], f[keep], rel[keep], value[keep], did[keep]
-    lo = np.array([BOUNDS.get(name, (0.0, np.inf))[0] for name in fields])[f] if f.size else value
-    hi = np.array([BOUNDS.get(name, (0.0, np.inf))[1] for name in fields])[f] if f.size else value
+    drop = orphan | skewed
+    if drop.any():  # five gathers over every sample: the costliest step, so only when needed
+        keep = ~drop
+        sid, f, instant, value, did = sid[keep], f[keep], instant[keep], value[keep], did[keep]
+    bad = _bad_values(value, f, fields)
+    if bad.any():
+        for index, reason in enumerate(VALUE_REASONS):
+            _count(quality, fields, f, bad == index + 1, reason)
+        value = value.astype(np.float64, copy=True)
+        value[bad > 0] = np.nan
+    return _Screened(sid, f, instant, value, did, bad)
+
+
+def _bad_values(value: np.ndarray, f: np.ndarray, fields: list[str]) -> np.ndarray:
+    """Per sample: 0 a good value, else 1 + the index of its reason in `VALUE_REASONS`."""
+    bounds = np.array([BOUNDS.get(name, (0.0, np.inf)) for name in fields]).reshape(-1, 2)
+    bad = np.zeros(value.size, dtype=np.int8)
+    if not value.size:
+        return bad
+    lo = bounds[0, 0] if (bounds[:, 0] == bounds[0, 0]).all() else bounds[f, 0]
     nan = ~np.isfinite(value)
     negative = ~nan & (value < lo)
-    over = ~nan & ~negative & (value > hi)
-    bad = np.select([nan, negative, over], [1, 2, 3], 0).astype(np.int8)
-    for index, reason in enumerate(VALUE_REASONS):
-        _count(quality, fields, f, bad == index + 1, reason)
-    value[bad > 0] = np.nan
-    return _Screened(sid, f, rel, value, did, bad, start_us, step_us)
+    over = ~nan & ~negative & (value > bounds[f, 1])
+    bad[nan], bad[negative], bad[over] = 1, 2, 3
+    return bad
 
 
 def _scatter(
@@ -287,12 +312,11 @@ def _scatter(
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """3. Dense rows (instant-major) per field; duplicate series per row and field resolved."""
     n_rows = chunk.points * ids.n_dev
-    row = (kept.rel // kept.step_us) * ids.n_dev + kept.did
+    row = kept.instant * ids.n_dev + kept.did
     columns: dict[str, np.ndarray] = {}
     aid_row = np.full(n_rows, -1, dtype=np.int64)
-    for index, name in enumerate(fields):
-        sel = np.nonzero(kept.f == index)[0]
-        target = row[sel]
+    for name, positions in zip(fields, _by_field(kept.f, len(fields)), strict=True):
+        sel, target = positions, row[positions]
         owner = np.full(n_rows, -1, dtype=np.int64)
         owner[target] = sel
         if (owner[target] != sel).any():
@@ -305,6 +329,16 @@ def _scatter(
     return columns, aid_row
 
 
+def _by_field(f: np.ndarray, n_fields: int) -> list[np.ndarray]:
+    """The positions of each field's samples. `stack` concatenates the fields in order and
+    step 2 keeps that order, so each is one run found by binary search (one check of the
+    order, not a scan per field); any other order by a scan per field."""
+    if f.size < 2 or bool((f[1:] >= f[:-1]).all()):
+        edges = np.searchsorted(f, np.arange(n_fields + 1))
+        return [np.arange(edges[i], edges[i + 1], dtype=np.int64) for i in range(n_fields)]
+    return [np.nonzero(f == i)[0] for i in range(n_fields)]
+
+
 def _dense_id(frame: pl.DataFrame, columns: list[str], name: str) -> pl.DataFrame:
     """Number the distinct combinations of `columns` 0..k-1 (NULLs equal) into column `name`."""
     ids = frame.select(columns).unique(maintain_order=True).with_row_index(name)
@@ -314,6 +348,10 @@ def _dense_id(frame: pl.DataFrame, columns: list[str], name: str) -> pl.DataFram
 
 def _us(moment: datetime) -> int:
     return round(moment.timestamp() * 1_000_000)
+
+
+def _us_of(step: timedelta) -> int:
+    return int(step.total_seconds() * 1_000_000)
 
 
 def _resolve_duplicates(
