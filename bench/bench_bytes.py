@@ -53,6 +53,7 @@ from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
 from gpuledger.warehouse import LoadBatch, Warehouse, migrations, sample_layout
+from tests.foundation.released_files import released_file
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
 SERIES_COLS = ("node", "uuid", "gpu_i_id", "mig_profile", "vgpu", "namespace", "pod", "container")
@@ -298,13 +299,7 @@ def migration(tmp: Path, batches: Hourly) -> dict[str, Any]:
     checksum of each row's columns before and after (v009: the coarsened columns compared
     with DuckDB's `round` of the v8 values to the decimals of `STORED_DECIMALS`)."""
     path = tmp / "v7.duckdb"
-    con = duckdb.connect(str(path))
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute("CREATE TABLE schema_version "
-                "(version INTEGER PRIMARY KEY, description VARCHAR, applied_at TIMESTAMPTZ)")
-    for step in migrations.STEPS[:7]:
-        con.execute(step.sql())
-        con.execute("INSERT INTO schema_version VALUES (?, ?, now())", [step.version, step.description])
+    con = released_file(path, 7)
     names = TABLES["gpu_samples"].column_names
     cols = ", ".join(names)
     for _, frames in batches:

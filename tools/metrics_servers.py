@@ -87,6 +87,18 @@ class MetricsServer:
         except OSError:
             return ""
 
+    def first_scrape(self, timeout_s: float = 90.0, poll_s: float = 1.0) -> float | None:
+        """When a scraping Prometheus first scraped a target up (epoch seconds), waiting for it:
+        service discovery delays the first scrape. None when none came within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            time.sleep(poll_s)
+            found = requests.get(f"{self.url}/api/v1/query", params={"query": "timestamp(up == 1)"},
+                                 timeout=5).json()["data"]["result"]
+            if found:
+                return float(found[0]["value"][1])
+        return None
+
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None

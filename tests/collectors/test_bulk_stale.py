@@ -70,13 +70,7 @@ def _stale_markers(url: str, window: Window) -> int:
 
 def test_stale_markers_are_not_samples(metrics_servers: ServerPool, churning_target: str) -> None:
     prom = metrics_servers.scraping_prometheus([churning_target], interval="1s")
-    deadline = time.monotonic() + 90
-    first = None
-    while first is None and time.monotonic() < deadline:  # discovery delays the first scrape
-        time.sleep(1)
-        found = requests.get(f"{prom.url}/api/v1/query", params={"query": "timestamp(up == 1)"},
-                             timeout=5).json()["data"]["result"]
-        first = float(found[0]["value"][1]) if found else None
+    first = prom.first_scrape()
     assert first is not None, "Prometheus never scraped the target"
     start = floor_time(datetime.fromtimestamp(first, UTC), STEP) + 2 * STEP
     window = Window(start, start + 12 * STEP, STEP)

@@ -118,12 +118,7 @@ def test_prometheus_scrapes_agent_into_warehouse(metrics_servers: ServerPool, tm
         assert "DCGM_FI_DEV_FB_USED" in requests.get(f"http://127.0.0.1:{agent.port}/metrics", timeout=5).text
         server = metrics_servers.scraping_prometheus([f"127.0.0.1:{agent.port}"], interval="1s")
         deadline = time.monotonic() + 60
-        first: float | None = None
-        while first is None and time.monotonic() < deadline:  # discovery delays the first scrape
-            time.sleep(0.5)
-            found = requests.get(f"{server.url}/api/v1/query", params={"query": "timestamp(up == 1)"},
-                                 timeout=5).json()["data"]["result"]
-            first = float(found[0]["value"][1]) if found else None
+        first = server.first_scrape(timeout_s=60, poll_s=0.5)
         assert first is not None, "Prometheus never scraped the agent"
         step = timedelta(seconds=2)
         start = floor_time(datetime.fromtimestamp(first, UTC), step) + 2 * step

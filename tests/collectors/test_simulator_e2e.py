@@ -28,7 +28,6 @@ from typing import Any
 
 import polars as pl
 import pytest
-import requests
 
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.core.config import Settings
@@ -159,12 +158,7 @@ def test_prometheus_scrapes_the_live_simulator(sim: Any, truth: dict[str, pl.Dat
         prom = metrics_servers.scraping_prometheus([target], interval="2s")
         step = timedelta(seconds=4)
         deadline = time.monotonic() + 90
-        first = None
-        while first is None and time.monotonic() < deadline:  # discovery delays the first scrape
-            time.sleep(1)
-            found = requests.get(f"{prom.url}/api/v1/query", params={"query": "timestamp(up == 1)"},
-                                 timeout=5).json()["data"]["result"]
-            first = float(found[0]["value"][1]) if found else None
+        first = prom.first_scrape()
         assert first is not None, "Prometheus never scraped the simulator"
         start = floor_time(datetime.fromtimestamp(first, UTC), step) + step
         window = Window(start, start + 3 * step, step)

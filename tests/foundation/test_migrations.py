@@ -27,6 +27,7 @@ import pytest
 
 from gpuledger.core.frames import TABLES, Column
 from gpuledger.warehouse import LoadBatch, Warehouse, migrations, schema, store
+from tests.foundation.released_files import PREVIOUS_RELEASE_BOOTSTRAP
 
 MIGRATIONS_DIR = Path(migrations.__file__).parent
 
@@ -43,11 +44,6 @@ RELEASED_SHA256 = {
 }
 """sha256 of every released step; a step is never edited once released (add a new one)."""
 
-PREVIOUS_RELEASE_BOOTSTRAP = (
-    "CREATE TABLE IF NOT EXISTS schema_version "
-    "(version INTEGER PRIMARY KEY, description VARCHAR, applied_at TIMESTAMPTZ)"
-)
-"""How gpuledger 0.1.0 recorded versions (literal, independent of today's code)."""
 
 NOV = datetime(2026, 11, 1, tzinfo=UTC)
 

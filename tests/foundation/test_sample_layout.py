@@ -17,12 +17,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import polars as pl
 
 from gpuledger.core.frames import GPU_SAMPLES, METRIC_COLUMNS
 from gpuledger.core.window import Window
-from gpuledger.warehouse import LoadBatch, Warehouse, migrations, schema
+from gpuledger.warehouse import LoadBatch, Warehouse, schema
+from tests.foundation.released_files import released_file
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 HOURS2 = Window(T0, T0 + timedelta(hours=2))
@@ -92,13 +92,7 @@ def test_reloading_adds_no_series_and_later_windows_reuse_them(tmp_path: Path):
 
 def _v7_file(path: Path, rows: pl.DataFrame) -> None:
     """A warehouse as the v7 release left it: steps 1..7 from their frozen text, and samples."""
-    con = duckdb.connect(str(path))
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute("CREATE TABLE schema_version "
-                "(version INTEGER PRIMARY KEY, description VARCHAR, applied_at TIMESTAMPTZ)")
-    for step in migrations.STEPS[:7]:
-        con.execute(step.sql())
-        con.execute("INSERT INTO schema_version VALUES (?, ?, now())", [step.version, step.description])
+    con = released_file(path, 7)
     con.execute("INSERT INTO gpuledger_meta VALUES ('application', 'gpuledger') ON CONFLICT DO NOTHING")
     con.register("v", rows.to_arrow())
     con.execute(f"INSERT INTO gpu_samples SELECT {', '.join(COLS)} FROM v")
