@@ -18,7 +18,6 @@ Cases, on the demo warehouse with every hour but the last two rolled up (`rolled
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -35,14 +34,10 @@ from gpuledger.dashboards.app import create_app
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.serving_store import Publication, open_serving, serving_path
 from tests.dashboards.conftest import PERIOD, settings_with_roles
-from tests.dashboards.test_serving_store import ROOT, _same_lines, rolled  # noqa: F401  (the fixture)
+from tests.dashboards.test_serving_store import ROOT, _digest, _same_lines, kill_inside, rolled  # noqa: F401  (rolled: the fixture)
 from tests.dashboards.test_store import collector
 
 SETTINGS = settings_with_roles()
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _cli(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -157,11 +152,7 @@ with Warehouse.open(sys.argv[1], read_only=True) as wh:
 
 def test_a_kill_mid_results_leaves_the_previous_store(tables_only: Path) -> None:
     before = _digest(serving_path(tables_only))
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tables_only)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
-    proc.kill()
-    proc.wait(timeout=30)
+    kill_inside(KILLED, tables_only)
     assert _digest(serving_path(tables_only)) == before
     assert _results(tables_only) == {}
     with Warehouse.open(tables_only, read_only=True) as wh:  # the lock died with it; the next one runs

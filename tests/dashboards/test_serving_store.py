@@ -202,13 +202,19 @@ with Warehouse.open(sys.argv[1]) as wh:
 """
 
 
-def test_a_kill_mid_publish_leaves_the_previous_store(published: Path) -> None:
-    before = _digest(serving_path(published))
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(published)], stdin=subprocess.PIPE,
+def kill_inside(script: str, warehouse: Path) -> None:
+    """Run `script` on `warehouse` in a child and SIGKILL it once it prints "inside" (the point
+    it stalls at, in the middle of a publish)."""
+    proc = subprocess.Popen([sys.executable, "-c", script, str(warehouse)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
     proc.kill()
     proc.wait(timeout=30)
+
+
+def test_a_kill_mid_publish_leaves_the_previous_store(published: Path) -> None:
+    before = _digest(serving_path(published))
+    kill_inside(KILLED, published)
     assert _digest(serving_path(published)) == before
     serving = open_serving(published)
     try:
