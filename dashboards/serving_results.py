@@ -29,11 +29,11 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from gpuledger.analytics.advice.run import FLEET_SHAPING_KINDS, Advice
+from gpuledger.analytics.advice import FLEET_SHAPING_KINDS
 from gpuledger.analytics.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError
@@ -42,6 +42,9 @@ from gpuledger.core.window import HOUR, floor_time
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import data_range, newest_sample
 from gpuledger.warehouse.serving_store import Publication, PublishStats, is_served, record_published, result
+
+if TYPE_CHECKING:
+    from gpuledger.analytics.advice.run import Advice
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuledger.analytics.advice.run import FLEET_SHAPING_KINDS, KINDS, Advice, run_advice
+from gpuledger.analytics.advice import FLEET_SHAPING_KINDS
+from gpuledger.analytics.advice.run import KINDS, Advice, run_advice
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse

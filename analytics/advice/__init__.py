@@ -2,3 +2,8 @@
 its method in the module docstring (`profile_catalog`, `fragmentation`, `overcommit`,
 `autoscaling` + `autoscaling_manifest`), and `run`, which reads the warehouse and registers
 the kinds `gpuledger recommend --kind` offers (`run.KINDS`)."""
+
+FLEET_SHAPING_KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling")
+"""The four kinds that reshape the fleet: what the Fleet page and the monthly fleet statement
+show (the DRA kinds stay on the CLI and the Fleet page's DRA section). Here, not in `run`, so
+naming them imports no analysis (the serving store's publisher runs in every writer's close)."""

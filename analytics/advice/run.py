@@ -37,9 +37,6 @@ class Advice:
 
 
 AdviceFn = Callable[[Warehouse, Window, Settings], Advice]
-FLEET_SHAPING_KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling")
-"""The four kinds that reshape the fleet: what the Fleet page and the monthly fleet statement
-show (the DRA kinds stay on the CLI and the Fleet page's DRA section)."""
 KINDS: dict[str, AdviceFn] = {}
 """Advice kind name (the `--kind` value) -> its function; `register` adds one."""
 
