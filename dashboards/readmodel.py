@@ -224,12 +224,13 @@ class ReadModel:
         from gpuledger.analytics.tokens import team_token_costs
 
         def compute(s: Snapshot) -> pl.DataFrame:
-            if generation_weight == GENERATION_WEIGHT or not s.owned:
-                stored = (self._stored(s, serving_results.TOKEN_COSTS, period)
-                          if generation_weight == GENERATION_WEIGHT
-                          else serving_results.not_computed_frame(serving_results.TOKEN_COSTS))
-                if stored is not None:
-                    return stored
+            stored = None
+            if generation_weight == GENERATION_WEIGHT:
+                stored = self._stored(s, serving_results.TOKEN_COSTS, period)
+            elif not s.owned:  # a serving store holds the default weight's result only
+                stored = serving_results.not_computed_frame(serving_results.TOKEN_COSTS)
+            if stored is not None:
+                return stored
             bill = self.bill(period, snap=s)
             with self.store.reader(s) as wh:
                 return team_token_costs(wh, Period.exact(period).window, self.settings, bill=bill,
