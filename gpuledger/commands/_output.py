@@ -19,6 +19,7 @@ import io
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -139,7 +140,7 @@ def table_width() -> int | None:
     """The width to fit: `$COLUMNS` when set, the terminal's on a terminal, else unlimited."""
     if os.environ.get("COLUMNS", "").isdigit():
         return int(os.environ["COLUMNS"])
-    if click.get_text_stream("stdout").isatty():
+    if sys.stdout.isatty():
         return shutil.get_terminal_size().columns
     return None
 
