@@ -16,7 +16,7 @@ The rules, in the order they are checked:
    or failed rollout needs none (a half-applied plan cannot be dry-run against its before-state).
 
 Every check that decides a status move passes the status it saw on to the compare-and-set
-store (`optimizer.plan_store.set_status(expected=…)`), so a decision taken on a plan that
+store (`optimizer.plan.store.set_status(expected=…)`), so a decision taken on a plan that
 another action moved meanwhile is refused instead of overwriting it.
 """
 
@@ -33,7 +33,7 @@ from gpuledger.core.errors import AccessDeniedError, ConflictingPlanError, PlanE
 
 if TYPE_CHECKING:
     from gpuledger.actuator.gateway import ClusterGateway
-    from gpuledger.optimizer.plan_store import PlanRecord
+    from gpuledger.optimizer.plan.store import PlanRecord
     from gpuledger.warehouse.plans import PlanWarehouse
     from gpuledger.warehouse.protocols import ReadableWarehouse
 
@@ -86,8 +86,8 @@ class ApprovalPolicy:
         self, wh: PlanWarehouse, plan_id: str, *, actor: str, now: datetime | None, mark: bool = True,
     ) -> PlanRecord:
         """Load the plan; a proposed/approved one past its age limit is marked expired and refused."""
-        from gpuledger.optimizer.plan_status import EXPIRABLE
-        from gpuledger.optimizer.plan_store import load_record, set_status
+        from gpuledger.optimizer.plan.status import EXPIRABLE
+        from gpuledger.optimizer.plan.store import load_record, set_status
 
         record = load_record(wh, plan_id)
         if record.status == "expired":
@@ -111,7 +111,7 @@ class ApprovalPolicy:
     ) -> None:
         """Refuse a plan whose observed objects changed; a real apply also marks it `stale`."""
         from gpuledger.actuator.fingerprint import drift
-        from gpuledger.optimizer.plan_store import set_status
+        from gpuledger.optimizer.plan.store import set_status
 
         plan_id = record.plan.id
         drifted = drift(cluster, record.plan)

@@ -29,7 +29,7 @@ from gpuledger.core.errors import InputError
 if TYPE_CHECKING:
     from gpuledger.actuator.gateway import ClusterGateway, Obj
     from gpuledger.core.config import Settings
-    from gpuledger.optimizer.plan import Plan
+    from gpuledger.optimizer.plan.contract import Plan
 
 FIELD_MANAGER = "gpuledger-export"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
@@ -42,7 +42,7 @@ Exported = list[tuple[ObjectRef, "Obj"]]
 
 def export_objects(plan: Plan, settings: Settings) -> Exported:
     """The manifests that apply `plan` (module docstring), in a stable order, with their refs."""
-    from gpuledger.optimizer.plan import QuotaChanges
+    from gpuledger.optimizer.plan.contract import QuotaChanges
 
     if isinstance(plan.changes, QuotaChanges):
         return _quota(plan)
@@ -79,7 +79,7 @@ def _manifest(ref: ObjectRef, body: Obj) -> Obj:
 
 def _quota(plan: Plan) -> Exported:
     """Each changed queue's quota body with the planned numbers, via its writer's mutation."""
-    from gpuledger.optimizer.plan import QuotaChanges
+    from gpuledger.optimizer.plan.contract import QuotaChanges
 
     changes = plan.changes
     assert isinstance(changes, QuotaChanges)
@@ -99,7 +99,7 @@ def _quota(plan: Plan) -> Exported:
 
 def _mig(plan: Plan, settings: Settings) -> Exported:
     """The mig-parted ConfigMap with the plan's entries, then one label per node."""
-    from gpuledger.optimizer.plan import MigChanges
+    from gpuledger.optimizer.plan.contract import MigChanges
 
     changes = plan.changes
     assert isinstance(changes, MigChanges)

@@ -1,7 +1,7 @@
 """Re-read the cluster and check that a plan's fingerprint still describes it.
 
 A plan records, for every object it was computed from, `state_hash` of the part it depends on
-(`optimizer.plan.ObservedObject`). Before the first write the actuator recomputes that hash
+(`optimizer.plan.contract.ObservedObject`). Before the first write the actuator recomputes that hash
 from the live object with the same definition; any difference means the cluster moved and the
 plan is stale. resourceVersions are not compared: a Node's changes with every status update,
 which would make every MIG plan stale within minutes for reasons the plan does not care about.
@@ -18,11 +18,12 @@ from gpuledger.actuator.migconfig import MIG_CONFIG_LABEL, labels
 from gpuledger.core.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from gpuledger.optimizer.plan import ObservedObject, Plan
+    from gpuledger.optimizer.plan.contract import ObservedObject, Plan
 
 
 def node_state(node: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a Node a MIG plan depends on (the definition in `optimizer.plan.ObservedObject`)."""
+    """The part of a Node a MIG plan depends on (the definition in
+    `optimizer.plan.contract.ObservedObject`)."""
     return {"mig.config": labels(node).get(MIG_CONFIG_LABEL)}
 
 
@@ -55,7 +56,7 @@ _LIVE: dict[str, tuple[Reader, Part]] = {
 
 def live_state(gateway: ClusterGateway, observed: ObservedObject) -> str | None:
     """`state_hash` of the live object, or None when it is gone; `KeyError` for unknown kinds."""
-    from gpuledger.optimizer.plan import state_hash
+    from gpuledger.optimizer.plan.contract import state_hash
 
     read, part = _LIVE[observed.kind] if observed.kind in _LIVE else _from_writer(observed.kind)
     try:

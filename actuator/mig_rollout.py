@@ -56,7 +56,7 @@ from gpuledger.core.errors import ClusterError, ConflictingPlanError, GpuledgerE
 
 # 1. Entry points ----------------------------------------------------------------------------------
 def apply_mig(ctx: RolloutContext) -> MigProgress:
-    from gpuledger.optimizer.plan import MigChanges
+    from gpuledger.optimizer.plan.contract import MigChanges
 
     changes = ctx.plan.changes
     assert isinstance(changes, MigChanges)
@@ -81,7 +81,7 @@ def apply_mig(ctx: RolloutContext) -> MigProgress:
 
 def rollback_mig(ctx: RolloutContext, applied: MigProgress) -> list[NodeProgress]:
     """Return every node the plan changed to its recorded label, then restore the ConfigMap."""
-    from gpuledger.optimizer.plan import MigChanges
+    from gpuledger.optimizer.plan.contract import MigChanges
 
     changes = ctx.plan.changes
     assert isinstance(changes, MigChanges)

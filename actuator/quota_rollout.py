@@ -31,12 +31,12 @@ from gpuledger.actuator.rollout_context import RolloutContext
 from gpuledger.actuator.rollout_progress import QuotaProgress, QuotaStep
 
 if TYPE_CHECKING:
-    from gpuledger.optimizer.plan import QuotaChange
+    from gpuledger.optimizer.plan.contract import QuotaChange
 
 
 # 1. Entry points ----------------------------------------------------------------------------------
 def apply_quota(ctx: RolloutContext) -> QuotaProgress:
-    from gpuledger.optimizer.plan import QuotaChanges
+    from gpuledger.optimizer.plan.contract import QuotaChanges
 
     changes = ctx.plan.changes
     assert isinstance(changes, QuotaChanges)
@@ -55,7 +55,7 @@ def apply_quota(ctx: RolloutContext) -> QuotaProgress:
 
 def rollback_quota(ctx: RolloutContext) -> QuotaProgress:
     """Write each planned number back to its old value, through the same ordered, guarded path."""
-    from gpuledger.optimizer.plan import QuotaChanges
+    from gpuledger.optimizer.plan.contract import QuotaChanges
 
     changes = ctx.plan.changes
     assert isinstance(changes, QuotaChanges)

@@ -19,7 +19,7 @@ from gpuledger.actuator.rollout_progress import Progress
 from gpuledger.core.config import Settings, utcnow
 
 if TYPE_CHECKING:
-    from gpuledger.optimizer.plan import Plan
+    from gpuledger.optimizer.plan.contract import Plan
 
 
 @dataclass

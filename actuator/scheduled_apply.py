@@ -29,7 +29,7 @@ from gpuledger.core.access import Principal, resolve_roles
 from gpuledger.core.config import Settings
 from gpuledger.core.config_advice import MaintenanceWindow
 from gpuledger.core.errors import GpuledgerError
-from gpuledger.optimizer.plan import Plan
+from gpuledger.optimizer.plan.contract import Plan
 from gpuledger.warehouse.plans import PlanWarehouse
 from gpuledger.warehouse.protocols import ReadableWarehouse
 
@@ -71,7 +71,7 @@ def node_pools(wh: ReadableWarehouse) -> dict[str, str | None]:
 
 def due_plans(wh: ReadableWarehouse, settings: Settings, now: datetime) -> list[Due]:
     """Steps 1-2: the approved MIG plans, oldest first, each with its gate at `now`."""
-    from gpuledger.optimizer.plan_store import list_plans
+    from gpuledger.optimizer.plan.store import list_plans
 
     pools = node_pools(wh)
     records = sorted(list_plans(wh, "approved", kind="mig"), key=lambda r: r.plan.created_at)

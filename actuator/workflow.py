@@ -3,7 +3,7 @@
 These plain functions are what both the CLI (`gpuledger plans …`) and the dashboard's buttons
 call, so the rules are enforced on the server side in one place: the approval policy
 (`actuator.approval`: admin role, expiry, staleness, preview before apply) decides, the
-compare-and-set store (`optimizer.plan_store`) moves the status with its audit row, and the
+compare-and-set store (`optimizer.plan.store`) moves the status with its audit row, and the
 plan kind's registered rollout (`actuator.plan_kinds`) does the cluster work.
 
 - only an approved plan is applied; before its first write the cluster is re-read and compared
@@ -33,7 +33,7 @@ from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError, PlanError
 
 if TYPE_CHECKING:
-    from gpuledger.optimizer.plan_store import PlanRecord
+    from gpuledger.optimizer.plan.store import PlanRecord
     from gpuledger.warehouse.plans import PlanWarehouse
 
 __all__ = ["ApplyResult", "StepOutcome", "apply", "approve", "connect", "expire", "reject", "rollback"]
@@ -75,7 +75,7 @@ def approve(
     wh: PlanWarehouse, plan_id: str, *, principal: Principal, settings: Settings, now: datetime | None = None,
 ) -> PlanRecord:
     """Approve a proposed plan (admin only; refuses an expired plan and marks it expired)."""
-    from gpuledger.optimizer.plan_store import set_status
+    from gpuledger.optimizer.plan.store import set_status
 
     policy = ApprovalPolicy.of(settings)
     policy.require_admin(wh, principal, plan_id=plan_id, action="approve", now=now)
@@ -91,7 +91,7 @@ def reject(
     now: datetime | None = None,
 ) -> PlanRecord:
     """Reject a proposed or approved plan with a reason (admin only)."""
-    from gpuledger.optimizer.plan_store import load_record, set_status
+    from gpuledger.optimizer.plan.store import load_record, set_status
 
     ApprovalPolicy.of(settings).require_admin(wh, principal, plan_id=plan_id, action="reject", now=now)
     record = load_record(wh, plan_id)
@@ -105,7 +105,7 @@ def reject(
 
 def expire(wh: PlanWarehouse, *, settings: Settings, now: datetime | None = None) -> list[str]:
     """Mark every proposed or approved plan older than the configured age as expired."""
-    from gpuledger.optimizer.plan_store import expire_plans
+    from gpuledger.optimizer.plan.store import expire_plans
 
     return expire_plans(wh, ApprovalPolicy.of(settings).expire_after, now=now)
 
@@ -131,7 +131,7 @@ def apply(
     3. Move to `applying` (progress kept), run the kind's rollout, checkpointing each step.
     4. Move to `applied`, or `failed` with the reason (resumable by running apply again).
     """
-    from gpuledger.optimizer.plan_store import set_status
+    from gpuledger.optimizer.plan.store import set_status
 
     action = "dry-run" if dry_run else "apply"
     audit = Auditor(wh, principal.actor, plan_id, clock=Clock(now))
@@ -214,7 +214,7 @@ def rollback(
 ) -> ApplyResult:
     """Restore the recorded before-state of an applied (or failed / interrupted) plan, through the
     same guarded writes; the plan ends `rolled_back` when every object is back."""
-    from gpuledger.optimizer.plan_store import load_record, set_status
+    from gpuledger.optimizer.plan.store import load_record, set_status
 
     ApprovalPolicy.of(settings).require_admin(wh, principal, plan_id=plan_id, action="roll back", now=now)
     record = load_record(wh, plan_id)

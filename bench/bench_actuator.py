@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from bench.common import timed, write_result
 from gpuledger.actuator.quota_rollout import is_decrease, plan_steps
-from gpuledger.optimizer.plan import QuotaChange
+from gpuledger.optimizer.plan.contract import QuotaChange
 
 PLANS = 2000
 SEED = 7

@@ -8,7 +8,7 @@
    for one day of 1-minute samples, loaded through `Warehouse.load`; the other days are that
    day replayed (timestamps shifted in SQL), because simulating and loading 30 days takes
    about half an hour on this machine while the volume is what the bill's cost depends on.
-2. Ours. (a) The roll-up of each day (`analytics.rollup`, what collection does once per
+2. Ours. (a) The roll-up of each day (`analytics.usage.rollup`, what collection does once per
    closed day), (b) the month's bill from the roll-up with every dimension, idle and the
    conservation check, at the device grain (detail per day x device x holder) and at the
    lines grain (same lines, detail summed by the line dimensions), (c) one day's bill straight
@@ -96,8 +96,8 @@ def phase_generate(cache: Path, gpus: int, days: int, replay_rollup: bool = Fals
 def phase_rollup(cache: Path, days: int, replay_rollup: bool = False) -> dict[str, Any]:
     """Roll up every day; with `replay_rollup` only day 1, whose roll-up rows are then copied
     to days 2..N (timestamps shifted in SQL, as `phase_generate` replays the samples)."""
-    from gpuledger.analytics.rollup import rollup_batch
-    from gpuledger.analytics.usage import ROLLUP_SOURCE
+    from gpuledger.analytics.usage.daily import ROLLUP_SOURCE
+    from gpuledger.analytics.usage.rollup import rollup_batch
     from gpuledger.core.config import Settings
     from gpuledger.core.frames import CARD_HOURS_HOURLY
     from gpuledger.warehouse import Warehouse
@@ -128,7 +128,7 @@ def phase_bill(cache: Path, file: str, days: int, source: str, grain: str = "dev
     (all threads), steadier than wall time on a shared machine. `lines_out`: a Parquet file for
     the lines (the before/after differential check)."""
     import gpuledger
-    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.core.config import Settings
     from gpuledger.warehouse import Warehouse
 
@@ -183,8 +183,8 @@ def phase_promql_bill(cache: Path) -> dict[str, Any]:
     import polars as pl
     import requests
 
-    from gpuledger.analytics.hourly import pod_inventory
-    from gpuledger.analytics.shares import raw_mig_share, vgpu_share_expr
+    from gpuledger.analytics.devices.shares import raw_mig_share, vgpu_share_expr
+    from gpuledger.analytics.usage.hourly import pod_inventory
     from gpuledger.core.config import Settings
     from gpuledger.core.pricing import PriceBook
     from gpuledger.warehouse import Warehouse

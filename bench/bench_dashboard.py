@@ -4,7 +4,7 @@
 `bench/results/dashboard.json`.
 
 1. Data. The simulator's default fleet for one day of 1-minute samples, loaded through
-   `Warehouse.load` and rolled up (`analytics.rollup`, what collection does per closed day);
+   `Warehouse.load` and rolled up (`analytics.usage.rollup`, what collection does per closed day);
    the other days are that day replayed in SQL (samples, roll-up, allocations; timestamps
    shifted), because simulating 30 days takes about half an hour here while the volume is what
    the page cost depends on. Two plans are stored for the Plans page.
@@ -54,7 +54,7 @@ REPLAYED = {
 
 # 1. Data ---------------------------------------------------------------------------------------
 def generate(path: Path, gpus: int, days: int) -> dict[str, Any]:
-    from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.analytics.usage.rollup import rollup_batch
     from gpuledger.core.config import Settings
     from gpuledger.core.frames import TABLES
     from gpuledger.core.window import Window
@@ -90,7 +90,7 @@ def generate(path: Path, gpus: int, days: int) -> dict[str, Any]:
         wh.con.execute("UPDATE pods SET end_ts = ? WHERE end_ts >= ?", [end, late])
         wh.con.execute("UPDATE mig_instances SET end_ts = ? WHERE end_ts >= ?", [end, late])
         wh.con.execute("INSERT OR REPLACE INTO watermarks VALUES ('card_hours_hourly', ?, now())", [end])
-        from gpuledger.optimizer.plan_store import save_plan
+        from gpuledger.optimizer.plan.store import save_plan
         from tests.dashboards.conftest import demo_plans
 
         for plan in demo_plans():

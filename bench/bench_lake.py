@@ -4,7 +4,7 @@
 `bench/results/lake.json`.
 
 1. Data. One day of the simulator's default fleet (`--gpus` cards: exclusive, MIG,
-   time-sliced, vGPU and inference pools, 5-minute samples) is billed by `analytics.bill` at
+   time-sliced, vGPU and inference pools, 5-minute samples) is billed by `analytics.billing.bill` at
    the device grain: that day's priced detail is what a cluster publishes. Each cluster is that
    detail replayed for `--days` days, under its own card, node and pod names, at its own price
    level (money columns scaled), with its own redistribution policy (none / proportional /
@@ -44,7 +44,7 @@ def one_day_detail(gpus: int) -> Any:
     cached = DATA / f"day-{gpus}.parquet"
     if cached.exists():
         return pl.read_parquet(cached)
-    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.core.config import Settings
     from gpuledger.core.window import Window
     from gpuledger.simulator.engine import Simulation
@@ -92,7 +92,7 @@ def publish(lake: Any, name: str, detail: Any, index: int) -> float:
     """Step 2: one partition; returns seconds."""
     import polars as pl
 
-    from gpuledger.analytics.money import to_cents
+    from gpuledger.analytics.billing.money import to_cents
     from gpuledger.warehouse.lake.partition import publish_partition
 
     fleet_raw = float(detail["list_cost"].cast(pl.Float64).sum())
@@ -120,7 +120,7 @@ def median_time(fn: Any, repeat: int) -> tuple[Any, float, list[float]]:
 
 def run_org(lake: Any, clusters: tuple[str, ...], spark: Any, repeat: int) -> dict[str, Any]:
     """Step 3: both engines, both groupings, for one set of clusters."""
-    from gpuledger.analytics.org_bill import compute_org_bill
+    from gpuledger.analytics.billing.org_bill import compute_org_bill
 
     out: dict[str, Any] = {}
     for by in BYS:

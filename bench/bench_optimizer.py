@@ -36,18 +36,18 @@ import polars as pl
 
 from bench.common import peak_rss_mib, write_result
 from gpuledger.core.config import Settings
-from gpuledger.optimizer.backtest import combine, rolling_splits
-from gpuledger.optimizer.mig import MigOptions, plan_mig
-from gpuledger.optimizer.mig_input import Demand, Fleet, Gpu, ModelDemand, Node
-from gpuledger.optimizer.mig_synthetic import random_demand, random_fleet
-from gpuledger.optimizer.plan import MigChanges, Plan, QuotaChanges
-from gpuledger.optimizer.quota import QuotaOptions, plan_quota, proportional_quotas
-from gpuledger.optimizer.quota_fit import old_quotas
-from gpuledger.optimizer.quota_guarantees import rise_shares
-from gpuledger.optimizer.quota_input import QuotaInputs
-from gpuledger.optimizer.quota_replay import ReplayResult, replay
-from gpuledger.optimizer.quota_spec import Quota
-from gpuledger.optimizer.quota_synthetic import synthetic_quota_inputs
+from gpuledger.optimizer.mig.inputs import Demand, Fleet, Gpu, ModelDemand, Node
+from gpuledger.optimizer.mig.planner import MigOptions, plan_mig
+from gpuledger.optimizer.mig.synthetic import random_demand, random_fleet
+from gpuledger.optimizer.plan.contract import MigChanges, Plan, QuotaChanges
+from gpuledger.optimizer.quota.backtest import combine, rolling_splits
+from gpuledger.optimizer.quota.fit import old_quotas
+from gpuledger.optimizer.quota.guarantees import rise_shares
+from gpuledger.optimizer.quota.inputs import QuotaInputs
+from gpuledger.optimizer.quota.planner import QuotaOptions, plan_quota, proportional_quotas
+from gpuledger.optimizer.quota.replay import ReplayResult, replay
+from gpuledger.optimizer.quota.spec import Quota
+from gpuledger.optimizer.quota.synthetic import synthetic_quota_inputs
 
 NOW = datetime(2026, 11, 5, tzinfo=UTC)
 SETTINGS = Settings()
@@ -269,9 +269,9 @@ def quota_figures(plan: Plan) -> dict[str, Any]:
 
 # 4. The simulator's month ----------------------------------------------------------------------
 def simulator_month(gpus: int, days: int) -> dict[str, Any]:
-    from gpuledger.analytics.recommend import rightsized_demand
+    from gpuledger.analytics.workloads.recommend import rightsized_demand
     from gpuledger.core.window import Window
-    from gpuledger.optimizer.quota_input import quota_inputs_from_warehouse
+    from gpuledger.optimizer.quota.inputs import quota_inputs_from_warehouse
     from gpuledger.simulator.engine import Simulation
     from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import LoadBatch, Warehouse

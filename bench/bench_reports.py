@@ -39,7 +39,7 @@ def _load(path: Path, gpus: int, step: timedelta) -> int:
 
 
 def main() -> None:
-    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.reports.billing import month_bill, summary_lines
     from gpuledger.reports.compose import build_statements, gather
     from gpuledger.reports.focus import focus_frame

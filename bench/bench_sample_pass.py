@@ -4,7 +4,7 @@ Run: `python -m bench.bench_sample_pass [--gpus 40] [--hours 12]`. The field har
 `tests/field` (simulator in field mode with every effect of `FieldEffects.all()`: jitter,
 missed scrapes, HA duplicates, NaN and negative values, exporter restarts, ...) → OpenMetrics →
 real Prometheus and VictoriaMetrics → `collect_window` into a warehouse; then, on the stored
-samples, `analytics.sample_pass` (decision 0122) against the frozen SQL pass
+samples, `analytics.sampling.sweep` (decision 0122) against the frozen SQL pass
 (`bench.sampling_sql_before`), for the whole window and for one hour in its middle: the hourly
 frame, the allocations and the idle runs must have the same rows (every column bit for bit but
 the two averages `active_ratio` / `active_mean`, within 1e-12: each engine sums in its own
@@ -25,8 +25,8 @@ from polars.testing import assert_frame_equal
 
 from bench import sampling_sql_before as before
 from bench.common import write_result
-from gpuledger.analytics import sample_pass
-from gpuledger.analytics.samples import SampleRules, params
+from gpuledger.analytics.sampling import sweep
+from gpuledger.analytics.sampling.model import SampleRules, params
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -50,9 +50,9 @@ def compare(wh: Warehouse, window: Window) -> dict[str, Any]:
     """New vs old on one window: rows compared, seconds of each."""
     p = params(window, SampleRules.of(Settings()))
     t = time.perf_counter()
-    pieces = sample_pass.run(wh, p)
-    new = {"hourly": sample_pass.hourly(pieces), "allocations": sample_pass.allocations(pieces),
-           "idle_runs": sample_pass.idle_runs(pieces)}
+    pieces = sweep.run(wh, p)
+    new = {"hourly": sweep.hourly(pieces), "allocations": sweep.allocations(pieces),
+           "idle_runs": sweep.idle_runs(pieces)}
     new_s = time.perf_counter() - t
     t = time.perf_counter()
     old = {"hourly": wh.query(before.HOURLY_SQL, p), "allocations": wh.query(before.ALLOCATIONS_SQL, p),

@@ -9,7 +9,7 @@ measured in the same run on the same data (the machine is shared; absolute times
    index, no transaction and no checks. Also the path as it was before decision 0070 (the ART
    index on `ts`, the key-column `unique`, a `count(*)` before each delete) on the same data.
    Re-loading one hour checks idempotency (row counts unchanged).
-2. Roll-up: the day's `card_hours_hourly` + `allocations` (`analytics.rollup`), against the
+2. Roll-up: the day's `card_hours_hourly` + `allocations` (`analytics.usage.rollup`), against the
    floor: one `GROUP BY` hour x device x holder over the same rows (what any hourly roll-up
    must at least read and aggregate), and against the roll-up before decision 0122 (the SQL
    sample pass, `bench.sampling_sql_before`), whose frames must equal ours row for row (the
@@ -163,9 +163,9 @@ def _before_0122(wh: Warehouse, window: Window, settings: Any) -> dict[str, pl.D
     """`rollup.rollup_frames` as it was before decision 0122: the same consumers over the SQL
     pass (`bench.sampling_sql_before`, one statement for hourly + allocations, decision 0072)."""
     from bench.sampling_sql_before import one_pass_sql
-    from gpuledger.analytics.hourly import hourly_usage
-    from gpuledger.analytics.rollup import allocations_frame
-    from gpuledger.analytics.samples import SampleRules, params
+    from gpuledger.analytics.sampling.model import SampleRules, params
+    from gpuledger.analytics.usage.hourly import hourly_usage
+    from gpuledger.analytics.usage.rollup import allocations_frame
 
     both = wh.query(one_pass_sql(), params(window, SampleRules.of(settings)))
     ts = [pl.col(c).cast(pl.Int64).cast(pl.Datetime("us", "UTC")) for c in ("hour", "start_us", "end_us")]
@@ -217,7 +217,7 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
     `main_tree`) and ours again each in a fresh child process; ours and before 0122 compared
     row for row, the children's row counts with ours;
     then one hour alone both ways (the cost of rolling up as an hour arrives)."""
-    from gpuledger.analytics.rollup import rollup_batch, rollup_frames
+    from gpuledger.analytics.usage.rollup import rollup_batch, rollup_frames
     from gpuledger.core.config import Settings
 
     settings = Settings()
@@ -277,7 +277,7 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
 
 
 def bytes_and_compaction(path: Path, gpus: int, hours: int) -> dict[str, Any]:
-    from gpuledger.analytics.usage import ROLLUP_SOURCE
+    from gpuledger.analytics.usage.daily import ROLLUP_SOURCE
     from gpuledger.warehouse.retention import compact, used_bytes
 
     scale = 30 * 24 / hours / gpus  # per GPU-month

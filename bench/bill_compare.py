@@ -44,7 +44,7 @@ def lines_diff(after: Path, before: Path) -> dict[str, Any]:
     """The differential check: the lines of two runs on the same data, money to the cent."""
     import polars as pl
 
-    from gpuledger.analytics.lines import HOURS, LINE_VALUES
+    from gpuledger.analytics.billing.lines import HOURS, LINE_VALUES
 
     a, b = pl.read_parquet(after), pl.read_parquet(before)
     money = [c for c in LINE_VALUES if c not in HOURS]

@@ -17,7 +17,7 @@ from gpuledger.core.window import Window
 _MAIN_CHILD = """
 import json, sys, time
 from datetime import datetime
-from gpuledger.analytics.rollup import rollup_frames
+from gpuledger.analytics.usage.rollup import rollup_frames
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse

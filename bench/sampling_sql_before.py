@@ -1,7 +1,7 @@
 """The sampling model's pass as it was before decision 0122: one SQL statement of window
 functions (the "before" baseline of `bench_warehouse` and of the differential check, which must
-find the Polars pass of `analytics.sample_pass` equal to it row for row). Frozen: do not edit;
-the model lives in `analytics.samples` / `analytics.sample_pass`.
+find the Polars pass of `analytics.sampling.sweep` equal to it row for row). Frozen: do not edit;
+the model lives in `analytics.sampling.model` / `analytics.sampling.sweep`.
 
 
 1. Read the window's samples plus a margin on each side, each field as a reading (NaN and

@@ -9,7 +9,7 @@ Why four sources: each scheduler leaves a different trace when it throws a GPU p
 - Volcano's preempt and reclaim actions record an `Evict` event on the victim PodGroup.
 A pod condition carries the pod's own facts (node, start, requests). An event or a Workload
 may outlive its pods: the row then names the victim's controller (`owner_kind`/`owner_name`),
-and billing finds the victim pods in the stored `pods` table (`analytics.preemption`).
+and billing finds the victim pods in the stored `pods` table (`analytics.billing.preemption`).
 
 A checkpoint annotation (`CHECKPOINT_ANNOTATION`, RFC 3339 time) on a victim pod says when it
 last saved its state: only the GPU time after it is lost.

@@ -9,7 +9,7 @@ A value that is NaN, infinite or negative is not a reading: exporters emit NaN w
 profiling field is unavailable and blank or garbage values after a driver hiccup, and
 counting them as 0 would invent idle time (or as NaN poison every average). Such a value is
 treated exactly like a missing one (NULL), so the sampling model can carry the last real
-reading over it (`analytics.samples`, docs/decisions/0051-sampling-model.md).
+reading over it (`analytics.sampling.model`, docs/decisions/0051-sampling-model.md).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ every other producer changing shape; analytics joins it on (namespace, pod).
 workload's next attempt is a new pod). Its details are nullable because the sources differ in
 what they still see: a pod condition comes with the pod (node, start, requests), a scheduler
 event may outlive the pod, whose facts are then joined from the stored `pods` table at
-billing time (`analytics.preemption`).
+billing time (`analytics.billing.preemption`).
 """
 
 from __future__ import annotations

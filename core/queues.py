@@ -6,7 +6,7 @@ writes them. So a `QueueBackend` is not one object but one *name* under which ea
 registers its part:
 
 - `gpuledger.collectors.queues.<name>`  a `QueueCollector` (inventory + metrics),
-- `gpuledger.optimizer.queues.<name>`   a `QuotaReader` (quota objects → the planning model,
+- `gpuledger.optimizer.quota.queues.<name>`   a `QuotaReader` (quota objects → the planning model,
                                          the planned numbers → a whole new object body),
 - `gpuledger.actuator.queues.<name>`    a `QuotaWriter` (guarded read-modify-write).
 

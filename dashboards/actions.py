@@ -266,7 +266,7 @@ class PlanActions:
         approval policy's rule, checked here too so the refusal is not lost in the thread)."""
         from gpuledger.actuator.approval import ApprovalPolicy
         from gpuledger.actuator.workflow import apply
-        from gpuledger.optimizer.plan_store import load_record
+        from gpuledger.optimizer.plan.store import load_record
 
         self._require_admin(principal, "apply", plan_id)
         checked = ShortWriteWarehouse(self.store)

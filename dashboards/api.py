@@ -103,8 +103,8 @@ def _bill(app: DashboardApp, principal: Principal) -> dict[str, Any]:
 
 
 def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
-    from gpuledger.analytics.idle import idle_workloads
-    from gpuledger.analytics.workloads import check_workload_by
+    from gpuledger.analytics.workloads.idle import idle_workloads
+    from gpuledger.analytics.workloads.requested import check_workload_by
 
     args = flask.request.args
     teams = scope(principal, _name(args.get("team"), "team"))
@@ -130,7 +130,7 @@ def _top(text: str | None) -> int:
 
 
 def _recommendations(app: DashboardApp, principal: Principal) -> dict[str, Any]:
-    from gpuledger.analytics.workloads import filter_scope
+    from gpuledger.analytics.workloads.requested import filter_scope
 
     args = flask.request.args
     teams = scope(principal, _name(args.get("team"), "team"))
@@ -141,7 +141,7 @@ def _recommendations(app: DashboardApp, principal: Principal) -> dict[str, Any]:
 
 
 def _plans(app: DashboardApp, principal: Principal) -> Any:
-    from gpuledger.optimizer.plan_render import list_json
+    from gpuledger.optimizer.plan.render import list_json
 
     if not can_see_fleet(principal):
         raise AccessDeniedError(f"user {principal.user!r} may not read plans (admins and viewers only)")

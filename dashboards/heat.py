@@ -8,7 +8,7 @@ node's cards; an unheld card or slice counts 0. Computing it any other way (a re
 profile, slices / 7) made the heatmap disagree with the bill under another share basis.
 
 1. Active card-hours per card and hour: from the stored roll-up (`card_hours_hourly`) for the
-   whole hours it covers, from raw samples through `analytics.hourly.hourly_usage` (the roll-up's
+   whole hours it covers, from raw samples through `analytics.usage.hourly.hourly_usage` (the roll-up's
    own computation) for the rest.
 2. Laid on a full grid of the node's (or GPU's) hours up to the newest data, so quiet hours
    show as 0 rather than as gaps.
@@ -32,8 +32,8 @@ ACTIVITY_SCHEMA: dict[str, Any] = {"uuid": pl.String, "node": pl.String, "hour":
 
 def active_card_hours(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
     """Step 1: `uuid, node, hour, active_card_hours` over `window`."""
-    from gpuledger.analytics.hourly import hourly_usage
-    from gpuledger.analytics.usage import rollup_span
+    from gpuledger.analytics.usage.daily import rollup_span
+    from gpuledger.analytics.usage.hourly import hourly_usage
 
     span = rollup_span(wh, window)
     parts: list[pl.DataFrame] = []

@@ -35,9 +35,10 @@ SECURITY_HEADERS = {
 }
 
 PRELOAD = (
-    "pandas", "plotly.graph_objects", "plotly.subplots", "gpuledger.analytics.bill",
-    "gpuledger.analytics.idle", "gpuledger.analytics.recommend", "gpuledger.analytics.tokens",
-    "gpuledger.optimizer.plan", "gpuledger.actuator.workflow",
+    "pandas", "plotly.graph_objects", "plotly.subplots", "gpuledger.analytics.billing.bill",
+    "gpuledger.analytics.workloads.idle", "gpuledger.analytics.workloads.recommend",
+    "gpuledger.analytics.workloads.tokens",
+    "gpuledger.optimizer.plan.contract", "gpuledger.actuator.workflow",
 )
 """Imported before any thread starts: two threads importing the same big module at once can
 see it half-initialized (plotly found pandas without `Series` while sklearn was importing it)."""

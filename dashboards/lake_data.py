@@ -4,7 +4,7 @@ Why a second read model and not a branch inside `dashboards.readmodel`: that one
 over a warehouse snapshot (bills, heatmaps, queues, plans), and in lake mode there is no
 warehouse; a flag inside it would have to be tested in every method. The lake pages need two
 things, named by `OrgData`: which months the lake holds, and the org bill of one at a grain.
-`LakeReadModel` answers them with `analytics.org_bill` on DuckDB (read-only; nothing is ever
+`LakeReadModel` answers them with `analytics.billing.org_bill` on DuckDB (read-only; nothing is ever
 written to the lake), and caches each bill under the digests of the partitions it was built
 from, so a cluster publishing again shows up at the next look and an unchanged lake is never
 re-billed. The partition listing itself is re-read at most every `refresh_s` seconds.
@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Protocol
 
-from gpuledger.analytics.org_bill import OrgBill, compute_org_bill
+from gpuledger.analytics.billing.org_bill import OrgBill, compute_org_bill
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
 from gpuledger.warehouse.lake.location import Lake
@@ -73,7 +73,7 @@ class LakeReadModel:
         return key
 
     def org_bill(self, period: str, by: tuple[str, ...] = ("cluster", "team")) -> OrgBill:
-        """`analytics.org_bill.compute_org_bill` on DuckDB, once per set of partitions."""
+        """`analytics.billing.org_bill.compute_org_bill` on DuckDB, once per set of partitions."""
         month = str(Period.exact(period))
         with self._gate:  # one bill at a time: DuckDB already uses every core for one
             full = (month, by, self._partition_key(month))

@@ -3,7 +3,7 @@
 Why a custom collector: every value here is already computed by the dashboard (the bill of this
 month and the last, the plans, freshness), cached per snapshot in `ReadModel`; a scrape reads
 those cached values, so Prometheus scraping every 30 s costs a dictionary lookup, not a bill.
-The numbers are the bill's own (`analytics.bill.compute_bill` lines, rounded to the cent as
+The numbers are the bill's own (`analytics.billing.bill.compute_bill` lines, rounded to the cent as
 `gpuledger bill` prints them), so a Grafana panel and the invoice never disagree.
 
 Periods: `current` is the newest month with data (what the dashboard opens on), `previous` the
@@ -14,7 +14,7 @@ Metrics (every name has the `gpuledger_` prefix):
   currency (`currency` label);
 - `unallocated_card_hours` {period, month, pool, model}: card-hours no one held;
 - `budget_used_ratio`, `budget_forecast_ratio`, `budget_threshold_crossed` {team, month} and
-  `budget_threshold_ratio` {team, level}: `analytics.budgets.budget_gauges` of this month's
+  `budget_threshold_ratio` {team, level}: `analytics.billing.budgets.budget_gauges` of this month's
   bill, the rule `gpuledger budgets` and the team page read (per-team thresholds included), so
   the alert rules compare against the configured thresholds, never a number of their own;
 - `plan_saving` {status}: sum of `monthly_cost_saving` over plans in each status;
@@ -38,12 +38,12 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gpuledger.analytics.budgets import GAUGES, budget_gauges, budget_status
+from gpuledger.analytics.billing.budgets import GAUGES, budget_gauges, budget_status
 from gpuledger.core import collect_stats
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
 from gpuledger.dashboards.readmodel import ReadModel
-from gpuledger.optimizer.plan_store import list_plans
+from gpuledger.optimizer.plan.store import list_plans
 from gpuledger.warehouse.queries.freshness import data_range
 from gpuledger.warehouse.store import Warehouse
 

@@ -45,7 +45,7 @@ class _Overlay:
 
 def read_plans(wh: Warehouse) -> tuple[list[Any], pl.DataFrame]:
     """Stored plan records and the latest `OVERLAY_AUDIT` audit records."""
-    from gpuledger.optimizer.plan_store import list_plans
+    from gpuledger.optimizer.plan.store import list_plans
 
     return list_plans(wh), audit_records(wh, OVERLAY_AUDIT)
 

@@ -3,7 +3,7 @@ the Volcano Queues table (`volcano_queues`).
 
 Why this module: Kueue counts MIG quota and usage per resource (`nvidia.com/mig-3g.40gb`); to
 add them to whole GPUs each unit must weigh what the bill charges for that instance. That
-weight is the MIG share of `analytics.shares` under `sharing.mig_share_basis` (compute slices
+weight is the MIG share of `analytics.devices.shares` under `sharing.mig_share_basis` (compute slices
 / 7, memory slices / 8, or the larger), on the GPU model of the flavor's nodes, never a second
 copy of the rule. A whole `nvidia.com/gpu` counts 1.
 
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from gpuledger.analytics.shares import raw_mig_share
+from gpuledger.analytics.devices.shares import raw_mig_share
 from gpuledger.core.errors import InputError
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -86,7 +86,7 @@ VOLCANO_COLUMNS = ("queue", "parent", "weight", "reclaimable", "guarantee_gpus",
 
 def _gpus(value: object) -> float | None:
     """A Volcano quota amount of `nvidia.com/gpu` (plain numbers; quantity strings read too)."""
-    from gpuledger.optimizer.quota_spec import parse_quantity
+    from gpuledger.optimizer.quota.spec import parse_quantity
 
     if value is None:
         return None
@@ -98,9 +98,9 @@ def _gpus(value: object) -> float | None:
 
 def volcano_queues(wh: Warehouse) -> pl.DataFrame:
     """Every stored Volcano Queue: parent, weight, reclaimable, guarantee/deserved/capability in
-    GPUs, and the teams whose PodGroups submit to it (`analytics.volcano_queues`), by name."""
-    from gpuledger.analytics.volcano_queues import volcano_queue_team_sets
-    from gpuledger.optimizer.queues.volcano import GPU_RESOURCE, quota_body
+    GPUs, and the teams whose PodGroups submit to it (`analytics.teams.volcano`), by name."""
+    from gpuledger.analytics.teams.volcano import volcano_queue_team_sets
+    from gpuledger.optimizer.quota.queues.volcano import GPU_RESOURCE, quota_body
 
     teams = volcano_queue_team_sets(wh)
     rows = []

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from gpuledger.analytics.special_lines import SPECIAL_LINES
-from gpuledger.analytics.tokens import GENERATION_WEIGHT
+from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
+from gpuledger.analytics.workloads.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
 from gpuledger.dashboards import heat, queue_views, serving_results
@@ -129,14 +129,14 @@ class ReadModel:
 
     # 3. Analytics ----------------------------------------------------------------------------
     def bill(self, period: str, by: tuple[str, ...] = ("team",), *, snap: Snapshot | None = None) -> Any:
-        """`analytics.bill.compute_bill` for the month, on the snapshot. Only the team bill keeps
+        """`analytics.billing.bill.compute_bill` for the month, on the snapshot. Only the team bill keeps
         its `detail` (one row per allocation and day, ~70 MiB a 1,000-GPU month): every page,
         download and API answer reads the detail of that one, and only the lines, unallocated
         rows and preemption of the others (team x model, x priority class, the metrics' x
         sharing mode), so each of those is kept with an empty detail (docs/decisions/0141)."""
         from dataclasses import replace
 
-        from gpuledger.analytics.bill import compute_bill
+        from gpuledger.analytics.billing.bill import compute_bill
 
         window = Period.exact(period).window
 
@@ -174,26 +174,26 @@ class ReadModel:
         return sorted(m for m in detail["model"].unique().to_list() if m)
 
     def idle_allocations(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
-        """`analytics.idle.idle_allocations` of the month's bill (what `gpuledger idle` ranks)."""
-        from gpuledger.analytics.idle import idle_allocations
+        """`analytics.workloads.idle.idle_allocations` of the month's bill (what `gpuledger idle` ranks)."""
+        from gpuledger.analytics.workloads.idle import idle_allocations
 
         return self._cached(("idle", period), lambda s: idle_allocations(self.bill(period, snap=s)), snap)
 
     def held_allocations(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
-        """`analytics.idle.held_allocations` of the month's bill (busy allocations included)."""
-        from gpuledger.analytics.idle import held_allocations
+        """`analytics.workloads.idle.held_allocations` of the month's bill (busy allocations included)."""
+        from gpuledger.analytics.workloads.idle import held_allocations
 
         return self._cached(("held", period), lambda s: held_allocations(self.bill(period, snap=s)), snap)
 
     def workloads(self, by: str = "owner", *, snap: Snapshot | None = None) -> pl.DataFrame:
-        """Pod → workload (`analytics.workloads.pod_workloads`)."""
-        from gpuledger.analytics.workloads import pod_workloads
+        """Pod → workload (`analytics.workloads.requested.pod_workloads`)."""
+        from gpuledger.analytics.workloads.requested import pod_workloads
 
         return self._read(("workloads", by), lambda wh: pod_workloads(wh, by), snap)
 
     def idle_workloads(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
-        """`analytics.idle.idle_workloads` of the month: idle per Deployment, Job, notebook."""
-        from gpuledger.analytics.idle import idle_workloads
+        """`analytics.workloads.idle.idle_workloads` of the month: idle per Deployment, Job, notebook."""
+        from gpuledger.analytics.workloads.idle import idle_workloads
 
         def compute(s: Snapshot) -> pl.DataFrame:
             return idle_workloads(self.held_allocations(period, snap=s), self.workloads(snap=s))
@@ -201,9 +201,9 @@ class ReadModel:
         return self._cached(("idle_workloads", period), compute, snap)
 
     def recommendations(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
-        """`analytics.recommend.recommend(...).recommendations` for the month: stored by the
+        """`analytics.workloads.recommend.recommend(...).recommendations` for the month: stored by the
         writer on a serving store (none there yet: no rows), computed on a full copy."""
-        from gpuledger.analytics.recommend import recommend
+        from gpuledger.analytics.workloads.recommend import recommend
 
         def compute(s: Snapshot) -> pl.DataFrame:
             stored = self._stored(s, serving_results.RECOMMENDATIONS, period)
@@ -218,10 +218,10 @@ class ReadModel:
     def token_costs(
         self, period: str, generation_weight: float = GENERATION_WEIGHT, *, snap: Snapshot | None = None
     ) -> pl.DataFrame:
-        """`analytics.tokens.team_token_costs` for the month, priced by the month's bill: stored
+        """`analytics.workloads.tokens.team_token_costs` for the month, priced by the month's bill: stored
         by the writer on a serving store (none there yet, or another weight: no rows; it keeps an
         hour of token samples only), computed on a full copy."""
-        from gpuledger.analytics.tokens import team_token_costs
+        from gpuledger.analytics.workloads.tokens import team_token_costs
 
         def compute(s: Snapshot) -> pl.DataFrame:
             stored = None
@@ -315,9 +315,9 @@ class ReadModel:
 
     def queue_teams(self) -> dict[str, frozenset[str]]:
         """ClusterQueue (and Volcano Queue) → teams submitting to it
-        (`analytics.queue_teams.queue_team_sets`, `analytics.volcano_queues`)."""
-        from gpuledger.analytics.queue_teams import queue_team_sets
-        from gpuledger.analytics.volcano_queues import volcano_queue_team_sets
+        (`analytics.teams.queues.queue_team_sets`, `analytics.teams.volcano`)."""
+        from gpuledger.analytics.teams.queues import queue_team_sets
+        from gpuledger.analytics.teams.volcano import volcano_queue_team_sets
 
         def read(wh: Warehouse) -> dict[str, frozenset[str]]:
             out = dict(queue_team_sets(wh))

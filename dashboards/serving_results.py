@@ -6,7 +6,7 @@ list, heatmap and queue chart, but not for the analyses that read a whole month 
 the recommendations (activity and memory percentiles per workload), the token costs (counter
 increases of every vLLM series) and the advice kinds the Fleet and Plans pages show. Those are
 computed here, on the warehouse itself, with the very functions the CLI calls
-(`analytics.recommend.recommend`, `analytics.tokens.team_token_costs`,
+(`analytics.workloads.recommend.recommend`, `analytics.workloads.tokens.team_token_costs`,
 `analytics.advice.run.KINDS`), and stored in the serving store per month. A result is computed
 again only when its basis changed: the newest whole hour of GPU samples in the month (a closed
 month never changes) and the analysis settings. So a `collect --follow` minute recomputes
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from gpuledger.analytics.advice import FLEET_SHAPING_KINDS
-from gpuledger.analytics.tokens import GENERATION_WEIGHT
+from gpuledger.analytics.workloads.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError
 from gpuledger.core.period import Period
@@ -68,7 +68,7 @@ TOKEN_COSTS_SCHEMA: dict[str, Any] = {
     "generation_tokens": pl.Float64, "gpu_cost": pl.Float64, "cost_per_m_prompt": pl.Float64,
     "cost_per_m_generated": pl.Float64, "cost_per_m_tokens": pl.Float64,
 }
-"""`analytics.tokens.team_token_costs`'s columns (a test holds it equal to a computed frame's)."""
+"""`analytics.workloads.tokens.team_token_costs`'s columns (a test holds it equal to a computed frame's)."""
 UNRELATED = {"access", "prometheus", "kubernetes", "lake", "reports", "plans", "retention", "source"}
 """Settings sections no stored result depends on (left out of the basis fingerprint, so the
 dashboard's and the collector's configurations may differ there without recomputing)."""
@@ -78,7 +78,7 @@ def publish_serving(wh: Warehouse, settings: Settings) -> PublishStats:
     """Publish the serving store of `wh` (a writer, after it committed): the tables only, the
     stored results kept as they are (seconds: what a command's close and the dashboard's own
     short writer pay; docs/decisions/0140)."""
-    from gpuledger.analytics.samples import SampleRules
+    from gpuledger.analytics.sampling.model import SampleRules
 
     with Publication(wh, margin=SampleRules.of(settings).margin) as _pub:
         pass
@@ -92,7 +92,7 @@ def refresh_serving(wh: Warehouse, settings: Settings, *, period: str | None = N
     publish lock, not the writer lock, keeps publishers apart (docs/decisions/0140). `computed`:
     advice kinds the caller has just run for `period` on this very warehouse (the demo), stored
     as they are instead of run again."""
-    from gpuledger.analytics.samples import SampleRules
+    from gpuledger.analytics.sampling.model import SampleRules
 
     handed = {(f"advice:{a.kind}", period): advice_payload(a) for a in computed if period}
     with Publication(wh, margin=SampleRules.of(settings).margin) as pub:
@@ -188,9 +188,9 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
     month's bill when already computed, filled otherwise)."""
     window = Period.exact(period).window
     if name in (RECOMMENDATIONS, TOKEN_COSTS):
-        from gpuledger.analytics.bill import compute_bill
-        from gpuledger.analytics.recommend import recommend
-        from gpuledger.analytics.tokens import team_token_costs
+        from gpuledger.analytics.billing.bill import compute_bill
+        from gpuledger.analytics.workloads.recommend import recommend
+        from gpuledger.analytics.workloads.tokens import team_token_costs
 
         bills = {} if bills is None else bills
         bill = bills.get("bill") or bills.setdefault("bill", compute_bill(wh, window, settings))
@@ -224,7 +224,7 @@ def stored_frame(wh: Warehouse, name: str, period: str) -> pl.DataFrame | None:
 
 def not_computed_frame(name: str) -> pl.DataFrame:
     """The frame a page gets for a result not stored yet: no rows, the computed frame's columns."""
-    from gpuledger.analytics import recommend
+    from gpuledger.analytics.workloads import recommend
 
     if name == RECOMMENDATIONS:  # the per-workload frame `recommend` returns, of no rows
         return recommend.per_workload(pl.DataFrame(schema=recommend._SCHEMA))

@@ -29,7 +29,7 @@ from gpuledger.core.window import Window
 if TYPE_CHECKING:
     import polars as pl
 
-    from gpuledger.analytics.bill import Bill
+    from gpuledger.analytics.billing.bill import Bill
     from gpuledger.warehouse import Warehouse
 
 T = TypeVar("T")
@@ -54,7 +54,7 @@ class Ledger:
 
     def bill_of(self, period: str, by: Sequence[str] = ("team",)) -> Bill:
         """The whole `Bill` object (lines, detail, unallocated, fleet totals)."""
-        from gpuledger.analytics.bill import compute_bill
+        from gpuledger.analytics.billing.bill import compute_bill
 
         return self._with(lambda wh: compute_bill(wh, self.window(period), self.settings, tuple(by)))
 
@@ -65,9 +65,9 @@ class Ledger:
     def idle(self, period: str, *, by: str = "owner", team: str | None = None,
              namespace: str | None = None) -> pl.DataFrame:
         """Idle GPU-hours and cost per workload (`by="owner"`, `"pod"` or `"label:<key>"`)."""
-        from gpuledger.analytics.bill import compute_bill
-        from gpuledger.analytics.idle import held_allocations, idle_workloads
-        from gpuledger.analytics.workloads import check_workload_by, pod_workloads
+        from gpuledger.analytics.billing.bill import compute_bill
+        from gpuledger.analytics.workloads.idle import held_allocations, idle_workloads
+        from gpuledger.analytics.workloads.requested import check_workload_by, pod_workloads
 
         if by != "pod":
             check_workload_by(by)
@@ -82,8 +82,8 @@ class Ledger:
     def recommendations(self, period: str, *, by: str = "owner", team: str | None = None,
                         namespace: str | None = None) -> pl.DataFrame:
         """Right-sizing and reclaim recommendations, one per workload and kind."""
-        from gpuledger.analytics.recommend import recommend
-        from gpuledger.analytics.workloads import filter_scope
+        from gpuledger.analytics.workloads.recommend import recommend
+        from gpuledger.analytics.workloads.requested import filter_scope
 
         def read(wh: Warehouse) -> pl.DataFrame:
             found = recommend(wh, self.window(period), self.settings, by=by)
@@ -97,8 +97,8 @@ class Ledger:
 
         import polars as pl
 
-        from gpuledger.optimizer.plan_render import list_json
-        from gpuledger.optimizer.plan_store import list_plans
+        from gpuledger.optimizer.plan.render import list_json
+        from gpuledger.optimizer.plan.store import list_plans
 
         rows = json.loads(self._with(lambda wh: list_json(list_plans(wh))))
         schema = {"id": pl.String, "kind": pl.String, "status": pl.String, "created_at": pl.String,
@@ -107,15 +107,15 @@ class Ledger:
 
     def budgets(self, period: str) -> pl.DataFrame:
         """Budget status per team: used, left, forecast, threshold crossed."""
-        from gpuledger.analytics.budgets import budget_status
+        from gpuledger.analytics.billing.budgets import budget_status
 
         return budget_status(self.bill_of(period), self.settings)
 
     def teams(self, period: str) -> pl.DataFrame:
         """Every team at once (the Teams page's rows)."""
-        from gpuledger.analytics.bill import compute_bill
-        from gpuledger.analytics.recommend import recommend
-        from gpuledger.analytics.teams_overview import teams_overview
+        from gpuledger.analytics.billing.bill import compute_bill
+        from gpuledger.analytics.billing.overview import teams_overview
+        from gpuledger.analytics.workloads.recommend import recommend
 
         month = Period.parse(period)
 

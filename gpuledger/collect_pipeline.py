@@ -84,7 +84,7 @@ class CollectReport:
         return sum(self.rows.values())
 
     def note_rollup(self, roller: Roller) -> None:
-        from gpuledger.analytics.usage import ROLLUP_SOURCE
+        from gpuledger.analytics.usage.daily import ROLLUP_SOURCE
 
         self.rollup_hours, self.rollup_rows = roller.hours, roller.rows
         self.rollup_seconds = roller.seconds

@@ -1,6 +1,6 @@
 """The roll-up inside `gpuledger collect`: hours are rolled up as the samples they need arrive.
 
-`analytics.rollup.rollup_batch` computes `card_hours_hourly` and `allocations` of an
+`analytics.usage.rollup.rollup_batch` computes `card_hours_hourly` and `allocations` of an
 hour-aligned window from raw samples, reading `SampleRules.margin` of context on both sides.
 Collect calls it after each chunk is loaded (in the loader thread, the only writer), by these
 rules (docs/decisions/0126):
@@ -72,14 +72,14 @@ class Roller:
     seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        from gpuledger.analytics.samples import SampleRules
+        from gpuledger.analytics.sampling.model import SampleRules
 
         self.margin = SampleRules.of(self.settings).margin
         self._from, self._mark = self._resume()
 
     def _resume(self) -> tuple[datetime, datetime]:
         """Rule 2: (resume rolling up at, rolled up to): the settled mark, else the roll-up's."""
-        from gpuledger.analytics.usage import ROLLUP_SOURCE
+        from gpuledger.analytics.usage.daily import ROLLUP_SOURCE
 
         mark = None if self.reload else self.wh.watermark(ROLLUP_SOURCE)
         if mark is None:
@@ -110,7 +110,7 @@ class Roller:
 
         Nothing is done when the roll-up already reaches that far and nothing provisional
         would become exact (a re-run of a collected window costs no roll-up)."""
-        from gpuledger.analytics.rollup import rollup_batch
+        from gpuledger.analytics.usage.rollup import rollup_batch
         from gpuledger.warehouse import LoadBatch
 
         upto, settled = self.target(loaded_to, end)

@@ -103,7 +103,7 @@ def load_simulation(wh: Warehouse, sim: Simulation, *, label: str = "simulate + 
 
 def rollup(wh: Warehouse, window: Window, settings: Settings, *, label: str = "roll-up") -> int:
     """Store `card_hours_hourly` and `allocations` for `window`, one UTC day at a time."""
-    from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.analytics.usage.rollup import rollup_batch
 
     rows = 0
     days = list(window.days())
@@ -168,7 +168,7 @@ def load_and_rollup(wh: Warehouse, sim: Simulation, settings: Settings, *,
     """`load_simulation` then `rollup` over the simulation's window, overlapped (module
     docstring); returns the rows loaded. Each day's roll-up is computed once the next day is
     loaded, when its read margin (`SampleRules.margin`, minutes) is in the warehouse."""
-    from gpuledger.analytics.samples import SampleRules
+    from gpuledger.analytics.sampling.model import SampleRules
     from gpuledger.core.errors import InputError
 
     if SampleRules.of(settings).margin >= DAY:
@@ -204,7 +204,7 @@ class _Rolling:
 
     def loaded(self, window: Window, rows: int) -> None:
         """`window` is stored: store the roll-up computed meanwhile, start the previous day's."""
-        from gpuledger.analytics.rollup import rollup_batch
+        from gpuledger.analytics.usage.rollup import rollup_batch
 
         self._store(rows)
         if self._last is not None:
@@ -213,7 +213,7 @@ class _Rolling:
 
     def finish(self, rows: int) -> None:
         """The roll-up in flight, then the last day's (nothing left to overlap it with)."""
-        from gpuledger.analytics.rollup import rollup_batch
+        from gpuledger.analytics.usage.rollup import rollup_batch
 
         self._store(rows)
         if self._last is not None:

@@ -1,6 +1,6 @@
 """The one place reports call analytics: the month's bill, as summary lines and detail rows.
 
-Reports never price anything themselves; they re-shape `analytics.bill.compute_bill`, so a
+Reports never price anything themselves; they re-shape `analytics.billing.bill.compute_bill`, so a
 report always equals `gpuledger bill` for the same period to the cent. The summary grain is
 team x GPU model x sharing mode; the special teams (`unallocated`, `unattributed`,
 `sharing_discount`) become their own line types.
@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.special_lines import SPECIAL_LINES
+from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import ReportError
 from gpuledger.core.period import Period
@@ -26,7 +26,7 @@ AMOUNTS = (
     "cost", "idle_card_hours", "idle_cost",
 )
 """Per line: cost = list_cost - sharing_discount + utilization_adjustment + redistributed_cost
-(money in whole cents, as `analytics.bill` rounds it). On the `sharing_discount` line the
+(money in whole cents, as `analytics.billing.bill` rounds it). On the `sharing_discount` line the
 discount column is the negated total, so every money column sums to its fleet total."""
 SUMMARY_SCHEMA: dict[str, Any] = {
     "period": pl.String,
@@ -38,7 +38,7 @@ SUMMARY_SCHEMA: dict[str, Any] = {
     **{name: pl.Float64 for name in AMOUNTS},
 }
 """Columns of summary.csv and of the warehouse's `report_lines` (plus period/version there).
-`line` is `team`, one of `analytics.special_lines.SPECIAL_LINES` or `adjustment`; `for_period`
+`line` is `team`, one of `analytics.billing.special_lines.SPECIAL_LINES` or `adjustment`; `for_period`
 is the month the numbers belong to (the report's own period, or an earlier one for an
 adjustment)."""
 
@@ -55,12 +55,12 @@ class MonthBill:
     lines: pl.DataFrame
     detail: pl.DataFrame
     raw: Any
-    """The `analytics.bill.Bill` itself (for analytics functions that take one)."""
+    """The `analytics.billing.bill.Bill` itself (for analytics functions that take one)."""
 
 
 def month_bill(wh: Warehouse, settings: Settings, period: str) -> MonthBill:
     """The bill of `period` (YYYY-MM) at team x model x sharing-mode grain."""
-    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.billing.bill import compute_bill
 
     window = Period.exact(period).window
     bill = compute_bill(wh, window, settings, by=SUMMARY_BY)

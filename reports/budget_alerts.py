@@ -2,7 +2,7 @@
 
 The body is `{"text": "...", "alerts": [...]}`: Slack (and Mattermost, Teams' incoming
 webhooks, most chat bridges) shows `text`; anything else reads `alerts`, the records of
-`analytics.budgets.alerts`. The URL is a secret (`finance.budget_webhook`: a Slack URL carries
+`analytics.billing.budgets.alerts`. The URL is a secret (`finance.budget_webhook`: a Slack URL carries
 its token), so it is never logged nor echoed: errors name the host only.
 
 Why a POST per run and no "already sent" memory: whoever schedules it (the collect CronJob,

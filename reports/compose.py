@@ -15,9 +15,9 @@ from datetime import datetime
 import polars as pl
 
 from gpuledger.analytics.advice.run import Advice
-from gpuledger.analytics.preemption import preemption_totals
-from gpuledger.analytics.special_lines import SPECIAL_LINES
-from gpuledger.analytics.workloads import pod_workloads
+from gpuledger.analytics.billing.preemption import preemption_totals
+from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
+from gpuledger.analytics.workloads.requested import pod_workloads
 from gpuledger.core.config import Settings
 from gpuledger.reports.adjustments import adjustments_for
 from gpuledger.reports.billing import MonthBill, empty_summary, month_bill, require_usage, summary_lines

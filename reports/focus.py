@@ -34,7 +34,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.special_lines import SpecialLine
+from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.core.config import Settings
 from gpuledger.core.period import Period
 from gpuledger.core.window import Window

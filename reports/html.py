@@ -105,7 +105,7 @@ def _tiles(st: Statement) -> str:
     ]
     if t.get("adjustments"):
         tiles.insert(1, ("", "Late-data adjustments", money(t["adjustments"])))
-    if t.get("lost_gpu_hours"):  # a part of the GPU-hours above (analytics.preemption)
+    if t.get("lost_gpu_hours"):  # a part of the GPU-hours above (analytics.billing.preemption)
         lost = f"{hours(t['lost_gpu_hours'])} · {money(t['lost_cost'])}"
         tiles.append(("", "GPU-hours lost to preemption", lost))
     if st.budget:

@@ -1,8 +1,9 @@
 """Top idle allocations and recommendations for the statements.
 
-Both come from analytics (`analytics.idle.idle_allocations`, `analytics.recommend.recommend`),
-computed from the same bill as the report, so a statement's idle figures are the bill's. This
-module only turns their frames into the small rows a statement shows.
+Both come from analytics (`analytics.workloads.idle.idle_allocations`,
+`analytics.workloads.recommend.recommend`), computed from the same bill as the report, so a
+statement's idle figures are the bill's. This module only turns their frames into the small
+rows a statement shows.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ def _holder(row: dict[str, Any]) -> str:
 
 
 def idle_rows(bill: MonthBill, workloads: pl.DataFrame | None = None) -> list[IdleRow]:
-    """Every workload that sat idle this month (`analytics.idle.idle_workloads`: replicas and
+    """Every workload that sat idle this month (`analytics.workloads.idle.idle_workloads`: replicas and
     cards of one workload summed), largest idle cost first; per pod without `workloads`."""
-    from gpuledger.analytics.idle import held_allocations, idle_workloads
+    from gpuledger.analytics.workloads.idle import held_allocations, idle_workloads
 
     return [
         IdleRow(
@@ -49,7 +50,7 @@ def idle_rows(bill: MonthBill, workloads: pl.DataFrame | None = None) -> list[Id
 
 def recommendation_rows(wh: Warehouse, bill: MonthBill, settings: Settings) -> list[Recommendation]:
     """Right-sizing and reclaim recommendations with their monthly savings, largest first."""
-    from gpuledger.analytics.recommend import recommend
+    from gpuledger.analytics.workloads.recommend import recommend
 
     found = recommend(wh, bill.window, settings, bill=bill.raw).recommendations
     out = []

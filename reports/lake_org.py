@@ -1,6 +1,6 @@
 """The org statement of a period, from the lake: what `report monthly --lake` writes.
 
-1. The org bill (`analytics.org_bill`) by cluster x team x model x sharing mode (the grain of
+1. The org bill (`analytics.billing.org_bill`) by cluster x team x model x sharing mode (the grain of
    a cluster's own summary) and by team across clusters.
    Also by cluster x team: the org statement PDF (`reports.org_pdf`) lists those lines with
    a reconciliation (teams + special lines = each cluster's fleet cost; clusters = org total).
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuledger.analytics.org_bill import Engine, OrgBill, compute_org_bill
+from gpuledger.analytics.billing.org_bill import Engine, OrgBill, compute_org_bill
 from gpuledger.core.period import Period
 from gpuledger.reports.focus import write_focus
 from gpuledger.reports.org_pdf import PDF_NAME, write_org_pdf

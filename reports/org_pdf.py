@@ -15,9 +15,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from gpuledger.analytics.money import to_cents
-from gpuledger.analytics.org_bill import OrgBill
-from gpuledger.analytics.special_lines import SPECIAL_LINES
+from gpuledger.analytics.billing.money import to_cents
+from gpuledger.analytics.billing.org_bill import OrgBill
+from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.reports.html import CSS, _css_string, _table, hours, money
 from gpuledger.reports.pdf import layout, write_pdfs
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.special_lines import SpecialLine
+from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.reports.chart import DayCost
 from gpuledger.reports.fleet_advice import FleetAdvice
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.special_lines import SpecialLine
+from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.core.config import Settings
 from gpuledger.reports.compose import MonthlyData, build_statements
 from gpuledger.reports.focus import focus_frame, write_focus

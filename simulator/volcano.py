@@ -13,7 +13,7 @@ Derived, like everything simulated, from (spec, schedule, seed) and added to the
   took halfway through its run, is lost. Victims in a Volcano pool carry Volcano's source.
 
 `preemption_truth` states the lost GPU-hours per victim straight from the schedule, for tests
-to hold the warehouse path (`analytics.preemption`) against.
+to hold the warehouse path (`analytics.billing.preemption`) against.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ TOKEN_TABLE = "token_samples"
 TOKEN_TAIL = timedelta(hours=1)
 """Token samples kept (freshness); token costs are a stored result (0121)."""
 ROLLUP_SOURCE = CARD_HOURS_HOURLY.name
-"""The roll-up watermark source: the table's name (as `analytics.usage.ROLLUP_SOURCE`)."""
+"""The roll-up watermark source: the table's name (as `analytics.usage.daily.ROLLUP_SOURCE`)."""
 PARTS_TABLE = "serving_parts"
 RESULTS_TABLE = "serving_results"
 OWN_TABLES = (PARTS_TABLE, RESULTS_TABLE)

@@ -16,7 +16,7 @@ from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, Registry
 
 if TYPE_CHECKING:
     from gpuledger.actuator.gateway import Obj, ObjectRef
-    from gpuledger.optimizer.plan import Plan, QuotaChange
+    from gpuledger.optimizer.plan.contract import Plan, QuotaChange
 
 
 class QuotaWriter(Protocol):

@@ -17,7 +17,7 @@ from gpuledger.actuator.queues import WRITERS
 from gpuledger.core.errors import ConflictingPlanError
 
 if TYPE_CHECKING:
-    from gpuledger.optimizer.plan import QuotaChange
+    from gpuledger.optimizer.plan.contract import QuotaChange
 
 FIELDS = (
     ("nominalQuota", "nominal"), ("borrowingLimit", "borrowing_limit"), ("lendingLimit", "lending_limit"),

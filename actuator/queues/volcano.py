@@ -6,7 +6,7 @@ patch names only the planned resources (`null` removes one: a limit the plan lif
 memory and every other resource are not in the patch at all. The gateway adds the
 resourceVersion it read, so a concurrent writer makes the write fail with 409, re-read and
 re-check rather than be overwritten. The planned numbers map back as in
-`optimizer.queues.volcano` (deserved = nominal, capability = nominal + borrowing limit,
+`optimizer.quota.queues.volcano` (deserved = nominal, capability = nominal + borrowing limit,
 guarantee = nominal − lending limit).
 """
 
@@ -20,10 +20,10 @@ from gpuledger.actuator.gateway import Obj, ObjectRef
 from gpuledger.actuator.quantity import format_quantity, same_quantity
 from gpuledger.actuator.queues import WRITERS
 from gpuledger.core.errors import ConflictingPlanError
-from gpuledger.optimizer.queues.volcano import queue_state
+from gpuledger.optimizer.quota.queues.volcano import queue_state
 
 if TYPE_CHECKING:
-    from gpuledger.optimizer.plan import QuotaChange
+    from gpuledger.optimizer.plan.contract import QuotaChange
 
 API = "scheduling.volcano.sh/v1beta1"
 
@@ -61,7 +61,7 @@ class VolcanoWriter:
         return [{k: state[k] for k in ("deserved", "capability", "guarantee")}]
 
     def live_state(self, obj: Obj) -> dict[str, Any]:
-        """The part a plan depends on, exactly as `optimizer.queues.volcano` hashed it."""
+        """The part a plan depends on, exactly as `optimizer.quota.queues.volcano` hashed it."""
         return queue_state(obj["metadata"]["name"], obj.get("spec") or {})
 
     def mutation(self, obj: Obj, changes: Sequence[QuotaChange]) -> Obj | None:

@@ -5,7 +5,7 @@ workloads: every extra profile fragments the fleet (a node laid out for one mix 
 for another). The catalog trades a little rounding waste for that.
 
 1. Demand: each workload's right-sized need (memory with headroom, compute slices) by the one
-   sizing rule, `analytics.recommend.size_workload`, with its held GPU-hours. Workloads that
+   sizing rule, `analytics.workloads.recommend.size_workload`, with its held GPU-hours. Workloads that
    need a whole card are not MIG demand and are left out of the coverage base.
 2. Candidates: the model's profiles without media extensions and below 7 compute slices.
    A profile fits a workload when its memory and compute slices hold the need; the workload's
@@ -31,8 +31,8 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.shares import raw_mig_share
-from gpuledger.analytics.workloads import device_memory_mib
+from gpuledger.analytics.devices.shares import raw_mig_share
+from gpuledger.analytics.workloads.requested import device_memory_mib
 from gpuledger.core.mig import COMPUTE_SLICES, catalog
 
 WHOLE = "whole"
@@ -156,7 +156,7 @@ def _score(
 
 
 def billed_share(model: str, profile: str, basis: str) -> float:
-    """The billing share of a profile (as `analytics.recommend` prices a right-sizing)."""
+    """The billing share of a profile (as `analytics.workloads.recommend` prices a right-sizing)."""
     if profile == WHOLE:
         return 1.0
     return raw_mig_share(model, profile, "compute" if basis == "max_normalized" else basis)

@@ -58,8 +58,8 @@ def _price(settings: Settings, model: str, moment: datetime) -> float:
 @register("profile-catalog")
 def catalog_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
     """Item 1: the standard profile catalog per model, from right-sized demand."""
-    from gpuledger.analytics.recommend import size_workload
-    from gpuledger.analytics.workloads import workload_usage
+    from gpuledger.analytics.workloads.recommend import size_workload
+    from gpuledger.analytics.workloads.requested import workload_usage
 
     usage = workload_usage(wh, window, settings)
     rows = []

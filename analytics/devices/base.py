@@ -42,7 +42,7 @@ class DeviceSource(Protocol):
     @property
     def holders_from_pods(self) -> bool:
         """True where a card exported without per-holder series gets its holders from the pods'
-        GPU requests (`analytics.unlabeled`): DCGM then shows one series for all sharers."""
+        GPU requests (`analytics.devices.unlabeled`): DCGM then shows one series for all sharers."""
         ...
 
     def matches(self) -> pl.Expr:

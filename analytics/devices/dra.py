@@ -13,7 +13,7 @@ import polars as pl
 
 from gpuledger.analytics.devices.base import ShareInputs
 from gpuledger.analytics.devices.dra_rows import DRA_MARK
-from gpuledger.analytics.shares import mig_share_table
+from gpuledger.analytics.devices.shares import mig_share_table
 from gpuledger.core.errors import InputError
 
 

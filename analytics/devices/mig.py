@@ -1,6 +1,6 @@
 """MIG instances (`mig`): a share of the card by its profile's slices.
 
-The share math (basis `compute`, `memory`, `max_normalized`) is `analytics.shares`; this source
+The share math (basis `compute`, `memory`, `max_normalized`) is `analytics.devices.shares`; this source
 applies it to held rows. Under `max_normalized` a raw share is divided by its layout's factor:
 from the recorded layout (`mig_instances`) when there is one, else from the instances seen on
 the card in that hour, so a layout that sums past one card never bills more than the card.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from gpuledger.analytics.devices.base import ShareInputs
-from gpuledger.analytics.shares import layout_factors, mig_share_table, raw_mig_share
+from gpuledger.analytics.devices.shares import layout_factors, mig_share_table, raw_mig_share
 from gpuledger.core.errors import InputError
 
 

@@ -1,7 +1,7 @@
 """Time-sliced cards (`timeslice`): each replica is 1 / replicas of the card.
 
 A holder's `replica_count` is 1 per replica seen in the samples, or its spread over the node's
-cards when the holders come from the pods (`analytics.unlabeled`).
+cards when the holders come from the pods (`analytics.devices.unlabeled`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """HAMi vGPU cards (`vgpu`): each holder pays for the fraction it declared.
 
-The declared fraction is `analytics.shares.vgpu_share_expr` (the larger of cores and memory);
+The declared fraction is `analytics.devices.shares.vgpu_share_expr` (the larger of cores and memory);
 a pod that declared nothing pays 1 / replicas, like a time-slice replica.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from gpuledger.analytics.devices.base import ReplicaSplitCard
-from gpuledger.analytics.shares import vgpu_share_expr
+from gpuledger.analytics.devices.shares import vgpu_share_expr
 
 
 class VirtualGpu(ReplicaSplitCard):

@@ -4,7 +4,7 @@ Volcano reports per Queue (label `queue_name`): allocated and deserved amounts o
 resource (`volcano_queue_allocated_scalar_resources{resource=...}`, `..._deserved_...`, in
 milli-units like every Volcano scalar, hence `/ 1000`), and the number of PodGroups per phase.
 The queries rename `queue_name` to `cluster_queue` and give every series `flavor="default"`
-(Volcano has no flavors; `optimizer.queues.volcano.FLAVOR` is the same name), so the answers
+(Volcano has no flavors; `optimizer.quota.queues.volcano.FLAVOR` is the same name), so the answers
 have Kueue's shape and `kueue_metrics.build_queue_samples` builds the frame for both.
 
 Pending workloads are PodGroups waiting to run: `Pending` (not yet admitted to the queue) plus

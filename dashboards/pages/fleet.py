@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 from dash import dcc, html
 
-from gpuledger.analytics.special_lines import SpecialLine
+from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import COMPUTE_SLICES, MEMORY_SLICES, gpu_model
 from gpuledger.core.period import Period
@@ -168,7 +168,7 @@ def _aggregates(
         "unallocated": float(daily["unallocated_card_hours"].sum()),
     }
     if not model:
-        from gpuledger.analytics.teams_overview import waste_headline
+        from gpuledger.analytics.billing.overview import waste_headline
 
         totals |= {f"waste_{k}": v for k, v in waste_headline(bill).items()}
     return daily, unallocated, unattributed, totals

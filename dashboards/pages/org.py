@@ -17,8 +17,8 @@ from typing import Any
 import polars as pl
 from dash import html
 
-from gpuledger.analytics.org_bill import OrgBill
-from gpuledger.analytics.special_lines import SPECIAL_LINES
+from gpuledger.analytics.billing.org_bill import OrgBill
+from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.core.access import Principal
 from gpuledger.dashboards.access import EVERY_ROLE, FLEET_ROLES
 from gpuledger.dashboards.lake_data import OrgData

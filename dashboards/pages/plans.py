@@ -58,7 +58,7 @@ class PlansView:
     hrefs: dict[str, str]
     cluster: bool
     headline: str | None = None
-    """The out-of-sample headline and verdict of a quota plan (`optimizer.plan_evaluation`)."""
+    """The out-of-sample headline and verdict of a quota plan (`optimizer.plan.evaluation`)."""
     teams: pl.DataFrame | None = None
 
 
@@ -81,7 +81,7 @@ def plans_frame(records: list[Any]) -> pl.DataFrame:
 
 def diff_frame(plan: Any) -> pl.DataFrame:
     """The plan's changes as rows: per MIG GPU before → after, or per quota old → new."""
-    from gpuledger.optimizer.plan import MigChanges
+    from gpuledger.optimizer.plan.contract import MigChanges
 
     rows: list[dict[str, str]] = []
     if isinstance(plan.changes, MigChanges):

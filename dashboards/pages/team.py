@@ -1,6 +1,6 @@
 """My team: this month's cost against last month and budget, where it went, what sat idle.
 
-Numbers come from the monthly bill (`analytics.bill.compute_bill`, the same function the
+Numbers come from the monthly bill (`analytics.billing.bill.compute_bill`, the same function the
 `gpuledger bill` command prints), so the page and the CLI agree to the cent: the headline cost
 and card-hours are the team's bill line (`by=("team",)`, or `("team", "model")` when a model is
 picked); the charts are the bill's `detail` rows of that team, aggregated.
@@ -54,7 +54,7 @@ class TeamView:
     by_priority_class: pl.DataFrame | None = None
     preemption: pl.DataFrame | None = None
     budget_state: dict[str, Any] | None = None
-    """The team's row of `analytics.budgets.budget_status` (used, left, forecast, threshold)."""
+    """The team's row of `analytics.billing.budgets.budget_status` (used, left, forecast, threshold)."""
     cumulative: pl.DataFrame | None = None
     empty_note: str | None = None
     """Set when the month has no usage at all: where data exists instead."""
@@ -80,10 +80,10 @@ def _team_detail(bill: Any, team: str, model: str | None) -> pl.DataFrame:
 
 def idle_top(allocations: pl.DataFrame, workloads: pl.DataFrame, recommendations: pl.DataFrame,
              team: str, *, model: str | None, currency: str, limit: int = 10) -> pl.DataFrame:
-    """The team's workloads with the most idle cost (`analytics.idle.idle_workloads`: a
+    """The team's workloads with the most idle cost (`analytics.workloads.idle.idle_workloads`: a
     Deployment's replicas and a multi-GPU pod's cards are one row), each with the
-    recommendations `analytics.recommend` makes for that workload (if any)."""
-    from gpuledger.analytics.idle import idle_workloads
+    recommendations `analytics.workloads.recommend` makes for that workload (if any)."""
+    from gpuledger.analytics.workloads.idle import idle_workloads
 
     if model is not None:
         allocations = allocations.filter(pl.col("model") == model)
@@ -156,7 +156,7 @@ def view(ctx: PageContext) -> TeamView:
 
 def budget_view(ctx: PageContext, team: str) -> tuple[dict[str, Any] | None, pl.DataFrame]:
     """The team's budget status (the month's whole bill, not a model's part) and its running cost."""
-    from gpuledger.analytics.budgets import budget_status, cumulative_daily
+    from gpuledger.analytics.billing.budgets import budget_status, cumulative_daily
 
     period = ctx.state.period
 

@@ -1,9 +1,9 @@
 """The team page's priority and preemption section: cost by PriorityClass, and the GPU time
 the team's preempted pods threw away.
 
-Both come from the same monthly bill as the rest of the page (`analytics.bill.compute_bill`
+Both come from the same monthly bill as the rest of the page (`analytics.billing.bill.compute_bill`
 by `("team", "priority_class")`, and the bill's `preemption` frame from
-`analytics.preemption`), so the page and `gpuledger bill --by priority_class` agree to the
+`analytics.billing.preemption`), so the page and `gpuledger bill --by priority_class` agree to the
 cent. The preemption figures are part of the team's billed card-hours, not added to them.
 """
 

@@ -1,7 +1,7 @@
 """Teams: every team at once — who spends, who wastes, who could save, against budget.
 
 The page answers "which team spends and wastes most?" without stepping through the Team
-dropdown. Its rows are `analytics.teams_overview.teams_overview` of the month's bill (so each
+dropdown. Its rows are `analytics.billing.overview.teams_overview` of the month's bill (so each
 team's cost is its bill line to the cent and the total is the fleet cost); the chart stacks the
 bill's detail per day and team. Admins and viewers (finance) see every row and the special
 lines; a lead sees only the rows of the teams they lead, and no fleet total (the CSV route
@@ -48,7 +48,7 @@ class TeamsView:
 
 def overview(ctx: PageContext, period: str) -> pl.DataFrame:
     """The month's overview (cached per snapshot; access is checked by the caller)."""
-    from gpuledger.analytics.teams_overview import teams_overview
+    from gpuledger.analytics.billing.overview import teams_overview
 
     data = ctx.data
 

@@ -31,7 +31,7 @@ How to add a FLAG
     it arrives as `args.top`. A flag several commands share goes here as a decorator (like
     `price_options`) so its name, default and help stay one definition. Booleans:
     `is_flag=True`; repeatable: `multiple=True` (a tuple, empty when absent); a plan id:
-    `@plan_id_argument` and resolve it with `optimizer.plan_store.resolve_plan_id` (full id,
+    `@plan_id_argument` and resolve it with `optimizer.plan.store.resolve_plan_id` (full id,
     unique prefix or `latest`).
 
 How to add an OUTPUT FORMAT (or print data)

@@ -16,7 +16,7 @@ from gpuledger.core.period import Period
 from gpuledger.core.window import Window
 
 if TYPE_CHECKING:
-    from gpuledger.analytics.bill import Bill
+    from gpuledger.analytics.billing.bill import Bill
     from gpuledger.warehouse import Warehouse
 
 

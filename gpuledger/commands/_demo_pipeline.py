@@ -27,7 +27,7 @@ from gpuledger.core.period import Period
 
 if TYPE_CHECKING:
     from gpuledger.analytics.advice.run import Advice
-    from gpuledger.analytics.bill import Bill
+    from gpuledger.analytics.billing.bill import Bill
     from gpuledger.core.window import Window
     from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import Warehouse
@@ -161,7 +161,7 @@ def _propose_plans(ctx: Context) -> None:
 
 
 def _print_bill(wh: Warehouse, window: Window, ctx: Context) -> Bill:
-    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.billing.bill import compute_bill
 
     bill = compute_bill(wh, window, ctx.settings, by=("team",))
     ctx.echo("")
@@ -177,7 +177,7 @@ def _print_bill(wh: Warehouse, window: Window, ctx: Context) -> Bill:
 
 def _print_volcano_and_preemption(wh: Warehouse, bill: Bill, ctx: Context) -> None:
     """The Volcano-queued pool's Queues and the preemption line (docs/guide/volcano.md)."""
-    from gpuledger.analytics.preemption import preemption_totals
+    from gpuledger.analytics.billing.preemption import preemption_totals
 
     queues = wh.query("SELECT name FROM queues WHERE kind = 'Queue' ORDER BY name")["name"].to_list()
     lost = preemption_totals(bill.preemption)
@@ -188,7 +188,7 @@ def _print_volcano_and_preemption(wh: Warehouse, bill: Bill, ctx: Context) -> No
 
 
 def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:
-    from gpuledger.analytics.idle import idle_allocations
+    from gpuledger.analytics.workloads.idle import idle_allocations
 
     idle = idle_allocations(bill).head(top)
     ctx.echo("")

@@ -74,7 +74,7 @@ def _decide(args: argparse.Namespace, ctx: Context, verb: str) -> int:
     finally:
         if cluster is not None:
             cluster.close()
-    from gpuledger.optimizer.plan_store import resolve_plan_id
+    from gpuledger.optimizer.plan.store import resolve_plan_id
 
     with ctx.open_warehouse() as wh:
         args.plan_id = resolve_plan_id(wh, args.plan_id)
@@ -106,7 +106,7 @@ def _expire(args: argparse.Namespace, ctx: Context) -> int:
 
 def _apply(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.actuator.workflow import apply, connect
-    from gpuledger.optimizer.plan_store import resolve_plan_id
+    from gpuledger.optimizer.plan.store import resolve_plan_id
 
     with connect(ctx.settings, args.kubeconfig) as cluster:
         principal = _principal(args, ctx, cluster)
@@ -119,7 +119,7 @@ def _apply(args: argparse.Namespace, ctx: Context) -> int:
 
 def _rollback(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.actuator.workflow import connect, rollback
-    from gpuledger.optimizer.plan_store import resolve_plan_id
+    from gpuledger.optimizer.plan.store import resolve_plan_id
 
     with connect(ctx.settings, args.kubeconfig) as cluster:
         principal = _principal(args, ctx, cluster)

@@ -28,7 +28,7 @@ from gpuledger.commands import plan_id_argument, runs
 @runs
 def export_command(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.actuator.export import dry_run, export_objects, render
-    from gpuledger.optimizer.plan_store import load_record, resolve_plan_id
+    from gpuledger.optimizer.plan.store import load_record, resolve_plan_id
 
     with ctx.open_warehouse(read_only=True) as wh:
         record = load_record(wh, resolve_plan_id(wh, args.plan_id))

@@ -16,8 +16,8 @@ import click
 from gpuledger.command_context import Context
 from gpuledger.commands import output_option, plan_id_argument, runs
 from gpuledger.commands._output import emit
-from gpuledger.optimizer.plan import PlanKind  # light: pydantic only, no store
-from gpuledger.optimizer.plan_status import STATUSES
+from gpuledger.optimizer.plan.contract import PlanKind  # light: pydantic only, no store
+from gpuledger.optimizer.plan.status import STATUSES
 
 _KINDS = get_args(PlanKind)
 
@@ -38,8 +38,8 @@ def plan_rows(json_text: str) -> list[dict[str, Any]]:
 @output_option()
 @runs
 def list_command(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.optimizer.plan_render import list_json, render_list
-    from gpuledger.optimizer.plan_store import list_plans
+    from gpuledger.optimizer.plan.render import list_json, render_list
+    from gpuledger.optimizer.plan.store import list_plans
 
     with ctx.open_warehouse(read_only=True) as wh:
         records = list_plans(wh, args.status, kind=args.kind)
@@ -55,8 +55,8 @@ def list_command(args: argparse.Namespace, ctx: Context) -> int:
 @output_option()
 @runs
 def show_command(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.optimizer.plan_render import plan_json, render_plan
-    from gpuledger.optimizer.plan_store import load_record, resolve_plan_id
+    from gpuledger.optimizer.plan.render import plan_json, render_plan
+    from gpuledger.optimizer.plan.store import load_record, resolve_plan_id
 
     with ctx.open_warehouse(read_only=True) as wh:
         record = load_record(wh, resolve_plan_id(wh, args.plan_id))

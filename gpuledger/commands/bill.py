@@ -25,7 +25,7 @@ from gpuledger.commands._scope import scope_options
 from gpuledger.core.errors import InputError
 
 if TYPE_CHECKING:
-    from gpuledger.analytics.bill import Bill
+    from gpuledger.analytics.billing.bill import Bill
     from gpuledger.core.window import Window
     from gpuledger.warehouse import Warehouse
 
@@ -77,12 +77,12 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
 
 def scoped_bill(wh: Warehouse, window: Window, ctx: Context, by: list[str], args: argparse.Namespace) -> Bill:
     """The bill by `by`; `owner` / `label:<key>` regroup pod lines per workload
-    (`analytics.workloads.lines_by_workload`), `--team` / `--namespace` keep only those lines
+    (`analytics.workloads.requested.lines_by_workload`), `--team` / `--namespace` keep only those lines
     (the fleet totals stay the fleet's)."""
     from dataclasses import replace
 
-    from gpuledger.analytics.bill import compute_bill
-    from gpuledger.analytics.workloads import (
+    from gpuledger.analytics.billing.bill import compute_bill
+    from gpuledger.analytics.workloads.requested import (
         check_workload_by,
         filter_scope,
         lines_by_workload,

@@ -1,6 +1,6 @@
 """`gpuledger budgets`: each team's budget used, left and forecast, and the thresholds crossed.
 
-The numbers are `analytics.budgets.budget_status` of the month's bill (the team page's tile and
+The numbers are `analytics.billing.budgets.budget_status` of the month's bill (the team page's tile and
 the `/metrics` gauges read the same). `--notify` POSTs the alerts to `finance.budget_webhook`
 (generic JSON with a Slack `text`); with `--fail-over` the exit code is 4 when a team is over
 budget, so a CronJob can alert on it too.
@@ -31,8 +31,8 @@ OVER_BUDGET_EXIT = 4
 @output_option()
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.analytics.bill import compute_bill
-    from gpuledger.analytics.budgets import alerts, budget_status
+    from gpuledger.analytics.billing.bill import compute_bill
+    from gpuledger.analytics.billing.budgets import alerts, budget_status
     from gpuledger.analytics.exports import rows_json
     from gpuledger.terminal_progress import busy
 

@@ -18,7 +18,7 @@ from gpuledger.commands._output import emit
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.analytics.rollup import compact_raw_samples
+    from gpuledger.analytics.usage.rollup import compact_raw_samples
     from gpuledger.core.config import utcnow
     from gpuledger.core.config_retention import RetentionSettings
 

@@ -1,7 +1,7 @@
 """`gpuledger idle`: the workloads that held GPUs without using them, by idle cost.
 
 One row per workload by default (a Deployment's replicas and a multi-GPU pod's cards summed,
-`analytics.idle.idle_workloads`); `--by pod`, `--by label:<key>` or `--by allocation` (one row
+`analytics.workloads.idle.idle_workloads`); `--by pod`, `--by label:<key>` or `--by allocation` (one row
 per pod and GPU, the former output) or `--by priority_class` (one row per team, namespace
 and PriorityClass: the workloads' idle summed by class) regroup; `--team` / `--namespace` filter.
 """
@@ -39,11 +39,11 @@ _WORKLOAD = ("team", "namespace", "workload_kind", "workload", "pods", "gpus", "
 @price_options
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.billing.bill import compute_bill
+    from gpuledger.analytics.billing.priority_class import DIMENSION, class_workloads
     from gpuledger.analytics.exports import idle_json
-    from gpuledger.analytics.idle import held_allocations, idle_allocations, idle_workloads
-    from gpuledger.analytics.priority_class import DIMENSION, class_workloads
-    from gpuledger.analytics.workloads import check_workload_by, filter_scope, pod_workloads
+    from gpuledger.analytics.workloads.idle import held_allocations, idle_allocations, idle_workloads
+    from gpuledger.analytics.workloads.requested import check_workload_by, filter_scope, pod_workloads
     from gpuledger.terminal_progress import busy
 
     window, by = window_from_args(args), args.by

@@ -18,7 +18,7 @@ from gpuledger.commands import F, VerbGroup, output_option, runs
 from gpuledger.commands._output import emit
 
 if TYPE_CHECKING:
-    from gpuledger.optimizer.plan import Plan
+    from gpuledger.optimizer.plan.contract import Plan
 
 
 @click.group("optimize", cls=VerbGroup, invoke_without_command=True,
@@ -33,8 +33,8 @@ def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
     """Propose (unless --no-save or --backtest) and print. A plan without a measured gain is
     printed with its reason and not stored; a re-run supersedes its own earlier proposal."""
     from gpuledger.commands._plans_view import plan_rows
-    from gpuledger.optimizer.plan_render import plan_json, render_plan
-    from gpuledger.optimizer.plan_store import propose_plan
+    from gpuledger.optimizer.plan.render import plan_json, render_plan
+    from gpuledger.optimizer.plan.store import propose_plan
 
     status = None
     footer: list[str] = []
@@ -55,7 +55,7 @@ def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
 def _mig(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.core.config import utcnow
     from gpuledger.optimizer.deadline import command_deadline
-    from gpuledger.optimizer.mig import MigOptions, plan_mig
+    from gpuledger.optimizer.mig.planner import MigOptions, plan_mig
     from gpuledger.terminal_progress import busy
 
     now = utcnow()
@@ -85,14 +85,14 @@ def _mig_inputs(args: argparse.Namespace, ctx: Context) -> tuple[Any, Any, dict[
     """The fleet and the demand: from files (what-if) or from the warehouse."""
     from gpuledger.core.errors import InputError
     from gpuledger.core.window import parse_duration
-    from gpuledger.optimizer.mig_input import load_demand, load_fleet
+    from gpuledger.optimizer.mig.inputs import load_demand, load_fleet
 
     inputs: dict[str, str] = {}
     if args.fleet:
         if not args.demand:
             raise InputError("--fleet needs --demand (a what-if run reads both from files)")
         return load_fleet(args.fleet), load_demand(args.demand), inputs
-    from gpuledger.optimizer.mig_warehouse import (
+    from gpuledger.optimizer.mig.observed import (
         load_fleet_from_warehouse,
         observed_demand,
         recommended_demand,
@@ -125,8 +125,8 @@ def _quota(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.core.config import utcnow
     from gpuledger.core.window import parse_duration
     from gpuledger.optimizer.deadline import command_deadline
-    from gpuledger.optimizer.quota import QuotaOptions, plan_quota
-    from gpuledger.optimizer.quota_input import load_quota_inputs, quota_inputs_from_warehouse
+    from gpuledger.optimizer.quota.inputs import load_quota_inputs, quota_inputs_from_warehouse
+    from gpuledger.optimizer.quota.planner import QuotaOptions, plan_quota
     from gpuledger.terminal_progress import busy
 
     now = utcnow()

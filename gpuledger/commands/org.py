@@ -31,7 +31,7 @@ def _engine(args: argparse.Namespace, ctx: Context) -> str:
 
 
 def _bill(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.analytics.org_bill import compute_org_bill
+    from gpuledger.analytics.billing.org_bill import compute_org_bill
     from gpuledger.commands._output import emit
     from gpuledger.core.period import Period
 

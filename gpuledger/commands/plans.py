@@ -3,7 +3,7 @@
 The read-only verbs (the optimizer's side) live in `_plans_view`, the verbs that change a
 plan's state or the cluster (the actuator's side) in `_plans_actions`; this module only
 assembles them under one `plans` command. Every verb taking an ID accepts the full id, a
-unique prefix of one, or `latest` (`optimizer.plan_store.resolve_plan_id`).
+unique prefix of one, or `latest` (`optimizer.plan.store.resolve_plan_id`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`gpuledger recommend`: right-sizing and reclaim recommendations with monthly savings.
 
-At most one recommendation per workload and kind (`analytics.recommend.per_workload`: a
+At most one recommendation per workload and kind (`analytics.workloads.recommend.per_workload`: a
 Deployment's replicas and a multi-GPU pod's cards summed), with the saving per team;
 `--by label:<key>` groups workloads by a label instead of their owner; `--team` /
 `--namespace` filter.
@@ -47,10 +47,10 @@ _SHOWN = ("kind", "team", "namespace", "workload_kind", "workload", "gpus", "cur
 def command(args: argparse.Namespace, ctx: Context) -> int:
     if args.kind:
         return run_kinds(args, ctx)
-    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.analytics.exports import recommendations_json, savings_by_team
-    from gpuledger.analytics.recommend import recommend
-    from gpuledger.analytics.workloads import check_workload_by, filter_scope
+    from gpuledger.analytics.workloads.recommend import recommend
+    from gpuledger.analytics.workloads.requested import check_workload_by, filter_scope
     from gpuledger.terminal_progress import busy
 
     window = window_from_args(args)

@@ -1,6 +1,6 @@
 """Builders for the actuator tests: cluster objects as manifests, plans as the optimizer makes them.
 
-Fingerprints are computed here from the definition documented in `optimizer.plan.ObservedObject`
+Fingerprints are computed here from the definition documented in `optimizer.plan.contract.ObservedObject`
 (a Node's `mig.config` label; a ClusterQueue's cohortName and resourceGroups), read back from
 the API with the typed client, independently of the actuator's own fingerprint module.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from gpuledger.optimizer.plan import (
+from gpuledger.optimizer.plan.contract import (
     ClusterQueueUpdate,
     Effect,
     GpuChange,

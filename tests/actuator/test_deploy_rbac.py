@@ -24,8 +24,8 @@ from gpuledger.actuator.gateway import ClusterGateway, RetryPolicy, configmap_re
 from gpuledger.actuator.workflow import apply, approve
 from gpuledger.core.access import resolve_roles
 from gpuledger.core.errors import ForbiddenError
-from gpuledger.optimizer.plan import PodRef
-from gpuledger.optimizer.plan_store import load_record, save_plan
+from gpuledger.optimizer.plan.contract import PodRef
+from gpuledger.optimizer.plan.store import load_record, save_plan
 from tests.actuator.conftest import make_settings
 from tests.actuator.helpers import (
     CONFIG_LABEL,

@@ -38,8 +38,8 @@ import time
 import pytest
 
 from gpuledger.actuator.workflow import apply, approve, rollback
-from gpuledger.optimizer.plan import PodRef
-from gpuledger.optimizer.plan_store import load_record, save_plan
+from gpuledger.optimizer.plan.contract import PodRef
+from gpuledger.optimizer.plan.store import load_record, save_plan
 from gpuledger.warehouse import Warehouse
 from tests.actuator.conftest import make_settings
 from tests.actuator.helpers import (

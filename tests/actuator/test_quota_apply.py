@@ -32,7 +32,7 @@ import pytest
 from gpuledger.actuator.gateway import ClusterGateway, RetryPolicy
 from gpuledger.actuator.workflow import apply, approve, rollback
 from gpuledger.core.errors import ConflictingPlanError, InvalidError, PlanError
-from gpuledger.optimizer.plan_store import load_record, save_plan
+from gpuledger.optimizer.plan.store import load_record, save_plan
 from tests.actuator.helpers import KUEUE, cluster_queue_manifest, qc, quota_plan, uid, wait_until
 from tests.actuator.kube_watch import Recorder
 

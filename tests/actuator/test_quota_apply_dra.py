@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from gpuledger.actuator.workflow import apply, approve, rollback
-from gpuledger.optimizer.plan_store import save_plan
+from gpuledger.optimizer.plan.store import save_plan
 from tests.actuator.helpers import KUEUE, cluster_queue_manifest, qc, quota_plan, uid
 
 pytestmark = pytest.mark.k8s

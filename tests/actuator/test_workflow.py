@@ -29,7 +29,7 @@ from gpuledger.actuator.gateway import ClusterGateway, RetryPolicy
 from gpuledger.actuator.workflow import apply, approve, expire, reject, rollback
 from gpuledger.core.access import resolve_roles
 from gpuledger.core.errors import AccessDeniedError, PlanError
-from gpuledger.optimizer.plan import (
+from gpuledger.optimizer.plan.contract import (
     Effect,
     ObservedObject,
     Plan,
@@ -37,7 +37,7 @@ from gpuledger.optimizer.plan import (
     SolverInfo,
     fingerprint_of,
 )
-from gpuledger.optimizer.plan_store import load_record, save_plan
+from gpuledger.optimizer.plan.store import load_record, save_plan
 from tests.actuator.helpers import qc
 
 NOW = datetime(2026, 11, 5, 12, 0, tzinfo=UTC)

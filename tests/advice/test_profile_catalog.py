@@ -70,10 +70,10 @@ def test_round_counts_onto_catalog() -> None:
 
 
 def test_optimizer_demand_onto_catalog() -> None:
-    """`optimizer.mig_warehouse.recommended_demand(catalog_only=...)` rounds with this rule."""
+    """`optimizer.mig.observed.recommended_demand(catalog_only=...)` rounds with this rule."""
     from collections import Counter
 
-    from gpuledger.optimizer.mig_warehouse import _onto_catalog
+    from gpuledger.optimizer.mig.observed import _onto_catalog
 
     counts = {MODEL: Counter({"1g.5gb": 2, "2g.10gb": 1, "4g.20gb": 1}), "H100-80GB": Counter({"1g.10gb": 1})}
     whole: Counter[str] = Counter({MODEL: 1})

@@ -22,8 +22,8 @@ from gpuledger.core.config import Settings
 from gpuledger.core.config_advice import MaintenanceWindow
 from gpuledger.core.frames import NODES
 from gpuledger.core.table_spec import polars_schema
-from gpuledger.optimizer.plan import Effect, MigChanges, Plan, SolverInfo, fingerprint_of
-from gpuledger.optimizer.plan_store import save_plan
+from gpuledger.optimizer.plan.contract import Effect, MigChanges, Plan, SolverInfo, fingerprint_of
+from gpuledger.optimizer.plan.store import save_plan
 from gpuledger.reports.schedule import run_forever
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.store import LoadBatch

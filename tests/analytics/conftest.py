@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import Bill, compute_bill
-from gpuledger.analytics.money import to_cents
+from gpuledger.analytics.billing.bill import Bill, compute_bill
+from gpuledger.analytics.billing.money import to_cents
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse

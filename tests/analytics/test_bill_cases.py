@@ -27,7 +27,7 @@ from datetime import date
 
 import pytest
 
-from gpuledger.analytics.rollup import allocations_frame
+from gpuledger.analytics.usage.rollup import allocations_frame
 from gpuledger.core.config import (
     FallbackRule,
     IdleSettings,

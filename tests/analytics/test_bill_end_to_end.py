@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import Bill, compute_bill
+from gpuledger.analytics.billing.bill import Bill, compute_bill
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window

@@ -25,9 +25,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import Bill, compute_bill
-from gpuledger.analytics.rollup import rollup_batch
-from gpuledger.analytics.usage import coarse_usage_from_rollup
+from gpuledger.analytics.billing.bill import Bill, compute_bill
+from gpuledger.analytics.usage.daily import coarse_usage_from_rollup
+from gpuledger.analytics.usage.rollup import rollup_batch
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation

@@ -26,7 +26,7 @@ from typing import ClassVar
 import pytest
 import yaml
 
-from gpuledger.analytics.budgets import alerts, budget_gauges, budget_status
+from gpuledger.analytics.billing.budgets import alerts, budget_gauges, budget_status
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import ReportError
 from gpuledger.core.period import Period
@@ -42,7 +42,7 @@ SETTINGS = Settings(
 
 @pytest.fixture(scope="module")
 def status(tmp_path_factory: pytest.TempPathFactory):
-    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.warehouse import Warehouse
     from tests.analytics.builders import load
 

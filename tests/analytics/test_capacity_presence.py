@@ -1,7 +1,7 @@
 """Capacity counts a card only while it was present: replaced cards and churning nodes.
 
 The fleet's capacity is each inventoried card's presence, from `gpus.first_seen` to
-`last_seen` plus what that last observation stands for (`analytics.capacity.presence_by_day`).
+`last_seen` plus what that last observation stands for (`analytics.devices.capacity.presence_by_day`).
 A simulator inventory that claimed every card for the whole window made a replaced card extra
 capacity (41 UUIDs x 12 h = 492 card-hours for 40 slots) and put a churning node's absent hours
 on `unallocated` (480 instead of 432). Expected numbers are worked out by hand from the field
@@ -31,8 +31,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import Bill, compute_bill
-from gpuledger.analytics.capacity import presence_by_day
+from gpuledger.analytics.billing.bill import Bill, compute_bill
+from gpuledger.analytics.devices.capacity import presence_by_day
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import GPUS, polars_schema
 from gpuledger.core.window import Window

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.analytics.money import apportion_cents, to_cents
+from gpuledger.analytics.billing.money import apportion_cents, to_cents
 from gpuledger.cli import main
 from gpuledger.core.config import IdleSettings, Settings, SharingSettings
 from tests.analytics.builders import Seg, at, gpus, load, mig_instances, namespaces, samples, window

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.analytics.bill import Bill, compute_bill
-from gpuledger.analytics.rollup import compact_raw_samples, rollup_batch
-from gpuledger.analytics.samples import SampleRules
-from gpuledger.analytics.usage import ROLLUP_SOURCE
+from gpuledger.analytics.billing.bill import Bill, compute_bill
+from gpuledger.analytics.sampling.model import SampleRules
+from gpuledger.analytics.usage.daily import ROLLUP_SOURCE
+from gpuledger.analytics.usage.rollup import compact_raw_samples, rollup_batch
 from gpuledger.cli import main
 from gpuledger.core.config import Settings, load_settings
 from gpuledger.core.config_retention import RetentionSettings

@@ -1,4 +1,4 @@
-"""The roll-up's one pass (`analytics.rollup.held_and_runs`, Polars since decision 0122) returns
+"""The roll-up's one pass (`analytics.usage.rollup.held_and_runs`, Polars since decision 0122) returns
 what the roll-up's SQL statement returned before it (`bench.sampling_sql_before.one_pass_sql`,
 decision 0072), on the differential tests' simulated fleet (`tests.analytics.pass_fleet`: scrape
 gaps, a MIG reconfiguration and every sharing mode, data on both sides of the day): the same
@@ -10,8 +10,8 @@ from __future__ import annotations
 import polars as pl
 
 from bench.sampling_sql_before import one_pass_sql
-from gpuledger.analytics import rollup
-from gpuledger.analytics.samples import SampleRules, params
+from gpuledger.analytics.sampling.model import SampleRules, params
+from gpuledger.analytics.usage import rollup
 from gpuledger.core.config import Settings
 from tests.analytics.pass_fleet import DAY, assert_same, simulated_fleet
 

@@ -1,4 +1,4 @@
-"""The Polars sample pass (`analytics.sample_pass`, decision 0122) against the SQL statement it
+"""The Polars sample pass (`analytics.sampling.sweep`, decision 0122) against the SQL statement it
 replaced (frozen in `bench/sampling_sql_before.py`): an independent formulation of the same
 model, so equal frames mean the rewrite kept the model.
 
@@ -25,8 +25,8 @@ import polars as pl
 import pytest
 
 from bench import sampling_sql_before as before
-from gpuledger.analytics import sample_pass
-from gpuledger.analytics.samples import SampleRules, params
+from gpuledger.analytics.sampling import sweep
+from gpuledger.analytics.sampling.model import SampleRules, params
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema
 from gpuledger.core.window import Window
@@ -42,11 +42,11 @@ KEYS = {"hourly": ["hour", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"],
 
 def both(wh: Warehouse, window: Window) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
     p = params(window, RULES)
-    pieces = sample_pass.run(wh, p)
+    pieces = sweep.run(wh, p)
     return {
-        "hourly": (sample_pass.hourly(pieces), wh.query(before.HOURLY_SQL, p)),
-        "allocations": (sample_pass.allocations(pieces), wh.query(before.ALLOCATIONS_SQL, p)),
-        "idle": (sample_pass.idle_runs(pieces), wh.query(before.IDLE_RUNS_SQL, p)),
+        "hourly": (sweep.hourly(pieces), wh.query(before.HOURLY_SQL, p)),
+        "allocations": (sweep.allocations(pieces), wh.query(before.ALLOCATIONS_SQL, p)),
+        "idle": (sweep.idle_runs(pieces), wh.query(before.IDLE_RUNS_SQL, p)),
     }
 
 

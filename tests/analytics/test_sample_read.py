@@ -1,4 +1,4 @@
-"""The series read of the sample pass (`analytics.sample_read`, decision 0144) against the read
+"""The series read of the sample pass (`analytics.sampling.read`, decision 0144) against the read
 through the `gpu_samples` view it replaced (`READ_SQL` and `NAMES_SQL`, still the path of a
 catalog without the v008 tables): the same names, and the pass over either read gives the same
 hourly frame, allocations and idle runs bit for bit (same rows in the same order of the pass)."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from polars.testing import assert_frame_equal
 
-from gpuledger.analytics import sample_pass, sample_read
-from gpuledger.analytics.samples import SampleRules, params
-from gpuledger.analytics.sampling_sql import NAMES_SQL
+from gpuledger.analytics.sampling import read, sweep
+from gpuledger.analytics.sampling.model import SampleRules, params
+from gpuledger.analytics.sampling.steps import NAMES_SQL
 from gpuledger.core.config import Settings
 from tests.analytics.pass_fleet import DAY, simulated_fleet
 
@@ -21,15 +21,15 @@ def test_series_read_equals_the_view_read(monkeypatch: pytest.MonkeyPatch) -> No
     p = params(DAY, SampleRules.of(Settings()))
     window = {"lo": p["lo"], "hi": p["hi"]}
     with simulated_fleet() as wh:
-        assert sample_read.has_series_layout(wh)
-        values, series, names = sample_read.read(wh, window)
-        by_series = sample_pass.run(wh, p)
-        monkeypatch.setattr(sample_read, "has_series_layout", lambda _wh: False)
-        by_view = sample_pass.run(wh, p)
+        assert read.has_series_layout(wh)
+        values, series, names = read.read(wh, window)
+        by_series = sweep.run(wh, p)
+        monkeypatch.setattr(read, "has_series_layout", lambda _wh: False)
+        by_view = sweep.run(wh, p)
         view_names = wh.query(NAMES_SQL, window)
     assert values.height > 10_000 and series["sid"].is_unique().all()
     assert_frame_equal(names.sort(KEYS, nulls_last=True), view_names.sort(KEYS, nulls_last=True))
-    for consumer in (sample_pass.hourly, sample_pass.allocations, sample_pass.idle_runs):
+    for consumer in (sweep.hourly, sweep.allocations, sweep.idle_runs):
         new, old = consumer(by_series), consumer(by_view)
         keys = [c for c in ("hour", "start_us", "uuid", "gpu_i_id", "vgpu", "namespace", "pod") if c in new.columns]
         assert new.height > 10

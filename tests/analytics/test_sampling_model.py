@@ -1,4 +1,4 @@
-"""The sampling model (analytics.samples, docs/decisions/0051) on hand-built samples.
+"""The sampling model (analytics.sampling.model, docs/decisions/0051) on hand-built samples.
 
 Every case loads rows at the exact times a scrape produced them into a real warehouse file and
 checks held, idle and active figures worked out by hand in the test (defaults: idle threshold
@@ -38,9 +38,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import compute_bill
-from gpuledger.analytics.samples import SampleRules, allocation_runs, held_hourly, idle_runs
-from gpuledger.analytics.usage import usage_by_day
+from gpuledger.analytics.billing.bill import compute_bill
+from gpuledger.analytics.sampling.model import SampleRules, allocation_runs, held_hourly, idle_runs
+from gpuledger.analytics.usage.daily import usage_by_day
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema
 from gpuledger.core.window import Window

@@ -8,7 +8,7 @@ Cases:
   other half is on the unallocated line; no node is reported unknown;
 - the same card with no replica label anywhere: billed as before (1/2 each, from the replicas
   seen) but the bill names the node in `replicas_unknown_nodes` and the CLI warns once;
-- the roll-up path (`card_hours_hourly` written by `analytics.rollup`) gives the same shares;
+- the roll-up path (`card_hours_hourly` written by `analytics.usage.rollup`) gives the same shares;
 - kube-state-metrics: `kube_node_labels{label_nvidia_com_gpu_replicas="4"}` becomes the node's
   `nvidia.com/gpu.replicas` label and its `replicas`, replacing the count seen; unknown
   sanitized keys are not guessed back;
@@ -29,8 +29,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import compute_bill
-from gpuledger.analytics.rollup import rollup_batch
+from gpuledger.analytics.billing.bill import compute_bill
+from gpuledger.analytics.usage.rollup import rollup_batch
 from gpuledger.collectors.ksm import node_labels_from_vector, with_node_labels
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema

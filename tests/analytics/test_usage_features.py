@@ -19,11 +19,11 @@ import json
 import polars as pl
 import pytest
 
-from gpuledger.analytics.idle import idle_runs_frame, top_idle
-from gpuledger.analytics.profiles import workload_profiles
-from gpuledger.analytics.recommend import recommend, rightsized_demand, smallest_profile
-from gpuledger.analytics.tokens import token_costs
-from gpuledger.analytics.workloads import workload_usage
+from gpuledger.analytics.workloads.idle import idle_runs_frame, top_idle
+from gpuledger.analytics.workloads.profiles import workload_profiles
+from gpuledger.analytics.workloads.recommend import recommend, rightsized_demand, smallest_profile
+from gpuledger.analytics.workloads.requested import workload_usage
+from gpuledger.analytics.workloads.tokens import token_costs
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema
 from gpuledger.warehouse import Warehouse

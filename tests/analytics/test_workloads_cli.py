@@ -29,7 +29,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.analytics.workloads import owner_of
+from gpuledger.analytics.workloads.requested import owner_of
 from gpuledger.cli import main
 from tests.analytics.builders import Seg, at, gpus, load, namespaces, pods, samples, window
 

@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from gpuledger.analytics.samples import SampleRules
+from gpuledger.analytics.sampling.model import SampleRules
 from gpuledger.cli import main
 from gpuledger.collect_pipeline import CollectReport, collect_window, follow, resume_point
 from gpuledger.collect_rollup import SETTLED_SOURCE, RollupPlan

@@ -33,7 +33,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.analytics.samples import SampleRules, held_hourly, idle_runs
+from gpuledger.analytics.sampling.model import SampleRules, held_hourly, idle_runs
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.core.config import PrometheusSettings, Settings
 from gpuledger.core.window import Window

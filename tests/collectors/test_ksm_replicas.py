@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.analytics.bill import compute_bill
+from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse

@@ -51,7 +51,7 @@ def lead_headers() -> dict[str, str]:
 
 
 def demo_plans() -> list[object]:
-    from gpuledger.optimizer.plan import (
+    from gpuledger.optimizer.plan.contract import (
         ClusterQueueUpdate,
         Effect,
         GpuChange,
@@ -101,7 +101,7 @@ def demo_plans() -> list[object]:
 
 
 def build_demo_warehouse(path: Path, gpus: int = 32) -> Path:
-    from gpuledger.optimizer.plan_store import save_plan
+    from gpuledger.optimizer.plan.store import save_plan
     from gpuledger.simulator.engine import Simulation
     from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import LoadBatch, Warehouse
@@ -134,7 +134,7 @@ def demo_copy(demo_source: Path, tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def reference_bills(demo_source: Path) -> dict[tuple[str, tuple[str, ...]], object]:
     """The bills `gpuledger bill` prints, computed on the original file (not via the app)."""
-    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.warehouse import Warehouse
 
     settings = settings_with_roles()

@@ -116,7 +116,7 @@ def test_idle_and_recommendations_per_workload(api: RunningServer) -> None:
 
 def test_notebook_facade(demo_source: Path) -> None:
     import gpuledger
-    from gpuledger.analytics.bill import compute_bill
+    from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.core.config import Settings
     from gpuledger.core.period import Period
     from gpuledger.warehouse import Warehouse

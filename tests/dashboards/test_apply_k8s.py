@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from gpuledger.dashboards.app import create_app
-from gpuledger.optimizer.plan import (
+from gpuledger.optimizer.plan.contract import (
     ClusterQueueUpdate,
     Effect,
     ObservedObject,
@@ -31,7 +31,7 @@ from gpuledger.optimizer.plan import (
     fingerprint_of,
     state_hash,
 )
-from gpuledger.optimizer.plan_store import load_record, save_plan
+from gpuledger.optimizer.plan.store import load_record, save_plan
 from gpuledger.warehouse import Warehouse
 from tests.dashboards.conftest import admin_headers, settings_with_roles
 from tests.dashboards.test_http import callback, post

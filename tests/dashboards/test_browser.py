@@ -30,7 +30,7 @@ import pytest
 
 from gpuledger.dashboards.app import RunningServer, create_app, start_server
 from gpuledger.dashboards.pages.common import money
-from gpuledger.optimizer.plan_store import load_record
+from gpuledger.optimizer.plan.store import load_record
 from tests.dashboards.conftest import (
     LEAD_TEAM,
     MIG_PLAN,

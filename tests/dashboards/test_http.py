@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from gpuledger.dashboards.app import create_app
-from gpuledger.optimizer.plan_store import load_record
+from gpuledger.optimizer.plan.store import load_record
 from gpuledger.warehouse import Warehouse
 from tests.dashboards.conftest import (
     LEAD_TEAM,

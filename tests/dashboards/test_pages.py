@@ -17,7 +17,7 @@ Cases:
 - URL/filter sync: a lead is offered only their team; changing a control writes the URL;
 - CSV download: a lead gets their own team's rows (costs add up to the bill line) and a
   PermissionError for another team; a bad period is an InputError;
-- token cost per team and model service: summed over teams it equals `analytics.tokens`'
+- token cost per team and model service: summed over teams it equals `analytics.workloads.tokens`'
   fleet figures (tokens, GPU cost, cost per million prompt tokens); the team page lists the
   team's model services;
 - the default period comes from the data's last instant: an allocation ending exactly at
@@ -208,8 +208,8 @@ def test_csv_download_scoped(shared_app: Any, reference_bills: dict) -> None:
 
 def test_token_costs_match_analytics(shared_app: Any, demo_source: Any) -> None:
     """Per team and model service; summed over teams they are what
-    `analytics.tokens.token_costs` reports for the fleet (tokens, GPU cost, unit costs)."""
-    from gpuledger.analytics.tokens import token_costs
+    `analytics.workloads.tokens.token_costs` reports for the fleet (tokens, GPU cost, unit costs)."""
+    from gpuledger.analytics.workloads.tokens import token_costs
     from gpuledger.warehouse import Warehouse
 
     mine = shared_app.data.token_costs(PERIOD)

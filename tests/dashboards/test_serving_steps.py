@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.analytics.samples import SampleRules
+from gpuledger.analytics.sampling.model import SampleRules
 from gpuledger.command_context import Context
 from gpuledger.core.errors import WarehouseLockedError
 from gpuledger.core.period import Period
@@ -64,8 +64,8 @@ def _results(path: Path) -> dict[tuple[str, str], bytes]:
 
 
 def test_pages_show_not_computed_until_refresh_serving(tables_only: Path, tmp_path: Path) -> None:
-    from gpuledger.analytics.bill import compute_bill
-    from gpuledger.analytics.recommend import recommend
+    from gpuledger.analytics.billing.bill import compute_bill
+    from gpuledger.analytics.workloads.recommend import recommend
 
     by = ("team", "model")
     with Warehouse.open(tables_only, read_only=True) as wh:

@@ -35,8 +35,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from gpuledger.analytics.bill import compute_bill
-from gpuledger.analytics.samples import SampleRules
+from gpuledger.analytics.billing.bill import compute_bill
+from gpuledger.analytics.sampling.model import SampleRules
 from gpuledger.command_context import Context
 from gpuledger.core.period import Period
 from gpuledger.core.window import Window, floor_time
@@ -55,7 +55,7 @@ SETTINGS = settings_with_roles()
 @pytest.fixture(scope="module")
 def rolled(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Path:
     """The demo warehouse with [18:00, 10:00) rolled up, as collection does hour by hour."""
-    from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.analytics.usage.rollup import rollup_batch
 
     path = tmp_path_factory.mktemp("serving") / "rolled.duckdb"
     shutil.copyfile(demo_source, path)
@@ -109,8 +109,8 @@ def test_serving_file_holds_the_raw_tail_only_and_bills_the_same(published: Path
 
 def test_stored_results_equal_the_warehouse_computation(published: Path) -> None:
     from gpuledger.analytics.advice.run import KINDS
-    from gpuledger.analytics.recommend import recommend
-    from gpuledger.analytics.tokens import team_token_costs
+    from gpuledger.analytics.workloads.recommend import recommend
+    from gpuledger.analytics.workloads.tokens import team_token_costs
 
     with Warehouse.open(published, read_only=True) as wh:
         window = Period.exact(PERIOD).window
@@ -164,7 +164,7 @@ def test_dashboard_serves_the_published_file_without_a_copy(published: Path, tmp
 
 
 def test_a_republish_rewrites_only_changed_months(published: Path) -> None:
-    from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.analytics.usage.rollup import rollup_batch
 
     with Warehouse.open(published) as wh:
         again = publish(wh, margin=SampleRules.of(SETTINGS).margin)

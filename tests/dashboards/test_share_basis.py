@@ -1,6 +1,6 @@
 """Under `sharing.mig_share_basis: memory`, every number a page shows equals the bill.
 
-The bill is computed apart, with `analytics.bill.compute_bill` on the prepared file (not via the
+The bill is computed apart, with `analytics.billing.bill.compute_bill` on the prepared file (not via the
 app), under the same settings. Each case runs twice: on raw samples only, and on a warehouse
 whose first six hours of November are in the stored roll-up (rolled up under the memory basis)
 and the rest raw.
@@ -62,8 +62,8 @@ LEAD_P = resolve_roles(LEAD, (), SETTINGS.access)
 def case(request: pytest.FixtureRequest, demo_source: Path,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
     """(app, the bill computed apart, the prepared warehouse file)."""
-    from gpuledger.analytics.bill import compute_bill
-    from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.analytics.billing.bill import compute_bill
+    from gpuledger.analytics.usage.rollup import rollup_batch
     from gpuledger.dashboards.app import create_app
     from gpuledger.warehouse import Warehouse
 

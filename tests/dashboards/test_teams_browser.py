@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from gpuledger.analytics.special_lines import SPECIAL_LINES
+from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.dashboards.app import RunningServer, create_app, start_server
 from tests.dashboards.conftest import LEAD_TEAM, PERIOD, admin_headers, lead_headers, settings_with_roles
 from tests.dashboards.test_browser import PAGE_READY

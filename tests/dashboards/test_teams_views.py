@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from gpuledger.analytics.special_lines import SPECIAL_LINES
+from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.core.access import resolve_roles
 from gpuledger.dashboards.colours import team_colours
 from gpuledger.dashboards.pages import fleet, queues, team, teams

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 import requests
 
-from gpuledger.analytics.bill import compute_bill
+from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.core.config import load_settings
 from gpuledger.core.period import Period
 from gpuledger.warehouse import Warehouse

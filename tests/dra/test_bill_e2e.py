@@ -29,8 +29,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import Bill, compute_bill
-from gpuledger.analytics.hourly import hourly_usage
+from gpuledger.analytics.billing.bill import Bill, compute_bill
+from gpuledger.analytics.usage.hourly import hourly_usage
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.collectors.dra import DraObjects, frames_from_history
 from gpuledger.core.config import Settings
@@ -83,7 +83,7 @@ def test_samples_were_collected(wh: Warehouse) -> None:
 @pytest.mark.parametrize("source", ["raw", "rollup"])
 def test_the_bill_equals_the_truth(wh: Warehouse, source: str) -> None:
     if source == "rollup":
-        from gpuledger.analytics.rollup import rollup_batch
+        from gpuledger.analytics.usage.rollup import rollup_batch
 
         wh.load(rollup_batch(wh, WINDOW, SETTINGS))
     bill = compute_bill(wh, WINDOW, SETTINGS, by=("team",), source=source)
@@ -140,7 +140,7 @@ def test_dra_rows_take_the_dra_discount(wh: Warehouse) -> None:
 
 @pytest.mark.parametrize("grain", ["device", "lines"])
 def test_by_claim_and_device_class(wh: Warehouse, grain: str) -> None:
-    from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.analytics.usage.rollup import rollup_batch
 
     wh.load(rollup_batch(wh, WINDOW, SETTINGS))  # the `lines` grain reads the roll-up
     source = "raw" if grain == "device" else "auto"

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import compute_bill
+from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.pipeline import load_simulation, rollup

@@ -28,7 +28,7 @@ from gpuledger.actuator.dra_plane import DraPlaneError
 from gpuledger.actuator.gateway import ClusterGateway
 from gpuledger.actuator.mig_node_ops import NodeTarget, set_label
 from gpuledger.actuator.rollout_progress import NodeProgress
-from gpuledger.analytics.bill import compute_bill
+from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.collectors.dra import frames_from_history, frames_from_objects
 from gpuledger.collectors.kubernetes import KubernetesCollector
 from gpuledger.core.config import Settings

@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import compute_bill
+from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.analytics.devices.dra_rows import claim_rows
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.collectors.dra import DraObjects, frames_from_history

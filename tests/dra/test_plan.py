@@ -25,8 +25,8 @@ from gpuledger.core.config import Settings
 from gpuledger.core.frames_dra import DRA_CLAIMS, DRA_DEVICES
 from gpuledger.core.table_spec import polars_schema
 from gpuledger.core.window import Window
-from gpuledger.optimizer.mig import MigOptions, plan_mig
-from gpuledger.optimizer.mig_warehouse import load_fleet_from_warehouse, observed_demand
+from gpuledger.optimizer.mig.observed import load_fleet_from_warehouse, observed_demand
+from gpuledger.optimizer.mig.planner import MigOptions, plan_mig
 from gpuledger.simulator.dra import CARDS, NODES, DraPool
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.store import LoadBatch

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuledger.analytics.bill import compute_bill
+from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.collectors.quality import Quality
 from gpuledger.core.config import Settings

@@ -28,8 +28,8 @@ import pytest
 import yaml
 
 from gpuledger.cli import main
-from gpuledger.optimizer.plan import Effect, Plan, QuotaChanges, SolverInfo, fingerprint_of
-from gpuledger.optimizer.plan_store import save_plan
+from gpuledger.optimizer.plan.contract import Effect, Plan, QuotaChanges, SolverInfo, fingerprint_of
+from gpuledger.optimizer.plan.store import save_plan
 from gpuledger.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,6 +12,13 @@ package. Cases:
   installed), `kubernetes` outside collectors and actuator, `duckdb` outside the warehouse, a
   cycle between sibling modules, and a new roof module that no layer places; `lint-imports`
   exits non-zero on a broken tree (an upward import also closes a stage cycle);
+- the nested contracts hold inside a stage too: the toy's analytics and optimizer have the real
+  rooms (each importing the room below it), and an upward import between rooms (billing from
+  teams, a type-checking-only one from sampling into exports, a lazy relative one from plan
+  into quota) or a sideways one between independent rooms (devices → sampling, mig → quota)
+  breaks the rooms' contract;
+- on the real tree, every module directly in analytics/ and optimizer/ sits in a room of its
+  stage's contract (a new flat module is placed on purpose);
 - on the real tree, the import graph sees every module file of every linked stage folder
   (a folder without `__init__.py` would be invisible to the contract).
 """
@@ -82,11 +89,40 @@ def _write_config(path: Path, section: dict[str, Any]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def _layer_names(layer: str) -> list[str]:
+    return [n.strip().strip("()") for n in re.split(r"[|:]", layer)]
+
+
 def _roof_modules(section: dict[str, Any]) -> list[str]:
     """Every layer name of the pipeline contract that is not a stage: the CLI roof's modules."""
-    pipeline = next(c for c in section["contracts"] if c["type"] == "layers")
-    names = [n.strip().strip("()") for layer in pipeline["layers"] for n in re.split(r"[|:]", layer)]
+    pipeline = next(c for c in section["contracts"] if c["id"] == "pipeline")
+    names = [n for layer in pipeline["layers"] for n in _layer_names(layer)]
     return [n for n in names if n not in STAGES]
+
+
+def _room_contracts(section: dict[str, Any]) -> dict[str, list[list[str]]]:
+    """Stage folder → its rooms, layer by layer top to bottom (the nested layers contracts)."""
+    rooms: dict[str, list[list[str]]] = {}
+    for contract in section["contracts"]:
+        if contract["type"] != "layers" or contract["id"] == "pipeline":
+            continue
+        for container in contract["containers"]:
+            stage = container.split(".", 1)[1]
+            rooms[stage] = [_layer_names(layer) for layer in contract["layers"]]
+    return rooms
+
+
+def _write_rooms(tree: Path, section: dict[str, Any]) -> None:
+    """The rooms of each nested contract, each a package whose `mod` imports the room below."""
+    for stage, layers in _room_contracts(section).items():
+        for depth, layer in enumerate(layers):
+            below = layers[depth + 1][0] if depth + 1 < len(layers) else None
+            for room in layer:
+                folder = tree / stage / room
+                folder.mkdir()
+                (folder / "__init__.py").write_text("")
+                (folder / "mod.py").write_text(
+                    f"from {TOY}.{stage}.{below} import mod\n" if below else "")
 
 
 @pytest.fixture
@@ -103,6 +139,7 @@ def toy(tmp_path: Path) -> Path:
         (folder / "mod.py").write_text(CLEAN_IMPORTS[stage])
         (pkg / stage).symlink_to(Path("..") / stage, target_is_directory=True)
     (tmp_path / "core" / "ground.py").write_text("")
+    _write_rooms(tmp_path, section)
     for name in _roof_modules(section):
         if name == "commands":
             (pkg / name).mkdir()
@@ -176,6 +213,17 @@ VIOLATIONS: list[tuple[frozenset[str], str, str]] = [
     (frozenset({"kubernetes"}), "simulator/bad.py", "from kubernetes import client\n"),
     (frozenset({"duckdb"}), "dashboards/bad.py", "def f():\n    import duckdb\n"),
     (frozenset({"acyclic"}), "simulator/bad.py", "from toyledger.simulator import other\n"),
+    # Inside a stage: the rooms of the nested contracts (an upward import along the toy's chain
+    # of rooms also closes a room cycle; sampling is not on it).
+    (frozenset({"analytics-rooms", "acyclic"}), "analytics/teams/bad.py",
+     "from toyledger.analytics.billing import mod\n"),
+    (frozenset({"analytics-rooms"}), "analytics/sampling/bad.py", UPWARD_TYPE_ONLY.replace(
+        "toyledger.optimizer.mod import Plan", "toyledger.analytics.exports.mod import doc")),
+    (frozenset({"analytics-rooms"}), "analytics/devices/bad.py",
+     "from toyledger.analytics.sampling import mod\n"),
+    (frozenset({"optimizer-rooms", "acyclic"}), "optimizer/plan/bad.py",
+     "def later() -> None:\n    from ..quota import mod\n"),
+    (frozenset({"optimizer-rooms"}), "optimizer/mig/bad.py", "from toyledger.optimizer.quota import mod\n"),
 ]
 
 
@@ -209,3 +257,12 @@ def test_the_graph_sees_every_module_of_the_real_tree():
     assert len(files) > 100
     unseen = sorted(set(files) - graph.modules)
     assert unseen == [], f"modules the import contract cannot see (add __init__.py): {unseen}"
+
+
+def test_every_module_of_the_real_stages_sits_in_a_room():
+    """The nested contracts name every module directly in their stage folder, and nothing else."""
+    for stage, layers in _room_contracts(_real_contract()).items():
+        rooms = {room for layer in layers for room in layer}
+        present = {p.stem for p in (ROOT / stage).glob("*.py") if p.stem != "__init__"}
+        present |= {p.parent.name for p in (ROOT / stage).glob("*/__init__.py")}
+        assert present == rooms, f"{stage}: unplaced {sorted(present - rooms)}, absent {sorted(rooms - present)}"

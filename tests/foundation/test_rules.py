@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.analytics.special_lines import SPECIAL_LINES, SpecialLine
+from gpuledger.analytics.billing.special_lines import SPECIAL_LINES, SpecialLine
 from gpuledger.core.activity import ACTIVITY_SQL, activity_expr, activity_sql
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.yamlfile import load_yaml_file

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import Bill, compute_bill
+from gpuledger.analytics.billing.bill import Bill, compute_bill
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import GPU_SAMPLES, METRIC_COLUMNS
 from gpuledger.core.window import Window

@@ -166,7 +166,7 @@ wh.close()
 
 
 def test_status_while_a_writer_holds_the_file(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from gpuledger.analytics.samples import SampleRules
+    from gpuledger.analytics.sampling.model import SampleRules
     from gpuledger.core.config import Settings
     from gpuledger.warehouse.serving_store import is_served, publish, serving_path
 

@@ -29,8 +29,15 @@ import pytest
 import yaml
 
 from gpuledger.cli import main
-from gpuledger.optimizer.plan import Effect, ObservedObject, Plan, QuotaChanges, SolverInfo, fingerprint_of
-from gpuledger.optimizer.plan_store import load_record, save_plan
+from gpuledger.optimizer.plan.contract import (
+    Effect,
+    ObservedObject,
+    Plan,
+    QuotaChanges,
+    SolverInfo,
+    fingerprint_of,
+)
+from gpuledger.optimizer.plan.store import load_record, save_plan
 from gpuledger.warehouse import Warehouse
 from tests.actuator.helpers import qc
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import pytest
 
 from gpuledger.core.errors import SolverError
-from gpuledger.optimizer.mig_input import ModelDemand
-from gpuledger.optimizer.mig_model import CountProblem, Group, solve_counts
-from gpuledger.optimizer.quota_model import QuotaProblem, SeriesSpec, solve_quotas
+from gpuledger.optimizer.mig.inputs import ModelDemand
+from gpuledger.optimizer.mig.model import CountProblem, Group, solve_counts
+from gpuledger.optimizer.quota.model import QuotaProblem, SeriesSpec, solve_quotas
 from gpuledger.optimizer.solver_status import require_reached
 from tests.hardening.conftest import DEMAND, FLEET
 from tests.hardening.test_inputs import quota_argv

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.analytics.bill import Bill, compute_bill
+from gpuledger.analytics.billing.bill import Bill, compute_bill
 from gpuledger.core.period import Period
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.lake.location import Lake

@@ -42,7 +42,7 @@ CLUSTERS: tuple[ClusterCase, ...] = (
 
 
 def build_warehouse(case: ClusterCase, path: Path) -> Path:
-    from gpuledger.analytics.rollup import rollup_batch
+    from gpuledger.analytics.usage.rollup import rollup_batch
     from gpuledger.simulator.engine import Simulation
     from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import LoadBatch, Warehouse

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuledger.analytics.org_bill import compute_org_bill
+from gpuledger.analytics.billing.org_bill import compute_org_bill
 from gpuledger.warehouse.lake.location import Lake
 from tests.lake.fleets import PERIOD
 

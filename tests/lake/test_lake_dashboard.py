@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from gpuledger.analytics.money import to_cents
+from gpuledger.analytics.billing.money import to_cents
 from gpuledger.dashboards.app import RunningServer, start_server
 from gpuledger.dashboards.lake_app import create_lake_app
 from gpuledger.warehouse.lake.location import Lake

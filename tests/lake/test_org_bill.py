@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.analytics.lines import LINE_VALUES
-from gpuledger.analytics.money import to_cents
-from gpuledger.analytics.org_bill import compute_org_bill
+from gpuledger.analytics.billing.lines import LINE_VALUES
+from gpuledger.analytics.billing.money import to_cents
+from gpuledger.analytics.billing.org_bill import compute_org_bill
 from gpuledger.core.config_lake import LakeSettings
 from gpuledger.core.errors import InputError
 from gpuledger.warehouse.lake.errors import LakeError
@@ -123,7 +123,7 @@ def test_bad_requests_are_one_line(published_lake: Lake) -> None:
 
 
 def test_engine_sums_are_the_bill_sums() -> None:
-    from gpuledger.analytics.lines import SUMS
+    from gpuledger.analytics.billing.lines import SUMS
     from gpuledger.warehouse.lake.org_sql import SUM_COLUMNS
 
     assert tuple(SUM_COLUMNS) == tuple(SUMS)

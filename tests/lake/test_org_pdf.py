@@ -16,8 +16,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from gpuledger.analytics.money import to_cents
-from gpuledger.analytics.special_lines import SPECIAL_LINES
+from gpuledger.analytics.billing.money import to_cents
+from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.warehouse.lake.location import Lake
 from tests.lake.fleets import CLUSTERS, PERIOD
 from tests.lake.test_cli import gl

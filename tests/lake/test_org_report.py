@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuledger.analytics.money import to_cents
+from gpuledger.analytics.billing.money import to_cents
 from gpuledger.reports.lake_org import write_org_statement
 from gpuledger.warehouse.lake.location import Lake
 from tests.lake.fleets import CLUSTERS, PERIOD, SHARED_TEAM

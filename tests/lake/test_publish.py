@@ -25,7 +25,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.analytics.org_bill import compute_org_bill
+from gpuledger.analytics.billing.org_bill import compute_org_bill
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
 from gpuledger.reports.lake_publish import publish_month

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuledger.analytics.org_bill import compute_org_bill
+from gpuledger.analytics.billing.org_bill import compute_org_bill
 from gpuledger.core.config_lake import LakeSettings
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.lake.errors import FinalizedPartitionError, LakeError

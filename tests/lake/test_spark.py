@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.analytics.money import to_cents
-from gpuledger.analytics.org_bill import compute_org_bill
+from gpuledger.analytics.billing.money import to_cents
+from gpuledger.analytics.billing.org_bill import compute_org_bill
 from gpuledger.core.config_lake import LakeSettings
 from gpuledger.warehouse.lake import spark_engine
 from gpuledger.warehouse.lake.location import Lake

@@ -33,11 +33,11 @@ from gpuledger.core.config import Settings
 from gpuledger.core.config_queues import QueueSettings
 from gpuledger.core.frames import QUEUES, polars_schema
 from gpuledger.core.window import Window
-from gpuledger.optimizer.plan import QuotaChanges
-from gpuledger.optimizer.queues.kueue import queue_from_object
-from gpuledger.optimizer.quota import QuotaOptions, plan_quota
-from gpuledger.optimizer.quota_input import load_quota_inputs, quota_inputs_from_warehouse
-from gpuledger.optimizer.quota_spec import GPU
+from gpuledger.optimizer.plan.contract import QuotaChanges
+from gpuledger.optimizer.quota.inputs import load_quota_inputs, quota_inputs_from_warehouse
+from gpuledger.optimizer.quota.planner import QuotaOptions, plan_quota
+from gpuledger.optimizer.quota.queues.kueue import queue_from_object
+from gpuledger.optimizer.quota.spec import GPU
 from gpuledger.warehouse import LoadBatch, Warehouse
 
 DRA = "gpu.example.com"

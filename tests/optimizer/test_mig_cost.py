@@ -15,10 +15,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from gpuledger.core.config import Settings
-from gpuledger.optimizer.mig import MigOptions, plan_mig
-from gpuledger.optimizer.mig_input import BusyInstance, Demand, Fleet, Gpu, ModelDemand, Node
-from gpuledger.optimizer.plan import MigChanges, Plan
-from gpuledger.optimizer.plan_render import eviction_rows, render_plan
+from gpuledger.optimizer.mig.inputs import BusyInstance, Demand, Fleet, Gpu, ModelDemand, Node
+from gpuledger.optimizer.mig.planner import MigOptions, plan_mig
+from gpuledger.optimizer.plan.contract import MigChanges, Plan
+from gpuledger.optimizer.plan.render import eviction_rows, render_plan
 
 A100 = "A100-80GB"
 

@@ -18,7 +18,7 @@ import pytest
 
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import catalog, gpu_model, shape_of
-from gpuledger.optimizer.mig_geometry import AddTable, stranded_slices, target_shapes, valid_shapes
+from gpuledger.optimizer.mig.geometry import AddTable, stranded_slices, target_shapes, valid_shapes
 
 H100 = "H100-80GB"
 CLASSIC = frozenset({"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"})

@@ -25,14 +25,14 @@ import pytest
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import gpu_model
-from gpuledger.optimizer.mig import MigOptions, plan_mig
-from gpuledger.optimizer.mig_input import (
+from gpuledger.optimizer.mig.inputs import (
     demand_from_dict,
     fleet_from_dict,
     load_demand,
     load_fleet,
     smallest_profile,
 )
+from gpuledger.optimizer.mig.planner import MigOptions, plan_mig
 
 REPO = Path(__file__).resolve().parents[2]
 

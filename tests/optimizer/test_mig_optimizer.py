@@ -35,10 +35,9 @@ import pytest
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import SolverError
 from gpuledger.core.mig import COMPUTE_SLICES, gpu_model
-from gpuledger.optimizer.mig import MigOptions, measure, plan_mig
-from gpuledger.optimizer.mig_baselines import slice_lower_bound
-from gpuledger.optimizer.mig_geometry import valid_shapes
-from gpuledger.optimizer.mig_input import (
+from gpuledger.optimizer.mig.baselines import slice_lower_bound
+from gpuledger.optimizer.mig.geometry import valid_shapes
+from gpuledger.optimizer.mig.inputs import (
     BusyInstance,
     Demand,
     Fleet,
@@ -48,9 +47,10 @@ from gpuledger.optimizer.mig_input import (
     demand_from_dict,
     fleet_from_dict,
 )
-from gpuledger.optimizer.mig_synthetic import random_demand, random_fleet
-from gpuledger.optimizer.plan import MigChanges, Plan
-from gpuledger.optimizer.plan_store import load_plan, save_plan
+from gpuledger.optimizer.mig.planner import MigOptions, measure, plan_mig
+from gpuledger.optimizer.mig.synthetic import random_demand, random_fleet
+from gpuledger.optimizer.plan.contract import MigChanges, Plan
+from gpuledger.optimizer.plan.store import load_plan, save_plan
 from gpuledger.warehouse import Warehouse
 
 NOW = datetime(2026, 11, 5, tzinfo=UTC)

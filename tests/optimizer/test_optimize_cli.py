@@ -30,8 +30,8 @@ import yaml
 from gpuledger.cli import main
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
-from gpuledger.optimizer.mig_warehouse import load_fleet_from_warehouse, observed_demand, recommended_demand
-from gpuledger.optimizer.plan_store import list_plans
+from gpuledger.optimizer.mig.observed import load_fleet_from_warehouse, observed_demand, recommended_demand
+from gpuledger.optimizer.plan.store import list_plans
 from gpuledger.warehouse import LoadBatch, Warehouse
 
 REPO = Path(__file__).resolve().parents[2]

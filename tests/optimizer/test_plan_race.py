@@ -4,7 +4,7 @@ DuckDB lets one process write a file at a time, so a race between two writers ha
 dashboard lives: each call opens the file and closes it again (`dashboards.actions.
 ShortWriteWarehouse`), so between the read a decision is made from and the write of that
 decision, another process can move the plan. The contenders here open the file per call in
-the same way, run the real workflow (`actuator.workflow.approve`, `optimizer.plan_store.
+the same way, run the real workflow (`actuator.workflow.approve`, `optimizer.plan.store.
 expire_plans`), and meet at a barrier after both have read the plan as `proposed` and before
 either writes.
 
@@ -99,7 +99,7 @@ def _contender(path: str, role: str, barrier: Any, results: Any) -> None:
     """One process: `approve` as `role`, or `expire` (the sweep); reports what happened."""
     from gpuledger.actuator.workflow import approve
     from gpuledger.core.access import resolve_roles
-    from gpuledger.optimizer.plan_store import expire_plans
+    from gpuledger.optimizer.plan.store import expire_plans
     from tests.actuator.conftest import make_settings
 
     wh = PerCallWarehouse(Path(path), barrier)
@@ -136,7 +136,7 @@ def _race(path: Path, roles: tuple[str, str]) -> dict[str, tuple[str, str]]:
 
 @pytest.fixture
 def stored(tmp_path: Path) -> Path:
-    from gpuledger.optimizer.plan_store import save_plan
+    from gpuledger.optimizer.plan.store import save_plan
     from tests.actuator.test_workflow import offline_plan
 
     path = tmp_path / "race.duckdb"

@@ -27,7 +27,7 @@ import pydantic
 import pytest
 
 from gpuledger.core.errors import PlanError
-from gpuledger.optimizer.plan import (
+from gpuledger.optimizer.plan.contract import (
     ClusterQueueUpdate,
     Effect,
     GpuChange,
@@ -43,9 +43,9 @@ from gpuledger.optimizer.plan import (
     SolverInfo,
     fingerprint_of,
 )
-from gpuledger.optimizer.plan_render import plan_json, render_plan
-from gpuledger.optimizer.plan_status import STATUSES, TERMINAL, TRANSITIONS
-from gpuledger.optimizer.plan_store import (
+from gpuledger.optimizer.plan.render import plan_json, render_plan
+from gpuledger.optimizer.plan.status import STATUSES, TERMINAL, TRANSITIONS
+from gpuledger.optimizer.plan.store import (
     expire_plans,
     list_plans,
     load_plan,

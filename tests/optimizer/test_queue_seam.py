@@ -9,7 +9,7 @@ Cases:
   hints only when asked;
 - the team rule (`core.teams`): label (raw or KSM-sanitized key) before fallback rules, groups
   in fallback teams, no match → None;
-- ClusterQueue → team (`analytics.queue_teams`) on a real DuckDB warehouse: teams reach a
+- ClusterQueue → team (`analytics.teams.queues`) on a real DuckDB warehouse: teams reach a
   ClusterQueue through LocalQueues in their namespaces; a shared queue lists every team and has
   no single owner; unlabelled namespaces and LocalQueues without `spec.clusterQueue` count for
   nothing;
@@ -25,7 +25,7 @@ import polars as pl
 import pytest
 
 from gpuledger.actuator.queues import WRITERS, quota_writer
-from gpuledger.analytics.queue_teams import queue_owners, queue_team_sets, target_cluster_queue
+from gpuledger.analytics.teams.queues import queue_owners, queue_team_sets, target_cluster_queue
 from gpuledger.collectors.queues import COLLECTORS, queue_collector
 from gpuledger.core.config import TeamSettings
 from gpuledger.core.errors import (
@@ -42,8 +42,8 @@ from gpuledger.core.frames import NAMESPACES, QUEUE_SAMPLES, QUEUES, polars_sche
 from gpuledger.core.queues import Registry
 from gpuledger.core.teams import ksm_label, resolve_team
 from gpuledger.core.window import Window
-from gpuledger.optimizer.queues import READERS, quota_reader
-from gpuledger.optimizer.quota_input import quota_inputs_from_warehouse
+from gpuledger.optimizer.quota.inputs import quota_inputs_from_warehouse
+from gpuledger.optimizer.quota.queues import READERS, quota_reader
 from gpuledger.warehouse import LoadBatch, Warehouse
 
 AT = datetime(2026, 3, 1, tzinfo=UTC)

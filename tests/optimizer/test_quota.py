@@ -33,20 +33,20 @@ import pytest
 
 from gpuledger.core.config import Settings, TeamSettings
 from gpuledger.core.errors import InputError
-from gpuledger.optimizer.plan import QuotaChanges, state_hash
-from gpuledger.optimizer.queues.kueue import queue_from_object
-from gpuledger.optimizer.quota import QuotaOptions, plan_quota
-from gpuledger.optimizer.quota_forecast import forecast
-from gpuledger.optimizer.quota_input import QuotaInputs, check_history
-from gpuledger.optimizer.quota_model import (
+from gpuledger.optimizer.plan.contract import QuotaChanges, state_hash
+from gpuledger.optimizer.quota.forecast import forecast
+from gpuledger.optimizer.quota.inputs import QuotaInputs, check_history
+from gpuledger.optimizer.quota.model import (
     QuotaProblem,
     SeriesSpec,
     shortfall_table,
     solve_quotas,
 )
-from gpuledger.optimizer.quota_replay import replay
-from gpuledger.optimizer.quota_spec import GPU, Quota, default_capacity
-from gpuledger.optimizer.quota_synthetic import synthetic_quota_inputs
+from gpuledger.optimizer.quota.planner import QuotaOptions, plan_quota
+from gpuledger.optimizer.quota.queues.kueue import queue_from_object
+from gpuledger.optimizer.quota.replay import replay
+from gpuledger.optimizer.quota.spec import GPU, Quota, default_capacity
+from gpuledger.optimizer.quota.synthetic import synthetic_quota_inputs
 
 START = datetime(2026, 10, 5, tzinfo=UTC)  # a Monday
 NOW = datetime(2026, 11, 5, tzinfo=UTC)
@@ -125,7 +125,7 @@ def test_quota_stages_match_brute_force(seed):
 def test_reduced_and_full_models_agree():
     inputs = synthetic_quota_inputs(8, 3, days=14, step=timedelta(hours=1), start=START, seed=4)
     fc = forecast(inputs.history, timedelta(days=7))
-    from gpuledger.optimizer.quota import build_problem
+    from gpuledger.optimizer.quota.planner import build_problem
 
     problem = build_problem(inputs, fc, {})
     reduced = solve_quotas(problem, 30, reduce=True)

@@ -27,15 +27,15 @@ import pytest
 
 from gpuledger.core.config import PlanSettings, Settings
 from gpuledger.core.config_plans import QuotaPlanSettings
-from gpuledger.optimizer.plan import QuotaChanges
-from gpuledger.optimizer.plan_store import list_plans, load_record, propose_plan
-from gpuledger.optimizer.queues.kueue import queue_from_object
-from gpuledger.optimizer.quota import QuotaOptions, plan_quota
-from gpuledger.optimizer.quota_fit import old_quotas
-from gpuledger.optimizer.quota_guarantees import demand_floors
-from gpuledger.optimizer.quota_input import QuotaInputs, check_history
-from gpuledger.optimizer.quota_spec import GPU, Quota, default_capacity
-from gpuledger.optimizer.quota_synthetic import synthetic_quota_inputs
+from gpuledger.optimizer.plan.contract import QuotaChanges
+from gpuledger.optimizer.plan.store import list_plans, load_record, propose_plan
+from gpuledger.optimizer.quota.fit import old_quotas
+from gpuledger.optimizer.quota.guarantees import demand_floors
+from gpuledger.optimizer.quota.inputs import QuotaInputs, check_history
+from gpuledger.optimizer.quota.planner import QuotaOptions, plan_quota
+from gpuledger.optimizer.quota.queues.kueue import queue_from_object
+from gpuledger.optimizer.quota.spec import GPU, Quota, default_capacity
+from gpuledger.optimizer.quota.synthetic import synthetic_quota_inputs
 from gpuledger.warehouse import Warehouse
 
 START = datetime(2026, 10, 5, tzinfo=UTC)  # a Monday
@@ -259,8 +259,8 @@ def test_second_identical_run_supersedes(tmp_path):
 # 6. What a reviewer sees -------------------------------------------------------------------------
 def test_headline_on_cli_text_plans_page_and_json():
     from gpuledger.dashboards.pages.plans import evaluation_parts
-    from gpuledger.optimizer.plan import Plan
-    from gpuledger.optimizer.plan_render import plan_json, render_plan
+    from gpuledger.optimizer.plan.contract import Plan
+    from gpuledger.optimizer.plan.render import plan_json, render_plan
 
     hours = 21 * 24
     inputs = two_queues({"a": [7.0] * hours, "b": [1.0] * hours})
@@ -286,7 +286,7 @@ def test_headline_on_cli_text_plans_page_and_json():
 
 
 def test_coarsen_means_by_hand_and_replays_alike():
-    from gpuledger.optimizer.quota_replay import coarsen, replay
+    from gpuledger.optimizer.quota.replay import coarsen, replay
 
     minutes = [START + timedelta(minutes=i) for i in range(10)]
     frame = pl.DataFrame({"ts": minutes + minutes[:3], "cluster_queue": ["a"] * 10 + ["b"] * 3, "flavor": "f",

@@ -22,8 +22,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import compute_bill
-from gpuledger.analytics.special_lines import SPECIAL_LINES
+from gpuledger.analytics.billing.bill import compute_bill
+from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.core.config import Settings
 from gpuledger.core.period import Period
 from gpuledger.core.window import Window

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import duckdb
 
-from gpuledger.analytics.rollup import rollup_batch
+from gpuledger.analytics.usage.rollup import rollup_batch
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.reports.compose import build_statements, gather

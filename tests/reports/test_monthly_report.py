@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpuledger import __version__
-from gpuledger.analytics.bill import compute_bill
+from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.cli import main
 from gpuledger.core.config import PriceEntry, Settings
 from gpuledger.core.errors import ReportError

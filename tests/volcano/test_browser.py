@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpuledger.analytics.bill import compute_bill
+from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.core.period import Period
 from gpuledger.dashboards.app import RunningServer, create_app, start_server
 from gpuledger.dashboards.pages.common import number

@@ -21,7 +21,7 @@ import polars as pl
 import pytest
 from kubernetes import client
 
-from gpuledger.analytics.volcano_queues import volcano_queue_owners
+from gpuledger.analytics.teams.volcano import volcano_queue_owners
 from gpuledger.collectors.kubernetes import KubernetesCollector
 from gpuledger.collectors.preemption import workload_rows
 from gpuledger.warehouse import LoadBatch

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import compute_bill
+from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.core.access import resolve_roles
 from gpuledger.core.period import Period
 from gpuledger.dashboards.pages import queues, team

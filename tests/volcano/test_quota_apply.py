@@ -22,11 +22,11 @@ from kubernetes import client
 from gpuledger.actuator.workflow import apply, approve, rollback
 from gpuledger.collectors.kubernetes import KubernetesCollector
 from gpuledger.core.errors import ConflictingPlanError
-from gpuledger.optimizer.plan_store import load_record, save_plan
-from gpuledger.optimizer.queues import quota_reader
-from gpuledger.optimizer.quota import QuotaOptions, plan_quota
-from gpuledger.optimizer.quota_input import QuotaInputs, check_history
-from gpuledger.optimizer.quota_spec import default_capacity
+from gpuledger.optimizer.plan.store import load_record, save_plan
+from gpuledger.optimizer.quota.inputs import QuotaInputs, check_history
+from gpuledger.optimizer.quota.planner import QuotaOptions, plan_quota
+from gpuledger.optimizer.quota.queues import quota_reader
+from gpuledger.optimizer.quota.spec import default_capacity
 from tests.actuator.helpers import uid
 
 pytestmark = pytest.mark.k8s

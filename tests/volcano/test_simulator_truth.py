@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 import polars as pl
 import pytest
 
-from gpuledger.analytics.bill import compute_bill
-from gpuledger.analytics.preemption import preemption_losses
-from gpuledger.analytics.preemption_advice import admit_before_run
+from gpuledger.analytics.advice.preemption import admit_before_run
+from gpuledger.analytics.billing.bill import compute_bill
+from gpuledger.analytics.billing.preemption import preemption_losses
 from gpuledger.core.config import Settings
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
@@ -168,7 +168,7 @@ def test_monthly_statement_shows_the_preemption_line(world):
 
 
 def test_idle_by_priority_class_matches_truth(world):
-    from gpuledger.analytics.priority_class import idle_by
+    from gpuledger.analytics.billing.priority_class import idle_by
 
     sim, path = world
     with Warehouse.open(path, read_only=True) as wh:
@@ -218,7 +218,7 @@ def test_idle_command_by_priority_class_matches_workloads_and_truth(world):
     # workload class), so each owner row sums into exactly one class.
     owners = pl.DataFrame(idle("owner"))
     with Warehouse.open(path, read_only=True) as wh:
-        from gpuledger.analytics.workloads import pod_workloads
+        from gpuledger.analytics.workloads.requested import pod_workloads
 
         owner_of = pod_workloads(wh, "owner")
     owner_class = (owner_of.join(classes, on=["namespace", "pod"], how="left")

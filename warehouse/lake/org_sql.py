@@ -1,7 +1,7 @@
 """The one query both engines run: the priced detail of every cluster, summed by the bill's
 dimensions. Its text is built here once and handed to DuckDB and to Spark unchanged, so the two
 engines cannot drift apart; everything after the sums (discount line, redistribution, whole
-cents) is the same Python for both (`analytics.org_bill`).
+cents) is the same Python for both (`analytics.billing.org_bill`).
 
 The summed columns are stored as DECIMAL(38, 12) in the lake, so the sums are exact in both
 engines, whatever order or partitioning an engine adds them in: the two engines return the
@@ -17,7 +17,7 @@ SUM_COLUMNS: tuple[str, ...] = (
     "card_hours", "list_cost", "sharing_discount", "utilization_adjustment", "idle_card_hours",
     "held_idle_card_hours", "idle_cost", "activity_unknown_card_hours", "unpriced_card_hours",
 )
-"""The detail columns a bill line adds up (`analytics.lines.SUMS`; a test keeps them equal)."""
+"""The detail columns a bill line adds up (`analytics.billing.lines.SUMS`; a test keeps them equal)."""
 GROUP_COLUMNS: tuple[str, ...] = (
     "cluster", "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode",
     "profile", "uuid", "day",

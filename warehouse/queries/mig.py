@@ -1,6 +1,6 @@
 """Read queries of the MIG optimizer: the fleet's cards and layouts, who is on them, demand seen.
 
-Why here: only `warehouse/` speaks SQL; `optimizer.mig_warehouse` turns these frames into the
+Why here: only `warehouse/` speaks SQL; `optimizer.mig.observed` turns these frames into the
 optimizer's `Fleet` and `Demand` and never sees a statement.
 """
 

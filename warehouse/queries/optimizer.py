@@ -1,7 +1,7 @@
 """Read queries of the quota optimizer: queue objects, queue demand samples, pod requests.
 
-Why here: only `warehouse/` speaks SQL; `optimizer.quota_input` and the queue systems' quota
-readers (`optimizer.queues.<system>`) call these named functions and never see a statement.
+Why here: only `warehouse/` speaks SQL; `optimizer.quota.inputs` and the queue systems' quota
+readers (`optimizer.quota.queues.<system>`) call these named functions and never see a statement.
 The queries are neutral about the queue system: they take the object kind they read.
 """
 

@@ -1,8 +1,8 @@
 """Read queries behind team resolution: stored namespace teams and LocalQueue → namespace team.
 
-Why here: only `warehouse/` speaks SQL. `analytics.teams` (the bill's namespace → team table)
-and `analytics.queue_teams` (ClusterQueue → team, for the optimizer and the dashboard) read
-these rows and apply the rules in `core.teams` / `analytics.queue_teams` in Python.
+Why here: only `warehouse/` speaks SQL. `analytics.teams.namespaces` (the bill's namespace → team table)
+and `analytics.teams.queues` (ClusterQueue → team, for the optimizer and the dashboard) read
+these rows and apply the rules in `core.teams` / `analytics.teams.queues` in Python.
 """
 
 from __future__ import annotations

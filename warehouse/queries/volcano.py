@@ -1,8 +1,8 @@
 """Read queries for Volcano queues and preemptions: who submits to a Queue, pod sizes per Queue,
 and the stored preemption records with what billing needs to price them.
 
-Why here: only `warehouse/` speaks SQL; `analytics.volcano_queues`, `optimizer.queues.volcano`
-and `analytics.preemption` hold the rules.
+Why here: only `warehouse/` speaks SQL; `analytics.teams.volcano`, `optimizer.quota.queues.volcano`
+and `analytics.billing.preemption` hold the rules.
 """
 
 from __future__ import annotations

@@ -1,0 +1,141 @@
+"""Workload profiles: k-means over usage features, each cluster named and explained.
+
+Features per workload (`analytics.workloads.requested`): mean activity, p95 activity, activity spread,
+the share of held time spent idle, and p95 framebuffer use as a fraction of the device. They
+are standardized, then clustered with k-means (scikit-learn, fixed `seed`, rows sorted first,
+so the same data always gives the same profiles). A cluster is named after the nearest
+archetype in the original units (e.g. "idle notebook": almost no activity, mostly idle,
+memory held), and explained by its centroid in words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from sklearn.cluster import KMeans
+from sklearn.preprocessing import StandardScaler
+
+FEATURES: tuple[str, ...] = ("act_mean", "act_p95", "act_std", "idle_fraction", "fb_p95_ratio")
+
+ARCHETYPES: dict[str, tuple[float, ...]] = {
+    # act_mean, act_p95, act_std, idle_fraction, fb_p95_ratio
+    "idle notebook": (0.05, 0.2, 0.05, 0.8, 0.3),
+    "memory-bound inference": (0.3, 0.55, 0.15, 0.1, 0.75),
+    "light inference": (0.2, 0.4, 0.1, 0.2, 0.3),
+    "compute-bound training": (0.8, 0.95, 0.1, 0.02, 0.6),
+    "bursty batch": (0.45, 0.85, 0.3, 0.25, 0.4),
+    "idle serving": (0.05, 0.2, 0.05, 0.6, 0.85),
+    "active notebook": (0.35, 0.8, 0.3, 0.4, 0.4),
+    "underused training": (0.3, 0.6, 0.2, 0.3, 0.6),
+}
+CLASS_OF: dict[str, str] = {
+    "idle notebook": "notebook", "active notebook": "notebook",
+    "memory-bound inference": "serving", "light inference": "serving", "idle serving": "serving",
+    "compute-bound training": "training", "underused training": "training", "bursty batch": "batch",
+}
+"""Which kind of workload each archetype describes: a workload whose owner says what it is
+(a Deployment serves, a Job trains or runs a batch, a notebook is a notebook) is only ever
+named after an archetype of its own kind, so a quiet vLLM Deployment is "idle serving", never
+"idle notebook"."""
+TRAINING_ACTIVITY = 0.6
+"""A Job whose mean activity reaches this trains; below it, a batch job."""
+
+
+@dataclass(frozen=True)
+class Profiles:
+    assignments: pl.DataFrame
+    """The input rows with `profile_id` and `workload_profile` added."""
+    clusters: pl.DataFrame
+    """One row per profile: id, name, members, centroid features, explanation."""
+
+
+def workload_class(kind: str | None, labels: str | None, act_mean: float | None) -> str | None:
+    """serving, training, batch or notebook from the owner (`analytics.workloads.requested.owner_of`)
+    and, for a Job, its behaviour; None when the owner says nothing (a bare pod)."""
+    text = labels or ""
+    if kind == "notebook":
+        return "notebook"
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet") or "inference" in text or "serving" in text:
+        return "serving"
+    if kind in ("Job", "CronJob"):
+        return "training" if (act_mean or 0.0) >= TRAINING_ACTIVITY else "batch"
+    return None
+
+
+def _name(centroid: np.ndarray, kind: str | None = None) -> str:
+    best, dist = "", float("inf")
+    for name, proto in ARCHETYPES.items():
+        if kind is not None and CLASS_OF[name] != kind:
+            continue
+        d = float(np.linalg.norm(centroid - np.array(proto)))
+        if d < dist:
+            best, dist = name, d
+    return best
+
+
+def _explain(c: dict[str, float], name: str, members: int) -> str:
+    return (
+        f"{name}: {members} workload(s); mean activity {c['act_mean']:.2f} (p95 {c['act_p95']:.2f}, "
+        f"spread {c['act_std']:.2f}), idle {c['idle_fraction']:.0%} of held time, "
+        f"p95 memory {c['fb_p95_ratio']:.0%} of the device"
+    )
+
+
+def workload_profiles(usage: pl.DataFrame, k: int = 4, seed: int = 7) -> Profiles:
+    """Cluster `usage` rows into at most `k` named profiles (see module docstring)."""
+    rows = usage.sort(["namespace", "pod", "uuid", "gpu_i_id"], nulls_last=True)
+    data = rows.select([pl.col(f).cast(pl.Float64).fill_null(0.0).fill_nan(0.0) for f in FEATURES])
+    x = data.to_numpy()
+    n = x.shape[0]
+    if n == 0:
+        empty = rows.with_columns(
+            pl.lit(None, dtype=pl.Int32).alias("profile_id"),
+            pl.lit(None, dtype=pl.String).alias("workload_profile"),
+        )
+        return Profiles(empty, pl.DataFrame(schema={"profile_id": pl.Int32, "name": pl.String}))
+    clusters = max(1, min(k, n, len({tuple(r) for r in x.round(6).tolist()})))
+    scaler = StandardScaler().fit(x)
+    model = KMeans(n_clusters=clusters, random_state=seed, n_init=10).fit(scaler.transform(x))
+    centroids = scaler.inverse_transform(model.cluster_centers_)
+    # Stable ids: order clusters by their centroid's mean activity.
+    order = np.argsort(centroids[:, 0], kind="stable")
+    relabel = {int(old): new for new, old in enumerate(order)}
+    labels = np.array([relabel[int(v)] for v in model.labels_], dtype=np.int32)
+    names: list[str] = []
+    bases: list[str] = []
+    info: list[dict[str, object]] = []
+    for new, old in enumerate(order):
+        centroid = centroids[old]
+        base = _name(centroid)
+        name = base if base not in bases else f"{base} #{bases.count(base) + 1}"
+        bases.append(base)
+        names.append(name)
+        members = int((labels == new).sum())
+        features = {f: float(v) for f, v in zip(FEATURES, centroid, strict=True)}
+        info.append({"profile_id": new, "name": name, "members": members, **features,
+                     "explanation": _explain(features, name, members)})
+    assignments = rows.with_columns(
+        pl.Series("profile_id", labels, dtype=pl.Int32),
+        pl.Series("workload_profile", [names[i] for i in labels], dtype=pl.String),
+    )
+    return Profiles(_by_class(assignments, x), pl.DataFrame(info))
+
+
+def _by_class(rows: pl.DataFrame, x: np.ndarray) -> pl.DataFrame:
+    """Where the owner says what a workload is (`workload_kind`, see `workload_class`), its
+    profile is the nearest archetype of that class (its cluster's name when that fits)."""
+    if "workload_kind" not in rows.columns:
+        return rows
+    labels = rows["labels"] if "labels" in rows.columns else pl.Series([None] * rows.height, dtype=pl.String)
+    classes, named = [], []
+    for i, (kind, text, mean, current) in enumerate(zip(
+        rows["workload_kind"], labels, rows["act_mean"], rows["workload_profile"], strict=True,
+    )):
+        cls = workload_class(kind, text, mean)
+        base = str(current).split(" #")[0]
+        classes.append(cls)
+        named.append(current if cls is None or CLASS_OF.get(base) == cls else _name(x[i], cls))
+    return rows.with_columns(pl.Series("workload_class", classes, dtype=pl.String),
+                             pl.Series("workload_profile", named, dtype=pl.String))

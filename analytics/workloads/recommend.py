@@ -1,0 +1,323 @@
+"""Right-sizing recommendations, each with its estimated monthly saving.
+
+1. Usage per workload (`analytics.workloads.requested`) and its profile (`analytics.workloads.profiles`).
+2. Right-size: for a workload on a whole card or a MIG instance of a MIG-capable model, the
+   smallest MIG profile (core/mig.py facts, media-extension profiles excluded) whose memory
+   fits the peak framebuffer use plus `headroom` and whose compute slices fit p95 activity
+   (scaled to the slices it holds now) plus `headroom`. A whole-card workload that fits a
+   share is its own kind (`whole_to_mig`). Workloads on time-sliced or vGPU cards are not
+   right-sized (DCGM reports card-level figures there).
+3. Reclaim: a workload idle for at least `reclaim_idle_fraction` of its held time should give
+   the card back (`reclaim_idle_notebook` for notebooks, by label or profile) or scale to zero
+   while idle (`scale_down_when_idle`, e.g. a service idle every night); saving = its idle cost.
+4. One recommendation per workload and kind (`per_workload`): a Deployment's replicas and a
+   multi-GPU pod's cards are summed into one row. The kinds live in a registry (`RULES`,
+   `register_rule`): a new kind is one rule, tried in order.
+5. Savings are per month (730 h): what the workload paid per held hour now minus what it
+   would pay on the recommended share (price x share x the sharing discount factor), times its
+   held hours scaled from the window to a month.
+
+`rightsized_demand` turns the same sizing into demand per GPU model for the MIG optimizer:
+how many instances of each profile the workloads need (mean and peak concurrency), and how many
+whole cards stay whole.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from gpuledger.analytics.billing.bill import Bill, compute_bill
+from gpuledger.analytics.devices.shares import raw_mig_share
+from gpuledger.analytics.workloads.profiles import Profiles, workload_profiles
+from gpuledger.analytics.workloads.requested import (
+    OWNER,
+    attach_workloads,
+    device_memory_mib,
+    pod_workloads,
+    workload_usage,
+)
+from gpuledger.core.config import Settings
+from gpuledger.core.mig import COMPUTE_SLICES, catalog
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
+
+HOURS_PER_MONTH = 730.0
+WHOLE = "whole"
+
+
+@dataclass(frozen=True)
+class Recommendations:
+    usage: pl.DataFrame
+    """Requested vs used per workload, with its profile."""
+    recommendations: pl.DataFrame
+    profiles: pl.DataFrame
+    """The workload profiles, explained."""
+    allocations: pl.DataFrame | None = None
+    """The recommendations per allocation (replica and card), before `per_workload`."""
+
+
+def smallest_profile(
+    model: str, need_memory_mib: float, need_compute: int, card_memory: float | None
+) -> str | None:
+    """The smallest MIG profile of `model` that fits, or None when only the whole card does."""
+    known = catalog().get(model)
+    if known is None:
+        return None
+    fits = []
+    for p in known.profiles.values():
+        if p.media_extensions or p.compute >= COMPUTE_SLICES:
+            continue
+        memory = device_memory_mib(model, p.name, card_memory) or 0.0
+        if memory >= need_memory_mib and p.compute >= need_compute:
+            fits.append((p.compute, p.memory, p.name))
+    return min(fits)[2] if fits else None
+
+
+def _current_compute(model: str, profile: str | None) -> int:
+    if profile is None:
+        return COMPUTE_SLICES
+    known = catalog().get(model)
+    if known is not None and profile in known.profiles:
+        return known.profiles[profile].compute
+    return COMPUTE_SLICES
+
+
+def size_workload(row: dict[str, object], headroom: float) -> tuple[str, float, int] | None:
+    """(recommended profile or WHOLE, memory needed, compute slices needed), or None."""
+    model = str(row["model"])
+    if row["sharing_mode"] not in ("exclusive", "mig") or model not in catalog():
+        return None
+    fb_max = float(row["fb_max_mib"] or 0.0)  # type: ignore[arg-type]
+    p95 = float(row["act_p95"] or 0.0)  # type: ignore[arg-type]
+    profile = row["profile"] if isinstance(row["profile"], str) else None
+    need_memory = fb_max * (1 + headroom)
+    need_compute = max(1, math.ceil(p95 * _current_compute(model, profile) * (1 + headroom) - 1e-9))
+    card_memory = row.get("card_memory_mib")
+    best = smallest_profile(model, need_memory, need_compute, float(card_memory) if card_memory else None)  # type: ignore[arg-type]
+    return (best or WHOLE, need_memory, need_compute)
+
+
+_SCHEMA: dict[str, type[pl.DataType]] = {
+    "kind": pl.String, "team": pl.String, "namespace": pl.String, "pod": pl.String,
+    "workload_kind": pl.String, "workload": pl.String,
+    "model": pl.String, "uuid": pl.String, "current": pl.String, "recommended": pl.String,
+    "workload_profile": pl.String, "act_p95": pl.Float64, "fb_max_mib": pl.Float64,
+    "idle_fraction": pl.Float64, "monthly_saving": pl.Float64, "reason": pl.String,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Terms:
+    """What every workload's recommendation is judged with."""
+
+    month: float
+    """Hours of a month over hours of the window: a saving in the window x this = per month."""
+    mig_factor: float
+    basis: str
+    headroom: float
+    reclaim_idle_fraction: float
+
+
+def recommend(
+    wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
+    headroom: float = 0.2, reclaim_idle_fraction: float = 0.5, seed: int = 7, k: int = 4,
+    by: str = OWNER,
+) -> Recommendations:
+    """Recommendations for `window` (numbered steps in the module docstring)."""
+    bill = bill or compute_bill(wh, window, settings, ("team",))
+    usage = workload_usage(wh, window, settings, bill)
+    profiles: Profiles = workload_profiles(usage, k=k, seed=seed)
+    usage = profiles.assignments
+    terms = _Terms(
+        month=HOURS_PER_MONTH / window.hours, mig_factor=settings.sharing.discounts.get("mig", 1.0),
+        basis=settings.sharing.mig_share_basis, headroom=headroom,
+        reclaim_idle_fraction=reclaim_idle_fraction,
+    )
+    rows = [rec for row in usage.iter_rows(named=True) if (rec := _recommend_one(row, terms))]
+    recs = pl.DataFrame(rows, schema=_SCHEMA).sort(
+        ["monthly_saving", "namespace", "pod"], descending=[True, False, False]
+    ) if rows else pl.DataFrame(schema=_SCHEMA)
+    if by != OWNER:
+        recs = attach_workloads(recs.drop("workload_kind", "workload"), pod_workloads(wh, by))
+    return Recommendations(usage=usage, recommendations=per_workload(recs), profiles=profiles.clusters,
+                           allocations=recs)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One family of recommendations: `judge(row, terms)` returns the recommendation's fields
+    (`kind` one of `kinds`, `recommended`, `monthly_saving`, `reason`) for one allocation, or
+    None. Rules are tried in `RULES` order and the first that answers wins, so an allocation
+    gets at most one recommendation (and a workload at most one per kind, `per_workload`)."""
+
+    name: str
+    kinds: tuple[str, ...]
+    judge: Callable[[dict[str, Any], _Terms], dict[str, object] | None]
+
+
+RULES: list[Rule] = []
+"""The registry of recommendation kinds, in priority order (`register_rule` adds one)."""
+
+
+def register_rule(rule: Rule, *, before: str | None = None) -> Rule:
+    """Add a rule (at the end, or before the rule named `before`); returns it."""
+    if any(r.name == rule.name for r in RULES):
+        raise ValueError(f"recommendation rule {rule.name!r} is already registered")
+    index = next((i for i, r in enumerate(RULES) if r.name == before), len(RULES))
+    RULES.insert(index, rule)
+    return rule
+
+
+def kinds() -> tuple[str, ...]:
+    """Every recommendation kind the registered rules can emit."""
+    return tuple(k for rule in RULES for k in rule.kinds)
+
+
+def _recommend_one(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
+    """At most one recommendation for one allocation: the first registered rule that answers."""
+    base: dict[str, object] = {
+        "team": row["team"], "namespace": row["namespace"], "pod": row["pod"],
+        "workload_kind": row.get("workload_kind") or "Pod", "workload": row.get("workload") or row["pod"],
+        "model": row["model"], "uuid": row["uuid"], "current": row["profile"] or row["sharing_mode"],
+        "workload_profile": row["workload_profile"], "act_p95": row["act_p95"],
+        "fb_max_mib": row["fb_max_mib"], "idle_fraction": row["idle_fraction"],
+    }
+    for rule in RULES:
+        change = rule.judge(row, terms)
+        if change:
+            return base | change
+    return None
+
+
+def _reclaim(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
+    """3. Reclaim idle workloads first: sizing an idle one down still wastes the card."""
+    if float(row["idle_fraction"]) < terms.reclaim_idle_fraction:
+        return None
+    held_hours = float(row["held_hours"] or 0.0)
+    cls = row.get("workload_class")
+    if cls is not None:
+        notebook = cls == "notebook"
+    else:
+        labels = row.get("labels")
+        notebook = "notebook" in str(labels) if labels else str(
+            row["workload_profile"]).startswith("idle notebook")
+    return {
+        "kind": "reclaim_idle_notebook" if notebook else "scale_down_when_idle",
+        "recommended": "release the card" if notebook else "scale to zero when idle",
+        "monthly_saving": float(row["idle_cost"]) * terms.month,
+        "reason": f"idle {row['idle_fraction']:.0%} of {held_hours:.1f} held hours",
+    }
+
+
+def per_workload(recs: pl.DataFrame) -> pl.DataFrame:
+    """One row per workload and kind: the savings of its replicas and cards added up, the
+    largest one's advice kept (`pod`, `uuid`: that replica), `pods` and `gpus` counted."""
+    keys = ["team", "namespace", "workload_kind", "workload", "kind"]
+    if recs.is_empty():
+        return recs.with_columns(pl.lit(0, pl.UInt32).alias("pods"), pl.lit(0, pl.UInt32).alias("gpus"))
+    ordered = recs.sort(["monthly_saving", "pod", "uuid"], descending=[True, False, False], nulls_last=True)
+    firsts = [c for c in recs.columns if c not in (*keys, "monthly_saving", "act_p95", "fb_max_mib",
+                                                   "idle_fraction")]
+    out = ordered.group_by(keys, maintain_order=True).agg(
+        *[pl.col(c).first() for c in firsts],
+        pl.col("monthly_saving").sum(), pl.col("act_p95").max(), pl.col("fb_max_mib").max(),
+        pl.col("idle_fraction").mean(), pl.col("pod").n_unique().alias("pods"), pl.len().alias("gpus"),
+    )
+    several = pl.format("{} ({} GPU(s) in {} pod(s))", pl.col("reason"), pl.col("gpus"), pl.col("pods"))
+    reason = pl.when(pl.col("gpus") > 1).then(several).otherwise(pl.col("reason"))
+    out = out.with_columns(reason.alias("reason"))
+    return out.select(*recs.columns, "pods", "gpus").sort(
+        ["monthly_saving", "namespace", "workload"], descending=[True, False, False])
+
+
+def _rightsize(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
+    """A smaller MIG profile that still fits the workload, when it saves money."""
+    sized = size_workload(row, terms.headroom)
+    if sized is None:
+        return None
+    target, need_memory, need_compute = sized
+    if target == WHOLE or target == row["profile"]:
+        return None
+    target_basis = "compute" if terms.basis == "max_normalized" else terms.basis
+    new_share = raw_mig_share(str(row["model"]), target, target_basis)
+    if new_share >= float(row["share"]) - 1e-9:
+        return None
+    held_hours = float(row["held_hours"] or 0.0)
+    price = float(row["unit_price"] or 0.0)
+    now_per_hour = price * float(row["share"]) * float(row["discount_factor"])
+    saving = (now_per_hour - price * new_share * terms.mig_factor) * held_hours * terms.month
+    if saving <= 0:
+        return None
+    return {
+        "kind": "whole_to_mig" if row["profile"] is None else "rightsize_mig",
+        "recommended": target, "monthly_saving": saving,
+        "reason": (
+            f"peak memory {float(row['fb_max_mib'] or 0):,.0f} MiB (+{terms.headroom:.0%} = "
+            f"{need_memory:,.0f}), p95 activity {float(row['act_p95'] or 0):.2f} needs "
+            f"{need_compute} compute slice(s)"
+        ),
+    }
+
+
+register_rule(Rule("reclaim", ("reclaim_idle_notebook", "scale_down_when_idle"), _reclaim))
+register_rule(Rule("rightsize", ("whole_to_mig", "rightsize_mig"), _rightsize))
+
+
+def rightsized_demand(
+    wh: Warehouse, window: Window, settings: Settings, *, headroom: float = 0.2,
+    bill: Bill | None = None,
+) -> pl.DataFrame:
+    """Right-sized demand per GPU model: `model`, `profile` (or `whole`), `count`, `peak_count`.
+
+    `count` is the mean number of concurrent workloads needing that profile over the window
+    (rounded up), `peak_count` the mean on the busiest UTC day (rounded up, at least `count`);
+    `card_hours` what they would hold at the recommended size. Only
+    workloads on whole cards or MIG instances of MIG-capable models are counted.
+    """
+    bill = bill or compute_bill(wh, window, settings, ("team",))
+    usage = workload_usage(wh, window, settings, bill)
+    sized: list[dict[str, object]] = []
+    for row in usage.iter_rows(named=True):
+        result = size_workload(row, headroom)
+        if result is None:
+            continue
+        target = result[0]
+        share = 1.0 if target == WHOLE else raw_mig_share(str(row["model"]), target, "compute")
+        sized.append({k: row[k] for k in ("namespace", "pod", "uuid", "gpu_i_id", "model")}
+                     | {"target": target, "_target_share": share, "held_hours": row["held_hours"]})
+    schema = {"model": pl.String, "profile": pl.String, "count": pl.Int64, "peak_count": pl.Int64,
+              "card_hours": pl.Float64}
+    if not sized:
+        return pl.DataFrame(schema=schema)
+    targets = pl.DataFrame(sized)
+    per_day = (
+        bill.detail.filter(pl.col("kind") == "allocated")
+        .join(targets.select("namespace", "pod", "uuid", "gpu_i_id", "target", "_target_share"),
+              on=["namespace", "pod", "uuid", "gpu_i_id"], how="inner")
+    )
+    day_hours = per_day.group_by("day").agg(pl.col("held_hours").max().alias("_len"))
+    peaks = (
+        per_day.group_by("model", "target", "day").agg(pl.col("held_hours").sum().alias("_h"))
+        .join(day_hours, on="day")
+        .group_by("model", "target").agg(pl.col("_h").max().alias("_peak_day_hours"))
+    )
+    out = (
+        targets.group_by("model", "target").agg(pl.col("held_hours").sum().alias("_held"))
+        .join(peaks, on=["model", "target"], how="left")
+        .join(per_day.group_by("model", "target").agg(
+            (pl.col("held_hours") * pl.col("_target_share")).sum().alias("card_hours")),
+            on=["model", "target"], how="left")
+        .with_columns(
+            (pl.col("_held") / window.hours - 1e-9).ceil().cast(pl.Int64).alias("count"),
+            (pl.col("_peak_day_hours") / 24 - 1e-9).ceil().cast(pl.Int64).alias("peak_count"),
+        )
+        .rename({"target": "profile"})
+        .select("model", "profile", "count", "peak_count", "card_hours")
+        .sort(["model", "profile"])
+    )
+    return out.with_columns(pl.max_horizontal("count", "peak_count").alias("peak_count"))

@@ -1,0 +1,227 @@
+"""Requested vs used, per workload: what each allocation held and how much of it it used.
+
+A row of `workload_usage` is an allocation: one pod on one device (a whole card, a MIG
+instance, a time-slice replica or a vGPU share), with the workload it belongs to (`owner_of`:
+the Deployment behind its ReplicaSet, its StatefulSet or Job, or a notebook), so idle ranking
+and recommendations can be summed per workload instead of per replica and per card.
+
+From raw samples (pushed into DuckDB): mean, p95 and spread of activity (GR_ENGINE_ACTIVE,
+else GPU_UTIL/100), p95 and peak framebuffer use. From the bill: card-hours, idle card-hours
+and cost. From the inventory: the card model, the device's memory, the pod's owner and
+requests.
+
+On time-sliced and vGPU cards DCGM reports the whole card's activity and memory on every
+replica, so those figures describe the card, not the pod (`card_level_metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+import polars as pl
+
+from gpuledger.analytics.billing.bill import Bill, compute_bill
+from gpuledger.analytics.devices.shares import profile_slices
+from gpuledger.core.activity import ACTIVITY_SQL
+from gpuledger.core.config import Settings
+from gpuledger.core.errors import InputError
+from gpuledger.core.mig import MEMORY_SLICES, catalog
+from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
+
+_STATS_SQL = f"""
+SELECT namespace, pod, uuid, gpu_i_id, nullif(coalesce(vgpu, ''), '') AS vgpu, mig_profile AS profile,
+    count(*) AS samples,
+    avg({ACTIVITY_SQL}) AS act_mean,
+    quantile_cont({ACTIVITY_SQL}, 0.95) AS act_p95,
+    stddev_pop({ACTIVITY_SQL}) AS act_std,
+    quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
+    max(fb_used_mib) AS fb_max_mib
+FROM gpu_samples
+WHERE ts >= $start AND ts < $end AND namespace IS NOT NULL
+GROUP BY namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile
+"""
+
+KEYS = ("namespace", "pod", "uuid", "gpu_i_id", "vgpu", "profile")
+
+
+def device_memory_mib(model: str, profile: str | None, card_memory: float | None) -> float | None:
+    """Framebuffer of the device a workload holds: the card, or its MIG instance's share."""
+    if profile is None:
+        return card_memory
+    known = catalog().get(model)
+    if known is not None and profile in known.profiles:
+        p = known.profiles[profile]
+        if p.memory_mib:
+            return float(p.memory_mib)
+        total = known.memory_mib or card_memory
+        return float(total) * p.memory / MEMORY_SLICES if total else None
+    _, memory = profile_slices(model, profile)
+    return float(card_memory) * memory / MEMORY_SLICES if memory and card_memory else None
+
+
+def workload_usage(
+    wh: Warehouse, window: Window, settings: Settings, bill: Bill | None = None
+) -> pl.DataFrame:
+    """One row per allocation: requested (device, share, requests) vs used (activity, memory)."""
+    stats = wh.query(_STATS_SQL, {"start": window.start, "end": window.end})
+    bill = bill or compute_bill(wh, window, settings, ("team",))
+    held = idle_allocations_all(bill)
+    gpus = wh.query(
+        "SELECT uuid, model, memory_mib AS card_memory_mib, sharing_mode AS card_mode FROM gpus"
+    )
+    pods = wh.query(
+        "SELECT namespace, pod, owner_kind, owner_name, CAST(gpu_requests AS VARCHAR) AS requests, "
+        "CAST(labels AS VARCHAR) AS labels FROM pods"
+    )
+    frame = (
+        stats.join(held, on=list(KEYS), how="inner", nulls_equal=True)
+        .join(gpus, on="uuid", how="left")
+        .join(pods, on=["namespace", "pod"], how="left")
+    )
+    memory = [
+        device_memory_mib(m, p, c)
+        for m, p, c in frame.select("model", "profile", "card_memory_mib").iter_rows()
+    ]
+    owners = [
+        owner_of(kind, name, _labels(labels), pod)
+        for kind, name, labels, pod in frame.select("owner_kind", "owner_name", "labels", "pod").iter_rows()
+    ]
+    return frame.with_columns(
+        pl.Series("workload_kind", [o[0] for o in owners], dtype=pl.String),
+        pl.Series("workload", [o[1] for o in owners], dtype=pl.String),
+        pl.Series("device_memory_mib", memory, dtype=pl.Float64),
+        (pl.col("idle_card_hours") / pl.col("card_hours")).fill_nan(0.0).alias("idle_fraction"),
+        (pl.col("card_hours") / pl.col("share")).alias("held_hours"),
+        pl.col("sharing_mode").is_in(["timeslice", "vgpu"]).alias("card_level_metrics"),
+    ).with_columns(
+        (pl.col("fb_p95_mib") / pl.col("device_memory_mib")).alias("fb_p95_ratio"),
+    ).sort(["namespace", "pod", "uuid", "gpu_i_id"], nulls_last=True)
+
+
+def idle_allocations_all(bill: Bill) -> pl.DataFrame:
+    """The bill per allocation (card-hours, idle, cost), idle or not, with its mean share."""
+    held = bill.detail.filter(pl.col("kind") == "allocated")
+    return held.group_by(["team", *KEYS, "sharing_mode", "queue"]).agg(
+        pl.col("card_hours").sum(),
+        pl.col("idle_card_hours").sum(),
+        pl.col("held_idle_card_hours").sum(),
+        pl.col("cost").sum(),
+        pl.col("idle_cost").sum(),
+        (pl.col("card_hours").sum() / pl.col("held_hours").sum()).alias("share"),
+        pl.col("unit_price").mean(),
+        pl.col("discount_factor").mean(),
+    )
+
+
+
+# Workloads, not replicas ------------------------------------------------------------------------
+OWNER = "owner"
+WORKLOAD_COLUMNS = ("workload_kind", "workload")
+_POD_TEMPLATE_HASH = re.compile(r"^(?P<deployment>.+)-[a-z0-9]{5,10}$")
+"""A ReplicaSet made by a Deployment is named `<deployment>-<pod-template-hash>`."""
+_NOTEBOOK_LABELS = ("notebook-name", "jupyter.org/notebook", "notebooks.kubeflow.org/name")
+
+
+def _labels(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def owner_of(
+    owner_kind: str | None, owner_name: str | None, labels: dict[str, str], pod: str
+) -> tuple[str, str]:
+    """(workload kind, workload name) of a pod from its controller reference and labels:
+    Deployment (through its ReplicaSet), StatefulSet, Job, notebook (a notebook server, whatever
+    controls it), else the pod itself (kind `Pod`)."""
+    for key in _NOTEBOOK_LABELS:
+        if labels.get(key):
+            return "notebook", labels[key]
+    if labels.get("app") == "notebook" or labels.get("app.kubernetes.io/component") == "notebook":
+        return "notebook", owner_name or pod
+    if owner_kind == "ReplicaSet" and owner_name:
+        match = _POD_TEMPLATE_HASH.match(owner_name)
+        return "Deployment", match.group("deployment") if match else owner_name
+    if owner_kind and owner_name:
+        return owner_kind, owner_name
+    return "Pod", pod
+
+
+def pod_workloads(wh: Warehouse, by: str = OWNER) -> pl.DataFrame:
+    """namespace, pod → workload_kind, workload (the grouping `--by owner` or `--by
+    label:<key>` names; a pod without the label is its own workload)."""
+    check_workload_by(by)
+    pods = wh.query(
+        "SELECT namespace, pod, arg_max(owner_kind, end_ts) AS owner_kind, "
+        "arg_max(owner_name, end_ts) AS owner_name, "
+        "CAST(arg_max(labels, end_ts) AS VARCHAR) AS labels FROM pods GROUP BY namespace, pod"
+    )
+    rows = []
+    for ns, pod, kind, name, labels in pods.iter_rows():
+        tags = _labels(labels)
+        if by == OWNER:
+            wkind, workload = owner_of(kind, name, tags, pod)
+        else:
+            key = by.removeprefix("label:")
+            wkind, workload = (by, tags[key]) if tags.get(key) else ("Pod", pod)
+        rows.append({"namespace": ns, "pod": pod, "workload_kind": wkind, "workload": workload})
+    schema = {"namespace": pl.String, "pod": pl.String, "workload_kind": pl.String, "workload": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def check_workload_by(by: str, also: tuple[str, ...] = ()) -> None:
+    """`owner`, `label:<key>` or one of `also` (groupings only the calling command has);
+    anything else is one clear line that lists every accepted value."""
+    if by == OWNER or by in also or (by.startswith("label:") and len(by) > len("label:")):
+        return
+    accepted = ", ".join(repr(v) for v in (OWNER, *also))
+    raise InputError(f"--by {by!r}: expected {accepted} or 'label:<key>' (e.g. label:app)")
+
+
+def attach_workloads(frame: pl.DataFrame, workloads: pl.DataFrame) -> pl.DataFrame:
+    """`frame` (with namespace, pod) plus its workload; pods the inventory lacks are their own."""
+    out = frame.join(workloads, on=["namespace", "pod"], how="left")
+    return out.with_columns(
+        pl.col("workload_kind").fill_null("Pod"),
+        pl.coalesce(pl.col("workload"), pl.col("pod"), pl.lit("-")).alias("workload"),
+    )
+
+
+def filter_scope(frame: pl.DataFrame, team: str | None = None, namespace: str | None = None) -> pl.DataFrame:
+    """The rows of one team and/or namespace (`--team`, `--namespace`)."""
+    if team is not None:
+        frame = frame.filter(pl.col("team") == team)
+    if namespace is not None:
+        frame = frame.filter(pl.col("namespace") == namespace)
+    return frame
+
+
+def regroup_lines(lines: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """Bill lines summed to coarser dimensions `by` (team first). Summing whole-cent lines keeps
+    whole cents, so the regrouped lines still add up to the same totals to the cent."""
+    from gpuledger.analytics.billing.lines import FLAG_HOURS, HOURS, LINE_VALUES
+
+    sums = [c for c in (*LINE_VALUES, *FLAG_HOURS) if c in lines.columns]
+    out = lines.group_by(list(by), maintain_order=True).agg([pl.col(c).sum() for c in sums])
+    if "unpriced" in lines.columns:
+        out = out.with_columns((pl.col("unpriced_card_hours") > 0).alias("unpriced"))
+    return out.with_columns([pl.col(c).round(2) for c in sums if c not in HOURS])  # float noise
+
+
+def lines_by_workload(lines: pl.DataFrame, workloads: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+    """Bill lines (computed with namespace and pod) per workload: `by` plus `workload_kind` and
+    `workload`. Special lines (no pod) keep null workload columns."""
+    joined = lines.join(workloads, on=["namespace", "pod"], how="left")
+    joined = joined.with_columns(
+        pl.when(pl.col("pod").is_not_null()).then(pl.col("workload_kind").fill_null("Pod"))
+        .alias("workload_kind"),
+        pl.when(pl.col("pod").is_not_null()).then(pl.coalesce("workload", "pod")).alias("workload"),
+    )
+    return regroup_lines(joined, [*by, "workload_kind", "workload"])

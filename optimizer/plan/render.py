@@ -1,0 +1,276 @@
+"""Plans as people read them: a diff table for the terminal, or the stable JSON.
+
+The table shows what changes (per node: each GPU's layout before → after and the pods to evict;
+per ClusterQueue: each quota old → new), the expected effect, the solver's status and the
+baselines beside ours. The JSON is `Plan.to_json_dict()` plus the stored status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from gpuledger.optimizer.plan.contract import Effect, MigChanges, Plan, QuotaChanges
+from gpuledger.optimizer.plan.evaluation import Evaluation
+from gpuledger.optimizer.plan.store import PlanRecord
+
+_EFFECT_LABELS: tuple[tuple[str, str], ...] = (
+    ("gpus_used_before", "GPUs used before"),
+    ("gpus_used_after", "GPUs used after"),
+    ("gpus_freed", "GPUs freed"),
+    ("slice_lower_bound", "slice lower bound (GPUs)"),
+    ("gpus_changed", "GPUs changed"),
+    ("pods_evicted", "pods evicted"),
+    ("serving_pods_evicted", "of them serving (Deployments, StatefulSets)"),
+    ("slices_stranded_before", "stranded slices before"),
+    ("slices_stranded_after", "stranded slices after"),
+    ("unmet_instances", "unmet instances"),
+    ("unmet_slices", "unmet compute slices"),
+    ("spare_instances", "instances nobody asked for"),
+    ("spare_slices", "slices in instances nobody asked for"),
+    ("pending_gpu_minutes_before", "pending GPU-minutes before"),
+    ("pending_gpu_minutes_after", "pending GPU-minutes after"),
+    ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before"),
+    ("idle_quota_gpu_minutes_after", "idle quota GPU-minutes after"),
+    ("monthly_cost_saving", "monthly cost saving"),
+)
+
+
+def duration_text(span: timedelta) -> str:
+    """`7d`, `36h`, `90m`: the way durations are written on the command line."""
+    seconds = int(span.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0 and seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """A plain left-aligned text table (numbers right-aligned)."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [len(h) for h in header]
+    for row in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    numeric = [
+        all(isinstance(row[i], int | float) or row[i] is None for row in rows) and bool(rows)
+        for i in range(len(header))
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out = [line(list(header)), line(["-" * w for w in widths])]
+    out.extend(line(row) for row in cells)
+    return "\n".join(out)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) >= 100 or value != int(value) else f"{value:g}"
+    return str(value)
+
+
+def render_effect(effect: Effect) -> str:
+    rows = []
+    for key, label in _EFFECT_LABELS:
+        value = getattr(effect, key)
+        if value is None:
+            continue
+        if key == "monthly_cost_saving":
+            rows.append((label, f"{value:,.2f} {effect.currency or ''}".strip()))
+        else:
+            rows.append((label, value))
+    return table(rows, ("effect", "value"))
+
+
+def render_plan(plan: Plan, status: str | None = None) -> str:
+    """The readable diff of one plan."""
+    head = [
+        f"plan {plan.id}  ({plan.kind}{', ' + status if status else ''})",
+        f"created {plan.created_at.isoformat()}  fingerprint {plan.fingerprint}",
+        f"solver {plan.solver.solver}: {plan.solver.status} in {plan.solver.wall_s:.2f}s "
+        f"(limit {plan.solver.time_limit_s:g}s)",
+    ]
+    head.extend(f"input {k}: {v}" for k, v in sorted(plan.inputs.items()))
+    head.extend(f"warning: {w}" for w in plan.warnings)
+    parts = ["\n".join(head)]
+    if plan.evaluation is not None:
+        parts.append(render_evaluation(plan.evaluation))
+    parts.append(_KINDS[plan.kind].render(plan.changes))
+    parts.append(render_effect(plan.effect))
+    if plan.baselines:
+        parts.append(render_baselines(plan))
+    if plan.solver.stages:
+        parts.append(table(
+            [(s.name, s.status, s.objective, s.bound, round(s.wall_s, 3)) for s in plan.solver.stages],
+            ("stage", "status", "objective", "bound", "seconds"),
+        ))
+    return "\n\n".join(parts)
+
+
+def render_evaluation(e: Evaluation) -> str:
+    """The headline a reviewer can check, the verdict, winners and losers, and each origin."""
+    verdict = ("proposed: " if e.verdict == "propose" else "proposes nothing: ") + e.reason
+    lines = [f"expected effect ({e.method}):", f"  {e.headline}",
+             f"  worst queue's pending rise: {e.max_rise_share:+.1%} of its demand "
+             f"(bound {e.rise_bound:.0%})", f"  {verdict}"]
+    teams = table(
+        [(t.team, f"{t.gpus_before:g} → {t.gpus_after:g}", f"{t.gpus_after - t.gpus_before:+g}",
+          f"{t.floor_gpus:g}", f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
+          f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand")
+         for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team))],
+        ("team", "GPUs", "change", "floor", "pending GPU-min (held out)", "of its demand"),
+    )
+    parts = ["\n".join(lines), teams]
+    if e.origins:
+        parts.append(table(
+            [(f"{o.start:%Y-%m-%d %H:%M}", f"{o.end:%Y-%m-%d %H:%M}", f"{o.fit_days:g}",
+              f"{o.pending_before:,.0f}", f"{o.pending_after:,.0f}",
+              "n/a" if o.reduction is None else f"{-o.reduction:+.1%}") for o in e.origins],
+            ("held out from", "to", "fit days", "pending before", "pending after", "change"),
+        ))
+    return "\n\n".join(parts)
+
+
+def eviction_rows(plan: Plan) -> list[dict[str, Any]]:
+    """The pods a MIG plan evicts, one row each (node, GPU, pod, profile, serving, evictable):
+    for a page's table (the Plans page can show it beside the layout diff) and for `--json`."""
+    if not isinstance(plan.changes, MigChanges):
+        return []
+    return [
+        {"node": node.node, "gpu": pod.gpu_index, "pod": f"{pod.namespace}/{pod.pod}",
+         "profile": pod.profile or "whole GPU", "serving": pod.serving, "evictable": pod.evictable}
+        for node in plan.changes.nodes for pod in node.pods_to_evict
+    ]
+
+
+def _render_mig(changes: Any) -> str:
+    assert isinstance(changes, MigChanges)
+    if not changes.nodes:
+        return "no MIG changes: the current layouts are already optimal"
+    rows: list[tuple[Any, ...]] = []
+    for node in changes.nodes:
+        evict: dict[int, list[str]] = {}
+        for pod in node.pods_to_evict:
+            mark = " (serving)" if pod.serving else ""
+            evict.setdefault(pod.gpu_index, []).append(f"{pod.namespace}/{pod.pod}{mark}")
+        for change in node.gpus_changed:
+            rows.append((
+                node.node, node.mig_config, change.index, change.before.label(), change.after.label(),
+                ", ".join(evict.get(change.index, [])) or "-",
+            ))
+    return table(rows, ("node", "nvidia.com/mig.config", "gpu", "before", "after", "pods to evict"))
+
+
+def _render_quota(changes: Any) -> str:
+    assert isinstance(changes, QuotaChanges)
+    rows = [
+        (
+            q.cluster_queue, q.cohort or "-", q.flavor, q.resource,
+            f"{_cell(q.old_nominal)} → {_cell(q.new_nominal)}",
+            f"{_cell(q.old_borrowing_limit)} → {_cell(q.new_borrowing_limit)}",
+            f"{_cell(q.old_lending_limit)} → {_cell(q.new_lending_limit)}",
+        )
+        for q in changes.quotas if q.changed
+    ]
+    if not rows:
+        return "no quota changes: the current quotas are already optimal"
+    return table(rows, ("cluster queue", "cohort", "flavor", "resource", "nominal", "borrowing", "lending"))
+
+
+def render_baselines(plan: Plan) -> str:
+    keys = sorted({k for b in plan.baselines for k in b.figures})
+    ours = plan.effect.model_dump()
+    rows: list[tuple[Any, ...]] = [("this plan", *(_ours(ours, k) for k in keys), "")]
+    rows.extend((b.name, *(b.figures.get(k) for k in keys), b.note) for b in plan.baselines)
+    return table(rows, ("method", *keys, "note"))
+
+
+def _ours(effect: dict[str, Any], key: str) -> Any:
+    return effect.get(key)
+
+
+def render_list(records: Sequence[PlanRecord]) -> str:
+    if not records:
+        return "no plans stored"
+    rows = [
+        (
+            r.plan.id, r.plan.kind, r.status, r.plan.created_at.strftime("%Y-%m-%d %H:%M"),
+            _summary(r.plan),
+        )
+        for r in records
+    ]
+    return table(rows, ("id", "kind", "status", "created (UTC)", "summary"))
+
+
+def _summary(plan: Plan) -> str:
+    return _KINDS[plan.kind].summary(plan)
+
+
+def _mig_summary(plan: Plan) -> str:
+    changes, e = plan.changes, plan.effect
+    assert isinstance(changes, MigChanges)
+    return f"{len(changes.nodes)} nodes, {e.gpus_changed or 0} GPUs changed, {e.gpus_freed or 0} freed"
+
+
+def _quota_summary(plan: Plan) -> str:
+    changes = plan.changes
+    assert isinstance(changes, QuotaChanges)
+    changed = sum(q.changed for q in changes.quotas)
+    text = f"{changed} quotas changed in {len(changes.cluster_queues)} cluster queues"
+    e = plan.evaluation
+    if e is not None and e.origins:
+        cut = e.reduction
+        text += f"; held out: pending {e.pending_before:,.0f} → {e.pending_after:,.0f}" + (
+            f" ({-cut:+.1%})" if cut is not None else "")
+    return text
+
+
+@dataclass(frozen=True)
+class _KindView:
+    """How one plan kind is shown: its changes as a table, and its one-line summary."""
+
+    render: Callable[[Any], str]
+    summary: Callable[[Plan], str]
+
+
+_KINDS: dict[str, _KindView] = {
+    "mig": _KindView(_render_mig, _mig_summary),
+    "quota": _KindView(_render_quota, _quota_summary),
+}
+"""One entry per plan kind (a new kind adds its entry here, not a branch in each function)."""
+
+
+def plan_json(record_or_plan: PlanRecord | Plan) -> str:
+    """JSON for one plan; a stored record adds `status`, `updated_at` and `progress`."""
+    if isinstance(record_or_plan, PlanRecord):
+        body = record_or_plan.plan.to_json_dict()
+        body["status"] = record_or_plan.status
+        body["updated_at"] = record_or_plan.updated_at.isoformat()
+        body["progress"] = record_or_plan.progress
+    else:
+        body = record_or_plan.to_json_dict()
+    return json.dumps(body, indent=2)
+
+
+def list_json(records: Sequence[PlanRecord]) -> str:
+    return json.dumps(
+        [
+            {
+                "id": r.plan.id, "kind": r.plan.kind, "status": r.status,
+                "created_at": r.plan.created_at.isoformat(), "updated_at": r.updated_at.isoformat(),
+                "fingerprint": r.plan.fingerprint, "summary": _summary(r.plan),
+            }
+            for r in records
+        ],
+        indent=2,
+    )

@@ -1,0 +1,62 @@
+"""The optimize stage's part of the queue-system seam: a `QuotaReader` per queue system.
+
+Why: the quota planner (forecast, CP-SAT model, replay) works on a neutral model, `QueueSpec`
+(cohort, weight, quota per flavor and resource). Everything that knows a queue system's object
+shape sits behind `QuotaReader`: turning its objects into `QueueSpec`s, finding its queues'
+teams and mean pod size in the warehouse, hashing the state a plan was computed from, and
+writing the planned numbers back into a whole new object body. Kueue
+(`optimizer.quota.queues.kueue`) is the first implementation; another system is one more module here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, Registry
+
+if TYPE_CHECKING:
+    from gpuledger.optimizer.quota.spec import QueueSpec, Quota
+    from gpuledger.warehouse import Warehouse
+
+
+class QuotaReader(Protocol):
+    """How the quota optimizer reads (and re-writes, as plan data) one queue system's quotas."""
+
+    name: str
+    object_kind: str
+    """The kind of the quota-holding object (stored in table `queues`, named in plans)."""
+    file_key: str
+    """The key of the list of such objects in a `--queues` file."""
+
+    def queue_from_object(self, obj: Mapping[str, Any], where: str,
+                          dra: Collection[str] = ()) -> QueueSpec:
+        """One object (or a mapping with `name` and `spec`) → `QueueSpec`; `InputError` if bad.
+        `dra`: the DRA quota resource names planned besides GPUs (systems without any ignore it)."""
+        ...
+
+    def queue_teams(self, wh: Warehouse) -> dict[str, str]:
+        """Queue → its one owning team, from the warehouse's inventory."""
+        ...
+
+    def mean_request(self, wh: Warehouse) -> dict[str, float]:
+        """Queue → mean planned-resource request per pod submitted to it."""
+        ...
+
+    def observed_state(self, queue: QueueSpec) -> dict[str, Any]:
+        """The part of the object a plan depends on (its hash is the plan's staleness check)."""
+        ...
+
+    def rewrite(
+        self, queue: QueueSpec, quotas: Mapping[tuple[str, str], Quota],
+    ) -> tuple[dict[str, Any], ...]:
+        """The object's quota body with the planned numbers of (flavor, resource) set."""
+        ...
+
+
+READERS: Registry[QuotaReader] = Registry("optimize", __name__)
+
+
+def quota_reader(name: str = DEFAULT_QUEUE_SYSTEM) -> QuotaReader:
+    """The optimize stage's part of queue system `name`."""
+    return READERS.get(name)
