@@ -187,6 +187,11 @@ class IdleSettings(_Section):
         default=1024, ge=0, le=10_000_000,
         description="Idle time is 'held idle' when framebuffer use averages at least this much.",
     )
+    activity: Literal["gr_engine_active", "gpu_util"] = Field(
+        default="gr_engine_active",
+        description="Which DCGM field says how busy a card is: GR_ENGINE_ACTIVE (else GPU_UTIL "
+        "where the exporter has no profiling fields), or GPU_UTIL only (core.rules).",
+    )
 
 
 class RoleBinding(_Section):

@@ -1,0 +1,210 @@
+"""THE rules a stored fact is computed under, typed and fingerprinted (docs/decisions/0147).
+
+Why: the warehouse stores computed facts (the hourly roll-up, allocations, serving results, lake
+partitions, statements). A fact computed under one idle threshold and read back under another
+is wrong twice: the number is stale and the label (the bill prints today's settings) lies. So
+every rule a stored fact depends on is gathered here, once, from `Settings`, and hashed into a
+fingerprint the writer stores beside the fact and the reader compares with today's.
+
+Three parts, by where they act:
+
+- `SamplingRules`: how the sample pass turns raw samples into held, active and idle time
+  (`analytics.sampling`): the activity rule, the idle threshold and minimum run, the
+  held-idle framebuffer floor, the gap tolerance, the staleness bound, the fallback spacing
+  and the hole rule. Baked into `card_hours_hourly` and `allocations`.
+- `ShareRules`: what fraction of a card a holder pays (`analytics.devices`): the MIG share
+  basis. Baked into `card_hours_hourly.card_hours`.
+- `PricingRules`: applied when a bill is priced, never stored in the roll-up: the sharing
+  discounts, the billing basis per pool and the redistribution of unallocated capacity.
+  Stored with whatever a bill becomes (statements, lake partitions, serving results).
+
+`rollup_fingerprint` covers the first two (what the roll-up depends on), `fingerprint` all
+three. A rule whose *code* changes (not its setting) bumps its version string here
+(`ACTIVITY_RULE_VERSION`, `HOLE_RULE`, `SHARE_RULE_VERSION`), so facts computed by older code
+are recognised as computed under other rules too.
+
+Pure Python, nothing heavy: the CLI builds `Rules.of(settings)` at the edge and hands it down.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from gpuledger.core.config import Settings
+
+_US = 1_000_000
+
+ActivitySource = Literal["gr_engine_active", "gpu_util"]
+"""`gr_engine_active`: DCGM's GR_ENGINE_ACTIVE, else GPU_UTIL / 100 (the default, `core.activity`);
+`gpu_util`: GPU_UTIL / 100 only (fleets whose profiling counters are off or unreliable)."""
+
+ACTIVITY_RULE_VERSION = "1"
+"""Bumped when `core.activity`'s rule changes in code (what counts as a reading, the fallback)."""
+
+HOLE_RULE = "card-next-scrape-v1"
+"""How a scrape hole is split between the rows around it (the sampling model, decision 0051
+rule 5 and 0060): a row stands until the card's next scrape within the gap tolerance. Renamed
+when the rule changes, so roll-ups computed under the old rule are known as such."""
+
+SHARE_RULE_VERSION = "1"
+"""Bumped when the share code (`analytics.devices`) changes what a holder pays."""
+
+STALENESS_US = 300 * _US
+"""How long a reading stands for a field that later rows miss: Prometheus' default lookback
+delta (`--query.lookback-delta`, 5 minutes), the bound a query engine itself applies."""
+
+FALLBACK_SPACING_US = 60 * _US
+"""The spacing assumed where the read window holds no spacing at all (a lone sample in the
+whole fleet): Prometheus' default `scrape_interval`, 1 minute."""
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingRules:
+    """How raw samples become held, active and idle time; durations in microseconds.
+
+    None of them is the collection step: how long a sample stands for comes from the data.
+    """
+
+    idle_threshold: float
+    idle_min_us: int
+    held_fb_mib: float
+    gap_tolerance_us: int
+    activity: ActivitySource = "gr_engine_active"
+    activity_version: str = ACTIVITY_RULE_VERSION
+    staleness_us: int = STALENESS_US
+    fallback_spacing_us: int = FALLBACK_SPACING_US
+    hole_rule: str = HOLE_RULE
+
+    @classmethod
+    def of(cls, settings: Settings) -> SamplingRules:
+        idle = settings.idle
+        return cls(
+            idle_threshold=idle.threshold,
+            idle_min_us=idle.min_minutes * 60 * _US,
+            held_fb_mib=idle.held_fb_mib,
+            gap_tolerance_us=int(idle.gap_tolerance_s * _US),
+            activity=idle.activity,
+        )
+
+    @property
+    def margin(self) -> timedelta:
+        """Context read on each side of a window: enough to judge runs and gaps at its edges."""
+        widest = max(self.idle_min_us, self.gap_tolerance_us, self.staleness_us)
+        return timedelta(microseconds=widest + 2 * self.staleness_us)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRules:
+    """What fraction of a card a holder pays (`analytics.devices`)."""
+
+    mig_share_basis: Literal["compute", "memory", "max_normalized"] = "compute"
+    version: str = SHARE_RULE_VERSION
+
+    @classmethod
+    def of(cls, settings: Settings) -> ShareRules:
+        return cls(mig_share_basis=settings.sharing.mig_share_basis)
+
+
+@dataclass(frozen=True, slots=True)
+class PricingRules:
+    """What a bill applies when it prices card-hours (never stored in the roll-up)."""
+
+    discounts: tuple[tuple[str, float], ...] = ()
+    billing_basis: str = "allocation"
+    pool_billing_basis: tuple[tuple[str, str], ...] = ()
+    redistribution: str = "none"
+
+    @classmethod
+    def of(cls, settings: Settings) -> PricingRules:
+        sharing = settings.sharing
+        return cls(
+            discounts=tuple(sorted((str(k), float(v)) for k, v in sharing.discounts.items())),
+            billing_basis=sharing.billing_basis,
+            pool_billing_basis=tuple(sorted(sharing.pool_billing_basis.items())),
+            redistribution=settings.idle.unallocated_redistribution,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """Everything a stored derived fact depends on (module docstring)."""
+
+    sampling: SamplingRules
+    shares: ShareRules = field(default_factory=ShareRules)
+    pricing: PricingRules = field(default_factory=PricingRules)
+
+    @classmethod
+    def of(cls, settings: Settings) -> Rules:
+        return cls(SamplingRules.of(settings), ShareRules.of(settings), PricingRules.of(settings))
+
+    # Fingerprints -------------------------------------------------------------------------
+
+    @property
+    def rollup_fingerprint(self) -> str:
+        """What `card_hours_hourly` and `allocations` depend on: sampling and share rules."""
+        return _digest({"sampling": asdict(self.sampling), "shares": asdict(self.shares)})
+
+    @property
+    def fingerprint(self) -> str:
+        """Every rule, pricing included: what a priced fact (a bill, a statement) depends on."""
+        return _digest(self.to_dict())
+
+    # Stored form --------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sampling": asdict(self.sampling),
+            "shares": asdict(self.shares),
+            "pricing": {
+                "discounts": dict(self.pricing.discounts),
+                "billing_basis": self.pricing.billing_basis,
+                "pool_billing_basis": dict(self.pricing.pool_billing_basis),
+                "redistribution": self.pricing.redistribution,
+            },
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Rules:
+        """The inverse of `to_dict` (unknown keys are refused: a stored set is ours)."""
+        pricing = data.get("pricing", {})
+        return cls(
+            sampling=SamplingRules(**data["sampling"]),
+            shares=ShareRules(**data.get("shares", {})),
+            pricing=PricingRules(
+                discounts=tuple(sorted((str(k), float(v)) for k, v in pricing.get("discounts", {}).items())),
+                billing_basis=pricing.get("billing_basis", "allocation"),
+                pool_billing_basis=tuple(sorted(pricing.get("pool_billing_basis", {}).items())),
+                redistribution=pricing.get("redistribution", "none"),
+            ),
+        )
+
+    # For people ---------------------------------------------------------------------------
+
+    def describe_rollup(self) -> str:
+        """The roll-up's rules in one short line, e.g. `idle < 5% for >= 30 min, …`."""
+        s = self.sampling
+        activity = "GR_ENGINE_ACTIVE else GPU_UTIL" if s.activity == "gr_engine_active" else "GPU_UTIL"
+        return (
+            f"idle < {s.idle_threshold:.0%} for >= {s.idle_min_us // (60 * _US)} min, "
+            f"held >= {s.held_fb_mib:g} MiB, activity {activity}, "
+            f"MIG share by {self.shares.mig_share_basis}"
+        )
+
+    def describe(self) -> str:
+        """All rules in one line (the roll-up's, then the discounts and billing basis)."""
+        discounts = ", ".join(f"{mode} {factor:g}" for mode, factor in self.pricing.discounts)
+        billed = self.pricing.billing_basis
+        return f"{self.describe_rollup()}; discounts {discounts or 'none'}; billed by {billed}"
+
+
+def _digest(value: dict[str, Any]) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
