@@ -54,6 +54,10 @@ def load_yaml_file(path: Path, *, what: str, error: type[GpuledgerError] = Input
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         problem = _one_line(getattr(exc, "problem", None) or exc)
+        if "maximum nesting depth" in problem:
+            # libyaml >= 0.2.6 (PyYAML 6.0.4's wheels) stops deep flow collections itself,
+            # before our event walk sees them: one wording for both limits.
+            problem = f"nested deeper than {MAX_DEPTH} levels"
         raise error(f"{path}:{where} not valid YAML ({problem})") from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. a date like 2026-02-30
         raise error(f"{path}: not valid YAML ({_one_line(exc)})") from None

@@ -58,8 +58,10 @@ A100 = "A100-80GB"
 
 
 def run(fleet, demand, spare: bool = False, **options) -> Plan:
+    """Plan with a generous limit: these tests check what a plan says, not how fast it is found
+    (a 10 s limit ran out on a CI machine at load 6; speed is measured in bench/)."""
     settings = Settings.model_validate({"plans": {"spare_instances": spare}})
-    return plan_mig(fleet, demand, MigOptions(time_limit_s=options.pop("time_limit_s", 10), **options),
+    return plan_mig(fleet, demand, MigOptions(time_limit_s=options.pop("time_limit_s", 120), **options),
                     settings, NOW)
 
 
