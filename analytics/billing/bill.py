@@ -70,6 +70,7 @@ from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError, InputError
 from gpuledger.core.period import Period
 from gpuledger.core.pricing import PriceBook
+from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import newest_sample
@@ -126,6 +127,8 @@ class Bill:
     """The newest GPU sample (or roll-up hour end) before the window's end: data as of."""
     # GPU-hours lost to preemption, thereof (analytics.billing.preemption)
     preemption: pl.DataFrame | None = None
+    rules: Rules | None = None
+    """The rules the bill's numbers were computed under (`core.rules`): what its labels say."""
 
     @property
     def period(self) -> str:
@@ -162,7 +165,16 @@ class Bill:
             "replicas_unknown_nodes": list(self.replicas_unknown_nodes),
             "newest_sample": _iso(self.newest_sample) if self.newest_sample else None,
             "preemption": preemption.lines_json(self.preemption) if self.preemption is not None else [],
+            "rules": _rules_json(self.rules),
         }
+
+
+def _rules_json(rules: Rules | None) -> dict[str, Any] | None:
+    """The bill's rules as its JSON states them: both fingerprints and the rule values."""
+    if rules is None:
+        return None
+    return {"fingerprint": rules.fingerprint, "rollup_fingerprint": rules.rollup_fingerprint,
+            **rules.to_dict()}
 
 
 def _iso(moment: Any) -> str:
@@ -230,7 +242,8 @@ def compute_bill(
         unallocated=unallocated_summary(unallocated), unattributed_namespaces=unattributed,
         redistribution=settings.idle.unallocated_redistribution,
         price_book_version=book.version, mig_share_basis=settings.sharing.mig_share_basis,
-        source=used_source, **_facts(wh, window, gpus, book, models, settings=settings),
+        source=used_source, rules=Rules.of(settings),
+        **_facts(wh, window, gpus, book, models, settings=settings),
     )
     check_conservation(bill)
     return bill
