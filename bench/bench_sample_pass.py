@@ -25,8 +25,9 @@ from polars.testing import assert_frame_equal
 
 from bench import sampling_sql_before as before
 from bench.common import write_result
-from gpuledger.analytics.sampling import sweep
-from gpuledger.analytics.sampling.model import SampleRules, params
+from bench.sampling_params import params
+from gpuledger.analytics.sampling import results, sweep
+from gpuledger.core.rules import SamplingRules
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -48,11 +49,12 @@ def _equal(new: pl.DataFrame, old: pl.DataFrame, first: str) -> dict[str, Any]:
 
 def compare(wh: Warehouse, window: Window) -> dict[str, Any]:
     """New vs old on one window: rows compared, seconds of each."""
-    p = params(window, SampleRules.of(Settings()))
+    rules = SamplingRules.of(Settings())
+    p = params(window, rules)
     t = time.perf_counter()
-    pieces = sweep.run(wh, p)
-    new = {"hourly": sweep.hourly(pieces), "allocations": sweep.allocations(pieces),
-           "idle_runs": sweep.idle_runs(pieces)}
+    pieces = sweep.run(wh, window, rules)
+    new = {"hourly": results.hourly(pieces), "allocations": results.allocations(pieces),
+           "idle_runs": results.idle_pieces(pieces)}
     new_s = time.perf_counter() - t
     t = time.perf_counter()
     old = {"hourly": wh.query(before.HOURLY_SQL, p), "allocations": wh.query(before.ALLOCATIONS_SQL, p),

@@ -163,19 +163,21 @@ def _before_0122(wh: Warehouse, window: Window, settings: Any) -> dict[str, pl.D
     """`rollup.rollup_frames` as it was before decision 0122: the same consumers over the SQL
     pass (`bench.sampling_sql_before`, one statement for hourly + allocations, decision 0072)."""
     from bench.sampling_sql_before import one_pass_sql
-    from gpuledger.analytics.sampling.model import SampleRules, params
+    from bench.sampling_params import params
     from gpuledger.analytics.usage.hourly import hourly_usage
     from gpuledger.analytics.usage.rollup import allocations_frame
+    from gpuledger.core.rules import Rules
 
-    both = wh.query(one_pass_sql(), params(window, SampleRules.of(settings)))
+    rules = Rules.of(settings)
+    both = wh.query(one_pass_sql(), params(window, rules.sampling))
     ts = [pl.col(c).cast(pl.Int64).cast(pl.Datetime("us", "UTC")) for c in ("hour", "start_us", "end_us")]
     held = both.filter(pl.col("part") == "hourly").select(_HOURLY_OUT).with_columns(ts[0])
     held = held.rename({"hour": "ts"})
     runs = both.filter(pl.col("part") == "alloc").select(_ALLOC_OUT).with_columns(ts[1:])
     runs = runs.rename({"start_us": "start_ts", "end_us": "end_ts"}).sort(
         ["start_ts", "uuid", "gpu_i_id", "vgpu"], nulls_last=True)
-    hourly = hourly_usage(wh, window, settings, held)
-    allocations = allocations_frame(wh, window, settings, hourly, runs)
+    hourly = hourly_usage(wh, window, rules, held)
+    allocations = allocations_frame(wh, window, rules, hourly, runs)
     return {"card_hours_hourly": hourly, "allocations": allocations}
 
 
@@ -190,7 +192,8 @@ def same_frames(ours: dict[str, pl.DataFrame], before: dict[str, pl.DataFrame]) 
     from polars.testing import assert_frame_equal
 
     out: dict[str, Any] = {}
-    for name, frame in ours.items():
+    for name in before:  # ours also holds the stamps (`rollup_hours`, `rule_sets`, 0147)
+        frame = ours[name]
         keys = [c for c in ("ts", "uuid", "gpu_i_id", "vgpu", "namespace", "pod") if c in frame.columns]
         a, b = frame.sort(keys, nulls_last=True), before[name].sort(keys, nulls_last=True)
         exact = [c for c in a.columns if c != "active_ratio"]
@@ -219,12 +222,13 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
     then one hour alone both ways (the cost of rolling up as an hour arrives)."""
     from gpuledger.analytics.usage.rollup import rollup_batch, rollup_frames
     from gpuledger.core.config import Settings
+    from gpuledger.core.rules import Rules
 
     settings = Settings()
     ways = {
         "floor": lambda wh, w: wh.query(FLOOR_ROLLUP_SQL, [w.start, w.end]),
         "before_0122": lambda wh, w: _before_0122(wh, w, settings),
-        "ours": lambda wh, w: rollup_frames(wh, w, settings),
+        "ours": lambda wh, w: rollup_frames(wh, w, Rules.of(settings)),
     }
     children = {"main": main_tree, "ours_fresh": Path(__file__).resolve().parent.parent} if main_tree else {}
     wall = {k: float("inf") for k in (*ways, *children)}
@@ -243,11 +247,12 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
         same = same_frames(results["ours"], results["before_0122"])
         if main_tree:
             ours_rows = {k: v.height for k, v in results["ours"].items()}
-            for name in children:
-                assert results[name]["rows"] == ours_rows, (name, results[name]["rows"], ours_rows)
+            for name in children:  # the tables both trees write (main's may lack the stamps, 0147)
+                rows = results[name]["rows"]
+                assert rows == {k: ours_rows[k] for k in rows}, (name, rows, ours_rows)
         middle = window.start + timedelta(hours=int(window.duration.total_seconds() // 7200))
         hour = Window(middle, middle + timedelta(hours=1))
-        hour_ours, hour_s, hour_cpu = _clock(lambda: rollup_frames(wh, hour, settings))
+        hour_ours, hour_s, hour_cpu = _clock(lambda: rollup_frames(wh, hour, Rules.of(settings)))
         hour_before, before_hour_s, before_hour_cpu = _clock(lambda: _before_0122(wh, hour, settings))
         same_hour = same_frames(hour_ours, hour_before)
     with Warehouse.open(path) as wh:

@@ -17,7 +17,7 @@ from gpuledger.core.window import Window
 _MAIN_CHILD = """
 import json, sys, time
 from datetime import datetime
-from gpuledger.analytics.usage.rollup import rollup_frames
+from gpuledger.analytics.usage.rollup import rollup_batch
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -26,7 +26,7 @@ best = {"wall": float("inf"), "cpu": float("inf")}
 with Warehouse.open(sys.argv[1], read_only=True) as wh:
     for _ in range(2):  # warm like ours, which the parent process has run before
         wall, cpu = time.perf_counter(), time.process_time()
-        frames = rollup_frames(wh, window, Settings())
+        frames = rollup_batch(wh, window, Settings()).frames  # one signature in every tree
         best["wall"] = min(best["wall"], time.perf_counter() - wall)
         best["cpu"] = min(best["cpu"], time.process_time() - cpu)
 print(json.dumps({**best, "rows": {k: v.height for k, v in frames.items()}}))
@@ -35,7 +35,7 @@ print(json.dumps({**best, "rows": {k: v.height for k, v in frames.items()}}))
 
 def main_pass(tree: Path | None, path: Path, window: Window) -> dict[str, Any] | None:
     """The roll-up by the code of `tree` on the same file, in a fresh child process (its own
-    imports; wall and CPU of `rollup_frames` alone, read-only beside ours): main's pass, and ours
+    imports; wall and CPU of the roll-up's frames alone, read-only beside ours): main's pass, and ours
     the same way (`ours_fresh`), so the two compare like for like (the parent process simulated,
     loaded and ran the SQL pass before its own `ours`)."""
     if tree is None:

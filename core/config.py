@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
 )
 
+from gpuledger.core.activity import ActivitySource
 from gpuledger.core.config_advice import AdviceSettings
 from gpuledger.core.config_budgets import FinanceSettings
 from gpuledger.core.config_lake import LakeSettings
@@ -187,10 +188,11 @@ class IdleSettings(_Section):
         default=1024, ge=0, le=10_000_000,
         description="Idle time is 'held idle' when framebuffer use averages at least this much.",
     )
-    activity: Literal["gr_engine_active", "gpu_util"] = Field(
+    activity: ActivitySource = Field(
         default="gr_engine_active",
         description="Which DCGM field says how busy a card is: GR_ENGINE_ACTIVE (else GPU_UTIL "
-        "where the exporter has no profiling fields), or GPU_UTIL only (core.rules).",
+        "where the exporter has no profiling fields), or GPU_UTIL only (core.activity). Like "
+        "every idle rule, a change after a roll-up is caught by the rules fingerprint (core.rules).",
     )
 
 

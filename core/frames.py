@@ -48,6 +48,11 @@ __all__ = [  # what other modules import from here besides the declarations belo
     "WATERMARKS", "WHOLE_GPU", "Column", "LoadKind", "MergeRule", "TableSpec", "polars_schema",
 ]
 
+_RULES_DOC = (
+    "rollup fingerprint of the rules the row was computed under (`core.rules`, decision 0147; the "
+    "full rules in `rule_sets`); NULL: computed before v010, rules not recorded"
+)
+
 METRIC_COLUMNS: tuple[str, ...] = (
     "gr_engine_active", "sm_active", "gpu_util", "fb_used_mib", "fb_free_mib",
     "power_w", "tensor_active", "dram_active", "gpu_temp_c",
@@ -207,6 +212,7 @@ ALLOCATIONS = TableSpec(
         _c("sharing_mode", "VARCHAR", False),
         _c("share", "DOUBLE", False, "fraction of the card held"),
         _c("queue", "VARCHAR"),
+        _c("rules", "VARCHAR", doc=_RULES_DOC),
     ),
     key=("ts", "uuid", "gpu_i_id", "vgpu"),
     doc="Who held which device when, as half-open intervals (derived by analytics).",
@@ -234,9 +240,33 @@ CARD_HOURS_HOURLY = TableSpec(
         _c("held_idle_card_hours", "DOUBLE", False, "idle card-hours with framebuffer in use"),
         _c("active_ratio", "DOUBLE"),
         _c("fb_used_max_mib", "DOUBLE"),
+        _c("rules", "VARCHAR", doc=_RULES_DOC),
     ),
     key=("ts", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"),
     doc="Hourly roll-up of card-hours; kept after raw samples age out.",
+)
+
+ROLLUP_HOURS = TableSpec(
+    "rollup_hours", "timeseries",
+    (
+        _c("ts", TS, False, "hour start"),
+        _c("rules", "VARCHAR", False, "rollup fingerprint of the rules the hour was rolled up under"),
+    ),
+    key=("ts",),
+    doc="One row per rolled-up hour, written with its `card_hours_hourly` and `allocations` rows: "
+    "what a bill reads to learn the roll-up's rules without scanning the roll-up (0147). An hour "
+    "the roll-up holds without a row here was rolled up before rules were recorded.",
+)
+
+RULE_SETS = TableSpec(
+    "rule_sets", "dimension",
+    (
+        _c("fingerprint", "VARCHAR", False, "`core.rules.Rules.rollup_fingerprint`"),
+        _c("rules", "JSON", False, "the full rules (`Rules.to_json`), to name and describe them"),
+        _c("first_used", TS, False, "the earliest hour stored under them", merge="earliest"),
+    ),
+    key=("fingerprint",),
+    doc="Every rule set a stored fact was computed under, by fingerprint.",
 )
 
 QUEUES = TableSpec(
@@ -267,7 +297,7 @@ TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in (
         GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NAMESPACES, MIG_INSTANCES, PODS,
-        ALLOCATIONS, CARD_HOURS_HOURLY, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG, WATERMARKS,
+        ALLOCATIONS, CARD_HOURS_HOURLY, ROLLUP_HOURS, RULE_SETS, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG, WATERMARKS,
         REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS, *DRA_TABLES, POD_PRIORITIES, PREEMPTIONS,
     )
 }

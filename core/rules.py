@@ -34,14 +34,18 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from gpuledger.core import activity as activity_rule
+from gpuledger.core.activity import ActivitySource
+
 if TYPE_CHECKING:
     from gpuledger.core.config import Settings
 
-_US = 1_000_000
+__all__ = [
+    "ACTIVITY_RULE_VERSION", "FALLBACK_SPACING_US", "HOLE_RULE", "SHARE_RULE_VERSION", "STALENESS_US",
+    "ActivitySource", "PricingRules", "Rules", "SamplingRules", "ShareRules",
+]
 
-ActivitySource = Literal["gr_engine_active", "gpu_util"]
-"""`gr_engine_active`: DCGM's GR_ENGINE_ACTIVE, else GPU_UTIL / 100 (the default, `core.activity`);
-`gpu_util`: GPU_UTIL / 100 only (fleets whose profiling counters are off or unreliable)."""
+_US = 1_000_000
 
 ACTIVITY_RULE_VERSION = "1"
 """Bumped when `core.activity`'s rule changes in code (what counts as a reading, the fallback)."""
@@ -83,13 +87,19 @@ class SamplingRules:
     @classmethod
     def of(cls, settings: Settings) -> SamplingRules:
         idle = settings.idle
-        return cls(
-            idle_threshold=idle.threshold,
-            idle_min_us=idle.min_minutes * 60 * _US,
-            held_fb_mib=idle.held_fb_mib,
+        return cls(  # floats as floats: `threshold: 0` and `0.0` are one rule, one fingerprint
+            idle_threshold=float(idle.threshold),
+            idle_min_us=int(idle.min_minutes) * 60 * _US,
+            held_fb_mib=float(idle.held_fb_mib),
             gap_tolerance_us=int(idle.gap_tolerance_s * _US),
             activity=idle.activity,
         )
+
+    @property
+    def computable(self) -> bool:
+        """Whether this code computes under these rules: a set stored by code whose activity or
+        hole rule has since changed (another version string) can be read, not recomputed."""
+        return self.activity_version == ACTIVITY_RULE_VERSION and self.hole_rule == HOLE_RULE
 
     @property
     def margin(self) -> timedelta:
@@ -108,6 +118,11 @@ class ShareRules:
     @classmethod
     def of(cls, settings: Settings) -> ShareRules:
         return cls(mig_share_basis=settings.sharing.mig_share_basis)
+
+    @property
+    def computable(self) -> bool:
+        """Whether this code's share rules are these (`SamplingRules.computable`)."""
+        return self.version == SHARE_RULE_VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +157,17 @@ class Rules:
     def of(cls, settings: Settings) -> Rules:
         return cls(SamplingRules.of(settings), ShareRules.of(settings), PricingRules.of(settings))
 
+    def with_rollup_of(self, stored: Rules) -> Rules:
+        """These pricing rules over `stored`'s sampling and share rules: a roll-up billed as it
+        was computed (`bill --as-computed`) is priced by today's price rules, which are never
+        stored in it."""
+        return Rules(stored.sampling, stored.shares, self.pricing)
+
+    @property
+    def computable(self) -> bool:
+        """Whether this code can compute under these rules (both version strings are its own)."""
+        return self.sampling.computable and self.shares.computable
+
     # Fingerprints -------------------------------------------------------------------------
 
     @property
@@ -172,6 +198,11 @@ class Rules:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
+    def from_json(cls, text: str) -> Rules:
+        """The inverse of `to_json`."""
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Rules:
         """The inverse of `to_dict` (unknown keys are refused: a stored set is ours)."""
         pricing = data.get("pricing", {})
@@ -191,10 +222,10 @@ class Rules:
     def describe_rollup(self) -> str:
         """The roll-up's rules in one short line, e.g. `idle < 5% for >= 30 min, …`."""
         s = self.sampling
-        activity = "GR_ENGINE_ACTIVE else GPU_UTIL" if s.activity == "gr_engine_active" else "GPU_UTIL"
+        minutes = s.idle_min_us / (60 * _US)
         return (
-            f"idle < {s.idle_threshold:.0%} for >= {s.idle_min_us // (60 * _US)} min, "
-            f"held >= {s.held_fb_mib:g} MiB, activity {activity}, "
+            f"idle < {s.idle_threshold * 100:g}% for >= {minutes:g} min, "
+            f"held >= {s.held_fb_mib:g} MiB, {activity_rule.describe(s.activity)}, "
             f"MIG share by {self.shares.mig_share_basis}"
         )
 

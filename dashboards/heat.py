@@ -32,8 +32,9 @@ ACTIVITY_SCHEMA: dict[str, Any] = {"uuid": pl.String, "node": pl.String, "hour":
 
 def active_card_hours(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
     """Step 1: `uuid, node, hour, active_card_hours` over `window`."""
-    from gpuledger.analytics.usage.daily import rollup_span
     from gpuledger.analytics.usage.hourly import hourly_usage
+    from gpuledger.analytics.usage.plan import rollup_span
+    from gpuledger.core.rules import Rules
 
     span = rollup_span(wh, window)
     parts: list[pl.DataFrame] = []
@@ -45,7 +46,7 @@ def active_card_hours(wh: Warehouse, window: Window, settings: Settings) -> pl.D
     for lo, hi in raw:
         if lo >= hi:
             continue
-        hourly = hourly_usage(wh, Window(lo, hi, window.step), settings)
+        hourly = hourly_usage(wh, Window(lo, hi, window.step), Rules.of(settings))
         parts.append(
             hourly.group_by("uuid", "node", pl.col("ts").alias("hour")).agg(active)
         )

@@ -78,9 +78,9 @@ def publish_serving(wh: Warehouse, settings: Settings) -> PublishStats:
     """Publish the serving store of `wh` (a writer, after it committed): the tables only, the
     stored results kept as they are (seconds: what a command's close and the dashboard's own
     short writer pay; docs/decisions/0140)."""
-    from gpuledger.analytics.sampling.model import SampleRules
+    from gpuledger.core.rules import SamplingRules
 
-    with Publication(wh, margin=SampleRules.of(settings).margin) as _pub:
+    with Publication(wh, margin=SamplingRules.of(settings).margin) as _pub:
         pass
     return _pub.stats
 
@@ -92,10 +92,10 @@ def refresh_serving(wh: Warehouse, settings: Settings, *, period: str | None = N
     publish lock, not the writer lock, keeps publishers apart (docs/decisions/0140). `computed`:
     advice kinds the caller has just run for `period` on this very warehouse (the demo), stored
     as they are instead of run again."""
-    from gpuledger.analytics.sampling.model import SampleRules
+    from gpuledger.core.rules import SamplingRules
 
     handed = {(f"advice:{a.kind}", period): advice_payload(a) for a in computed if period}
-    with Publication(wh, margin=SampleRules.of(settings).margin) as pub:
+    with Publication(wh, margin=SamplingRules.of(settings).margin) as pub:
         refresh_results(pub, wh, settings, handed=handed)
     return pub.stats
 

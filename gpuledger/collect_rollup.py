@@ -1,7 +1,7 @@
 """The roll-up inside `gpuledger collect`: hours are rolled up as the samples they need arrive.
 
 `analytics.usage.rollup.rollup_batch` computes `card_hours_hourly` and `allocations` of an
-hour-aligned window from raw samples, reading `SampleRules.margin` of context on both sides.
+hour-aligned window from raw samples, reading `SamplingRules.margin` of context on both sides.
 Collect calls it after each chunk is loaded (in the loader thread, the only writer), by these
 rules (docs/decisions/0126):
 
@@ -72,9 +72,9 @@ class Roller:
     seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        from gpuledger.analytics.sampling.model import SampleRules
+        from gpuledger.core.rules import SamplingRules
 
-        self.margin = SampleRules.of(self.settings).margin
+        self.margin = SamplingRules.of(self.settings).margin
         self._from, self._mark = self._resume()
 
     def _resume(self) -> tuple[datetime, datetime]:

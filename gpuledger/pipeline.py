@@ -167,11 +167,11 @@ def load_and_rollup(wh: Warehouse, sim: Simulation, settings: Settings, *,
                     dra: DraFleet | None = None, label: str = "simulate + load + roll-up") -> int:
     """`load_simulation` then `rollup` over the simulation's window, overlapped (module
     docstring); returns the rows loaded. Each day's roll-up is computed once the next day is
-    loaded, when its read margin (`SampleRules.margin`, minutes) is in the warehouse."""
-    from gpuledger.analytics.sampling.model import SampleRules
+    loaded, when its read margin (`SamplingRules.margin`, minutes) is in the warehouse."""
     from gpuledger.core.errors import InputError
+    from gpuledger.core.rules import SamplingRules
 
-    if SampleRules.of(settings).margin >= DAY:
+    if SamplingRules.of(settings).margin >= DAY:
         raise InputError("the roll-up's read margin is a day or more: load, then roll up")
     with wh.reader() as reader, ThreadPoolExecutor(2, thread_name_prefix="demo") as pool, \
             _Producer(prepared_days(simulated_days(sim, dra))) as days:  # all while the inventory loads

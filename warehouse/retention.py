@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpuledger.core.window import HOUR, as_utc, floor_time
+from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.sample_layout import VALUES_TABLE, prune_series_sql
 from gpuledger.warehouse.store import Warehouse
 
@@ -47,7 +48,7 @@ def used_bytes(wh: Warehouse) -> int:
     return int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
 
-def removed_before(wh: Warehouse) -> datetime | None:
+def removed_before(wh: ReadableWarehouse) -> datetime | None:
     """The instant before which raw samples were removed, or None when never compacted."""
     value = wh.scalar("SELECT value FROM gpuledger_meta WHERE key = ?", [RETENTION_KEY])
     return as_utc(datetime.fromisoformat(str(value))) if value is not None else None

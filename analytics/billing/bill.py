@@ -6,7 +6,10 @@ stranded MIG slices included); the discounts that reward sharing are funded on t
 `sharing_discount` line. So the lines' card-hours sum to the fleet's, and their costs to the
 fleet cost, to the cent, for any window.
 
-1. Usage per day, device and holder (`analytics.usage.daily`: roll-up and/or raw samples).
+1. Usage per day, device and holder (`analytics.usage.daily`: roll-up and/or raw samples), each
+   hour from the roll-up only where it was rolled up under the rules in force, else from raw
+   samples, else refused (`analytics.usage.plan`, docs/decisions/0147): the bill's `rules` are
+   the ones its numbers were computed under, and every label (the MIG share basis) says them.
 2. Price it: card-hours x the model's unit price that day = list cost (`price_book`, else the
    default catalog, else zero on lines marked `unpriced`: one unknown model never blocks a
    bill, unless `strict_prices`); the sharing mode's
@@ -57,15 +60,8 @@ from gpuledger.analytics.billing.unallocated import (
 from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
 from gpuledger.analytics.devices.replicas import replicas_unknown_nodes
 from gpuledger.analytics.teams.namespaces import team_table
-from gpuledger.analytics.usage.daily import (
-    KEYS,
-    Source,
-    card_day_held,
-    coarse_usage_from_rollup,
-    rollup_span,
-    usage_by_day,
-)
-from gpuledger.analytics.usage.hourly import gpu_inventory
+from gpuledger.analytics.usage.daily import KEYS, Source, card_day_held, coarse_usage_from_rollup, usage_of
+from gpuledger.analytics.usage.plan import UsagePlan, plan_usage
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError, InputError
 from gpuledger.core.period import Period
@@ -74,6 +70,7 @@ from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import newest_sample
+from gpuledger.warehouse.queries.usage import gpu_inventory
 
 Grain = Literal["device", "lines"]
 
@@ -128,15 +125,20 @@ class Bill:
     # GPU-hours lost to preemption, thereof (analytics.billing.preemption)
     preemption: pl.DataFrame | None = None
     rules: Rules | None = None
-    """The rules the bill's numbers were computed under (`core.rules`): what its labels say."""
+    """The rules the bill's numbers were computed under (`core.rules`): what its labels say.
+    None: some hours come from a roll-up stored before rules were recorded (`warnings`)."""
+    as_computed: bool = False
+    """Billed as the roll-up was computed (its stored rules), not under today's."""
+    notes: tuple[str, ...] = ()
+    """What the reader should know about the numbers' source (billed from raw samples because
+    the roll-up was computed under other rules), one line each."""
+    warnings: tuple[str, ...] = ()
+    """What the bill could not know (rules not recorded), one line each."""
 
     @property
     def period(self) -> str:
         """`YYYY-MM` for a calendar month, else the ISO interval `start/end`."""
-        month = Period.of(self.window.start)
-        if month.window_at(self.window.step) == self.window:
-            return str(month)
-        return f"{_iso(self.window.start)}/{_iso(self.window.end)}"
+        return period_text(self.window)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON of `gpuledger bill --format json` (docs/guide/analytics.md)."""
@@ -165,16 +167,36 @@ class Bill:
             "replicas_unknown_nodes": list(self.replicas_unknown_nodes),
             "newest_sample": _iso(self.newest_sample) if self.newest_sample else None,
             "preemption": preemption.lines_json(self.preemption) if self.preemption is not None else [],
-            "rules": _rules_json(self.rules),
+            "rules": _rules_json(self.rules, self.as_computed),
         }
 
 
-def _rules_json(rules: Rules | None) -> dict[str, Any] | None:
-    """The bill's rules as its JSON states them: both fingerprints and the rule values."""
+def period_text(window: Window) -> str:
+    """`YYYY-MM` for a calendar month, else the ISO interval `start/end`."""
+    month = Period.of(window.start)
+    if month.window_at(window.step) == window:
+        return str(month)
+    return f"{_iso(window.start)}/{_iso(window.end)}"
+
+
+def _rules_json(rules: Rules | None, as_computed: bool) -> dict[str, Any] | None:
+    """The bill's rules as its JSON states them: both fingerprints, one line for people and each
+    rule's value in the units of its setting (null: rules not known, `Bill.warnings`)."""
     if rules is None:
         return None
-    return {"fingerprint": rules.fingerprint, "rollup_fingerprint": rules.rollup_fingerprint,
-            **rules.to_dict()}
+    s, pricing = rules.sampling, rules.pricing
+    return {
+        "fingerprint": rules.fingerprint, "rollup_fingerprint": rules.rollup_fingerprint,
+        "as_computed": as_computed, "description": rules.describe(),
+        "idle_threshold": s.idle_threshold, "idle_min_minutes": s.idle_min_us / 60e6,
+        "held_fb_mib": s.held_fb_mib, "gap_tolerance_s": s.gap_tolerance_us / 1e6,
+        "activity": s.activity, "activity_version": s.activity_version,
+        "staleness_s": s.staleness_us / 1e6, "fallback_spacing_s": s.fallback_spacing_us / 1e6,
+        "hole_rule": s.hole_rule, "mig_share_basis": rules.shares.mig_share_basis,
+        "share_rule_version": rules.shares.version, "discounts": dict(pricing.discounts),
+        "billing_basis": pricing.billing_basis, "pool_billing_basis": dict(pricing.pool_billing_basis),
+        "redistribution": pricing.redistribution,
+    }
 
 
 def _iso(moment: Any) -> str:
@@ -201,9 +223,11 @@ def compute_bill(
     source: Source = "auto",
     grain: Grain = "device",
     strict_prices: bool = False,
+    as_computed: bool = False,
 ) -> Bill:
     """Price `window` (numbered steps in the module docstring); `strict_prices` raises where a
-    model has no price anywhere instead of billing it at zero (step 2).
+    model has no price anywhere instead of billing it at zero (step 2); `as_computed` bills the
+    roll-up under the rules it was stored under instead of today's (`analytics.usage.plan`).
 
     `grain="device"` (default) keeps `detail` at day x device x holder. `grain="lines"` prices
     the roll-up summed only by what the lines and prices need (namespace, model, pool, sharing
@@ -214,8 +238,10 @@ def compute_bill(
     """
     dims = _check_by(by)
     book = PriceBook(settings)
-    # 1. Usage.
-    usage, held, used_source = _usage(wh, window, settings, dims, source=source, grain=grain)
+    # 1. Usage, under the rules its plan says.
+    plan = plan_usage(wh, window, Rules.of(settings), source=source, as_computed=as_computed,
+                      what=f"bill {period_text(window)}")
+    usage, held = _usage(wh, window, settings, dims, plan, grain=grain)
     gpus = gpu_inventory(wh)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
@@ -223,7 +249,7 @@ def compute_bill(
     teams = team_table(wh, usage["namespace"].drop_nulls().unique().to_list(), settings)
     allocated = _price_allocated(usage, teams, prices, settings)
     # 3. Capacity: unallocated and stranded.
-    unallocated = unallocated_rows(wh, usage, gpus, prices, window=window, settings=settings, held=held)
+    unallocated = unallocated_rows(wh, usage, gpus, prices, window=window, rules=plan.compute, held=held)
     remainder = utilization_remainder(allocated)
     detail = pl.concat(
         [f.select(DETAIL_COLUMNS) for f in (allocated, unallocated, remainder)], how="vertical"
@@ -241,8 +267,10 @@ def compute_bill(
         fleet_card_hours=float(detail["card_hours"].sum()), lines=lines, detail=detail,
         unallocated=unallocated_summary(unallocated), unattributed_namespaces=unattributed,
         redistribution=settings.idle.unallocated_redistribution,
-        price_book_version=book.version, mig_share_basis=settings.sharing.mig_share_basis,
-        source=used_source, rules=Rules.of(settings),
+        price_book_version=book.version,
+        mig_share_basis=plan.rules.shares.mig_share_basis if plan.rules is not None else "unknown",
+        source=plan.source, rules=plan.rules, as_computed=plan.as_computed, notes=plan.notes,
+        warnings=plan.warnings,
         **_facts(wh, window, gpus, book, models, settings=settings),
     )
     check_conservation(bill)
@@ -250,22 +278,23 @@ def compute_bill(
 
 
 def _usage(
-    wh: Warehouse, window: Window, settings: Settings, dims: tuple[str, ...], *, source: Source, grain: Grain
-) -> tuple[pl.DataFrame, pl.DataFrame | None, str]:
-    """Step 1: usage with claim names, the card-day held frame when the grain computed it, and
-    the source used. The lines grain reads the roll-up per price period (docs/decisions/0133)."""
+    wh: Warehouse, window: Window, settings: Settings, dims: tuple[str, ...], plan: UsagePlan, *,
+    grain: Grain,
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Step 1: usage with claim names and the card-day held frame when the grain computed it.
+    The lines grain reads the roll-up per price period (docs/decisions/0133) when the plan reads
+    the whole window from it."""
     held: pl.DataFrame | None = None
-    span = rollup_span(wh, window) if grain == "lines" and source != "raw" else None
-    if span is not None and span.start == window.start and span.end == window.end:
+    whole = plan.span is not None and (plan.span.start, plan.span.end) == (window.start, window.end)
+    if grain == "lines" and whole and plan.source == "rollup":
         keys = priority_class.rollup_keys(with_claim_key(dims), KEYS)
         cuts = None if "day" in dims else price_changes(settings, window)
         usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"], cuts)
-        used_source = "rollup"
     else:
-        usage, used_source = usage_by_day(wh, window, settings, source)
-        if used_source == "rollup":  # the card-days from the same roll-up rows, summed in SQL
+        usage = usage_of(wh, plan.parts, plan.compute)
+        if plan.source == "rollup":  # the card-days from the same roll-up rows, summed in SQL
             held = card_day_held(wh, window)
-    return _claim_names(wh, usage), held, used_source
+    return _claim_names(wh, usage), held
 
 
 def _claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:

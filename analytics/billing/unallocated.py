@@ -2,7 +2,10 @@
 what utilization-billed holders did not pay, each priced at list on the card's `unallocated` line.
 
 Moved out of `analytics.billing.bill` (which prices the allocations) so each stays a readable size; the
-rules are the bill's steps 2 and 3 (module docstring of `analytics.billing.bill`).
+rules are the bill's steps 2 and 3 (module docstring of `analytics.billing.bill`). Computed under
+the rules the bill's usage was computed under (`core.rules.Rules`: the sampling rules' spacing
+and staleness bound, the MIG share basis of the stranded slices), so one bill never mixes the
+roll-up's basis with today's (docs/decisions/0147).
 """
 
 from __future__ import annotations
@@ -13,8 +16,7 @@ import polars as pl
 
 from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.analytics.devices.capacity import instance_share_by_day, presence_by_day
-from gpuledger.analytics.sampling.model import STALENESS_US, SampleRules
-from gpuledger.core.config import Settings
+from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.capacity import last_spacing
@@ -27,11 +29,11 @@ def unpriced_hours() -> pl.Expr:
 
 def unallocated_rows(
     wh: Warehouse, usage: pl.DataFrame, gpus: pl.DataFrame, prices: pl.DataFrame,
-    *, window: Window, settings: Settings, held: pl.DataFrame | None = None,
+    *, window: Window, rules: Rules, held: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """One row per card and day: present hours nobody held (never below zero)."""
-    step = timedelta(microseconds=SampleRules.of(settings).step_us)
-    spacing = last_spacing(wh, window.start, window.end, max_gap_us=STALENESS_US)
+    step = timedelta(microseconds=rules.sampling.fallback_spacing_us)
+    spacing = last_spacing(wh, window.start, window.end, max_gap_us=rules.sampling.staleness_us)
     presence = presence_by_day(gpus.join(spacing, on="uuid", how="left"), window, step)
     if held is None:
         held = usage.group_by("uuid", "day").agg(
@@ -39,7 +41,7 @@ def unallocated_rows(
             pl.col("node").first().alias("_u_node"), pl.col("model").first().alias("_u_model"),
             pl.col("pool").first().alias("_u_pool"),
         )
-    instances = instance_share_by_day(wh, gpus, window, settings.sharing.mig_share_basis)
+    instances = instance_share_by_day(wh, gpus, window, rules.shares.mig_share_basis)
     cards = gpus.select(
         "uuid", pl.col("gpu_node").alias("_g_node"), pl.col("model").alias("_g_model"),
         pl.col("pool").alias("_g_pool"), "card_mode",

@@ -16,19 +16,21 @@ import polars as pl
 from gpuledger.analytics.devices.replicas import configured_replicas
 
 if TYPE_CHECKING:
-    from gpuledger.core.config import Settings
+    from gpuledger.core.rules import ShareRules
     from gpuledger.core.window import Window
     from gpuledger.warehouse import Warehouse
 
 
 @dataclass(frozen=True, slots=True)
 class ShareInputs:
-    """What a source may read to compute shares: the warehouse, the inventory, the window."""
+    """What a source may read to compute shares: the warehouse, the inventory, the window, and
+    the share rules in force (`core.rules.ShareRules`: the MIG share basis comes from the rules
+    the frame is computed under, never from today's settings, docs/decisions/0147)."""
 
     wh: Warehouse
     gpus: pl.DataFrame
     window: Window
-    settings: Settings
+    shares: ShareRules
 
 
 class DeviceSource(Protocol):

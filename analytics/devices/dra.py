@@ -37,7 +37,7 @@ class DraClaim:
         unknown = [m for m, p in pairs if not p]
         if unknown:
             raise InputError(f"dra_devices: a MIG device on a {unknown[0]} card has no profile attribute")
-        table = mig_share_table(pairs, inputs.settings.sharing.mig_share_basis)
+        table = mig_share_table(pairs, inputs.shares.mig_share_basis)
         return frame.join(table.rename({"mig_share": "_dra_mig_share"}), on=["model", "profile"], how="left")
 
     def share(self) -> pl.Expr:

@@ -25,7 +25,7 @@ class MigInstance:
         return pl.col("gpu_i_id") >= 0
 
     def prepare(self, frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
-        basis = inputs.settings.sharing.mig_share_basis
+        basis = inputs.shares.mig_share_basis
         mig_rows = frame.filter(pl.col("sharing_mode") == self.mode)
         pairs = list(mig_rows.select("model", pl.col("profile").fill_null("")).unique().iter_rows())
         unknown = [(m, p) for m, p in pairs if not p]

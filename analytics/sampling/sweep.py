@@ -1,14 +1,69 @@
-"""Steps 2–7 of the sampling model (`analytics.sampling.model`) over sorted integer arrays, in Polars.
+"""THE sampling model and its pass: from raw `gpu_samples` to who held what, when it was active,
+when idle.
 
-The model's steps are numbered in `analytics.sampling.steps`, which holds the SQL of step 1 (the
-read: hashes and readings, computed where the samples are) and of the names. Everything after
-the read is here, once, for all three consumers (hourly frame, allocations, idle runs).
+Real telemetry is messy: scrapes are jittered (a sample every 57 s, not 60), missed (gaps of
+two or three minutes), fields arrive in different scrapes, exporters restart (Prometheus
+writes staleness markers), and two Prometheus replicas send the same series twice. The
+collector reads each series on the minute grid with `last_over_time(x[step - 1ms])` over the
+step centred on each minute (docs/decisions/0035, 0060: a scrape is on its nearest minute),
+so a row of `gpu_samples` is "what each field showed in that step", and a field a scrape
+missed is NULL in that row while the others are present. This module is the one place that
+decides what such rows mean (docs/decisions/0051-sampling-model.md; a worked example in
+docs/guide/analytics.md), under the typed rules `core.rules.SamplingRules` (their values come
+from the `idle.*` settings; every roll-up stores their fingerprint, docs/decisions/0147):
 
-Why not SQL: the SQL pass (decision 0051, kept in `bench/sampling_sql_before.py` as the
-baseline) paid for four partitioned window sorts and a merge `GROUP BY` over every sample, most
-of a roll-up's time (decision 0122). Here the rows are put in (card, device, time) order ONCE,
-by one 64-bit key (a dense card-major device number above the time since the read's start), and
-every window becomes a comparison with the neighbouring row:
+- **A reading.** A field's value when finite and not negative (`core.activity.reading_sql`):
+  NaN and negative values are not readings, they count as missing, never as zero.
+- **One row per device and time.** A device is `(uuid, gpu_i_id, vgpu, profile)`, its holder
+  `(namespace, pod)` (none when `namespace` is NULL). Two rows of one device at one time (HA
+  replicas the collector did not merge) become one: the holder is kept, each field keeps its
+  reading, so nothing is counted twice.
+- **Held.** Each row stands for `[t, t + dt)`: until the card's next scrape (the device's next
+  row, or any device's next row on the same card: a time-slice replica's series vanishes when
+  its pod leaves while the card is still scraped) when that comes within the gap tolerance
+  (`gap_tolerance_us`, never less than the card's spacing), else for the card's own sample
+  spacing: the median interval between the card's rows in the read window, intervals longer
+  than the staleness bound left out (a gap is not a spacing); the fleet's median when the card
+  has none; `fallback_spacing_us` when nobody has (the hole rule, `core.rules.HOLE_RULE`).
+  Never `prometheus.step`: a bill of data already collected must not move when it changes.
+- **Carried readings.** A field missing from a row inherits the last reading of THAT field for
+  the same device and holder within `staleness_us` (5 minutes, Prometheus' default lookback
+  delta: the longest a query engine itself would show an old sample). So a minute with memory
+  but no activity reading keeps the last activity and never breaks an idle run.
+- **Active.** Activity is the rule of `core.activity` (`activity`: GR_ENGINE_ACTIVE, else
+  GPU_UTIL / 100; or GPU_UTIL / 100 alone) over the carried readings. A row with no activity
+  reading within the bound is "activity unknown": neither idle nor busy, it ends an idle run
+  (nobody knows it stayed idle), and an hour with only such rows has `active_ratio` NULL.
+- **Idle.** A run of rows of one holder with activity under `idle_threshold`, measured over
+  its full length (the read margin, `SamplingRules.margin`, makes this exact at the window's
+  edges); a run of at least `idle_min_us` is idle time, "held idle" when framebuffer use
+  averages at least `held_fb_mib` over it.
+
+The steps (`run`):
+
+1. Read the window's samples plus the margin on each side, each field as a reading, a device,
+   its card and its holder as 64-bit hashes, their labels once per device and holder
+   (`warehouse.queries.sampling.read`: SQL, run where the samples are).
+2. One row per device and time: rows of one device at one time merge (holder kept, each
+   field's reading kept).
+3. Per row: the card's next scrape, and each field's last reading for the same device and
+   holder within the staleness bound.
+4. Per card: its sample spacing, the median interval between its rows no longer than the
+   staleness bound (else the read window's median over cards, else the fallback spacing).
+5. Each row's interval `dt` (to the card's next scrape within the tolerance, else the card's
+   spacing), its activity, and the runs: an allocation continues while the next row has the
+   same holder and no long gap; an idle run while the carried activity stays under the threshold.
+6. Idle runs measured over their full length; runs of at least the minimum are idle time,
+   "held idle" when framebuffer use averages at least the floor.
+7. Every interval clipped to the window (`Pieces`); the consumers split it at the hour or group
+   it by run (`analytics.sampling.results`: the hourly frame, allocations, idle runs).
+
+Steps 2-7 run here in Polars over sorted integer arrays. Why not SQL: the SQL pass (decision
+0051, kept in `bench/sampling_sql_before.py` as the baseline) paid for four partitioned window
+sorts and a merge `GROUP BY` over every sample, most of a roll-up's time (decision 0122). Here
+the rows are put in (card, device, time) order ONCE, by one 64-bit key (a dense card-major
+device number above the time since the read's start), and every window becomes a comparison
+with the neighbouring row:
 
 - lag / lead within a device: the row above or below when it has the same device number;
 - the card's next scrape: the next distinct (card, time) key, by binary search in the sorted
@@ -24,20 +79,27 @@ every window becomes a comparison with the neighbouring row:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
 
 import numpy as np
 import polars as pl
 
-from gpuledger.analytics.sampling import read
-from gpuledger.analytics.sampling.steps import HOUR_US
+from gpuledger.core import activity
 from gpuledger.core.errors import InputError
+from gpuledger.core.rules import SamplingRules
+from gpuledger.core.window import Window
+from gpuledger.warehouse.protocols import ReadableWarehouse
+from gpuledger.warehouse.queries import sampling as read
+
+_US = 1_000_000
 
 _KEY_BITS = 62
 """Bits of the (device, time) sort key: device numbers and read spans must fit (a 70,000-device
 fleet over a read of 50 days fits; longer windows are refused with one line)."""
 
 _FIELDS = ("gr", "util", "fb")
+_READ_AS = {"gr_engine_active": "gr", "gpu_util": "util"}
+"""The read's name of each sample column the activity rule reads (`core.activity.fields`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +115,38 @@ class Pieces:
     names: pl.DataFrame
 
 
+def run(wh: ReadableWarehouse, window: Window, rules: SamplingRules) -> Pieces:
+    """The pass over `window` under `rules`: steps 1-7 up to the clip (module docstring)."""
+    values, series, names = read.read(wh, window.start - rules.margin, window.end + rules.margin)
+    if values.is_empty():
+        return Pieces(_empty_rows(), names.select("dev", "hold").with_row_index("pair"), names)
+    act = [_READ_AS[c] for c in activity.fields(rules.activity)]
+    unread = {f for f in _READ_AS.values() if f not in act}
+    if values[act[0]].null_count() == 0:  # the rule's first choice is never missing
+        unread |= set(act[1:])
+    frame, devs, unit = _ordered(values, series, names, unread)
+    del values  # the sorted copy replaces it: the pass holds one copy of the rows at a time
+    frame = _merged(frame)
+    frame = frame.with_columns(_card_next(frame, unit, devs))
+    frame = _carried(frame, rules.staleness_us, act, unread)
+    spacing = _spacing(frame, rules.staleness_us, rules.fallback_spacing_us)
+    segs = _segments(frame)
+    frame = frame.select(
+        "dix", "t", "hold", "t_card_next", "gr_c", "util_c", "fb_c",
+        pl.col("cix").replace_strict(spacing["cix"], spacing["sp"]).alias("sp"),
+        segs["pair"].gather(frame["seg"] - 1).alias("pair"),
+    )
+    pairs = segs.unique("pair").join(devs, on="dix").select("pair", "dev", "hold")
+    clip = (_epoch_us(window.start), _epoch_us(window.end))
+    return Pieces(_pieces(_runs(frame, rules), rules, clip), pairs, names)
+
+
+def _epoch_us(moment: datetime) -> int:
+    return int(moment.timestamp() * _US)
+
+
 def _ordered(
-    values: pl.DataFrame, series: pl.DataFrame, names: pl.DataFrame
+    values: pl.DataFrame, series: pl.DataFrame, names: pl.DataFrame, unread: set[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """Rows sorted by one Int64 key: dense card-major device number, then time since the first
     row. Only the key, the series number and the readings travel through the sort; device,
@@ -73,7 +165,7 @@ def _ordered(
         )
     unit = 1 << tbits
     lookup = _series_lookup(series, devs)
-    fields = [f for f in _FIELDS if f != "util" or values["gr"].null_count()]
+    fields = [f for f in _FIELDS if f not in unread]
     frame = values.select(
         (lookup["dix"].gather(values["sid"]) * unit + (pl.col("t") - lo)).alias("key"), "sid", *fields,
     ).sort("key", multithreaded=False)  # two cores: the parallel sort cost 1.6x the CPU, same wall
@@ -81,7 +173,7 @@ def _ordered(
     frame = frame.with_columns(
         (pl.col("key") - pl.col("dix") * unit + lo).alias("t"), devs["cix"].gather(frame["dix"]).alias("cix"),
         lookup["hold"].gather(frame["sid"]).alias("hold"),
-        *([] if "util" in fields else [pl.lit(None, pl.Float64).alias("util")]),
+        *[pl.lit(None, pl.Float64).alias(f) for f in _FIELDS if f not in fields],
     )
     frame = frame.with_columns((pl.col("cix") * unit + pl.col("key") % unit).alias("ckey")).drop("sid")
     return frame, devs.select("dix", "dev", (pl.len().over("cix") > 1).alias("shared")), unit
@@ -98,7 +190,7 @@ def _series_lookup(series: pl.DataFrame, devs: pl.DataFrame) -> pl.DataFrame:
     })
 
 
-def _in_order(frame: pl.DataFrame, column: str) -> pl.DataFrame:
+def in_order(frame: pl.DataFrame, column: str) -> pl.DataFrame:
     """`frame` with `column` flagged ascending, which it is by construction: the rows are in key
     order (card-major device, then time), so the card number, the key and every run number (a
     cumulative sum of 0/1) never decrease down the rows, and filters keep the order. Polars then
@@ -110,7 +202,7 @@ def _merged(frame: pl.DataFrame) -> pl.DataFrame:
     """Step 2: rows of one device at one time become one (holder kept, each reading kept)."""
     if not frame.select((pl.col("key") == pl.col("key").shift(1)).any()).item():
         return frame
-    return _in_order(frame, "key").group_by("key").agg(
+    return in_order(frame, "key").group_by("key").agg(
         pl.col("dix", "cix", "ckey", "t").first(), pl.col("hold").min(), *[pl.col(f).max() for f in _FIELDS],
     ).sort("key")
 
@@ -149,18 +241,20 @@ def _next_distinct(keys: np.ndarray, unit: int) -> np.ndarray:
     return out
 
 
-def _carried(frame: pl.DataFrame, stale: int) -> pl.DataFrame:
+def _carried(frame: pl.DataFrame, stale: int, act: list[str], unread: set[str]) -> pl.DataFrame:
     """Step 3: each field's last reading for the same device and holder within `stale`; a field
-    no row misses is its own carry."""
+    no row misses is its own carry. A field the activity rule `act` never reads (`unread`), or
+    reads only where an earlier choice has no carried reading while that one always has one, is
+    not carried (NULL)."""
     seg_start = pl.col("dix").ne_missing(pl.col("dix").shift(1)) | pl.col("hold").ne_missing(
         pl.col("hold").shift(1)
     )
     frame = frame.with_columns(seg_start.cum_sum().alias("seg"))
     segs = None
     for f in _FIELDS:
-        if f == "util" and frame["gr_c"].null_count() == 0:
-            # Activity is GR_ENGINE_ACTIVE's wherever it is known: GPU_UTIL's carry is unread.
-            frame = frame.with_columns(pl.lit(None, pl.Float64).alias("util_c"))
+        earlier = act[: act.index(f)] if f in act else []
+        if f in unread or (earlier and all(frame[f"{e}_c"].null_count() == 0 for e in earlier)):
+            frame = frame.with_columns(pl.lit(None, pl.Float64).alias(f"{f}_c"))
             continue
         if frame[f].null_count() == 0:
             frame = frame.with_columns(pl.col(f).alias(f"{f}_c"))
@@ -213,7 +307,7 @@ def _spacing(frame: pl.DataFrame, stale: int, fallback: int) -> pl.DataFrame:
     """Step 4: each card's spacing (lower median of its intervals up to `stale`), else the
     median over cards, else `fallback`."""
     gaps = frame.select("cix", (pl.col("t_card_next") - pl.col("t")).alias("d"))
-    per_card = _in_order(gaps.filter(pl.col("d") <= stale), "cix").group_by("cix").agg(
+    per_card = in_order(gaps.filter(pl.col("d") <= stale), "cix").group_by("cix").agg(
         pl.col("d").quantile(0.5, "lower").cast(pl.Int64).alias("sp")
     )
     fleet = per_card["sp"].quantile(0.5, "lower") if per_card.height else None
@@ -222,20 +316,23 @@ def _spacing(frame: pl.DataFrame, stale: int, fallback: int) -> pl.DataFrame:
     return cards.with_columns(pl.col("sp").fill_null(default))
 
 
-def _runs(frame: pl.DataFrame, p: dict[str, Any]) -> pl.DataFrame:
-    """Step 5: each row's interval `dt`, whether it continues the row before, and its runs."""
+def _runs(frame: pl.DataFrame, rules: SamplingRules) -> pl.DataFrame:
+    """Step 5: each row's interval `dt`, its activity (`core.activity`'s rule over the carried
+    readings), whether it continues the row before, and its runs."""
     same_prev = pl.col("dix") == pl.col("dix").shift(1)
     same_next = pl.col("dix") == pl.col("dix").shift(-1)
-    frame = frame.with_columns(_constant("_100", 100.0, frame.height))  # see `_constant`
-    frame = frame.with_columns(pl.coalesce(pl.col("gr_c"), pl.col("util_c") / pl.col("_100")).alias("act"))
+    frame = frame.with_columns(activity.per_cent_column(frame.height))
+    frame = frame.with_columns(activity.activity_of_exprs(
+        pl.col("gr_c"), pl.col("util_c"), rules.activity, per_cent=pl.col(activity.PER_CENT)
+    ).alias("act"))
     t_next = pl.min_horizontal(pl.when(same_next).then(pl.col("t").shift(-1)), pl.col("t_card_next"))
-    tol = pl.max_horizontal(pl.lit(p["tol"], pl.Int64), pl.col("sp"))
+    tol = pl.max_horizontal(pl.lit(rules.gap_tolerance_us, pl.Int64), pl.col("sp"))
     continues = (
         same_prev & (pl.col("t") - pl.col("t").shift(1) <= tol)
         & pl.col("hold").eq_missing(pl.col("hold").shift(1))
     ).fill_null(False)
-    idle = (pl.col("act") < p["thr"]).fill_null(False)
-    idle_prev = pl.when(same_prev).then(pl.col("act").shift(1) < p["thr"]).fill_null(False)
+    idle = (pl.col("act") < rules.idle_threshold).fill_null(False)
+    idle_prev = pl.when(same_prev).then(pl.col("act").shift(1) < rules.idle_threshold).fill_null(False)
     frame = frame.with_columns(
         pl.when(t_next - pl.col("t") <= tol).then(t_next - pl.col("t")).otherwise(pl.col("sp")).alias("dt"),
         continues.alias("cont"), idle.alias("idle"), (idle & idle_prev & continues).alias("idle_cont"),
@@ -246,10 +343,12 @@ def _runs(frame: pl.DataFrame, p: dict[str, Any]) -> pl.DataFrame:
     )
 
 
-def _pieces(frame: pl.DataFrame, p: dict[str, Any]) -> pl.DataFrame:
-    """Steps 6–7: idle runs over their full length, then every held interval clipped. Run
-    numbers are dense, so a run's figures reach its rows by position, not by a join."""
-    idle = _in_order(frame.filter(pl.col("idle") & pl.col("hold").is_not_null()), "idle_no")
+def _pieces(frame: pl.DataFrame, rules: SamplingRules, clip: tuple[int, int]) -> pl.DataFrame:
+    """Steps 6–7: idle runs over their full length, then every held interval clipped to `clip`
+    (the window, epoch microseconds). Run numbers are dense, so a run's figures reach its rows
+    by position, not by a join."""
+    ws, we = clip
+    idle = in_order(frame.filter(pl.col("idle") & pl.col("hold").is_not_null()), "idle_no")
     lengths = idle.group_by("idle_no").agg(
         pl.col("dt").sum().alias("run_us"), pl.col("fb_c").mean().alias("fb_avg")
     )
@@ -259,40 +358,18 @@ def _pieces(frame: pl.DataFrame, p: dict[str, Any]) -> pl.DataFrame:
     fb_avg = pl.repeat(None, size, dtype=pl.Float64, eager=True).scatter(at, lengths["fb_avg"])
     columns = ("t", "dt", "pair", "alloc_no", "idle_no", "act", "fb_c")
     held = frame.select(*columns, "hold").filter(
-        pl.col("hold").is_not_null() & (pl.col("t") + pl.col("dt") > p["ws"]) & (pl.col("t") < p["we"])
+        pl.col("hold").is_not_null() & (pl.col("t") + pl.col("dt") > ws) & (pl.col("t") < we)
     )
     held = held.with_columns(run_us.gather(held["idle_no"]).alias("run_us"),
                              fb_avg.gather(held["idle_no"]).alias("fb_avg"))
-    long_idle = pl.col("run_us") >= p["min_idle"]
+    long_idle = pl.col("run_us") >= rules.idle_min_us
     return held.select(
         "pair", "alloc_no", "idle_no", "act", pl.col("fb_c").alias("fb"), "run_us",
-        pl.max_horizontal(pl.col("t"), pl.lit(p["ws"], pl.Int64)).alias("a"),
-        pl.min_horizontal(pl.col("t") + pl.col("dt"), pl.lit(p["we"], pl.Int64)).alias("b"),
+        pl.max_horizontal(pl.col("t"), pl.lit(ws, pl.Int64)).alias("a"),
+        pl.min_horizontal(pl.col("t") + pl.col("dt"), pl.lit(we, pl.Int64)).alias("b"),
         long_idle.fill_null(False).alias("long_idle"),
-        (long_idle & (pl.col("fb_avg") >= p["held_fb"])).fill_null(False).alias("held_idle"),
+        (long_idle & (pl.col("fb_avg") >= rules.held_fb_mib)).fill_null(False).alias("held_idle"),
     )
-
-
-def run(wh: Any, p: dict[str, Any]) -> Pieces:
-    """The pass over the read window of `p` (`model.params`): steps 1–7 up to the clip."""
-    span = {"lo": p["lo"], "hi": p["hi"]}
-    values, series, names = read.read(wh, span)
-    if values.is_empty():
-        return Pieces(_empty_rows(), names.select("dev", "hold").with_row_index("pair"), names)
-    frame, devs, unit = _ordered(values, series, names)
-    del values  # the sorted copy replaces it: the pass holds one copy of the rows at a time
-    frame = _merged(frame)
-    frame = frame.with_columns(_card_next(frame, unit, devs))
-    frame = _carried(frame, p["stale"])
-    spacing = _spacing(frame, p["stale"], p["fallback"])
-    segs = _segments(frame)
-    frame = frame.select(
-        "dix", "t", "hold", "t_card_next", "gr_c", "util_c", "fb_c",
-        pl.col("cix").replace_strict(spacing["cix"], spacing["sp"]).alias("sp"),
-        segs["pair"].gather(frame["seg"] - 1).alias("pair"),
-    )
-    pairs = segs.unique("pair").join(devs, on="dix").select("pair", "dev", "hold")
-    return Pieces(_pieces(_runs(frame, p), p), pairs, names)
 
 
 def _empty_rows() -> pl.DataFrame:
@@ -301,100 +378,3 @@ def _empty_rows() -> pl.DataFrame:
         "act": pl.Float64, "fb": pl.Float64, "run_us": pl.Int64, "a": pl.Int64, "b": pl.Int64,
         "long_idle": pl.Boolean, "held_idle": pl.Boolean,
     })
-
-
-def hourly(pieces: Pieces) -> pl.DataFrame:
-    """Step 7 for the hourly frame: split at the hour (an interval is at most the tolerance,
-    never over 1 h, so at most two parts), summed per hour, device and holder.
-
-    Summed in two levels: first per allocation run and hour (a key that never decreases down
-    the rows, since a run is consecutive rows of one holder on one device, so Polars groups
-    slices), then those partial sums and the few parts past the hour per pair and hour (one
-    integer key: the pair's number above the hour's). Card-hours are integer microseconds, so
-    exactly the same; `active_ratio` is a float sum in another order (within 1e-12)."""
-    rows = pieces.rows.filter(pl.col("b") > pl.col("a")).with_columns(
-        (pl.col("a") - pl.col("a") % HOUR_US).alias("h0")
-    )
-    first = rows.select(
-        "pair", "act", "fb", "long_idle", "held_idle", pl.col("h0").alias("hour"),
-        (pl.min_horizontal("b", pl.col("h0") + HOUR_US) - pl.col("a")).alias("len"),
-        (pl.col("alloc_no").cast(pl.Int64) * (1 << 24) + pl.col("h0") // HOUR_US).alias("g"),
-    )
-    second = rows.filter(pl.col("b") > pl.col("h0") + HOUR_US).select(
-        "pair", "act", "fb", "long_idle", "held_idle", (pl.col("h0") + HOUR_US).alias("hour"),
-        (pl.col("b") - (pl.col("h0") + HOUR_US)).alias("len"),
-    )
-    partial = _in_order(first, "g").group_by("g").agg(pl.col("pair", "hour").first(), *_hour_sums())
-    parts = pl.concat([partial.drop("g"), second.select("pair", "hour", *_hour_sums(each_row=True))])
-    group = pl.col("pair").cast(pl.Int64) * (1 << 24) + pl.col("hour") // HOUR_US
-    sums = parts.group_by(group.alias("g")).agg(
-        pl.col("pair", "hour").first(),
-        *[pl.col(c).sum() for c in ("held_hours", "idle_hours", "held_idle_hours", "known", "weighted")],
-        pl.col("fb_used_max_mib").max(),
-    )
-    sums = sums.select(
-        "pair", "hour", "held_hours", "idle_hours", "held_idle_hours",
-        pl.when(pl.col("known") > 0).then(pl.col("weighted") / pl.col("known")).alias("active_ratio"),
-        "fb_used_max_mib",
-    )
-    return _named(_in_hours(sums, "held_hours", "idle_hours", "held_idle_hours"), pieces, "hour")
-
-
-def _hour_sums(each_row: bool = False) -> list[pl.Expr]:
-    """Per part of an hour: held, idle and held-idle microseconds, those with an activity
-    reading (`known`) and activity x length (`weighted`), the framebuffer maximum; summed over
-    a group's rows, or one part's own (`each_row`)."""
-    length = pl.col("len")
-    exprs = [
-        length.alias("held_hours"),
-        pl.when(pl.col("long_idle")).then(length).otherwise(0).alias("idle_hours"),
-        pl.when(pl.col("held_idle")).then(length).otherwise(0).alias("held_idle_hours"),
-        pl.when(pl.col("act").is_not_null()).then(length).otherwise(0).alias("known"),
-        (length * pl.col("act")).fill_null(0.0).alias("weighted"),
-    ]
-    if each_row:
-        return [*exprs, pl.col("fb").alias("fb_used_max_mib")]
-    return [*[e.sum() for e in exprs], pl.col("fb").max().alias("fb_used_max_mib")]
-
-
-def allocations(pieces: Pieces) -> pl.DataFrame:
-    """Each allocation (a run of one holder on one device) clipped to the window."""
-    runs = _in_order(pieces.rows.filter(pl.col("b") > pl.col("a")), "alloc_no").group_by("alloc_no").agg(
-        pl.col("pair").first(), pl.col("a").min().alias("start_us"), pl.col("b").max().alias("end_us")
-    ).drop("alloc_no")
-    return _named(runs, pieces)
-
-
-def idle_runs(pieces: Pieces) -> pl.DataFrame:
-    """Idle runs of at least the minimum, clipped to the window (`run_hours`: full length)."""
-    rows = pieces.rows.filter(pl.col("long_idle") & (pl.col("b") > pl.col("a")))
-    runs = _in_order(rows, "idle_no").group_by("idle_no").agg(
-        pl.col("pair").first(), pl.col("a").min().alias("start_us"), pl.col("b").max().alias("end_us"),
-        (pl.col("b") - pl.col("a")).sum().alias("idle_hours"),
-        pl.col("held_idle").any().alias("held"), pl.col("fb").max().alias("fb_used_max_mib"),
-        pl.col("act").mean().alias("active_mean"), pl.col("run_us").first().alias("run_hours"),
-    ).drop("idle_no")
-    return _named(_in_hours(runs, "idle_hours", "run_hours"), pieces)
-
-
-def _constant(name: str, value: float, height: int) -> pl.Series:
-    """A divisor as a column of its own: Polars turns a division by a literal into a
-    multiplication by its reciprocal (one ulp off SQL's IEEE division in about a quarter of the
-    values), and the pass must give SQL's numbers exactly."""
-    return pl.repeat(value, height, dtype=pl.Float64, eager=True).alias(name)
-
-
-def _in_hours(frame: pl.DataFrame, *columns: str) -> pl.DataFrame:
-    """Microsecond sums as hours (each an IEEE division, `_constant`)."""
-    frame = frame.with_columns(_constant("_hour", float(HOUR_US), frame.height))
-    return frame.with_columns([pl.col(c).cast(pl.Float64) / pl.col("_hour") for c in columns]).drop("_hour")
-
-
-_NAME_COLUMNS = ("uuid", "gpu_i_id", "vgpu", "profile", "node", "namespace", "pod")
-
-
-def _named(frame: pl.DataFrame, pieces: Pieces, *first: str) -> pl.DataFrame:
-    """Labels back on aggregated rows (by pair number, then the device and holder hashes)."""
-    rest = [c for c in frame.columns if c not in {"pair", *first}]
-    joined = frame.join(pieces.pairs, on="pair").join(pieces.names, on=["dev", "hold"], how="inner")
-    return joined.select(*first, *_NAME_COLUMNS, *rest)

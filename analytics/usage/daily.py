@@ -1,24 +1,28 @@
 """Card-hours per UTC day, device and holder: what the bill prices.
 
-Two sources give the same numbers: the stored hourly roll-up (table `card_hours_hourly`, kept
-after raw samples age out; fast for a month of a large fleet) and the raw samples (computed on
-the fly by `analytics.usage.hourly`). `source="auto"` uses the roll-up for the whole hours it covers
-(from its first row to the `card_hours_hourly` watermark) and raw samples for the rest.
+Two sources give the same numbers under the same rules: the stored hourly roll-up (table
+`card_hours_hourly`, kept after raw samples age out; fast for a month of a large fleet) and the
+raw samples (computed on the fly by `analytics.usage.hourly`). Which hours come from which, and
+under which rules, is `analytics.usage.plan`'s to say (the roll-up stands in for raw samples
+only for hours rolled up under the rules in force, docs/decisions/0147); this module reads the
+parts it is given and merges them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 import polars as pl
 
 from gpuledger.analytics.usage.hourly import hourly_usage
-from gpuledger.core.config import Settings
 from gpuledger.core.frames import CARD_HOURS_HOURLY
-from gpuledger.core.window import HOUR, Window, as_utc, floor_time
+from gpuledger.core.rules import Rules
+from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries import usage as q
 
 Source = Literal["auto", "raw", "rollup"]
 ROLLUP_SOURCE = CARD_HOURS_HOURLY.name
@@ -28,49 +32,14 @@ KEYS: tuple[str, ...] = (
     "day", "uuid", "gpu_i_id", "vgpu", "profile", "node", "model", "pool", "sharing_mode",
     "namespace", "pod", "queue",
 )
-_DAY_US = 86_400_000_000
-
-def _rollup_sql(cols: str, day: str = f"epoch_us(ts) // {_DAY_US}") -> str:
-    """Day sums of the roll-up per distinct combination of `cols` (the key columns).
-
-    Where the seconds go (docs/decisions/0132): hashing the key strings is cheap, a hash table
-    keyed on them is not, and every aggregate is paid once per roll-up row. So the rows are
-    grouped under one 64-bit hash of the key columns with the fewest aggregates that give
-    every usage column, and the names are read back only for one row per key (its smallest
-    `rowid`), not by a second pass grouping every row by its strings. `day` is the SQL of the
-    day number a row is summed under (`_period_day`).
-    """
-    return f"""
-WITH sums AS (
-    SELECT {day} AS day_no, hash({cols}) AS k, min(rowid) AS r,
-        sum(held_hours) AS held_hours,
-        sum(card_hours) AS card_hours,
-        sum(idle_card_hours) AS idle_card_hours,
-        sum(held_idle_card_hours) AS held_idle_card_hours,
-        sum(card_hours * active_ratio) AS card_active,
-        sum(card_hours) FILTER (WHERE active_ratio IS NULL) AS card_unknown,
-        sum(held_hours * active_ratio) AS held_active,
-        sum(held_hours) FILTER (WHERE active_ratio IS NOT NULL) AS held_known,
-        max(fb_used_max_mib) AS fb_used_max_mib
-    FROM card_hours_hourly WHERE ts >= $start AND ts < $end
-    GROUP BY day_no, k
-),
-names AS (
-    SELECT hash({cols}) AS k, {cols} FROM card_hours_hourly
-    WHERE rowid IN (SELECT min(r) FROM sums GROUP BY k)
-)
-SELECT day_no, {cols}, held_hours, card_hours, idle_card_hours, held_idle_card_hours,
-    coalesce(card_active, 0) + coalesce(card_unknown, 0) AS weighted_card_hours,
-    coalesce(card_unknown, 0) AS activity_unknown_card_hours,
-    held_active / nullif(held_known, 0) AS active_ratio,
-    fb_used_max_mib
-FROM sums JOIN names USING (k)
-"""
 
 
-_ROLLUP_SQL = _rollup_sql(
-    "uuid, gpu_i_id, vgpu, profile, namespace, pod, node, model, pool, sharing_mode, queue"
-)
+@dataclass(frozen=True, slots=True)
+class Part:
+    """Hours of a window read from one source: the stored roll-up or raw samples."""
+
+    window: Window
+    source: Literal["rollup", "raw"]
 
 
 def _active_ratio() -> pl.Expr:
@@ -102,8 +71,8 @@ def _unknown_card_hours() -> pl.Expr:
     return held.sum().alias("activity_unknown_card_hours")
 
 
-def _from_raw(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
-    hourly = hourly_usage(wh, window, settings)
+def _from_raw(wh: Warehouse, window: Window, rules: Rules) -> pl.DataFrame:
+    hourly = hourly_usage(wh, window, rules)
     return (
         hourly.with_columns(pl.col("ts").dt.date().alias("day"))
         .group_by(list(KEYS))
@@ -112,45 +81,13 @@ def _from_raw(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame
 
 
 def _from_rollup(wh: Warehouse, window: Window) -> pl.DataFrame:
-    return _day(wh.query(_ROLLUP_SQL, {"start": window.start, "end": window.end}))
-
-
-_CARD_DAY_SQL = f"""
-SELECT epoch_us(ts) // {_DAY_US} AS day_no, uuid, sum(card_hours) AS held_card_hours
-FROM card_hours_hourly WHERE ts >= $start AND ts < $end
-GROUP BY day_no, uuid
-"""
-"""Card-hours held per card and day (what unallocated capacity needs), one row per card-day."""
-
-_UNKNOWN_CARDS_SQL = """
-SELECT uuid, min(node) AS _u_node, min(model) AS _u_model, min(pool) AS _u_pool
-FROM card_hours_hourly WHERE ts >= $start AND ts < $end AND list_contains($cards, uuid)
-GROUP BY uuid
-"""
-"""The roll-up's node, model and pool of the cards the inventory lacks or leaves them NULL
-(the bill takes the inventory's first): read only for those cards, usually none."""
+    return _day(q.rollup_usage(wh, window.start, window.end))
 
 
 def _day(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(
-        (pl.col("day_no").cast(pl.Int64) * _DAY_US).cast(pl.Datetime("us", "UTC")).dt.date().alias("day")
+        (pl.col("day_no").cast(pl.Int64) * q.DAY_US).cast(pl.Datetime("us", "UTC")).dt.date().alias("day")
     ).drop("day_no")
-
-
-def _period_day(window: Window, cuts: Sequence[datetime] | None) -> str:
-    """SQL of the day number a roll-up row is summed under: its UTC day (`cuts` None), else
-    the first day of the period between `cuts` (and the window's edges) it falls in."""
-    if cuts is None:
-        return f"epoch_us(ts) // {_DAY_US}"
-    starts = sorted({window.start, *(c for c in cuts if window.start < c < window.end)})
-    expr = str(_day_number(starts[0]))
-    for start in starts[1:]:
-        expr = f"CASE WHEN ts >= TIMESTAMPTZ '{start.isoformat()}' THEN {_day_number(start)} ELSE {expr} END"
-    return expr
-
-
-def _day_number(moment: datetime) -> int:
-    return int(as_utc(moment).timestamp() * 1_000_000) // _DAY_US
 
 
 def coarse_usage_from_rollup(
@@ -163,9 +100,7 @@ def coarse_usage_from_rollup(
     is summed per period between them instead of per day, its `day` the period's first day:
     the same money, 30 times fewer rows for a month at one price (docs/decisions/0133).
     """
-    cols = ", ".join(dict.fromkeys(keys))
-    sql = _rollup_sql(cols, _period_day(window, cuts))
-    usage = _normalize(_day(wh.query(sql, {"start": window.start, "end": window.end})))
+    usage = _normalize(_day(q.rollup_usage(wh, window.start, window.end, keys, cuts)))
     return usage, card_day_held(wh, window)
 
 
@@ -173,55 +108,25 @@ def card_day_held(wh: Warehouse, window: Window) -> pl.DataFrame:
     """`uuid`, `day`, `held_card_hours` (+ the roll-up's names of cards the inventory lacks:
     `_u_node`, `_u_model`, `_u_pool`) from the roll-up, what the bill's unallocated rows need;
     summed in SQL rather than from a device-grain usage frame of millions of rows."""
-    params = {"start": window.start, "end": window.end}
-    held = _day(wh.query(_CARD_DAY_SQL, params))
-    known = wh.query(
-        "SELECT uuid FROM gpus WHERE node IS NOT NULL AND model IS NOT NULL AND pool IS NOT NULL"
-    )
-    unknown = held.select("uuid").unique().join(known, on="uuid", how="anti")["uuid"].to_list()
-    names = wh.query(_UNKNOWN_CARDS_SQL, {**params, "cards": unknown}) if unknown else pl.DataFrame(
+    held = _day(q.card_day_held(wh, window.start, window.end))
+    unknown = held.select("uuid").unique().join(q.complete_cards(wh), on="uuid", how="anti")["uuid"].to_list()
+    names = q.rollup_card_names(wh, window.start, window.end, unknown) if unknown else pl.DataFrame(
         schema={"uuid": pl.String, "_u_node": pl.String, "_u_model": pl.String, "_u_pool": pl.String}
     )
     return held.join(names, on="uuid", how="left")
 
 
-def rollup_span(wh: Warehouse, window: Window) -> Window | None:
-    """The whole hours of `window` the roll-up covers, or None."""
-    mark = wh.watermark(ROLLUP_SOURCE)
-    first = wh.scalar("SELECT min(ts) FROM card_hours_hourly")
-    if mark is None or first is None:
-        return None
-    lo = _ceil_hour(max(window.start, floor_time(as_utc(first), timedelta(days=1))))
-    hi = floor_time(min(window.end, mark), HOUR)
-    return Window(lo, hi, window.step) if lo < hi else None
-
-
-def _ceil_hour(moment: datetime) -> datetime:
-    floored = floor_time(moment, HOUR)
-    return floored if floored == moment else floored + HOUR
-
-
-def usage_by_day(
-    wh: Warehouse, window: Window, settings: Settings, source: Source = "auto"
-) -> tuple[pl.DataFrame, str]:
-    """Day-level usage for `window` and which source it came from (`raw|rollup|mixed`)."""
-    if source == "raw":
-        return _normalize(_from_raw(wh, window, settings)), "raw"
-    if source == "rollup":
-        return _normalize(_from_rollup(wh, window)), "rollup"
-    span = rollup_span(wh, window)
-    if span is None:
-        return _normalize(_from_raw(wh, window, settings)), "raw"
-    parts = [_from_rollup(wh, span)]
-    for lo, hi in ((window.start, span.start), (span.end, window.end)):
-        if lo < hi:
-            parts.append(_from_raw(wh, Window(lo, hi, window.step), settings))
-    used = "rollup" if len(parts) == 1 else "mixed"
-    frames = [_normalize(p) for p in parts]
+def usage_of(wh: Warehouse, parts: Sequence[Part], rules: Rules) -> pl.DataFrame:
+    """Day-level usage of `parts` (raw parts computed under `rules`), rows of one
+    day-device-holder that two parts cut merged."""
+    frames = [
+        _normalize(_from_rollup(wh, p.window) if p.source == "rollup" else _from_raw(wh, p.window, rules))
+        for p in parts
+    ]
+    if not frames:
+        return _normalize(pl.DataFrame())
     merged = pl.concat(frames, how="vertical")
-    if len(parts) > 1:
-        merged = _regroup(merged)
-    return merged, used
+    return _regroup(merged) if len(frames) > 1 else merged
 
 
 def _regroup(frame: pl.DataFrame) -> pl.DataFrame:

@@ -4,7 +4,10 @@ The bill is computed from this frame, whether it comes straight from raw samples
 or from the stored roll-up (the warehouse keeps it after raw samples age out), so both paths
 price exactly the same numbers.
 
-1. Held time per device, holder and hour from the raw samples (`analytics.sampling.model`).
+All of it under one typed rule set (`core.rules.Rules`): the sampling rules decide held, active
+and idle time, the share rules what part of a card a holder pays (docs/decisions/0147).
+
+1. Held time per device, holder and hour from the raw samples (`analytics.sampling`).
 2. Attach the card (model, pool, sharing mode, replicas, memory) and the pod (queue, requests);
    shared cards exported without `vgpu` labels get their holders from the pods
    (`analytics.devices.unlabeled`).
@@ -24,29 +27,20 @@ from gpuledger.analytics.devices.dra_rows import with_claim_rows
 from gpuledger.analytics.devices.registry import sharing_mode_expr, with_shares
 from gpuledger.analytics.devices.shares import clamp_to_card, vgpu_request
 from gpuledger.analytics.devices.unlabeled import split_unlabeled
-from gpuledger.analytics.sampling.model import SampleRules, held_hourly
-from gpuledger.core.config import Settings
+from gpuledger.analytics.sampling.results import held_hourly
 from gpuledger.core.errors import InputError
 from gpuledger.core.frames import CARD_HOURS_HOURLY, polars_schema
+from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries.usage import gpu_inventory, pods_between
 
 HOURLY_COLUMNS: tuple[str, ...] = CARD_HOURS_HOURLY.column_names
 
 
-def gpu_inventory(wh: Warehouse) -> pl.DataFrame:
-    return wh.query(
-        "SELECT uuid, node AS gpu_node, model, pool, sharing_mode AS card_mode, replicas, "
-        "memory_mib, first_seen, last_seen FROM gpus"
-    )
-
-
 def pod_inventory(wh: Warehouse, window: Window) -> pl.DataFrame:
     """Pods alive around the window with their queue and declared vGPU fractions."""
-    pods = wh.query(
-        "SELECT namespace, pod, queue, gpu_requests FROM pods WHERE end_ts >= ? AND start_ts < ?",
-        [window.start - timedelta(days=1), window.end + timedelta(days=1)],
-    )
+    pods = pods_between(wh, window.start - timedelta(days=1), window.end + timedelta(days=1))
     # Parsed once per distinct request (a fleet's pods repeat a handful of them): parsing every
     # pod's JSON in Python was a sixth of a 1,000-GPU day's roll-up.
     distinct = pods.select(pl.col("gpu_requests").unique())["gpu_requests"].to_list()
@@ -62,16 +56,16 @@ def pod_inventory(wh: Warehouse, window: Window) -> pl.DataFrame:
 
 
 def hourly_usage(
-    wh: Warehouse, window: Window, settings: Settings, held: pl.DataFrame | None = None
+    wh: Warehouse, window: Window, rules: Rules, held: pl.DataFrame | None = None
 ) -> pl.DataFrame:
-    """The `card_hours_hourly` frame for `window`, from raw samples (numbered steps above).
+    """The `card_hours_hourly` frame for `window` under `rules`, from raw samples (numbered
+    steps above); `rules` (its rollup fingerprint) is the frame's `rules` column.
 
     `held`: step 1's frame when the caller already has it (the roll-up computes it in the same
     pass as the allocations, `analytics.usage.rollup`)."""
-    rules = SampleRules.of(settings)
     # 1. Held time: the samples', and on DRA cards the claims' (`analytics.devices.dra_rows`).
     gpus = gpu_inventory(wh)
-    sampled = held if held is not None else held_hourly(wh, window, rules)
+    sampled = held if held is not None else held_hourly(wh, window, rules.sampling)
     held = split_unlabeled(wh, sampled, gpus, window)
     held = with_claim_rows(wh, window, held)
     if held.is_empty():
@@ -87,7 +81,7 @@ def hourly_usage(
     frame = frame.join(pod_inventory(wh, window), on=["namespace", "pod"], how="left")
     frame = frame.with_columns(sharing_mode_expr())
     # 3. Shares, each row by its sharing mode's device source.
-    frame = with_shares(frame, ShareInputs(wh=wh, gpus=gpus, window=window, settings=settings))
+    frame = with_shares(frame, ShareInputs(wh=wh, gpus=gpus, window=window, shares=rules.shares))
     hour_len = (
         pl.min_horizontal(pl.col("ts") + timedelta(hours=1), pl.lit(window.end))
         - pl.max_horizontal(pl.col("ts"), pl.lit(window.start))
@@ -98,6 +92,7 @@ def hourly_usage(
         (pl.col("held_hours") * pl.col("share")).alias("card_hours"),
         (pl.col("idle_hours") * pl.col("share")).alias("idle_card_hours"),
         (pl.col("held_idle_hours") * pl.col("share")).alias("held_idle_card_hours"),
+        pl.lit(rules.rollup_fingerprint).alias("rules"),
     )
     schema = polars_schema(CARD_HOURS_HOURLY)
     return frame.select([pl.col(c).cast(schema[c]) for c in HOURLY_COLUMNS]).sort(

@@ -13,9 +13,10 @@ from __future__ import annotations
 import polars as pl
 
 from gpuledger.analytics.billing.bill import Bill, compute_bill
-from gpuledger.analytics.sampling.model import SampleRules, idle_runs
+from gpuledger.analytics.sampling.results import idle_runs
 from gpuledger.analytics.workloads.requested import attach_workloads, filter_scope
 from gpuledger.core.config import Settings
+from gpuledger.core.rules import SamplingRules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 
@@ -101,7 +102,7 @@ def top_idle(
 
 def idle_runs_frame(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
     """Each idle run of at least `idle.min_minutes` from raw samples, longest first."""
-    runs = idle_runs(wh, window, SampleRules.of(settings))
+    runs = idle_runs(wh, window, SamplingRules.of(settings))
     return runs.with_columns(
         ((pl.col("end_ts") - pl.col("start_ts")).dt.total_seconds() / 60).alias("minutes")
     ).sort(["run_hours", "uuid", "start_ts"], descending=[True, False, False])

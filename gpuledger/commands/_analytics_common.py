@@ -1,5 +1,6 @@
 """Shared by `bill`, `idle` and `recommend`: the window they read, the bill's warnings and the
-empty-window warning. (The flags themselves are decorators in `gpuledger.commands`.)
+empty-window warning, and `--as-computed` (every command that bills may take it). (The other
+flags are decorators in `gpuledger.commands`.)
 
 Light on purpose (no heavy imports): the CLI imports command modules at start-up.
 """
@@ -11,20 +12,34 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import click
+
 from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period
 from gpuledger.core.window import Window
 
 if TYPE_CHECKING:
     from gpuledger.analytics.billing.bill import Bill
+    from gpuledger.commands import F
     from gpuledger.warehouse import Warehouse
+
+
+def as_computed_option(f: F) -> F:
+    """`--as-computed`: bill the hourly roll-up under the rules it was stored under (named in the
+    bill) instead of refusing hours rolled up under other rules whose raw samples are gone
+    (docs/decisions/0147)."""
+    return click.option(
+        "--as-computed", is_flag=True,
+        help="bill the hourly roll-up as it was computed, under the rules it was stored under "
+             "(their fingerprint and values are in the bill), not today's settings",
+    )(f)
 
 
 def bill_warnings(bill: Bill) -> list[str]:
     """One line per thing the bill could not know, for stderr (the numbers still add up)."""
     import polars as pl
 
-    out: list[str] = []
+    out: list[str] = [*bill.notes, *bill.warnings]
     if bill.unpriced_models:
         hours = bill.detail.group_by("model").agg(pl.col("unpriced_card_hours").sum())
         held = {str(m): float(h) for m, h in hours.iter_rows()}

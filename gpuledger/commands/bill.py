@@ -15,6 +15,7 @@ import click
 from gpuledger.command_context import Context
 from gpuledger.commands import output_option, price_options, runs, window_options
 from gpuledger.commands._analytics_common import (
+    as_computed_option,
     bill_warnings,
     coverage_warning,
     warn,
@@ -45,6 +46,7 @@ _MONEY = ("list_cost", "sharing_discount", "redistributed_cost", "cost", "idle_c
 @click.option("--source", type=click.Choice(("auto", "raw", "rollup")), default="auto",
               show_default=True, help="GPU-hours from the hourly roll-up, raw samples, or both (auto)")
 @price_options
+@as_computed_option
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
     import polars as pl
@@ -60,7 +62,7 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     warn([*bill_warnings(bill), *([empty] if empty else [])])
     flagged = ("unpriced_card_hours",) if bill.unpriced_models else ()
     footer = [f"Fleet: {bill.fleet_card_hours:,.3f} GPU-hours, {bill.fleet_cost:,.2f} {bill.currency}",
-              f"Data as of {as_of(bill)}"]
+              f"Data as of {as_of(bill)}", rules_line(bill)]
     if bill.unattributed_namespaces:
         footer.append("Unattributed namespaces (add the team label): "
                       + ", ".join(bill.unattributed_namespaces))
@@ -100,7 +102,7 @@ def scoped_bill(wh: Warehouse, window: Window, ctx: Context, by: list[str], args
     extra = ["namespace", "pod"] if grouping else (["namespace"] if args.namespace else [])
     compute_by = list(dict.fromkeys([*wanted, *extra]))
     bill = compute_bill(wh, window, ctx.settings, compute_by, source=args.source, grain="lines",
-                        strict_prices=args.strict_prices)
+                        strict_prices=args.strict_prices, as_computed=args.as_computed)
     lines = filter_scope(bill.lines, args.team, args.namespace)
     if grouping:
         lines = lines_by_workload(lines, pod_workloads(wh, grouping[0]), wanted)
@@ -108,6 +110,14 @@ def scoped_bill(wh: Warehouse, window: Window, ctx: Context, by: list[str], args
     if compute_by != wanted:
         lines = regroup_lines(lines, wanted)
     return replace(bill, lines=lines, by=tuple(wanted))
+
+
+def rules_line(bill: Bill) -> str:
+    """The rules the numbers were computed under, for people (the JSON has each value)."""
+    if bill.rules is None:
+        return "Rules: not recorded (part of the roll-up predates them; MIG share basis unknown)"
+    how = " (as computed)" if bill.as_computed else ""
+    return f"Rules {bill.rules.rollup_fingerprint}{how}: {bill.rules.describe()}"
 
 
 def as_of(bill: Bill) -> str:

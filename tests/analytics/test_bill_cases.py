@@ -36,6 +36,7 @@ from gpuledger.core.config import (
     SharingSettings,
     TeamSettings,
 )
+from gpuledger.core.rules import Rules
 from gpuledger.warehouse import Warehouse
 from tests.analytics.builders import (
     Seg,
@@ -248,7 +249,7 @@ def test_pod_restart_and_its_allocation_runs(make_bill, tmp_path):
 
     path = load(tmp_path / "restart.duckdb", window(2), frames)
     with Warehouse.open(path, read_only=True) as wh:
-        runs = allocations_frame(wh, window(2), Settings())
+        runs = allocations_frame(wh, window(2), Rules.of(Settings()))
     assert runs.select("ts", "end_ts").rows() == [(at(0), at(0, 40)), (at(0, 45), at(2))]
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from gpuledger.analytics.billing.bill import Bill, compute_bill
-from gpuledger.analytics.sampling.model import SampleRules
+from gpuledger.core.rules import SamplingRules
 from gpuledger.analytics.usage.daily import ROLLUP_SOURCE
 from gpuledger.analytics.usage.rollup import compact_raw_samples, rollup_batch
 from gpuledger.cli import main
@@ -73,7 +73,7 @@ def rolled(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_compaction_keeps_old_bills_to_the_cent(rolled: Path):
     before = _bills(rolled)
-    margin = SampleRules.of(Settings()).margin
+    margin = SamplingRules.of(Settings()).margin
     keep_from = START + timedelta(days=2)
     end = floor_time(keep_from - margin, HOUR)  # whole hours go, the margin's hour stays
     with Warehouse.open(rolled) as wh:
@@ -130,7 +130,7 @@ def test_compact_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     the margin's; a bad value is one line and exit 2."""
     path = tmp_path / "cli.duckdb"
     _load(path, rolled=True)
-    margin = SampleRules.of(Settings()).margin
+    margin = SamplingRules.of(Settings()).margin
     end = floor_time(WINDOW.end - margin, HOUR)  # now - 1 day is later than the roll-up's end
     with Warehouse.open(path, read_only=True) as wh:
         expected = wh.scalar("SELECT count(*) FROM gpu_samples WHERE ts < ?", [end])

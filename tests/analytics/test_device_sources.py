@@ -25,6 +25,7 @@ from gpuledger.analytics.devices.registry import (
 )
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
+from gpuledger.core.rules import ShareRules
 from gpuledger.core.window import Window
 
 TS = datetime(2026, 11, 1, tzinfo=UTC)
@@ -58,7 +59,7 @@ def _frame() -> pl.DataFrame:
 def _inputs(basis: str) -> ShareInputs:
     settings = Settings.model_validate({"sharing": {"mig_share_basis": basis}})
     window = Window(TS, datetime(2026, 11, 2, tzinfo=UTC))
-    return ShareInputs(wh=None, gpus=pl.DataFrame(), window=window, settings=settings)  # type: ignore[arg-type]
+    return ShareInputs(wh=None, gpus=pl.DataFrame(), window=window, shares=ShareRules.of(settings))  # type: ignore[arg-type]
 
 
 def test_first_claiming_source_sets_the_mode():

@@ -10,15 +10,16 @@ from __future__ import annotations
 import polars as pl
 
 from bench.sampling_sql_before import one_pass_sql
-from gpuledger.analytics.sampling.model import SampleRules, params
+from bench.sampling_params import params
 from gpuledger.analytics.usage import rollup
 from gpuledger.core.config import Settings
+from gpuledger.core.rules import SamplingRules
 from tests.analytics.pass_fleet import DAY, assert_same, simulated_fleet
 
 
 def test_one_pass_equals_the_two_statements():
     with simulated_fleet() as wh:
-        rules = SampleRules.of(Settings())
+        rules = SamplingRules.of(Settings())
         held, runs = rollup.held_and_runs(wh, DAY, rules)
         both = wh.query(one_pass_sql(), params(DAY, rules))
     ts = [pl.col(c).cast(pl.Int64).cast(pl.Datetime("us", "UTC")) for c in ("hour", "start_us", "end_us")]

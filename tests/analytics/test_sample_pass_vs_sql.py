@@ -25,8 +25,9 @@ import polars as pl
 import pytest
 
 from bench import sampling_sql_before as before
-from gpuledger.analytics.sampling import sweep
-from gpuledger.analytics.sampling.model import SampleRules, params
+from bench.sampling_params import params
+from gpuledger.analytics.sampling import results, sweep
+from gpuledger.core.rules import SamplingRules
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema
 from gpuledger.core.window import Window
@@ -34,7 +35,7 @@ from gpuledger.warehouse import LoadBatch, Warehouse
 from tests.analytics.builders import T0, gpus, namespaces
 from tests.analytics.pass_fleet import DAY, START, assert_same, simulated_fleet
 
-RULES = SampleRules.of(Settings())
+RULES = SamplingRules.of(Settings())
 KEYS = {"hourly": ["hour", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"],
         "allocations": ["start_us", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"],
         "idle": ["start_us", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"]}
@@ -42,11 +43,11 @@ KEYS = {"hourly": ["hour", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"],
 
 def both(wh: Warehouse, window: Window) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
     p = params(window, RULES)
-    pieces = sweep.run(wh, p)
+    pieces = sweep.run(wh, window, RULES)
     return {
-        "hourly": (sweep.hourly(pieces), wh.query(before.HOURLY_SQL, p)),
-        "allocations": (sweep.allocations(pieces), wh.query(before.ALLOCATIONS_SQL, p)),
-        "idle": (sweep.idle_runs(pieces), wh.query(before.IDLE_RUNS_SQL, p)),
+        "hourly": (results.hourly(pieces), wh.query(before.HOURLY_SQL, p)),
+        "allocations": (results.allocations(pieces), wh.query(before.ALLOCATIONS_SQL, p)),
+        "idle": (results.idle_pieces(pieces), wh.query(before.IDLE_RUNS_SQL, p)),
     }
 
 

@@ -1,4 +1,4 @@
-"""The sampling model (analytics.sampling.model, docs/decisions/0051) on hand-built samples.
+"""The sampling model (analytics.sampling.sweep, docs/decisions/0051) on hand-built samples.
 
 Every case loads rows at the exact times a scrape produced them into a real warehouse file and
 checks held, idle and active figures worked out by hand in the test (defaults: idle threshold
@@ -39,16 +39,17 @@ import polars as pl
 import pytest
 
 from gpuledger.analytics.billing.bill import compute_bill
-from gpuledger.analytics.sampling.model import SampleRules, allocation_runs, held_hourly, idle_runs
-from gpuledger.analytics.usage.daily import usage_by_day
+from gpuledger.analytics.sampling.results import allocation_runs, held_hourly, idle_runs
+from gpuledger.analytics.usage.daily import Part, usage_of
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema
+from gpuledger.core.rules import Rules, SamplingRules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from tests.analytics.builders import T0, at, gpus, load, namespaces, window
 from tests.analytics.conftest import assert_conserved, by_team
 
-RULES = SampleRules.of(Settings())
+RULES = SamplingRules.of(Settings())
 MINUTE = 60.0
 
 
@@ -158,7 +159,7 @@ def test_holder_without_activity_is_unknown(tmp_path):
     assert hours(frame_, "idle_hours") == 0.0
     assert frame_["active_ratio"].is_null().all()
     with Warehouse.open(path, read_only=True) as wh:
-        usage, _ = usage_by_day(wh, win, Settings(), source="raw")
+        usage = usage_of(wh, [Part(win, "raw")], Rules.of(Settings()))
     assert usage["card_hours"].sum() == pytest.approx(2.0)
     assert usage["active_ratio"].is_null().all()
 

@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from gpuledger.analytics.sampling.model import SampleRules
+from gpuledger.core.rules import SamplingRules
 from gpuledger.cli import main
 from gpuledger.collect_pipeline import CollectReport, collect_window, follow, resume_point
 from gpuledger.collect_rollup import SETTLED_SOURCE, RollupPlan
@@ -38,7 +38,7 @@ from tools.metrics_servers import ServerPool
 pytestmark = pytest.mark.prometheus
 W = Window(datetime(2026, 11, 1, 20, tzinfo=UTC), datetime(2026, 11, 3, 2, tzinfo=UTC))
 SETTINGS = Settings(prometheus={"chunk": "2h"})
-MARGIN = SampleRules.of(SETTINGS).margin
+MARGIN = SamplingRules.of(SETTINGS).margin
 TABLES = ("gpu_samples", "card_hours_hourly", "allocations", "gpus", "nodes", "mig_instances")
 
 

@@ -33,7 +33,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.analytics.sampling.model import SampleRules, held_hourly, idle_runs
+from gpuledger.analytics.sampling.results import held_hourly, idle_runs
+from gpuledger.core.rules import SamplingRules
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.core.config import PrometheusSettings, Settings
 from gpuledger.core.window import Window
@@ -112,7 +113,7 @@ def test_each_scrape_on_its_own_minute(collected: Warehouse) -> None:
 
 
 def test_idle_runs_are_whole(collected: Warehouse) -> None:
-    rules = SampleRules.of(Settings())
+    rules = SamplingRules.of(Settings())
     hourly = held_hourly(collected, WINDOW, rules).group_by("uuid").agg(
         pl.sum("held_hours"), pl.sum("idle_hours")).sort("uuid")
     assert hourly.rows() == [("GPU-j", pytest.approx(1.5), pytest.approx(0.5)),

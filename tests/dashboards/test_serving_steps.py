@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.analytics.sampling.model import SampleRules
+from gpuledger.core.rules import SamplingRules
 from gpuledger.command_context import Context
 from gpuledger.core.errors import WarehouseLockedError
 from gpuledger.core.period import Period
@@ -123,7 +123,7 @@ def test_refresh_serving_refused_while_a_writer_holds_the_warehouse(tables_only:
 
 
 def test_the_publish_lock_keeps_publishers_apart(tables_only: Path) -> None:
-    margin = SampleRules.of(SETTINGS).margin
+    margin = SamplingRules.of(SETTINGS).margin
     with Warehouse.open(tables_only, read_only=True) as a, Warehouse.open(tables_only, read_only=True) as b:
         with Publication(a, margin=margin), pytest.raises(WarehouseLockedError, match="publishing the"):
             Publication(b, margin=margin).__enter__()

@@ -36,7 +36,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from gpuledger.analytics.billing.bill import compute_bill
-from gpuledger.analytics.sampling.model import SampleRules
+from gpuledger.core.rules import SamplingRules
 from gpuledger.command_context import Context
 from gpuledger.core.period import Period
 from gpuledger.core.window import Window, floor_time
@@ -84,7 +84,7 @@ def _digest(path: Path) -> str:
 
 
 def test_serving_file_holds_the_raw_tail_only_and_bills_the_same(published: Path) -> None:
-    margin = SampleRules.of(SETTINGS).margin
+    margin = SamplingRules.of(SETTINGS).margin
     october_end = datetime(2026, 11, 1, tzinfo=UTC)
     with Warehouse.open(published, read_only=True) as wh:
         total = wh.count("gpu_samples")
@@ -167,10 +167,10 @@ def test_a_republish_rewrites_only_changed_months(published: Path) -> None:
     from gpuledger.analytics.usage.rollup import rollup_batch
 
     with Warehouse.open(published) as wh:
-        again = publish(wh, margin=SampleRules.of(SETTINGS).margin)
+        again = publish(wh, margin=SamplingRules.of(SETTINGS).margin)
         assert again.rewritten_parts == 0 and again.kept_parts > 0
         wh.load(rollup_batch(wh, Window(ROLLED_END, ROLLED_END + timedelta(hours=1)), SETTINGS))
-        after = publish(wh, margin=SampleRules.of(SETTINGS).margin)
+        after = publish(wh, margin=SamplingRules.of(SETTINGS).margin)
     # November's card_hours_hourly and allocations changed; October's and the queue samples
     # did not
     assert after.rewritten_parts == 2

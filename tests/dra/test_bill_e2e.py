@@ -34,6 +34,7 @@ from gpuledger.analytics.usage.hourly import hourly_usage
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.collectors.dra import DraObjects, frames_from_history
 from gpuledger.core.config import Settings
+from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.simulator.dra import CARDS, CLAIMS, TEAMS, DraPool
 from gpuledger.warehouse import Warehouse
@@ -97,7 +98,7 @@ def test_the_bill_equals_the_truth(wh: Warehouse, source: str) -> None:
 
 
 def _claim_rows(wh: Warehouse) -> pl.DataFrame:
-    return hourly_usage(wh, WINDOW, SETTINGS).filter(pl.col("sharing_mode") == "dra")
+    return hourly_usage(wh, WINDOW, Rules.of(SETTINGS)).filter(pl.col("sharing_mode") == "dra")
 
 
 def test_claims_without_telemetry_are_billed(wh: Warehouse) -> None:
@@ -121,7 +122,7 @@ def test_rows_are_keyed_on_parent_placement_and_claim(wh: Warehouse) -> None:
 
 
 def test_no_card_hour_is_billed_twice(wh: Warehouse) -> None:
-    hourly = hourly_usage(wh, WINDOW, SETTINGS)
+    hourly = hourly_usage(wh, WINDOW, Rules.of(SETTINGS))
     per_card = hourly.group_by("uuid", "ts").agg(pl.col("card_hours").sum())
     assert per_card["card_hours"].max() <= 1 + 1e-9
     dra_cards = {c.uuid for c in CARDS}

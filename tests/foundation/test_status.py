@@ -166,7 +166,7 @@ wh.close()
 
 
 def test_status_while_a_writer_holds_the_file(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from gpuledger.analytics.sampling.model import SampleRules
+    from gpuledger.core.rules import SamplingRules
     from gpuledger.core.config import Settings
     from gpuledger.warehouse.serving_store import is_served, publish, serving_path
 
@@ -184,7 +184,7 @@ def test_status_while_a_writer_holds_the_file(warehouse: Path, capsys: pytest.Ca
     assert len(said.err.strip().splitlines()) == 1 and "Traceback" not in said.err
     assert is_served(warehouse) and not serving_path(warehouse).exists()  # asked for one
     with Warehouse.open(warehouse) as wh:  # the writer's publish (as its close does when served)
-        publish(wh, margin=SampleRules.of(Settings()).margin)
+        publish(wh, margin=SamplingRules.of(Settings()).margin)
     holder = subprocess.Popen([sys.executable, "-c", HOLD_WRITER, str(warehouse)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

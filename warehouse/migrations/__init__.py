@@ -44,6 +44,8 @@ STEPS: tuple[Step, ...] = (
          "v008_gpu_series_and_sample_values.sql"),
     Step(9, "unread sample values at a coarser step (1 % ratios, 0.1 W)",
          "v009_coarse_unread_sample_values.sql"),
+    Step(10, "the roll-up's rules: fingerprint columns, rolled-up hours, rule sets",
+         "v010_rollup_rules.sql"),
 )
 """Every version in order, oldest first; append only."""
 
