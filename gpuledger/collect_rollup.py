@@ -21,19 +21,26 @@ rules (docs/decisions/0126):
 4. Grain. A backfill rolls up whole days (`DAY`: each day once, the cost of `pipeline.rollup`);
    `--follow` rolls up by the hour (`HOUR`: the day so far again every hour, so the roll-up is
    never more than an hour and the margin behind the samples).
+5. Re-rolled under new rules. Every rolled-up hour remembers the rules it was computed under
+   (docs/decisions/0147); `reroll` computes again, under the current rules, the days holding
+   hours rolled up under others (`gpuledger rollup`, and `gpuledger compact` before it removes
+   their raw samples), by the same day windows (rule 3), without moving any watermark.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from gpuledger.core.config import Settings
+from gpuledger.core.errors import InputError
 from gpuledger.core.window import DAY, HOUR, Window, floor_time
 
 if TYPE_CHECKING:
+    from gpuledger.analytics.usage.plan import Run
+    from gpuledger.core.rules import Rules
     from gpuledger.warehouse import Warehouse
 
 SETTLED_SOURCE = "card_hours_hourly.settled"
@@ -126,3 +133,60 @@ class Roller:
         self.hours += hours
         self.seconds += time.perf_counter() - started
         return hours
+
+
+@dataclass(frozen=True)
+class Rerolled:
+    """What `reroll` did: the stale runs it stored under the current rules (each with the
+    fingerprint it was rolled up under before, None: not recorded), the day windows it rolled,
+    the stale runs it left (their raw samples gone), and the rules it stored."""
+
+    fingerprint: str
+    runs: tuple[Run, ...] = ()
+    days: tuple[Window, ...] = ()
+    left: tuple[Run, ...] = field(default=())
+    rows: int = 0
+    seconds: float = 0.0
+
+
+def reroll(wh: Warehouse, rules: Rules, window: Window, *, what: str, strict: bool = True) -> Rerolled:
+    """Rule 5: roll up again, under `rules`, every day of `window` that holds an hour of the
+    roll-up computed under other rules. `strict`: refuse (one line, naming what) when such an
+    hour's raw samples are gone; else leave those hours as they are (`Rerolled.left`)."""
+    from gpuledger.analytics.usage.daily import ROLLUP_SOURCE
+    from gpuledger.analytics.usage.plan import raw_from, rollup_span, span_text, stamp_runs
+    from gpuledger.analytics.usage.rollup import reroll_batch
+    from gpuledger.warehouse.queries.usage import rollup_stamps
+
+    span = rollup_span(wh, window)
+    if span is None:
+        return Rerolled(rules.rollup_fingerprint)
+    stale = [r for r in stamp_runs(rollup_stamps(wh, span.start, span.end), span)
+             if r.fingerprint != rules.rollup_fingerprint]
+    days = _days_of(stale, wh.watermark(ROLLUP_SOURCE) or span.end)
+    start = raw_from(wh, rules)
+    gone = [d for d in days if start is not None and d.start < start]
+    if gone and strict:
+        raise InputError(
+            f"{what}: the raw samples of {span_text(gone[0].start, gone[-1].end)} are gone (compacted; "
+            f"kept from {start:%Y-%m-%dT%H:%MZ}), so its roll-up cannot be computed again; re-roll "
+            "from there on (--start/--end), or bill it as computed (bill --as-computed)"
+        )
+    left = tuple(r for r in stale if any(d.start <= r.start < d.end for d in gone))
+    todo = [d for d in days if d not in gone]
+    started, rows = time.perf_counter(), 0
+    for day in todo:
+        rows += wh.load(reroll_batch(wh, day, rules)).total_rows
+    done = tuple(r for r in stale if r not in left)
+    return Rerolled(rules.rollup_fingerprint, done, tuple(todo), left, rows, time.perf_counter() - started)
+
+
+def _days_of(runs: list[Run], mark: datetime) -> list[Window]:
+    """Rule 3's day windows holding the hours of `runs`, the last one ending at the watermark."""
+    days: dict[datetime, Window] = {}
+    for r in runs:
+        day = floor_time(r.start, DAY)
+        while day < r.end:
+            days.setdefault(day, Window(day, min(day + DAY, mark)))
+            day += DAY
+    return [days[d] for d in sorted(days)]

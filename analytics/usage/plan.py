@@ -225,7 +225,12 @@ def _as_computed(
 
 def _stored_rules(wh: ReadableWarehouse, runs: list[Run]) -> dict[str, Rules]:
     """The stored rules of each fingerprint in `runs` (from `rule_sets`)."""
-    wanted = sorted({r.fingerprint for r in runs if r.fingerprint is not None})
+    return stored_rules_of(wh, [r.fingerprint for r in runs])
+
+
+def stored_rules_of(wh: ReadableWarehouse, fingerprints: list[str | None]) -> dict[str, Rules]:
+    """The stored rules of each of `fingerprints` (`rule_sets`; None and unknown ones left out)."""
+    wanted = sorted({fp for fp in fingerprints if fp is not None})
     return {fp: Rules.from_json(text) for fp, text in q.rule_sets(wh, wanted).items()}
 
 
@@ -290,3 +295,34 @@ def _refusal(
             f"{_describe(rules.rollup_fingerprint, rules)} cannot be applied to it: bill it as "
             "computed (--as-computed) or restore the settings it was computed under")
 
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    """A run of the roll-up's hours under one rule set, as `gpuledger status` lists it."""
+
+    run: Run
+    rules: Rules | None
+    current: bool
+    raw_kept: bool | None
+    """Whether its raw samples are still there (None: not asked, e.g. on the serving store)."""
+
+    @property
+    def description(self) -> str:
+        return _describe(self.run.fingerprint, self.rules)
+
+
+def stored_runs(wh: ReadableWarehouse, rules: Rules, *, ask_raw: bool = True) -> list[StoredRun]:
+    """The whole roll-up, from its first day to its watermark, as runs of one rule set each."""
+    mark, first = wh.watermark(ROLLUP_SOURCE), q.first_rollup_ts(wh)
+    if mark is None or first is None or floor_time(mark, HOUR) <= floor_time(first, DAY):
+        return []
+    span = Window(floor_time(first, DAY), floor_time(mark, HOUR))
+    runs = stamp_runs(q.all_rollup_stamps(wh), span)
+    stored = _stored_rules(wh, runs)
+    start = raw_from(wh, rules) if ask_raw else None
+    return [
+        StoredRun(r, stored.get(r.fingerprint or ""), r.fingerprint == rules.rollup_fingerprint,
+                  (start is None or r.start >= start) if ask_raw else None)
+        for r in runs
+    ]

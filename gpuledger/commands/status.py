@@ -13,6 +13,11 @@ the newest hour of token samples), never a copy of the warehouse (gigabytes at f
 Without a published store it asks the collector for one (its next round publishes) and says
 so in one line. An empty or missing warehouse is one line, not an error: "nothing collected
 yet" is a status.
+
+It also lists the hourly roll-up by the rules it was computed under (runs of days, each with
+its rules' fingerprint and description, the current rules marked; hours rolled up under others
+say whether their raw samples are still there, so `gpuledger rollup` can store them under the
+current rules, docs/decisions/0147).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from gpuledger.commands import output_option, runs
 from gpuledger.commands._output import emit, render_table
 
 if TYPE_CHECKING:
+    from gpuledger.analytics.usage.plan import StoredRun
+    from gpuledger.core.config import Settings
     from gpuledger.warehouse import Warehouse
     from gpuledger.warehouse.queries.freshness import SourceFreshness
 
@@ -112,6 +119,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     with _reading(ctx) as wh:
         rows = f.source_freshness(wh)
         newest = f.newest_sample(wh)
+        rules = _rollup_rules(wh, ctx.settings)
     now = utcnow()
     if newest is None and all(r.watermark is None and r.newest_sample is None for r in rows):
         return _empty(args, ctx, f"warehouse {path} is empty: nothing collected yet")
@@ -120,13 +128,42 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         "schema": SCHEMA, "warehouse": str(path), "now": _stamp(now),
         "newest_sample": _stamp(newest), "stale": f.is_stale(newest, now),
         "stale_after_s": (f.STALE_INTERVALS * f.COLLECTION_INTERVAL).total_seconds(),
-        "sources": sources,
+        "sources": sources, "rollup_rules": rules,
     }
+    text = None
+    if args.format == "table":
+        text = render_table(_table(rows, now), HEADERS, rule=False)
+        if rules:
+            text += "\n\nhourly roll-up by rules\n" + render_table(rules, RULE_HEADERS, rule=False)
     emit(ctx, args.format, rows=sources, document=document,
-         json_text=json.dumps(document, indent=2),
-         text=render_table(_table(rows, now), HEADERS, rule=False) if args.format == "table" else None,
-         footer=[_summary(newest, now)])
+         json_text=json.dumps(document, indent=2), text=text, footer=[_summary(newest, now)])
     return 0
+
+
+RULE_HEADERS = ("from", "to", "rules", "state", "description")
+
+
+def _rollup_rules(wh: Warehouse, settings: Settings) -> list[dict[str, Any]]:
+    """The roll-up as runs of one rule set (`analytics.usage.plan.stored_runs`), for people."""
+    from gpuledger.analytics.usage.plan import stored_runs
+    from gpuledger.core.rules import Rules
+    from gpuledger.warehouse.serving_store import SUFFIX
+
+    served = wh.path.endswith(SUFFIX)  # the serving store keeps no raw samples of rolled-up hours
+    return [_rule_row(r) for r in stored_runs(wh, Rules.of(settings), ask_raw=not served)]
+
+
+def _rule_row(run: StoredRun) -> dict[str, Any]:
+    if run.current:
+        state = "current"
+    elif run.raw_kept is None:
+        state = "stale: rolled up under other rules"
+    elif run.raw_kept:
+        state = "stale: rolled up under other rules, raw samples kept (gpuledger rollup)"
+    else:
+        state = "stale: rolled up under other rules, raw samples gone (bill --as-computed)"
+    return {"from": _stamp(run.run.start), "to": _stamp(run.run.end), "rules": run.run.fingerprint,
+            "state": state, "description": run.description}
 
 
 def _empty(args: argparse.Namespace, ctx: Context, message: str) -> int:
