@@ -135,7 +135,7 @@ def plan_usage(
         return UsagePlan(_as_before(window, span, source), rules, rules, span)
     start = raw_from(wh, rules)
     billable = [_clip(r, start, None) for r in stale]
-    gone = [_clip(r, None, start) for r in stale]
+    gone = [_clip(r, None, start) for r in stale] if start is not None else []
     billable_runs = [r for r in billable if r is not None]
     gone_runs = [r for r in gone if r is not None]
     if any(r.fingerprint is not None for r in gone_runs):
