@@ -27,8 +27,8 @@ from bench import sampling_sql_before as before
 from bench.common import write_result
 from bench.sampling_params import params
 from gpuledger.analytics.sampling import results, sweep
-from gpuledger.core.rules import SamplingRules
 from gpuledger.core.config import Settings
+from gpuledger.core.rules import SamplingRules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from tests.field.harness import WINDOW, effects, field_run

@@ -162,8 +162,8 @@ FROM gpu_samples WHERE ts >= ? AND ts < ? GROUP BY ALL
 def _before_0122(wh: Warehouse, window: Window, settings: Any) -> dict[str, pl.DataFrame]:
     """`rollup.rollup_frames` as it was before decision 0122: the same consumers over the SQL
     pass (`bench.sampling_sql_before`, one statement for hourly + allocations, decision 0072)."""
-    from bench.sampling_sql_before import one_pass_sql
     from bench.sampling_params import params
+    from bench.sampling_sql_before import one_pass_sql
     from gpuledger.analytics.usage.hourly import hourly_usage
     from gpuledger.analytics.usage.rollup import allocations_frame
     from gpuledger.core.rules import Rules
@@ -192,10 +192,10 @@ def same_frames(ours: dict[str, pl.DataFrame], before: dict[str, pl.DataFrame]) 
     from polars.testing import assert_frame_equal
 
     out: dict[str, Any] = {}
-    for name in before:  # ours also holds the stamps (`rollup_hours`, `rule_sets`, 0147)
+    for name, old in before.items():  # ours also holds the stamps (`rollup_hours`, `rule_sets`, 0147)
         frame = ours[name]
         keys = [c for c in ("ts", "uuid", "gpu_i_id", "vgpu", "namespace", "pod") if c in frame.columns]
-        a, b = frame.sort(keys, nulls_last=True), before[name].sort(keys, nulls_last=True)
+        a, b = frame.sort(keys, nulls_last=True), old.sort(keys, nulls_last=True)
         exact = [c for c in a.columns if c != "active_ratio"]
         assert_frame_equal(a.select(exact), b.select(exact), check_exact=True)
         last_bits = 0

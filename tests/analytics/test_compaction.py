@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from gpuledger.analytics.billing.bill import Bill, compute_bill
-from gpuledger.core.rules import SamplingRules
 from gpuledger.analytics.usage.daily import ROLLUP_SOURCE
 from gpuledger.analytics.usage.rollup import compact_raw_samples, rollup_batch
 from gpuledger.cli import main
 from gpuledger.core.config import Settings, load_settings
 from gpuledger.core.config_retention import RetentionSettings
 from gpuledger.core.errors import ConfigError
+from gpuledger.core.rules import SamplingRules
 from gpuledger.core.window import HOUR, Window, floor_time
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec

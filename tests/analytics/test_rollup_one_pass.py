@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from bench.sampling_sql_before import one_pass_sql
 from bench.sampling_params import params
+from bench.sampling_sql_before import one_pass_sql
 from gpuledger.analytics.usage import rollup
 from gpuledger.core.config import Settings
 from gpuledger.core.rules import SamplingRules

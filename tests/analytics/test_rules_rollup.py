@@ -66,7 +66,7 @@ def _run(capsys: pytest.CaptureFixture[str], path: Path, config: Path, *args: st
 
 def _rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     with Warehouse.open(path, read_only=True) as wh:
-        return {t: wh.query(f"SELECT * FROM {t} ORDER BY ALL").rows()  # noqa: S608 - our table names
+        return {t: wh.query(f"SELECT * FROM {t} ORDER BY ALL").rows()
                 for t in ("card_hours_hourly", "allocations", "rollup_hours", "rule_sets")}
 
 
@@ -84,7 +84,7 @@ def test_the_rollup_is_stamped_with_its_rules(fleet: Path):
         assert hours.height == 24 * 3 and set(hours["rules"]) == {fingerprint}
         assert hours["ts"][0] == WHOLE.start and hours["ts"][-1] == WHOLE.end - timedelta(hours=1)
         for table in ("card_hours_hourly", "allocations"):
-            assert wh.query(f"SELECT DISTINCT rules FROM {table}")["rules"].to_list() == [fingerprint]  # noqa: S608
+            assert wh.query(f"SELECT DISTINCT rules FROM {table}")["rules"].to_list() == [fingerprint]
         stored = wh.query("SELECT fingerprint, CAST(rules AS VARCHAR) AS rules, first_used FROM rule_sets")
     assert stored.rows() == [(fingerprint, Rules.of(settings()).to_json(), WHOLE.start)]
 
@@ -154,7 +154,7 @@ def _forget_rules(path: Path) -> None:
     """The roll-up as a warehouse from before v010 holds it: no rules recorded."""
     with Warehouse.open(path) as wh:
         for table in ("card_hours_hourly", "allocations"):
-            wh.execute(f"UPDATE {table} SET rules = NULL")  # noqa: S608 - our table names
+            wh.execute(f"UPDATE {table} SET rules = NULL")
         wh.execute("DELETE FROM rollup_hours")
         wh.execute("DELETE FROM rule_sets")
 

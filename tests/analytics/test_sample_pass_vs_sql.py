@@ -27,9 +27,9 @@ import pytest
 from bench import sampling_sql_before as before
 from bench.sampling_params import params
 from gpuledger.analytics.sampling import results, sweep
-from gpuledger.core.rules import SamplingRules
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema
+from gpuledger.core.rules import SamplingRules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import LoadBatch, Warehouse
 from tests.analytics.builders import T0, gpus, namespaces

@@ -20,12 +20,12 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from gpuledger.core.rules import SamplingRules
 from gpuledger.cli import main
 from gpuledger.collect_pipeline import CollectReport, collect_window, follow, resume_point
 from gpuledger.collect_rollup import SETTLED_SOURCE, RollupPlan
 from gpuledger.collect_sizing import CHUNK_ROWS, chunk_size
 from gpuledger.core.config import Settings
+from gpuledger.core.rules import SamplingRules
 from gpuledger.core.window import HOUR, Window, floor_time
 from gpuledger.pipeline import rollup
 from gpuledger.simulator.engine import Simulation

@@ -34,9 +34,9 @@ import polars as pl
 import pytest
 
 from gpuledger.analytics.sampling.results import held_hourly, idle_runs
-from gpuledger.core.rules import SamplingRules
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.core.config import PrometheusSettings, Settings
+from gpuledger.core.rules import SamplingRules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from tools.metrics_servers import ServerPool

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.core.rules import SamplingRules
 from gpuledger.command_context import Context
 from gpuledger.core.errors import WarehouseLockedError
 from gpuledger.core.period import Period
+from gpuledger.core.rules import SamplingRules
 from gpuledger.dashboards import serving_results
 from gpuledger.dashboards.app import create_app
 from gpuledger.warehouse import Warehouse

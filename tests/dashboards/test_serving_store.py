@@ -36,9 +36,9 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from gpuledger.analytics.billing.bill import compute_bill
-from gpuledger.core.rules import SamplingRules
 from gpuledger.command_context import Context
 from gpuledger.core.period import Period
+from gpuledger.core.rules import SamplingRules
 from gpuledger.core.window import Window, floor_time
 from gpuledger.dashboards import serving_results
 from gpuledger.dashboards.app import create_app

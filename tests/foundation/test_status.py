@@ -166,8 +166,8 @@ wh.close()
 
 
 def test_status_while_a_writer_holds_the_file(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from gpuledger.core.rules import SamplingRules
     from gpuledger.core.config import Settings
+    from gpuledger.core.rules import SamplingRules
     from gpuledger.warehouse.serving_store import is_served, publish, serving_path
 
     holder = subprocess.Popen([sys.executable, "-c", HOLD_WRITER, str(warehouse)],
