@@ -41,10 +41,35 @@ def main_pass(tree: Path | None, path: Path, window: Window) -> dict[str, Any] |
     if tree is None:
         return None
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    path = _readable_by(tree, env, path)
     args = [sys.executable, "-c", _MAIN_CHILD, str(path), window.start.isoformat(), window.end.isoformat()]
     # cwd too: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH.
     out = subprocess.run(args, env=env, cwd=tree, capture_output=True, text=True, check=True)
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _readable_by(tree: Path, env: dict[str, str], path: Path) -> Path:
+    """`path`, or a copy whose recorded schema version is the one `tree`'s code expects when ours
+    is newer (a reader refuses a newer file; the roll-up reads only tables both versions have:
+    the samples and the inventory)."""
+    import shutil
+
+    import duckdb
+
+    latest = "from gpuledger.warehouse.schema import LATEST; print(LATEST)"
+    theirs = int(subprocess.run([sys.executable, "-c", latest], env=env, cwd=tree, capture_output=True,
+                                text=True, check=True).stdout.strip())
+    from gpuledger.warehouse.schema import LATEST as ours  # the file is ours (the bench wrote it)
+
+    if ours <= theirs:
+        return path
+    copy = path.with_name(path.stem + f".v{theirs}.duckdb")
+    if not copy.exists():
+        shutil.copyfile(path, copy)
+        con = duckdb.connect(str(copy))
+        con.execute("DELETE FROM schema_version WHERE version > ?", [theirs])
+        con.close()
+    return copy
 
 
 def main_ref_tree(args: argparse.Namespace) -> Path | None:

@@ -90,18 +90,17 @@ def ceil_hour(moment: datetime) -> datetime:
 
 def stamp_runs(stamps: pl.DataFrame, span: Window) -> list[Run]:
     """The hours of `span` (whole hours) grouped into runs of one fingerprint; an hour without a
-    stamp (rolled up before v010) has None."""
-    by_hour = {as_utc(t): r for t, r in zip(stamps["ts"].to_list(), stamps["rules"].to_list(), strict=True)}
-    runs: list[Run] = []
-    hour = span.start
-    while hour < span.end:
-        fingerprint = by_hour.get(hour)
-        if runs and runs[-1].fingerprint == fingerprint and runs[-1].end == hour:
-            runs[-1] = Run(runs[-1].start, hour + HOUR, fingerprint)
-        else:
-            runs.append(Run(hour, hour + HOUR, fingerprint))
-        hour += HOUR
-    return runs
+    stamp (rolled up before v010) has None. In Polars: a month is 720 hours, a year 8,760."""
+    hours = pl.datetime_range(span.start, span.end - HOUR, HOUR, time_zone="UTC", eager=True).alias("ts")
+    frame = pl.DataFrame(hours).join(
+        stamps.select(pl.col("ts").cast(hours.dtype), "rules"), on="ts", how="left", maintain_order="left"
+    )
+    runs = frame.group_by(pl.col("rules").ne_missing(pl.col("rules").shift(1)).cum_sum().alias("run"),
+                          maintain_order=True).agg(
+        pl.col("ts").min().alias("start"), pl.col("ts").max().alias("last"), pl.col("rules").first()
+    )
+    return [Run(as_utc(start), as_utc(last) + HOUR, fingerprint)
+            for start, last, fingerprint in runs.select("start", "last", "rules").iter_rows()]
 
 
 def raw_from(wh: ReadableWarehouse, rules: Rules) -> datetime | None:
@@ -123,16 +122,16 @@ def plan_usage(
         return UsagePlan((Part(window, "raw"),), rules, rules)
     span = rollup_span(wh, window)
     if span is None:
-        parts = (Part(window, "rollup"),) if source == "rollup" else (Part(window, "raw"),)
-        return UsagePlan(parts, rules, rules, as_computed=as_computed)
+        whole = Part(window, "rollup") if source == "rollup" else Part(window, "raw")
+        return UsagePlan((whole,), rules, rules, as_computed=as_computed)
     runs = stamp_runs(q.rollup_stamps(wh, span.start, span.end), span)
+    current = rules.rollup_fingerprint
+    stale = [r for r in runs if r.fingerprint != current]
+    if not stale:  # rule 1, and rule 4 over a roll-up of today's rules: one small read in all
+        return UsagePlan(_as_before(window, span, source), rules, rules, span, as_computed=as_computed)
     stored = _stored_rules(wh, runs)
     if as_computed:
         return _as_computed(window, span, runs, stored=stored, rules=rules, source=source, what=what)
-    current = rules.rollup_fingerprint
-    stale = [r for r in runs if r.fingerprint != current]
-    if not stale:
-        return UsagePlan(_as_before(window, span, source), rules, rules, span)
     start = raw_from(wh, rules)
     billable = [_clip(r, start, None) for r in stale]
     gone = [_clip(r, None, start) for r in stale] if start is not None else []
@@ -213,6 +212,9 @@ def _as_computed(
         warning = (f"{what}: the roll-up of {_hours_text(runs)} was rolled up before rules were recorded: "
                    "billed as stored, under rules not known (MIG share basis unknown)")
         return UsagePlan(parts, rules, None, span, as_computed=True, warnings=(warning,))
+    if fingerprint not in stored:
+        raise InputError(f"{what} --as-computed: the roll-up's {_describe(fingerprint, None)}: nothing "
+                         "says what they were; store the current rules over it (gpuledger rollup)")
     used = rules.with_rollup_of(stored[fingerprint])
     if not used.computable and any(p.source == "raw" for p in parts):
         raise InputError(

@@ -47,11 +47,12 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     document = {"schema": SCHEMA, "period": period, "rules": rules.rollup_fingerprint,
                 "description": rules.describe_rollup(), "rerolled": rows,
                 "days": len(done.days), "rows": done.rows}
+    hours = sum(int((r.end - r.start).total_seconds() // 3600) for r in done.runs)
     if not rows:
         summary = f"rollup {period}: every rolled-up hour is already under the current {current}"
     else:
         days = span_text(done.days[0].start, done.days[-1].end)
-        summary = (f"rollup {period}: {sum(r['hours'] for r in rows)} hours rolled up again under the "
+        summary = (f"rollup {period}: {hours} hours rolled up again under the "
                    f"current {current} ({len(done.days)} days, {days}, {done.rows:,} rows)")
     if not rows and args.format in ("table", "wide"):
         ctx.echo(summary)
