@@ -11,12 +11,16 @@ of an old period reads (`card_hours_hourly`, `allocations`, the inventory) is ke
    `gpuledger_meta`: raw samples before it were removed; not a watermark, which `status` would
    list as a source) moved in it: a crash leaves either all or none of it, and re-running removes
    nothing more. A checkpoint afterwards hands the freed blocks back to the file.
+4. Whatever else keeps no raw samples of rolled-up hours (the serving store) writes the same
+   mark (`mark_removed`): a bill then never takes those hours for ones it could recompute from
+   raw samples (docs/decisions/0147).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from gpuledger.core.window import HOUR, as_utc, floor_time
 from gpuledger.warehouse.protocols import ReadableWarehouse
@@ -87,11 +91,20 @@ def compact(
             )
             removed = int(rows[0][0]) if rows else 0
             wh.execute(prune_series_sql())
-            previous = removed_before(wh)
-            if previous is None or previous < end:
-                wh.execute(
-                    "INSERT OR REPLACE INTO gpuledger_meta VALUES (?, ?)", [RETENTION_KEY, end.isoformat()]
-                )
+            mark_removed(wh.con, end)
         wh.con.execute("CHECKPOINT")
     kept = wh.count(RAW_TABLE)
     return CompactionStats(removed, end, kept, before, used_bytes(wh), reason)
+
+
+def mark_removed(con: Any, end: datetime | None, *, catalog: str | None = None) -> None:
+    """Record (rule 3) that raw samples before `end` are gone, in `catalog`'s marker table (the
+    open one by default), unless it already says so of a later instant; `end` None: nothing."""
+    if end is None:
+        return
+    table = f"{catalog}.gpuledger_meta" if catalog else "gpuledger_meta"
+    rows = con.execute(f"SELECT value FROM {table} WHERE key = ?", [RETENTION_KEY]).fetchall()
+    if rows and as_utc(datetime.fromisoformat(str(rows[0][0]))) >= end:
+        return
+    con.execute(f"DELETE FROM {table} WHERE key = ?", [RETENTION_KEY])  # a copied table has no key
+    con.execute(f"INSERT INTO {table} VALUES (?, ?)", [RETENTION_KEY, end.isoformat()])

@@ -44,7 +44,7 @@ import duckdb
 
 from gpuledger.core.errors import WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import CARD_HOURS_HOURLY
-from gpuledger.warehouse.retention import RETENTION_KEY, removable_until, removed_before
+from gpuledger.warehouse.retention import mark_removed, removable_until
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES_TABLE, VIEW_DDL
 from gpuledger.warehouse.store import DUCKDB_CONFIG, Warehouse
 
@@ -298,10 +298,9 @@ def _update_tables(wh: Warehouse, margin: timedelta) -> tuple[int, int]:
             union = " UNION ALL ".join(f"SELECT * FROM {src} WHERE {w}" for w, _ in ranges)
             params = [p for _, ps in ranges for p in ps]
             con.execute(f'CREATE OR REPLACE TABLE srv."{table}" AS {union}', params)
-    _mark_trimmed(wh, margin)
+    mark_removed(con, removable_until(wh, FAR_FUTURE, margin, ROLLUP_SOURCE)[1], catalog="srv")  # (0147)
     # the view binds its tables in its own catalog: the store's series and values
-    view = f"CREATE OR REPLACE VIEW srv.{SAMPLES_VIEW}"
-    con.execute(VIEW_DDL.replace(f"CREATE VIEW {SAMPLES_VIEW}", view, 1))
+    con.execute(VIEW_DDL.replace(f"VIEW {SAMPLES_VIEW}", f"OR REPLACE VIEW srv.{SAMPLES_VIEW}", 1))
     return rewritten, kept
 
 
@@ -324,18 +323,6 @@ def _raw_ranges(wh: Warehouse, margin: timedelta, catalog: str) -> Ranges:
             out.append((f"ts >= ? AND ts < ? AND series_id IN ({mig})", [lo, hi]))
         month_end = _month_bounds(month_end.strftime("%Y-%m"))[1]
     return out
-
-
-def _mark_trimmed(wh: Warehouse, margin: timedelta) -> None:
-    """The store keeps no raw samples of rolled-up hours (point 1), so it says what a compacted
-    warehouse says (`retention.removed_before`): a bill on it then never takes those hours for
-    ones it could bill from raw samples (docs/decisions/0147)."""
-    _, end, _ = removable_until(wh, FAR_FUTURE, margin, ROLLUP_SOURCE)
-    previous = removed_before(wh)
-    if end is None or (previous is not None and previous >= end):
-        return
-    wh.con.execute("DELETE FROM srv.gpuledger_meta WHERE key = ?", [RETENTION_KEY])
-    wh.con.execute("INSERT INTO srv.gpuledger_meta VALUES (?, ?)", [RETENTION_KEY, end.isoformat()])
 
 
 def _token_ranges(wh: Warehouse) -> Ranges:

@@ -267,10 +267,7 @@ def compute_bill(
         fleet_card_hours=float(detail["card_hours"].sum()), lines=lines, detail=detail,
         unallocated=unallocated_summary(unallocated), unattributed_namespaces=unattributed,
         redistribution=settings.idle.unallocated_redistribution,
-        price_book_version=book.version,
-        mig_share_basis=plan.rules.shares.mig_share_basis if plan.rules is not None else "unknown",
-        source=plan.source, rules=plan.rules, as_computed=plan.as_computed, notes=plan.notes,
-        warnings=plan.warnings,
+        price_book_version=book.version, **_rules_fields(plan),
         **_facts(wh, window, gpus, book, models, settings=settings),
     )
     check_conservation(bill)
@@ -295,6 +292,14 @@ def _usage(
         if plan.source == "rollup":  # the card-days from the same roll-up rows, summed in SQL
             held = card_day_held(wh, window)
     return _claim_names(wh, usage), held
+
+
+def _rules_fields(plan: UsagePlan) -> dict[str, Any]:
+    """What the bill says of its numbers' rules and source: the plan's, its basis label the
+    basis its numbers were computed under (`unknown` where the roll-up did not record it)."""
+    basis = plan.rules.shares.mig_share_basis if plan.rules is not None else "unknown"
+    return {"mig_share_basis": basis, "source": plan.source, "rules": plan.rules,
+            "as_computed": plan.as_computed, "notes": plan.notes, "warnings": plan.warnings}
 
 
 def _claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:

@@ -121,8 +121,10 @@ def test_status_table(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "2 h 0 min" in gpu
     kube = next(line for line in lines if line.startswith("kubernetes"))
     assert kube.split()[1:4] == ["2026-11-30T13:00:00Z", "-", "-"]
-    assert {line.split()[0] for line in lines[1:-1]} == {
+    sources = lines[1:lines.index("")]  # then the roll-up by rules (its one hour: not recorded)
+    assert {line.split()[0] for line in sources} == {
         "card_hours_hourly", "kubernetes", "prometheus.gpu_samples", "token_samples", "queue_samples"}
+    assert lines[len(sources) + 2] == "hourly roll-up by rules" and "rules not recorded" in out
     assert lines[-1].startswith("STALE: newest GPU sample 2026-11-30T10:02:00Z")
 
 
