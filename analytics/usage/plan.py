@@ -311,7 +311,10 @@ class StoredRun:
 
     @property
     def description(self) -> str:
-        return _describe(self.run.fingerprint, self.rules)
+        """The rules in a few words (`Rules.describe_rollup`), or why there are none."""
+        if self.rules is None:
+            return _describe(self.run.fingerprint, None)
+        return self.rules.describe_rollup()
 
 
 def stored_runs(wh: ReadableWarehouse, rules: Rules, *, ask_raw: bool = True) -> list[StoredRun]:
