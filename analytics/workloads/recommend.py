@@ -32,7 +32,7 @@ from typing import Any
 import polars as pl
 
 from gpuledger.analytics.billing.bill import Bill, compute_bill
-from gpuledger.analytics.devices.shares import raw_mig_share
+from gpuledger.analytics.devices.shares import planned_share
 from gpuledger.analytics.workloads.profiles import Profiles, workload_profiles
 from gpuledger.analytics.workloads.requested import (
     OWNER,
@@ -243,8 +243,7 @@ def _rightsize(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
     target, need_memory, need_compute = sized
     if target == WHOLE or target == row["profile"]:
         return None
-    target_basis = "compute" if terms.basis == "max_normalized" else terms.basis
-    new_share = raw_mig_share(str(row["model"]), target, target_basis)
+    new_share = planned_share(str(row["model"]), target, terms.basis)
     if new_share >= float(row["share"]) - 1e-9:
         return None
     held_hours = float(row["held_hours"] or 0.0)
@@ -276,18 +275,20 @@ def rightsized_demand(
 
     `count` is the mean number of concurrent workloads needing that profile over the window
     (rounded up), `peak_count` the mean on the busiest UTC day (rounded up, at least `count`);
-    `card_hours` what they would hold at the recommended size. Only
+    `card_hours` what they would hold at the recommended size (its share as a planner prices
+    it under the settings' basis, `analytics.devices.shares.planned_share`). Only
     workloads on whole cards or MIG instances of MIG-capable models are counted.
     """
     bill = bill or compute_bill(wh, window, settings, ("team",))
     usage = workload_usage(wh, window, settings, bill)
+    basis = settings.sharing.mig_share_basis
     sized: list[dict[str, object]] = []
     for row in usage.iter_rows(named=True):
         result = size_workload(row, headroom)
         if result is None:
             continue
         target = result[0]
-        share = 1.0 if target == WHOLE else raw_mig_share(str(row["model"]), target, "compute")
+        share = 1.0 if target == WHOLE else planned_share(str(row["model"]), target, basis)
         sized.append({k: row[k] for k in ("namespace", "pod", "uuid", "gpu_i_id", "model")}
                      | {"target": target, "_target_share": share, "held_hours": row["held_hours"]})
     schema = {"model": pl.String, "profile": pl.String, "count": pl.Int64, "peak_count": pl.Int64,
