@@ -39,5 +39,5 @@ def test_cli_choices_are_the_registered_kinds() -> None:
     from gpuledger.analytics.advice import KINDS
     from gpuledger.commands._recommend_advice import ADVICE_KINDS
 
-    assert ADVICE_KINDS == KINDS.names()
+    assert KINDS.names() == ADVICE_KINDS
     assert all(callable(fn) for fn in KINDS)  # every declared kind resolves to its function
