@@ -1,8 +1,8 @@
 """The commands: one module per command (or command group), discovered by name, on Click.
 
 `COMMANDS` (a `core.registry.Registry`) finds them: every module of this package whose name
-does not start with `_`, by module name, each giving its `command` (a module may also register
-further commands itself, `COMMANDS.register(name, command)`).
+does not start with `_`, by module name, each giving its `command`; the module is the
+registration, no list names it.
 
 How to add a COMMAND
     1. Create `gpuledger/commands/<name>.py` (a leading `_` keeps a helper module out of
