@@ -11,8 +11,8 @@
    the card back (`reclaim_idle_notebook` for notebooks, by label or profile) or scale to zero
    while idle (`scale_down_when_idle`, e.g. a service idle every night); saving = its idle cost.
 4. One recommendation per workload and kind (`per_workload`): a Deployment's replicas and a
-   multi-GPU pod's cards are summed into one row. The kinds live in a registry (`RULES`,
-   `register_rule`): a new kind is one rule, tried in order.
+   multi-GPU pod's cards are summed into one row. The kinds live in a registry (`RULES`, a
+   `core.registry.Registry`): a new kind is one rule, `RULES.add(rule)`, tried in order.
 5. Savings are per month (730 h): what the workload paid per held hour now minus what it
    would pay on the recommended share (price x share x the sharing discount factor), times its
    held hours scaled from the window to a month.
@@ -42,7 +42,9 @@ from gpuledger.analytics.workloads.requested import (
     workload_usage,
 )
 from gpuledger.core.config import Settings
+from gpuledger.core.errors import InputError
 from gpuledger.core.mig import COMPUTE_SLICES, catalog
+from gpuledger.core.registry import Registry
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 
@@ -160,17 +162,8 @@ class Rule:
     judge: Callable[[dict[str, Any], _Terms], dict[str, object] | None]
 
 
-RULES: list[Rule] = []
-"""The registry of recommendation kinds, in priority order (`register_rule` adds one)."""
-
-
-def register_rule(rule: Rule, *, before: str | None = None) -> Rule:
-    """Add a rule (at the end, or before the rule named `before`); returns it."""
-    if any(r.name == rule.name for r in RULES):
-        raise ValueError(f"recommendation rule {rule.name!r} is already registered")
-    index = next((i for i, r in enumerate(RULES) if r.name == before), len(RULES))
-    RULES.insert(index, rule)
-    return rule
+RULES: Registry[Rule] = Registry("recommendation rule", error=InputError, key=lambda rule: rule.name)
+"""The registry of recommendation kinds, in priority order (`RULES.add(rule, before=...)`)."""
 
 
 def kinds() -> tuple[str, ...]:
@@ -263,8 +256,8 @@ def _rightsize(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
     }
 
 
-register_rule(Rule("reclaim", ("reclaim_idle_notebook", "scale_down_when_idle"), _reclaim))
-register_rule(Rule("rightsize", ("whole_to_mig", "rightsize_mig"), _rightsize))
+RULES.add(Rule("reclaim", ("reclaim_idle_notebook", "scale_down_when_idle"), _reclaim))
+RULES.add(Rule("rightsize", ("whole_to_mig", "rightsize_mig"), _rightsize))
 
 
 def rightsized_demand(
