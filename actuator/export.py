@@ -3,11 +3,15 @@
 `gpuledger plans export ID -o yaml` hands a reviewed plan to a GitOps repository, where the
 usual review and sync take over. What is written:
 - quota plans: one manifest per changed quota object of the plan's queue system (a Kueue
-  ClusterQueue today, whatever `actuator.queues.writer_for` names), holding only the fields the
-  plan owns (`spec.<body_field>` with the planned numbers set, by the writer's own mutation);
+  ClusterQueue, a Volcano Queue: whatever `actuator.queues.writer_for` names), holding only the
+  fields the plan owns (`spec.<body_field>` with the planned numbers set, by the writer's own
+  mutation);
 - MIG plans: the mig-parted ConfigMap with the plan's entries (to merge into the repository's
   `config.yaml`: entries the plan does not use are not in the plan, so they are not written),
   and each node's `nvidia.com/mig.config` label.
+
+What each kind writes is its rollout's (`KindRollout.manifests`, `actuator.plan_kinds.<kind>`);
+this module makes them manifests, renders and dry-runs them.
 
 Every manifest is a partial object meant for server-side apply (the fields gpuledger owns);
 `dry_run` sends each one as a server-side apply with `dryRun=All`, so admission, the CRD schema
@@ -21,9 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from gpuledger.actuator.gateway import ObjectRef, configmap_ref, node_ref
-from gpuledger.actuator.migconfig import CONFIG_KEY, dump_document
-from gpuledger.actuator.queues import writer_for
+from gpuledger.actuator.gateway import ObjectRef
+from gpuledger.actuator.plan_kinds import rollout_for
 from gpuledger.core.errors import InputError
 
 if TYPE_CHECKING:
@@ -32,7 +35,6 @@ if TYPE_CHECKING:
     from gpuledger.optimizer.plan.contract import Plan
 
 FIELD_MANAGER = "gpuledger-export"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 FORMATS = ("yaml", "json")
 
 
@@ -42,11 +44,7 @@ Exported = list[tuple[ObjectRef, "Obj"]]
 
 def export_objects(plan: Plan, settings: Settings) -> Exported:
     """The manifests that apply `plan` (module docstring), in a stable order, with their refs."""
-    from gpuledger.optimizer.plan.contract import QuotaChanges
-
-    if isinstance(plan.changes, QuotaChanges):
-        return _quota(plan)
-    return _mig(plan, settings)
+    return [(ref, _manifest(ref, body)) for ref, body in rollout_for(plan.kind).manifests(plan, settings)]
 
 
 def export_manifests(plan: Plan, settings: Settings) -> list[Obj]:
@@ -71,49 +69,14 @@ def _api_version(ref: ObjectRef) -> str:
 
 
 def _manifest(ref: ObjectRef, body: Obj) -> Obj:
+    """`body` (the fields gpuledger owns; its `metadata`, e.g. labels, after name and namespace)
+    as a whole partial object."""
     meta: dict[str, Any] = {"name": ref.name}
     if ref.namespace:
         meta["namespace"] = ref.namespace
-    return {"apiVersion": _api_version(ref), "kind": ref.kind, "metadata": meta, **body}
-
-
-def _quota(plan: Plan) -> Exported:
-    """Each changed queue's quota body with the planned numbers, via its writer's mutation."""
-    from gpuledger.optimizer.plan.contract import QuotaChanges
-
-    changes = plan.changes
-    assert isinstance(changes, QuotaChanges)
-    writer = writer_for(plan)
-    docs: Exported = []
-    for update in sorted(changes.cluster_queues, key=lambda u: u.name):
-        planned = [c for c in changes.quotas if c.cluster_queue == update.name and c.changed]
-        if not planned:
-            continue
-        ref = writer.ref(update.name)
-        current: Obj = {"metadata": {"name": update.name},
-                        "spec": {writer.body_field: [dict(g) for g in update.resource_groups]}}
-        patch = writer.mutation(current, planned) or {"spec": current["spec"]}
-        docs.append((ref, _manifest(ref, patch)))
-    return docs
-
-
-def _mig(plan: Plan, settings: Settings) -> Exported:
-    """The mig-parted ConfigMap with the plan's entries, then one label per node."""
-    from gpuledger.optimizer.plan.contract import MigChanges
-
-    changes = plan.changes
-    assert isinstance(changes, MigChanges)
-    k = settings.kubernetes
-    docs: Exported = []
-    if changes.nodes:
-        ref = configmap_ref(k.mig_configmap_namespace, k.mig_configmap_name)
-        docs.append((ref, _manifest(ref, {"data": {CONFIG_KEY: dump_document(changes.mig_parted_config())}})))
-    for node in sorted(changes.nodes, key=lambda n: n.node):
-        ref = node_ref(node.node)
-        doc = _manifest(ref, {})
-        doc["metadata"]["labels"] = {MIG_CONFIG_LABEL: node.mig_config}
-        docs.append((ref, doc))
-    return docs
+    rest = {k: v for k, v in body.items() if k != "metadata"}
+    meta |= body.get("metadata", {})
+    return {"apiVersion": _api_version(ref), "kind": ref.kind, "metadata": meta, **rest}
 
 
 def dry_run(gateway: ClusterGateway, objects: Exported) -> list[str]:

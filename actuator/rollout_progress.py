@@ -5,6 +5,10 @@ record and continues from the recorded step instead of starting over; the before
 here are what `rollback` restores. Each step is also idempotent against the cluster (a label
 that already has the wanted value is not written again), so a crash between a write and the
 record of it is harmless.
+
+Each plan kind keeps its own record (`MigProgress`, `QuotaProgress`, a new kind's in its kind
+module), derived from `KindProgress`; the kind's rollout names it (`KindRollout.progress`), so
+this module lists no kinds.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
 
 NodePhase = Literal["pending", "started", "cordoned", "evicted", "labeled", "done", "blocked", "failed"]
 """pending → started (before-state recorded) → cordoned → evicted → labeled → done;
@@ -24,6 +28,12 @@ FINAL_PHASES: frozenset[str] = frozenset({"done", "blocked", "failed"})
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class KindProgress(_Model):
+    """One plan kind's progress record: each kind derives its own, `kind` set to the kind."""
+
+    kind: str
 
 
 class NodeProgress(_Model):
@@ -42,7 +52,7 @@ class ConfigMapProgress(_Model):
     before: dict[str, Any] | None = None
 
 
-class MigProgress(_Model):
+class MigProgress(KindProgress):
     kind: Literal["mig"] = "mig"
     configmap: ConfigMapProgress = Field(default_factory=ConfigMapProgress)
     nodes: list[NodeProgress] = Field(default_factory=list)
@@ -63,7 +73,7 @@ class QuotaStep(_Model):
     done: bool = False
 
 
-class QuotaProgress(_Model):
+class QuotaProgress(KindProgress):
     kind: Literal["quota"] = "quota"
     before: dict[str, list[Any]] = Field(
         default_factory=dict, description="ClusterQueue name → spec.resourceGroups before the first write"
@@ -74,11 +84,18 @@ class QuotaProgress(_Model):
 class Progress(_Model):
     """The whole `plans.progress` document."""
 
-    apply: MigProgress | QuotaProgress | None = Field(default=None, discriminator="kind")
+    apply: SerializeAsAny[KindProgress] | None = None
+    """The kind's own record (dumped as that model), None before the first step."""
 
     @classmethod
-    def load(cls, raw: Any) -> Progress:
-        return cls.model_validate(raw) if raw else cls()
+    def load(cls, raw: Any, record: type[KindProgress]) -> Progress:
+        """The stored document, its `apply` read as the kind's `record` model."""
+        if not raw:
+            return cls()
+        data = dict(raw)
+        if data.get("apply") is not None:
+            data["apply"] = record.model_validate(data["apply"])
+        return cls.model_validate(data)
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -29,7 +29,7 @@ from gpuledger.core.access import Principal, resolve_roles
 from gpuledger.core.config import Settings
 from gpuledger.core.config_advice import MaintenanceWindow
 from gpuledger.core.errors import GpuledgerError
-from gpuledger.optimizer.plan.contract import Plan
+from gpuledger.optimizer.plan.contract import MigChanges, Plan
 from gpuledger.warehouse.plans import PlanWarehouse
 from gpuledger.warehouse.protocols import ReadableWarehouse
 
@@ -50,7 +50,7 @@ def window_gate(
     plan: Plan, pools: Mapping[str, str | None], windows: Sequence[MaintenanceWindow], now: datetime,
 ) -> str | None:
     """Step 2: None when every windowed node of `plan` is inside its pool's window at `now`."""
-    if plan.changes.kind != "mig":
+    if not isinstance(plan.changes, MigChanges):
         return None
     outside = []
     for change in plan.changes.nodes:

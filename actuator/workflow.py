@@ -138,7 +138,7 @@ def apply(
     record = _admit(wh, plan_id, principal=principal, settings=settings, cluster=cluster, audit=audit,
                     dry_run=dry_run, now=now)
     plan, kind = record.plan, rollout_for(record.plan.kind)
-    progress = Progress.load(record.progress) if record.status in RESUMABLE else Progress()
+    progress = Progress.load(record.progress, kind.progress) if record.status in RESUMABLE else Progress()
     if record.status == "failed":
         kind.retry_failed(progress)
 
@@ -221,14 +221,15 @@ def rollback(
     if record.status not in ROLLBACKABLE:
         raise PlanError(f"plan {plan_id}: is {record.status}; only an applied, failed or interrupted plan "
                         "can be rolled back")
-    applied = Progress.load(record.progress)
+    kind = rollout_for(record.plan.kind)
+    applied = Progress.load(record.progress, kind.progress)
     audit = Auditor(wh, principal.actor, plan_id, clock=Clock(now))
     ctx = RolloutContext(plan=record.plan, gateway=cluster, audit=audit, settings=settings,
                          progress=Progress(), save=lambda p: None)
     first_write = len(cluster.writes)
     audit.record("rollback.start", f"plan/{plan_id}")
     try:
-        outcome = rollout_for(record.plan.kind).rollback(ctx, applied)
+        outcome = kind.rollback(ctx, applied)
     except GpuledgerError as exc:
         audit.record("rollback.failed", f"plan/{plan_id}", result="failed", detail=str(exc))
         raise

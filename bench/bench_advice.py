@@ -10,7 +10,7 @@ Run: `nice python -m bench.bench_advice [--gpus 256] [--period 2026-10] [--wareh
    this branch started from), unpacked with `git archive` into /tmp/advice-base.
 3. Each kind runs in a fresh child process per tree, the two trees one after the other for the
    same kind (so both see about the same machine load): the kind's function from
-   `analytics.advice.run.KINDS` on the warehouse opened read-only, with default settings.
+   `analytics.advice.KINDS` on the warehouse opened read-only, with default settings.
    Per kind and tree: wall seconds, CPU seconds (user + system of the child), peak resident
    memory (VmHWM: imports, DuckDB and the kind) and resident memory before the kind ran, and a
    sha256 of the kind's rows and document: the two trees must give the same digest.
@@ -33,7 +33,7 @@ from bench.common import write_result
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = r"""
 import hashlib, json, resource, sys, time
-from gpuledger.analytics.advice.run import KINDS
+from gpuledger.analytics.advice import KINDS
 from gpuledger.core.config import load_settings
 from gpuledger.core.period import Period
 from gpuledger.warehouse import Warehouse
@@ -49,7 +49,7 @@ window = Period.exact(period).window
 with Warehouse.open(path, read_only=True) as wh:
     before = dict(hwm())["VmRSS"]
     r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    advice = KINDS[kind](wh, window, settings)
+    advice = KINDS.get(kind)(wh, window, settings)
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
 peak = dict(hwm())["VmHWM"]
@@ -119,11 +119,11 @@ def main() -> None:
     warehouse = args.warehouse or Path(f"/tmp/advice-bench-{args.gpus}.duckdb")
     build_month(warehouse, args.gpus, args.period)
     base = unpack(args.base_ref, args.base_dir)
-    from gpuledger.analytics.advice.run import KINDS
+    from gpuledger.analytics.advice import KINDS
 
     load_before = os.getloadavg()
     kinds: dict[str, Any] = {}
-    for kind in args.kind or list(KINDS):
+    for kind in args.kind or KINDS.names():
         main_ = run_kind(base, args.base_warehouse or warehouse, args.period, kind)
         ours = run_kind(ROOT, warehouse, args.period, kind)
         same = main_.get("sha256") is not None and main_.get("sha256") == ours.get("sha256")

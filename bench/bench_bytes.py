@@ -53,6 +53,7 @@ from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
 from gpuledger.warehouse import LoadBatch, Warehouse, migrations, sample_layout
+from gpuledger.warehouse.schema import table_ddl
 from tests.foundation.released_files import released_file
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
@@ -135,7 +136,7 @@ def build_layout(path: Path, batches: Batches, opts: dict[str, Any]) -> duckdb.D
         con.execute(SERIES_DDL)
         con.execute(_values_ddl(opts))
     else:
-        con.execute(TABLES["gpu_samples"].ddl())
+        con.execute(table_ddl(TABLES["gpu_samples"]))
     order = f" ORDER BY {opts['order']}" if "order" in opts else ""
     select = _values_select(opts)
     for _, simulated in batches:
@@ -216,7 +217,7 @@ def load_side_by_side(tmp: Path, inventory: dict[str, pl.DataFrame], batches: Ho
     """`Warehouse.load` of each hour's gpu_samples against a bare insert of the same Arrow
     frame into today's flat DDL, each going first in turn; seconds summed."""
     floor = duckdb.connect(str(tmp / "floor.duckdb"))
-    floor.execute(TABLES["gpu_samples"].ddl())
+    floor.execute(table_ddl(TABLES["gpu_samples"]))
     seconds = {"floor": 0.0, "ours": 0.0}
     cpu = {"floor": 0.0, "ours": 0.0}
     with Warehouse.open(tmp / "wh.duckdb") as wh:

@@ -28,6 +28,7 @@ from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
 from gpuledger.warehouse import LoadBatch, Warehouse
+from gpuledger.warehouse.schema import table_ddl
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
 
@@ -108,7 +109,7 @@ def baseline_generator(gpus: int, minutes: int) -> dict[str, Any]:
 def baseline_insert(tmp: Path, frame: pl.DataFrame) -> dict[str, Any]:
     """Row-by-row `executemany` INSERT into DuckDB (no Arrow, no bulk path)."""
     con = duckdb.connect(str(tmp / "baseline.duckdb"))
-    con.execute(GPU_SAMPLES.ddl())
+    con.execute(table_ddl(GPU_SAMPLES))
     cols = GPU_SAMPLES.column_names
     data = frame.select(cols).rows()
     t = time.perf_counter()

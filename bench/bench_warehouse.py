@@ -43,6 +43,7 @@ from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
 from gpuledger.warehouse import LoadBatch, Warehouse
+from gpuledger.warehouse.schema import table_ddl
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
 SAMPLES = ("gpu_samples", "token_samples", "queue_samples")
@@ -71,7 +72,7 @@ class _Bare:
         self.con = duckdb.connect(str(path))
         self.before = before_0070
         for name in SAMPLES:
-            self.con.execute(TABLES[name].ddl())
+            self.con.execute(table_ddl(TABLES[name]))
         if before_0070:
             self.con.execute("CREATE INDEX gpu_samples_ts ON gpu_samples (ts)")
 
@@ -135,7 +136,7 @@ def sample_bytes(tmp: Path, batches: Batches) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, digits in (("as_simulated", None), ("exporter_precision_6_decimals", 6)):
         con = duckdb.connect(str(tmp / f"bytes_{label}.duckdb"))
-        con.execute(TABLES["gpu_samples"].ddl())
+        con.execute(table_ddl(TABLES["gpu_samples"]))
         rows = 0
         for _, frames in batches:
             frame = frames["gpu_samples"]

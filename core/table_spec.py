@@ -2,7 +2,9 @@
 
 The declarations themselves live in `core.frames` (telemetry and inventory) and
 `core.frames_ledger` (plans, audit, watermarks, report issues); this module holds only the
-machinery, so every table module can use it without importing the others.
+machinery, so every table module can use it without importing the others. The DDL a
+declaration stands for is written by the warehouse (`warehouse.schema.table_ddl`): only
+`warehouse/` speaks SQL.
 """
 
 from __future__ import annotations
@@ -36,16 +38,6 @@ class TableSpec:
     @property
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
-
-    def ddl(self) -> str:
-        cols = [
-            f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in self.columns
-        ]
-        if self.key and self.kind == "dimension":
-            cols.append(f"PRIMARY KEY ({', '.join(self.key)})")
-        elif self.key and self.kind == "interval":
-            cols.append(f"PRIMARY KEY ({', '.join((*self.key, 'start_ts'))})")
-        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  " + ",\n  ".join(cols) + "\n)"
 
 
 def col(name: str, type_: str, nullable: bool = True, doc: str = "", merge: MergeRule = "replace") -> Column:

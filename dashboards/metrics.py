@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -44,7 +43,8 @@ from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.optimizer.plan.store import list_plans
-from gpuledger.warehouse.queries.freshness import data_range
+from gpuledger.warehouse.queries.freshness import data_range, newest_ts
+from gpuledger.warehouse.queries.reports import issued_periods
 from gpuledger.warehouse.store import Warehouse
 
 BILL_BY = ("team", "model", "sharing_mode")
@@ -143,7 +143,7 @@ class LedgerCollector(Collector):
                                    "End of the newest month whose report was issued")
         with self.data.store.reader(self.data.serving()) as wh:
             for table in SAMPLE_TABLES:
-                value = _ts(wh.scalar(f"SELECT max(ts) FROM {table}"))
+                value = _ts(newest_ts(wh, table))
                 if value is not None:
                     last.add_metric([table], value)
             kube = _ts(wh.watermark("kubernetes"))
@@ -165,7 +165,7 @@ class LedgerCollector(Collector):
 
 def _issued_end(wh: Warehouse) -> float | None:
     """End of the newest issued month; else the start of the first month with data."""
-    newest: Any = wh.scalar("SELECT max(period) FROM report_issues")
+    newest = max(issued_periods(wh), default=None)
     if newest:
         return _ts(Period.exact(str(newest)).window.end)
     span = data_range(wh)  # samples and roll-ups: the serving store keeps only recent samples

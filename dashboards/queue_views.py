@@ -28,6 +28,7 @@ from gpuledger.core.errors import InputError
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import dashboards as q
+from gpuledger.warehouse.queries.optimizer import queue_objects
 
 
 def _json_object(text: object) -> dict[str, object]:
@@ -104,9 +105,7 @@ def volcano_queues(wh: Warehouse) -> pl.DataFrame:
 
     teams = volcano_queue_team_sets(wh)
     rows = []
-    for name, spec_text in wh.query(
-        "SELECT name, CAST(spec AS VARCHAR) AS spec FROM queues WHERE kind = 'Queue' ORDER BY name"
-    ).iter_rows():
+    for name, spec_text in queue_objects(wh, "Queue").select("name", "spec").iter_rows():
         spec = _json_object(spec_text)
         body = quota_body(spec)
         rows.append({

@@ -150,7 +150,7 @@ class ReadModel:
         """One `analytics.advice.run` kind for the month (`recommend --kind`): the writer's
         stored result on a serving store, "not computed yet" there without one (never computed
         from its raw tail, docs/decisions/0141); computed on a full copy."""
-        from gpuledger.analytics.advice.run import KINDS
+        from gpuledger.analytics.advice import KINDS
 
         window = Period.exact(period).window
 
@@ -159,7 +159,7 @@ class ReadModel:
                 stored = serving_results.stored_advice(wh, kind, period)
                 if stored is not None or not s.owned:
                     return stored if stored is not None else serving_results.not_computed_advice(kind)
-                return KINDS[kind](wh, window, self.settings)
+                return KINDS.get(kind)(wh, window, self.settings)
 
         return self._cached(("advice", period, kind), compute, snap)
 

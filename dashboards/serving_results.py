@@ -7,7 +7,7 @@ the recommendations (activity and memory percentiles per workload), the token co
 increases of every vLLM series) and the advice kinds the Fleet and Plans pages show. Those are
 computed here, on the warehouse itself, with the very functions the CLI calls
 (`analytics.workloads.recommend.recommend`, `analytics.workloads.tokens.team_token_costs`,
-`analytics.advice.run.KINDS`), and stored in the serving store per month. A result is computed
+`analytics.advice.KINDS`), and stored in the serving store per month. A result is computed
 again only when its basis changed: the newest whole hour of GPU samples in the month (a closed
 month never changes) and the analysis settings. So a `collect --follow` minute recomputes
 nothing, and once an hour the running month is recomputed.
@@ -199,9 +199,9 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
         buffer = io.BytesIO()
         frame.write_ipc(buffer)
         return buffer.getvalue()
-    from gpuledger.analytics.advice.run import KINDS
+    from gpuledger.analytics.advice import KINDS
 
-    return advice_payload(KINDS[name.removeprefix("advice:")](wh, window, settings))
+    return advice_payload(KINDS.get(name.removeprefix("advice:"))(wh, window, settings))
 
 
 def advice_payload(advice: Advice) -> bytes:

@@ -19,9 +19,7 @@ Exit codes (also in docs/guide/cli.md and docs/guide/security.md):
 
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
 import re
 import sys
 import warnings
@@ -30,10 +28,9 @@ from typing import Any
 
 import click
 
-import gpuledger.commands as commands_pkg
 from gpuledger import __version__
 from gpuledger.command_context import RunState
-from gpuledger.commands import VerbGroup, add_global_options, global_option_list
+from gpuledger.commands import COMMANDS, VerbGroup, add_global_options, global_option_list
 from gpuledger.commands.completion import COMPLETE_VAR
 from gpuledger.core.errors import GpuledgerError
 from gpuledger.core.redact import Redactor
@@ -48,7 +45,7 @@ _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
 
 
 def build_cli() -> click.Group:
-    """The root group with every command module of `gpuledger.commands` (by name, sorted),
+    """The root group with every command of `gpuledger.commands.COMMANDS` (by module name),
     each given the global options so they work before and after the verb."""
     cli = VerbGroup(
         "gpuledger", params=global_option_list(),
@@ -57,13 +54,8 @@ def build_cli() -> click.Group:
     )
     click.version_option(__version__, "--version", prog_name="gpuledger",
                          message="%(prog)s %(version)s")(cli)
-    modules = sorted(m.name for m in pkgutil.iter_modules(commands_pkg.__path__))
-    for name in (m for m in modules if not m.startswith("_")):
-        module = importlib.import_module(f"gpuledger.commands.{name}")
-        if hasattr(module, "register"):
-            module.register(cli)
-        else:
-            cli.add_command(module.command)
+    for command in COMMANDS:
+        cli.add_command(command)
     for command in cli.commands.values():
         add_global_options(command)
     return cli

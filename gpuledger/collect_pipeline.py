@@ -123,6 +123,7 @@ def merge_dimensions(wh: Warehouse, frames: Mapping[str, pl.DataFrame]) -> dict[
     import polars as pl
 
     from gpuledger.core.frames import TABLES
+    from gpuledger.warehouse.queries.collect import dimension_rows
 
     out: dict[str, pl.DataFrame] = {}
     for name, frame in frames.items():
@@ -131,7 +132,7 @@ def merge_dimensions(wh: Warehouse, frames: Mapping[str, pl.DataFrame]) -> dict[
             out[name] = frame
             continue
         key = list(spec.key)
-        stored = wh.query(f"SELECT * FROM {name}").select(spec.column_names)
+        stored = dimension_rows(wh, name)
         if stored.height == 0:
             out[name] = frame
             continue

@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuledger.analytics.advice import FLEET_SHAPING_KINDS
-from gpuledger.analytics.advice.run import KINDS, Advice, run_advice
+from gpuledger.analytics.advice import FLEET_SHAPING_KINDS, KINDS
+from gpuledger.analytics.advice.run import Advice, run_advice
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -56,5 +56,5 @@ def fleet_advice(wh: Warehouse, window: Window, settings: Settings,
     missing = tuple(kind for kind in STATEMENT_KINDS if kind not in have)
     if missing:  # (run_advice of no kinds would run them all)
         have.update((advice.kind, advice) for advice in run_advice(wh, window, settings, missing))
-    found = [have[kind] for kind in KINDS if kind in have]  # registry order, as run_advice gives
+    found = [have[kind] for kind in KINDS.names() if kind in have]  # registry order, as run_advice gives
     return top_rows([row for advice in found for row in advice.rows])

@@ -23,6 +23,7 @@ import duckdb
 
 from gpuledger.core.errors import SchemaVersionError
 from gpuledger.core.frames import TABLES
+from gpuledger.core.table_spec import TableSpec
 from gpuledger.warehouse.migrations import STEPS
 from gpuledger.warehouse.sample_layout import DDL as SAMPLE_LAYOUT_DDL
 
@@ -91,11 +92,23 @@ STORED_AS: dict[str, tuple[str, ...]] = {"gpu_samples": SAMPLE_LAYOUT_DDL}
 over a series dimension and integer-keyed values (v8, `warehouse.sample_layout`)."""
 
 
+def table_ddl(spec: TableSpec) -> str:
+    """`CREATE TABLE IF NOT EXISTS` for one declared table: its columns with their types and
+    `NOT NULL`s, and the primary key of a dimension (its key) or of an interval table (its key
+    and `start_ts`)."""
+    cols = [f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in spec.columns]
+    if spec.key and spec.kind == "dimension":
+        cols.append(f"PRIMARY KEY ({', '.join(spec.key)})")
+    elif spec.key and spec.kind == "interval":
+        cols.append(f"PRIMARY KEY ({', '.join((*spec.key, 'start_ts'))})")
+    return f"CREATE TABLE IF NOT EXISTS {spec.name} (\n  " + ",\n  ".join(cols) + "\n)"
+
+
 def declared_ddl() -> list[str]:
     """The DDL of the latest schema as the code declares it (not as the steps build it)."""
     out: list[str] = []
     for spec in TABLES.values():
-        out.extend(STORED_AS.get(spec.name, (spec.ddl(),)))
+        out.extend(STORED_AS.get(spec.name, (table_ddl(spec),)))
     return out + list(SUPPORT_DDL)
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, Registry
+from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, queue_registry
+from gpuledger.core.registry import Registry
 
 if TYPE_CHECKING:
     from gpuledger.actuator.gateway import Obj, ObjectRef
@@ -42,7 +43,7 @@ class QuotaWriter(Protocol):
         ...
 
 
-WRITERS: Registry[QuotaWriter] = Registry("apply", __name__)
+WRITERS: Registry[QuotaWriter] = queue_registry("apply", __name__)
 
 
 def quota_writer(name: str = DEFAULT_QUEUE_SYSTEM) -> QuotaWriter:

@@ -30,14 +30,12 @@ from gpuledger.analytics.devices.dra_plan import _by_count, _creatable, profile_
 from gpuledger.core.mig import MEMORY_SLICES, gpu_model
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries import dra as queries
 
 
 def _moments(wh: Warehouse, window: Window) -> list[datetime]:
     """The window's start and every claim start/end inside it: where a card's state can change."""
-    found = wh.query(
-        "SELECT DISTINCT t FROM (SELECT start_ts AS t FROM dra_claims UNION SELECT end_ts FROM dra_claims) "
-        "WHERE t > ? AND t < ? ORDER BY t", [window.start, window.end])
-    return [window.start, *found["t"].to_list(), window.end]
+    return [window.start, *queries.claim_change_moments(wh, window.start, window.end), window.end]
 
 
 def _withheld(model_name: str, by_count: str | None, creatable: str | None) -> int:
@@ -52,12 +50,8 @@ def _fragmented_at(wh: Warehouse) -> Callable[[datetime], list[dict[str, Any]]]:
     the MIG claims read once: a window has a moment per claim start and end (thousands in a
     month), and two queries per moment were most of this kind's time. A card's figures depend
     only on its model and used slices, so each distinct state is worked out once."""
-    cards = wh.query(
-        "SELECT DISTINCT d.parent_uuid AS uuid, d.node, coalesce(d.model, g.model) AS model "
-        "FROM dra_devices d LEFT JOIN gpus g ON g.uuid = d.parent_uuid WHERE d.dynamic = 1").rows()
-    claims = wh.query(
-        "SELECT d.parent_uuid AS uuid, d.profile, d.placement, c.start_ts, c.end_ts FROM dra_claims c "
-        "JOIN dra_devices d USING (driver, pool, device) WHERE d.kind = 'mig'")
+    cards = queries.dynamic_mig_cards(wh).rows()
+    claims = queries.mig_claim_placements(wh)
     by_card: dict[str, list[tuple[str, int, datetime, datetime]]] = defaultdict(list)
     for uuid, profile, start, begins, ends in claims.iter_rows():
         by_card[str(uuid)].append((str(profile), int(start), begins, ends))

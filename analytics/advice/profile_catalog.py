@@ -31,7 +31,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.devices.shares import raw_mig_share
+from gpuledger.analytics.devices.shares import planned_share, raw_mig_share
 from gpuledger.analytics.workloads.requested import device_memory_mib
 from gpuledger.core.mig import COMPUTE_SLICES, catalog
 
@@ -156,10 +156,12 @@ def _score(
 
 
 def billed_share(model: str, profile: str, basis: str) -> float:
-    """The billing share of a profile (as `analytics.workloads.recommend` prices a right-sizing)."""
+    """The billing share of a profile under the bill's `basis`, as a planner prices it
+    (`analytics.devices.shares.planned_share`, the rule `analytics.workloads.recommend` prices
+    a right-sizing by)."""
     if profile == WHOLE:
         return 1.0
-    return raw_mig_share(model, profile, "compute" if basis == "max_normalized" else basis)
+    return planned_share(model, profile, basis)
 
 
 def _evidence(

@@ -1,4 +1,4 @@
-"""The advice kinds read from the warehouse, as one registry (`KINDS`).
+"""The advice kinds read from the warehouse (registered in `analytics.advice.KINDS`).
 
 Each kind is a function `(wh, window, settings) -> Advice`: rows in one shape for the CLI
 table, the dashboard and the statements (`kind`, `scope`, `current`, `recommended`,
@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.advice import autoscaling, fragmentation, overcommit, profile_catalog
+from gpuledger.analytics.advice import KINDS, autoscaling, fragmentation, overcommit, profile_catalog
 from gpuledger.core.config import Settings
 from gpuledger.core.mig import canonical_model, catalog
 from gpuledger.core.pricing import PriceBook
@@ -37,15 +37,7 @@ class Advice:
 
 
 AdviceFn = Callable[[Warehouse, Window, Settings], Advice]
-KINDS: dict[str, AdviceFn] = {}
-"""Advice kind name (the `--kind` value) -> its function; `register` adds one."""
-
-
-def register(name: str) -> Callable[[AdviceFn], AdviceFn]:
-    def add(fn: AdviceFn) -> AdviceFn:
-        KINDS[name] = fn
-        return fn
-    return add
+"""What a kind registered in `analytics.advice.KINDS` is."""
 
 
 def _price(settings: Settings, model: str, moment: datetime) -> float:
@@ -55,7 +47,6 @@ def _price(settings: Settings, model: str, moment: datetime) -> float:
         return 0.0
 
 
-@register("profile-catalog")
 def catalog_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
     """Item 1: the standard profile catalog per model, from right-sized demand."""
     from gpuledger.analytics.workloads.recommend import size_workload
@@ -120,7 +111,6 @@ def by_day(
     return pl.concat(found, how="vertical_relaxed").sort(order)
 
 
-@register("overcommit")
 def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
     """Item 3: the knee of replicas per card on time-sliced and vGPU pools."""
     minutes = by_day(queries.shared_card_minutes, wh, window, ("uuid", "ts"),
@@ -178,7 +168,6 @@ def autoscaling_proposals(
         gpus_per_replica=per, unit_price=max(prices), presorted=True)  # (by_day sorted it)
 
 
-@register("autoscaling")
 def autoscaling_advice_kind(wh: Warehouse, window: Window, settings: Settings) -> Advice:
     """Item 4: a two-signal HPA per serving Deployment, with the replay as evidence."""
     from gpuledger.analytics.advice.autoscaling_manifest import render_hpa
@@ -194,7 +183,6 @@ def autoscaling_advice_kind(wh: Warehouse, window: Window, settings: Settings) -
     return Advice("autoscaling", rows, {"deployments": documents})
 
 
-@register("fragmentation")
 def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
     """Item 2: fragmentation per node and pool, and rebuilds scheduled into maintenance windows."""
     layouts = queries.mig_layouts(wh, window.start, window.end)
@@ -249,7 +237,6 @@ def _smallest_demanded(layouts: pl.DataFrame) -> dict[str, str]:
     return out
 
 
-@register("dra-fragmentation")
 def dra_fragmentation_kind(wh: Warehouse, window: Window, settings: Settings) -> Advice:
     """DRA dynamic-MIG cards fragmented in the window (`analytics.advice.dra_kinds`)."""
     from gpuledger.analytics.advice import dra_kinds
@@ -259,7 +246,6 @@ def dra_fragmentation_kind(wh: Warehouse, window: Window, settings: Settings) ->
     return Advice("dra-fragmentation", rows, document)
 
 
-@register("dra-profiles")
 def dra_profiles_kind(wh: Warehouse, window: Window, settings: Settings) -> Advice:
     """The DeviceClasses to offer DRA MIG claims (`analytics.advice.dra_kinds`)."""
     from gpuledger.analytics.advice import dra_kinds
@@ -269,5 +255,8 @@ def dra_profiles_kind(wh: Warehouse, window: Window, settings: Settings) -> Advi
 
 
 def run_advice(wh: Warehouse, window: Window, settings: Settings, kinds: tuple[str, ...]) -> list[Advice]:
-    """The named kinds (all of them when `kinds` is empty), in registry order."""
-    return [fn(wh, window, settings) for name, fn in KINDS.items() if not kinds or name in kinds]
+    """The named kinds (all of them when `kinds` is empty), in registry order; an unknown
+    kind is refused in one line naming the known ones."""
+    for kind in kinds:
+        KINDS.get(kind)  # an unknown kind is refused before any work
+    return [KINDS.get(name)(wh, window, settings) for name in KINDS.names() if not kinds or name in kinds]

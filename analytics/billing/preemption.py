@@ -33,7 +33,7 @@ from gpuledger.core.config import Settings
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.queries.volcano import preemptions_between
+from gpuledger.warehouse.queries.volcano import last_pod_requests, node_models, preemptions_between
 
 GROUPS: tuple[str, ...] = ("team", "queue", "priority_class")
 """The dimensions preemption losses are reported by."""
@@ -92,9 +92,7 @@ def preemption_losses(wh: Warehouse, window: Window, settings: Settings) -> pl.D
         (pl.col("gpus").fill_null(0.0) * ((pl.col("preempted_at") - pl.col("lost_from"))
                                           .dt.total_microseconds().clip(0) / 3.6e9)).alias("lost_gpu_hours"),
     )
-    models = wh.query("SELECT node, min(model) AS model FROM gpus GROUP BY node")
-    stored = wh.query("SELECT namespace, pod, CAST(arg_max(gpu_requests, end_ts) AS VARCHAR) AS stored "
-                      "FROM pods GROUP BY namespace, pod")
+    models, stored = node_models(wh), last_pod_requests(wh)
     frame = frame.join(models, on="node", how="left").join(stored, on=["namespace", "pod"], how="left")
     frame = frame.with_columns(pl.coalesce("gpu_requests", "stored").alias("requests"))
     frame = frame.with_columns(

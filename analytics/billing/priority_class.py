@@ -16,7 +16,7 @@ import polars as pl
 
 from gpuledger.analytics.billing.preemption import NO_CLASS
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.queries.volcano import pod_priority_classes
+from gpuledger.warehouse.queries.volcano import pod_keys, pod_priority_classes
 
 DIMENSION = "priority_class"
 
@@ -47,7 +47,7 @@ def class_workloads(wh: Warehouse) -> pl.DataFrame:
     """namespace, pod → workload_kind `PriorityClass`, workload = the pod's class (`(none)`
     when unknown or unset): the owners frame `analytics.workloads.idle.idle_workloads` groups by, so
     `idle --by priority_class` is the per-workload idle summed by class, row for row."""
-    pods = wh.query("SELECT DISTINCT namespace, pod FROM pods")
+    pods = pod_keys(wh)
     classes = pod_priority_classes(wh).select("namespace", "pod", "priority_class")
     joined = pods.join(classes, on=["namespace", "pod"], how="left")
     return joined.select(

@@ -19,6 +19,7 @@ import polars as pl
 from gpuledger.analytics.devices.shares import raw_mig_share
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries.devices import mig_instances_between
 
 
 def _days(window: Window) -> pl.DataFrame:
@@ -72,13 +73,7 @@ def instance_share_by_day(
     wh: Warehouse, gpus: pl.DataFrame, window: Window, basis: str
 ) -> pl.DataFrame:
     """`uuid`, `day`, `instance_card_hours`: card-hours covered by MIG instances per card-day."""
-    frame = wh.query(
-        """
-        SELECT uuid, profile, start_ts, end_ts FROM mig_instances
-        WHERE end_ts > $start AND start_ts < $end
-        """,
-        {"start": window.start, "end": window.end},
-    )
+    frame = mig_instances_between(wh, window.start, window.end)
     if frame.is_empty():
         return pl.DataFrame(
             schema={"uuid": pl.String, "day": pl.Date, "instance_card_hours": pl.Float64}

@@ -26,13 +26,14 @@ from gpuledger.analytics.devices.dra_rows import claim_rows
 from gpuledger.core.mig import MEMORY_SLICES, GpuModel, gpu_model
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries import dra as queries
 
 DRIVER = "gpu.nvidia.com"
 
 
 def dra_plane_nodes(wh: Warehouse) -> set[str]:
     """Nodes the collector recorded on the DRA plane (the MIG optimizer never plans them)."""
-    return set(wh.query("SELECT node FROM node_planes WHERE plane = 'dra'")["node"].to_list())
+    return queries.dra_plane_nodes(wh)
 
 
 def _creatable(model: GpuModel, free: set[int]) -> str | None:
@@ -50,15 +51,8 @@ def _by_count(model: GpuModel, free: int) -> str | None:
 def fragmentation(wh: Warehouse, at: datetime) -> pl.DataFrame:
     """Step 1 for every dynamic-MIG card at `at`: `uuid`, `node`, `model`, `free_slices`,
     `largest_by_count`, `largest_creatable`, `fragmented`."""
-    cards = wh.query(
-        "SELECT DISTINCT d.parent_uuid AS uuid, d.node, coalesce(d.model, g.model) AS model "
-        "FROM dra_devices d LEFT JOIN gpus g ON g.uuid = d.parent_uuid WHERE d.dynamic = 1"
-    )
-    live = wh.query(
-        "SELECT d.parent_uuid AS uuid, d.profile, d.placement FROM dra_claims c "
-        "JOIN dra_devices d USING (driver, pool, device) "
-        "WHERE d.kind = 'mig' AND c.start_ts <= ? AND c.end_ts > ?", [at, at],
-    )
+    cards = queries.dynamic_mig_cards(wh)
+    live = queries.mig_claim_placements(wh, at).select("uuid", "profile", "placement")
     rows: list[dict[str, Any]] = []
     for uuid, node, model_name in cards.iter_rows():
         model = gpu_model(model_name)

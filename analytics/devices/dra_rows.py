@@ -36,31 +36,11 @@ import polars as pl
 
 from gpuledger.core.window import HOUR, Window, as_utc, floor_time
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries import devices as device_queries
+from gpuledger.warehouse.queries import dra as queries
 
 DRA_MARK = "dra_share_basis"
 """Column set on claim rows only (the device kind: `gpu` or `mig`); NULL on sample rows."""
-
-_CLAIMS_SQL = """
-SELECT c.claim_uid, c.namespace, c.claim, c.device_class, c.sharing, c.start_ts, c.end_ts,
-       d.parent_uuid AS uuid, d.kind, d.profile, coalesce(d.placement, -1) AS placement
-FROM dra_claims c JOIN dra_devices d USING (driver, pool, device)
-WHERE c.end_ts > ? AND c.start_ts < ?
-"""
-
-
-_RESERVATIONS_SQL = """
-SELECT claim_uid, pod, start_ts, end_ts FROM dra_reservations WHERE end_ts > ? AND start_ts < ?
-UNION ALL
-SELECT c.claim_uid, p.pod, greatest(p.start_ts, c.start_ts), least(p.end_ts, c.end_ts)
-FROM dra_pod_claims p
-JOIN (SELECT claim_uid, namespace, claim, min(start_ts) AS start_ts, max(end_ts) AS end_ts
-      FROM dra_claims GROUP BY ALL) c
-  ON p.namespace = c.namespace AND p.claim = c.claim AND p.start_ts < c.end_ts AND p.end_ts > c.start_ts
-WHERE c.claim_uid NOT IN (SELECT claim_uid FROM dra_reservations) AND p.end_ts > ? AND p.start_ts < ?
-"""
-"""Who reserved each claim: the API's `status.reservedFor` where it was collected, else the
-pods kube-state-metrics saw referencing the claim by name (`dra_pod_claims`), each within the
-claim's own span (a claim name reused later by another claim UID joins only its own span)."""
 
 
 def _pieces(start: datetime, end: datetime, cuts: list[datetime]) -> list[tuple[datetime, datetime]]:
@@ -97,8 +77,8 @@ def _claim_rows(claim: dict[str, Any], pods: list[tuple[str, datetime, datetime]
 
 def claim_rows(wh: Warehouse, window: Window) -> pl.DataFrame:
     """Steps 1-2 for every claim holding a device in `window`."""
-    claims = wh.query(_CLAIMS_SQL, [window.start, window.end])
-    reservations = wh.query(_RESERVATIONS_SQL, [window.start, window.end] * 2)
+    claims = queries.claimed_devices(wh, window.start, window.end)
+    reservations = queries.claim_reservations(wh, window.start, window.end)
     by_claim: dict[str, list[tuple[str, datetime, datetime]]] = defaultdict(list)
     for uid, pod, s, e in reservations.iter_rows():
         by_claim[uid].append((pod, as_utc(s), as_utc(e)))
@@ -162,7 +142,7 @@ def with_claim_rows(wh: Warehouse, window: Window, held: pl.DataFrame) -> pl.Dat
             pl.lit(1.0).alias("replica_count"),
         )
     )
-    claims = claims.join(wh.query("SELECT uuid, node FROM gpus"), on="uuid", how="left")
+    claims = claims.join(device_queries.card_nodes(wh), on="uuid", how="left")
     kept = held.with_row_index("_row").join(rows, on="_row", how="anti").drop("_row")
     kept = kept.with_columns(*(pl.lit(None, dtype=claims.schema[c]).alias(c) for c in extra))
     return pl.concat([kept, claims.select(kept.columns)], how="vertical_relaxed")
@@ -179,10 +159,7 @@ def claim_minutes(wh: Warehouse, window: Window) -> float:
 def with_claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:
     """`usage` with `claim` (namespace/name) and `device_class` on the DRA rows (NULL elsewhere):
     the bill's `--by claim,device_class`. A claim row's `vgpu` is its claim UID."""
-    names = wh.query(
-        "SELECT claim_uid AS vgpu, namespace || '/' || claim AS claim, "
-        "any_value(device_class) AS device_class FROM dra_claims GROUP BY ALL"
-    ).with_columns(pl.lit("dra").alias("sharing_mode"))
+    names = queries.claim_names(wh).with_columns(pl.lit("dra").alias("sharing_mode"))
     return usage.join(names, on=["vgpu", "sharing_mode"], how="left")
 
 

@@ -13,6 +13,7 @@ import polars as pl
 from gpuledger.analytics.devices.base import ShareInputs
 from gpuledger.analytics.devices.shares import layout_factors, mig_share_table, raw_mig_share
 from gpuledger.core.errors import InputError
+from gpuledger.warehouse.queries.devices import mig_instances_between
 
 
 class MigInstance:
@@ -47,11 +48,7 @@ class MigInstance:
 
 def _recorded_factors(inputs: ShareInputs) -> pl.DataFrame:
     """Per instance the `max_normalized` divisor from the recorded layout (`mig_instances`)."""
-    instances = inputs.wh.query(
-        "SELECT uuid, gpu_i_id, profile, start_ts, end_ts FROM mig_instances "
-        "WHERE end_ts > ? AND start_ts < ?",
-        [inputs.window.start, inputs.window.end],
-    )
+    instances = mig_instances_between(inputs.wh, inputs.window.start, inputs.window.end)
     gpus = inputs.gpus
     models = dict(zip(gpus["uuid"].to_list(), gpus["model"].to_list(), strict=True))
     return layout_factors(instances, models)

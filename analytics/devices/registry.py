@@ -1,9 +1,10 @@
 """The registry of device sources, keyed by sharing mode, in the order they claim rows.
 
 DRA claims first (a claim row says so whatever the card), then MIG (an instance id says so
-whatever the card's mode), then the card-level sharing modes
-from the inventory, and the whole card last as the fallback. Adding a sharing mode is one new
-module and one entry in `SOURCES`.
+whatever the card's mode), then the card-level sharing modes from the inventory, and the whole
+card last as the fallback. Adding a sharing mode is one new module and one `SOURCES.add(...)`
+line below (or, from a plug-in, `SOURCES.add(source, before="exclusive")`); the bill, roll-up
+and capacity code read `SOURCES` and never name a mode.
 """
 
 from __future__ import annotations
@@ -17,18 +18,21 @@ from gpuledger.analytics.devices.timeslice import TimeSlice
 from gpuledger.analytics.devices.vgpu import VirtualGpu
 from gpuledger.analytics.devices.whole import WholeCard
 from gpuledger.core.errors import InputError
+from gpuledger.core.registry import Registry
 
-SOURCES: tuple[DeviceSource, ...] = (DraClaim(), MigInstance(), TimeSlice(), VirtualGpu(), WholeCard())
+SOURCES: Registry[DeviceSource] = Registry(
+    "sharing mode", error=InputError, missing="no device source", key=lambda source: source.mode)
 """Precedence order; the last one is the fallback and claims every row left."""
+SOURCES.add(DraClaim())
+SOURCES.add(MigInstance())
+SOURCES.add(TimeSlice())
+SOURCES.add(VirtualGpu())
+SOURCES.add(WholeCard())
 
 
 def source_for(mode: str) -> DeviceSource:
     """The source of a sharing mode (InputError naming the known ones otherwise)."""
-    for source in SOURCES:
-        if source.mode == mode:
-            return source
-    known = ", ".join(s.mode for s in SOURCES)
-    raise InputError(f"sharing mode {mode!r}: no device source (known: {known})")
+    return SOURCES.get(mode)
 
 
 def pod_holder_modes() -> tuple[str, ...]:
@@ -38,7 +42,7 @@ def pod_holder_modes() -> tuple[str, ...]:
 
 def sharing_mode_expr() -> pl.Expr:
     """Each held row's `sharing_mode`: the first source that claims it."""
-    *claimed, fallback = SOURCES
+    *claimed, fallback = tuple(SOURCES)
     expr: pl.Expr = pl.lit(fallback.mode)
     for source in reversed(claimed):
         expr = pl.when(source.matches()).then(pl.lit(source.mode)).otherwise(expr)
@@ -49,7 +53,7 @@ def with_shares(frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
     """`frame` (held rows with `sharing_mode`) with `share`: each row priced by its source."""
     for source in SOURCES:
         frame = source.prepare(frame, inputs)
-    *claimed, fallback = SOURCES
+    *claimed, fallback = tuple(SOURCES)
     share: pl.Expr = fallback.share()
     for source in reversed(claimed):
         share = pl.when(pl.col("sharing_mode") == source.mode).then(source.share()).otherwise(share)

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from gpuledger.warehouse.queries.devices import node_label_rows
+
 if TYPE_CHECKING:
     from gpuledger.core.window import Window
     from gpuledger.warehouse import Warehouse
@@ -43,7 +45,7 @@ def configured_replicas(wh: Warehouse | None) -> pl.DataFrame:
     """`node`, `configured_replicas`: one row per node whose labels state the count."""
     if wh is None:
         return pl.DataFrame(schema=_SCHEMA)
-    nodes = wh.query("SELECT node, CAST(labels AS VARCHAR) AS labels FROM nodes")
+    nodes = node_label_rows(wh)
     rows = [(node, _count(labels)) for node, labels in nodes.iter_rows()]
     return pl.DataFrame([r for r in rows if r[1] is not None], schema=_SCHEMA, orient="row")
 

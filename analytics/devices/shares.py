@@ -52,6 +52,25 @@ def raw_mig_share(model: str, profile: str, basis: str) -> float:
     return max(by_compute, by_memory)
 
 
+def planning_basis(settings_basis: str) -> str:
+    """The basis a planner prices a MIG profile by, given the bill's `sharing.mig_share_basis`.
+
+    A recommendation (`analytics.workloads.recommend`) or a profile catalog
+    (`analytics.advice.profile_catalog`) prices an instance that does not exist yet. Under
+    `compute` and `memory` a share depends on the profile alone, so the bill's own basis is used.
+    Under `max_normalized` the billed share is divided by the layout the instance will live in,
+    which is not known when planning (and the raw larger-of-two shares of a full layout sum past
+    the card): the planner prices by compute slices, the default basis, whose shares of any
+    layout fit on one card.
+    """
+    return "compute" if settings_basis == "max_normalized" else settings_basis
+
+
+def planned_share(model: str, profile: str, settings_basis: str) -> float:
+    """A MIG profile's share as a planner prices it (`planning_basis`)."""
+    return raw_mig_share(model, profile, planning_basis(settings_basis))
+
+
 def mig_share_table(pairs: Iterable[tuple[str, str]], basis: str) -> pl.DataFrame:
     """One row per (model, profile) with its raw share."""
     if basis not in MIG_BASES:

@@ -26,6 +26,7 @@ import polars as pl
 from gpuledger.analytics.devices.registry import pod_holder_modes
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries.devices import pods_on_nodes
 
 
 def _gpu_count(requests: str | None) -> int:
@@ -74,11 +75,7 @@ def split_unlabeled(
 
 def _pod_rows(wh: Warehouse, cards: pl.DataFrame, window: Window) -> pl.DataFrame:
     nodes = cards["gpu_node"].unique().to_list()
-    pods = wh.query(
-        "SELECT namespace, pod, node, CAST(gpu_requests AS VARCHAR) AS requests, start_ts, end_ts "
-        "FROM pods WHERE end_ts > ? AND start_ts < ? AND list_contains(?, node)",
-        [window.start, window.end, nodes],
-    )
+    pods = pods_on_nodes(wh, window.start, window.end, nodes)
     if pods.is_empty():
         return pl.DataFrame()
     node_cards = {

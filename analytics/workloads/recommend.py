@@ -11,8 +11,8 @@
    the card back (`reclaim_idle_notebook` for notebooks, by label or profile) or scale to zero
    while idle (`scale_down_when_idle`, e.g. a service idle every night); saving = its idle cost.
 4. One recommendation per workload and kind (`per_workload`): a Deployment's replicas and a
-   multi-GPU pod's cards are summed into one row. The kinds live in a registry (`RULES`,
-   `register_rule`): a new kind is one rule, tried in order.
+   multi-GPU pod's cards are summed into one row. The kinds live in a registry (`RULES`, a
+   `core.registry.Registry`): a new kind is one rule, `RULES.add(rule)`, tried in order.
 5. Savings are per month (730 h): what the workload paid per held hour now minus what it
    would pay on the recommended share (price x share x the sharing discount factor), times its
    held hours scaled from the window to a month.
@@ -32,7 +32,7 @@ from typing import Any
 import polars as pl
 
 from gpuledger.analytics.billing.bill import Bill, compute_bill
-from gpuledger.analytics.devices.shares import raw_mig_share
+from gpuledger.analytics.devices.shares import planned_share
 from gpuledger.analytics.workloads.profiles import Profiles, workload_profiles
 from gpuledger.analytics.workloads.requested import (
     OWNER,
@@ -42,7 +42,9 @@ from gpuledger.analytics.workloads.requested import (
     workload_usage,
 )
 from gpuledger.core.config import Settings
+from gpuledger.core.errors import InputError
 from gpuledger.core.mig import COMPUTE_SLICES, catalog
+from gpuledger.core.registry import Registry
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 
@@ -160,17 +162,8 @@ class Rule:
     judge: Callable[[dict[str, Any], _Terms], dict[str, object] | None]
 
 
-RULES: list[Rule] = []
-"""The registry of recommendation kinds, in priority order (`register_rule` adds one)."""
-
-
-def register_rule(rule: Rule, *, before: str | None = None) -> Rule:
-    """Add a rule (at the end, or before the rule named `before`); returns it."""
-    if any(r.name == rule.name for r in RULES):
-        raise ValueError(f"recommendation rule {rule.name!r} is already registered")
-    index = next((i for i, r in enumerate(RULES) if r.name == before), len(RULES))
-    RULES.insert(index, rule)
-    return rule
+RULES: Registry[Rule] = Registry("recommendation rule", error=InputError, key=lambda rule: rule.name)
+"""The registry of recommendation kinds, in priority order (`RULES.add(rule, before=...)`)."""
 
 
 def kinds() -> tuple[str, ...]:
@@ -243,8 +236,7 @@ def _rightsize(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
     target, need_memory, need_compute = sized
     if target == WHOLE or target == row["profile"]:
         return None
-    target_basis = "compute" if terms.basis == "max_normalized" else terms.basis
-    new_share = raw_mig_share(str(row["model"]), target, target_basis)
+    new_share = planned_share(str(row["model"]), target, terms.basis)
     if new_share >= float(row["share"]) - 1e-9:
         return None
     held_hours = float(row["held_hours"] or 0.0)
@@ -264,8 +256,8 @@ def _rightsize(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
     }
 
 
-register_rule(Rule("reclaim", ("reclaim_idle_notebook", "scale_down_when_idle"), _reclaim))
-register_rule(Rule("rightsize", ("whole_to_mig", "rightsize_mig"), _rightsize))
+RULES.add(Rule("reclaim", ("reclaim_idle_notebook", "scale_down_when_idle"), _reclaim))
+RULES.add(Rule("rightsize", ("whole_to_mig", "rightsize_mig"), _rightsize))
 
 
 def rightsized_demand(
@@ -276,18 +268,20 @@ def rightsized_demand(
 
     `count` is the mean number of concurrent workloads needing that profile over the window
     (rounded up), `peak_count` the mean on the busiest UTC day (rounded up, at least `count`);
-    `card_hours` what they would hold at the recommended size. Only
+    `card_hours` what they would hold at the recommended size (its share as a planner prices
+    it under the settings' basis, `analytics.devices.shares.planned_share`). Only
     workloads on whole cards or MIG instances of MIG-capable models are counted.
     """
     bill = bill or compute_bill(wh, window, settings, ("team",))
     usage = workload_usage(wh, window, settings, bill)
+    basis = settings.sharing.mig_share_basis
     sized: list[dict[str, object]] = []
     for row in usage.iter_rows(named=True):
         result = size_workload(row, headroom)
         if result is None:
             continue
         target = result[0]
-        share = 1.0 if target == WHOLE else raw_mig_share(str(row["model"]), target, "compute")
+        share = 1.0 if target == WHOLE else planned_share(str(row["model"]), target, basis)
         sized.append({k: row[k] for k in ("namespace", "pod", "uuid", "gpu_i_id", "model")}
                      | {"target": target, "_target_share": share, "held_hours": row["held_hours"]})
     schema = {"model": pl.String, "profile": pl.String, "count": pl.Int64, "peak_count": pl.Int64,

@@ -24,25 +24,12 @@ import polars as pl
 
 from gpuledger.analytics.billing.bill import Bill, compute_bill
 from gpuledger.analytics.devices.shares import profile_slices
-from gpuledger.core.activity import ACTIVITY_SQL
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import MEMORY_SLICES, catalog
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
-
-_STATS_SQL = f"""
-SELECT namespace, pod, uuid, gpu_i_id, nullif(coalesce(vgpu, ''), '') AS vgpu, mig_profile AS profile,
-    count(*) AS samples,
-    avg({ACTIVITY_SQL}) AS act_mean,
-    quantile_cont({ACTIVITY_SQL}, 0.95) AS act_p95,
-    stddev_pop({ACTIVITY_SQL}) AS act_std,
-    quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
-    max(fb_used_mib) AS fb_max_mib
-FROM gpu_samples
-WHERE ts >= $start AND ts < $end AND namespace IS NOT NULL
-GROUP BY namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile
-"""
+from gpuledger.warehouse.queries import workloads as queries
 
 KEYS = ("namespace", "pod", "uuid", "gpu_i_id", "vgpu", "profile")
 
@@ -66,16 +53,11 @@ def workload_usage(
     wh: Warehouse, window: Window, settings: Settings, bill: Bill | None = None
 ) -> pl.DataFrame:
     """One row per allocation: requested (device, share, requests) vs used (activity, memory)."""
-    stats = wh.query(_STATS_SQL, {"start": window.start, "end": window.end})
+    stats = queries.allocation_stats(wh, window.start, window.end)
     bill = bill or compute_bill(wh, window, settings, ("team",))
     held = idle_allocations_all(bill)
-    gpus = wh.query(
-        "SELECT uuid, model, memory_mib AS card_memory_mib, sharing_mode AS card_mode FROM gpus"
-    )
-    pods = wh.query(
-        "SELECT namespace, pod, owner_kind, owner_name, CAST(gpu_requests AS VARCHAR) AS requests, "
-        "CAST(labels AS VARCHAR) AS labels FROM pods"
-    )
+    gpus = queries.card_memory(wh)
+    pods = queries.pod_owner_rows(wh)
     frame = (
         stats.join(held, on=list(KEYS), how="inner", nulls_equal=True)
         .join(gpus, on="uuid", how="left")
@@ -158,11 +140,7 @@ def pod_workloads(wh: Warehouse, by: str = OWNER) -> pl.DataFrame:
     """namespace, pod → workload_kind, workload (the grouping `--by owner` or `--by
     label:<key>` names; a pod without the label is its own workload)."""
     check_workload_by(by)
-    pods = wh.query(
-        "SELECT namespace, pod, arg_max(owner_kind, end_ts) AS owner_kind, "
-        "arg_max(owner_name, end_ts) AS owner_name, "
-        "CAST(arg_max(labels, end_ts) AS VARCHAR) AS labels FROM pods GROUP BY namespace, pod"
-    )
+    pods = queries.last_pod_owners(wh)
     rows = []
     for ns, pod, kind, name, labels in pods.iter_rows():
         tags = _labels(labels)

@@ -25,29 +25,11 @@ from gpuledger.analytics.billing.bill import Bill, compute_bill
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.queries import workloads as queries
 
 GENERATION_WEIGHT = 3.0
 """How much more a generated token costs than a prompt token when a GPU-hour is split between
 them (the default of every token-cost view: CLI, pages, the serving store's stored result)."""
-
-_INCREASES_SQL = """
-WITH s AS (
-    SELECT ts, namespace, pod, model_name, prompt_tokens_total AS p, generation_tokens_total AS g,
-        lag(prompt_tokens_total) OVER w AS p0, lag(generation_tokens_total) OVER w AS g0,
-        lag(ts) OVER w AS ts0
-    FROM token_samples
-    WHERE ts >= $lo AND ts < $end
-    WINDOW w AS (PARTITION BY namespace, pod, model_name ORDER BY ts)
-)
-SELECT CAST(ts AS DATE) AS day, namespace, pod, model_name,
-    sum(CASE WHEN p0 IS NULL THEN (CASE WHEN ts > $start THEN p ELSE 0 END)
-             WHEN p >= p0 THEN p - p0 ELSE p END) AS prompt_tokens,
-    sum(CASE WHEN g0 IS NULL THEN (CASE WHEN ts > $start THEN g ELSE 0 END)
-             WHEN g >= g0 THEN g - g0 ELSE g END) AS generation_tokens
-FROM s
-WHERE ts >= $start
-GROUP BY ALL
-"""
 
 
 @dataclass(frozen=True)
@@ -59,9 +41,7 @@ class TokenCosts:
 
 def token_increases(wh: Warehouse, window: Window, lookback: timedelta = timedelta(days=1)) -> pl.DataFrame:
     """Prompt and generated token increases per day, namespace, pod and model (step 1)."""
-    return wh.query(
-        _INCREASES_SQL, {"lo": window.start - lookback, "start": window.start, "end": window.end}
-    )
+    return queries.token_increases(wh, window.start, window.end, since=window.start - lookback)
 
 
 def _with_unit_costs(frame: pl.DataFrame, weight: float) -> pl.DataFrame:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, Registry
+from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, queue_registry
+from gpuledger.core.registry import Registry
 
 if TYPE_CHECKING:
     import polars as pl
@@ -64,7 +65,7 @@ class QueueCollector(Protocol):
         ...
 
 
-COLLECTORS: Registry[QueueCollector] = Registry("collect", __name__)
+COLLECTORS: Registry[QueueCollector] = queue_registry("collect", __name__)
 
 
 def queue_collector(name: str = DEFAULT_QUEUE_SYSTEM) -> QueueCollector:

@@ -1,6 +1,6 @@
 """Fleet advice on the Fleet and Plans pages (issue #19): the rows of `recommend --kind ...`.
 
-The numbers are the advice kinds' own (`analytics.advice.run.KINDS`), computed once per
+The numbers are the advice kinds' own (`analytics.advice.KINDS`), computed once per
 snapshot and month through the read model (`ReadModel.advice`), so a page shows exactly what
 `gpuledger recommend --kind K --period P -o json` prints for the same warehouse. This module
 only picks and lays out: the headline rows of every kind and the latest fragmentation rate per

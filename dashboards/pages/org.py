@@ -20,6 +20,8 @@ from dash import html
 from gpuledger.analytics.billing.org_bill import OrgBill
 from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.core.access import Principal
+from gpuledger.core.errors import InputError
+from gpuledger.core.registry import Registry
 from gpuledger.dashboards.access import EVERY_ROLE, FLEET_ROLES
 from gpuledger.dashboards.lake_data import OrgData
 from gpuledger.dashboards.pages.common import Page, money, number, percent, refuse, section
@@ -157,17 +159,18 @@ def not_in_lake_mode(what: str) -> Callable[[LakeContext], html.Div]:
     return render
 
 
-LAKE_PAGES: tuple[LakePage, ...] = (
-    LakePage("/teams", "Teams", EVERY_ROLE, show_teams, what="the teams overview"),
-    LakePage("/org", "Fleet by cluster", FLEET_ROLES, show_fleet, what="the fleet by cluster"),
-    LakePage("/team", "My team", EVERY_ROLE, not_in_lake_mode("A team's page"), what="any team's page"),
-    LakePage("/fleet", "Fleet", FLEET_ROLES, not_in_lake_mode("The fleet heatmap"), what="the fleet page"),
-    LakePage("/queues", "Queues", EVERY_ROLE, not_in_lake_mode("Queues"), what="queues"),
-    LakePage("/plans", "Plans", FLEET_ROLES, not_in_lake_mode("Plans"), what="plans"),
-)
+LAKE_PAGES: Registry[LakePage] = Registry("lake page", error=InputError, key=lambda page: page.path)
 """In navigation order; `/` and unknown paths land on Teams."""
+LAKE_PAGES.add(LakePage("/teams", "Teams", EVERY_ROLE, show_teams, what="the teams overview"))
+LAKE_PAGES.add(LakePage("/org", "Fleet by cluster", FLEET_ROLES, show_fleet, what="the fleet by cluster"))
+LAKE_PAGES.add(LakePage("/team", "My team", EVERY_ROLE, not_in_lake_mode("A team's page"),
+                        what="any team's page"))
+LAKE_PAGES.add(LakePage("/fleet", "Fleet", FLEET_ROLES, not_in_lake_mode("The fleet heatmap"),
+                        what="the fleet page"))
+LAKE_PAGES.add(LakePage("/queues", "Queues", EVERY_ROLE, not_in_lake_mode("Queues"), what="queues"))
+LAKE_PAGES.add(LakePage("/plans", "Plans", FLEET_ROLES, not_in_lake_mode("Plans"), what="plans"))
 
 
 def lake_page_for(pathname: str | None) -> LakePage:
     path = (pathname or "/").rstrip("/") or "/"
-    return next((p for p in LAKE_PAGES if p.path == path), LAKE_PAGES[0])
+    return LAKE_PAGES.get(path) if path in LAKE_PAGES else LAKE_PAGES.get("/teams")

@@ -1,5 +1,9 @@
 """The commands: one module per command (or command group), discovered by name, on Click.
 
+`COMMANDS` (a `core.registry.Registry`) finds them: every module of this package whose name
+does not start with `_`, by module name, each giving its `command`; the module is the
+registration, no list names it.
+
 How to add a COMMAND
     1. Create `gpuledger/commands/<name>.py` (a leading `_` keeps a helper module out of
        discovery). Keep its module-level imports light (click, this package, `core`): the CLI
@@ -21,8 +25,7 @@ How to add a COMMAND
                return 0
 
        A group: `@click.group("plans", cls=VerbGroup, invoke_without_command=True)` over a
-       `@runs` handler that prints help (see `plans.py`), then `group.add_command(...)`; or
-       expose `register(cli: click.Group)` to add several commands at once.
+       `@runs` handler that prints help (see `plans.py`), then `group.add_command(...)`.
     4. Never add `--config/--warehouse/--debug`: the CLI adds them to every command so they
        work before and after the verb.
 
@@ -57,13 +60,19 @@ import click
 
 from gpuledger.command_context import Context, RunState
 from gpuledger.commands._output import FORMATS, output_option
+from gpuledger.core.errors import InputError
+from gpuledger.core.registry import Registry
 
 Handler = Callable[[argparse.Namespace, Context], int | None]
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["FORMATS", "F", "Handler", "VerbGroup", "add_global_options", "global_option_list",
+__all__ = ["COMMANDS", "FORMATS", "F", "Handler", "VerbGroup", "add_global_options", "global_option_list",
            "output_option", "plan_id_argument", "price_options", "runs", "state_of",
            "window_options"]
+
+COMMANDS: Registry[click.Command] = Registry(
+    "command", error=InputError, package=__name__, attribute="command")
+"""Every command, by the name of its module (`refresh_serving`), in that order."""
 
 
 def state_of(cctx: click.Context) -> RunState:

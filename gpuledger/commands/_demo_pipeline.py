@@ -178,8 +178,9 @@ def _print_bill(wh: Warehouse, window: Window, ctx: Context) -> Bill:
 def _print_volcano_and_preemption(wh: Warehouse, bill: Bill, ctx: Context) -> None:
     """The Volcano-queued pool's Queues and the preemption line (docs/guide/volcano.md)."""
     from gpuledger.analytics.billing.preemption import preemption_totals
+    from gpuledger.warehouse.queries.optimizer import queue_objects
 
-    queues = wh.query("SELECT name FROM queues WHERE kind = 'Queue' ORDER BY name")["name"].to_list()
+    queues = queue_objects(wh, "Queue")["name"].to_list()
     lost = preemption_totals(bill.preemption)
     count = int(bill.preemption["preemptions"].sum()) if bill.preemption is not None else 0
     ctx.echo(f"Volcano queues: {', '.join(queues) or 'none'}; GPU-hours lost to preemption: "

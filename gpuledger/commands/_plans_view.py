@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, get_args
+from typing import Any
 
 import click
 
 from gpuledger.command_context import Context
 from gpuledger.commands import output_option, plan_id_argument, runs
 from gpuledger.commands._output import emit
-from gpuledger.optimizer.plan.contract import PlanKind  # light: pydantic only, no store
+from gpuledger.optimizer.plan.contract import PLAN_KINDS  # light: pydantic only, no store
 from gpuledger.optimizer.plan.status import STATUSES
 
-_KINDS = get_args(PlanKind)
+_KINDS = PLAN_KINDS.names()
+"""The registered plan kinds (their modules are listed, not imported)."""
 
 
 def plan_rows(json_text: str) -> list[dict[str, Any]]:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from gpuledger.analytics.advice import KINDS
 from gpuledger.command_context import Context
 from gpuledger.commands._analytics_common import coverage_warning, warn, window_from_args
 from gpuledger.commands._output import emit
 
-ADVICE_KINDS = ("profile-catalog", "fragmentation", "overcommit", "autoscaling", "dra-fragmentation",
-                "dra-profiles")
-"""The `--kind` choices (the keys of `analytics.advice.run.KINDS`; listed here so the CLI
-does not import polars at start-up)."""
+ADVICE_KINDS = KINDS.names()
+"""The `--kind` choices: the registered advice kinds (declared lazily, so naming them imports
+no polars at start-up)."""
 COLUMNS = ("kind", "scope", "current", "recommended", "monthly_saving", "reason")
 
 

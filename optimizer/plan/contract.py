@@ -6,6 +6,11 @@ that state: it carries a fingerprint of it (`observed` objects with their resour
 hash of the part of them the plan depends on). The actuator recomputes `state_hash` on the live
 objects and refuses the plan when any differs (`stale`).
 
+Plan kinds are registered, not listed: `PLAN_KINDS` (a `core.registry.Registry`) holds each
+kind's optimizer-stage part (`PlanKind`: its changes model, its table, its one-line summary),
+discovered as `optimizer.plan.kinds.<name>`; the actuator keeps the other part, the rollout, in
+its own registry (`actuator.plan_kinds`). A new kind is one module in each (docs/decisions/0154).
+
 Where the rest lives: the lifecycle (statuses and allowed moves) in `optimizer.plan.status`, the
 typed store (save, load, list, compare-and-set status changes, expiry) in `optimizer.plan.store`,
 its SQL in `warehouse.plans` and `warehouse.queries.plans`.
@@ -15,19 +20,52 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AliasChoices,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    model_validator,
+)
 
+from gpuledger.core.errors import PlanError
+from gpuledger.core.registry import Registry
 from gpuledger.optimizer.plan.evaluation import Evaluation
-
-PlanKind = Literal["mig", "quota"]
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class PlanChanges(_Frozen):
+    """What a plan changes: each kind's changes model derives from this, with `kind` set to the
+    kind's name (`kind: Literal["mig"] = "mig"`)."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
+class PlanKind:
+    """One plan kind's optimizer-stage part, registered in `PLAN_KINDS` by its kind module."""
+
+    changes: type[PlanChanges]
+    """The model of its `Plan.changes` (the JSON of a stored plan is read back into it)."""
+    render: Callable[[Any], str]
+    """Its changes as a table, for `plans show` (given `plan.changes`)."""
+    summary: Callable[[Plan], str]
+    """One line for `plans list`."""
+
+
+PLAN_KINDS: Registry[PlanKind] = Registry(
+    "plan kind", error=PlanError, package="gpuledger.optimizer.plan.kinds")
+"""Every plan kind: `optimizer.plan.kinds.<name>` registers itself, imported on first use."""
 
 
 # 1. The observed state a plan depends on --------------------------------------------------------
@@ -127,7 +165,7 @@ class NodeMigChange(_Frozen):
         return [g.to_mig_parted() for g in self.mig_parted]
 
 
-class MigChanges(_Frozen):
+class MigChanges(PlanChanges):
     kind: Literal["mig"] = "mig"
     nodes: tuple[NodeMigChange, ...]
 
@@ -169,7 +207,7 @@ class ClusterQueueUpdate(_Frozen):
     resource_groups: tuple[dict[str, Any], ...]
 
 
-class QuotaChanges(_Frozen):
+class QuotaChanges(PlanChanges):
     kind: Literal["quota"] = "quota"
     quotas: tuple[QuotaChange, ...]
     cluster_queues: tuple[ClusterQueueUpdate, ...]
@@ -233,18 +271,17 @@ class Baseline(_Frozen):
     note: str = ""
 
 
-Changes = Annotated[MigChanges | QuotaChanges, Field(discriminator="kind")]
-
-
 # 5. The plan ------------------------------------------------------------------------------------
 class Plan(_Frozen):
     id: str
-    kind: PlanKind
+    kind: str
+    """A registered plan kind (`PLAN_KINDS`)."""
     created_at: AwareDatetime
     fingerprint: str
     observed: tuple[ObservedObject, ...] = ()
     inputs: dict[str, str] = Field(default_factory=dict, description="what the plan was computed from")
-    changes: Changes
+    changes: SerializeAsAny[PlanChanges]
+    """The kind's own changes model (`PLAN_KINDS.get(kind).changes`), dumped as that model."""
     effect: Effect
     solver: SolverInfo
     baselines: tuple[Baseline, ...] = ()
@@ -258,10 +295,24 @@ class Plan(_Frozen):
         e = self.evaluation
         return None if e is None or e.verdict == "propose" else e.reason or e.verdict
 
+    @model_validator(mode="before")
+    @classmethod
+    def _changes_of_their_kind(cls, data: Any) -> Any:
+        """JSON changes are read into the model their `kind` registered (an unknown kind is a
+        validation error naming the known ones)."""
+        if isinstance(data, Mapping) and isinstance(data.get("changes"), Mapping):
+            model = _kind(str(data["changes"].get("kind"))).changes
+            data = {**data, "changes": model.model_validate(data["changes"])}
+        return data
+
     @model_validator(mode="after")
     def _kind_matches(self) -> Plan:
+        model = _kind(self.kind).changes
         if self.changes.kind != self.kind:
             raise ValueError(f"plan kind {self.kind} carries {self.changes.kind} changes")
+        if not isinstance(self.changes, model):
+            found = type(self.changes).__name__
+            raise ValueError(f"plan kind {self.kind} carries {found}, not {model.__name__}")
         return self
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -275,6 +326,14 @@ class Plan(_Frozen):
     def from_json(cls, text: str | Mapping[str, Any]) -> Plan:
         data = json.loads(text) if isinstance(text, str) else dict(text)
         return cls.model_validate(data)
+
+
+def _kind(name: str) -> PlanKind:
+    """The registered kind `name`; a `ValueError` (so pydantic reports it) when there is none."""
+    try:
+        return PLAN_KINDS.get(name)
+    except PlanError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def new_plan_id(kind: str, created_at: datetime, fingerprint: str, body_hint: str = "") -> str:

@@ -1,19 +1,19 @@
 """Plans as people read them: a diff table for the terminal, or the stable JSON.
 
-The table shows what changes (per node: each GPU's layout before → after and the pods to evict;
-per ClusterQueue: each quota old → new), the expected effect, the solver's status and the
-baselines beside ours. The JSON is `Plan.to_json_dict()` plus the stored status.
+The table shows what changes (each kind's own table, registered with the kind in
+`contract.PLAN_KINDS`: per node each GPU's layout before → after and the pods to evict, per
+ClusterQueue each quota old → new), the expected effect, the solver's status and the baselines
+beside ours. The JSON is `Plan.to_json_dict()` plus the stored status.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from gpuledger.optimizer.plan.contract import Effect, MigChanges, Plan, QuotaChanges
+from gpuledger.optimizer.plan.contract import PLAN_KINDS, Effect, MigChanges, Plan
 from gpuledger.optimizer.plan.evaluation import Evaluation
 from gpuledger.optimizer.plan.store import PlanRecord
 
@@ -50,7 +50,7 @@ def duration_text(span: timedelta) -> str:
 
 def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
     """A plain left-aligned text table (numbers right-aligned)."""
-    cells = [[_cell(v) for v in row] for row in rows]
+    cells = [[cell(v) for v in row] for row in rows]
     widths = [len(h) for h in header]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
@@ -71,7 +71,8 @@ def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
     return "\n".join(out)
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """One table cell: `-` for None, money-like floats with separators, the rest as text."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -105,7 +106,7 @@ def render_plan(plan: Plan, status: str | None = None) -> str:
     parts = ["\n".join(head)]
     if plan.evaluation is not None:
         parts.append(render_evaluation(plan.evaluation))
-    parts.append(_KINDS[plan.kind].render(plan.changes))
+    parts.append(PLAN_KINDS.get(plan.kind).render(plan.changes))
     parts.append(render_effect(plan.effect))
     if plan.baselines:
         parts.append(render_baselines(plan))
@@ -153,40 +154,6 @@ def eviction_rows(plan: Plan) -> list[dict[str, Any]]:
     ]
 
 
-def _render_mig(changes: Any) -> str:
-    assert isinstance(changes, MigChanges)
-    if not changes.nodes:
-        return "no MIG changes: the current layouts are already optimal"
-    rows: list[tuple[Any, ...]] = []
-    for node in changes.nodes:
-        evict: dict[int, list[str]] = {}
-        for pod in node.pods_to_evict:
-            mark = " (serving)" if pod.serving else ""
-            evict.setdefault(pod.gpu_index, []).append(f"{pod.namespace}/{pod.pod}{mark}")
-        for change in node.gpus_changed:
-            rows.append((
-                node.node, node.mig_config, change.index, change.before.label(), change.after.label(),
-                ", ".join(evict.get(change.index, [])) or "-",
-            ))
-    return table(rows, ("node", "nvidia.com/mig.config", "gpu", "before", "after", "pods to evict"))
-
-
-def _render_quota(changes: Any) -> str:
-    assert isinstance(changes, QuotaChanges)
-    rows = [
-        (
-            q.cluster_queue, q.cohort or "-", q.flavor, q.resource,
-            f"{_cell(q.old_nominal)} → {_cell(q.new_nominal)}",
-            f"{_cell(q.old_borrowing_limit)} → {_cell(q.new_borrowing_limit)}",
-            f"{_cell(q.old_lending_limit)} → {_cell(q.new_lending_limit)}",
-        )
-        for q in changes.quotas if q.changed
-    ]
-    if not rows:
-        return "no quota changes: the current quotas are already optimal"
-    return table(rows, ("cluster queue", "cohort", "flavor", "resource", "nominal", "borrowing", "lending"))
-
-
 def render_baselines(plan: Plan) -> str:
     keys = sorted({k for b in plan.baselines for k in b.figures})
     ours = plan.effect.model_dump()
@@ -213,41 +180,7 @@ def render_list(records: Sequence[PlanRecord]) -> str:
 
 
 def _summary(plan: Plan) -> str:
-    return _KINDS[plan.kind].summary(plan)
-
-
-def _mig_summary(plan: Plan) -> str:
-    changes, e = plan.changes, plan.effect
-    assert isinstance(changes, MigChanges)
-    return f"{len(changes.nodes)} nodes, {e.gpus_changed or 0} GPUs changed, {e.gpus_freed or 0} freed"
-
-
-def _quota_summary(plan: Plan) -> str:
-    changes = plan.changes
-    assert isinstance(changes, QuotaChanges)
-    changed = sum(q.changed for q in changes.quotas)
-    text = f"{changed} quotas changed in {len(changes.cluster_queues)} cluster queues"
-    e = plan.evaluation
-    if e is not None and e.origins:
-        cut = e.reduction
-        text += f"; held out: pending {e.pending_before:,.0f} → {e.pending_after:,.0f}" + (
-            f" ({-cut:+.1%})" if cut is not None else "")
-    return text
-
-
-@dataclass(frozen=True)
-class _KindView:
-    """How one plan kind is shown: its changes as a table, and its one-line summary."""
-
-    render: Callable[[Any], str]
-    summary: Callable[[Plan], str]
-
-
-_KINDS: dict[str, _KindView] = {
-    "mig": _KindView(_render_mig, _mig_summary),
-    "quota": _KindView(_render_quota, _quota_summary),
-}
-"""One entry per plan kind (a new kind adds its entry here, not a branch in each function)."""
+    return PLAN_KINDS.get(plan.kind).summary(plan)
 
 
 def plan_json(record_or_plan: PlanRecord | Plan) -> str:

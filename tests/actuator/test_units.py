@@ -224,9 +224,9 @@ def test_a_queue_with_both_kinds_is_written_twice():
 # 6. Progress record -------------------------------------------------------------------------------
 def test_progress_round_trip():
     mig = Progress(apply=MigProgress(nodes=[NodeProgress(node="n1", phase="labeled", before_mig_config="x")]))
-    again = Progress.load(json.loads(json.dumps(mig.dump())))
+    again = Progress.load(json.loads(json.dumps(mig.dump())), MigProgress)
     assert isinstance(again.apply, MigProgress) and again.apply.node("n1").phase == "labeled"
     quota = Progress(apply=QuotaProgress(steps=[QuotaStep(cluster_queue="a", phase="decrease", done=True)]))
-    back = Progress.load(quota.dump())
+    back = Progress.load(quota.dump(), QuotaProgress)
     assert isinstance(back.apply, QuotaProgress) and back.apply.steps[0].done
-    assert Progress.load(None).apply is None
+    assert Progress.load(None, MigProgress).apply is None

@@ -108,7 +108,7 @@ def test_serving_file_holds_the_raw_tail_only_and_bills_the_same(published: Path
 
 
 def test_stored_results_equal_the_warehouse_computation(published: Path) -> None:
-    from gpuledger.analytics.advice.run import KINDS
+    from gpuledger.analytics.advice import KINDS
     from gpuledger.analytics.workloads.recommend import recommend
     from gpuledger.analytics.workloads.tokens import team_token_costs
 
@@ -117,7 +117,7 @@ def test_stored_results_equal_the_warehouse_computation(published: Path) -> None
         bill = compute_bill(wh, window, SETTINGS)
         recs = recommend(wh, window, SETTINGS, bill=bill).recommendations
         tokens = team_token_costs(wh, window, SETTINGS, bill=bill)
-        advice = {k: KINDS[k](wh, window, SETTINGS) for k in serving_results.ADVICE_KINDS}
+        advice = {k: KINDS.get(k)(wh, window, SETTINGS) for k in serving_results.ADVICE_KINDS}
     serving = open_serving(published)
     try:
         stored = serving_results.stored_frame(serving, serving_results.RECOMMENDATIONS, PERIOD)

@@ -39,7 +39,8 @@ from gpuledger.core.errors import (
     error_for_status,
 )
 from gpuledger.core.frames import NAMESPACES, QUEUE_SAMPLES, QUEUES, polars_schema
-from gpuledger.core.queues import Registry
+from gpuledger.core.queues import queue_registry
+from gpuledger.core.registry import Registry
 from gpuledger.core.teams import ksm_label, resolve_team
 from gpuledger.core.window import Window
 from gpuledger.optimizer.quota.inputs import quota_inputs_from_warehouse
@@ -68,7 +69,7 @@ def test_kueue_parts_agree_on_the_object_kind():
 
 
 def test_a_registered_system_is_handed_out_by_name():
-    registry: Registry[str] = Registry("collect", "gpuledger.collectors.queues")
+    registry: Registry[str] = queue_registry("collect", "gpuledger.collectors.queues")
     assert registry.register("volcano", "volcano-part") == "volcano-part"
     assert registry.get("volcano") == "volcano-part"
     assert set(registry.names()) >= {"kueue", "volcano"}

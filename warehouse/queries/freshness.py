@@ -88,6 +88,14 @@ def _newest_ts(wh: ReadableWarehouse, table: str, before: datetime | None) -> da
     return as_utc(value) if value is not None else None
 
 
+def newest_ts(wh: ReadableWarehouse, table: str) -> datetime | None:
+    """The newest `ts` of one of `SAMPLE_TABLES` or the roll-up (no fallback: the table's own
+    newest row), or None when it is empty."""
+    if table not in (*SAMPLE_TABLES, ROLLUP_TABLE):
+        raise ValueError(f"newest_ts: {table!r} is not a sample table")
+    return _newest_ts(wh, table, None)
+
+
 def _rollup_end(wh: ReadableWarehouse, before: datetime | None) -> datetime | None:
     """The end of the roll-up's newest hour (clamped to `before`: an hour that starts before it
     covers data up to it, no further)."""

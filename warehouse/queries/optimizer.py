@@ -2,7 +2,9 @@
 
 Why here: only `warehouse/` speaks SQL; `optimizer.quota.inputs` and the queue systems' quota
 readers (`optimizer.quota.queues.<system>`) call these named functions and never see a statement.
-The queries are neutral about the queue system: they take the object kind they read.
+The queries are neutral about the queue system: they take the object kind they read, which is
+why the dashboard's Volcano Queues table (`dashboards.queue_views`) and the demo's summary read
+their Queues through `queue_objects` too.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Read queries for Volcano queues and preemptions: who submits to a Queue, pod sizes per Queue,
-and the stored preemption records with what billing needs to price them.
+and the stored preemption records with what billing needs to price them (each node's card
+model, each pod's last stored requests, pods' priority classes).
 
-Why here: only `warehouse/` speaks SQL; `analytics.teams.volcano`, `optimizer.quota.queues.volcano`
-and `analytics.billing.preemption` hold the rules.
+Why here: only `warehouse/` speaks SQL; `analytics.teams.volcano`, `optimizer.quota.queues.volcano`,
+`analytics.billing.preemption` and `analytics.billing.priority_class` hold the rules.
 """
 
 from __future__ import annotations
@@ -73,3 +74,22 @@ SELECT * FROM own UNION ALL SELECT * FROM resolved ORDER BY preempted_at, namesp
 def pod_priority_classes(wh: Warehouse) -> pl.DataFrame:
     """`namespace`, `pod`, `priority_class`, `priority` of every pod with a stored priority."""
     return wh.query("SELECT namespace, pod, priority_class, priority FROM pod_priorities")
+
+
+def node_models(wh: Warehouse) -> pl.DataFrame:
+    """One card model per node (the first by name where a node mixes models): `node`, `model`."""
+    return wh.query("SELECT node, min(model) AS model FROM gpus GROUP BY node")
+
+
+def last_pod_requests(wh: Warehouse) -> pl.DataFrame:
+    """Each pod's GPU requests as last stored (its newest interval's): `namespace`, `pod`,
+    `stored` (JSON text, or NULL)."""
+    return wh.query(
+        "SELECT namespace, pod, CAST(arg_max(gpu_requests, end_ts) AS VARCHAR) AS stored "
+        "FROM pods GROUP BY namespace, pod"
+    )
+
+
+def pod_keys(wh: Warehouse) -> pl.DataFrame:
+    """Every stored pod once: `namespace`, `pod`."""
+    return wh.query("SELECT DISTINCT namespace, pod FROM pods")

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, Registry
+from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, queue_registry
+from gpuledger.core.registry import Registry
 
 if TYPE_CHECKING:
     from gpuledger.optimizer.quota.spec import QueueSpec, Quota
@@ -54,7 +55,7 @@ class QuotaReader(Protocol):
         ...
 
 
-READERS: Registry[QuotaReader] = Registry("optimize", __name__)
+READERS: Registry[QuotaReader] = queue_registry("optimize", __name__)
 
 
 def quota_reader(name: str = DEFAULT_QUEUE_SYSTEM) -> QuotaReader:

@@ -1,27 +1,28 @@
 """Plan kinds are registered, not if-chained: one `KindRollout` per kind says how it is applied,
-rolled back and reported.
+rolled back, reported and exported.
 
-Why: the workflow (approve, apply, resume, roll back) is the same for every kind; only the
-rollout differs. A new kind (e.g. an autoscaling plan) is one new module with one `ROLLOUT`
-object, listed once in `BUILTIN_KINDS`, instead of a new branch in every function that looks at
-`plan.kind` or at the type of its progress record.
+Why: the workflow (approve, apply, resume, roll back, export) is the same for every kind; only
+the rollout differs. Each kind's rollout is one module here, `actuator.plan_kinds.<name>`, that
+registers itself in `ROLLOUTS` (a `core.registry.Registry`, imported on first use: kubernetes is
+heavy), instead of a new branch in every function that looks at `plan.kind` or at the type of
+its progress record. The kind's optimizer-stage part (its changes model and how it is shown) is
+`optimizer.plan.kinds.<name>`, in that stage's registry (docs/decisions/0154).
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpuledger.actuator.rollout_context import RolloutContext
-from gpuledger.actuator.rollout_progress import Progress
+from gpuledger.actuator.rollout_progress import KindProgress, Progress
 from gpuledger.core.errors import PlanError
+from gpuledger.core.registry import Registry
 
-BUILTIN_KINDS: dict[str, str] = {
-    "mig": "gpuledger.actuator.mig_kind",
-    "quota": "gpuledger.actuator.quota_kind",
-}
-"""Plan kind → the module whose `ROLLOUT` handles it (imported on first use: kubernetes is heavy)."""
+if TYPE_CHECKING:
+    from gpuledger.actuator.gateway import Obj, ObjectRef
+    from gpuledger.core.config import Settings
+    from gpuledger.optimizer.plan.contract import Plan
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class KindRollout(Protocol):
 
     kind: str
 
+    @property
+    def progress(self) -> type[KindProgress]:
+        """The model of the kind's progress record (`Progress.apply`)."""
+
     def apply(self, ctx: RolloutContext) -> None:
         """Run (or resume) the rollout, checkpointing `ctx.progress` after each step."""
 
@@ -61,19 +66,16 @@ class KindRollout(Protocol):
     def retry_failed(self, progress: Progress) -> None:
         """Prepare a failed rollout's record so that applying again retries what failed."""
 
+    def manifests(self, plan: Plan, settings: Settings) -> list[tuple[ObjectRef, Obj]]:
+        """The fields gpuledger owns of each object the plan writes, in a stable order, for
+        `plans export` (`actuator.export` adds apiVersion, kind and name)."""
 
-_LOADED: dict[str, KindRollout] = {}
+
+ROLLOUTS: Registry[KindRollout] = Registry(
+    "plan kind", error=PlanError, missing="no rollout", package=__name__)
+"""Every plan kind's rollout: `actuator.plan_kinds.<kind>` registers itself."""
 
 
 def rollout_for(kind: str) -> KindRollout:
     """The registered rollout of `kind` (PlanError for a kind nobody registered)."""
-    if kind not in _LOADED:
-        module = BUILTIN_KINDS.get(kind)
-        if module is None:
-            known = ", ".join(sorted(BUILTIN_KINDS))
-            raise PlanError(f"plan kind {kind!r} has no rollout (known: {known})")
-        rollout: KindRollout = importlib.import_module(module).ROLLOUT
-        if rollout.kind != kind:
-            raise PlanError(f"{module}.ROLLOUT handles {rollout.kind!r}, registered for {kind!r}")
-        _LOADED[kind] = rollout
-    return _LOADED[kind]
+    return ROLLOUTS.get(kind)

@@ -1,17 +1,26 @@
 """The `quota` plan kind in the registry (`actuator.plan_kinds`): `quota_rollout` (Kueue
-ClusterQueues, decreases first) applies and rolls back; this module reads its progress record."""
+ClusterQueues, decreases first) applies and rolls back; this module reads its progress record
+and says what `plans export` writes for it."""
 
 from __future__ import annotations
 
-from gpuledger.actuator.plan_kinds import RollbackOutcome, StepOutcome
+from typing import TYPE_CHECKING
+
+from gpuledger.actuator.plan_kinds import ROLLOUTS, RollbackOutcome, StepOutcome
 from gpuledger.actuator.rollout_context import RolloutContext
 from gpuledger.actuator.rollout_progress import Progress, QuotaProgress
+
+if TYPE_CHECKING:
+    from gpuledger.actuator.gateway import Obj, ObjectRef
+    from gpuledger.core.config import Settings
+    from gpuledger.optimizer.plan.contract import Plan
 
 
 class QuotaRollout:
     """One guarded write per ClusterQueue and phase (see `actuator.quota_rollout`)."""
 
     kind = "quota"
+    progress = QuotaProgress
 
     def apply(self, ctx: RolloutContext) -> None:
         from gpuledger.actuator.quota_rollout import apply_quota
@@ -48,5 +57,25 @@ class QuotaRollout:
     def retry_failed(self, progress: Progress) -> None:
         """Nothing to reset: each ClusterQueue step is redone only when it is not marked done."""
 
+    def manifests(self, plan: Plan, settings: Settings) -> list[tuple[ObjectRef, Obj]]:
+        """Each changed queue's quota body with the planned numbers, by the mutation of the
+        writer of the plan's queue system (`actuator.queues.writer_for`)."""
+        from gpuledger.actuator.queues import writer_for
+        from gpuledger.optimizer.plan.contract import QuotaChanges
 
-ROLLOUT = QuotaRollout()
+        changes = plan.changes
+        assert isinstance(changes, QuotaChanges)
+        writer = writer_for(plan)
+        docs: list[tuple[ObjectRef, Obj]] = []
+        for update in sorted(changes.cluster_queues, key=lambda u: u.name):
+            planned = [c for c in changes.quotas if c.cluster_queue == update.name and c.changed]
+            if not planned:
+                continue
+            current: Obj = {"metadata": {"name": update.name},
+                            "spec": {writer.body_field: [dict(g) for g in update.resource_groups]}}
+            patch = writer.mutation(current, planned) or {"spec": current["spec"]}
+            docs.append((writer.ref(update.name), patch))
+        return docs
+
+
+ROLLOUT = ROLLOUTS.register("quota", QuotaRollout())

@@ -1,17 +1,26 @@
 """The `mig` plan kind in the registry (`actuator.plan_kinds`): `mig_rollout` applies and rolls
-back; this module says how its progress record reads as steps, problems and a retry."""
+back; this module says how its progress record reads as steps, problems and a retry, and what
+`plans export` writes for it."""
 
 from __future__ import annotations
 
-from gpuledger.actuator.plan_kinds import RollbackOutcome, StepOutcome
+from typing import TYPE_CHECKING
+
+from gpuledger.actuator.plan_kinds import ROLLOUTS, RollbackOutcome, StepOutcome
 from gpuledger.actuator.rollout_context import RolloutContext
 from gpuledger.actuator.rollout_progress import MigProgress, Progress
+
+if TYPE_CHECKING:
+    from gpuledger.actuator.gateway import Obj, ObjectRef
+    from gpuledger.core.config import Settings
+    from gpuledger.optimizer.plan.contract import Plan
 
 
 class MigRollout:
     """Node by node through MIG Manager (see `actuator.mig_rollout`)."""
 
     kind = "mig"
+    progress = MigProgress
 
     def apply(self, ctx: RolloutContext) -> None:
         from gpuledger.actuator.mig_rollout import apply_mig
@@ -53,5 +62,23 @@ class MigRollout:
             if node.phase in ("failed", "blocked"):
                 node.phase, node.detail, node.labeled_at = "pending", None, None
 
+    def manifests(self, plan: Plan, settings: Settings) -> list[tuple[ObjectRef, Obj]]:
+        """The mig-parted ConfigMap with the plan's entries (entries the plan does not use are
+        not in the plan, so not written), then each node's `nvidia.com/mig.config` label."""
+        from gpuledger.actuator.gateway import configmap_ref, node_ref
+        from gpuledger.actuator.migconfig import CONFIG_KEY, MIG_CONFIG_LABEL, dump_document
+        from gpuledger.optimizer.plan.contract import MigChanges
 
-ROLLOUT = MigRollout()
+        changes = plan.changes
+        assert isinstance(changes, MigChanges)
+        k = settings.kubernetes
+        docs: list[tuple[ObjectRef, Obj]] = []
+        if changes.nodes:
+            ref = configmap_ref(k.mig_configmap_namespace, k.mig_configmap_name)
+            docs.append((ref, {"data": {CONFIG_KEY: dump_document(changes.mig_parted_config())}}))
+        for node in sorted(changes.nodes, key=lambda n: n.node):
+            docs.append((node_ref(node.node), {"metadata": {"labels": {MIG_CONFIG_LABEL: node.mig_config}}}))
+        return docs
+
+
+ROLLOUT = ROLLOUTS.register("mig", MigRollout())

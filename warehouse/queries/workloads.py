@@ -1,0 +1,100 @@
+"""Read queries of the workload views (`analytics.workloads`): per-allocation activity and
+memory statistics, cards' memory, pods' owners and labels, and vLLM token increases per day.
+
+Why here: only `warehouse/` speaks SQL. `analytics.workloads.requested` (requested vs used, the
+workload a pod belongs to) and `analytics.workloads.tokens` (token cost) hold the rules and read
+the samples and the inventory only through these. The activity of a sample is the one rule of
+`core.activity`. Windows are half-open `[start, end)`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from gpuledger.core.activity import ACTIVITY_SQL
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from gpuledger.warehouse.protocols import ReadableWarehouse
+
+_ALLOCATION_STATS_SQL = f"""
+SELECT namespace, pod, uuid, gpu_i_id, nullif(coalesce(vgpu, ''), '') AS vgpu, mig_profile AS profile,
+    count(*) AS samples,
+    avg({ACTIVITY_SQL}) AS act_mean,
+    quantile_cont({ACTIVITY_SQL}, 0.95) AS act_p95,
+    stddev_pop({ACTIVITY_SQL}) AS act_std,
+    quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
+    max(fb_used_mib) AS fb_max_mib
+FROM gpu_samples
+WHERE ts >= $start AND ts < $end AND namespace IS NOT NULL
+GROUP BY namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile
+"""
+
+
+def allocation_stats(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
+    """Per allocation (a pod on one device) with samples in `[start, end)`: `namespace`, `pod`,
+    `uuid`, `gpu_i_id`, `vgpu` (NULL when unlabeled), `profile`, `samples`, `act_mean`,
+    `act_p95`, `act_std` (activity by `core.activity`), `fb_p95_mib`, `fb_max_mib`."""
+    return wh.query(_ALLOCATION_STATS_SQL, {"start": start, "end": end})
+
+
+def card_memory(wh: ReadableWarehouse) -> pl.DataFrame:
+    """Every inventoried card: `uuid`, `model`, `card_memory_mib`, `card_mode` (its sharing mode)."""
+    return wh.query(
+        "SELECT uuid, model, memory_mib AS card_memory_mib, sharing_mode AS card_mode FROM gpus"
+    )
+
+
+def pod_owner_rows(wh: ReadableWarehouse) -> pl.DataFrame:
+    """Every stored pod interval: `namespace`, `pod`, `owner_kind`, `owner_name`, `requests`
+    (GPU requests, JSON text), `labels` (JSON text)."""
+    return wh.query(
+        "SELECT namespace, pod, owner_kind, owner_name, CAST(gpu_requests AS VARCHAR) AS requests, "
+        "CAST(labels AS VARCHAR) AS labels FROM pods"
+    )
+
+
+def last_pod_owners(wh: ReadableWarehouse) -> pl.DataFrame:
+    """Each pod once, as its newest interval stored it: `namespace`, `pod`, `owner_kind`,
+    `owner_name`, `labels` (JSON text)."""
+    return wh.query(
+        "SELECT namespace, pod, arg_max(owner_kind, end_ts) AS owner_kind, "
+        "arg_max(owner_name, end_ts) AS owner_name, "
+        "CAST(arg_max(labels, end_ts) AS VARCHAR) AS labels FROM pods GROUP BY namespace, pod"
+    )
+
+
+_TOKEN_INCREASES_SQL = """
+WITH s AS (
+    SELECT ts, namespace, pod, model_name, prompt_tokens_total AS p, generation_tokens_total AS g,
+        lag(prompt_tokens_total) OVER w AS p0, lag(generation_tokens_total) OVER w AS g0,
+        lag(ts) OVER w AS ts0
+    FROM token_samples
+    WHERE ts >= $lo AND ts < $end
+    WINDOW w AS (PARTITION BY namespace, pod, model_name ORDER BY ts)
+)
+SELECT CAST(ts AS DATE) AS day, namespace, pod, model_name,
+    sum(CASE WHEN p0 IS NULL THEN (CASE WHEN ts > $start THEN p ELSE 0 END)
+             WHEN p >= p0 THEN p - p0 ELSE p END) AS prompt_tokens,
+    sum(CASE WHEN g0 IS NULL THEN (CASE WHEN ts > $start THEN g ELSE 0 END)
+             WHEN g >= g0 THEN g - g0 ELSE g END) AS generation_tokens
+FROM s
+WHERE ts >= $start
+GROUP BY ALL
+"""
+
+
+def token_increases(
+    wh: ReadableWarehouse, start: datetime, end: datetime, *, since: datetime,
+) -> pl.DataFrame:
+    """vLLM's prompt and generated token counters' increases in `[start, end)`, per UTC day,
+    namespace, pod and model: `day`, `namespace`, `pod`, `model_name`, `prompt_tokens`,
+    `generation_tokens`.
+
+    A counter that drops was reset: the new value is the increase since the reset. A series
+    is measured from its last sample in `[since, start)`; one with none there counts its first
+    value in the window (a new pod), unless that value lies at `start` itself.
+    """
+    return wh.query(_TOKEN_INCREASES_SQL, {"lo": since, "start": start, "end": end})
