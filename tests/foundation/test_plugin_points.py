@@ -91,8 +91,8 @@ def test_commands_by_module_name_are_what_the_cli_offers():
 
     assert COMMANDS.names() == (
         "agent", "bill", "budgets", "collect", "compact", "completion", "demo", "export", "idle",
-        "optimize", "org", "plans", "publish", "recommend", "refresh_serving", "report", "serve",
-        "simulate", "status")
+        "optimize", "org", "plans", "publish", "recommend", "refresh_serving", "report", "rollup",
+        "serve", "simulate", "status")
     assert set(build_cli().commands) == {name.replace("_", "-") for name in COMMANDS.names()}
 
 
