@@ -14,7 +14,9 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
    MIG map of a past month shows who held each instance at its end. `token_samples` keeps its
    newest hour (freshness). Results of the analyses that need the raw samples of a whole month
    (recommendations, token costs, advice kinds) are written by the publisher's caller into
-   `serving_results` (`put_result`), computed on the warehouse.
+   `serving_results` (`put_result`), computed on the warehouse, each with the rules it was
+   computed under (`core.rules_record`, docs/decisions/0150) so a reader under other settings
+   can say so rather than show it as current.
 2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per calendar month with a
    fingerprint each (row count and the XOR of row hashes); a publish rewrites only the months
    whose fingerprint changed (a `collect --follow` minute: the current month only).
@@ -44,6 +46,7 @@ import duckdb
 
 from gpuledger.core.errors import WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import CARD_HOURS_HOURLY
+from gpuledger.core.rules_record import RecordedRules
 from gpuledger.warehouse.retention import removable_until
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES_TABLE, VIEW_DDL
 from gpuledger.warehouse.store import DUCKDB_CONFIG, Warehouse
@@ -217,10 +220,14 @@ class Publication:
         rows = self.wh.con.execute(f"SELECT name, period, basis FROM srv.{RESULTS_TABLE}").fetchall()
         return {(str(n), str(p)): str(b) for n, p, b in rows}
 
-    def put_result(self, name: str, period: str, basis: str, payload: bytes) -> None:
-        """Store (or replace) one computed result, e.g. a month's recommendations."""
+    def put_result(self, name: str, period: str, basis: str, payload: bytes, *,
+                   rules: RecordedRules | None) -> None:
+        """Store (or replace) one computed result, e.g. a month's recommendations, with the
+        rules it was computed under (None: its inputs carried none, "rules not recorded")."""
+        fingerprint, text = (rules.fingerprint, rules.to_json()) if rules is not None else (None, None)
         self.wh.con.execute(
-            f"INSERT OR REPLACE INTO srv.{RESULTS_TABLE} VALUES (?, ?, ?, ?)", [name, period, basis, payload]
+            f"INSERT OR REPLACE INTO srv.{RESULTS_TABLE} (name, period, basis, rules, rules_json, payload) "
+            "VALUES (?, ?, ?, ?, ?, ?)", [name, period, basis, fingerprint, text, payload]
         )
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
@@ -281,7 +288,9 @@ def _update_tables(wh: Warehouse, margin: timedelta) -> tuple[int, int]:
     con.execute(f"CREATE TABLE IF NOT EXISTS srv.{PARTS_TABLE} (tbl VARCHAR, month VARCHAR, "
                 "fingerprint VARCHAR, PRIMARY KEY (tbl, month))")
     con.execute(f"CREATE TABLE IF NOT EXISTS srv.{RESULTS_TABLE} (name VARCHAR, period VARCHAR, "
-                "basis VARCHAR, payload BLOB, PRIMARY KEY (name, period))")
+                "basis VARCHAR, payload BLOB, rules VARCHAR, rules_json VARCHAR, PRIMARY KEY (name, period))")
+    for column in ("rules", "rules_json"):  # a store published before results recorded their rules
+        con.execute(f"ALTER TABLE srv.{RESULTS_TABLE} ADD COLUMN IF NOT EXISTS {column} VARCHAR")
     source = _base_tables(con, catalog)
     for stale in set(_base_tables(con, "srv")) - set(source) - set(OWN_TABLES):
         con.execute(f'DROP TABLE srv."{stale}"')
@@ -390,11 +399,24 @@ def reader_config(path: Path) -> dict[str, Any]:
             "allocator_flush_threshold": "16MiB"}
 
 
-def result(wh: Warehouse, name: str, period: str) -> bytes | None:
-    """A stored result's payload, or None (not computed, or not a serving store)."""
+@dataclass(frozen=True)
+class StoredResult:
+    """One stored result and the rules it was computed under (None: not recorded)."""
+
+    payload: bytes
+    rules: RecordedRules | None
+
+
+def stored_result(wh: Warehouse, name: str, period: str) -> StoredResult | None:
+    """A stored result, or None (not computed, or not a serving store). A store published
+    before results recorded their rules has no such column: its results read as "rules not
+    recorded"."""
     try:
-        rows = wh.con.execute(f"SELECT payload FROM {RESULTS_TABLE} WHERE name = ? AND period = ?",
-                              [name, period]).fetchall()  # fetch all: no result left open
+        cursor = wh.con.execute(f"SELECT * FROM {RESULTS_TABLE} WHERE name = ? AND period = ?", [name, period])
+        rows = cursor.fetchall()  # fetch all: no result left open
     except duckdb.CatalogException:
         return None
-    return bytes(rows[0][0]) if rows else None
+    if not rows:
+        return None
+    row = dict(zip([d[0] for d in cursor.description or ()], rows[0], strict=True))
+    return StoredResult(bytes(row["payload"]), RecordedRules.from_json(row.get("rules_json")))
