@@ -412,7 +412,8 @@ def stored_result(wh: Warehouse, name: str, period: str) -> StoredResult | None:
     before results recorded their rules has no such column: its results read as "rules not
     recorded"."""
     try:
-        cursor = wh.con.execute(f"SELECT * FROM {RESULTS_TABLE} WHERE name = ? AND period = ?", [name, period])
+        query = f"SELECT * FROM {RESULTS_TABLE} WHERE name = ? AND period = ?"
+        cursor = wh.con.execute(query, [name, period])
         rows = cursor.fetchall()  # fetch all: no result left open
     except duckdb.CatalogException:
         return None

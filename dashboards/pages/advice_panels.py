@@ -120,5 +120,6 @@ def plans_section(ctx: PageContext) -> html.Section:
     v = advice_view(ctx, PLANS_KINDS)
     manifests = [html.Details([html.Summary(f"HPA for {scope}"), html.Pre(text, id=f"manifest-{i}")])
                  for i, (scope, text) in enumerate(sorted(v.manifests.items()))]
-    return section(f"Advice beside the plans · {v.period}", *rules_warning(v.rules_note, "plans-advice-rules"),
+    return section(f"Advice beside the plans · {v.period}",
+                   *rules_warning(v.rules_note, "plans-advice-rules"),
                    _rows_table(v, "plans-advice-table"), *manifests, id="plans-advice")

@@ -26,11 +26,11 @@ from gpuledger.dashboards.pages.common import (
     number,
     percent,
     refuse,
+    results_note,
+    rules_warning,
     section,
     table,
     visible_team,
-    results_note,
-    rules_warning,
     where_data,
 )
 from gpuledger.dashboards.serving_results import RECOMMENDATIONS, TOKEN_COSTS
