@@ -16,7 +16,9 @@ Scope, decided here on the server for every request:
 Endpoints (GET, `period=YYYY-MM`, default the newest month with data):
 `/api/v1/bill?by=team,model` (the `gpuledger.bill/v1` document of `gpuledger bill --format
 json`), `/api/v1/idle?by=owner|pod|label:<key>&team=&namespace=&top=`,
-`/api/v1/recommendations?team=&namespace=`, `/api/v1/plans`.
+`/api/v1/recommendations?team=&namespace=` (the writer's stored result: `rules_current` false and
+a `rules_note` when it was computed under other rules than this server's, docs/decisions/0150),
+`/api/v1/plans`.
 """
 
 from __future__ import annotations
