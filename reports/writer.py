@@ -81,7 +81,8 @@ def write_report(
         folder / "summary.csv", float_precision=SUMMARY_FLOAT_DECIMALS, float_scientific=False
     )
     # 2. The FOCUS export.
-    focus = focus_frame(data.bill.detail, data.summary, data.bill.window, settings, data.bill.currency)
+    focus = focus_frame(data.bill.detail, data.summary, data.bill.window, settings, data.bill.currency,
+                        rules=data.bill.raw.rules)
     write_focus(focus, folder)
     # 3. Statements: HTML beside PDF, and one combined PDF.
     statements_dir = folder / "statements"
