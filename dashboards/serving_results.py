@@ -252,7 +252,7 @@ def stored_frame(wh: Warehouse, name: str, period: str) -> pl.DataFrame | None:
 def rules_note(wh: Warehouse, name: str, period: str, current: Rules) -> str | None:
     """What a page says beside a stored result computed under other rules than `current` (the
     server's), or None (the same rules, or nothing stored)."""
-    found = stored_result(wh, name, period)
+    found = stored_result(wh, name, period, payload=False)
     if found is None or not differs(found.rules, current):
         return None
     return OTHER_RULES.format(stored=label(found.rules), current=label(RecordedRules.of(current)))

@@ -407,17 +407,20 @@ class StoredResult:
     rules: RecordedRules | None
 
 
-def stored_result(wh: Warehouse, name: str, period: str) -> StoredResult | None:
-    """A stored result, or None (not computed, or not a serving store). A store published
-    before results recorded their rules has no such column: its results read as "rules not
-    recorded"."""
+def stored_result(wh: Warehouse, name: str, period: str, *, payload: bool = True) -> StoredResult | None:
+    """A stored result, or None (not computed, or not a serving store); `payload=False` reads
+    only its rules (the payload comes back empty). A store published before results recorded
+    their rules has no such column: its results read as "rules not recorded"."""
+    where = f"FROM {RESULTS_TABLE} WHERE name = ? AND period = ?"
+    body = "payload" if payload else "''"
     try:
-        query = f"SELECT * FROM {RESULTS_TABLE} WHERE name = ? AND period = ?"
-        cursor = wh.con.execute(query, [name, period])
-        rows = cursor.fetchall()  # fetch all: no result left open
+        try:
+            rows = wh.con.execute(f"SELECT {body}, rules_json {where}", [name, period]).fetchall()
+        except duckdb.BinderException:  # no rules column yet
+            rows = wh.con.execute(f"SELECT {body}, NULL {where}", [name, period]).fetchall()
     except duckdb.CatalogException:
         return None
     if not rows:
         return None
-    row = dict(zip([d[0] for d in cursor.description or ()], rows[0], strict=True))
-    return StoredResult(bytes(row["payload"]), RecordedRules.from_json(row.get("rules_json")))
+    data, rules = rows[0]
+    return StoredResult(bytes(data) if payload else b"", RecordedRules.from_json(rules))
