@@ -9,9 +9,9 @@ Cases, on the demo warehouse refreshed under config A (the defaults: idle < 5 %)
 - every stored result records A's fingerprint (computed here from A's settings, not read back
   from the code under test);
 - served under A: no note, the API says `rules_current: true`;
-- served under config B (idle < 15 %): the read model, the My team, Teams and Fleet pages and
-  `/api/v1/recommendations` say "computed under other rules", naming A's and B's fingerprints
-  and `gpuledger refresh-serving`;
+- served under config B (idle < 15 %): the read model, the My team, Teams, Fleet and Plans pages
+  and `/api/v1/recommendations` say "computed under other rules", naming A's and B's
+  fingerprints and `gpuledger refresh-serving`; the Fleet page in Chromium shows the warning;
 - a refresh under B recomputes every result (its basis holds the rules' fingerprint) and the
   note goes away under B (and appears under A);
 - a store published before results recorded their rules (no `rules`/`rules_json` columns, a
@@ -189,3 +189,21 @@ def test_a_store_from_before_rules_were_recorded(refreshed_a: Path, tmp_path: Pa
     with Warehouse.open(path, read_only=True) as wh:  # the next refresh adds the columns in place
         serving_results.refresh_serving(wh, A)
     assert set(_stored_rules(path).values()) == {Rules.of(A).fingerprint}
+
+
+@pytest.mark.browser
+def test_the_fleet_page_in_a_browser_says_other_rules(refreshed_a: Path, tmp_path: Path, open_page: Any) -> None:
+    """The warning reaches a real page: the Fleet page served under B, in Chromium."""
+    from gpuledger.dashboards.app import start_server
+    from tests.dashboards.conftest import admin_headers
+
+    running = start_server(_app(refreshed_a, B, tmp_path, "browser"), "127.0.0.1", 0)
+    try:
+        page = open_page(admin_headers())
+        page.goto(f"{running.url}/fleet?period={PERIOD}")
+        warning = page.wait_for_selector("#fleet-advice-rules")
+        assert warning is not None
+        text = warning.inner_text()
+        assert "computed under other rules" in text and Rules.of(A).fingerprint in text
+    finally:
+        running.stop()
