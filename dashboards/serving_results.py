@@ -49,13 +49,8 @@ from gpuledger.core.rules_record import RecordedRules, differs, label
 from gpuledger.core.window import HOUR, floor_time
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import data_range, newest_sample
-from gpuledger.warehouse.serving_store import (
-    Publication,
-    PublishStats,
-    is_served,
-    record_published,
-    stored_result,
-)
+from gpuledger.warehouse.serving_results_table import stored_result
+from gpuledger.warehouse.serving_store import Publication, PublishStats, is_served, record_published
 
 if TYPE_CHECKING:
     from gpuledger.analytics.advice.run import Advice

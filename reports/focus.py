@@ -89,15 +89,9 @@ COLUMNS: dict[str, Any] = {
 NOT_ALLOCATED = (SpecialLine.UNALLOCATED.value,)
 
 
-def mig_basis(rules: Rules | None) -> str:
-    """The MIG share basis the bill's numbers were computed under (its rules, never today's
-    settings: docs/decisions/0150); `unknown` for numbers whose rules were not recorded."""
-    return rules.shares.mig_share_basis if rules is not None else "unknown"
-
-
 def method_id(mode: str, basis: str) -> str:
     """The documented split-allocation method for a sharing mode (see docs/guide/reports.md);
-    `basis`: the MIG share basis of the bill (`mig_basis`)."""
+    `basis`: the MIG share basis of the bill's rules (`focus_frame`)."""
     if mode == "mig":
         return f"gpuledger/mig-{basis}-slices"
     return {
@@ -330,7 +324,8 @@ def focus_frame(
         pl.max_horizontal(pl.col("_start"), pl.lit(window.start)).alias("_start"),
     )
     # 2. Usage rows vectorized; the few other rows (discounts, moves, corrections) as records.
-    usage = _usage_frame(days, mig_basis(rules))
+    # the basis the numbers carry (their rules, never today's settings; unknown: not recorded)
+    usage = _usage_frame(days, rules.shares.mig_share_basis if rules is not None else "unknown")
     records = (
         _discount_rows(days) + _redistribution_rows(summary, window, settings)
         + _correction_rows(summary.filter(pl.col("line") == "adjustment"))
