@@ -64,7 +64,7 @@ def main() -> None:
             result, report_s = timed(lambda: issue_monthly(wh, settings, PERIOD, Path(tmp) / "out", now=now))
             bill = month_bill(wh, settings, PERIOD)
             frame, focus_s = timed(lambda: focus_frame(
-                bill.detail, summary_lines(bill), bill.window, settings, bill.currency))
+                bill.detail, summary_lines(bill), bill.window, settings, bill.currency, rules=bill.raw.rules))
             data, gather_s = timed(lambda: gather(wh, settings, PERIOD))
         statements = build_statements(data, settings, "DRAFT", now)
         out = Path(tmp) / "pdf"

@@ -16,7 +16,9 @@ Scope, decided here on the server for every request:
 Endpoints (GET, `period=YYYY-MM`, default the newest month with data):
 `/api/v1/bill?by=team,model` (the `gpuledger.bill/v1` document of `gpuledger bill --format
 json`), `/api/v1/idle?by=owner|pod|label:<key>&team=&namespace=&top=`,
-`/api/v1/recommendations?team=&namespace=`, `/api/v1/plans`.
+`/api/v1/recommendations?team=&namespace=` (the writer's stored result: `rules_current` false and
+a `rules_note` when it was computed under other rules than this server's, docs/decisions/0150),
+`/api/v1/plans`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from gpuledger.core.access import Principal
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
 from gpuledger.core.period import Period
 from gpuledger.dashboards.access import can_see_fleet
+from gpuledger.dashboards.serving_results import RECOMMENDATIONS
 from gpuledger.dashboards.state import ViewState, label_value, valid_period
 from gpuledger.dashboards.wiring import DashboardApp
 
@@ -137,7 +140,15 @@ def _recommendations(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     period = _period(app)
     recs = filter_scope(app.data.recommendations(period), namespace=_name(args.get("namespace"), "namespace"))
     recs = exports.filter_teams(recs, teams)
-    return exports.recommendations_json(recs, Period.exact(period).window, app.settings.currency)
+    doc = exports.recommendations_json(recs, Period.exact(period).window, app.settings.currency)
+    return {**doc, **_rules_state(app, RECOMMENDATIONS, period)}
+
+
+def _rules_state(app: DashboardApp, name: str, period: str) -> dict[str, Any]:
+    """Whether a stored result carries the server's rules (docs/decisions/0150): `rules_current`
+    false and the note when it does not, so a client never takes stale numbers for current."""
+    note = app.data.result_note(name, period)
+    return {"rules_current": note is None, **({"rules_note": note} if note else {})}
 
 
 def _plans(app: DashboardApp, principal: Principal) -> Any:

@@ -238,6 +238,19 @@ class ReadModel:
 
         return self._cached(("tokens", period, generation_weight), compute, snap)
 
+    def result_note(self, name: str, period: str, *, snap: Snapshot | None = None) -> str | None:
+        """Said beside a stored month result (`serving_results.NAMES`) computed under other rules
+        than this server's settings (docs/decisions/0150), else None: computed here, or stored
+        under the same rules."""
+        from gpuledger.core.rules import Rules
+
+        current = Rules.of(self.settings)
+
+        def read(wh: Warehouse) -> str | None:
+            return serving_results.rules_note(wh, name, period, current)
+
+        return self._read(("result_note", name, period), read, snap)
+
     def _stored(self, snap: Snapshot, name: str, period: str) -> pl.DataFrame | None:
         """The writer's stored frame; on a serving store without one, the empty frame ("not
         computed yet", docs/decisions/0141); None on a full copy without one (compute it)."""

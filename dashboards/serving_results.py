@@ -9,8 +9,14 @@ computed here, on the warehouse itself, with the very functions the CLI calls
 (`analytics.workloads.recommend.recommend`, `analytics.workloads.tokens.team_token_costs`,
 `analytics.advice.KINDS`), and stored in the serving store per month. A result is computed
 again only when its basis changed: the newest whole hour of GPU samples in the month (a closed
-month never changes) and the analysis settings. So a `collect --follow` minute recomputes
-nothing, and once an hour the running month is recomputed.
+month never changes), the analysis settings and the rules' fingerprint (`core.rules`, which also
+moves when a rule's code changes). So a `collect --follow` minute recomputes nothing, and once an
+hour the running month is recomputed.
+
+Each result records the rules it was computed under (the month's bill's, for the results priced
+by it; docs/decisions/0150). The dashboard may run under other settings than the writer: a page
+or API answer whose stored result carries other rules than the server's says so
+(`rules_note`, `OTHER_RULES`) rather than showing it as current.
 
 Two steps (docs/decisions/0140): `publish_serving` (the tables; every writer's close, the
 dashboard's own writes) takes seconds; `refresh_serving` (the tables and the results) takes
@@ -38,10 +44,13 @@ from gpuledger.analytics.workloads.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError
 from gpuledger.core.period import Period
+from gpuledger.core.rules import Rules
+from gpuledger.core.rules_record import RecordedRules, differs, label
 from gpuledger.core.window import HOUR, floor_time
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import data_range, newest_sample
-from gpuledger.warehouse.serving_store import Publication, PublishStats, is_served, record_published, result
+from gpuledger.warehouse.serving_results_table import stored_result
+from gpuledger.warehouse.serving_store import Publication, PublishStats, is_served, record_published
 
 if TYPE_CHECKING:
     from gpuledger.analytics.advice.run import Advice
@@ -63,6 +72,9 @@ LAST_TIMINGS: dict[str, float] = {}
 NOT_COMPUTED = ("not computed yet: the month's results are stored by `gpuledger refresh-serving` "
                 "(run after collect)")
 """What a page shows for a result the writer has not stored (docs/decisions/0141)."""
+OTHER_RULES = ("computed under other rules ({stored}) than the server's ({current}): run "
+               "`gpuledger refresh-serving` with the server's settings to compute it under them")
+"""What a page or API answer says of a stored result whose rules are not the server's (0150)."""
 TOKEN_COSTS_SCHEMA: dict[str, Any] = {
     "team": pl.String, "model_name": pl.String, "pods": pl.UInt32, "prompt_tokens": pl.Float64,
     "generation_tokens": pl.Float64, "gpu_cost": pl.Float64, "cost_per_m_prompt": pl.Float64,
@@ -148,7 +160,7 @@ def wanted(wh: Warehouse, settings: Settings) -> list[tuple[str, str]]:
     newest = newest_sample(wh)
     if span is None or newest is None:
         return []
-    fingerprint = settings_fingerprint(settings)
+    fingerprint = f"{settings_fingerprint(settings)}|{Rules.of(settings).fingerprint}"
     out: list[tuple[str, str]] = []
     month, first = Period.of(span[1]), Period.of(span[0])
     while month >= first and len(out) < MAX_MONTHS:
@@ -163,6 +175,7 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
     """Compute the results whose basis changed (taking a payload from `handed`, keyed by name
     and period, where there is one); returns how many were stored."""
     stored = pub.stored_basis()
+    current = RecordedRules.of(Rules.of(settings))
     done = 0
     LAST_TIMINGS.clear()
     for period, basis in wanted(wh, settings):
@@ -177,9 +190,18 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
             except Exception as exc:  # a result never stops a publish (or a command)
                 log.warning("serving store: %s for %s not stored: %s", name, period, exc)
                 continue
-            pub.put_result(name, period, basis, payload)
+            pub.put_result(name, period, basis, payload, rules=_rules_of(name, bills, current))
             done += 1
     return done
+
+
+def _rules_of(name: str, bills: Mapping[str, Any], current: RecordedRules) -> RecordedRules | None:
+    """The rules a result was computed under: its bill's where a bill priced it (the bill knows
+    what its numbers carry; never recomputed from settings), else the settings' own."""
+    bill = bills.get("bill") if name in (RECOMMENDATIONS, TOKEN_COSTS) else None
+    if bill is None:
+        return current
+    return RecordedRules.of(bill.rules) if bill.rules is not None else None
 
 
 def compute(wh: Warehouse, settings: Settings, name: str, period: str,
@@ -218,8 +240,17 @@ def _jsonable(value: Any) -> Any:
 
 def stored_frame(wh: Warehouse, name: str, period: str) -> pl.DataFrame | None:
     """A stored frame result, or None (not a serving store, or not computed)."""
-    payload = result(wh, name, period)
-    return pl.read_ipc(io.BytesIO(payload)) if payload is not None else None
+    found = stored_result(wh, name, period)
+    return pl.read_ipc(io.BytesIO(found.payload)) if found is not None else None
+
+
+def rules_note(wh: Warehouse, name: str, period: str, current: Rules) -> str | None:
+    """What a page says beside a stored result computed under other rules than `current` (the
+    server's), or None (the same rules, or nothing stored)."""
+    found = stored_result(wh, name, period, payload=False)
+    if found is None or not differs(found.rules, current):
+        return None
+    return OTHER_RULES.format(stored=label(found.rules), current=label(RecordedRules.of(current)))
 
 
 def not_computed_frame(name: str) -> pl.DataFrame:
@@ -245,8 +276,8 @@ def stored_advice(wh: Warehouse, kind: str, period: str) -> Any:
     """A stored advice kind as `analytics.advice.run.Advice`, or None."""
     from gpuledger.analytics.advice.run import Advice
 
-    payload = result(wh, f"advice:{kind}", period)
-    if payload is None:
+    found = stored_result(wh, f"advice:{kind}", period)
+    if found is None:
         return None
-    body = json.loads(payload)
+    body = json.loads(found.payload)
     return Advice(kind=body["kind"], rows=body["rows"], document=body["document"])

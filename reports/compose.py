@@ -19,6 +19,7 @@ from gpuledger.analytics.billing.preemption import preemption_totals
 from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.analytics.workloads.requested import pod_workloads
 from gpuledger.core.config import Settings
+from gpuledger.core.rules_record import RecordedRules, computed_under
 from gpuledger.reports.adjustments import adjustments_for
 from gpuledger.reports.billing import MonthBill, empty_summary, month_bill, require_usage, summary_lines
 from gpuledger.reports.fleet_advice import FleetAdvice, fleet_advice
@@ -59,6 +60,13 @@ class MonthlyData:
     @property
     def period(self) -> str:
         return self.bill.period
+
+    @property
+    def rules(self) -> RecordedRules | None:
+        """The rules the month's numbers were computed under: the bill's own (`Bill.rules`,
+        never today's settings), as a report records them (docs/decisions/0150)."""
+        rules = self.bill.raw.rules
+        return RecordedRules.of(rules) if rules is not None else None
 
     def teams(self) -> list[str]:
         """Teams that get a statement: a usage line this month or an adjustment to pay."""
@@ -131,7 +139,7 @@ def build_statements(
         "currency": bill.currency, "status": status, "generated_at": generated_at,
         "price_book_version": data.price_book_version, "issuer": settings.reports.issuer,
         "billing_account": settings.reports.billing_account, "notes": list(notes or []),
-        "newest_sample": data.newest_sample,
+        "newest_sample": data.newest_sample, "computed_under": computed_under(data.rules),
     }
     account, budgets = settings.reports.billing_account, settings.teams.budgets
     out = [

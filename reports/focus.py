@@ -37,6 +37,7 @@ import polars as pl
 from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.core.config import Settings
 from gpuledger.core.period import Period
+from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 
 DECIMAL = pl.Decimal(38, 10)
@@ -88,10 +89,11 @@ COLUMNS: dict[str, Any] = {
 NOT_ALLOCATED = (SpecialLine.UNALLOCATED.value,)
 
 
-def method_id(mode: str, settings: Settings) -> str:
-    """The documented split-allocation method for a sharing mode (see docs/guide/reports.md)."""
+def method_id(mode: str, basis: str) -> str:
+    """The documented split-allocation method for a sharing mode (see docs/guide/reports.md);
+    `basis`: the MIG share basis of the bill's rules (`focus_frame`)."""
     if mode == "mig":
-        return f"gpuledger/mig-{settings.sharing.mig_share_basis}-slices"
+        return f"gpuledger/mig-{basis}-slices"
     return {
         "timeslice": "gpuledger/timeslice-replica-fraction",
         "vgpu": "gpuledger/vgpu-requested-fraction",
@@ -113,7 +115,7 @@ def _json_object(pairs: dict[str, pl.Expr]) -> pl.Expr:
     return pl.lit("{") + pl.concat_str(parts, separator=",", ignore_nulls=True) + pl.lit("}")
 
 
-def _usage_frame(detail: pl.DataFrame, settings: Settings) -> pl.DataFrame:
+def _usage_frame(detail: pl.DataFrame, basis: str) -> pl.DataFrame:
     """One FOCUS row per detail row: the allocated charges of each card-day (vectorized, so a
     100,000-card month stays a few columnar passes)."""
     col = pl.col
@@ -130,7 +132,7 @@ def _usage_frame(detail: pl.DataFrame, settings: Settings) -> pl.DataFrame:
     # 2. Every column as an expression over the detail rows.
     return frame.select(
         *_charge_columns(allocated),
-        *_allocation_columns(allocated, settings),
+        *_allocation_columns(allocated, basis),
         *_resource_columns(allocated, mig_instance),
         *_custom_columns(allocated),
     )
@@ -171,12 +173,12 @@ def _charge_columns(allocated: pl.Expr) -> list[pl.Expr]:
     ]
 
 
-def _allocation_columns(allocated: pl.Expr, settings: Settings) -> list[pl.Expr]:
+def _allocation_columns(allocated: pl.Expr, basis: str) -> list[pl.Expr]:
     """The FOCUS 1.3 split-allocation columns: method, ratio details, holder and its tags."""
     col = pl.col
     method = pl.col("sharing_mode").replace_strict(
-        {m: method_id(m, settings) for m in ("exclusive", "mig", "timeslice", "vgpu")},
-        default=method_id("exclusive", settings), return_dtype=pl.String,
+        {m: method_id(m, basis) for m in ("exclusive", "mig", "timeslice", "vgpu")},
+        default=method_id("exclusive", basis), return_dtype=pl.String,
     )
     return [
         method.alias("AllocatedMethodId"),
@@ -308,10 +310,12 @@ def _correction_rows(adjustments: pl.DataFrame) -> list[dict[str, Any]]:
 
 def focus_frame(
     detail: pl.DataFrame, summary: pl.DataFrame, window: Window, settings: Settings,
-    currency: str,
+    currency: str, *, rules: Rules | None,
 ) -> pl.DataFrame:
     """The FOCUS rows of one month: usage, absorbed sharing discounts, redistributed
-    unallocated cost, and late-data corrections (the `adjustment` lines of `summary`)."""
+    unallocated cost, and late-data corrections (the `adjustment` lines of `summary`).
+    `rules`: the rules the bill's numbers were computed under (`Bill.rules`): what the split
+    allocation's method names."""
     # 1. Charge periods are the detail's UTC days, clipped to the billing window.
     days = detail.with_columns(
         pl.col("day").cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("_start"),
@@ -320,7 +324,8 @@ def focus_frame(
         pl.max_horizontal(pl.col("_start"), pl.lit(window.start)).alias("_start"),
     )
     # 2. Usage rows vectorized; the few other rows (discounts, moves, corrections) as records.
-    usage = _usage_frame(days, settings)
+    # the basis the numbers carry (their rules, never today's settings; unknown: not recorded)
+    usage = _usage_frame(days, rules.shares.mig_share_basis if rules is not None else "unknown")
     records = (
         _discount_rows(days) + _redistribution_rows(summary, window, settings)
         + _correction_rows(summary.filter(pl.col("line") == "adjustment"))

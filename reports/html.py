@@ -312,6 +312,8 @@ def render_statement(st: Statement, limits: Limits | None = None) -> str:
         "Savings are estimated per month (730 h) if the recommendation is applied.",
         *st.notes,
     ]
+    if st.computed_under:
+        sections.append(f'<div class="notes" id="computed-under">{escape(st.computed_under)}</div>')
     sections.append('<div class="notes">' + "<br>".join(escape(n) for n in notes) + "</div>")
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

@@ -7,7 +7,8 @@
 2. The org FOCUS file: every cluster's published FOCUS rows (`bill_lines`, already the
    cluster's own `focus.parquet` plus `x_Cluster`), concatenated, never recomputed.
 3. A manifest naming each file's sha256 and the partitions (cluster, issue, status, content
-   digest) the statement was built from; all written to a temp folder, renamed into place.
+   digest, the rules each was computed under) the statement was built from, and whether those
+   rules differ (docs/decisions/0150); all written to a temp folder, renamed into place.
 """
 
 from __future__ import annotations
@@ -66,9 +67,11 @@ def write_org_statement(
         "fleet_cost": detail.fleet_cost, "engine": engine,
         "partitions": [
             {"cluster": p.manifest.cluster, "issue": p.manifest.issue, "status": p.manifest.status,
-             "content_sha256": p.manifest.content_sha256, "watermark": p.manifest.watermark}
+             "content_sha256": p.manifest.content_sha256, "watermark": p.manifest.watermark,
+             "rules": p.manifest.rules}
             for p in parts
         ],
+        "rules_differ": detail.rules_differ, "rules_note": detail.rules_note(),
         "files": {n: hashlib.sha256((temp / n).read_bytes()).hexdigest() for n in names},
     }
     (temp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

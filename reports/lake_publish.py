@@ -9,7 +9,8 @@ so the lake never prices anything differently from `gpuledger bill`), at its fin
 2. The prices in force (model x day unit price the bill used), the hourly card-hours and the
    allocations of the month, the inventory.
 3. The bill facts the org bill needs to finish the cluster's lines exactly as its own bill does
-   (redistribution policy, fleet cost, currency), and the watermark (data as of).
+   (redistribution policy, fleet cost, currency), the watermark (data as of), and the rules the
+   bill was computed under (`Bill.rules`, never today's settings: docs/decisions/0150).
 4. `warehouse.lake.partition.publish_partition` commits it (manifest last, idempotent,
    finalized partitions immutable unless reissued).
 """
@@ -24,6 +25,7 @@ from gpuledger.core.config import Settings
 from gpuledger.core.config_lake import check_cluster_name
 from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period
+from gpuledger.core.rules_record import RecordedRules
 from gpuledger.reports.billing import MonthBill, month_bill, summary_lines
 from gpuledger.reports.focus import focus_frame
 from gpuledger.warehouse import Warehouse
@@ -56,7 +58,7 @@ def publish_month(
     bill = month_bill(wh, settings, str(month))
     detail = detail_frame(bill, cluster)
     focus = focus_frame(detail.with_columns(pl.col(SUM_COLUMNS).cast(pl.Float64)),
-                        summary_lines(bill), bill.window, settings, bill.currency)
+                        summary_lines(bill), bill.window, settings, bill.currency, rules=bill.raw.rules)
     # 2. Prices in force and the copied tables.
     tables = {
         "bill_detail": detail,
@@ -68,9 +70,11 @@ def publish_month(
     newest = bill.raw.newest_sample
     watermark = newest.isoformat().replace("+00:00", "Z") if newest else None
     facts = bill_facts(bill, settings)
+    rules = bill.raw.rules
     return publish_partition(
         lake, cluster, str(month), tables, bill=facts, watermark=watermark,
         finalize=finalize, reissue=reissue, now=moment,
+        rules=RecordedRules.of(rules).to_dict() if rules is not None else None,
     )
 
 

@@ -1,8 +1,9 @@
 """The manifest that seals a report folder: what was billed, from what, by which code.
 
-It records the period, when it was generated, the code and price-book versions, a hash of the
-inputs (so two runs over the same data can be told apart from a run over changed data), and
-the sha256 of every file. `verify_folder` recomputes the checksums: a finalized issue whose
+It records the period, when it was generated, the code and price-book versions, the rules the
+numbers were computed under (`rules`: fingerprint, description and values, docs/decisions/0150),
+a hash of the inputs (so two runs over the same data can be told apart from a run over changed
+data), and the sha256 of every file. `verify_folder` recomputes the checksums: a finalized issue whose
 files were edited after the fact is detected, so its numbers cannot change silently.
 
 Files alone prove nothing, since whoever can write the folder can rewrite a manifest to match.
@@ -28,7 +29,9 @@ from typing import Any
 
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import ReportError
-from gpuledger.reports.layout import MANIFEST, read_manifest
+from gpuledger.core.rules import Rules
+from gpuledger.core.rules_record import RecordedRules, differs, label
+from gpuledger.reports.layout import MANIFEST, issued_versions, read_manifest
 
 SCHEMA = "gpuledger.report/v1"
 SIGNATURE = "signature"
@@ -119,9 +122,11 @@ def build_manifest(
     supersedes: int | None = None,
     chain: dict[str, Any] | None = None,
     coverage: dict[str, Any] | None = None,
+    rules: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Describe every file under `folder` (except the manifest itself); `chain` names the issue
-    recorded before (final issues), `coverage` the hours of the month with samples."""
+    recorded before (final issues), `coverage` the hours of the month with samples, `rules`
+    the record of the rules the numbers were computed under (None: not recorded)."""
     files = [
         {"path": p.relative_to(folder).as_posix(), "bytes": p.stat().st_size, "sha256": sha256_file(p)}
         for p in sorted(folder.rglob("*"))
@@ -141,6 +146,7 @@ def build_manifest(
         "supersedes": supersedes,
         "chain": chain,
         "coverage": coverage,
+        "rules": rules,
         "files": files,
     }
 
@@ -174,6 +180,19 @@ def verify_folder(folder: Path) -> list[str]:
         if path.is_file() and path.name != MANIFEST and rel not in listed:
             problems.append(f"{path}: not listed in the manifest")
     return problems
+
+
+def rules_notes(out_dir: Path, period: str, current: Rules) -> list[str]:
+    """Informational lines for `report verify`: each issued version of `period` computed under
+    other rules than `current` (today's settings). Never a problem: an issue keeps the rules it
+    was issued under; the lines say which, so no one reads it as today's."""
+    now = RecordedRules.of(current)
+    return [
+        f"v{version} was issued under {label(issued)}; the current settings' rules are "
+        f"{now.short} (informational: issued numbers never change)"
+        for version, manifest in issued_versions(out_dir, period).items()
+        if differs(issued := RecordedRules.from_dict(manifest.get("rules")), current)
+    ]
 
 
 def require_intact(folder: Path) -> None:

@@ -36,6 +36,7 @@ from gpuledger.analytics.advice.run import Advice
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import InputError, ReportError
 from gpuledger.core.period import Period
+from gpuledger.core.rules_record import computed_under
 from gpuledger.core.window import as_utc
 from gpuledger.reports.adjustments import billed_for, unbilled
 from gpuledger.reports.compose import MonthlyData, gather
@@ -70,6 +71,8 @@ class IssueResult:
     totals: dict[str, Any]
     manifest_sha256: str
     notes: list[str] = field(default_factory=list)
+    computed_under: str = ""
+    """The statements' rules line (`core.rules_record.computed_under`)."""
 
 
 def issue_monthly(
@@ -114,7 +117,8 @@ def issue_monthly(
     if final and version is not None:
         record_issue(wh, data, version, moment=moment, manifest_sha=manifest_sha,
                      reason=reissue_reason, folder=target)
-    return IssueResult(period, target, "final" if final else "draft", version, totals, manifest_sha, notes)
+    return IssueResult(period, target, "final" if final else "draft", version, totals, manifest_sha, notes,
+                       computed_under(data.rules))
 
 
 def _check_request(
@@ -188,6 +192,7 @@ def _write_sealed(
             generated_at=moment, price_book_version=data.price_book_version,
             inputs_sha256=data.inputs_sha256, totals=totals, reason=reason, supersedes=supersedes,
             chain=seal.chain, coverage=seal.coverage,
+            rules=data.rules.to_dict() if data.rules is not None else None,
         )
         manifest_sha = write_manifest(staging, manifest, seal.key if final else None)
         if final and version is not None and wh is not None:

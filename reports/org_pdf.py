@@ -5,7 +5,8 @@ org statement against each cluster's own fleet statement, so it lists clusters f
 cluster's fleet cost as its manifest published it), then every cluster x team line (never
 folded, as the fleet statement never folds teams), then a reconciliation block: the clusters'
 fleet costs add up to the org total, and inside each cluster the team charges plus the special
-lines add up to that cluster's fleet cost. Same CSS, table and PDF machinery as the cluster
+lines add up to that cluster's fleet cost; last, the rules each cluster's bill was computed
+under, and a warning when they differ (docs/decisions/0150). Same CSS, table and PDF machinery as the cluster
 statements (`reports.html`, `reports.pdf`), so the two look and print alike.
 """
 
@@ -84,6 +85,9 @@ def render_org_statement(bill: OrgBill, issuer: str) -> str:
          "idle": money(sum(float(r["idle_cost"]) for r in lines)), "cost": money(bill.fleet_cost)},
     )
     recon = "<br>".join(escape(t) for t in reconciliation(bill))
+    note = bill.rules_note()
+    rules = "<br>".join(escape(t) for t in bill.rules_lines())
+    warning = f'<p class="reconcile" id="rules-differ"><b>{escape(note)}</b></p>' if note else ""
     body = (
         f"<header><div><h1>Org GPU cost statement</h1>"
         f'<div class="meta">{escape(bill.period)} · {len(bill.clusters)} clusters · amounts in '
@@ -92,6 +96,7 @@ def render_org_statement(bill: OrgBill, issuer: str) -> str:
         f"<section><h2>Cost by cluster</h2>{cluster_table}</section>"
         f"<section><h2>Cost by cluster and team</h2>{line_table}</section>"
         f'<section id="reconciliation"><h2>Reconciliation</h2><p class="reconcile">{recon}</p></section>'
+        f'<section id="rules"><h2>Computed under</h2>{warning}<p class="reconcile">{rules}</p></section>'
         '<div class="notes">Each cluster priced its own month; the org statement only adds the '
         "published lines up (never re-prices). Per cluster FOCUS rows are in the org FOCUS file.</div>"
     )

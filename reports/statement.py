@@ -90,6 +90,8 @@ class Statement:
     cost_centre: str | None = None
     advice: list[FleetAdvice] = field(default_factory=list)
     """Fleet statement: the top fleet-advice rows (`reports.fleet_advice`); empty on team statements."""
+    computed_under: str = ""
+    """The rules the numbers were computed under, one line (`core.rules_record.computed_under`)."""
 
 
 def statement_number(account: str, period: str, team: str | None) -> str:

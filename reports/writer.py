@@ -21,6 +21,7 @@ import polars as pl
 
 from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.core.config import Settings
+from gpuledger.core.rules_record import RecordedRules
 from gpuledger.reports.compose import MonthlyData, build_statements
 from gpuledger.reports.focus import focus_frame, write_focus
 from gpuledger.reports.html import render_statement
@@ -53,11 +54,14 @@ def report_totals(data: MonthlyData) -> dict[str, Any]:
     }
 
 
-def summary_csv(summary: pl.DataFrame, currency: str, settings: Settings) -> pl.DataFrame:
+def summary_csv(
+    summary: pl.DataFrame, currency: str, settings: Settings, rules: RecordedRules | None = None,
+) -> pl.DataFrame:
     """summary.csv: the summary lines plus `currency`, the `unit_price` behind each line's list
-    cost (unit_price x card_hours = list_cost) and the team's cost centre / GL account
-    (`finance.cost_centres`). Only the file gains columns; the warehouse's `report_lines` keep
-    the summary schema."""
+    cost (unit_price x card_hours = list_cost), the team's cost centre / GL account
+    (`finance.cost_centres`) and `rules`, the fingerprint of the rules the report's numbers were
+    computed under (empty: not recorded; docs/decisions/0150). Only the file gains columns; the
+    warehouse's `report_lines` keep the summary schema."""
     centres = settings.finance.cost_centres
     mapping = {t: c.cost_centre for t, c in centres.items()}
     accounts = {t: c.gl_account for t, c in centres.items() if c.gl_account}
@@ -67,6 +71,7 @@ def summary_csv(summary: pl.DataFrame, currency: str, settings: Settings) -> pl.
         price.alias("unit_price"),
         pl.col("team").replace_strict(mapping, default=None, return_dtype=pl.String).alias("cost_centre"),
         pl.col("team").replace_strict(accounts, default=None, return_dtype=pl.String).alias("gl_account"),
+        pl.lit(rules.fingerprint if rules is not None else None, pl.String).alias("rules"),
     )
 
 
@@ -77,11 +82,12 @@ def write_report(
     """Write every file of the report into `folder`; return the totals (with page counts)."""
     folder.mkdir(parents=True, exist_ok=True)
     # 1. The lines, exactly as billed (sub-cent precision; statements round to cents).
-    summary_csv(data.summary, data.bill.currency, settings).write_csv(
+    summary_csv(data.summary, data.bill.currency, settings, data.rules).write_csv(
         folder / "summary.csv", float_precision=SUMMARY_FLOAT_DECIMALS, float_scientific=False
     )
     # 2. The FOCUS export.
-    focus = focus_frame(data.bill.detail, data.summary, data.bill.window, settings, data.bill.currency)
+    focus = focus_frame(data.bill.detail, data.summary, data.bill.window, settings, data.bill.currency,
+                        rules=data.bill.raw.rules)
     write_focus(focus, folder)
     # 3. Statements: HTML beside PDF, and one combined PDF.
     statements_dir = folder / "statements"

@@ -14,7 +14,8 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
    MIG map of a past month shows who held each instance at its end. `token_samples` keeps its
    newest hour (freshness). Results of the analyses that need the raw samples of a whole month
    (recommendations, token costs, advice kinds) are written by the publisher's caller into
-   `serving_results` (`put_result`), computed on the warehouse.
+   `serving_results` (`put_result`, `warehouse.serving_results_table`), computed on the
+   warehouse, each with the rules it was computed under (docs/decisions/0150).
 2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per calendar month with a
    fingerprint each (row count and the XOR of row hashes); a publish rewrites only the months
    whose fingerprint changed (a `collect --follow` minute: the current month only).
@@ -44,6 +45,8 @@ import duckdb
 
 from gpuledger.core.errors import WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import CARD_HOURS_HOURLY
+from gpuledger.core.rules_record import RecordedRules
+from gpuledger.warehouse import serving_results_table as results_table
 from gpuledger.warehouse.retention import mark_removed, removable_until
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES_TABLE, VIEW_DDL
 from gpuledger.warehouse.store import DUCKDB_CONFIG, Warehouse
@@ -59,7 +62,7 @@ TOKEN_TAIL = timedelta(hours=1)
 ROLLUP_SOURCE = CARD_HOURS_HOURLY.name
 """The roll-up watermark source: the table's name (as `analytics.usage.daily.ROLLUP_SOURCE`)."""
 PARTS_TABLE = "serving_parts"
-RESULTS_TABLE = "serving_results"
+RESULTS_TABLE = results_table.RESULTS_TABLE
 OWN_TABLES = (PARTS_TABLE, RESULTS_TABLE)
 MONTH_END_RAW = timedelta(hours=1)
 """MIG samples kept before each month's end (the MIG map's holders at a past month's end)."""
@@ -214,14 +217,13 @@ class Publication:
 
     def stored_basis(self) -> dict[tuple[str, str], str]:
         """(name, period) → basis of every result in the store (what `put_result` stored)."""
-        rows = self.wh.con.execute(f"SELECT name, period, basis FROM srv.{RESULTS_TABLE}").fetchall()
-        return {(str(n), str(p)): str(b) for n, p, b in rows}
+        return results_table.stored_basis(self.wh.con, "srv")
 
-    def put_result(self, name: str, period: str, basis: str, payload: bytes) -> None:
-        """Store (or replace) one computed result, e.g. a month's recommendations."""
-        self.wh.con.execute(
-            f"INSERT OR REPLACE INTO srv.{RESULTS_TABLE} VALUES (?, ?, ?, ?)", [name, period, basis, payload]
-        )
+    def put_result(self, name: str, period: str, basis: str, payload: bytes, *,
+                   rules: RecordedRules | None) -> None:
+        """Store (or replace) one computed result, e.g. a month's recommendations, with the
+        rules it was computed under (None: its inputs carried none, "rules not recorded")."""
+        results_table.put(self.wh.con, "srv", name, period, basis=basis, payload=payload, rules=rules)
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         try:
@@ -280,8 +282,7 @@ def _update_tables(wh: Warehouse, margin: timedelta) -> tuple[int, int]:
     catalog = str(con.execute("SELECT current_database()").fetchall()[0][0])
     con.execute(f"CREATE TABLE IF NOT EXISTS srv.{PARTS_TABLE} (tbl VARCHAR, month VARCHAR, "
                 "fingerprint VARCHAR, PRIMARY KEY (tbl, month))")
-    con.execute(f"CREATE TABLE IF NOT EXISTS srv.{RESULTS_TABLE} (name VARCHAR, period VARCHAR, "
-                "basis VARCHAR, payload BLOB, PRIMARY KEY (name, period))")
+    results_table.ensure_table(con, "srv")
     source = _base_tables(con, catalog)
     for stale in set(_base_tables(con, "srv")) - set(source) - set(OWN_TABLES):
         con.execute(f'DROP TABLE srv."{stale}"')
@@ -389,12 +390,3 @@ def reader_config(path: Path) -> dict[str, Any]:
     return {"memory_limit": f"{limit // 2**20}MiB", "threads": min(2, os.cpu_count() or 1),
             "allocator_flush_threshold": "16MiB"}
 
-
-def result(wh: Warehouse, name: str, period: str) -> bytes | None:
-    """A stored result's payload, or None (not computed, or not a serving store)."""
-    try:
-        rows = wh.con.execute(f"SELECT payload FROM {RESULTS_TABLE} WHERE name = ? AND period = ?",
-                              [name, period]).fetchall()  # fetch all: no result left open
-    except duckdb.CatalogException:
-        return None
-    return bytes(rows[0][0]) if rows else None

@@ -14,13 +14,18 @@ its own bill's lines to the cent, and the org bill is their sum.
    rename rolls lines up by one name and never changes a cluster's numbers.
 5. Without `cluster` in `by`, lines of the same dimensions add up across clusters, in cents.
 6. Conservation: the lines' costs add up to the sum of the clusters' fleet costs, to the cent.
+
+Each cluster's numbers carry the rules its own bill was computed under (its manifest's
+`rules`, docs/decisions/0150). The org bill never relabels them with one set: it states each
+cluster's, and says so (`rules_note`) when they differ, since the same usage would then be
+priced differently from one cluster to the next.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import polars as pl
@@ -41,6 +46,7 @@ from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.core.config_lake import LakeSettings
 from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period
+from gpuledger.core.rules_record import RecordedRules, label
 from gpuledger.warehouse.lake import duckdb_engine, spark_engine
 from gpuledger.warehouse.lake.errors import LakeError
 from gpuledger.warehouse.lake.location import Lake
@@ -65,6 +71,26 @@ class OrgBill:
     lines: pl.DataFrame
     clusters: dict[str, float]
     watermarks: dict[str, str | None]
+    rules: dict[str, RecordedRules | None] = field(default_factory=dict)
+    """Each cluster's rules as its manifest records them (None: not recorded)."""
+
+    @property
+    def rules_differ(self) -> bool:
+        """Whether the clusters' numbers were computed under more than one rule set (a cluster
+        whose rules were not recorded counts as its own set: they cannot be shown to agree)."""
+        return len({r.fingerprint if r is not None else None for r in self.rules.values()}) > 1
+
+    def rules_lines(self) -> list[str]:
+        """One line per cluster: `east: rules 1124e8bbe2e7 (idle < 5% …)`."""
+        return [f"{name}: {label(rules)}" for name, rules in sorted(self.rules.items())]
+
+    def rules_note(self) -> str | None:
+        """One line when the clusters' rules differ, else None."""
+        if not self.rules_differ:
+            return None
+        return (f"org bill {self.period}: clusters were billed under different rules ("
+                + "; ".join(self.rules_lines()) + "); each cluster's lines stand as its own bill "
+                "computed them")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +98,9 @@ class OrgBill:
             "by": list(self.by), "engine": self.engine, "fleet_cost": round(self.fleet_cost, 2),
             "fleet_card_hours": round(self.fleet_card_hours, 6), "clusters": self.clusters,
             "watermarks": self.watermarks,
+            "rules": {name: ({"fingerprint": r.fingerprint, "description": r.description} if r else None)
+                      for name, r in sorted(self.rules.items())},
+            "rules_differ": self.rules_differ,
             "lines": [line_json(r) for r in self.lines.iter_rows(named=True)],
         }
 
@@ -131,6 +160,7 @@ def compute_org_bill(
         fleet_cost=sum(to_cents(v) for v in totals.values()) / 100,
         fleet_card_hours=float(grouped["card_hours"].sum()), lines=order.select(*keys, *_values()),
         clusters=totals, watermarks={p.manifest.cluster: p.manifest.watermark for p in parts},
+        rules={p.manifest.cluster: p.manifest.recorded_rules for p in parts},
     )
     check_org_conservation(bill)
     return bill

@@ -16,7 +16,15 @@ from typing import Any
 import polars as pl
 from dash import html
 
-from gpuledger.dashboards.pages.common import PageContext, money, percent, section, table
+from gpuledger.dashboards.pages.common import (
+    PageContext,
+    money,
+    percent,
+    results_note,
+    rules_warning,
+    section,
+    table,
+)
 from gpuledger.dashboards.serving_results import FLEET_KINDS, PLANS_KINDS
 
 ROW_SCHEMA: dict[str, Any] = {"kind": pl.String, "scope": pl.String, "current": pl.String,
@@ -34,6 +42,8 @@ class AdviceView:
     pool_rates: pl.DataFrame
     manifests: dict[str, str]
     """HPA manifest per serving Deployment (`namespace/deployment`) with an autoscaling row."""
+    rules_note: str | None = None
+    """Set when a stored kind was computed under other rules than the server's (0150)."""
 
 
 def advice_view(ctx: PageContext, kinds: tuple[str, ...]) -> AdviceView:
@@ -49,7 +59,8 @@ def advice_view(ctx: PageContext, kinds: tuple[str, ...]) -> AdviceView:
                  if f"{d['namespace']}/{d['deployment']}" in shown}
     threshold = float(frag.get("threshold", ctx.settings.advice.fragmentation_threshold))
     return AdviceView(period, ctx.currency, rows, threshold, _latest(frag.get("nodes", []), "node"),
-                      _latest(frag.get("pools", []), "pool"), manifests)
+                      _latest(frag.get("pools", []), "pool"), manifests,
+                      results_note(ctx, [f"advice:{k}" for k in kinds]))
 
 
 def _latest(records: list[dict[str, Any]], key: str) -> pl.DataFrame:
@@ -89,6 +100,7 @@ def fleet_section(ctx: PageContext) -> html.Section:
     v = advice_view(ctx, FLEET_KINDS)
     return section(
         f"Fleet advice · {v.period}",
+        *rules_warning(v.rules_note, "fleet-advice-rules"),
         html.P(f"MIG fragmentation (share of free slices the smallest demanded profile cannot use) "
                f"at the latest hour, against the threshold {percent(v.threshold)} "
                "(advice.fragmentation_threshold).",
@@ -108,5 +120,6 @@ def plans_section(ctx: PageContext) -> html.Section:
     v = advice_view(ctx, PLANS_KINDS)
     manifests = [html.Details([html.Summary(f"HPA for {scope}"), html.Pre(text, id=f"manifest-{i}")])
                  for i, (scope, text) in enumerate(sorted(v.manifests.items()))]
-    return section(f"Advice beside the plans · {v.period}", _rows_table(v, "plans-advice-table"),
-                   *manifests, id="plans-advice")
+    return section(f"Advice beside the plans · {v.period}",
+                   *rules_warning(v.rules_note, "plans-advice-rules"),
+                   _rows_table(v, "plans-advice-table"), *manifests, id="plans-advice")

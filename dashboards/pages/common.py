@@ -73,6 +73,21 @@ def change(now: float, before: float | None) -> str:
     return f"{'+' if delta >= 0 else ''}{delta * 100:.1f}% vs last month"
 
 
+def results_note(ctx: PageContext, names: Sequence[str]) -> str | None:
+    """The first of the stored month results `names` (of the page's month) computed under other
+    rules than the server's says so (docs/decisions/0150); None when all are current."""
+    for name in names:
+        note = ctx.data.result_note(name, ctx.state.period)
+        if note is not None:
+            return f"{name.removeprefix('advice:').replace('_', ' ')}: {note}"
+    return None
+
+
+def rules_warning(note: str | None, id: str) -> list[html.P]:
+    """The note as a warning paragraph (none when there is no note)."""
+    return [html.P(note, className="warning", id=id)] if note else []
+
+
 def refuse(principal: Principal, what: str) -> None:
     """Raise `AccessDeniedError` with a message that names the user and what they asked for."""
     raise AccessDeniedError(f"user {principal.user!r} may not see {what}")

@@ -4,7 +4,8 @@ Both read only the org bill (`dashboards.lake_data.OrgData`): each cluster's lin
 it published, to the cent, so a cluster's rows add up to its fleet cost and the clusters to the
 org total. Roles are the cluster pages' (`dashboards.access`): Teams for every role, a lead
 seeing only the rows of the teams they lead (in every cluster) and no totals; the Fleet by
-cluster for admins and viewers. The pages that need a warehouse (a team's detail, the Fleet
+cluster for admins and viewers, with each cluster's rules (its manifest's fingerprint) and a
+warning when they differ (docs/decisions/0150). The pages that need a warehouse (a team's detail, the Fleet
 heatmap, queues, plans) answer that they are not available in lake mode.
 """
 
@@ -22,6 +23,7 @@ from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.core.access import Principal
 from gpuledger.core.errors import InputError
 from gpuledger.core.registry import Registry
+from gpuledger.core.rules_record import NOT_RECORDED, RecordedRules
 from gpuledger.dashboards.access import EVERY_ROLE, FLEET_ROLES
 from gpuledger.dashboards.lake_data import OrgData
 from gpuledger.dashboards.pages.common import Page, money, number, percent, refuse, section
@@ -120,8 +122,14 @@ def cluster_summary(bill: OrgBill) -> list[dict[str, Any]]:
                     "idle_share": idle / hours if hours else None,
                     "idle_cost": float(mine["idle_cost"].sum()),
                     "teams": mine.filter(~pl.col("team").is_in(list(SPECIAL_LINES))).height,
-                    "watermark": bill.watermarks.get(name) or "–"})
+                    "watermark": bill.watermarks.get(name) or "–",
+                    "rules": _rules_cell(bill.rules.get(name))})
     return out
+
+
+def _rules_cell(rules: RecordedRules | None) -> str:
+    """A cluster's rules as its manifest records them (docs/decisions/0150)."""
+    return rules.fingerprint if rules is not None else NOT_RECORDED
 
 
 def show_fleet(ctx: LakeContext) -> html.Div:
@@ -129,22 +137,25 @@ def show_fleet(ctx: LakeContext) -> html.Div:
     cur = bill.currency
     rows = [r for r in cluster_summary(bill) if not ctx.cluster or r["cluster"] == ctx.cluster]
     head = html.Thead(html.Tr([html.Th(h) for h in (
-        "cluster", "teams", "GPU-hours", "idle %", "idle cost", "fleet cost", "data as of")]))
+        "cluster", "teams", "GPU-hours", "idle %", "idle cost", "fleet cost", "data as of", "rules")]))
     body = [
         html.Tr([html.Td(r["cluster"]), html.Td(str(r["teams"]), className="num"),
                  _num(r["card_hours"], number(r["card_hours"]), "card_hours"),
                  html.Td(percent(r["idle_share"]), className="num"),
                  _num(r["idle_cost"], money(r["idle_cost"], cur), "idle_cost"),
-                 _num(r["fleet_cost"], money(r["fleet_cost"], cur), "fleet_cost"), html.Td(r["watermark"])],
+                 _num(r["fleet_cost"], money(r["fleet_cost"], cur), "fleet_cost"), html.Td(r["watermark"]),
+                 html.Td(r["rules"], **_attrs(data_col="rules"))],
                 **_attrs(data_cluster=r["cluster"]))
         for r in rows
     ]
     total = sum(r["fleet_cost"] for r in rows)
     foot = html.Tfoot(html.Tr([html.Td("total", colSpan=5),
                                html.Td(money(total, cur), className="num", id="org-fleet-total",
-                                       **_attrs(data_value=repr(total))), html.Td("")]))
+                                       **_attrs(data_value=repr(total))), html.Td(""), html.Td("")]))
     table = html.Table([head, html.Tbody(body), foot], className="table", id="org-fleet-table")
-    return html.Div([section(f"Fleet by cluster · {ctx.period}", table)], id="org-fleet-page")
+    note = bill.rules_note()
+    warning = [html.P(note, className="warning", id="org-rules-differ")] if note else []
+    return html.Div([section(f"Fleet by cluster · {ctx.period}", *warning, table)], id="org-fleet-page")
 
 
 def not_in_lake_mode(what: str) -> Callable[[LakeContext], html.Div]:

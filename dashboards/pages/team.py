@@ -26,11 +26,14 @@ from gpuledger.dashboards.pages.common import (
     number,
     percent,
     refuse,
+    results_note,
+    rules_warning,
     section,
     table,
     visible_team,
     where_data,
 )
+from gpuledger.dashboards.serving_results import RECOMMENDATIONS, TOKEN_COSTS
 
 _LINE_FIELDS = ("cost", "card_hours", "idle_cost", "idle_card_hours", "list_cost", "sharing_discount")
 
@@ -58,6 +61,9 @@ class TeamView:
     cumulative: pl.DataFrame | None = None
     empty_note: str | None = None
     """Set when the month has no usage at all: where data exists instead."""
+    results_note: str | None = None
+    """Set when the stored recommendations or token costs were computed under other rules than
+    the server's (`ReadModel.result_note`)."""
 
 
 def bill_line(bill: Any, team: str, model: str | None) -> dict[str, float]:
@@ -151,6 +157,7 @@ def view(ctx: PageContext) -> TeamView:
         preemption=team_priority.preemption_losses(data, state.period, team),
         budget_state=state_row, cumulative=cumulative,
         empty_note=None if bill.fleet_card_hours else where_data(ctx),
+        results_note=results_note(ctx, (RECOMMENDATIONS, TOKEN_COSTS)),
     )
 
 
@@ -289,6 +296,7 @@ def render(v: TeamView) -> html.Div:
         [
             graph(_daily_figure(v, scope), "team-daily"),
             *([html.P(v.empty_note, className="empty", id="empty-period")] if v.empty_note else []),
+            *rules_warning(v.results_note, "team-results-rules"),
             _kpis(v),
             html.Div(
                 [

@@ -28,9 +28,12 @@ from gpuledger.dashboards.pages.common import (
     number,
     percent,
     refuse,
+    results_note,
+    rules_warning,
     section,
     where_data,
 )
+from gpuledger.dashboards.serving_results import RECOMMENDATIONS
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class TeamsView:
     """None for a lead: the fleet total is not theirs to see."""
     download_href: str
     empty_note: str | None
+    results_note: str | None = None
+    """Set when the stored recommendations behind the savings carry other rules than the server's."""
 
 
 def overview(ctx: PageContext, period: str) -> pl.DataFrame:
@@ -85,6 +90,7 @@ def view(ctx: PageContext) -> TeamsView:
         fleet_cost=bill.fleet_cost if fleet else None,
         download_href="/download/teams.csv?" + urlencode({"period": period}),
         empty_note=None if has_usage else where_data(ctx),
+        results_note=results_note(ctx, (RECOMMENDATIONS,)),
     )
 
 
@@ -173,6 +179,7 @@ def render(v: TeamsView) -> html.Div:
         [
             graph(daily_by_team(v.daily, v.currency, f"Daily cost by team · {v.period}"), "teams-daily"),
             _headline(v),
+            *rules_warning(v.results_note, "teams-results-rules"),
             section("Teams", teams_table(v),
                     html.A(f"Download the teams overview for {v.period} (CSV)", href=v.download_href,
                            id="download-teams", className="button")),

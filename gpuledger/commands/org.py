@@ -32,6 +32,7 @@ def _engine(args: argparse.Namespace, ctx: Context) -> str:
 
 def _bill(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.analytics.billing.org_bill import compute_org_bill
+    from gpuledger.commands._analytics_common import warn
     from gpuledger.commands._output import emit
     from gpuledger.core.period import Period
 
@@ -46,16 +47,20 @@ def _bill(args: argparse.Namespace, ctx: Context) -> int:
         if spark is not None:
             spark.stop()
     doc = bill.to_dict()
+    note = bill.rules_note()
+    warn([note] if note else [])
     emit(ctx, args.format, rows=doc["lines"], columns=[*bill.by, "card_hours", "idle_cost", "cost"],
          document=doc, money=("cost", "idle_cost"),
          title=f"org bill {bill.period} ({engine}): {bill.fleet_cost:,.2f} {bill.currency}, "
-               f"{len(bill.clusters)} clusters")
+               f"{len(bill.clusters)} clusters",
+         footer=bill.rules_lines())
     return 0
 
 
 def write_org_report(args: argparse.Namespace, ctx: Context, out: Path) -> int:
     """The org statement, org FOCUS file and org PDF of a month (`reports.lake_org`): what
     `org report` and `report monthly --lake` both run (one implementation, two spellings)."""
+    from gpuledger.commands._analytics_common import warn
     from gpuledger.core.period import Period
     from gpuledger.reports.lake_org import write_org_statement
 
@@ -68,6 +73,8 @@ def write_org_report(args: argparse.Namespace, ctx: Context, out: Path) -> int:
     finally:
         if spark is not None:
             spark.stop()
+    note = result.bill.rules_note()
+    warn([note] if note else [])
     for path in result.files:
         ctx.echo(str(path))
     return 0

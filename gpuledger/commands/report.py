@@ -7,7 +7,8 @@
   FOCUS file from the org lake instead of this cluster's warehouse: the same code as
   `gpuledger org report` (`commands.org.write_org_report`); the warehouse is never opened
 - `report verify [--period YYYY-MM|last] --out DIR`: issued files against manifests, signatures and
-  the warehouse, both ways (a folder the warehouse never recorded is a problem too)
+  the warehouse, both ways (a folder the warehouse never recorded is a problem too); a version
+  issued under other rules than today's settings is a note, never a problem (docs/decisions/0150)
 - `report due --out DIR`: finalize every completed month not yet issued (idempotent; what
   the CronJob runs)
 """
@@ -66,6 +67,7 @@ def _monthly(args: argparse.Namespace, ctx: Context) -> int:
     ]
     if totals["adjustments_cost"]:
         lines.append(f"  late-data adjustments {totals['adjustments_cost']:+,.2f} {totals['currency']}")
+    lines.append(f"  {result.computed_under}")
     lines.extend(f"  note: {note}" for note in result.notes)
     document = _as_json(result)
     row = {k: v for k, v in document.items() if not isinstance(v, dict | list)}
@@ -91,18 +93,21 @@ def _as_json(result: Any) -> dict[str, Any]:
     return {
         "period": result.period, "folder": str(result.folder), "status": result.status,
         "version": result.version, "manifest_sha256": result.manifest_sha256,
-        "totals": result.totals, "notes": result.notes,
+        "totals": result.totals, "notes": result.notes, "computed_under": result.computed_under,
     }
 
 
 def _verify(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.reports.manifest import signing_key
+    from gpuledger.core.rules import Rules
+    from gpuledger.reports.manifest import rules_notes, signing_key
     from gpuledger.reports.recovery import verify_issues
 
     period = resolve_period(args.period or "last")
     out = _out_dir(args, ctx)
     with ctx.open_warehouse(read_only=True) as wh:
         problems = verify_issues(wh, out, period, key=signing_key(ctx.settings))
+    for note in rules_notes(out, period, Rules.of(ctx.settings)):
+        ctx.echo(f"note: {note}")
     if problems:
         for problem in problems:
             ctx.echo(f"FAIL {problem}")

@@ -5,6 +5,11 @@ A partition is `LAKE/cluster=NAME/period=YYYY-MM/`. Its data files are named by 
 reading; the manifest `_manifest.json` lists the files of the committed version with their row
 counts and checksums, and is written last (atomically). A reader reads the manifest first and
 only the files it lists, so it sees the previous version or the new one, never half of one.
+
+A manifest also records the rules its bill was computed under (`rules`: the record of
+`core.rules_record`, fingerprint and full values; docs/decisions/0150), so a reader states them
+instead of assuming its own. The field is optional within `gpuledger.lake/v1`: a manifest
+written before it reads as "rules not recorded".
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from gpuledger.core.rules_record import RecordedRules
 from gpuledger.warehouse.lake.errors import LakeError
 
 SCHEMA: Literal["gpuledger.lake/v1"] = "gpuledger.lake/v1"
@@ -65,10 +71,17 @@ class Manifest(BaseModel):
     bill: dict[str, Any]
     """currency, fleet_cost, fleet_card_hours, redistribution, price_book_version, ..."""
     reissues: tuple[Reissue, ...] = ()
+    rules: dict[str, Any] | None = None
+    """The rules of the published bill (`core.rules_record.RecordedRules.to_dict`); None in a
+    manifest written before partitions recorded them."""
 
     @property
     def finalized(self) -> bool:
         return self.status == "final"
+
+    @property
+    def recorded_rules(self) -> RecordedRules | None:
+        return RecordedRules.from_dict(self.rules)
 
     def to_bytes(self) -> bytes:
         return (json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode()
@@ -82,14 +95,21 @@ class Manifest(BaseModel):
             raise LakeError(f"lake manifest {where}: not a {SCHEMA} manifest ({first})") from None
 
 
-def content_sha256(tables: dict[str, TableEntry], bill: dict[str, Any], watermark: str | None) -> str:
+def content_sha256(
+    tables: dict[str, TableEntry], bill: dict[str, Any], watermark: str | None,
+    rules: dict[str, Any] | None = None,
+) -> str:
     """The digest of what a partition says: every table's checksum, the bill facts, the
-    watermark. Two publishes with the same digest are the same partition."""
-    payload = {
+    watermark and the rules' fingerprint (left out when none is recorded, so a manifest from
+    before rules were recorded digests as it did). Two publishes with the same digest are the
+    same partition."""
+    payload: dict[str, Any] = {
         "tables": {name: entry.content_sha256 for name, entry in sorted(tables.items())},
         "bill": bill,
         "watermark": watermark,
     }
+    if rules is not None:
+        payload["rules"] = rules.get("fingerprint")
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -4,8 +4,10 @@
    digest what each table says (`canonical_sha256`: floats to 9 decimals, so float noise in
    the last bits never makes the same numbers look new).
 2. Compare with the committed manifest: the same content is a no-op (nothing is written); a
-   draft becoming final rewrites only the manifest; new numbers over a final partition are
-   refused unless `reissue` (then the issue number goes up and the replaced digest is kept).
+   draft becoming final rewrites only the manifest; new numbers (or the same numbers under other
+   rules) over a final partition are refused unless `reissue` (then the issue number goes up
+   and the replaced digest is kept). A final partition published before manifests recorded
+   rules stays as issued when the numbers are the same (it reads as "rules not recorded").
 3. Write the data files that are not there yet; a crash here leaves only unlisted files.
 4. Write the manifest last, atomically (rename on a local path, one PUT on S3): the commit.
 5. Remove files neither the new nor the previous manifest lists (the previous version stays
@@ -69,19 +71,23 @@ def parquet_bytes(frame: Any) -> bytes:
 def publish_partition(
     lake: Lake, cluster: str, period: str, tables: dict[str, Any], *, bill: dict[str, Any],
     watermark: str | None, finalize: bool = False, reissue: bool = False,
-    now: datetime | None = None,
+    now: datetime | None = None, rules: dict[str, Any] | None = None,
 ) -> PublishResult:
-    """Steps in the module docstring; `tables` are Polars frames already in row order."""
+    """Steps in the module docstring; `tables` are Polars frames already in row order; `rules`
+    the record of the rules the bill was computed under (`core.rules_record`)."""
     folder = lake.path(*partition_dir(cluster, period))
     # 1. Serialize.
     blobs, entries = _serialize(tables)
-    content = content_sha256(entries, bill, watermark)
+    content = content_sha256(entries, bill, watermark, rules)
     stamp = (now or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
     # 2. Compare with what is committed.
     raw = lake.read_bytes(f"{folder}/{MANIFEST}")
     current = Manifest.from_bytes(raw, f"{folder}/{MANIFEST}") if raw is not None else None
     if current is not None and current.content_sha256 == content and (current.finalized or not finalize):
         return PublishResult("unchanged", current, 0, folder)
+    if (current is not None and current.finalized and current.rules is None
+            and current.content_sha256 == content_sha256(entries, bill, watermark)):
+        return PublishResult("unchanged", current, 0, folder)  # issued before rules were recorded
     status, issue, reissues = _next_issue(lake, current, content, reissue=reissue)
     if status == "finalized" and current is not None:  # same numbers: keep the files it lists
         blobs, entries = {}, dict(current.tables)
@@ -89,7 +95,7 @@ def publish_partition(
     manifest = Manifest(
         cluster=cluster, period=period, issue=issue, status="final" if final else "draft",
         published_at=stamp, watermark=watermark, content_sha256=content, tables=entries,
-        bill=bill, reissues=reissues,
+        bill=bill, reissues=reissues, rules=rules,
     )
     # 3. Data files first (content-named: an existing one already holds these bytes).
     present = set(lake.list_names(folder))
@@ -138,7 +144,8 @@ def _next_issue(
     if not reissue:
         raise FinalizedPartitionError(
             f"lake {lake.uri}: {current.cluster} {current.period} is final (issue {current.issue}) "
-            "and these numbers differ; publish with --reissue to replace it"
+            "and these numbers (or the rules they were computed under) differ; publish with "
+            "--reissue to replace it"
         )
     replaced = Reissue(
         issue=current.issue, published_at=current.published_at,
