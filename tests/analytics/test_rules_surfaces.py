@@ -169,7 +169,7 @@ def test_report_notes_on_stderr_and_in_the_manifest(fleet: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "new.yaml"
     config.write_text(NEW_CONFIG)
-    code, out, err = _run(capsys, fleet, config, "report", "monthly", "--period", "2026-11",
+    code, _out, err = _run(capsys, fleet, config, "report", "monthly", "--period", "2026-11",
                           "--out", str(tmp_path / "reports"))
     assert code == 0, err
     notes = [line.removeprefix("gpuledger: warning: ") for line in err.strip().splitlines()]
@@ -222,7 +222,7 @@ def test_workload_activity_follows_the_bills_rule(fleet: Path) -> None:
     assert means["default"] == pytest.approx(GR_MEAN, abs=1e-12)
     assert means["gpu_util"] == pytest.approx(UTIL_MEAN, abs=1e-12)
     assert means["gpu_util as computed"] == pytest.approx(GR_MEAN, abs=1e-12)  # the stored rules' rule
-    assert GR_MEAN != pytest.approx(UTIL_MEAN, abs=1e-3)
+    assert pytest.approx(UTIL_MEAN, abs=1e-3) != GR_MEAN
 
 
 def _heat(path: Path, rules: Settings) -> tuple[dict[str, float], tuple[str, ...]]:
