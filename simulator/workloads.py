@@ -28,6 +28,7 @@ import numpy as np
 
 from gpuledger.simulator.field_hardware import same_span
 from gpuledger.simulator.fleet import WORKLOAD_CLASSES, FleetSpec, PoolSpec
+from gpuledger.simulator.hami import hami_request
 from gpuledger.simulator.hardware import Hardware, Slot
 from gpuledger.simulator.tenants import Namespace, Tenants
 from gpuledger.simulator.timebase import Timebase
@@ -88,6 +89,8 @@ class Pods:
     resource: list[str] = field(default_factory=list)
     amount: list[int] = field(default_factory=list)
     uid: list[str] = field(default_factory=list)
+    hami: list[tuple[int, int] | None] = field(default_factory=list)
+    """vGPU pods: what HAMi allocates on the card (MiB, cores %), `simulator.hami`; else None."""
 
     def __len__(self) -> int:
         return len(self.name)
@@ -307,6 +310,9 @@ def _add_pod(
     if queue:
         labels["kueue.x-k8s.io/queue-name"] = queue
     requests, resource, amount = _requests(pool, slot, len(group.slots))
+    allocated = None
+    if pool.sharing == "vgpu":
+        requests, allocated = hami_request(len(pods), slot, hw.gpus[slot.gpu].memory_mib)
     pods.name.append(name)
     pods.namespace.append(ns_idx)
     pods.cls.append(cls)
@@ -332,6 +338,7 @@ def _add_pod(
     pods.resource.append(resource)
     pods.amount.append(amount)
     pods.uid.append(_uid(rng))
+    pods.hami.append(allocated)
 
 
 def _requests(pool: PoolSpec, slot: Slot, cards: int) -> tuple[dict[str, int], str, int]:
@@ -339,9 +346,8 @@ def _requests(pool: PoolSpec, slot: Slot, cards: int) -> tuple[dict[str, int], s
         assert slot.profile is not None
         res = f"nvidia.com/mig-{slot.profile}"
         return {res: 1}, res, 1
-    if pool.sharing == "vgpu":
-        return ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": int(slot.memory_mib),
-                 "nvidia.com/gpucores": round(slot.share * 100)}, "nvidia.com/gpu", 1)
+    if pool.sharing == "vgpu":  # the requests themselves: `simulator.hami.hami_request`
+        return {"nvidia.com/gpu": 1}, "nvidia.com/gpu", 1
     return {"nvidia.com/gpu": cards}, "nvidia.com/gpu", cards
 
 
