@@ -24,7 +24,7 @@ from gpuledger.core.frames import (
 )
 from gpuledger.core.frames_hami import VGPU_ALLOCATIONS
 from gpuledger.simulator.fleet import MODEL_FACTS, FleetSpec
-from gpuledger.simulator.hami import vgpu_allocations
+from gpuledger.simulator.hami_series import vgpu_allocations
 from gpuledger.simulator.hardware import Hardware, presence_steps
 from gpuledger.simulator.kube import (
     kueue_manifests,

@@ -16,7 +16,8 @@ from collections import Counter
 from typing import Any
 
 from gpuledger.simulator.fleet import MODEL_FACTS, FleetSpec
-from gpuledger.simulator.hami import DEVICE_SPLIT_COUNT, node_annotations, pod_annotations, pod_cards
+from gpuledger.simulator.hami import DEVICE_SPLIT_COUNT, node_annotations, pod_annotations
+from gpuledger.simulator.hami_series import pod_cards
 from gpuledger.simulator.hardware import Hardware, Node, presence_steps
 from gpuledger.simulator.tenants import (
     LOCAL_QUEUES,

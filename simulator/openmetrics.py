@@ -39,7 +39,7 @@ import polars as pl
 from gpuledger.core.errors import InputError
 from gpuledger.core.frames import DCGM_FIELDS
 from gpuledger.simulator.field_telemetry import Damage, ha_lines, ms_text
-from gpuledger.simulator.hami import SchedulerSeries
+from gpuledger.simulator.hami_series import SchedulerSeries
 from gpuledger.simulator.metric_families import (
     FAMILIES,
     FAMILY_NAMES,
