@@ -6,7 +6,6 @@ GR_ENGINE_ACTIVE per device and pod."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import polars as pl
