@@ -119,13 +119,15 @@ class KubernetesCollector:
         node_items = list(paginate(self.core.list_node, "nodes", page_size=self.page_size))
         pods = self.pods(at, items)
         shared, hami_nodes = hami.frames_from_api(node_items, items, at)
+        dra = frames_from_objects(self.dra_objects(), at)
         return {
             "nodes": self.nodes(at, node_items, hami_nodes),
-            **shared,
             "namespaces": self.namespaces(at),
             "pods": pods,
             "queues": self.queues(at),
-            **frames_from_objects(self.dra_objects(), at),
+            **dra,
+            **shared,
+            "gpus": pl.concat([dra["gpus"], shared["gpus"]]),  # DRA's cards and HAMi's, both
             **preemption.frames(items, pods, at, core=self.core, custom=self.custom,
                                 page=partial(paginate, page_size=self.page_size)),
         }
