@@ -13,8 +13,11 @@ Used when the Kubernetes API is not reachable, so a Prometheus-only setup still 
   `pod.spec.resourceClaims` entry, `resourceclaim_name` resolved for generated claims): which
   pod referenced which claim when (first to last instant seen + one step), the join the bill
   uses for claims whose API reservations were not collected (`dra_pod_claims`).
-Resource names come back from KSM's sanitized form: `nvidia_com_mig_3g_40gb` →
-`nvidia.com/mig-3g.40gb`, `nvidia_com_gpu` → `nvidia.com/gpu`.
+Resource names come back from KSM's sanitized form through a table of the names we know
+(`KNOWN_RESOURCES`, plus the MIG pattern): sanitizing (`[^a-zA-Z0-9_]` → `_`) is not reversible,
+so `nvidia_com_gpumem_percentage` is `nvidia.com/gpumem-percentage` (HAMi) while
+`nvidia_com_gpu_shared` is `nvidia.com/gpu.shared` (the device plugin's renamed time-slicing
+resource); a name outside the table is kept as KSM wrote it, never guessed.
 """
 
 from __future__ import annotations
@@ -35,7 +38,18 @@ from gpuledger.core.teams import ksm_label, resolve_team
 
 QUEUE_LABEL = ksm_label(queue_collector().pod_queue_label)
 """The KSM series label of the default queue system's pod queue label."""
-_MIG = re.compile(r"^mig_(\d+g)_(\d+gb)(_me)?$")
+_MIG = re.compile(r"^nvidia_com_mig_(\d+g)_(\d+gb)(_me)?(_shared)?$")
+KNOWN_RESOURCES: tuple[str, ...] = (
+    "nvidia.com/gpu",  # whole cards, time-slice replicas, HAMi's vGPU count (resourceCountName)
+    "nvidia.com/gpu.shared",  # time-slicing / MPS with renameByDefault (k8s-device-plugin api/config/v1)
+    "nvidia.com/gpumem",  # HAMi: device memory, MiB (resourceMemoryName)
+    "nvidia.com/gpumem-percentage",  # HAMi: device memory, % of the card (resourceMemoryPercentageName)
+    "nvidia.com/gpucores",  # HAMi: SM share, % of the card (resourceCoreName)
+    "nvidia.com/vgpu",  # HAMi's count under a renamed resourceCountName (DaoCloud's default)
+)
+"""Extended resources restored from KSM's sanitized `resource` label; MIG profiles
+(`nvidia.com/mig-<g>g.<gb>gb[+me][.shared]`) by `_MIG`."""
+_KNOWN_KSM = {re.sub(r"[^a-zA-Z0-9_]", "_", name): name for name in KNOWN_RESOURCES}
 NODE_LABELS: tuple[str, ...] = (
     "nvidia.com/gpu.replicas", "nvidia.com/gpu.product", "nvidia.com/gpu.count",
     "nvidia.com/mig.strategy", "nvidia.com/mig.config", "nvidia.com/mig.config.state",
@@ -47,14 +61,16 @@ _NODE_KSM = {ksm_label(key): key for key in NODE_LABELS}
 
 
 def resource_name(ksm_resource: str) -> str:
-    """Undo KSM's sanitizing of an `nvidia.com/...` extended resource name."""
-    if not ksm_resource.startswith("nvidia_com_"):
-        return ksm_resource
-    rest = ksm_resource[len("nvidia_com_"):]
-    mig = _MIG.match(rest)
+    """The resource name KSM sanitized into `ksm_resource`, for the names we know (the module
+    docstring); any other name is returned as KSM wrote it."""
+    known = _KNOWN_KSM.get(ksm_resource)
+    if known is not None:
+        return known
+    mig = _MIG.match(ksm_resource)
     if mig:
-        rest = f"mig-{mig.group(1)}.{mig.group(2)}{'+me' if mig.group(3) else ''}"
-    return f"nvidia.com/{rest}"
+        g, gb, me, shared = mig.groups()
+        return f"nvidia.com/mig-{g}.{gb}{'+me' if me else ''}{'.shared' if shared else ''}"
+    return ksm_resource
 
 
 def namespaces_from_vector(

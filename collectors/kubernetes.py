@@ -10,7 +10,10 @@ objects, and the frames need only a few fields.
 Frames: `nodes` (GFD labels, capacity/allocatable incl. `nvidia.com/mig-*`, MIG config and
 state, pool, sharing mode), `namespaces` (team from the label key or the fallback rules),
 `pods` (only pods requesting GPU resources: `nvidia.com/gpu`, `nvidia.com/mig-*`,
-`nvidia.com/gpumem`, `nvidia.com/gpucores`), the DRA frames of `collectors.dra`
+`nvidia.com/gpumem`, `nvidia.com/gpumem-percentage`, `nvidia.com/gpucores`, or placed by HAMi),
+HAMi's `gpus` (the cards of each `hami.io/node-nvidia-register` annotation, `vgpu`) and
+`vgpu_allocations` (each pod's `hami.io/vgpu-devices-allocated`: which card, how much;
+`collectors.hami`), the DRA frames of `collectors.dra`
 (ResourceSlices, ResourceClaims, the pods reserving them, each GPU node's plane), `queues` (the
 queue systems' objects, through the queue seam `collectors.queues`: for Kueue, ClusterQueues,
 LocalQueues, ResourceFlavors and Cohorts of `kueue.x-k8s.io/v1beta2`; for Volcano, Queues and
@@ -30,7 +33,7 @@ import polars as pl
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from gpuledger.collectors import preemption
+from gpuledger.collectors import hami, preemption
 from gpuledger.collectors.dra import DraObjects, frames_from_objects
 from gpuledger.collectors.queues import QueueCollector, queue_collector
 from gpuledger.core.config import Settings, utcnow
@@ -40,7 +43,9 @@ from gpuledger.core.mig import canonical_model
 from gpuledger.core.pricing import strip_gfd_suffix
 from gpuledger.core.teams import resolve_team
 
-GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-", "nvidia.com/gpumem", "nvidia.com/gpucores")
+GPU_RESOURCE_PREFIXES = (
+    "nvidia.com/gpu", "nvidia.com/mig-", "nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/vgpu",
+)
 POOL_LABEL = "gpuledger.io/pool"
 MAX_RELISTS = 3
 Lister = Callable[..., Any]
@@ -111,21 +116,29 @@ class KubernetesCollector:
     def snapshot(self) -> dict[str, pl.DataFrame]:
         at = self.now()
         items = list(paginate(self.core.list_pod_for_all_namespaces, "pods", page_size=self.page_size))
+        node_items = list(paginate(self.core.list_node, "nodes", page_size=self.page_size))
         pods = self.pods(at, items)
+        shared, hami_nodes = hami.frames_from_api(node_items, items, at)
+        dra = frames_from_objects(self.dra_objects(), at)
         return {
-            "nodes": self.nodes(at),
+            "nodes": self.nodes(at, node_items, hami_nodes),
             "namespaces": self.namespaces(at),
             "pods": pods,
             "queues": self.queues(at),
-            **frames_from_objects(self.dra_objects(), at),
+            **dra,
+            **shared,
+            "gpus": pl.concat([dra["gpus"], shared["gpus"]]),  # DRA's cards and HAMi's, both
             **preemption.frames(items, pods, at, core=self.core, custom=self.custom,
                                 page=partial(paginate, page_size=self.page_size)),
         }
 
     # Frames ------------------------------------------------------------------------------
-    def nodes(self, at: datetime) -> pl.DataFrame:
-        items = paginate(self.core.list_node, "nodes", page_size=self.page_size)
-        rows = [_node_row(item, at) for item in items]
+    def nodes(self, at: datetime, items: list[dict[str, Any]] | None = None,
+              hami_nodes: set[str] | frozenset[str] = frozenset()) -> pl.DataFrame:
+        """Node rows; `hami_nodes` are nodes HAMi was seen sharing (a pod it placed there)."""
+        if items is None:
+            items = list(paginate(self.core.list_node, "nodes", page_size=self.page_size))
+        rows = [_node_row(item, at, hami_nodes) for item in items]
         return pl.DataFrame(rows, schema=polars_schema(NODES))
 
     def namespaces(self, at: datetime) -> pl.DataFrame:
@@ -184,10 +197,13 @@ class KubernetesCollector:
         return pl.DataFrame(rows, schema=polars_schema(QUEUES))
 
 
-def _sharing_mode(labels: dict[str, str], capacity: dict[str, str]) -> str:
+def _sharing_mode(labels: dict[str, str], capacity: dict[str, str], hami_node: bool) -> str:
+    """MIG from `nvidia.com/mig-*` capacity; HAMi from its own marks (`hami.io/node-nvidia-register`
+    or pods it placed), never from `nvidia.com/gpumem` capacity (HAMi advertises none) or the
+    chart's default `gpu=on` selector (an admin's label); time-slicing from the replica label."""
     if any(k.startswith("nvidia.com/mig-") for k in capacity):
         return "mig"
-    if "nvidia.com/gpumem" in capacity or labels.get("gpu") == "on":
+    if hami_node:
         return "vgpu"
     if "nvidia.com/gpu.replicas" in labels and labels["nvidia.com/gpu.replicas"] not in ("", "1"):
         return "timeslice"
@@ -201,13 +217,14 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def _node_row(item: dict[str, Any], at: datetime) -> dict[str, Any]:
+def _node_row(item: dict[str, Any], at: datetime,
+              hami_nodes: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
     meta = item.get("metadata") or {}
     labels: dict[str, str] = meta.get("labels") or {}
     status = item.get("status") or {}
     capacity: dict[str, str] = status.get("capacity") or {}
     product = strip_gfd_suffix(labels.get("nvidia.com/gpu.product", ""))
-    mode = _sharing_mode(labels, capacity)
+    mode = _sharing_mode(labels, capacity, hami.is_hami_node(item) or meta["name"] in hami_nodes)
     return {
         "node": meta["name"], "pool": labels.get(POOL_LABEL),
         "model": canonical_model(product) if product else None,
@@ -232,9 +249,9 @@ def _pod_row(item: dict[str, Any], at: datetime, queue_labels: str | Sequence[st
         for name, amount in wanted.items():
             if _is_gpu_resource(name):
                 requests[name] = requests.get(name, 0.0) + _quantity(amount)
-    if not requests:
-        return None
     meta = item.get("metadata") or {}
+    if not requests and hami.ALLOCATED not in (meta.get("annotations") or {}):
+        return None
     owners = meta.get("ownerReferences") or []
     owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
     status = item.get("status") or {}

@@ -15,7 +15,9 @@ with the warehouse write, and at most two chunks are in memory whatever the wind
 2. `iter_chunks(window)`: choose the read path once (`choose_read_path`, a probe per bulk
    endpoint); per chunk, submit the reads; parse each answer straight into
    Polars in the worker; then build the frames (gpu_samples, token_samples, queue_samples,
-   gpus, mig_instances, nodes, namespaces, pods) and the bad-sample counts. A chunk without
+   gpus, mig_instances, nodes, namespaces, pods, HAMi's vgpu_allocations) and the bad-sample
+   counts. HAMi's cards (`collectors.hami`: any card its scheduler's series name in the window)
+   are `vgpu` cards, whatever their dcgm series look like. A chunk without
    any DCGM series (an exporter outage) is a gap: its frames are empty, it is recorded in
    `Quality.gaps`, and it is loaded like any chunk so the watermark moves past it.
 The collector never writes anything: the pipeline loads what it returns.
@@ -31,7 +33,7 @@ from datetime import datetime
 
 import polars as pl
 
-from gpuledger.collectors import dcgm, inventory, vllm
+from gpuledger.collectors import dcgm, hami, inventory, vllm
 from gpuledger.collectors.bulk_read import BulkRead, choose
 from gpuledger.collectors.chunks import Chunk, plan_chunks
 from gpuledger.collectors.ksm import (
@@ -107,6 +109,7 @@ class PrometheusCollector:
                                         thread_name_prefix="promq")
         self._shards: list[Shard] = []
         self._bulk: BulkRead | None = None
+        self._hami_uuids: set[str] = set()
         self.read_path: str | None = None
         """The path the DCGM series are read by (`query_range`, `remote_read`, `export`), once
         chosen (`choose_read_path`, at the first `iter_chunks`)."""
@@ -153,6 +156,14 @@ class PrometheusCollector:
             self.read_path = self._bulk.kind if self._bulk else "query_range"
         return self.read_path
 
+    def hami_cards(self, window: Window) -> set[str]:
+        """The cards HAMi's scheduler names anywhere in `window` (`collectors.hami`): a scheduler
+        outage in one chunk does not turn its cards back into whole cards."""
+        found: set[str] = set()
+        for name, labels in hami.CARD_FAMILIES.items():
+            found.update(self.http.label_values(labels[0], name, window.start, window.end))
+        return found
+
     # 2. Fetching ------------------------------------------------------------------------
     def _fetch(self, query: str, chunk: Chunk, labels: tuple[str, ...]) -> tuple[Matrix, int, float]:
         started = time.perf_counter()
@@ -186,6 +197,9 @@ class PrometheusCollector:
         pending.futures["pods|requests"] = self._pool.submit(self._fetch, requests, chunk, REQUEST_LABELS)
         claims = f"max by ({', '.join(CLAIM_LABELS)}) (" + latest("kube_pod_resourceclaim_info", step) + ")"
         pending.futures["pods|claims"] = self._pool.submit(self._fetch, claims, chunk, CLAIM_LABELS)
+        for key, query in hami.range_queries(latest, step).items():
+            pending.futures[f"hami|{key}"] = self._pool.submit(
+                self._fetch, query, chunk, hami.fetch_labels(key))
         return pending
 
     def iter_chunks(self, window: Window, chunks: list[Chunk] | None = None) -> Iterator[ChunkData]:
@@ -195,6 +209,7 @@ class PrometheusCollector:
             return
         self.choose_read_path()
         self.shards(window, max(c.points for c in plan))
+        self._hami_uuids = self.hami_cards(window)
         pending = self._submit(plan[0])
         for i in range(len(plan)):
             ahead = self._submit(plan[i + 1]) if i + 1 < len(plan) else None
@@ -239,7 +254,10 @@ class PrometheusCollector:
                                           replica_labels=self.replica_labels)
         queues = self.queues.queue_samples(_group(results, "queue"), chunk, now, quality,
                                            replica_labels=self.replica_labels)
-        gpus = inventory.gpus_from_devices(build.devices)
+        cards = self._hami_card_facts(chunk)
+        allocations = hami.allocations_from_matrices(_group(results, "hami"), cards, chunk.step)
+        gpus = hami.mark_vgpu(inventory.gpus_from_devices(build.devices),
+                              self._hami_uuids | hami.hami_card_uuids([allocations], cards))
         frames = {
             "gpu_samples": build.samples,
             "token_samples": tokens,
@@ -249,10 +267,12 @@ class PrometheusCollector:
             "nodes": with_node_labels(inventory.nodes_from_gpus(gpus, chunk.end), self._node_labels(chunk)),
             "pods": self._pods(results["pods|requests"], chunk),
             "dra_pod_claims": self._pod_claims(results["pods|claims"], chunk),
+            "vgpu_allocations": allocations,
         }
         if self.namespaces_from_metrics:
             frames["namespaces"] = self._namespaces(chunk)
-        return ChunkData(chunk, frames, build.devices, quality, len(pending.futures) + len(bulk) + 3,
+        return ChunkData(chunk, frames, build.devices, quality,
+                         len(pending.futures) + len(bulk) + 3 + len(hami.CARD_FAMILIES),
                          total_bytes, fetch_s)
 
     def _node_labels(self, chunk: Chunk) -> dict[str, dict[str, str]]:
@@ -261,6 +281,13 @@ class PrometheusCollector:
         span = duration(chunk.end - chunk.start)
         answer = self.http.query(f"last_over_time(kube_node_labels[{span}])", chunk.last_point)
         return node_labels_from_vector(answer["data"]["result"])
+
+    def _hami_card_facts(self, chunk: Chunk) -> dict[str, hami.CardFacts]:
+        """HAMi's memory and core totals per card, from the scheduler's card families."""
+        span = duration(chunk.end - chunk.start)
+        return hami.cards_from_vectors({
+            name: self.http.query(query, chunk.last_point)["data"]["result"]
+            for name, query in hami.card_queries(span).items()})
 
     def _namespaces(self, chunk: Chunk) -> pl.DataFrame:
         span = duration(chunk.end - chunk.start)

@@ -23,6 +23,7 @@ The module imports no heavy library; `polars_schema()` converts lazily where one
 from __future__ import annotations
 
 from gpuledger.core.frames_dra import DRA_TABLES
+from gpuledger.core.frames_hami import HAMI_TABLES
 from gpuledger.core.frames_ledger import (
     AUDIT_LOG,
     PLANS,
@@ -299,5 +300,6 @@ TABLES: dict[str, TableSpec] = {
         GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NAMESPACES, MIG_INSTANCES, PODS,
         ALLOCATIONS, CARD_HOURS_HOURLY, ROLLUP_HOURS, RULE_SETS, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG,
         WATERMARKS, REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS, *DRA_TABLES, POD_PRIORITIES, PREEMPTIONS,
+        *HAMI_TABLES,
     )
 }

@@ -66,6 +66,21 @@ def _readings(values: pl.Series) -> np.ndarray:
         return np.where(np.isfinite(raw) & (raw >= 0), raw, np.nan)
 
 
+def _each_hami_slot(slot: np.ndarray, rows: np.ndarray, arrays: SlotArrays) -> tuple[np.ndarray, np.ndarray]:
+    """(slot, row) pairs with each HAMi card row (its card's first slot) repeated for every slot
+    of the card: the card's readings stand for each of its holders."""
+    hami = arrays.mode[slot] == 3
+    if not hami.any():
+        return slot, rows
+    card = arrays.gpu[slot[hami]]
+    first = arrays.gpu_first[card]
+    ends = np.append(arrays.gpu_first[1:], len(arrays.gpu))[card]
+    counts = ends - first
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return (np.concatenate([slot[~hami], np.repeat(first, counts) + offsets]),
+            np.concatenate([rows[~hami], np.repeat(rows[hami], counts)]))
+
+
 def emitted_activity(
     chunk: Chunk, kept: pl.DataFrame, arrays: SlotArrays, alloc_key: np.ndarray, tb: Timebase
 ) -> np.ndarray:
@@ -75,17 +90,19 @@ def emitted_activity(
     n, width = chunk.holder.shape
     key = np.where(chunk.holder >= 0, alloc_key[np.maximum(chunk.holder, 0)], -1)
     # 1. The device's rows: every row of a whole card or MIG instance, the held replicas of
-    #    a shared card (its unlabeled free-card series is another device).
+    #    a time-sliced card (its unlabeled free-card series is another device), and a HAMi
+    #    card's one row for each of its slots (the holder's rows, `analytics.sampling.holders`).
     slot = kept["_slot"].to_numpy()
-    mine = (arrays.mode[slot] < 2) | (kept["_pod"].to_numpy() >= 0)
-    slot = slot[mine]
-    col = (kept["ts"].dt.epoch("s").to_numpy()[mine] - tb.origin_s) // tb.step_s - chunk.e0
+    mode = arrays.mode[slot]
+    rows = np.flatnonzero((mode < 2) | (kept["_pod"].to_numpy() >= 0) | (mode == 3))
+    slot, rows = _each_hami_slot(slot[rows], rows, arrays)
+    col = (kept["ts"].dt.epoch("s").to_numpy()[rows] - tb.origin_s) // tb.step_s - chunk.e0
     present = np.zeros((n, width), dtype=bool)
     present[slot, col] = True
     fields = []
     for column in ("gr_engine_active", "gpu_util"):
         values = np.full((n, width), np.nan)
-        values[slot, col] = _readings(kept[column].filter(pl.Series(mine)))
+        values[slot, col] = _readings(kept[column])[rows]
         fields.append(values)
     # 2. Carry each field within the staleness bound, the nearest row last (it wins).
     carried = [np.full((n, width), np.nan) for _ in fields]

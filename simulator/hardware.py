@@ -193,3 +193,20 @@ def reconfigure_step(tb: Timebase) -> int:
     hour = round(middle / 3600) * 3600
     k = (hour + 1800 - tb.origin_s) // tb.step_s
     return int(min(max(k, 1), tb.steps - 1))
+
+
+def presence_steps(hw: Hardware, tb: Timebase) -> list[tuple[int, int]]:
+    """Per card, the steps `[first, end)` it was in its node: from its first slot (or stranded
+    part) to its last one. Field mode shortens them (a replaced card ends at the replacement,
+    its successor starts after the swap; a churning node's cards exist only while it does),
+    and capacity is billed from them (`first_seen`/`last_seen`), so the inventory must never
+    claim a card for the whole window; a card with no span at all spans the window."""
+    spans: list[tuple[int, int] | None] = [None] * len(hw.gpus)
+    parts = [(s.gpu, s.start, s.end) for s in hw.slots]
+    parts += [(s.gpu, s.start, s.end) for s in hw.stranded]
+    for gpu, lo, hi in parts:
+        if lo >= hi:
+            continue
+        now = spans[gpu]
+        spans[gpu] = (lo, hi) if now is None else (min(now[0], lo), max(now[1], hi))
+    return [(0, tb.steps) if s is None else s for s in spans]

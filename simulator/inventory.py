@@ -1,7 +1,8 @@
-"""Inventory frames (tables gpus, nodes, namespaces, pods, mig_instances, queues) as a
-collector would observe them over the window: dimensions as of the window's last step,
-intervals (pods, MIG instances) clipped to the window, and each card's `first_seen`/`last_seen`
-the steps it was really present (field mode's replaced cards and churning nodes included)."""
+"""Inventory frames (tables gpus, nodes, namespaces, pods, mig_instances, queues,
+vgpu_allocations) as a collector would observe them over the window: dimensions as of the window's last step,
+intervals (pods, MIG instances, HAMi's allocations as the API collector reads them from the pod
+annotations) clipped to the window, and each card's `first_seen`/`last_seen` the steps it was
+really present (field mode's replaced cards and churning nodes included)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from gpuledger.core.frames import (
     TableSpec,
     polars_schema,
 )
+from gpuledger.core.frames_hami import VGPU_ALLOCATIONS
 from gpuledger.simulator.fleet import MODEL_FACTS, FleetSpec
-from gpuledger.simulator.hardware import Hardware
+from gpuledger.simulator.hami_series import vgpu_allocations
+from gpuledger.simulator.hardware import Hardware, presence_steps
 from gpuledger.simulator.kube import (
     kueue_manifests,
     mig_config_at,
@@ -52,24 +55,8 @@ def inventory(
         "gpus": _gpus(hw, tb), "nodes": _nodes(spec, hw, tb), "namespaces": _namespaces(tenants, last),
         "pods": _pods(hw, tenants, sched, tb), "mig_instances": _mig_instances(hw, tb),
         "queues": _queues(spec, tenants, last),
+        "vgpu_allocations": _frame(VGPU_ALLOCATIONS, vgpu_allocations(hw, sched, tenants, tb)),
     }
-
-
-def presence_steps(hw: Hardware, tb: Timebase) -> list[tuple[int, int]]:
-    """Per card, the steps `[first, end)` it was in its node: from its first slot (or stranded
-    part) to its last one. Field mode shortens them (a replaced card ends at the replacement,
-    its successor starts after the swap; a churning node's cards exist only while it does),
-    and capacity is billed from them (`first_seen`/`last_seen`), so the inventory must never
-    claim a card for the whole window; a card with no span at all spans the window."""
-    spans: list[tuple[int, int] | None] = [None] * len(hw.gpus)
-    parts = [(s.gpu, s.start, s.end) for s in hw.slots]
-    parts += [(s.gpu, s.start, s.end) for s in hw.stranded]
-    for gpu, lo, hi in parts:
-        if lo >= hi:
-            continue
-        now = spans[gpu]
-        spans[gpu] = (lo, hi) if now is None else (min(now[0], lo), max(now[1], hi))
-    return [(0, tb.steps) if s is None else s for s in spans]
 
 
 def _gpus(hw: Hardware, tb: Timebase) -> pl.DataFrame:

@@ -3,9 +3,11 @@
 Labels follow GPU feature discovery (`nvidia.com/gpu.product`, `.count`, `.memory`,
 `nvidia.com/mig.strategy`, `nvidia.com/gpu.replicas` and a `-SHARED` product suffix on
 time-sliced nodes), the GPU Operator's MIG Manager (`nvidia.com/mig.config` and its `.state`)
-and HAMi (`gpu=on`). Capacity follows the device plugins: whole cards or replicas as
-`nvidia.com/gpu`, MIG instances as `nvidia.com/mig-<profile>` (mixed strategy), HAMi as
-`nvidia.com/gpu` (10 splits per card), `nvidia.com/gpumem` (MiB) and `nvidia.com/gpucores`.
+and the HAMi chart's default device-plugin node selector (`gpu=on`, an admin's label). Capacity
+follows the device plugins: whole cards or replicas as `nvidia.com/gpu`, MIG instances as
+`nvidia.com/mig-<profile>` (mixed strategy), HAMi as `nvidia.com/gpu` only (`deviceSplitCount`
+per card; HAMi advertises no `nvidia.com/gpumem`/`gpucores`). HAMi's node and pod annotations
+and `schedulerName` are `simulator.hami`'s.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from collections import Counter
 from typing import Any
 
 from gpuledger.simulator.fleet import MODEL_FACTS, FleetSpec
-from gpuledger.simulator.hardware import Hardware, Node
+from gpuledger.simulator.hami import DEVICE_SPLIT_COUNT, node_annotations, pod_annotations
+from gpuledger.simulator.hami_series import pod_cards
+from gpuledger.simulator.hardware import Hardware, Node, presence_steps
 from gpuledger.simulator.tenants import (
     LOCAL_QUEUES,
     SHARED_QUEUE,
@@ -25,7 +29,7 @@ from gpuledger.simulator.tenants import (
 from gpuledger.simulator.timebase import Timebase
 from gpuledger.simulator.workloads import CLASSES, Schedule
 
-HAMI_SPLITS = 10
+HAMI_SPLITS = DEVICE_SPLIT_COUNT
 MIG_CONFIGMAP = ("gpu-operator", "default-mig-parted-config")
 _IMAGES = {"trainer": "nvcr.io/nvidia/pytorch:24.05-py3", "vllm": "vllm/vllm-openai:v0.6.3",
            "notebook": "quay.io/jupyter/pytorch-notebook:cuda12-2024-10-07",
@@ -76,15 +80,13 @@ def node_capacity(hw: Hardware, n_idx: int, k: int) -> dict[str, str]:
     node = hw.nodes[n_idx]
     pool = hw.pools[node.pool]
     cards = len(node.gpus)
-    memory = int(hw.gpus[node.gpus[0]].memory_mib)
     out = {"cpu": "192", "memory": "2063937460Ki", "pods": "110", "ephemeral-storage": "3750Gi"}
     if pool.sharing == "exclusive":
         out["nvidia.com/gpu"] = str(cards)
     elif pool.sharing == "timeslice":
         out["nvidia.com/gpu"] = str(cards * pool.replicas)
     elif pool.sharing == "vgpu":
-        out.update({"nvidia.com/gpu": str(cards * HAMI_SPLITS),
-                    "nvidia.com/gpumem": str(cards * memory), "nvidia.com/gpucores": str(cards * 100)})
+        out["nvidia.com/gpu"] = str(cards * HAMI_SPLITS)
     else:
         out["nvidia.com/gpu"] = "0"
         counts: Counter[str] = Counter()
@@ -127,40 +129,57 @@ def manifests(
         "metadata": {"name": MIG_CONFIGMAP[1], "namespace": MIG_CONFIGMAP[0]},
         "data": {"config.yaml": yaml.safe_dump(mig_parted_config(spec), sort_keys=False)},
     })
+    spans = presence_steps(hw, tb)
+    handshake = tb.at(k).strftime("%Y-%m-%d %H:%M:%S")
     for n_idx, node in enumerate(hw.nodes):
+        meta: dict[str, Any] = {"name": node.name, "labels": node_labels(spec, hw, n_idx, k)}
+        if hw.pools[node.pool].sharing == "vgpu":
+            meta["annotations"] = node_annotations(hw, n_idx, k, spans, handshake)
         out.append({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": node.name, "labels": node_labels(spec, hw, n_idx, k)},
-            "spec": {},
+            "apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": {},
             "status": {"capacity": node_capacity(hw, n_idx, k),
                        "allocatable": node_allocatable(hw, n_idx, k)},
         })
     pods = sched.pods
+    cards = pod_cards(sched, hw)
     for p in range(len(pods)):
         if not pods.start[p] <= k < pods.end[p]:
             continue
-        out.append(pod_manifest(hw, tenants, sched, tb, p))
+        out.append(pod_manifest(hw, tenants, sched, tb, p, card=int(cards[p])))
     return out
 
 
-def pod_manifest(hw: Hardware, tenants: Tenants, sched: Schedule, tb: Timebase, p: int) -> dict[str, Any]:
+def pod_manifest(
+    hw: Hardware, tenants: Tenants, sched: Schedule, tb: Timebase, p: int, *, card: int = -1,
+) -> dict[str, Any]:
+    """A pod as the API returns it; a vGPU pod (`card`: the card HAMi placed it on) with HAMi's
+    `schedulerName` and allocation annotations."""
     pods = sched.pods
     container = CLASSES[pods.cls[p]].container
     requests = {r: str(v) for r, v in pods.requests[p].items()}
     owner_uid = _owner_uid(pods.uid[p])
+    started = tb.at(max(pods.start[p], 0))
+    meta: dict[str, Any] = {
+        "name": pods.name[p],
+        "namespace": tenants.namespaces[pods.namespace[p]].name,
+        "labels": dict(pods.labels[p]),
+        "ownerReferences": [{
+            "apiVersion": _OWNER_API[pods.owner_kind[p]], "kind": pods.owner_kind[p],
+            "name": pods.owner_name[p], "uid": owner_uid, "controller": True,
+            "blockOwnerDeletion": True,
+        }],
+    }
+    extra: dict[str, Any] = {}
+    allocated = pods.hami[p]
+    if allocated is not None and card >= 0:
+        node = hw.nodes[pods.node[p]].name
+        meta["annotations"] = pod_annotations(hw.gpus[card].uuid, allocated, node, int(started.timestamp()))
+        extra["schedulerName"] = "hami-scheduler"
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": pods.name[p],
-            "namespace": tenants.namespaces[pods.namespace[p]].name,
-            "labels": dict(pods.labels[p]),
-            "ownerReferences": [{
-                "apiVersion": _OWNER_API[pods.owner_kind[p]], "kind": pods.owner_kind[p],
-                "name": pods.owner_name[p], "uid": owner_uid, "controller": True,
-                "blockOwnerDeletion": True,
-            }],
-        },
+        "metadata": meta,
         "spec": {
+            **extra,
             "nodeName": hw.nodes[pods.node[p]].name,
             "restartPolicy": "Never" if pods.owner_kind[p] == "Job" else "Always",
             "containers": [{
@@ -168,8 +187,7 @@ def pod_manifest(hw: Hardware, tenants: Tenants, sched: Schedule, tb: Timebase, 
                 "resources": {"requests": requests, "limits": dict(requests)},
             }],
         },
-        "status": {"phase": "Running",
-                   "startTime": tb.at(max(pods.start[p], 0)).strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "status": {"phase": "Running", "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")},
     }
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from gpuledger.core.errors import InputError
 from gpuledger.core.frames import DCGM_FIELDS
+from gpuledger.simulator.hami import SCHEDULER_FAMILIES
 
 WAIT_BUCKETS = tuple(float(2**i) for i in range(14))
 """Upper bounds (s) of the admission-wait histogram: 1, 2, 4 ... 8192, then +Inf."""
@@ -46,6 +47,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("volcano_queue_deserved_scalar_resources", "gauge", "Deserved scalar resources of the queue"),
     Family("volcano_queue_pod_group_pending_count", "gauge", "The number of Pending PodGroup in this queue"),
     Family("volcano_queue_pod_group_inqueue_count", "gauge", "The number of Inqueue PodGroup in this queue"),
+    *(Family(name, "gauge", text) for name, text in SCHEDULER_FAMILIES),
 )
 FAMILY_NAMES = tuple(f.name for f in FAMILIES)
 

@@ -12,6 +12,8 @@ Families and labels follow the real exporters:
 - Kueue: `kueue_cluster_queue_resource_usage`, `kueue_cluster_queue_nominal_quota`,
   `kueue_pending_workloads`, and the `kueue_admission_wait_time_seconds` histogram;
 - Volcano: `volcano_queue_*` per Queue (`simulator.volcano_queues`);
+- HAMi's scheduler: `hami_gpu_*` per vGPU card and `hami_vgpu_*` per container device
+  (`simulator.hami`); its cards' dcgm series carry no pod labels (`simulator.samples`);
 - vLLM: `vllm:prompt_tokens_total`, `vllm:generation_tokens_total` by `model_name`.
 
 The file writer makes one pass over the window in chunks and appends each family's lines to
@@ -37,6 +39,7 @@ import polars as pl
 from gpuledger.core.errors import InputError
 from gpuledger.core.frames import DCGM_FIELDS
 from gpuledger.simulator.field_telemetry import Damage, ha_lines, ms_text
+from gpuledger.simulator.hami_series import SchedulerSeries
 from gpuledger.simulator.metric_families import (
     FAMILIES,
     FAMILY_NAMES,
@@ -45,6 +48,7 @@ from gpuledger.simulator.metric_families import (
 )
 from gpuledger.simulator.metric_labels import DcgmLabels, dcgm_labels, gather, ksm_labels, table
 from gpuledger.simulator.simulated_fleet import SimulatedFleet
+from gpuledger.simulator.timebase import expand_steps
 from gpuledger.simulator.volcano_queues import volcano_lines
 
 
@@ -60,6 +64,7 @@ class Renderer:
         field = sim.spec.field
         self.damage = Damage(sim) if field.any else None
         self.renamed = dcgm_labels(sim, "hostname", True) if field.label_renames else None
+        self.hami = SchedulerSeries.of(sim)
 
     # Lines per family ----------------------------------------------------------------
     def lines(
@@ -80,6 +85,8 @@ class Renderer:
         if want & {"vllm:prompt_tokens", "vllm:generation_tokens"}:
             out.update(self._vllm(frames["token_samples"], with_ts))
         out.update(self._ksm(k0, k1, with_ts, want))
+        out.update(self.hami.lines(self.sim.schedule, k0, k1, ts=lambda k: self._steps_ts(k, with_ts),
+                                   kept=self._kept, want=want))
         kueue, volcano = self.sim.volcano_queues.split(frames["queue_samples"])
         out.update(self._kueue(kueue, k0, k1, with_ts, want))
         out.update(volcano_lines(volcano, self._ts(pl.col("ts"), with_ts), want))
@@ -149,7 +156,7 @@ class Renderer:
         start = sched.pod_start
         end = np.array(sched.pods.end, dtype=np.int64)
         alive = np.nonzero((start < k1) & (end > k0))[0]
-        pod, k = self._kept(*_expand(alive, np.maximum(start[alive], k0), np.minimum(end[alive], k1)))
+        pod, k = self._kept(*expand_steps(alive, np.maximum(start[alive], k0), np.minimum(end[alive], k1)))
         if "kube_pod_labels" in want:
             out["kube_pod_labels"] = _render("kube_pod_labels", gather(self.ksm.pod_labels, pod),
                                              np.ones(pod.size), self._steps_ts(k, with_ts))
@@ -160,13 +167,13 @@ class Renderer:
             rp = self.ksm.req_pod
             live = np.nonzero((start[rp] < k1) & (end[rp] > k0))[0]
             lo, hi = np.maximum(start[rp[live]], k0), np.minimum(end[rp[live]], k1)
-            entry, k = self._kept(*_expand(live, lo, hi))
+            entry, k = self._kept(*expand_steps(live, lo, hi))
             out["kube_pod_container_resource_requests"] = _render(
                 "kube_pod_container_resource_requests", gather(self.ksm.req_labels, entry),
                 self.ksm.req_value[entry], self._steps_ts(k, with_ts))
         if "kube_namespace_labels" in want:
             n = len(self.ksm.ns_labels)
-            idx, k = self._kept(*_expand(np.arange(n), np.full(n, k0), np.full(n, k1)))
+            idx, k = self._kept(*expand_steps(np.arange(n), np.full(n, k0), np.full(n, k1)))
             out["kube_namespace_labels"] = _render("kube_namespace_labels",
                                                    gather(table(self.ksm.ns_labels), idx),
                                                    np.ones(idx.size), self._steps_ts(k, with_ts))
@@ -174,7 +181,7 @@ class Renderer:
             lo = np.array([e[0] for e in self.ksm.node_epochs], dtype=np.int64)
             hi = np.array([e[1] for e in self.ksm.node_epochs], dtype=np.int64)
             live = np.nonzero((lo < k1) & (hi > k0))[0]
-            idx, k = self._kept(*_expand(live, np.maximum(lo[live], k0), np.minimum(hi[live], k1)))
+            idx, k = self._kept(*expand_steps(live, np.maximum(lo[live], k0), np.minimum(hi[live], k1)))
             out["kube_node_labels"] = _render(
                 "kube_node_labels", gather(table([e[2] for e in self.ksm.node_epochs]), idx),
                 np.ones(idx.size), self._steps_ts(k, with_ts))
@@ -248,14 +255,6 @@ def _dcgm_label_lines(table: DcgmLabels, frame: pl.DataFrame) -> pl.Series:
         "b": gather(table.pod_dcgm, frame["_pod"]),
         "c": gather(table.slot_vgpu, vgpu_idx),
     }).select(pl.concat_str(["a", "b", "c"]).alias("labels"))["labels"]
-
-
-def _expand(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(id, step) pairs for each id's steps `[lo, hi)`, id-major (series contiguous)."""
-    counts = np.maximum(hi - lo, 0)
-    rep = np.repeat(ids, counts)
-    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    return rep, np.repeat(lo, counts) + offsets
 
 
 def _render(metric: str, labels: pl.Series, values: np.ndarray, ts: pl.Series) -> pl.Series:

@@ -2,9 +2,13 @@
 
 Rows follow what the exporters publish:
 - a whole card or a MIG instance has one series whether held or not (no pod labels when free);
-- a time-sliced or vGPU card has, with `--kubernetes-virtual-gpus`, one series per held
-  replica (`vgpu` = replica index) and one unlabeled series while nobody holds it; without the
-  flag, one series per card labeled with the pod of its lowest held replica;
+- a time-sliced card has, with `--kubernetes-virtual-gpus`, one series per held replica
+  (`vgpu` = replica index) and one unlabeled series while nobody holds it; without the flag,
+  one series per card labeled with the pod of its lowest held replica;
+- a HAMi vGPU card has one series and never any pod label, flag or not: HAMi's device IDs
+  (`GPU-<uuid>-<n>`) are not card UUIDs, so dcgm-exporter cannot map its pods (HAMi issues 112,
+  1032; tests/fixtures/planes/hami/dcgm-exporter.prom). Who holds it is HAMi's to say
+  (`simulator.hami`);
 - device-level fields (power, temperature, GPU_UTIL, and on shared cards everything) are the
   card's; GPU_UTIL is absent (null) on MIG instances, as on real hardware;
 - scrape gaps (scenario knob) drop a node's rows for whole 10-minute blocks.
@@ -93,7 +97,12 @@ def gpu_sample_rows(
         held = holder[lo:hi] >= 0
         anyheld = held.any(axis=0)
         exists = valid[lo:hi].any(axis=0)  # a card reports only while it is in its node
-        if virtual_gpus:
+        if arrays.mode[lo] == 3:  # HAMi: one series per card, no holder (module docstring)
+            cols = np.flatnonzero(exists)
+            parts_s.append(np.full(cols.size, lo))
+            parts_c.append(cols)
+            parts_v.append(np.zeros(cols.size, dtype=bool))
+        elif virtual_gpus:
             hs, hc = np.nonzero(held)
             parts_s.append(hs + lo)
             parts_c.append(hc)
@@ -135,7 +144,7 @@ def gpu_samples_frame(
     holder = chunk.holder.ravel().take(at_slot)
     mode = arrays.mode[s]
     shared = mode >= 2
-    pod = np.where(holder >= 0, sched.alloc_pod[np.maximum(holder, 0)], -1)
+    pod = np.where((holder >= 0) & (mode != 3), sched.alloc_pod[np.maximum(holder, 0)], -1)
     # 3. Metric values.
     shown = chunk.shown.ravel().take(at_slot)
     gpu_act = chunk.gpu_act.ravel().take(at_gpu)

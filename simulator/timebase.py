@@ -9,11 +9,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from gpuledger.core.errors import InputError
 from gpuledger.core.window import Window
 
+if TYPE_CHECKING:
+    import numpy as np
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def expand_steps(ids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(id, step) pairs for each id's steps `[lo, hi)`, id-major (a series' lines contiguous)."""
+    import numpy as np
+
+    counts = np.maximum(hi - lo, 0)
+    rep = np.repeat(ids, counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rep, np.repeat(lo, counts) + offsets
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ import numpy as np
 
 from gpuledger.simulator.field_hardware import same_span
 from gpuledger.simulator.fleet import WORKLOAD_CLASSES, FleetSpec, PoolSpec
+from gpuledger.simulator.hami import hami_request
 from gpuledger.simulator.hardware import Hardware, Slot
 from gpuledger.simulator.tenants import Namespace, Tenants
 from gpuledger.simulator.timebase import Timebase
@@ -88,6 +89,7 @@ class Pods:
     resource: list[str] = field(default_factory=list)
     amount: list[int] = field(default_factory=list)
     uid: list[str] = field(default_factory=list)
+    hami: list[tuple[int, int] | None] = field(default_factory=list)  # vGPU: HAMi's (MiB, cores %)
 
     def __len__(self) -> int:
         return len(self.name)
@@ -303,10 +305,11 @@ def _add_pod(
         name = f"{owner}-{namer.suffix(rng, 5)}"
         labels = {"batch.kubernetes.io/job-name": owner, "app.kubernetes.io/component": facts.container}
     name = namer.claim(name)
-    queue = facts.queue
-    if queue:
+    if queue := facts.queue:
         labels["kueue.x-k8s.io/queue-name"] = queue
     requests, resource, amount = _requests(pool, slot, len(group.slots))
+    vgpu = hami_request(len(pods), slot, hw.gpus[slot.gpu].memory_mib) if pool.sharing == "vgpu" else None
+    requests, allocated = vgpu if vgpu else (requests, None)
     pods.name.append(name)
     pods.namespace.append(ns_idx)
     pods.cls.append(cls)
@@ -321,17 +324,16 @@ def _add_pod(
     pods.end.append(end)
     pods.level.append(float(params["level"]))
     pods.p2.append(float(params["p2"]))
-    share_mem = slot.share if pool.sharing in ("timeslice",) else 1.0
-    pods.mem_frac.append(float(params["mem"]) * share_mem)
+    pods.mem_frac.append(float(params["mem"]) * (slot.share if pool.sharing == "timeslice" else 1.0))
     pods.model_name.append(service.get("model"))
     pods.prompt_rate.append(float(rng.uniform(200, 3000)) if cls == INFERENCE else 0.0)
     pods.gen_ratio.append(float(rng.uniform(0.15, 0.6)) if cls == INFERENCE else 0.0)
     median_wait = 600.0 if cls == TRAINING else 120.0
-    wait = min(6 * 3600.0, median_wait * rng.lognormvariate(0, 1.2)) if queue else 0.0
-    pods.wait_s.append(wait)
+    pods.wait_s.append(min(6 * 3600.0, median_wait * rng.lognormvariate(0, 1.2)) if queue else 0.0)
     pods.resource.append(resource)
     pods.amount.append(amount)
     pods.uid.append(_uid(rng))
+    pods.hami.append(allocated)
 
 
 def _requests(pool: PoolSpec, slot: Slot, cards: int) -> tuple[dict[str, int], str, int]:
@@ -339,9 +341,7 @@ def _requests(pool: PoolSpec, slot: Slot, cards: int) -> tuple[dict[str, int], s
         assert slot.profile is not None
         res = f"nvidia.com/mig-{slot.profile}"
         return {res: 1}, res, 1
-    if pool.sharing == "vgpu":
-        return ({"nvidia.com/gpu": 1, "nvidia.com/gpumem": int(slot.memory_mib),
-                 "nvidia.com/gpucores": round(slot.share * 100)}, "nvidia.com/gpu", 1)
+    cards = 1 if pool.sharing == "vgpu" else cards  # vGPU requests: `simulator.hami.hami_request`
     return {"nvidia.com/gpu": cards}, "nvidia.com/gpu", cards
 
 

@@ -7,7 +7,11 @@
 - time-sliced replica: 1 / replicas of the card;
 - HAMi vGPU: the declared fraction, the larger of `nvidia.com/gpucores` / 100 and
   `nvidia.com/gpumem` / card memory (`gpumem-percentage` / 100 where given), since either one
-  keeps other pods off that part of the card.
+  keeps other pods off that part of the card. Where HAMi published the allocation (the pod
+  annotation or the scheduler's series, `vgpu_allocations`) its amounts are the ones read: the
+  cores and MiB HAMi enforces on that card, over HAMi's own total of the card (a percentage
+  request is already MiB there; no memory request is the whole card; cores 0 is no core limit,
+  so memory alone decides). All four request forms thus price the same way.
 
 Whatever the mode, the shares held on one card in one hour never add up past the card: an
 over-committed card is scaled down to one (`clamp_to_card`).
@@ -140,14 +144,17 @@ def vgpu_request(requests_json: str | None) -> tuple[float | None, float | None,
     )
 
 
-def vgpu_share_expr() -> pl.Expr:
-    """Declared fraction from `req_cores`, `req_mem_mib`, `req_mem_pct` and `memory_mib`."""
-    parts = pl.max_horizontal(
-        pl.col("req_cores") / 100.0,
-        pl.col("req_mem_mib") / pl.col("memory_mib"),
-        pl.col("req_mem_pct") / 100.0,
-    )
-    return parts.clip(0.0, 1.0)
+def vgpu_share_expr(
+    cores: str = "req_cores", mem_mib: str = "req_mem_mib", mem_pct: str | None = "req_mem_pct",
+    memory: str = "memory_mib",
+) -> pl.Expr:
+    """Declared fraction: the larger of `cores` / 100 and `mem_mib` / `memory` (and `mem_pct` /
+    100), clipped to the card; NULL where none is known. The columns default to the pod's
+    requests; HAMi's allocations pass their own (`analytics.devices.vgpu`)."""
+    terms = [pl.col(cores) / 100.0, pl.col(mem_mib) / pl.col(memory)]
+    if mem_pct is not None:
+        terms.append(pl.col(mem_pct) / 100.0)
+    return pl.max_horizontal(*terms).clip(0.0, 1.0)
 
 
 def clamp_to_card(frame: pl.DataFrame, hour_length: pl.Expr) -> pl.DataFrame:

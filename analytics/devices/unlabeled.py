@@ -1,14 +1,16 @@
 """Shared cards exported without the `vgpu` label: holders from the pods' requests.
 
-Without `--kubernetes-virtual-gpus`, dcgm-exporter shows one series per time-sliced (or HAMi)
-card, labeled with one of the pods sharing it; the other pods are invisible in the samples.
+Without `--kubernetes-virtual-gpus`, dcgm-exporter shows one series per time-sliced card,
+labeled with one of the pods sharing it; the other pods are invisible in the samples. (A HAMi
+card is not spread here: HAMi publishes which card each pod got, `analytics.sampling.holders`;
+its source does not take holders from the pods, `VirtualGpu.holders_from_pods`.)
 For such cards (every held sample of the card in the window lacks `vgpu`), the holders come
 from the Kubernetes inventory instead:
 
 1. The pods scheduled on the card's node that request `nvidia.com/gpu` (r replicas) while alive.
 2. Which of the node's unlabeled cards a pod's replicas sit on is not observable, so each pod
    is spread evenly over them: on each of k cards it holds `replica_count` = r / k of its
-   share (1/replicas per replica time-sliced, its declared fraction on HAMi). A card then carries
+   share (1/replicas per replica). A card then carries
    the node's mean load, and a card is scaled down only when the whole node is over-committed
    (placing pods on the card they were seen on overloaded some cards and lost card-hours).
 3. Its lifetime in the window is split at the hour: held hours per pod, card and hour.

@@ -43,7 +43,9 @@ The steps (`run`):
 
 1. Read the window's samples plus the margin on each side, each field as a reading, a device,
    its card and its holder as 64-bit hashes, their labels once per device and holder
-   (`warehouse.queries.sampling.read`: SQL, run where the samples are).
+   (`warehouse.queries.sampling.read`: SQL, run where the samples are); the rows of a card HAMi
+   shares, which dcgm leaves without a holder, become rows of the holders HAMi placed on it
+   (`analytics.sampling.holders`, step 1b).
 2. One row per device and time: rows of one device at one time merge (holder kept, each
    field's reading kept).
 3. Per row: the card's next scrape, and each field's last reading for the same device and
@@ -84,6 +86,7 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
+from gpuledger.analytics.sampling.holders import with_hami_holders
 from gpuledger.core import activity
 from gpuledger.core.errors import InputError
 from gpuledger.core.rules import SamplingRules
@@ -118,6 +121,9 @@ class Pieces:
 def run(wh: ReadableWarehouse, window: Window, rules: SamplingRules) -> Pieces:
     """The pass over `window` under `rules`: steps 1-7 up to the clip (module docstring)."""
     values, series, names = read.read(wh, window.start - rules.margin, window.end + rules.margin)
+    values, series, names = with_hami_holders(  # step 1b: HAMi's holders (`holders`)
+        wh, values, series, names, lo=window.start - rules.margin, hi=window.end + rules.margin,
+        tolerance_us=rules.staleness_us)
     if values.is_empty():
         return Pieces(_empty_rows(), names.select("dev", "hold").with_row_index("pair"), names)
     act = [_READ_AS[c] for c in activity.fields(rules.activity)]

@@ -4,12 +4,15 @@ Cases: each held row gets the mode of the first source that claims it (a MIG ins
 over the card's mode, an unknown card mode is a whole card); each source's share on a
 hand-built frame (whole 1, time-slice 1/replicas with the inventory's replicas or the replicas
 seen, vGPU the declared fraction else 1/replicas, MIG compute slices / 7 and memory slices / 8);
-`source_for` names the known modes; the pod-derived holder modes are the card-level shared ones.
+`source_for` names the known modes; the pod-derived holder modes are the card-level shared ones
+but HAMi's (its holders come from its allocations).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -27,6 +30,7 @@ from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
 from gpuledger.core.rules import ShareRules
 from gpuledger.core.window import Window
+from gpuledger.warehouse import Warehouse
 
 TS = datetime(2026, 11, 1, tzinfo=UTC)
 ROWS: list[dict[str, Any]] = [
@@ -56,10 +60,17 @@ def _frame() -> pl.DataFrame:
     })
 
 
-def _inputs(basis: str) -> ShareInputs:
+@pytest.fixture
+def wh(tmp_path: Path) -> Iterator[Warehouse]:
+    """An empty warehouse: no HAMi allocation, so vGPU rows fall back to their requests."""
+    with Warehouse.open(tmp_path / "w.duckdb") as opened:
+        yield opened
+
+
+def _inputs(basis: str, wh: Warehouse) -> ShareInputs:
     settings = Settings.model_validate({"sharing": {"mig_share_basis": basis}})
     window = Window(TS, datetime(2026, 11, 2, tzinfo=UTC))
-    return ShareInputs(wh=None, gpus=pl.DataFrame(), window=window, shares=ShareRules.of(settings))  # type: ignore[arg-type]
+    return ShareInputs(wh=wh, gpus=pl.DataFrame(), window=window, shares=ShareRules.of(settings))
 
 
 def test_first_claiming_source_sets_the_mode():
@@ -68,9 +79,9 @@ def test_first_claiming_source_sets_the_mode():
 
 
 @pytest.mark.parametrize(("basis", "mig_share"), [("compute", 3 / 7), ("memory", 4 / 8)])
-def test_each_source_prices_its_rows(basis, mig_share):
+def test_each_source_prices_its_rows(basis, mig_share, wh):
     frame = _frame().with_columns(sharing_mode_expr())
-    priced = with_shares(frame, _inputs(basis))
+    priced = with_shares(frame, _inputs(basis, wh))
     shares = dict(zip(priced["uuid"] + ":" + priced["vgpu"].fill_null(""), priced["share"], strict=True))
     assert shares == pytest.approx({
         "whole:": 1.0, "odd:": 1.0, "mig:": mig_share, "ts4:0": 0.25, "ts_seen:0": 0.5,
@@ -83,12 +94,12 @@ def test_registry_lookup_and_pod_holder_modes():
     assert source_for("vgpu").mode == "vgpu" and source_for("dra").mode == "dra"
     with pytest.raises(InputError, match="known: dra, mig, timeslice, vgpu, exclusive"):
         source_for("nvlink")
-    assert pod_holder_modes() == ("timeslice", "vgpu")
+    assert pod_holder_modes() == ("timeslice",)  # HAMi's holders come from HAMi (decision 0160)
 
 
-def test_mig_row_without_profile_is_named():
+def test_mig_row_without_profile_is_named(wh):
     frame = _frame().with_columns(
         pl.when(pl.col("uuid") == "mig").then(None).otherwise(pl.col("profile")).alias("profile")
     ).with_columns(sharing_mode_expr())
     with pytest.raises(InputError, match="no GPU_I_PROFILE label"):
-        with_shares(frame, _inputs("compute"))
+        with_shares(frame, _inputs("compute", wh))

@@ -26,9 +26,10 @@ import pytest
 
 from bench import sampling_sql_before as before
 from bench.sampling_params import params
-from gpuledger.analytics.sampling import results, sweep
+from gpuledger.analytics.sampling import holders, results, sweep
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema
+from gpuledger.core.frames_hami import VGPU_ALLOCATIONS
 from gpuledger.core.rules import SamplingRules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import LoadBatch, Warehouse
@@ -51,7 +52,12 @@ def both(wh: Warehouse, window: Window) -> dict[str, tuple[pl.DataFrame, pl.Data
     }
 
 
-def test_simulated_fleet_every_sharing_mode():
+def test_simulated_fleet_every_sharing_mode(monkeypatch: pytest.MonkeyPatch):
+    # The frozen statement predates HAMi's holders (step 1b, decision 0160): both run without
+    # them, so HAMi's cards are what the statement saw, one unheld series each. The step has
+    # its own cases (tests/collectors/test_hami_conformance.py, tests/field).
+    monkeypatch.setattr(holders, "vgpu_allocations_between",
+                        lambda *_: pl.DataFrame(schema=polars_schema(VGPU_ALLOCATIONS)))
     with simulated_fleet() as wh:
         for window in (DAY, Window(START + timedelta(hours=11), START + timedelta(hours=12))):
             frames = both(wh, window)

@@ -7,6 +7,9 @@ Cases:
 - namespaces: team from the `team` label, NULL where the simulator leaves a namespace unlabeled;
 - pods: only those requesting GPU resources, with their requests summed over containers,
   node, queue label and controller owner;
+- HAMi: a HAMi-only simulated fleet loaded beside it: its HAMi nodes (register annotation, no gpumem capacity) and pods
+  (allocation annotation) read back give exactly the simulator's own `vgpu_allocations` of the
+  pods alive at the snapshot (card, MiB, cores, HAMi's card total) and `vgpu` cards and nodes;
 - Kueue v1beta2 ClusterQueues, LocalQueues, ResourceFlavors (cohort from the spec);
 - pagination: pages of 3 give exactly the same frames as one big page;
 - an expired continue token (HTTP 410 Gone) restarts the list, and the result is still complete
@@ -39,6 +42,21 @@ def manifests() -> list[dict[str, Any]]:
 
     sim = Simulation(FleetSpec.default(gpus=16), Window(AT - timedelta(hours=6), AT), seed=7)
     return [*sim.kube_manifests(), *sim.kueue_manifests()]
+
+
+@pytest.fixture(scope="module")
+def hami_sim(cluster: Any) -> Any:
+    """A HAMi-only fleet (the default fleet's vGPU pool, 8 cards) loaded beside the default one
+    (the 16-card default fleet has no vGPU node)."""
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.field import FieldEffects
+    from tests.field.harness import hami_fleet
+    from tools.kube_loader import load_manifests
+
+    sim = Simulation(hami_fleet(8, FieldEffects.none()), Window(AT - timedelta(hours=6), AT), seed=7)
+    with cluster.api_client() as api:
+        load_manifests(api, sim.kube_manifests())
+    return sim
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +118,30 @@ def test_gpu_pods(collector: KubernetesCollector, manifests: list[dict[str, Any]
         assert row["queue"] == m["metadata"].get("labels", {}).get("kueue.x-k8s.io/queue-name")
         assert row["owner_kind"] == m["metadata"]["ownerReferences"][0]["kind"]
     assert expected > 0
+
+
+def test_hami_cards_and_allocations(collector: KubernetesCollector, hami_sim: Any) -> None:
+    import polars as pl
+
+    manifests = hami_sim.kube_manifests()
+    frames = collector.snapshot()
+    last = AT - hami_sim.window.step  # the step the manifests show
+    truth = hami_sim.inventory()["vgpu_allocations"].filter(
+        (pl.col("start_ts") <= last) & (pl.col("end_ts") > last))
+    columns = ["uuid", "namespace", "pod", "container_index", "source", "mem_mib", "cores_pct", "card_mem_mib"]
+    assert truth.height > 0, "HAMi pods at the snapshot"
+    got = frames["vgpu_allocations"]
+    assert sorted(got.select(columns).rows()) == sorted(truth.select(columns).rows())
+    assert set(got["end_ts"].to_list()) == {AT}
+    hami_nodes = {m["metadata"]["name"] for m in _of(manifests, "Node")
+                  if "hami.io/node-nvidia-register" in m["metadata"].get("annotations", {})}
+    assert hami_nodes and not any("nvidia.com/gpumem" in m["status"]["capacity"]
+                                  for m in _of(manifests, "Node"))
+    modes = dict(frames["nodes"].select("node", "sharing_mode").rows())
+    assert {n for n, mode in modes.items() if mode == "vgpu"} == hami_nodes  # the 16 cards: none
+    cards = frames["gpus"].filter(pl.col("sharing_mode") == "vgpu")
+    assert set(cards["node"].to_list()) == hami_nodes
+    assert set(truth["uuid"].to_list()) <= set(cards["uuid"].to_list())
 
 
 def test_kueue_objects(collector: KubernetesCollector, manifests: list[dict[str, Any]]) -> None:

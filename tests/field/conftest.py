@@ -1,4 +1,5 @@
-"""Session fixtures of the field tests: one run per (effects, engine), shared by every test."""
+"""Session fixtures of the field tests: one run per (effects, engine, source, fleet), shared by
+every test."""
 
 from __future__ import annotations
 
@@ -6,22 +7,25 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.field.harness import FieldRun, effects, field_run
+from tests.field.harness import GPUS, HAMI_GPUS, FieldRun, effects, field_run
 from tools.metrics_servers import ServerPool
 
 
 class FieldRuns:
-    """Runs cached per (effects name, engine) for the session."""
+    """Runs cached per (effects name, engine, source, fleet) for the session."""
 
     def __init__(self, factory: pytest.TempPathFactory) -> None:
         self.factory = factory
-        self._cache: dict[tuple[str, str], FieldRun] = {}
+        self._cache: dict[tuple[str, str, str, str], FieldRun] = {}
 
-    def get(self, name: str, engine: str = "prometheus") -> FieldRun:
-        key = (name, engine)
+    def get(self, name: str, engine: str = "prometheus", source: str = "api",
+            fleet: str = "default") -> FieldRun:
+        key = (name, engine, source, fleet)
         if key not in self._cache:
-            root = self.factory.mktemp(f"field-{name}-{engine}")
-            self._cache[key] = field_run(name, effects(name), engine, root)
+            root = self.factory.mktemp(f"field-{name}-{engine}-{source}-{fleet}")
+            gpus = HAMI_GPUS if fleet == "hami" else GPUS
+            self._cache[key] = field_run(name, effects(name), engine, root, source=source,
+                                         fleet=fleet, gpus=gpus)
         return self._cache[key]
 
 

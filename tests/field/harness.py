@@ -26,17 +26,26 @@ from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.field import FieldEffects
 from gpuledger.simulator.fleet import FleetSpec
+from gpuledger.simulator.hami import SCHEDULER_FAMILIES
 from gpuledger.warehouse import Warehouse
 from tools.metrics_servers import ServerPool
 
 GPUS = 40
 """The default fleet's smallest size with every pool (5 nodes of 8: one per pool)."""
+HAMI_GPUS = 16
+"""The HAMi-only fleet: 2 nodes of 8."""
 WINDOW = Window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 1, 12, tzinfo=UTC))
 SEED = 7
 SETTINGS = Settings()
 FAMILIES = tuple(DCGM_FIELDS)
-"""Only dcgm-exporter series go through the engine; the Kubernetes facts come through the
-collect pipeline's snapshot hook, as the Kubernetes collector gives them."""
+"""Source `api`: dcgm-exporter series (and HAMi's scheduler series, `HAMI_FAMILIES`) go through
+the engine; the Kubernetes facts come through the collect pipeline's snapshot hook, as the
+Kubernetes collector gives them. Source `prometheus`: every family the simulator writes goes
+through the engine (kube-state-metrics and HAMi's series included) and there is no snapshot."""
+HAMI_FAMILIES = tuple(name for name, _ in SCHEDULER_FAMILIES)
+SOURCES = ("api", "prometheus")
+FLEETS = ("default", "hami")
+"""`default`: every plane (`FleetSpec.default`); `hami`: only HAMi vGPU nodes (`hami_fleet`)."""
 
 
 class Snapshot:
@@ -47,7 +56,15 @@ class Snapshot:
 
     def snapshot(self) -> Mapping[str, pl.DataFrame]:
         inventory = self.sim.inventory()
-        return {k: inventory[k] for k in ("gpus", "nodes", "namespaces", "pods", "mig_instances")}
+        return {k: inventory[k] for k in ("gpus", "nodes", "namespaces", "pods", "mig_instances",
+                                          "vgpu_allocations")}
+
+
+def hami_fleet(gpus: int, effects: FieldEffects) -> FleetSpec:
+    """The default fleet's HAMi pool alone, on `gpus` cards (nodes of 8)."""
+    pool = next(p for p in FleetSpec.default(gpus=GPUS).pools if p.sharing == "vgpu")
+    return FleetSpec.parse({"gpus_per_node": 8, "field": effects,
+                            "pools": [{**pool.model_dump(), "nodes": gpus // 8}]}, source="hami fleet")
 
 
 @dataclass(frozen=True)
@@ -56,8 +73,15 @@ class FieldRun:
 
     name: str
     engine: str
+    source: str
+    """`api` (snapshot + engine) or `prometheus` (the engine alone)."""
+    fleet: str
     lines: pl.DataFrame
-    """Bill lines: team, card_hours, idle_card_hours (unattributed/unallocated included)."""
+    """Bill lines: team, card_hours, idle_card_hours, cost (unattributed/unallocated included)."""
+    fleet_cost: float
+    vgpu: pl.DataFrame
+    """Per team holding HAMi cards in the truth: `card_hours` (truth) and `card_hours_bill` on
+    `vgpu` cards."""
     truth: pl.DataFrame
     """`Simulation.truth_by_team()` with the null team named `unattributed`."""
     quality: Quality
@@ -121,11 +145,13 @@ def expected_reads(openmetrics: Path, window: Window, *, nan_is_stale: bool = Fa
 
 
 def field_run(name: str, effects: FieldEffects, engine: str, root: Path, *,
-              gpus: int = GPUS, window: Window = WINDOW) -> FieldRun:
-    """Simulate, write, serve, collect, bill (see the module docstring)."""
-    sim = Simulation(FleetSpec.default(gpus=gpus, field=effects), window, seed=SEED)
+              gpus: int = GPUS, window: Window = WINDOW, source: str = "api",
+              fleet: str = "default") -> FieldRun:
+    """Simulate, write, serve, collect, bill (see the module docstring and `FAMILIES`)."""
+    spec = hami_fleet(gpus, effects) if fleet == "hami" else FleetSpec.default(gpus=gpus, field=effects)
+    sim = Simulation(spec, window, seed=SEED)
     path = root / "fleet.om"
-    sim.write_openmetrics(path, families=FAMILIES)
+    sim.write_openmetrics(path, families=(*FAMILIES, *HAMI_FAMILIES) if source == "api" else None)
     reads = expected_reads(path, window, nan_is_stale=engine == "victoriametrics")
     pool = ServerPool(root)
     try:
@@ -133,9 +159,11 @@ def field_run(name: str, effects: FieldEffects, engine: str, root: Path, *,
         with Warehouse.open(root / "w.duckdb") as wh:
             report = collect_window(wh, SETTINGS, server.url, window,
                                     now=lambda: window.end + timedelta(minutes=5),
-                                    kubernetes=Snapshot(sim))
+                                    kubernetes=Snapshot(sim) if source == "api" else None)
             pool.stop_all()
             bill = compute_bill(wh, window, SETTINGS)
+            vgpu_bill = bill.detail.filter(pl.col("sharing_mode") == "vgpu").group_by("team").agg(
+                pl.sum("card_hours").alias("card_hours_bill"))
             counts = wh.query("SELECT " + ", ".join(
                 f"count({c}) AS {c}" for c in DCGM_FIELDS.values()) + " FROM gpu_samples")
     finally:
@@ -143,8 +171,13 @@ def field_run(name: str, effects: FieldEffects, engine: str, root: Path, *,
         path.unlink(missing_ok=True)
     assert report.quality is not None
     truth = sim.truth_by_team().with_columns(pl.col("team").fill_null("unattributed"))
+    ground = sim.ground_truth().filter(
+        (pl.col("allocation_state") == "allocated") & (pl.col("sharing_mode") == "vgpu"))
+    vgpu = ground.with_columns(pl.col("team").fill_null("unattributed")).group_by("team").agg(
+        pl.sum("card_hours")).join(vgpu_bill, on="team", how="left").sort("team")
     return FieldRun(
-        name=name, engine=engine, lines=bill.lines.select("team", "card_hours", "idle_card_hours"),
+        name=name, engine=engine, source=source, fleet=fleet, lines=bill.lines.select("team", "card_hours", "idle_card_hours", "cost"),
+        fleet_cost=float(bill.fleet_cost), vgpu=vgpu,
         truth=truth, quality=report.quality, stored=counts.row(0, named=True), reads=reads,
         fleet_card_hours=float(bill.fleet_card_hours),
         capacity_truth=float(sim.ground_truth()["card_hours"].sum()), gpu_count=sim.gpu_count, window=window,

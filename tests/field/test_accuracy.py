@@ -6,11 +6,17 @@ OpenMetrics → real Prometheus (promtool backfill) or real VictoriaMetrics (imp
 The fleet: the 40-card default fleet (one node per pool: exclusive H100, MIG A100,
 time-sliced A100, HAMi vGPU H100, H200) over 12 hours. Runs: no effect (the floor), each
 effect of `FieldEffects.names()` alone at its `all()` level, every effect together; all through
-Prometheus, and every effect together through VictoriaMetrics too.
+Prometheus, and every effect together through VictoriaMetrics too. These take the Kubernetes
+facts from the API (the harness's snapshot; source `api`). Every effect together also runs with
+the engine as the only source (`prometheus`: kube-state-metrics and HAMi's scheduler series,
+no API), and on a HAMi-only fleet (16 cards) from both sources.
 
 Cases, for each run:
 - card-hours per team (unattributed included) within 0.5 % of the truth;
 - allocated-but-idle card-hours per team within 1 % of the truth (zero where the truth is zero);
+- HAMi's cards billed per card: every team holding a `vgpu` card in the truth is billed
+  card-hours on `vgpu` cards, within 0.5 % of its truth there (not zero, not spread);
+- costs conserved: the lines' costs add up to the fleet's cost to the cent;
 - no sample counted twice: the fleet's card-hours never exceed card slots x hours and equal
   the truth's capacity (a replaced card or an absent node is no extra capacity) within 0.5 %,
   and the held card-hours stay within 0.5 % of the truth's (two HA replicas would double them);
@@ -25,17 +31,21 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from gpuledger.analytics.billing.money import to_cents
 from gpuledger.collectors.quality import REASONS
 from gpuledger.simulator.field import FieldEffects
 from tests.field.conftest import FieldRuns
-from tests.field.harness import GPUS, FieldRun, hours
+from tests.field.harness import FieldRun, hours
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
 CASES = [
-    *[pytest.param((n, "prometheus"), id=n) for n in ("none", *FieldEffects.names())],
-    pytest.param(("all", "prometheus"), id="all-prometheus"),
-    pytest.param(("all", "victoriametrics"), id="all-victoriametrics"),
+    *[pytest.param((n, "prometheus", "api", "default"), id=n) for n in ("none", *FieldEffects.names())],
+    pytest.param(("all", "prometheus", "api", "default"), id="all-prometheus"),
+    pytest.param(("all", "victoriametrics", "api", "default"), id="all-victoriametrics"),
+    pytest.param(("all", "prometheus", "prometheus", "default"), id="all-prometheus-only"),
+    pytest.param(("all", "prometheus", "api", "hami"), id="hami-all-api"),
+    pytest.param(("all", "prometheus", "prometheus", "hami"), id="hami-all-prometheus-only"),
 ]
 CARD_HOURS_REL = 0.005
 IDLE_REL = 0.01
@@ -44,8 +54,12 @@ NOT_TEAMS = ("unallocated", "sharing_discount")
 
 @pytest.fixture(params=CASES)
 def run(request: pytest.FixtureRequest, field_runs: FieldRuns) -> FieldRun:
-    name, engine = request.param
-    return field_runs.get(name, engine)
+    name, engine, source, fleet = request.param
+    return field_runs.get(name, engine, source, fleet)
+
+
+def _id(run: FieldRun) -> str:
+    return f"{run.name}/{run.engine}/{run.source}/{run.fleet}"
 
 
 def _table(frame: pl.DataFrame) -> str:
@@ -56,18 +70,30 @@ def _table(frame: pl.DataFrame) -> str:
 def test_card_hours_per_team(run: FieldRun) -> None:
     errors = run.team_errors()
     bad = errors.filter(pl.col("card_hours_err").abs().fill_null(1.0) > CARD_HOURS_REL)
-    assert bad.height == 0, f"{run.name}/{run.engine}:\n{_table(errors)}"
+    assert bad.height == 0, f"{_id(run)}:\n{_table(errors)}"
+
+
+def test_hami_cards_billed_per_card(run: FieldRun) -> None:
+    vgpu = run.vgpu.with_columns((pl.col("card_hours_bill") / pl.col("card_hours") - 1).alias("err"))
+    assert vgpu.height > 0, _id(run)
+    bad = vgpu.filter(pl.col("err").abs().fill_null(1.0) > CARD_HOURS_REL)
+    assert bad.height == 0, f"{_id(run)}:\n{_table(vgpu)}"
+
+
+def test_costs_conserved_to_the_cent(run: FieldRun) -> None:
+    cents = sum(to_cents(float(c)) for c in run.lines["cost"].to_list())
+    assert cents == to_cents(run.fleet_cost), (cents, run.fleet_cost)
 
 
 def test_idle_card_hours_per_team(run: FieldRun) -> None:
     errors = run.team_errors()
     off = (pl.col("idle_card_hours_bill") - pl.col("idle_card_hours")).abs()
     bad = errors.filter(off.fill_null(1.0) > IDLE_REL * pl.col("idle_card_hours") + 1e-9)
-    assert bad.height == 0, f"{run.name}/{run.engine}:\n{_table(errors)}"
+    assert bad.height == 0, f"{_id(run)}:\n{_table(errors)}"
 
 
 def test_no_sample_counted_twice(run: FieldRun) -> None:
-    assert run.fleet_card_hours <= GPUS * hours(run.window) + 1e-6, run.fleet_card_hours
+    assert run.fleet_card_hours <= run.gpu_count * hours(run.window) + 1e-6, run.fleet_card_hours
     assert run.fleet_card_hours == pytest.approx(run.capacity_truth, rel=CARD_HOURS_REL)
     held = float(run.lines.filter(~pl.col("team").is_in(NOT_TEAMS))["card_hours"].sum())
     truth = float(run.truth["card_hours"].sum())

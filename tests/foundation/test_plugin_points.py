@@ -265,10 +265,11 @@ def test_a_toy_device_source_claims_and_prices_its_rows(tmp_path):
     try:
         moded = frame.with_columns(sharing_mode_expr())
         assert moded["sharing_mode"].to_list() == [*before[:-1], "toyshare"]
-        priced = with_shares(moded, _inputs("compute"))
+        with Warehouse.open(tmp_path / "w.duckdb") as wh:  # empty: no HAMi allocation
+            priced = with_shares(moded, _inputs("compute", wh))
         shares = dict(zip(priced["uuid"] + ":" + priced["vgpu"].fill_null(""), priced["share"], strict=True))
         assert shares["toy:"] == 0.5 and shares["whole:"] == 1.0 and shares["ts4:0"] == pytest.approx(1 / 4)
-        assert pod_holder_modes() == ("timeslice", "vgpu", "toyshare")
+        assert pod_holder_modes() == ("timeslice", "toyshare")  # HAMi's from HAMi (decision 0160)
         assert SOURCES.names()[-2:] == ("toyshare", "exclusive")
     finally:
         SOURCES.unregister("toyshare")

@@ -8,7 +8,9 @@ the pricing rules (discounts, billing basis, redistribution) move only the full 
 written by other code (another version string) is known as not computable here; the activity
 rule's SQL and Polars forms agree under both sources, GPU_UTIL's division bit for bit with SQL;
 the four modules of an idle minute's walk import one way (rules -> activity -> the pass -> the
-read), the pass nothing else of analytics.
+read), the pass nothing else of analytics but its step 1b, the holders HAMi published for the
+cards dcgm leaves without one (`analytics.sampling.holders`, decision 0160), which decides no
+minute: it only names who held a card's rows.
 """
 
 from __future__ import annotations
@@ -101,7 +103,9 @@ WALK = {
     "core/rules.py": {"gpuledger.core.activity"},
     "core/activity.py": set(),
     "analytics/sampling/sweep.py": {"gpuledger.core.activity", "gpuledger.core.rules",
-                                    "gpuledger.warehouse.queries.sampling"},
+                                    "gpuledger.warehouse.queries.sampling",
+                                    "gpuledger.analytics.sampling.holders"},
+    "analytics/sampling/holders.py": {"gpuledger.warehouse.queries.hami"},
     "warehouse/queries/sampling.py": {"gpuledger.core.activity"},
 }
 """How an idle minute is decided: the values, the rule, the pass, the read (the issue's walk)."""

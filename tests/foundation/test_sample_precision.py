@@ -30,7 +30,8 @@ import pytest
 
 from gpuledger.analytics.billing.bill import Bill, compute_bill
 from gpuledger.core.config import Settings
-from gpuledger.core.frames import GPU_SAMPLES, METRIC_COLUMNS
+from gpuledger.core.frames import GPU_SAMPLES, METRIC_COLUMNS, polars_schema
+from gpuledger.core.frames_hami import VGPU_ALLOCATIONS
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
@@ -121,6 +122,13 @@ def _as_v8(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(schema, "LATEST", 8)
     monkeypatch.setattr(store, "LATEST", 8)
     monkeypatch.setattr(sample_layout, "STORED_DECIMALS", {})
+    # nor HAMi's allocations (v011): the v8 release read none
+    from gpuledger.analytics.devices import vgpu
+    from gpuledger.analytics.sampling import holders
+
+    none = lambda *_: pl.DataFrame(schema=polars_schema(VGPU_ALLOCATIONS))  # noqa: E731
+    for module in (vgpu, holders):
+        monkeypatch.setattr(module, "vgpu_allocations_between", none)
 
 
 def _values(wh: Warehouse) -> pl.DataFrame:
@@ -137,6 +145,7 @@ def fleet() -> tuple[dict[str, pl.DataFrame], list[tuple[Window, dict[str, pl.Da
     sim = Simulation(FleetSpec.default(gpus=24), DAY, seed=11)
     inventory = sim.inventory()
     inventory.pop("mig_instances")
+    inventory.pop("vgpu_allocations")  # v011: a v8 file has no such table
     return inventory, list(sim.batches(timedelta(hours=6)))
 
 

@@ -1,10 +1,11 @@
 """Card-hours and idle computed from the *samples* alone, the way an analyst would, without
-any simulator code: shares from the MIG profile name, the time-slice replica count and the
-HAMi gpucores request; idle from runs of low GR_ENGINE_ACTIVE per device and pod."""
+any simulator code: shares from the MIG profile name, the time-slice replica count and, on a
+HAMi card (whose samples name no pod), HAMi's allocations: each allocation's span of the card's
+samples, at the larger of its cores / 100 and MiB / card MiB; idle from runs of low
+GR_ENGINE_ACTIVE per device and pod."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import polars as pl
@@ -12,13 +13,17 @@ import polars as pl
 from gpuledger.core.mig import COMPUTE_SLICES, parse_profile_name
 
 
-def shares(samples: pl.DataFrame, gpus: pl.DataFrame, pods: pl.DataFrame) -> pl.DataFrame:
+def shares(samples: pl.DataFrame, gpus: pl.DataFrame, allocations: pl.DataFrame) -> pl.DataFrame:
     """Held sample rows with the share of the card each stands for."""
-    cores = {
-        (ns, pod): json.loads(req).get("nvidia.com/gpucores")
-        for ns, pod, req in pods.select("namespace", "pod", "gpu_requests").iter_rows()
-    }
-    held = samples.filter(pl.col("pod").is_not_null()).join(
+    hami = allocations.select(
+        "uuid", pl.col("namespace").alias("_ns"), pl.col("pod").alias("_pod"), "start_ts", "end_ts",
+        pl.max_horizontal(pl.col("cores_pct") / 100, pl.col("mem_mib") / pl.col("card_mem_mib")).alias("_alloc"),
+    )
+    on_hami = samples.filter(pl.col("pod").is_null()).join(hami, on="uuid").filter(
+        (pl.col("ts") >= pl.col("start_ts")) & (pl.col("ts") < pl.col("end_ts"))
+    ).with_columns(pl.col("_ns").alias("namespace"), pl.col("_pod").alias("pod"), pl.lit("hami").alias("vgpu"))
+    cores = dict(zip(zip(on_hami["namespace"], on_hami["pod"], strict=True), on_hami["_alloc"], strict=True))
+    held = pl.concat([samples.filter(pl.col("pod").is_not_null()), on_hami.select(samples.columns)]).join(
         gpus.select("uuid", "sharing_mode", "replicas"), on="uuid", how="left"
     )
 
@@ -29,7 +34,7 @@ def shares(samples: pl.DataFrame, gpus: pl.DataFrame, pods: pl.DataFrame) -> pl.
         if mode == "timeslice":
             return 1 / row["replicas"]
         if mode == "vgpu":
-            return cores[(row["namespace"], row["pod"])] / 100
+            return cores[(row["namespace"], row["pod"])]
         return 1.0
 
     return held.with_columns(

@@ -4,7 +4,8 @@ Cases: every card's MIG instances at every instant form a layout `core.mig` acce
 unique GPU instance ids, and pods on an instance requested exactly that profile; time-sliced
 cards show one series per held replica (vgpu 0..replicas-1) plus one unlabeled series while
 nobody holds the card, and with virtual GPUs switched off exactly one series per card and step;
-GPU_UTIL is absent exactly on MIG series; free devices carry no pod labels; scrape gaps remove
+GPU_UTIL is absent exactly on MIG series; free devices carry no pod labels, and a HAMi card's one
+series never does (dcgm cannot map HAMi's pods) while it shows the card's activity; scrape gaps remove
 whole node blocks from the samples but not from the ground truth.
 """
 
@@ -78,8 +79,13 @@ def test_gpu_util_absent_on_mig_only(tiny_samples):
         == (0, gpu.filter(pl.col("gpu_i_id") < 0).height)
 
 
-def test_free_devices_have_no_pod_labels(tiny_samples):
-    gpu = tiny_samples["gpu_samples"]
+def test_free_devices_have_no_pod_labels(tiny_samples, tiny_inventory):
+    hami = tiny_inventory["gpus"].filter(pl.col("sharing_mode") == "vgpu")["uuid"].implode()
+    on_hami = tiny_samples["gpu_samples"].filter(pl.col("uuid").is_in(hami))
+    assert on_hami.height and on_hami["pod"].null_count() == on_hami["namespace"].null_count() == on_hami.height
+    assert on_hami["vgpu"].null_count() == on_hami.height and on_hami.group_by("ts", "uuid").len()["len"].max() == 1
+    assert on_hami["gr_engine_active"].max() > 0.1  # the card's activity: its holders' work
+    gpu = tiny_samples["gpu_samples"].filter(~pl.col("uuid").is_in(hami))
     free = gpu.filter(pl.col("pod").is_null())
     assert free.height
     assert free["namespace"].null_count() == free["container"].null_count() == free.height

@@ -2,7 +2,8 @@
 
 Cases: card-hours sum to GPUs x hours exactly (whole days; a window with ragged edges, a
 5-minute step and a MIG reconfiguration mid-hour); every card's shares sum to one in every
-hour; shares follow the rules (MIG compute/7, time-slice 1/replicas, vGPU gpucores/100);
+hour; shares follow the rules (MIG compute/7, time-slice 1/replicas, vGPU the larger of HAMi's
+allocated cores / 100 and MiB / card MiB);
 unallocated capacity shows as free cards, stranded MIG slices and unused replicas; teams are
 null exactly for unlabeled namespaces; card-hours and idle card-hours computed independently
 from the samples agree with the truth within 0.5%; the idle threshold and run length are
@@ -62,10 +63,13 @@ def test_shares_sum_to_one_per_card_hour(tiny_truth):
 def test_share_rules(tiny_truth, tiny_inventory):
     gpus = tiny_inventory["gpus"].select("uuid", "replicas")
     rows = tiny_truth.filter(pl.col("allocation_state") != "stranded").join(gpus, on="uuid")
+    hami = tiny_inventory["vgpu_allocations"]
     cores = {
-        pod: json.loads(req).get("nvidia.com/gpucores")
-        for pod, req in tiny_inventory["pods"].select("pod", "gpu_requests").iter_rows()
+        pod: max(c / 100, m / card)
+        for pod, c, m, card in hami.select("pod", "cores_pct", "mem_mib", "card_mem_mib").iter_rows()
     }
+    assert {r for req in tiny_inventory["pods"]["gpu_requests"] for r in json.loads(req) if "gpu" in r} >= {
+        "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"}
     for row in rows.iter_rows(named=True):
         mode = row["sharing_mode"]
         if mode == "exclusive":
@@ -75,7 +79,7 @@ def test_share_rules(tiny_truth, tiny_inventory):
         elif mode == "timeslice":
             expected = 1 / row["replicas"]
         elif row["pod"] is not None:
-            expected = cores[row["pod"]] / 100
+            expected = cores[row["pod"]]
         else:
             continue
         assert row["share"] == pytest.approx(expected), row
@@ -104,7 +108,7 @@ def test_teams_null_only_for_unlabeled(tiny_truth, tiny_inventory):
 
 
 def test_samples_agree_with_truth(tiny_samples, tiny_truth, tiny_inventory):
-    held = independent.shares(tiny_samples["gpu_samples"], tiny_inventory["gpus"], tiny_inventory["pods"])
+    held = independent.shares(tiny_samples["gpu_samples"], tiny_inventory["gpus"], tiny_inventory["vgpu_allocations"])
     truth = tiny_truth.filter(pl.col("allocation_state") == "allocated")
     assert independent.card_hours(held, STEP) == pytest.approx(truth["card_hours"].sum(), rel=0.005)
     idle = independent.idle_card_hours(held, STEP)

@@ -2,7 +2,10 @@
 
 Cases: Nodes carry GPU feature discovery labels and device-plugin capacity (MIG resources
 count the instances alive at the instant; time-slice nodes multiply by replicas; HAMi nodes
-offer gpumem and gpucores); Namespaces carry `team` except the unlabeled ones; the Pods are
+offer only `nvidia.com/gpu` = cards x 10, never gpumem or gpucores, and carry the register
+annotation naming their cards; HAMi pods name the card they got in the allocation annotation,
+scheduled by `hami-scheduler`, with an amount the register's card memory makes the slot's
+fraction); Namespaces carry `team` except the unlabeled ones; the Pods are
 exactly the ones running at the instant, on their nodes, with requests equal to limits, owner
 references and Kueue queue labels on batch work; every LocalQueue points at an existing
 ClusterQueue whose flavors cover the resources pods request.
@@ -47,8 +50,12 @@ def test_nodes(tiny_sim, tiny_inventory):
             assert labels["nvidia.com/gpu.replicas"] == str(row["replicas"])
             assert labels["nvidia.com/gpu.product"].endswith("-SHARED")
         elif row["sharing_mode"] == "vgpu":
-            assert int(capacity["nvidia.com/gpucores"]) == 100 * cards.height
-            assert int(capacity["nvidia.com/gpumem"]) == int(cards["memory_mib"].sum())
+            assert {k for k in capacity if k.startswith("nvidia.com/")} == {"nvidia.com/gpu"}
+            assert int(capacity["nvidia.com/gpu"]) == 10 * cards.height
+            register = json.loads(node["metadata"]["annotations"]["hami.io/node-nvidia-register"])
+            assert sorted(d["id"] for d in register) == sorted(cards["uuid"])
+            assert {d["devmem"] for d in register} == {int(m) for m in cards["memory_mib"]}
+            assert all(d.get("index", 0) == i for i, d in enumerate(register))
         else:
             assert int(capacity["nvidia.com/gpu"]) == cards.height
 
@@ -68,6 +75,7 @@ def test_pods_running_at_the_instant(tiny_sim, tiny_inventory):
         inv.select("namespace", "pod").iter_rows()
     )
     nodes = dict(inv.select("pod", "node").iter_rows())
+    hami_pods = []
     for pod in pods:
         meta, spec = pod["metadata"], pod["spec"]
         assert spec["nodeName"] == nodes[meta["name"]]
@@ -78,6 +86,23 @@ def test_pods_running_at_the_instant(tiny_sim, tiny_inventory):
         assert queue in (None, *LOCAL_QUEUES)
         if meta["ownerReferences"][0]["kind"] == "Job":
             assert queue in LOCAL_QUEUES
+        if "hami.io/vgpu-devices-allocated" in meta.get("annotations", {}):
+            hami_pods.append(pod)
+    assert hami_pods
+    cards = dict(tiny_inventory["gpus"].select("uuid", "memory_mib").iter_rows())
+    truth = tiny_sim.ground_truth().filter((pl.col("ts") == at.replace(minute=0)) & pl.col("pod").is_not_null())
+    slot = {(ns, p): (u, share) for ns, p, u, share in truth.select("namespace", "pod", "uuid", "share").iter_rows()}
+    forms = set()
+    for pod in hami_pods:
+        meta = pod["metadata"]
+        assert pod["spec"]["schedulerName"] == "hami-scheduler"
+        uuid, kind, mem, cores = meta["annotations"]["hami.io/vgpu-devices-allocated"].removesuffix(":;").split(",")
+        want_uuid, share = slot[(meta["namespace"], meta["name"])]
+        assert (uuid, kind) == (want_uuid, "NVIDIA")
+        assert max(int(cores) / 100, int(mem) / cards[uuid]) == share
+        forms.add(tuple(sorted(pod["spec"]["containers"][0]["resources"]["requests"])))
+    assert {r for f in forms for r in f} == {"nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage",
+                                             "nvidia.com/gpucores"}
 
 
 def test_kueue_objects(tiny_sim, tiny_inventory):

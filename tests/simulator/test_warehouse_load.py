@@ -26,7 +26,7 @@ def load_into_warehouse(wh: Warehouse, sim: Simulation, chunk: timedelta) -> dic
 
 def _fingerprint(wh: Warehouse) -> dict[str, object]:
     tables = ("gpu_samples", "token_samples", "queue_samples", "gpus", "nodes", "namespaces", "pods",
-              "mig_instances", "queues", "pod_priorities", "preemptions")
+              "mig_instances", "queues", "pod_priorities", "preemptions", "vgpu_allocations")
     out: dict[str, object] = {t: wh.count(t) for t in tables}
     out["gr"] = round(wh.scalar("SELECT sum(gr_engine_active) FROM gpu_samples"), 6)
     out["tokens"] = wh.scalar("SELECT sum(prompt_tokens_total) FROM token_samples")

@@ -46,6 +46,7 @@ STEPS: tuple[Step, ...] = (
          "v009_coarse_unread_sample_values.sql"),
     Step(10, "the roll-up's rules: fingerprint columns, rolled-up hours, rule sets",
          "v010_rollup_rules.sql"),
+    Step(11, "HAMi vGPU allocations (pod to card, per source)", "v011_vgpu_allocations.sql"),
 )
 """Every version in order, oldest first; append only."""
 
