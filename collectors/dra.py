@@ -52,7 +52,8 @@ def _rows(snapshot: DraObjects, at: datetime, since: datetime | None) -> dict[st
     }
 
 
-def frames_from_objects(snapshot: DraObjects, at: datetime, since: datetime | None = None) -> dict[str, pl.DataFrame]:
+def frames_from_objects(snapshot: DraObjects, at: datetime,
+                        since: datetime | None = None) -> dict[str, pl.DataFrame]:
     """The DRA frames of one snapshot taken at `at` (see the module docstring); `since`: the
     previous snapshot's time, where a claim whose allocation nothing dates starts
     (`dra_objects.allocated_at`)."""

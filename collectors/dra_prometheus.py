@@ -208,7 +208,7 @@ def _scheduled_refs(refs: pl.DataFrame, scheduled: pl.DataFrame) -> pl.DataFrame
 
 
 def prometheus_frames(
-    gpu_fields: Mapping[str, Matrix], alloc: Matrix, reserved: Matrix, refs: pl.DataFrame,
+    gpu_fields: Mapping[str, Matrix], alloc: Matrix, reserved: Matrix, refs: pl.DataFrame, *,
     scheduled: pl.DataFrame, step: timedelta, at: datetime,
 ) -> dict[str, pl.DataFrame]:
     """The chunk's `dra_devices`, `dra_claims` and `dra_reservations` rows rebuilt from its

@@ -308,7 +308,7 @@ class PrometheusCollector:
                      f"last_over_time(kube_pod_resourceclaim_info[{span}])")
             scheduled = scheduled_times(self.http.query(query, chunk.last_point)["data"]["result"])
         return prometheus_frames(gpu_fields, results["dra|alloc"], results["dra|reserved"], refs,
-                                 scheduled, chunk.step, chunk.end)
+                                 scheduled=scheduled, step=chunk.step, at=chunk.end)
 
     def _pods(self, requests: Matrix, chunk: Chunk) -> pl.DataFrame:
         if requests.empty:

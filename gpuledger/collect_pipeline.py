@@ -103,7 +103,8 @@ class CollectReport:
             f"rolled up {self.rollup_hours} hour(s), {self.rollup_rows} rows, "
             f"{self.rollup_seconds:.1f}s; roll-up watermark {self.rolled_to.isoformat()}"]
         if self.rerolled_days:
-            rolled.append(f"rolled up {self.rerolled_days} day(s) again: DRA claims loaded after their roll-up")
+            rolled.append(f"rolled up {self.rerolled_days} day(s) again: DRA claims loaded after "
+                          "their roll-up")
         if self.up_to_date:
             return [f"up to date: watermark already at or past {self.window.end.isoformat()}", *rolled]
         rows = ", ".join(f"{k} {v}" for k, v in sorted(self.rows.items()) if v)
@@ -197,7 +198,7 @@ def collect_window(
         own = collector is None
         active = collector or PrometheusCollector(url, settings, now=now, backoff_s=backoff_s,
                                                   namespaces_from_metrics=kubernetes is None)
-        load = _loader(wh, settings, report, early, on_chunk, on_progress)
+        load = _loader(wh, settings, report, early, on_chunk=on_chunk, on_progress=on_progress)
         with active if own else nullcontext(active):
             if require_series:
                 active.check_source(todo)
@@ -260,7 +261,7 @@ def load_dra(
 
 
 def _loader(
-    wh: Warehouse, settings: Settings, report: CollectReport, roller: Roller | None,
+    wh: Warehouse, settings: Settings, report: CollectReport, roller: Roller | None, *,
     on_chunk: Callable[[ChunkData], None] | None, on_progress: Callable[[CollectReport], None] | None,
 ) -> Callable[[ChunkData], None]:
     """What the loader thread does per chunk: load it with its watermarks (one transaction),

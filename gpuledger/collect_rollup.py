@@ -216,8 +216,8 @@ def reroll_changed(wh: Warehouse, settings: Settings, changed: Window | None) ->
     from gpuledger.analytics.usage.daily import ROLLUP_SOURCE
     from gpuledger.analytics.usage.plan import raw_from
     from gpuledger.analytics.usage.rollup import reroll_batch
-    from gpuledger.warehouse.queries.usage import first_rollup_ts
     from gpuledger.core.rules import Rules
+    from gpuledger.warehouse.queries.usage import first_rollup_ts
 
     mark = wh.watermark(ROLLUP_SOURCE)
     first = first_rollup_ts(wh)

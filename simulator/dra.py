@@ -37,7 +37,6 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from gpuledger.core.mig import gpu_model
@@ -222,13 +221,15 @@ class DraPool:
         return self.start + timedelta(minutes=minute)
 
     def uid(self, kind: str, name: str) -> str:
-        """The UID of a claim (`claim`) or pod (`pod`) of this repetition."""
-        return _uuid(f"claim/{self.tag}/{name}" if kind == "claim" else f"{self.tag}/{name}")[4:]
+        """The UID of a claim (`claim`), pod (`pod`) or node (`node`) of this repetition."""
+        return _uuid(f"{self.tag}/{name}" if kind == "pod" else f"{kind}/{self.tag}/{name}")[4:]
 
     # API objects --------------------------------------------------------------------------
     def slices(self) -> list[dict[str, Any]]:
-        """One ResourceSlice per node: whole GPUs, static MIG devices, and every placement a
-        dynamic card could create (partitions that consume the card's counters)."""
+        """The ResourceSlices of each node's pool: whole GPUs, static MIG devices, and every
+        placement a dynamic card could create (partitions that consume the card's counters).
+        `resource.k8s.io/v1` refuses a slice with both `sharedCounters` and `devices`, so a
+        pool with dynamic cards publishes its counter sets in a second slice (as drivers do)."""
         out = []
         for node in NODES:
             devices: list[dict[str, Any]] = []
@@ -238,18 +239,17 @@ class DraPool:
                 if card.dynamic:
                     counters.append({"name": f"gpu-{card.index}-counter-set", "counters": {
                         f"memory-slice-{k}": {"value": "1"} for k in range(8)}})
-            spec: dict[str, Any] = {"driver": DRIVER, "nodeName": node,
-                                    "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                                    "devices": devices}
+            parts: list[tuple[str, dict[str, Any]]] = [(slice_name(node), {"devices": devices})]
             if counters:
-                spec["sharedCounters"] = counters
-            out.append({
+                parts.append((f"{slice_name(node)}-counters", {"sharedCounters": counters}))
+            pool = {"name": node, "generation": 1, "resourceSliceCount": len(parts)}
+            out.extend({
                 "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-                "metadata": {"name": slice_name(node), "generateName": f"{node}-{DRIVER}-",
+                "metadata": {"name": name, "generateName": f"{node}-{DRIVER}-",
                              "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node,
-                                                  "controller": True}]},
-                "spec": spec,
-            })
+                                                  "uid": self.uid("node", node), "controller": True}]},
+                "spec": {"driver": DRIVER, "nodeName": node, "pool": pool, **part},
+            } for name, part in parts)
         return out
 
     def _card_devices(self, card: Card) -> list[dict[str, Any]]:
@@ -349,8 +349,9 @@ class DraPool:
         return pods
 
     def node_objects(self) -> list[dict[str, Any]]:
-        return [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {
-            "gpuledger.io/pool": "dra", "nvidia.com/gpu.present": "true"}},
+        return [{"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": n, "uid": self.uid("node", n),
+            "labels": {"gpuledger.io/pool": "dra", "nvidia.com/gpu.present": "true"}},
             "status": {"allocatable": {"cpu": "64"}}} for n in NODES]
 
     def snapshots(self, every: int = 10) -> Iterator[tuple[datetime, dict[str, list[dict[str, Any]]]]]:
@@ -413,7 +414,8 @@ class DraPool:
         if claim.profile:
             labels.update({"GPU_I_PROFILE": claim.profile,
                            "GPU_I_ID": str(gpu_instance_id(claim.profile, claim.placement)),
-                           "dra_mig_profile": claim.profile, "dra_mig_device_uuid": mig_uuid(self.tag, claim)})
+                           "dra_mig_profile": claim.profile,
+                           "dra_mig_device_uuid": mig_uuid(self.tag, claim)})
         return labels
 
     def truth(self, until: int = BLOCK_MINUTES) -> dict[str, dict[str, float]]:
@@ -429,16 +431,9 @@ class DraPool:
             for minute in range(claim.start, min(claim.end, until)):
                 team["card_hours"] += share(claim) / 60
                 team["idle_card_hours"] += share(claim) / 60 if minute in idle else 0.0
-                team["unknown_card_hours"] += share(claim) / 60 if self.hour_of(minute) not in seen_hours else 0.0
+                unseen = self.hour_of(minute) not in seen_hours
+                team["unknown_card_hours"] += share(claim) / 60 if unseen else 0.0
         return out
-
-    def write_openmetrics(self, path: Path, *, workload_labels: bool = True, ksm_claims: bool = False,
-                          claim_families: bool = False) -> None:
-        """The pool's series (`simulator.dra_metrics.write_openmetrics`)."""
-        from gpuledger.simulator.dra_metrics import write_openmetrics
-
-        write_openmetrics([self], path, workload_labels=workload_labels, ksm=ksm_claims,
-                          claim_families=claim_families)
 
 
 def _idle_minutes(pod: PodPlan, shown: set[int], until: int) -> set[int]:

@@ -27,6 +27,7 @@ promtool can backfill it. Each family is one block; the file ends with `# EOF`.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -71,10 +72,15 @@ def _card_labels(card: Card) -> dict[str, str]:
 
 
 def _instance(card: Card, profile: str, placement: int) -> dict[str, str]:
-    return {**_card_labels(card), "GPU_I_PROFILE": profile, "GPU_I_ID": str(gpu_instance_id(profile, placement))}
+    return {**_card_labels(card), "GPU_I_PROFILE": profile,
+            "GPU_I_ID": str(gpu_instance_id(profile, placement))}
 
 
-def _held(pool: DraPool, claim: ClaimPlan, minute: int, workload: bool) -> tuple[dict[str, str], float, float]:
+Series = tuple[dict[str, str], float, float]
+"""(labels, GR_ENGINE_ACTIVE, FB_USED MiB) of one device series at one minute."""
+
+
+def _held(pool: DraPool, claim: ClaimPlan, minute: int, workload: bool) -> Series:
     """The claim's device series at `minute` while its runner shows: labels, activity, memory."""
     labels = pool.labels(claim, claim.pods[0])
     if not workload:
@@ -82,9 +88,9 @@ def _held(pool: DraPool, claim: ClaimPlan, minute: int, workload: bool) -> tuple
     return labels, (0.0 if _idle(claim.pods[0], minute) else BUSY), 4096.0
 
 
-def dcgm_minute(pool: DraPool, minute: int, workload: bool = True) -> Iterator[tuple[dict[str, str], float, float]]:
-    """(labels, GR_ENGINE_ACTIVE, FB_USED MiB or None) of every device series at `minute` (module
-    docstring); activity NaN-free, None for the GPU-level memory-only series."""
+def dcgm_minute(pool: DraPool, minute: int, workload: bool = True) -> Iterator[Series]:
+    """Every device series at `minute` (module docstring); the GPU-level memory-only series of a
+    MIG card has activity NaN (no activity line is written for it)."""
     shown = {c.name: set(pool.shown(c)) for c in CLAIMS}
     live = [c for c in CLAIMS if c.start <= minute < c.end]
     for card in CARDS:
@@ -118,7 +124,7 @@ def _dcgm_lines(pool: DraPool, minutes: range, workload: bool) -> Iterator[Line]
         t = base + 60 * minute
         for labels, active, fb in dcgm_minute(pool, minute, workload):
             text = dcgm_labels(labels)
-            if active == active:  # not the GPU-level memory-only series
+            if not math.isnan(active):  # not the GPU-level memory-only series
                 yield ACTIVE, text, active, t
             yield FB, text, fb, t
 
@@ -137,7 +143,8 @@ def _ksm_lines(pool: DraPool, minutes: range, claim_families: bool) -> Iterator[
                         *pod, ("claim_name", "gpu"), ("resourceclaim_name", claim.name),
                         ("resourceclaim_template_name", "")]), 1, t
                 if p.start <= minute < p.end:
-                    yield "kube_pod_status_scheduled_time", label_text(pod), int(pool.at(p.start).timestamp()), t
+                    bound = int(pool.at(p.start).timestamp())
+                    yield "kube_pod_status_scheduled_time", label_text(pod), bound, t
             if claim_families:
                 yield from _claim_lines(pool, claim, minute, t)
         if claim_families:

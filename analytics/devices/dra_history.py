@@ -139,7 +139,7 @@ def rebuilt_claims(wh: ReadableWarehouse, window: Window) -> tuple[pl.DataFrame,
     lo = as_utc(evidence["start_ts"].min())  # type: ignore[arg-type]
     hi = as_utc(evidence["end_ts"].max())  # type: ignore[arg-type]
     refs = queries.pod_references(wh, min(lo, window.start), max(hi, window.end)).with_columns(
-        (pl.lit(PROMETHEUS_UID_PREFIX) + pl.col("namespace") + pl.lit("/") + pl.col("claim")).alias("claim_uid"))
+        pl.concat_str(pl.lit(PROMETHEUS_UID_PREFIX), "namespace", pl.lit("/"), "claim").alias("claim_uid"))
     refs = refs.filter(pl.col("claim_uid").is_in(uids))
     reserved, referenced = _spans(reservations, "claim_uid"), _spans(refs, "claim_uid")
     api = _spans(queries.api_device_spans(wh, window.start, window.end).with_columns(
@@ -155,8 +155,8 @@ def rebuilt_claims(wh: ReadableWarehouse, window: Window) -> tuple[pl.DataFrame,
         seen = [(as_utc(s), as_utc(e)) for s, e in zip(r["start_ts"], r["end_ts"], strict=True)]
         held = held_spans(seen, reserved.get(r["claim_uid"], []), referenced.get(r["claim_uid"], []))
         held = minus(held, merged(api.get(f"{r['driver']}/{r['pool']}/{r['device']}", [])))
-        for start, end in held:
-            start, end = max(start, window.start), min(end, window.end)
+        for held_from, held_to in held:
+            start, end = max(held_from, window.start), min(held_to, window.end)
             if start < end:
                 rows.append({
                     "claim_uid": r["claim_uid"], "namespace": r["namespace"], "claim": r["claim"],
@@ -181,7 +181,7 @@ def claimed_devices(wh: ReadableWarehouse, window: Window) -> tuple[pl.DataFrame
     rebuilt, rebuilt_pods = rebuilt_claims(wh, window)
     claims = pl.concat([listed.select(list(CLAIM_COLUMNS)).cast(CLAIM_COLUMNS),  # type: ignore[arg-type]
                         rebuilt], how="vertical")
-    return claims, pl.concat([pods.cast(rebuilt_pods.schema), rebuilt_pods], how="vertical")  # type: ignore[arg-type]
+    return claims, pl.concat([pods.cast(rebuilt_pods.schema), rebuilt_pods], how="vertical")
 
 
 def unplaced_claims(wh: ReadableWarehouse, window: Window) -> list[str]:
@@ -229,7 +229,8 @@ def claims_seen_since(wh: ReadableWarehouse, claims: pl.DataFrame, since: dateti
     return {tuple(r[:-2]) for r in stored.iter_rows() if as_utc(r[-1]) >= since}
 
 
-def _uncovered(new: pl.DataFrame, stored: pl.DataFrame, keys: tuple[str, ...]) -> dict[tuple[Any, ...], list[Span]]:
+def _uncovered(new: pl.DataFrame, stored: pl.DataFrame,
+               keys: tuple[str, ...]) -> dict[tuple[Any, ...], list[Span]]:
     """Per key, the parts of the new spans no stored span of that key covers."""
     old: dict[tuple[Any, ...], list[Span]] = defaultdict(list)
     for r in stored.select(*keys, "start_ts", "end_ts").iter_rows():
@@ -252,14 +253,19 @@ def changed_span(wh: ReadableWarehouse, frames: Mapping[str, pl.DataFrame]) -> W
     reservations = frames.get("dra_reservations", pl.DataFrame())
     uids += reservations["claim_uid"].unique().to_list() if reservations.height else []
     if claims.height:
-        grown = _uncovered(claims, queries.stored_spans(wh, "dra_claims", list(CLAIM_KEY), uids), CLAIM_KEY)
-        for key, spans in grown.items():
+        stored = queries.stored_spans(wh, "dra_claims", list(CLAIM_KEY), uids)
+        ends = {(*r[:-2], as_utc(r[-1])) for r in stored.select(*CLAIM_KEY, "start_ts", "end_ts").iter_rows()}
+        for key, spans in _uncovered(claims, stored, CLAIM_KEY).items():
             changed.extend(spans)
-            if spans and str(key[0]).startswith(PROMETHEUS_UID_PREFIX):
-                changed.extend(_joined(wh, str(key[0]), frames, min(s for s, _ in spans)))
+            # Evidence that only continues a stored span joins nothing new; a fresh one may
+            # make the claim held back to the start of a reservation or reference it meets.
+            fresh = [s for s, _ in spans if (*key, s) not in ends]
+            if fresh and str(key[0]).startswith(PROMETHEUS_UID_PREFIX):
+                changed.extend(_joined(wh, str(key[0]), frames, min(fresh)))
     if reservations.height:
         stored = queries.stored_spans(wh, "dra_reservations", list(RESERVATION_KEY), uids)
-        changed.extend(s for spans in _uncovered(reservations, stored, RESERVATION_KEY).values() for s in spans)
+        grown = _uncovered(reservations, stored, RESERVATION_KEY)
+        changed.extend(s for spans in grown.values() for s in spans)
     refs = frames.get("dra_pod_claims", pl.DataFrame())
     if refs.height:
         names = refs.select(pl.concat_str("namespace", "claim", separator="/")).to_series().unique().to_list()
@@ -276,7 +282,8 @@ def _joined(wh: ReadableWarehouse, uid: str, frames: Mapping[str, pl.DataFrame],
     (new evidence at `at` can make them held back to their start)."""
     namespace, _, claim = uid[len(PROMETHEUS_UID_PREFIX):].partition("/")
     found = [*queries.reservations_of(wh, [uid]).select("start_ts", "end_ts").iter_rows(),
-             *queries.stored_references(wh, [f"{namespace}/{claim}"]).select("start_ts", "end_ts").iter_rows()]
+             *queries.stored_references(wh, [f"{namespace}/{claim}"]).select(
+                 "start_ts", "end_ts").iter_rows()]
     for name, match in (("dra_reservations", pl.col("claim_uid") == uid),
                         ("dra_pod_claims", (pl.col("namespace") == namespace) & (pl.col("claim") == claim))):
         frame = frames.get(name)
@@ -293,7 +300,8 @@ def _moved_devices(wh: ReadableWarehouse, devices: pl.DataFrame, claims: pl.Data
     facts = ["uuid", "kind", "profile", "placement"]
     new = devices.select("driver", "pool", "device", pl.col("parent_uuid").alias("uuid"), "kind", "profile",
                          pl.col("placement").fill_null(-1))
-    moved = new.join(stored.select("driver", "pool", "device", *facts), on=["driver", "pool", "device", *facts],
+    where = ["driver", "pool", "device"]
+    moved = new.join(stored.select(*where, *facts), on=[*where, *facts],
                      how="anti", nulls_equal=True)
     if moved.is_empty():
         return []

@@ -35,9 +35,9 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.analytics.devices.dra_history import claimed_devices
 from gpuledger.core.window import HOUR, Window, as_utc, floor_time
 from gpuledger.warehouse import Warehouse
-from gpuledger.analytics.devices.dra_history import claimed_devices
 from gpuledger.warehouse.queries import devices as device_queries
 from gpuledger.warehouse.queries import dra as queries
 

@@ -26,6 +26,7 @@ from gpuledger.analytics.devices.dra_rows import claim_rows
 from gpuledger.collect_pipeline import collect_window
 from gpuledger.collectors.dra import DraObjects, frames_from_history
 from gpuledger.simulator.dra import CLAIMS
+from gpuledger.simulator.dra_metrics import write_openmetrics
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.store import LoadBatch
 from tests.dra.test_bill_e2e import POOL, SETTINGS, TEAMS, WINDOW
@@ -46,7 +47,7 @@ def _expected_pod_hours() -> dict[str, float]:
 
 def _warehouse(root: Path, servers: ServerPool, *, ksm: bool) -> Warehouse:
     om = root / "dra.om"
-    POOL.write_openmetrics(om, ksm_claims=ksm)
+    write_openmetrics([POOL], om, ksm=ksm)
     frames = frames_from_history((at, DraObjects(**objs)) for at, objs in POOL.snapshots())
     del frames["dra_reservations"]  # the API's join is not available
     namespaces = pl.DataFrame([{"namespace": n, "team": t, "labels": json.dumps({"team": t}),

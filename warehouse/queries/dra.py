@@ -41,8 +41,9 @@ def dynamic_mig_cards(wh: ReadableWarehouse) -> pl.DataFrame:
 
 
 def mig_claim_placements(wh: ReadableWarehouse, at: datetime | None = None) -> pl.DataFrame:
-    """Claims the API listed holding a MIG device (every one, or those live at `at`: `start_ts <= at < end_ts`):
-    `uuid` (the parent card), `profile`, `placement` (memory-slice start), `start_ts`, `end_ts`."""
+    """Claims the API listed holding a MIG device (every one, or those live at `at`:
+    `start_ts <= at < end_ts`): `uuid` (the parent card), `profile`, `placement` (memory-slice
+    start), `start_ts`, `end_ts`."""
     live, params = ("AND c.start_ts <= ? AND c.end_ts > ?", [at, at]) if at is not None else ("", [])
     return wh.query(
         "SELECT d.parent_uuid AS uuid, d.profile, d.placement, c.start_ts, c.end_ts FROM dra_claims c "
@@ -104,7 +105,8 @@ _PROMETHEUS_UIDS = f"""
 SELECT claim_uid FROM dra_claims WHERE {PROMETHEUS} AND end_ts > $start AND start_ts < $end
 UNION SELECT claim_uid FROM dra_reservations
   WHERE starts_with(claim_uid, $prefix) AND end_ts > $start AND start_ts < $end
-UNION SELECT $prefix || namespace || '/' || claim FROM dra_pod_claims WHERE end_ts > $start AND start_ts < $end
+UNION SELECT $prefix || namespace || '/' || claim FROM dra_pod_claims
+  WHERE end_ts > $start AND start_ts < $end
 """
 
 
@@ -150,7 +152,8 @@ def devices(wh: ReadableWarehouse) -> pl.DataFrame:
     """Every device: `driver`, `pool`, `device`, `uuid` (the parent card), `kind`, `profile`,
     `placement` (-1 where unknown), `source`."""
     return wh.query("SELECT driver, pool, device, parent_uuid AS uuid, kind, profile, "
-                    "coalesce(placement, -1) AS placement, coalesce(source, 'api') AS source FROM dra_devices")
+                    "coalesce(placement, -1) AS placement, coalesce(source, 'api') AS source "
+                    "FROM dra_devices")
 
 
 def api_device_spans(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
