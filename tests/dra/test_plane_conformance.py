@@ -19,7 +19,10 @@ Cases:
   1/7 to `infer-...` (team `search`), the unclaimed 3g device's card time unallocated; the
   dra-n2 partition, which no series places on a card, named in the bill's warning;
 - the API's lists (at 10:00 and 11:00) and Prometheus together: every claim `api`, and
-  `warm-pool-3g` billed 3/7 card-hours to team `search` (the API places its device).
+  `warm-pool-3g` billed 3/7 card-hours to team `search` (the API places its device);
+- the template and namespaces: the generated claim's template asks for its DeviceClass and
+  profile, the namespaces' `team` labels give `nlp` and `search`.
+(dcgm-exporter's own upstream DRA scrapes: tests/dra/test_dcgm_dra_fixtures.py.)
 """
 
 from __future__ import annotations
@@ -180,3 +183,20 @@ def test_the_api_and_prometheus_together(prom_url: str, tmp_path: Path) -> None:
     assert teams["nlp"] == pytest.approx(1.0)
     assert teams["search"] == pytest.approx(1 / 7 + 3 / 7)  # the warm-pool claim without any pod
     assert not bill.warnings
+
+
+def test_the_template_and_namespaces_agree_with_the_claims(listed: dict[str, pl.DataFrame]) -> None:
+    """The generated claim's template (resourceclaimtemplates.yaml) asks for the DeviceClass and
+    the profile the claim got; the namespaces' `team` labels (namespaces.yaml) give the teams the
+    bills above use."""
+    from gpuledger.core.teams import resolve_team
+
+    claim = next(r for r in listed["dra_claims"].iter_rows(named=True) if r["claim"] == INFER_CLAIM)
+    templates = {(t["metadata"]["namespace"], t["metadata"]["name"]): t for t in _items("resourceclaimtemplates.yaml")}
+    request = templates[(claim["namespace"], claim["template"])]["spec"]["spec"]["devices"]["requests"][0]
+    assert request["exactly"]["deviceClassName"] == claim["device_class"] == "mig.nvidia.com"
+    device = listed["dra_devices"].filter((pl.col("pool") == claim["pool"]) & (pl.col("device") == claim["device"]))
+    assert f"== '{device['profile'][0]}'" in request["exactly"]["selectors"][0]["cel"]["expression"]
+    teams = {ns["metadata"]["name"]: resolve_team(ns["metadata"]["name"], ns["metadata"]["labels"], Settings().teams)
+             for ns in _items("namespaces.yaml")}
+    assert teams == {"team-nlp": "nlp", "team-search": "search"}
