@@ -124,13 +124,18 @@ def _spans(frame: pl.DataFrame, key: str) -> dict[Any, list[Span]]:
     return found
 
 
+RESERVATION_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
+    "claim_uid": pl.String, "pod": pl.String, "start_ts": pl.Datetime("us", "UTC"),
+    "end_ts": pl.Datetime("us", "UTC")}
+"""Who reserved a claim when, as the bill reads it."""
+
+
 def rebuilt_claims(wh: ReadableWarehouse, window: Window) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Steps 1-3 for the claims rebuilt from Prometheus history in `window`: (claim rows, as
     `CLAIM_COLUMNS`, each clipped to the window; their pods: `claim_uid`, `pod`, `start_ts`,
     `end_ts`)."""
     empty = pl.DataFrame(schema=CLAIM_COLUMNS)
-    no_pods = pl.DataFrame(schema={"claim_uid": pl.String, "pod": pl.String,
-                                   "start_ts": pl.Datetime("us", "UTC"), "end_ts": pl.Datetime("us", "UTC")})
+    no_pods = pl.DataFrame(schema=RESERVATION_COLUMNS)
     evidence = queries.prometheus_evidence(wh, window.start, window.end, PROMETHEUS_UID_PREFIX)
     if evidence.is_empty():
         return empty, no_pods
@@ -175,6 +180,8 @@ def claimed_devices(wh: ReadableWarehouse, window: Window) -> tuple[pl.DataFrame
     """Every allocated device of every claim held in `window` (`CLAIM_COLUMNS`): the API's
     claims and those rebuilt from Prometheus history; and who reserved each (`claim_uid`,
     `pod`, `start_ts`, `end_ts`)."""
+    if not queries.holds_claims(wh):
+        return pl.DataFrame(schema=CLAIM_COLUMNS), pl.DataFrame(schema=RESERVATION_COLUMNS)
     listed = queries.claimed_devices(wh, window.start, window.end).with_columns(
         pl.lit(API_SOURCE).alias("source"))
     pods = queries.claim_reservations(wh, window.start, window.end)
@@ -188,6 +195,8 @@ def unplaced_claims(wh: ReadableWarehouse, window: Window) -> list[str]:
     """Each claim Prometheus history shows held in `window` that cannot be placed on a card:
     `namespace/name (driver/pool/device)` where no series placed its device, `namespace/name
     (reserved by <pod>, device never seen)` where only its pods' reservations show it."""
+    if not queries.holds_claims(wh):
+        return []
     evidence = queries.prometheus_evidence(wh, window.start, window.end, PROMETHEUS_UID_PREFIX)
     cards = DeviceCards(queries.devices(wh)) if evidence.height else None
     lost = {f"{r['namespace']}/{r['claim']} ({r['driver']}/{r['pool']}/{r['device']})"

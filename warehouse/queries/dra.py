@@ -60,6 +60,14 @@ def claim_change_moments(wh: ReadableWarehouse, start: datetime, end: datetime) 
     return list(found["t"].to_list())
 
 
+def holds_claims(wh: ReadableWarehouse) -> bool:
+    """Whether any claim or reservation is stored at all: a fleet without DRA skips the claim
+    assembly (and a file from before v012, which lacks `source`, is never asked for it)."""
+    found = wh.query("SELECT EXISTS (SELECT 1 FROM dra_claims) "
+                     "OR EXISTS (SELECT 1 FROM dra_reservations) AS x")
+    return bool(found["x"][0])
+
+
 def claimed_devices(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
     """Each allocated device of each claim the API listed in `[start, end)`: `claim_uid`,
     `namespace`, `claim`, `device_class`, `sharing`, `start_ts`, `end_ts` (the claim's), `uuid`
