@@ -119,7 +119,7 @@ class DraPool:
         placement a dynamic card could create (partitions that consume the card's counters).
         `resource.k8s.io/v1` refuses a slice with both `sharedCounters` and `devices`, so a
         pool with dynamic cards publishes its counter sets in a second slice (as drivers do)."""
-        out = []
+        out: list[dict[str, Any]] = []
         for node in NODES:
             devices: list[dict[str, Any]] = []
             counters: list[dict[str, Any]] = []
