@@ -48,7 +48,10 @@ from gpuledger.core.mig import canonical_profile
 
 WORKLOAD = ("namespace", "pod", "container")
 EXPORTER_CONTAINERS = ("nvidia-dcgm-exporter", "dcgm-exporter")
-DRA_LABELS = ("dra_mig_profile", "dra_mig_device_uuid", "dra_claim_namespace")
+DRA_LABELS = ("dra_mig_profile", "dra_mig_device_uuid", "dra_claim_namespace", "dra_claim_name",
+              "dra_driver_name", "dra_pool_name", "dra_device_name")
+"""dcgm-exporter's DRA labels: the MIG ones and the claim namespace attribute samples here; all
+of them rebuild the claims from Prometheus history (`collectors.dra_prometheus`)."""
 SERIES_LABELS: tuple[str, ...] = (
     "UUID", "gpu", "modelName", "GPU_I_ID", "GPU_I_PROFILE", *NODE_LABELS, "vgpu",
     *WORKLOAD, *(f"exported_{w}" for w in WORKLOAD), *DRA_LABELS,

@@ -40,34 +40,60 @@ class DraObjects:
 _SPECS = {t.name: t for t in (DRA_DEVICES, DRA_CLAIMS, DRA_RESERVATIONS, NODE_PLANES, GPUS)}
 
 
-def _rows(snapshot: DraObjects, at: datetime) -> dict[str, list[dict[str, Any]]]:
+def _rows(snapshot: DraObjects, at: datetime, since: datetime | None) -> dict[str, list[dict[str, Any]]]:
     devices = objs.device_rows(snapshot.slices, at)
     templates, users = objs.pod_claims(snapshot.pods)
     return {
         "dra_devices": devices,
-        "dra_claims": objs.claim_rows(snapshot.claims, templates, at),
-        "dra_reservations": objs.reservation_rows(snapshot.claims, users, at),
+        "dra_claims": objs.claim_rows(snapshot.claims, templates, at, users, since),
+        "dra_reservations": objs.reservation_rows(snapshot.claims, users, at, since),
         "node_planes": objs.plane_rows(snapshot.nodes, devices, at),
         "gpus": objs.card_rows(snapshot.slices, at),
     }
 
 
-def frames_from_objects(snapshot: DraObjects, at: datetime) -> dict[str, pl.DataFrame]:
-    """The DRA frames of one snapshot taken at `at` (see the module docstring)."""
+def frames_from_objects(snapshot: DraObjects, at: datetime,
+                        since: datetime | None = None) -> dict[str, pl.DataFrame]:
+    """The DRA frames of one snapshot taken at `at` (see the module docstring); `since`: the
+    previous snapshot's time, where a claim whose allocation nothing dates starts
+    (`dra_objects.allocated_at`)."""
     return {name: pl.DataFrame(rows, schema=polars_schema(_SPECS[name]))
-            for name, rows in _rows(snapshot, at).items()}
+            for name, rows in _rows(snapshot, at, since).items()}
 
 
 def frames_from_history(snapshots: Iterable[tuple[datetime, DraObjects]]) -> dict[str, pl.DataFrame]:
     """Frames of several snapshots in time order; the warehouse's interval load stitches each
     claim's spans into one (a claim released between two snapshots ends at its deletion time
-    when a snapshot saw it being deleted, else at the last snapshot that saw it)."""
+    when a snapshot saw it being deleted, else at the last snapshot that saw it). A claim whose
+    allocation nothing dates starts at the snapshot before the one that first saw it, and one
+    seen by consecutive snapshots is held between them, whatever dates each gives."""
     parts: dict[str, list[dict[str, Any]]] = {name: [] for name in _SPECS}
+    since: datetime | None = None
+    seen: set[tuple[Any, ...]] = set()
     for at, snapshot in snapshots:
-        for name, rows in _rows(snapshot, at).items():
-            parts[name].extend(rows)
+        rows = _rows(snapshot, at, since)
+        if since is not None:
+            rows["dra_claims"] = continue_claims(rows["dra_claims"], seen, since)
+        seen = {claim_key(r) for r in rows["dra_claims"]}
+        for name, found in rows.items():
+            parts[name].extend(found)
+        since = at
     return {name: _one_row_per_key(name, pl.DataFrame(rows, schema=polars_schema(_SPECS[name])))
             for name, rows in parts.items()}
+
+
+def claim_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A `dra_claims` row's key (one allocated device of one claim)."""
+    return tuple(row[k] for k in DRA_CLAIMS.key)
+
+
+def continue_claims(rows: list[dict[str, Any]], seen: set[tuple[Any, ...]],
+                    since: datetime) -> list[dict[str, Any]]:
+    """`rows` of a snapshot with each claim the previous snapshot (at `since`) also saw
+    allocated (`seen`: their keys) held since then: one claim (its UID) on one device at two
+    lists is one allocation, whatever start each list's evidence gives (docs/decisions/0164).
+    Used for a recorded history and for a live list against the stored spans."""
+    return [{**r, "start_ts": min(r["start_ts"], since)} if claim_key(r) in seen else r for r in rows]
 
 
 def _one_row_per_key(name: str, frame: pl.DataFrame) -> pl.DataFrame:

@@ -36,6 +36,12 @@ import polars as pl
 from gpuledger.collectors import dcgm, hami, inventory, vllm
 from gpuledger.collectors.bulk_read import BulkRead, choose
 from gpuledger.collectors.chunks import Chunk, plan_chunks
+from gpuledger.collectors.dra_prometheus import (
+    ALLOC_LABELS,
+    RESERVED_LABELS,
+    prometheus_frames,
+    scheduled_times,
+)
 from gpuledger.collectors.ksm import (
     QUEUE_LABEL,
     namespaces_from_vector,
@@ -60,6 +66,12 @@ GPU_MATCH = '{__name__=~"DCGM_FI_.*"}'
 REQUEST_LABELS = ("namespace", "pod", "exported_namespace", "exported_pod", "resource")
 CLAIM_LABELS = ("namespace", "pod", "exported_namespace", "exported_pod", "resourceclaim_name",
                 "resourceclaim_template_name")
+DRA_SERIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "dra|alloc": ("kube_resourceclaim_allocation_device_info", ALLOC_LABELS),
+    "dra|reserved": ("kube_resourceclaim_status_reserved_for", RESERVED_LABELS),
+}
+"""kube-state-metrics' opt-in claim families (`--resources=resourceclaims`): empty where not
+enabled (`collectors.dra_prometheus`)."""
 
 
 @dataclass
@@ -200,6 +212,9 @@ class PrometheusCollector:
         for key, query in hami.range_queries(latest, step).items():
             pending.futures[f"hami|{key}"] = self._pool.submit(
                 self._fetch, query, chunk, hami.fetch_labels(key))
+        for key, (metric, labels) in DRA_SERIES.items():
+            query = f"max by ({', '.join(labels)}) (" + latest(metric, step) + ")"
+            pending.futures[key] = self._pool.submit(self._fetch, query, chunk, labels)
         return pending
 
     def iter_chunks(self, window: Window, chunks: list[Chunk] | None = None) -> Iterator[ChunkData]:
@@ -269,6 +284,7 @@ class PrometheusCollector:
             "dra_pod_claims": self._pod_claims(results["pods|claims"], chunk),
             "vgpu_allocations": allocations,
         }
+        frames.update(self._dra(gpu_fields, results, frames["dra_pod_claims"], chunk))
         if self.namespaces_from_metrics:
             frames["namespaces"] = self._namespaces(chunk)
         return ChunkData(chunk, frames, build.devices, quality,
@@ -307,6 +323,19 @@ class PrometheusCollector:
         ).drop_nulls(["namespace", "pod", "claim"])
         return pod_claims_from_frame(refs.samples.join(series, on="sid").with_columns(
             (pl.col("ts") + chunk.step).alias("end")))
+
+    def _dra(self, gpu_fields: dict[str, Matrix], results: dict[str, Matrix], refs: pl.DataFrame,
+             chunk: Chunk) -> dict[str, pl.DataFrame]:
+        """DRA claims and devices rebuilt from the chunk's series (`collectors.dra_prometheus`);
+        the pods' scheduling times only for pods that reference a claim."""
+        scheduled = scheduled_times([])
+        if refs.height:
+            span = duration(chunk.end - chunk.start)
+            query = (f"last_over_time(kube_pod_status_scheduled_time[{span}]) and on (namespace, pod) "
+                     f"last_over_time(kube_pod_resourceclaim_info[{span}])")
+            scheduled = scheduled_times(self.http.query(query, chunk.last_point)["data"]["result"])
+        return prometheus_frames(gpu_fields, results["dra|alloc"], results["dra|reserved"], refs,
+                                 scheduled=scheduled, step=chunk.step, at=chunk.end)
 
     def _pods(self, requests: Matrix, chunk: Chunk) -> pl.DataFrame:
         if requests.empty:

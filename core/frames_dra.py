@@ -5,6 +5,10 @@ Why tables of their own: a pod on a DRA GPU requests no `nvidia.com/gpu`, and a 
 created MIG device may have no dcgm series at all, so the bill cannot find this capacity in the
 telemetry or the pod requests; it reads it from the claims (`analytics.devices.dra`).
 
+Each device and claim row names its `source`: `api` (listed from the Kubernetes API) or
+`prometheus` (rebuilt from Prometheus history, where no API listing covers it: a claim's
+synthetic UID is `prometheus:<namespace>/<name>`, `collectors.dra_prometheus`).
+
 Keys: a device is `(driver, pool, device)` as its ResourceSlice names it; a claim's allocated
 device is keyed by the claim UID and its request, never by a MIG UUID (a dynamic MIG device gets
 a new UUID each time it is created: the stable key is the parent card's UUID and the placement).
@@ -14,6 +18,15 @@ from __future__ import annotations
 
 from gpuledger.core.table_spec import TS, TableSpec
 from gpuledger.core.table_spec import col as _c
+
+API_SOURCE, PROMETHEUS_SOURCE = "api", "prometheus"
+"""The two values of `source` on `dra_devices` and `dra_claims`."""
+PROMETHEUS_UID_PREFIX = "prometheus:"
+"""A claim rebuilt from Prometheus history (which carries no UIDs) is stored under the UID
+`prometheus:<namespace>/<name>`; no Kubernetes UID has this shape."""
+
+_SOURCE_DOC = ("where the row came from: `api` (the Kubernetes API's objects) or `prometheus` "
+               "(Prometheus history); NULL on rows stored before v012 (the API's)")
 
 DRA_DEVICES = TableSpec(
     "dra_devices", "dimension",
@@ -31,9 +44,11 @@ DRA_DEVICES = TableSpec(
         _c("memory_mib", "DOUBLE"),
         _c("dynamic", "INTEGER", False, "1 where the driver creates the MIG device on demand"),
         _c("observed_at", TS, merge="latest"),
+        _c("source", "VARCHAR", doc=_SOURCE_DOC),
     ),
     key=("driver", "pool", "device"),
-    doc="Devices published in ResourceSlices, with the card (parent UUID) each lies on.",
+    doc=("Devices published in ResourceSlices, with the card (parent UUID) each lies on; where no "
+         "slice was listed, the devices dcgm-exporter's `dra_*` labels name on a card."),
 )
 
 DRA_CLAIMS = TableSpec(
@@ -51,9 +66,13 @@ DRA_CLAIMS = TableSpec(
         _c("sharing", "VARCHAR", False, "exclusive | timeslicing | mps (the claim's config)"),
         _c("start_ts", TS, False, "allocated"),
         _c("end_ts", TS, False, "released, or last seen allocated"),
+        _c("source", "VARCHAR", doc=_SOURCE_DOC),
     ),
     key=("claim_uid", "request", "driver", "pool", "device"),
-    doc="Each allocated device of each claim over the time the claim held it.",
+    doc=("Each allocated device of each claim over the time the claim held it (`api`), or the "
+         "spans Prometheus history shows it allocated (`prometheus`: dcgm-exporter's `dra_*` "
+         "series and kube-state-metrics' claim families; `analytics.devices.dra_history` "
+         "turns them into held spans)."),
 )
 
 DRA_RESERVATIONS = TableSpec(

@@ -23,6 +23,11 @@
    (never past the loaded samples; day-anchored windows, so a resumed run stores what an
    uninterrupted one does). With a Kubernetes API the roll-up waits for the snapshot (step 4):
    it prices hours by the pools, sharing modes and pods the snapshot brings.
+6. DRA rows that change hours already rolled up (a claim listed, or rebuilt from Prometheus
+   history, after its hours were rolled up) roll those days up again before the batch's own
+   roll-up (`load_dra`, `collect_rollup` rule 6): the default bill reads the roll-up. A claim
+   the previous API list also saw is held since that list (`collectors.dra.continue_claims`);
+   a device a ResourceSlice listed keeps the API's row (`dra_history.api_devices_only`).
 
 Heavy imports happen inside the functions (this module is imported by the CLI).
 """
@@ -47,6 +52,7 @@ if TYPE_CHECKING:
     from gpuledger.collectors.prometheus import ChunkData, PrometheusCollector
     from gpuledger.collectors.quality import Quality
     from gpuledger.warehouse import Warehouse
+    from gpuledger.warehouse.batch import LoadStats
 
 PROMETHEUS_SOURCES: tuple[str, ...] = (
     "prometheus.gpu_samples", "prometheus.token_samples", "prometheus.queue_samples",
@@ -78,6 +84,8 @@ class CollectReport:
     rollup_seconds: float = 0.0
     rolled_to: datetime | None = None
     """The roll-up watermark after the run (None when the run did not roll up)."""
+    rerolled_days: int = 0
+    """Days of the roll-up rolled up again because DRA rows loaded later changed them (step 6)."""
 
     @property
     def sample_rows(self) -> int:
@@ -94,6 +102,9 @@ class CollectReport:
         rolled = [] if self.rolled_to is None else [
             f"rolled up {self.rollup_hours} hour(s), {self.rollup_rows} rows, "
             f"{self.rollup_seconds:.1f}s; roll-up watermark {self.rolled_to.isoformat()}"]
+        if self.rerolled_days:
+            rolled.append(f"rolled up {self.rerolled_days} day(s) again: DRA claims loaded after "
+                          "their roll-up")
         if self.up_to_date:
             return [f"up to date: watermark already at or past {self.window.end.isoformat()}", *rolled]
         rows = ", ".join(f"{k} {v}" for k, v in sorted(self.rows.items()) if v)
@@ -187,7 +198,7 @@ def collect_window(
         own = collector is None
         active = collector or PrometheusCollector(url, settings, now=now, backoff_s=backoff_s,
                                                   namespaces_from_metrics=kubernetes is None)
-        load = _loader(wh, report, early, on_chunk, on_progress)
+        load = _loader(wh, settings, report, early, on_chunk=on_chunk, on_progress=on_progress)
         with active if own else nullcontext(active):
             if require_series:
                 active.check_source(todo)
@@ -200,7 +211,7 @@ def collect_window(
             _pipelined(sized_chunks(active, todo, planned), load)
     # 4. Kubernetes snapshot.
     if kubernetes is not None:
-        report.kubernetes_rows = _snapshot(wh, kubernetes, now())
+        report.kubernetes_rows = _snapshot(wh, settings, kubernetes, now(), report)
         if roller is not None:
             roller.advance(resume_point(wh) or start, window.end)
     if roller is not None:
@@ -209,28 +220,60 @@ def collect_window(
     return report
 
 
-def _snapshot(wh: Warehouse, kubernetes: Snapshotter, at: datetime) -> dict[str, int]:
-    """Step 4: the Kubernetes snapshot merged with the stored dimensions, loaded last."""
+def _snapshot(wh: Warehouse, settings: Settings, kubernetes: Snapshotter, at: datetime,
+              report: CollectReport) -> dict[str, int]:
+    """Step 4: the Kubernetes snapshot merged with the stored dimensions, loaded last (with
+    step 6 for its DRA rows)."""
+    from gpuledger.collectors.dra import continue_claims
     from gpuledger.warehouse import LoadBatch
 
-    snapshot = merge_dimensions(wh, kubernetes.snapshot())
-    return dict(wh.load(LoadBatch(snapshot, watermarks={KUBERNETES_SOURCE: at})).rows)
+    frames = dict(kubernetes.snapshot())
+    since = wh.watermark(KUBERNETES_SOURCE)
+    claims = frames.get("dra_claims")
+    if since is not None and claims is not None and claims.height:
+        from gpuledger.analytics.devices.dra_history import claims_seen_since
+
+        rows = continue_claims(claims.to_dicts(), claims_seen_since(wh, claims, since), since)
+        frames["dra_claims"] = type(claims)(rows, schema=claims.schema)
+    stats = load_dra(wh, settings, frames, lambda batch: wh.load(
+        LoadBatch(merge_dimensions(wh, batch), watermarks={KUBERNETES_SOURCE: at})), report)
+    return dict(stats.rows)
+
+
+def load_dra(
+    wh: Warehouse, settings: Settings, frames: Mapping[str, pl.DataFrame],
+    load: Callable[[Mapping[str, pl.DataFrame]], LoadStats], report: CollectReport | None = None,
+) -> LoadStats:
+    """Step 6 around `load(frames)`: rebuilt devices never replace the API's, and the days of
+    the roll-up whose hours the DRA rows change are rolled up again after the load."""
+    from gpuledger.analytics.devices.dra_history import api_devices_only, changed_span
+    from gpuledger.collect_rollup import reroll_changed
+
+    if not any(name.startswith("dra_") and f.height for name, f in frames.items()):
+        return load(frames)
+    frames = api_devices_only(wh, frames)
+    changed = changed_span(wh, frames)
+    stats = load(frames)
+    done = reroll_changed(wh, settings, changed)
+    if report is not None:
+        report.rerolled_days += len(done.days)
+    return stats
 
 
 def _loader(
-    wh: Warehouse, report: CollectReport, roller: Roller | None,
+    wh: Warehouse, settings: Settings, report: CollectReport, roller: Roller | None, *,
     on_chunk: Callable[[ChunkData], None] | None, on_progress: Callable[[CollectReport], None] | None,
 ) -> Callable[[ChunkData], None]:
     """What the loader thread does per chunk: load it with its watermarks (one transaction),
-    roll up the hours it completes, count, tell the callbacks."""
+    roll up again what its DRA rows change (step 6), roll up the hours it completes, count,
+    tell the callbacks."""
     from gpuledger.warehouse import LoadBatch
 
     def load(data: ChunkData) -> None:
-        frames = merge_dimensions(wh, data.frames)
-        stats = wh.load(LoadBatch(
-            frames, window=data.chunk.window,
+        stats = load_dra(wh, settings, data.frames, lambda frames: wh.load(LoadBatch(
+            merge_dimensions(wh, frames), window=data.chunk.window,
             watermarks=dict.fromkeys(PROMETHEUS_SOURCES, data.chunk.end),
-        ))
+        )), report)
         for table, n in stats.rows.items():
             report.rows[table] = report.rows.get(table, 0) + n
         report.chunks += 1

@@ -25,6 +25,14 @@ rules (docs/decisions/0126):
    (docs/decisions/0147); `reroll` computes again, under the current rules, the days holding
    hours rolled up under others (`gpuledger rollup`, and `gpuledger compact` before it removes
    their raw samples), by the same day windows (rule 3), without moving any watermark.
+6. Re-rolled when their inputs change. DRA claims can arrive after the hours they hold were
+   rolled up: an API list or an audit history loaded later, or a claim rebuilt from
+   Prometheus whose device the series name only hours after its pod reserved it
+   (docs/decisions/0165). The collect pipeline asks which hours the new DRA rows change
+   (`analytics.devices.dra_history.changed_span`) before it loads them, and `reroll_changed`
+   rolls up again, under the current rules, the days of those hours the roll-up already holds
+   (rule 3's windows, no watermark moved), so the default bill, which reads the roll-up, sees
+   them. Days whose raw samples are gone are left as they are (`RerolledChanges.left`).
 """
 
 from __future__ import annotations
@@ -190,3 +198,44 @@ def _days_of(runs: list[Run], mark: datetime) -> list[Window]:
             days.setdefault(day, Window(day, min(day + DAY, mark)))
             day += DAY
     return [days[d] for d in sorted(days)]
+
+
+@dataclass(frozen=True)
+class RerolledChanges:
+    """What `reroll_changed` did: the day windows rolled up again, the ones it could not (their
+    raw samples compacted), the rows stored."""
+
+    days: tuple[Window, ...] = ()
+    left: tuple[Window, ...] = ()
+    rows: int = 0
+
+
+def reroll_changed(wh: Warehouse, settings: Settings, changed: Window | None) -> RerolledChanges:
+    """Rule 6: roll up again the days holding the rolled-up hours of `changed` (the span new
+    DRA rows changed), under the current rules, without moving any watermark."""
+    from gpuledger.analytics.usage.daily import ROLLUP_SOURCE
+    from gpuledger.analytics.usage.plan import raw_from
+    from gpuledger.analytics.usage.rollup import reroll_batch
+    from gpuledger.core.rules import Rules
+    from gpuledger.warehouse.queries.usage import first_rollup_ts
+
+    mark = wh.watermark(ROLLUP_SOURCE)
+    first = first_rollup_ts(wh)
+    if changed is None or mark is None or first is None:
+        return RerolledChanges()
+    lo, hi = max(floor_time(changed.start, HOUR), floor_time(first, DAY)), min(ceil_hour(changed.end), mark)
+    if lo >= hi:
+        return RerolledChanges()
+    rules = Rules.of(settings)
+    start = raw_from(wh, rules)
+    days, left, rows = [], [], 0
+    day = floor_time(lo, DAY)
+    while day < hi:
+        window = Window(day, min(day + DAY, mark))
+        if start is not None and window.start < start:
+            left.append(window)
+        else:
+            rows += wh.load(reroll_batch(wh, window, rules)).total_rows
+            days.append(window)
+        day += DAY
+    return RerolledChanges(tuple(days), tuple(left), rows)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from gpuledger.core.frames import GPU_SAMPLES, polars_schema
 from gpuledger.core.window import Window
-from gpuledger.simulator.dra import BLOCK_MINUTES, TEAMS, DraPool
+from gpuledger.simulator.dra import BLOCK_MINUTES, TEAMS, DraField, DraPool
 
 BLOCK = timedelta(minutes=BLOCK_MINUTES)
 
@@ -27,14 +28,24 @@ BLOCK = timedelta(minutes=BLOCK_MINUTES)
 class DraFleet:
     """The pool over `window`, block by block (a last partial block is cut at the window's end)."""
 
-    def __init__(self, window: Window) -> None:
+    def __init__(self, window: Window, field: DraField | None = None) -> None:
         self.window = window
         starts: list[datetime] = []
         at = window.start
         while at < window.end:
             starts.append(at)
             at += BLOCK
-        self.pools = [DraPool(s, tag=str(i)) for i, s in enumerate(starts)]
+        self.pools = [DraPool(s, tag=str(i), field=field) for i, s in enumerate(starts)]
+
+    def minutes(self, pool: DraPool) -> range:
+        """The minutes of `pool`'s plan inside the window."""
+        return range(min(BLOCK_MINUTES, int((self.window.end - pool.start) / timedelta(minutes=1))))
+
+    def write_openmetrics(self, path: Path, **kwargs: bool) -> dict[str, int]:
+        """Every block's series inside the window (`simulator.dra_metrics.write_openmetrics`)."""
+        from gpuledger.simulator.dra_metrics import write_openmetrics
+
+        return write_openmetrics(self.pools, path, minutes=[self.minutes(p) for p in self.pools], **kwargs)
 
     def snapshots(self) -> Iterator[tuple[datetime, dict[str, list[dict[str, Any]]]]]:
         for pool in self.pools:
@@ -81,9 +92,8 @@ class DraFleet:
         a block cut by the window's end counts only its minutes inside)."""
         out: dict[str, dict[str, float]] = {}
         for pool in self.pools:
-            limit = int((min(pool.end, self.window.end) - pool.start) / timedelta(minutes=1))
-            for team, figures in pool.truth(until=limit).items():
-                mine = out.setdefault(team, {"card_hours": 0.0, "idle_card_hours": 0.0})
+            for team, figures in pool.truth(until=len(self.minutes(pool))).items():
+                mine = out.setdefault(team, dict.fromkeys(figures, 0.0))
                 for key, value in figures.items():
                     mine[key] += value
         return out

@@ -57,6 +57,7 @@ from gpuledger.analytics.billing.unallocated import (
     unpriced_hours,
     utilization_remainder,
 )
+from gpuledger.analytics.devices.dra_history import unplaced_claims
 from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
 from gpuledger.analytics.devices.replicas import replicas_unknown_nodes
 from gpuledger.analytics.teams.namespaces import team_table
@@ -267,7 +268,7 @@ def compute_bill(
         fleet_card_hours=float(detail["card_hours"].sum()), lines=lines, detail=detail,
         unallocated=unallocated_summary(unallocated), unattributed_namespaces=unattributed,
         redistribution=settings.idle.unallocated_redistribution,
-        price_book_version=book.version, **_rules_fields(plan),
+        price_book_version=book.version, **_rules_fields(plan, _unplaced(wh, window)),
         **_facts(wh, window, gpus, book, models, settings=settings),
     )
     check_conservation(bill)
@@ -294,12 +295,23 @@ def _usage(
     return _claim_names(wh, usage), held
 
 
-def _rules_fields(plan: UsagePlan) -> dict[str, Any]:
+def _rules_fields(plan: UsagePlan, warnings: tuple[str, ...] = ()) -> dict[str, Any]:
     """What the bill says of its numbers' rules and source: the plan's, its basis label the
     basis its numbers were computed under (`unknown` where the roll-up did not record it)."""
     basis = plan.rules.shares.mig_share_basis if plan.rules is not None else "unknown"
     return {"mig_share_basis": basis, "source": plan.source, "rules": plan.rules,
-            "as_computed": plan.as_computed, "notes": plan.notes, "warnings": plan.warnings}
+            "as_computed": plan.as_computed, "notes": plan.notes, "warnings": (*plan.warnings, *warnings)}
+
+
+def _unplaced(wh: Warehouse, window: Window) -> tuple[str, ...]:
+    """One warning naming the DRA claims Prometheus history shows held on devices no series
+    placed on a card (`dra_history.unplaced_claims`): capacity held, billed to nobody."""
+    claims = unplaced_claims(wh, window)
+    if not claims:
+        return ()
+    shown = ", ".join(claims[:5]) + (f" and {len(claims) - 5} more" if len(claims) > 5 else "")
+    return (f"DRA claims held on devices no telemetry places on a card, not billed: {shown}; "
+            "collect the ResourceSlices (collect --kubeconfig) to bill them",)
 
 
 def _claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:

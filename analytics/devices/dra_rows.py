@@ -6,7 +6,8 @@ nobody else can use. So on the cards a claim holds, the claim is the holder and 
 only says how much of that time was idle.
 
 1. Each allocated device of each claim (`dra_claims` joined to `dra_devices`: parent card,
-   profile, placement) over its span, cut at the hours of the window and at the moments the pods
+   profile, placement; for a claim rebuilt from Prometheus history, its held spans,
+   `dra_history`) over its span, cut at the hours of the window and at the moments the pods
    reserving it (`dra_reservations`, or where the API's reservations were not collected, the
    pods kube-state-metrics saw referencing it: `dra_pod_claims`) come and go.
 2. In each piece the claim's time is split evenly among the pods reserving it (a shared claim);
@@ -34,6 +35,7 @@ from typing import Any
 
 import polars as pl
 
+from gpuledger.analytics.devices.dra_history import claimed_devices
 from gpuledger.core.window import HOUR, Window, as_utc, floor_time
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import devices as device_queries
@@ -70,15 +72,16 @@ def _claim_rows(claim: dict[str, Any], pods: list[tuple[str, datetime, datetime]
         {"ts": ts, "uuid": claim["uuid"], "gpu_i_id": claim["placement"], "vgpu": claim["claim_uid"],
          "profile": claim["profile"], "namespace": claim["namespace"], "pod": pod,
          "held_hours": hours, DRA_MARK: claim["kind"], "dra_claim": claim["claim"],
-         "dra_device_class": claim["device_class"], "dra_sharing": claim["sharing"]}
+         "dra_device_class": claim["device_class"], "dra_sharing": claim["sharing"],
+         "dra_source": claim["source"]}
         for (ts, pod), hours in portions.items() if hours > 0
     ]
 
 
 def claim_rows(wh: Warehouse, window: Window) -> pl.DataFrame:
-    """Steps 1-2 for every claim holding a device in `window`."""
-    claims = queries.claimed_devices(wh, window.start, window.end)
-    reservations = queries.claim_reservations(wh, window.start, window.end)
+    """Steps 1-2 for every claim holding a device in `window`: the API's, and those rebuilt
+    from Prometheus history (`dra_history`)."""
+    claims, reservations = claimed_devices(wh, window)
     by_claim: dict[str, list[tuple[str, datetime, datetime]]] = defaultdict(list)
     for uid, pod, s, e in reservations.iter_rows():
         by_claim[uid].append((pod, as_utc(s), as_utc(e)))
@@ -87,7 +90,7 @@ def claim_rows(wh: Warehouse, window: Window) -> pl.DataFrame:
         "ts": pl.Datetime("us", "UTC"), "uuid": pl.String, "gpu_i_id": pl.Int32, "vgpu": pl.String,
         "profile": pl.String, "namespace": pl.String, "pod": pl.String, "held_hours": pl.Float64,
         DRA_MARK: pl.String, "dra_claim": pl.String, "dra_device_class": pl.String,
-        "dra_sharing": pl.String,
+        "dra_sharing": pl.String, "dra_source": pl.String,
     }
     return pl.DataFrame(rows, schema=schema)
 
@@ -158,7 +161,8 @@ def claim_minutes(wh: Warehouse, window: Window) -> float:
 
 def with_claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:
     """`usage` with `claim` (namespace/name) and `device_class` on the DRA rows (NULL elsewhere):
-    the bill's `--by claim,device_class`. A claim row's `vgpu` is its claim UID."""
+    the bill's `--by claim,device_class`. A claim row's `vgpu` is its claim UID (a claim rebuilt
+    from Prometheus history: `prometheus:<namespace>/<name>`, which says its source)."""
     names = queries.claim_names(wh).with_columns(pl.lit("dra").alias("sharing_mode"))
     return usage.join(names, on=["vgpu", "sharing_mode"], how="left")
 

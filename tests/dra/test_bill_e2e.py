@@ -36,7 +36,8 @@ from gpuledger.collectors.dra import DraObjects, frames_from_history
 from gpuledger.core.config import Settings
 from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
-from gpuledger.simulator.dra import CARDS, CLAIMS, TEAMS, DraPool
+from gpuledger.simulator.dra import BLOCK_MINUTES, CARDS, CLAIMS, TEAMS, DraPool
+from gpuledger.simulator.dra_metrics import dcgm_minute, write_openmetrics
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.store import LoadBatch
 from tools.metrics_servers import ServerPool
@@ -65,7 +66,7 @@ def wh(request: pytest.FixtureRequest, metrics_servers: ServerPool,
     dcgm-exporter may) only their claim: `dra_claim_namespace`, the pod from the claim."""
     root = tmp_path_factory.mktemp("dra-e2e")
     om = root / "dra.om"
-    POOL.write_openmetrics(om, workload_labels=request.param == "workload-labels")
+    write_openmetrics([POOL], om, workload_labels=request.param == "workload-labels")
     server = metrics_servers.prometheus(om)
     with Warehouse.open(root / "w.duckdb") as store:
         load_dra(store, POOL)
@@ -78,7 +79,8 @@ def _by_team(bill: Bill) -> dict[str, tuple[float, float]]:
 
 
 def test_samples_were_collected(wh: Warehouse) -> None:
-    assert wh.count("gpu_samples") == sum(1 for _ in POOL.series())
+    # One row per device series and minute: the claims' series and the cards' unclaimed ones.
+    assert wh.count("gpu_samples") == sum(1 for m in range(BLOCK_MINUTES) for _ in dcgm_minute(POOL, m))
 
 
 @pytest.mark.parametrize("source", ["raw", "rollup"])

@@ -146,7 +146,10 @@ def test_a_short_claim_is_billed_for_exactly_its_time(k8s_cluster: Any, k8s_name
         released = kube.dra_objects()
         last = datetime.now(UTC)
         res.patch_namespaced_resource_claim("short", k8s_namespace, {"metadata": {"finalizers": None}})
-    start = datetime.fromisoformat(created["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    # No allocationTimestamp and no consumer: the claim is held from the first list that saw it
+    # allocated (`first`, the history's first entry), never from its creation (decision 0164).
+    created_at = datetime.fromisoformat(created["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    start = max(first, created_at)
     end = datetime.fromisoformat(gone["metadata"]["deletionTimestamp"].replace("Z", "+00:00"))
     frames = frames_from_history([(first, seen), (last, released)])
     window = Window(floor_time(start, HOUR), floor_time(start, HOUR) + 2 * HOUR)

@@ -76,8 +76,9 @@ def test_a_template_claim_names_its_template() -> None:
 
 def test_a_claim_being_deleted_ends_at_its_deletion() -> None:
     deleted = AT - timedelta(minutes=17)
-    [row] = claim_rows([_claim("gone", deleted=deleted)], {}, AT)
-    assert row["start_ts"] == datetime(2026, 3, 1, 10, tzinfo=UTC) and row["end_ts"] == deleted
+    since = AT - timedelta(minutes=30)  # the previous list
+    [row] = claim_rows([_claim("gone", deleted=deleted)], {}, AT, since=since)
+    assert row["start_ts"] == since and row["end_ts"] == deleted
     [late] = claim_rows([_claim("later", deleted=AT + timedelta(hours=1))], {}, AT)
     assert late["end_ts"] == AT
 

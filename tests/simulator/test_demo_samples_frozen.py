@@ -12,6 +12,11 @@ The three `gpu_samples` digests were frozen again for issue 29 (HAMi's shapes: a
 one dcgm series without pod labels, not one series per held replica). Every other row was
 checked unchanged first: main's tree and the issue-29 tree give identical digests for
 `gpu_samples` without the 8 HAMi cards' rows, and for every token and queue frame.
+
+Issue 29 changed the DRA pool's samples on purpose (its plan and labels as upstream writes them,
+decision 0163): the three `gpu_samples` digests were computed again on that tree, after checking
+that the rows of every other card hash as before (same row counts, same digests without the DRA
+cards) and that `token_samples` and `queue_samples` are unchanged.
 """
 
 from __future__ import annotations

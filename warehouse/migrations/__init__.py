@@ -47,6 +47,8 @@ STEPS: tuple[Step, ...] = (
     Step(10, "the roll-up's rules: fingerprint columns, rolled-up hours, rule sets",
          "v010_rollup_rules.sql"),
     Step(11, "HAMi vGPU allocations (pod to card, per source)", "v011_vgpu_allocations.sql"),
+    Step(12, "DRA devices and claims name their source (the API or Prometheus history)",
+         "v012_dra_sources.sql"),
 )
 """Every version in order, oldest first; append only."""
 
