@@ -17,6 +17,9 @@ Issue 29 changed the DRA pool's samples on purpose (its plan and labels as upstr
 decision 0163): the three `gpu_samples` digests were computed again on that tree, after checking
 that the rows of every other card hash as before (same row counts, same digests without the DRA
 cards) and that `token_samples` and `queue_samples` are unchanged.
+
+With both, the digests were computed once more on the merged tree, after checking per node that
+it equals the HAMi tree everywhere but the DRA node and the DRA tree everywhere but the HAMi node.
 """
 
 from __future__ import annotations
@@ -36,13 +39,13 @@ pytestmark = pytest.mark.slow
 START = datetime(2026, 10, 4, 12, tzinfo=UTC)
 WINDOW = Window(START, START + timedelta(days=2))
 FROZEN = {  # (day start, table): (rows, sha256 of the CSV), from the tree at bc7f130
-    ("2026-10-04T12", "gpu_samples"): (54338, "90fbafe877c82ad8131336a1a31a1e121dbcba061bb818aa1671736e3e016531"),
+    ("2026-10-04T12", "gpu_samples"): (54338, "047c1f824626e441767f645d62216b9bb2af6353931aad1f56d39cef3da865b4"),
     ("2026-10-04T12", "token_samples"): (14394, "e651f82b00bc1c6f27ce71378aaa930ade429b6d4a25ec2e029947257b78b976"),
     ("2026-10-04T12", "queue_samples"): (76320, "cdec9dea4ae9daeaea5a7373847be3295089f588abe4b782f40e6c8213bfa97b"),
-    ("2026-10-05T00", "gpu_samples"): (107843, "e6ecf5a9df7f804da9c67aa8e4375bec9f858fd8039dc97bfc2ad5532599d539"),
+    ("2026-10-05T00", "gpu_samples"): (107843, "204ffa6849a8dcad4541c13a24963df46f2619fe248eedf85fcef25bf67584fa"),
     ("2026-10-05T00", "token_samples"): (28779, "ee8a98f1032e23c4f6efe2e8fe459e5079b5c01ed81a0340827d70cd484b9229"),
     ("2026-10-05T00", "queue_samples"): (152640, "0041b100b7842fed4e3ad8b8a9d1f9c8ea28e88273e60400b8a2fbcfaf2e6144"),
-    ("2026-10-06T00", "gpu_samples"): (55047, "38ac3e10a8265524d187177f67e22102c4df59ceda8879ca56b5463d9999c0d3"),
+    ("2026-10-06T00", "gpu_samples"): (55047, "d3ab4c9b112187dc921e62557a04266bcd97e8aa5e709d269b9f74fb0a0278cf"),
     ("2026-10-06T00", "token_samples"): (14394, "c42a572225e9cafb1bf0d744506e684d2c8f6e40c0bb672e636c61df327e4d5b"),
     ("2026-10-06T00", "queue_samples"): (76320, "b3014be118b59ca8b4739b882a98abcbcc4831ab2b27564ebee94652d7f203d3"),
 }
