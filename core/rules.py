@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from gpuledger.core.config import Settings
 
 __all__ = [
-    "ACTIVITY_RULE_VERSION", "FALLBACK_SPACING_US", "HOLE_RULE", "SHARE_RULE_VERSION", "STALENESS_US",
+    "ACTIVITY_RULE_VERSION", "FALLBACK_SPACING_US", "HOLE_RULE", "HOLE_RULES", "HOLE_RULE_V1",
+    "SHARE_RULE_VERSION", "STALENESS_US",
     "ActivitySource", "PricingRules", "Rules", "SamplingRules", "ShareRules",
 ]
 
@@ -50,13 +51,25 @@ _US = 1_000_000
 ACTIVITY_RULE_VERSION = "1"
 """Bumped when `core.activity`'s rule changes in code (what counts as a reading, the fallback)."""
 
-HOLE_RULE = "card-next-scrape-v1"
+HOLE_RULE = "card-next-scrape-midpoint-v2"
 """How a scrape hole is split between the rows around it (the sampling model, decision 0051
-rule 5 and 0060): a row stands until the card's next scrape within the gap tolerance. Renamed
-when the rule changes, so roll-ups computed under the old rule are known as such."""
+rule 5 and 0060, amended by 0168): a row stands until the card's next scrape within the gap
+tolerance, except where its holder ends there: then the hole (the time past the card's own
+spacing) is split at its midpoint, each side taking at most the staleness bound of it.
+Renamed when the rule changes, so roll-ups computed under the old rule are known as such."""
 
-SHARE_RULE_VERSION = "1"
-"""Bumped when the share code (`analytics.devices`) changes what a holder pays."""
+HOLE_RULE_V1 = "card-next-scrape-v1"
+"""The rule before 0168: the row before a hole stood for all of it, holder change or not. This
+code still computes under it (`SamplingRules.computable`), so a roll-up stored under it can be
+billed as computed with its raw hours, and the frozen SQL pass of decision 0122 stays a check."""
+
+HOLE_RULES: tuple[str, ...] = (HOLE_RULE, HOLE_RULE_V1)
+"""The hole rules this code computes under."""
+
+SHARE_RULE_VERSION = "2"
+"""Bumped when the share code (`analytics.devices`) changes what a holder pays. 2: a whole card
+on a node GPU feature discovery labels as replicated (time-slicing, MPS) pays 1 / replicas per
+replica, not the whole card (`core.gfd`, decision 0167)."""
 
 STALENESS_US = 300 * _US
 """How long a reading stands for a field that later rows miss: Prometheus' default lookback
@@ -99,7 +112,7 @@ class SamplingRules:
     def computable(self) -> bool:
         """Whether this code computes under these rules: a set stored by code whose activity or
         hole rule has since changed (another version string) can be read, not recomputed."""
-        return self.activity_version == ACTIVITY_RULE_VERSION and self.hole_rule == HOLE_RULE
+        return self.activity_version == ACTIVITY_RULE_VERSION and self.hole_rule in HOLE_RULES
 
     @property
     def margin(self) -> timedelta:

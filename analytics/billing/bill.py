@@ -60,7 +60,7 @@ from gpuledger.analytics.billing.unallocated import (
     utilization_remainder,
 )
 from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
-from gpuledger.analytics.devices.replicas import replicas_unknown_nodes
+from gpuledger.analytics.devices.replicas import cards, replicas_unknown_nodes
 from gpuledger.analytics.teams.namespaces import team_table
 from gpuledger.analytics.usage.daily import KEYS, Source, card_day_held, coarse_usage_from_rollup, usage_of
 from gpuledger.analytics.usage.plan import UsagePlan, plan_usage
@@ -73,7 +73,6 @@ from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import newest_sample
-from gpuledger.warehouse.queries.usage import gpu_inventory
 
 Grain = Literal["device", "lines"]
 
@@ -249,7 +248,7 @@ def compute_bill(
     plan = plan_usage(wh, window, Rules.of(settings), source=source, as_computed=as_computed,
                       what=f"bill {period_text(window)}")
     usage, held = _usage(wh, window, settings, dims, plan, grain=grain)
-    usage, gpus = usage.with_columns(_POOL), gpu_inventory(wh).with_columns(_POOL)
+    usage, gpus = usage.with_columns(_POOL), cards(wh).with_columns(_POOL)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
     prices = price_table(book, models, window, strict=strict_prices)
