@@ -38,12 +38,24 @@ from gpuledger.core import activity as activity_rule
 from gpuledger.core.activity import ActivitySource
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from gpuledger.core.config import Settings
 
 __all__ = [
-    "ACTIVITY_RULE_VERSION", "FALLBACK_SPACING_US", "HOLE_RULE", "HOLE_RULES", "HOLE_RULE_V1",
-    "SHARE_RULE_VERSION", "STALENESS_US",
-    "ActivitySource", "PricingRules", "Rules", "SamplingRules", "ShareRules",
+    "ACTIVITY_RULE_VERSION",
+    "FALLBACK_SPACING_US",
+    "HOLE_RULE",
+    "HOLE_RULES",
+    "HOLE_RULE_V1",
+    "SHARE_RULE_VERSION",
+    "STALENESS_US",
+    "ActivitySource",
+    "PricingRules",
+    "Rules",
+    "SamplingRules",
+    "ShareRules",
+    "hole_split",
 ]
 
 _US = 1_000_000
@@ -252,3 +264,39 @@ class Rules:
 def _digest(value: dict[str, Any]) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def hole_split(
+    to_next: pl.Expr, tol: pl.Expr, same_next: pl.Expr, same_hold_prev: pl.Expr, stale: int
+) -> tuple[pl.Expr, pl.Expr]:
+    """The hole rule (`HOLE_RULE`, decision 0168) as the sample pass computes it (step 5 of
+    `analytics.sampling.sweep`): each row's reach after it (`dt`) and before it (`back`,
+    microseconds), from the columns `sp` (the card's spacing), `t`, `t_card_prev` and `hold`.
+
+    A row stands until the card's next scrape within the tolerance, as before, unless its
+    holder ends on the device there (the device's next row has another holder, or there is
+    none): then only its own spacing plus half the hole, the hole being the interval past the
+    card's spacing. The first row of a holder on a device reaches back over the other half of
+    the hole before it (to the card's previous scrape). Each half is at most the staleness
+    bound: a reading stands no longer than a query engine would show it, and what remains of a
+    longer hole is held by nobody. A regular scrape leaves no hole, so nothing moves there."""
+    import polars as pl
+
+    sp, t = pl.col("sp"), pl.col("t")
+    ends = ~(same_next & pl.col("hold").eq_missing(pl.col("hold").shift(-1))).fill_null(False)
+    hole_after = to_next - sp
+    dt = (
+        pl.when((to_next <= tol) & ends & (hole_after > 0))
+        .then(sp + pl.min_horizontal(hole_after // 2, pl.lit(stale, pl.Int64)))
+        .when(to_next <= tol).then(to_next)
+        .otherwise(sp)
+    )
+    from_prev = t - pl.col("t_card_prev")
+    hole_before = from_prev - sp
+    starts = ~same_hold_prev.fill_null(False)
+    back = (
+        pl.when(starts & (from_prev <= tol) & (hole_before > 0))
+        .then(pl.min_horizontal(hole_before - hole_before // 2, pl.lit(stale, pl.Int64)))
+        .otherwise(pl.lit(0, pl.Int64))
+    )
+    return dt, back

@@ -46,13 +46,15 @@ The steps (`run`):
    (`warehouse.queries.sampling.read`: SQL, run where the samples are).
 2. One row per device and time: rows of one device at one time merge (holder kept, each
    field's reading kept).
-3. Per row: the card's next scrape, and each field's last reading for the same device and
-   holder within the staleness bound.
+3. Per row: the card's next and previous scrape (`_distinct_neighbours`), and each
+   field's last reading for the same device and holder within the staleness bound.
 4. Per card: its sample spacing, the median interval between its rows no longer than the
    staleness bound (else the read window's median over cards, else the fallback spacing).
 5. Each row's interval `dt` (to the card's next scrape within the tolerance, else the card's
-   spacing), its activity, and the runs: an allocation continues while the next row has the
-   same holder and no long gap; an idle run while the carried activity stays under the threshold.
+   spacing; a holder that ends inside a scrape hole splits it at its midpoint with the next
+   holder's first row, `core.rules.hole_split`, decision 0168), its activity, and the runs: an
+   allocation continues while the next row has the same holder and no long gap; an idle run
+   while the carried activity stays under the threshold.
 6. Idle runs measured over their full length; runs of at least the minimum are idle time,
    "held idle" when framebuffer use averages at least the floor.
 7. Every interval clipped to the window (`Pieces`); the consumers split it at the hour or group
@@ -86,7 +88,7 @@ import polars as pl
 
 from gpuledger.core import activity
 from gpuledger.core.errors import InputError
-from gpuledger.core.rules import HOLE_RULE_V1, SamplingRules
+from gpuledger.core.rules import HOLE_RULE_V1, SamplingRules, hole_split
 from gpuledger.core.window import Window
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries import sampling as read
@@ -233,13 +235,10 @@ def _card_next(frame: pl.DataFrame, unit: int, devs: pl.DataFrame) -> list[pl.Se
 
 
 def _distinct_neighbours(keys: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each (card, time) key, the next greater and the previous smaller key of the same
-    card, else -1.
-
+    """Per (card, time) key, the next greater and previous smaller key of its card, else -1.
     A stable argsort (numpy's timsort): the rows come card by card, each card's devices one
     after another in time order, so it merges a few sorted runs per card instead of sorting.
-    In key order the next distinct key of a run of equal keys is the one after its last, the
-    previous one the one before its first."""
+    A run of equal keys: the next distinct key is after its last, the previous before its first."""
     perm = np.argsort(keys, kind="stable")
     ordered = keys[perm]
     n = len(ordered)
@@ -252,8 +251,7 @@ def _distinct_neighbours(keys: np.ndarray, unit: int) -> tuple[np.ndarray, np.nd
     first[1:] = ordered[1:] != ordered[:-1]
     run_start = np.maximum.accumulate(np.where(first, np.arange(n), -1))
     before = np.append(-1, ordered[:-1])[run_start]
-    out_after = np.empty(n, dtype=np.int64)
-    out_before = np.empty(n, dtype=np.int64)
+    out_after, out_before = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     out_after[perm] = np.where((after >= 0) & (after // unit == card), after, -1)
     out_before[perm] = np.where((before >= 0) & (before // unit == card), before, -1)
     return out_after, out_before
@@ -353,7 +351,7 @@ def _runs(frame: pl.DataFrame, rules: SamplingRules) -> pl.DataFrame:
     dt = pl.when(to_next <= tol).then(to_next).otherwise(pl.col("sp"))
     back = pl.lit(0, pl.Int64)
     if rules.hole_rule != HOLE_RULE_V1:
-        dt, back = _hole_split(to_next, tol, same_next, same_hold_prev, rules.staleness_us)
+        dt, back = hole_split(to_next, tol, same_next, same_hold_prev, rules.staleness_us)
     frame = frame.with_columns(
         dt.alias("dt"), back.alias("back"),
         continues.alias("cont"), idle.alias("idle"), (idle & idle_prev & continues).alias("idle_cont"),
@@ -362,39 +360,6 @@ def _runs(frame: pl.DataFrame, rules: SamplingRules) -> pl.DataFrame:
         "t", "hold", "pair", "act", "fb_c", "dt", "back", "idle",
         (~pl.col("cont")).cum_sum().alias("alloc_no"), (~pl.col("idle_cont")).cum_sum().alias("idle_no"),
     )
-
-
-def _hole_split(
-    to_next: pl.Expr, tol: pl.Expr, same_next: pl.Expr, same_hold_prev: pl.Expr, stale: int
-) -> tuple[pl.Expr, pl.Expr]:
-    """Step 5, the hole rule (`core.rules.HOLE_RULE`, decision 0168): each row's reach after it
-    (`dt`) and before it (`back`, microseconds).
-
-    A row stands until the card's next scrape within the tolerance, as before, unless its
-    holder ends on the device there (the device's next row has another holder, or there is
-    none): then only its own spacing plus half the hole, the hole being the interval past the
-    card's spacing. The first row of a holder on a device reaches back over the other half of
-    the hole before it (to the card's previous scrape). Each half is at most the staleness
-    bound: a reading stands no longer than a query engine would show it, and what remains of a
-    longer hole is held by nobody. A regular scrape leaves no hole, so nothing moves there."""
-    sp, t = pl.col("sp"), pl.col("t")
-    ends = ~(same_next & pl.col("hold").eq_missing(pl.col("hold").shift(-1))).fill_null(False)
-    hole_after = to_next - sp
-    dt = (
-        pl.when((to_next <= tol) & ends & (hole_after > 0))
-        .then(sp + pl.min_horizontal(hole_after // 2, pl.lit(stale, pl.Int64)))
-        .when(to_next <= tol).then(to_next)
-        .otherwise(sp)
-    )
-    from_prev = t - pl.col("t_card_prev")
-    hole_before = from_prev - sp
-    starts = ~same_hold_prev.fill_null(False)
-    back = (
-        pl.when(starts & (from_prev <= tol) & (hole_before > 0))
-        .then(pl.min_horizontal(hole_before - hole_before // 2, pl.lit(stale, pl.Int64)))
-        .otherwise(pl.lit(0, pl.Int64))
-    )
-    return dt, back
 
 
 def _pieces(frame: pl.DataFrame, rules: SamplingRules, clip: tuple[int, int]) -> pl.DataFrame:
