@@ -12,8 +12,10 @@ Steps of `apply_mig`:
    d. set `nvidia.com/mig.config` (and drop the old `mig.config.state`, so a `success` left from
       the previous configuration cannot be mistaken for the new one);
    e. wait for MIG Manager: `success` and the node's `nvidia.com/mig-*` allocatable equal to the
-      plan → uncordon (`done`); `failed`, still `pending` after `state_timeout_s`, or a
-      different allocatable → restore the old label, uncordon, mark the node `failed` and stop.
+      plan → uncordon (`done`); `pending` or `rebooting` (the host restarts for the change:
+      the node stays cordoned) → keep waiting; `failed`, still in progress after
+      `state_timeout_s`, or a different allocatable → restore the old label, uncordon, mark
+      the node `failed` and stop.
 3. Every step is saved to the progress record before the next one starts, and each is
    idempotent, so `apply` after a crash continues where the record says.
 
@@ -39,7 +41,9 @@ from gpuledger.actuator.mig_node_ops import (
 )
 from gpuledger.actuator.migconfig import (
     MIG_CONFIG_LABEL,
+    MIG_STATE_FAILED,
     MIG_STATE_LABEL,
+    MIG_STATE_SUCCESS,
     config_key,
     dump_document,
     expected_mig_resources,
@@ -255,9 +259,9 @@ def _check(ctx: RolloutContext, target: NodeTarget, record: NodeProgress) -> str
         return "done"  # no configuration selected: MIG Manager has nothing to do
     state = node_labels.get(MIG_STATE_LABEL)
     overdue = ctx.clock() >= _deadline(ctx, record)
-    if state == "failed":
+    if state == MIG_STATE_FAILED:
         return f"MIG Manager reported {MIG_STATE_LABEL}=failed for {target.target!r}"
-    if state == "success":
+    if state == MIG_STATE_SUCCESS:
         if target.entry is None:
             return "done"
         expected = expected_mig_resources(target.entry, gpu_count(node))
@@ -267,6 +271,8 @@ def _check(ctx: RolloutContext, target: NodeTarget, record: NodeProgress) -> str
         if overdue:
             return f"MIG Manager reported success but allocatable {actual} differs from the plan's {expected}"
         return None
+    # In progress: `pending` or `rebooting` (`MIG_STATES_IN_PROGRESS`: the host restarts for the
+    # change and comes back to `success`), or no state yet (MIG Manager has not seen the label).
     if overdue:
         return f"{MIG_STATE_LABEL} still {state or 'unset'!r} after {ctx.state_timeout} (timeout)"
     return None

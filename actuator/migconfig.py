@@ -19,6 +19,11 @@ from gpuledger.core.errors import InputError
 CONFIG_KEY = "config.yaml"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_STATE_SUCCESS, MIG_STATE_FAILED = "success", "failed"
+MIG_STATES_IN_PROGRESS: tuple[str, ...] = ("pending", "rebooting")
+"""What MIG Manager writes while it works (NVIDIA/mig-parted `cmd/nvidia-mig-manager`):
+`pending` while it reconfigures, `rebooting` while the host restarts for a change that needs it
+(MIG mode on some GPUs, `WITH_REBOOT`); then `success` or `failed`. Both are waited for."""
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 

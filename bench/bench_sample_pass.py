@@ -8,7 +8,9 @@ samples, `analytics.sampling.sweep` (decision 0122) against the frozen SQL pass
 (`bench.sampling_sql_before`), for the whole window and for one hour in its middle: the hourly
 frame, the allocations and the idle runs must have the same rows (every column bit for bit but
 the two averages `active_ratio` / `active_mean`, within 1e-12: each engine sums in its own
-order). Writes bench/results/sample_pass_field.json with row counts and both passes' seconds.
+order), both under the hole rule the SQL was written for (`card-next-scrape-v1`); the pass
+under the current rule (decision 0168) is timed beside it. Writes
+bench/results/sample_pass_field.json with row counts and the passes' seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,7 @@ from bench.common import write_result
 from bench.sampling_params import params
 from gpuledger.analytics.sampling import results, sweep
 from gpuledger.core.config import Settings
-from gpuledger.core.rules import SamplingRules
+from gpuledger.core.rules import HOLE_RULE_V1, SamplingRules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from tests.field.harness import WINDOW, effects, field_run
@@ -47,22 +50,37 @@ def _equal(new: pl.DataFrame, old: pl.DataFrame, first: str) -> dict[str, Any]:
     return {"rows": new.height, "equal": True}
 
 
-def compare(wh: Warehouse, window: Window) -> dict[str, Any]:
-    """New vs old on one window: rows compared, seconds of each."""
-    rules = SamplingRules.of(Settings())
-    p = params(window, rules)
+def _pass(wh: Warehouse, window: Window, rules: SamplingRules) -> tuple[dict[str, pl.DataFrame], float]:
     t = time.perf_counter()
     pieces = sweep.run(wh, window, rules)
-    new = {"hourly": results.hourly(pieces), "allocations": results.allocations(pieces),
-           "idle_runs": results.idle_pieces(pieces)}
-    new_s = time.perf_counter() - t
+    frames = {"hourly": results.hourly(pieces), "allocations": results.allocations(pieces),
+              "idle_runs": results.idle_pieces(pieces)}
+    return frames, time.perf_counter() - t
+
+
+def compare(wh: Warehouse, window: Window) -> dict[str, Any]:
+    """New vs old on one window: rows compared, seconds of each. The SQL is frozen at the hole
+    rule of its day, so the comparison runs the pass under that rule (`card-next-scrape-v1`);
+    the pass under the current rule (decision 0168) is timed beside it, with the held hours it
+    moves (a holder change inside a hole)."""
+    current = SamplingRules.of(Settings())
+    rules = replace(current, hole_rule=HOLE_RULE_V1)
+    p = params(window, rules)
+    new, new_s = _pass(wh, window, rules)
+    now, now_s = _pass(wh, window, current)
     t = time.perf_counter()
     old = {"hourly": wh.query(before.HOURLY_SQL, p), "allocations": wh.query(before.ALLOCATIONS_SQL, p),
            "idle_runs": wh.query(before.IDLE_RUNS_SQL, p)}
     old_s = time.perf_counter() - t
     firsts = {"hourly": "hour", "allocations": "start_us", "idle_runs": "start_us"}
     rows = {name: _equal(new[name], old[name], firsts[name]) for name in new}
-    return {"frames": rows, "polars_pass_s": round(new_s, 2), "sql_pass_three_statements_s": round(old_s, 2)}
+    per_holder = [f["hourly"].group_by(KEYS).agg(pl.col("held_hours").sum()) for f in (now, new)]
+    diff = pl.col("held_hours").fill_null(0.0) - pl.col("held_hours_v1").fill_null(0.0)
+    moved = per_holder[0].join(per_holder[1], on=KEYS, how="full", nulls_equal=True, suffix="_v1").select(
+        diff.abs().sum())
+    return {"frames": rows, "polars_pass_v1_s": round(new_s, 2), "polars_pass_s": round(now_s, 2),
+            "held_hours_moved_by_hole_rule": round(float(moved.item()), 4),
+            "sql_pass_three_statements_s": round(old_s, 2)}
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -223,7 +224,7 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
     then one hour alone both ways (the cost of rolling up as an hour arrives)."""
     from gpuledger.analytics.usage.rollup import rollup_batch, rollup_frames
     from gpuledger.core.config import Settings
-    from gpuledger.core.rules import Rules
+    from gpuledger.core.rules import HOLE_RULE_V1, Rules
 
     settings = Settings()
     ways = {
@@ -245,7 +246,10 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
                 else:
                     results[name], w_s, c_s = _clock(partial(ways[name], wh, window))
                 wall[name], cpu[name] = min(wall[name], w_s), min(cpu[name], c_s)
-        same = same_frames(results["ours"], results["before_0122"])
+        # The SQL pass is frozen at the hole rule of its day: compared under it (decision 0168).
+        now = Rules.of(settings)
+        v1 = replace(now, sampling=replace(now.sampling, hole_rule=HOLE_RULE_V1))
+        same = same_frames(rollup_frames(wh, window, v1), results["before_0122"])
         if main_tree:
             ours_rows = {k: v.height for k, v in results["ours"].items()}
             for name in children:  # the tables both trees write (main's may lack the stamps, 0147)
@@ -253,9 +257,9 @@ def rollup(path: Path, window: Window, repeats: int = 2, main_tree: Path | None 
                 assert rows == {k: ours_rows[k] for k in rows}, (name, rows, ours_rows)
         middle = window.start + timedelta(hours=int(window.duration.total_seconds() // 7200))
         hour = Window(middle, middle + timedelta(hours=1))
-        hour_ours, hour_s, hour_cpu = _clock(lambda: rollup_frames(wh, hour, Rules.of(settings)))
+        _, hour_s, hour_cpu = _clock(lambda: rollup_frames(wh, hour, Rules.of(settings)))
         hour_before, before_hour_s, before_hour_cpu = _clock(lambda: _before_0122(wh, hour, settings))
-        same_hour = same_frames(hour_ours, hour_before)
+        same_hour = same_frames(rollup_frames(wh, hour, v1), hour_before)
     with Warehouse.open(path) as wh:
         t = time.perf_counter()
         stats = wh.load(rollup_batch(wh, window, settings))

@@ -1,4 +1,5 @@
-"""Inventory seen through the metrics: GPUs, MIG instances and nodes from dcgm-exporter series.
+"""Inventory seen through the metrics: GPUs, MIG instances and nodes from dcgm-exporter series,
+and what the nodes' labels add (`with_node_facts`: time-slicing and MPS, the pool).
 
 This is what a Prometheus-only setup knows about the fleet; the Kubernetes API collector adds
 richer node facts when it is reachable (the pipeline merges, so neither erases the other).
@@ -11,6 +12,8 @@ from datetime import datetime
 import polars as pl
 
 from gpuledger.core.frames import GPUS, MIG_INSTANCES, NODES, polars_schema
+from gpuledger.core.gfd import replicated
+from gpuledger.core.labels import UNKNOWN, pool_of
 from gpuledger.core.mig import canonical_model
 
 
@@ -45,11 +48,42 @@ def gpus_from_devices(devices: pl.DataFrame) -> pl.DataFrame:
     out = grouped.with_columns(
         pl.col("gpu_index").fill_null(-1),
         pl.col("model_name").map_elements(canonical_model, return_dtype=pl.String)
-        .fill_null("unknown").alias("model"),
+        .fill_null(UNKNOWN).alias("model"),
         pl.when(pl.col("_mig")).then(pl.lit("mig"))
         .when(pl.col("_replicas") > 0).then(pl.lit("timeslice"))
         .otherwise(pl.lit("exclusive")).alias("sharing_mode"),
         pl.when(pl.col("_replicas") > 0).then(pl.col("_replicas")).otherwise(None).alias("replicas"),
+    )
+    return _cast(out, GPUS.column_names, polars_schema(GPUS))
+
+
+def with_node_facts(gpus: pl.DataFrame, labels: dict[str, dict[str, str]]) -> pl.DataFrame:
+    """`gpus` (from `gpus_from_devices`) with what its node's labels say, per node (`labels`,
+    kube-state-metrics' `kube_node_labels` as `ksm.node_labels_from_vector` restores them):
+
+    - a whole card on a node GPU feature discovery labels as replicated (time-slicing or MPS,
+      `core.gfd`) is `timeslice`, with the configured replicas: by default dcgm-exporter shows
+      such a card as one series with ONE of its pods and no `vgpu` label, so the series alone
+      call it exclusive (and the count of `vgpu` values seen is only a lower bound);
+    - a card without a pool takes its node's (`core.labels.pool_of`).
+
+    The bill applies the same rule to the node labels stored in `nodes` whichever collector
+    wrote them (`analytics.devices.replicas.cards`); this makes the stored inventory say it too."""
+    if gpus.height == 0 or not labels:
+        return gpus
+    rows = []
+    for node, found in labels.items():
+        shared = replicated(found)
+        rows.append((node, pool_of(found), shared is not None, shared.replicas if shared else None))
+    facts = pl.DataFrame(rows, orient="row", schema={
+        "node": pl.String, "_pool": pl.String, "_replicated": pl.Boolean, "_configured": pl.Int32})
+    whole = (pl.col("sharing_mode") == "exclusive") & pl.col("_replicated").fill_null(False)
+    shared_card = (pl.col("sharing_mode") == "timeslice") | whole
+    out = gpus.join(facts, on="node", how="left", maintain_order="left").with_columns(
+        pl.when(whole).then(pl.lit("timeslice")).otherwise(pl.col("sharing_mode")).alias("sharing_mode"),
+        pl.when(shared_card).then(pl.coalesce("_configured", "replicas")).otherwise(pl.col("replicas"))
+        .alias("replicas"),
+        pl.coalesce("pool", "_pool").alias("pool"),
     )
     return _cast(out, GPUS.column_names, polars_schema(GPUS))
 

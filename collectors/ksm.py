@@ -34,6 +34,7 @@ from gpuledger.collectors.queues import queue_collector
 from gpuledger.core.config import TeamSettings
 from gpuledger.core.frames import NAMESPACES, NODES, PODS, polars_schema
 from gpuledger.core.frames_dra import DRA_POD_CLAIMS
+from gpuledger.core.labels import POOL_LABELS, pool_of
 from gpuledger.core.teams import ksm_label, resolve_team
 
 QUEUE_LABEL = ksm_label(queue_collector().pod_queue_label)
@@ -52,8 +53,9 @@ KNOWN_RESOURCES: tuple[str, ...] = (
 _KNOWN_KSM = {re.sub(r"[^a-zA-Z0-9_]", "_", name): name for name in KNOWN_RESOURCES}
 NODE_LABELS: tuple[str, ...] = (
     "nvidia.com/gpu.replicas", "nvidia.com/gpu.product", "nvidia.com/gpu.count",
+    "nvidia.com/gpu.sharing-strategy", "nvidia.com/mps.capable",
     "nvidia.com/mig.strategy", "nvidia.com/mig.config", "nvidia.com/mig.config.state",
-    "gpuledger.io/pool",
+    *POOL_LABELS,
 )
 """Node label keys read back from KSM's sanitized names (`label_nvidia_com_gpu_replicas`);
 sanitizing is not reversible in general, so only these known keys are restored."""
@@ -155,7 +157,7 @@ def with_node_labels(nodes: pl.DataFrame, labels: dict[str, dict[str, str]]) -> 
         return nodes
     rows = [
         {"node": node, "_labels": json.dumps(found, sort_keys=True),
-         "_pool": found.get("gpuledger.io/pool"),
+         "_pool": pool_of(found),
          "_replicas": _positive(found.get("nvidia.com/gpu.replicas")),
          "_mig_config": found.get("nvidia.com/mig.config"),
          "_mig_state": found.get("nvidia.com/mig.config.state")}

@@ -39,6 +39,8 @@ from gpuledger.collectors.queues import QueueCollector, queue_collector
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import ClusterError, NotFoundError, TemporaryClusterError, error_for_status
 from gpuledger.core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
+from gpuledger.core.gfd import replicated
+from gpuledger.core.labels import pool_of
 from gpuledger.core.mig import canonical_model
 from gpuledger.core.pricing import strip_gfd_suffix
 from gpuledger.core.teams import resolve_team
@@ -46,7 +48,6 @@ from gpuledger.core.teams import resolve_team
 GPU_RESOURCE_PREFIXES = (
     "nvidia.com/gpu", "nvidia.com/mig-", "nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/vgpu",
 )
-POOL_LABEL = "gpuledger.io/pool"
 MAX_RELISTS = 3
 Lister = Callable[..., Any]
 
@@ -205,7 +206,7 @@ def _sharing_mode(labels: dict[str, str], capacity: dict[str, str], hami_node: b
         return "mig"
     if hami_node:
         return "vgpu"
-    if "nvidia.com/gpu.replicas" in labels and labels["nvidia.com/gpu.replicas"] not in ("", "1"):
+    if replicated(labels) is not None:  # time-slicing or MPS, as GFD labels it (core.gfd)
         return "timeslice"
     return "exclusive"
 
@@ -226,7 +227,7 @@ def _node_row(item: dict[str, Any], at: datetime,
     product = strip_gfd_suffix(labels.get("nvidia.com/gpu.product", ""))
     mode = _sharing_mode(labels, capacity, hami.is_hami_node(item) or meta["name"] in hami_nodes)
     return {
-        "node": meta["name"], "pool": labels.get(POOL_LABEL),
+        "node": meta["name"], "pool": pool_of(labels),
         "model": canonical_model(product) if product else None,
         "gpu_count": _int(labels.get("nvidia.com/gpu.count")),
         "sharing_mode": mode,

@@ -269,17 +269,18 @@ class PrometheusCollector:
                                           replica_labels=self.replica_labels)
         queues = self.queues.queue_samples(_group(results, "queue"), chunk, now, quality,
                                            replica_labels=self.replica_labels)
+        node_labels = self._node_labels(chunk)
         cards = self._hami_card_facts(chunk)
         allocations = hami.allocations_from_matrices(_group(results, "hami"), cards, chunk.step)
-        gpus = hami.mark_vgpu(inventory.gpus_from_devices(build.devices),
-                              self._hami_uuids | hami.hami_card_uuids([allocations], cards))
+        gpus = inventory.with_node_facts(inventory.gpus_from_devices(build.devices), node_labels)
+        gpus = hami.mark_vgpu(gpus, self._hami_uuids | hami.hami_card_uuids([allocations], cards))
         frames = {
             "gpu_samples": build.samples,
             "token_samples": tokens,
             "queue_samples": queues,
             "gpus": gpus,
             "mig_instances": inventory.mig_instances_from_devices(build.devices),
-            "nodes": with_node_labels(inventory.nodes_from_gpus(gpus, chunk.end), self._node_labels(chunk)),
+            "nodes": with_node_labels(inventory.nodes_from_gpus(gpus, chunk.end), node_labels),
             "pods": self._pods(results["pods|requests"], chunk),
             "dra_pod_claims": self._pod_claims(results["pods|claims"], chunk),
             "vgpu_allocations": allocations,
@@ -293,7 +294,8 @@ class PrometheusCollector:
 
     def _node_labels(self, chunk: Chunk) -> dict[str, dict[str, str]]:
         """GFD labels per node from kube-state-metrics (where it exports them): the configured
-        time-slicing replica count (`nvidia.com/gpu.replicas`), pool and MIG config."""
+        time-slicing replica count and strategy (`nvidia.com/gpu.replicas`,
+        `nvidia.com/gpu.sharing-strategy`), pool and MIG config."""
         span = duration(chunk.end - chunk.start)
         answer = self.http.query(f"last_over_time(kube_node_labels[{span}])", chunk.last_point)
         return node_labels_from_vector(answer["data"]["result"])

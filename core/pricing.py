@@ -16,6 +16,9 @@ Names are matched the way collectors spell them: dcgm-exporter `modelName`
 (`NVIDIA-A100-80GB-PCIe`, plus `-SHARED` under time-slicing and `-MIG-...` under the MIG single
 strategy, both stripped), and `core.mig.canonical_model` names (`H100-80GB`); case-insensitive,
 and a space matches a dash, since the GFD label is the NVML name with spaces replaced.
+
+Two entries of one model and date (its spellings fold into one key) with the same price are one
+price; with different prices the book is refused in one line naming both entries as written.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from datetime import UTC, datetime, time, timedelta
 from functools import cache
 from typing import Any, Literal
 
-from gpuledger.core.config import Settings
+from gpuledger.core.config import PriceEntry, Settings
 from gpuledger.core.errors import ConfigError
 from gpuledger.core.window import Window
 
@@ -107,6 +110,21 @@ def _resolve(model: str) -> str:
     return model_key(entry.canonical) if entry is not None else model_key(model)
 
 
+def _two_prices(a: tuple[int, PriceEntry], b: tuple[int, PriceEntry], currency: str) -> str:
+    """The one line refusing two different prices of one model on one date: both entries, as
+    the book spells them (two spellings fold into one catalog key: `H100-80GB` and
+    `NVIDIA H100 80GB HBM3` are one model)."""
+    def line(index: int, entry: PriceEntry) -> str:
+        return (f"price_book[{index}] {{model: {entry.model!r}, unit_price: {entry.unit_price:g}, "
+                f"currency: {entry.currency or currency}, effective_from: {entry.effective_from}}}")
+
+    (_, ea), (_, eb) = a, b
+    known = catalog_entry(ea.model)
+    same = "spell one model" if ea.model != eb.model else "are the same model"
+    return (f"price_book: {line(*a)} and {line(*b)} {same} ({known.canonical if known else ea.model}) "
+            f"with two prices effective {ea.effective_from}; keep one")
+
+
 class PriceBook:
     """Unit price per card-hour, per model, as half-open effective spans.
 
@@ -119,7 +137,10 @@ class PriceBook:
         self.version = settings.price_book_version()
         self.use_catalog = use_catalog
         spans: dict[str, list[PriceSpan]] = {}
-        for entry in sorted(settings.price_book, key=lambda p: (_resolve(p.model), p.effective_from)):
+        entries = sorted(enumerate(settings.price_book),
+                         key=lambda ie: (_resolve(ie[1].model), ie[1].effective_from, ie[0]))
+        first: tuple[int, PriceEntry] | None = None  # the entry behind the last span added
+        for index, entry in entries:
             currency = entry.currency or settings.currency
             if currency != settings.currency:
                 raise ConfigError(
@@ -131,11 +152,13 @@ class PriceBook:
             if model_spans:
                 last = model_spans[-1]
                 if last.start == start:
-                    raise ConfigError(
-                        f"price_book: {entry.model} has two prices effective {entry.effective_from}"
-                    )
+                    assert first is not None
+                    if last.unit_price == entry.unit_price:
+                        continue  # the same price under two spellings of one model: one price
+                    raise ConfigError(_two_prices(first, (index, entry), settings.currency))
                 model_spans[-1] = PriceSpan(last.model, last.start, start, last.unit_price, currency)
             model_spans.append(PriceSpan(entry.model, start, None, entry.unit_price, currency))
+            first = (index, entry)
         self._spans = spans
 
     @property

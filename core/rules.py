@@ -38,11 +38,24 @@ from gpuledger.core import activity as activity_rule
 from gpuledger.core.activity import ActivitySource
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from gpuledger.core.config import Settings
 
 __all__ = [
-    "ACTIVITY_RULE_VERSION", "FALLBACK_SPACING_US", "HOLE_RULE", "SHARE_RULE_VERSION", "STALENESS_US",
-    "ActivitySource", "PricingRules", "Rules", "SamplingRules", "ShareRules",
+    "ACTIVITY_RULE_VERSION",
+    "FALLBACK_SPACING_US",
+    "HOLE_RULE",
+    "HOLE_RULES",
+    "HOLE_RULE_V1",
+    "SHARE_RULE_VERSION",
+    "STALENESS_US",
+    "ActivitySource",
+    "PricingRules",
+    "Rules",
+    "SamplingRules",
+    "ShareRules",
+    "hole_split",
 ]
 
 _US = 1_000_000
@@ -50,13 +63,25 @@ _US = 1_000_000
 ACTIVITY_RULE_VERSION = "1"
 """Bumped when `core.activity`'s rule changes in code (what counts as a reading, the fallback)."""
 
-HOLE_RULE = "card-next-scrape-v1"
+HOLE_RULE = "card-next-scrape-midpoint-v2"
 """How a scrape hole is split between the rows around it (the sampling model, decision 0051
-rule 5 and 0060): a row stands until the card's next scrape within the gap tolerance. Renamed
-when the rule changes, so roll-ups computed under the old rule are known as such."""
+rule 5 and 0060, amended by 0168): a row stands until the card's next scrape within the gap
+tolerance, except where its holder ends there: then the hole (the time past the card's own
+spacing) is split at its midpoint, each side taking at most the staleness bound of it.
+Renamed when the rule changes, so roll-ups computed under the old rule are known as such."""
 
-SHARE_RULE_VERSION = "1"
-"""Bumped when the share code (`analytics.devices`) changes what a holder pays."""
+HOLE_RULE_V1 = "card-next-scrape-v1"
+"""The rule before 0168: the row before a hole stood for all of it, holder change or not. This
+code still computes under it (`SamplingRules.computable`), so a roll-up stored under it can be
+billed as computed with its raw hours, and the frozen SQL pass of decision 0122 stays a check."""
+
+HOLE_RULES: tuple[str, ...] = (HOLE_RULE, HOLE_RULE_V1)
+"""The hole rules this code computes under."""
+
+SHARE_RULE_VERSION = "2"
+"""Bumped when the share code (`analytics.devices`) changes what a holder pays. 2: a whole card
+on a node GPU feature discovery labels as replicated (time-slicing, MPS) pays 1 / replicas per
+replica, not the whole card (`core.gfd`, decision 0167)."""
 
 STALENESS_US = 300 * _US
 """How long a reading stands for a field that later rows miss: Prometheus' default lookback
@@ -99,7 +124,7 @@ class SamplingRules:
     def computable(self) -> bool:
         """Whether this code computes under these rules: a set stored by code whose activity or
         hole rule has since changed (another version string) can be read, not recomputed."""
-        return self.activity_version == ACTIVITY_RULE_VERSION and self.hole_rule == HOLE_RULE
+        return self.activity_version == ACTIVITY_RULE_VERSION and self.hole_rule in HOLE_RULES
 
     @property
     def margin(self) -> timedelta:
@@ -239,3 +264,39 @@ class Rules:
 def _digest(value: dict[str, Any]) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def hole_split(
+    to_next: pl.Expr, tol: pl.Expr, same_next: pl.Expr, same_hold_prev: pl.Expr, stale: int
+) -> tuple[pl.Expr, pl.Expr]:
+    """The hole rule (`HOLE_RULE`, decision 0168) as the sample pass computes it (step 5 of
+    `analytics.sampling.sweep`): each row's reach after it (`dt`) and before it (`back`,
+    microseconds), from the columns `sp` (the card's spacing), `t`, `t_card_prev` and `hold`.
+
+    A row stands until the card's next scrape within the tolerance, as before, unless its
+    holder ends on the device there (the device's next row has another holder, or there is
+    none): then only its own spacing plus half the hole, the hole being the interval past the
+    card's spacing. The first row of a holder on a device reaches back over the other half of
+    the hole before it (to the card's previous scrape). Each half is at most the staleness
+    bound: a reading stands no longer than a query engine would show it, and what remains of a
+    longer hole is held by nobody. A regular scrape leaves no hole, so nothing moves there."""
+    import polars as pl
+
+    sp, t = pl.col("sp"), pl.col("t")
+    ends = ~(same_next & pl.col("hold").eq_missing(pl.col("hold").shift(-1))).fill_null(False)
+    hole_after = to_next - sp
+    dt = (
+        pl.when((to_next <= tol) & ends & (hole_after > 0))
+        .then(sp + pl.min_horizontal(hole_after // 2, pl.lit(stale, pl.Int64)))
+        .when(to_next <= tol).then(to_next)
+        .otherwise(sp)
+    )
+    from_prev = t - pl.col("t_card_prev")
+    hole_before = from_prev - sp
+    starts = ~same_hold_prev.fill_null(False)
+    back = (
+        pl.when(starts & (from_prev <= tol) & (hole_before > 0))
+        .then(pl.min_horizontal(hole_before - hole_before // 2, pl.lit(stale, pl.Int64)))
+        .otherwise(pl.lit(0, pl.Int64))
+    )
+    return dt, back

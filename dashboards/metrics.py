@@ -29,6 +29,14 @@ Metrics (every name has the `gpuledger_` prefix):
 - `collect_dropped_samples_total` {reason}: samples the collector dropped, by reason, from the
   counts `gpuledger collect` leaves beside the warehouse (`core.collect_stats`);
 - `snapshot_age_seconds`: how old the data served is.
+
+Label values are never missing, whatever the cluster labels (a scrape that meets a `None` label
+value fails as a whole, so one node without a pool label once took every series down with a
+500): a value the cluster does not publish is the bill's own `unknown` (a node without a pool
+label is in pool `unknown`, a card no source names is model `unknown`: `core.labels.UNKNOWN`),
+and a dimension a line does not have (the `sharing_discount` line's model) is the empty
+value, which Prometheus reads as an absent label (`core.labels.label_text`). Usage without a
+team is on team `unattributed`, as on the bill.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from gpuledger.analytics.billing.budgets import GAUGES, budget_gauges, budget_st
 from gpuledger.core import collect_stats
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import GpuledgerError
+from gpuledger.core.labels import label_text
 from gpuledger.core.period import Period
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.optimizer.plan.store import list_plans
@@ -57,6 +66,11 @@ log = logging.getLogger(__name__)
 BILL_BY = ("team", "model", "sharing_mode")
 SAMPLE_TABLES = ("gpu_samples", "queue_samples", "token_samples")
 MOVING_STATUSES = ("approved", "applying")
+
+
+def _labels(*values: object) -> list[str]:
+    """Label values as text, None as the empty value (module docstring)."""
+    return [label_text(v) for v in values]
 
 
 def _ts(moment: datetime | None) -> float | None:
@@ -103,11 +117,11 @@ class LedgerCollector(Collector):
                 continue
             for row in bill.lines.iter_rows(named=True):
                 mode = row["sharing_mode"] or "exclusive"
-                key = [which, month, row["team"], row["model"] or "", mode, currency]
+                key = _labels(which, month, row["team"], row["model"], mode, currency)
                 cost.add_metric(key, float(row["cost"]))
                 idle.add_metric(key, float(row["idle_cost"] or 0.0))
             for row in bill.unallocated.iter_rows(named=True):
-                unalloc.add_metric([which, month, row["pool"], row["model"]], float(row["card_hours"]))
+                unalloc.add_metric(_labels(which, month, row["pool"], row["model"]), float(row["card_hours"]))
         yield from (cost, idle, unalloc)
         if "current" in billed:
             yield from self.data.memo(("metrics", "budgets", months["current"]),
@@ -121,7 +135,7 @@ class LedgerCollector(Collector):
             per_level = name == "gpuledger_budget_threshold_ratio"  # a setting, not a month's figure
             family = GaugeMetricFamily(name, GAUGES[name], labels=["team", "level" if per_level else "month"])
             for labels, value in samples:
-                family.add_metric([labels["team"], labels["level"] if per_level else month], value)
+                family.add_metric(_labels(labels["team"], labels["level"] if per_level else month), value)
             out.append(family)
         return out
 

@@ -40,8 +40,10 @@ def labels(pairs: Iterable[tuple[str, object]]) -> str:
 
 
 def label_name(key: str) -> str:
-    """kube-state-metrics' sanitizing of a Kubernetes label key (`label_` + non-alnum → `_`)."""
-    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", key)
+    """kube-state-metrics' name for a Kubernetes label key: `label_` + the key with non-alnum
+    characters as `_`, then snake case (`teamName` → `team_name`; `internal/store/utils.go`
+    `labelName` = `toSnakeCase(SanitizeLabelName(key))`)."""
+    return "label_" + re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", re.sub(r"[^a-zA-Z0-9_]", "_", key)).lower()
 
 
 def table(values: list[str]) -> pl.Series:

@@ -14,7 +14,10 @@ on the sequence, never poll for a transient label value.
 The protocol (DESIGN.md): the admin sets node label `nvidia.com/mig.config=<name>`, naming an
 entry of the mig-parted ConfigMap (`version: v1`, `mig-configs: {name: [{devices: all|[idx],
 mig-enabled, mig-devices: {profile: n}}]}`); MIG Manager sets `nvidia.com/mig.config.state` to
-`pending`, reconfigures the GPUs, and then sets `success` or `failed`.
+`pending`, reconfigures the GPUs, and then sets `success` or `failed`. A change that needs the
+host rebooted (MIG mode on some GPUs, mig-parted `WITH_REBOOT`) passes through `rebooting`
+first (NVIDIA/mig-parted `cmd/nvidia-mig-manager`: the state takes `pending`, `rebooting`,
+`success`, `failed`).
 
 Steps of one reconcile (`_reconcile`), run in its own thread so a slow one never blocks the watch:
 1. Label the node `nvidia.com/mig.config.state=pending`.
@@ -23,9 +26,10 @@ Steps of one reconcile (`_reconcile`), run in its own thread so a slow one never
 4. Read the mig-parted ConfigMap, take the named entry, and check every device's layout against
    `core.mig` placement rules for the node's GPU model (`nvidia.com/gpu.product`,
    `nvidia.com/gpu.count`); anything invalid, or an injected failure, → `failed`.
-5. Patch the node's status: `nvidia.com/mig-<profile>` capacity and allocatable to the new
+5. With `reboot_s` set: label the node `rebooting` and wait that long (the host restarts).
+6. Patch the node's status: `nvidia.com/mig-<profile>` capacity and allocatable to the new
    counts (stale MIG resources removed), `nvidia.com/gpu` to the GPUs left without MIG.
-6. Label the node `nvidia.com/mig.config.state=success`.
+7. Label the node `nvidia.com/mig.config.state=success`.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 CONFIGMAP_KEY = "config.yaml"
 
-PENDING, SUCCESS, FAILED = "pending", "success", "failed"
+PENDING, REBOOTING, SUCCESS, FAILED = "pending", "rebooting", "success", "failed"
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -67,10 +71,12 @@ class MigBehavior:
 
     `delay_s` is the time spent `pending` before the outcome. A node or config named in
     `fail_*` ends `failed` even when the layout is valid; one named in `pending_forever_*`
-    never leaves `pending` (the actuator must time out).
+    never leaves `pending` (the actuator must time out). `reboot_s`: a valid layout then spends
+    that long `rebooting` before `success` (None: no reboot, as on most GPUs).
     """
 
     delay_s: float = 0.0
+    reboot_s: float | None = None
     fail_nodes: frozenset[str] = frozenset()
     fail_configs: frozenset[str] = frozenset()
     pending_forever_nodes: frozenset[str] = frozenset()
@@ -326,6 +332,15 @@ class MigManagerEmulator:
         with self._lock:
             return self._generation[name] == generation and not self._stop.is_set()
 
+    def _wait(self, name: str, generation: int, seconds: float) -> bool:
+        """Sleep `seconds`; False as soon as a newer config for the node or `stop()` cuts it."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if not self._current(name, generation):
+                return False
+            self._stop.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+        return self._current(name, generation)
+
     def _reconcile(self, name: str, config: str, generation: int) -> None:
         core = client.CoreV1Api(self.api)
         behavior = self.behavior
@@ -333,12 +348,7 @@ class MigManagerEmulator:
             # 1. pending
             self._set_state(core, name, config, PENDING)
             # 2. delay (a newer config or stop() cuts it short)
-            deadline = time.monotonic() + behavior.delay_s
-            while time.monotonic() < deadline:
-                if not self._current(name, generation):
-                    return
-                self._stop.wait(min(0.05, max(0.0, deadline - time.monotonic())))
-            if not self._current(name, generation):
+            if not self._wait(name, generation, behavior.delay_s):
                 return
             # 3. stuck
             if name in behavior.pending_forever_nodes or config in behavior.pending_forever_configs:
@@ -355,11 +365,17 @@ class MigManagerEmulator:
                 return
             if not self._current(name, generation):
                 return
-            # 5. capacity and allocatable
+            # 5. reboot
+            if behavior.reboot_s is not None:
+                self._set_state(core, name, config, REBOOTING)
+                if not self._wait(name, generation, behavior.reboot_s):
+                    return
+                node = core.read_node(name)
+            # 6. capacity and allocatable
             self._patch_resources(core, node, result)
             self.results[name] = result
             self.errors.pop(name, None)
-            # 6. success
+            # 7. success
             self._set_state(core, name, config, SUCCESS)
         except (ApiException, HTTPError, OSError) as exc:
             if not self._stop.is_set():

@@ -18,7 +18,9 @@ fleet cost, to the cent, for any window.
    pool's `unallocated` line. Idle card-hours are priced the same way (`idle_cost`, part of
    the team's cost).
 3. Capacity: each inventoried card's present hours per day; what nobody held is unallocated,
-   at list price (stranded MIG capacity counted apart).
+   at list price (stranded MIG capacity counted apart), per pool and model. A card whose node
+   has no pool label is in pool `unknown` (`core.labels`): label-poor clusters are normal
+   input, and the line says what it does not know rather than dropping or hiding it.
 4. Lines by the requested dimensions, the discount line, redistribution, whole cents
    (`analytics.billing.lines`), then the conservation check.
 """
@@ -59,21 +61,25 @@ from gpuledger.analytics.billing.unallocated import (
 )
 from gpuledger.analytics.devices.dra_history import unplaced_claims
 from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
-from gpuledger.analytics.devices.replicas import replicas_unknown_nodes
+from gpuledger.analytics.devices.replicas import cards, replicas_unknown_nodes
 from gpuledger.analytics.teams.namespaces import team_table
 from gpuledger.analytics.usage.daily import KEYS, Source, card_day_held, coarse_usage_from_rollup, usage_of
 from gpuledger.analytics.usage.plan import UsagePlan, plan_usage
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import GpuledgerError, InputError
+from gpuledger.core.labels import UNKNOWN
 from gpuledger.core.period import Period
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import newest_sample
-from gpuledger.warehouse.queries.usage import gpu_inventory
 
 Grain = Literal["device", "lines"]
+
+_POOL = pl.col("pool").fill_null(UNKNOWN)
+"""A card whose node has no pool label is in pool `unknown` (`core.labels`, decision 0166): the
+`by pool` lines and the unallocated table name it, and a pool's billing basis can be set for it."""
 
 DIMENSIONS: tuple[str, ...] = (
     "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode", "profile",
@@ -243,7 +249,7 @@ def compute_bill(
     plan = plan_usage(wh, window, Rules.of(settings), source=source, as_computed=as_computed,
                       what=f"bill {period_text(window)}")
     usage, held = _usage(wh, window, settings, dims, plan, grain=grain)
-    gpus = gpu_inventory(wh)
+    usage, gpus = usage.with_columns(_POOL), cards(wh).with_columns(_POOL)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
     prices = price_table(book, models, window, strict=strict_prices)

@@ -1,4 +1,15 @@
-"""How many replicas a time-sliced card is cut into: configuration, never a guess.
+"""Which cards the device plugin replicates (time-slicing, MPS) and into how many replicas:
+configuration, never a guess.
+
+Whether a card is replicated is what GPU feature discovery's node labels say (`core.gfd`, the
+one rule): dcgm-exporter shows a replicated card as ONE series labelled with one of its pods
+(`--kubernetes-virtual-gpus` adds a `vgpu` series per pod, and none for a card no pod uses),
+so the inventory's mode (`gpus.sharing_mode`, from the series seen) says `exclusive` for a
+time-sliced card exported the default way, and that pod was billed the whole card (issue 29).
+`cards` reads the inventory with the mode the node's stored labels give (`nodes.labels`, from
+the Kubernetes API or kube-state-metrics' `kube_node_labels`): a whole card on a replicated
+node is `timeslice`, MPS included (its shares are 1 / replicas too, enforced by the MPS control
+daemon; docs/decisions/0167); MIG, vGPU and DRA cards keep their mode.
 
 The NVIDIA device plugin's time-slicing config sets the count, and GPU feature discovery
 publishes it as the node label `nvidia.com/gpu.replicas`; the Kubernetes API collector stores
@@ -19,26 +30,53 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from gpuledger.core.gfd import replica_count, replicated
+from gpuledger.core.labels import pool_of
 from gpuledger.warehouse.queries.devices import node_label_rows
+from gpuledger.warehouse.queries.usage import gpu_inventory
 
 if TYPE_CHECKING:
     from gpuledger.core.window import Window
     from gpuledger.warehouse import Warehouse
 
-REPLICAS_LABEL = "nvidia.com/gpu.replicas"
-"""GFD's node label with the time-slicing replica count per card."""
 TIMESLICE = "timeslice"
+EXCLUSIVE = "exclusive"
 _SCHEMA = {"node": pl.String, "configured_replicas": pl.Int64}
+
+
+def _labels(text: object) -> dict[str, object]:
+    """A stored `labels` JSON value as a mapping (empty when NULL or not a JSON object)."""
+    try:
+        data = json.loads(str(text)) if text is not None else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _count(labels: object) -> int | None:
     """The label's value as a positive count, None when absent or not a number."""
-    try:
-        data = json.loads(str(labels)) if labels is not None else {}
-        value = int(str(data.get(REPLICAS_LABEL, "")).strip())
-    except (ValueError, TypeError, AttributeError):
-        return None
-    return value if value >= 1 else None
+    value = replica_count(_labels(labels))
+    return value if value is not None and value >= 1 else None
+
+
+def cards(wh: Warehouse) -> pl.DataFrame:
+    """The inventory as the bill joins it (`gpu_inventory`: `uuid`, `gpu_node`, `model`, `pool`,
+    `card_mode`, ...) with what its node's stored labels say: a whole card on a replicated node
+    is `timeslice` (module docstring), and a card without a pool is in its node's pool
+    (`core.labels.pool_of`: ours, else the autoscaler's or cloud's node-pool label)."""
+    gpus = gpu_inventory(wh)
+    rows = [(node, _labels(text)) for node, text in node_label_rows(wh).iter_rows()]
+    if gpus.is_empty() or not rows:
+        return gpus
+    nodes = pl.DataFrame(
+        [(node, pool_of(labels), replicated(labels) is not None) for node, labels in rows],
+        schema={"gpu_node": pl.String, "_node_pool": pl.String, "_replicated": pl.Boolean}, orient="row",
+    ).unique("gpu_node", keep="last")
+    shared = (pl.col("card_mode") == EXCLUSIVE) & pl.col("_replicated").fill_null(False)
+    return gpus.join(nodes, on="gpu_node", how="left", maintain_order="left").with_columns(
+        pl.when(shared).then(pl.lit(TIMESLICE)).otherwise(pl.col("card_mode")).alias("card_mode"),
+        pl.coalesce("pool", "_node_pool").alias("pool"),
+    ).drop("_node_pool", "_replicated")
 
 
 def configured_replicas(wh: Warehouse | None) -> pl.DataFrame:

@@ -62,7 +62,8 @@ def _us_to_ts(*names: str) -> list[pl.Expr]:
 
 def hourly(pieces: Pieces) -> pl.DataFrame:
     """Step 7 for the hourly frame: split at the hour (an interval is at most the tolerance,
-    never over 1 h, so at most two parts), summed per hour, device and holder.
+    never over 1 h, plus the staleness bound a holder's first row may reach back over a hole
+    (decision 0168), so at most three parts), summed per hour, device and holder.
 
     Summed in two levels: first per allocation run and hour (a key that never decreases down
     the rows, since a run is consecutive rows of one holder on one device, so Polars groups
@@ -77,10 +78,16 @@ def hourly(pieces: Pieces) -> pl.DataFrame:
         (pl.min_horizontal("b", pl.col("h0") + HOUR_US) - pl.col("a")).alias("len"),
         (pl.col("alloc_no").cast(pl.Int64) * (1 << 24) + pl.col("h0") // HOUR_US).alias("g"),
     )
-    second = rows.filter(pl.col("b") > pl.col("h0") + HOUR_US).select(
+    later = rows.filter(pl.col("b") > pl.col("h0") + HOUR_US)
+    second = later.select(
         "pair", "act", "fb", "long_idle", "held_idle", (pl.col("h0") + HOUR_US).alias("hour"),
-        (pl.col("b") - (pl.col("h0") + HOUR_US)).alias("len"),
+        (pl.min_horizontal("b", pl.col("h0") + 2 * HOUR_US) - (pl.col("h0") + HOUR_US)).alias("len"),
     )
+    third = later.filter(pl.col("b") > pl.col("h0") + 2 * HOUR_US).select(
+        "pair", "act", "fb", "long_idle", "held_idle", (pl.col("h0") + 2 * HOUR_US).alias("hour"),
+        (pl.col("b") - (pl.col("h0") + 2 * HOUR_US)).alias("len"),
+    )
+    second = pl.concat([second, third]) if third.height else second
     partial = in_order(first, "g").group_by("g").agg(pl.col("pair", "hour").first(), *_hour_sums())
     parts = pl.concat([partial.drop("g"), second.select("pair", "hour", *_hour_sums(each_row=True))])
     group = pl.col("pair").cast(pl.Int64) * (1 << 24) + pl.col("hour") // HOUR_US

@@ -48,13 +48,15 @@ The steps (`run`):
    (`analytics.sampling.holders`, step 1b).
 2. One row per device and time: rows of one device at one time merge (holder kept, each
    field's reading kept).
-3. Per row: the card's next scrape, and each field's last reading for the same device and
-   holder within the staleness bound.
+3. Per row: the card's next and previous scrape (`_distinct_neighbours`), and each
+   field's last reading for the same device and holder within the staleness bound.
 4. Per card: its sample spacing, the median interval between its rows no longer than the
    staleness bound (else the read window's median over cards, else the fallback spacing).
 5. Each row's interval `dt` (to the card's next scrape within the tolerance, else the card's
-   spacing), its activity, and the runs: an allocation continues while the next row has the
-   same holder and no long gap; an idle run while the carried activity stays under the threshold.
+   spacing; a holder that ends inside a scrape hole splits it at its midpoint with the next
+   holder's first row, `core.rules.hole_split`, decision 0168), its activity, and the runs: an
+   allocation continues while the next row has the same holder and no long gap; an idle run
+   while the carried activity stays under the threshold.
 6. Idle runs measured over their full length; runs of at least the minimum are idle time,
    "held idle" when framebuffer use averages at least the floor.
 7. Every interval clipped to the window (`Pieces`); the consumers split it at the hour or group
@@ -89,7 +91,7 @@ import polars as pl
 from gpuledger.analytics.sampling.holders import with_hami_holders
 from gpuledger.core import activity
 from gpuledger.core.errors import InputError
-from gpuledger.core.rules import SamplingRules
+from gpuledger.core.rules import HOLE_RULE_V1, SamplingRules, hole_split
 from gpuledger.core.window import Window
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries import sampling as read
@@ -133,12 +135,12 @@ def run(wh: ReadableWarehouse, window: Window, rules: SamplingRules) -> Pieces:
     frame, devs, unit = _ordered(values, series, names, unread)
     del values  # the sorted copy replaces it: the pass holds one copy of the rows at a time
     frame = _merged(frame)
-    frame = frame.with_columns(_card_next(frame, unit, devs))
+    frame = frame.with_columns(*_card_next(frame, unit, devs))
     frame = _carried(frame, rules.staleness_us, act, unread)
     spacing = _spacing(frame, rules.staleness_us, rules.fallback_spacing_us)
     segs = _segments(frame)
     frame = frame.select(
-        "dix", "t", "hold", "t_card_next", "gr_c", "util_c", "fb_c",
+        "dix", "t", "hold", "t_card_next", "t_card_prev", "gr_c", "util_c", "fb_c",
         pl.col("cix").replace_strict(spacing["cix"], spacing["sp"]).alias("sp"),
         segs["pair"].gather(frame["seg"] - 1).alias("pair"),
     )
@@ -213,38 +215,52 @@ def _merged(frame: pl.DataFrame) -> pl.DataFrame:
     ).sort("key")
 
 
-def _card_next(frame: pl.DataFrame, unit: int, devs: pl.DataFrame) -> pl.Series:
-    """Step 3: each row's card's next scrape (next distinct time on the card), else null.
+def _card_next(frame: pl.DataFrame, unit: int, devs: pl.DataFrame) -> list[pl.Series]:
+    """Step 3: each row's card's next scrape and previous scrape (the next and previous distinct
+    times on the card), else null.
 
-    On a card with one device that is the device's next row; the rows of cards with several
-    devices (MIG, vGPU) take the next distinct (card, time) key (`_next_distinct`)."""
+    On a card with one device those are the device's next and previous rows; the rows of cards
+    with several devices (MIG, vGPU) take the neighbouring distinct (card, time) keys
+    (`_distinct_neighbours`)."""
     next_row = pl.when(pl.col("dix") == pl.col("dix").shift(-1)).then(pl.col("t").shift(-1))
-    alone = frame.select(next_row.alias("t_card_next")).to_series()
+    prev_row = pl.when(pl.col("dix") == pl.col("dix").shift(1)).then(pl.col("t").shift(1))
+    alone = frame.select(next_row.alias("t_card_next"), prev_row.alias("t_card_prev"))
     shared = devs["shared"].gather(frame["dix"])
     if not shared.any():
-        return alone
+        return alone.get_columns()
     rows = frame.select("ckey", "t").filter(shared)
-    rows = rows.with_columns(pl.Series("after", _next_distinct(rows["ckey"].to_numpy(), unit)))
-    found = rows.select(pl.when(pl.col("after") >= 0).then(pl.col("after") - pl.col("ckey") + pl.col("t")))
-    return alone.scatter(shared.arg_true(), found.to_series())
+    after, before = _distinct_neighbours(rows["ckey"].to_numpy(), unit)
+    rows = rows.with_columns(pl.Series("after", after), pl.Series("before", before))
+    found = rows.select(
+        pl.when(pl.col(k) >= 0).then(pl.col(k) - pl.col("ckey") + pl.col("t")).alias(k)
+        for k in ("after", "before")
+    )
+    at = shared.arg_true()
+    return [alone["t_card_next"].scatter(at, found["after"]),
+            alone["t_card_prev"].scatter(at, found["before"])]
 
 
-def _next_distinct(keys: np.ndarray, unit: int) -> np.ndarray:
-    """For each (card, time) key, the next greater key of the same card, else -1.
-
+def _distinct_neighbours(keys: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per (card, time) key, the next greater and previous smaller key of its card, else -1.
     A stable argsort (numpy's timsort): the rows come card by card, each card's devices one
     after another in time order, so it merges a few sorted runs per card instead of sorting.
-    In key order the next distinct key of a run of equal keys is the one after its last."""
+    A run of equal keys: the next distinct key is after its last, the previous before its first."""
     perm = np.argsort(keys, kind="stable")
     ordered = keys[perm]
     n = len(ordered)
+    card = ordered // unit
     last = np.ones(n, dtype=bool)
     last[:-1] = ordered[1:] != ordered[:-1]
     run_end = np.minimum.accumulate(np.where(last, np.arange(n), n)[::-1])[::-1]
     after = np.append(ordered[1:], -1)[run_end]
-    out = np.empty(n, dtype=np.int64)
-    out[perm] = np.where((after >= 0) & (after // unit == ordered // unit), after, -1)
-    return out
+    first = np.ones(n, dtype=bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    run_start = np.maximum.accumulate(np.where(first, np.arange(n), -1))
+    before = np.append(-1, ordered[:-1])[run_start]
+    out_after, out_before = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    out_after[perm] = np.where((after >= 0) & (after // unit == card), after, -1)
+    out_before[perm] = np.where((before >= 0) & (before // unit == card), before, -1)
+    return out_after, out_before
 
 
 def _carried(frame: pl.DataFrame, stale: int, act: list[str], unread: set[str]) -> pl.DataFrame:
@@ -333,18 +349,21 @@ def _runs(frame: pl.DataFrame, rules: SamplingRules) -> pl.DataFrame:
     ).alias("act"))
     t_next = pl.min_horizontal(pl.when(same_next).then(pl.col("t").shift(-1)), pl.col("t_card_next"))
     tol = pl.max_horizontal(pl.lit(rules.gap_tolerance_us, pl.Int64), pl.col("sp"))
-    continues = (
-        same_prev & (pl.col("t") - pl.col("t").shift(1) <= tol)
-        & pl.col("hold").eq_missing(pl.col("hold").shift(1))
-    ).fill_null(False)
+    same_hold_prev = same_prev & pl.col("hold").eq_missing(pl.col("hold").shift(1))
+    continues = (same_hold_prev & (pl.col("t") - pl.col("t").shift(1) <= tol)).fill_null(False)
     idle = (pl.col("act") < rules.idle_threshold).fill_null(False)
     idle_prev = pl.when(same_prev).then(pl.col("act").shift(1) < rules.idle_threshold).fill_null(False)
+    to_next = t_next - pl.col("t")
+    dt = pl.when(to_next <= tol).then(to_next).otherwise(pl.col("sp"))
+    back = pl.lit(0, pl.Int64)
+    if rules.hole_rule != HOLE_RULE_V1:
+        dt, back = hole_split(to_next, tol, same_next, same_hold_prev, rules.staleness_us)
     frame = frame.with_columns(
-        pl.when(t_next - pl.col("t") <= tol).then(t_next - pl.col("t")).otherwise(pl.col("sp")).alias("dt"),
+        dt.alias("dt"), back.alias("back"),
         continues.alias("cont"), idle.alias("idle"), (idle & idle_prev & continues).alias("idle_cont"),
     )
     return frame.select(
-        "t", "hold", "pair", "act", "fb_c", "dt", "idle",
+        "t", "hold", "pair", "act", "fb_c", "dt", "back", "idle",
         (~pl.col("cont")).cum_sum().alias("alloc_no"), (~pl.col("idle_cont")).cum_sum().alias("idle_no"),
     )
 
@@ -356,22 +375,22 @@ def _pieces(frame: pl.DataFrame, rules: SamplingRules, clip: tuple[int, int]) ->
     ws, we = clip
     idle = in_order(frame.filter(pl.col("idle") & pl.col("hold").is_not_null()), "idle_no")
     lengths = idle.group_by("idle_no").agg(
-        pl.col("dt").sum().alias("run_us"), pl.col("fb_c").mean().alias("fb_avg")
+        (pl.col("dt") + pl.col("back")).sum().alias("run_us"), pl.col("fb_c").mean().alias("fb_avg")
     )
     size = int(frame["idle_no"].max()) + 1  # type: ignore[arg-type]
     at = lengths["idle_no"]
     run_us = pl.repeat(None, size, dtype=pl.Int64, eager=True).scatter(at, lengths["run_us"])
     fb_avg = pl.repeat(None, size, dtype=pl.Float64, eager=True).scatter(at, lengths["fb_avg"])
-    columns = ("t", "dt", "pair", "alloc_no", "idle_no", "act", "fb_c")
+    columns = ("t", "dt", "back", "pair", "alloc_no", "idle_no", "act", "fb_c")
     held = frame.select(*columns, "hold").filter(
-        pl.col("hold").is_not_null() & (pl.col("t") + pl.col("dt") > ws) & (pl.col("t") < we)
+        pl.col("hold").is_not_null() & (pl.col("t") + pl.col("dt") > ws) & (pl.col("t") - pl.col("back") < we)
     )
     held = held.with_columns(run_us.gather(held["idle_no"]).alias("run_us"),
                              fb_avg.gather(held["idle_no"]).alias("fb_avg"))
     long_idle = pl.col("run_us") >= rules.idle_min_us
     return held.select(
         "pair", "alloc_no", "idle_no", "act", pl.col("fb_c").alias("fb"), "run_us",
-        pl.max_horizontal(pl.col("t"), pl.lit(ws, pl.Int64)).alias("a"),
+        pl.max_horizontal(pl.col("t") - pl.col("back"), pl.lit(ws, pl.Int64)).alias("a"),
         pl.min_horizontal(pl.col("t") + pl.col("dt"), pl.lit(we, pl.Int64)).alias("b"),
         long_idle.fill_null(False).alias("long_idle"),
         (long_idle & (pl.col("fb_avg") >= rules.held_fb_mib)).fill_null(False).alias("held_idle"),

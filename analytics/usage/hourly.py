@@ -25,6 +25,7 @@ import polars as pl
 from gpuledger.analytics.devices.base import ShareInputs
 from gpuledger.analytics.devices.dra_rows import with_claim_rows
 from gpuledger.analytics.devices.registry import sharing_mode_expr, with_shares
+from gpuledger.analytics.devices.replicas import cards
 from gpuledger.analytics.devices.shares import clamp_to_card, vgpu_request
 from gpuledger.analytics.devices.unlabeled import split_unlabeled
 from gpuledger.analytics.sampling.results import held_hourly
@@ -33,7 +34,7 @@ from gpuledger.core.frames import CARD_HOURS_HOURLY, polars_schema
 from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.queries.usage import gpu_inventory, pods_between
+from gpuledger.warehouse.queries.usage import pods_between
 
 HOURLY_COLUMNS: tuple[str, ...] = CARD_HOURS_HOURLY.column_names
 
@@ -64,7 +65,7 @@ def hourly_usage(
     `held`: step 1's frame when the caller already has it (the roll-up computes it in the same
     pass as the allocations, `analytics.usage.rollup`)."""
     # 1. Held time: the samples', and on DRA cards the claims' (`analytics.devices.dra_rows`).
-    gpus = gpu_inventory(wh)
+    gpus = cards(wh)  # a whole card on a replicated node is `timeslice` (core.gfd)
     sampled = held if held is not None else held_hourly(wh, window, rules.sampling)
     held = split_unlabeled(wh, sampled, gpus, window)
     held = with_claim_rows(wh, window, held)

@@ -19,6 +19,7 @@ from dash import dcc, html
 
 from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.core.errors import InputError
+from gpuledger.core.labels import UNKNOWN
 from gpuledger.core.mig import COMPUTE_SLICES, MEMORY_SLICES, gpu_model
 from gpuledger.core.period import Period
 from gpuledger.dashboards import figures
@@ -157,7 +158,7 @@ def _aggregates(
     daily = daily_hours(detail)
     unallocated = (
         detail.filter(pl.col("team") == SpecialLine.UNALLOCATED.value)
-        .with_columns(pl.col("pool").fill_null("(no pool)"))
+        .with_columns(pl.col("pool").fill_null(UNKNOWN))  # the bill's name already (core.labels)
         .group_by("pool", "model").agg(pl.col("card_hours").sum(), pl.col("cost").sum())
         .sort("card_hours", descending=True)
     )

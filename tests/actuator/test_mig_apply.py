@@ -12,6 +12,9 @@ Cases:
 - a node stuck `pending` times out: its label is restored, it is uncordoned and marked failed,
   the rollout stops (the second node is untouched), the plan is `failed`;
 - MIG Manager reports `failed`: the same restore;
+- a change that needs the host rebooted: MIG Manager goes `pending` → `rebooting` → `success`
+  (mig-parted); the rollout waits through `rebooting` (in progress, never a failure), the node
+  stays cordoned while it reboots, and ends `done` with the planned MIG devices;
 - a PodDisruptionBudget blocks an eviction: the preview says so (`blocked`, not ok); applying
   anyway leaves that node uncordoned untouched (`blocked`) naming the budget, the next node is
   still changed; the plan ends `failed` with the budget's message;
@@ -183,6 +186,25 @@ def test_failed_state_restores_the_node(kube, gateway, wh, k8s_settings, alice, 
                         "AND action = 'node.label.restore'", [plan.id]).to_dicts()
     assert json.loads(restored[0]["after_state"]) == {CONFIG_LABEL: "all-disabled"}
     assert kube.labels(n2)[CONFIG_LABEL] == "all-disabled"
+
+
+def test_rebooting_is_in_progress(kube, gateway, wh, k8s_settings, alice, fleet, mig_manager):
+    from gpuledger.actuator.migconfig import MIG_STATES_IN_PROGRESS
+
+    assert "rebooting" in MIG_STATES_IN_PROGRESS
+    ns, n1, n2 = fleet
+    plan = previewed(wh, k8s_settings, alice, two_node_plan(kube, ns, n1, n2), gateway)
+    target1 = plan.changes.nodes[0].mig_config
+    mig_manager.behavior = MigBehavior(delay_s=0.1, reboot_s=1.5)
+    with Recorder(kube.api, kube.core.list_node, {n1}) as seen:
+        result = apply(wh, plan.id, principal=alice, settings=k8s_settings, cluster=gateway)
+        time.sleep(0.3)
+    assert result.status == "applied", result.message
+    assert [t.state for t in mig_manager.history(n1) if t.config == target1] == ["pending", "rebooting", "success"]
+    rebooting = [e for e in seen.of(n1) if e["metadata"]["labels"].get(STATE_LABEL) == "rebooting"]
+    assert rebooting and all(e["spec"].get("unschedulable") is True for e in rebooting)
+    assert kube.labels(n1)[CONFIG_LABEL] == target1 and not kube.unschedulable(n1)
+    assert mig_allocatable(kube, n1) == {"nvidia.com/mig-3g.40gb": "4"}
 
 
 def test_pdb_blocks_one_node_not_the_plan(kube, gateway, wh, k8s_settings, alice, fleet, mig_manager):

@@ -12,6 +12,10 @@ Cases:
 - every model family issue 13 lists has a positive default price;
 - a configured `price_book` entry wins over the catalog, under any spelling of the model;
 - the catalog is not used for a bill in another currency (no conversion): the model is unpriced;
+- one model priced under two spellings (`H100-80GB` and `NVIDIA H100 80GB HBM3`, one catalog
+  key since upgrades fold spellings): the same price on the same date is one price (the bill
+  prices 2 h at it), a different one is refused in one line naming both entries, each as
+  written and at its place in the book (issue 29: the error named one spelling only);
 - an unknown model (`NVIDIA Foo 9000`) next to an H100 is billed at 0 on a line marked
   `unpriced`, conservation holds to the cent, the JSON names it in `unpriced_models` and keeps
   every existing key; the CLI prints exactly one warning naming the model and `price_book`;
@@ -34,6 +38,7 @@ import pytest
 import yaml
 
 from gpuledger.core.config import PriceEntry, Settings
+from gpuledger.core.errors import ConfigError
 from gpuledger.core.pricing import PriceBook, catalog_entry
 from tests.analytics.builders import Seg, at, gpus, load, namespaces, samples, window
 from tests.analytics.conftest import by_team
@@ -129,6 +134,37 @@ def test_price_book_wins_over_the_catalog(make_bill, configured):
     assert bill.fleet_cost == 1.00
     assert bill.catalog_priced_models == ()
     assert PriceBook(settings).source("NVIDIA A10") == "price_book"
+
+
+def test_one_model_under_two_spellings_same_price_is_one_price(make_bill):
+    settings = Settings(price_book=(
+        PriceEntry(model="H100-80GB", unit_price=2.5, effective_from="2026-01-01"),
+        PriceEntry(model="A100-80GB", unit_price=1.0, effective_from="2026-01-01"),
+        PriceEntry(model="NVIDIA H100 80GB HBM3", unit_price=2.5, effective_from="2026-01-01"),
+    ))
+    frames = {
+        "gpus": gpus({"uuid": "GPU-A", "model": "NVIDIA H100 80GB HBM3"}),
+        "gpu_samples": samples([Seg("GPU-A", at(0), at(2), "ml", "p1")]),
+        "namespaces": namespaces({"ml": "vision"}),
+    }
+    bill = make_bill(window(2), frames, settings)
+    assert bill.fleet_cost == 2 * 2.5
+    assert PriceBook(settings).source("H100-80GB") == "price_book"
+
+
+def test_one_model_under_two_spellings_two_prices_names_both_entries():
+    settings = Settings(price_book=(
+        PriceEntry(model="H100-80GB", unit_price=2.5, effective_from="2026-01-01"),
+        PriceEntry(model="A100-80GB", unit_price=1.0, effective_from="2026-01-01"),
+        PriceEntry(model="NVIDIA H100 80GB HBM3", unit_price=3.1, effective_from="2026-01-01"),
+    ))
+    with pytest.raises(ConfigError) as caught:
+        PriceBook(settings)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "price_book[0] {model: 'H100-80GB', unit_price: 2.5" in message
+    assert "price_book[2] {model: 'NVIDIA H100 80GB HBM3', unit_price: 3.1" in message
+    assert "two prices effective 2026-01-01" in message
 
 
 def test_catalog_is_not_converted_to_another_currency(make_bill):

@@ -3,9 +3,12 @@ what the roll-up's SQL statement returned before it (`bench.sampling_sql_before.
 decision 0072), on the differential tests' simulated fleet (`tests.analytics.pass_fleet`: scrape
 gaps, a MIG reconfiguration and every sharing mode, data on both sides of the day): the same
 rows, every column bit for bit but the averaged `active_ratio` (within 1e-12: each engine sums
-floats in its own order)."""
+floats in its own order). Both under the hole rule the SQL was written for (`card-next-scrape-v1`;
+the pass still computes under it, decision 0168)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import polars as pl
 
@@ -13,13 +16,13 @@ from bench.sampling_params import params
 from bench.sampling_sql_before import one_pass_sql
 from gpuledger.analytics.usage import rollup
 from gpuledger.core.config import Settings
-from gpuledger.core.rules import SamplingRules
+from gpuledger.core.rules import HOLE_RULE_V1, SamplingRules
 from tests.analytics.pass_fleet import DAY, assert_same, simulated_fleet
 
 
 def test_one_pass_equals_the_two_statements():
     with simulated_fleet() as wh:
-        rules = SamplingRules.of(Settings())
+        rules = replace(SamplingRules.of(Settings()), hole_rule=HOLE_RULE_V1)
         held, runs = rollup.held_and_runs(wh, DAY, rules)
         both = wh.query(one_pass_sql(), params(DAY, rules))
     ts = [pl.col(c).cast(pl.Int64).cast(pl.Datetime("us", "UTC")) for c in ("hour", "start_us", "end_us")]

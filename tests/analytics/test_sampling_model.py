@@ -21,7 +21,15 @@ Cases:
 - step independence: the same warehouse billed with `prometheus.step` 30 s and 60 s gives the
   same bill to the cent;
 - a card scraped every 5 minutes: its last sample stands for 5 minutes of capacity, not a
-  fixed step.
+  fixed step;
+- the hole rule (decision 0168): a holder change inside a scrape hole splits the hole (the
+  time past the card's spacing) at its midpoint: pod a's last sample at minute 29, pod b's
+  first at minute 34 on a card scraped every minute (4 minutes of hole) → a holds 0-32, b
+  32-60; a hole of 20 minutes gives each side 5 minutes (the staleness bound) and the middle
+  10 minutes to nobody (unallocated on the bill); one holder on both sides of a hole still
+  holds all of it; a pod whose first sample comes 5 minutes after the free card's previous
+  one is billed from the middle of the hole, not from its first sample; under the old rule
+  (`card-next-scrape-v1`, still computable) the same rows give a 0-34 and b 34-60.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import itertools
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,7 +52,7 @@ from gpuledger.analytics.sampling.results import allocation_runs, held_hourly, i
 from gpuledger.analytics.usage.daily import Part, usage_of
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema
-from gpuledger.core.rules import Rules, SamplingRules
+from gpuledger.core.rules import HOLE_RULE_V1, Rules, SamplingRules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from tests.analytics.builders import T0, at, gpus, load, namespaces, window
@@ -258,3 +267,72 @@ def test_last_sample_of_a_sparsely_scraped_card_stands_for_its_own_spacing(tmp_p
         bill = compute_bill(wh, win, Settings(), ("team",), source="raw")
     assert by_team(bill)["unallocated"]["card_hours"] == pytest.approx(2.0)
     assert bill.fleet_card_hours == pytest.approx(2.0)
+
+
+# The hole rule (decision 0168) -----------------------------------------------------------------
+
+STALE_MIN = RULES.staleness_us / 60e6  # 5 minutes
+
+
+def held_per_pod(path: Path, win: Window, rules: SamplingRules = RULES) -> dict[str | None, float]:
+    with Warehouse.open(path, read_only=True) as wh:
+        frame_ = held_hourly(wh, win, rules)
+    return {pod: float(part["held_hours"].sum()) * 60
+            for (pod,), part in frame_.group_by("pod")}  # minutes per pod
+
+
+def split_minute(last_a: float, first_b: float, spacing: float = 1.0) -> float:
+    """Where the hole between a's last sample and b's first is split, by the rule written out:
+    the hole is the time past a's own spacing; each side takes half of it, at most the
+    staleness bound; a stands until there."""
+    hole = first_b - last_a - spacing
+    return last_a + spacing + min(hole / 2, STALE_MIN)
+
+
+def test_holder_change_inside_a_hole_is_split_at_its_midpoint(tmp_path):
+    # a at minutes 0-29, scrapes at 30-33 missed, b from minute 34 to 59.
+    samples = frame(rows("GPU-1", minutes(30), pod="a"), rows("GPU-1", minutes(26, 34), pod="b"))
+    win = window(1)
+    path = warehouse(tmp_path, win, samples)
+    cut = split_minute(29, 34)
+    assert cut == 32.0
+    assert held_per_pod(path, win) == pytest.approx({"a": cut, "b": 60 - cut})
+    # the old rule gave the whole hole to a: b was billed from its first sample
+    assert held_per_pod(path, win, replace(RULES, hole_rule=HOLE_RULE_V1)) == pytest.approx({"a": 34.0, "b": 26.0})
+
+
+def test_a_hole_longer_than_twice_the_staleness_bound_leaves_its_middle_unheld(tmp_path):
+    # a at minutes 0-19, nothing at 20-39, b at 40-59: 20 minutes of hole.
+    samples = frame(rows("GPU-1", minutes(20), pod="a"), rows("GPU-1", minutes(20, 40), pod="b"))
+    win = window(1)
+    inventory = gpus({"uuid": "GPU-1", "first_seen": T0, "last_seen": at(minutes=59)})
+    path = warehouse(tmp_path, win, samples, gpus=inventory)
+    a_until = split_minute(19, 40)
+    b_from = 40 - min((40 - 19 - 1) / 2, STALE_MIN)
+    assert (a_until, b_from) == (25.0, 35.0)
+    assert held_per_pod(path, win) == pytest.approx({"a": a_until, "b": 60 - b_from})
+    with Warehouse.open(path, read_only=True) as wh:
+        bill = compute_bill(wh, win, Settings(), ("team",), source="raw")
+    assert_conserved(bill)
+    assert by_team(bill)["unallocated"]["card_hours"] == pytest.approx((b_from - a_until) / 60)
+
+
+def test_one_holder_on_both_sides_of_a_hole_holds_all_of_it(tmp_path):
+    samples = frame(rows("GPU-1", minutes(30)), rows("GPU-1", minutes(26, 34)))
+    win = window(1)
+    assert held_per_pod(warehouse(tmp_path, win, samples), win) == pytest.approx({"p1": 60.0})
+
+
+def test_a_pod_starting_in_a_hole_is_billed_from_its_middle(tmp_path):
+    # The card free (no pod labels) at minutes 0-29, unseen 30-34, pod b from minute 35: its
+    # first sample comes 6 minutes after the card's previous one (5 minutes of hole).
+    samples = frame(rows("GPU-1", minutes(30), ns=None), rows("GPU-1", minutes(25, 35), pod="b"))
+    win = window(1)
+    path = warehouse(tmp_path, win, samples)
+    start = split_minute(29, 35)
+    assert start == 32.5
+    held = held_per_pod(path, win)
+    assert held == pytest.approx({"b": 60 - start})
+    with Warehouse.open(path, read_only=True) as wh:
+        allocs = allocation_runs(wh, win, RULES)
+    assert allocs["start_ts"].to_list() == [at(minutes=start)]

@@ -10,7 +10,10 @@ Cases:
 - the fast byte-level reader and the JSON fallback give the same frames (odd label values too);
 - an error answer raises SourceError with Prometheus' message;
 - screening counts NaN, negative, out-of-range and clock-skewed samples;
-- team resolution: label, KSM-sanitized label, fallback rules, none;
+- team resolution: label, KSM-sanitized label, fallback rules, none; kube-state-metrics'
+  label names (sanitize, then snake case: a team key `teamName` is `label_team_name`), and
+  keys that collide in KSM (`_conflictN`): their value is taken only when they agree, since
+  which suffix is ours depends on keys the reader never sees;
 - KSM resource names are restored (`nvidia_com_mig_3g_40gb` → `nvidia.com/mig-3g.40gb`);
 - counter_increase survives resets.
 """
@@ -137,6 +140,28 @@ def test_team_resolution() -> None:
     assert resolve_team("x", {"example_com_team": "beta"}, teams) == "beta"
     assert resolve_team("ml-vision", {}, teams) == "ml-vision"
     assert resolve_team("other", {"team": "ignored"}, teams) is None
+
+
+def test_team_key_as_kube_state_metrics_names_it() -> None:
+    from gpuledger.collectors.ksm import namespaces_from_vector
+
+    # kube-state-metrics internal/store/utils.go: labelName = toSnakeCase(SanitizeLabelName(k)),
+    # toSnakeCase puts `_` between [a-z0-9] and [A-Z], then lower-cases.
+    expected = {"teamName": "label_team_name", "team": "label_team",
+                "example.com/costCenter": "label_example_com_cost_center",
+                "HTTPServer": "label_httpserver", "a1B2C": "label_a1_b2_c",
+                "kueue.x-k8s.io/queue-name": "label_kueue_x_k8s_io_queue_name"}
+    assert {k: ksm_label(k) for k in expected} == expected
+    teams = TeamSettings(label_key="teamName")
+    series = [{"metric": {"namespace": "ml-a", "label_team_name": "alpha"}},
+              {"metric": {"namespace": "ml-b", "label_team_name_conflict1": "beta",
+                          "label_team_name_conflict2": "beta"}},
+              {"metric": {"namespace": "ml-c", "label_team_name_conflict1": "gamma",
+                          "label_team_name_conflict2": "delta"}}]
+    rows = namespaces_from_vector(series, teams, T)
+    assert dict(zip(rows["namespace"].to_list(), rows["team"].to_list(), strict=True)) == {
+        "ml-a": "alpha", "ml-b": "beta", "ml-c": None}
+    assert resolve_team("x", {"teamName": "raw"}, teams) == "raw"  # the API's raw key first
 
 
 def test_ksm_resource_names() -> None:
