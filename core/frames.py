@@ -215,8 +215,9 @@ ALLOCATIONS = TableSpec(
         _c("queue", "VARCHAR"),
         _c("rules", "VARCHAR", doc=_RULES_DOC),
     ),
-    key=("ts", "uuid", "gpu_i_id", "vgpu"),
-    doc="Who held which device when, as half-open intervals (derived by analytics).",
+    key=("ts", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"),
+    doc="Who held which device when, as half-open intervals (derived by analytics); a HAMi card "
+        "has several holders at once (one row each), so the holder is part of the key.",
 )
 
 CARD_HOURS_HOURLY = TableSpec(

@@ -46,7 +46,7 @@ def allocation_frame(pieces: Pieces) -> pl.DataFrame:
     """`allocation_runs` of a pass already run."""
     return allocations(pieces).with_columns(_us_to_ts("start_us", "end_us")).rename(
         {"start_us": "start_ts", "end_us": "end_ts"}
-    ).sort(["start_ts", "uuid", "gpu_i_id", "vgpu"], nulls_last=True)
+    ).sort(["start_ts", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"], nulls_last=True)
 
 
 def idle_runs(wh: ReadableWarehouse, window: Window, rules: SamplingRules) -> pl.DataFrame:
