@@ -18,9 +18,8 @@ fleet cost, to the cent, for any window.
    pool's `unallocated` line. Idle card-hours are priced the same way (`idle_cost`, part of
    the team's cost).
 3. Capacity: each inventoried card's present hours per day; what nobody held is unallocated,
-   at list price (stranded MIG capacity counted apart), per pool and model. A card whose node
-   has no pool label is in pool `unknown` (`core.labels`): label-poor clusters are normal
-   input, and the line says what it does not know rather than dropping or hiding it.
+   at list price (stranded MIG capacity counted apart), per pool and model (pool `unknown`
+   where a node has no pool label: `_POOL`).
 4. Lines by the requested dimensions, the discount line, redistribution, whole cents
    (`analytics.billing.lines`), then the conservation check.
 """

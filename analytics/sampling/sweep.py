@@ -24,8 +24,8 @@ from the `idle.*` settings; every roll-up stores their fingerprint, docs/decisio
   (`gap_tolerance_us`, never less than the card's spacing), else for the card's own sample
   spacing: the median interval between the card's rows in the read window, intervals longer
   than the staleness bound left out (a gap is not a spacing); the fleet's median when the card
-  has none; `fallback_spacing_us` when nobody has (the hole rule, `core.rules.HOLE_RULE`).
-  Never `prometheus.step`: a bill of data already collected must not move when it changes.
+  has none; `fallback_spacing_us` when nobody has (the hole rule, `core.rules.HOLE_RULE`);
+  never `prometheus.step` (a collected bill must not move when it changes).
 - **Carried readings.** A field missing from a row inherits the last reading of THAT field for
   the same device and holder within `staleness_us` (5 minutes, Prometheus' default lookback
   delta: the longest a query engine itself would show an old sample). So a minute with memory
@@ -41,11 +41,9 @@ from the `idle.*` settings; every roll-up stores their fingerprint, docs/decisio
 
 The steps (`run`):
 
-1. Read the window's samples plus the margin on each side, each field as a reading, a device,
-   its card and its holder as 64-bit hashes, their labels once per device and holder
-   (`warehouse.queries.sampling.read`: SQL, run where the samples are); the rows of a card HAMi
-   shares, which dcgm leaves without a holder, become rows of the holders HAMi placed on it
-   (`analytics.sampling.holders`, step 1b).
+1. Read the window plus the margin: readings, device, card and holder as 64-bit hashes, labels
+   once each (`warehouse.queries.sampling.read`); 1b: a HAMi card's rows (dcgm names no holder)
+   become its HAMi holders' rows (`analytics.sampling.holders`).
 2. One row per device and time: rows of one device at one time merge (holder kept, each
    field's reading kept).
 3. Per row: the card's next and previous scrape (`_distinct_neighbours`), and each
@@ -62,12 +60,10 @@ The steps (`run`):
 7. Every interval clipped to the window (`Pieces`); the consumers split it at the hour or group
    it by run (`analytics.sampling.results`: the hourly frame, allocations, idle runs).
 
-Steps 2-7 run here in Polars over sorted integer arrays. Why not SQL: the SQL pass (decision
-0051, kept in `bench/sampling_sql_before.py` as the baseline) paid for four partitioned window
-sorts and a merge `GROUP BY` over every sample, most of a roll-up's time (decision 0122). Here
-the rows are put in (card, device, time) order ONCE, by one 64-bit key (a dense card-major
-device number above the time since the read's start), and every window becomes a comparison
-with the neighbouring row:
+Steps 2-7 run in Polars over sorted integer arrays, not SQL: the SQL pass (decision 0051, the
+baseline in `bench/sampling_sql_before.py`) paid for four partitioned window sorts and a merge
+`GROUP BY` over every sample (decision 0122). Here the rows are sorted ONCE by one 64-bit key
+(card-major device number above time), and every window compares neighbouring rows:
 
 - lag / lead within a device: the row above or below when it has the same device number;
 - the card's next scrape: the next distinct (card, time) key, by binary search in the sorted
@@ -76,8 +72,7 @@ with the neighbouring row:
   where a segment is a stretch of one holder on one device, null where it is too old or from
   another segment; a holder back on a device after another within the bound (the only case a
   segment's fill cannot see) looks back with an as-of join over those few rows;
-- run numbers: a cumulative sum of "does not continue" over the whole array (each device's first
-  row never continues, so the numbers are unique across devices).
+- run numbers: a cumulative sum of "does not continue" (a device's first row never continues).
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def allocations_frame(
         pl.lit(rules.rollup_fingerprint).alias("rules"),
     )
     return frame.select([pl.col(c).cast(t) for c, t in schema.items()]).sort(
-        ["ts", "uuid", "gpu_i_id", "vgpu"], nulls_last=True
+        ["ts", "uuid", "gpu_i_id", "vgpu", "namespace", "pod"], nulls_last=True
     )
 
 
