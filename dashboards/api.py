@@ -9,8 +9,9 @@ headers and the request-size limits, and reads the same cached snapshot views
 
 Scope, decided here on the server for every request:
 - admins and viewers (finance) read every team; `?team=X` narrows to one;
-- a lead reads only the teams they lead (`?team=` naming another → 403), and a bill cut to
-  those lines (`analytics.exports.scope_bill`: no fleet totals);
+- a lead reads only the teams they lead (`?team=` naming another → 403), and every document
+  is cut by one rule after its handler (`analytics.exports.scope_document`: each section of
+  each schema declared team rows, fleet data or about; undeclared sections withheld);
 - plans are fleet data: admins and viewers only, as on the Plans page.
 
 Endpoints (GET, `period=YYYY-MM`, default the newest month with data):
@@ -83,7 +84,10 @@ def _guarded(handler: Handler, app: DashboardApp) -> Callable[[], flask.Response
     def run() -> flask.Response:
         principal: Principal = flask.g.principal
         try:
-            return _json(handler(app, principal))
+            doc = handler(app, principal)
+            # The one scope rule, after every handler (docs/decisions/0175): whatever a handler
+            # built, a lead is served only the sections `exports.SECTIONS` lets them read.
+            return _json(exports.scope_document(doc, scope(principal, _name(flask.request.args.get("team"), "team"))))
         except (AccessDeniedError, PermissionError) as exc:
             return _error(403, str(exc))
         except InputError as exc:
@@ -102,7 +106,7 @@ def _bill(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     if len(by) > MAX_BY:
         raise InputError(f"by: at most {MAX_BY} dimensions per request")
     doc = app.data.bill(_period(app), by).to_dict()
-    return exports.scope_bill(doc, teams)
+    return exports.scope_document(doc, teams)
 
 
 def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
