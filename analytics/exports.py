@@ -85,7 +85,8 @@ def scope_document(doc: dict[str, Any], teams: Collection[str] | None) -> dict[s
         else:
             out[key] = [] if isinstance(value, list) else {} if isinstance(value, dict) else None
     if "monthly_saving" in out and isinstance(out.get("recommendations"), list):
-        out["monthly_saving"] = round(sum(float(r.get("monthly_saving") or 0.0) for r in out["recommendations"]), 2)
+        rows = out["recommendations"]
+        out["monthly_saving"] = round(sum(float(r.get("monthly_saving") or 0.0) for r in rows), 2)
     return {**out, "scope": sorted(keep)}
 
 

@@ -87,7 +87,8 @@ def _guarded(handler: Handler, app: DashboardApp) -> Callable[[], flask.Response
             doc = handler(app, principal)
             # The one scope rule, after every handler (docs/decisions/0175): whatever a handler
             # built, a lead is served only the sections `exports.SECTIONS` lets them read.
-            return _json(exports.scope_document(doc, scope(principal, _name(flask.request.args.get("team"), "team"))))
+            teams = scope(principal, _name(flask.request.args.get("team"), "team"))
+            return _json(exports.scope_document(doc, teams))
         except (AccessDeniedError, PermissionError) as exc:
             return _error(403, str(exc))
         except InputError as exc:

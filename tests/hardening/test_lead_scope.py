@@ -24,16 +24,18 @@ import pytest
 
 from gpuledger.analytics import exports
 from gpuledger.dashboards.app import RunningServer, create_app, start_server
-from tests.dashboards.conftest import (  # noqa: F401 - demo_source is a fixture
+from tests.dashboards import conftest as _dash
+from tests.dashboards.conftest import (
     LEAD_TEAM,
     PERIOD,
     admin_headers,
-    demo_source,
     lead_headers,
     settings_with_roles,
     store_results,
 )
 from tests.dashboards.test_api import get
+
+demo_source = _dash.demo_source  # the dashboards' demo warehouse fixture, shared
 
 
 @pytest.fixture(scope="module")
