@@ -21,6 +21,7 @@ from dash import Dash, Input, Output, dcc, html
 from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError
+from gpuledger.core.signing import signing_key
 from gpuledger.dashboards.access import AccessPolicy, role_label
 from gpuledger.dashboards.http_guards import ASSETS, install_auth, install_limits, preload
 from gpuledger.dashboards.lake_data import LakeReadModel
@@ -105,7 +106,7 @@ def create_lake_app(
 ) -> LakeDashboard:
     """Build the lake-mode app for `lake_uri` (a path or s3://bucket/prefix, `lake.*` settings)."""
     preload()
-    lake = Lake.open(lake_uri, settings.lake)
+    lake = Lake.open(lake_uri, settings.lake, signing_key(settings))  # checks manifests (0176)
     policy = AccessPolicy(settings.access, dev_user, tuple(dev_groups))
     dash_app = Dash(__name__, title="gpuledger · org", update_title="", assets_folder=str(ASSETS),
                     suppress_callback_exceptions=True)

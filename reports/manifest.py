@@ -27,31 +27,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gpuledger.core.config import Settings
 from gpuledger.core.errors import ReportError
 from gpuledger.core.rules import Rules
 from gpuledger.core.rules_record import RecordedRules, differs, label
+from gpuledger.core.signing import SIGNATURE, sign, signing_key
 from gpuledger.reports.layout import MANIFEST, issued_versions, read_manifest
 
 SCHEMA = "gpuledger.report/v1"
-SIGNATURE = "signature"
-
-
-def signing_key(settings: Settings) -> str | None:
-    """The configured HMAC key (`reports.signing_key`), or None: issues are then unsigned and
-    rely on the warehouse record and the checksum chain."""
-    secret = getattr(settings.reports, "signing_key", None)
-    if secret is None:
-        return None
-    value = str(secret.get_secret_value()).strip()
-    return value or None
-
-
-def sign(manifest: dict[str, Any], key: str) -> str:
-    """HMAC-SHA256 (hex) of the manifest's canonical JSON, its own `signature` left out."""
-    body = {k: v for k, v in manifest.items() if k != SIGNATURE}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    return hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
+__all__ = ["SIGNATURE", "sign", "signing_key"]  # signing_key re-exported for reports.schedule, monthly
 
 
 def signature_problem(

@@ -32,6 +32,7 @@ from gpuledger.warehouse.lake.manifest import (
     content_sha256,
     partition_dir,
 )
+from gpuledger.warehouse.lake.reader import read_manifest
 
 Status = Literal["published", "unchanged", "finalized", "reissued"]
 
@@ -81,11 +82,12 @@ def publish_partition(
     content = content_sha256(entries, bill, watermark, rules)
     stamp = (now or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
     # 2. Compare with what is committed.
-    raw = lake.read_bytes(f"{folder}/{MANIFEST}")
-    current = Manifest.from_bytes(raw, f"{folder}/{MANIFEST}") if raw is not None else None
-    if current is not None and current.content_sha256 == content and (current.finalized or not finalize):
+    current = read_manifest(lake, cluster, period)  # checked: a forged manifest is not built upon
+    resign = current is not None and current.signature is None and lake.key is not None  # migration
+    if (current is not None and not resign and current.content_sha256 == content
+            and (current.finalized or not finalize)):
         return PublishResult("unchanged", current, 0, folder)
-    if (current is not None and current.finalized and current.rules is None
+    if (current is not None and not resign and current.finalized and current.rules is None
             and current.content_sha256 == content_sha256(entries, bill, watermark)):
         return PublishResult("unchanged", current, 0, folder)  # issued before rules were recorded
     status, issue, reissues = _next_issue(lake, current, content, reissue=reissue)
@@ -96,7 +98,7 @@ def publish_partition(
         cluster=cluster, period=period, issue=issue, status="final" if final else "draft",
         published_at=stamp, watermark=watermark, content_sha256=content, tables=entries,
         bill=bill, reissues=reissues, rules=rules,
-    )
+    ).signed(lake.key)
     # 3. Data files first (content-named: an existing one already holds these bytes).
     present = set(lake.list_names(folder))
     written = 0
