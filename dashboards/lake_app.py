@@ -11,6 +11,7 @@ and gunicorn paths (`start_server`, `dashboards.server`), the page look (`assets
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +119,15 @@ def create_lake_app(
     @app.server.route("/healthz")
     def _health() -> flask.Response:
         return flask.jsonify({"ok": True, "lake": lake.uri, "mode": "lake"})
+
+    @app.server.route("/api/v1/", defaults={"rest": ""})
+    @app.server.route("/api/v1/<path:rest>")
+    def _no_api(rest: str) -> flask.Response:
+        """Not the page's HTML with a 200 (issue 31): the JSON API reads a cluster's warehouse,
+        and lake mode serves none, so a client is told so in the API's own error shape."""
+        return flask.Response(json.dumps({"error": "the JSON API is not served in lake mode "
+                                          "(serve --lake); serve a cluster's warehouse for /api/v1/",
+                                          "status": 501}), status=501, mimetype="application/json")
 
     @dash_app.callback(Output("page", "children"), Input("url", "pathname"), Input("f-period", "value"),
                        Input("f-cluster", "value"))

@@ -151,12 +151,22 @@ def verify_folder(folder: Path) -> list[str]:
     manifest = read_manifest(folder)
     problems: list[str] = []
     listed = set()
-    for entry in manifest.get("files", []):
-        path = folder / entry["path"]
-        listed.add(entry["path"])
-        if not path.is_file():
+    files = manifest.get("files", [])
+    if not isinstance(files, list):
+        return [f"{folder / MANIFEST}: `files` is not a list"]
+    for number, entry in enumerate(files, 1):
+        name = entry.get("path") if isinstance(entry, dict) else None
+        digest = entry.get("sha256") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name or not isinstance(digest, str):
+            problems.append(f"{folder / MANIFEST}: file entry {number} has no `path` and `sha256`")
+            continue
+        path = folder / name
+        listed.add(name)
+        if not path.resolve().is_relative_to(folder.resolve()):
+            problems.append(f"{folder / MANIFEST}: file entry {number} points outside the folder")
+        elif not path.is_file():
             problems.append(f"{path}: listed in the manifest but missing")
-        elif sha256_file(path) != entry["sha256"]:
+        elif sha256_file(path) != digest:
             problems.append(f"{path}: sha256 differs from the manifest (file changed after issue)")
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()
