@@ -51,7 +51,7 @@ class TableEntry(BaseModel):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     """Of the file's bytes: what a reader checks."""
     content_sha256: str
-    """Of what the table says (`partition.canonical_sha256`): what a re-publish compares."""
+    """Of what the table says (`canonical_sha256` below): what a re-publish compares."""
 
 
 class Reissue(BaseModel):
@@ -172,6 +172,21 @@ class Manifest(BaseModel):
         except (ValueError, RecursionError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise LakeError(f"lake manifest {where}: not a {SCHEMA} manifest ({first})") from None
+
+
+def canonical_sha256(frame: Any) -> str:
+    """A digest of what a frame says, not of its bytes: rows as CSV with floats to 9 decimals.
+
+    The bill's float columns carry last-bit noise from the order Polars adds things in; two
+    publishes of the same warehouse must still be recognised as the same partition."""
+    import polars as pl
+
+    digest = hashlib.sha256(",".join(f"{n}:{t}" for n, t in frame.schema.items()).encode())
+    numbers = [n for n, t in frame.schema.items() if t.is_float() or t.is_decimal()]
+    canonical = frame.with_columns(pl.col(numbers).cast(pl.Float64).round(9)) if numbers else frame
+    for chunk in canonical.iter_slices(100_000):  # bounded memory for large fleets
+        digest.update(chunk.write_csv(include_header=False, float_precision=9).encode())
+    return digest.hexdigest()
 
 
 def content_sha256(

@@ -29,6 +29,7 @@ from gpuledger.warehouse.lake.manifest import (
     Manifest,
     Reissue,
     TableEntry,
+    canonical_sha256,
     content_sha256,
     partition_dir,
 )
@@ -43,21 +44,6 @@ class PublishResult:
     manifest: Manifest
     files_written: int
     uri: str
-
-
-def canonical_sha256(frame: Any) -> str:
-    """A digest of what a frame says, not of its bytes: rows as CSV with floats to 9 decimals.
-
-    The bill's float columns carry last-bit noise from the order Polars adds things in; two
-    publishes of the same warehouse must still be recognised as the same partition."""
-    import polars as pl
-
-    digest = hashlib.sha256(",".join(f"{n}:{t}" for n, t in frame.schema.items()).encode())
-    numbers = [n for n, t in frame.schema.items() if t.is_float() or t.is_decimal()]
-    canonical = frame.with_columns(pl.col(numbers).cast(pl.Float64).round(9)) if numbers else frame
-    for chunk in canonical.iter_slices(100_000):  # bounded memory for large fleets
-        digest.update(chunk.write_csv(include_header=False, float_precision=9).encode())
-    return digest.hexdigest()
 
 
 def parquet_bytes(frame: Any) -> bytes:

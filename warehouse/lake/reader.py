@@ -18,7 +18,7 @@ from typing import Any
 
 from gpuledger.warehouse.lake.errors import LakeError
 from gpuledger.warehouse.lake.location import Lake
-from gpuledger.warehouse.lake.manifest import MANIFEST, Manifest, partition_dir
+from gpuledger.warehouse.lake.manifest import MANIFEST, Manifest, canonical_sha256, partition_dir
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,6 @@ def _check_content(lake: Lake, path: str, data: bytes, rows: int, content: str) 
     import io
 
     import polars as pl
-
-    from gpuledger.warehouse.lake.partition import canonical_sha256
 
     try:
         frame = pl.read_parquet(io.BytesIO(data))
