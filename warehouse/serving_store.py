@@ -258,9 +258,7 @@ class Publication:
 
 
 def _free_alias(con: duckdb.DuckDBPyConnection) -> str:
-    """A catalog name for the attached store that no attached database has. Why not a fixed
-    `srv`: DuckDB names a database by its file's stem, so a warehouse named `srv.duckdb` is
-    itself `srv`, the ATTACH failed, and its serving store was never published (issue 31)."""
+    """A catalog name no attached database has (a fixed `srv` collided with `srv.duckdb`)."""
     taken = {str(r[0]) for r in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()}
     return next(name for i in range(len(taken) + 1) if (name := f"srv{i or ''}") not in taken)
 
@@ -287,8 +285,7 @@ def _columns(con: duckdb.DuckDBPyConnection, catalog: str, table: str) -> list[t
 
 
 def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int]:
-    """Points 1 and 2: bring every table of the store (attached as `srv`) up to the warehouse's
-    committed state."""
+    """Points 1 and 2: bring every table of the store (`srv`) up to the committed state."""
     con = wh.con
     catalog = str(con.execute("SELECT current_database()").fetchall()[0][0])
     con.execute(f"CREATE TABLE IF NOT EXISTS {srv}.{PARTS_TABLE} (tbl VARCHAR, month VARCHAR, "
