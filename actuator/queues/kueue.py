@@ -63,6 +63,10 @@ class KueueWriter:
                 touched = True
         return {"spec": {"resourceGroups": groups}} if touched else None
 
+    def manifest_spec(self, body: Sequence[Any], changes: Sequence[QuotaChange]) -> dict[str, Any]:
+        """The whole `resourceGroups` as planned: the list is atomic, a manifest owns all of it."""
+        return {"resourceGroups": [copy.deepcopy(g) for g in body]}
+
 
 def _find(groups: list[Any], change: QuotaChange, queue: str) -> dict[str, Any]:
     for group in groups:

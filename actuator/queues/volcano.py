@@ -87,5 +87,20 @@ class VolcanoWriter:
             body["guarantee"] = {"resource": patch["guarantee"]}
         return {"spec": body} if body else None
 
+    def manifest_spec(self, body: Sequence[Any], changes: Sequence[QuotaChange]) -> dict[str, Any]:
+        """The planned resources' entries of `deserved`, `capability` and `guarantee.resource`
+        as the plan's body holds them: the three are plain maps, so a manifest owns only the
+        entries the plan sets (cpu and the rest stay whoever's they are). A limit the plan lifts
+        is absent from the body, so the manifest does not set it."""
+        planned = sorted({c.resource for c in changes})
+        whole = body[0] if body else {}
+        spec: dict[str, Any] = {}
+        for field in ("deserved", "capability", "guarantee"):
+            holder = (whole.get(field) or {}).get("resource") if field == "guarantee" else whole.get(field)
+            entries = {r: (holder or {})[r] for r in planned if r in (holder or {})}
+            if entries:
+                spec[field] = {"resource": entries} if field == "guarantee" else entries
+        return spec
+
 
 VOLCANO = WRITERS.register("volcano", VolcanoWriter())

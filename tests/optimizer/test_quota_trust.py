@@ -347,10 +347,14 @@ def test_headline_on_cli_text_plans_page_and_json():
     headline, teams = evaluation_parts(plan)
     assert headline is not None and headline.startswith(e.headline)
     assert teams is not None and teams.to_dicts() == [
-        {"team": "a", "gpus": "4 → 7", "change": "+3", "floor": "4", "pending": "60,480 → 0", "share": "-42.9%"},
-        {"team": "b", "gpus": "4 → 1", "change": "-3", "floor": "1", "pending": "0 → 0", "share": "+0.0%"},
+        {"team": "a", "gpus": "4 → 7", "change": "+3", "floor": "4: its quota (p90 of its demand is 7)",
+         "pending": "60,480 → 0", "share": "-42.9%"},
+        {"team": "b", "gpus": "4 → 1", "change": "-3", "floor": "1: p90 of its demand", "pending": "0 → 0",
+         "share": "+0.0%"},
     ]
+    assert "4: its quota (p90 of its demand is 7)" in text and "this plan (held out, hard quotas: no borrowing)" in text
     again = Plan.from_json(plan_json(plan))
+    assert again.evaluation is not None and again.evaluation.teams[1].floor_note == "1: p90 of its demand"
     assert again == plan and again.evaluation is not None and again.evaluation.headline == e.headline
 
 
