@@ -88,18 +88,17 @@ class VolcanoWriter:
         return {"spec": body} if body else None
 
     def manifest_spec(self, body: Sequence[Any], changes: Sequence[QuotaChange]) -> dict[str, Any]:
-        """The planned resources' entries of `deserved`, `capability` and `guarantee.resource`
-        as the plan's body holds them: the three are plain maps, so a manifest owns only the
+        """The planned resources' entries of `deserved`, `capability` and `guarantee.resource`,
+        from the plan's new numbers: the three are plain maps, so a manifest owns only the
         entries the plan sets (cpu and the rest stay whoever's they are). A limit the plan lifts
-        is absent from the body, so the manifest does not set it."""
-        planned = sorted({c.resource for c in changes})
-        whole = body[0] if body else {}
+        has no number, so the manifest does not set it."""
         spec: dict[str, Any] = {}
-        for field in ("deserved", "capability", "guarantee"):
-            holder = (whole.get(field) or {}).get("resource") if field == "guarantee" else whole.get(field)
-            entries = {r: (holder or {})[r] for r in planned if r in (holder or {})}
-            if entries:
-                spec[field] = {"resource": entries} if field == "guarantee" else entries
+        for change in sorted(changes, key=lambda c: c.resource):
+            for field, value in _targets(change, "new").items():
+                if value is not None:
+                    spec.setdefault(field, {})[change.resource] = _fmt(value)
+        if "guarantee" in spec:
+            spec["guarantee"] = {"resource": spec["guarantee"]}
         return spec
 
 
