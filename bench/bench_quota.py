@@ -90,8 +90,10 @@ def held_out_case(name: str, inputs: QuotaInputs) -> dict[str, Any]:
         "worst_team": worst, "worst_team_rise_share": round(rises[worst], 4),
         "teams_worse_than_bound": sorted(t for t, r in rises.items() if r > GOAL_RISE),
         "teams_worse": sum(r > 1e-9 for r in rises.values()),
-        "own_backtest": {"origins": len(e.origins), "fewer_pending": round(1 - e.pending_after / e.pending_before, 4)
-                         if e.pending_before else None, "worst_queue_rise_share": round(e.max_rise_share, 4)},
+        "own_backtest": {"origins": len(e.origins),
+                         "fewer_pending": round(1 - e.pending_after / e.pending_before, 4)
+                         if e.pending_before else None,
+                         "worst_queue_rise_share": round(e.max_rise_share, 4)},
         "goal_fewer_pending": GOAL_FEWER, "goal_worst_team_rise_share": GOAL_RISE,
         "goal_met": fewer >= GOAL_FEWER and rises[worst] <= GOAL_RISE,
     }
