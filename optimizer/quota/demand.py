@@ -24,6 +24,8 @@ import polars as pl
 QuotaKey = tuple[str, str, str]
 """(queue, flavor, resource)."""
 HOUR = timedelta(hours=1)
+RESOLUTION = timedelta(minutes=5)
+"""The replay's bucket (`optimizer.quota.replay`), and the one the warehouse sums samples on."""
 _KEY_COLUMNS = ("cluster_queue", "flavor", "resource")
 
 

@@ -30,7 +30,7 @@ from gpuledger.core.errors import InputError
 from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM
 from gpuledger.core.yamlfile import load_yaml_file, refuse_unknown_keys
 from gpuledger.optimizer.plan.render import duration_text
-from gpuledger.optimizer.quota.demand import Demand, demand_from_sums, demand_of
+from gpuledger.optimizer.quota.demand import RESOLUTION, Demand, demand_from_sums, demand_of
 from gpuledger.optimizer.quota.queues import QuotaReader, quota_reader
 from gpuledger.optimizer.quota.spec import MAX_QUANTITY, QueueSpec, default_capacity, parse_quantity
 from gpuledger.warehouse.queries.optimizer import (
@@ -258,8 +258,6 @@ def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
     millions of rows; the plan replays at that bucket anyway), or per sampling step when that
     is coarser.
     """
-    from gpuledger.optimizer.quota.replay import RESOLUTION
-
     reader = quota_reader(queue_system)
     queues = _warehouse_queues(wh, reader, dra)
     last = last_queue_sample(wh)

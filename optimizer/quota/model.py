@@ -33,13 +33,16 @@ Borrowing and lending limits have closed forms given N, which is why they are no
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from ortools.sat.python import cp_model
+
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 from gpuledger.core.errors import SolverError
 from gpuledger.optimizer.plan.contract import StageResult
@@ -193,6 +196,8 @@ class _Model:
                  reduced: StageOne | None) -> None:
         """Stages 1-3 in a fixed order: variables are created in the same sequence every time,
         so CP-SAT sees the same model (and finds the same plan)."""
+        from ortools.sat.python import cp_model
+
         self.p = p
         self.m = cp_model.CpModel()
         self.n: list[cp_model.IntVar] = []
@@ -369,6 +374,8 @@ def _run_stages(model: _Model, stages: Sequence[str], budget: float, workers: in
     finds nothing feasible (the reduced model with unmeetable guarantees); a later stage that
     finds no solution fails the run (`optimizer.solver_status`)."""
     began = time.perf_counter()
+    from ortools.sat.python import cp_model
+
     current: QuotaSolution | None = None
     results: list[StageResult] = []
     model.hint(start)
@@ -398,3 +405,16 @@ def _run_stages(model: _Model, stages: Sequence[str], budget: float, workers: in
         return None
     current.stages = results
     return current
+
+
+def prefetch_solver() -> threading.Thread:
+    """Import CP-SAT in a background thread (decision 0172). `ortools.sat.python.cp_model`
+    imports pandas, seconds on a loaded machine; a command that reads its inputs first (DuckDB
+    and polars release the GIL while they work) overlaps the two instead of paying both."""
+
+    def load() -> None:
+        from ortools.sat.python import cp_model  # noqa: F401
+
+    thread = threading.Thread(target=load, name="import-cp-sat", daemon=True)
+    thread.start()
+    return thread

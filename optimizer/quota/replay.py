@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpuledger.optimizer.quota.demand import Demand
+from gpuledger.optimizer.quota.demand import RESOLUTION, Demand
 from gpuledger.optimizer.quota.spec import Quota
 
 if TYPE_CHECKING:
@@ -47,9 +47,6 @@ class ReplayResult:
     per_queue_pending: dict[str, float]
     borrowed_gpu_minutes: float = 0.0
     per_queue_demand: dict[str, float] = field(default_factory=dict)
-
-
-RESOLUTION = timedelta(minutes=5)
 
 
 def replay(inputs: QuotaInputs, quotas: QuotaSet, *, borrowing: bool = True,
