@@ -126,11 +126,8 @@ def _quota(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.core.window import parse_duration
     from gpuledger.optimizer.deadline import command_deadline
     from gpuledger.optimizer.quota.inputs import load_quota_inputs, quota_inputs_from_warehouse
-    from gpuledger.optimizer.quota.model import prefetch_solver
     from gpuledger.optimizer.quota.planner import QuotaOptions, plan_quota
     from gpuledger.terminal_progress import busy
-
-    prefetch_solver()  # overlaps the solver's import with reading the inputs
 
     now = utcnow()
     limit = _time_limit(args, ctx)

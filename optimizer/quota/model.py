@@ -33,16 +33,13 @@ Borrowing and lending limits have closed forms given N, which is why they are no
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model
 
 from gpuledger.core.errors import SolverError
 from gpuledger.optimizer.plan.contract import StageResult
@@ -196,8 +193,6 @@ class _Model:
                  reduced: StageOne | None) -> None:
         """Stages 1-3 in a fixed order: variables are created in the same sequence every time,
         so CP-SAT sees the same model (and finds the same plan)."""
-        from ortools.sat.python import cp_model
-
         self.p = p
         self.m = cp_model.CpModel()
         self.n: list[cp_model.IntVar] = []
@@ -337,8 +332,6 @@ def solve_quotas(p: QuotaProblem, time_limit_s: float, workers: int = 2, *,
        minimums cannot be met inside the stage-1 optima, or `reduce` is False, the full model
        solves all three stages instead.
     """
-    from ortools.sat.python import cp_model  # noqa: F401  (imported before the clock starts)
-
     started = time.perf_counter()
     points = [summarize(s.scenarios) for s in p.series]
     tables = [shortfall_table(pt, s.hours, p.capacity[(s.pool, s.flavor, s.resource)])
@@ -376,8 +369,6 @@ def _run_stages(model: _Model, stages: Sequence[str], budget: float, workers: in
     finds nothing feasible (the reduced model with unmeetable guarantees); a later stage that
     finds no solution fails the run (`optimizer.solver_status`)."""
     began = time.perf_counter()
-    from ortools.sat.python import cp_model
-
     current: QuotaSolution | None = None
     results: list[StageResult] = []
     model.hint(start)
@@ -407,16 +398,3 @@ def _run_stages(model: _Model, stages: Sequence[str], budget: float, workers: in
         return None
     current.stages = results
     return current
-
-
-def prefetch_solver() -> threading.Thread:
-    """Import CP-SAT in a background thread (decision 0172). `ortools.sat.python.cp_model`
-    imports pandas, seconds on a loaded machine; a command that reads its inputs first (DuckDB
-    and polars release the GIL while they work) overlaps the two instead of paying both."""
-
-    def load() -> None:
-        from ortools.sat.python import cp_model  # noqa: F401
-
-    thread = threading.Thread(target=load, name="import-cp-sat", daemon=True)
-    thread.start()
-    return thread
