@@ -44,7 +44,7 @@ SECTIONS: dict[str, dict[str, str]] = {
     "gpuledger.bill/v1": {
         "schema": ABOUT, "period": ABOUT, "start": ABOUT, "end": ABOUT, "currency": ABOUT,
         "by": ABOUT, "redistribution": ABOUT, "mig_share_basis": ABOUT, "price_book_version": ABOUT,
-        "source": ABOUT, "newest_sample": ABOUT, "rules": ABOUT, "unpriced_models": ABOUT,
+        "source": ABOUT, "newest_sample": ABOUT, "rules": ABOUT, "notes": ABOUT, "unpriced_models": ABOUT,
         "catalog_priced_models": ABOUT,
         "lines": TEAM, "preemption": TEAM,
         "fleet_cost": FLEET, "fleet_card_hours": FLEET, "unallocated": FLEET,

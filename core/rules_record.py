@@ -75,11 +75,17 @@ def label(recorded: RecordedRules | None) -> str:
     return NOT_RECORDED if recorded is None else f"rules {recorded.short}"
 
 
-def computed_under(recorded: RecordedRules | None) -> str:
-    """The statement line: `Computed under: idle < 5% for >= 30 min, …; rules 1124e8bbe2e7`."""
+AS_COMPUTED = "as computed: the rules the roll-up was stored under, not the settings in force when issued"
+"""What a statement billed `--as-computed` adds to its rules line (docs/decisions/0158)."""
+
+
+def computed_under(recorded: RecordedRules | None, *, as_computed: bool = False) -> str:
+    """The statement line: `Computed under: idle < 5% for >= 30 min, …; rules 1124e8bbe2e7`,
+    with `(as computed: …)` before the full stop when billed `--as-computed`."""
+    how = f" ({AS_COMPUTED})" if as_computed else ""
     if recorded is None:
-        return f"Computed under: {NOT_RECORDED} (rolled up before rules were recorded)."
-    return f"Computed under: {recorded.description}; rules {recorded.fingerprint}."
+        return f"Computed under: {NOT_RECORDED} (rolled up before rules were recorded){how}."
+    return f"Computed under: {recorded.description}; rules {recorded.fingerprint}{how}."
 
 
 def differs(recorded: RecordedRules | None, current: Rules) -> bool:

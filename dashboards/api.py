@@ -15,8 +15,9 @@ Scope, decided here on the server for every request:
 - plans are fleet data: admins and viewers only, as on the Plans page.
 
 Endpoints (GET, `period=YYYY-MM`, default the newest month with data):
-`/api/v1/bill?by=team,model` (the `gpuledger.bill/v1` document of `gpuledger bill --format
-json`), `/api/v1/idle?by=owner|pod|label:<key>&team=&namespace=&top=`,
+`/api/v1/bill?by=team,model[&as_computed=true]` (the `gpuledger.bill/v1` document of `gpuledger
+bill --format json [--as-computed]`, plus `notes`: what the CLI prints on stderr,
+`analytics.billing.notes`), `/api/v1/idle?by=owner|pod|label:<key>&team=&namespace=&top=`,
 `/api/v1/recommendations?team=&namespace=` (the writer's stored result: `rules_current` false and
 a `rules_note` when it was computed under other rules than this server's, docs/decisions/0150),
 `/api/v1/plans`.
@@ -31,6 +32,7 @@ from typing import Any
 import flask
 
 from gpuledger.analytics import exports
+from gpuledger.analytics.billing.notes import bill_notes
 from gpuledger.core.access import Principal
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
 from gpuledger.core.period import Period
@@ -106,8 +108,21 @@ def _bill(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     by = tuple(dict.fromkeys(("team", *by)))  # team first, each dimension once
     if len(by) > MAX_BY:
         raise InputError(f"by: at most {MAX_BY} dimensions per request")
-    doc = app.data.bill(_period(app), by).to_dict()
+    as_computed = _flag(flask.request.args.get("as_computed"), "as_computed")
+    bill = app.data.bill(_period(app), by, as_computed=as_computed)
+    doc = {**bill.to_dict(), "notes": bill_notes(bill)}
     return exports.scope_document(doc, teams)
+
+
+_TRUE, _FALSE = ("1", "true", "yes"), ("", "0", "false", "no")
+
+
+def _flag(text: str | None, what: str) -> bool:
+    """A boolean query parameter: `true`/`1`/`yes` or `false`/`0`/`no` (absent: false)."""
+    value = (text or "").strip().lower()
+    if value not in _TRUE + _FALSE:
+        raise InputError(f"{what} {text!r}: expected true or false")
+    return value in _TRUE
 
 
 def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:

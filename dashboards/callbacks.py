@@ -14,13 +14,14 @@ from typing import Any
 import flask
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
+from gpuledger.analytics.usage.plan import RulesRefusal
 from gpuledger.core.access import Principal
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError
 from gpuledger.dashboards import shell
 from gpuledger.dashboards.access import can_see_fleet
 from gpuledger.dashboards.actions import describe_error
 from gpuledger.dashboards.pages import plans
-from gpuledger.dashboards.pages.common import PageContext, refusal
+from gpuledger.dashboards.pages.common import PageContext, refusal, rules_refusal
 from gpuledger.dashboards.registry import PAGES, page_for, page_of
 from gpuledger.dashboards.state import ViewState
 from gpuledger.dashboards.wiring import DashboardApp
@@ -46,6 +47,9 @@ def render_page(app: DashboardApp, principal: Principal, view: dict[str, Any] | 
         return page.show(PageContext(principal, state, app.data, app.settings, app.actions))
     except AccessDeniedError as exc:
         return refusal(str(exc))
+    except RulesRefusal as exc:
+        snap = app.data.serving_snapshot
+        return rules_refusal(str(exc), exc.hint, serving_store=snap is not None and not snap.owned)
     except WarehouseBusyError as exc:
         return html.Div(
             [html.H2("Warehouse busy, retrying"), html.P(str(exc)),

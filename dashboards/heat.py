@@ -7,15 +7,21 @@ a cell is Σ card-hours × active ratio over the node's holders in that hour, di
 node's cards; an unheld card or slice counts 0. Computing it any other way (a regex on the
 profile, slices / 7) made the heatmap disagree with the bill under another share basis.
 
-1. Active card-hours per card and hour: from the stored roll-up (`card_hours_hourly`) for the
-   whole hours it covers, from raw samples through `analytics.usage.hourly.hourly_usage` (the roll-up's
-   own computation) for the rest.
+1. Active card-hours per card and hour, planned as the bill plans its hours
+   (`analytics.usage.plan.plan_usage`: the rules stamped on each rolled-up hour against the
+   server's): from the stored roll-up (`card_hours_hourly`) for the whole hours it covers under
+   the server's rules, from raw samples through `analytics.usage.hourly.hourly_usage` (the roll-up's
+   own computation) under the server's rules for the rest, the hours rolled up under other rules
+   among them where their raw samples are still there (as the bill does). Where they are gone
+   the bill refuses; the heatmap shows them as stored instead (`refuse=False`), and its notes
+   say which rules they carry, so a picture never passes for the server's rules unlabelled.
 2. Laid on a full grid of the node's (or GPU's) hours up to the newest data, so quiet hours
    show as 0 rather than as gaps.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,29 +36,39 @@ ACTIVITY_SCHEMA: dict[str, Any] = {"uuid": pl.String, "node": pl.String, "hour":
                    "active_card_hours": pl.Float64}
 
 
-def active_card_hours(wh: Warehouse, window: Window, settings: Settings) -> pl.DataFrame:
-    """Step 1: `uuid, node, hour, active_card_hours` over `window`."""
+@dataclass(frozen=True)
+class HeatHours:
+    """Step 1's frame and what its hours rest on (the plan's notes and warnings; empty when
+    every hour is the roll-up under the server's rules)."""
+
+    frame: pl.DataFrame
+    notes: tuple[str, ...] = ()
+
+
+def active_card_hours(wh: Warehouse, window: Window, settings: Settings) -> HeatHours:
+    """Step 1: `uuid, node, hour, active_card_hours` over `window`, and its notes."""
+    from gpuledger.analytics.billing.bill import period_text
     from gpuledger.analytics.usage.hourly import hourly_usage
-    from gpuledger.analytics.usage.plan import rollup_span
+    from gpuledger.analytics.usage.plan import plan_usage
     from gpuledger.core.rules import Rules
 
-    span = rollup_span(wh, window)
+    plan = plan_usage(wh, window, Rules.of(settings), what=f"heatmap {period_text(window)}", refuse=False)
     parts: list[pl.DataFrame] = []
-    raw = [(window.start, window.end)]
-    if span is not None:
-        parts.append(q.rollup_active_card_hours(wh, span.start, span.end))
-        raw = [(window.start, span.start), (span.end, window.end)]
     active = (pl.col("card_hours") * pl.col("active_ratio").fill_null(0.0)).sum().alias("active_card_hours")
-    for lo, hi in raw:
+    for part in plan.parts:
+        lo, hi = part.window.start, part.window.end
         if lo >= hi:
             continue
-        hourly = hourly_usage(wh, Window(lo, hi, window.step), Rules.of(settings))
-        parts.append(
-            hourly.group_by("uuid", "node", pl.col("ts").alias("hour")).agg(active)
-        )
+        if part.source == "rollup":
+            parts.append(q.rollup_active_card_hours(wh, lo, hi))
+            continue
+        hourly = hourly_usage(wh, Window(lo, hi, window.step), plan.compute)
+        parts.append(hourly.group_by("uuid", "node", pl.col("ts").alias("hour")).agg(active))
+    notes = (*plan.notes, *plan.warnings)
     if not parts:
-        return pl.DataFrame(schema=ACTIVITY_SCHEMA)
-    return pl.concat([p.select([pl.col(c).cast(t) for c, t in ACTIVITY_SCHEMA.items()]) for p in parts])
+        return HeatHours(pl.DataFrame(schema=ACTIVITY_SCHEMA), notes)
+    frame = pl.concat([p.select([pl.col(c).cast(t) for c, t in ACTIVITY_SCHEMA.items()]) for p in parts])
+    return HeatHours(frame, notes)
 
 
 def hour_grid(window: Window, data_end: datetime | None) -> pl.Series:

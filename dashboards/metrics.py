@@ -7,7 +7,9 @@ The numbers are the bill's own (`analytics.billing.bill.compute_bill` lines, rou
 `gpuledger bill` prints them), so a Grafana panel and the invoice never disagree.
 
 Periods: `current` is the newest month with data (what the dashboard opens on), `previous` the
-month before; the `month` label names it (`2026-11`).
+month before; the `month` label names it (`2026-11`). A month whose bill is refused (its roll-up
+computed under other rules than the server's, raw samples gone: docs/decisions/0158) has no bill
+or budget series, and a log line says why; the scrape still answers.
 
 Metrics (every name has the `gpuledger_` prefix):
 - `cost`, `idle_cost` {period, month, team, model, sharing_mode}: money in the settings'
@@ -31,8 +33,10 @@ Metrics (every name has the `gpuledger_` prefix):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -40,12 +44,15 @@ from prometheus_client.registry import Collector
 from gpuledger.analytics.billing.budgets import GAUGES, budget_gauges, budget_status
 from gpuledger.core import collect_stats
 from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.errors import GpuledgerError
 from gpuledger.core.period import Period
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.optimizer.plan.store import list_plans
 from gpuledger.warehouse.queries.freshness import data_range, newest_ts
 from gpuledger.warehouse.queries.reports import issued_periods
 from gpuledger.warehouse.store import Warehouse
+
+log = logging.getLogger(__name__)
 
 BILL_BY = ("team", "model", "sharing_mode")
 SAMPLE_TABLES = ("gpu_samples", "queue_samples", "token_samples")
@@ -87,8 +94,13 @@ class LedgerCollector(Collector):
         idle = GaugeMetricFamily("gpuledger_idle_cost", "Cost of held but idle card-hours", labels=labels)
         unalloc = GaugeMetricFamily("gpuledger_unallocated_card_hours", "Card-hours nobody held",
                                     labels=["period", "month", "pool", "model"])
+        billed: dict[str, Any] = {}
         for which, month in months.items():
-            bill = self.data.bill(month, BILL_BY)
+            try:
+                bill = billed[which] = self.data.bill(month, BILL_BY)
+            except GpuledgerError as exc:  # e.g. computed under other rules (0158): no series, not a 500
+                log.warning("metrics: no bill gauges for %s: %s", month, exc)
+                continue
             for row in bill.lines.iter_rows(named=True):
                 mode = row["sharing_mode"] or "exclusive"
                 key = [which, month, row["team"], row["model"] or "", mode, currency]
@@ -97,8 +109,9 @@ class LedgerCollector(Collector):
             for row in bill.unallocated.iter_rows(named=True):
                 unalloc.add_metric([which, month, row["pool"], row["model"]], float(row["card_hours"]))
         yield from (cost, idle, unalloc)
-        yield from self.data.memo(("metrics", "budgets", months["current"]),
-                                  lambda: self._budgets(months["current"]))
+        if "current" in billed:
+            yield from self.data.memo(("metrics", "budgets", months["current"]),
+                                      lambda: self._budgets(months["current"]))
 
     def _budgets(self, month: str) -> list[Metric]:
         """The budget gauges of `month`: labels from `budget_gauges`, plus `month` on the ratios."""

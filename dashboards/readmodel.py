@@ -128,12 +128,14 @@ class ReadModel:
         return self.periods(snap)[0]
 
     # 3. Analytics ----------------------------------------------------------------------------
-    def bill(self, period: str, by: tuple[str, ...] = ("team",), *, snap: Snapshot | None = None) -> Any:
+    def bill(self, period: str, by: tuple[str, ...] = ("team",), *, snap: Snapshot | None = None,
+             as_computed: bool = False) -> Any:
         """`analytics.billing.bill.compute_bill` for the month, on the snapshot. Only the team bill keeps
         its `detail` (one row per allocation and day, ~70 MiB a 1,000-GPU month): every page,
         download and API answer reads the detail of that one, and only the lines, unallocated
         rows and preemption of the others (team x model, x priority class, the metrics' x
-        sharing mode), so each of those is kept with an empty detail (docs/decisions/0141)."""
+        sharing mode), so each of those is kept with an empty detail (docs/decisions/0141).
+        `as_computed` (the API's `?as_computed=true`): the roll-up under its stored rules."""
         from dataclasses import replace
 
         from gpuledger.analytics.billing.bill import compute_bill
@@ -141,10 +143,18 @@ class ReadModel:
         window = Period.exact(period).window
 
         def read(wh: Warehouse) -> Any:
-            bill = compute_bill(wh, window, self.settings, by=by)
-            return bill if by == ("team",) else replace(bill, detail=bill.detail.clear())
+            bill = compute_bill(wh, window, self.settings, by=by, as_computed=as_computed)
+            return bill if by == ("team",) and not as_computed else replace(bill, detail=bill.detail.clear())
 
-        return self._read(("bill", period, by), read, snap)
+        key = ("bill", period, by, "as_computed") if as_computed else ("bill", period, by)
+        return self._read(key, read, snap)
+
+    def bill_notes(self, period: str, *, snap: Snapshot | None = None) -> list[str]:
+        """What the month's bill tells its reader (`analytics.billing.notes`), for the banner of
+        every page that shows it."""
+        from gpuledger.analytics.billing.notes import bill_notes
+
+        return self._cached(("bill_notes", period), lambda s: bill_notes(self.bill(period, snap=s)), snap)
 
     def advice(self, period: str, kind: str, *, snap: Snapshot | None = None) -> Any:
         """One `analytics.advice.run` kind for the month (`recommend --kind`): the writer's
@@ -263,9 +273,17 @@ class ReadModel:
     # 4. Fleet --------------------------------------------------------------------------------
     def active_card_hours(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:
         """Per card and hour, card-hours × active ratio (`dashboards.heat`, step 1)."""
+        return self._heat_hours(period, snap).frame
+
+    def heat_notes(self, period: str, *, snap: Snapshot | None = None) -> tuple[str, ...]:
+        """What the heatmap's hours rest on when not the roll-up under the server's rules
+        (`dashboards.heat.HeatHours.notes`)."""
+        return self._heat_hours(period, snap).notes
+
+    def _heat_hours(self, period: str, snap: Snapshot | None) -> heat.HeatHours:
         window = Period.exact(period).window
 
-        def read(wh: Warehouse) -> pl.DataFrame:
+        def read(wh: Warehouse) -> heat.HeatHours:
             return heat.active_card_hours(wh, window, self.settings)
 
         return self._read(("active", period), read, snap)

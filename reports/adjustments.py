@@ -63,16 +63,17 @@ def unbilled(current: pl.DataFrame, billed: pl.DataFrame) -> pl.DataFrame:
 
 
 def adjustments_for(
-    wh: Warehouse, settings: Settings, period: str, lookback: int | None = None
+    wh: Warehouse, settings: Settings, period: str, lookback: int | None = None, *, as_computed: bool = False,
 ) -> pl.DataFrame:
-    """Adjustment lines (summary schema) that the report of `period` must carry."""
+    """Adjustment lines (summary schema) that the report of `period` must carry (`as_computed`:
+    the issued months billed again as their roll-up was computed, as the report itself is)."""
     months = settings.reports.adjustment_lookback_months if lookback is None else lookback
     reported = Period.exact(period)
     earliest = reported.shift(-months)
     issued = sorted(p for p in latest_issue_versions(wh) if earliest <= Period.exact(p) < reported)
     out = [empty_summary()]
     for month in issued:
-        current = summary_lines(month_bill(wh, settings, month))
+        current = summary_lines(month_bill(wh, settings, month, as_computed=as_computed))
         rows = unbilled(current, billed_for(wh, month, period))
         if rows.height:
             out.append(

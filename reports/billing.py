@@ -58,12 +58,13 @@ class MonthBill:
     """The `analytics.billing.bill.Bill` itself (for analytics functions that take one)."""
 
 
-def month_bill(wh: Warehouse, settings: Settings, period: str) -> MonthBill:
-    """The bill of `period` (YYYY-MM) at team x model x sharing-mode grain."""
+def month_bill(wh: Warehouse, settings: Settings, period: str, *, as_computed: bool = False) -> MonthBill:
+    """The bill of `period` (YYYY-MM) at team x model x sharing-mode grain (`as_computed`: the
+    roll-up under the rules it was stored under, `compute_bill`)."""
     from gpuledger.analytics.billing.bill import compute_bill
 
     window = Period.exact(period).window
-    bill = compute_bill(wh, window, settings, by=SUMMARY_BY)
+    bill = compute_bill(wh, window, settings, by=SUMMARY_BY, as_computed=as_computed)
     return MonthBill(
         period=period,
         window=window,

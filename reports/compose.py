@@ -15,6 +15,7 @@ from datetime import datetime
 import polars as pl
 
 from gpuledger.analytics.advice.run import Advice
+from gpuledger.analytics.billing.notes import bill_notes
 from gpuledger.analytics.billing.preemption import preemption_totals
 from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.analytics.workloads.requested import pod_workloads
@@ -68,6 +69,23 @@ class MonthlyData:
         rules = self.bill.raw.rules
         return RecordedRules.of(rules) if rules is not None else None
 
+    @property
+    def as_computed(self) -> bool:
+        """Whether the month was billed as its roll-up was computed (`--as-computed`): under the
+        rules stored with it, not the settings in force when the report was written."""
+        return bool(self.bill.raw.as_computed)
+
+    @property
+    def computed_under(self) -> str:
+        """The statements' rules line (`core.rules_record.computed_under`)."""
+        return computed_under(self.rules, as_computed=self.as_computed)
+
+    @property
+    def bill_notes(self) -> list[str]:
+        """What the month's bill tells its reader (`analytics.billing.notes`): the CLI's stderr
+        and the manifest carry it."""
+        return bill_notes(self.bill.raw)
+
     def teams(self) -> list[str]:
         """Teams that get a statement: a usage line this month or an adjustment to pay."""
         rows = self.summary.filter(
@@ -105,14 +123,17 @@ def inputs_sha256(settings: Settings, bill: MonthBill, adjustments: pl.DataFrame
 
 def gather(
     wh: Warehouse, settings: Settings, period: str, *, with_adjustments: bool = True,
-    advice: Sequence[Advice] | None = None,
+    advice: Sequence[Advice] | None = None, as_computed: bool = False,
 ) -> MonthlyData:
     """Everything the report of `period` shows; `ReportError` when the month has no usage.
 
-    `advice`: advice kinds the caller already ran for this month (`reports.fleet_advice`)."""
-    bill = month_bill(wh, settings, period)
+    `advice`: advice kinds the caller already ran for this month (`reports.fleet_advice`);
+    `as_computed`: the month (and the issued months it adjusts) billed as the roll-up was
+    computed, under its stored rules (`compute_bill`)."""
+    bill = month_bill(wh, settings, period, as_computed=as_computed)
     require_usage(bill, wh.path)
-    adjustments = adjustments_for(wh, settings, period) if with_adjustments else empty_summary()
+    adjustments = (adjustments_for(wh, settings, period, as_computed=as_computed) if with_adjustments
+                   else empty_summary())
     summary = pl.concat([summary_lines(bill), adjustments], how="vertical_relaxed")
     return MonthlyData(
         bill=bill,
@@ -123,7 +144,7 @@ def gather(
         inputs_sha256=inputs_sha256(settings, bill, adjustments),
         price_book_version=settings.price_book_version(),
         newest_sample=newest_sample(wh, before=bill.window.end),
-        advice=fleet_advice(wh, bill.window, settings, advice),
+        advice=fleet_advice(wh, bill.window, settings, advice, bill=bill.raw),
     )
 
 
@@ -139,7 +160,7 @@ def build_statements(
         "currency": bill.currency, "status": status, "generated_at": generated_at,
         "price_book_version": data.price_book_version, "issuer": settings.reports.issuer,
         "billing_account": settings.reports.billing_account, "notes": list(notes or []),
-        "newest_sample": data.newest_sample, "computed_under": computed_under(data.rules),
+        "newest_sample": data.newest_sample, "computed_under": data.computed_under,
     }
     account, budgets = settings.reports.billing_account, settings.teams.budgets
     out = [

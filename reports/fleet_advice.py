@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gpuledger.analytics.advice import FLEET_SHAPING_KINDS, KINDS
 from gpuledger.analytics.advice.run import Advice, run_advice
+from gpuledger.analytics.billing.bill import Bill
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -46,15 +47,17 @@ def top_rows(rows: list[dict[str, object]], per_kind: int = PER_KIND) -> list[Fl
 
 
 def fleet_advice(wh: Warehouse, window: Window, settings: Settings,
-                 computed: Sequence[Advice] | None = None) -> list[FleetAdvice]:
+                 computed: Sequence[Advice] | None = None, *, bill: Bill | None = None) -> list[FleetAdvice]:
     """The statement's advice rows for `window` (empty when no kind proposes anything).
 
     `computed`: the kinds a caller already ran for this same window and warehouse state (the
     demo prints every kind just before it issues the report); the statement then takes its
-    kinds from them instead of running the analyses again (at 256 GPUs a month, minutes)."""
+    kinds from them instead of running the analyses again (at 256 GPUs a month, minutes).
+    `bill`: the report's bill, which the kinds that price from a bill read (`run_advice`), so
+    the statement's advice carries the report's rules (`--as-computed` too)."""
     have = {advice.kind: advice for advice in computed or () if advice.kind in STATEMENT_KINDS}
     missing = tuple(kind for kind in STATEMENT_KINDS if kind not in have)
     if missing:  # (run_advice of no kinds would run them all)
-        have.update((advice.kind, advice) for advice in run_advice(wh, window, settings, missing))
+        have.update((advice.kind, advice) for advice in run_advice(wh, window, settings, missing, bill=bill))
     found = [have[kind] for kind in KINDS.names() if kind in have]  # registry order, as run_advice gives
     return top_rows([row for advice in found for row in advice.rows])

@@ -1,7 +1,9 @@
 """The manifest that seals a report folder: what was billed, from what, by which code.
 
 It records the period, when it was generated, the code and price-book versions, the rules the
-numbers were computed under (`rules`: fingerprint, description and values, docs/decisions/0150),
+numbers were computed under (`rules`: fingerprint, description and values, docs/decisions/0150;
+`as_computed`: true when those are the roll-up's stored rules, billed `--as-computed`), the
+bill's notes (`bill_notes`, docs/decisions/0158),
 a hash of the inputs (so two runs over the same data can be told apart from a run over changed
 data), and the sha256 of every file. `verify_folder` recomputes the checksums: a finalized issue whose
 files were edited after the fact is detected, so its numbers cannot change silently.
@@ -106,10 +108,15 @@ def build_manifest(
     chain: dict[str, Any] | None = None,
     coverage: dict[str, Any] | None = None,
     rules: dict[str, Any] | None = None,
+    as_computed: bool = False,
+    bill_notes: list[str] | None = None,
 ) -> dict[str, Any]:
     """Describe every file under `folder` (except the manifest itself); `chain` names the issue
     recorded before (final issues), `coverage` the hours of the month with samples, `rules`
-    the record of the rules the numbers were computed under (None: not recorded)."""
+    the record of the rules the numbers were computed under (None: not recorded),
+    `as_computed` whether those are the roll-up's stored rules rather than the settings in
+    force (`--as-computed`), `bill_notes` what the bill told its reader
+    (`analytics.billing.notes`: billed from raw samples, unpriced models, ...)."""
     files = [
         {"path": p.relative_to(folder).as_posix(), "bytes": p.stat().st_size, "sha256": sha256_file(p)}
         for p in sorted(folder.rglob("*"))
@@ -130,6 +137,8 @@ def build_manifest(
         "chain": chain,
         "coverage": coverage,
         "rules": rules,
+        "as_computed": as_computed,
+        "bill_notes": list(bill_notes or []),
         "files": files,
     }
 

@@ -36,7 +36,6 @@ from gpuledger.analytics.advice.run import Advice
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import InputError, ReportError
 from gpuledger.core.period import Period
-from gpuledger.core.rules_record import computed_under
 from gpuledger.core.window import as_utc
 from gpuledger.reports.adjustments import billed_for, unbilled
 from gpuledger.reports.compose import MonthlyData, gather
@@ -73,6 +72,8 @@ class IssueResult:
     notes: list[str] = field(default_factory=list)
     computed_under: str = ""
     """The statements' rules line (`core.rules_record.computed_under`)."""
+    bill_notes: list[str] = field(default_factory=list)
+    """What the month's bill tells its reader (`analytics.billing.notes`; stderr, the manifest)."""
 
 
 def issue_monthly(
@@ -86,9 +87,11 @@ def issue_monthly(
     allow_partial: bool = False,
     now: datetime | None = None,
     advice: Sequence[Advice] | None = None,
+    as_computed: bool = False,
 ) -> IssueResult:
     """Write the report of `period` under `out_dir` following the rules above (`advice`: kinds
-    already run for the month, handed to `compose.gather`)."""
+    already run for the month, handed to `compose.gather`; `as_computed`: billed as the roll-up
+    was computed, which the statements' "Computed under" line and the manifest say)."""
     # 1. Validate the request.
     moment = as_utc(now) if now is not None else utcnow()
     reissue = reissue_reason is not None
@@ -102,7 +105,7 @@ def issue_monthly(
     coverage = month_coverage(wh, Period.exact(period).window)
     if final:
         require_coverage(coverage, settings, period, allow_partial=allow_partial)
-    data = gather(wh, settings, period, advice=advice)
+    data = gather(wh, settings, period, advice=advice, as_computed=as_computed)
     notes = _coverage_notes(coverage, settings, final) + _notes(wh, data, final)
     status = "DRAFT" if not final else (f"REISSUE v{version}" if reissue else f"FINAL v{version}")
     # 4. Write into staging, seal with the manifest, record the intent, move into place.
@@ -118,7 +121,7 @@ def issue_monthly(
         record_issue(wh, data, version, moment=moment, manifest_sha=manifest_sha,
                      reason=reissue_reason, folder=target)
     return IssueResult(period, target, "final" if final else "draft", version, totals, manifest_sha, notes,
-                       computed_under(data.rules))
+                       data.computed_under, data.bill_notes)
 
 
 def _check_request(
@@ -193,6 +196,7 @@ def _write_sealed(
             inputs_sha256=data.inputs_sha256, totals=totals, reason=reason, supersedes=supersedes,
             chain=seal.chain, coverage=seal.coverage,
             rules=data.rules.to_dict() if data.rules is not None else None,
+            as_computed=data.as_computed, bill_notes=data.bill_notes,
         )
         manifest_sha = write_manifest(staging, manifest, seal.key if final else None)
         if final and version is not None and wh is not None:

@@ -209,8 +209,9 @@ def rebuilds(
     windows: Sequence[MaintenanceWindow], activity: pl.DataFrame | None = None,
     unit_price: Mapping[str, float] | None = None,
 ) -> list[Rebuild]:
-    """Step 4. `activity` (optional): `ts`, `node`, `activity` (hourly means) for the past
-    load; `unit_price`: card price per hour by node."""
+    """Step 4. `activity` (optional): `ts`, `node`, `activity` (hourly means; NULL for an hour
+    without a reading, left out of both means) for the past load; `unit_price`: card price per
+    hour by node."""
     if node_rates.is_empty():
         return []
     latest = node_rates.filter(pl.col("ts") == pl.col("ts").max().over("node"))
@@ -233,7 +234,8 @@ def _past_load(
 ) -> tuple[float | None, float | None]:
     if activity is None or not windows:
         return None, None
-    mine = activity.filter(pl.col("node") == node)
+    # An hour without any activity reading is unknown, not idle: it counts in neither mean.
+    mine = activity.filter((pl.col("node") == node) & pl.col("activity").is_not_null())
     if mine.is_empty():
         return None, None
     inside = [float(a) for t, a in mine.select("ts", "activity").iter_rows() if in_weekly_ranges(t, windows)]

@@ -9,11 +9,12 @@ warehouse through `warehouse.queries.advice` and hands the frames over.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -21,9 +22,13 @@ from gpuledger.analytics.advice import KINDS, autoscaling, fragmentation, overco
 from gpuledger.core.config import Settings
 from gpuledger.core.mig import canonical_model, catalog
 from gpuledger.core.pricing import PriceBook
+from gpuledger.core.rules import SamplingRules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import advice as queries
+
+if TYPE_CHECKING:
+    from gpuledger.analytics.billing.bill import Bill
 
 HOURS_PER_MONTH = 730.0
 COLUMNS = ("kind", "scope", "current", "recommended", "monthly_saving", "reason")
@@ -37,7 +42,8 @@ class Advice:
 
 
 AdviceFn = Callable[[Warehouse, Window, Settings], Advice]
-"""What a kind registered in `analytics.advice.KINDS` is."""
+"""What a kind registered in `analytics.advice.KINDS` is. A kind that prices from the window's
+bill also takes a keyword `bill` (`reads_bill`): `run_advice` hands it the caller's."""
 
 
 def _price(settings: Settings, model: str, moment: datetime) -> float:
@@ -47,12 +53,13 @@ def _price(settings: Settings, model: str, moment: datetime) -> float:
         return 0.0
 
 
-def catalog_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
-    """Item 1: the standard profile catalog per model, from right-sized demand."""
+def catalog_advice(wh: Warehouse, window: Window, settings: Settings, bill: Bill | None = None) -> Advice:
+    """Item 1: the standard profile catalog per model, from right-sized demand (priced by
+    `bill`, the window's, computed here when not given)."""
     from gpuledger.analytics.workloads.recommend import size_workload
     from gpuledger.analytics.workloads.requested import workload_usage
 
-    usage = workload_usage(wh, window, settings)
+    usage = workload_usage(wh, window, settings, bill)
     rows = []
     for r in usage.iter_rows(named=True):
         sized = size_workload(r, 0.2)
@@ -113,8 +120,9 @@ def by_day(
 
 def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
     """Item 3: the knee of replicas per card on time-sliced and vGPU pools."""
-    minutes = by_day(queries.shared_card_minutes, wh, window, ("uuid", "ts"),
-                     categorical=("uuid", "pool", "model", "owner_kind", "class_label"))
+    activity = SamplingRules.of(settings).activity
+    minutes = by_day(lambda w, lo, hi: queries.shared_card_minutes(w, lo, hi, activity), wh, window,
+                     ("uuid", "ts"), categorical=("uuid", "pool", "model", "owner_kind", "class_label"))
     if minutes.is_empty():
         return Advice("overcommit", [], {"pools": []})
     prices = {m: _price(settings, canonical_model(m), window.start) for m in minutes["model"].unique()}
@@ -155,8 +163,9 @@ def autoscaling_proposals(
 ) -> list[autoscaling.AutoscalingAdvice]:
     """Item 4's proposals (what `plans export` renders with `autoscaling_manifest.render_manifests`)."""
     keep = (*autoscaling.SERIES_SCHEMA, "gpus_per_replica", "model")
-    series = by_day(queries.serving_minutes, wh, window, ("namespace", "deployment", "ts"), keep,
-                    categorical=("namespace", "deployment", "model"))
+    activity = SamplingRules.of(settings).activity
+    series = by_day(lambda w, lo, hi: queries.serving_minutes(w, lo, hi, activity), wh, window,
+                    ("namespace", "deployment", "ts"), keep, categorical=("namespace", "deployment", "model"))
     if series.is_empty():
         return []
     per = {(str(n), str(d)): int(g or 1) for n, d, g in
@@ -199,7 +208,8 @@ def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> A
     found = fragmentation.rebuilds(
         rates, threshold=a.fragmentation_threshold, min_free=a.fragmentation_min_free,
         now=min(window.end, datetime.now(UTC)), windows=a.maintenance_windows,
-        activity=_activity_if_needed(wh, window, rates, a.fragmentation_threshold), unit_price=prices)
+        activity=_activity_if_needed(wh, window, rates, a.fragmentation_threshold,
+                                     SamplingRules.of(settings)), unit_price=prices)
     rows: list[dict[str, object]] = [{
         "kind": "fragmentation_rebuild", "scope": r.node, "current": f"{r.rate:.0%} fragmented",
         "recommended": "rebuild MIG layout in " + (f"{r.window[0]:%a %H:%M} UTC window" if r.window else
@@ -213,13 +223,13 @@ def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> A
 
 
 def _activity_if_needed(
-    wh: Warehouse, window: Window, rates: pl.DataFrame, threshold: float,
+    wh: Warehouse, window: Window, rates: pl.DataFrame, threshold: float, rules: SamplingRules,
 ) -> pl.DataFrame | None:
     """The past-load evidence, read only when some node is fragmented enough to rebuild (the
-    hourly activity of every node is most of this kind's cost)."""
+    hourly activity of every node is most of this kind's cost), by the activity rule of `rules`."""
     if rates.is_empty() or float(rates["rate"].max() or 0.0) < threshold - 1e-12:  # type: ignore[arg-type]
         return None
-    return queries.node_activity_hourly(wh, window.start, window.end)
+    return queries.node_activity_hourly(wh, window.start, window.end, rules.activity)
 
 
 def _smallest_demanded(layouts: pl.DataFrame) -> dict[str, str]:
@@ -254,9 +264,27 @@ def dra_profiles_kind(wh: Warehouse, window: Window, settings: Settings) -> Advi
     return Advice("dra-profiles", rows, document)
 
 
-def run_advice(wh: Warehouse, window: Window, settings: Settings, kinds: tuple[str, ...]) -> list[Advice]:
+def reads_bill(kind: AdviceFn) -> bool:
+    """Whether an advice kind prices from the window's bill (it takes a keyword `bill`)."""
+    return "bill" in inspect.signature(kind).parameters
+
+
+def run_advice(
+    wh: Warehouse, window: Window, settings: Settings, kinds: tuple[str, ...], *, bill: Bill | None = None,
+) -> list[Advice]:
     """The named kinds (all of them when `kinds` is empty), in registry order; an unknown
-    kind is refused in one line naming the known ones."""
-    for kind in kinds:
-        KINDS.get(kind)  # an unknown kind is refused before any work
-    return [KINDS.get(name)(wh, window, settings) for name in KINDS.names() if not kinds or name in kinds]
+    kind is refused in one line naming the known ones. `bill`: the window's bill, handed to the
+    kinds that read one (`reads_bill`), so they price what the caller billed, under its rules
+    (`--as-computed`), and its notes are the caller's to show."""
+    for name in kinds:
+        KINDS.get(name)  # an unknown kind is refused before any work
+    found = []
+    for name in KINDS.names():
+        if kinds and name not in kinds:
+            continue
+        run = KINDS.get(name)
+        if bill is not None and reads_bill(run):
+            found.append(run(wh, window, settings, bill=bill))  # type: ignore[call-arg]
+        else:
+            found.append(run(wh, window, settings))
+    return found

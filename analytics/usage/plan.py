@@ -11,7 +11,11 @@ window's stamps into runs and compares them with the rules in force:
    are billed from raw samples under the current rules, with one note saying so and how to
    store them (`gpuledger rollup`).
 3. Some differ and their raw samples are gone: refused in one line naming both rule sets and
-   the ways out (`--as-computed`, or the settings they were computed under).
+   the ways out (`--as-computed`, or the settings they were computed under), a
+   `RulesRefusal` so a page can say it in its own words (the dashboard's serving store keeps
+   no raw samples its warehouse may still have). A reader that shows rather than bills (the
+   heatmap) passes `refuse=False`: those hours are read as stored, with a warning naming
+   their rules, and the plan's `rules` is None (not the current ones).
 4. `as_computed`: the roll-up as stored, under the stored rules (one set: several are refused),
    priced by today's pricing rules; hours it does not cover are computed under the stored rules
    too, so one bill never mixes two sets.
@@ -37,6 +41,17 @@ from gpuledger.core.window import DAY, HOUR, Window, as_utc, floor_time
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries import usage as q
 from gpuledger.warehouse.retention import removed_before
+
+
+class RulesRefusal(InputError):
+    """Rule 3: hours rolled up under other rules whose raw samples are gone; the message is
+    the one line the CLI prints, `hint` the `gpuledger rollup` that would store the current
+    rules over them where raw samples still exist (e.g. in the warehouse behind a serving
+    store)."""
+
+    def __init__(self, message: str, *, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +127,10 @@ def raw_from(wh: ReadableWarehouse, rules: Rules) -> datetime | None:
 
 def plan_usage(
     wh: ReadableWarehouse, window: Window, rules: Rules, *, source: Source = "auto",
-    as_computed: bool = False, what: str = "bill",
+    as_computed: bool = False, what: str = "bill", refuse: bool = True,
 ) -> UsagePlan:
     """The plan of `window` under `rules` (module docstring); `what` names the caller in
-    messages (`bill 2026-11`)."""
+    messages (`bill 2026-11`); `refuse=False` reads rule 3's hours as stored (a warning each)."""
     if source == "raw":
         if as_computed:
             raise InputError(f"{what}: --as-computed bills the roll-up as stored, not with --source raw")
@@ -137,8 +152,9 @@ def plan_usage(
     gone = [_clip(r, None, start) for r in stale] if start is not None else []
     billable_runs = [r for r in billable if r is not None]
     gone_runs = [r for r in gone if r is not None]
-    if any(r.fingerprint is not None for r in gone_runs):
-        raise InputError(_refusal(what, gone_runs, stored, rules, start))
+    if refuse and any(r.fingerprint is not None for r in gone_runs):
+        raise RulesRefusal(_refusal(what, gone_runs, stored, rules, start),
+                           hint=rollup_hint(window, gone_runs))
     if billable_runs and source == "rollup":
         raise InputError(
             f"{what}: {_runs_text(billable_runs, stored)}, not the current {_describe(current, rules)}; "
@@ -150,12 +166,28 @@ def plan_usage(
     if raw:
         parts = (*_rollup_parts(kept, window), *_edges(window, span, source), *raw)
     notes = (_rebill_note(what, window, billable_runs, stored, rules),) if billable_runs else ()
-    if gone_runs:  # rule 5: hours of unknown rules, their samples gone: as stored, unlabelled
-        warning = (f"{what}: the roll-up of {_hours_text(gone_runs)} was rolled up before rules were "
+    if gone_runs:  # rule 5 (and 3 with refuse=False): as stored, unlabelled
+        return UsagePlan(parts, rules, None, span, notes=notes,
+                         warnings=_as_stored_warnings(what, gone_runs, stored, rules))
+    return UsagePlan(parts, rules, rules, span, notes=notes)
+
+
+def _as_stored_warnings(
+    what: str, gone: list[Run], stored: dict[str, Rules], rules: Rules,
+) -> tuple[str, ...]:
+    """What is said of hours read as stored because their raw samples are gone: rolled up
+    before rules were recorded (rule 5), or under other rules (rule 3 with `refuse=False`)."""
+    unknown = [r for r in gone if r.fingerprint is None]
+    known = [r for r in gone if r.fingerprint is not None]
+    out = []
+    if unknown:
+        out.append(f"{what}: the roll-up of {_hours_text(unknown)} was rolled up before rules were "
                    "recorded and its raw samples are gone: billed as stored, under rules not known "
                    "(MIG share basis unknown)")
-        return UsagePlan(parts, rules, None, span, notes=notes, warnings=(warning,))
-    return UsagePlan(parts, rules, rules, span, notes=notes)
+    if known:
+        out.append(f"{what}: {_runs_text(known, stored)} and its raw samples are gone: shown as "
+                   f"stored, not under the current {_describe(rules.rollup_fingerprint, rules)}")
+    return tuple(out)
 
 
 def _as_before(window: Window, span: Window, source: Source) -> tuple[Part, ...]:

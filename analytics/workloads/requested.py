@@ -5,10 +5,11 @@ instance, a time-slice replica or a vGPU share), with the workload it belongs to
 the Deployment behind its ReplicaSet, its StatefulSet or Job, or a notebook), so idle ranking
 and recommendations can be summed per workload instead of per replica and per card.
 
-From raw samples (pushed into DuckDB): mean, p95 and spread of activity (GR_ENGINE_ACTIVE,
-else GPU_UTIL/100), p95 and peak framebuffer use. From the bill: card-hours, idle card-hours
-and cost. From the inventory: the card model, the device's memory, the pod's owner and
-requests.
+From raw samples (pushed into DuckDB): mean, p95 and spread of activity (the rule of
+`core.activity` under the bill's rules, `Bill.rules.sampling.activity`, so a workload's
+features and its idle hours read activity the same way), p95 and peak framebuffer use. From the
+bill: card-hours, idle card-hours and cost. From the inventory: the card model, the device's
+memory, the pod's owner and requests.
 
 On time-sliced and vGPU cards DCGM reports the whole card's activity and memory on every
 replica, so those figures describe the card, not the pod (`card_level_metrics`).
@@ -27,6 +28,7 @@ from gpuledger.analytics.devices.shares import profile_slices
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import MEMORY_SLICES, catalog
+from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import workloads as queries
@@ -52,9 +54,11 @@ def device_memory_mib(model: str, profile: str | None, card_memory: float | None
 def workload_usage(
     wh: Warehouse, window: Window, settings: Settings, bill: Bill | None = None
 ) -> pl.DataFrame:
-    """One row per allocation: requested (device, share, requests) vs used (activity, memory)."""
-    stats = queries.allocation_stats(wh, window.start, window.end)
+    """One row per allocation: requested (device, share, requests) vs used (activity, memory).
+    Activity by the bill's activity rule (the settings' where the bill's rules are not known)."""
     bill = bill or compute_bill(wh, window, settings, ("team",))
+    rules = bill.rules or Rules.of(settings)
+    stats = queries.allocation_stats(wh, window.start, window.end, rules.sampling.activity)
     held = idle_allocations_all(bill)
     gpus = queries.card_memory(wh)
     pods = queries.pod_owner_rows(wh)

@@ -88,6 +88,15 @@ def rules_warning(note: str | None, id: str) -> list[html.P]:
     return [html.P(note, className="warning", id=id)] if note else []
 
 
+def bill_banner(notes: Sequence[str], id: str) -> list[html.Div]:
+    """The month's bill's notes (`ReadModel.bill_notes`: billed from raw samples because the
+    roll-up was computed under other rules, unpriced models, ...) as one warning above the
+    numbers, a paragraph each: what `gpuledger bill` prints on stderr (docs/decisions/0158)."""
+    if not notes:
+        return []
+    return [html.Div([html.P(line) for line in notes], className="warning", id=id)]
+
+
 def refuse(principal: Principal, what: str) -> None:
     """Raise `AccessDeniedError` with a message that names the user and what they asked for."""
     raise AccessDeniedError(f"user {principal.user!r} may not see {what}")
@@ -96,6 +105,31 @@ def refuse(principal: Principal, what: str) -> None:
 def refusal(message: str) -> html.Div:
     return html.Div(
         [html.H2("Not allowed"), html.P(message)], className="refusal", id="refusal", role="alert"
+    )
+
+
+def rules_refusal(message: str, hint: str, *, serving_store: bool) -> html.Div:
+    """The page of a month the bill refuses (`analytics.usage.plan.RulesRefusal`): its roll-up
+    was computed under other rules than the server's and the raw samples to recompute it are not
+    here. What to do differs by where the dashboard reads: a serving store keeps no raw samples of
+    rolled-up hours, but its warehouse may still have them (`gpuledger rollup` there stores the
+    server's rules and the next publish brings them here); a warehouse read directly has lost
+    them (compacted), so only the settings they were computed under, or the CLI's
+    `--as-computed`, show them (docs/decisions/0158)."""
+    if serving_store:
+        way = (f"The serving store this dashboard reads keeps no raw samples of those hours, but its "
+               f"warehouse may: run `{hint}` against the warehouse to store them under the server's "
+               "rules (the serving store is published again), or serve with the settings they were "
+               "computed under.")
+    else:
+        way = ("Their raw samples are gone from the warehouse (compacted): serve with the settings they "
+               "were computed under to show them.")
+    cli = ("On the command line, `gpuledger bill --as-computed` (and `report monthly --as-computed`) "
+           "bills them as they were computed, saying so.")
+    return html.Div(
+        [html.H2("This month was computed under other rules"), html.P(message, id="rules-refusal-message"),
+         html.P(way), html.P(cli)],
+        className="error", id="rules-refusal", role="alert",
     )
 
 

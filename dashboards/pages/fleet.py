@@ -25,12 +25,14 @@ from gpuledger.dashboards import figures
 from gpuledger.dashboards.access import can_see_fleet
 from gpuledger.dashboards.pages.common import (
     PageContext,
+    bill_banner,
     graph,
     kpi,
     money,
     number,
     percent,
     refuse,
+    rules_warning,
     section,
     table,
     where_data,
@@ -59,6 +61,11 @@ class FleetView:
     mig_at: datetime | None
     empty_note: str | None = None
     """Set when the month holds no card-hours: where data exists instead (as Teams / Team)."""
+    bill_notes: tuple[str, ...] = ()
+    """The month's bill's notes (`ReadModel.bill_notes`), shown above the numbers."""
+    heat_note: str | None = None
+    """What the heatmap's hours rest on when not the roll-up under the server's rules
+    (`dashboards.heat.HeatHours.notes`): recomputed from raw samples, or shown as stored."""
 
 
 def daily_hours(detail: pl.DataFrame) -> pl.DataFrame:
@@ -201,6 +208,8 @@ def view(ctx: PageContext) -> FleetView:
         node_hrefs={n: state.with_(node=n).href("/fleet") for n in mig_nodes},
         all_nodes_href=state.with_(node=None).href("/fleet"), mig_cells=cells, mig_at=at,
         empty_note=None if totals["card_hours"] else where_data(ctx),
+        bill_notes=tuple(data.bill_notes(state.period)),
+        heat_note=" ".join(data.heat_notes(state.period)) or None,
     )
 
 
@@ -275,6 +284,8 @@ def render(v: FleetView, advice: Any = None) -> html.Div:
         [
             _waste(v),
             *([html.P(v.empty_note, className="empty", id="empty-period")] if v.empty_note else []),
+            *bill_banner(v.bill_notes, "fleet-bill-notes"),
+            *rules_warning(v.heat_note, "fleet-heat-rules"),
             graph(figures.heatmap(v.heat, v.heat_row, heat_title), "fleet-heatmap"),
             drill,
             kpis,

@@ -19,6 +19,7 @@ from gpuledger.dashboards import figures
 from gpuledger.dashboards.pages import team_priority
 from gpuledger.dashboards.pages.common import (
     PageContext,
+    bill_banner,
     check_team,
     graph,
     kpi,
@@ -64,6 +65,8 @@ class TeamView:
     results_note: str | None = None
     """Set when the stored recommendations or token costs were computed under other rules than
     the server's (`ReadModel.result_note`)."""
+    bill_notes: tuple[str, ...] = ()
+    """The month's bill's notes (`ReadModel.bill_notes`), shown above the numbers."""
 
 
 def bill_line(bill: Any, team: str, model: str | None) -> dict[str, float]:
@@ -158,6 +161,7 @@ def view(ctx: PageContext) -> TeamView:
         budget_state=state_row, cumulative=cumulative,
         empty_note=None if bill.fleet_card_hours else where_data(ctx),
         results_note=results_note(ctx, (RECOMMENDATIONS, TOKEN_COSTS)),
+        bill_notes=tuple(data.bill_notes(state.period)),
     )
 
 
@@ -296,6 +300,7 @@ def render(v: TeamView) -> html.Div:
         [
             graph(_daily_figure(v, scope), "team-daily"),
             *([html.P(v.empty_note, className="empty", id="empty-period")] if v.empty_note else []),
+            *bill_banner(v.bill_notes, "team-bill-notes"),
             *rules_warning(v.results_note, "team-results-rules"),
             _kpis(v),
             html.Div(

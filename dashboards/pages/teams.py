@@ -23,6 +23,7 @@ from gpuledger.core.period import Period
 from gpuledger.dashboards.figures_teams import daily_by_team
 from gpuledger.dashboards.pages.common import (
     PageContext,
+    bill_banner,
     graph,
     money,
     number,
@@ -48,6 +49,8 @@ class TeamsView:
     download_href: str
     empty_note: str | None
     results_note: str | None = None
+    bill_notes: tuple[str, ...] = ()
+    """The month's bill's notes (`ReadModel.bill_notes`), shown above the numbers."""
     """Set when the stored recommendations behind the savings carry other rules than the server's."""
 
 
@@ -91,6 +94,7 @@ def view(ctx: PageContext) -> TeamsView:
         download_href="/download/teams.csv?" + urlencode({"period": period}),
         empty_note=None if has_usage else where_data(ctx),
         results_note=results_note(ctx, (RECOMMENDATIONS,)),
+        bill_notes=tuple(ctx.data.bill_notes(period)),
     )
 
 
@@ -179,6 +183,7 @@ def render(v: TeamsView) -> html.Div:
         [
             graph(daily_by_team(v.daily, v.currency, f"Daily cost by team · {v.period}"), "teams-daily"),
             _headline(v),
+            *bill_banner(v.bill_notes, "teams-bill-notes"),
             *rules_warning(v.results_note, "teams-results-rules"),
             section("Teams", teams_table(v),
                     html.A(f"Download the teams overview for {v.period} (CSV)", href=v.download_href,

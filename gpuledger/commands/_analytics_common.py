@@ -1,6 +1,6 @@
-"""Shared by `bill`, `idle` and `recommend`: the window they read, the bill's warnings and the
-empty-window warning, and `--as-computed` (every command that bills may take it). (The other
-flags are decorators in `gpuledger.commands`.)
+"""Shared by the commands that bill (`bill`, `idle`, `recommend`, `budgets`, `report`): the
+window they read, the bill's warnings and the empty-window warning, and `--as-computed` (every
+command that bills takes it). (The other flags are decorators in `gpuledger.commands`.)
 
 Light on purpose (no heavy imports): the CLI imports command modules at start-up.
 """
@@ -36,26 +36,11 @@ def as_computed_option(f: F) -> F:
 
 
 def bill_warnings(bill: Bill) -> list[str]:
-    """One line per thing the bill could not know, for stderr (the numbers still add up)."""
-    import polars as pl
+    """One line per thing the bill could not know, for stderr (`analytics.billing.notes`: the
+    same lines every surface that bills shows)."""
+    from gpuledger.analytics.billing.notes import bill_notes
 
-    out: list[str] = [*bill.notes, *bill.warnings]
-    if bill.unpriced_models:
-        hours = bill.detail.group_by("model").agg(pl.col("unpriced_card_hours").sum())
-        held = {str(m): float(h) for m, h in hours.iter_rows()}
-        named = ", ".join(f"{m!r} ({held.get(m, 0.0):,.3f} GPU-hours)" for m in bill.unpriced_models)
-        out.append(
-            f"no price for GPU model {named}: billed at 0 on lines marked unpriced; add it to "
-            f"`price_book` in the config (model: <name>, unit_price: <{bill.currency} per "
-            "GPU-hour>), or pass --strict-prices to make this an error"
-        )
-    if bill.replicas_unknown_nodes:
-        out.append(
-            "time-slice replica count unknown on node(s) " + ", ".join(bill.replicas_unknown_nodes)
-            + " (no nvidia.com/gpu.replicas label from the Kubernetes API or kube_node_labels): "
-            "shares there use the replicas seen, which overcharges when replicas sit unused"
-        )
-    return out
+    return bill_notes(bill)
 
 
 def coverage_warning(wh: Warehouse, window: Window) -> str | None:

@@ -12,7 +12,7 @@ import json
 
 from gpuledger.analytics.advice import KINDS
 from gpuledger.command_context import Context
-from gpuledger.commands._analytics_common import coverage_warning, warn, window_from_args
+from gpuledger.commands._analytics_common import bill_warnings, coverage_warning, warn, window_from_args
 from gpuledger.commands._output import emit
 
 ADVICE_KINDS = KINDS.names()
@@ -22,14 +22,20 @@ COLUMNS = ("kind", "scope", "current", "recommended", "monthly_saving", "reason"
 
 
 def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.analytics.advice.run import run_advice
+    """The kinds; the window is billed once here when a kind prices from the bill (`reads_bill`),
+    under `--as-computed` when given, and its notes printed like `bill`'s."""
+    from gpuledger.analytics.advice.run import reads_bill, run_advice
+    from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.terminal_progress import busy
 
     window = window_from_args(args)
+    kinds = tuple(args.kind)
     with busy(f"computing advice {window}"), ctx.open_warehouse(read_only=True) as wh:
-        found = run_advice(wh, window, ctx.settings, tuple(args.kind))
+        bill = (compute_bill(wh, window, ctx.settings, ("team",), as_computed=args.as_computed)
+                if any(reads_bill(KINDS.get(kind)) for kind in kinds) else None)
+        found = run_advice(wh, window, ctx.settings, kinds, bill=bill)
         empty = coverage_warning(wh, window)
-    warn([empty] if empty else [])
+    warn([*(bill_warnings(bill) if bill is not None else []), *([empty] if empty else [])])
     rows = [row for advice in found for row in advice.rows]
     total = sum(float(str(r["monthly_saving"])) for r in rows)
     document = {

@@ -3,7 +3,8 @@
 The numbers are `analytics.billing.budgets.budget_status` of the month's bill (the team page's tile and
 the `/metrics` gauges read the same). `--notify` POSTs the alerts to `finance.budget_webhook`
 (generic JSON with a Slack `text`); with `--fail-over` the exit code is 4 when a team is over
-budget, so a CronJob can alert on it too.
+budget, so a CronJob can alert on it too. The bill's notes go to stderr as `bill`'s do;
+`--as-computed` bills the roll-up under its stored rules (docs/decisions/0147).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import click
 
 from gpuledger.command_context import Context
 from gpuledger.commands import output_option, runs, window_options
-from gpuledger.commands._analytics_common import warn, window_from_args
+from gpuledger.commands._analytics_common import as_computed_option, bill_warnings, warn, window_from_args
 from gpuledger.commands._output import emit
 from gpuledger.core.errors import ConfigError
 
@@ -29,6 +30,7 @@ OVER_BUDGET_EXIT = 4
 @click.option("--notify", is_flag=True, help="POST the alerts to finance.budget_webhook")
 @click.option("--fail-over", is_flag=True, help=f"exit {OVER_BUDGET_EXIT} when a team is over budget")
 @output_option()
+@as_computed_option
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.analytics.billing.bill import compute_bill
@@ -38,7 +40,8 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
 
     window = window_from_args(args)
     with busy(f"billing {window}"), ctx.open_warehouse(read_only=True) as wh:
-        bill = compute_bill(wh, window, ctx.settings, ("team",), grain="lines")
+        bill = compute_bill(wh, window, ctx.settings, ("team",), grain="lines", as_computed=args.as_computed)
+    warn(bill_warnings(bill))
     status = budget_status(bill, ctx.settings)
     found = alerts(status, ctx.settings.currency)
     document = {"schema": "gpuledger.budgets/v1", "period": bill.period, "currency": bill.currency,

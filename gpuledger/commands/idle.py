@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuledger.command_context import Context
 from gpuledger.commands import output_option, price_options, runs, window_options
 from gpuledger.commands._analytics_common import (
+    as_computed_option,
     bill_warnings,
     coverage_warning,
     warn,
@@ -23,6 +25,9 @@ from gpuledger.commands._analytics_common import (
 )
 from gpuledger.commands._output import emit
 from gpuledger.commands._scope import scope_options, workload_option
+
+if TYPE_CHECKING:
+    from gpuledger.analytics.billing.bill import Bill
 
 _ALLOCATION = ("team", "namespace", "pod", "model", "sharing_mode", "profile", "card_hours",
                "idle_card_hours", "idle_fraction", "held_idle", "idle_cost")
@@ -37,6 +42,7 @@ _WORKLOAD = ("team", "namespace", "workload_kind", "workload", "pods", "gpus", "
 @scope_options
 @output_option()
 @price_options
+@as_computed_option
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.analytics.billing.bill import compute_bill
@@ -49,7 +55,8 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     window, by = window_from_args(args), args.by
     check_workload_by(by, also=("pod", "allocation", DIMENSION))
     with busy(f"finding idle workloads {window}"), ctx.open_warehouse(read_only=True) as wh:
-        bill = compute_bill(wh, window, ctx.settings, ("team",), strict_prices=args.strict_prices)
+        bill = compute_bill(wh, window, ctx.settings, ("team",), strict_prices=args.strict_prices,
+                            as_computed=args.as_computed)
         if by == "allocation":
             frame = filter_scope(idle_allocations(bill), args.team, args.namespace)
         else:
@@ -65,5 +72,15 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     emit(ctx, args.format, rows=frame.to_dicts(), columns=_ALLOCATION if by == "allocation" else _WORKLOAD,
          money=("idle_cost",), json_text=json.dumps(document, indent=2), csv_text=frame.write_csv(),
          title=f"Top {args.top} idle {'allocations' if by == 'allocation' else 'workloads'} {window}  "
-               f"(idle: activity < {ctx.settings.idle.threshold} for >= {ctx.settings.idle.min_minutes} min)")
+               f"({idle_rule(bill)})")
     return 0
+
+
+def idle_rule(bill: Bill) -> str:
+    """What "idle" meant for these numbers: the bill's rules (the stored ones `--as-computed`),
+    never today's settings beside numbers computed under others."""
+    if bill.rules is None:
+        return "idle: rules not recorded (part of the roll-up predates them)"
+    s = bill.rules.sampling
+    how = ", as computed" if bill.as_computed else ""
+    return f"idle: activity < {s.idle_threshold:g} for >= {s.idle_min_us / 60e6:g} min{how}"

@@ -16,6 +16,7 @@ import click
 from gpuledger.command_context import Context
 from gpuledger.commands import output_option, price_options, runs, window_options
 from gpuledger.commands._analytics_common import (
+    as_computed_option,
     bill_warnings,
     coverage_warning,
     warn,
@@ -43,6 +44,7 @@ _SHOWN = ("kind", "team", "namespace", "workload_kind", "workload", "gpus", "cur
 @scope_options
 @output_option()
 @price_options
+@as_computed_option
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
     if args.kind:
@@ -56,7 +58,8 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     window = window_from_args(args)
     check_workload_by(args.by)
     with busy(f"profiling workloads {window}"), ctx.open_warehouse(read_only=True) as wh:
-        bill = compute_bill(wh, window, ctx.settings, ("team",), strict_prices=args.strict_prices)
+        bill = compute_bill(wh, window, ctx.settings, ("team",), strict_prices=args.strict_prices,
+                            as_computed=args.as_computed)
         result = recommend(wh, window, ctx.settings, bill=bill, headroom=args.headroom, seed=args.seed,
                            by=args.by)
         empty = coverage_warning(wh, window)

@@ -1,8 +1,10 @@
 """`gpuledger report …`: monthly reports (CSV, FOCUS, PDF statements), verify, scheduled run.
 
 - `report monthly [--period YYYY-MM|last] --out DIR [--finalize] [--reissue --reason TEXT]
-  [--allow-partial]`: a month below `reports.min_coverage` is finalized only with
-  `--allow-partial`
+  [--allow-partial] [--as-computed]`: a month below `reports.min_coverage` is finalized only with
+  `--allow-partial`; `--as-computed` bills the month (and the issued months it adjusts) as the
+  roll-up was computed, which the statements and the manifest say; the bill's notes go to
+  stderr and into the manifest (`bill_notes`)
 - `report monthly --lake URI [--period] [--out DIR]`: the org statement (PDF and CSVs) and org
   FOCUS file from the org lake instead of this cluster's warehouse: the same code as
   `gpuledger org report` (`commands.org.write_org_report`); the warehouse is never opened
@@ -24,6 +26,7 @@ import click
 
 from gpuledger.command_context import Context
 from gpuledger.commands import VerbGroup, output_option, runs
+from gpuledger.commands._analytics_common import as_computed_option, warn
 from gpuledger.commands._output import emit
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import InputError, ReportError
@@ -55,8 +58,9 @@ def _monthly(args: argparse.Namespace, ctx: Context) -> int:
         result = issue_monthly(
             wh, ctx.settings, period, out, finalize=args.finalize,
             reissue_reason=args.reason if args.reissue else None,
-            allow_partial=args.allow_partial,
+            allow_partial=args.allow_partial, as_computed=args.as_computed,
         )
+    warn(result.bill_notes)
     totals = result.totals
     label = "draft" if result.version is None else f"final v{result.version}"
     lines = [
@@ -82,7 +86,8 @@ def _monthly_lake(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.commands.org import write_org_report
 
     for flag, value in (("--finalize", args.finalize), ("--reissue", args.reissue),
-                        ("--allow-partial", args.allow_partial), ("--reason", args.reason)):
+                        ("--allow-partial", args.allow_partial), ("--reason", args.reason),
+                        ("--as-computed", args.as_computed)):
         if value:
             raise InputError(f"report monthly --lake: {flag} applies to a cluster's own report, "
                              "not the org statement")
@@ -94,6 +99,7 @@ def _as_json(result: Any) -> dict[str, Any]:
         "period": result.period, "folder": str(result.folder), "status": result.status,
         "version": result.version, "manifest_sha256": result.manifest_sha256,
         "totals": result.totals, "notes": result.notes, "computed_under": result.computed_under,
+        "bill_notes": result.bill_notes,
     }
 
 
@@ -153,6 +159,7 @@ _OUT = click.option("--out", help="output folder (default: reports.out_dir)")
 @click.option("--lake", "lake_uri", metavar="URI",
               help="write the org statement and org FOCUS file from this lake (path or "
                    "s3://bucket/prefix) instead of this cluster's report")
+@as_computed_option
 @output_option()
 @runs
 def monthly_command(args: argparse.Namespace, ctx: Context) -> int:

@@ -75,7 +75,7 @@ def test_queue_gauges_summed_per_deployment_minute(path) -> None:
     from gpuledger.warehouse.queries.advice import serving_minutes
 
     with Warehouse.open(path, read_only=True) as wh:
-        series = serving_minutes(wh, at(12), at(12, minutes=3))
+        series = serving_minutes(wh, at(12), at(12, minutes=3), "gr_engine_active")
     u = _load(12 * 60) / PODS
     assert series["deployment"].to_list() == ["chat"] * 3
     assert series["replicas"].to_list() == [PODS] * 3

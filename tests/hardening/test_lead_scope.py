@@ -57,7 +57,7 @@ def _leaks(doc: dict[str, Any]) -> list[str]:
     for key, value in doc.items():
         if key in ("scope", "schema", "start", "end", "period", "currency", "by", "rules", "source",
                    "redistribution", "mig_share_basis", "price_book_version", "newest_sample",
-                   "unpriced_models", "catalog_priced_models", "rules_current", "rules_note"):
+                   "unpriced_models", "catalog_priced_models", "rules_current", "rules_note", "notes"):
             continue
         if value in (None, [], {}):
             continue

@@ -2,13 +2,19 @@
 cards' holders per minute, serving Deployments per minute, hourly node activity.
 
 Why here: only `warehouse/` speaks SQL; the advice modules take these frames and never see a
-statement. Every query is bounded by a half-open window `[start, end)`.
+statement. Every query is bounded by a half-open window `[start, end)`. A sample's activity is
+the one rule of `core.activity` under the source the caller passes (`SamplingRules.activity`):
+a sample without a reading (missing, NaN, negative) has none, never 0, and an aggregate over
+a minute or hour without any reading is NULL (docs/decisions/0157).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING
+
+from gpuledger.core.activity import ActivitySource, activity_sql
 
 if TYPE_CHECKING:
     import polars as pl
@@ -43,16 +49,22 @@ def mig_layouts(
     return wh.query(_LAYOUTS_SQL, {"start": start, "end": end, "step": step, "slack": slack})
 
 
-_NODE_ACTIVITY_SQL = """
-SELECT date_trunc('hour', ts) AS ts, node, avg(coalesce(gr_engine_active, 0)) AS activity
+@cache
+def _node_activity_sql(activity: ActivitySource) -> str:
+    return f"""
+SELECT date_trunc('hour', ts) AS ts, node, avg({activity_sql(None, activity)}) AS activity
 FROM gpu_samples WHERE ts >= $start AND ts < $end
 GROUP BY ALL ORDER BY node, ts
 """
 
 
-def node_activity_hourly(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
-    """Mean GR engine activity per node and hour (all its devices): `ts`, `node`, `activity`."""
-    return wh.query(_NODE_ACTIVITY_SQL, {"start": start, "end": end})
+def node_activity_hourly(
+    wh: ReadableWarehouse, start: datetime, end: datetime, activity: ActivitySource,
+) -> pl.DataFrame:
+    """Mean activity per node and hour over its devices' samples that have a reading (the rule
+    of `core.activity` under `activity`): `ts`, `node`, `activity` (NULL for an hour whose
+    samples have no reading at all: unknown, not idle)."""
+    return wh.query(_node_activity_sql(activity), {"start": start, "end": end})
 
 
 _TOKENS_RATE = """
@@ -67,14 +79,14 @@ tok AS (
     ) WHERE ts0 IS NOT NULL AND ts >= $start GROUP BY ALL
 )"""
 
-_SHARED_SQL = f"""
+_SHARED_SQL = """
 WITH held AS (
     SELECT date_trunc('minute', s.ts) AS minute, s.uuid, s.namespace, s.pod,
-        max(s.gr_engine_active) AS activity
+        max({activity}) AS activity
     FROM gpu_samples s JOIN gpus g ON g.uuid = s.uuid
     WHERE s.ts >= $start AND s.ts < $end AND g.sharing_mode IN ('timeslice', 'vgpu') AND s.pod IS NOT NULL
     GROUP BY ALL
-), {_TOKENS_RATE}
+), {tokens_rate}
 SELECT h.minute AS ts, h.uuid, g.pool, g.model, count(DISTINCT h.pod) AS holders,
     max(h.activity) AS activity, sum(t.tokens_per_s) AS tokens_per_s,
     count(t.tokens_per_s) AS token_holders,
@@ -87,14 +99,17 @@ GROUP BY ALL ORDER BY h.uuid, ts
 """
 
 
-def shared_card_minutes(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
+def shared_card_minutes(
+    wh: ReadableWarehouse, start: datetime, end: datetime, activity: ActivitySource,
+) -> pl.DataFrame:
     """Time-sliced and vGPU cards per minute: `ts`, `uuid`, `pool`, `model`, `holders`,
-    `activity` (card level), `tokens_per_s` (generated, summed over holders with vLLM
-    counters), `token_holders`, `owner_kind`, `class_label` (a holder's)."""
-    return wh.query(_SHARED_SQL, {"start": start, "end": end})
+    `activity` (card level, the rule under `activity`; NULL in a minute without a reading),
+    `tokens_per_s` (generated, summed over holders with vLLM counters), `token_holders`,
+    `owner_kind`, `class_label` (a holder's)."""
+    return wh.query(_with_activity(_SHARED_SQL, activity, "s"), {"start": start, "end": end})
 
 
-_SERVING_SQL = f"""
+_SERVING_SQL = """
 WITH owners AS (
     SELECT namespace, pod, CASE
         WHEN hash IS NOT NULL AND ends_with(owner_name, '-' || hash)
@@ -105,7 +120,7 @@ WITH owners AS (
 ), held AS (
     -- only the Deployments' pods (a semi-join first: most samples are not serving pods)
     SELECT date_trunc('minute', s.ts) AS minute, s.namespace, s.pod, count(DISTINCT s.uuid) AS gpus,
-        avg(s.gr_engine_active) AS activity, max(g.model) AS model
+        avg({activity}) AS activity, max(g.model) AS model
     FROM gpu_samples s SEMI JOIN owners o ON o.namespace = s.namespace AND o.pod = s.pod
     LEFT JOIN gpus g ON g.uuid = s.uuid
     WHERE s.ts >= $start AND s.ts < $end AND s.pod IS NOT NULL
@@ -114,7 +129,7 @@ WITH owners AS (
     SELECT date_trunc('minute', ts) AS minute, namespace, pod,
         sum(num_requests_waiting) AS waiting, sum(num_requests_running) AS running
     FROM token_samples WHERE ts >= $start AND ts < $end GROUP BY ALL
-), {_TOKENS_RATE}
+), {tokens_rate}
 SELECT o.namespace, o.deployment, h.minute AS ts, count(DISTINCT h.pod) AS replicas,
     sum(q.waiting) AS queue, avg(h.activity) AS activity, sum(q.running) AS running,
     sum(t.tokens_per_s) AS tokens_per_s, max(h.gpus) AS gpus_per_replica, max(h.model) AS model
@@ -125,9 +140,18 @@ GROUP BY ALL ORDER BY o.namespace, o.deployment, ts
 """
 
 
-def serving_minutes(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
+def serving_minutes(
+    wh: ReadableWarehouse, start: datetime, end: datetime, activity: ActivitySource,
+) -> pl.DataFrame:
     """Deployments' GPU pods per minute (owner ReplicaSet without its `pod-template-hash`):
     `namespace`, `deployment`, `ts`, `replicas`, `queue` and `running` (vLLM's waiting and
     running gauges summed over replicas; NULL where not collected), `activity` (mean per
-    replica), `tokens_per_s`, `gpus_per_replica`, `model`."""
-    return wh.query(_SERVING_SQL, {"start": start, "end": end})
+    replica of the rule under `activity`, over the samples with a reading), `tokens_per_s`,
+    `gpus_per_replica`, `model`."""
+    return wh.query(_with_activity(_SERVING_SQL, activity, "s"), {"start": start, "end": end})
+
+
+@cache
+def _with_activity(template: str, activity: ActivitySource, alias: str) -> str:
+    """`template` with the activity rule (columns of `alias`) and the token rate filled in."""
+    return template.format(activity=activity_sql(alias, activity), tokens_rate=_TOKENS_RATE)

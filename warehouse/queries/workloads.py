@@ -10,21 +10,22 @@ the samples and the inventory only through these. The activity of a sample is th
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING
 
-from gpuledger.core.activity import ACTIVITY_SQL
+from gpuledger.core.activity import ActivitySource, activity_sql
 
 if TYPE_CHECKING:
     import polars as pl
 
     from gpuledger.warehouse.protocols import ReadableWarehouse
 
-_ALLOCATION_STATS_SQL = f"""
+_ALLOCATION_STATS_SQL = """
 SELECT namespace, pod, uuid, gpu_i_id, nullif(coalesce(vgpu, ''), '') AS vgpu, mig_profile AS profile,
     count(*) AS samples,
-    avg({ACTIVITY_SQL}) AS act_mean,
-    quantile_cont({ACTIVITY_SQL}, 0.95) AS act_p95,
-    stddev_pop({ACTIVITY_SQL}) AS act_std,
+    avg({activity}) AS act_mean,
+    quantile_cont({activity}, 0.95) AS act_p95,
+    stddev_pop({activity}) AS act_std,
     quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
     max(fb_used_mib) AS fb_max_mib
 FROM gpu_samples
@@ -33,11 +34,19 @@ GROUP BY namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile
 """
 
 
-def allocation_stats(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
+@cache
+def _allocation_stats_sql(activity: ActivitySource) -> str:
+    return _ALLOCATION_STATS_SQL.format(activity=activity_sql(None, activity))
+
+
+def allocation_stats(
+    wh: ReadableWarehouse, start: datetime, end: datetime, activity: ActivitySource,
+) -> pl.DataFrame:
     """Per allocation (a pod on one device) with samples in `[start, end)`: `namespace`, `pod`,
     `uuid`, `gpu_i_id`, `vgpu` (NULL when unlabeled), `profile`, `samples`, `act_mean`,
-    `act_p95`, `act_std` (activity by `core.activity`), `fb_p95_mib`, `fb_max_mib`."""
-    return wh.query(_ALLOCATION_STATS_SQL, {"start": start, "end": end})
+    `act_p95`, `act_std` (activity by the rule of `core.activity` under `activity`, the
+    caller's `SamplingRules.activity`), `fb_p95_mib`, `fb_max_mib`."""
+    return wh.query(_allocation_stats_sql(activity), {"start": start, "end": end})
 
 
 def card_memory(wh: ReadableWarehouse) -> pl.DataFrame:
