@@ -2,9 +2,10 @@
 (`/api/v1/`) and the notebook facade, so `gpuledger bill --format json` and `/api/v1/bill`
 are the same document, and a lead's view is the same document cut to their teams.
 
-`scope_bill` is the one rule for what a lead may read of a bill: their teams' lines only; the
-fleet totals, the unallocated capacity and the unattributed namespaces are fleet data, so they
-are left out (set to null / empty) and `scope` says which teams the document covers.
+`scope_document` is the one rule for what a lead may read of any document: every section of
+every schema is declared once in `SECTIONS` as team rows, team-keyed, fleet data or "about"
+(schema, window, rules); a lead keeps their teams' rows, fleet data and any section nobody
+declared are left out (set to null / empty), and `scope` says which teams the document covers.
 """
 
 from __future__ import annotations
@@ -30,17 +31,68 @@ def rows_json(frame: pl.DataFrame) -> list[dict[str, Any]]:
     return [{k: _plain(v) for k, v in row.items()} for row in frame.iter_rows(named=True)]
 
 
-def scope_bill(doc: dict[str, Any], teams: Collection[str] | None) -> dict[str, Any]:
-    """`Bill.to_dict()` for everyone (`teams` None) or cut to `teams` (see module docstring)."""
+TEAM = "team"
+"""A list of rows, each naming its `team`: a lead keeps the rows of their teams."""
+TEAM_KEYS = "team_keys"
+"""A mapping keyed by team: a lead keeps their teams' keys."""
+FLEET = "fleet"
+"""Fleet data (totals, unallocated capacity, node names): withheld from a lead."""
+ABOUT = "about"
+"""What the document is (schema, window, currency, rules): the same for every reader."""
+
+SECTIONS: dict[str, dict[str, str]] = {
+    "gpuledger.bill/v1": {
+        "schema": ABOUT, "period": ABOUT, "start": ABOUT, "end": ABOUT, "currency": ABOUT,
+        "by": ABOUT, "redistribution": ABOUT, "mig_share_basis": ABOUT, "price_book_version": ABOUT,
+        "source": ABOUT, "newest_sample": ABOUT, "rules": ABOUT, "notes": ABOUT, "unpriced_models": ABOUT,
+        "catalog_priced_models": ABOUT,
+        "lines": TEAM, "preemption": TEAM,
+        "fleet_cost": FLEET, "fleet_card_hours": FLEET, "unallocated": FLEET,
+        "unattributed_namespaces": FLEET, "replicas_unknown_nodes": FLEET,
+    },
+    "gpuledger.idle/v1": {"schema": ABOUT, "start": ABOUT, "end": ABOUT, "by": ABOUT, "workloads": TEAM},
+    "gpuledger.recommendations/v1": {
+        "schema": ABOUT, "start": ABOUT, "end": ABOUT, "currency": ABOUT, "rules_current": ABOUT,
+        "rules_note": ABOUT, "recommendations": TEAM, "saving_by_team": TEAM_KEYS,
+        "monthly_saving": FLEET, "profiles": FLEET,
+    },
+}
+"""Every section of every document a lead may be served, declared once (docs/decisions/0175).
+A section not declared here is withheld from a lead: a new section cannot leak by default, it
+is invisible to leads until someone decides what it is."""
+
+
+def scope_document(doc: dict[str, Any], teams: Collection[str] | None) -> dict[str, Any]:
+    """`doc` for everyone (`teams` None) or cut to `teams` by its schema's `SECTIONS`: team rows
+    and keys of other teams dropped, fleet and undeclared sections set to null (lists: empty),
+    and `scope` saying which teams the document covers. A document whose schema declares no
+    sections is refused for a lead (`PermissionError`), never passed through."""
     if teams is None:
         return {**doc, "scope": "fleet"}
+    sections = SECTIONS.get(str(doc.get("schema")))
+    if sections is None:
+        raise PermissionError(f"document {doc.get('schema')!r} declares no team scope: fleet readers only")
     keep = set(teams)
-    return {
-        **doc, "scope": sorted(keep),
-        "lines": [line for line in doc["lines"] if line.get("team") in keep],
-        "fleet_cost": None, "fleet_card_hours": None, "unallocated": [],
-        "unattributed_namespaces": [],
-    }
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        kind = sections.get(key, FLEET)
+        if kind == ABOUT:
+            out[key] = value
+        elif kind == TEAM and isinstance(value, list):
+            out[key] = [row for row in value if isinstance(row, dict) and row.get("team") in keep]
+        elif kind == TEAM_KEYS and isinstance(value, dict):
+            out[key] = {k: v for k, v in value.items() if k in keep}
+        else:
+            out[key] = [] if isinstance(value, list) else {} if isinstance(value, dict) else None
+    if "monthly_saving" in out and isinstance(out.get("recommendations"), list):
+        rows = out["recommendations"]
+        out["monthly_saving"] = round(sum(float(r.get("monthly_saving") or 0.0) for r in rows), 2)
+    return {**out, "scope": sorted(keep)}
+
+
+def scope_bill(doc: dict[str, Any], teams: Collection[str] | None) -> dict[str, Any]:
+    """`Bill.to_dict()` for everyone (`teams` None) or cut to `teams` (`scope_document`)."""
+    return scope_document(doc, teams)
 
 
 def idle_json(frame: pl.DataFrame, window: Window, by: str) -> dict[str, Any]:

@@ -155,10 +155,10 @@ def quota_case(teams: int, flavors: int, per_team: int, days: int) -> dict[str, 
     total = time.perf_counter() - started
     e = plan.evaluation
     assert e is not None
-    splits, _ = rolling_splits(inputs.history, inputs.step, timedelta(days=7), 3, timedelta(days=7))
+    splits, _ = rolling_splits(inputs, timedelta(days=7), 3, timedelta(days=7))
     static = combine([replay(inputs, old_quotas(inputs), borrowing=False, history=s.test) for s in splits])
-    prop = combine([replay(inputs, proportional_quotas(replace(inputs, history=s.train)), borrowing=False,
-                           history=s.test) for s in splits])
+    prop = combine([replay(inputs, proportional_quotas(s.train), borrowing=False, history=s.test)
+                    for s in splits])
     spread = e.spread()
     figures: dict[str, Any] = {
         "teams": teams, "flavors": flavors, "flavors_per_team": per_team, "history_days": days,

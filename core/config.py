@@ -22,6 +22,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from gpuledger.core.activity import ActivitySource
@@ -210,6 +211,13 @@ class RoleBinding(_Section):
         if value is not None and not value.strip():
             raise ValueError("team must not be empty")
         return value
+
+    @model_validator(mode="after")
+    def _lead_names_team(self) -> RoleBinding:
+        """A lead binding without `team` granted nothing and said nothing (issue 31): refused."""
+        if self.role == "lead" and self.team is None:
+            raise ValueError(f"role lead for {self.kind} {self.subject!r} needs `team`: the team it leads")
+        return self
 
 
 class AccessSettings(_Section):

@@ -11,6 +11,7 @@ importing it, because `config.py` imports this module.
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -48,6 +49,11 @@ class FinanceSettings(_FinanceSection):
     cost_centres: dict[str, CostCentre] = Field(default_factory=dict)
     """Team → cost centre (and GL account) for statements, CSV and FOCUS."""
 
+    @field_validator("budget_webhook")
+    @classmethod
+    def _webhook(cls, value: SecretStr | None) -> SecretStr | None:
+        return None if value is None else SecretStr(check_webhook_url(value.get_secret_value()))
+
     @field_validator("budget_thresholds")
     @classmethod
     def _fleet(cls, value: tuple[float, ...]) -> tuple[float, ...]:
@@ -60,3 +66,25 @@ class FinanceSettings(_FinanceSection):
 
     def thresholds_for(self, team: str) -> tuple[float, ...]:
         return self.team_thresholds.get(team, self.budget_thresholds)
+
+
+def check_webhook_url(raw: str) -> str:
+    """The webhook URL, surrounding whitespace stripped (a value read from a file or an
+    environment variable often ends in a newline); `ValueError` naming at most the host when it
+    is not an http(s) URL urllib can POST to. Why at load, not at send: a URL that fails inside
+    urllib fails with an exception quoting its path, and the path is the secret (Slack's token);
+    refused here, the message is ours and says what is wrong without showing it."""
+    value = raw.strip()
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError("a space or control character inside the URL (not shown: it is secret)")
+    try:
+        parts = urlsplit(value)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise ValueError("not a valid URL: a bad host (unclosed '[') or a port that is not a "
+                         "number 1-65535 (not shown: it is secret)") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise ValueError("expected an http:// or https:// URL with a host (not shown: it is secret)")
+    if port == 0:
+        raise ValueError(f"port 0 at {host}: expected 1-65535")
+    return value

@@ -30,6 +30,12 @@ class LakeSettings(BaseModel):
     engine: Literal["duckdb", "spark"] = "duckdb"
     spark_master: str | None = None
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    accept_unsigned: bool = Field(
+        default=False,
+        description="Read (and publish over) lake manifests without a signature although "
+        "reports.signing_key is set: for the migration of a lake published before manifests were "
+        "signed; republish every partition, then turn it off (docs/decisions/0176).",
+    )
 
     @field_validator("cluster")
     @classmethod

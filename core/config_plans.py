@@ -24,6 +24,21 @@ class QuotaPlanSettings(BaseModel):
         description="each queue keeps at least this quantile of its own observed demand "
         "(capped at its current quota; never below teams.guaranteed_gpus)",
     )
+    floor_keep_share: float = Field(
+        default=0.2, ge=0, le=1,
+        description="each queue keeps this share of its current quota for bursts, unless "
+        "floor_evidence_windows horizons of history show it never needed that much "
+        "(docs/decisions/0170)",
+    )
+    floor_evidence_windows: int = Field(
+        default=4, ge=1, le=52,
+        description="whole horizons of history before a queue's kept share may be released to its peak",
+    )
+    floor_burst_share: float = Field(
+        default=0.5, ge=0, le=10,
+        description="a released floor is the queue's peak over those horizons plus this share of it "
+        "(at least one unit)",
+    )
     allow_zero_quota: bool = Field(
         default=False,
         description="a queue with no demand at all over the lookback may be cut to zero",

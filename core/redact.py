@@ -110,6 +110,26 @@ def url_secrets(url: str) -> Iterator[str]:
         yield unquote(parts.password)
 
 
+def url_path_secrets(value: str) -> Iterator[str]:
+    """A secret URL's path and query, and each path segment of 8+ characters: a webhook URL
+    (Slack's `/services/T0/B0/<token>`) carries its token in the path, and a library's error may
+    quote the path alone (`InvalidURL: ... '/services/T0/<token> '`), never the whole value."""
+    text = value.strip()
+    if "://" not in text:
+        return
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        parts = urlsplit(text.replace("[", "").replace("]", ""))  # a bad host: the path is still secret
+    tail = parts.path + (f"?{parts.query}" if parts.query else "")
+    if len(tail) > 1:
+        yield tail
+        yield parts.path
+    for segment in parts.path.split("/"):
+        if len(segment) >= 8:
+            yield segment
+
+
 def settings_secrets(model: Any) -> Iterator[str]:
     """Every `SecretStr` value and every URL password anywhere in a settings model (walked by
     its fields, so a secret added to the config later is covered without touching this)."""
@@ -117,6 +137,7 @@ def settings_secrets(model: Any) -> Iterator[str]:
 
     if isinstance(model, SecretStr):
         yield model.get_secret_value()
+        yield from url_path_secrets(model.get_secret_value())
     elif isinstance(model, BaseModel):
         for name in type(model).model_fields:
             yield from settings_secrets(getattr(model, name))

@@ -9,8 +9,9 @@ headers and the request-size limits, and reads the same cached snapshot views
 
 Scope, decided here on the server for every request:
 - admins and viewers (finance) read every team; `?team=X` narrows to one;
-- a lead reads only the teams they lead (`?team=` naming another → 403), and a bill cut to
-  those lines (`analytics.exports.scope_bill`: no fleet totals);
+- a lead reads only the teams they lead (`?team=` naming another → 403), and every document
+  is cut by one rule after its handler (`analytics.exports.scope_document`: each section of
+  each schema declared team rows, fleet data or about; undeclared sections withheld);
 - plans are fleet data: admins and viewers only, as on the Plans page.
 
 Endpoints (GET, `period=YYYY-MM`, default the newest month with data):
@@ -85,7 +86,11 @@ def _guarded(handler: Handler, app: DashboardApp) -> Callable[[], flask.Response
     def run() -> flask.Response:
         principal: Principal = flask.g.principal
         try:
-            return _json(handler(app, principal))
+            doc = handler(app, principal)
+            # The one scope rule, after every handler (docs/decisions/0175): whatever a handler
+            # built, a lead is served only the sections `exports.SECTIONS` lets them read.
+            teams = scope(principal, _name(flask.request.args.get("team"), "team"))
+            return _json(exports.scope_document(doc, teams))
         except (AccessDeniedError, PermissionError) as exc:
             return _error(403, str(exc))
         except InputError as exc:
@@ -106,7 +111,7 @@ def _bill(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     as_computed = _flag(flask.request.args.get("as_computed"), "as_computed")
     bill = app.data.bill(_period(app), by, as_computed=as_computed)
     doc = {**bill.to_dict(), "notes": bill_notes(bill)}
-    return exports.scope_bill(doc, teams)
+    return exports.scope_document(doc, teams)
 
 
 _TRUE, _FALSE = ("1", "true", "yes"), ("", "0", "false", "no")

@@ -16,6 +16,7 @@ Authentication (see `dashboards.access`) runs before every request but the publi
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import flask
@@ -25,6 +26,8 @@ from gpuledger.dashboards.wiring import Servable
 
 ASSETS = Path(__file__).parent / "assets"
 """The CSS and scripts both dashboards serve."""
+log = logging.getLogger("gpuledger.serve")
+DASH_CALLBACK_PATH = "/_dash-update-component"
 MAX_REQUEST_BYTES = 1 << 20
 """1 MiB: far above any Dash callback body, far below what hurts the server."""
 SECURITY_HEADERS = {
@@ -76,6 +79,19 @@ def install_limits(app: Servable) -> None:
                 headers={"Connection": "close"},
             )
         return None
+
+    def _bad_callback(exc: Exception) -> flask.Response:
+        """A callback request Dash cannot take apart (a body nested 500,000 deep, an output no
+        callback has): the client's error, 400 in one line, not a 500 with a traceback (issue 31).
+        Other paths keep Flask's own handling (logged, 500)."""
+        if flask.request.path != DASH_CALLBACK_PATH:
+            raise exc
+        log.warning("refused a malformed callback request: %s: %.200s", type(exc).__name__, exc)
+        return flask.Response(f"400 Bad Request: malformed callback request ({type(exc).__name__})\n",
+                              status=400, mimetype="text/plain")
+
+    for kind in (RecursionError, KeyError, IndexError, TypeError, ValueError, AttributeError):
+        server.register_error_handler(kind, _bad_callback)
 
     @server.after_request
     def _security_headers(response: flask.Response) -> flask.Response:

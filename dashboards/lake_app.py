@@ -11,6 +11,7 @@ and gunicorn paths (`start_server`, `dashboards.server`), the page look (`assets
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from dash import Dash, Input, Output, dcc, html
 from gpuledger.core.access import Principal
 from gpuledger.core.config import Settings
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError
+from gpuledger.core.signing import signing_key
 from gpuledger.dashboards.access import AccessPolicy, role_label
 from gpuledger.dashboards.http_guards import ASSETS, install_auth, install_limits, preload
 from gpuledger.dashboards.lake_data import LakeReadModel
@@ -105,7 +107,7 @@ def create_lake_app(
 ) -> LakeDashboard:
     """Build the lake-mode app for `lake_uri` (a path or s3://bucket/prefix, `lake.*` settings)."""
     preload()
-    lake = Lake.open(lake_uri, settings.lake)
+    lake = Lake.open(lake_uri, settings.lake, signing_key(settings))  # checks manifests (0176)
     policy = AccessPolicy(settings.access, dev_user, tuple(dev_groups))
     dash_app = Dash(__name__, title="gpuledger · org", update_title="", assets_folder=str(ASSETS),
                     suppress_callback_exceptions=True)
@@ -117,6 +119,15 @@ def create_lake_app(
     @app.server.route("/healthz")
     def _health() -> flask.Response:
         return flask.jsonify({"ok": True, "lake": lake.uri, "mode": "lake"})
+
+    @app.server.route("/api/v1/", defaults={"rest": ""})
+    @app.server.route("/api/v1/<path:rest>")
+    def _no_api(rest: str) -> flask.Response:
+        """Not the page's HTML with a 200 (issue 31): the JSON API reads a cluster's warehouse,
+        and lake mode serves none, so a client is told so in the API's own error shape."""
+        return flask.Response(json.dumps({"error": "the JSON API is not served in lake mode "
+                                          "(serve --lake); serve a cluster's warehouse for /api/v1/",
+                                          "status": 501}), status=501, mimetype="application/json")
 
     @dash_app.callback(Output("page", "children"), Input("url", "pathname"), Input("f-period", "value"),
                        Input("f-cluster", "value"))

@@ -9,13 +9,17 @@ used before, is a development server and died on SIGTERM with its snapshot on di
 
 Shape: exactly one worker (`workers=1`): the snapshots, their per-snapshot caches and the plan
 actions live in one process, and DuckDB wants one writer; concurrency comes from `threads`
-(gthread worker), at most `max_connections` connections at once, idle keep-alive connections
-dropped after a few seconds. The app is built in the worker after the fork, never in the master,
-so no DuckDB connection or thread crosses a fork. A background task (the report schedule) runs
-in the worker too and is stopped by the same exit hook.
+(gthread worker), at most `max_connections` connections at once (the next one is answered 503),
+idle keep-alive connections dropped after a few seconds, a request header that takes longer
+than `header_timeout_s` closed, and a header read off the threads (`dashboards.server_guard`:
+slow or idle sockets cost a file descriptor, never one of the threads). The app is built in the
+worker after the fork, never in the master, so no DuckDB connection or thread crosses a fork.
+A background task (the report schedule) runs in the worker too and is stopped by the same exit
+hook.
 
 Binds: the app's address (behind the auth proxy: 127.0.0.1) and, optionally, the ops port on
-all interfaces, where only the probes and `/metrics` answer (`dashboards.http_ops`).
+`ops_host` (`--metrics-host`; default the pod's address, `POD_IP`, else loopback), where only
+the probes and `/metrics` answer (`dashboards.http_ops`, docs/decisions/0177).
 Logs: gunicorn's own messages go through the process's logging (`core.logs`, text or JSON);
 its access log is off, `dashboards.http_ops` logs each request instead.
 """
@@ -40,6 +44,15 @@ log = logging.getLogger("gpuledger.serve")
 Background = Callable[[threading.Event], None]
 
 
+def default_ops_host() -> str:
+    """The pod's own address when Kubernetes gives it (`POD_IP`, the downward API the chart
+    sets), else loopback: never every interface by default, so `/metrics` (fleet-wide numbers,
+    unauthenticated) is not reachable from a network the operator did not choose."""
+    import os
+
+    return os.environ.get("POD_IP", "").strip() or "127.0.0.1"
+
+
 @dataclass(frozen=True)
 class ServeOptions:
     """What `gpuledger serve` passes to `serve_production`."""
@@ -47,7 +60,8 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8050
     ops_port: int | None = None
-    ops_host: str = "0.0.0.0"  # the probes and the scrape come from outside the pod
+    ops_host: str = field(default_factory=default_ops_host)
+    """The ops port's address (`--metrics-host`): docs/decisions/0177."""
     dev_user: str | None = None
     dev_groups: Sequence[str] = ()
     refresh_s: float = 120.0
@@ -55,6 +69,10 @@ class ServeOptions:
     max_connections: int = 64
     graceful_s: float = 30.0
     keepalive_s: float = 5.0
+    header_timeout_s: float = 30.0
+    """A request's header must be complete this long after the connection (or its previous
+    request) is ready for it, else the connection is closed (`dashboards.server_guard`)."""
+    stall_timeout_s: float = 30.0
     cache_dir: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -93,12 +111,16 @@ def gunicorn_options(opts: ServeOptions) -> dict[str, Any]:
     binds = [_bind(opts.host, opts.port)]
     if opts.ops_port is not None:
         binds.append(_bind(opts.ops_host, opts.ops_port))
+    from gpuledger.dashboards.server_guard import worker_class
+
     return {
-        "bind": binds, "workers": 1, "worker_class": "gthread", "threads": opts.threads,
+        "bind": binds, "workers": 1, "threads": opts.threads,
+        "worker_class": worker_class(opts.header_timeout_s, opts.stall_timeout_s),
         "worker_connections": opts.max_connections, "graceful_timeout": round(opts.graceful_s),
-        "timeout": 120, "keepalive": round(opts.keepalive_s), "preload_app": False,
+        "timeout": 120, "keepalive": round(opts.keepalive_s), "preload_app": False, "backlog": 256,
         "logger_class": _ProcessLogging, "accesslog": None, "capture_output": False,
-        "proc_name": "gpuledger-serve", "limit_request_line": 8190, "control_socket_disable": True,
+        "proc_name": "gpuledger-serve", "limit_request_line": 8190, "limit_request_fields": 100,
+        "limit_request_field_size": 8190, "control_socket_disable": True,
         **opts.extra,
     }
 

@@ -29,31 +29,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gpuledger.core.config import Settings
 from gpuledger.core.errors import ReportError
 from gpuledger.core.rules import Rules
 from gpuledger.core.rules_record import RecordedRules, differs, label
+from gpuledger.core.signing import SIGNATURE, sign, signing_key
 from gpuledger.reports.layout import MANIFEST, issued_versions, read_manifest
 
 SCHEMA = "gpuledger.report/v1"
-SIGNATURE = "signature"
-
-
-def signing_key(settings: Settings) -> str | None:
-    """The configured HMAC key (`reports.signing_key`), or None: issues are then unsigned and
-    rely on the warehouse record and the checksum chain."""
-    secret = getattr(settings.reports, "signing_key", None)
-    if secret is None:
-        return None
-    value = str(secret.get_secret_value()).strip()
-    return value or None
-
-
-def sign(manifest: dict[str, Any], key: str) -> str:
-    """HMAC-SHA256 (hex) of the manifest's canonical JSON, its own `signature` left out."""
-    body = {k: v for k, v in manifest.items() if k != SIGNATURE}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    return hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
+__all__ = ["SIGNATURE", "sign", "signing_key"]  # signing_key re-exported for reports.schedule, monthly
 
 
 def signature_problem(
@@ -177,12 +160,22 @@ def verify_folder(folder: Path) -> list[str]:
     manifest = read_manifest(folder)
     problems: list[str] = []
     listed = set()
-    for entry in manifest.get("files", []):
-        path = folder / entry["path"]
-        listed.add(entry["path"])
-        if not path.is_file():
+    files = manifest.get("files", [])
+    if not isinstance(files, list):
+        return [f"{folder / MANIFEST}: `files` is not a list"]
+    for number, entry in enumerate(files, 1):
+        name = entry.get("path") if isinstance(entry, dict) else None
+        digest = entry.get("sha256") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name or not isinstance(digest, str):
+            problems.append(f"{folder / MANIFEST}: file entry {number} has no `path` and `sha256`")
+            continue
+        path = folder / name
+        listed.add(name)
+        if not path.resolve().is_relative_to(folder.resolve()):
+            problems.append(f"{folder / MANIFEST}: file entry {number} points outside the folder")
+        elif not path.is_file():
             problems.append(f"{path}: listed in the manifest but missing")
-        elif sha256_file(path) != entry["sha256"]:
+        elif sha256_file(path) != digest:
             problems.append(f"{path}: sha256 differs from the manifest (file changed after issue)")
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()

@@ -167,6 +167,7 @@ class Publication:
         self.stats = PublishStats(self.target, 0.0, 0, 0, 0, 0)
         self._started = 0.0
         self._counts = (0, 0)
+        self.srv = "srv"  # the attached store's catalog name, chosen free in _enter
 
     def __enter__(self) -> Publication:
         self._lock()
@@ -202,14 +203,15 @@ class Publication:
         if self.target.exists():
             shutil.copyfile(self.target, self.tmp)
         # READ_WRITE: the results step publishes from a read-only warehouse connection
-        attach = "ATTACH '{}' AS srv (READ_WRITE)".format(str(self.tmp).replace("'", "''"))
+        self.srv = _free_alias(self.wh.con)
+        attach = "ATTACH '{}' AS {} (READ_WRITE)".format(str(self.tmp).replace("'", "''"), self.srv)
         try:
             self.wh.con.execute(attach)
         except duckdb.Error:  # an unreadable previous file: start over
             _remove(self.tmp)
             self.wh.con.execute(attach)
         try:
-            self._counts = _update_tables(self.wh, self.margin)
+            self._counts = _update_tables(self.wh, self.margin, self.srv)
         except BaseException:
             self._discard()
             raise
@@ -217,13 +219,13 @@ class Publication:
 
     def stored_basis(self) -> dict[tuple[str, str], str]:
         """(name, period) → basis of every result in the store (what `put_result` stored)."""
-        return results_table.stored_basis(self.wh.con, "srv")
+        return results_table.stored_basis(self.wh.con, self.srv)
 
     def put_result(self, name: str, period: str, basis: str, payload: bytes, *,
                    rules: RecordedRules | None) -> None:
         """Store (or replace) one computed result, e.g. a month's recommendations, with the
         rules it was computed under (None: its inputs carried none, "rules not recorded")."""
-        results_table.put(self.wh.con, "srv", name, period, basis=basis, payload=payload, rules=rules)
+        results_table.put(self.wh.con, self.srv, name, period, basis=basis, payload=payload, rules=rules)
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         try:
@@ -239,9 +241,9 @@ class Publication:
             self._unlock()
 
     def _finish(self) -> None:
-        raw = int(self.wh.con.execute(f"SELECT count(*) FROM srv.{RAW_TABLE}").fetchall()[0][0])
-        self.wh.con.execute("CHECKPOINT srv")
-        self.wh.con.execute("DETACH srv")
+        raw = int(self.wh.con.execute(f"SELECT count(*) FROM {self.srv}.{RAW_TABLE}").fetchall()[0][0])
+        self.wh.con.execute(f"CHECKPOINT {self.srv}")
+        self.wh.con.execute(f"DETACH {self.srv}")
         with open(self.tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(self.tmp, self.target)
@@ -251,8 +253,14 @@ class Publication:
 
     def _discard(self) -> None:
         with contextlib.suppress(duckdb.Error):
-            self.wh.con.execute("DETACH srv")
+            self.wh.con.execute(f"DETACH {self.srv}")
         _remove(self.tmp)
+
+
+def _free_alias(con: duckdb.DuckDBPyConnection) -> str:
+    """A catalog name no attached database has (a fixed `srv` collided with `srv.duckdb`)."""
+    taken = {str(r[0]) for r in con.execute("SELECT database_name FROM duckdb_databases()").fetchall()}
+    return next(name for i in range(len(taken) + 1) if (name := f"srv{i or ''}") not in taken)
 
 
 def _remove(path: Path) -> None:
@@ -276,20 +284,20 @@ def _columns(con: duckdb.DuckDBPyConnection, catalog: str, table: str) -> list[t
     return [(str(n), str(t)) for n, t in rows]
 
 
-def _update_tables(wh: Warehouse, margin: timedelta) -> tuple[int, int]:
-    """Points 1 and 2: bring every table of `srv` up to the warehouse's committed state."""
+def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int]:
+    """Points 1 and 2: bring every table of the store (`srv`) up to the committed state."""
     con = wh.con
     catalog = str(con.execute("SELECT current_database()").fetchall()[0][0])
-    con.execute(f"CREATE TABLE IF NOT EXISTS srv.{PARTS_TABLE} (tbl VARCHAR, month VARCHAR, "
+    con.execute(f"CREATE TABLE IF NOT EXISTS {srv}.{PARTS_TABLE} (tbl VARCHAR, month VARCHAR, "
                 "fingerprint VARCHAR, PRIMARY KEY (tbl, month))")
-    results_table.ensure_table(con, "srv")
+    results_table.ensure_table(con, srv)
     source = _base_tables(con, catalog)
-    for stale in set(_base_tables(con, "srv")) - set(source) - set(OWN_TABLES):
-        con.execute(f'DROP TABLE srv."{stale}"')
+    for stale in set(_base_tables(con, srv)) - set(source) - set(OWN_TABLES):
+        con.execute(f'DROP TABLE {srv}."{stale}"')
     rewritten = kept = 0
     for table in source:
         if table in PARTITIONED:
-            r, k = _update_partitioned(con, catalog, table, PARTITIONED[table])
+            r, k = _update_partitioned(con, catalog, table, PARTITIONED[table], srv)
             rewritten, kept = rewritten + r, kept + k
         else:
             ranges = (_raw_ranges(wh, margin, catalog) if table == RAW_TABLE
@@ -298,10 +306,10 @@ def _update_tables(wh: Warehouse, margin: timedelta) -> tuple[int, int]:
             src = f'"{catalog}".main."{table}"'
             union = " UNION ALL ".join(f"SELECT * FROM {src} WHERE {w}" for w, _ in ranges)
             params = [p for _, ps in ranges for p in ps]
-            con.execute(f'CREATE OR REPLACE TABLE srv."{table}" AS {union}', params)
-    mark_removed(con, removable_until(wh, FAR_FUTURE, margin, ROLLUP_SOURCE)[1], catalog="srv")  # (0147)
+            con.execute(f'CREATE OR REPLACE TABLE {srv}."{table}" AS {union}', params)
+    mark_removed(con, removable_until(wh, FAR_FUTURE, margin, ROLLUP_SOURCE)[1], catalog=srv)  # (0147)
     # the view binds its tables in its own catalog: the store's series and values
-    con.execute(VIEW_DDL.replace(f"VIEW {SAMPLES_VIEW}", f"OR REPLACE VIEW srv.{SAMPLES_VIEW}", 1))
+    con.execute(VIEW_DDL.replace(f"VIEW {SAMPLES_VIEW}", f"OR REPLACE VIEW {srv}.{SAMPLES_VIEW}", 1))
     return rewritten, kept
 
 
@@ -332,14 +340,14 @@ def _token_ranges(wh: Warehouse) -> Ranges:
 
 
 def _update_partitioned(
-    con: duckdb.DuckDBPyConnection, catalog: str, table: str, col: str,
+    con: duckdb.DuckDBPyConnection, catalog: str, table: str, col: str, srv: str,
 ) -> tuple[int, int]:
     """Point 2: rewrite the months whose fingerprint changed; (rewritten, kept) months."""
     columns = _columns(con, catalog, table)
     src = f'"{catalog}".main."{table}"'
-    if _columns(con, "srv", table) != columns:  # new, or its schema changed: start the table over
-        con.execute(f'CREATE OR REPLACE TABLE srv."{table}" AS SELECT * FROM {src} LIMIT 0')
-        con.execute(f"DELETE FROM srv.{PARTS_TABLE} WHERE tbl = ?", [table])
+    if _columns(con, srv, table) != columns:  # new, or its schema changed: start the table over
+        con.execute(f'CREATE OR REPLACE TABLE {srv}."{table}" AS SELECT * FROM {src} LIMIT 0')
+        con.execute(f"DELETE FROM {srv}.{PARTS_TABLE} WHERE tbl = ?", [table])
     names = ", ".join(f'"{n}"' for n, _ in columns)
     now = {
         str(m): f"{n}:{h}"
@@ -347,16 +355,16 @@ def _update_partitioned(
             f"SELECT strftime({col}, '%Y-%m') AS m, count(*), bit_xor(hash({names})) FROM {src} GROUP BY m"
         ).fetchall()
     }
-    stored = dict(con.execute(f"SELECT month, fingerprint FROM srv.{PARTS_TABLE} WHERE tbl = ?",
+    stored = dict(con.execute(f"SELECT month, fingerprint FROM {srv}.{PARTS_TABLE} WHERE tbl = ?",
                               [table]).fetchall())
     changed = [m for m in set(now) | set(stored) if now.get(m) != stored.get(m)]
     for month in changed:
         where, bounds = f"{col} >= ? AND {col} < ?", _month_bounds(month)
-        con.execute(f'DELETE FROM srv."{table}" WHERE {where}', bounds)
-        con.execute(f"DELETE FROM srv.{PARTS_TABLE} WHERE tbl = ? AND month = ?", [table, month])
+        con.execute(f'DELETE FROM {srv}."{table}" WHERE {where}', bounds)
+        con.execute(f"DELETE FROM {srv}.{PARTS_TABLE} WHERE tbl = ? AND month = ?", [table, month])
         if month in now:
-            con.execute(f'INSERT INTO srv."{table}" SELECT * FROM {src} WHERE {where}', bounds)
-            con.execute(f"INSERT INTO srv.{PARTS_TABLE} VALUES (?, ?, ?)", [table, month, now[month]])
+            con.execute(f'INSERT INTO {srv}."{table}" SELECT * FROM {src} WHERE {where}', bounds)
+            con.execute(f"INSERT INTO {srv}.{PARTS_TABLE} VALUES (?, ?, ?)", [table, month, now[month]])
     return len(changed), len(now) - len([m for m in changed if m in now])
 
 

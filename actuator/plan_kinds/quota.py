@@ -71,10 +71,8 @@ class QuotaRollout:
             planned = [c for c in changes.quotas if c.cluster_queue == update.name and c.changed]
             if not planned:
                 continue
-            current: Obj = {"metadata": {"name": update.name},
-                            "spec": {writer.body_field: [dict(g) for g in update.resource_groups]}}
-            patch = writer.mutation(current, planned) or {"spec": current["spec"]}
-            docs.append((writer.ref(update.name), patch))
+            docs.append((writer.ref(update.name),
+                         {"spec": writer.manifest_spec(update.resource_groups, planned)}))
         return docs
 
 

@@ -42,6 +42,12 @@ class QuotaWriter(Protocol):
         `ConflictingPlanError` when a number is neither the plan's old value nor its new one."""
         ...
 
+    def manifest_spec(self, body: Sequence[Any], changes: Sequence[QuotaChange]) -> dict[str, Any]:
+        """The spec of a GitOps manifest (`actuator.export`) for a queue whose planned quota
+        body is `body` (as the plan stores it): the fields a server-side apply of the plan owns,
+        in the object's own shape."""
+        ...
+
 
 WRITERS: Registry[QuotaWriter] = queue_registry("apply", __name__)
 

@@ -63,6 +63,13 @@ class KueueWriter:
                 touched = True
         return {"spec": {"resourceGroups": groups}} if touched else None
 
+    def manifest_spec(self, body: Sequence[Any], changes: Sequence[QuotaChange]) -> dict[str, Any]:
+        """The whole `resourceGroups` with the planned numbers set: the list is atomic, a
+        manifest owns all of it."""
+        obj: Obj = {"metadata": {"name": "export"}, "spec": {"resourceGroups": list(body)}}
+        patch = self.mutation(obj, changes)
+        return dict(patch["spec"]) if patch else {"resourceGroups": [copy.deepcopy(g) for g in body]}
+
 
 def _find(groups: list[Any], change: QuotaChange, queue: str) -> dict[str, Any]:
     for group in groups:

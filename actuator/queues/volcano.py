@@ -87,5 +87,19 @@ class VolcanoWriter:
             body["guarantee"] = {"resource": patch["guarantee"]}
         return {"spec": body} if body else None
 
+    def manifest_spec(self, body: Sequence[Any], changes: Sequence[QuotaChange]) -> dict[str, Any]:
+        """The planned resources' entries of `deserved`, `capability` and `guarantee.resource`,
+        from the plan's new numbers: the three are plain maps, so a manifest owns only the
+        entries the plan sets (cpu and the rest stay whoever's they are). A limit the plan lifts
+        has no number, so the manifest does not set it."""
+        spec: dict[str, Any] = {}
+        for change in sorted(changes, key=lambda c: c.resource):
+            for field, value in _targets(change, "new").items():
+                if value is not None:
+                    spec.setdefault(field, {})[change.resource] = _fmt(value)
+        if "guarantee" in spec:
+            spec["guarantee"] = {"resource": spec["guarantee"]}
+        return spec
+
 
 VOLCANO = WRITERS.register("volcano", VolcanoWriter())

@@ -118,7 +118,7 @@ def evaluation_parts(plan: Any) -> tuple[str | None, pl.DataFrame | None]:
     text = f"{e.headline} — {verdict}: {e.reason} (worst queue {e.max_rise_share:+.1%} of its demand, " \
            f"bound {e.rise_bound:.0%}; {e.method})"
     rows = [{"team": t.team, "gpus": f"{t.gpus_before:g} → {t.gpus_after:g}",
-             "change": f"{t.gpus_after - t.gpus_before:+g}", "floor": f"{t.floor_gpus:g}",
+             "change": f"{t.gpus_after - t.gpus_before:+g}", "floor": t.floor_note or f"{t.floor_gpus:g}",
              "pending": f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
              "share": f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand"}
             for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team))]

@@ -24,7 +24,9 @@ def lake_of(args: argparse.Namespace, ctx: Context) -> Lake:
     uri = args.lake_uri or ctx.settings.lake.uri
     if not uri:
         raise InputError("no lake: pass --lake PATH|s3://bucket/prefix or set lake.uri")
-    return Lake.open(uri, ctx.settings.lake)
+    from gpuledger.core.signing import signing_key
+
+    return Lake.open(uri, ctx.settings.lake, signing_key(ctx.settings))  # signs and checks manifests
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:

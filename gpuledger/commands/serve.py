@@ -2,9 +2,10 @@
 
 Behind an authenticating proxy the app trusts the user/groups headers only from
 `access.proxy_addresses`; `--dev-user` stands in for the proxy on a laptop and is refused
-unless the server binds a loopback address. `--metrics-port` adds the ops port (all
-interfaces): `/healthz`, `/readyz` and `/metrics` only, unauthenticated, for the kubelet's
-probes and Prometheus. `--log-format json` writes one JSON object per log line, secrets masked
+unless the server binds a loopback address. `--metrics-port` adds the ops port (at
+`--metrics-host`: the pod's address `$POD_IP` when set, else loopback; docs/decisions/0177):
+`/healthz`, `/readyz` and `/metrics` only, unauthenticated, for the kubelet's probes and
+Prometheus. `--log-format json` writes one JSON object per log line, secrets masked
 (`--log-level debug` adds a line as each request starts).
 `--schedule` also issues each completed month's report in a background thread of the server
 (`reports.schedule`). SIGTERM finishes the requests in flight, then deletes every private
@@ -87,8 +88,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
 
         raise InputError("--apply-approved needs --schedule and a cluster (--kubeconfig or in-cluster)")
     groups = tuple(g.strip() for g in (args.dev_groups or "").split(",") if g.strip())
+    ops = {"ops_host": args.metrics_host} if args.metrics_host else {}
     opts = ServeOptions(host=args.host, port=args.port, ops_port=args.metrics_port,
-                        dev_user=args.dev_user, dev_groups=groups, refresh_s=args.refresh_s)
+                        dev_user=args.dev_user, dev_groups=groups, refresh_s=args.refresh_s, **ops)
     check(opts)
     fmt = logs.parse_format(args.log_format)
     logs.configure(fmt, level=getattr(logging, args.log_level.upper()), redactor=Redactor.of(ctx.settings))
@@ -131,7 +133,10 @@ def _lake_factory(args: argparse.Namespace, ctx: Context, opts: Any, groups: tup
 @click.option("--port", type=int, default=8050, help="port (default 8050)")
 @click.option("--metrics-port", type=int, default=None, metavar="PORT",
               help="also serve /healthz, /readyz and /metrics, unauthenticated, on this port "
-                   "(all interfaces)")
+                   "(at --metrics-host)")
+@click.option("--metrics-host", default=None, metavar="ADDRESS",
+              help="address of the --metrics-port (default: $POD_IP when set, else 127.0.0.1; "
+                   "0.0.0.0 for every interface)")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="log lines as text or one JSON object per line (secrets masked)")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",

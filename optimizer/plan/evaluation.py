@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-Verdict = Literal["propose", "no_gain", "untested"]
+Verdict = Literal["propose", "no_gain", "untested", "unfair"]
 
 
 class _Frozen(BaseModel):
@@ -50,6 +50,8 @@ class TeamChange(_Frozen):
     pending_after: float
     demand: float
     """GPU-minutes asked for over the held-out windows."""
+    floor_note: str = ""
+    """Why the floor is what it is, e.g. "3: kept 20% of 16 for bursts" (`optimizer.quota.guarantees`)."""
 
     @property
     def rise_share(self) -> float:
@@ -86,6 +88,9 @@ class Evaluation(_Frozen):
     fairness_correction: bool = False
     """Proposed because the quotas in force break the bound against the reference and the plan
     narrows the breach, although the pending gain is below `min_gain`."""
+    repaired_queues: tuple[str, ...] = ()
+    """Queues whose floors the held-out check raised (`optimizer.quota.held_out`)."""
+    repair_rounds: int = 0
 
     @property
     def reduction(self) -> float | None:

@@ -126,7 +126,7 @@ def render_evaluation(e: Evaluation) -> str:
              f"(bound {e.rise_bound:.0%})", f"  {verdict}"]
     teams = table(
         [(t.team, f"{t.gpus_before:g} → {t.gpus_after:g}", f"{t.gpus_after - t.gpus_before:+g}",
-          f"{t.floor_gpus:g}", f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
+          t.floor_note or f"{t.floor_gpus:g}", f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
           f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand")
          for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team))],
         ("team", "GPUs", "change", "floor", "pending GPU-min (held out)", "of its demand"),
@@ -157,9 +157,18 @@ def eviction_rows(plan: Plan) -> list[dict[str, Any]]:
 def render_baselines(plan: Plan) -> str:
     keys = sorted({k for b in plan.baselines for k in b.figures})
     ours = plan.effect.model_dump()
-    rows: list[tuple[Any, ...]] = [("this plan", *(_ours(ours, k) for k in keys), "")]
+    rows: list[tuple[Any, ...]] = [(_our_name(plan), *(_ours(ours, k) for k in keys), "")]
     rows.extend((b.name, *(b.figures.get(k) for k in keys), b.note) for b in plan.baselines)
     return table(rows, ("method", *keys, "note"))
+
+
+def _our_name(plan: Plan) -> str:
+    """What the plan's own row measures: a quota plan's effect is its held-out replay under
+    hard quotas (no borrowing), every other row names its own mode and days."""
+    e = plan.evaluation
+    if plan.kind == "quota" and e is not None and e.origins:
+        return "this plan (held out, hard quotas: no borrowing)"
+    return "this plan"
 
 
 def _ours(effect: dict[str, Any], key: str) -> Any:

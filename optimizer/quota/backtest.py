@@ -15,14 +15,13 @@ to make the plan, so the measured figure is the figure of the procedure that pro
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import polars as pl
-
 from gpuledger.optimizer.plan.evaluation import OriginResult
+from gpuledger.optimizer.quota.demand import Demand
 from gpuledger.optimizer.quota.inputs import QuotaInputs
-from gpuledger.optimizer.quota.replay import QuotaSet, ReplayResult, replay
+from gpuledger.optimizer.quota.replay import QuotaSet, ReplayResult, replay_batch
 
 Fit = Callable[[QuotaInputs], QuotaSet]
 DAY = timedelta(days=1)
@@ -30,11 +29,24 @@ DAY = timedelta(days=1)
 
 @dataclass(frozen=True)
 class Split:
-    train: pl.DataFrame
-    test: pl.DataFrame
+    train: QuotaInputs
+    """The inputs with the history before the origin only."""
+    test: Demand
     start: datetime
     end: datetime
     fit_days: float
+
+
+@dataclass(frozen=True)
+class Window:
+    """One origin's held-out replays, no borrowing and with: current quotas, then fitted."""
+
+    split: Split
+    fitted: QuotaSet
+    before: ReplayResult
+    after: ReplayResult
+    before_borrowing: ReplayResult
+    after_borrowing: ReplayResult
 
 
 @dataclass(frozen=True)
@@ -46,20 +58,21 @@ class Backtest:
     before_borrowing: ReplayResult | None
     after_borrowing: ReplayResult | None
     reason: str = ""
+    windows: tuple[Window, ...] = ()
+    """Each origin's replays and fitted quotas (the held-out repair sizes floors from them)."""
 
     @property
     def held_out_days(self) -> float:
         return round(sum((o.end - o.start) / DAY for o in self.origins), 3)
 
 
-def rolling_splits(history: pl.DataFrame, step: timedelta, window: timedelta, count: int,
-                   min_fit: timedelta) -> tuple[list[Split], str]:
+def rolling_splits(inputs: QuotaInputs, window: timedelta, count: int, min_fit: timedelta
+                   ) -> tuple[list[Split], str]:
     """The last `count` windows of `window` that leave at least `min_fit` to fit on before each;
     fewer when the history is short, one shorter window when not even one fits (at least a
-    day), none (with the reason) below that."""
-    first, last = history["ts"].min(), history["ts"].max()
-    assert isinstance(first, datetime) and isinstance(last, datetime)
-    end = last + step
+    day), none (with the reason) below that. Cut on the history's grid (`Demand.window`)."""
+    grid = inputs.demand
+    first, end = grid.start, grid.end
     span = end - first
     room = span - min_fit
     fits = min(count, int(room / window)) if room > timedelta(0) else 0
@@ -71,38 +84,35 @@ def rolling_splits(history: pl.DataFrame, step: timedelta, window: timedelta, co
     splits = []
     for i in range(fits):
         t = end - (fits - i) * window
-        splits.append(Split(history.filter(pl.col("ts") < t),
-                            history.filter((pl.col("ts") >= t) & (pl.col("ts") < t + window)),
-                            t, t + window, round((t - first) / DAY, 3)))
+        splits.append(Split(inputs.window(end=t), grid.window(t, t + window), t, t + window,
+                            round((t - first) / DAY, 3)))
     return splits, ""
 
 
 def run_backtest(inputs: QuotaInputs, old: QuotaSet, fit: Fit, splits: Sequence[Split],
                  reason: str = "") -> Backtest:
-    """Fit on each split's train, replay its test under `old` and the fitted quotas."""
-    rows: list[OriginResult] = []
-    sums: list[list[ReplayResult]] = [[], [], [], []]
-    for s in splits:
-        train = replace(inputs, history=s.train)
-        new = fit(train)
-        runs = (replay(inputs, old, borrowing=False, history=s.test),
-                replay(inputs, new, borrowing=False, history=s.test),
-                replay(inputs, old, history=s.test), replay(inputs, new, history=s.test))
-        for acc, r in zip(sums, runs, strict=True):
-            acc.append(r)
-        rows.append(OriginResult(
-            start=s.start, end=s.end, fit_days=s.fit_days,
-            pending_before=round(runs[0].pending_gpu_minutes, 1),
-            pending_after=round(runs[1].pending_gpu_minutes, 1),
-            pending_before_borrowing=round(runs[2].pending_gpu_minutes, 1),
-            pending_after_borrowing=round(runs[3].pending_gpu_minutes, 1),
-            borrowed_before=round(runs[2].borrowed_gpu_minutes, 1),
-            borrowed_after=round(runs[3].borrowed_gpu_minutes, 1),
-        ))
+    """Fit on each split's train, then replay every split's test under `old` and its fitted
+    quotas, both replay modes, each mode in one pass for all of them."""
+    fitted = [fit(s.train) for s in splits]
+    jobs = [(s.test, q) for s, new in zip(splits, fitted, strict=True) for q in (old, new)]
+    hard = replay_batch(inputs, jobs, borrowing=False)
+    shared = replay_batch(inputs, jobs)
+    windows = [Window(s, new, hard[2 * i], hard[2 * i + 1], shared[2 * i], shared[2 * i + 1])
+               for i, (s, new) in enumerate(zip(splits, fitted, strict=True))]
+    rows = [OriginResult(
+        start=w.split.start, end=w.split.end, fit_days=w.split.fit_days,
+        pending_before=round(w.before.pending_gpu_minutes, 1),
+        pending_after=round(w.after.pending_gpu_minutes, 1),
+        pending_before_borrowing=round(w.before_borrowing.pending_gpu_minutes, 1),
+        pending_after_borrowing=round(w.after_borrowing.pending_gpu_minutes, 1),
+        borrowed_before=round(w.before_borrowing.borrowed_gpu_minutes, 1),
+        borrowed_after=round(w.after_borrowing.borrowed_gpu_minutes, 1),
+    ) for w in windows]
     if not rows:
         return Backtest((), None, None, None, None, reason)
-    b, a, bb, ab = (combine(acc) for acc in sums)
-    return Backtest(tuple(rows), b, a, bb, ab, reason)
+    b, a, bb, ab = (combine([getattr(w, k) for w in windows])
+                    for k in ("before", "after", "before_borrowing", "after_borrowing"))
+    return Backtest(tuple(rows), b, a, bb, ab, reason, tuple(windows))
 
 
 def combine(results: Sequence[ReplayResult]) -> ReplayResult:

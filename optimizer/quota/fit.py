@@ -5,11 +5,13 @@ each origin's past), so the figure the plan reports is the figure of the procedu
 
 1. Check the guaranteed minimums against capacity, per cohort.
 2. Forecast every (queue, flavor, resource) for the horizon (`optimizer.quota.forecast`).
-3. Floors from each queue's own demand (`optimizer.quota.guarantees`).
+3. Floors from each queue's own demand and current quota (`optimizer.quota.guarantees`),
+   raised where the held-out repair says so (`FitSpec.raised`, `optimizer.quota.held_out`).
 4. Solve the lexicographic quota model (`optimizer.quota.model`).
 5. Replay the fitting history (and its last horizon) under the current and the fitted quotas,
-   with and without borrowing; a queue whose pending rises by more than the bound keeps its current quota
-   (its floors are raised to it) and the model is solved again, at most `REPAIRS` times.
+   without borrowing (at `CHECK_RESOLUTION`) and with it (at `CHECK_BORROWING`); a queue whose
+   pending rises by more than the bound keeps its current quota (its floors are raised to it)
+   and the model is solved again, at most `REPAIRS` times.
 """
 
 from __future__ import annotations
@@ -18,16 +20,22 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import numpy as np
-import polars as pl
 
 from gpuledger.core.config import Settings
 from gpuledger.core.config_plans import QuotaPlanSettings
 from gpuledger.core.errors import InputError
+from gpuledger.optimizer.quota.demand import Demand
 from gpuledger.optimizer.quota.forecast import Forecast, forecast
-from gpuledger.optimizer.quota.guarantees import QuotaKey, check_floors, demand_floors, rise_violations
+from gpuledger.optimizer.quota.guarantees import (
+    Floor,
+    QuotaKey,
+    check_floors,
+    demand_floors,
+    rise_violations,
+)
 from gpuledger.optimizer.quota.inputs import QuotaInputs
 from gpuledger.optimizer.quota.model import (
     POINTS,
@@ -37,12 +45,16 @@ from gpuledger.optimizer.quota.model import (
     limits,
     solve_quotas,
 )
-from gpuledger.optimizer.quota.replay import ReplayResult, replay
+from gpuledger.optimizer.quota.replay import ReplayResult, replay_batch
 from gpuledger.optimizer.quota.spec import GPU, Quota
 
 REPAIRS = 4
 CHECK_RESOLUTION = timedelta(minutes=15)
-"""The fairness check's replay step (the reported backtest replays at the finer default)."""
+"""The fairness check's replay step without borrowing (the reported backtest replays at the
+finer default)."""
+CHECK_BORROWING = timedelta(hours=1)
+"""The same with borrowing, which is simulated step by step: coarser, since the held-out check
+of the verdict replays at the finer default anyway."""
 MARGIN = 0.5
 """The fit holds each queue to this share of the bound: the fitting history flatters a plan,
 so the held-out figure (what is reported) gets the rest as headroom."""
@@ -55,7 +67,7 @@ class FitResult:
     solution: QuotaSolution
     forecast: Forecast
     new: dict[QuotaKey, Quota]
-    floors: dict[QuotaKey, int]
+    floors: dict[QuotaKey, Floor]
     held: set[str] = field(default_factory=set)
     """Queues kept at their current quota by the fairness repair."""
     in_sample: tuple[ReplayResult, ...] = ()
@@ -80,26 +92,28 @@ class FitSpec:
     reference: Mapping[QuotaKey, Quota] | None = None
     """The quotas no queue may be made worse off than (by the bound); None: the current ones.
     A chain of re-plans passes the quotas before the first one, so small losses cannot add up."""
+    raised: Mapping[QuotaKey, Floor] = field(default_factory=dict)
+    """Floors the held-out repair raised (`optimizer.quota.held_out`): kept in the plan and in
+    every backtest origin's fit alike, so the re-check measures the repaired procedure."""
 
 
 def fit_quotas(inputs: QuotaInputs, spec: FitSpec) -> FitResult:
-    """Steps 2-5 of the module docstring on `inputs.history`."""
+    """Steps 2-5 of the module docstring on `inputs.demand`."""
     rules, guaranteed = spec.rules, spec.guaranteed
-    fc = forecast(inputs.history, spec.horizon, spec.levels)
-    windows = _check_windows(inputs, spec.horizon)
-    floors = _floors(inputs, windows, rules)
-    problem = build_problem(inputs, fc, guaranteed, floors)
-    check_floors(floors, inputs.queues, problem.capacity)
+    demand = inputs.demand
+    fc = forecast(demand, spec.horizon, spec.levels)
+    floors = _floors(inputs, demand, spec)
+    problem = build_problem(inputs, fc, guaranteed, {k: f.units for k, f in floors.items()})
+    check_floors({k: f.units for k, f in floors.items()}, inputs.queues, problem.capacity)
     reference = dict(spec.reference) if spec.reference is not None else old_quotas(inputs)
-    base = [replay(inputs, reference, borrowing=b, history=w, resolution=CHECK_RESOLUTION)
-            for w in windows for b in (False, True)]
+    windows = _check_windows(demand, spec.horizon)
+    base = _check(inputs, windows, reference)
     held: set[str] = set()
     budget = spec.time_limit_s / (REPAIRS + 1)
     for attempt in range(REPAIRS + 1):
         solution = solve_quotas(problem, budget, spec.workers)
         new = new_quotas(problem, solution)
-        runs = [replay(inputs, new, borrowing=b, history=w, resolution=CHECK_RESOLUTION)
-                for w in windows for b in (False, True)]
+        runs = _check(inputs, windows, new)
         bound = rules.max_pending_rise_share * MARGIN
         offenders = rise_violations(zip(base, runs, strict=True), bound) - held
         held_problem = _hold(problem, held | offenders, reference) if offenders else None
@@ -116,24 +130,34 @@ def fit_quotas(inputs: QuotaInputs, spec: FitSpec) -> FitResult:
     return result
 
 
-def _floors(inputs: QuotaInputs, windows: list[pl.DataFrame], rules: QuotaPlanSettings
-            ) -> dict[QuotaKey, int]:
-    """The larger of the floors over the whole lookback and over its last horizon: a queue whose
-    demand grew lately keeps what it needs now, not what it needed a month ago."""
-    per = [demand_floors(inputs.queues, w, rules.floor_quantile, rules.allow_zero_quota) for w in windows]
-    return {k: max(f[k] for f in per) for k in per[0]}
+def _floors(inputs: QuotaInputs, demand: Demand, spec: FitSpec) -> dict[QuotaKey, Floor]:
+    """Each series' floor (`guarantees.demand_floors`), or the raised one where that is higher
+    (never above the current quota: the repair keeps what a team has, it does not add)."""
+    floors = demand_floors(inputs.queues, demand, spec.rules, spec.horizon)
+    for key, raised in spec.raised.items():
+        mine = floors.get(key)
+        if mine is not None and raised.units > mine.units:
+            floors[key] = raised
+    return floors
 
 
-def _check_windows(inputs: QuotaInputs, horizon: timedelta) -> list[pl.DataFrame]:
+def _check_windows(demand: Demand, horizon: timedelta) -> list[Demand]:
     """The fitting history, and its last `horizon` when the history holds at least two: under
-    drift the recent past is the better guide to who would lose, so the bound must hold there too."""
-    history = inputs.history
-    last = history["ts"].max()
-    first = history["ts"].min()
-    assert isinstance(last, datetime) and isinstance(first, datetime)
-    if last - first < 2 * horizon:
-        return [history]
-    return [history, history.filter(pl.col("ts") > last - horizon)]
+    drift the recent past is the better guide to who would lose, so the bound must hold there
+    too."""
+    if demand.end - demand.start < 2 * horizon:
+        return [demand]
+    return [demand, demand.window(demand.end - horizon)]
+
+
+def _check(inputs: QuotaInputs, windows: list[Demand], quotas: Mapping[QuotaKey, Quota]
+           ) -> list[ReplayResult]:
+    """The fairness replays of `quotas`: each window without borrowing (at `CHECK_RESOLUTION`),
+    then each with it (at `CHECK_BORROWING`), every window of a mode in one pass; the whole
+    history's two come first (the in-sample figures)."""
+    hard = replay_batch(inputs, [(w, quotas) for w in windows], borrowing=False, resolution=CHECK_RESOLUTION)
+    shared = replay_batch(inputs, [(w, quotas) for w in windows], resolution=CHECK_BORROWING)
+    return [r for pair in zip(hard, shared, strict=True) for r in pair]
 
 
 def _hold(problem: QuotaProblem, held: set[str], reference: Mapping[QuotaKey, Quota]) -> QuotaProblem | None:

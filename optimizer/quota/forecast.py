@@ -1,9 +1,11 @@
 """Each queue's demand for the next period, with daily and weekly seasonality and quantiles.
 
-1. Resample every (queue, flavor, resource) series to hourly means on one common hourly grid
-   (hours without a sample count as no demand).
-2. Fit one scikit-learn `Ridge` on seasonal features, hour-of-day and day-of-week one-hots,
-   with all series as outputs at once (they share the design matrix, so this is one solve).
+1. Every (queue, flavor, resource) series as hourly means on one common hourly grid
+   (`optimizer.quota.demand`: hours without a sample count as no demand).
+2. Fit one ridge regression on seasonal features, hour-of-day and day-of-week one-hots, with
+   all series as outputs at once (they share the design matrix, so this is one solve of a
+   31 x 31 system): the intercept unpenalized, the same estimator as scikit-learn's `Ridge`,
+   written out because importing scikit-learn took longer than planning (decision 0172).
 3. Predict the horizon's hours; a quantile is the prediction plus that quantile of the
    series' in-sample residuals (split-conformal style), clipped at zero.
 
@@ -19,7 +21,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
-from sklearn.linear_model import Ridge
+
+from gpuledger.optimizer.quota.demand import Demand, demand_of
 
 SeriesKey = tuple[str, str, str]
 """(cluster_queue, flavor, resource)."""
@@ -50,27 +53,6 @@ class Forecast:
         return np.asarray(self.quantiles[i])
 
 
-def hourly_matrix(history: pl.DataFrame) -> tuple[list[datetime], list[SeriesKey], np.ndarray]:
-    """Step 1: (hours, keys, matrix hours x series) of hourly mean demand."""
-    hourly = (
-        history.with_columns(pl.col("ts").dt.truncate("1h"))
-        .group_by("ts", "cluster_queue", "flavor", "resource")
-        .agg(pl.col("demand").mean())
-    )
-    first, last = hourly["ts"].min(), hourly["ts"].max()
-    assert isinstance(first, datetime) and isinstance(last, datetime)
-    n = int((last - first) / timedelta(hours=1)) + 1
-    hours = [first + timedelta(hours=i) for i in range(n)]
-    names = hourly.select("cluster_queue", "flavor", "resource")
-    keys = sorted({(r[0], r[1], r[2]) for r in names.iter_rows()})
-    col = {k: i for i, k in enumerate(keys)}
-    matrix = np.zeros((n, len(keys)))
-    offsets = ((hourly["ts"] - first).dt.total_seconds() // 3600).cast(pl.Int64).to_numpy()
-    columns = np.array([col[(a, b, c)] for a, b, c in names.iter_rows()], dtype=np.int64)
-    matrix[offsets, columns] = hourly["demand"].to_numpy()
-    return hours, keys, matrix
-
-
 def seasonal_features(hours: Sequence[datetime]) -> np.ndarray:
     """One-hot hour of day (24) and day of week (7)."""
     x = np.zeros((len(hours), 31))
@@ -80,16 +62,40 @@ def seasonal_features(hours: Sequence[datetime]) -> np.ndarray:
     return x
 
 
-def forecast(history: pl.DataFrame, horizon: timedelta, levels: Sequence[float] = LEVELS,
+@dataclass(frozen=True)
+class Ridge:
+    """Least squares with an L2 penalty `alpha` on the coefficients, not on the intercept
+    (features and outputs centred first), for every output column at once."""
+
+    coef: np.ndarray
+    intercept: np.ndarray
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, alpha: float) -> Ridge:
+        x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)
+        xc = x - x_mean
+        coef = np.linalg.solve(xc.T @ xc + alpha * np.eye(x.shape[1]), xc.T @ (y - y_mean))
+        return cls(coef, y_mean - x_mean @ coef)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x @ self.coef + self.intercept)
+
+
+def forecast(history: Demand | pl.DataFrame, horizon: timedelta, levels: Sequence[float] = LEVELS,
              alpha: float = 1.0) -> Forecast:
-    """Steps 1-3 of the module docstring."""
-    hours, keys, y = hourly_matrix(history)
-    model = Ridge(alpha=alpha).fit(seasonal_features(hours), y)
-    fitted = np.asarray(model.predict(seasonal_features(hours))).reshape(y.shape)
-    residuals = y - fitted
+    """Steps 1-3 of the module docstring (a long history is bucketed at its own step first)."""
+    grid = history if isinstance(history, Demand) else demand_of(history, _step(history))
+    hours, y = grid.hourly()
+    model = Ridge.fit(seasonal_features(hours), y, alpha)
+    residuals = y - model.predict(seasonal_features(hours))
     n = max(1, int(horizon / timedelta(hours=1)))
     future = [hours[-1] + timedelta(hours=i + 1) for i in range(n)]
-    mean = np.clip(np.asarray(model.predict(seasonal_features(future))).reshape(n, len(keys)), 0, None)
+    mean = np.clip(model.predict(seasonal_features(future)).reshape(n, len(grid.keys)), 0, None)
     offsets = np.quantile(residuals, list(levels), axis=0)  # (levels, series)
     quantiles = np.clip(mean[None, :, :] + offsets[:, None, :], 0, None)
-    return Forecast(tuple(keys), future[0], n, mean, tuple(levels), quantiles)
+    return Forecast(tuple(grid.keys), future[0], n, mean, tuple(levels), quantiles)
+
+
+def _step(frame: pl.DataFrame) -> timedelta:
+    step = frame["ts"].unique().sort().diff().drop_nulls().median()
+    return step if isinstance(step, timedelta) else timedelta(hours=1)

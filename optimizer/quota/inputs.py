@@ -18,20 +18,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from gpuledger.core.errors import InputError
 from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM
 from gpuledger.core.yamlfile import load_yaml_file, refuse_unknown_keys
 from gpuledger.optimizer.plan.render import duration_text
+from gpuledger.optimizer.quota.demand import RESOLUTION, Demand, demand_from_sums, demand_of
 from gpuledger.optimizer.quota.queues import QuotaReader, quota_reader
 from gpuledger.optimizer.quota.spec import MAX_QUANTITY, QueueSpec, default_capacity, parse_quantity
-from gpuledger.warehouse.queries.optimizer import last_queue_sample, queue_objects, queue_samples_after
+from gpuledger.warehouse.queries.optimizer import (
+    last_queue_sample,
+    queue_objects,
+    queue_sample_sums,
+    queue_sample_times,
+)
 
 if TYPE_CHECKING:
     from gpuledger.warehouse import Warehouse
@@ -46,16 +53,43 @@ class QuotaInputs:
     source: str = "file"
     queue_system: str = DEFAULT_QUEUE_SYSTEM
     """Whose `QuotaReader` reads and re-writes these queues' objects."""
+    _demand: Demand | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def reader(self) -> QuotaReader:
         return quota_reader(self.queue_system)
+
+    @property
+    def demand(self) -> Demand:
+        """The history as one dense grid at `step` (`optimizer.quota.demand`), built on first
+        use; every planned series has a column, named in the history or not."""
+        if self._demand is None:
+            keys = [(q.name, f, r) for q in self.queues for f, r in q.quotas]
+            object.__setattr__(self, "_demand", demand_of(self.history, self.step, keys))
+        assert self._demand is not None
+        return self._demand
+
+    def with_demand(self, demand: Demand) -> QuotaInputs:
+        """These inputs with `demand` as their history (its long form as `history`)."""
+        return _seeded(replace(self, history=demand.frame(), step=demand.step), demand)
+
+    def window(self, start: datetime | None = None, end: datetime | None = None) -> QuotaInputs:
+        """These inputs with only the history's buckets starting in [start, end): a backtest
+        origin's past, cut on the same grid (no re-bucketing)."""
+        grid = self.demand.window(start, end)
+        frame = self.history.filter((pl.col("ts") >= grid.start) & (pl.col("ts") < grid.end))
+        return _seeded(replace(self, history=frame), grid)
 
     def queue(self, name: str) -> QueueSpec:
         for q in self.queues:
             if q.name == name:
                 return q
         raise InputError(f"ClusterQueue {name!r} is not among the inputs")
+
+
+def _seeded(inputs: QuotaInputs, demand: Demand) -> QuotaInputs:
+    object.__setattr__(inputs, "_demand", demand)
+    return inputs
 
 
 HISTORY_COLUMNS = ("ts", "cluster_queue", "flavor", "resource", "demand")
@@ -219,19 +253,62 @@ def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
 
     The queue system reports pending work per queue as a number of workloads without a flavor;
     it is turned into resource units with the queue's mean pod request and spread over the
-    queue's (flavor, resource) pairs in proportion to their usage in the window.
+    queue's (flavor, resource) pairs in proportion to their usage in the window. The samples
+    are summed per `RESOLUTION` bucket by the warehouse (a month of one-minute samples is
+    millions of rows; the plan replays at that bucket anyway), or per sampling step when that
+    is coarser.
     """
     reader = quota_reader(queue_system)
     queues = _warehouse_queues(wh, reader, dra)
     last = last_queue_sample(wh)
     if last is None:
         raise InputError(f"{wh.path}: table queue_samples is empty; no demand history (pass --history)")
-    samples = queue_samples_after(wh, last - lookback)
-    history = demand_history(samples, reader.mean_request(wh))
-    checked, step = check_history(history, f"{wh.path}: queue_samples")
+    where = f"{wh.path}: queue_samples"
+    times = queue_sample_times(wh, last - lookback)["ts"]
+    if times.len() < 2:
+        raise InputError(f"{where}: the demand history needs at least two sample times")
+    raw_step = times.diff().drop_nulls().median()
+    assert isinstance(raw_step, timedelta)
+    step = max(raw_step, RESOLUTION)
+    origin = times[0]
+    micro = int(step / timedelta(microseconds=1))
+    offsets = ((times - origin).dt.total_microseconds() // micro).to_numpy()
+    counts = np.bincount(offsets, minlength=int(offsets[-1]) + 1)
+    sums = queue_sample_sums(wh, last - lookback, origin, micro)
+    cells, keys = _warehouse_cells(sums, counts, reader.mean_request(wh), queues, where)
+    demand = demand_from_sums(origin, step, keys, cells, counts)
+    _check_grid(demand, where)
     source = f"warehouse {wh.path} (last {duration_text(lookback)} of queue_samples)"
-    return QuotaInputs(queues, default_capacity(queues), checked, step, dict(guaranteed or {}), source,
-                       queue_system)
+    inputs = QuotaInputs(queues, default_capacity(queues), pl.DataFrame(), step, dict(guaranteed or {}),
+                         source, queue_system)
+    return inputs.with_demand(demand)
+
+
+def _warehouse_cells(sums: pl.DataFrame, counts: np.ndarray, sizes: Mapping[str, float],
+                     queues: tuple[QueueSpec, ...], where: str
+                     ) -> tuple[pl.DataFrame, list[tuple[str, str, str]]]:
+    """Per bucket and series the summed demand (`demand_history` on the sums: demand is linear
+    in usage and pending workloads), with each series' index into the returned keys. A
+    series with more samples in a bucket than the bucket has sample times is a repeated row."""
+    over = np.flatnonzero(sums["rows"].to_numpy() > counts[sums["b"].to_numpy()])
+    if over.size:
+        r = sums.row(int(over[0]), named=True)
+        raise InputError(f"{where}: row ({r['cluster_queue']}, {r['flavor']}, {r['resource']}) appears more "
+                         "than once at one sample time")
+    cells = demand_history(sums, sizes)
+    series = cells.select("cluster_queue", "flavor", "resource").unique()
+    named = {(a, b, c) for a, b, c in series.iter_rows()}
+    keys = sorted(named | {(q.name, f, r) for q in queues for f, r in q.quotas})
+    lookup = pl.DataFrame([list(k) for k in keys], schema=["cluster_queue", "flavor", "resource"],
+                          orient="row").with_row_index("i")
+    return cells.join(lookup, on=["cluster_queue", "flavor", "resource"]).select("b", "i", "demand"), keys
+
+
+def _check_grid(demand: Demand, where: str) -> None:
+    values = demand.values
+    if not np.isfinite(values).all() or (values < 0).any() or (values > MAX_QUANTITY).any():
+        raise InputError(f"{where}: demand must be a number from 0 to {MAX_QUANTITY:,.0f} "
+                         "(no NaN or infinity)")
 
 
 def _warehouse_queues(wh: Warehouse, reader: QuotaReader, dra: Collection[str]
@@ -258,7 +335,8 @@ def _warehouse_queues(wh: Warehouse, reader: QuotaReader, dra: Collection[str]
 
 
 def demand_history(samples: pl.DataFrame, sizes: Mapping[str, float]) -> pl.DataFrame:
-    """Queue samples → demand (usage + pending workloads × mean pod size × usage share)."""
+    """Queue samples (or their sums per bucket, column `b` instead of `ts`) → demand (usage +
+    pending workloads × mean pod size × usage share)."""
     share = samples.group_by("cluster_queue", "flavor", "resource").agg(pl.col("usage").sum().alias("u"))
     share = share.with_columns(
         (pl.col("u") / pl.col("u").sum().over("cluster_queue")).fill_nan(None).alias("share"),
@@ -269,4 +347,4 @@ def demand_history(samples: pl.DataFrame, sizes: Mapping[str, float]) -> pl.Data
          + pl.col("pending_workloads").fill_null(0.0)
          * pl.col("cluster_queue").replace_strict(dict(sizes), default=1.0, return_dtype=pl.Float64)
          * pl.col("share").fill_null(0.0)).alias("demand")
-    ).select("ts", "cluster_queue", "flavor", "resource", "demand")
+    ).select("b" if "b" in samples.columns else "ts", "cluster_queue", "flavor", "resource", "demand")

@@ -1,13 +1,17 @@
 """Quota rebalancing: from queues and demand history to a frozen `Plan` of kind `quota`.
 
 1. Check the guaranteed minimums against capacity, per cohort (`optimizer.quota.fit`).
-2. Fit the quotas on the whole lookback: forecast, floors from each queue's own demand, the
-   lexicographic model, the fairness repair (`optimizer.quota.fit`, `optimizer.quota.guarantees`).
+2. Fit the quotas on the whole lookback: forecast, floors from each queue's own demand and
+   quota, the lexicographic model, the fairness repair (`optimizer.quota.fit`,
+   `optimizer.quota.guarantees`).
 3. Measure the same fit out of sample: rolling origins, each fitted on its past and replayed on
    the next window, without and with borrowing (`optimizer.quota.backtest`). That, never the
-   in-sample replay, is the plan's effect; the in-sample figure is kept as a baseline.
-4. Judge it (`optimizer.quota.verdict`): the headline, winners and losers per team, and whether
-   the gain is worth proposing (`plans.quota.min_gain_share`).
+   in-sample replay, is the plan's effect; the in-sample figure is kept as a baseline. A queue
+   that loses more than the bound on those held-out days gets its floors raised from them and
+   everything is fitted and measured again (`optimizer.quota.held_out`).
+4. Judge it (`optimizer.quota.verdict`): the headline, winners and losers per team, whether
+   the gain is worth proposing (`plans.quota.min_gain_share`) and whether it is fair out of
+   sample.
 5. Write each changed queue's whole new quota body through its queue system's reader (Kueue
    treats `resourceGroups` as one atomic value), keeping everything but the planned numbers.
 6. Baselines on the same held-out days: cohort borrowing, demand-proportional quotas.
@@ -18,9 +22,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
+
+import numpy as np
 
 from gpuledger.core.config import Settings
 from gpuledger.core.config_plans import QuotaPlanSettings
@@ -39,18 +45,13 @@ from gpuledger.optimizer.plan.contract import (
     state_hash,
 )
 from gpuledger.optimizer.plan.evaluation import Evaluation
-from gpuledger.optimizer.quota.backtest import DAY, Backtest, Split, combine, rolling_splits, run_backtest
-from gpuledger.optimizer.quota.fit import (
-    FitResult,
-    FitSpec,
-    build_problem,
-    fit_quotas,
-    guaranteed_minimums,
-    old_quotas,
-)
+from gpuledger.optimizer.quota.backtest import DAY, Backtest, Split, combine, rolling_splits
+from gpuledger.optimizer.quota.demand import Demand
+from gpuledger.optimizer.quota.fit import FitResult, FitSpec, build_problem, guaranteed_minimums, old_quotas
 from gpuledger.optimizer.quota.forecast import LEVELS
+from gpuledger.optimizer.quota.held_out import fair_fit
 from gpuledger.optimizer.quota.inputs import QuotaInputs
-from gpuledger.optimizer.quota.replay import QuotaSet, ReplayResult, coarsen, replay
+from gpuledger.optimizer.quota.replay import QuotaSet, ReplayResult, cached_grid, coarsen, replay_many
 from gpuledger.optimizer.quota.spec import Quota
 from gpuledger.optimizer.quota.verdict import evaluate
 from gpuledger.optimizer.solver_status import check_solver_limits
@@ -84,25 +85,18 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
     """Steps 1-6 of the module docstring."""
     warnings: list[str] = []
     rules = settings.plans.quota
-    if options.replay_history is not None:
-        held_out = coarsen(replace(inputs, history=options.replay_history)).history
-        options = replace(options, replay_history=held_out)
     inputs = coarsen(inputs)  # replays bucket at RESOLUTION anyway: do it once
     guaranteed = guaranteed_minimums(inputs, settings, warnings)
     splits, reason = _splits(inputs, options, rules)
     spec = FitSpec(options.horizon, _levels(options.levels), guaranteed, rules,
                    options.time_limit_s / (len(splits) + 1), options.workers, options.fairness_reference)
-    fit = fit_quotas(inputs, spec)
+    fit, bt, repair, reference = fair_fit(inputs, spec, splits, reason,
+                                          repair=options.replay_history is None)
     warnings.extend(fit.warnings)
     old = old_quotas(inputs)
     changes = _changes(inputs, old, fit.new)
-
-    def refit(train: QuotaInputs) -> QuotaSet:
-        return fit.new if train.history is inputs.history else fit_quotas(train, spec).new
-
-    bt = run_backtest(inputs, old, refit, splits, reason)
     evaluation = evaluate(inputs, old, fit, bt, rules, changed=any(c.changed for c in changes),
-                          reference=_reference_replays(inputs, options.fairness_reference, splits))
+                          reference=reference, repair=repair)
     warnings.extend(_fairness_warnings(evaluation))
     reader = inputs.reader
     kind = cast(Any, reader.object_kind)  # validated by the plan contract's list of kinds
@@ -122,8 +116,7 @@ def plan_quota(inputs: QuotaInputs, options: QuotaOptions, settings: Settings, n
             "forecast": f"ridge on hour-of-day + day-of-week, {fc.hours} h horizon, quantiles "
                         + ", ".join(f"p{round(q * 100)}" for q in fc.levels),
             "effect": evaluation.method,
-            "floors": f"p{round(rules.floor_quantile * 100)} of each queue's own demand, at most its "
-                      "current quota" + ("" if rules.allow_zero_quota else "; never zero"),
+            "floors": _floors_text(rules, options.horizon),
         },
         changes=body, effect=_effect(bt), evaluation=evaluation,
         solver=SolverInfo(status=fit.solution.status, wall_s=round(fit.solution.wall_s, 3),
@@ -138,13 +131,22 @@ def _splits(inputs: QuotaInputs, options: QuotaOptions, rules: QuotaPlanSettings
     """The backtest's origins; one fixed split when a held-out history is given."""
     if options.replay_history is not None:
         test = options.replay_history
-        first, last, fit_start = test["ts"].min(), test["ts"].max(), inputs.history["ts"].min()
-        assert isinstance(first, datetime) and isinstance(last, datetime) and isinstance(fit_start, datetime)
-        fit_days = round((first - fit_start) / DAY, 3)
-        return [Split(inputs.history, test, first, last + inputs.step, fit_days)], ""
+        grid = test if isinstance(test, Demand) else cached_grid(test, inputs.step)
+        fit_days = round((grid.start - inputs.demand.start) / DAY, 3)
+        return [Split(inputs, grid, grid.start, grid.end, fit_days)], ""
     window = timedelta(days=rules.backtest_days) if rules.backtest_days else options.horizon
-    return rolling_splits(inputs.history, inputs.step, window, rules.backtest_origins,
-                          timedelta(days=rules.min_fit_days))
+    return rolling_splits(inputs, window, rules.backtest_origins, timedelta(days=rules.min_fit_days))
+
+
+def _floors_text(rules: QuotaPlanSettings, horizon: timedelta) -> str:
+    """The floor rule in one line (`optimizer.quota.guarantees`, decision 0170)."""
+    from gpuledger.optimizer.plan.render import duration_text
+
+    return (f"the larger of p{round(rules.floor_quantile * 100)} of each queue's own demand and "
+            f"{rules.floor_keep_share:.0%} of its quota kept for bursts (released to its peak + "
+            f"{rules.floor_burst_share:.0%} after {rules.floor_evidence_windows} x "
+            f"{duration_text(horizon)} without a need for it), at most its current quota"
+            + ("" if rules.allow_zero_quota else "; never zero"))
 
 
 def _effect(bt: Backtest) -> Effect:
@@ -161,33 +163,25 @@ def _effect(bt: Backtest) -> Effect:
 
 def _baselines(inputs: QuotaInputs, fit: FitResult, bt: Backtest, splits: list[Split]
                ) -> tuple[Baseline, ...]:
-    """The in-sample replay (for comparison only), borrowing, and proportional quotas held out."""
+    """The in-sample replay (for comparison only), borrowing, and proportional quotas held out;
+    each name says which replay mode and which days its figures are from."""
     old_hard, new_hard, _, _ = fit.in_sample
-    out = [_baseline("in-sample replay on the fitting history (not the expected effect)", old_hard,
-                     new_hard, "the history the quotas were fitted on")]
+    out = [_baseline("in-sample: the fitting history, hard quotas (no borrowing); not the expected effect",
+                     old_hard, new_hard, "the history the quotas were fitted on")]
     if bt.before_borrowing is not None and bt.after_borrowing is not None:
-        out.append(_baseline("with cohort borrowing (held out)", bt.before_borrowing, bt.after_borrowing,
+        out.append(_baseline("this plan with cohort borrowing (held out)", bt.before_borrowing,
+                             bt.after_borrowing,
                              "the same held-out days, queues borrowing within their cohort"))
     if splits:
         proportional = combine([
-            replay(inputs, proportional_quotas(replace(inputs, history=s.train)), borrowing=False,
-                   history=s.test) for s in splits])
-        out.append(Baseline(name="nominal proportional to mean demand (held out, no borrowing)", figures={
+            replay_many(inputs, [proportional_quotas(s.train)], borrowing=False, history=s.test)[0]
+            for s in splits])
+        out.append(Baseline(name="nominal proportional to mean demand (held out, hard quotas: no borrowing)",
+                            figures={
             "pending_gpu_minutes_after": round(proportional.pending_gpu_minutes, 1),
             "idle_quota_gpu_minutes_after": round(proportional.idle_quota_gpu_minutes, 1),
         }, note="fitted on the same days, equal capacity"))
     return tuple(out)
-
-
-def _reference_replays(inputs: QuotaInputs, reference: Mapping[QuotaKey, Quota] | None,
-                       splits: list[Split]) -> tuple[ReplayResult, ReplayResult] | None:
-    """The held-out windows replayed under the fairness reference (no borrowing, borrowing), for
-    the verdict's fairness correction; None when the current quotas are the reference."""
-    if reference is None or not splits:
-        return None
-    ref = dict(reference)
-    return (combine([replay(inputs, ref, borrowing=False, history=s.test) for s in splits]),
-            combine([replay(inputs, ref, history=s.test) for s in splits]))
 
 
 def _fairness_warnings(e: Evaluation) -> list[str]:
@@ -248,11 +242,9 @@ def _baseline(name: str, before: ReplayResult, after: ReplayResult, note: str) -
 def proportional_quotas(inputs: QuotaInputs) -> QuotaSet:
     """A simple baseline: each pool's capacity split in proportion to mean demand
     (largest remainder), limits as currently configured."""
-    times = inputs.history["ts"].n_unique()
-    sums = {  # mean over all sample times: absent samples count as no demand
-        (r["cluster_queue"], r["flavor"], r["resource"]): r["demand"]
-        for r in inputs.history.group_by("cluster_queue", "flavor", "resource").sum().iter_rows(named=True)
-    }
+    grid = inputs.demand
+    sampled = grid.sampled  # mean over all sample times: absent samples count as no demand
+    means = sampled.mean(axis=0) if sampled.shape[0] else np.zeros(len(grid.keys))
     out: dict[tuple[str, str, str], Quota] = {}
     pools: dict[tuple[str, str, str], list[tuple[str, Quota]]] = defaultdict(list)
     for q in inputs.queues:
@@ -260,7 +252,7 @@ def proportional_quotas(inputs: QuotaInputs) -> QuotaSet:
             pools[(q.pool, f, r)].append((q.name, quota))
     for (pool, f, r), members in pools.items():
         cap = math.floor(inputs.capacity.get((pool, f, r), 0.0) + 1e-9)
-        mean = [sums.get((name, f, r), 0.0) / times for name, _ in members]
+        mean = [_at(means, grid.index((name, f, r))) for name, _ in members]
         total = sum(mean)
         raw = [cap * m / total if total else cap / len(members) for m in mean]
         floors = [math.floor(x) for x in raw]
@@ -270,3 +262,7 @@ def proportional_quotas(inputs: QuotaInputs) -> QuotaSet:
         for (name, quota), n in zip(members, floors, strict=True):
             out[(name, f, r)] = Quota(float(n), quota.borrowing_limit, quota.lending_limit)
     return out
+
+
+def _at(values: np.ndarray, i: int | None) -> float:
+    return 0.0 if i is None else float(values[i])

@@ -20,15 +20,20 @@ history's sampling step:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
-from gpuledger.optimizer.quota.inputs import QuotaInputs
+from gpuledger.optimizer.quota.demand import RESOLUTION, Demand
 from gpuledger.optimizer.quota.spec import Quota
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from gpuledger.optimizer.quota.inputs import QuotaInputs
 
 QuotaSet = Mapping[tuple[str, str, str], Quota]
 """(cluster_queue, flavor, resource) → quota."""
@@ -44,159 +49,236 @@ class ReplayResult:
     per_queue_demand: dict[str, float] = field(default_factory=dict)
 
 
-RESOLUTION = timedelta(minutes=5)
-
-
 def replay(inputs: QuotaInputs, quotas: QuotaSet, *, borrowing: bool = True,
-           history: pl.DataFrame | None = None, resolution: timedelta = RESOLUTION) -> ReplayResult:
+           history: pl.DataFrame | Demand | None = None, resolution: timedelta = RESOLUTION) -> ReplayResult:
     """Replay `history` (default: the inputs' history) against `quotas` (steps 1-4 above),
     on buckets of `resolution` (or the history's step, if coarser) holding mean demand."""
-    frame = inputs.history if history is None else history
-    step = max(inputs.step, resolution)
-    pools: dict[tuple[str, str, str], list[str]] = {}
-    for q in inputs.queues:
-        for f, r in q.quotas:
-            pools.setdefault((q.pool, f, r), []).append(q.name)
-    keys = sorted(pools)
-    width = max((len(v) for v in pools.values()), default=0)
-    weights = {q.name: max(q.weight, 1e-9) for q in inputs.queues}
-    shape = (len(keys), width)
-    nominal, borrow, lend, weight = (np.zeros(shape) for _ in range(4))
-    slot: dict[tuple[str, str, str], tuple[int, int]] = {}
-    for p, key in enumerate(keys):
-        pool, f, r = key
-        shares = borrowing and not pool.startswith("(no cohort")
-        for j, name in enumerate(pools[key]):
-            quota = quotas.get((name, f, r), Quota(0.0))
-            slot[(name, f, r)] = (p, j)
-            nominal[p, j] = quota.nominal
-            weight[p, j] = weights[name]
-            borrow[p, j] = _limit(quota.borrowing_limit) if shares else 0.0
-            lend[p, j] = min(_limit(quota.lending_limit), quota.nominal) if shares else 0.0
-    demand = _cached_dense(frame, slot, shape, step)
-    pending, idle, borrowed = _simulate(demand, nominal, borrow, lend, weight)
-    minutes = step.total_seconds() / 60
-    asked = demand.sum(axis=0) if demand.size else np.zeros(shape)
-    per_queue: dict[str, float] = {}
-    per_demand: dict[str, float] = {}
-    for (name, _, _), (p, j) in slot.items():
-        per_queue[name] = per_queue.get(name, 0.0) + float(pending[p, j]) * minutes
-        per_demand[name] = per_demand.get(name, 0.0) + float(asked[p, j]) * minutes
-    return ReplayResult(float(pending.sum()) * minutes, float(idle.sum()) * minutes,
-                        float(demand.sum()) * minutes, per_queue, borrowed * minutes, per_demand)
+    return replay_many(inputs, [quotas], borrowing=borrowing, history=history, resolution=resolution)[0]
+
+
+def replay_many(inputs: QuotaInputs, quota_sets: Sequence[QuotaSet], *, borrowing: bool = True,
+                history: pl.DataFrame | Demand | None = None, resolution: timedelta = RESOLUTION
+                ) -> list[ReplayResult]:
+    """`replay` of several quota sets on the same demand, in one pass."""
+    grid = _grid(inputs, history)
+    return replay_batch(inputs, [(grid, q) for q in quota_sets], borrowing=borrowing, resolution=resolution)
+
+
+def replay_batch(inputs: QuotaInputs, jobs: Sequence[tuple[Demand, QuotaSet]], *, borrowing: bool = True,
+                 resolution: timedelta = RESOLUTION) -> list[ReplayResult]:
+    """`replay` of several (demand, quotas) pairs, each on its own history, in one pass.
+
+    Without borrowing every queue runs min(demand, nominal) at every step (no cohort sharing,
+    so the steps do not depend on each other) and the sums are taken at once. With borrowing the
+    steps are simulated in order, every job and pool side by side (a shorter history is padded
+    in front with steps of no demand, which leave nothing running: exactly a fresh start); a
+    step where no queue wants more than its nominal is not simulated, since after it every queue
+    runs exactly its demand whatever ran before."""
+    if not jobs:
+        return []
+    grids = [d.coarsen(max(inputs.step, resolution, d.step)) for d, _ in jobs]
+    layout = _Layout(inputs)
+    steps = max(g.buckets for g in grids)
+    tensor = np.zeros((steps, len(jobs), *layout.shape))
+    pad = np.zeros(len(jobs), dtype=np.int64)
+    nominal, borrow, lend = (np.zeros((len(jobs), *layout.shape)) for _ in range(3))
+    for b, (grid, (_, quotas)) in enumerate(zip(grids, jobs, strict=True)):
+        pad[b] = steps - grid.buckets
+        tensor[pad[b]:, b] = layout.tensor(grid)
+        nominal[b], borrow[b], lend[b] = layout.quotas(quotas, borrowing)
+    if borrowing:
+        pending, idle, borrowed = _simulate(tensor, nominal, borrow, lend, weights=layout.weight, pad=pad)
+    else:
+        pending, idle, borrowed = _hard(tensor, nominal, pad)
+    asked = tensor.sum(axis=0)
+    return [layout.result(pending[b], float(idle[b]), float(borrowed[b]), asked[b],
+                          grids[b].step.total_seconds() / 60) for b in range(len(jobs))]
 
 
 def coarsen(inputs: QuotaInputs, resolution: timedelta = RESOLUTION) -> QuotaInputs:
     """The inputs with their history as mean demand per `resolution` bucket (absent samples in a
-    bucket count as no demand, as in `_dense`): what every replay would compute anyway, done
-    once, so a plan that replays and refits many times does not re-bucket a month of one-minute
-    samples each time. Histories already at `resolution` or coarser are returned as they are."""
+    bucket count as no demand): what every replay would compute anyway, done once, so a plan
+    that replays and refits many times does not re-bucket a month of one-minute samples each
+    time. Histories already at `resolution` or coarser are returned as they are."""
     if inputs.step >= resolution or inputs.history.is_empty():
         return inputs
-    frame = inputs.history
-    start = frame["ts"].min()
-    micro = int(resolution.total_seconds() * 1_000_000)
-    bucket = ((pl.col("ts") - pl.lit(start)).dt.total_microseconds() // micro)
-    tagged = frame.with_columns(bucket.alias("b"))
-    times = tagged.group_by("b").agg(pl.col("ts").n_unique().alias("k"))
-    coarse = (tagged.group_by("b", "cluster_queue", "flavor", "resource").agg(pl.col("demand").sum())
-              .join(times, on="b")
-              .select((pl.lit(start) + pl.duration(microseconds=pl.col("b") * micro)).alias("ts"),
-                      "cluster_queue", "flavor", "resource", (pl.col("demand") / pl.col("k")).alias("demand"))
-              .sort("ts", "cluster_queue", "flavor", "resource"))
-    return replace(inputs, history=coarse, step=resolution)
+    return inputs.with_demand(inputs.demand.coarsen(resolution))
 
 
-_CACHE: list[tuple[pl.DataFrame, tuple[object, ...], np.ndarray]] = []
+def _grid(inputs: QuotaInputs, history: pl.DataFrame | Demand | None) -> Demand:
+    if history is None:
+        return inputs.demand
+    if isinstance(history, Demand):
+        return history
+    return cached_grid(history, inputs.step)
+
+
+class _Layout:
+    """Pools (cohort, flavor, resource) as rows and their queues as columns, padded; a queue's
+    column of the demand grid is looked up by its key, so grids with other columns fit too."""
+
+    def __init__(self, inputs: QuotaInputs) -> None:
+        pools: dict[tuple[str, str, str], list[str]] = {}
+        for q in inputs.queues:
+            for f, r in q.quotas:
+                pools.setdefault((q.pool, f, r), []).append(q.name)
+        self.keys = sorted(pools)
+        width = max((len(v) for v in pools.values()), default=0)
+        self.shape = (len(self.keys), width)
+        weights = {q.name: max(q.weight, 1e-9) for q in inputs.queues}
+        self.weight = np.zeros(self.shape)
+        self.slot: dict[tuple[str, str, str], tuple[int, int]] = {}
+        for p, key in enumerate(self.keys):
+            _, f, r = key
+            for j, name in enumerate(pools[key]):
+                self.slot[(name, f, r)] = (p, j)
+                self.weight[p, j] = weights[name]
+        self.shares = np.array([not k[0].startswith("(no cohort") for k in self.keys], dtype=bool)
+
+    def tensor(self, demand: Demand) -> np.ndarray:
+        """(buckets, pools, queues) demand; padding slots and unknown series are zero."""
+        column = np.full(self.shape, len(demand.keys), dtype=np.int64)
+        for key, (p, j) in self.slot.items():
+            i = demand.index(key)
+            if i is not None:
+                column[p, j] = i
+        padded = np.concatenate([demand.values, np.zeros((demand.buckets, 1))], axis=1)
+        return padded[:, column]
+
+    def quotas(self, quotas: QuotaSet, borrowing: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        nominal, borrow, lend = (np.zeros(self.shape) for _ in range(3))
+        for (name, f, r), (p, j) in self.slot.items():
+            quota = quotas.get((name, f, r), Quota(0.0))
+            nominal[p, j] = quota.nominal
+            shares = borrowing and bool(self.shares[p])
+            borrow[p, j] = _limit(quota.borrowing_limit) if shares else 0.0
+            lend[p, j] = min(_limit(quota.lending_limit), quota.nominal) if shares else 0.0
+        return nominal, borrow, lend
+
+    def result(self, pending: np.ndarray, idle: float, borrowed: float, asked: np.ndarray,
+               minutes: float) -> ReplayResult:
+        per_queue: dict[str, float] = {}
+        per_demand: dict[str, float] = {}
+        for (name, _, _), (p, j) in self.slot.items():
+            per_queue[name] = per_queue.get(name, 0.0) + float(pending[p, j]) * minutes
+            per_demand[name] = per_demand.get(name, 0.0) + float(asked[p, j]) * minutes
+        return ReplayResult(float(pending.sum()) * minutes, idle * minutes, float(asked.sum()) * minutes,
+                            per_queue, borrowed * minutes, per_demand)
+
+
+_CACHE: list[tuple[pl.DataFrame, timedelta, Demand]] = []
 CACHED = 8
 
 
-def _cached_dense(frame: pl.DataFrame, slot: Mapping[tuple[str, str, str], tuple[int, int]],
-                  shape: tuple[int, int], step: timedelta) -> np.ndarray:
-    """`_dense`, remembered for the last few (frame, layout) pairs: a fit replays the same
-    history under several quota sets, and bucketing millions of rows costs more than the replay.
-    Keyed by the frame object itself (kept alive here, so its identity cannot be reused)."""
-    key = (tuple(sorted(slot.items())), shape, step)
-    for held, k, dense in _CACHE:
-        if held is frame and k == key:
-            return dense
-    dense = _dense(frame, slot, shape, step)
-    _CACHE.append((frame, key, dense))
+def cached_grid(frame: pl.DataFrame, step: timedelta) -> Demand:
+    """`demand_of`, remembered for the last few frames: callers replay the same held-out frame
+    under several quota sets. Keyed by the frame object itself (kept alive here, so its
+    identity cannot be reused)."""
+    from gpuledger.optimizer.quota.demand import demand_of
+
+    for held, held_step, grid in _CACHE:
+        if held is frame and held_step == step:
+            return grid
+    grid = demand_of(frame, step)
+    _CACHE.append((frame, step, grid))
     del _CACHE[:-CACHED]
-    return dense
-
-
-def _dense(frame: pl.DataFrame, slot: Mapping[tuple[str, str, str], tuple[int, int]],
-           shape: tuple[int, int], step: timedelta) -> np.ndarray:
-    """(buckets, pools, queues) mean demand; samples of unknown series are ignored."""
-    if frame.is_empty():
-        return np.zeros((0, *shape))
-    start = frame["ts"].min()
-    keys = pl.DataFrame(
-        [(q, f, r, p, j) for (q, f, r), (p, j) in slot.items()],
-        schema={"cluster_queue": pl.String, "flavor": pl.String, "resource": pl.String,
-                "p": pl.Int64, "j": pl.Int64}, orient="row",
-    )
-    micro = int(step.total_seconds() * 1_000_000)
-    bucketed = frame.with_columns(
-        ((pl.col("ts") - pl.lit(start)).dt.total_microseconds() // micro).alias("t")
-    )
-    joined = bucketed.join(keys, on=["cluster_queue", "flavor", "resource"], how="inner")
-    buckets = int(bucketed["t"].max()) + 1  # type: ignore[arg-type]
-    samples = bucketed.group_by("t").agg(pl.col("ts").n_unique().alias("k"))
-    per_bucket = np.ones(buckets)
-    per_bucket[samples["t"].to_numpy()] = samples["k"].to_numpy()
-    out = np.zeros((buckets, *shape))
-    t = joined["t"].to_numpy()
-    np.add.at(out, (t, joined["p"].to_numpy(), joined["j"].to_numpy()), joined["demand"].to_numpy())
-    return out / per_bucket[:, None, None]
+    return grid
 
 
 def _limit(value: float | None) -> float:
     return float("inf") if value is None else value
 
 
-def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend: np.ndarray,
-              weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """All pools at once, (pools, queues) arrays: total pending per queue, idle per pool, and
-    the total borrowed (running above nominal)."""
-    capacity = nominal.sum(axis=1)
-    running = np.zeros_like(nominal)
-    pending = np.zeros_like(nominal)
-    idle = np.zeros(nominal.shape[0])
-    borrowed = 0.0
+def _hard(demand: np.ndarray, nominal: np.ndarray, pad: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """No borrowing, per job: pending per queue, idle and borrowed (none), in closed form;
+    `demand` is (steps, jobs, pools, queues), job b's first `pad[b]` steps padding."""
+    pending = np.maximum(demand - nominal[None], 0.0).sum(axis=0)
+    running = np.minimum(demand, nominal[None]).sum(axis=(0, 3))                # (jobs, pools)
+    steps = demand.shape[0] - pad
+    idle = (steps[:, None] * nominal.sum(axis=2) - running).sum(axis=1)
+    return pending, idle, np.zeros(len(nominal))
+
+
+def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend: np.ndarray, *,
+              weights: np.ndarray, pad: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """With borrowing, per job: total pending per queue, idle, and the total borrowed (running
+    above nominal). Jobs' pools are the rows of one array, stepped through together, but only
+    at the steps where some row is congested; every other row and step is summed in closed form:
+    - a row whose queues cannot borrow runs min(demand, nominal), as without borrowing;
+    - a row that is not congested ends the step running exactly its demand, whatever ran before:
+      one where no queue wants more than its nominal, or, when every queue may borrow all that
+      is free (no borrowing or lending limits), one whose total demand fits its capacity."""
+    steps, jobs, pools, width = demand.shape
+    rows = (jobs * pools, width)
+    flat = demand.reshape(steps, *rows)
+    n2, b2, l2 = nominal.reshape(rows), borrow.reshape(rows), lend.reshape(rows)
+    w2 = np.broadcast_to(weights, nominal.shape).reshape(rows)
+    cap2 = n2.sum(axis=1)
+    alive = np.repeat(np.arange(steps)[:, None] >= pad[None, :], pools, axis=1)   # (steps, rows)
+    hard: np.ndarray = np.asarray((b2 <= 0).all(axis=1))
+    free_for_all = np.isinf(b2).all(axis=1) & (l2 >= n2).all(axis=1)
+    total = flat.sum(axis=2)                                                     # (steps, rows)
+    congested = np.where(free_for_all, total > cap2 + 1e-9, (flat > n2 + 1e-9).any(axis=2)) & ~hard
+    settled = ~congested                                                         # closed form
+    running_hard = np.minimum(flat, n2)
+    pending = np.where(hard[:, None], np.maximum(flat - n2, 0.0).sum(axis=0), 0.0)
+    used = np.where(hard, running_hard.sum(axis=2), total)                       # (steps, rows)
+    idle = ((cap2 - used) * (settled & alive)).sum(axis=0)
+    borrowed = (np.maximum(flat - n2, 0.0).sum(axis=2) * (settled & ~hard)).sum(axis=0)
+    running = np.zeros(rows)
+    previous = -2
+    for t in np.flatnonzero(congested.any(axis=1)):
+        d, mask = flat[t], congested[t]
+        if t != previous + 1:  # every row was settled the step before: it ran its demand
+            running = flat[t - 1].copy() if t else np.zeros(rows)
+        previous = int(t)
+        running = _step(running, d, n2, b2, lend=l2, weights=w2, capacity=cap2)
+        pending += np.maximum(d - running, 0.0) * mask[:, None]
+        idle += np.maximum(0.0, cap2 - running.sum(axis=1)) * mask
+        borrowed += np.maximum(0.0, running - n2).sum(axis=1) * mask
+    return (pending.reshape(nominal.shape), idle.reshape(jobs, pools).sum(axis=1),
+            borrowed.reshape(jobs, pools).sum(axis=1))
+
+
+def _step(running: np.ndarray, d: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, *, lend: np.ndarray,
+          weights: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Steps 1-3 of the module docstring for one bucket, every row (a job's pool) at once."""
     eps = 1e-9
-    for d in demand:
-        running = np.minimum(running, d)                                   # 1. finished work leaves
-        free = capacity - running.sum(axis=1)
-        own = np.minimum(d - running, np.maximum(0.0, nominal - running))  # 2. own nominal first
-        total = own.sum(axis=1)
-        scale = np.where(total > free + eps, np.maximum(free, 0.0) / np.maximum(total, eps), 1.0)
-        running = running + own * scale[:, None]
-        above = np.maximum(0.0, running - nominal)
-        want = np.minimum(d - running, np.maximum(0.0, borrow - above))
-        lendable = np.minimum(lend, np.maximum(0.0, nominal - running)).sum(axis=1)
-        available = np.minimum(lendable - above.sum(axis=1), capacity - running.sum(axis=1))
-        if (available > eps).any() and (want > eps).any():               # 3. borrow by weight
-            running = running + _water_fill(want, weights, np.maximum(available, 0.0))
-        pending += np.maximum(0.0, d - running)                           # 4. measure
-        idle += np.maximum(0.0, capacity - running.sum(axis=1))
-        borrowed += float(np.maximum(0.0, running - nominal).sum())
-    return pending, idle, borrowed
+    running = np.minimum(running, d)                                         # 1. finished work leaves
+    free = capacity - running.sum(axis=1)
+    own = np.minimum(d - running, np.maximum(0.0, nominal - running))        # 2. own nominal first
+    total = own.sum(axis=1)
+    over = total > free + eps
+    if over.any():
+        own *= np.where(over, np.maximum(free, 0.0) / np.maximum(total, eps), 1.0)[:, None]
+    running = running + own
+    above = np.maximum(0.0, running - nominal)
+    want = np.minimum(d - running, np.maximum(0.0, borrow - above))
+    lendable = np.minimum(lend, np.maximum(0.0, nominal - running)).sum(axis=1)
+    available = np.minimum(lendable - above.sum(axis=1), capacity - running.sum(axis=1))
+    if (available > eps).any() and (want > eps).any():                      # 3. borrow by weight
+        running = running + _water_fill(want, weights, np.maximum(available, 0.0))
+    return running
 
 
 def _water_fill(want: np.ndarray, weights: np.ndarray, amount: np.ndarray) -> np.ndarray:
-    """Per pool, share `amount` in proportion to weights, never more than a queue wants."""
-    give = np.zeros_like(want)
-    active = want > 1e-12
-    left = amount.copy()
-    for _ in range(want.shape[1]):
-        wsum = (weights * active).sum(axis=1)
-        share = np.where(wsum > 0, left / np.maximum(wsum, 1e-12), 0.0)[:, None] * weights * active
-        step = np.minimum(share, want - give)
-        give += step
-        left -= step.sum(axis=1)
-        active &= want - give > 1e-12
-        if not ((left > 1e-9) & active.any(axis=1)).any():
-            break
-    return give
+    """Per row, share `amount` in proportion to weights, never more than a queue wants: the level
+    λ with Σ min(want, λ·weight) = amount, found on the sorted breakpoints want/weight (queues
+    met in full below a breakpoint, the rest still filling at their weights)."""
+    active = (want > 1e-12) & (weights > 0)
+    weight = np.where(active, weights, 0.0)
+    wanted = np.where(active, want, 0.0)
+    ratio = np.divide(want, weights, out=np.full(want.shape, np.inf), where=active)
+    order = np.argsort(ratio, axis=1) + (np.arange(want.shape[0]) * want.shape[1])[:, None]
+    r, w, x = ratio.ravel()[order], weight.ravel()[order], wanted.ravel()[order]
+    done = np.cumsum(x, axis=1) - x                     # met in full below breakpoint k
+    rest = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]        # still filling at breakpoint k
+    finite = np.isfinite(r)
+    reach = (done + np.where(finite, r, 0.0) * rest >= amount[:, None] - 1e-12) | ~finite
+    k = reach.argmax(axis=1)
+    at = np.arange(len(k))
+    tail = rest[at, k]
+    level = np.where(tail > 0, (amount - done[at, k]) / np.where(tail > 0, tail, 1.0),
+                     1e300)  # 1e300: every queue met in full
+    return np.minimum(wanted, np.maximum(level, 0.0)[:, None] * weight)

@@ -5,6 +5,10 @@ churn. Below `plans.quota.min_gain_share` of held-out pending time (or with noth
 under contention, or no held-out days to measure on) the optimizer proposes nothing and says
 why; the plan is still computed so the reviewer can see what was tried.
 
+Fairness is judged on the held-out days too (`optimizer.quota.held_out`, decision 0171): a plan
+some queue still loses by more than `max_pending_rise_share` of its held-out demand after the
+repair is refused (`unfair`), naming the queues; a repaired one says which floors were raised.
+
 One exception, a fairness correction: when a fairness reference is given (the quotas a team
 would otherwise have; a chain of weekly re-plans passes the static quotas before the first),
 the quotas in force may have aged under drift until some queue waits more than
@@ -23,6 +27,7 @@ from gpuledger.optimizer.plan.evaluation import Evaluation, Verdict, headline
 from gpuledger.optimizer.quota.backtest import Backtest
 from gpuledger.optimizer.quota.fit import FitResult
 from gpuledger.optimizer.quota.guarantees import QuotaKey, rise_shares, team_changes
+from gpuledger.optimizer.quota.held_out import Repair
 from gpuledger.optimizer.quota.inputs import QuotaInputs
 from gpuledger.optimizer.quota.replay import ReplayResult
 from gpuledger.optimizer.quota.spec import Quota
@@ -30,11 +35,13 @@ from gpuledger.optimizer.quota.spec import Quota
 
 def evaluate(inputs: QuotaInputs, old: Mapping[QuotaKey, Quota], fit: FitResult, bt: Backtest,
              rules: QuotaPlanSettings, *, changed: bool,
-             reference: tuple[ReplayResult, ReplayResult] | None = None) -> Evaluation:
+             reference: tuple[ReplayResult, ReplayResult] | None = None,
+             repair: Repair | None = None) -> Evaluation:
     """The figures the plan reports, all from the held-out windows when there are any.
 
     `reference`: the held-out replays (no borrowing, borrowing) under the fairness reference
-    quotas, when they are not the current ones."""
+    quotas, when they are not the current ones; `repair`: what the held-out fairness check
+    found and raised."""
     old_hard, new_hard, *_ = fit.in_sample
     tested = bt.before is not None and bt.after is not None
     before = bt.before if bt.before is not None else old_hard
@@ -52,6 +59,7 @@ def evaluate(inputs: QuotaInputs, old: Mapping[QuotaKey, Quota], fit: FitResult,
             f"fairness correction: under the quotas in force the worst queue waits {standing:+.1%} "
             f"of its demand more than under the reference quotas (bound "
             f"{rules.max_pending_rise_share:.0%}), under the plan {planned:+.1%}; " + reason)
+    verdict, reason = _held_out_fairness(verdict, reason, repair, rules, correction and tested)
     method = (f"rolling-origin backtest: {len(bt.origins)} origin(s), each fitted on its past and "
               f"replayed on the next {bt.held_out_days / max(1, len(bt.origins)):g} days"
               if tested else "not tested out of sample (" + reason + ")")
@@ -71,6 +79,8 @@ def evaluate(inputs: QuotaInputs, old: Mapping[QuotaKey, Quota], fit: FitResult,
         verdict=verdict, reason=reason, fairness_correction=correction,
         standing_rise_share=None if standing is None else round(min(standing, 1.0), 4),
         plan_rise_share=None if planned is None else round(min(planned, 1.0), 4),
+        repaired_queues=tuple(sorted({k[0] for k in repair.raised})) if repair else (),
+        repair_rounds=repair.rounds if repair else 0,
     )
     return e.model_copy(update={"headline": headline(e)})
 
@@ -104,3 +114,23 @@ def _verdict(bt: Backtest, rules: QuotaPlanSettings, changed: bool) -> tuple[Ver
         return "no_gain", (f"the out-of-sample gain, {gain:.1%} of pending GPU-minutes, is below "
                            f"plans.quota.min_gain_share ({rules.min_gain_share:.0%})")
     return "propose", f"out-of-sample gain {gain:.1%} of pending GPU-minutes"
+
+
+def _held_out_fairness(verdict: Verdict, reason: str, repair: Repair | None, rules: QuotaPlanSettings,
+                       correction: bool) -> tuple[Verdict, str]:
+    """A proposal some queue still loses on held-out days is refused (a fairness correction,
+    which narrows a standing breach, is not: refusing it would keep the worse quotas in force);
+    a repaired one says so."""
+    if repair is None or verdict == "untested":
+        return verdict, reason
+    if repair.left and verdict == "propose" and not correction:
+        names = ", ".join(f"{q} {share:+.1%}" for q, share in list(repair.left.items())[:5])
+        how = (f"after {repair.rounds} repair round(s) of their floors" if repair.repairable
+               else "(a fixed held-out history is never repaired from)")
+        return "unfair", (f"out of sample {len(repair.left)} queue(s) wait more than "
+                          f"{rules.max_pending_rise_share:.0%} of their own demand {how}: {names}; " + reason)
+    if repair.raised and not repair.left:
+        names = ", ".join(sorted({k[0] for k in repair.raised})[:5])
+        reason += (f"; held-out fairness repaired in {repair.rounds} round(s): floors of {names} "
+                   "raised to what their held-out days needed")
+    return verdict, reason

@@ -129,7 +129,8 @@ def test_dra_usage_flows_from_kueue_metrics_to_the_planner(tmp_path):
     assert set(inputs.queues[0].quotas) == {("h100", GPU), ("h100", DRA)}
     assert set(plain.queues[0].quotas) == {("h100", GPU)}
     dra = inputs.history.filter(pl.col("resource") == DRA)
-    assert dra.height == 10 and set(dra["demand"].to_list()) == {3.0}  # usage, nothing pending
+    # ten one-minute samples, summed by the warehouse into two 5-minute buckets
+    assert dra.height == 2 and set(dra["demand"].to_list()) == {3.0}  # usage, nothing pending
     assert inputs.capacity[("c", "h100", DRA)] == 4
 
 

@@ -77,7 +77,8 @@ def test_shifted_demand_reports_the_held_out_figure_and_proposes_nothing():
     a = [7.0] * fit_h + [1.0] * held_h
     b = [1.0] * fit_h + [7.0] * held_h
     inputs = two_queues({"a": a, "b": b})
-    rules = settings(backtest_origins=1, backtest_days=7, min_fit_days=7)
+    window = {"backtest_origins": 1, "backtest_days": 7, "min_fit_days": 7}
+    rules = settings(max_pending_rise_share=1.0, **window)  # the held-out repair off: the raw figure
     plan = plan_quota(inputs, QuotaOptions(time_limit_s=20), rules, NOW)
     e = plan.evaluation
     assert e is not None and len(e.origins) == 1 and e.held_out_days == 7
@@ -96,7 +97,14 @@ def test_shifted_demand_reports_the_held_out_figure_and_proposes_nothing():
     assert e.verdict == "no_gain" and plan.proposes_nothing
     team_b = next(t for t in e.teams if t.team == "b")
     assert team_b.rise_share == pytest.approx((after - before) / (7 * held_h * HOUR_MIN))
-    assert any("b +" in w for w in plan.warnings)
+    # under the default bound the held-out check sees b's rise (3/7 of its demand) and raises
+    # its floor to what its held-out days needed (4, its quota): no one waits more than before
+    fair = plan_quota(inputs, QuotaOptions(time_limit_s=20), settings(**window), NOW)
+    f = fair.evaluation
+    assert f is not None and f.repaired_queues == ("b",) and f.repair_rounds >= 1
+    assert new_nominal(fair).get("b", 4.0) == 4.0
+    assert (f.pending_before, f.pending_after) == (pytest.approx(before), pytest.approx(before))
+    assert f.verdict == "no_gain" and fair.proposes_nothing
 
 
 def test_short_history_is_untested_not_in_sample():
@@ -113,17 +121,78 @@ def quiet(hours: int, level: float, share: float, seed: int) -> list[float]:
     return [level if x else 0.0 for x in rng.random(hours) < share]
 
 
+def floors_of(inputs: QuotaInputs, window: timedelta = timedelta(days=7), **rules: object) -> dict:
+    got = demand_floors(inputs.queues, inputs.demand, QuotaPlanSettings(**rules), window)  # type: ignore[arg-type]
+    return {k[0]: f.units for k, f in got.items()}
+
+
 def test_floors_by_hand():
-    hours = 21 * 24
+    hours, week = 21 * 24, 7 * 24
     b = quiet(hours, 2.0, 0.12, 1)
     inputs = two_queues({"a": [8.0] * hours, "b": b, "c": [0.0] * hours})
-    floors = demand_floors(inputs.queues, inputs.history, 0.9, allow_zero=False)
-    assert floors[("b", "f", GPU)] == min(4, math.ceil(float(np.quantile(b, 0.9))))
-    assert floors[("a", "f", GPU)] == 4  # p90 is 8, capped at the current quota
-    assert floors[("c", "f", GPU)] == 1  # no demand, zero not allowed
-    assert demand_floors(inputs.queues, inputs.history, 0.9, allow_zero=True)[("c", "f", GPU)] == 0
-    low = demand_floors(inputs.queues, inputs.history, 0.0, allow_zero=True)
-    assert low[("b", "f", GPU)] == 1  # p0 is 0, but b had demand: never zero
+    p90 = max(math.ceil(float(np.quantile(b, 0.9))), math.ceil(float(np.quantile(b[-week:], 0.9))))
+    floors = floors_of(inputs)
+    assert floors["b"] == min(4, max(p90, 1))  # 20% of 4 rounds to 1: the p90 decides
+    assert floors["a"] == 4  # p90 is 8, capped at the current quota
+    assert floors["c"] == 1  # no demand, zero not allowed
+    assert floors_of(inputs, allow_zero_quota=True)["c"] == 0
+    low = floors_of(inputs, floor_quantile=0.0, floor_keep_share=0.0, allow_zero_quota=True)
+    assert low["b"] == 1  # p0 is 0, but b had demand: never zero
+
+
+def test_floors_keep_a_share_of_a_large_quota_until_the_evidence_says_otherwise():
+    hours = 21 * 24
+    b = quiet(hours, 1.0, 0.12, 3)  # a quiet team on 16 GPUs: its p90 is 1
+    inputs = two_queues({"a": [20.0] * hours, "b": b}, nominal=16)
+    assert math.ceil(float(np.quantile(b, 0.9))) == 1
+    # three weekly windows of evidence (fewer than 4): it keeps round(20% x 16) = 3
+    got = demand_floors(inputs.queues, inputs.demand, QuotaPlanSettings(), timedelta(days=7))
+    assert got[("b", "f", GPU)].units == math.floor(0.2 * 16 + 0.5) == 3
+    assert got[("b", "f", GPU)].note.startswith("kept 20% of 16 for bursts")
+    # four 5-day windows: its peak there (1) plus half of it, at least one unit (1) = 2 < 3
+    released = demand_floors(inputs.queues, inputs.demand, QuotaPlanSettings(), timedelta(days=5))
+    peak = max(b[-4 * 5 * 24:])
+    assert released[("b", "f", GPU)].units == peak + max(1, math.ceil(0.5 * peak)) == 2
+    assert released[("b", "f", GPU)].note.startswith("peak 1 over 4 x 5d + 1 for bursts")
+
+
+def test_team_quiet_in_the_fitting_weeks_and_busy_after_keeps_its_floor():
+    """The issue's case: b, quiet on 16 GPUs for three weeks (p90 1), needs 3 GPUs 10 hours a
+    day in the held-out week; a wants 31 of the cohort's 32 all month."""
+    fit_h = 21 * 24
+    busy = [3.0 if 8 <= h % 24 < 18 else 0.0 for h in range(7 * 24)]
+    b = quiet(fit_h, 1.0, 0.08, 4) + busy
+    a = [31.0] * (fit_h + len(busy))
+    inputs = two_queues({"a": a, "b": b}, nominal=16)
+    window = {"backtest_origins": 1, "backtest_days": 7, "min_fit_days": 7}
+    demand_b = sum(busy) * HOUR_MIN
+    # fitted on the quiet weeks, b keeps 3 (20% of 16): its held-out pending stays 0
+    plan = plan_quota(inputs, QuotaOptions(time_limit_s=20), settings(**window), NOW)
+    e = plan.evaluation
+    assert e is not None and e.verdict == "propose" and e.held_out_days == 7
+    team_b = next(t for t in e.teams if t.team == "b")
+    assert team_b.demand == pytest.approx(demand_b)
+    assert team_b.pending_before == hard_pending(busy, 16) == 0
+    assert team_b.pending_after == hard_pending(busy, 3) == 0
+    # the plan itself is fitted on all four weeks: b's last-week p90 (3) is its floor there
+    assert team_b.floor_gpus == 3 and team_b.floor_note.startswith("3: ")
+    nominal = new_nominal(plan)
+    assert nominal["a"] + nominal["b"] == 32 and nominal["b"] >= 3
+    assert e.pending_before == hard_pending(a[fit_h:], 16)
+    assert e.pending_after == hard_pending(a[fit_h:], nominal["a"]) + hard_pending(busy, nominal["b"])
+    # the old rule (p90 only, no held-out check) cuts b to 1 there: +2/3 of its demand waits
+    old = plan_quota(inputs, QuotaOptions(time_limit_s=20),
+                     settings(floor_keep_share=0.0, max_pending_rise_share=1.0, **window), NOW)
+    assert old.evaluation is not None
+    old_b = next(t for t in old.evaluation.teams if t.team == "b")
+    rise = (hard_pending(busy, 1) - hard_pending(busy, 16)) / demand_b
+    assert rise == pytest.approx(2 / 3) and old_b.rise_share == pytest.approx(rise)
+    # without the kept share but with the held-out check, the repair raises b's floor
+    repaired = plan_quota(inputs, QuotaOptions(time_limit_s=20), settings(floor_keep_share=0.0, **window), NOW)
+    r = repaired.evaluation
+    assert r is not None and r.repaired_queues == ("b",)
+    r_b = next(t for t in r.teams if t.team == "b")
+    assert r_b.pending_after - r_b.pending_before <= 0.05 * demand_b
 
 
 def test_quiet_then_busy_queue_keeps_its_floor():
@@ -278,10 +347,14 @@ def test_headline_on_cli_text_plans_page_and_json():
     headline, teams = evaluation_parts(plan)
     assert headline is not None and headline.startswith(e.headline)
     assert teams is not None and teams.to_dicts() == [
-        {"team": "a", "gpus": "4 → 7", "change": "+3", "floor": "4", "pending": "60,480 → 0", "share": "-42.9%"},
-        {"team": "b", "gpus": "4 → 1", "change": "-3", "floor": "1", "pending": "0 → 0", "share": "+0.0%"},
+        {"team": "a", "gpus": "4 → 7", "change": "+3", "floor": "4: its quota (p90 of its demand is 7)",
+         "pending": "60,480 → 0", "share": "-42.9%"},
+        {"team": "b", "gpus": "4 → 1", "change": "-3", "floor": "1: p90 of its demand", "pending": "0 → 0",
+         "share": "+0.0%"},
     ]
+    assert "4: its quota (p90 of its demand is 7)" in text and "this plan (held out, hard quotas: no borrowing)" in text
     again = Plan.from_json(plan_json(plan))
+    assert again.evaluation is not None and again.evaluation.teams[1].floor_note == "1: p90 of its demand"
     assert again == plan and again.evaluation is not None and again.evaluation.headline == e.headline
 
 
@@ -299,7 +372,8 @@ def test_coarsen_means_by_hand_and_replays_alike():
     coarse = coarsen(inputs, timedelta(minutes=5))
     got = {(r["cluster_queue"], r["ts"]): r["demand"] for r in coarse.history.iter_rows(named=True)}
     # a: minutes 0-4 mean 2, 5-9 mean 7; b: 5 at minutes 0-2 of five sample times, none after
-    assert got == {("a", START): 2.0, ("a", START + timedelta(minutes=5)): 7.0, ("b", START): 3.0}
+    assert got == {("a", START): 2.0, ("a", START + timedelta(minutes=5)): 7.0, ("b", START): 3.0,
+                   ("b", START + timedelta(minutes=5)): 0.0}
     assert coarse.step == timedelta(minutes=5)
     quotas = {(q.name, "f", GPU): q.quotas[("f", GPU)] for q in queues}
     for borrowing in (False, True):

@@ -8,6 +8,9 @@ mapped by hand here (deserved = nominal, capability = nominal + borrowing limit,
 nominal - lending limit): the live Queues after the apply, the 64 CPUs no plan touches, the
 decrease written before the increase (a watch of etcd's order), one audit record per write,
 the dry run changing nothing, a stale plan refused, and the rollback restoring every number.
+The GitOps export of the same plan (`plans export`, issue 30) round-trips: its manifests hold
+only the planned GPU entries, pass a server-side apply dry run that stores nothing, describe
+exactly what the apply then writes, and the rollback restores the Queues.
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
+import yaml
 from kubernetes import client
 
+from gpuledger.actuator.export import dry_run, export_objects, render
 from gpuledger.actuator.workflow import apply, approve, rollback
+from gpuledger.cli import main
 from gpuledger.collectors.kubernetes import KubernetesCollector
 from gpuledger.core.errors import ConflictingPlanError
 from gpuledger.optimizer.plan.store import load_record, save_plan
@@ -27,6 +33,7 @@ from gpuledger.optimizer.quota.inputs import QuotaInputs, check_history
 from gpuledger.optimizer.quota.planner import QuotaOptions, plan_quota
 from gpuledger.optimizer.quota.queues import quota_reader
 from gpuledger.optimizer.quota.spec import default_capacity
+from gpuledger.warehouse import Warehouse
 from tests.actuator.helpers import uid
 
 pytestmark = pytest.mark.k8s
@@ -129,3 +136,51 @@ def test_volcano_plan_refused_when_the_queue_moved(queues, gateway, wh, settings
         apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway)
     assert (_live(custom, qa), _live(custom, qb)) == moved
     assert load_record(wh, plan.id).status == "stale"
+
+
+def _gpu_entries(spec):
+    return (spec.get("deserved", {}).get(GPU), spec.get("capability", {}).get(GPU),
+            spec.get("guarantee", {}).get("resource", {}).get(GPU))
+
+
+def test_volcano_plan_exported_dry_run_applied_rolled_back(queues, gateway, wh, settings, alice, *,
+                                                            tmp_path, capsys):
+    api, custom, _parent, qa, qb = queues
+    plan = plan_quota(_inputs(api, settings, (qa, qb)), QuotaOptions(time_limit_s=20), settings, NOW)
+    changes = {c.cluster_queue: c for c in plan.changes.quotas}
+    before = {q: _live(custom, q) for q in (qa, qb)}
+    versions = {q: custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, q)["metadata"]["resourceVersion"]
+                for q in (qa, qb)}
+    # 1. export: one Queue manifest per changed queue, only the planned GPU entries (no cpu)
+    objects = export_objects(plan, settings)
+    docs = [doc for _, doc in objects]
+    assert [(d["apiVersion"], d["kind"], d["metadata"]["name"]) for d in docs] == [
+        (f"{GROUP}/{VERSION}", "Queue", q) for q in sorted((qa, qb))]
+    for d in docs:
+        name = d["metadata"]["name"]
+        want = _expected(changes[name])
+        assert _gpu_entries(d["spec"]) == tuple(v if v is None else pytest.approx(v) for v in want)
+        assert "cpu" not in json.dumps(d)
+    assert list(yaml.safe_load_all(render(docs))) == docs
+    # the command a GitOps user runs (exit 70 with an AttributeError before issue 30)
+    path = tmp_path / "cli.duckdb"
+    with Warehouse.open(path) as other:
+        save_plan(other, plan)
+    assert main(["--warehouse", str(path), "plans", "export", plan.id, "-o", "yaml"]) == 0
+    assert list(yaml.safe_load_all(capsys.readouterr().out)) == docs
+    # 2. server-side dry run: judged by the CRD schema, nothing stored
+    assert dry_run(gateway, objects) == [f"Queue/{d['metadata']['name']}" for d in docs]
+    assert {q: custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, q)["metadata"]["resourceVersion"]
+            for q in (qa, qb)} == versions
+    # 3. apply: the live Queues hold exactly the exported entries, cpu untouched
+    save_plan(wh, plan)
+    approve(wh, plan.id, principal=alice, settings=settings)
+    apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway, dry_run=True)  # the preview
+    assert apply(wh, plan.id, principal=alice, settings=settings, cluster=gateway).ok
+    for d in docs:
+        live = custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, d["metadata"]["name"])["spec"]
+        assert _gpu_entries(live) == tuple(v if v is None else pytest.approx(v) for v in _gpu_entries(d["spec"]))
+        assert live["deserved"]["cpu"] == 64
+    # 4. rollback: every number as before
+    assert rollback(wh, plan.id, principal=alice, settings=settings, cluster=gateway).status == "rolled_back"
+    assert {q: _live(custom, q) for q in (qa, qb)} == before

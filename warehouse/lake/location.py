@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,11 @@ class Lake:
     root: str
     scheme: str
     settings: LakeSettings
+    key: str | None = field(default=None, repr=False)
+    """The HMAC key (`reports.signing_key`, `core.signing`) that signs and checks manifests."""
 
     @classmethod
-    def open(cls, uri: str, settings: LakeSettings | None = None) -> Lake:
+    def open(cls, uri: str, settings: LakeSettings | None = None, key: str | None = None) -> Lake:
         """Parse `uri`: `s3://bucket/prefix`, `file:///path` or a plain path."""
         settings = settings or LakeSettings()
         text = uri.strip()
@@ -41,11 +43,11 @@ class Lake:
             root = text[len("s3://"):].strip("/")
             if not root:
                 raise LakeError(f"lake {uri!r}: an S3 URI names a bucket, e.g. s3://gpu-lake/org")
-            return cls(text.rstrip("/"), root, "s3", settings)
+            return cls(text.rstrip("/"), root, "s3", settings, key)
         if "://" in text and not text.startswith("file://"):
             raise LakeError(f"lake {uri!r}: only a local path, file:// or s3:// are supported")
         path = Path(text.removeprefix("file://")).expanduser().resolve()
-        return cls(str(path), str(path), "file", settings)
+        return cls(str(path), str(path), "file", settings, key)
 
     @property
     def is_local(self) -> bool:

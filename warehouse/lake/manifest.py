@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuledger.core.rules_record import RecordedRules
+from gpuledger.core.signing import matches, sign
 from gpuledger.warehouse.lake.errors import LakeError
 
 SCHEMA: Literal["gpuledger.lake/v1"] = "gpuledger.lake/v1"
@@ -30,18 +32,26 @@ TABLES: tuple[str, ...] = (
 )
 """What a partition holds: the priced detail the org bill re-aggregates, the cluster's own
 FOCUS lines, the hourly card-hours, the allocations, the inventory and the prices in force."""
+MAX_ROWS = 10**10
+"""Rows one table of one cluster-month may claim. A partition holds hourly detail: a
+100,000-card fleet for a 31-day month is ~7.4e7 card-hours, so 1e10 leaves two orders of
+magnitude for workloads per card; a manifest claiming more (10^15) was not written by a publish,
+and the reader also checks the count against the Parquet file itself."""
+MAX_BYTES = 1 << 40
+MAX_AMOUNT = 1e13
+"""The largest fleet cost or card-hours a manifest may state (a trillion-scale typo is refused)."""
 
 
 class TableEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    file: str
-    rows: int
-    bytes: int
-    sha256: str
+    file: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$")
+    rows: int = Field(ge=0, le=MAX_ROWS)
+    bytes: int = Field(ge=0, le=MAX_BYTES)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     """Of the file's bytes: what a reader checks."""
     content_sha256: str
-    """Of what the table says (`partition.canonical_sha256`): what a re-publish compares."""
+    """Of what the table says (`canonical_sha256` below): what a re-publish compares."""
 
 
 class Reissue(BaseModel):
@@ -74,6 +84,34 @@ class Manifest(BaseModel):
     rules: dict[str, Any] | None = None
     """The rules of the published bill (`core.rules_record.RecordedRules.to_dict`); None in a
     manifest written before partitions recorded them."""
+    signature: str | None = None
+    """HMAC-SHA256 of the rest under `reports.signing_key` (`core.signing`); None: unsigned."""
+
+    @field_validator("bill")
+    @classmethod
+    def _bill_numbers(cls, bill: dict[str, Any]) -> dict[str, Any]:
+        """The money a reader adds up: finite, non-negative and bounded, or the manifest is not one."""
+        for name in ("fleet_cost", "fleet_card_hours"):
+            value = bill.get(name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ValueError(f"bill.{name} {value!r}: expected a finite number")
+            if not 0 <= value <= MAX_AMOUNT:
+                raise ValueError(f"bill.{name} {value!r}: expected between 0 and {MAX_AMOUNT:.0e}")
+        return bill
+
+    @model_validator(mode="after")
+    def _issue_history(self) -> Manifest:
+        """`final` as a reader enforces it: issue n carries the n-1 issues it replaced, and only a
+        final partition is ever reissued, so a draft cannot pose as a later issue."""
+        if self.issue != len(self.reissues) + 1:
+            raise ValueError(f"issue {self.issue} with {len(self.reissues)} recorded reissues")
+        if self.reissues and self.status != "final":
+            raise ValueError("a reissued partition is final; this one says draft")
+        if [r.issue for r in self.reissues] != list(range(1, self.issue)):
+            raise ValueError("reissues are not issues 1..n-1 in order")
+        return self
 
     @property
     def finalized(self) -> bool:
@@ -84,15 +122,71 @@ class Manifest(BaseModel):
         return RecordedRules.from_dict(self.rules)
 
     def to_bytes(self) -> bytes:
-        return (json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode()
+        return (json.dumps(self.body(), indent=2, sort_keys=True) + "\n").encode()
+
+    def body(self) -> dict[str, Any]:
+        """The JSON document; without `signature` when unsigned (what an older reader expects)."""
+        body = self.model_dump(mode="json")
+        if body.get("signature") is None:
+            body.pop("signature", None)
+        return body
+
+    def signed(self, key: str | None) -> Manifest:
+        """This manifest signed under `key` (unchanged, unsigned, when there is no key)."""
+        if key is None:
+            return self
+        return self.model_copy(update={"signature": sign(self.body(), key)})
+
+    def check(self, key: str | None, accept_unsigned: bool, where: str) -> Manifest:
+        """This manifest, after checking its signature and its content digest; `LakeError` else.
+
+        With a key, a manifest must carry its HMAC (unsigned: refused unless `accept_unsigned`,
+        the migration setting); a signed one read without a key is refused, as a statement is.
+        Without a key an unsigned manifest is read: nothing can authenticate it, and the lake's
+        threat model (docs/guide/security.md) says so. The content digest is recomputed either way."""
+        if self.signature is None:
+            if key is not None and not accept_unsigned:
+                raise LakeError(f"lake manifest {where}: not signed, but reports.signing_key is set "
+                                "(republish it, or set lake.accept_unsigned: true while migrating)")
+        elif key is None:
+            raise LakeError(f"lake manifest {where}: signed, but reports.signing_key is not set: "
+                            "cannot check it")
+        elif not matches(self.body(), key):
+            raise LakeError(f"lake manifest {where}: signature does not match "
+                            "(manifest rewritten, or another key)")
+        digest = content_sha256(self.tables, self.bill, self.watermark, self.rules)
+        if self.content_sha256 != digest:
+            raise LakeError(f"lake manifest {where}: content_sha256 does not match its tables and bill "
+                            "(manifest edited after publish)")
+        return self
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str) -> Manifest:
         try:
             return cls.model_validate(json.loads(data))
-        except (ValueError, ValidationError) as exc:
-            first = str(exc).strip().splitlines()[0]
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(str(p) for p in error["loc"]) or "manifest"
+            raise LakeError(f"lake manifest {where}: not a {SCHEMA} manifest "
+                            f"({field}: {error['msg'].removeprefix('Value error, ')})") from None
+        except (ValueError, RecursionError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise LakeError(f"lake manifest {where}: not a {SCHEMA} manifest ({first})") from None
+
+
+def canonical_sha256(frame: Any) -> str:
+    """A digest of what a frame says, not of its bytes: rows as CSV with floats to 9 decimals.
+
+    The bill's float columns carry last-bit noise from the order Polars adds things in; two
+    publishes of the same warehouse must still be recognised as the same partition."""
+    import polars as pl
+
+    digest = hashlib.sha256(",".join(f"{n}:{t}" for n, t in frame.schema.items()).encode())
+    numbers = [n for n, t in frame.schema.items() if t.is_float() or t.is_decimal()]
+    canonical = frame.with_columns(pl.col(numbers).cast(pl.Float64).round(9)) if numbers else frame
+    for chunk in canonical.iter_slices(100_000):  # bounded memory for large fleets
+        digest.update(chunk.write_csv(include_header=False, float_precision=9).encode())
+    return digest.hexdigest()
 
 
 def content_sha256(

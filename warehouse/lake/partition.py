@@ -29,9 +29,11 @@ from gpuledger.warehouse.lake.manifest import (
     Manifest,
     Reissue,
     TableEntry,
+    canonical_sha256,
     content_sha256,
     partition_dir,
 )
+from gpuledger.warehouse.lake.reader import read_manifest
 
 Status = Literal["published", "unchanged", "finalized", "reissued"]
 
@@ -42,21 +44,6 @@ class PublishResult:
     manifest: Manifest
     files_written: int
     uri: str
-
-
-def canonical_sha256(frame: Any) -> str:
-    """A digest of what a frame says, not of its bytes: rows as CSV with floats to 9 decimals.
-
-    The bill's float columns carry last-bit noise from the order Polars adds things in; two
-    publishes of the same warehouse must still be recognised as the same partition."""
-    import polars as pl
-
-    digest = hashlib.sha256(",".join(f"{n}:{t}" for n, t in frame.schema.items()).encode())
-    numbers = [n for n, t in frame.schema.items() if t.is_float() or t.is_decimal()]
-    canonical = frame.with_columns(pl.col(numbers).cast(pl.Float64).round(9)) if numbers else frame
-    for chunk in canonical.iter_slices(100_000):  # bounded memory for large fleets
-        digest.update(chunk.write_csv(include_header=False, float_precision=9).encode())
-    return digest.hexdigest()
 
 
 def parquet_bytes(frame: Any) -> bytes:
@@ -81,11 +68,12 @@ def publish_partition(
     content = content_sha256(entries, bill, watermark, rules)
     stamp = (now or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
     # 2. Compare with what is committed.
-    raw = lake.read_bytes(f"{folder}/{MANIFEST}")
-    current = Manifest.from_bytes(raw, f"{folder}/{MANIFEST}") if raw is not None else None
-    if current is not None and current.content_sha256 == content and (current.finalized or not finalize):
+    current = read_manifest(lake, cluster, period)  # checked: a forged manifest is not built upon
+    resign = current is not None and current.signature is None and lake.key is not None  # migration
+    if (current is not None and not resign and current.content_sha256 == content
+            and (current.finalized or not finalize)):
         return PublishResult("unchanged", current, 0, folder)
-    if (current is not None and current.finalized and current.rules is None
+    if (current is not None and not resign and current.finalized and current.rules is None
             and current.content_sha256 == content_sha256(entries, bill, watermark)):
         return PublishResult("unchanged", current, 0, folder)  # issued before rules were recorded
     status, issue, reissues = _next_issue(lake, current, content, reissue=reissue)
@@ -96,7 +84,7 @@ def publish_partition(
         cluster=cluster, period=period, issue=issue, status="final" if final else "draft",
         published_at=stamp, watermark=watermark, content_sha256=content, tables=entries,
         bill=bill, reissues=reissues, rules=rules,
-    )
+    ).signed(lake.key)
     # 3. Data files first (content-named: an existing one already holds these bytes).
     present = set(lake.list_names(folder))
     written = 0

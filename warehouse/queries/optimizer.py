@@ -32,6 +32,23 @@ def last_queue_sample(wh: Warehouse) -> datetime | None:
     return value if isinstance(value, datetime) else None
 
 
+def queue_sample_times(wh: Warehouse, after: datetime) -> pl.DataFrame:
+    """The distinct `queue_samples.ts` with `ts > after`, in order (one column `ts`)."""
+    return wh.query("SELECT DISTINCT ts FROM queue_samples WHERE ts > ? ORDER BY ts", [after])
+
+
+def queue_sample_sums(wh: Warehouse, after: datetime, origin: datetime, bucket_us: int) -> pl.DataFrame:
+    """Queue samples with `ts > after` summed per bucket of `bucket_us` microseconds from
+    `origin` and series: `b` (bucket number), `cluster_queue`, `flavor`, `resource`, `usage`,
+    `pending_workloads` (sums) and `rows` (samples summed). The optimizer reads a month of
+    one-minute samples this way: millions of rows become one per bucket and series."""
+    return wh.query(
+        "SELECT (epoch_us(ts) - epoch_us(?::TIMESTAMPTZ)) // ? AS b, cluster_queue, flavor, resource,"
+        " sum(usage) AS usage, sum(pending_workloads) AS pending_workloads, count(*) AS rows"
+        " FROM queue_samples WHERE ts > ? GROUP BY ALL", [origin, bucket_us, after],
+    )
+
+
 def queue_samples_after(wh: Warehouse, after: datetime) -> pl.DataFrame:
     """Queue samples with `ts > after`, in time order: `ts`, `cluster_queue`, `flavor`,
     `resource`, `usage`, `pending_workloads`."""
@@ -43,11 +60,12 @@ def queue_samples_after(wh: Warehouse, after: datetime) -> pl.DataFrame:
 
 def pod_requests_by_queue(wh: Warehouse, kind: str) -> pl.DataFrame:
     """Pods submitted to a namespaced queue object of `kind` (its name is the pod's `queue`, in
-    the pod's namespace): `spec` (the queue object's spec, JSON text) and `gpu_requests` (JSON),
-    for pods with requests."""
+    the pod's namespace): `spec` (the queue object's spec, JSON text), `gpu_requests` (JSON) and
+    `pods` (how many pods had that pair), for pods with requests."""
     return wh.query(
-        "SELECT CAST(q.spec AS VARCHAR) AS spec, CAST(p.gpu_requests AS VARCHAR) AS gpu_requests"
-        " FROM pods p JOIN queues q ON q.kind = ?"
-        " AND q.namespace = p.namespace AND q.name = p.queue WHERE p.gpu_requests IS NOT NULL",
+        "SELECT CAST(q.spec AS VARCHAR) AS spec, CAST(p.gpu_requests AS VARCHAR) AS gpu_requests,"
+        " count(*) AS pods FROM pods p JOIN queues q ON q.kind = ?"
+        " AND q.namespace = p.namespace AND q.name = p.queue WHERE p.gpu_requests IS NOT NULL"
+        " GROUP BY ALL ORDER BY ALL",
         [kind],
     )

@@ -29,10 +29,12 @@ def podgroup_teams(wh: Warehouse) -> pl.DataFrame:
 
 
 def pod_requests_by_volcano_queue(wh: Warehouse) -> pl.DataFrame:
-    """Pods whose queue label names a stored Volcano Queue: `queue`, `gpu_requests` (JSON text)."""
+    """Pods whose queue label names a stored Volcano Queue: `queue`, `gpu_requests` (JSON text)
+    and `pods` (how many pods had that pair)."""
     return wh.query(
-        "SELECT p.queue, CAST(p.gpu_requests AS VARCHAR) AS gpu_requests FROM pods p"
+        "SELECT p.queue, CAST(p.gpu_requests AS VARCHAR) AS gpu_requests, count(*) AS pods FROM pods p"
         " JOIN queues q ON q.kind = 'Queue' AND q.name = p.queue WHERE p.gpu_requests IS NOT NULL"
+        " GROUP BY ALL ORDER BY ALL"
     )
 
 

@@ -134,15 +134,16 @@ def _number(value: float) -> int | float:
 def mean_request(wh: Warehouse) -> dict[str, float]:
     """Mean request per pod of each ClusterQueue in whole GPUs or MIG instances (HAMi's
     `gpumem`/`gpucores` are not counts and are left out), through its LocalQueues."""
-    totals: dict[str, list[float]] = defaultdict(list)
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for r in pod_requests_by_queue(wh, "LocalQueue").iter_rows(named=True):
         cq = (json.loads(r["spec"] or "{}")).get("clusterQueue")
         requests = json.loads(r["gpu_requests"] or "{}")
         amount = sum(float(v) for k, v in requests.items()
                      if isinstance(v, int | float) and (k == GPU or k.startswith("nvidia.com/mig-")))
         if cq and amount > 0:
-            totals[cq].append(amount)
-    return {cq: sum(v) / len(v) for cq, v in totals.items()}
+            totals[cq][0] += amount * r["pods"]
+            totals[cq][1] += r["pods"]
+    return {cq: s / n for cq, (s, n) in totals.items()}
 
 
 class KueueReader:

@@ -143,13 +143,14 @@ def _number(value: float) -> int | float:
 
 def mean_request(wh: Warehouse) -> dict[str, float]:
     """Mean planned-resource count per pod submitted to each Queue (by the pod's queue label)."""
-    totals: dict[str, list[float]] = defaultdict(list)
-    for queue, text in pod_requests_by_volcano_queue(wh).iter_rows():
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for queue, text, pods in pod_requests_by_volcano_queue(wh).iter_rows():
         amount = sum(float(v) for k, v in json.loads(text or "{}").items()
                      if isinstance(v, int | float) and planned(k))
         if amount > 0:
-            totals[queue].append(amount)
-    return {q: sum(v) / len(v) for q, v in totals.items()}
+            totals[queue][0] += amount * pods
+            totals[queue][1] += pods
+    return {q: s / n for q, (s, n) in totals.items()}
 
 
 class VolcanoReader:

@@ -1,0 +1,193 @@
+"""Quota plans out of sample on two months, side by side, and `optimize quota` timed beside the
+base tree (issue 30).
+
+Run: `python -m bench.bench_quota [--warehouse DEMO.duckdb] [--base-ref REF] [--skip-speed]`.
+
+1. Fairness and gain on days the plan has not seen, two cases side by side:
+   - real-shaped: `bench.quota_real_shaped` (synthetic but real-shaped: per-minute demand from
+     jobs, working days and weeks, stale quotas, a team quiet for three weeks then bursting);
+   - synthetic: `optimizer.quota.synthetic` with drift (50 teams x 10 flavors, 15-minute
+     samples, 35 days), the case of the earlier quota bench.
+   Each plan is made by the product (`plan_quota`, its own rolling backtest and held-out
+   repair inside the fitting days) on the first 21 days only; the plan's quotas are then
+   replayed here on the remaining days under hard quotas (no borrowing), by numpy arithmetic
+   on the raw samples (Σ max(0, demand − nominal) × step), against the static quotas it
+   replaces. Goal: ≥ 30 % fewer pending GPU-minutes and no team worse by over 5 % of its
+   held-out demand. The plan's own backtest figures are recorded beside them.
+2. Speed: `bench/quota_stages.py` (imports, inputs, floors, forecast, solve, backtest) and the
+   whole command `gpuledger optimize quota --no-save` on the demo warehouse, this tree and the
+   base tree (`git archive` of `--base-ref`, default the merge-base with main) alternately in
+   the same run, with the load average (2 shared cores: absolute times drift with load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import write_result
+from gpuledger.core.config import Settings
+from gpuledger.optimizer.plan.contract import QuotaChanges
+from gpuledger.optimizer.quota.inputs import QuotaInputs
+from gpuledger.optimizer.quota.planner import QuotaOptions, plan_quota
+from gpuledger.optimizer.quota.synthetic import synthetic_quota_inputs
+
+ROOT = Path(__file__).resolve().parents[1]
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+FIT = timedelta(days=21)
+GOAL_FEWER, GOAL_RISE = 0.30, 0.05
+
+
+def held_out_case(name: str, inputs: QuotaInputs) -> dict[str, Any]:
+    """Section 1 of the module docstring for one month."""
+    grid = inputs.demand
+    fit_end = grid.start + FIT
+    started = time.perf_counter()
+    plan = plan_quota(inputs.window(end=fit_end), QuotaOptions(time_limit_s=120), Settings(), NOW)
+    wall = time.perf_counter() - started
+    assert isinstance(plan.changes, QuotaChanges)
+    static = {(q.name, f, r): quota.nominal for q in inputs.queues for (f, r), quota in q.quotas.items()}
+    new = dict(static) | {(c.cluster_queue, c.flavor, c.resource): c.new_nominal for c in plan.changes.quotas}
+    held = grid.window(fit_end)
+    values = held.values[held.counts > 0]
+    minutes = held.step / timedelta(minutes=1)
+    per_team: dict[str, list[float]] = {}
+    for j, key in enumerate(held.keys):
+        if key not in static:
+            continue
+        d = values[:, j]
+        row = per_team.setdefault(key[0], [0.0, 0.0, 0.0])
+        row[0] += float(np.maximum(d - static[key], 0).sum() * minutes)
+        row[1] += float(np.maximum(d - new[key], 0).sum() * minutes)
+        row[2] += float(d.sum() * minutes)
+    before = sum(r[0] for r in per_team.values())
+    after = sum(r[1] for r in per_team.values())
+    rises = {t: (r[1] - r[0]) / r[2] for t, r in per_team.items() if r[2] > 0}
+    worst = max(rises, key=lambda t: rises[t])
+    e = plan.evaluation
+    assert e is not None
+    fewer = 1 - after / before if before else 0.0
+    figures: dict[str, Any] = {
+        "case": name, "source": inputs.source, "teams": len(inputs.queues),
+        "series": len(static), "step": str(inputs.step), "fit_days": FIT.days,
+        "held_out_days": round((held.end - held.start) / timedelta(days=1), 2),
+        "verdict": e.verdict, "reason": e.reason, "repaired_queues": list(e.repaired_queues),
+        "plan_wall_s": round(wall, 2),
+        "held_out_pending_gpu_minutes": {"static_quotas": round(before, 1), "this_plan": round(after, 1)},
+        "fewer_pending_vs_static": round(fewer, 4),
+        "worst_team": worst, "worst_team_rise_share": round(rises[worst], 4),
+        "teams_worse_than_bound": sorted(t for t, r in rises.items() if r > GOAL_RISE),
+        "teams_worse": sum(r > 1e-9 for r in rises.values()),
+        "own_backtest": {"origins": len(e.origins),
+                         "fewer_pending": round(1 - e.pending_after / e.pending_before, 4)
+                         if e.pending_before else None,
+                         "worst_queue_rise_share": round(e.max_rise_share, 4)},
+        "goal_fewer_pending": GOAL_FEWER, "goal_worst_team_rise_share": GOAL_RISE,
+        "goal_met": fewer >= GOAL_FEWER and rises[worst] <= GOAL_RISE,
+    }
+    if "quiet-burst" in per_team:
+        r = per_team["quiet-burst"]
+        figures["quiet_team"] = {
+            "quota": static[("quiet-burst", "h100", "nvidia.com/gpu")],
+            "planned": new[("quiet-burst", "h100", "nvidia.com/gpu")],
+            "floor": next((t.floor_note for t in e.teams if t.team == "quiet-burst"), None),
+            "held_out_pending_static": r[0], "held_out_pending_plan": r[1], "held_out_demand": r[2]}
+    print(f"{name}: {fewer:.1%} fewer pending held out, worst team {worst} {rises[worst]:+.1%} "
+          f"({e.verdict}, {wall:.1f} s)", flush=True)
+    return figures
+
+
+def real_shaped() -> QuotaInputs:
+    from bench.quota_real_shaped import as_inputs, real_shaped_month
+
+    names, demand, quotas = real_shaped_month()
+    return as_inputs(names, demand, quotas)
+
+
+def synthetic() -> QuotaInputs:
+    return synthetic_quota_inputs(50, 10, flavors_per_team=10, days=35, step=timedelta(minutes=15),
+                                  start=datetime(2026, 9, 7, tzinfo=UTC), seed=3, drift=0.4)
+
+
+# 2. Speed ----------------------------------------------------------------------------------------
+def unpack(ref: str, into: Path) -> Path:
+    data = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(into, filter="tar")
+    return into
+
+
+def _env(tree: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(tree)}
+
+
+def stages(tree: Path, warehouse: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "quota_stages.py"), warehouse],
+                         cwd=tree, env=_env(tree), capture_output=True, text=True, check=False)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode or not lines:
+        return {"rc": out.returncode, "stderr": out.stderr[-800:]}
+    return dict(json.loads(lines[-1]))
+
+
+def command(tree: Path, warehouse: str) -> dict[str, Any]:
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "gpuledger", "optimize", "quota", "--warehouse", warehouse,
+                          "--no-save", "--time-limit", "120"], cwd=tree, env=_env(tree),
+                         capture_output=True, text=True, check=False)
+    return {"rc": out.returncode, "wall_s": round(time.perf_counter() - t, 2),
+            "load_1m": round(os.getloadavg()[0], 2)}
+
+
+def speed(warehouse: str, base_ref: str, rounds: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-quota-") as tmp:
+        base = unpack(base_ref, Path(tmp) / "base")
+        trees = {"ours": ROOT, "base": base}
+        result: dict[str, Any] = {"base_ref": base_ref, "load_before": list(os.getloadavg())}
+        for name, tree in trees.items():
+            result[f"stages_{name}"] = stages(tree, warehouse)
+            print(name, result[f"stages_{name}"], flush=True)
+        runs: dict[str, list[dict[str, Any]]] = {"ours": [], "base": []}
+        for _ in range(rounds):  # alternately, so both see the same load
+            for name, tree in trees.items():
+                runs[name].append(command(tree, warehouse))
+                print(name, runs[name][-1], flush=True)
+        result["command"] = runs
+        result["load_after"] = list(os.getloadavg())
+        best = {k: min(r["wall_s"] for r in v if r["rc"] == 0) for k, v in runs.items() if v}
+        result["best_wall_s"] = best
+        result["goal_wall_s"], result["goal_imports_s"] = 5.0, 1.0
+        return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warehouse", default="", help="the demo warehouse (`gpuledger demo`) to time on")
+    parser.add_argument("--base-ref", default="", help="baseline tree (default: merge-base with main)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--skip-speed", action="store_true")
+    args = parser.parse_args()
+    figures: dict[str, Any] = {"load_before": list(os.getloadavg())}
+    figures["held_out"] = {"real_shaped": held_out_case("real-shaped", real_shaped()),
+                           "synthetic": held_out_case("synthetic", synthetic())}
+    if not args.skip_speed and args.warehouse:
+        ref = args.base_ref or subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT, text=True,
+                                              capture_output=True, check=True).stdout.strip()
+        figures["speed"] = speed(args.warehouse, ref, args.rounds)
+    write_result("quota", figures)
+
+
+if __name__ == "__main__":
+    main()
