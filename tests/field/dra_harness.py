@@ -89,7 +89,7 @@ class DraRun:
     source: str
     engine: str
     lines: pl.DataFrame
-    """Bill lines: team, card_hours, idle_card_hours, activity_unknown_card_hours."""
+    """Bill lines: team, card_hours, idle_card_hours, activity_unknown_card_hours, cost."""
     truth: pl.DataFrame
     bill_source: str
     warnings: tuple[str, ...]
@@ -98,6 +98,7 @@ class DraRun:
     row_sources: dict[str, float]
     """Claim rows' held hours per `dra_source` (the bill's claims, by where they came from)."""
     rerolled_days: int
+    fleet_cost: float = 0.0
 
     def errors(self) -> pl.DataFrame:
         """Per team: truth, billed and the relative errors of card-hours, idle and unknown."""
@@ -129,9 +130,10 @@ def dra_run(source: str, engine: str, root: Path, *, field: DraField | None = No
         path.unlink(missing_ok=True)
     return DraRun(
         source=source, engine=engine,
-        lines=bill.lines.select("team", "card_hours", "idle_card_hours", "activity_unknown_card_hours"),
+        lines=bill.lines.select("team", "card_hours", "idle_card_hours", "activity_unknown_card_hours", "cost"),
         truth=truth(fleet, source), bill_source=bill.source, warnings=bill.warnings,
         claim_sources=dict(counts.iter_rows()), row_sources=dict(rows.iter_rows()), rerolled_days=rerolled,
+        fleet_cost=float(bill.fleet_cost),
     )
 
 

@@ -45,7 +45,10 @@ through the engine (kube-state-metrics and HAMi's series included) and there is 
 HAMI_FAMILIES = tuple(name for name, _ in SCHEDULER_FAMILIES)
 SOURCES = ("api", "prometheus")
 FLEETS = ("default", "hami")
-"""`default`: every plane (`FleetSpec.default`); `hami`: only HAMi vGPU nodes (`hami_fleet`)."""
+"""`default`: every plane (`FleetSpec.default`); `hami`: only HAMi vGPU nodes (`hami_fleet`).
+`bench/bench_planes.py` also runs `whole`, `mig` and `timeslice`: the default fleet's pools of
+that sharing mode alone (`plane_fleet`)."""
+PLANE_SHARING = {"whole": "exclusive", "mig": "mig", "timeslice": "timeslice", "hami": "vgpu"}
 
 
 class Snapshot:
@@ -62,9 +65,17 @@ class Snapshot:
 
 def hami_fleet(gpus: int, effects: FieldEffects) -> FleetSpec:
     """The default fleet's HAMi pool alone, on `gpus` cards (nodes of 8)."""
-    pool = next(p for p in FleetSpec.default(gpus=GPUS).pools if p.sharing == "vgpu")
+    return plane_fleet("hami", gpus, effects)
+
+
+def plane_fleet(plane: str, gpus: int, effects: FieldEffects) -> FleetSpec:
+    """The default fleet's pools of one sharing mode (`PLANE_SHARING`) alone, on `gpus` cards
+    (nodes of 8, shared out over those pools in turn)."""
+    pools = [p for p in FleetSpec.default(gpus=GPUS).pools if p.sharing == PLANE_SHARING[plane]]
+    nodes = [gpus // 8 // len(pools) + (i < gpus // 8 % len(pools)) for i in range(len(pools))]
     return FleetSpec.parse({"gpus_per_node": 8, "field": effects,
-                            "pools": [{**pool.model_dump(), "nodes": gpus // 8}]}, source="hami fleet")
+                            "pools": [{**p.model_dump(), "nodes": n} for p, n in zip(pools, nodes, strict=True) if n]},
+                           source=f"{plane} fleet")
 
 
 @dataclass(frozen=True)
@@ -77,7 +88,8 @@ class FieldRun:
     """`api` (snapshot + engine) or `prometheus` (the engine alone)."""
     fleet: str
     lines: pl.DataFrame
-    """Bill lines: team, card_hours, idle_card_hours, cost (unattributed/unallocated included)."""
+    """Bill lines: team, card_hours, idle_card_hours, activity_unknown_card_hours, cost
+    (unattributed/unallocated included)."""
     fleet_cost: float
     vgpu: pl.DataFrame
     """Per team holding HAMi cards in the truth: `card_hours` (truth) and `card_hours_bill` on
@@ -94,6 +106,9 @@ class FieldRun:
     """The truth's card-hours of capacity: held, unallocated and stranded, cards present only."""
     gpu_count: int
     window: Window
+    named: tuple[str, ...] = ()
+    """What the bill names: its warnings, the namespaces it could not attribute, the nodes
+    whose replica count it could not read."""
 
     def team_errors(self) -> pl.DataFrame:
         """Per team: truth, billed and relative error of card-hours and idle card-hours."""
@@ -148,7 +163,7 @@ def field_run(name: str, effects: FieldEffects, engine: str, root: Path, *,
               gpus: int = GPUS, window: Window = WINDOW, source: str = "api",
               fleet: str = "default") -> FieldRun:
     """Simulate, write, serve, collect, bill (see the module docstring and `FAMILIES`)."""
-    spec = hami_fleet(gpus, effects) if fleet == "hami" else FleetSpec.default(gpus=gpus, field=effects)
+    spec = FleetSpec.default(gpus=gpus, field=effects) if fleet == "default" else plane_fleet(fleet, gpus, effects)
     sim = Simulation(spec, window, seed=SEED)
     path = root / "fleet.om"
     sim.write_openmetrics(path, families=(*FAMILIES, *HAMI_FAMILIES) if source == "api" else None)
@@ -176,11 +191,14 @@ def field_run(name: str, effects: FieldEffects, engine: str, root: Path, *,
     vgpu = ground.with_columns(pl.col("team").fill_null("unattributed")).group_by("team").agg(
         pl.sum("card_hours")).join(vgpu_bill, on="team", how="left").sort("team")
     return FieldRun(
-        name=name, engine=engine, source=source, fleet=fleet, lines=bill.lines.select("team", "card_hours", "idle_card_hours", "cost"),
+        name=name, engine=engine, source=source, fleet=fleet,
+        lines=bill.lines.select("team", "card_hours", "idle_card_hours", "activity_unknown_card_hours", "cost"),
         fleet_cost=float(bill.fleet_cost), vgpu=vgpu,
         truth=truth, quality=report.quality, stored=counts.row(0, named=True), reads=reads,
         fleet_card_hours=float(bill.fleet_card_hours),
         capacity_truth=float(sim.ground_truth()["card_hours"].sum()), gpu_count=sim.gpu_count, window=window,
+        named=(*bill.warnings, *(f"unattributed namespace {n}" for n in bill.unattributed_namespaces),
+               *(f"replicas unknown on node {n}" for n in bill.replicas_unknown_nodes)),
     )
 
 
