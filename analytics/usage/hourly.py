@@ -56,6 +56,34 @@ def pod_inventory(wh: Warehouse, window: Window) -> pl.DataFrame:
                      maintain_order="left").drop("gpu_requests")
 
 
+def attach_pods(frame: pl.DataFrame, pods: pl.DataFrame) -> pl.DataFrame:
+    """Each held row (`ts`: its hour) with the facts of the pod incarnation it belongs to.
+
+    A pod name is not a pod: a StatefulSet recreates its pod under the same name (a new uid and
+    `status.startTime`), so the pods table holds one row per incarnation (its key is
+    namespace, pod, start_ts). A plain join on (namespace, pod) gave every held row of a
+    restarted StatefulSet pod once per incarnation: its card-hours and idle counted twice, and
+    on a shared card the clamp then took the excess from the card's other holders (issue 29).
+    The row gets the newest incarnation started before its hour ends (in the hour of a restart
+    the new one's requests stand for both; they are the same spec unless it was edited), and
+    the first incarnation where none had started yet (a sample ahead of the pod's start)."""
+    if pods.is_empty():
+        return frame.join(pods.drop("start_ts"), on=["namespace", "pod"], how="left")
+    keys = ["namespace", "pod"]
+    pods = pods.with_columns(pl.col("start_ts").cast(pl.Datetime("us", "UTC"))).sort("start_ts")
+    facts = [c for c in pods.columns if c not in (*keys, "start_ts")]
+    rows = frame.with_row_index("_row").with_columns(
+        (pl.col("ts") + timedelta(hours=1)).alias("_hour_end")).sort("_hour_end")
+    newest = rows.join_asof(pods, left_on="_hour_end", right_on="start_ts", by=keys, strategy="backward",
+                            allow_exact_matches=False, check_sortedness=False)
+    first = pods.unique(keys, keep="first", maintain_order=True).drop("start_ts")
+    early = newest.filter(pl.col("start_ts").is_null()).drop(*facts, "start_ts")
+    later = early.join(first, on=keys, how="left")
+    found = pl.concat([newest.filter(pl.col("start_ts").is_not_null()).drop("start_ts"),
+                       later.select(newest.drop("start_ts").columns)])
+    return found.sort("_row").drop("_row", "_hour_end")
+
+
 def hourly_usage(
     wh: Warehouse, window: Window, rules: Rules, held: pl.DataFrame | None = None
 ) -> pl.DataFrame:
@@ -79,7 +107,7 @@ def hourly_usage(
             f"gpu_samples: GPU {missing[0]} (and {len(missing) - 1} more) has samples but no row "
             "in table gpus; collect the inventory before billing"
         )
-    frame = frame.join(pod_inventory(wh, window), on=["namespace", "pod"], how="left")
+    frame = attach_pods(frame, pod_inventory(wh, window))
     frame = frame.with_columns(sharing_mode_expr())
     # 3. Shares, each row by its sharing mode's device source.
     frame = with_shares(frame, ShareInputs(wh=wh, gpus=gpus, window=window, shares=rules.shares))

@@ -132,9 +132,10 @@ def gpu_inventory(wh: ReadableWarehouse) -> pl.DataFrame:
 
 
 def pods_between(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
-    """`namespace`, `pod`, `queue`, `gpu_requests` of pods alive in `[start, end]`."""
+    """`namespace`, `pod`, `start_ts`, `queue`, `gpu_requests` of pods alive in `[start, end]`:
+    one row per incarnation (a StatefulSet's recreated pod keeps its name, not its start)."""
     return wh.query(
-        "SELECT namespace, pod, queue, gpu_requests FROM pods WHERE end_ts >= ? AND start_ts < ?",
+        "SELECT namespace, pod, start_ts, queue, gpu_requests FROM pods WHERE end_ts >= ? AND start_ts < ?",
         [start, end],
     )
 

@@ -57,11 +57,15 @@ def card_memory(wh: ReadableWarehouse) -> pl.DataFrame:
 
 
 def pod_owner_rows(wh: ReadableWarehouse) -> pl.DataFrame:
-    """Every stored pod interval: `namespace`, `pod`, `owner_kind`, `owner_name`, `requests`
-    (GPU requests, JSON text), `labels` (JSON text)."""
+    """Each pod name once, as its newest stored interval says: `namespace`, `pod`, `owner_kind`,
+    `owner_name`, `requests` (GPU requests, JSON text), `labels` (JSON text). A StatefulSet's
+    recreated pod keeps its name (one row per incarnation in `pods`); one row per interval
+    repeated its allocations once per incarnation where joined on the name."""
     return wh.query(
-        "SELECT namespace, pod, owner_kind, owner_name, CAST(gpu_requests AS VARCHAR) AS requests, "
-        "CAST(labels AS VARCHAR) AS labels FROM pods"
+        "SELECT namespace, pod, arg_max(owner_kind, end_ts) AS owner_kind, "
+        "arg_max(owner_name, end_ts) AS owner_name, "
+        "CAST(arg_max(gpu_requests, end_ts) AS VARCHAR) AS requests, "
+        "CAST(arg_max(labels, end_ts) AS VARCHAR) AS labels FROM pods GROUP BY namespace, pod"
     )
 
 
