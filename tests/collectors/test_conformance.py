@@ -43,6 +43,7 @@ from gpuledger.core.mig import canonical_model, canonical_profile
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from tests.collectors.conftest import tiny_settings
+from tests.collectors.gauges import write_gauges
 from tools.metrics_servers import ServerPool
 
 pytestmark = pytest.mark.prometheus
@@ -79,11 +80,7 @@ def _openmetrics(path: Path) -> Path:
         for metric, labels, value in _samples(name):
             by_metric.setdefault(metric, []).extend(
                 f"{metric}{labels} {value} {start + 60 * i}" for i in range(POINTS))
-    lines = []
-    for metric, samples in by_metric.items():
-        lines += [f"# TYPE {metric} gauge", *samples]
-    path.write_text("\n".join([*lines, "# EOF"]) + "\n")
-    return path
+    return write_gauges(path, by_metric)
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,7 @@ from gpuledger.collectors.kubernetes import _node_row, _pod_row
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from tests.collectors.conftest import tiny_settings
+from tests.collectors.gauges import write_gauges
 from tools.metrics_servers import ServerPool
 
 PLANES = Path(__file__).parents[1] / "fixtures" / "planes"
@@ -180,11 +181,7 @@ def _openmetrics(path: Path) -> Path:
             for metric, labels, value in _samples(name, CARD1 if idle else None):
                 by_metric.setdefault(metric, []).extend(
                     f"{metric}{labels} {value} {first + 60 * i}" for i in range(71))
-    lines = []
-    for metric, samples in by_metric.items():
-        lines += [f"# TYPE {metric} gauge", *samples]
-    path.write_text("\n".join([*lines, "# EOF"]) + "\n")
-    return path
+    return write_gauges(path, by_metric)
 
 
 @pytest.fixture(scope="module")

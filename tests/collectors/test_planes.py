@@ -46,6 +46,7 @@ from gpuledger.core.config import Settings
 from gpuledger.core.gfd import Replicated, replicated
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from tests.collectors.gauges import write_gauges
 from tools.metrics_servers import ServerPool
 
 pytestmark = pytest.mark.prometheus
@@ -83,11 +84,7 @@ def openmetrics(path: Path) -> Path:
                 metric, labels, value = match.groups()
                 by_metric.setdefault(metric, []).extend(
                     f"{metric}{labels} {value} {start + 60 * i}" for i in range(60))
-    lines: list[str] = []
-    for metric, samples in by_metric.items():
-        lines += [f"# TYPE {metric} gauge", *samples]
-    path.write_text("\n".join([*lines, "# EOF"]) + "\n")
-    return path
+    return write_gauges(path, by_metric)
 
 
 @pytest.fixture(scope="module")
