@@ -16,39 +16,23 @@ import csv
 import io
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpuledger.analytics import exports
-from gpuledger.dashboards.app import RunningServer, create_app, start_server
+from gpuledger.dashboards.app import RunningServer
 from tests.dashboards import conftest as _dash
 from tests.dashboards.conftest import (
     LEAD_TEAM,
     PERIOD,
     admin_headers,
     lead_headers,
-    settings_with_roles,
-    store_results,
 )
-from tests.dashboards.test_api import get
+from tests.dashboards.test_api import api, get
 
 demo_source = _dash.demo_source  # the dashboards' demo warehouse fixture, shared
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iterator[RunningServer]:
-    import shutil
-
-    folder = tmp_path_factory.mktemp("scope")
-    path = folder / "warehouse.duckdb"
-    shutil.copyfile(demo_source, path)
-    running = start_server(create_app(settings_with_roles(), store_results(path), cache_dir=folder / "cache",
-                                      background=False), "127.0.0.1", 0)
-    yield running
-    running.stop()
+__all__ = ["api", "demo_source"]  # fixtures: the API server of tests/dashboards/test_api.py
 
 
 def _leaks(doc: dict[str, Any]) -> list[str]:
