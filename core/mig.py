@@ -153,6 +153,14 @@ class GpuModel:
             return self.place(counts)  # raises the one-line InputError
         return found
 
+    def placeable(self, counts: dict[str, int] | Shape) -> bool:
+        """Whether the profile counts have a valid placement on one card (unknown profile
+        names: False). Why: capacity asks this for every card and profile; no error path."""
+        want = shape_of(dict(counts))
+        if any(name not in self.profiles for name, _ in want):
+            return False
+        return not want or want in _shape_index(self.name)
+
     def _can_add(self, layout: Layout, new: Placement) -> bool:
         return _valid(self, (*layout, new))
 

@@ -1,0 +1,155 @@
+"""Capacity now, by shape: what a workload could get right now, per cluster, pool and GPU model.
+
+Why: the person waiting for a GPU asks "where does a 3g.40gb fit now", not "how many slices are
+free". Every shape a workload can ask for is answered the way the scheduler would answer it:
+
+1. **Node resources** (whole GPUs, MIG instances of the mixed strategy, time-slice replicas,
+   HAMi `nvidia.com/gpumem`/`gpucores`): free = the node's `status.allocatable` minus the
+   requests of the pods running there, which is kube-scheduler's own `NodeResourcesFit` sum.
+   A time-sliced node's `nvidia.com/gpu` are replicas, so its shape says so.
+2. **MIG profiles that can still be placed**: for every MIG card, each profile of its model that
+   fits beside the instances the card has now (`core.mig.GpuModel.placeable`, the one home of
+   the placement rules). This needs a layout change (MIG Manager) but no running instance is
+   touched. The warehouse does not record start slices (docs/decisions/0200), so the check is
+   on the card's instance counts: "some valid placement of these instances plus one more".
+3. **DRA devices**: devices published in ResourceSlices that no allocated claim holds.
+
+A row per (cluster, pool, model, shape): `ready` (schedulable now), `placeable` (cards where the
+profile can be added by a layout change), `nodes` (where, sorted).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gpuledger.core.errors import InputError
+from gpuledger.core.mig import gpu_model
+
+if TYPE_CHECKING:
+    import polars as pl
+
+GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpucores")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """One GPU node now: what it advertises and what its running pods request."""
+
+    cluster: str
+    node: str
+    pool: str | None
+    model: str | None
+    sharing_mode: str
+    allocatable: Mapping[str, float]
+    requested: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CardState:
+    """One MIG card now: its instances by profile, and how many of each a pod holds."""
+
+    cluster: str
+    node: str
+    pool: str | None
+    model: str
+    uuid: str
+    instances: Mapping[str, int]
+    held: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DraFree:
+    """Free DRA devices of one device class on one node (published, not allocated)."""
+
+    cluster: str
+    node: str
+    pool: str | None
+    model: str | None
+    device_class: str
+    free: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeFree:
+    """What is free of one shape in one (cluster, pool, model)."""
+
+    cluster: str
+    pool: str | None
+    model: str | None
+    shape: str
+    ready: float
+    placeable: int
+    nodes: tuple[str, ...]
+
+
+def node_shape(resource: str, sharing_mode: str) -> str | None:
+    """The shape a node resource offers, or None when it is no GPU resource."""
+    if resource == GPU:
+        return "time-slice replica" if sharing_mode == "timeslice" else "whole GPU"
+    if resource.startswith(MIG_PREFIX):
+        return "mig " + resource[len(MIG_PREFIX):]
+    if resource in HAMI_RESOURCES:
+        return "hami " + resource.split("/")[1]
+    return None
+
+
+def placeable_profiles(model: str, instances: Mapping[str, int]) -> tuple[str, ...]:
+    """Profiles of `model` that fit beside `instances` on one card (step 2), sorted by name;
+    media-extension profiles are left out (a workload asks for them by name, rarely)."""
+    try:
+        geometry = gpu_model(model)
+    except InputError:
+        return ()
+    base = {p: n for p, n in instances.items() if n}
+    if not geometry.placeable(base):
+        return ()  # a layout the catalog cannot place: say nothing rather than guess
+    return tuple(
+        name for name, p in sorted(geometry.profiles.items())
+        if not p.media_extensions and geometry.placeable({**base, name: base.get(name, 0) + 1})
+    )
+
+
+def capacity_now(nodes: Iterable[NodeState], cards: Iterable[CardState] = (),
+                 dra: Iterable[DraFree] = ()) -> list[ShapeFree]:
+    """Steps 1-3, summed per (cluster, pool, model, shape); zero rows are left out."""
+    ready: dict[tuple[str, str | None, str | None, str], float] = defaultdict(float)
+    placeable: dict[tuple[str, str | None, str | None, str], int] = defaultdict(int)
+    where: dict[tuple[str, str | None, str | None, str], set[str]] = defaultdict(set)
+    for n in nodes:
+        for resource, amount in n.allocatable.items():
+            shape = node_shape(resource, n.sharing_mode)
+            free = float(amount) - float(n.requested.get(resource, 0.0))
+            if shape is None or free <= 0:
+                continue
+            key = (n.cluster, n.pool, n.model, shape)
+            ready[key] += free
+            where[key].add(n.node)
+    for c in cards:
+        for profile in placeable_profiles(c.model, c.instances):
+            key = (c.cluster, c.pool, c.model, "mig " + profile)
+            placeable[key] += 1
+            where[key].add(c.node)
+    for d in dra:
+        if d.free > 0:
+            key = (d.cluster, d.pool, d.model, "dra " + d.device_class)
+            ready[key] += d.free
+            where[key].add(d.node)
+    keys = sorted(set(ready) | set(placeable), key=lambda k: tuple(str(x) for x in k))
+    return [ShapeFree(*k, ready=ready.get(k, 0.0), placeable=placeable.get(k, 0),
+                      nodes=tuple(sorted(where[k]))) for k in keys]
+
+
+def capacity_frame(rows: Iterable[ShapeFree]) -> pl.DataFrame:
+    """The rows as a frame (the CLI, API and page all show this)."""
+    import polars as pl
+
+    data = [{"cluster": r.cluster, "pool": r.pool, "model": r.model, "shape": r.shape,
+             "ready": r.ready, "placeable": r.placeable, "nodes": ", ".join(r.nodes)} for r in rows]
+    return pl.DataFrame(data, schema={"cluster": pl.String, "pool": pl.String, "model": pl.String,
+                                      "shape": pl.String, "ready": pl.Float64,
+                                      "placeable": pl.Int64, "nodes": pl.String})
