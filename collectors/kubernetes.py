@@ -17,7 +17,8 @@ HAMi's `gpus` (the cards of each `hami.io/node-nvidia-register` annotation, `vgp
 (ResourceSlices, ResourceClaims, the pods reserving them, each GPU node's plane), `queues` (the
 queue systems' objects, through the queue seam `collectors.queues`: for Kueue, ClusterQueues,
 LocalQueues, ResourceFlavors and Cohorts of `kueue.x-k8s.io/v1beta2`; for Volcano, Queues and
-PodGroups; absent CRDs give no rows), `pod_priorities` and `preemptions` (`collectors.preemption`).
+PodGroups; absent CRDs give no rows), `pod_priorities` and `preemptions` (`collectors.preemption`),
+`pending_workloads` and `queue_usage` (`collectors.pending`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import polars as pl
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from gpuledger.collectors import hami, preemption
+from gpuledger.collectors import hami, pending, preemption
 from gpuledger.collectors.dra import DraObjects, frames_from_objects
 from gpuledger.collectors.queues import QueueCollector, queue_collector
 from gpuledger.core.config import Settings, utcnow
@@ -131,6 +132,9 @@ class KubernetesCollector:
             "gpus": pl.concat([dra["gpus"], shared["gpus"]]),  # DRA's cards and HAMi's, both
             **preemption.frames(items, pods, at, core=self.core, custom=self.custom,
                                 page=partial(paginate, page_size=self.page_size)),
+            **pending.frames(items, at, core=self.core, custom=self.custom,
+                             resource=client.ResourceV1Api(self.api),
+                             page=partial(paginate, page_size=self.page_size)),
         }
 
     # Frames ------------------------------------------------------------------------------

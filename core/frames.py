@@ -32,6 +32,7 @@ from gpuledger.core.frames_ledger import (
     REPORT_LINES,
     WATERMARKS,
 )
+from gpuledger.core.frames_pending import PENDING_TABLES
 from gpuledger.core.frames_preemption import POD_PRIORITIES, PREEMPTIONS
 from gpuledger.core.table_spec import (
     TS,
@@ -301,6 +302,6 @@ TABLES: dict[str, TableSpec] = {
         GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NAMESPACES, MIG_INSTANCES, PODS,
         ALLOCATIONS, CARD_HOURS_HOURLY, ROLLUP_HOURS, RULE_SETS, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG,
         WATERMARKS, REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS, *DRA_TABLES, POD_PRIORITIES, PREEMPTIONS,
-        *HAMI_TABLES,
+        *HAMI_TABLES, *PENDING_TABLES,
     )
 }

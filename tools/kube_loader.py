@@ -78,7 +78,8 @@ def load_manifests(
                     f"kube manifest {label}: the server does not serve {api_version} {kind}"
                 ) from None
         resource = resources[key]
-        body = {k: v for k, v in manifest.items() if k != "status"}
+        # A kind without a status subresource (Volcano's PodGroup CRD) keeps status on create.
+        body = {k: v for k, v in manifest.items() if k != "status" or not _has_status_subresource(resource)}
         namespace = meta.get("namespace") if resource.namespaced else None
         try:
             resource.create(body=body, namespace=namespace)

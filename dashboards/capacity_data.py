@@ -1,0 +1,170 @@
+"""The read model of capacity now and of waiting workloads, shared by the API, the Pending panel,
+`gpuledger capacity`, `gpuledger why` and the notebook facade (one composition, one answer).
+
+Why here: it joins analytics (`analytics.capacity`, `analytics.waiting`) with the ClusterQueue
+quota reader of the quota home (`optimizer.quota.queues.kueue.queue_from_object`), which
+analytics may not import; the dashboards stage may, and the CLI roof imports it from here.
+
+Steps of `fleet_now`:
+1. Nodes of the newest inventory with their allocatable, and the GPU requests of the pods
+   running on them (`warehouse.queries.waiting`).
+2. MIG cards: the instances alive at the newest layout observation (`mig_instances`) and the
+   instances a pod held at the newest sample (`gpu_samples`).
+3. ClusterQueues parsed by the quota home, with Kueue's reserved usage (`queue_usage`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from gpuledger.analytics.capacity.headroom import Headroom, QueueQuota, headroom
+from gpuledger.analytics.capacity.now import CardState, NodeState, ShapeFree, capacity_now
+from gpuledger.analytics.teams.queues import target_cluster_queue
+from gpuledger.analytics.waiting.why import Context, Pending, Verdict, classify
+from gpuledger.core.config import Settings, utcnow
+
+if TYPE_CHECKING:
+    from gpuledger.warehouse import Warehouse
+
+DEFAULT_CLUSTER = "local"
+
+
+@dataclass(frozen=True)
+class FleetNow:
+    """Everything capacity and `why` read, at one snapshot."""
+
+    cluster: str
+    at: datetime | None
+    nodes: Sequence[NodeState]
+    cards: Sequence[CardState]
+    quotas: Sequence[QueueQuota]
+    node_labels: Mapping[str, Mapping[str, str]]
+    cluster_queue_of: Mapping[tuple[str, str], str]
+    pending: Sequence[Pending] = ()
+    teams: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def capacity(self) -> list[ShapeFree]:
+        return capacity_now(self.nodes, self.cards)
+
+    @property
+    def headroom(self) -> list[Headroom]:
+        return headroom(self.quotas)
+
+    def context(self) -> Context:
+        advertised = frozenset(r for n in self.nodes for r, v in n.allocatable.items() if float(v) > 0)
+        return Context(cards=self.cards, headroom=self.headroom, cluster_queue_of=self.cluster_queue_of,
+                       node_labels=self.node_labels, advertised=advertised)
+
+    def verdicts(self) -> list[Verdict]:
+        """Every workload waiting at the snapshot, classified (`analytics.waiting.why`)."""
+        ctx = self.context()
+        return [classify(p, ctx) for p in self.waiting()]
+
+    def waiting(self) -> list[Pending]:
+        """The stored pending rows still seen at the newest snapshot."""
+        newest = max((p.last_seen for p in self.pending if p.last_seen), default=None)
+        return [p for p in self.pending if p.last_seen == newest]
+
+
+def _json(text: Any) -> dict[str, Any]:
+    if not text:
+        return {}
+    value = json.loads(text) if isinstance(text, str) else text
+    return value if isinstance(value, dict) else {}
+
+
+def _float(value: Any) -> float:
+    from kubernetes.utils import parse_quantity  # noqa: PLC0415  (a quantity parser, no client)
+
+    try:
+        return float(parse_quantity(value))
+    except (ValueError, TypeError):
+        return 0.0
+
+
+def fleet_now(wh: Warehouse, settings: Settings) -> FleetNow:
+    """Steps 1-3 of the module docstring."""
+    from gpuledger.warehouse.queries import mig as mq
+    from gpuledger.warehouse.queries import waiting as wq
+    from gpuledger.warehouse.queries.optimizer import queue_objects
+
+    cluster = settings.lake.cluster or DEFAULT_CLUSTER
+    at = wq.snapshot_time(wh)
+    requested: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    if at is not None:
+        for node, text in wq.running_requests(wh, at).iter_rows():
+            for resource, amount in _json(text).items():
+                requested[node][resource] += float(amount)
+    nodes, labels = [], {}
+    for row in wq.nodes_now(wh).iter_rows(named=True):
+        labels[row["node"]] = {k: str(v) for k, v in _json(row["labels"]).items()}
+        alloc = {k: _float(v) for k, v in _json(row["allocatable"]).items()}
+        nodes.append(NodeState(cluster, row["node"], row["pool"], row["model"], row["sharing_mode"] or "",
+                               alloc, dict(requested.get(row["node"], {}))))
+    return FleetNow(cluster=cluster, at=at, nodes=nodes, cards=_cards(wh, cluster, mq),
+                    quotas=_quotas(wh, cluster, queue_objects), node_labels=labels,
+                    cluster_queue_of=_local_queues(wh),
+                    pending=[Pending.from_row(r) for r in wq.pending_rows(wh).iter_rows(named=True)],
+                    teams=dict(wq.namespace_teams(wh).iter_rows()))
+
+
+def _cards(wh: Warehouse, cluster: str, mq: Any) -> list[CardState]:
+    """Step 2."""
+    last = mq.last_instance_end(wh)
+    if last is None:
+        return []
+    counts: dict[str, dict[str, int]] = defaultdict(dict)
+    for uuid, profile, n in mq.instance_counts_since(wh, last).iter_rows():
+        counts[uuid][profile] = int(n)
+    held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in mq.holders_at_last_sample(wh).iter_rows(named=True):
+        if row["mig_profile"]:
+            held[row["uuid"]][row["mig_profile"]] += 1
+    out = []
+    for row in mq.gpus_with_nodes(wh).iter_rows(named=True):
+        if row["uuid"] in counts:
+            out.append(CardState(cluster, row["node"], row["pool"], row["model"], row["uuid"],
+                                 counts[row["uuid"]], dict(held.get(row["uuid"], {}))))
+    return out
+
+
+def _quotas(wh: Warehouse, cluster: str, queue_objects: Any) -> list[QueueQuota]:
+    """Step 3: the quota home parses each ClusterQueue; Kueue's usage joins by flavor/resource."""
+    from gpuledger.core.errors import InputError
+    from gpuledger.optimizer.quota.queues.kueue import queue_from_object
+    from gpuledger.warehouse.queries import waiting as wq
+
+    used = {(cq, f, r): float(t) for cq, f, r, t, _b in wq.queue_usage(wh).iter_rows()}
+    out = []
+    for name, spec, version in queue_objects(wh, "ClusterQueue").iter_rows():
+        try:
+            queue = queue_from_object({"metadata": {"name": name, "resourceVersion": version},
+                                       "spec": _json(spec)}, "stored ClusterQueue")
+        except InputError:
+            continue  # a spec the quota home refuses is shown nowhere rather than half-read
+        for (flavor, resource), q in queue.quotas.items():
+            out.append(QueueQuota(cluster, name, queue.cohort, flavor, resource, q.nominal,
+                                  q.borrowing_limit, q.lending_limit, used.get((name, flavor, resource), 0.0)))
+    return out
+
+
+def _local_queues(wh: Warehouse) -> dict[tuple[str, str], str]:
+    """(namespace, LocalQueue) → the ClusterQueue it submits to (`analytics.teams.queues`)."""
+    from gpuledger.warehouse.queries import waiting as wq
+
+    out = {}
+    for namespace, name, spec in wq.local_queues(wh).iter_rows():
+        target = target_cluster_queue(spec)
+        if target:
+            out[(namespace or "", name)] = target
+    return out
+
+
+def now() -> datetime:
+    return utcnow()
