@@ -125,7 +125,8 @@ def pod_rows(items: Iterable[Mapping[str, Any]], events: Mapping[tuple[str, str]
             continue
         ns = meta.get("namespace") or ""
         claim_rows = []
-        by_ref = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+        by_ref = {s.get("name"): s.get("resourceClaimName")
+                  for s in status.get("resourceClaimStatuses") or []}
         for ref in refs:
             name = ref.get("resourceClaimName") or by_ref.get(ref.get("name"))
             claim = claims.get((ns, name or ""))

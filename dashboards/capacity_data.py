@@ -80,7 +80,7 @@ def _json(text: Any) -> dict[str, Any]:
 
 
 def _float(value: Any) -> float:
-    from kubernetes.utils import parse_quantity  # noqa: PLC0415  (a quantity parser, no client)
+    from kubernetes.utils import parse_quantity
 
     try:
         return float(parse_quantity(value))
@@ -150,7 +150,8 @@ def _quotas(wh: Warehouse, cluster: str, queue_objects: Any) -> list[QueueQuota]
             continue  # a spec the quota home refuses is shown nowhere rather than half-read
         for (flavor, resource), q in queue.quotas.items():
             out.append(QueueQuota(cluster, name, queue.cohort, flavor, resource, q.nominal,
-                                  q.borrowing_limit, q.lending_limit, used.get((name, flavor, resource), 0.0)))
+                                  q.borrowing_limit, q.lending_limit,
+                                  used.get((name, flavor, resource), 0.0)))
     return out
 
 

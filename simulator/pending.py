@@ -24,7 +24,7 @@ A100s, all requested). `cards()` gives the MIG cards as the collectors would sto
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +87,7 @@ def _scheduled_false(message: str) -> dict[str, Any]:
 
 
 def _pod(ns: str, name: str, limits: dict[str, str], status: dict[str, Any], *,
-         selector: dict[str, str] | None = None, claims: list[str] = (), node: str | None = None,
+         selector: dict[str, str] | None = None, claims: Sequence[str] = (), node: str | None = None,
          labels: dict[str, str] | None = None) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
                                  "resources": {"limits": limits} if limits else {}}
@@ -114,7 +114,7 @@ def _event(ns: str, pod: str, message: str) -> dict[str, Any]:
             "firstTimestamp": SCHEDULER_TIME, "lastTimestamp": SCHEDULER_TIME}
 
 
-def _workload(ns: str, name: str, queue: str, count: int, gpus: str,
+def _workload(ns: str, name: str, queue: str, *, count: int, gpus: str,
               conditions: list[dict[str, Any]]) -> dict[str, Any]:
     template = {"spec": {"restartPolicy": "Never", "containers": [{
         "name": "main", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
@@ -139,7 +139,7 @@ def _cluster_queue(name: str, cohort: str, flavor: str, nominal: int, used: int)
                        "flavorsUsage": _flavor_usage(flavor, used, max(0, used - nominal))}}
 
 
-def _podgroup(ns: str, name: str, queue: str, phase: str, members: int, reason: str,
+def _podgroup(ns: str, name: str, *, queue: str, phase: str, members: int, reason: str,
               message: str) -> dict[str, Any]:
     return {"apiVersion": VOLCANO, "kind": "PodGroup", "metadata": {"name": name, "namespace": ns},
             "spec": {"minMember": members, "queue": queue,
@@ -179,8 +179,9 @@ def manifests(prefix: str, ns: str, *, volcano: bool = True) -> list[dict[str, A
          "spec": {"clusterQueue": research}},
     ]
     three = "nvidia.com/mig-3g.40gb"
-    cases = [
-        ("frag-3g", {three: "1"}, _nodes_msg(3, f"2 Insufficient {three}", "1 Insufficient nvidia.com/gpu"), {}),
+    cases: list[tuple[str, dict[str, str], str, dict[str, Any]]] = [
+        ("frag-3g", {three: "1"},
+         _nodes_msg(3, f"2 Insufficient {three}", "1 Insufficient nvidia.com/gpu"), {}),
         ("full-gpu", {"nvidia.com/gpu": "2"}, _nodes_msg(3, "3 Insufficient nvidia.com/gpu"), {}),
         ("h200-only", {"nvidia.com/gpu": "1"},
          _nodes_msg(3, "3 node(s) didn't match Pod's node affinity/selector"),
@@ -201,16 +202,16 @@ def manifests(prefix: str, ns: str, *, volcano: bool = True) -> list[dict[str, A
                     "deviceClassName": "gpu.nvidia.com"}}]}}})
     pending = {"type": "QuotaReserved", "status": "False", "reason": "Pending"}
     out += [
-        _workload(ns, "wl-quota", "research", 2, "1", [{**pending, "message": (
+        _workload(ns, "wl-quota", "research", count=2, gpus="1", conditions=[{**pending, "message": (
             f"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
             f"in flavor {flavor}, 2 more needed")}]),
-        _workload(ns, "wl-too-big", "research", 1, "16", [{**pending, "message": (
+        _workload(ns, "wl-too-big", "research", count=1, gpus="16", conditions=[{**pending, "message": (
             f"couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor "
             f"{flavor}, request > maximum capacity (16 > 8)")}]),
-        _workload(ns, "wl-fraction", "research", 1, "500m", [{**pending, "message": (
+        _workload(ns, "wl-fraction", "research", count=1, gpus="500m", conditions=[{**pending, "message": (
             f"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
             f"in flavor {flavor}, 500m more needed")}]),
-        _workload(ns, "wl-preempted", "research", 1, "1", [
+        _workload(ns, "wl-preempted", "research", count=1, gpus="1", conditions=[
             {"type": "Evicted", "status": "True", "reason": "Preempted",
              "message": "Preempted to accommodate a workload (UID: 5c3f, JobUID: 9a1e) due to "
                         "reclamation within the cohort"},
@@ -218,9 +219,10 @@ def manifests(prefix: str, ns: str, *, volcano: bool = True) -> list[dict[str, A
     ]
     if volcano:
         out += [
-            _podgroup(ns, "pg-queue", "research", "Pending", 2, "NotInqueueable",
-                      "queue resource quota insufficient"),
-            _podgroup(ns, "pg-gang", "research", "Inqueue", 4, "NotEnoughResources",
+            _podgroup(ns, "pg-queue", queue="research", phase="Pending", members=2,
+                      reason="NotInqueueable", message="queue resource quota insufficient"),
+            _podgroup(ns, "pg-gang", queue="research", phase="Inqueue", members=4,
+                      reason="NotEnoughResources", message=
                       "4/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, 4 minAvailable; "
                       "Pending: 4 Unschedulable"),
         ]

@@ -48,7 +48,8 @@ NEVER = "never satisfiable"
 OTHER = "other"
 REASONS = (QUOTA, NO_CAPACITY, FRAGMENTED, PREEMPTION, NEVER, OTHER)
 
-_UNUSED = re.compile(r"insufficient unused quota (?:in cohort )?for (\S+) in flavor ([^,\s]+), (\S+) more needed")
+_UNUSED = re.compile(
+    r"insufficient unused quota (?:in cohort )?for (\S+) in flavor ([^,\s]+), (\S+) more needed")
 _MAX = re.compile(r"request > maximum capacity|insufficient quota for \S+ in flavor \S+ in ClusterQueue")
 _NO_FLAVOR = re.compile(r"unavailable in ClusterQueue|doesn't match|does not match|no flavor")
 _NO_QUEUE = re.compile(r"(LocalQueue|ClusterQueue) \S+ (doesn't exist|is inactive|not found)")
@@ -154,9 +155,9 @@ def classify(p: Pending, ctx: Context) -> Verdict:
     message = str(p.event_message or p.condition("PodScheduled").get("message")
                   or p.condition("Unschedulable").get("message") or "")
     if message or p.kind == "PodGroup":
-        found = _scheduler(p, message, ctx)
-        if found:
-            return verdict(*found)
+        shortage = _scheduler(p, message, ctx)
+        if shortage:
+            return verdict(*shortage)
     raw = p.condition("QuotaReserved") or p.condition("PodScheduled") or p.condition("Unschedulable")
     return verdict(OTHER, str(raw.get("message") or raw.get("reason") or "no status written yet"))
 
@@ -219,7 +220,7 @@ def _volcano(p: Pending) -> tuple[str, str] | None:
 def _segments(message: str) -> list[tuple[int, str]]:
     """kube-scheduler's `0/N nodes are available: a reason, b reason.` → [(a, reason), ...]
     (the part before `preemption:`; resource names keep their dots)."""
-    head = message.split("preemption:")[0]
+    head = message.split("preemption:", maxsplit=1)[0]
     if "nodes are available:" not in head:
         return []
     body = head.split("nodes are available:", 1)[1].strip().rstrip(".")
