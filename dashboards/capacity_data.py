@@ -66,10 +66,49 @@ class FleetNow:
         ctx = self.context()
         return [classify(p, ctx) for p in self.waiting()]
 
+    def why_rows(self, now: datetime, basis: str = "compute") -> list[dict[str, Any]]:
+        """One row per waiting workload: its class, detail, wait, usual wait, suggestion."""
+        from gpuledger.analytics.waiting.cost import shape_key, size_in_gpus, typical_wait, wait_hours
+        from gpuledger.analytics.waiting.suggest import suggest
+
+        waiting = self.waiting()
+        ids = {(p.kind, p.namespace, p.name) for p in waiting}
+        ctx, capacity = self.context(), self.capacity
+        rows = []
+        for p in waiting:
+            v = classify(p, ctx)
+            tip = suggest(p, v, capacity, ctx.headroom, self.cluster_queue_of, self.cluster)
+            typical = typical_wait(self.pending, ids, shape_key(p), now)
+            rows.append({
+                "kind": p.kind, "namespace": p.namespace, "name": p.name,
+                "team": self.teams.get(p.namespace) or "unattributed", "queue": p.queue,
+                "shape": shape_key(p), "gpus": round(size_in_gpus(p, basis), 4), "reason": v.reason,
+                "detail": v.detail, "waited_hours": _round(wait_hours(p, now, waiting=True)),
+                "usual_wait_hours": _round(typical),
+                "suggestion": tip.change if tip else None, "suggestion_where": tip.where if tip else None,
+            })
+        return rows
+
+    def cost_rows(self, now: datetime, basis: str = "compute") -> tuple[list[Any], list[Any]]:
+        """(per team and queue, per shape) of `analytics.waiting.cost`."""
+        from gpuledger.analytics.waiting.cost import by_queue, by_shape
+
+        rows = self.why_rows(now, basis)
+        verdicts = {(v.kind, v.namespace, v.name): v for v in self.verdicts()}
+        suggested = {(r["kind"], r["namespace"], r["name"]) for r in rows if r["suggestion"]}
+        waiting = self.waiting()
+        ids = {(p.kind, p.namespace, p.name) for p in waiting}
+        return (by_queue(waiting, verdicts, suggested, self.teams, now, basis),
+                by_shape(self.pending, ids, now))
+
     def waiting(self) -> list[Pending]:
         """The stored pending rows still seen at the newest snapshot."""
         newest = max((p.last_seen for p in self.pending if p.last_seen), default=None)
         return [p for p in self.pending if p.last_seen == newest]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 def _json(text: Any) -> dict[str, Any]:

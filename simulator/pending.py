@@ -19,7 +19,10 @@ kube-apiserver (tests) and in the demo, with the objects written as upstream wri
 The fleet: node `<p>-mig-0` (one A100 80GB: 1g + 2g + 3g instances, all held), node `<p>-mig-1`
 (one A100 80GB: four 1g, two held: a 3g would fit beside them), node `<p>-full` (eight whole
 A100s, all requested). `cards()` gives the MIG cards as the collectors would store them.
-`EXPECTED` is the ground truth: the class each object must get.
+Kueue: ClusterQueues `<p>-research` (4 GPUs, all reserved) and `<p>-vision` (4, using 6: it
+borrows) share cohort `<p>-lab`; `<p>-spare` (4, none used) is another cohort's, reachable from
+the namespace through LocalQueue `spare`. `EXPECTED` is the ground truth: the class each object
+must get.
 """
 
 from __future__ import annotations
@@ -175,8 +178,11 @@ def manifests(prefix: str, ns: str, *, volcano: bool = True) -> list[dict[str, A
          "spec": {"nodeLabels": {"gpuledger.io/pool": "train"}}},
         _cluster_queue(research, cohort, flavor, 4, 4),
         _cluster_queue(vision, cohort, flavor, 4, 6),
+        _cluster_queue(f"{prefix}-spare", f"{prefix}-other", flavor, 4, 0),
         {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "research", "namespace": ns},
          "spec": {"clusterQueue": research}},
+        {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "spare", "namespace": ns},
+         "spec": {"clusterQueue": f"{prefix}-spare"}},
     ]
     three = "nvidia.com/mig-3g.40gb"
     cases: list[tuple[str, dict[str, str], str, dict[str, Any]]] = [

@@ -6,7 +6,8 @@ an unallocated ResourceClaim, Kueue Workloads with `QuotaReserved=False`/`Evicte
 and ClusterQueues with `status.flavorsReservation`, Volcano PodGroups with `Unschedulable`
 conditions. The Kubernetes collector reads them, the warehouse stores them (v016), and:
 - every pending object gets the class the scenario's ground truth (`EXPECTED`) names;
-- the quota verdict names the ClusterQueue and the queue borrowing its cohort's quota;
+- the quota verdict names the ClusterQueue and the queue borrowing its cohort's quota, and
+  suggests the namespace's other LocalQueue whose ClusterQueue has room;
 - the fragmentation verdict names the card where the 3g fits (a layout change), which the
   capacity table lists as placeable there;
 - objects that run (the holders) are not pending.
@@ -41,6 +42,9 @@ def test_why_classifies_each_pending_workload(volcano_cluster, tmp_path: Path) -
     quota = verdicts["Workload/wl-quota"].detail
     assert f"ClusterQueue {PREFIX}-research" in quota and f"borrowed by {PREFIX}-vision" in quota
     assert "2 more needed" in quota
+    rows_by_name = {r["name"]: r for r in fleet.why_rows(fleet.at) if r["namespace"] == NS}
+    assert rows_by_name["wl-quota"]["suggestion"] == "kueue.x-k8s.io/queue-name: research → spare"
+    assert rows_by_name["wl-quota"]["gpus"] == 2 and rows_by_name["h200-only"]["suggestion"] is None
     frag = verdicts["Pod/frag-3g"]
     assert frag.cards == (f"GPU-{PREFIX}-1",) and "3g.40gb" in frag.detail
 

@@ -1,0 +1,83 @@
+"""The cost of waiting and the suggestion that fits now (analytics.waiting.cost, .suggest).
+
+Cases:
+- GPU-hours waiting per team and queue = size x hours waited (a 3g instance at 3/7 of a card),
+  with the share of waits a layout change or a suggestion could serve;
+- wait p50/p95 per shape over ended and running waits; the usual wait is the p50 of ended ones
+  only (none ended: unknown);
+- suggestions: another LocalQueue whose ClusterQueue admits it (quota), a larger MIG profile ready
+  now, the full-card profile for a whole GPU, the same shape in another cluster; none for a
+  request that can never run.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from gpuledger.analytics.capacity.headroom import Headroom
+from gpuledger.analytics.capacity.now import ShapeFree
+from gpuledger.analytics.waiting.cost import by_queue, by_shape, typical_wait
+from gpuledger.analytics.waiting.suggest import suggest
+from gpuledger.analytics.waiting.why import FRAGMENTED, NEVER, NO_CAPACITY, QUOTA, Pending, Verdict
+
+NOW = datetime(2026, 12, 2, 12, tzinfo=UTC)
+H = timedelta(hours=1)
+
+
+def pod(name: str, requests: dict[str, float], created_h: float, last_seen_h: float = 0.0,
+        queue: str = "research") -> Pending:
+    return Pending("Pod", "nlp", name, "kube-scheduler", queue=queue, requests=requests,
+                   created_at=NOW - created_h * H, last_seen=NOW - last_seen_h * H)
+
+
+def test_gpu_hours_and_share_servable_per_team_and_queue() -> None:
+    a = pod("a", {"nvidia.com/gpu": 2}, 3)
+    b = pod("b", {"nvidia.com/mig-3g.40gb": 1}, 1)
+    verdicts = {("Pod", "nlp", "a"): Verdict("Pod", "nlp", "a", NO_CAPACITY, "", "nvidia.com/gpu"),
+                ("Pod", "nlp", "b"): Verdict("Pod", "nlp", "b", FRAGMENTED, "", "nvidia.com/mig-3g.40gb")}
+    [row] = by_queue([a, b], verdicts, set(), {"nlp": "nlp-team"}, NOW)
+    assert (row.team, row.queue, row.waiting) == ("nlp-team", "research", 2)
+    assert abs(row.gpu_hours_waiting - (2 * 3 + 3 / 7 * 1)) < 1e-9
+    assert row.servable_elsewhere == 1 and row.servable_share == 0.5
+
+
+def test_wait_quantiles_per_shape_and_the_usual_wait_of_ended_ones() -> None:
+    running = pod("run", {"nvidia.com/gpu": 1}, 3)
+    ended = [pod("e1", {"nvidia.com/gpu": 1}, 10, last_seen_h=6), pod("e2", {"nvidia.com/gpu": 1}, 5, 3)]
+    waiting = {("Pod", "nlp", "run")}
+    [shape] = by_shape([running, *ended], waiting, NOW)
+    waits = sorted([3.0, 4.0, 2.0])
+    assert shape.shape == "nvidia.com/gpu" and shape.waits == 3
+    assert shape.p50_hours == waits[1]
+    assert abs(shape.p95_hours - (waits[1] + 0.9 * (waits[2] - waits[1]))) < 1e-9  # linear, 0.95*(3-1)
+    assert typical_wait([running, *ended], waiting, "nvidia.com/gpu", NOW) == (4.0 + 2.0) / 2
+    assert typical_wait([running], waiting, "nvidia.com/gpu", NOW) is None
+
+
+def _row(cluster: str, shape: str, ready: float, model: str = "A100-80GB") -> ShapeFree:
+    return ShapeFree(cluster, "train", model, shape, ready, 0, (f"{cluster}-node",))
+
+
+def test_suggestions_that_fit_now() -> None:
+    quota = pod("q", {"nvidia.com/gpu": 2}, 1)
+    room = [Headroom("west", "spare-cq", None, "a100", "nvidia.com/gpu", 4, 1, 3, 0, 4, ()),
+            Headroom("west", "tight-cq", None, "a100", "nvidia.com/gpu", 4, 3, 1, 0, 4, ())]
+    lqs = {("nlp", "research"): "research-cq", ("nlp", "tight"): "tight-cq", ("nlp", "spare"): "spare-cq"}
+    tip = suggest(quota, Verdict("Pod", "nlp", "q", QUOTA, "", None), [], room, lqs, "west")
+    assert tip is not None and tip.change == "kueue.x-k8s.io/queue-name: research → spare"
+
+    mig = pod("m", {"nvidia.com/mig-3g.40gb": 1}, 1)
+    rows = [_row("west", "mig 1g.10gb", 5), _row("west", "mig 7g.80gb", 1), _row("west", "mig 4g.40gb", 1)]
+    tip = suggest(mig, Verdict("Pod", "nlp", "m", FRAGMENTED, "", None), rows, [], {}, "west")
+    assert tip is not None and tip.change == "nvidia.com/mig-3g.40gb: 1 → nvidia.com/mig-4g.40gb: 1"
+
+    whole = pod("w", {"nvidia.com/gpu": 1}, 1)
+    tip = suggest(whole, Verdict("Pod", "nlp", "w", NO_CAPACITY, "", None), rows, [], {}, "west")
+    assert tip is not None and tip.change == "nvidia.com/gpu: 1 → nvidia.com/mig-7g.80gb: 1"
+
+    two = pod("t", {"nvidia.com/gpu": 2}, 1)
+    east = [_row("west", "whole GPU", 1), _row("east", "whole GPU", 2)]
+    tip = suggest(two, Verdict("Pod", "nlp", "t", NO_CAPACITY, "", None), east, [], {}, "west")
+    assert tip is not None and tip.change == "submit to cluster east"
+
+    assert suggest(two, Verdict("Pod", "nlp", "t", NEVER, "", None), east, [], {}, "west") is None
