@@ -77,7 +77,7 @@ class FleetNow:
         rows = []
         for p in waiting:
             v = classify(p, ctx)
-            tip = suggest(p, v, capacity, ctx.headroom, self.cluster_queue_of, self.cluster)
+            tip = suggest(p, v, capacity, ctx.headroom, self.cluster_queue_of, here=self.cluster)
             typical = typical_wait(self.pending, ids, shape_key(p), now)
             rows.append({
                 "kind": p.kind, "namespace": p.namespace, "name": p.name,
@@ -98,7 +98,7 @@ class FleetNow:
         suggested = {(r["kind"], r["namespace"], r["name"]) for r in rows if r["suggestion"]}
         waiting = self.waiting()
         ids = {(p.kind, p.namespace, p.name) for p in waiting}
-        return (by_queue(waiting, verdicts, suggested, self.teams, now, basis),
+        return (by_queue(waiting, verdicts, suggested, self.teams, now, basis=basis),
                 by_shape(self.pending, ids, now))
 
     def waiting(self) -> list[Pending]:

@@ -86,7 +86,7 @@ def shape_key(p: Pending) -> str:
 
 
 def by_queue(waiting: Iterable[Pending], verdicts: Mapping[tuple[str, str, str], Verdict],
-             suggested: set[tuple[str, str, str]], teams: Mapping[str, str], now: datetime,
+             suggested: set[tuple[str, str, str]], teams: Mapping[str, str], now: datetime, *,
              basis: str = "compute") -> list[QueueWait]:
     """Steps 2 and 4 for the workloads waiting now, per (team, queue)."""
     count: dict[tuple[str, str], int] = defaultdict(int)
@@ -103,7 +103,8 @@ def by_queue(waiting: Iterable[Pending], verdicts: Mapping[tuple[str, str, str],
     return [QueueWait(t, q, count[(t, q)], hours[(t, q)], servable[(t, q)]) for t, q in sorted(count)]
 
 
-def by_shape(history: Iterable[Pending], waiting: set[tuple[str, str, str]], now: datetime) -> list[ShapeWait]:
+def by_shape(history: Iterable[Pending], waiting: set[tuple[str, str, str]],
+             now: datetime) -> list[ShapeWait]:
     """Step 3: wait p50/p95 per shape over every stored wait."""
     waits: dict[str, list[float]] = defaultdict(list)
     for p in history:

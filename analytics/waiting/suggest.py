@@ -42,7 +42,7 @@ def _admits(rows: Sequence[Headroom], cq: str, resource: str, amount: float) -> 
 
 
 def suggest(p: Pending, v: Verdict, capacity: Sequence[ShapeFree], headroom: Sequence[Headroom],
-            cluster_queue_of: Mapping[tuple[str, str], str], here: str) -> Suggestion | None:
+            cluster_queue_of: Mapping[tuple[str, str], str], *, here: str) -> Suggestion | None:
     """Steps 1-3 of the module docstring; `here` is the cluster the workload waits in."""
     if v.reason in (NEVER, PREEMPTION):
         return None
@@ -53,7 +53,8 @@ def suggest(p: Pending, v: Verdict, capacity: Sequence[ShapeFree], headroom: Seq
     if v.reason == QUOTA:
         for (ns, lq), cq in sorted(cluster_queue_of.items()):
             if ns == p.namespace and lq != p.queue and _admits(headroom, cq, resource, amount):
-                return Suggestion("queue", f"kueue.x-k8s.io/queue-name: {p.queue} → {lq}", f"ClusterQueue {cq}")
+                return Suggestion("queue", f"kueue.x-k8s.io/queue-name: {p.queue} → {lq}",
+                                  f"ClusterQueue {cq}")
         return None
     ready = [r for r in capacity if r.ready >= amount]
     bigger = _bigger(resource, ready)

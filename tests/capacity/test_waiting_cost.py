@@ -63,21 +63,21 @@ def test_suggestions_that_fit_now() -> None:
     room = [Headroom("west", "spare-cq", None, "a100", "nvidia.com/gpu", 4, 1, 3, 0, 4, ()),
             Headroom("west", "tight-cq", None, "a100", "nvidia.com/gpu", 4, 3, 1, 0, 4, ())]
     lqs = {("nlp", "research"): "research-cq", ("nlp", "tight"): "tight-cq", ("nlp", "spare"): "spare-cq"}
-    tip = suggest(quota, Verdict("Pod", "nlp", "q", QUOTA, "", None), [], room, lqs, "west")
+    tip = suggest(quota, Verdict("Pod", "nlp", "q", QUOTA, "", None), [], room, lqs, here="west")
     assert tip is not None and tip.change == "kueue.x-k8s.io/queue-name: research → spare"
 
     mig = pod("m", {"nvidia.com/mig-3g.40gb": 1}, 1)
     rows = [_row("west", "mig 1g.10gb", 5), _row("west", "mig 7g.80gb", 1), _row("west", "mig 4g.40gb", 1)]
-    tip = suggest(mig, Verdict("Pod", "nlp", "m", FRAGMENTED, "", None), rows, [], {}, "west")
+    tip = suggest(mig, Verdict("Pod", "nlp", "m", FRAGMENTED, "", None), rows, [], {}, here="west")
     assert tip is not None and tip.change == "nvidia.com/mig-3g.40gb: 1 → nvidia.com/mig-4g.40gb: 1"
 
     whole = pod("w", {"nvidia.com/gpu": 1}, 1)
-    tip = suggest(whole, Verdict("Pod", "nlp", "w", NO_CAPACITY, "", None), rows, [], {}, "west")
+    tip = suggest(whole, Verdict("Pod", "nlp", "w", NO_CAPACITY, "", None), rows, [], {}, here="west")
     assert tip is not None and tip.change == "nvidia.com/gpu: 1 → nvidia.com/mig-7g.80gb: 1"
 
     two = pod("t", {"nvidia.com/gpu": 2}, 1)
     east = [_row("west", "whole GPU", 1), _row("east", "whole GPU", 2)]
-    tip = suggest(two, Verdict("Pod", "nlp", "t", NO_CAPACITY, "", None), east, [], {}, "west")
+    tip = suggest(two, Verdict("Pod", "nlp", "t", NO_CAPACITY, "", None), east, [], {}, here="west")
     assert tip is not None and tip.change == "submit to cluster east"
 
-    assert suggest(two, Verdict("Pod", "nlp", "t", NEVER, "", None), east, [], {}, "west") is None
+    assert suggest(two, Verdict("Pod", "nlp", "t", NEVER, "", None), east, [], {}, here="west") is None
