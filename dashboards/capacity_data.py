@@ -208,3 +208,69 @@ def _local_queues(wh: Warehouse) -> dict[tuple[str, str], str]:
 
 def now() -> datetime:
     return utcnow()
+
+
+CAPACITY_SCHEMA = "gpuledger.capacity/v1"
+WHY_SCHEMA = "gpuledger.why/v1"
+
+
+def _stamp(moment: datetime | None) -> str | None:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None
+
+
+def capacity_document(fleet: FleetNow) -> dict[str, Any]:
+    """`gpuledger capacity --format json` and `/api/v1/capacity`: one document, both places."""
+    return {
+        "schema": CAPACITY_SCHEMA, "cluster": fleet.cluster, "at": _stamp(fleet.at),
+        "capacity": [{"cluster": r.cluster, "pool": r.pool, "model": r.model, "shape": r.shape,
+                      "ready": r.ready, "placeable": r.placeable, "nodes": list(r.nodes)}
+                     for r in fleet.capacity],
+        "queues": [{"cluster_queue": h.cluster_queue, "cohort": h.cohort, "flavor": h.flavor,
+                    "resource": h.resource, "nominal": h.nominal, "used": h.used, "free": h.free,
+                    "borrowable": h.borrowable, "lendable": h.lendable, "borrowers": list(h.borrowers)}
+                   for h in fleet.headroom],
+    }
+
+
+def matches(row: Mapping[str, Any], target: str) -> bool:
+    """`name`, `namespace/name` or `Kind/name` names a waiting row."""
+    name, ns, kind = row["name"], row["namespace"], row["kind"]
+    return target in (name, f"{ns}/{name}", f"{kind}/{name}", f"{kind}/{ns}/{name}")
+
+
+def why_document(fleet: FleetNow, now: datetime, target: str | None = None,
+                 basis: str = "compute") -> dict[str, Any]:
+    """`gpuledger why [POD|WORKLOAD]` and `/api/v1/why`: the waiting workloads, classified, and
+    the cost of waiting; a `target` that waits nowhere is one line (`NotFoundError`)."""
+    from gpuledger.core.errors import NotFoundError
+
+    rows = fleet.why_rows(now, basis)
+    if target:
+        picked = [r for r in rows if matches(r, target)]
+        if not picked:
+            seen = [p for p in fleet.pending if matches(
+                {"name": p.name, "namespace": p.namespace, "kind": p.kind}, target)]
+            if seen and seen[-1].last_seen is not None and seen[-1].created_at is not None:
+                hours = (seen[-1].last_seen - seen[-1].created_at).total_seconds() / 3600
+                raise NotFoundError(f"{target} is not waiting now (it waited {hours:.1f} h, last seen "
+                                    f"pending {_stamp(seen[-1].last_seen)})")
+            raise NotFoundError(f"no waiting workload named {target!r} ({len(rows)} waiting; "
+                                "`gpuledger why` lists them)")
+        rows = picked
+    queues, shapes = fleet.cost_rows(now, basis)
+    return {
+        "schema": WHY_SCHEMA, "cluster": fleet.cluster, "at": _stamp(fleet.at), "waiting": rows,
+        "by_queue": [{"team": q.team, "queue": q.queue, "waiting": q.waiting,
+                      "gpu_hours_waiting": round(q.gpu_hours_waiting, 3),
+                      "servable_elsewhere": q.servable_elsewhere,
+                      "servable_share": round(q.servable_share, 3)} for q in queues],
+        "by_shape": [{"shape": s.shape, "waits": s.waits, "p50_hours": round(s.p50_hours, 2),
+                      "p95_hours": round(s.p95_hours, 2)} for s in shapes],
+    }
+
+
+def top_reasons(document: Mapping[str, Any], top: int = 5) -> list[tuple[str, int]]:
+    """The most frequent classes among the waiting rows of a `why_document`."""
+    from collections import Counter
+
+    return Counter(r["reason"] for r in document["waiting"]).most_common(top)

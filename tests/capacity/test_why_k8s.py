@@ -1,4 +1,4 @@
-"""`why` on the real kube-apiserver (Kueue and Volcano CRDs installed).
+"""`why` and `capacity` on the real kube-apiserver (Kueue and Volcano CRDs installed).
 
 The simulator's pending scenario (`simulator.pending`) is created as upstream writes it: pods
 with `PodScheduled=False` and `FailedScheduling` events, a preemptor with `nominatedNodeName`,
@@ -10,13 +10,19 @@ conditions. The Kubernetes collector reads them, the warehouse stores them (v016
   suggests the namespace's other LocalQueue whose ClusterQueue has room;
 - the fragmentation verdict names the card where the 3g fits (a layout change), which the
   capacity table lists as placeable there;
-- objects that run (the holders) are not pending.
+- objects that run (the holders) are not pending;
+- the CLI: `gpuledger why` (all, one by name, an unknown name in one line), `gpuledger capacity`.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from gpuledger.cli import main
 from gpuledger.dashboards.capacity_data import fleet_now
 from gpuledger.simulator import pending as scenario
 from tests.actuator.conftest import make_settings
@@ -26,22 +32,30 @@ from tools.kube_loader import load_manifests
 PREFIX, NS = "why", "why-team"
 
 
-def test_why_classifies_each_pending_workload(volcano_cluster, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def warehouse(volcano_cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     api = volcano_cluster.api_client()
-    settings = make_settings()
+    path = tmp_path_factory.mktemp("why") / "wh.duckdb"
     try:
         load_manifests(api, scenario.manifests(PREFIX, NS))
-        wh = collect_into(api, settings, tmp_path / "wh.duckdb", PREFIX, NS)
+        collect_into(api, make_settings(), path, PREFIX, NS).close()
     finally:
         api.close()
-    with wh:
-        fleet = fleet_now(wh, settings)
+    yield path
+
+
+def test_why_classifies_each_pending_workload(warehouse: Path) -> None:
+    from gpuledger.warehouse import Warehouse
+
+    with Warehouse.open(warehouse, read_only=True) as wh:
+        fleet = fleet_now(wh, make_settings())
     verdicts = {f"{v.kind}/{v.name}": v for v in fleet.verdicts() if v.namespace == NS}
     assert {k: v.reason for k, v in verdicts.items()} == scenario.EXPECTED
 
     quota = verdicts["Workload/wl-quota"].detail
     assert f"ClusterQueue {PREFIX}-research" in quota and f"borrowed by {PREFIX}-vision" in quota
     assert "2 more needed" in quota
+    assert fleet.at is not None
     rows_by_name = {r["name"]: r for r in fleet.why_rows(fleet.at) if r["namespace"] == NS}
     assert rows_by_name["wl-quota"]["suggestion"] == "kueue.x-k8s.io/queue-name: research → spare"
     assert rows_by_name["wl-quota"]["gpus"] == 2 and rows_by_name["h200-only"]["suggestion"] is None
@@ -56,3 +70,38 @@ def test_why_classifies_each_pending_workload(volcano_cluster, tmp_path: Path) -
     assert rows["mig 1g.10gb"].ready == 2 and rows["mig 1g.10gb"].placeable == 2
     # whole GPUs: the full node's 8 are all requested
     assert "whole GPU" not in rows
+
+
+def run(capsys: pytest.CaptureFixture[str], warehouse: Path, *args: str) -> str:
+    code = main(["--warehouse", str(warehouse), *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def test_why_cli_lists_names_and_refuses_in_one_line(capsys: pytest.CaptureFixture[str], warehouse: Path) -> None:
+    doc = json.loads(run(capsys, warehouse, "why", "-o", "json"))
+    assert doc["schema"] == "gpuledger.why/v1"
+    assert {f"{r['kind']}/{r['name']}": r["reason"] for r in doc["waiting"]} == scenario.EXPECTED
+    [research] = [q for q in doc["by_queue"] if q["queue"] == "research"]
+    assert research["waiting"] == sum(1 for r in doc["waiting"] if r["queue"] == "research")
+    one = json.loads(run(capsys, warehouse, "why", f"{NS}/frag-3g", "-o", "json"))
+    assert [r["reason"] for r in one["waiting"]] == ["stranded by fragmentation"]
+    table = run(capsys, warehouse, "why", "wl-quota")
+    assert "quota exhausted" in table and "spare" in table
+
+    assert main(["--warehouse", str(warehouse), "why", "no-such-pod"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no-such-pod" in err[0]
+
+
+def test_capacity_cli(capsys: pytest.CaptureFixture[str], warehouse: Path) -> None:
+    doc = json.loads(run(capsys, warehouse, "capacity", "-o", "json"))
+    assert doc["schema"] == "gpuledger.capacity/v1"
+    [three] = [r for r in doc["capacity"] if r["shape"] == "mig 3g.40gb"]
+    assert three["placeable"] == 1 and three["nodes"] == [f"{PREFIX}-mig-1"]
+    research = next(q for q in doc["queues"] if q["cluster_queue"] == f"{PREFIX}-research")
+    assert (research["nominal"], research["used"], research["free"]) == (4, 4, 0)
+    assert research["borrowers"] == [f"{PREFIX}-vision"]
+    table = run(capsys, warehouse, "capacity", "--shape", "3g")
+    assert "mig 3g.40gb" in table and "mig 1g.10gb" not in table

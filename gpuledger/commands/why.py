@@ -1,0 +1,46 @@
+"""`gpuledger why [POD|WORKLOAD]`: why a workload waits, how long, what it costs, what fits now.
+
+Why: people delete and resubmit pending jobs instead of reading why. Each waiting workload (pod,
+Kueue Workload, Volcano PodGroup) gets its class from the status its controllers wrote
+(`analytics.waiting.why`: quota exhausted, no capacity of that shape, stranded by fragmentation,
+priority / preemption, never satisfiable), how long it has waited and how long such requests
+usually wait, and a one-line manifest change that fits now when there is one. Without a name:
+every waiting workload plus the cost of waiting per team and queue. docs/guide/pending.md maps
+each class to its fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import click
+
+from gpuledger.command_context import Context
+from gpuledger.commands import output_option, runs
+from gpuledger.commands._output import emit
+
+COLUMNS = ("namespace", "name", "kind", "shape", "reason", "waited_hours", "usual_wait_hours",
+           "detail", "suggestion")
+COST_COLUMNS = ("team", "queue", "waiting", "gpu_hours_waiting", "servable_share")
+
+
+@click.command("why", help="why a workload is pending (all waiting workloads without a name)")
+@click.argument("target", required=False)
+@click.option("--team", default=None, help="only this team's workloads")
+@output_option()
+@runs
+def command(args: argparse.Namespace, ctx: Context) -> int:
+    from gpuledger.core.config import utcnow
+    from gpuledger.dashboards.capacity_data import fleet_now, why_document
+
+    with ctx.open_warehouse(read_only=True) as wh:
+        fleet = fleet_now(wh, ctx.settings)
+    document = why_document(fleet, utcnow(), args.target, ctx.settings.sharing.mig_share_basis)
+    if args.team:
+        document["waiting"] = [r for r in document["waiting"] if r["team"] == args.team]
+        document["by_queue"] = [q for q in document["by_queue"] if q["team"] == args.team]
+    emit(ctx, args.format, rows=document["waiting"], columns=COLUMNS, document=document,
+         title=f"Waiting workloads ({document['cluster']}, status at {document['at'] or 'never'})")
+    if args.format in ("table", "wide") and not args.target and document["by_queue"]:
+        emit(ctx, args.format, rows=document["by_queue"], columns=COST_COLUMNS, title="Cost of waiting")
+    return 0
