@@ -50,6 +50,12 @@ SECTIONS: dict[str, dict[str, str]] = {
         "fleet_cost": FLEET, "fleet_card_hours": FLEET, "unallocated": FLEET,
         "unattributed_namespaces": FLEET, "replicas_unknown_nodes": FLEET,
     },
+    # Capacity now is for whoever waits for a GPU (issue 35): where a shape fits is no team's
+    # cost, so a lead reads all of it (docs/decisions/0200).
+    "gpuledger.capacity/v1": {"schema": ABOUT, "cluster": ABOUT, "at": ABOUT, "capacity": ABOUT,
+                              "queues": ABOUT},
+    "gpuledger.why/v1": {"schema": ABOUT, "cluster": ABOUT, "at": ABOUT, "waiting": TEAM,
+                         "by_queue": TEAM, "by_shape": FLEET},
     "gpuledger.idle/v1": {"schema": ABOUT, "start": ABOUT, "end": ABOUT, "by": ABOUT, "workloads": TEAM},
     "gpuledger.recommendations/v1": {
         "schema": ABOUT, "start": ABOUT, "end": ABOUT, "currency": ABOUT, "rules_current": ABOUT,

@@ -20,7 +20,8 @@ bill --format json [--as-computed]`, plus `notes`: what the CLI prints on stderr
 `analytics.billing.notes`), `/api/v1/idle?by=owner|pod|label:<key>&team=&namespace=&top=`,
 `/api/v1/recommendations?team=&namespace=` (the writer's stored result: `rules_current` false and
 a `rules_note` when it was computed under other rules than this server's, docs/decisions/0150),
-`/api/v1/plans`.
+`/api/v1/plans`, `/api/v1/capacity` and `/api/v1/why?name=` (`dashboards.capacity_data`: what is
+free now by shape, and why each workload waits).
 """
 
 from __future__ import annotations
@@ -179,6 +180,25 @@ def _plans(app: DashboardApp, principal: Principal) -> Any:
     return {"schema": "gpuledger.plans/v1", "plans": json.loads(list_json(app.data.plans_data(None).records))}
 
 
+def _capacity(app: DashboardApp, principal: Principal) -> dict[str, Any]:
+    """`/api/v1/capacity`: `gpuledger capacity --format json` (docs/decisions/0200)."""
+    from gpuledger.dashboards.capacity_data import capacity_document, served_fleet
+
+    scope(principal, _name(flask.request.args.get("team"), "team"))
+    return capacity_document(served_fleet(app.data, app.settings))
+
+
+def _why(app: DashboardApp, principal: Principal) -> dict[str, Any]:
+    """`/api/v1/why[?name=]`: `gpuledger why --format json`, a lead's teams only."""
+    from gpuledger.core.config import utcnow
+    from gpuledger.dashboards.capacity_data import served_fleet, why_document
+
+    teams = scope(principal, _name(flask.request.args.get("team"), "team"))
+    doc = why_document(served_fleet(app.data, app.settings), utcnow(), flask.request.args.get("name"),
+                       app.settings.sharing.mig_share_basis)
+    return exports.scope_document(doc, teams)
+
+
 def _teams_csv(app: DashboardApp) -> flask.Response:
     from gpuledger.dashboards.pages.common import PageContext
     from gpuledger.dashboards.pages.teams import overview_csv
@@ -202,7 +222,7 @@ def register(app: DashboardApp) -> None:
     """Mount `/api/v1/*` and `/download/teams.csv` on the app's server (from `create_app`)."""
     blueprint = flask.Blueprint("api_v1", __name__, url_prefix="/api/v1")
     for path, handler in (("/bill", _bill), ("/idle", _idle), ("/recommendations", _recommendations),
-                          ("/plans", _plans)):
+                          ("/plans", _plans), ("/capacity", _capacity), ("/why", _why)):
         blueprint.add_url_rule(path, view_func=_guarded(handler, app), methods=["GET"])
     app.server.register_blueprint(blueprint)
     app.server.add_url_rule("/download/teams.csv", "download_teams", lambda: _teams_csv(app))

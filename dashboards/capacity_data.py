@@ -242,7 +242,7 @@ def why_document(fleet: FleetNow, now: datetime, target: str | None = None,
                  basis: str = "compute") -> dict[str, Any]:
     """`gpuledger why [POD|WORKLOAD]` and `/api/v1/why`: the waiting workloads, classified, and
     the cost of waiting; a `target` that waits nowhere is one line (`NotFoundError`)."""
-    from gpuledger.core.errors import NotFoundError
+    from gpuledger.core.errors import InputError
 
     rows = fleet.why_rows(now, basis)
     if target:
@@ -252,9 +252,9 @@ def why_document(fleet: FleetNow, now: datetime, target: str | None = None,
                 {"name": p.name, "namespace": p.namespace, "kind": p.kind}, target)]
             if seen and seen[-1].last_seen is not None and seen[-1].created_at is not None:
                 hours = (seen[-1].last_seen - seen[-1].created_at).total_seconds() / 3600
-                raise NotFoundError(f"{target} is not waiting now (it waited {hours:.1f} h, last seen "
+                raise InputError(f"{target} is not waiting now (it waited {hours:.1f} h, last seen "
                                     f"pending {_stamp(seen[-1].last_seen)})")
-            raise NotFoundError(f"no waiting workload named {target!r} ({len(rows)} waiting; "
+            raise InputError(f"no waiting workload named {target!r} ({len(rows)} waiting; "
                                 "`gpuledger why` lists them)")
         rows = picked
     queues, shapes = fleet.cost_rows(now, basis)
@@ -274,3 +274,13 @@ def top_reasons(document: Mapping[str, Any], top: int = 5) -> list[tuple[str, in
     from collections import Counter
 
     return Counter(r["reason"] for r in document["waiting"]).most_common(top)
+
+
+def served_fleet(data: Any, settings: Settings) -> FleetNow:
+    """`fleet_now` on the dashboard's serving snapshot, once per snapshot (`ReadModel.memo`)."""
+    def compute() -> FleetNow:
+        with data.store.reader(data.serving()) as wh:
+            return fleet_now(wh, settings)
+
+    result: FleetNow = data.memo("capacity_fleet_now", compute)
+    return result

@@ -157,15 +157,15 @@ def _nodes_msg(n: int, *parts: str) -> str:
             f"{n} No preemption victims found for incoming pod.")
 
 
-def manifests(prefix: str, ns: str, *, volcano: bool = True) -> list[dict[str, Any]]:
-    """Every object of the scenario (module docstring); `volcano=False` leaves PodGroups out
-    (a cluster without Volcano's CRDs)."""
+def manifests(prefix: str, ns: str, *, team: str = "nlp", volcano: bool = True) -> list[dict[str, Any]]:
+    """Every object of the scenario (module docstring), its namespace labelled `team: <team>`;
+    `volcano=False` leaves PodGroups out (a cluster without Volcano's CRDs)."""
     mig0, mig1, full = f"{prefix}-mig-0", f"{prefix}-mig-1", f"{prefix}-full"
     flavor, cohort = f"{prefix}-a100", f"{prefix}-lab"
     research, vision = f"{prefix}-research", f"{prefix}-vision"
     holder = {"nvidia.com/gpu": "8"}
     out: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"team": team}}},
         _node(mig0, {"nvidia.com/mig-1g.10gb": "1", "nvidia.com/mig-2g.20gb": "1",
                      "nvidia.com/mig-3g.40gb": "1"}, True),
         _node(mig1, {"nvidia.com/mig-1g.10gb": "4"}, True),

@@ -105,3 +105,35 @@ def test_capacity_cli(capsys: pytest.CaptureFixture[str], warehouse: Path) -> No
     assert research["borrowers"] == [f"{PREFIX}-vision"]
     table = run(capsys, warehouse, "capacity", "--shape", "3g")
     assert "mig 3g.40gb" in table and "mig 1g.10gb" not in table
+
+
+def test_api_capacity_and_why_with_lead_scope(warehouse: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`/api/v1/capacity` is the CLI's document; `/api/v1/why` gives a lead their team's waits
+    only (the scenario's namespace is team nlp, the lead's; `?team=vision` is refused)."""
+    import shutil
+
+    from gpuledger.dashboards.app import create_app, start_server
+    from tests.dashboards.conftest import admin_headers, lead_headers, settings_with_roles, store_results
+    from tests.dashboards.test_api import get
+
+    path = tmp_path / "api.duckdb"
+    shutil.copyfile(warehouse, path)
+    cli = json.loads(run(capsys, path, "capacity", "-o", "json"))
+    server = start_server(create_app(settings_with_roles(), store_results(path), cache_dir=tmp_path / "cache",
+                                     background=False), "127.0.0.1", 0)
+    try:
+        status, doc = get(server, "/api/v1/capacity", admin_headers())
+        assert status == 200 and {k: v for k, v in doc.items() if k != "scope"} == cli
+        status, lead = get(server, "/api/v1/why", lead_headers())
+        assert status == 200 and lead["scope"] != "fleet"
+        assert {r["name"] for r in lead["waiting"]} == {k.split("/")[1] for k in scenario.EXPECTED}
+        assert lead["by_shape"] == []  # fleet data: withheld from a lead
+        status, _ = get(server, "/api/v1/why?team=vision", lead_headers())
+        assert status == 403
+        status, one = get(server, "/api/v1/why?name=wl-quota", admin_headers())
+        assert status == 200 and [r["reason"] for r in one["waiting"]] == ["quota exhausted"]
+        status, bad = get(server, "/api/v1/why?name=nope", admin_headers())
+        assert status == 400 and "nope" in bad["error"]
+    finally:
+        server.stop()
