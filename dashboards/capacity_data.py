@@ -119,11 +119,13 @@ def _json(text: Any) -> dict[str, Any]:
 
 
 def _float(value: Any) -> float:
-    from kubernetes.utils import parse_quantity
+    """An allocatable amount (Kubernetes quantity); one the quota home cannot read counts 0."""
+    from gpuledger.core.errors import InputError
+    from gpuledger.optimizer.quota.spec import parse_quantity
 
     try:
-        return float(parse_quantity(value))
-    except (ValueError, TypeError):
+        return parse_quantity(value, "node allocatable")
+    except InputError:
         return 0.0
 
 
