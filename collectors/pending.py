@@ -30,6 +30,7 @@ What is read, as each upstream writes it:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
@@ -238,20 +239,35 @@ def _custom(page: Lister, custom: Any, group: str, version: str, plural: str) ->
 def frames(items: list[dict[str, Any]], at: datetime, *, core: Any, custom: Any, resource: Any,
            page: Lister) -> dict[str, pl.DataFrame]:
     """`pending_workloads` and `queue_usage` of one snapshot (`items`: the listed pods)."""
-    events = list(page(core.list_event_for_all_namespaces, "events"))
-    claims: dict[tuple[str, str], Mapping[str, Any]] = {}
+    objects: list[Mapping[str, Any]] = [{"kind": "Pod", **i} for i in items]
+    objects += [{"kind": "Event", **e} for e in page(core.list_event_for_all_namespaces, "events")]
     if any((i.get("spec") or {}).get("resourceClaims") for i in items):
-        try:
-            for c in page(resource.list_resource_claim_for_all_namespaces, "resourceclaims"):
-                m = c.get("metadata") or {}
-                claims[(m.get("namespace") or "", m.get("name") or "")] = c
-        except NotFoundError:
-            pass  # a cluster without DRA
-    rows = pod_rows(items, newest_events(events, "Pod", frozenset({"FailedScheduling"})), claims, at)
-    rows += workload_rows(_custom(page, custom, "kueue.x-k8s.io", "v1beta2", "workloads"), at)
-    rows += podgroup_rows(_custom(page, custom, "scheduling.volcano.sh", "v1beta1", "podgroups"),
+        with contextlib.suppress(NotFoundError):  # a cluster without DRA
+            objects += [{"kind": "ResourceClaim", **c}
+                        for c in page(resource.list_resource_claim_for_all_namespaces, "resourceclaims")]
+    for kind, group, version, plural in (("Workload", "kueue.x-k8s.io", "v1beta2", "workloads"),
+                                         ("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups"),
+                                         ("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues")):
+        objects += [{**o, "kind": kind} for o in _custom(page, custom, group, version, plural)]
+    return frames_from_objects(objects, at)
+
+
+def frames_from_objects(objects: Iterable[Mapping[str, Any]], at: datetime) -> dict[str, pl.DataFrame]:
+    """The two frames from objects as the API serves them (each with its `kind`): Pods, Events,
+    ResourceClaims, Workloads, PodGroups, ClusterQueues; other kinds are ignored. The simulator's
+    manifests go through here too, so the demo's statuses are parsed by the collector's code."""
+    by_kind: dict[str, list[Mapping[str, Any]]] = {}
+    for o in objects:
+        by_kind.setdefault(str(o.get("kind")), []).append(o)
+    events = by_kind.get("Event", [])
+    claims = {(str((c.get("metadata") or {}).get("namespace") or ""),
+               str((c.get("metadata") or {}).get("name") or "")): c for c in by_kind.get("ResourceClaim", [])}
+    rows = pod_rows(by_kind.get("Pod", []), newest_events(events, "Pod", frozenset({"FailedScheduling"})),
+                    claims, at)
+    rows += workload_rows(by_kind.get("Workload", []), at)
+    rows += podgroup_rows(by_kind.get("PodGroup", []),
                           newest_events(events, "PodGroup", frozenset({"Unschedulable"})), at)
-    usage = usage_rows(_custom(page, custom, "kueue.x-k8s.io", "v1beta2", "clusterqueues"), at)
+    usage = usage_rows(by_kind.get("ClusterQueue", []), at)
     return {
         "pending_workloads": pl.DataFrame(rows, schema=polars_schema(PENDING_WORKLOADS)),
         "queue_usage": pl.DataFrame(usage, schema=polars_schema(QUEUE_USAGE)),

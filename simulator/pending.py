@@ -157,9 +157,11 @@ def _nodes_msg(n: int, *parts: str) -> str:
             f"{n} No preemption victims found for incoming pod.")
 
 
-def manifests(prefix: str, ns: str, *, team: str = "nlp", volcano: bool = True) -> list[dict[str, Any]]:
-    """Every object of the scenario (module docstring), its namespace labelled `team: <team>`;
-    `volcano=False` leaves PodGroups out (a cluster without Volcano's CRDs)."""
+def manifests(prefix: str, ns: str, *, team: str = "nlp", volcano: bool = True,
+              local_queue: str = "research") -> list[dict[str, Any]]:
+    """Every object of the scenario (module docstring), its namespace labelled `team: <team>`,
+    its workloads submitted to LocalQueue `local_queue`; `volcano=False` leaves PodGroups out
+    (a cluster without Volcano's CRDs)."""
     mig0, mig1, full = f"{prefix}-mig-0", f"{prefix}-mig-1", f"{prefix}-full"
     flavor, cohort = f"{prefix}-a100", f"{prefix}-lab"
     research, vision = f"{prefix}-research", f"{prefix}-vision"
@@ -179,7 +181,7 @@ def manifests(prefix: str, ns: str, *, team: str = "nlp", volcano: bool = True) 
         _cluster_queue(research, cohort, flavor, 4, 4),
         _cluster_queue(vision, cohort, flavor, 4, 6),
         _cluster_queue(f"{prefix}-spare", f"{prefix}-other", flavor, 4, 0),
-        {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "research", "namespace": ns},
+        {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": local_queue, "namespace": ns},
          "spec": {"clusterQueue": research}},
         {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "spare", "namespace": ns},
          "spec": {"clusterQueue": f"{prefix}-spare"}},
@@ -208,16 +210,16 @@ def manifests(prefix: str, ns: str, *, team: str = "nlp", volcano: bool = True) 
                     "deviceClassName": "gpu.nvidia.com"}}]}}})
     pending = {"type": "QuotaReserved", "status": "False", "reason": "Pending"}
     out += [
-        _workload(ns, "wl-quota", "research", count=2, gpus="1", conditions=[{**pending, "message": (
+        _workload(ns, "wl-quota", local_queue, count=2, gpus="1", conditions=[{**pending, "message": (
             f"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
             f"in flavor {flavor}, 2 more needed")}]),
-        _workload(ns, "wl-too-big", "research", count=1, gpus="16", conditions=[{**pending, "message": (
+        _workload(ns, "wl-too-big", local_queue, count=1, gpus="16", conditions=[{**pending, "message": (
             f"couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor "
             f"{flavor}, request > maximum capacity (16 > 8)")}]),
-        _workload(ns, "wl-fraction", "research", count=1, gpus="500m", conditions=[{**pending, "message": (
+        _workload(ns, "wl-fraction", local_queue, count=1, gpus="500m", conditions=[{**pending, "message": (
             f"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
             f"in flavor {flavor}, 500m more needed")}]),
-        _workload(ns, "wl-preempted", "research", count=1, gpus="1", conditions=[
+        _workload(ns, "wl-preempted", local_queue, count=1, gpus="1", conditions=[
             {"type": "Evicted", "status": "True", "reason": "Preempted",
              "message": "Preempted to accommodate a workload (UID: 5c3f, JobUID: 9a1e) due to "
                         "reclamation within the cohort"},
@@ -225,9 +227,9 @@ def manifests(prefix: str, ns: str, *, team: str = "nlp", volcano: bool = True) 
     ]
     if volcano:
         out += [
-            _podgroup(ns, "pg-queue", queue="research", phase="Pending", members=2,
+            _podgroup(ns, "pg-queue", queue=local_queue, phase="Pending", members=2,
                       reason="NotInqueueable", message="queue resource quota insufficient"),
-            _podgroup(ns, "pg-gang", queue="research", phase="Inqueue", members=4,
+            _podgroup(ns, "pg-gang", queue=local_queue, phase="Inqueue", members=4,
                       reason="NotEnoughResources", message=
                       "4/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, 4 minAvailable; "
                       "Pending: 4 Unschedulable"),

@@ -6,7 +6,8 @@ free". Every shape a workload can ask for is answered the way the scheduler woul
 1. **Node resources** (whole GPUs, MIG instances of the mixed strategy, time-slice replicas,
    HAMi `nvidia.com/gpumem`/`gpucores`): free = the node's `status.allocatable` minus the
    requests of the pods running there, which is kube-scheduler's own `NodeResourcesFit` sum.
-   A time-sliced node's `nvidia.com/gpu` are replicas, so its shape says so.
+   A time-sliced node's `nvidia.com/gpu` are replicas, a HAMi node's are vGPU slots
+   (`deviceSplitCount` per card), so their shapes say so.
 2. **MIG profiles that can still be placed**: for every MIG card, each profile of its model that
    fits beside the instances the card has now (`core.mig.GpuModel.placeable`, the one home of
    the placement rules). This needs a layout change (MIG Manager) but no running instance is
@@ -90,7 +91,7 @@ class ShapeFree:
 def node_shape(resource: str, sharing_mode: str) -> str | None:
     """The shape a node resource offers, or None when it is no GPU resource."""
     if resource == GPU:
-        return "time-slice replica" if sharing_mode == "timeslice" else "whole GPU"
+        return {"timeslice": "time-slice replica", "vgpu": "hami vGPU slot"}.get(sharing_mode, "whole GPU")
     if resource.startswith(MIG_PREFIX):
         return "mig " + resource[len(MIG_PREFIX):]
     if resource in HAMI_RESOURCES:

@@ -86,6 +86,9 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         bill = _print_bill(wh, window, ctx)
         _print_idle(bill, ctx)
         advice = _print_advice(wh, window, ctx)
+        from gpuledger.commands._demo_waiting import print_waiting  # issue 35: capacity now, why
+
+        print_waiting(wh, ctx)
         # 5. The month's reports (the fleet statement's advice: the kinds just printed).
         from gpuledger.reports.monthly import issue_monthly
 

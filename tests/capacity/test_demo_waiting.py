@@ -1,0 +1,59 @@
+"""The demo's capacity-now table and top pending reasons (`gpuledger.commands._demo_waiting`).
+
+Cases, on a simulated fleet (the dashboards' small demo warehouse):
+- the simulator's pending scenario lands in a team namespace, parsed by the collector's code;
+  every added workload is classified, and the printed counts per reason sum to the added ones;
+- the capacity table prints, and its whole-GPU `ready` equals the nodes' allocatable minus the
+  running pods' requests, summed here from the stored inventory;
+- the bill's inputs are untouched (no node, queue or pod added).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from gpuledger.commands._demo_waiting import print_waiting
+from gpuledger.dashboards.capacity_data import fleet_now
+from gpuledger.simulator import pending as scenario
+from gpuledger.warehouse import Warehouse
+from tests.actuator.conftest import make_settings
+from tests.dashboards.conftest import build_demo_warehouse
+
+
+class _Echo:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def echo(self, text: str = "") -> None:
+        self.lines.extend(str(text).splitlines())  # what `Context.echo` prints
+
+
+def test_demo_prints_capacity_and_top_reasons(tmp_path: Path) -> None:
+    path = build_demo_warehouse(tmp_path / "demo.duckdb", gpus=32)
+    settings = make_settings()
+    echo = _Echo()
+    echo.settings = settings  # type: ignore[attr-defined]
+    with Warehouse.open(path) as wh:
+        counts = {t: wh.count(t) for t in ("nodes", "pods", "queues", "gpus")}
+        print_waiting(wh, echo)  # type: ignore[arg-type]
+        assert {t: wh.count(t) for t in counts} == counts
+        fleet = fleet_now(wh, settings)
+        at = wh.scalar("SELECT max(observed_at) FROM nodes")
+        alloc = {n: float(json.loads(a).get("nvidia.com/gpu", 0)) for n, a in wh.query(
+            "SELECT node, CAST(allocatable AS VARCHAR) FROM nodes WHERE sharing_mode = 'exclusive'").rows()}
+        used = dict.fromkeys(alloc, 0.0)
+        for node, r in wh.query("SELECT node, CAST(gpu_requests AS VARCHAR) FROM pods "
+                                "WHERE node IS NOT NULL AND end_ts >= ?", [at]).rows():
+            if node in used:
+                used[node] += float(json.loads(r).get("nvidia.com/gpu", 0))
+    text = "\n".join(echo.lines)
+    assert "Capacity now" in text and "Top pending reasons" in text
+    waiting = fleet.waiting()
+    assert len(waiting) == len([k for k in scenario.EXPECTED])
+    printed = [int(m.group(1)) for line in echo.lines if (m := re.match(r"\s+(\d+)\s{2}\S", line))]
+    assert sum(printed) == len(waiting)
+    whole = sum(r.ready for r in fleet.capacity if r.shape == "whole GPU")
+    assert whole == sum(max(0.0, alloc[n] - used[n]) for n in alloc)  # a full node adds nothing
