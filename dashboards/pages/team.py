@@ -16,7 +16,7 @@ from dash import html
 
 from gpuledger.core.period import Period
 from gpuledger.dashboards import figures
-from gpuledger.dashboards.pages import team_priority
+from gpuledger.dashboards.pages import pending, team_priority
 from gpuledger.dashboards.pages.common import (
     PageContext,
     bill_banner,
@@ -335,7 +335,7 @@ def _daily_figure(v: TeamView, scope: str) -> Any:
 
 def show(ctx: PageContext) -> html.Div:
     """The page for the registry (`dashboards.registry`)."""
-    return render(view(ctx))
+    return pending.append_panel(ctx, render(v := view(ctx)), v.team)  # issue 35's Pending panel
 
 
 def _vs(now: float, prev: dict[str, float] | None, key: str) -> str:

@@ -5,7 +5,8 @@ Cases, on a simulated fleet (the dashboards' small demo warehouse):
   every added workload is classified, and the printed counts per reason sum to the added ones;
 - the capacity table prints, and its whole-GPU `ready` equals the nodes' allocatable minus the
   running pods' requests, summed here from the stored inventory;
-- the bill's inputs are untouched (no node, queue or pod added).
+- the bill's inputs are untouched (no node, queue or pod added);
+- the team page's Pending panel lists the team's waiting workloads (another team's: none).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-from gpuledger.commands._demo_waiting import print_waiting
+from gpuledger.commands._demo_waiting import add_waiting, print_waiting
 from gpuledger.dashboards.capacity_data import fleet_now
 from gpuledger.simulator import pending as scenario
 from gpuledger.warehouse import Warehouse
@@ -57,3 +58,48 @@ def test_demo_prints_capacity_and_top_reasons(tmp_path: Path) -> None:
     assert sum(printed) == len(waiting)
     whole = sum(r.ready for r in fleet.capacity if r.shape == "whole GPU")
     assert whole == sum(max(0.0, alloc[n] - used[n]) for n in alloc)  # a full node adds nothing
+
+
+def _ids(node: object) -> dict[str, object]:
+    """Every component of a Dash tree by id."""
+    found: dict[str, object] = {}
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+            continue
+        if getattr(item, "id", None):
+            found[str(item.id)] = item  # type: ignore[attr-defined]
+        children = getattr(item, "children", None)
+        if children is not None:
+            stack.append(children)
+    return found
+
+
+def test_team_page_shows_its_pending_workloads(tmp_path: Path) -> None:
+    """The lead's team page lists the team's waiting workloads with their reasons (the scenario
+    lands in the first team namespace, labelled with that team); another team's page has none."""
+    from gpuledger.dashboards.app import create_app
+    from gpuledger.dashboards.pages import team
+    from gpuledger.dashboards.pages.common import PageContext
+    from gpuledger.dashboards.state import ViewState
+    from tests.dashboards.conftest import settings_with_roles, store_results
+    from tests.dashboards.test_pages import ADMIN_P, PERIOD
+
+    path = build_demo_warehouse(tmp_path / "demo.duckdb", gpus=32)
+    with Warehouse.open(path) as wh:
+        added = add_waiting(wh)
+        first_team = wh.query("SELECT team FROM namespaces WHERE team IS NOT NULL AND team <> '' "
+                              "ORDER BY namespace LIMIT 1")["team"][0]
+    assert added == len(scenario.EXPECTED)
+    app = create_app(settings_with_roles(), store_results(path), background=False, cache_dir=tmp_path / "c")
+    try:
+        for name, expect in ((first_team, added), (next(t for t in ("nlp", "vision", "research")
+                                                        if t != first_team), 0)):
+            page = team.show(PageContext(ADMIN_P, ViewState(period=PERIOD, team=name), app.data, app.settings))
+            ids = _ids(page)
+            assert "team-pending" in ids and "pending-line" in ids
+            assert str(ids["pending-line"].children).startswith(f"{expect} waiting")  # type: ignore[attr-defined]
+    finally:
+        app.close()
