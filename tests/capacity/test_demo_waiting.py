@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 from gpuledger.commands._demo_waiting import add_waiting, print_waiting
