@@ -7,6 +7,7 @@ gl.bill("2026-11", by=["team", "model"])           # the lines `gpuledger bill` 
 gl.idle("2026-11", team="nlp")                     # idle per workload (Deployment, Job, notebook)
 gl.recommendations("2026-11").to_pandas()          # one per workload and kind
 gl.plans(); gl.budgets("2026-11"); gl.teams("2026-11")
+gl.capacity(); gl.why("my-job-7xk2p")               # free now by shape; why a workload waits
 gl.bill("2026-11", as_computed=True)               # the roll-up under the rules it was stored under
 ```
 
@@ -149,6 +150,30 @@ class Ledger:
             return teams_overview(bill, self.settings, previous=previous, recommendations=recs)
 
         return self._with(read)
+
+    def capacity(self) -> pl.DataFrame:
+        """What is free now, by cluster, pool, model and shape (`gpuledger capacity`)."""
+        import polars as pl
+
+        from gpuledger.dashboards.capacity_data import capacity_document, fleet_now
+
+        rows = capacity_document(self._with(lambda wh: fleet_now(wh, self.settings)))["capacity"]
+        schema: dict[str, pl.DataType | type[pl.DataType]] = {
+            "cluster": pl.String, "pool": pl.String, "model": pl.String, "shape": pl.String,
+            "ready": pl.Float64, "placeable": pl.Int64, "nodes": pl.List(pl.String)}
+        return pl.DataFrame(rows, schema=schema)
+
+    def why(self, name: str | None = None) -> pl.DataFrame:
+        """Each waiting workload (or the one named): why, how long, a change that fits now
+        (`gpuledger why`)."""
+        import polars as pl
+
+        from gpuledger.core.config import utcnow
+        from gpuledger.dashboards.capacity_data import fleet_now, why_document
+
+        fleet = self._with(lambda wh: fleet_now(wh, self.settings))
+        rows = why_document(fleet, utcnow(), name, self.settings.sharing.mig_share_basis)["waiting"]
+        return pl.DataFrame(rows, infer_schema_length=None)
 
 
 def open_ledger(path: str | Path, *, config: str | Path | None = None,

@@ -137,3 +137,14 @@ def test_api_capacity_and_why_with_lead_scope(warehouse: Path, tmp_path: Path,
         assert status == 400 and "nope" in bad["error"]
     finally:
         server.stop()
+
+
+def test_notebook_facade(warehouse: Path) -> None:
+    import gpuledger
+
+    gl = gpuledger.open(warehouse)
+    frame = gl.capacity()
+    three = frame.filter(frame["shape"] == "mig 3g.40gb")
+    assert three["placeable"].to_list() == [1] and three["nodes"].to_list() == [[f"{PREFIX}-mig-1"]]
+    assert gl.why("wl-quota")["reason"].to_list() == ["quota exhausted"]
+    assert sorted(gl.why()["name"].to_list()) == sorted(k.split("/")[1] for k in scenario.EXPECTED)
