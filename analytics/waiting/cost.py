@@ -4,9 +4,10 @@ shape, and the share of waits that free capacity of another shape or cluster cou
 Why: "we need more GPUs" and "we need a different layout or quota" look the same from a queue
 length. Measured in the requester's terms:
 
-1. A workload's wait runs from its creation to the last snapshot that saw it pending (still
-   waiting: to now). Its size in GPUs: whole GPUs as counted, a MIG instance at its share of a
-   card (`analytics.devices.shares.raw_mig_share`, the bill's basis), a DRA claim as one device.
+1. A workload's wait runs from its creation to the last snapshot that saw it pending (for one
+   still waiting: the newest snapshot, so an old warehouse never inflates it to "now"). Its
+   size in GPUs: whole GPUs as counted, a MIG instance at its share of a card
+   (`analytics.devices.shares.raw_mig_share`, the bill's basis), a DRA claim as one device.
 2. GPU-hours waiting = size x wait, summed per (team, queue) over the workloads waiting now.
 3. Wait p50/p95 per shape over every stored wait (ended ones and those still running up).
    `typical_wait` is the p50 of the *ended* waits of a shape: how long such requests usually
@@ -45,10 +46,12 @@ def size_in_gpus(p: Pending, basis: str = "compute") -> float:
 
 
 def wait_hours(p: Pending, now: datetime, *, waiting: bool) -> float | None:
-    """Step 1: hours from creation to now (still waiting) or to the last pending sighting."""
+    """Step 1: hours from creation to the last snapshot that saw it pending (`now` when no
+    snapshot time is stored); `waiting` is kept for the callers' clarity, both end there."""
+    del waiting
     if p.created_at is None:
         return None
-    end = now if waiting else (p.last_seen or now)
+    end = p.last_seen or now
     return max(0.0, (end - p.created_at).total_seconds() / 3600)
 
 

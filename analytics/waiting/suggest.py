@@ -5,14 +5,15 @@ Why one line: a person who reads "quota exhausted" needs to know what to change,
 they can paste is the one they make. Tried in this order (the first with room wins; none: no
 suggestion, never a guess):
 
-1. another queue: for `quota exhausted`, a LocalQueue of the same namespace whose ClusterQueue
-   admits the request now (free nominal plus what it may borrow, `analytics.capacity.headroom`)
-   → `kueue.x-k8s.io/queue-name: old → new`;
+1. another queue: for `quota exhausted`, a LocalQueue of the same namespace that submits to
+   another ClusterQueue, one that admits the request now (free nominal plus what it may
+   borrow, `analytics.capacity.headroom`) → `kueue.x-k8s.io/queue-name: old → new`;
 2. another profile: for a MIG request, a larger profile (at least the compute and memory slices
    asked) that is ready now on the same model; for whole GPUs, the full-card profile
    (`7g.*`) ready now → `nvidia.com/mig-3g.40gb: 1 → nvidia.com/mig-4g.40gb: 1`;
-3. another pool or cluster: the same shape ready now elsewhere → `nodeSelector
-   gpuledger.io/pool: <pool>` or `submit to cluster <name>`.
+3. another pool or cluster: the same shape ready now elsewhere → `submit to cluster <name>`, or
+   for a workload pinned to a pool by `nodeSelector gpuledger.io/pool`, the pool with room (an
+   unpinned one is already offered every pool by the scheduler).
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ def suggest(p: Pending, v: Verdict, capacity: Sequence[ShapeFree], headroom: Seq
         return None
     resource, amount = shape
     if v.reason == QUOTA:
+        mine = cluster_queue_of.get((p.namespace, p.queue or ""))
         for (ns, lq), cq in sorted(cluster_queue_of.items()):
-            if ns == p.namespace and lq != p.queue and _admits(headroom, cq, resource, amount):
+            if ns == p.namespace and cq != mine and _admits(headroom, cq, resource, amount):
                 return Suggestion("queue", f"kueue.x-k8s.io/queue-name: {p.queue} → {lq}",
                                   f"ClusterQueue {cq}")
         return None
@@ -65,8 +67,10 @@ def suggest(p: Pending, v: Verdict, capacity: Sequence[ShapeFree], headroom: Seq
     for r in ready:
         if r.shape == wanted and r.cluster != here:
             return Suggestion("cluster", f"submit to cluster {r.cluster}", f"{r.cluster}/{r.pool or '-'}")
-        if r.shape == wanted and r.pool:
-            return Suggestion("pool", f"nodeSelector {POOL_LABEL}: {r.pool}", f"{r.cluster}/{r.pool}")
+        pinned = p.node_selector.get(POOL_LABEL)
+        if r.shape == wanted and r.pool and pinned is not None and r.pool != pinned:
+            return Suggestion("pool", f"nodeSelector {POOL_LABEL}: {pinned} → {r.pool}",
+                              f"{r.cluster}/{r.pool}")
     return None
 
 

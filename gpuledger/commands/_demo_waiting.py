@@ -11,12 +11,14 @@ no queues): the bill and the plans of the month stay as they were.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.commands._output import render_table
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from gpuledger.command_context import Context
     from gpuledger.warehouse import Warehouse
 
@@ -45,8 +47,21 @@ def add_waiting(wh: Warehouse) -> int:
     frame = frames_from_objects(objects, at)["pending_workloads"]
     created = [at - timedelta(hours=WAITED_HOURS[i % len(WAITED_HOURS)]) for i in range(frame.height)]
     frame = frame.with_columns(pl.Series("created_at", created, dtype=frame.schema["created_at"]))
-    wh.load(LoadBatch({"pending_workloads": frame}))
+    wh.load(LoadBatch({"pending_workloads": pl.concat([frame, _earlier(frame, at)])}))
     return frame.height
+
+
+def _earlier(frame: pl.DataFrame, at: datetime) -> pl.DataFrame:
+    """The same requests a day earlier, waits that ended (they started): the history the usual
+    wait of a shape is read from."""
+    import polars as pl
+
+    dtype = frame.schema["created_at"]
+    seen = [at - timedelta(days=1, hours=h) for h in WAITED_HOURS[: frame.height]]
+    return frame.with_columns(
+        (pl.col("name") + "-earlier").alias("name"),
+        pl.Series("created_at", [s - timedelta(hours=1 + i % 4) for i, s in enumerate(seen)], dtype=dtype),
+        pl.Series("first_seen", seen, dtype=dtype), pl.Series("last_seen", seen, dtype=dtype))
 
 
 def print_waiting(wh: Warehouse, ctx: Context) -> None:

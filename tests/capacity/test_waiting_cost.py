@@ -5,9 +5,10 @@ Cases:
   with the share of waits a layout change or a suggestion could serve;
 - wait p50/p95 per shape over ended and running waits; the usual wait is the p50 of ended ones
   only (none ended: unknown);
-- suggestions: another LocalQueue whose ClusterQueue admits it (quota), a larger MIG profile ready
-  now, the full-card profile for a whole GPU, the same shape in another cluster; none for a
-  request that can never run.
+- suggestions: another LocalQueue whose (other) ClusterQueue admits it (quota), a larger MIG
+  profile ready now, the full-card profile for a whole GPU, the same shape in another cluster,
+  another pool for a workload pinned to a pool (an unpinned one: none); none for a request that
+  can never run.
 """
 
 from __future__ import annotations
@@ -61,8 +62,10 @@ def _row(cluster: str, shape: str, ready: float, model: str = "A100-80GB") -> Sh
 def test_suggestions_that_fit_now() -> None:
     quota = pod("q", {"nvidia.com/gpu": 2}, 1)
     room = [Headroom("west", "spare-cq", None, "a100", "nvidia.com/gpu", 4, 1, 3, 0, 4, ()),
+            Headroom("west", "research-cq", None, "a100", "nvidia.com/gpu", 8, 0, 8, 0, 8, ()),
             Headroom("west", "tight-cq", None, "a100", "nvidia.com/gpu", 4, 3, 1, 0, 4, ())]
-    lqs = {("nlp", "research"): "research-cq", ("nlp", "tight"): "tight-cq", ("nlp", "spare"): "spare-cq"}
+    lqs = {("nlp", "research"): "research-cq", ("nlp", "also-research"): "research-cq",
+           ("nlp", "tight"): "tight-cq", ("nlp", "spare"): "spare-cq"}
     tip = suggest(quota, Verdict("Pod", "nlp", "q", QUOTA, "", None), [], room, lqs, here="west")
     assert tip is not None and tip.change == "kueue.x-k8s.io/queue-name: research → spare"
 
@@ -81,3 +84,12 @@ def test_suggestions_that_fit_now() -> None:
     assert tip is not None and tip.change == "submit to cluster east"
 
     assert suggest(two, Verdict("Pod", "nlp", "t", NEVER, "", None), east, [], {}, here="west") is None
+
+    pools = [ShapeFree("west", "train", "A100-80GB", "whole GPU", 0, 0, ()),
+             ShapeFree("west", "infer", "A100-80GB", "whole GPU", 4, 0, ("i-1",))]
+    pinned = Pending("Pod", "nlp", "p", "kube-scheduler", requests={"nvidia.com/gpu": 2},
+                     node_selector={"gpuledger.io/pool": "train"})
+    tip = suggest(pinned, Verdict("Pod", "nlp", "p", NO_CAPACITY, "", None), pools, [], {}, here="west")
+    assert tip is not None and tip.change == "nodeSelector gpuledger.io/pool: train → infer"
+    free = Pending("Pod", "nlp", "f", "kube-scheduler", requests={"nvidia.com/gpu": 2})
+    assert suggest(free, Verdict("Pod", "nlp", "f", NO_CAPACITY, "", None), pools, [], {}, here="west") is None
