@@ -7,7 +7,7 @@ analytics may not import; the dashboards stage may, and the CLI roof imports it 
 
 Steps of `fleet_now`:
 1. Nodes of the newest inventory with their allocatable, and the GPU requests of the pods
-   running on them (`warehouse.queries.waiting`).
+   running on them (`warehouse.queries.waiting`); free DRA devices and HAMi memory/cores left.
 2. MIG cards: the instances alive at the newest layout observation (`mig_instances`) and the
    instances a pod held at the newest sample (`gpu_samples`).
 3. ClusterQueues parsed by the quota home, with Kueue's reserved usage (`queue_usage`).
@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.analytics.capacity.headroom import Headroom, QueueQuota, headroom
-from gpuledger.analytics.capacity.now import CardState, NodeState, ShapeFree, capacity_now
+from gpuledger.analytics.capacity.now import CardState, DeviceFree, NodeState, ShapeFree, capacity_now
 from gpuledger.analytics.teams.queues import target_cluster_queue
 from gpuledger.analytics.waiting.why import Context, Pending, Verdict, classify
 from gpuledger.core.config import Settings, utcnow
@@ -47,10 +47,11 @@ class FleetNow:
     cluster_queue_of: Mapping[tuple[str, str], str]
     pending: Sequence[Pending] = ()
     teams: Mapping[str, str] = field(default_factory=dict)
+    devices: Sequence[DeviceFree] = ()
 
     @property
     def capacity(self) -> list[ShapeFree]:
-        return capacity_now(self.nodes, self.cards)
+        return capacity_now(self.nodes, self.cards, self.devices)
 
     @property
     def headroom(self) -> list[Headroom]:
@@ -152,7 +153,23 @@ def fleet_now(wh: Warehouse, settings: Settings) -> FleetNow:
                     quotas=_quotas(wh, cluster, queue_objects), node_labels=labels,
                     cluster_queue_of=_local_queues(wh),
                     pending=[Pending.from_row(r) for r in wq.pending_rows(wh).iter_rows(named=True)],
-                    teams=dict(wq.namespace_teams(wh).iter_rows()))
+                    teams=dict(wq.namespace_teams(wh).iter_rows()),
+                    devices=_devices(wh, cluster, {n.node: n.pool for n in nodes}))
+
+
+def _devices(wh: Warehouse, cluster: str, pools: Mapping[str, str | None]) -> list[DeviceFree]:
+    """Step 1 continued: free DRA devices and HAMi memory/cores left (`analytics.capacity.now`)."""
+    from gpuledger.warehouse.queries import waiting as wq
+
+    out = [DeviceFree(cluster, node, pools.get(node), model, shape, float(free))
+           for node, model, shape, free in wq.dra_free(wh).iter_rows()]
+    for node, model, memory, used_mib, used_cores in wq.hami_cards(wh).iter_rows():
+        if memory:
+            out.append(DeviceFree(cluster, node, pools.get(node), model, "hami gpumem MiB",
+                                  max(0.0, float(memory) - float(used_mib))))
+        out.append(DeviceFree(cluster, node, pools.get(node), model, "hami gpucores %",
+                              max(0.0, 100.0 - float(used_cores))))
+    return out
 
 
 def _cards(wh: Warehouse, cluster: str, mq: Any) -> list[CardState]:

@@ -13,7 +13,11 @@ free". Every shape a workload can ask for is answered the way the scheduler woul
    the placement rules). This needs a layout change (MIG Manager) but no running instance is
    touched. The warehouse does not record start slices (docs/decisions/0200), so the check is
    on the card's instance counts: "some valid placement of these instances plus one more".
-3. **DRA devices**: devices published in ResourceSlices that no allocated claim holds.
+3. **Devices the node resources do not show**: DRA devices published in ResourceSlices that no
+   allocated claim holds (a whole card only when none of its devices is claimed; on-demand MIG
+   devices of a dynamic card are possibilities, not devices, and are left out), and HAMi's
+   memory and cores left on each card (card memory minus the allocations alive at the newest
+   observation; summed over cards, while one pod takes its share from one card).
 
 A row per (cluster, pool, model, shape): `ready` (schedulable now), `placeable` (cards where the
 profile can be added by a layout change), `nodes` (where, sorted).
@@ -64,15 +68,17 @@ class CardState:
 
 
 @dataclass(frozen=True, slots=True)
-class DraFree:
-    """Free DRA devices of one device class on one node (published, not allocated)."""
+class DeviceFree:
+    """Free devices or amounts the node resources do not show (step 3): DRA devices published
+    and not allocated (`dra gpu`, `dra mig-3g.40gb`), HAMi memory and cores left on a card
+    (`hami gpumem MiB`, `hami gpucores %`: HAMi advertises neither as a node resource)."""
 
     cluster: str
     node: str
     pool: str | None
     model: str | None
-    device_class: str
-    free: int
+    shape: str
+    free: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +122,7 @@ def placeable_profiles(model: str, instances: Mapping[str, int]) -> tuple[str, .
 
 
 def capacity_now(nodes: Iterable[NodeState], cards: Iterable[CardState] = (),
-                 dra: Iterable[DraFree] = ()) -> list[ShapeFree]:
+                 devices: Iterable[DeviceFree] = ()) -> list[ShapeFree]:
     """Steps 1-3, summed per (cluster, pool, model, shape); zero rows are left out."""
     ready: dict[tuple[str, str | None, str | None, str], float] = defaultdict(float)
     placeable: dict[tuple[str, str | None, str | None, str], int] = defaultdict(int)
@@ -135,9 +141,9 @@ def capacity_now(nodes: Iterable[NodeState], cards: Iterable[CardState] = (),
             key = (c.cluster, c.pool, c.model, "mig " + profile)
             placeable[key] += 1
             where[key].add(c.node)
-    for d in dra:
+    for d in devices:
         if d.free > 0:
-            key = (d.cluster, d.pool, d.model, "dra " + d.device_class)
+            key = (d.cluster, d.pool, d.model, d.shape)
             ready[key] += d.free
             where[key].add(d.node)
     keys = sorted(set(ready) | set(placeable), key=lambda k: tuple(str(x) for x in k))

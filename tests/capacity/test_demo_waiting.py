@@ -4,7 +4,8 @@ Cases, on a simulated fleet (the dashboards' small demo warehouse):
 - the simulator's pending scenario lands in a team namespace, parsed by the collector's code;
   every added workload is classified, and the printed counts per reason sum to the added ones;
 - the capacity table prints, and its whole-GPU `ready` equals the nodes' allocatable minus the
-  running pods' requests, summed here from the stored inventory;
+  running pods' requests, summed here from the stored inventory; HAMi memory and cores left are
+  the cards' memory (100 % each) minus the allocations alive at the newest observation;
 - the bill's inputs are untouched (no node, queue or pod added);
 - the team page's Pending panel lists the team's waiting workloads (another team's: none).
 """
@@ -49,6 +50,14 @@ def test_demo_prints_capacity_and_top_reasons(tmp_path: Path) -> None:
                                 "WHERE node IS NOT NULL AND end_ts >= ?", [at]).rows():
             if node in used:
                 used[node] += float(json.loads(r).get("nvidia.com/gpu", 0))
+        cards = wh.query("SELECT uuid, memory_mib FROM gpus WHERE sharing_mode = 'vgpu'")
+        allocs = wh.query("SELECT uuid, mem_mib, cores_pct, end_ts FROM vgpu_allocations")
+    newest = allocs["end_ts"].max()
+    alive = allocs.filter(allocs["end_ts"] >= newest)
+    assert cards.height and alive.height  # the fixture really shares HAMi cards
+    hami = {r.shape: r.ready for r in fleet.capacity if r.shape.startswith("hami gpu")}
+    assert hami["hami gpumem MiB"] == float(cards["memory_mib"].sum()) - float(alive["mem_mib"].sum())
+    assert hami["hami gpucores %"] == 100.0 * cards.height - float(alive["cores_pct"].sum())
     text = "\n".join(echo.lines)
     assert "Capacity now" in text and "Top pending reasons" in text
     waiting = fleet.waiting()

@@ -66,3 +66,41 @@ def local_queues(wh: ReadableWarehouse) -> pl.DataFrame:
     """Every stored LocalQueue: `namespace`, `name`, `spec` (JSON text; `clusterQueue`)."""
     return wh.query("SELECT namespace, name, CAST(spec AS VARCHAR) AS spec FROM queues "
                     "WHERE kind = 'LocalQueue' ORDER BY namespace, name")
+
+
+_DRA_FREE = """
+WITH api_claims AS (SELECT * FROM dra_claims WHERE coalesce(source, 'api') = 'api'),
+last AS (SELECT max(end_ts) AS t FROM api_claims),
+held AS (SELECT DISTINCT c.driver, c.pool, c.device FROM api_claims c, last WHERE c.end_ts >= last.t),
+busy AS (SELECT DISTINCT d.parent_uuid FROM dra_devices d JOIN held USING (driver, pool, device)),
+devices AS (SELECT * FROM dra_devices WHERE coalesce(source, 'api') = 'api')
+SELECT d.node, d.model, CASE WHEN d.kind = 'gpu' THEN 'dra gpu' ELSE 'dra mig-' || d.profile END AS shape,
+       count(*) AS free
+FROM devices d
+LEFT JOIN held h USING (driver, pool, device)
+WHERE h.device IS NULL AND (d.dynamic = 0 OR d.kind = 'gpu')
+  AND NOT (d.kind = 'gpu' AND d.parent_uuid IN (SELECT parent_uuid FROM busy))
+GROUP BY ALL ORDER BY ALL
+"""
+
+
+def dra_free(wh: ReadableWarehouse) -> pl.DataFrame:
+    """Published DRA devices no claim holds at the newest claim observation: `node`, `model`,
+    `shape` (`dra gpu` | `dra mig-<profile>`), `free` (analytics.capacity.now step 3)."""
+    return wh.query(_DRA_FREE)
+
+
+_HAMI_LEFT = """
+WITH last AS (SELECT max(end_ts) AS t FROM vgpu_allocations),
+used AS (SELECT a.uuid, sum(a.mem_mib) AS mem, sum(a.cores_pct) AS cores
+         FROM vgpu_allocations a, last WHERE a.end_ts >= last.t GROUP BY a.uuid)
+SELECT g.node, g.model, g.memory_mib, coalesce(u.mem, 0) AS used_mib, coalesce(u.cores, 0) AS used_cores
+FROM gpus g LEFT JOIN used u USING (uuid)
+WHERE g.sharing_mode = 'vgpu' ORDER BY g.node, g.uuid
+"""
+
+
+def hami_cards(wh: ReadableWarehouse) -> pl.DataFrame:
+    """HAMi's cards with what its allocations alive at the newest observation use: `node`,
+    `model`, `memory_mib`, `used_mib`, `used_cores` (percent)."""
+    return wh.query(_HAMI_LEFT)
