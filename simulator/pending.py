@@ -162,30 +162,49 @@ def manifests(prefix: str, ns: str, *, team: str = "nlp", volcano: bool = True,
     """Every object of the scenario (module docstring), its namespace labelled `team: <team>`,
     its workloads submitted to LocalQueue `local_queue`; `volcano=False` leaves PodGroups out
     (a cluster without Volcano's CRDs)."""
+    flavor = f"{prefix}-a100"
+    out = _cluster(prefix, ns, team, local_queue) + _pods(prefix, ns) + _workloads(ns, local_queue, flavor)
+    if volcano:
+        out += [
+            _podgroup(ns, "pg-queue", queue=local_queue, phase="Pending", members=2,
+                      reason="NotInqueueable", message="queue resource quota insufficient"),
+            _podgroup(ns, "pg-gang", queue=local_queue, phase="Inqueue", members=4,
+                      reason="NotEnoughResources", message=
+                      "4/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, 4 minAvailable; "
+                      "Pending: 4 Unschedulable"),
+        ]
+    return out
+
+
+def _cluster(prefix: str, ns: str, team: str, local_queue: str) -> list[dict[str, Any]]:
+    """The namespace, the three nodes with the pods that hold their devices, Kueue's objects."""
     mig0, mig1, full = f"{prefix}-mig-0", f"{prefix}-mig-1", f"{prefix}-full"
     flavor, cohort = f"{prefix}-a100", f"{prefix}-lab"
-    research, vision = f"{prefix}-research", f"{prefix}-vision"
-    holder = {"nvidia.com/gpu": "8"}
-    out: list[dict[str, Any]] = [
+    research = f"{prefix}-research"
+    return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"team": team}}},
         _node(mig0, {"nvidia.com/mig-1g.10gb": "1", "nvidia.com/mig-2g.20gb": "1",
                      "nvidia.com/mig-3g.40gb": "1"}, True),
         _node(mig1, {"nvidia.com/mig-1g.10gb": "4"}, True),
         _node(full, {"nvidia.com/gpu": "8"}, False),
-        _pod(ns, "holder", holder, {"phase": "Running"}, node=full),
+        _pod(ns, "holder", {"nvidia.com/gpu": "8"}, {"phase": "Running"}, node=full),
         _pod(ns, "holder-mig-0", {"nvidia.com/mig-1g.10gb": "1", "nvidia.com/mig-2g.20gb": "1",
                                   "nvidia.com/mig-3g.40gb": "1"}, {"phase": "Running"}, node=mig0),
         _pod(ns, "holder-mig-1", {"nvidia.com/mig-1g.10gb": "2"}, {"phase": "Running"}, node=mig1),
         {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": flavor},
          "spec": {"nodeLabels": {"gpuledger.io/pool": "train"}}},
         _cluster_queue(research, cohort, flavor, 4, 4),
-        _cluster_queue(vision, cohort, flavor, 4, 6),
+        _cluster_queue(f"{prefix}-vision", cohort, flavor, 4, 6),
         _cluster_queue(f"{prefix}-spare", f"{prefix}-other", flavor, 4, 0),
         {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": local_queue, "namespace": ns},
          "spec": {"clusterQueue": research}},
         {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "spare", "namespace": ns},
          "spec": {"clusterQueue": f"{prefix}-spare"}},
     ]
+
+
+def _pods(prefix: str, ns: str) -> list[dict[str, Any]]:
+    """The pending pods with their scheduler statuses and events, and the unallocated claim."""
     three = "nvidia.com/mig-3g.40gb"
     cases: list[tuple[str, dict[str, str], str, dict[str, Any]]] = [
         ("frag-3g", {three: "1"},
@@ -198,40 +217,35 @@ def manifests(prefix: str, ns: str, *, team: str = "nlp", volcano: bool = True,
          _nodes_msg(3, "3 Insufficient nvidia.com/mig-5g.50gb"), {}),
         ("dra-claim", {}, _nodes_msg(3, "3 cannot allocate all claims"), {"claims": ["dra-claim-gpu"]}),
     ]
+    out: list[dict[str, Any]] = []
     for name, limits, message, extra in cases:
         out.append(_pod(ns, name, limits, _scheduled_false(message), **extra))
         out.append(_event(ns, name, message))
     preemptor = _scheduled_false(_nodes_msg(3, "3 Insufficient nvidia.com/gpu"))
-    preemptor["nominatedNodeName"] = full
+    preemptor["nominatedNodeName"] = f"{prefix}-full"
     out.append(_pod(ns, "preemptor", {"nvidia.com/gpu": "1"}, preemptor))
     out.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                 "metadata": {"name": "dra-claim-gpu", "namespace": ns},
                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                     "deviceClassName": "gpu.nvidia.com"}}]}}})
+    return out
+
+
+def _workloads(ns: str, local_queue: str, flavor: str) -> list[dict[str, Any]]:
+    """The Kueue Workloads that wait, with the conditions Kueue writes."""
     pending = {"type": "QuotaReserved", "status": "False", "reason": "Pending"}
-    out += [
+    assign = "couldn't assign flavors to pod set main: "
+    return [
         _workload(ns, "wl-quota", local_queue, count=2, gpus="1", conditions=[{**pending, "message": (
-            f"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
-            f"in flavor {flavor}, 2 more needed")}]),
+            f"{assign}insufficient unused quota for nvidia.com/gpu in flavor {flavor}, 2 more needed")}]),
         _workload(ns, "wl-too-big", local_queue, count=1, gpus="16", conditions=[{**pending, "message": (
-            f"couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor "
-            f"{flavor}, request > maximum capacity (16 > 8)")}]),
+            f"{assign}insufficient quota for nvidia.com/gpu in flavor {flavor}, request > maximum "
+            "capacity (16 > 8)")}]),
         _workload(ns, "wl-fraction", local_queue, count=1, gpus="500m", conditions=[{**pending, "message": (
-            f"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
-            f"in flavor {flavor}, 500m more needed")}]),
+            f"{assign}insufficient unused quota for nvidia.com/gpu in flavor {flavor}, 500m more needed")}]),
         _workload(ns, "wl-preempted", local_queue, count=1, gpus="1", conditions=[
             {"type": "Evicted", "status": "True", "reason": "Preempted",
              "message": "Preempted to accommodate a workload (UID: 5c3f, JobUID: 9a1e) due to "
                         "reclamation within the cohort"},
             {**pending, "message": "Workload was preempted; waiting to be requeued"}]),
     ]
-    if volcano:
-        out += [
-            _podgroup(ns, "pg-queue", queue=local_queue, phase="Pending", members=2,
-                      reason="NotInqueueable", message="queue resource quota insufficient"),
-            _podgroup(ns, "pg-gang", queue=local_queue, phase="Inqueue", members=4,
-                      reason="NotEnoughResources", message=
-                      "4/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, 4 minAvailable; "
-                      "Pending: 4 Unschedulable"),
-        ]
-    return out

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuledger.command_context import Context
+from gpuledger.commands._demo_waiting import print_waiting
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period
@@ -86,9 +87,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         bill = _print_bill(wh, window, ctx)
         _print_idle(bill, ctx)
         advice = _print_advice(wh, window, ctx)
-        from gpuledger.commands._demo_waiting import print_waiting  # issue 35: capacity now, why
-
-        print_waiting(wh, ctx)
+        print_waiting(wh, ctx)  # issue 35: capacity now and the top pending reasons
         # 5. The month's reports (the fleet statement's advice: the kinds just printed).
         from gpuledger.reports.monthly import issue_monthly
 

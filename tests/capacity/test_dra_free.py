@@ -22,7 +22,7 @@ T = datetime(2026, 12, 1, 12, tzinfo=UTC)
 DRIVER = "gpu.nvidia.com"
 
 
-def device(node: str, name: str, parent: str, kind: str, profile: str | None = None,
+def device(node: str, name: str, parent: str, kind: str, profile: str | None = None, *,
            dynamic: int = 0) -> dict[str, object]:
     return {"driver": DRIVER, "pool": node, "device": name, "node": node, "kind": kind, "uuid": None,
             "parent_uuid": parent, "profile": profile, "placement": 0 if profile else -1,
