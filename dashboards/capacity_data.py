@@ -59,8 +59,10 @@ class FleetNow:
 
     def context(self) -> Context:
         advertised = frozenset(r for n in self.nodes for r, v in n.allocatable.items() if float(v) > 0)
+        free = {n.node: {r: float(v) - float(n.requested.get(r, 0.0)) for r, v in n.allocatable.items()}
+                for n in self.nodes}
         return Context(cards=self.cards, headroom=self.headroom, cluster_queue_of=self.cluster_queue_of,
-                       node_labels=self.node_labels, advertised=advertised)
+                       node_labels=self.node_labels, advertised=advertised, free=free)
 
     def verdicts(self) -> list[Verdict]:
         """Every workload waiting at the snapshot, classified (`analytics.waiting.why`)."""

@@ -107,6 +107,8 @@ class Context:
     """node → labels (every node, GPU or not)."""
     advertised: frozenset[str] = frozenset()
     """Every resource name some node's allocatable lists."""
+    free: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """node → resource → allocatable minus running requests (capacity now, step 1)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +249,19 @@ def _scheduler(p: Pending, message: str, ctx: Context) -> tuple[str, str, tuple[
 
 
 def _capacity(p: Pending, resource: str | None, message: str,
+              ctx: Context) -> tuple[str, str, tuple[str, ...]]:
+    """Step 5, with a note when the inventory now has room (the status is older than it)."""
+    reason, detail, cards = _shortage(p, resource, message, ctx)
+    shape = request_shape(p.requests)
+    resource = resource or (shape[0] if shape else None)
+    free = sum(amounts.get(resource or "", 0.0) for node, amounts in ctx.free.items()
+               if all((ctx.node_labels.get(node) or {}).get(k) == v for k, v in p.node_selector.items()))
+    if shape and free >= shape[1] > 0:
+        detail += f" [now {free:g} {resource} free on matching nodes: the status predates the inventory]"
+    return reason, detail, cards
+
+
+def _shortage(p: Pending, resource: str | None, message: str,
               ctx: Context) -> tuple[str, str, tuple[str, ...]]:
     """Step 5: a shortage of `resource` is fragmentation when a layout change would fit it."""
     shape = request_shape(p.requests)

@@ -93,3 +93,19 @@ def test_suggestions_that_fit_now() -> None:
     assert tip is not None and tip.change == "nodeSelector gpuledger.io/pool: train → infer"
     free = Pending("Pod", "nlp", "f", "kube-scheduler", requests={"nvidia.com/gpu": 2})
     assert suggest(free, Verdict("Pod", "nlp", "f", NO_CAPACITY, "", None), pools, [], {}, here="west") is None
+
+
+def test_a_shortage_the_inventory_no_longer_has_says_so() -> None:
+    """The scheduler's `Insufficient` predates a node that now has room: the class stays what the
+    status says, and the detail says how much is free now on the nodes the pod may use."""
+    from gpuledger.analytics.waiting.why import Context, classify
+
+    msg = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    p = Pending("Pod", "nlp", "late", "kube-scheduler", requests={"nvidia.com/gpu": 2},
+                event_message=msg, node_selector={"pool": "a"})
+    ctx = Context(node_labels={"n1": {"pool": "a"}, "n2": {"pool": "b"}},
+                  free={"n1": {"nvidia.com/gpu": 8 - 5}, "n2": {"nvidia.com/gpu": 8}})
+    v = classify(p, ctx)
+    assert v.reason == NO_CAPACITY and "now 3 nvidia.com/gpu free" in v.detail
+    busy = Context(node_labels=ctx.node_labels, free={"n1": {"nvidia.com/gpu": 1}, "n2": {"nvidia.com/gpu": 8}})
+    assert "free on matching nodes" not in classify(p, busy).detail
