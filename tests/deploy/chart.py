@@ -62,6 +62,7 @@ VARIANTS: dict[str, list[str]] = {
         "--set", "budgetAlerts.webhookSecret.name=gl-hooks",
         "--set", "publish.enabled=true", "--set", "publish.lake=s3://org-lake/gpu",
         "--set", "publish.cluster=prod-eu",
+        "--set", "grafanaDashboard.enabled=true", "--set", "currency=EUR",
     ],
 }
 
