@@ -209,3 +209,28 @@ def test_helm_test_pod_passes_against_a_real_server(served):
     dead = subprocess.run([sys.executable, "-c", script.replace(service, "http://127.0.0.1:9")],
                           capture_output=True, text=True, timeout=120)
     assert dead.returncode != 0
+
+
+def test_every_schema_key_is_documented_in_values_yaml():
+    """values.yaml is the documentation (`helm show values`): every key the schema allows is in
+    it, but the deprecated ones and Helm's `global`; and every key in it is in the schema
+    (else `helm lint --strict` of the defaults would fail, test_chart.py)."""
+    import json
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def missing(node: dict, present: dict, path: str) -> list[str]:
+        out = []
+        for key, sub in node.get("properties", {}).items():
+            if sub.get("deprecated") or key == "global":
+                continue
+            if key not in present:
+                out.append(f"{path}{key}")
+            elif isinstance(present[key], dict) and sub.get("additionalProperties") is False:
+                out += missing(sub, present[key], f"{path}{key}.")
+        return out
+
+    assert missing(schema, values, "") == []
+    deprecated = {k for k, v in schema["properties"]["plans"]["properties"].items() if v.get("deprecated")}
+    assert deprecated == {"expire_after_hours", "state_timeout_s", "nodes_in_parallel"}
