@@ -356,6 +356,14 @@ def test_headline_on_cli_text_plans_page_and_json():
          "share": "+0.0%"},
     ]
     assert "4: its quota (p90 of its demand is 7)" in text and "this plan (held out, hard quotas: no borrowing)" in text
+    # every table names its replay mode: the effect, the teams and the origins are held out, no borrowing
+    for label in ("pending GPU-minutes before (held out, no borrowing)", "pending GPU-min (held out, no borrowing)",
+                  "pending before (no borrowing)", "this plan with cohort borrowing (held out)"):
+        assert label in text
+    assert "with borrowing" not in text.replace("with cohort borrowing", "")
+    from gpuledger.dashboards.pages.plans import effect_frame
+    assert effect_frame(plan.effect, "USD")["effect"].to_list()[:2] == [
+        "pending GPU-minutes before (held out, no borrowing)", "pending GPU-minutes after (held out, no borrowing)"]
     again = Plan.from_json(plan_json(plan))
     assert again.evaluation is not None and again.evaluation.teams[1].floor_note == "1: p90 of its demand"
     assert again == plan and again.evaluation is not None and again.evaluation.headline == e.headline
