@@ -198,6 +198,33 @@ def test_team_quiet_in_the_fitting_weeks_and_busy_after_keeps_its_floor():
     assert r_b.pending_after - r_b.pending_before <= 0.05 * demand_b
 
 
+def test_a_held_out_rise_under_the_bound_but_over_half_of_it_is_repaired():
+    """The bench's `platform` case (decision 0204): b's rise on the held-out week at its fitted
+    floor is under the 5 % bound but over half of it, so the plan will meet days with no room
+    left; it is repaired, with the burst allowance, not passed."""
+    fit_h = 21 * 24
+    day = [0.0] * 8 + [3.0] * 9 + [4.0] + [0.0] * 6  # 9 h at 3 GPUs, one at 4
+    busy = day * 7
+    b = quiet(fit_h, 1.0, 0.08, 4) + busy
+    a = [31.0] * (fit_h + len(busy))
+    inputs = two_queues({"a": a, "b": b}, nominal=16)
+    window = {"backtest_origins": 1, "backtest_days": 7, "min_fit_days": 7}
+    demand_b = sum(busy) * HOUR_MIN
+    # at 3 (20 % of 16, its floor fitted on the quiet weeks) b waits 1 GPU-hour a day of 31
+    rise_at_3 = (hard_pending(busy, 3) - hard_pending(busy, 16)) / demand_b
+    assert rise_at_3 == pytest.approx(1 / 31) and 0.025 < rise_at_3 < 0.05
+    # the least quota within half the bound is 4 (no wait), plus half of it for bursts: 6
+    need = next(n for n in range(17) if hard_pending(busy, n) - hard_pending(busy, 16) <= 0.025 * demand_b)
+    assert need == 4
+    plan = plan_quota(inputs, QuotaOptions(time_limit_s=20), settings(**window), NOW)
+    e = plan.evaluation
+    assert e is not None and e.repaired_queues == ("b",) and e.verdict == "propose"
+    team_b = next(t for t in e.teams if t.team == "b")
+    assert team_b.floor_note == "6: raised: its held-out days needed 4 + 2 for bursts (repair)"
+    assert new_nominal(plan)["b"] >= need + 2
+    assert team_b.pending_after - team_b.pending_before <= 0.025 * demand_b
+
+
 def test_quiet_then_busy_queue_keeps_its_floor():
     fit_h, busy_h = 21 * 24, 7 * 24
     b = quiet(fit_h, 2.0, 0.12, 2) + [6.0] * busy_h
