@@ -39,8 +39,6 @@ from tests.dashboards.conftest import (
     store_results,
 )
 
-mcp = pytest.importorskip("mcp", reason="the MCP SDK is the 'mcp' extra (.ci/run installs it)")
-
 TOOLS = {"bill", "idle", "recommendations", "budgets", "plans"}
 ENV = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(Path.cwd()))}
 
