@@ -72,6 +72,7 @@ FOCUS_OTHER = {
     "ResourceId", "ResourceName", "ResourceType", "ServiceSubcategory", "SkuId", "SkuPriceId",
     "SubAccountId", "SubAccountName", "Tags",
     "BillingAccountType", "SubAccountType", "ContractedUnitPrice", "InvoiceId",
+    "SkuMeter", "SkuPriceDetails", "CommitmentDiscountStatus",  # focus-validator (docs/decisions/0193)
 }
 CENT = 0.005
 
