@@ -90,7 +90,7 @@ def test_commands_by_module_name_are_what_the_cli_offers():
     from gpuledger.cli import build_cli
 
     assert COMMANDS.names() == (
-        "agent", "bill", "budgets", "collect", "compact", "completion", "demo", "export", "idle",
+        "agent", "bill", "budgets", "collect", "compact", "completion", "demo", "export", "idle", "mcp",
         "optimize", "org", "plans", "publish", "recommend", "refresh_serving", "report", "rollup",
         "serve", "simulate", "status")
     assert set(build_cli().commands) == {name.replace("_", "-") for name in COMMANDS.names()}
