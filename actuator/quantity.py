@@ -2,41 +2,41 @@
 
 Why exact (`Fraction`): a quota is compared with the plan's recorded old value before it is
 overwritten; float parsing of "0.1" or "100m" must not make equal values look different.
+Parsing is the Kubernetes client's own (`kubernetes.utils.parse_quantity`: every suffix the API
+server accepts, `n` and `u` included, as an exact `Decimal`); this module adds only what the
+client lets through and a quota must not hold (spaces inside, `1_000`, NaN and infinities) and
+the one-line `InputError` naming where the value came from.
 """
 
 from __future__ import annotations
 
-import re
+from decimal import Decimal
 from fractions import Fraction
 
 from gpuledger.core.errors import InputError
 
-_SUFFIX = {
-    "": Fraction(1), "m": Fraction(1, 1000), "k": Fraction(10**3), "M": Fraction(10**6),
-    "G": Fraction(10**9), "T": Fraction(10**12), "P": Fraction(10**15), "E": Fraction(10**18),
-    "Ki": Fraction(2**10), "Mi": Fraction(2**20), "Gi": Fraction(2**30), "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50), "Ei": Fraction(2**60),
-}
-_PATTERN = re.compile(
-    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[mkMGTPE])|[eE](?P<exp>[+-]?\d+))?$"
-)
-
 
 def parse_quantity(value: str | int | float, *, where: str = "quantity") -> Fraction:
     """The exact value of a quantity; `InputError` naming `where` when it is not one."""
+    from kubernetes.utils import parse_quantity as client_parse
+
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a quantity, got {value!r}")
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
         return Fraction(str(value))
-    match = _PATTERN.match(value.strip())
-    if not match:
+    text = value.strip()
+    number: Decimal | None = None
+    # Python's Decimal (under the client) takes "5 ", "1_000" and "NaN"; Kubernetes does not.
+    if text and not any(c.isspace() or c == "_" for c in text):
+        try:
+            number = client_parse(text)
+        except (ValueError, ArithmeticError):
+            number = None
+    if number is None or not number.is_finite():
         raise InputError(f"{where}: {value!r} is not a Kubernetes quantity (e.g. 8, 500m, 64Gi)")
-    number = Fraction(match["num"])
-    if match["exp"] is not None:
-        return number * Fraction(10) ** int(match["exp"])
-    return number * _SUFFIX[match["suffix"] or ""]
+    return Fraction(number)
 
 
 def same_quantity(a: str | int | float | None, b: str | int | float | None) -> bool:

@@ -62,6 +62,9 @@ SECTIONS: dict[str, dict[str, str]] = {
         "rules_note": ABOUT, "recommendations": TEAM, "saving_by_team": TEAM_KEYS,
         "monthly_saving": FLEET, "profiles": FLEET,
     },
+    "gpuledger.budgets/v1": {
+        "schema": ABOUT, "period": ABOUT, "currency": ABOUT, "teams": TEAM, "alerts": TEAM,
+    },
 }
 """Every section of every document a lead may be served, declared once (docs/decisions/0175).
 A section not declared here is withheld from a lead: a new section cannot leak by default, it

@@ -2,10 +2,12 @@
 
 Baseline: `compute_bill` at team x model x sharing-mode grain (what `gpuledger bill` does).
 Ours: `issue_monthly` (draft) end to end — the same bill plus idle allocations, recommendations,
-the inputs hash, summary.csv, the FOCUS export (CSV + Parquet), one PDF statement per team and
+the inputs hash, summary.csv, the FOCUS export (Parquet, the default), one PDF statement per team and
 the fleet, and the manifest — with the FOCUS build and the PDF statements also timed alone.
 
 Run: `python -m bench.bench_reports [--gpus 64] [--step-min 5]`; writes bench/results/reports.json.
+`--focus-size --gpus 256 --step-min 30`: only the FOCUS files, Parquet (default) beside CSV (on
+request), sized: bench/results/reports_focus_size.json.
 """
 
 from __future__ import annotations
@@ -38,6 +40,42 @@ def _load(path: Path, gpus: int, step: timedelta) -> int:
     return rows
 
 
+def focus_size(gpus: int, step: timedelta) -> None:
+    """The FOCUS export's files for one month of `gpus` cards, Parquet (the default) beside CSV
+    (on request), written from the same frame in the same run; sizes also per 256 GPUs (the
+    size scales with card-days x holders, not with the sample step)."""
+    from gpuledger.reports.billing import month_bill, summary_lines
+    from gpuledger.reports.focus import focus_frame, write_focus
+    from gpuledger.warehouse import Warehouse
+
+    settings = Settings()
+    with tempfile.TemporaryDirectory() as tmp:
+        wh_path = Path(tmp) / "bench.duckdb"
+        samples, load_s = timed(lambda: _load(wh_path, gpus, step))
+        with Warehouse.open(wh_path, read_only=True) as wh:
+            bill = month_bill(wh, settings, PERIOD)
+        frame = focus_frame(bill.detail, summary_lines(bill), bill.window, settings, bill.currency,
+                            rules=bill.raw.rules)
+        sizes, seconds = {}, {}
+        for fmt in ("parquet", "csv"):
+            folder = Path(tmp) / fmt
+            folder.mkdir()
+            files, seconds[fmt] = timed(partial(write_focus, frame, folder, (fmt,)))
+            sizes[fmt] = files[0].stat().st_size
+    mib = 2**20
+    write_result("reports_focus_size", {
+        "fleet": {"gpus": gpus, "period": PERIOD, "step_minutes": step.total_seconds() / 60,
+                  "gpu_samples": samples, "focus_rows": frame.height, "focus_columns": frame.width},
+        "baseline_csv_mib": round(sizes["csv"] / mib, 2),
+        "ours_parquet_mib": round(sizes["parquet"] / mib, 2),
+        "csv_mib_per_256_gpus": round(sizes["csv"] / mib * 256 / gpus, 2),
+        "parquet_mib_per_256_gpus": round(sizes["parquet"] / mib * 256 / gpus, 2),
+        "csv_over_parquet": round(sizes["csv"] / sizes["parquet"], 2),
+        "write_s": {k: round(v, 3) for k, v in seconds.items()},
+        "load_s": round(load_s, 1),
+    })
+
+
 def main() -> None:
     from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.reports.billing import month_bill, summary_lines
@@ -51,7 +89,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--gpus", type=int, default=64)
     parser.add_argument("--step-min", type=int, default=5)
+    parser.add_argument("--focus-size", action="store_true",
+                        help="only size the FOCUS files (Parquet vs CSV): "
+                             "bench/results/reports_focus_size.json")
     args = parser.parse_args()
+    if args.focus_size:
+        focus_size(args.gpus, timedelta(minutes=args.step_min))
+        return
     settings = Settings()
     now = datetime(2024, 12, 2, tzinfo=UTC)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,9 @@
 """Child of `bench.bench_quota`: one tree's `optimize quota` on a warehouse, stage by stage.
 
 Run with that tree first on PYTHONPATH: `python bench/quota_stages.py WAREHOUSE`. Prints one JSON
-line: seconds for the imports (the CLI and the quota planner), reading the inputs, and the plan,
+line: seconds for the imports (the CLI and the quota planner; the CLI's alone beside it, and
+whether pandas was imported by the end; the imports' and the whole run's CPU seconds, which the
+load does not inflate), reading the inputs, and the plan,
 with the time spent inside the demand floors, the forecast, the solver and the backtest (the
 backtest's figure includes the floors, forecasts and solves of its own refits). The stage
 functions are wrapped by name where the tree's modules hold them, so the base tree is timed the
@@ -22,13 +24,14 @@ STAGES = {"floors": "demand_floors", "forecast": "forecast", "solve": "solve_quo
 
 
 def main() -> None:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     import gpuledger.cli  # noqa: F401  (what the command imports first)
+    cli = time.perf_counter() - started
     from gpuledger.core.config import Settings
     from gpuledger.optimizer.quota import fit, planner
     from gpuledger.optimizer.quota.inputs import quota_inputs_from_warehouse
     from gpuledger.warehouse import Warehouse
-    imports = time.perf_counter() - started
+    imports, imports_cpu = time.perf_counter() - started, time.process_time() - cpu
     spent: dict[str, float] = defaultdict(float)
     modules: list[Any] = [fit, planner]
     try:
@@ -48,7 +51,10 @@ def main() -> None:
     plan = planner.plan_quota(inputs, planner.QuotaOptions(time_limit_s=120), Settings(), datetime.now(UTC))
     total = time.perf_counter() - t
     e = plan.evaluation
-    print(json.dumps({"imports_s": round(imports, 2), "inputs_s": round(read, 2), "plan_s": round(total, 2),
+    print(json.dumps({"imports_s": round(imports, 2), "imports_cpu_s": round(imports_cpu, 2),
+                      "imports_cli_s": round(cli, 2), "cpu_s": round(time.process_time() - cpu, 2),
+                      "pandas_imported": "pandas" in sys.modules,
+                      "inputs_s": round(read, 2), "plan_s": round(total, 2),
                       **{f"{k}_s": round(v, 2) for k, v in spent.items()},
                       "verdict": e.verdict if e else None, "headline": e.headline if e else None}))
 

@@ -248,6 +248,11 @@ class ReportSettings(_Section):
     billing_account_name: str = "GPU fleet"
     host_provider: str = "On-premises"
     adjustment_lookback_months: int = Field(default=3, ge=0, le=36)
+    focus_formats: tuple[Literal["parquet", "csv"], ...] = Field(
+        default=("parquet",), min_length=1,
+        description="the FOCUS export's files: `parquet` (typed, compressed; the default) and `csv` on "
+        "request (docs/decisions/0193)",
+    )
     schedule_grace_hours: float = Field(default=6.0, ge=0, le=24 * 31)
     schedule_backfill_months: int = Field(default=1, ge=1, le=36)
     signing_key: SecretStr | None = Field(

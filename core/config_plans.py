@@ -37,7 +37,7 @@ class QuotaPlanSettings(BaseModel):
     floor_burst_share: float = Field(
         default=0.5, ge=0, le=10,
         description="a released floor is the queue's peak over those horizons plus this share of it "
-        "(at least one unit)",
+        "(at least one unit); the held-out repair adds the same share to the need it measured",
     )
     allow_zero_quota: bool = Field(
         default=False,

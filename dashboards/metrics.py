@@ -36,7 +36,10 @@ value fails as a whole, so one node without a pool label once took every series 
 label is in pool `unknown`, a card no source names is model `unknown`: `core.labels.UNKNOWN`),
 and a dimension a line does not have (the `sharing_discount` line's model) is the empty
 value, which Prometheus reads as an absent label (`core.labels.label_text`). Usage without a
-team is on team `unattributed`, as on the bill.
+team is on team `unattributed`, as on the bill. Every label value of every family passes
+`_labels` (`label_text`), so no family can meet a `None`. The self-monitoring alerts
+(docs/decisions/0188) read `up` and `gpuledger_snapshot_age_seconds`, published on every scrape
+with data served, and `gpuledger_cost`.
 """
 
 from __future__ import annotations
@@ -155,11 +158,11 @@ class LedgerCollector(Collector):
             entry[0] += float(record.plan.effect.monthly_cost_saving or 0.0)
             entry[1] += 1
             if record.status in MOVING_STATUSES:
-                moving.add_metric([record.plan.id, record.plan.kind, record.status],
+                moving.add_metric(_labels(record.plan.id, record.plan.kind, record.status),
                                   record.updated_at.timestamp())
         for status, (money, n) in sorted(totals.items()):
-            saving.add_metric([status], money)
-            count.add_metric([status], n)
+            saving.add_metric(_labels(status), money)
+            count.add_metric(_labels(status), n)
         return [saving, count, moving]
 
     # 3. Freshness ----------------------------------------------------------------------------
@@ -186,7 +189,7 @@ class LedgerCollector(Collector):
         counter = CounterMetricFamily("gpuledger_collect_dropped_samples",
                                       "Samples the collector did not store, by reason", labels=["reason"])
         for reason, n in sorted(collect_stats.read(self.warehouse).items()):
-            counter.add_metric([reason], n)
+            counter.add_metric(_labels(reason), n)
         yield counter
 
 

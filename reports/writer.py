@@ -3,7 +3,7 @@
 ```
 summary.csv              team x model x sharing-mode lines + special lines + adjustments,
                          with currency, unit price and the team's cost centre / GL account
-focus.csv, focus.parquet FinOps FOCUS export
+focus.parquet FinOps FOCUS export (focus.csv too with reports.focus_formats)
 statements.pdf           every statement: fleet first (every team, more pages when needed),
                          then one page per team
 statements/fleet.html|pdf, statements/team-<name>.html|pdf
@@ -88,7 +88,7 @@ def write_report(
     # 2. The FOCUS export.
     focus = focus_frame(data.bill.detail, data.summary, data.bill.window, settings, data.bill.currency,
                         rules=data.bill.raw.rules)
-    write_focus(focus, folder)
+    write_focus(focus, folder, settings.reports.focus_formats)
     # 3. Statements: HTML beside PDF, and one combined PDF.
     statements_dir = folder / "statements"
     statements_dir.mkdir(exist_ok=True)

@@ -30,10 +30,10 @@ EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("unmet_instances", "unmet instances"),
     ("spare_instances", "instances nobody asked for"),
     ("spare_slices", "slices in instances nobody asked for"),
-    ("pending_gpu_minutes_before", "pending GPU-minutes before"),
-    ("pending_gpu_minutes_after", "pending GPU-minutes after"),
-    ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before"),
-    ("idle_quota_gpu_minutes_after", "idle quota GPU-minutes after"),
+    ("pending_gpu_minutes_before", "pending GPU-minutes before (held out, no borrowing)"),
+    ("pending_gpu_minutes_after", "pending GPU-minutes after (held out, no borrowing)"),
+    ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before (held out, no borrowing)"),
+    ("idle_quota_gpu_minutes_after", "idle quota GPU-minutes after (held out, no borrowing)"),
     ("monthly_cost_saving", "monthly saving"),
 )
 

@@ -94,7 +94,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         report = issue_monthly(wh, ctx.settings, str(period), out / "reports", now=utcnow(), advice=advice)
         ctx.echo("")
         ctx.echo(f"Reports for {period} ({report.status}): {report.folder}")
-        ctx.echo("  summary.csv, focus.csv, focus.parquet, one HTML + PDF statement per team, "
+        ctx.echo("  summary.csv, focus.parquet, one HTML + PDF statement per team, "
                  "fleet statement, manifest.json")
         if options.serve:  # the dashboard's month results, the advice just printed stored as it is
             from gpuledger.dashboards.serving_results import refresh_serving

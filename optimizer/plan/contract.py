@@ -35,7 +35,7 @@ from pydantic import (
     model_validator,
 )
 
-from gpuledger.core.errors import PlanError
+from gpuledger.core.errors import PlanError, SolverError
 from gpuledger.core.registry import Registry
 from gpuledger.optimizer.plan.evaluation import Evaluation
 
@@ -329,9 +329,15 @@ class Plan(_Frozen):
 
 
 def _kind(name: str) -> PlanKind:
-    """The registered kind `name`; a `ValueError` (so pydantic reports it) when there is none."""
+    """The registered kind `name`; a `ValueError` (so pydantic reports it) when there is none.
+
+    A solver error (the command's deadline firing while the kind module imports) is not a bad
+    plan: it passes through pydantic untouched, so the command ends with its one time-limit line.
+    """
     try:
         return PLAN_KINDS.get(name)
+    except SolverError:
+        raise
     except PlanError as exc:
         raise ValueError(str(exc)) from None
 

@@ -31,10 +31,10 @@ _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("unmet_slices", "unmet compute slices"),
     ("spare_instances", "instances nobody asked for"),
     ("spare_slices", "slices in instances nobody asked for"),
-    ("pending_gpu_minutes_before", "pending GPU-minutes before"),
-    ("pending_gpu_minutes_after", "pending GPU-minutes after"),
-    ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before"),
-    ("idle_quota_gpu_minutes_after", "idle quota GPU-minutes after"),
+    ("pending_gpu_minutes_before", "pending GPU-minutes before (held out, no borrowing)"),
+    ("pending_gpu_minutes_after", "pending GPU-minutes after (held out, no borrowing)"),
+    ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before (held out, no borrowing)"),
+    ("idle_quota_gpu_minutes_after", "idle quota GPU-minutes after (held out, no borrowing)"),
     ("monthly_cost_saving", "monthly cost saving"),
 )
 
@@ -129,7 +129,8 @@ def render_evaluation(e: Evaluation) -> str:
           t.floor_note or f"{t.floor_gpus:g}", f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
           f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand")
          for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team))],
-        ("team", "GPUs", "change", "floor", "pending GPU-min (held out)", "of its demand"),
+        ("team", "GPUs", "change", "floor", "pending GPU-min (held out, no borrowing)",
+         "of its demand"),
     )
     parts = ["\n".join(lines), teams]
     if e.origins:
@@ -137,7 +138,7 @@ def render_evaluation(e: Evaluation) -> str:
             [(f"{o.start:%Y-%m-%d %H:%M}", f"{o.end:%Y-%m-%d %H:%M}", f"{o.fit_days:g}",
               f"{o.pending_before:,.0f}", f"{o.pending_after:,.0f}",
               "n/a" if o.reduction is None else f"{-o.reduction:+.1%}") for o in e.origins],
-            ("held out from", "to", "fit days", "pending before", "pending after", "change"),
+            ("held out from", "to", "fit days", "pending before (no borrowing)", "pending after", "change"),
         ))
     return "\n\n".join(parts)
 

@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from gpuledger.core.errors import SolverError
 from gpuledger.optimizer.plan.contract import StageResult
+from gpuledger.optimizer.quota.cp_sat import cp_model
 from gpuledger.optimizer.solver_status import require_reached
 
 SCALE = 100

@@ -132,5 +132,5 @@ def _held_out_fairness(verdict: Verdict, reason: str, repair: Repair | None, rul
     if repair.raised and not repair.left:
         names = ", ".join(sorted({k[0] for k in repair.raised})[:5])
         reason += (f"; held-out fairness repaired in {repair.rounds} round(s): floors of {names} "
-                   "raised to what their held-out days needed")
+                   "raised to what their held-out days needed, plus a burst allowance")
     return verdict, reason

@@ -48,12 +48,13 @@ from tests.actuator.helpers import qc
 @pytest.mark.parametrize(("text", "value"), [
     ("8", Fraction(8)), ("500m", Fraction(1, 2)), ("64Gi", Fraction(64 * 2**30)), ("1e3", Fraction(1000)),
     ("1.5", Fraction(3, 2)), ("2k", Fraction(2000)), (7, Fraction(7)), (0.25, Fraction(1, 4)),
+    ("250u", Fraction(1, 4000)), ("3n", Fraction(3, 10**9)), ("0.1", Fraction(1, 10)), ("1.5Ei", Fraction(3 * 2**59)),
 ])
 def test_parse_quantity(text, value):
     assert parse_quantity(text) == value
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5 Gi", "1Z"])
+@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5 Gi", "1Z", "1_000", "NaN", "Infinity", "1ki", "2Ki8"])
 def test_parse_quantity_refuses(text):
     with pytest.raises(InputError, match="not a Kubernetes quantity"):
         parse_quantity(text, where="nominalQuota")

@@ -34,6 +34,7 @@ from gpuledger.reports.budget_alerts import payload, post
 from tests.analytics.builders import Seg, at, gpus, namespaces, samples
 
 RULES = Path(__file__).parents[2] / "deploy" / "helm" / "gpuledger" / "files" / "gpuledger-rules.yaml"
+RUNBOOKS = "https://github.com/gpuledger/gpuledger/blob/main/docs/guide/runbooks.md"
 SETTINGS = Settings(
     teams={"budgets": {"vision": 2000.0, "nlp": 100.0, "speech": 10_000.0}},
     finance={"team_thresholds": {"vision": [0.1, 0.9]}},
@@ -101,12 +102,14 @@ def test_alert_rules_with_promtool(status, tmp_path: Path) -> None:
                  "exp_annotations": {
                      "summary": "Team vision used 10.8% of its 2026-11 GPU budget",
                      "description": "Month-to-date GPU cost of team vision is past its warning "
-                                    "threshold (finance.budget_thresholds)."}}]},
+                                    "threshold (finance.budget_thresholds).",
+                     "runbook_url": RUNBOOKS + "#gpuledgerbudgetwarning"}}]},
             {"eval_time": "20m", "alertname": "GpuledgerBudgetExceeded", "exp_alerts": [
                 {"exp_labels": {"severity": "critical", "team": "nlp", "month": "2026-11"},
                  "exp_annotations": {
                      "summary": "Team nlp is over its 2026-11 GPU budget (216%)",
-                     "description": "Month-to-date GPU cost of team nlp exceeds teams.budgets."}}]},
+                     "description": "Month-to-date GPU cost of team nlp exceeds teams.budgets.",
+                     "runbook_url": RUNBOOKS + "#gpuledgerbudgetexceeded"}}]},
         ]}],
     }
     path = tmp_path / "budget-rules-test.yaml"

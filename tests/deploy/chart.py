@@ -32,6 +32,38 @@ VARIANTS: dict[str, list[str]] = {
         "--set-json", 'teams.budgets={"nlp":20000,"vision":5000}',
         "--set-json", 'roles=[{"subject":"leo","kind":"user","role":"lead","team":"nlp"}]',
     ],
+    # Every value the chart gained for issue 33 / 31.4 set at once (test_chart_values.py reads
+    # what each did): ingress, ServiceAccounts with IRSA annotations, pod metadata, extra env and
+    # volumes, scheduling, ServiceMonitor relabelings, camelCase plans and price book, the
+    # secret settings (two chart-made, one from an existing Secret), the lake publish CronJob.
+    "full": [
+        "--set-json", 'ingress={"enabled":true,"className":"nginx","annotations":{"a.example/x":"1"},'
+                      '"hosts":[{"host":"gl.example.com","paths":[{"path":"/","pathType":"Prefix"}]}],'
+                      '"tls":[{"secretName":"gl-tls","hosts":["gl.example.com"]}]}',
+        "--set-json", 'serviceAccount={"create":true,"name":"gl-app","collectorName":"gl-reader",'
+                      '"annotations":{"eks.amazonaws.com/role-arn":"arn:aws:iam::123456789012:role/gl"}}',
+        "--set-json", 'podAnnotations={"example.com/scrape":"no"}',
+        "--set-json", 'podLabels={"cost-center":"platform"}',
+        "--set-json", 'extraEnv=[{"name":"AWS_REGION","value":"eu-west-1"}]',
+        "--set-json", 'extraVolumes=[{"name":"ca","configMap":{"name":"corp-ca"}}]',
+        "--set-json", 'extraVolumeMounts=[{"name":"ca","mountPath":"/etc/ssl/corp","readOnly":true}]',
+        "--set-json", 'nodeSelector={"node-role.example.com/infra":"true"}',
+        "--set-json", 'tolerations=[{"key":"infra","operator":"Exists","effect":"NoSchedule"}]',
+        "--set-json", 'affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{'
+                      '"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/arch",'
+                      '"operator":"In","values":["amd64"]}]}]}}}',
+        "--set-json", 'serviceMonitor.relabelings=[{"action":"replace","targetLabel":"cluster","replacement":"prod-eu"}]',
+        "--set-json", 'serviceMonitor.metricRelabelings=[{"action":"drop","sourceLabels":["__name__"],'
+                      '"regex":"gpuledger_http_request_duration_seconds_bucket"}]',
+        "--set-json", 'plans={"expireAfterHours":48,"stateTimeoutSeconds":600,"nodesInParallel":2}',
+        "--set-json", 'priceBook=[{"model":"H100-80GB","unitPrice":3.1,"effectiveFrom":"2026-01-01"}]',
+        "--set", "prometheus.authHeader=Bearer full-prom-t0ken",
+        "--set", "report.signingKey=full-signing-k3y",
+        "--set", "budgetAlerts.webhookSecret.name=gl-hooks",
+        "--set", "publish.enabled=true", "--set", "publish.lake=s3://org-lake/gpu",
+        "--set", "publish.cluster=prod-eu",
+        "--set", "grafanaDashboard.enabled=true", "--set", "currency=EUR",
+    ],
 }
 
 

@@ -2,7 +2,11 @@
 
 - `promtool check rules` on the plain rules file (the chart's PrometheusRule embeds the same);
 - `promtool test rules tests/deploy/rules_test.yaml`: for each alert, cases that fire and cases
-  that do not (per-team thresholds, `for:` durations, other sources/statuses, day 1 vs day 2);
+  that do not (per-team thresholds, `for:` durations, other sources/statuses, day 1 vs day 2),
+  the self-monitoring ones included (target missing, scrape down, no cost series, stale
+  snapshot: each fires, and none fires on a healthy target);
+- every alert links its runbook: a `runbook_url` whose anchor is a section of
+  docs/guide/runbooks.md (GitHub's anchor of a `## Name` heading is the lower-cased name);
 - a mutated copy of a threshold comparison makes those unit tests fail (they test the numbers);
 - end to end: a real Prometheus scrapes the production server (vision is over its budget in
   the settings), evaluates the rules and sends the firing GpuledgerBudgetExceeded to Debian's
@@ -31,13 +35,29 @@ def promtool(*args: str, cwd: Path = HERE) -> subprocess.CompletedProcess[str]:
 def test_promtool_check_rules():
     done = promtool("check", "rules", str(PLAIN))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 6 rules found" in done.stdout
+    assert "SUCCESS: 10 rules found" in done.stdout
 
 
 def test_promtool_unit_tests_pass():
     done = promtool("test", "rules", "rules_test.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout
+
+
+def test_every_alert_has_a_runbook_section_and_a_unit_test():
+    import yaml
+
+    rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+    runbooks = (HERE.parents[1] / "docs" / "guide" / "runbooks.md").read_text()
+    sections = {line[3:].strip().lower() for line in runbooks.splitlines() if line.startswith("## ")}
+    tested = (HERE / "rules_test.yaml").read_text()
+    assert len(rules) == 10
+    for rule in rules:
+        url = rule["annotations"]["runbook_url"]
+        page, anchor = url.split("#")
+        assert page == "https://github.com/gpuledger/gpuledger/blob/main/docs/guide/runbooks.md"
+        assert anchor == rule["alert"].lower() and anchor in sections, rule["alert"]
+        assert f"alertname: {rule['alert']}" in tested, f"{rule['alert']}: no promtool case"
 
 
 def test_unit_tests_catch_a_changed_threshold(tmp_path):

@@ -29,13 +29,21 @@ def test_helm_lint_passes_for_every_variant():
 def test_rendered_settings_load(variant, tmp_path, monkeypatch):
     """The ConfigMap's gpuledger.yaml is a valid Settings file (unknown keys are refused)."""
     monkeypatch.setenv("GPULEDGER_PROMETHEUS_AUTH", "Bearer test-token-123456")
+    monkeypatch.setenv("GPULEDGER_REPORT_KEY", "k" * 32)
+    monkeypatch.setenv("GPULEDGER_BUDGET_WEBHOOK", "https://hooks.example.com/services/T0/x")
     config = one(render(variant), "ConfigMap", "gpuledger-config")
     path = tmp_path / "gpuledger.yaml"
     path.write_text(config["data"]["gpuledger.yaml"])
     settings = load_settings(path)
     assert settings.prometheus.url == "http://prometheus-operated.monitoring.svc:9090"
     assert settings.kubernetes.kubeconfig == "/etc/gpuledger/kube/config"
-    if variant == "no-proxy":
+    if variant == "full":
+        assert settings.prometheus.auth_header is not None
+        assert settings.reports.signing_key is not None and settings.finance.budget_webhook is not None
+        assert settings.plans.expire_after_hours == 48 and settings.plans.nodes_in_parallel == 2
+        assert [(p.model, p.unit_price) for p in settings.price_book] == [("H100-80GB", 3.1)]
+        assert (settings.lake.uri, settings.lake.cluster) == ("s3://org-lake/gpu", "prod-eu")
+    elif variant == "no-proxy":
         assert settings.access.proxy_addresses == ("10.0.0.7",)
         assert settings.prometheus.auth_header is not None
         assert settings.prometheus.auth_header.get_secret_value() == "Bearer test-token-123456"

@@ -1,4 +1,4 @@
-"""Every object the chart renders (default and two variants) passes a server-side dry-run apply
+"""Every object the chart renders (default and three variants, "full" with every value set) passes a server-side dry-run apply
 on the real kube-apiserver, with the Prometheus Operator's ServiceMonitor and PrometheusRule CRDs
 (generated from the operator's API types by `tools.helm_build`) installed.
 
@@ -45,6 +45,9 @@ def test_every_rendered_object_passes_server_side_dry_run(api, variant):
     assert expected <= kinds
     if variant == "default":
         assert {"ServiceMonitor", "PrometheusRule", "PersistentVolumeClaim"} <= kinds
+    if variant == "full":  # every new value: the Ingress, the chart's Secret, the helm test Pod
+        assert {"Ingress", "Secret", "Pod"} <= kinds
+        assert sum(d["kind"] == "CronJob" for d in docs) == 4  # collect, report, compact, publish
     for doc in docs:
         resource = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
         namespace = doc["metadata"].get("namespace") if resource.namespaced else None

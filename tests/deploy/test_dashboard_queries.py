@@ -1,7 +1,9 @@
 """deploy/grafana/gpuledger.json: every PromQL expression in it returns data from a real
 Prometheus scraping the production server (the demo warehouse), with Grafana's variables set as
 "All" would set them. Also: the JSON is a dashboard Grafana imports (uid, panels with targets,
-each on the `datasource` variable), with the panels the issue asks for."""
+each on the `datasource` variable), with the panels the issues ask for: `datasource`, `cluster`
+and `team` variables, money in the import input's currency, cost per hour following the time
+picker (issue 33.2). The file is generated (tools/mixin; test_mixin.py checks it is current)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 from tests.deploy.conftest import wait_for_series
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "gpuledger.json"
-VARIABLES = {"$team": ".*", "$__rate_interval": "1m", "${datasource}": ""}
+VARIABLES = {"$team": ".*", "$cluster": ".*", "$__rate_interval": "1m", "$__range": "1h", "${datasource}": ""}
 
 
 def _dashboard() -> dict:
@@ -44,7 +46,20 @@ def test_dashboard_shape():
     for panel in board["panels"]:
         assert panel["datasource"]["uid"] == "${datasource}" and panel["targets"], panel["title"]
     names = {v["name"] for v in board["templating"]["list"]}
-    assert names == {"datasource", "team"}
+    assert names == {"datasource", "cluster", "team"}
+    assert [i["name"] for i in board["__inputs"]] == ["VAR_CURRENCY"]  # Grafana asks on import
+    money = [p for p in board["panels"] if p["fieldConfig"]["defaults"].get("unit", "").startswith("currency")]
+    assert len(money) >= 8 and all(p["fieldConfig"]["defaults"]["unit"] == "currency${VAR_CURRENCY}" for p in money)
+    assert "currencyUSD" not in DASHBOARD.read_text()  # no hard-coded currency
+    # Panels that follow the time picker: series over time, not only this month's gauges.
+    follows = [p["title"] for p in board["panels"] if p["type"] == "timeseries"
+               and any("delta(" in t["expr"] and "[1h]" in t["expr"] for t in p["targets"])]
+    assert {"Cost per hour by team", "Idle cost per hour by team"} <= set(follows)
+    ranged = [p for p in board["panels"] if any("$__range" in t["expr"] for t in p["targets"])]
+    assert [p["title"] for p in ranged] == ["Cost in the selected range"]
+    for title, expr in expressions():  # every gpuledger series is filtered by the cluster variable
+        for found in re.findall(r"gpuledger_\w+(\{[^}]*\})?", expr):
+            assert 'cluster=~"$cluster"' in found, (title, expr)
     assert any("dcgm" in link.get("tags", []) for link in board["links"])
 
 
@@ -59,7 +74,10 @@ def test_every_expression_returns_data(monitoring, title, expr):
 
 
 def test_team_variable_query_lists_the_teams(monitoring):
-    query = _dashboard()["templating"]["list"][1]["query"]["query"]
-    metric, label = re.fullmatch(r"label_values\((\w+), (\w+)\)", query).groups()
-    teams = {r["metric"][label] for r in monitoring.query(metric)}
+    variables = {v["name"]: v for v in _dashboard()["templating"]["list"]}
+    query = variables["team"]["query"]["query"]
+    selector, label = re.fullmatch(r"label_values\((.+), (\w+)\)", query).groups()
+    teams = {r["metric"][label] for r in monitoring.query(substitute(selector))}
     assert {"nlp", "vision", "unallocated"} <= teams
+    metric, label = re.fullmatch(r"label_values\((\w+), (\w+)\)", variables["cluster"]["query"]["query"]).groups()
+    assert (metric, label) == ("gpuledger_cost", "cluster") and monitoring.query(metric)

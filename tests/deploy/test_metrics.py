@@ -152,8 +152,10 @@ def test_team_threshold_from_config_reaches_metrics_and_fires_the_rule(served, t
             "critical": (f"Team {team} is over its 2026-11 GPU budget ({share})",
                          f"Month-to-date GPU cost of team {team} exceeds teams.budgets."),
         }[severity]
+        runbook = ("https://github.com/gpuledger/gpuledger/blob/main/docs/guide/runbooks.md#"
+                   + ("gpuledgerbudgetwarning" if severity == "warning" else "gpuledgerbudgetexceeded"))
         return {"exp_labels": {"severity": severity, "team": team, "month": "2026-11", "job": "gpuledger"},
-                "exp_annotations": {"summary": summary, "description": description}}
+                "exp_annotations": {"summary": summary, "description": description, "runbook_url": runbook}}
 
     test = {"rule_files": [str(RULES)], "evaluation_interval": "1m", "tests": [{
         "interval": "1m", "input_series": series, "alert_rule_test": [

@@ -53,7 +53,7 @@ def test_demo_runs_the_pipeline_and_ends(tmp_path: Path):
     assert [kinds[0], kinds[2], kinds[3]] == ["profile_catalog", "autoscaling", "fragmentation_rebuild"], advice
     assert kinds[4] == "dra-fragmentation" and kinds[5].startswith("dra_profile"), advice
     folder = next((out / "reports").glob("period=2026-10/*"))
-    for name in ("summary.csv", "focus.csv", "focus.parquet", "manifest.json"):
+    for name in ("summary.csv", "focus.parquet", "manifest.json"):  # focus.csv only on request
         assert (folder / name).is_file(), name
     with Warehouse.open(out / "gpuledger.duckdb", read_only=True) as wh:
         kinds = sorted(wh.query("SELECT kind FROM plans WHERE status = 'proposed'")["kind"].to_list())

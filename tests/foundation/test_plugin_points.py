@@ -91,7 +91,7 @@ def test_commands_by_module_name_are_what_the_cli_offers():
 
     assert COMMANDS.names() == (
         "agent", "bill", "budgets", "capacity", "collect", "compact", "completion", "demo", "export",
-        "idle", "optimize", "org", "plans", "publish", "recommend", "refresh_serving", "report",
+        "idle", "mcp", "optimize", "org", "plans", "publish", "recommend", "refresh_serving", "report",
         "rollup", "serve", "simulate", "status", "why")
     assert set(build_cli().commands) == {name.replace("_", "-") for name in COMMANDS.names()}
 

@@ -129,6 +129,19 @@ def test_kind_must_match_changes():
              effect=Effect(), solver=SolverInfo(status="OPTIMAL", wall_s=0, time_limit_s=1))
 
 
+def test_a_deadline_while_reading_a_plan_is_not_a_bad_plan(monkeypatch):
+    """The command's deadline can fire while a kind module imports; it must stay a time limit."""
+    from gpuledger.core.errors import TimeLimitError
+    from gpuledger.optimizer.plan import contract
+
+    def out_of_time(name: str) -> None:
+        raise TimeLimitError("optimize mig ran past --time-limit 10 s")
+
+    monkeypatch.setattr(contract.PLAN_KINDS, "get", out_of_time)
+    with pytest.raises(TimeLimitError, match="time-limit"):
+        Plan.from_json(mig_plan().to_json())
+
+
 def test_save_load_round_trip(wh):
     plan = mig_plan()
     save_plan(wh, plan, now=T0)

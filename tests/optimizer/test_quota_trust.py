@@ -180,19 +180,49 @@ def test_team_quiet_in_the_fitting_weeks_and_busy_after_keeps_its_floor():
     assert nominal["a"] + nominal["b"] == 32 and nominal["b"] >= 3
     assert e.pending_before == hard_pending(a[fit_h:], 16)
     assert e.pending_after == hard_pending(a[fit_h:], nominal["a"]) + hard_pending(busy, nominal["b"])
-    # the old rule (p90 only, no held-out check) cuts b to 1 there: +2/3 of its demand waits
-    old = plan_quota(inputs, QuotaOptions(time_limit_s=20),
-                     settings(floor_keep_share=0.0, max_pending_rise_share=1.0, **window), NOW)
-    assert old.evaluation is not None
-    old_b = next(t for t in old.evaluation.teams if t.team == "b")
+    # the old floor (p90 only) on the quiet weeks is 1: there b waits 2/3 of its demand
+    fit_only = two_queues({"a": a[:fit_h], "b": b[:fit_h]}, nominal=16)
+    assert floors_of(fit_only, floor_keep_share=0.0)["b"] == 1
     rise = (hard_pending(busy, 1) - hard_pending(busy, 16)) / demand_b
-    assert rise == pytest.approx(2 / 3) and old_b.rise_share == pytest.approx(rise)
-    # without the kept share but with the held-out check, the repair raises b's floor
+    assert rise == pytest.approx(2 / 3)
+    # without the kept share, the held-out check sees that rise and raises b's floor to the least
+    # quota within half the bound on its held-out week (3: at 2 it waits 1/3), plus the burst
+    # allowance, half of it (decision 0204): 5
+    need = next(n for n in range(17) if hard_pending(busy, n) - hard_pending(busy, 16) <= 0.025 * demand_b)
+    assert need == 3 and hard_pending(busy, 2) / demand_b == pytest.approx(1 / 3)
     repaired = plan_quota(inputs, QuotaOptions(time_limit_s=20), settings(floor_keep_share=0.0, **window), NOW)
     r = repaired.evaluation
     assert r is not None and r.repaired_queues == ("b",)
     r_b = next(t for t in r.teams if t.team == "b")
+    assert r_b.floor_gpus == need + 2 and r_b.floor_note == "5: raised: its held-out days needed 3 + 2 for bursts (repair)"
     assert r_b.pending_after - r_b.pending_before <= 0.05 * demand_b
+
+
+def test_a_held_out_rise_under_the_bound_but_over_half_of_it_is_repaired():
+    """The bench's `platform` case (decision 0204): b's rise on the held-out week at its fitted
+    floor is under the 5 % bound but over half of it, so the plan will meet days with no room
+    left; it is repaired, with the burst allowance, not passed."""
+    fit_h = 21 * 24
+    day = [0.0] * 8 + [3.0] * 9 + [4.0] + [0.0] * 6  # 9 h at 3 GPUs, one at 4
+    busy = day * 7
+    b = quiet(fit_h, 1.0, 0.08, 4) + busy
+    a = [31.0] * (fit_h + len(busy))
+    inputs = two_queues({"a": a, "b": b}, nominal=16)
+    window = {"backtest_origins": 1, "backtest_days": 7, "min_fit_days": 7}
+    demand_b = sum(busy) * HOUR_MIN
+    # at 3 (20 % of 16, its floor fitted on the quiet weeks) b waits 1 GPU-hour a day of 31
+    rise_at_3 = (hard_pending(busy, 3) - hard_pending(busy, 16)) / demand_b
+    assert rise_at_3 == pytest.approx(1 / 31) and 0.025 < rise_at_3 < 0.05
+    # the least quota within half the bound is 4 (no wait), plus half of it for bursts: 6
+    need = next(n for n in range(17) if hard_pending(busy, n) - hard_pending(busy, 16) <= 0.025 * demand_b)
+    assert need == 4
+    plan = plan_quota(inputs, QuotaOptions(time_limit_s=20), settings(**window), NOW)
+    e = plan.evaluation
+    assert e is not None and e.repaired_queues == ("b",) and e.verdict == "propose"
+    team_b = next(t for t in e.teams if t.team == "b")
+    assert team_b.floor_note == "6: raised: its held-out days needed 4 + 2 for bursts (repair)"
+    assert new_nominal(plan)["b"] >= need + 2
+    assert team_b.pending_after - team_b.pending_before <= 0.025 * demand_b
 
 
 def test_quiet_then_busy_queue_keeps_its_floor():
@@ -353,6 +383,14 @@ def test_headline_on_cli_text_plans_page_and_json():
          "share": "+0.0%"},
     ]
     assert "4: its quota (p90 of its demand is 7)" in text and "this plan (held out, hard quotas: no borrowing)" in text
+    # every table names its replay mode: the effect, the teams and the origins are held out, no borrowing
+    for label in ("pending GPU-minutes before (held out, no borrowing)", "pending GPU-min (held out, no borrowing)",
+                  "pending before (no borrowing)", "this plan with cohort borrowing (held out)"):
+        assert label in text
+    assert "with borrowing" not in text.replace("with cohort borrowing", "")
+    from gpuledger.dashboards.pages.plans import effect_frame
+    assert effect_frame(plan.effect, "USD")["effect"].to_list()[:2] == [
+        "pending GPU-minutes before (held out, no borrowing)", "pending GPU-minutes after (held out, no borrowing)"]
     again = Plan.from_json(plan_json(plan))
     assert again.evaluation is not None and again.evaluation.teams[1].floor_note == "1: p90 of its demand"
     assert again == plan and again.evaluation is not None and again.evaluation.headline == e.headline

@@ -37,7 +37,7 @@ import pytest
 from gpuledger import __version__
 from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.cli import main
-from gpuledger.core.config import PriceEntry, Settings
+from gpuledger.core.config import PriceEntry, ReportSettings, Settings
 from gpuledger.core.errors import ReportError
 from gpuledger.core.period import Period
 from gpuledger.reports.billing import empty_summary, month_bill
@@ -72,6 +72,7 @@ FOCUS_OTHER = {
     "ResourceId", "ResourceName", "ResourceType", "ServiceSubcategory", "SkuId", "SkuPriceId",
     "SubAccountId", "SubAccountName", "Tags",
     "BillingAccountType", "SubAccountType", "ContractedUnitPrice", "InvoiceId",
+    "SkuMeter", "SkuPriceDetails", "CommitmentDiscountStatus",  # focus-validator (docs/decisions/0193)
 }
 CENT = 0.005
 
@@ -80,7 +81,9 @@ CENT = 0.005
 def report(base_warehouse, tmp_path_factory):
     out = tmp_path_factory.mktemp("report-out")
     with Warehouse.open(base_warehouse, read_only=True) as wh:
-        result = issue_monthly(wh, Settings(), PERIOD, out, now=NOW)
+        # CSV on request (reports.focus_formats; Parquet alone by default) so both files are checked
+        csv_too = Settings(reports=ReportSettings(focus_formats=("parquet", "csv")))
+        result = issue_monthly(wh, csv_too, PERIOD, out, now=NOW)
         bill = compute_bill(wh, Period.exact(PERIOD).window, Settings(), by=("team", "model", "sharing_mode"))
         by_team = compute_bill(wh, Period.exact(PERIOD).window, Settings(), by=("team",))
     return {"result": result, "folder": result.folder, "bill": bill, "by_team": by_team,

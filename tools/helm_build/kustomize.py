@@ -3,7 +3,7 @@
 Why generated: the chart is the one source of gpuledger's manifests; the kustomize files stay
 for users without Helm, rendered from the chart's default values with the namespace included
 and without the Prometheus Operator objects (which need its CRDs). Helm's own bookkeeping
-(`helm.sh/chart`, `managed-by: Helm`, the config checksum) is dropped. A test
+(`helm.sh/chart`, `managed-by: Helm`, the config and Secret checksums) is dropped. A test
 (tests/deploy/test_kustomize.py) fails when a file differs from what this renders; refresh them
 with `python -m tools.helm_build kustomize`.
 """
@@ -40,7 +40,7 @@ def _strip(node: Any) -> Any:
     if isinstance(node, dict):
         out = {}
         for key, value in node.items():
-            if key in _HELM_LABELS or key == "checksum/config":
+            if key in _HELM_LABELS or key in ("checksum/config", "checksum/secret"):
                 continue
             cleaned = _strip(value)
             if key == "annotations" and not cleaned:

@@ -1,10 +1,30 @@
-{{/* Names: the release's fullname prefixes every object (gpuledger when the release is "gpuledger"). */}}
+{{/* Names: the release's fullname prefixes every object (gpuledger when the release is "gpuledger");
+nameOverride replaces the chart's name in it, fullnameOverride replaces it whole. */}}
+{{- define "gpuledger.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "gpuledger.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "gpuledger.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccounts: the dashboard's (plan writes) and the collector's (reads only), the
+chart's own unless serviceAccount.create is false, then the named ones, made by the admin. */}}
+{{- define "gpuledger.serviceAccount" -}}
+{{- .Values.serviceAccount.name | default (include "gpuledger.fullname" .) -}}
+{{- end -}}
+
+{{- define "gpuledger.collectorServiceAccount" -}}
+{{- .Values.serviceAccount.collectorName | default (printf "%s-collector" (include "gpuledger.serviceAccount" .)) -}}
 {{- end -}}
 
 {{- define "gpuledger.labels" -}}
@@ -37,14 +57,84 @@ readOnlyRootFilesystem: true
 capabilities: {drop: [ALL]}
 {{- end -}}
 
-{{/* The Prometheus Authorization header from its Secret, when one is named. */}}
+{{/* The secret settings (docs/decisions/0189): each reaches the pods as an environment variable
+from a Secret, the one the values name (`<setting>Secret.name`) or the chart's own
+(<fullname>-secrets, made from the plain values), and the ConfigMap says only `${VARIABLE}`.
+A list of [environment variable, settings path, Secret name, key]; empty entries are unset. */}}
+{{- define "gpuledger.secretSettings" -}}
+{{- $own := printf "%s-secrets" (include "gpuledger.fullname" .) -}}
+{{- $out := list -}}
+{{- $items := list
+      (list "GPULEDGER_PROMETHEUS_AUTH" "prometheus.auth_header" .Values.prometheus.authSecret .Values.prometheus.authHeader "prometheus-auth")
+      (list "GPULEDGER_REPORT_KEY" "reports.signing_key" .Values.report.signingKeySecret .Values.report.signingKey "report-signing-key")
+      (list "GPULEDGER_BUDGET_WEBHOOK" "finance.budget_webhook" .Values.budgetAlerts.webhookSecret .Values.budgetAlerts.webhook "budget-webhook") -}}
+{{- range $items -}}
+{{- $ref := index . 2 -}}
+{{- if $ref.name -}}
+{{- $out = append $out (list (index . 0) (index . 1) $ref.name $ref.key) -}}
+{{- else if index . 3 -}}
+{{- $out = append $out (list (index . 0) (index . 1) $own (index . 4)) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* The environment of every gpuledger container: the secret settings, then extraEnv. */}}
 {{- define "gpuledger.env" -}}
 - {name: HOME, value: /tmp}
 - {name: XDG_CACHE_HOME, value: /tmp/cache}
-{{- if .Values.prometheus.authSecret.name }}
-- name: GPULEDGER_PROMETHEUS_AUTH
+{{- range (include "gpuledger.secretSettings" . | fromJsonArray) }}
+- name: {{ index . 0 }}
   valueFrom:
-    secretKeyRef: {name: {{ .Values.prometheus.authSecret.name | quote }}, key: {{ .Values.prometheus.authSecret.key | quote }}}
+    secretKeyRef: {name: {{ index . 2 | quote }}, key: {{ index . 3 | quote }}}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod metadata every gpuledger pod carries beside its own labels: podLabels, podAnnotations. */}}
+{{- define "gpuledger.podLabels" -}}
+{{- with .Values.podLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "gpuledger.podAnnotations" -}}
+{{- with .Values.podAnnotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Scheduling of a CronJob's pod: nodeSelector and tolerations from the values; affinity from
+the values with the pod affinity to the dashboard's node forced (the warehouse volume is
+ReadWriteOnce), unless persistence is off. */}}
+{{- define "gpuledger.jobScheduling" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector: {{ toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations: {{ toYaml . | nindent 2 }}
+{{- end }}
+{{- $affinity := deepCopy (.Values.affinity | default dict) -}}
+{{- if .Values.persistence.enabled -}}
+{{- $_ := set $affinity "podAffinity" (include "gpuledger.besideDashboard" . | fromYaml) -}}
+{{- end -}}
+{{- with $affinity }}
+affinity: {{ toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* extraVolumeMounts / extraVolumes, for every gpuledger container and pod. */}}
+{{- define "gpuledger.extraVolumeMounts" -}}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "gpuledger.extraVolumes" -}}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
 {{- end }}
 {{- end -}}
 
@@ -57,12 +147,11 @@ capabilities: {drop: [ALL]}
 {{- end }}
 {{- end -}}
 
-{{/* The collect and report pods share the dashboard's node: the warehouse volume is ReadWriteOnce. */}}
+{{/* The pod affinity that puts the collect, report, compact and publish pods on the dashboard's
+node: the warehouse volume is ReadWriteOnce. */}}
 {{- define "gpuledger.besideDashboard" -}}
-affinity:
-  podAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      - labelSelector:
-          matchLabels: {app.kubernetes.io/name: {{ include "gpuledger.fullname" . }}-dashboard}
-        topologyKey: kubernetes.io/hostname
+requiredDuringSchedulingIgnoredDuringExecution:
+  - labelSelector:
+      matchLabels: {app.kubernetes.io/name: {{ include "gpuledger.fullname" . }}-dashboard}
+    topologyKey: kubernetes.io/hostname
 {{- end -}}
