@@ -4,7 +4,7 @@ The simulator's pending scenario (`simulator.pending`) is created as upstream wr
 with `PodScheduled=False` and `FailedScheduling` events, a preemptor with `nominatedNodeName`,
 an unallocated ResourceClaim, Kueue Workloads with `QuotaReserved=False`/`Evicted` conditions
 and ClusterQueues with `status.flavorsReservation`, Volcano PodGroups with `Unschedulable`
-conditions. The Kubernetes collector reads them, the warehouse stores them (v016), and:
+conditions. The Kubernetes collector reads them, the warehouse stores them (v013), and:
 - every pending object gets the class the scenario's ground truth (`EXPECTED`) names;
 - the quota verdict names the ClusterQueue and the queue borrowing its cohort's quota, and
   suggests the namespace's other LocalQueue whose ClusterQueue has room;

@@ -49,8 +49,8 @@ STEPS: tuple[Step, ...] = (
     Step(11, "HAMi vGPU allocations (pod to card, per source)", "v011_vgpu_allocations.sql"),
     Step(12, "DRA devices and claims name their source (the API or Prometheus history)",
          "v012_dra_sources.sql"),
-    Step(16, "workloads seen waiting with their status as written; ClusterQueue usage",
-         "v016_pending_workloads.sql"),
+    Step(13, "workloads seen waiting with their status as written; ClusterQueue usage",
+         "v013_pending_workloads.sql"),
 )
 """Every version in order, oldest first; append only."""
 

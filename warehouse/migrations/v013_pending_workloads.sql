@@ -1,4 +1,4 @@
--- v016: workloads seen waiting, with the status their controllers wrote (Kueue Workload and
+-- v013: workloads seen waiting, with the status their controllers wrote (Kueue Workload and
 -- Volcano PodGroup conditions, PodScheduled and FailedScheduling, DRA claim allocation), and
 -- each ClusterQueue's reserved quota (status.flavorsReservation) (docs/decisions/0201).
 CREATE TABLE IF NOT EXISTS pending_workloads (
