@@ -70,7 +70,8 @@ rule 5 and 0060, amended by 0168 and 0179): a row stands until the card's next s
 the gap tolerance, except where its holder ends there: then the hole (the time past the card's
 own spacing) is split at its midpoint, each side taking at most the staleness bound of it. The
 half a holder's first row reaches back over is held with its activity unknown (no reading of
-that holder exists before its first row; readings carry forward only, 0051).
+that holder exists before its first row; readings carry forward only, 0051). A HAMi holder's
+rows stay inside its allocation span (0180).
 Renamed when the rule changes, so roll-ups computed under the old rule are known as such."""
 
 HOLE_RULE_V2 = "card-next-scrape-midpoint-v2"

@@ -83,7 +83,7 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-from gpuledger.analytics.sampling.holders import with_hami_holders
+from gpuledger.analytics.sampling.holders import SPAN, with_hami_holders
 from gpuledger.core import activity
 from gpuledger.core.errors import InputError
 from gpuledger.core.rules import HOLE_RULE_V1, HOLE_RULE_V2, SamplingRules, hole_split
@@ -136,6 +136,7 @@ def run(wh: ReadableWarehouse, window: Window, rules: SamplingRules) -> Pieces:
     segs = _segments(frame)
     frame = frame.select(
         "dix", "t", "hold", "t_card_next", "t_card_prev", "gr_c", "util_c", "fb_c",
+        *[c for c in SPAN if c in frame.columns],
         pl.col("cix").replace_strict(spacing["cix"], spacing["sp"]).alias("sp"),
         segs["pair"].gather(frame["seg"] - 1).alias("pair"),
     )
@@ -171,6 +172,7 @@ def _ordered(
     fields = [f for f in _FIELDS if f not in unread]
     frame = values.select(
         (lookup["dix"].gather(values["sid"]) * unit + (pl.col("t") - lo)).alias("key"), "sid", *fields,
+        *[c for c in SPAN if c in values.columns],
     ).sort("key", multithreaded=False)  # two cores: the parallel sort cost 1.6x the CPU, same wall
     frame = frame.with_columns((pl.col("key") // unit).alias("dix"))
     frame = frame.with_columns(
@@ -207,6 +209,7 @@ def _merged(frame: pl.DataFrame) -> pl.DataFrame:
         return frame
     return in_order(frame, "key").group_by("key").agg(
         pl.col("dix", "cix", "ckey", "t").first(), pl.col("hold").min(), *[pl.col(f).max() for f in _FIELDS],
+        *[pl.col(c).max() for c in SPAN if c in frame.columns],
     ).sort("key")
 
 
@@ -353,6 +356,11 @@ def _runs(frame: pl.DataFrame, rules: SamplingRules) -> pl.DataFrame:
     back = pl.lit(0, pl.Int64)
     if rules.hole_rule != HOLE_RULE_V1:
         dt, back = hole_split(to_next, tol, same_next, same_hold_prev, rules.staleness_us)
+    if SPAN[0] in frame.columns and rules.hole_rule not in (HOLE_RULE_V1, HOLE_RULE_V2):
+        # v3: a HAMi holder's row never leaves HAMi's span (decision 0180)
+        a, b, t = pl.col(SPAN[0]), pl.col(SPAN[1]), pl.col("t")
+        back = pl.when(a.is_null()).then(back).otherwise(pl.min_horizontal(back, (t - a).clip(0)))
+        dt = pl.when(b.is_null()).then(dt).otherwise(pl.min_horizontal(dt, (b - t).clip(0)))
     frame = frame.with_columns(
         dt.alias("dt"), back.alias("back"),
         continues.alias("cont"), idle.alias("idle"), (idle & idle_prev & continues).alias("idle_cont"),
