@@ -48,6 +48,7 @@ __all__ = [
     "HOLE_RULE",
     "HOLE_RULES",
     "HOLE_RULE_V1",
+    "HOLE_RULE_V2",
     "SHARE_RULE_VERSION",
     "STALENESS_US",
     "ActivitySource",
@@ -63,19 +64,26 @@ _US = 1_000_000
 ACTIVITY_RULE_VERSION = "1"
 """Bumped when `core.activity`'s rule changes in code (what counts as a reading, the fallback)."""
 
-HOLE_RULE = "card-next-scrape-midpoint-v2"
+HOLE_RULE = "card-next-scrape-midpoint-unknown-v3"
 """How a scrape hole is split between the rows around it (the sampling model, decision 0051
-rule 5 and 0060, amended by 0168): a row stands until the card's next scrape within the gap
-tolerance, except where its holder ends there: then the hole (the time past the card's own
-spacing) is split at its midpoint, each side taking at most the staleness bound of it.
+rule 5 and 0060, amended by 0168 and 0179): a row stands until the card's next scrape within
+the gap tolerance, except where its holder ends there: then the hole (the time past the card's
+own spacing) is split at its midpoint, each side taking at most the staleness bound of it. The
+half a holder's first row reaches back over is held with its activity unknown (no reading of
+that holder exists before its first row; readings carry forward only, 0051). A HAMi holder's
+rows stay inside its allocation span (0180).
 Renamed when the rule changes, so roll-ups computed under the old rule are known as such."""
+
+HOLE_RULE_V2 = "card-next-scrape-midpoint-v2"
+"""0168 as first written: the reach back took the first row's activity (so an idle first row
+billed the guessed half of the hole as idle). Still computable, like v1."""
 
 HOLE_RULE_V1 = "card-next-scrape-v1"
 """The rule before 0168: the row before a hole stood for all of it, holder change or not. This
 code still computes under it (`SamplingRules.computable`), so a roll-up stored under it can be
 billed as computed with its raw hours, and the frozen SQL pass of decision 0122 stays a check."""
 
-HOLE_RULES: tuple[str, ...] = (HOLE_RULE, HOLE_RULE_V1)
+HOLE_RULES: tuple[str, ...] = (HOLE_RULE, HOLE_RULE_V2, HOLE_RULE_V1)
 """The hole rules this code computes under."""
 
 SHARE_RULE_VERSION = "2"

@@ -247,8 +247,9 @@ def compute_bill(
     # 1. Usage, under the rules its plan says.
     plan = plan_usage(wh, window, Rules.of(settings), source=source, as_computed=as_computed,
                       what=f"bill {period_text(window)}")
-    usage, held = _usage(wh, window, settings, dims, plan, grain=grain)
-    usage, gpus = usage.with_columns(_POOL), cards(wh).with_columns(_POOL)
+    inventory = cards(wh)  # read and parsed once: the raw usage and the pricing share it
+    usage, held = _usage(wh, window, settings, dims, plan, grain=grain, gpus=inventory)
+    usage, gpus = usage.with_columns(_POOL), inventory.with_columns(_POOL)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
     prices = price_table(book, models, window, strict=strict_prices)
@@ -282,7 +283,7 @@ def compute_bill(
 
 def _usage(
     wh: Warehouse, window: Window, settings: Settings, dims: tuple[str, ...], plan: UsagePlan, *,
-    grain: Grain,
+    grain: Grain, gpus: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Step 1: usage with claim names and the card-day held frame when the grain computed it.
     The lines grain reads the roll-up per price period (docs/decisions/0133) when the plan reads
@@ -294,7 +295,7 @@ def _usage(
         cuts = None if "day" in dims else price_changes(settings, window)
         usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"], cuts)
     else:
-        usage = usage_of(wh, plan.parts, plan.compute)
+        usage = usage_of(wh, plan.parts, plan.compute, gpus=gpus)
         if plan.source == "rollup":  # the card-days from the same roll-up rows, summed in SQL
             held = card_day_held(wh, window)
     return _claim_names(wh, usage), held

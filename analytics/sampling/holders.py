@@ -11,7 +11,8 @@ step 1's read and before step 2:
    not a release; the same bound that carries a reading over a missed scrape).
 2. Each row of the card's unlabeled whole-card series inside a merged span becomes a row of that
    holder, on a device of its own (the card, `gpu_i_id` -1, no `vgpu` label: one device per
-   holder, so the pass never merges two holders of one time), with the card's readings.
+   holder, so the pass never merges two holders of one time), with the card's readings and the
+   span's bounds (`SPAN`).
 3. The pass then treats these rows like any held device: held time from them (ending at the
    card's next scrape, which the card's own series still marks), readings carried, idle runs per
    holder, "activity unknown" where the card had no reading. A card nobody held keeps its one
@@ -36,6 +37,11 @@ from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries.hami import vgpu_allocations_between
 
 _HOLDER = ["uuid", "namespace", "pod"]
+SPAN = ("span_a", "span_b")
+"""Columns the HAMi holders' rows carry (NULL on every other row): the merged span each row is
+in, epoch microseconds. HAMi's own record bounds the holder: the sample pass lets no row of it
+reach back before the span's start or stand past its end (decision 0180), where the scrape
+hole rule alone would guess inside a dcgm hole what HAMi already says."""
 _T_BITS = 41
 """Bits of a row's time (microseconds from the read's first row) in the gather key: 25 days."""
 
@@ -77,8 +83,9 @@ def with_hami_holders(
     first_sid = int(series["sid"].max()) + 1  # type: ignore[arg-type]
     virtual = _virtual_series(cards.join(spans, on="uuid"), names, first_sid)
     rows = _rows(values, cards["sid"], virtual)
+    bounds = [pl.lit(None, pl.Int64).alias(c) for c in SPAN]
     return (
-        pl.concat([values, rows.select(values.columns)], how="vertical_relaxed"),
+        pl.concat([values.with_columns(bounds), rows.select(*values.columns, *SPAN)], how="vertical_relaxed"),
         pl.concat([series, virtual.select(series.columns).unique("sid")], how="vertical_relaxed"),
         pl.concat([names, virtual.unique(["dev", "hold"]).select(
             "dev", "hold", "card", "uuid", pl.lit(-1, names.schema["gpu_i_id"]).alias("gpu_i_id"),
@@ -125,4 +132,6 @@ def _rows(values: pl.DataFrame, card_sids: pl.Series, virtual: pl.DataFrame) -> 
     counts = np.maximum(hi - lo, 0)
     take = np.repeat(lo, counts) + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
     return rows.drop("_b").with_columns(pl.col("sid").cast(pl.Int32)).gather(take).with_columns(
-        pl.Series("sid", np.repeat(spans["sid"].to_numpy(), counts)).cast(values.schema["sid"]))
+        pl.Series("sid", np.repeat(spans["sid"].to_numpy(), counts)).cast(values.schema["sid"]),
+        pl.Series(SPAN[0], np.repeat(spans["a"].to_numpy(), counts), dtype=pl.Int64),
+        pl.Series(SPAN[1], np.repeat(spans["b"].to_numpy(), counts), dtype=pl.Int64))

@@ -83,10 +83,10 @@ from datetime import datetime
 import numpy as np
 import polars as pl
 
-from gpuledger.analytics.sampling.holders import with_hami_holders
+from gpuledger.analytics.sampling.holders import SPAN, with_hami_holders
 from gpuledger.core import activity
 from gpuledger.core.errors import InputError
-from gpuledger.core.rules import HOLE_RULE_V1, SamplingRules, hole_split
+from gpuledger.core.rules import HOLE_RULE_V1, HOLE_RULE_V2, SamplingRules, hole_split
 from gpuledger.core.window import Window
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries import sampling as read
@@ -136,6 +136,7 @@ def run(wh: ReadableWarehouse, window: Window, rules: SamplingRules) -> Pieces:
     segs = _segments(frame)
     frame = frame.select(
         "dix", "t", "hold", "t_card_next", "t_card_prev", "gr_c", "util_c", "fb_c",
+        *[c for c in SPAN if c in frame.columns],
         pl.col("cix").replace_strict(spacing["cix"], spacing["sp"]).alias("sp"),
         segs["pair"].gather(frame["seg"] - 1).alias("pair"),
     )
@@ -171,6 +172,7 @@ def _ordered(
     fields = [f for f in _FIELDS if f not in unread]
     frame = values.select(
         (lookup["dix"].gather(values["sid"]) * unit + (pl.col("t") - lo)).alias("key"), "sid", *fields,
+        *[c for c in SPAN if c in values.columns],
     ).sort("key", multithreaded=False)  # two cores: the parallel sort cost 1.6x the CPU, same wall
     frame = frame.with_columns((pl.col("key") // unit).alias("dix"))
     frame = frame.with_columns(
@@ -207,6 +209,7 @@ def _merged(frame: pl.DataFrame) -> pl.DataFrame:
         return frame
     return in_order(frame, "key").group_by("key").agg(
         pl.col("dix", "cix", "ckey", "t").first(), pl.col("hold").min(), *[pl.col(f).max() for f in _FIELDS],
+        *[pl.col(c).max() for c in SPAN if c in frame.columns],
     ).sort("key")
 
 
@@ -353,6 +356,11 @@ def _runs(frame: pl.DataFrame, rules: SamplingRules) -> pl.DataFrame:
     back = pl.lit(0, pl.Int64)
     if rules.hole_rule != HOLE_RULE_V1:
         dt, back = hole_split(to_next, tol, same_next, same_hold_prev, rules.staleness_us)
+    if SPAN[0] in frame.columns and rules.hole_rule not in (HOLE_RULE_V1, HOLE_RULE_V2):
+        # v3: a HAMi holder's row never leaves HAMi's span (decision 0180)
+        a, b, t = pl.col(SPAN[0]), pl.col(SPAN[1]), pl.col("t")
+        back = pl.when(a.is_null()).then(back).otherwise(pl.min_horizontal(back, (t - a).clip(0)))
+        dt = pl.when(b.is_null()).then(dt).otherwise(pl.min_horizontal(dt, (b - t).clip(0)))
     frame = frame.with_columns(
         dt.alias("dt"), back.alias("back"),
         continues.alias("cont"), idle.alias("idle"), (idle & idle_prev & continues).alias("idle_cont"),
@@ -368,9 +376,13 @@ def _pieces(frame: pl.DataFrame, rules: SamplingRules, clip: tuple[int, int]) ->
     (the window, epoch microseconds). Run numbers are dense, so a run's figures reach its rows
     by position, not by a join."""
     ws, we = clip
+    # v3 (decision 0179): a first row's reach back is held with its activity unknown, so it is
+    # no part of an idle run; it becomes a piece of its own below.
+    unknown_back = rules.hole_rule not in (HOLE_RULE_V1, HOLE_RULE_V2)
+    run_len = pl.col("dt") if unknown_back else pl.col("dt") + pl.col("back")
     idle = in_order(frame.filter(pl.col("idle") & pl.col("hold").is_not_null()), "idle_no")
     lengths = idle.group_by("idle_no").agg(
-        (pl.col("dt") + pl.col("back")).sum().alias("run_us"), pl.col("fb_c").mean().alias("fb_avg")
+        run_len.sum().alias("run_us"), pl.col("fb_c").mean().alias("fb_avg")
     )
     size = int(frame["idle_no"].max()) + 1  # type: ignore[arg-type]
     at = lengths["idle_no"]
@@ -383,13 +395,30 @@ def _pieces(frame: pl.DataFrame, rules: SamplingRules, clip: tuple[int, int]) ->
     held = held.with_columns(run_us.gather(held["idle_no"]).alias("run_us"),
                              fb_avg.gather(held["idle_no"]).alias("fb_avg"))
     long_idle = pl.col("run_us") >= rules.idle_min_us
-    return held.select(
+    start = pl.col("t") if unknown_back else pl.col("t") - pl.col("back")
+    pieces = held.select(
         "pair", "alloc_no", "idle_no", "act", pl.col("fb_c").alias("fb"), "run_us",
-        pl.max_horizontal(pl.col("t") - pl.col("back"), pl.lit(ws, pl.Int64)).alias("a"),
+        pl.max_horizontal(start, pl.lit(ws, pl.Int64)).alias("a"),
         pl.min_horizontal(pl.col("t") + pl.col("dt"), pl.lit(we, pl.Int64)).alias("b"),
         long_idle.fill_null(False).alias("long_idle"),
         (long_idle & (pl.col("fb_avg") >= rules.held_fb_mib)).fill_null(False).alias("held_idle"),
     )
+    if not unknown_back:
+        return pieces
+    reached = held.with_row_index("_at").filter(pl.col("back") > 0).select(
+        "_at", "pair", "alloc_no", "idle_no", pl.lit(None, pl.Float64).alias("act"),
+        pl.lit(None, pl.Float64).alias("fb"), pl.lit(None, pl.Int64).alias("run_us"),
+        pl.max_horizontal(pl.col("t") - pl.col("back"), pl.lit(ws, pl.Int64)).alias("a"),
+        pl.min_horizontal(pl.col("t"), pl.lit(we, pl.Int64)).alias("b"),
+        pl.lit(False).alias("long_idle"), pl.lit(False).alias("held_idle"),
+    ).filter(pl.col("b") > pl.col("a"))
+    if not reached.height:
+        return pieces
+    # Each reach back goes just before its row, so run numbers stay ascending down the rows.
+    return pl.concat([
+        reached.cast(pieces.schema).with_columns(pl.lit(0).alias("_main")),
+        pieces.with_row_index("_at").with_columns(pl.lit(1).alias("_main")),
+    ], how="diagonal").sort("_at", "_main").drop("_at", "_main")
 
 
 def _empty_rows() -> pl.DataFrame:

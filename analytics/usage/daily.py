@@ -71,8 +71,8 @@ def _unknown_card_hours() -> pl.Expr:
     return held.sum().alias("activity_unknown_card_hours")
 
 
-def _from_raw(wh: Warehouse, window: Window, rules: Rules) -> pl.DataFrame:
-    hourly = hourly_usage(wh, window, rules)
+def _from_raw(wh: Warehouse, window: Window, rules: Rules, gpus: pl.DataFrame | None = None) -> pl.DataFrame:
+    hourly = hourly_usage(wh, window, rules, gpus=gpus)
     return (
         hourly.with_columns(pl.col("ts").dt.date().alias("day"))
         .group_by(list(KEYS))
@@ -116,11 +116,15 @@ def card_day_held(wh: Warehouse, window: Window) -> pl.DataFrame:
     return held.join(names, on="uuid", how="left")
 
 
-def usage_of(wh: Warehouse, parts: Sequence[Part], rules: Rules) -> pl.DataFrame:
+def usage_of(
+    wh: Warehouse, parts: Sequence[Part], rules: Rules, *, gpus: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Day-level usage of `parts` (raw parts computed under `rules`), rows of one
-    day-device-holder that two parts cut merged."""
+    day-device-holder that two parts cut merged; `gpus`: the bill's card inventory
+    (`analytics.devices.replicas.cards`), handed to the raw parts so it is read once."""
     frames = [
-        _normalize(_from_rollup(wh, p.window) if p.source == "rollup" else _from_raw(wh, p.window, rules))
+        _normalize(_from_rollup(wh, p.window) if p.source == "rollup"
+                   else _from_raw(wh, p.window, rules, gpus))
         for p in parts
     ]
     if not frames:

@@ -85,15 +85,17 @@ def attach_pods(frame: pl.DataFrame, pods: pl.DataFrame) -> pl.DataFrame:
 
 
 def hourly_usage(
-    wh: Warehouse, window: Window, rules: Rules, held: pl.DataFrame | None = None
+    wh: Warehouse, window: Window, rules: Rules, held: pl.DataFrame | None = None, *,
+    gpus: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The `card_hours_hourly` frame for `window` under `rules`, from raw samples (numbered
     steps above); `rules` (its rollup fingerprint) is the frame's `rules` column.
 
     `held`: step 1's frame when the caller already has it (the roll-up computes it in the same
-    pass as the allocations, `analytics.usage.rollup`)."""
+    pass as the allocations, `analytics.usage.rollup`); `gpus`: `analytics.devices.replicas.cards`
+    when the caller already read it (the bill prices with the same frame: read and parsed once)."""
     # 1. Held time: the samples', and on DRA cards the claims' (`analytics.devices.dra_rows`).
-    gpus = cards(wh)  # a whole card on a replicated node is `timeslice` (core.gfd)
+    gpus = cards(wh) if gpus is None else gpus  # a whole card on a replicated node is `timeslice` (core.gfd)
     sampled = held if held is not None else held_hourly(wh, window, rules.sampling)
     held = split_unlabeled(wh, sampled, gpus, window)
     held = with_claim_rows(wh, window, held)

@@ -52,7 +52,7 @@ from gpuledger.analytics.sampling.results import allocation_runs, held_hourly, i
 from gpuledger.analytics.usage.daily import Part, usage_of
 from gpuledger.core.config import Settings
 from gpuledger.core.frames import TABLES, polars_schema
-from gpuledger.core.rules import HOLE_RULE_V1, Rules, SamplingRules
+from gpuledger.core.rules import HOLE_RULE_V1, HOLE_RULE_V2, Rules, SamplingRules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from tests.analytics.builders import T0, at, gpus, load, namespaces, window
@@ -336,3 +336,29 @@ def test_a_pod_starting_in_a_hole_is_billed_from_its_middle(tmp_path):
     with Warehouse.open(path, read_only=True) as wh:
         allocs = allocation_runs(wh, win, RULES)
     assert allocs["start_ts"].to_list() == [at(minutes=start)]
+
+
+def test_the_reach_back_into_a_hole_is_activity_unknown_not_idle(tmp_path):
+    # Decision 0179: the card free at minutes 0-25, unseen 26-30, pod b idle (1 % active) from
+    # minute 31 to 59. b reaches back over half the hole (to 28.5), but no reading of b exists
+    # before minute 31: those 2.5 minutes are activity unknown, and b's idle run is its 29
+    # minutes of rows, under the 30-minute minimum. Under 0168 as first written (v2) the reach
+    # back took b's first reading, the run was 31.5 minutes, and all of it was billed idle.
+    samples = frame(rows("GPU-1", minutes(26), ns=None), rows("GPU-1", minutes(29, 31), pod="b"))
+    win = window(1)
+    path = warehouse(tmp_path, win, samples)
+    start = split_minute(25, 31)
+    assert start == 28.5
+    assert held_per_pod(path, win) == pytest.approx({"b": 60 - start})
+    with Warehouse.open(path, read_only=True) as wh:
+        now = held_hourly(wh, win, RULES)
+        then = held_hourly(wh, win, replace(RULES, hole_rule=HOLE_RULE_V2))
+        bill = compute_bill(wh, win, Settings(), ("team",), source="raw")
+    assert hours(now, "idle_hours") == 0.0  # 29 minutes of rows < 30
+    assert hours(then, "idle_hours") * 60 == pytest.approx(60 - start)
+    vision = by_team(bill)["vision"]
+    assert vision["card_hours"] * 60 == pytest.approx(60 - start)
+    assert vision["idle_card_hours"] == 0.0
+    # the hour has readings (b's), so it is not an activity-unknown hour: its ratio is b's
+    assert float(now["active_ratio"].drop_nulls().max()) == pytest.approx(0.01)
+    assert_conserved(bill)
