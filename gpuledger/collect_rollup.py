@@ -61,7 +61,8 @@ if TYPE_CHECKING:
     from gpuledger.warehouse import Warehouse
 
 SETTLED_SOURCE = "card_hours_hourly.settled"
-"""Where the exactly rolled-up hours end (rule 2); at or before the roll-up watermark."""
+"""Where the exactly rolled-up hours end (rule 2); at or before the roll-up watermark (the
+warehouse's `ROLLUP_SETTLED`, which finalize reads)."""
 READ_SOURCE = "card_hours_hourly.read_to"
 """How far the loaded samples reached when the roll-up last ran (rule 7)."""
 

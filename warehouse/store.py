@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
 ROLLUP_SOURCE = "card_hours_hourly"
 """The roll-up's watermark (`analytics.usage.daily.ROLLUP_SOURCE`): hours rolled up before it."""
+ROLLUP_SETTLED = "card_hours_hourly.settled"
+"""Where the exactly rolled-up hours end (`gpuledger.collect_rollup` rule 2): hours between it
+and the roll-up's watermark were rolled up without the samples after them (provisional)."""
 ROLLUP_DIRTY = "card_hours_hourly.dirty"
 """Where stored raw samples changed below the roll-up's watermark (module docstring, 7)."""
 ROLLUP_INPUTS = ("gpu_samples",)
