@@ -116,3 +116,36 @@ def test_compact_rolls_late_hour_up_before_removing_it(chunks: list, tmp_path: P
         assert wh.watermark(ROLLUP_DIRTY) is None
         assert _stored_held(wh, card) == pytest.approx(1.0, abs=1e-9)
         assert _team_costs(wh, "rollup") == raw
+
+
+def test_provisional_hours_follow_the_samples_past_them(chunks: list, tmp_path: Path) -> None:
+    """Collects ending 10, then 25, then 50 minutes into an hour (a CronJob's ragged ends): after
+    each, every rolled-up hour equals the same hour computed from the raw samples stored then
+    (today: the hour before the end keeps what the first of those collects saw)."""
+    from gpuledger.analytics.usage.hourly import hourly_usage
+    from gpuledger.core.rules import Rules
+
+    whole = pl.concat([f["gpu_samples"] for f, sub in chunks if sub is not None])
+    inventory = chunks[0][0]["inventory"]
+    path = tmp_path / "w.duckdb"
+    mismatches = []
+    with Warehouse.open(path) as wh:
+        wh.load(LoadBatch(frames=inventory))
+        others = {k: v for f, sub in chunks if sub is not None for k, v in f.items() if k != "gpu_samples"}
+        loaded = W.start
+        for hour in (3, 7, 11, 15):
+            for minutes in (10, 25, 50):
+                end = W.start + timedelta(hours=hour, minutes=minutes)
+                part = Window(loaded, end)
+                rows = whole.filter((pl.col("ts") >= part.start) & (pl.col("ts") < part.end))
+                wh.load(LoadBatch({"gpu_samples": rows}, window=part))
+                loaded = end
+                Roller(wh, SETTINGS, RollupPlan(), W.start).advance(end, end)  # one collect run
+                last = Window(end.replace(minute=0) - timedelta(hours=1), end.replace(minute=0))
+                raw = hourly_usage(wh, last, Rules.of(SETTINGS))["idle_card_hours"].sum()
+                stored = wh.scalar("SELECT sum(idle_card_hours) FROM card_hours_hourly WHERE ts = ?",
+                                   [last.start]) or 0.0
+                if abs(raw - stored) > 1e-9:
+                    mismatches.append((end, raw, stored))
+    assert others  # pods and queues are not needed: the idle time is the samples'
+    assert mismatches == []
