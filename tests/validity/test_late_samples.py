@@ -36,11 +36,15 @@ LATE = Window(datetime(2026, 11, 1, 9, tzinfo=UTC), datetime(2026, 11, 1, 10, tz
 SETTINGS = Settings()
 
 
+Chunk = tuple[dict[str, pl.DataFrame], Window | None]
+"""A batch of frames and the window it owns (None: the inventory, loaded first)."""
+
+
 @pytest.fixture(scope="module")
-def chunks() -> list[tuple[Window, dict[str, pl.DataFrame]]]:
+def chunks() -> list[Chunk]:
     sim = Simulation(FleetSpec.default(gpus=8), W, seed=5)
-    return [({"inventory": sim.inventory()}, None)] + [  # type: ignore[list-item]
-        (frames, sub) for sub, frames in sim.batches(timedelta(hours=6))]
+    first: list[Chunk] = [(dict(sim.inventory()), None)]
+    return first + [(frames, sub) for sub, frames in sim.batches(timedelta(hours=6))]
 
 
 def _held_card(frames: list[dict[str, pl.DataFrame]]) -> str:
@@ -51,7 +55,7 @@ def _held_card(frames: list[dict[str, pl.DataFrame]]) -> str:
     return held.filter(pl.col("held") & (pl.col("n") >= 55)).sort("uuid")["uuid"][0]
 
 
-def _collect(path: Path, chunks: list, card: str) -> pl.DataFrame:
+def _collect(path: Path, chunks: list[Chunk], card: str) -> pl.DataFrame:
     """Load every chunk as collect does, rolling up after each; `card`'s LATE samples held back
     (returned)."""
     held_back = []
@@ -59,7 +63,7 @@ def _collect(path: Path, chunks: list, card: str) -> pl.DataFrame:
         roller = Roller(wh, SETTINGS, RollupPlan(), W.start)
         for frames, sub in chunks:
             if sub is None:
-                wh.load(LoadBatch(frames=frames["inventory"]))
+                wh.load(LoadBatch(frames=frames))
                 continue
             samples = frames["gpu_samples"]
             late = (pl.col("uuid") == card) & (pl.col("ts") >= LATE.start) & (pl.col("ts") < LATE.end)
@@ -69,7 +73,7 @@ def _collect(path: Path, chunks: list, card: str) -> pl.DataFrame:
     return pl.concat(held_back)
 
 
-def _late_load(path: Path, chunks: list, late_rows: pl.DataFrame) -> None:
+def _late_load(path: Path, chunks: list[Chunk], late_rows: pl.DataFrame) -> None:
     """The late hour loaded again, whole (a load owns its window), as a re-read chunk is."""
     whole = pl.concat([f["gpu_samples"] for f, sub in chunks if sub is not None])
     hour = whole.filter((pl.col("ts") >= LATE.start) & (pl.col("ts") < LATE.end))
@@ -88,7 +92,7 @@ def _team_costs(wh: Warehouse, source: str) -> dict[str, float]:
     return {r["team"]: round(r["cost"], 6) for r in bill.lines.to_dicts()}
 
 
-def test_next_collect_rolls_late_hour_up_again(chunks: list, tmp_path: Path) -> None:
+def test_next_collect_rolls_late_hour_up_again(chunks: list[Chunk], tmp_path: Path) -> None:
     card = _held_card([f for f, sub in chunks if sub is not None])
     path = tmp_path / "w.duckdb"
     late_rows = _collect(path, chunks, card)
@@ -104,7 +108,7 @@ def test_next_collect_rolls_late_hour_up_again(chunks: list, tmp_path: Path) -> 
         assert _team_costs(wh, "rollup") == _team_costs(wh, "raw")
 
 
-def test_compact_rolls_late_hour_up_before_removing_it(chunks: list, tmp_path: Path) -> None:
+def test_compact_rolls_late_hour_up_before_removing_it(chunks: list[Chunk], tmp_path: Path) -> None:
     card = _held_card([f for f, sub in chunks if sub is not None])
     path = tmp_path / "w.duckdb"
     _late_load(path, chunks, _collect(path, chunks, card))
@@ -118,7 +122,7 @@ def test_compact_rolls_late_hour_up_before_removing_it(chunks: list, tmp_path: P
         assert _team_costs(wh, "rollup") == raw
 
 
-def test_provisional_hours_follow_the_samples_past_them(chunks: list, tmp_path: Path) -> None:
+def test_provisional_hours_follow_the_samples_past_them(chunks: list[Chunk], tmp_path: Path) -> None:
     """Collects ending 10, then 25, then 50 minutes into an hour (a CronJob's ragged ends): after
     each, the hour before the end equals the same hour computed from the raw samples stored
     then. Main rolled that hour up again only when another hour became exact, so it kept what
@@ -129,7 +133,7 @@ def test_provisional_hours_follow_the_samples_past_them(chunks: list, tmp_path: 
     from gpuledger.core.rules import Rules
 
     whole = pl.concat([f["gpu_samples"] for f, sub in chunks if sub is not None])
-    inventory = chunks[0][0]["inventory"]
+    inventory = chunks[0][0]
     path = tmp_path / "w.duckdb"
     mismatches = []
     with Warehouse.open(path) as wh:
@@ -145,9 +149,9 @@ def test_provisional_hours_follow_the_samples_past_them(chunks: list, tmp_path: 
                 loaded = end
                 Roller(wh, SETTINGS, RollupPlan(), W.start).advance(end, end)  # one collect run
                 last = Window(end.replace(minute=0) - timedelta(hours=1), end.replace(minute=0))
-                raw = hourly_usage(wh, last, Rules.of(SETTINGS))["idle_card_hours"].sum()
-                stored = wh.scalar("SELECT sum(idle_card_hours) FROM card_hours_hourly WHERE ts = ?",
-                                   [last.start]) or 0.0
+                raw = float(hourly_usage(wh, last, Rules.of(SETTINGS))["idle_card_hours"].sum())
+                stored = float(wh.scalar("SELECT sum(idle_card_hours) FROM card_hours_hourly WHERE ts = ?",
+                                         [last.start]) or 0.0)
                 if abs(raw - stored) > 1e-9:
                     mismatches.append((end, raw, stored))
     assert others  # pods and queues are not needed: the idle time is the samples'
