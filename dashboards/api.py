@@ -127,8 +127,7 @@ def _flag(text: str | None, what: str) -> bool:
 
 
 def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
-    from gpuledger.analytics.workloads.idle import idle_workloads
-    from gpuledger.analytics.workloads.requested import check_workload_by
+    from gpuledger.analytics.workloads.requested import check_workload_by, filter_scope
 
     args = flask.request.args
     teams = scope(principal, _name(args.get("team"), "team"))
@@ -136,10 +135,11 @@ def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     if by != "pod":
         check_workload_by(by)
     period = _period(app)
-    workloads = None if by == "pod" else app.data.workloads(by)
-    frame = idle_workloads(app.data.held_allocations(period), workloads,
-                           namespace=_name(args.get("namespace"), "namespace"))
-    frame = exports.filter_teams(frame, teams).head(_top(args.get("top")))
+    top = _top(args.get("top"))
+    # the month's ranking is cached per snapshot (`ReadModel.idle_workloads`); cut per request
+    namespace = _name(args.get("namespace"), "namespace")
+    frame = filter_scope(app.data.idle_workloads(period, by), namespace=namespace)
+    frame = exports.filter_teams(frame, teams).head(top)
     return exports.idle_json(frame, Period.exact(period).window, by)
 
 

@@ -25,6 +25,15 @@ rules (docs/decisions/0126):
    (docs/decisions/0147); `reroll` computes again, under the current rules, the days holding
    hours rolled up under others (`gpuledger rollup`, and `gpuledger compact` before it removes
    their raw samples), by the same day windows (rule 3), without moving any watermark.
+7. Late samples (docs/decisions/0185). A `gpu_samples` load below the roll-up's watermark (a
+   re-read gap, an explicit `--start` below it, a reload) leaves `ROLLUP_DIRTY` in the same
+   transaction (`warehouse.store`); `advance` resumes from the first hour it changes
+   (`dirty_from`: the margin before it) and clears it with the roll-up that reaches the
+   watermark again, and `compact` and finalize roll such hours up again before they freeze
+   them (`analytics.usage.rollup.reroll_dirty`). Provisional hours (rule 2) are rolled up again
+   whenever samples past those they were computed with have been loaded (`READ_SOURCE`), not
+   only when another hour becomes exact: a collect ending 10 minutes into an hour, then one 25
+   minutes in, had left the hour before it as the first saw it.
 6. Re-rolled when their inputs change. DRA claims can arrive after the hours they hold were
    rolled up: an API list or an audit history loaded later, or a claim rebuilt from
    Prometheus whose device the series name only hours after its pod reserved it
@@ -52,7 +61,10 @@ if TYPE_CHECKING:
     from gpuledger.warehouse import Warehouse
 
 SETTLED_SOURCE = "card_hours_hourly.settled"
-"""Where the exactly rolled-up hours end (rule 2); at or before the roll-up watermark."""
+"""Where the exactly rolled-up hours end (rule 2); at or before the roll-up watermark (the
+warehouse's `ROLLUP_SETTLED`, which finalize reads)."""
+READ_SOURCE = "card_hours_hourly.read_to"
+"""How far the loaded samples reached when the roll-up last ran (rule 7)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,7 @@ class Roller:
 
         self.margin = SamplingRules.of(self.settings).margin
         self._from, self._mark = self._resume()
+        self._read = None if self.reload else self.wh.watermark(READ_SOURCE)
 
     def _resume(self) -> tuple[datetime, datetime]:
         """Rule 2: (resume rolling up at, rolled up to): the settled mark, else the roll-up's."""
@@ -111,6 +124,20 @@ class Roller:
             upto = max(exact, floor_time(end, HOUR))
         return upto, min(upto, exact)
 
+    def _late(self, upto: datetime) -> datetime | None:
+        """Rule 7: the late-sample mark, with rolling up moved back to the hours it changes."""
+        from gpuledger.analytics.usage.rollup import dirty_from
+        from gpuledger.core.rules import SamplingRules
+        from gpuledger.warehouse.store import ROLLUP_DIRTY
+
+        dirty = self.wh.watermark(ROLLUP_DIRTY)
+        if dirty is None:
+            return None
+        start = dirty_from(self.wh, SamplingRules.of(self.settings))
+        if start is not None and start < upto:
+            self._from = min(self._from, start)
+        return dirty
+
     def windows(self, upto: datetime) -> list[Window]:
         """Rule 3: `[midnight, min(next midnight, upto))` for each day from the resume hour."""
         out = []
@@ -129,13 +156,24 @@ class Roller:
         from gpuledger.warehouse import LoadBatch
 
         upto, settled = self.target(loaded_to, end)
-        if upto <= self._from or (upto <= self._mark and settled <= self._from):
+        dirty = self._late(upto)
+        fresh = self._from < self._mark and (  # rule 7: provisional hours, and samples they never saw
+            self._read is None or (loaded_to > self._read and self._read < self._mark + self.margin))
+        if upto <= self._from or (upto <= self._mark and settled <= self._from and not (fresh or dirty)):
             return 0
+        from gpuledger.warehouse.store import ROLLUP_DIRTY, ROLLUP_SOURCE
+
         started = time.perf_counter()
-        for window in self.windows(upto):
+        stored = self.wh.watermark(ROLLUP_SOURCE)
+        windows = self.windows(upto)
+        for n, window in enumerate(windows):
             batch = rollup_batch(self.wh, window, self.settings)
-            marks = {**batch.watermarks, SETTLED_SOURCE: min(window.end, settled)}
+            marks: dict[str, datetime | None] = {
+                **batch.watermarks, SETTLED_SOURCE: min(window.end, settled), READ_SOURCE: loaded_to}
+            if dirty is not None and n == len(windows) - 1:  # rule 7: late hours rolled again
+                marks[ROLLUP_DIRTY] = None if stored is None or upto >= stored else max(dirty, upto)
             self.rows += self.wh.load(LoadBatch(batch.frames, batch.window, marks)).total_rows
+        self._read = loaded_to
         hours = int((upto - max(self._mark, self._from)) / HOUR) if upto > self._mark else 0
         self._from, self._mark = settled, upto
         self.hours += hours

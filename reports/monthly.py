@@ -13,6 +13,11 @@ Rules (why: finance must be able to trust that an issued bill never moves):
    was issued, so a copied or rewritten folder is refused and audited.
 4. A month below `reports.min_coverage` of hours with samples is not finalized unless
    `allow_partial`; drafts and statements state the covered range (`reports.coverage`).
+   Nor is a month whose roll-up is not final yet (docs/decisions/0185): hours late samples
+   changed are rolled up again first (`analytics.usage.rollup.reroll_dirty`), and a month
+   whose last hours were rolled up without the samples after them (provisional: collect
+   stopped at the month's end, before the sample pass's margin) is refused unless
+   `allow_partial`, since collecting the next month would then change the bill just issued.
 5. Data that arrives after an issue never changes it: the next period's report carries the
    difference as `adjustment` lines (see `reports.adjustments`); a draft of an issued month
    says how far the current numbers have moved.
@@ -105,6 +110,7 @@ def issue_monthly(
     coverage = month_coverage(wh, Period.exact(period).window)
     if final:
         require_coverage(coverage, settings, period, allow_partial=allow_partial)
+        require_settled(wh, settings, period, allow_partial=allow_partial)
     data = gather(wh, settings, period, advice=advice, as_computed=as_computed)
     notes = _coverage_notes(coverage, settings, final) + _notes(wh, data, final)
     status = "DRAFT" if not final else (f"REISSUE v{version}" if reissue else f"FINAL v{version}")
@@ -139,6 +145,27 @@ def _check_request(
         )
     if final and wh.read_only:
         raise ReportError(f"{wh.path}: finalizing records the issue; open the warehouse for writing")
+
+
+def require_settled(wh: Warehouse, settings: Settings, period: str, *, allow_partial: bool) -> None:
+    """Rule 4's roll-up half: re-roll what late samples changed, refuse provisional hours."""
+    from gpuledger.analytics.usage.rollup import reroll_dirty
+    from gpuledger.core.rules import SamplingRules
+    from gpuledger.warehouse.store import ROLLUP_SETTLED, ROLLUP_SOURCE
+
+    reroll_dirty(wh, settings)
+    window = Period.exact(period).window
+    rolled, settled = wh.watermark(ROLLUP_SOURCE), wh.watermark(ROLLUP_SETTLED)
+    if allow_partial or rolled is None or settled is None or not window.start < rolled:
+        return
+    if settled < min(rolled, window.end):
+        margin = SamplingRules.of(settings).margin
+        raise ReportError(
+            f"period {period}: its roll-up from {settled:%Y-%m-%d %H:%M} UTC is provisional (computed "
+            f"without the {margin.total_seconds() / 60:.0f} minutes of samples after it), so collecting "
+            f"on would change the bill; collect to {window.end + margin:%Y-%m-%d %H:%M} UTC first, "
+            "or finalize anyway with --allow-partial"
+        )
 
 
 def _existing_versions(

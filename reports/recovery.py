@@ -17,7 +17,11 @@ Steps of `reconcile` (run by finalize and by `report due`, with the writer lock 
    every scheduler tick); refusals are also logged and returned.
 
 `verify_issues` checks both ways: every recorded issue has its folder, unchanged (checksum,
-signature, chain), and every folder on disk is a recorded issue.
+signature, chain), and every folder on disk is a recorded issue. With the settings it also
+compares the numbers (`numbers_problems`, docs/decisions/0185): the month billed again from
+the warehouse now against what was billed for it (the latest issue's lines plus the
+adjustments later issues carried), so a bill that moved after its issue is never reported as
+matching because its files did not.
 """
 
 from __future__ import annotations
@@ -32,13 +36,15 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.core.config import utcnow
+from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.period import Period
 from gpuledger.reports.billing import SUMMARY_SCHEMA
 from gpuledger.reports.layout import MANIFEST, issued_versions, period_dir, read_manifest, version_dir
 from gpuledger.reports.manifest import sha256_file, signature_problem, verify_folder
 from gpuledger.warehouse import LoadBatch, Warehouse
 from gpuledger.warehouse.queries.reports import (
     audit_recorded,
+    latest_issue_versions,
     recorded_intents,
     recorded_issues,
     recorded_manifest_digests,
@@ -169,8 +175,11 @@ def _make_writable(folder: Path) -> None:
             path.chmod(0o644)
 
 
-def verify_issues(wh: Warehouse, out_dir: Path, period: str, *, key: str | None = None) -> list[str]:
-    """Problems with the issued versions of `period`, checked both ways (see module docstring)."""
+def verify_issues(
+    wh: Warehouse, out_dir: Path, period: str, *, key: str | None = None, settings: Settings | None = None,
+) -> list[str]:
+    """Problems with the issued versions of `period`, checked both ways, and with `settings` its
+    numbers against the warehouse's (see module docstring)."""
     problems: list[str] = []
     recorded = recorded_issues(wh, period)
     intents = recorded_intents(wh, period)
@@ -197,4 +206,36 @@ def verify_issues(wh: Warehouse, out_dir: Path, period: str, *, key: str | None 
         link = (manifest.get("chain") or {}).get("previous_manifest_sha256")
         if link is not None and link not in links:
             problems.append(f"{folder / MANIFEST}: its chain points to no issue the warehouse recorded")
+    if settings is not None and not problems:
+        problems += numbers_problems(wh, settings, out_dir, period)
     return problems
+
+
+def numbers_problems(wh: Warehouse, settings: Settings, out_dir: Path, period: str) -> list[str]:
+    """The month billed again now (as its latest issue was: as computed or not) against what was
+    billed for it; one line naming the net and gross difference and the largest line, or none.
+
+    Not checked (nothing said here; `report verify` prints the rules notes) when the latest
+    issue was computed under other rules than `settings`: its numbers cannot be recomputed."""
+    from gpuledger.core.rules import Rules
+    from gpuledger.reports.adjustments import billed_for, unbilled
+    from gpuledger.reports.billing import month_bill, summary_lines
+    from gpuledger.reports.manifest import rules_notes
+
+    latest = latest_issue_versions(wh)
+    if period not in latest or rules_notes(out_dir, period, Rules.of(settings)):
+        return []
+    manifest = read_manifest(version_dir(out_dir, period, latest[period]))
+    bill = month_bill(wh, settings, period, as_computed=bool(manifest.get("as_computed")))
+    after = str(Period.exact(max(latest, key=Period.exact)).shift(1))
+    moved = unbilled(summary_lines(bill), billed_for(wh, period, after))
+    if moved.is_empty():
+        return []
+    top = moved.sort(pl.col("cost").abs(), descending=True).row(0, named=True)
+    where = " ".join(str(top[k]) for k in ("team", "model", "sharing_mode") if top.get(k))
+    return [
+        f"period {period}: billed again from the warehouse now, {moved.height} line(s) differ from what "
+        f"was issued for it (net {moved['cost'].sum():+,.2f}, gross {moved['cost'].abs().sum():,.2f} "
+        f"{settings.currency}; largest {where} {top['cost']:+,.2f}): the data changed after the issue; "
+        "the next finalized report bills late data as adjustments, or reissue it (--reissue --reason)"
+    ]

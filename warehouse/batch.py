@@ -33,7 +33,8 @@ class LoadBatch:
 
     frames: Mapping[str, pl.DataFrame]
     window: Window | None = None
-    watermarks: Mapping[str, datetime] = field(default_factory=dict)
+    watermarks: Mapping[str, datetime | None] = field(default_factory=dict)
+    """Sources moved with the batch; None removes a source's mark."""
     arrow: Mapping[str, pa.Table] | None = None
     """Set only by `prepare`: the checked frames as Arrow tables, which `load` writes as they are."""
 

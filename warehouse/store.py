@@ -14,6 +14,13 @@ Why these rules:
    non-empty file that is not gpuledger's (`schema.foreign_objects`) before creating anything.
 5. A dimension load replaces rows by key, except first/last-seen columns (`Column.merge`), which
    keep the earliest/latest of stored and new: loading another month never rewrites history.
+7. Late samples leave a mark (docs/decisions/0185): a `gpu_samples` load whose window starts
+   before the roll-up's watermark (`card_hours_hourly`: hours already rolled up) moves
+   `ROLLUP_DIRTY` down to the window's start in the same transaction, so no crash between a
+   load and its re-roll can leave a stale roll-up unnoticed; whoever rolls up (collect,
+   `rollup`, `compact`, finalize) rolls those hours up again and clears it. The warehouse
+   records only where the stored samples changed; which hours that touches (the sample pass's
+   margin) is the roll-up's rule (`gpuledger.collect_rollup`).
 6. Several statements that must land together (a plan's status, its progress and its audit row)
    run inside `with wh.transaction():`; loads and audit appends inside it join it instead of
    committing on their own, so a failure anywhere leaves none of them stored.
@@ -43,6 +50,16 @@ from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects,
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+ROLLUP_SOURCE = "card_hours_hourly"
+"""The roll-up's watermark (`analytics.usage.daily.ROLLUP_SOURCE`): hours rolled up before it."""
+ROLLUP_SETTLED = "card_hours_hourly.settled"
+"""Where the exactly rolled-up hours end (`gpuledger.collect_rollup` rule 2): hours between it
+and the roll-up's watermark were rolled up without the samples after them (provisional)."""
+ROLLUP_DIRTY = "card_hours_hourly.dirty"
+"""Where stored raw samples changed below the roll-up's watermark (module docstring, 7)."""
+ROLLUP_INPUTS = ("gpu_samples",)
+"""The time-series tables the roll-up is computed from."""
 
 DUCKDB_CONFIG: dict[str, Any] = {
     "autoinstall_known_extensions": False,
@@ -154,11 +171,28 @@ class Warehouse:
                         f"({first})"
                     ) from exc
                 rows[name] = frame.height
+            self._mark_late(batch)
             for source, moment in batch.watermarks.items():
+                if moment is None:  # a mark that no longer holds (e.g. ROLLUP_DIRTY once re-rolled)
+                    self.con.execute("DELETE FROM watermarks WHERE source = ?", [source])
+                    continue
                 self.con.execute(
                     "INSERT OR REPLACE INTO watermarks VALUES (?, ?, now())", [source, as_utc(moment)]
                 )
         return LoadStats(rows, replaced)
+
+    def _mark_late(self, batch: LoadBatch) -> None:
+        """Rule 7: move `ROLLUP_DIRTY` down to a roll-up input's window below the roll-up."""
+        if batch.window is None or not any(name in batch.frames for name in ROLLUP_INPUTS):
+            return
+        rolled = self.watermark(ROLLUP_SOURCE)
+        start = batch.window.start
+        if rolled is None or start >= rolled:
+            return
+        dirty = self.watermark(ROLLUP_DIRTY)
+        if dirty is None or start < dirty:
+            self.con.execute("INSERT OR REPLACE INTO watermarks VALUES (?, ?, now())",
+                             [ROLLUP_DIRTY, as_utc(start)])
 
     @contextmanager
     def transaction(self) -> Iterator[Warehouse]:

@@ -19,6 +19,7 @@ what each stored hour means, and a bill under other rules never passes it off as
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import polars as pl
@@ -34,6 +35,7 @@ from gpuledger.core.rules import Rules, SamplingRules
 from gpuledger.core.window import DAY, HOUR, Window, as_utc, floor_time
 from gpuledger.warehouse import LoadBatch, Warehouse
 from gpuledger.warehouse.retention import CompactionStats, compact
+from gpuledger.warehouse.store import ROLLUP_DIRTY
 
 
 def held_and_runs(wh: Warehouse, window: Window, rules: SamplingRules) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -124,12 +126,69 @@ def reroll_batch(wh: Warehouse, window: Window, rules: Rules) -> LoadBatch:
     return LoadBatch(frames=rollup_frames(wh, window, rules), window=window)
 
 
+@dataclass(frozen=True)
+class DirtyRerolled:
+    """What `reroll_dirty` did: the day windows rolled up again, those left (their raw samples
+    compacted before the late ones arrived), the rows stored."""
+
+    days: tuple[Window, ...] = ()
+    left: tuple[Window, ...] = ()
+    rows: int = 0
+
+
+def dirty_from(wh: Warehouse, rules: SamplingRules) -> datetime | None:
+    """The first hour the late samples under `ROLLUP_DIRTY` change (docs/decisions/0185): a
+    sample reaches the hours within the sample pass's margin before it."""
+    dirty = wh.watermark(ROLLUP_DIRTY)
+    return None if dirty is None else floor_time(dirty - rules.margin, HOUR)
+
+
+def reroll_dirty(wh: Warehouse, settings: Settings) -> DirtyRerolled:
+    """Roll up again, under the current rules, every day from the first hour late samples
+    changed (`dirty_from`) to the roll-up's watermark, without moving it, then clear the mark:
+    hours already rolled up and settled that late data changed (a re-read gap, an explicit
+    `--start` below the watermark, a reload) before anything freezes them (compact, finalize).
+
+    Days whose raw samples are gone stay as they are (`left`): nothing can compute them again.
+    Every day is one load (its own transaction); the mark is cleared with the last, so a crash
+    in between leaves it for the next caller."""
+    from gpuledger.analytics.usage.plan import raw_from
+
+    rules = Rules.of(settings)
+    start, mark = dirty_from(wh, rules.sampling), wh.watermark(ROLLUP_SOURCE)
+    if start is None:
+        return DirtyRerolled()
+    if mark is None or start >= mark:
+        wh.load(LoadBatch({}, watermarks={ROLLUP_DIRTY: None}))
+        return DirtyRerolled()
+    kept = raw_from(wh, rules)
+    days, left, rows = [], [], 0
+    day = floor_time(start, DAY)
+    while day < mark:
+        window = Window(day, min(day + DAY, mark))
+        if kept is not None and window.start < kept:
+            left.append(window)
+        else:
+            days.append(window)
+        day += DAY
+    for n, window in enumerate(days):
+        batch = reroll_batch(wh, window, rules)
+        if n == len(days) - 1:
+            batch = LoadBatch(batch.frames, batch.window, {ROLLUP_DIRTY: None})
+        rows += wh.load(batch).total_rows
+    if not days:
+        wh.load(LoadBatch({}, watermarks={ROLLUP_DIRTY: None}))
+    return DirtyRerolled(tuple(days), tuple(left), rows)
+
+
 def compact_raw_samples(wh: Warehouse, settings: Settings, now: datetime) -> CompactionStats:
     """Age raw GPU samples out (`warehouse.retention`, docs/decisions/0071): keep the last
     `retention.raw_days` whole UTC days, plus the sample pass's margin before them, and
-    nothing the roll-up does not hold. What `gpuledger compact` and a scheduled job call
-    (after re-rolling the hours about to lose their samples that other rules rolled up,
-    `gpuledger.collect_rollup.reroll`)."""
+    nothing the roll-up does not hold; hours late samples changed are rolled up again first
+    (`reroll_dirty`), so the roll-up it leaves is never older than the samples it removes.
+    What `gpuledger compact` and a scheduled job call (after re-rolling the hours about to lose
+    their samples that other rules rolled up, `gpuledger.collect_rollup.reroll`)."""
+    reroll_dirty(wh, settings)  # late samples re-rolled before their raw rows can go (0185)
     keep_from, margin = compaction_bounds(settings, now)
     return compact(wh, keep_from, margin=margin, rollup_source=ROLLUP_SOURCE)
 

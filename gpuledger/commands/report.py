@@ -9,8 +9,9 @@
   FOCUS file from the org lake instead of this cluster's warehouse: the same code as
   `gpuledger org report` (`commands.org.write_org_report`); the warehouse is never opened
 - `report verify [--period YYYY-MM|last] --out DIR`: issued files against manifests, signatures and
-  the warehouse, both ways (a folder the warehouse never recorded is a problem too); a version
-  issued under other rules than today's settings is a note, never a problem (docs/decisions/0150)
+  the warehouse, both ways (a folder the warehouse never recorded is a problem too), then the
+  numbers: the month billed again now against what was billed for it (docs/decisions/0185); a
+  version issued under other rules than today's settings is a note, never a problem (0150)
 - `report due --out DIR`: finalize every completed month not yet issued (idempotent; what
   the CronJob runs)
 """
@@ -111,14 +112,15 @@ def _verify(args: argparse.Namespace, ctx: Context) -> int:
     period = resolve_period(args.period or "last")
     out = _out_dir(args, ctx)
     with ctx.open_warehouse(read_only=True) as wh:
-        problems = verify_issues(wh, out, period, key=signing_key(ctx.settings))
+        problems = verify_issues(wh, out, period, key=signing_key(ctx.settings), settings=ctx.settings)
     for note in rules_notes(out, period, Rules.of(ctx.settings)):
         ctx.echo(f"note: {note}")
     if problems:
         for problem in problems:
             ctx.echo(f"FAIL {problem}")
         raise ReportError(f"period {period}: {len(problems)} problem(s) with the issued report under {out}")
-    ctx.echo(f"period {period}: every issued version under {out} matches its manifest and the warehouse")
+    ctx.echo(f"period {period}: every issued version under {out} matches its manifest and the warehouse, "
+             "and the warehouse bills the month as issued")
     return 0
 
 
