@@ -4,8 +4,8 @@
 before the solver's clock even started. `command_deadline` starts the clock when the command
 starts; the solver gets what is left (less a reserve for measuring the plan), and on the main
 thread an interval timer stops pure-Python work that runs past the bound with one
-`TimeLimitError` line. Native code (DuckDB, CP-SAT) finishes its call first; CP-SAT is bounded by
-its own budget.
+`TimeLimitError` line. DuckDB stops its query at the signal (its interruption becomes the same
+line); CP-SAT finishes its call, bounded by its own budget.
 """
 
 from __future__ import annotations
@@ -66,6 +66,12 @@ def command_deadline(limit_s: float, what: str) -> Iterator[Deadline]:
     signal.setitimer(signal.ITIMER_REAL, limit_s)
     try:
         yield deadline
+    except RuntimeError as exc:
+        # DuckDB runs the Python signal handler between its own steps and, when it raises,
+        # stops the query with a bare `RuntimeError('Query interrupted')` that drops our error.
+        if deadline.remaining() <= 0 and "interrupted" in str(exc).lower():
+            raise deadline.exceeded("reading the inputs") from None
+        raise
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
