@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
@@ -36,6 +38,7 @@ from gpuledger.core.redact import Redactor, header_value
 
 RETRY_STATUS = (500, 502, 503, 504)
 _ERROR_TEXT_LIMIT = 300
+_READ_SIZE = 1 << 16
 
 
 def _retry_policy(retries: int, backoff: float) -> Retry:
@@ -124,8 +127,9 @@ class PromHttp:
             self.requests_sent += 1
             if self.log is not None:
                 self.log.append((path, body if body is not None else dict(form or {})))
+        deadline = time.monotonic() + self.settings.deadline_s
         try:
-            return session.request(
+            response = session.request(
                 method,
                 f"{self.url}{path}",
                 data=body if body is not None else (dict(form or {}) if method == "POST" else None),
@@ -133,9 +137,48 @@ class PromHttp:
                 headers={**client.headers, **(headers or {})},
                 timeout=self.settings.timeout_s,
                 verify=session.verify,
+                stream=True,
             )
         except requests.exceptions.RequestException as exc:
             raise SourceError(self.redact(self._failure(exc, what))) from None
+        try:
+            response._content = self._read_body(response, what, deadline)
+            response._content_consumed = True
+        finally:
+            response.close()
+        return response
+
+    def _read_body(self, response: requests.Response, what: str, deadline: float) -> bytes:
+        """The decoded body, read as it arrives: refused past `deadline_s` (whole request) or
+        `max_response_mb` (decoded bytes, so a gzip bomb counts what it inflates to). Why here:
+        `timeout_s` is per socket read, so a server trickling 64 bytes every half second never
+        trips it, and `response.content` buffers whatever size comes; `read1` returns what one
+        read gives, so the deadline is checked at every arrival and nothing past the cap is kept."""
+        cap = int(self.settings.max_response_mb * 1_000_000)
+        parts: list[bytes] = []
+        size = 0
+        raw = response.raw
+        try:
+            while True:
+                if time.monotonic() > deadline:
+                    raise SourceError(self.redact(
+                        f"{self.shown_url}: {what}: no whole answer within "
+                        f"prometheus.deadline_s = {self.settings.deadline_s:g}s (read {size:,} bytes)"))
+                part = raw.read1(_READ_SIZE, decode_content=True)
+                if not part:
+                    break
+                size += len(part)
+                if size > cap:
+                    raise SourceError(self.redact(
+                        f"{self.shown_url}: {what}: answer larger than prometheus.max_response_mb = "
+                        f"{self.settings.max_response_mb:g} MB (refused while reading; a shorter "
+                        "prometheus.chunk or a narrower query keeps answers smaller)"))
+                parts.append(part)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise SourceError(self.redact(
+                f"{self.shown_url}: {what}: answer cut off after {size:,} bytes "
+                f"({type(exc).__name__}: {_reason(exc)})")) from None
+        return b"".join(parts)
 
     def refused(self, response: requests.Response, what: str) -> SourceError:
         """The one-line error for an answer that is not a 200 (redacted)."""

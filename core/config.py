@@ -82,6 +82,14 @@ class PrometheusSettings(_Section):
     )
     verify_tls: bool = True
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    deadline_s: float = Field(
+        default=600.0, gt=0, le=86_400,
+        description="whole-request deadline of one engine request, retries and body included "
+        "(timeout_s is per socket read: a server trickling bytes never trips it)")
+    max_response_mb: float = Field(
+        default=256.0, gt=0, le=16_384,
+        description="largest answer body read (decoded MB); refused while streaming, never "
+        "buffered past it (a chunk's answers stay far below: collect_sizing.CHUNK_ROWS)")
     max_concurrency: int = Field(default=4, ge=1, le=64)
     retries: int = Field(default=3, ge=0, le=10)
     step: str = "60s"
