@@ -143,7 +143,7 @@ class PromHttp:
             raise SourceError(self.redact(self._failure(exc, what))) from None
         try:
             response._content = self._read_body(response, what, deadline)
-            response._content_consumed = True
+            response._content_consumed = True  # type: ignore[attr-defined]  # requests' idiom for a read body
         finally:
             response.close()
         return response
