@@ -208,8 +208,15 @@ class PromHttp:
     def query(self, query: str, at: datetime) -> dict[str, Any]:
         """`/api/v1/query` at one instant, parsed (small answers only)."""
         form = {"query": query, "time": _ts(at), "timeout": f"{self.settings.timeout_s:g}s"}
-        body = self.post("/api/v1/query", form, f"query {query!r} at {at.isoformat()}")
-        return _json(body, query, self.redact)
+        what = f"query {query!r} at {at.isoformat()}"
+        parsed = _json(self.post("/api/v1/query", form, what), query, self.redact)
+        data = parsed.get("data")
+        result = data.get("result") if isinstance(data, dict) else None
+        if not isinstance(result, list) or not all(_vector_item(item) for item in result):
+            raise SourceError(self.redact(
+                f"{self.shown_url}: answer to {what} is not a Prometheus vector (each item "
+                f"{{\"metric\": {{...}}, \"value\": [time, \"value\"]}}): {str(data)[:120]}"))
+        return parsed
 
     def label_values(self, label: str, match: str, start: datetime, end: datetime) -> list[str]:
         """Values of `label` on series matching `match` within `[start, end]`."""
@@ -242,6 +249,15 @@ def _json(body: bytes, what: str, redact: Redactor) -> dict[str, Any]:
     if not isinstance(parsed, dict) or parsed.get("status") != "success":
         raise SourceError(redact(f"answer to {what!r}: {str(parsed)[:_ERROR_TEXT_LIMIT]}"))
     return parsed
+
+
+def _vector_item(item: object) -> bool:
+    """One instant-vector item as Prometheus writes it (`web/api/v1` `vector` JSON: a label
+    object and a `[time, "value"]` pair); callers read both without further checks."""
+    if not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict):
+        return False
+    value = item.get("value", [0, "0"])
+    return isinstance(value, list) and len(value) == 2 and isinstance(value[1], str)
 
 
 def _error_text(response: requests.Response) -> str:

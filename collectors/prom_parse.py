@@ -147,6 +147,17 @@ def parse_matrix(body: bytes, labels: Sequence[str], what: str) -> Matrix:
         raise SourceError(f"answer to {what} is not a Prometheus matrix ({first})") from None
     if frame.height != 1 or frame["status"][0] != "success":
         raise SourceError(f"answer to {what}: {frame['error'][0] if frame.height else 'empty body'}")
+    try:
+        return _read_result(frame, labels, what)
+    except pl.exceptions.PolarsError as exc:  # a shape the checks below did not foresee
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SourceError(f"answer to {what} is not a Prometheus matrix ({first})") from None
+
+
+def _read_result(frame: pl.DataFrame, labels: Sequence[str], what: str) -> Matrix:
+    """The fallback's result list as a Matrix; every sample must be `[time, "value"]` with a
+    finite time and a value Prometheus can write (a number, `NaN`, `±Inf`): anything else is
+    one line naming the query and the first bad sample, never a guess."""
     result = frame.select(pl.col("data").struct.field("result")).explode("result")
     result = result.filter(pl.col("result").is_not_null()).unnest("result")
     if result.height == 0:
@@ -158,12 +169,18 @@ def parse_matrix(body: bytes, labels: Sequence[str], what: str) -> Matrix:
         [pl.when(pl.col(name) == "").then(None).otherwise(pl.col(name)).alias(name) for name in labels]
     )
     pairs = result.select("sid", pl.col("values")).explode("values").drop_nulls("values")
-    samples = pairs.select(
-        "sid",
-        (pl.col("values").list.get(0).cast(pl.Float64) * 1_000_000).round().cast(pl.Int64)
-        .cast(TS_TYPE).alias("ts"),
-        pl.col("values").list.get(1).cast(pl.Float64).alias("value"),
+    parsed = pairs.with_columns(
+        pl.col("values").list.len().alias("_n"),
+        pl.col("values").list.get(0, null_on_oob=True).cast(pl.Float64, strict=False).alias("_t"),
+        pl.col("values").list.get(1, null_on_oob=True).cast(pl.Float64, strict=False).alias("value"),
     )
+    bad = parsed.filter((pl.col("_n") != 2) | pl.col("_t").is_null() | ~pl.col("_t").is_finite()
+                        | pl.col("value").is_null())
+    if bad.height:
+        raise SourceError(f"answer to {what} is not a Prometheus matrix: {bad.height} sample(s) are "
+                          f"not [time, \"value\"] (first: {bad['values'][0].to_list()!r})")
+    samples = parsed.select(
+        "sid", (pl.col("_t") * 1_000_000).round().cast(pl.Int64).cast(TS_TYPE).alias("ts"), "value")
     return Matrix(series, samples)
 
 
