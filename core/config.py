@@ -108,11 +108,15 @@ class PrometheusSettings(_Section):
         description="labels that tell HA Prometheus replicas apart behind a query layer: series "
         "differing only in them are merged, never double counted (docs/decisions/0053)",
     )
+    gap_retry_horizon: str = Field(
+        default="6h", description="how long a span the engine answered without any GPU sample "
+        "is read again by later collects (three times the CronJob's 2-hour lookback); older "
+        "holes only by a --start below them (docs/decisions/0182)")
     read_path: Literal["auto", "query_range", "remote_read", "export"] = Field(
         default="auto", description="how raw DCGM series are read: auto probes VictoriaMetrics "
         "export, then Prometheus remote read, else query_range (docs/decisions/0124)")
 
-    @field_validator("step", "chunk")
+    @field_validator("step", "chunk", "gap_retry_horizon")
     @classmethod
     def _step(cls, value: str) -> str:
         try:
