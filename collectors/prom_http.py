@@ -205,6 +205,12 @@ class PromHttp:
         return self.post("/api/v1/query_range", form,
                          f"query {query!r} for {start.isoformat()} .. {last.isoformat()}")
 
+    def query_matrix(self, query: str, at: datetime) -> bytes:
+        """`/api/v1/query` at one instant for a range selector: the raw body of its matrix
+        answer (`prom_parse.parse_matrix` reads it as it reads a range query's)."""
+        form = {"query": query, "time": _ts(at), "timeout": f"{self.settings.timeout_s:g}s"}
+        return self.post("/api/v1/query", form, f"query {query!r} at {at.isoformat()}")
+
     def query(self, query: str, at: datetime) -> dict[str, Any]:
         """`/api/v1/query` at one instant, parsed (small answers only)."""
         form = {"query": query, "time": _ts(at), "timeout": f"{self.settings.timeout_s:g}s"}

@@ -24,6 +24,7 @@ import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
@@ -182,6 +183,28 @@ def _read_result(frame: pl.DataFrame, labels: Sequence[str], what: str) -> Matri
     samples = parsed.select(
         "sid", (pl.col("_t") * 1_000_000).round().cast(pl.Int64).cast(TS_TYPE).alias("ts"), "value")
     return Matrix(series, samples)
+
+
+def sample_spacing(matrix: Matrix, fallback: timedelta) -> timedelta:
+    """How long one raw sample of these series stands: the median interval between a series'
+    consecutive samples (the scrape interval), or `fallback` when no series has two.
+
+    Why: "last instant seen + one step" made a pod's span depend on the query step (a 15 s
+    step over 60 s scrapes ended each pod 45 s early, and each chunk's span stopped short of
+    the next chunk's first sample; a 120 s step over 30 s scrapes ran 90 s late): the bill
+    moved with `prometheus.step` (issue 31 item 8). DCGM rows stand until the card's next
+    scrape (the sampling model); a pod's last raw sample stands for its series' scrape
+    interval the same way, whatever the step."""
+    if matrix.samples.height < 2:
+        return fallback
+    gaps = (matrix.samples.sort("sid", "ts")
+            .select(pl.col("ts").diff().over("sid").dt.total_microseconds().alias("us"))
+            .filter(pl.col("us") > 0)["us"])
+    if gaps.len() == 0:
+        return fallback
+    median = gaps.median()
+    assert isinstance(median, (int, float))
+    return timedelta(microseconds=round(median))
 
 
 def merge_replicas(matrix: Matrix, replica_labels: Sequence[str] = REPLICA_LABELS) -> tuple[Matrix, int]:
