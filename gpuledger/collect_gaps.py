@@ -79,14 +79,14 @@ class HoleStatus:
 
 def hole_status(wh: ReadableWarehouse, settings: Settings, mark: datetime | None, now: datetime, *,
                 step: timedelta, look_back: timedelta) -> list[HoleStatus]:
-    """The holes in `[now - look_back, mark)` (from the oldest sample kept), each open or
+    """The holes in `[mark - look_back, mark)` (from the oldest sample kept), each open or
     closed by the horizon."""
     from gpuledger.warehouse.queries.gaps import first_sample, sample_holes
 
     first = first_sample(wh)
     if mark is None or first is None:
         return []
-    lo = floor_time(max(now - look_back, first), step)
+    lo = floor_time(max(mark - look_back, first), step)
     edge = now - horizon(settings)
     return [HoleStatus(a, b, b > edge)
             for a, b in sample_holes(wh, lo, floor_time(mark, step), step, SHORTEST_HOLE)]

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from gpuledger.analytics.billing.bill import compute_bill
+from gpuledger.cli import main
 from gpuledger.collect_gaps import hole_status
 from gpuledger.collect_pipeline import CollectReport, collect_window, resume_point
 from gpuledger.collect_rollup import RollupPlan
@@ -119,8 +120,8 @@ def test_next_collect_within_the_horizon_recovers_every_sample(proxy: HostilePro
         assert _costs(wh) == uninterrupted == _truth()
 
 
-def test_hole_past_the_horizon_is_closed_and_start_below_it_reads_it(proxy: HostileProxy,
-                                                                    tmp_path: Path) -> None:
+def test_hole_past_the_horizon_is_closed_and_start_below_it_reads_it(
+        proxy: HostileProxy, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     late = END + timedelta(hours=12)  # past the 6 h default horizon
     with Warehouse.open(tmp_path / "late.duckdb") as wh:
         _with_hole(wh, proxy)
@@ -129,6 +130,13 @@ def test_hole_past_the_horizon_is_closed_and_start_below_it_reads_it(proxy: Host
         closed = hole_status(wh, _settings(), resume_point(wh), late, step=MINUTE, look_back=timedelta(days=7))
         assert [(h.start, h.end, h.open) for h in closed] == [(*HOLE, False)]
         assert _costs(wh) != _truth()  # the hole is still missing: the bill shows it
+        wh.close()
+        capsys.readouterr()
+        assert main(["--warehouse", str(tmp_path / "late.duckdb"), "status"]) == 0
+        shown = [line.split() for line in capsys.readouterr().out.splitlines() if "gap_retry_horizon" in line]
+        assert [words[:2] for words in shown] == [["2026-05-04T01:00:00Z", "2026-05-04T01:15:00Z"]]
+        assert "closed" in shown[0], shown
+    with Warehouse.open(tmp_path / "late.duckdb") as wh:
         report = _collect(wh, proxy.url, T0, END, late)  # an explicit --start below the hole
         assert [(w.start, w.end, n) for w, n in report.holes] == [(*HOLE, 2 * 15)]
         assert _costs(wh) == _truth()
