@@ -8,6 +8,11 @@ The body of a range query is returned as bytes: `prom_parse` reads it straight i
 `send` is the one request primitive (forms, or a raw body with extra headers for remote read;
 the response whatever its status, so a probe can read a 404 as "not served").
 
+Every body is read as it arrives (`_read_body`) under a whole-request deadline
+(`prometheus.deadline_s`: `timeout_s` is per socket read, which a trickling server never trips)
+and a cap on its decoded size (`prometheus.max_response_mb`), each refused in one line naming
+the query and the setting, nothing past the cap kept (docs/decisions/0184).
+
 One client per worker thread: a `requests.Session` is not documented as thread-safe, and a
 session per thread also gives each worker its own connection.
 
