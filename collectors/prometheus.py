@@ -33,7 +33,7 @@ from datetime import datetime
 
 import polars as pl
 
-from gpuledger.collectors import dcgm, hami, inventory, vllm
+from gpuledger.collectors import dcgm, hami, inventory, promql, vllm
 from gpuledger.collectors.bulk_read import BulkRead, choose
 from gpuledger.collectors.chunks import Chunk, plan_chunks
 from gpuledger.collectors.dra_prometheus import (
@@ -52,15 +52,7 @@ from gpuledger.collectors.ksm import (
 )
 from gpuledger.collectors.prom_http import PromHttp
 from gpuledger.collectors.prom_parse import Matrix, parse_matrix, sample_spacing
-from gpuledger.collectors.promql import (
-    NODE_LABELS,
-    Shard,
-    duration,
-    latest,
-    make_shards,
-    raw_samples,
-    selector,
-)
+from gpuledger.collectors.promql import NODE_LABELS, Shard, duration, latest, make_shards, selector
 from gpuledger.collectors.quality import Quality
 from gpuledger.collectors.queues import QueueCollector, queue_collectors
 from gpuledger.core.config import Settings, utcnow
@@ -193,10 +185,9 @@ class PrometheusCollector:
 
     def _fetch_raw(self, expr_selector: str, chunk: Chunk,
                    labels: tuple[str, ...]) -> tuple[Matrix, int, float]:
-        """The raw samples of `expr_selector` in `[chunk.start, chunk.end)`, at their scrape
-        times (`promql.raw_samples`), as a Matrix like a range query's."""
+        """The raw samples in `[chunk.start, chunk.end)` at their times (`promql.raw_samples`)."""
         started = time.perf_counter()
-        query = raw_samples(expr_selector, chunk.end - chunk.start)
+        query = promql.raw_samples(expr_selector, chunk.end - chunk.start)
         body = self.http.query_matrix(query, chunk.end)
         fetched = time.perf_counter() - started
         return parse_matrix(body, labels, f"query {query!r}"), len(body), fetched
@@ -219,8 +210,7 @@ class PrometheusCollector:
                         *(r for r in self.replica_labels if r not in self.queues.metric_labels))
         for column, query in self.queues.metric_queries(step, replica_labels=self.replica_labels).items():
             pending.futures[f"queue|{column}"] = self._pool.submit(self._fetch, query, chunk, queue_labels)
-        # Pod history: raw samples at their scrape times, not a range query on the step grid,
-        # so a pod's span does not depend on the step (docs/decisions/0183).
+        # Pod history: raw samples, so a pod's span does not depend on the step (decision 0183).
         requests = selector("kube_pod_container_resource_requests", 'resource=~"nvidia_com_.*"')
         pending.futures["pods|requests"] = self._pool.submit(
             self._fetch_raw, requests, chunk, (*REQUEST_LABELS, "container"))

@@ -90,3 +90,18 @@ def hole_status(wh: ReadableWarehouse, settings: Settings, mark: datetime | None
     edge = now - horizon(settings)
     return [HoleStatus(a, b, b > edge)
             for a, b in sample_holes(wh, lo, floor_time(mark, step), step, SHORTEST_HOLE)]
+
+
+def hole_lines(holes: list[tuple[Window, int]], rerolled_days: int) -> list[str]:
+    """The collect report's lines for the holes it read again, each with the GPU sample rows it
+    gave (0: the engine still answers empty; the hole stays open until the horizon)."""
+    if not holes:
+        return []
+    filled = sum(1 for _, n in holes if n)
+    out = [f"holes read again: {len(holes)}, {filled} filled ({sum(n for _, n in holes)} GPU sample "
+           f"rows), {len(holes) - filled} still empty (read again by later collects within "
+           "prometheus.gap_retry_horizon)"]
+    out += [f"  [{w.start.isoformat()}, {w.end.isoformat()}): {n} rows" for w, n in holes]
+    if rerolled_days:
+        out.append(f"rolled up {rerolled_days} day(s) again: holes filled after their roll-up")
+    return out

@@ -110,7 +110,9 @@ class CollectReport:
         if self.rerolled_days:
             rolled.append(f"rolled up {self.rerolled_days} day(s) again: DRA claims loaded after "
                           "their roll-up")
-        holes = self._hole_lines()
+        from gpuledger.collect_gaps import hole_lines
+
+        holes = hole_lines(self.holes, self.hole_days)
         if self.up_to_date:
             return [f"up to date: watermark already at or past {self.window.end.isoformat()}",
                     *holes, *rolled]
@@ -126,18 +128,6 @@ class CollectReport:
             kube = sorted(self.kubernetes_rows.items())
             out.append("kubernetes: " + ", ".join(f"{k} {v}" for k, v in kube))
         return out + holes + rolled
-
-    def _hole_lines(self) -> list[str]:
-        if not self.holes:
-            return []
-        filled = sum(1 for _, n in self.holes if n)
-        out = [f"holes read again: {len(self.holes)}, {filled} filled "
-               f"({sum(n for _, n in self.holes)} GPU sample rows), {len(self.holes) - filled} "
-               "still empty (read again by later collects within prometheus.gap_retry_horizon)"]
-        out += [f"  [{w.start.isoformat()}, {w.end.isoformat()}): {n} rows" for w, n in self.holes]
-        if self.hole_days:
-            out.append(f"rolled up {self.hole_days} day(s) again: holes filled after their roll-up")
-        return out
 
 
 def resume_point(wh: Warehouse) -> datetime | None:
@@ -210,29 +200,24 @@ def collect_window(
     early = roller if kubernetes is None else None  # step 5: with an API, after the snapshot
     if early is not None:  # a run killed between a chunk and its roll-up catches up first
         early.advance(mark or start, window.end)
-    # 1b. Holes below the watermark, read again (`collect_gaps`).
-    holes = [] if reload else holes_to_reread(wh, settings, window, mark, now())
-    if start >= window.end:
-        report.up_to_date = True
-    if holes or start < window.end:
-        # 2. Chunks, one transaction each.
-        todo = Window(start, window.end, window.step) if start < window.end else None
-        own = collector is None
+    holes = [] if reload else holes_to_reread(wh, settings, window, mark, now())  # 1b. (`collect_gaps`)
+    report.up_to_date = start >= window.end
+    if holes or not report.up_to_date:  # 2. Chunks, one transaction each.
+        todo = None if report.up_to_date else Window(start, window.end, window.step)
         active = collector or PrometheusCollector(url, settings, now=now, backoff_s=backoff_s,
                                                   namespaces_from_metrics=kubernetes is None)
         load = _loader(wh, settings, report, early, on_chunk=on_chunk, on_progress=on_progress)
-        with active if own else nullcontext(active):
+        with active if collector is None else nullcontext(active):
             for hole in holes:
                 _reread(wh, settings, active, hole, report)
-            if todo is not None and require_series:
-                active.check_source(todo)
             def planned(n: int) -> None:
                 first = report.planned_chunks == 0
                 report.planned_chunks = n
                 if first and on_progress is not None:
                     on_progress(report)
-
             if todo is not None:
+                if require_series:
+                    active.check_source(todo)
                 _pipelined(sized_chunks(active, todo, planned), load)
     # 4. Kubernetes snapshot.
     if kubernetes is not None:
@@ -247,9 +232,8 @@ def collect_window(
 
 def _reread(wh: Warehouse, settings: Settings, active: PrometheusCollector, hole: Window,
             report: CollectReport) -> None:
-    """Step 1b: read one hole again, chunk by chunk; a chunk that now has DCGM series is loaded
-    (its window replaced, no watermark moved), one still empty is left for a later collect.
-    The days whose rolled-up hours the hole held are rolled up again (the bill reads them)."""
+    """Step 1b: read one hole again; a chunk now with DCGM series is loaded (window replaced, no
+    watermark moved), and the roll-up days its hours touch are rolled up again."""
     from gpuledger.collect_rollup import reroll_changed
     from gpuledger.collectors.chunks import plan_chunks
     from gpuledger.warehouse import LoadBatch
