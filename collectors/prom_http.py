@@ -8,6 +8,11 @@ The body of a range query is returned as bytes: `prom_parse` reads it straight i
 `send` is the one request primitive (forms, or a raw body with extra headers for remote read;
 the response whatever its status, so a probe can read a 404 as "not served").
 
+Every body is read as it arrives (`_read_body`) under a whole-request deadline
+(`prometheus.deadline_s`: `timeout_s` is per socket read, which a trickling server never trips)
+and a cap on its decoded size (`prometheus.max_response_mb`), each refused in one line naming
+the query and the setting, nothing past the cap kept (docs/decisions/0184).
+
 One client per worker thread: a `requests.Session` is not documented as thread-safe, and a
 session per thread also gives each worker its own connection.
 
@@ -21,12 +26,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
@@ -36,6 +43,7 @@ from gpuledger.core.redact import Redactor, header_value
 
 RETRY_STATUS = (500, 502, 503, 504)
 _ERROR_TEXT_LIMIT = 300
+_READ_SIZE = 1 << 16
 
 
 def _retry_policy(retries: int, backoff: float) -> Retry:
@@ -124,8 +132,9 @@ class PromHttp:
             self.requests_sent += 1
             if self.log is not None:
                 self.log.append((path, body if body is not None else dict(form or {})))
+        deadline = time.monotonic() + self.settings.deadline_s
         try:
-            return session.request(
+            response = session.request(
                 method,
                 f"{self.url}{path}",
                 data=body if body is not None else (dict(form or {}) if method == "POST" else None),
@@ -133,9 +142,48 @@ class PromHttp:
                 headers={**client.headers, **(headers or {})},
                 timeout=self.settings.timeout_s,
                 verify=session.verify,
+                stream=True,
             )
         except requests.exceptions.RequestException as exc:
             raise SourceError(self.redact(self._failure(exc, what))) from None
+        try:
+            response._content = self._read_body(response, what, deadline)
+            response._content_consumed = True  # type: ignore[attr-defined]  # requests' idiom for a read body
+        finally:
+            response.close()
+        return response
+
+    def _read_body(self, response: requests.Response, what: str, deadline: float) -> bytes:
+        """The decoded body, read as it arrives: refused past `deadline_s` (whole request) or
+        `max_response_mb` (decoded bytes, so a gzip bomb counts what it inflates to). Why here:
+        `timeout_s` is per socket read, so a server trickling 64 bytes every half second never
+        trips it, and `response.content` buffers whatever size comes; `read1` returns what one
+        read gives, so the deadline is checked at every arrival and nothing past the cap is kept."""
+        cap = int(self.settings.max_response_mb * 1_000_000)
+        parts: list[bytes] = []
+        size = 0
+        raw = response.raw
+        try:
+            while True:
+                if time.monotonic() > deadline:
+                    raise SourceError(self.redact(
+                        f"{self.shown_url}: {what}: no whole answer within "
+                        f"prometheus.deadline_s = {self.settings.deadline_s:g}s (read {size:,} bytes)"))
+                part = raw.read1(_READ_SIZE, decode_content=True)
+                if not part:
+                    break
+                size += len(part)
+                if size > cap:
+                    raise SourceError(self.redact(
+                        f"{self.shown_url}: {what}: answer larger than prometheus.max_response_mb = "
+                        f"{self.settings.max_response_mb:g} MB (refused while reading; a shorter "
+                        "prometheus.chunk or a narrower query keeps answers smaller)"))
+                parts.append(part)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise SourceError(self.redact(
+                f"{self.shown_url}: {what}: answer cut off after {size:,} bytes "
+                f"({type(exc).__name__}: {_reason(exc)})")) from None
+        return b"".join(parts)
 
     def refused(self, response: requests.Response, what: str) -> SourceError:
         """The one-line error for an answer that is not a 200 (redacted)."""
@@ -162,11 +210,24 @@ class PromHttp:
         return self.post("/api/v1/query_range", form,
                          f"query {query!r} for {start.isoformat()} .. {last.isoformat()}")
 
+    def query_matrix(self, query: str, at: datetime) -> bytes:
+        """`/api/v1/query` at one instant for a range selector: the raw body of its matrix
+        answer (`prom_parse.parse_matrix` reads it as it reads a range query's)."""
+        form = {"query": query, "time": _ts(at), "timeout": f"{self.settings.timeout_s:g}s"}
+        return self.post("/api/v1/query", form, f"query {query!r} at {at.isoformat()}")
+
     def query(self, query: str, at: datetime) -> dict[str, Any]:
         """`/api/v1/query` at one instant, parsed (small answers only)."""
         form = {"query": query, "time": _ts(at), "timeout": f"{self.settings.timeout_s:g}s"}
-        body = self.post("/api/v1/query", form, f"query {query!r} at {at.isoformat()}")
-        return _json(body, query, self.redact)
+        what = f"query {query!r} at {at.isoformat()}"
+        parsed = _json(self.post("/api/v1/query", form, what), query, self.redact)
+        data = parsed.get("data")
+        result = data.get("result") if isinstance(data, dict) else None
+        if not isinstance(result, list) or not all(_vector_item(item) for item in result):
+            raise SourceError(self.redact(
+                f"{self.shown_url}: answer to {what} is not a Prometheus vector (each item "
+                f"{{\"metric\": {{...}}, \"value\": [time, \"value\"]}}): {str(data)[:120]}"))
+        return parsed
 
     def label_values(self, label: str, match: str, start: datetime, end: datetime) -> list[str]:
         """Values of `label` on series matching `match` within `[start, end]`."""
@@ -199,6 +260,15 @@ def _json(body: bytes, what: str, redact: Redactor) -> dict[str, Any]:
     if not isinstance(parsed, dict) or parsed.get("status") != "success":
         raise SourceError(redact(f"answer to {what!r}: {str(parsed)[:_ERROR_TEXT_LIMIT]}"))
     return parsed
+
+
+def _vector_item(item: object) -> bool:
+    """One instant-vector item as Prometheus writes it (`web/api/v1` `vector` JSON: a label
+    object and a `[time, "value"]` pair); callers read both without further checks."""
+    if not isinstance(item, dict) or not isinstance(item.get("metric", {}), dict):
+        return False
+    value = item.get("value", [0, "0"])
+    return isinstance(value, list) and len(value) == 2 and isinstance(value[1], str)
 
 
 def _error_text(response: requests.Response) -> str:

@@ -24,6 +24,7 @@ import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 import polars as pl
@@ -147,6 +148,17 @@ def parse_matrix(body: bytes, labels: Sequence[str], what: str) -> Matrix:
         raise SourceError(f"answer to {what} is not a Prometheus matrix ({first})") from None
     if frame.height != 1 or frame["status"][0] != "success":
         raise SourceError(f"answer to {what}: {frame['error'][0] if frame.height else 'empty body'}")
+    try:
+        return _read_result(frame, labels, what)
+    except pl.exceptions.PolarsError as exc:  # a shape the checks below did not foresee
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SourceError(f"answer to {what} is not a Prometheus matrix ({first})") from None
+
+
+def _read_result(frame: pl.DataFrame, labels: Sequence[str], what: str) -> Matrix:
+    """The fallback's result list as a Matrix; every sample must be `[time, "value"]` with a
+    finite time and a value Prometheus can write (a number, `NaN`, `±Inf`): anything else is
+    one line naming the query and the first bad sample, never a guess."""
     result = frame.select(pl.col("data").struct.field("result")).explode("result")
     result = result.filter(pl.col("result").is_not_null()).unnest("result")
     if result.height == 0:
@@ -158,13 +170,41 @@ def parse_matrix(body: bytes, labels: Sequence[str], what: str) -> Matrix:
         [pl.when(pl.col(name) == "").then(None).otherwise(pl.col(name)).alias(name) for name in labels]
     )
     pairs = result.select("sid", pl.col("values")).explode("values").drop_nulls("values")
-    samples = pairs.select(
-        "sid",
-        (pl.col("values").list.get(0).cast(pl.Float64) * 1_000_000).round().cast(pl.Int64)
-        .cast(TS_TYPE).alias("ts"),
-        pl.col("values").list.get(1).cast(pl.Float64).alias("value"),
+    parsed = pairs.with_columns(
+        pl.col("values").list.len().alias("_n"),
+        pl.col("values").list.get(0, null_on_oob=True).cast(pl.Float64, strict=False).alias("_t"),
+        pl.col("values").list.get(1, null_on_oob=True).cast(pl.Float64, strict=False).alias("value"),
     )
+    bad = parsed.filter((pl.col("_n") != 2) | pl.col("_t").is_null() | ~pl.col("_t").is_finite()
+                        | pl.col("value").is_null())
+    if bad.height:
+        raise SourceError(f"answer to {what} is not a Prometheus matrix: {bad.height} sample(s) are "
+                          f"not [time, \"value\"] (first: {bad['values'][0].to_list()!r})")
+    samples = parsed.select(
+        "sid", (pl.col("_t") * 1_000_000).round().cast(pl.Int64).cast(TS_TYPE).alias("ts"), "value")
     return Matrix(series, samples)
+
+
+def sample_spacing(matrix: Matrix, fallback: timedelta) -> timedelta:
+    """How long one raw sample of these series stands: the median interval between a series'
+    consecutive samples (the scrape interval), or `fallback` when no series has two.
+
+    Why: "last instant seen + one step" made a pod's span depend on the query step (a 15 s
+    step over 60 s scrapes ended each pod 45 s early, and each chunk's span stopped short of
+    the next chunk's first sample; a 120 s step over 30 s scrapes ran 90 s late): the bill
+    moved with `prometheus.step` (issue 31 item 8). DCGM rows stand until the card's next
+    scrape (the sampling model); a pod's last raw sample stands for its series' scrape
+    interval the same way, whatever the step."""
+    if matrix.samples.height < 2:
+        return fallback
+    gaps = (matrix.samples.sort("sid", "ts")
+            .select(pl.col("ts").diff().over("sid").dt.total_microseconds().alias("us"))
+            .filter(pl.col("us") > 0)["us"])
+    if gaps.len() == 0:
+        return fallback
+    median = gaps.median()
+    assert isinstance(median, (int, float))
+    return timedelta(microseconds=round(median))
 
 
 def merge_replicas(matrix: Matrix, replica_labels: Sequence[str] = REPLICA_LABELS) -> tuple[Matrix, int]:

@@ -33,7 +33,7 @@ from datetime import datetime
 
 import polars as pl
 
-from gpuledger.collectors import dcgm, hami, inventory, vllm
+from gpuledger.collectors import dcgm, hami, inventory, promql, vllm
 from gpuledger.collectors.bulk_read import BulkRead, choose
 from gpuledger.collectors.chunks import Chunk, plan_chunks
 from gpuledger.collectors.dra_prometheus import (
@@ -51,7 +51,7 @@ from gpuledger.collectors.ksm import (
     with_node_labels,
 )
 from gpuledger.collectors.prom_http import PromHttp
-from gpuledger.collectors.prom_parse import Matrix, parse_matrix
+from gpuledger.collectors.prom_parse import Matrix, parse_matrix, sample_spacing
 from gpuledger.collectors.promql import NODE_LABELS, Shard, duration, latest, make_shards, selector
 from gpuledger.collectors.quality import Quality
 from gpuledger.collectors.queues import QueueCollector, queue_collectors
@@ -183,6 +183,15 @@ class PrometheusCollector:
         fetched = time.perf_counter() - started
         return parse_matrix(body, labels, f"query {query!r}"), len(body), fetched
 
+    def _fetch_raw(self, expr_selector: str, chunk: Chunk,
+                   labels: tuple[str, ...]) -> tuple[Matrix, int, float]:
+        """The raw samples in `[chunk.start, chunk.end)` at their times (`promql.raw_samples`)."""
+        started = time.perf_counter()
+        query = promql.raw_samples(expr_selector, chunk.end - chunk.start)
+        body = self.http.query_matrix(query, chunk.end)
+        fetched = time.perf_counter() - started
+        return parse_matrix(body, labels, f"query {query!r}"), len(body), fetched
+
     def _submit(self, chunk: Chunk) -> _Pending:
         pending = _Pending(chunk)
         step = chunk.step
@@ -201,14 +210,12 @@ class PrometheusCollector:
                         *(r for r in self.replica_labels if r not in self.queues.metric_labels))
         for column, query in self.queues.metric_queries(step, replica_labels=self.replica_labels).items():
             pending.futures[f"queue|{column}"] = self._pool.submit(self._fetch, query, chunk, queue_labels)
-        requests = (
-            f"sum by ({', '.join(REQUEST_LABELS)}) ("
-            + latest(selector("kube_pod_container_resource_requests", 'resource=~"nvidia_com_.*"'), step)
-            + ")"
-        )
-        pending.futures["pods|requests"] = self._pool.submit(self._fetch, requests, chunk, REQUEST_LABELS)
-        claims = f"max by ({', '.join(CLAIM_LABELS)}) (" + latest("kube_pod_resourceclaim_info", step) + ")"
-        pending.futures["pods|claims"] = self._pool.submit(self._fetch, claims, chunk, CLAIM_LABELS)
+        # Pod history: raw samples, so a pod's span does not depend on the step (decision 0183).
+        requests = selector("kube_pod_container_resource_requests", 'resource=~"nvidia_com_.*"')
+        pending.futures["pods|requests"] = self._pool.submit(
+            self._fetch_raw, requests, chunk, (*REQUEST_LABELS, "container"))
+        pending.futures["pods|claims"] = self._pool.submit(
+            self._fetch_raw, "kube_pod_resourceclaim_info", chunk, CLAIM_LABELS)
         for key, query in hami.range_queries(latest, step).items():
             pending.futures[f"hami|{key}"] = self._pool.submit(
                 self._fetch, query, chunk, hami.fetch_labels(key))
@@ -324,7 +331,8 @@ class PrometheusCollector:
             pl.col("resourceclaim_template_name").replace("", None).alias("template"),
         ).drop_nulls(["namespace", "pod", "claim"])
         return pod_claims_from_frame(refs.samples.join(series, on="sid").with_columns(
-            (pl.col("ts") + chunk.step).alias("end")))
+            (pl.col("ts") + sample_spacing(refs, chunk.step)).alias("end")).unique(
+            ["namespace", "pod", "claim", "ts"]))
 
     def _dra(self, gpu_fields: dict[str, Matrix], results: dict[str, Matrix], refs: pl.DataFrame,
              chunk: Chunk) -> dict[str, pl.DataFrame]:
@@ -348,8 +356,10 @@ class PrometheusCollector:
             pl.coalesce("exported_pod", "pod").alias("pod"),
             "resource",
         ).drop_nulls(["namespace", "pod", "resource"])
-        frame = requests.samples.filter(pl.col("value").is_finite() & (pl.col("value") > 0)).join(
-            series, on="sid").with_columns((pl.col("ts") + chunk.step).alias("end"))
+        frame = (requests.samples.filter(pl.col("value").is_finite() & (pl.col("value") > 0))
+                 .join(series, on="sid")
+                 .group_by("namespace", "pod", "resource", "ts").agg(pl.col("value").sum())  # containers
+                 .with_columns((pl.col("ts") + sample_spacing(requests, chunk.step)).alias("end")))
         span = duration(chunk.end - chunk.start)
         info: dict[tuple[str, str], dict[str, str | None]] = {}
         for item in self.http.query(f"last_over_time(kube_pod_info[{span}])", chunk.last_point)[

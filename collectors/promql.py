@@ -76,6 +76,15 @@ def latest(expr_selector: str, step: timedelta, offset: timedelta | None = None)
     return f"last_over_time({expr_selector}[{duration(window)}]{text})"
 
 
+def raw_samples(expr_selector: str, span: timedelta) -> str:
+    """An instant query (evaluated at a chunk's end) whose answer is every raw sample of the
+    selector in `[end - span, end)`: a range selector answers the samples at their scrape
+    times, so what is built from them does not depend on the query step. The range is
+    left-open, right-closed, `(end - span, end]`, so it is shifted by one millisecond (the
+    engines' timestamp unit) to take the chunk's first instant and leave its end to the next."""
+    return f"{expr_selector}[{duration(span)}] offset 1ms"
+
+
 def make_shards(
     nodes_by_label: Mapping[str, Sequence[str]], series_per_node: float, points: int, max_samples: int,
 ) -> list[Shard]:

@@ -30,7 +30,9 @@ Series, by (table, reason) in `series`, noted but kept:
 - `missing_uuid`: no `UUID` label; its samples are counted as `unattributable`.
 
 Gaps, in `gaps`: chunks `[start, end)` in which the engine had no DCGM series at all (an
-exporter outage): nothing was loaded for them, the watermark moved on past them.
+exporter outage, or a transient empty answer): nothing was loaded for them, the watermark moved
+on past them, and later collects read them again within `prometheus.gap_retry_horizon`
+(`gpuledger.collect_gaps`, docs/decisions/0182).
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ class Quality:
             noted = ", ".join(f"{r} {n}" for r, n in sorted(self.series_by_reason().items()))
             out.append(f"series noted: {noted}")
         if self.gaps:
-            out.append(f"gaps: {len(self.gaps)} chunk(s) with no DCGM series (watermark moved past)")
+            out.append(f"gaps: {len(self.gaps)} chunk(s) with no DCGM series (watermark moved past; "
+                       "read again by later collects within prometheus.gap_retry_horizon)")
             out += [f"  [{a.isoformat()}, {b.isoformat()})" for a, b in self.gaps]
         return out

@@ -82,6 +82,14 @@ class PrometheusSettings(_Section):
     )
     verify_tls: bool = True
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    deadline_s: float = Field(
+        default=600.0, gt=0, le=86_400,
+        description="whole-request deadline of one engine request, retries and body included "
+        "(timeout_s is per socket read: a server trickling bytes never trips it)")
+    max_response_mb: float = Field(
+        default=256.0, gt=0, le=16_384,
+        description="largest answer body read (decoded MB); refused while streaming, never "
+        "buffered past it (a chunk's answers stay far below: collect_sizing.CHUNK_ROWS)")
     max_concurrency: int = Field(default=4, ge=1, le=64)
     retries: int = Field(default=3, ge=0, le=10)
     step: str = "60s"
@@ -100,11 +108,15 @@ class PrometheusSettings(_Section):
         description="labels that tell HA Prometheus replicas apart behind a query layer: series "
         "differing only in them are merged, never double counted (docs/decisions/0053)",
     )
+    gap_retry_horizon: str = Field(
+        default="6h", description="how long a span the engine answered without any GPU sample "
+        "is read again by later collects (three times the CronJob's 2-hour lookback); older "
+        "holes only by a --start below them (docs/decisions/0182)")
     read_path: Literal["auto", "query_range", "remote_read", "export"] = Field(
         default="auto", description="how raw DCGM series are read: auto probes VictoriaMetrics "
         "export, then Prometheus remote read, else query_range (docs/decisions/0124)")
 
-    @field_validator("step", "chunk")
+    @field_validator("step", "chunk", "gap_retry_horizon")
     @classmethod
     def _step(cls, value: str) -> str:
         try:

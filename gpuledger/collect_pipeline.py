@@ -86,6 +86,11 @@ class CollectReport:
     """The roll-up watermark after the run (None when the run did not roll up)."""
     rerolled_days: int = 0
     """Days of the roll-up rolled up again because DRA rows loaded later changed them (step 6)."""
+    holes: list[tuple[Window, int]] = field(default_factory=list)
+    """Holes read again (step 1b, `collect_gaps`), each with the GPU sample rows it gave (0: the
+    engine still answers empty; the hole stays open until the retry horizon)."""
+    hole_days: int = 0
+    """Days of the roll-up rolled up again because a re-read hole filled their hours."""
 
     @property
     def sample_rows(self) -> int:
@@ -105,8 +110,12 @@ class CollectReport:
         if self.rerolled_days:
             rolled.append(f"rolled up {self.rerolled_days} day(s) again: DRA claims loaded after "
                           "their roll-up")
+        from gpuledger.collect_gaps import hole_lines
+
+        holes = hole_lines(self.holes, self.hole_days)
         if self.up_to_date:
-            return [f"up to date: watermark already at or past {self.window.end.isoformat()}", *rolled]
+            return [f"up to date: watermark already at or past {self.window.end.isoformat()}",
+                    *holes, *rolled]
         rows = ", ".join(f"{k} {v}" for k, v in sorted(self.rows.items()) if v)
         out = [
             f"collected [{self.start.isoformat()}, {self.window.end.isoformat()}) in {self.chunks} "
@@ -118,7 +127,7 @@ class CollectReport:
         if self.kubernetes_rows:
             kube = sorted(self.kubernetes_rows.items())
             out.append("kubernetes: " + ", ".join(f"{k} {v}" for k, v in kube))
-        return out + rolled
+        return out + holes + rolled
 
 
 def resume_point(wh: Warehouse) -> datetime | None:
@@ -175,6 +184,7 @@ def collect_window(
     chunks are planned and after each chunk (and its roll-up)."""
     from contextlib import nullcontext
 
+    from gpuledger.collect_gaps import holes_to_reread
     from gpuledger.collect_rollup import Roller
     from gpuledger.collect_sizing import sized_chunks
     from gpuledger.collectors.prometheus import PrometheusCollector
@@ -190,25 +200,25 @@ def collect_window(
     early = roller if kubernetes is None else None  # step 5: with an API, after the snapshot
     if early is not None:  # a run killed between a chunk and its roll-up catches up first
         early.advance(mark or start, window.end)
-    if start >= window.end:
-        report.up_to_date = True
-    else:
-        # 2. Chunks, one transaction each.
-        todo = Window(start, window.end, window.step)
-        own = collector is None
+    holes = [] if reload else holes_to_reread(wh, settings, window, mark, now())  # 1b. (`collect_gaps`)
+    report.up_to_date = start >= window.end
+    if holes or not report.up_to_date:  # 2. Chunks, one transaction each.
+        todo = None if report.up_to_date else Window(start, window.end, window.step)
         active = collector or PrometheusCollector(url, settings, now=now, backoff_s=backoff_s,
                                                   namespaces_from_metrics=kubernetes is None)
         load = _loader(wh, settings, report, early, on_chunk=on_chunk, on_progress=on_progress)
-        with active if own else nullcontext(active):
-            if require_series:
-                active.check_source(todo)
+        with active if collector is None else nullcontext(active):
+            for hole in holes:
+                _reread(wh, settings, active, hole, report)
             def planned(n: int) -> None:
                 first = report.planned_chunks == 0
                 report.planned_chunks = n
                 if first and on_progress is not None:
                     on_progress(report)
-
-            _pipelined(sized_chunks(active, todo, planned), load)
+            if todo is not None:
+                if require_series:
+                    active.check_source(todo)
+                _pipelined(sized_chunks(active, todo, planned), load)
     # 4. Kubernetes snapshot.
     if kubernetes is not None:
         report.kubernetes_rows = _snapshot(wh, settings, kubernetes, now(), report)
@@ -218,6 +228,36 @@ def collect_window(
         report.note_rollup(roller)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _reread(wh: Warehouse, settings: Settings, active: PrometheusCollector, hole: Window,
+            report: CollectReport) -> None:
+    """Step 1b: read one hole again; a chunk now with DCGM series is loaded (window replaced, no
+    watermark moved), and the roll-up days its hours touch are rolled up again."""
+    from gpuledger.collect_rollup import reroll_changed
+    from gpuledger.collectors.chunks import plan_chunks
+    from gpuledger.warehouse import LoadBatch
+
+    rows = 0
+    prom = settings.prometheus
+    chunks = list(plan_chunks(hole, parse_duration(prom.chunk), prom.max_points_per_query))
+    for data in active.iter_chunks(hole, chunks):
+        if data.quality.gaps:
+            continue
+        window = data.chunk.window
+
+        def load(frames: Mapping[str, pl.DataFrame], window: Window = window) -> LoadStats:
+            return wh.load(LoadBatch(merge_dimensions(wh, frames), window=window))
+
+        load_dra(wh, settings, data.frames, load, report)
+        rows += data.samples
+        assert report.quality is not None
+        report.quality.merge([data.quality])
+        report.queries += data.queries
+        report.bytes += data.bytes
+    report.holes.append((hole, rows))
+    if rows:
+        report.hole_days += len(reroll_changed(wh, settings, hole).days)
 
 
 def _snapshot(wh: Warehouse, settings: Settings, kubernetes: Snapshotter, at: datetime,

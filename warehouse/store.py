@@ -31,6 +31,9 @@ anything else; queries here go through `con.sql(q, params=...)` which returns a 
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -66,6 +69,24 @@ DUCKDB_CONFIG: dict[str, Any] = {
     "autoload_known_extensions": False,
 }
 """Every connection: no extension is fetched or loaded implicitly (see module docstring, 4)."""
+
+
+_OS_REASONS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG)
+_FILE_NAMED = re.compile(r'file "([^"]+)"')
+
+
+def os_failure(exc: duckdb.Error, path: object) -> OSError | None:
+    """The operating-system error inside a DuckDB error (a full disk while a commit writes the
+    WAL or a checkpoint writes the file), as the `OSError` it is, or None. Why: DuckDB reports
+    these as `IOException` or `TransactionException` ("Failed to commit: Could not write file
+    ...: No space left on device"), which the CLI cannot tell from a bug (exit 70); as an
+    `OSError` it is one line and exit 74 like every other full disk (`gpuledger.cli`)."""
+    text = str(exc)
+    for code in _OS_REASONS:
+        if os.strerror(code) in text:
+            named = _FILE_NAMED.search(text)
+            return OSError(code, os.strerror(code), named.group(1) if named else str(path))
+    return None
 
 
 def _lock_message(exc: Exception) -> bool:
@@ -165,6 +186,8 @@ class Warehouse:
                 try:
                     replaced[name] = self._write(table_spec(name), batch.arrow[name], batch.window)
                 except duckdb.Error as exc:  # the whole batch rolls back (transaction())
+                    if (failure := os_failure(exc, self.path)) is not None:
+                        raise failure from exc
                     first = str(exc).splitlines()[0]
                     raise WarehouseError(
                         f"{self.path}: load of {name} failed, nothing of this batch was stored "
@@ -214,7 +237,12 @@ class Warehouse:
             self.con.execute("ROLLBACK")
             raise
         self._in_transaction = False
-        self.con.execute("COMMIT")
+        try:
+            self.con.execute("COMMIT")
+        except duckdb.Error as exc:
+            if (failure := os_failure(exc, self.path)) is not None:
+                raise failure from exc
+            raise
 
     def execute(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         """Run one writing statement (e.g. `UPDATE … RETURNING`) and return the rows it returns."""

@@ -120,7 +120,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         rows = f.source_freshness(wh)
         newest = f.newest_sample(wh)
         rules = _rollup_rules(wh, ctx.settings)
-    now = utcnow()
+        now = utcnow()
+        holes = _holes(wh, ctx.settings, now)
     if newest is None and all(r.watermark is None and r.newest_sample is None for r in rows):
         return _empty(args, ctx, f"warehouse {path} is empty: nothing collected yet")
     sources = [_as_dict(r, now) for r in rows]
@@ -128,19 +129,45 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         "schema": SCHEMA, "warehouse": str(path), "now": _stamp(now),
         "newest_sample": _stamp(newest), "stale": f.is_stale(newest, now),
         "stale_after_s": (f.STALE_INTERVALS * f.COLLECTION_INTERVAL).total_seconds(),
-        "sources": sources, "rollup_rules": rules,
+        "sources": sources, "rollup_rules": rules, "sample_holes": holes,
     }
     text = None
     if args.format == "table":
         text = render_table(_table(rows, now), HEADERS, rule=False)
         if rules:
             text += "\n\nhourly roll-up by rules\n" + render_table(rules, RULE_HEADERS, rule=False)
+        if holes:
+            text += ("\n\nsample holes (no GPU sample loaded)\n"
+                     + render_table(holes, HOLE_HEADERS, rule=False))
     emit(ctx, args.format, rows=sources, document=document,
          json_text=json.dumps(document, indent=2), text=text, footer=[_summary(newest, now)])
     return 0
 
 
 RULE_HEADERS = ("from", "to", "rules", "state", "description")
+HOLE_HEADERS = ("from", "to", "state")
+HOLE_LOOK_BACK = timedelta(days=7)
+"""How far below the watermark `status` lists sample holes (the raw samples of the recent past)."""
+
+
+def _holes(wh: Warehouse, settings: Settings, now: datetime) -> list[dict[str, Any]]:
+    """Spans below the watermark with no GPU sample (`gpuledger.collect_gaps`): open ones are
+    read again by every collect; closed ones passed `prometheus.gap_retry_horizon` and only a
+    `collect --start` below them reads them again."""
+    from gpuledger.collect_gaps import hole_status, horizon
+    from gpuledger.collect_pipeline import resume_point
+    from gpuledger.core.window import parse_duration
+    from gpuledger.warehouse.serving_store import SUFFIX
+
+    if wh.path.endswith(SUFFIX):  # the serving store keeps only the raw tail: no holes to tell
+        return []
+    step = parse_duration(settings.prometheus.step)
+    found = hole_status(wh, settings, resume_point(wh), now, step=step, look_back=HOLE_LOOK_BACK)
+    return [{"from": _stamp(h.start), "to": _stamp(h.end),
+             "state": (f"open: read again by each collect until {_stamp(h.end + horizon(settings))}"
+                       if h.open else f"closed by prometheus.gap_retry_horizon; "
+                       f"collect --start {_stamp(h.start)} reads it again")}
+            for h in found]
 
 
 def _rollup_rules(wh: Warehouse, settings: Settings) -> list[dict[str, Any]]:
