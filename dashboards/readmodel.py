@@ -20,6 +20,7 @@ from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.analytics.workloads.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
+from gpuledger.core.window import Window
 from gpuledger.dashboards import heat, queue_views, serving_results
 from gpuledger.dashboards.plans_data import PlanOverlay, PlansData, read_plans, select
 from gpuledger.dashboards.serving import SnapshotCache
@@ -148,6 +149,42 @@ class ReadModel:
 
         key = ("bill", period, by, "as_computed") if as_computed else ("bill", period, by)
         return self._read(key, read, snap)
+
+    def bill_over(self, window: Window, by: tuple[str, ...] = ("team",), *, snap: Snapshot | None = None,
+                  as_computed: bool = False) -> Any:
+        """`compute_bill` over any window (the API's `start`/`end` and `window=`), its detail
+        dropped unless grouped by team alone (as `bill`'s other groupings)."""
+        from dataclasses import replace
+
+        from gpuledger.analytics.billing.bill import compute_bill
+
+        def read(wh: Warehouse) -> Any:
+            bill = compute_bill(wh, window, self.settings, by=by, as_computed=as_computed)
+            return bill if by == ("team",) and not as_computed else replace(bill, detail=bill.detail.clear())
+
+        return self._read(("bill_over", window.start, window.end, by, as_computed), read, snap)
+
+    def held_over(self, window: Window, *, snap: Snapshot | None = None) -> pl.DataFrame:
+        """`held_allocations` of `bill_over(window)`."""
+        from gpuledger.analytics.workloads.idle import held_allocations
+
+        return self._cached(("held_over", window.start, window.end),
+                            lambda s: held_allocations(self.bill_over(window, snap=s)), snap)
+
+    def missing(self, name: str, period: str, *, snap: Snapshot | None = None) -> str | None:
+        """What to say instead of a number when the month result `name` is not stored on this
+        serving store ("not computed yet" and how to compute it, `serving_results.NOT_COMPUTED`);
+        None when it is stored, or computed here on a full copy. A page or API answer shows this
+        rather than an empty result's 0 (issue 32: "unknown is never zero")."""
+
+        def compute(s: Snapshot) -> str | None:
+            if s.owned:
+                return None
+            with self.store.reader(s) as wh:
+                stored = serving_results.stored_result(wh, name, period, payload=False)
+            return None if stored is not None else serving_results.NOT_COMPUTED
+
+        return self._cached(("missing", name, period), compute, snap)
 
     def bill_notes(self, period: str, *, snap: Snapshot | None = None) -> list[str]:
         """What the month's bill tells its reader (`analytics.billing.notes`), for the banner of
