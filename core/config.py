@@ -247,6 +247,8 @@ class ReportSettings(_Section):
     billing_account: str = "gpu-fleet"
     billing_account_name: str = "GPU fleet"
     host_provider: str = "On-premises"
+    paper: Literal["A4", "Letter"] = Field(
+        default="A4", description="page size of the PDF statements (every element is laid out inside it)")
     adjustment_lookback_months: int = Field(default=3, ge=0, le=36)
     schedule_grace_hours: float = Field(default=6.0, ge=0, le=24 * 31)
     schedule_backfill_months: int = Field(default=1, ge=1, le=36)

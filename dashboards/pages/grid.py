@@ -8,9 +8,10 @@ format money in the browser with d3-format, which dash-ag-grid ships (`d3.format
 currency's decimals (`core.money.decimals`).
 
 The export button is a pattern-matched clientside callback registered once for every grid
-(`dash.clientside_callback`, picked up by the app at start), so a page only places `grid(...)`.
-The wrapping `Div` carries the caller's `id` (what tests and links address); the grid inside it
-is `{"type": "gl-grid", "name": id}`.
+(`dash.clientside_callback`, picked up by the app at start) that calls the grid's own
+`exportDataAsCsv` (the rows as filtered and sorted), so a page only places `grid(...)`. The
+wrapping `Div` carries the caller's `id` (what tests and links address); the grid inside it is
+`<id>-grid` (`dash_ag_grid.getApi("<id>-grid")` in the browser).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import dash
 import polars as pl
-from dash import MATCH, Input, Output, html
+from dash import MATCH, Input, Output, State, html
 
 from gpuledger.core.money import decimals
 
@@ -28,9 +29,13 @@ PAGE_SIZE = 25
 CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
 
 dash.clientside_callback(
-    "function(n) { return n ? true : window.dash_clientside.no_update; }",
-    Output({"type": "gl-grid", "name": MATCH}, "exportDataAsCsv"),
+    """function(n, name) {
+        if (n) { dash_ag_grid.getApi(name + "-grid").exportDataAsCsv(); }
+        return window.dash_clientside.no_update;
+    }""",
+    Output({"type": "gl-grid-export", "name": MATCH}, "title"),
     Input({"type": "gl-grid-export", "name": MATCH}, "n_clicks"),
+    State({"type": "gl-grid-export", "name": MATCH}, "value"),
     prevent_initial_call=True,
 )
 
@@ -64,7 +69,7 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
     keys = [k for k, _ in columns]
     return html.Div([
         dag.AgGrid(
-            id={"type": "gl-grid", "name": id}, rowData=frame.select(keys).to_dicts(), columnDefs=defs,
+            id=f"{id}-grid", rowData=frame.select(keys).to_dicts(), columnDefs=defs,
             defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True, "minWidth": 110},
             columnSize="responsiveSizeToFit",
             dashGridOptions={"pagination": True, "paginationPageSize": page_size, "domLayout": "autoHeight",
@@ -72,5 +77,6 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
             csvExportParams={"fileName": file_name or f"{id}.csv"}, className="ag-theme-alpine",
             style={"width": "100%"},
         ),
-        html.Button("Export CSV", id={"type": "gl-grid-export", "name": id}, className="button"),
+        html.Button("Export CSV", id={"type": "gl-grid-export", "name": id}, value=id, className="button",
+                    title="download the rows as filtered and sorted (CSV)"),
     ], id=id, className="grid", **{"data-rows": str(frame.height)})
