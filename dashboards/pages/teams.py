@@ -148,7 +148,23 @@ def _cell(col: str, row: dict[str, Any], fmt: dict[str, Callable[[Any], str]], p
         link = dcc.Link(str(value), href=team_href(period, str(value), bool(row["special"])))
         return html.Td(link, **_attrs({"data-value": str(value)}))
     raw = "" if value is None else repr(float(value))
-    return html.Td(fmt[col](value), className="num", **_attrs({"data-value": raw, "data-col": col}))
+    if col == "saving" and value is None and not row["special"]:
+        return html.Td("not computed", className="num unknown", **_attrs({"data-value": "", "data-col": col}))
+    over = col in ("budget_used", "forecast") and _over_budget(row)
+    marks = {"title": "over budget"} if over else {}
+    return html.Td(fmt[col](value), className="num over-budget" if over else "num",
+                   style=OVER_STYLE if over else None,
+                   **_attrs({"data-value": raw, "data-col": col, **marks}))
+
+
+OVER_STYLE = {"color": "#b91c1c", "fontWeight": "bold", "background": "#fee2e2"}
+"""An over-budget team's budget cells (issue 32: 110.8% read like any other number)."""
+
+
+def _over_budget(row: dict[str, Any]) -> bool:
+    """Spent past the budget, or forecast to (`budget_used` and the forecast are against it)."""
+    used, budget, forecast = row.get("budget_used"), row.get("budget"), row.get("forecast")
+    return bool((used is not None and used > 1) or (budget and forecast is not None and forecast > budget))
 
 
 def teams_table(v: TeamsView) -> html.Div:
@@ -160,7 +176,8 @@ def teams_table(v: TeamsView) -> html.Div:
     ]))
     body = [
         html.Tr([_cell(c, row, fmt, v.period) for c, _ in COLUMNS],
-                className="special" if row["special"] else "team-row", **_attrs({"data-team": row["team"]}))
+                className="special" if row["special"] else f"team-row{' over' if _over_budget(row) else ''}",
+                **_attrs({"data-team": row["team"]}))
         for row in v.rows.iter_rows(named=True)
     ]
     foot = []
