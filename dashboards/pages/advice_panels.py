@@ -68,10 +68,10 @@ def advice_view(ctx: PageContext, kinds: tuple[str, ...]) -> AdviceView:
     rows = pl.DataFrame(shown.rows, schema=ROW_SCHEMA)
     docs = {a.kind: a.document for a in found}
     frag = docs.get("fragmentation", {})
-    shown = set(rows.filter(pl.col("kind") == "autoscaling")["scope"].to_list())
+    scaled = set(rows.filter(pl.col("kind") == "autoscaling")["scope"].to_list())
     manifests = {f"{d['namespace']}/{d['deployment']}": str(d["manifest"])
                  for d in docs.get("autoscaling", {}).get("deployments", [])
-                 if f"{d['namespace']}/{d['deployment']}" in shown}
+                 if f"{d['namespace']}/{d['deployment']}" in scaled}
     threshold = float(frag.get("threshold", ctx.settings.advice.fragmentation_threshold))
     return AdviceView(period, ctx.currency, rows, threshold, _latest(frag.get("nodes", []), "node"),
                       _latest(frag.get("pools", []), "pool"), manifests,

@@ -79,4 +79,9 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
         ),
         html.Button("Export CSV", id={"type": "gl-grid-export", "name": id}, value=id, className="button",
                     title="download the rows as filtered and sorted (CSV)"),
-    ], id=id, className="grid", **{"data-rows": str(frame.height)})
+    ], id=id, className="grid", **_data({"data-rows": str(frame.height)}))
+
+
+def _data(values: dict[str, str]) -> dict[str, Any]:
+    """`data-*` attributes for a Dash component (typed loosely: Dash's stubs do not know them)."""
+    return values
