@@ -111,7 +111,7 @@ def test_headers_carry_units(warehouse: Path) -> None:
     head = " ".join(text.splitlines()[1:3])
     assert "GPU-hours" in head and "cost (USD)" in head and "card_hours" not in head
     budgets = _run(warehouse, "budgets", *SPAN, "-o", "wide", columns=200)
-    assert "used (%)" in budgets or "no budget" in budgets.lower() or "used" in budgets
+    assert "used (%)" in budgets and "forecast used (%)" in budgets and "used_ratio" not in budgets
 
 
 _DECIMALS = re.compile(r"^-?\d+(?:\.(\d+))?$")
