@@ -140,7 +140,7 @@ def _flag(text: str | None, what: str) -> bool:
 
 
 def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
-    from gpuledger.analytics.workloads.idle import idle_workloads
+    from gpuledger.analytics.workloads.idle import held_allocations, idle_workloads
     from gpuledger.analytics.workloads.requested import check_workload_by
 
     args = flask.request.args
@@ -149,7 +149,8 @@ def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     if by != "pod":
         check_workload_by(by)
     asked = _asked(app)
-    held = app.data.held_allocations(asked.period) if asked.period else app.data.held_over(asked.window)
+    held = (app.data.held_allocations(asked.period) if asked.period
+            else held_allocations(app.data.bill_over(asked.window)))
     workloads = None if by == "pod" else app.data.workloads(by)
     frame = idle_workloads(held, workloads, namespace=_name(args.get("namespace"), "namespace"))
     frame = exports.filter_teams(frame, teams).head(_top(args.get("top")))

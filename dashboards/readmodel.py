@@ -11,6 +11,7 @@ module computes nothing of its own: it only decides what is cached under which k
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -137,45 +138,28 @@ class ReadModel:
         rows and preemption of the others (team x model, x priority class, the metrics' x
         sharing mode), so each of those is kept with an empty detail (docs/decisions/0141).
         `as_computed` (the API's `?as_computed=true`): the roll-up under its stored rules."""
-        from dataclasses import replace
-
-        from gpuledger.analytics.billing.bill import compute_bill
-
-        window = Period.exact(period).window
-
-        def read(wh: Warehouse) -> Any:
-            bill = compute_bill(wh, window, self.settings, by=by, as_computed=as_computed)
-            return bill if by == ("team",) and not as_computed else replace(bill, detail=bill.detail.clear())
-
         key = ("bill", period, by, "as_computed") if as_computed else ("bill", period, by)
-        return self._read(key, read, snap)
+        return self._bill(Period.exact(period).window, by, key, as_computed, snap)
 
     def bill_over(self, window: Window, by: tuple[str, ...] = ("team",), *, snap: Snapshot | None = None,
                   as_computed: bool = False) -> Any:
-        """`compute_bill` over any window (the API's `start`/`end` and `window=`), its detail
-        dropped unless grouped by team alone (as `bill`'s other groupings)."""
-        from dataclasses import replace
+        """`bill` over any window (the API's `start`/`end` and `window=`)."""
+        key = ("bill_over", window.start, window.end, by, as_computed)
+        return self._bill(window, by, key, as_computed, snap)
 
+    def _bill(self, window: Window, by: tuple[str, ...], key: Hashable, as_computed: bool,
+              snap: Snapshot | None) -> Any:
         from gpuledger.analytics.billing.bill import compute_bill
 
         def read(wh: Warehouse) -> Any:
             bill = compute_bill(wh, window, self.settings, by=by, as_computed=as_computed)
             return bill if by == ("team",) and not as_computed else replace(bill, detail=bill.detail.clear())
 
-        return self._read(("bill_over", window.start, window.end, by, as_computed), read, snap)
-
-    def held_over(self, window: Window, *, snap: Snapshot | None = None) -> pl.DataFrame:
-        """`held_allocations` of `bill_over(window)`."""
-        from gpuledger.analytics.workloads.idle import held_allocations
-
-        return self._cached(("held_over", window.start, window.end),
-                            lambda s: held_allocations(self.bill_over(window, snap=s)), snap)
+        return self._read(key, read, snap)
 
     def missing(self, name: str, period: str, *, snap: Snapshot | None = None) -> str | None:
-        """What to say instead of a number when the month result `name` is not stored on this
-        serving store ("not computed yet" and how to compute it, `serving_results.NOT_COMPUTED`);
-        None when it is stored, or computed here on a full copy. A page or API answer shows this
-        rather than an empty result's 0 (issue 32: "unknown is never zero")."""
+        """`serving_results.NOT_COMPUTED` when this serving store lacks the month result `name`
+        (shown instead of an empty result's 0: docs/decisions/0195), else None."""
 
         def compute(s: Snapshot) -> str | None:
             if s.owned:
