@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import dash
+import dash_ag_grid as dag  # at import, not in a callback: Dash refuses a component library loaded late
 import polars as pl
 from dash import MATCH, Input, Output, State, html
 
@@ -53,8 +54,6 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
          page_size: int = PAGE_SIZE) -> html.Div:
     """`frame`'s `columns` ((key, header) pairs) in a grid: every column sortable and
     filterable, numbers right-aligned, money formatted, pages of `page_size`, a CSV button."""
-    import dash_ag_grid as dag
-
     numeric = {c for c, dtype in frame.schema.items() if dtype.is_numeric()}
     defs: list[dict[str, Any]] = []
     for key, header in columns:

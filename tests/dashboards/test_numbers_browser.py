@@ -38,7 +38,7 @@ from tests.dashboards.test_api import get
 
 PERIOD = "2026-11"
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(3600)]  # the demo runs a month
 
 
 def _gpuledger(*argv: str, cwd: Path) -> str:
