@@ -33,7 +33,7 @@ def layout(html: str, where: Path, paper: str = "A4") -> Any:
     _quiet()
     try:
         return HTML(string=html, base_url=str(where.parent)).render(
-            stylesheets=[CSS(string=f"@page {{ size: {paper}; }}")])
+            stylesheets=[CSS(string=f"@page {{ size: {paper} !important; }}")])  # over the statement's A4
     except Exception as exc:  # WeasyPrint raises many kinds; say which statement failed
         raise ReportError(f"{where}: PDF rendering failed ({type(exc).__name__}: {exc})") from None
 
