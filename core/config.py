@@ -259,6 +259,8 @@ class ReportSettings(_Section):
     billing_account: str = "gpu-fleet"
     billing_account_name: str = "GPU fleet"
     host_provider: str = "On-premises"
+    paper: Literal["A4", "Letter"] = Field(
+        default="A4", description="page size of the PDF statements (every element is laid out inside it)")
     adjustment_lookback_months: int = Field(default=3, ge=0, le=36)
     focus_formats: tuple[Literal["parquet", "csv"], ...] = Field(
         default=("parquet",), min_length=1,

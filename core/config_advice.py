@@ -75,6 +75,11 @@ class MaintenanceWindow(_Section):
 
 
 class AdviceSettings(_Section):
+    min_monthly_saving: float = Field(
+        default=1.0, ge=0,
+        description="advice rows saving less than this a month (in the currency) are counted, not "
+        "listed (`analytics.advice.actionable`); risk rows are always listed",
+    )
     catalog_size: int = Field(default=3, ge=1, le=7, description="at most K standard MIG profiles a model")
     catalog_goal: float = Field(default=0.8, gt=0, le=1, description="workload share to cover")
     catalog_max_rounding: float = Field(

@@ -14,7 +14,10 @@ Scope, decided here on the server for every request:
   each schema declared team rows, fleet data or about; undeclared sections withheld);
 - plans are fleet data: admins and viewers only, as on the Plans page.
 
-Endpoints (GET, `period=YYYY-MM`, default the newest month with data):
+Endpoints (GET; time parameters `period=YYYY-MM|last`, `start`/`end` or `window=7d|30d|month-to-date`,
+default the newest month with data; every parameter an endpoint takes is declared once in
+`dashboards.api_params`, which refuses unknown ones with a 400 naming the accepted ones and
+writes the OpenAPI description served at `/api/v1/openapi.json`):
 `/api/v1/bill?by=team,model[&as_computed=true]` (the `gpuledger.bill/v1` document of `gpuledger
 bill --format json [--as-computed]`, plus `notes`: what the CLI prints on stderr,
 `analytics.billing.notes`), `/api/v1/idle?by=owner|pod|label:<key>&team=&namespace=&top=`,
@@ -33,13 +36,15 @@ from typing import Any
 import flask
 
 from gpuledger.analytics import exports
+from gpuledger.analytics.advice.actionable import split
 from gpuledger.analytics.billing.notes import bill_notes
 from gpuledger.core.access import Principal
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
 from gpuledger.core.period import Period
+from gpuledger.dashboards import api_params
 from gpuledger.dashboards.access import can_see_fleet
 from gpuledger.dashboards.serving_results import RECOMMENDATIONS
-from gpuledger.dashboards.state import ViewState, label_value, valid_period
+from gpuledger.dashboards.state import ViewState, label_value
 from gpuledger.dashboards.wiring import DashboardApp
 
 MAX_BY = 3
@@ -56,10 +61,16 @@ def _error(status: int, message: str) -> flask.Response:
 
 
 def _period(app: DashboardApp) -> str:
-    period = flask.request.args.get("period") or app.data.default_period()
-    if not valid_period(period):
-        raise InputError(f"period {period!r}: expected YYYY-MM")
-    return period
+    """The month a months-only answer is for (`period=YYYY-MM|last`, default the newest with data)."""
+    return _asked(app, months_only=True).period or app.data.default_period()
+
+
+def _asked(app: DashboardApp, *, months_only: bool = False) -> api_params.Asked:
+    """The request's time (`dashboards.api_params`: period, start/end or window)."""
+    from gpuledger.core.config import utcnow
+
+    return api_params.asked_time(flask.request.args, now=utcnow(), default_period=app.data.default_period(),
+                                 months_only=months_only)
 
 
 def _name(value: str | None, what: str) -> str | None:
@@ -83,10 +94,11 @@ def scope(principal: Principal, team: str | None) -> set[str] | None:
 Handler = Callable[[DashboardApp, Principal], Any]
 
 
-def _guarded(handler: Handler, app: DashboardApp) -> Callable[[], flask.Response]:
+def _guarded(handler: Handler, app: DashboardApp, path: str) -> Callable[[], flask.Response]:
     def run() -> flask.Response:
         principal: Principal = flask.g.principal
         try:
+            api_params.check(path, flask.request.args)
             doc = handler(app, principal)
             # The one scope rule, after every handler (docs/decisions/0175): whatever a handler
             # built, a lead is served only the sections `exports.SECTIONS` lets them read.
@@ -110,7 +122,9 @@ def _bill(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     if len(by) > MAX_BY:
         raise InputError(f"by: at most {MAX_BY} dimensions per request")
     as_computed = _flag(flask.request.args.get("as_computed"), "as_computed")
-    bill = app.data.bill(_period(app), by, as_computed=as_computed)
+    asked = _asked(app)
+    bill = (app.data.bill(asked.period, by, as_computed=as_computed) if asked.period else
+            app.data.bill_over(asked.window, by, as_computed=as_computed))
     doc = {**bill.to_dict(), "notes": bill_notes(bill)}
     return exports.scope_document(doc, teams)
 
@@ -127,6 +141,7 @@ def _flag(text: str | None, what: str) -> bool:
 
 
 def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
+    from gpuledger.analytics.workloads.idle import held_allocations, idle_workloads
     from gpuledger.analytics.workloads.requested import check_workload_by, filter_scope
 
     args = flask.request.args
@@ -134,13 +149,17 @@ def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     by = args.get("by") or "owner"
     if by != "pod":
         check_workload_by(by)
-    period = _period(app)
-    top = _top(args.get("top"))
-    # the month's ranking is cached per snapshot (`ReadModel.idle_workloads`); cut per request
+    asked = _asked(app)
     namespace = _name(args.get("namespace"), "namespace")
-    frame = filter_scope(app.data.idle_workloads(period, by), namespace=namespace)
-    frame = exports.filter_teams(frame, teams).head(top)
-    return exports.idle_json(frame, Period.exact(period).window, by)
+    if asked.period:
+        # the month's ranking is cached per snapshot (`ReadModel.idle_workloads`); cut per request
+        frame = filter_scope(app.data.idle_workloads(asked.period, by), namespace=namespace)
+    else:
+        workloads = None if by == "pod" else app.data.workloads(by)
+        frame = idle_workloads(held_allocations(app.data.bill_over(asked.window)), workloads,
+                               namespace=namespace)
+    frame = exports.filter_teams(frame, teams).head(_top(args.get("top")))
+    return exports.idle_json(frame, asked.window, by)
 
 
 def _top(text: str | None) -> int:
@@ -161,7 +180,16 @@ def _recommendations(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     period = _period(app)
     recs = filter_scope(app.data.recommendations(period), namespace=_name(args.get("namespace"), "namespace"))
     recs = exports.filter_teams(recs, teams)
+    missing = app.data.missing(RECOMMENDATIONS, period)
+    floor = 0.0 if _flag(args.get("all"), "all") else app.settings.advice.min_monthly_saving
     doc = exports.recommendations_json(recs, Period.exact(period).window, app.settings.currency)
+    shown = split(doc["recommendations"], floor)
+    doc |= {"recommendations": shown.rows, "min_monthly_saving": floor,
+            "below_floor": [q.as_dict() for q in shown.quiet]}
+    if missing:  # unknown is never zero: no saving figure, and how to get one
+        doc |= {"computed": False, "note": missing, "monthly_saving": None, "saving_by_team": None}
+    else:
+        doc["computed"] = True
     return {**doc, **_rules_state(app, RECOMMENDATIONS, period)}
 
 
@@ -178,6 +206,18 @@ def _plans(app: DashboardApp, principal: Principal) -> Any:
     if not can_see_fleet(principal):
         raise AccessDeniedError(f"user {principal.user!r} may not read plans (admins and viewers only)")
     return {"schema": "gpuledger.plans/v1", "plans": json.loads(list_json(app.data.plans_data(None).records))}
+
+
+def _budgets(app: DashboardApp, principal: Principal) -> dict[str, Any]:
+    """`/api/v1/budgets`: `gpuledger budgets --format json` for the request's period."""
+    from gpuledger.analytics.billing.budgets import alerts, budget_status
+    from gpuledger.analytics.exports import rows_json
+
+    period = _period(app)
+    bill = app.data.bill(period, ("team",))
+    status = budget_status(bill, app.settings)
+    return {"schema": "gpuledger.budgets/v1", "period": bill.period, "currency": bill.currency,
+            "teams": rows_json(status), "alerts": alerts(status, app.settings.currency)}
 
 
 def _capacity(app: DashboardApp, principal: Principal) -> dict[str, Any]:
@@ -197,6 +237,22 @@ def _why(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     doc = why_document(served_fleet(app.data, app.settings), utcnow(), flask.request.args.get("name"),
                        app.settings.sharing.mig_share_basis)
     return exports.scope_document(doc, teams)
+
+
+def _openapi() -> flask.Response:
+    """The OpenAPI description of `/api/v1` (`dashboards.api_params.openapi`): the same for every
+    signed-in user (it describes, it holds no data)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        api_params.check("/openapi.json", flask.request.args)
+    except InputError as exc:
+        return _error(400, str(exc))
+    try:
+        release = version("gpuledger")
+    except PackageNotFoundError:
+        release = "0"
+    return _json(api_params.openapi(release))
 
 
 def _teams_csv(app: DashboardApp) -> flask.Response:
@@ -222,7 +278,9 @@ def register(app: DashboardApp) -> None:
     """Mount `/api/v1/*` and `/download/teams.csv` on the app's server (from `create_app`)."""
     blueprint = flask.Blueprint("api_v1", __name__, url_prefix="/api/v1")
     for path, handler in (("/bill", _bill), ("/idle", _idle), ("/recommendations", _recommendations),
-                          ("/plans", _plans), ("/capacity", _capacity), ("/why", _why)):
-        blueprint.add_url_rule(path, view_func=_guarded(handler, app), methods=["GET"])
+                          ("/plans", _plans), ("/budgets", _budgets), ("/capacity", _capacity),
+                          ("/why", _why)):
+        blueprint.add_url_rule(path, view_func=_guarded(handler, app, path), methods=["GET"])
+    blueprint.add_url_rule("/openapi.json", view_func=_openapi, methods=["GET"])
     app.server.register_blueprint(blueprint)
     app.server.add_url_rule("/download/teams.csv", "download_teams", lambda: _teams_csv(app))

@@ -3,7 +3,7 @@
 Why not "the i-th colour of the names on this chart" (what the figures did): the same team was
 blue on one chart and orange on the next, since each chart saw a different set of names. Here
 a name's colour depends on the name: known GPU models have fixed colours; any other name
-hashes (CRC-32, stable across processes, unlike `hash()`) into a 24-colour palette. Two names
+hashes (CRC-32, stable across processes, unlike `hash()`) into a 20-colour palette. Two names
 of one chart that hash alike are told apart by probing to the next free colour, in sorted
 order, so a chart never shows two teams in one colour while a name keeps its colour wherever
 it does not collide.
@@ -15,10 +15,13 @@ import zlib
 from collections.abc import Iterable
 
 PALETTE: tuple[str, ...] = (
-    "#2563eb", "#f97316", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777",
-    "#4b5563", "#65a30d", "#7c3aed", "#0d9488", "#1e3a8a", "#c2410c", "#166534", "#6b21a8",
-    "#991b1b", "#155e75", "#a16207", "#9d174d", "#84cc16", "#f43f5e", "#06b6d4", "#a855f7",
+    "#F3C300", "#875692", "#F38400", "#A1CAF1", "#BE0032", "#C2B280", "#00A3A3", "#008856",
+    "#E68FAC", "#0067A5", "#F99379", "#604E97", "#F6A600", "#B3446C", "#DCD300", "#882D17",
+    "#8DB600", "#654522", "#E25822", "#2B3D26",
 )
+"""Kelly's colours of maximum contrast (K. L. Kelly, "Twenty-two colors of maximum contrast",
+1965), white and black left out and the grey swapped for a teal (grey is `unallocated`'s): 20
+hues that stay apart when 18 teams stack on one chart (issue 32: the old 24 held four purples)."""
 MODEL_COLOURS: dict[str, str] = {
     "H200-141GB": "#7c3aed", "H100-80GB": "#2563eb", "A100-80GB": "#16a34a",
     "A100-SXM4-40GB": "#f97316", "B200-180GB": "#dc2626", "L40S-48GB": "#0891b2",

@@ -151,13 +151,21 @@ def heatmap(frame: pl.DataFrame, row: str, title: str) -> Figure:
     )
     z = np.full((len(rows), hours.len()), np.nan)
     z[index["_r"].to_numpy(), index["_h"].to_numpy()] = index["activity"].fill_null(np.nan).to_numpy()
-    height = max(320, min(900, 60 + 14 * len(rows)))
+    # Every row labelled (issue 32: plotly skipped every other node when rows were 14 px): a row
+    # is ROW_PX tall, room for its 10 px label, and the ticks name each row explicitly.
+    height = max(320, 90 + ROW_PX * len(rows))
     return _figure(
         [{"type": "heatmap", "z": np.round(z, 4), "x": _iso(hours), "y": rows, "zmin": 0, "zmax": 1,
           "colorscale": VIRIDIS, "colorbar": {"title": {"text": "active"}, "tickformat": ".0%"},
           "hovertemplate": "%{y}<br>%{x}<br>activity %{z:.0%}<extra></extra>"}],
-        title, height, yaxis={"autorange": "reversed", "type": "category"}, xaxis={"type": "date"},
+        title, height, xaxis={"type": "date"},
+        yaxis={"autorange": "reversed", "type": "category", "tickmode": "array", "tickvals": rows,
+               "ticktext": rows, "tickfont": {"size": 10}, "automargin": True},
     )
+
+
+ROW_PX = 16
+"""Pixels per heatmap row: every row's 10 px label fits without plotly thinning the ticks."""
 
 
 def fleet_hours(daily: pl.DataFrame) -> Figure:

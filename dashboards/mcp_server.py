@@ -15,10 +15,8 @@ Who is calling (docs/decisions/0192):
   only from `access.proxy_addresses` (`dashboards.access.AccessPolicy.principal_for`, the
   dashboard's own rule), or `--dev-user` on loopback. Roles come from `access.roles` either way.
 
-Tools (all read-only, `readOnlyHint`): bill, idle, recommendations, budgets, plans. `budgets` has
-no `/api/v1` route yet: its handler is written here in the API's handler shape and runs under
-the API's guard, so moving it to `/api/v1/budgets` is one registration. `capacity` joins as one
-`ToolSpec` row once its API route exists (`TOOLS`).
+Tools (all read-only, `readOnlyHint`): bill, idle, recommendations, budgets, plans, each
+answered by its `/api/v1` route. `capacity` and `why` join as one `ToolSpec` row each (`TOOLS`).
 """
 
 from __future__ import annotations
@@ -76,28 +74,9 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 Identify = Callable[[Context], Principal | None]
 
 
-def _budgets(app: DashboardApp, principal: Principal) -> dict[str, Any]:
-    """`gpuledger budgets --format json` for the request's period (an API handler's shape:
-    `dashboards.api` runs it under its guard and scope rule)."""
-    from gpuledger.analytics.billing.budgets import alerts, budget_status
-    from gpuledger.analytics.exports import rows_json
-    from gpuledger.dashboards import api
-
-    period = api._period(app)
-    bill = app.data.bill(period, ("team",))
-    status = budget_status(bill, app.settings)
-    return {"schema": "gpuledger.budgets/v1", "period": bill.period, "currency": bill.currency,
-            "teams": rows_json(status), "alerts": alerts(status, app.settings.currency)}
-
-
-EXTRA_HANDLERS = {"/api/v1/budgets": _budgets}
-"""Routes the API does not serve yet, as API-shaped handlers (see module docstring)."""
-
-
 def call_api(app: DashboardApp, principal: Principal, route: str, args: Mapping[str, Any]) -> Any:
     """The API's answer to `GET route?args` for `principal` (its JSON document); a refusal or a
     bad argument raises `ToolError` with the API's one-line message."""
-    from gpuledger.dashboards import api
 
     if not principal.known:
         raise ToolError(f"user {principal.user!r} has no role in gpuledger (access.roles)")
@@ -107,11 +86,8 @@ def call_api(app: DashboardApp, principal: Principal, route: str, args: Mapping[
     with server.test_request_context(route, query_string=query, method="GET"):
         flask.g.principal = principal
         view: Callable[[], Any]
-        if route in EXTRA_HANDLERS:
-            view = api._guarded(EXTRA_HANDLERS[route], app)
-        else:
-            endpoint, _ = server.url_map.bind("localhost").match(route, method="GET")
-            view = server.view_functions[endpoint]
+        endpoint, _ = server.url_map.bind("localhost").match(route, method="GET")
+        view = server.view_functions[endpoint]
         response = flask.make_response(view())
     body = json.loads(response.get_data(as_text=True))
     if response.status_code != 200:

@@ -11,6 +11,7 @@ module computes nothing of its own: it only decides what is cached under which k
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.analytics.workloads.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
+from gpuledger.core.window import Window
 from gpuledger.dashboards import heat, queue_views, serving_results
 from gpuledger.dashboards.plans_data import PlanOverlay, PlansData, read_plans, select
 from gpuledger.dashboards.serving import SnapshotCache
@@ -136,18 +138,37 @@ class ReadModel:
         rows and preemption of the others (team x model, x priority class, the metrics' x
         sharing mode), so each of those is kept with an empty detail (docs/decisions/0141).
         `as_computed` (the API's `?as_computed=true`): the roll-up under its stored rules."""
-        from dataclasses import replace
+        key = ("bill", period, by, "as_computed") if as_computed else ("bill", period, by)
+        return self._bill(Period.exact(period).window, by, key, as_computed, snap)
 
+    def bill_over(self, window: Window, by: tuple[str, ...] = ("team",), *, snap: Snapshot | None = None,
+                  as_computed: bool = False) -> Any:
+        """`bill` over any window (the API's `start`/`end` and `window=`)."""
+        key = ("bill_over", window.start, window.end, by, as_computed)
+        return self._bill(window, by, key, as_computed, snap)
+
+    def _bill(self, window: Window, by: tuple[str, ...], key: Hashable, as_computed: bool,
+              snap: Snapshot | None) -> Any:
         from gpuledger.analytics.billing.bill import compute_bill
-
-        window = Period.exact(period).window
 
         def read(wh: Warehouse) -> Any:
             bill = compute_bill(wh, window, self.settings, by=by, as_computed=as_computed)
             return bill if by == ("team",) and not as_computed else replace(bill, detail=bill.detail.clear())
 
-        key = ("bill", period, by, "as_computed") if as_computed else ("bill", period, by)
         return self._read(key, read, snap)
+
+    def missing(self, name: str, period: str, *, snap: Snapshot | None = None) -> str | None:
+        """`serving_results.NOT_COMPUTED` when this serving store lacks the month result `name`
+        (shown instead of an empty result's 0: docs/decisions/0195), else None."""
+
+        def compute(s: Snapshot) -> str | None:
+            if s.owned:
+                return None
+            with self.store.reader(s) as wh:
+                stored = serving_results.stored_result(wh, name, period, payload=False)
+            return None if stored is not None else serving_results.NOT_COMPUTED
+
+        return self._cached(("missing", name, period), compute, snap)
 
     def bill_notes(self, period: str, *, snap: Snapshot | None = None) -> list[str]:
         """What the month's bill tells its reader (`analytics.billing.notes`), for the banner of
@@ -331,15 +352,6 @@ class ReadModel:
     def unlabeled_namespaces(self) -> pl.DataFrame:
         """Namespaces without the team label (their usage lands on `unattributed`)."""
         return self._read("unlabeled", q.unlabeled_namespaces)
-
-    def team_namespaces(self) -> dict[str, list[str]]:
-        def read(wh: Warehouse) -> dict[str, list[str]]:
-            out: dict[str, list[str]] = {}
-            for team, namespace in q.team_namespace_rows(wh).iter_rows():
-                out.setdefault(team, []).append(namespace)
-            return out
-
-        return self._read("team_namespaces", read)
 
     # 5. Queues -------------------------------------------------------------------------------
     def queue_series(self, period: str, *, snap: Snapshot | None = None) -> pl.DataFrame:

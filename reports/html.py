@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.reports.billing import SPECIAL_LINES
 from gpuledger.reports.chart import daily_cost_svg
 from gpuledger.reports.statement import Limits, Statement, capped
@@ -32,8 +33,9 @@ h2 { font-size: 10pt; margin: 9px 0 4px 0; border-bottom: 1px solid #c8cdd3; pad
   font-size: 8.5pt; color: #fff; background: #2f7d32; }
 .badge.draft { background: #b26a00; }
 .right { text-align: right; }
-.tiles { display: flex; gap: 6px; }
-.tile { flex: 1; border: 1px solid #d5dae0; border-radius: 4px; padding: 5px 7px; background: #f7f9fb; }
+.tiles { display: flex; flex-wrap: wrap; gap: 6px; }
+.tile { flex: 1 1 28%; min-width: 0; border: 1px solid #d5dae0; border-radius: 4px; padding: 5px 7px;
+  background: #f7f9fb; }
 .tile .label { color: #555; font-size: 7.4pt; text-transform: uppercase; letter-spacing: 0.03em; }
 .tile .value { font-size: 11pt; font-weight: bold; white-space: nowrap; }
 .tile.main { background: #eaf2fb; border-color: #9cc0e6; }
@@ -159,8 +161,9 @@ def _team_table(st: Statement) -> str:
         {"team": r["team"], "h": hours(r["card_hours"]), "ih": hours(r["idle_card_hours"]),
          "list": money(r["list_cost"]), "idle": money(r["idle_cost"]), "cost": money(r["cost"]),
          "budget": _budget_use(r["cost"], st.budgets.get(str(r["team"])))}
-        for r in [*teams, *special]
+        for r in [*teams, *special] if r["team"] != SpecialLine.SHARING_DISCOUNT
     ]
+    rows += [_funding_row(r) for r in special if r["team"] == SpecialLine.SHARING_DISCOUNT]
     total = {"team": "Fleet total", "h": hours(sum(r["card_hours"] for r in st.by_team)),
              "ih": hours(sum(r["idle_card_hours"] for r in st.by_team)),
              "list": money(sum(r["list_cost"] for r in st.by_team)),
@@ -172,6 +175,19 @@ def _team_table(st: Statement) -> str:
          ("budget", "Budget (used)", True)],
         rows, total,
     )
+
+
+FUNDING_LABEL = "Sharing discounts granted to teams (funded by the platform)"
+"""How the `sharing_discount` line reads on a statement: a funding line, not a charge (issue 32:
+"+$19,347 with 0 GPU-hours" read as a charge). Its amount stays in the Cost column, because
+the teams' discounted charges plus this funding are the fleet cost (the reconciliation)."""
+
+
+def _funding_row(r: dict[str, Any]) -> dict[str, Any]:
+    """The sharing discount as the platform's funding of the teams' discounts: no GPU-hours of
+    its own ("–", not 0), its amount marked as funding."""
+    return {"team": FUNDING_LABEL, "h": "–", "ih": "–", "list": "–", "idle": "–",
+            "cost": f"{money(r['cost'])} funding", "budget": ""}
 
 
 def _budget_use(cost: float, budget: float | None) -> str:

@@ -1,8 +1,8 @@
 """PDF statements with WeasyPrint (rendered by the system's Pango; no browser).
 
-Each statement is laid out with the loosest table limits that still fit one A4 page; its
-pages are written to its own PDF and appended to the combined `statements.pdf` (fleet first,
-then teams), so the combined file has exactly the statements' pages in order.
+Each statement is laid out with the loosest table limits that still fit one page (A4 or
+Letter, `reports.paper`); its pages are written to its own PDF and appended to the combined
+`statements.pdf` (fleet first, then teams), so the combined file has exactly the statements' pages in order.
 """
 
 from __future__ import annotations
@@ -22,23 +22,28 @@ def _quiet() -> None:
     logging.getLogger("fontTools").setLevel(logging.ERROR)
 
 
-def layout(html: str, where: Path) -> Any:
-    """Lay out one HTML statement (a WeasyPrint Document)."""
-    from weasyprint import HTML
+PAPERS = ("A4", "Letter")
+
+
+def layout(html: str, where: Path, paper: str = "A4") -> Any:
+    """Lay out one HTML statement (a WeasyPrint Document) on `paper` (`reports.paper`): a
+    stylesheet after the statement's own sets the page size, so one HTML serves both."""
+    from weasyprint import CSS, HTML
 
     _quiet()
     try:
-        return HTML(string=html, base_url=str(where.parent)).render()
+        return HTML(string=html, base_url=str(where.parent)).render(
+            stylesheets=[CSS(string=f"@page {{ size: {paper} !important; }}")])  # over the statement's A4
     except Exception as exc:  # WeasyPrint raises many kinds; say which statement failed
         raise ReportError(f"{where}: PDF rendering failed ({type(exc).__name__}: {exc})") from None
 
 
-def fit_one_page(render: Callable[[Limits], str], where: Path) -> tuple[str, Any]:
+def fit_one_page(render: Callable[[Limits], str], where: Path, paper: str = "A4") -> tuple[str, Any]:
     """The HTML and layout of the first limits in `LIMITS` that fit one page (else the last)."""
     html, document = "", None
     for limits in LIMITS:
         html = render(limits)
-        document = layout(html, where)
+        document = layout(html, where, paper)
         if len(document.pages) == 1:
             break
     return html, document

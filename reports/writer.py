@@ -21,6 +21,7 @@ import polars as pl
 
 from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.core.config import Settings
+from gpuledger.core.money import fixed_columns
 from gpuledger.core.rules_record import RecordedRules
 from gpuledger.reports.compose import MonthlyData, build_statements
 from gpuledger.reports.focus import focus_frame, write_focus
@@ -28,6 +29,9 @@ from gpuledger.reports.html import render_statement
 from gpuledger.reports.pdf import fit_one_page, write_pdfs
 
 SUMMARY_FLOAT_DECIMALS = 6
+SUMMARY_MONEY = ("list_cost", "sharing_discount", "utilization_adjustment", "redistributed_cost", "cost",
+                 "idle_cost")
+"""summary.csv's money columns, written at the currency's decimals (`core.money.fixed`)."""
 
 
 def report_totals(data: MonthlyData) -> dict[str, Any]:
@@ -82,7 +86,11 @@ def write_report(
     """Write every file of the report into `folder`; return the totals (with page counts)."""
     folder.mkdir(parents=True, exist_ok=True)
     # 1. The lines, exactly as billed (sub-cent precision; statements round to cents).
-    summary_csv(data.summary, data.bill.currency, settings, data.rules).write_csv(
+    # Money at the currency's decimals (the lines are whole cents already; issue 32); GPU-hours
+    # and the unit price (list cost / GPU-hours, so unit_price x card_hours = list_cost) to
+    # SUMMARY_FLOAT_DECIMALS.
+    summary = summary_csv(data.summary, data.bill.currency, settings, data.rules)
+    fixed_columns(summary, SUMMARY_MONEY, data.bill.currency).write_csv(
         folder / "summary.csv", float_precision=SUMMARY_FLOAT_DECIMALS, float_scientific=False
     )
     # 2. The FOCUS export.
@@ -95,7 +103,7 @@ def write_report(
     documents = []
     for statement in build_statements(data, settings, status, generated_at, notes):
         pdf = statements_dir / f"{statement.key}.pdf"
-        html, document = fit_one_page(partial(render_statement, statement), pdf)
+        html, document = fit_one_page(partial(render_statement, statement), pdf, settings.reports.paper)
         (statements_dir / f"{statement.key}.html").write_text(html)
         documents.append((pdf, document))
     pages = write_pdfs(documents, folder / "statements.pdf")

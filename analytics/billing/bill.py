@@ -12,11 +12,10 @@ fleet cost, to the cent, for any window.
    the ones its numbers were computed under, and every label (the MIG share basis) says them.
 2. Price it: card-hours x the model's unit price that day = list cost (`price_book`, else the
    default catalog, else zero on lines marked `unpriced`: one unknown model never blocks a
-   bill, unless `strict_prices`); the sharing mode's
-   discount factor takes off the `sharing_discount`; in a pool billed by utilization, the
+   bill, unless `strict_prices`); the sharing mode's discount factor takes off the
+   `sharing_discount`; in a pool billed by utilization, the
    holder pays only for its active share and the rest (`utilization_adjustment`) moves to the
-   pool's `unallocated` line. Idle card-hours are priced the same way (`idle_cost`, part of
-   the team's cost).
+   pool's `unallocated` line. Idle card-hours are priced the same way (`idle_cost`, part of the team's cost).
 3. Capacity: each inventoried card's present hours per day; what nobody held is unallocated,
    at list price (stranded MIG capacity counted apart), per pool and model (pool `unknown`
    where a node has no pool label: `_POOL`).

@@ -76,7 +76,9 @@ def teams_overview(
             "idle_cost": round(idle_cost, 2), "idle_share": idle_cost / cost if cost else None,
             "activity": activity.get(team), "budget": b.get("budget"),
             "budget_used": b.get("used_ratio"), "forecast": b.get("forecast"),
-            "saving": saving.get(team, 0.0) if not special else None,
+            # a special line's saving when it has recommendations (unattributed workloads do):
+            # the rows' savings sum to the recommendations' total, the figure on every surface
+            "saving": saving.get(team, None if special else 0.0),
         })
     frame = pl.DataFrame(rows, schema=SCHEMA)
     order = {name: i for i, name in enumerate(SPECIAL_LINES)}

@@ -46,7 +46,7 @@ The steps (`run`):
    become its HAMi holders' rows (`analytics.sampling.holders`).
 2. One row per device and time: rows of one device at one time merge (holder kept, each
    field's reading kept).
-3. Per row: the card's next and previous scrape (`_distinct_neighbours`), and each
+3. Per row: the card's next and previous scrape (`analytics.sampling.neighbours`), and each
    field's last reading for the same device and holder within the staleness bound.
 4. Per card: its sample spacing, the median interval between its rows no longer than the
    staleness bound (else the read window's median over cards, else the fallback spacing).
@@ -80,10 +80,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-import numpy as np
 import polars as pl
 
 from gpuledger.analytics.sampling.holders import SPAN, with_hami_holders
+from gpuledger.analytics.sampling.neighbours import card_next
 from gpuledger.core import activity
 from gpuledger.core.errors import InputError
 from gpuledger.core.rules import HOLE_RULE_V1, HOLE_RULE_V2, SamplingRules, hole_split
@@ -130,7 +130,7 @@ def run(wh: ReadableWarehouse, window: Window, rules: SamplingRules) -> Pieces:
     frame, devs, unit = _ordered(values, series, names, unread)
     del values  # the sorted copy replaces it: the pass holds one copy of the rows at a time
     frame = _merged(frame)
-    frame = frame.with_columns(*_card_next(frame, unit, devs))
+    frame = frame.with_columns(*card_next(frame, unit, devs))
     frame = _carried(frame, rules.staleness_us, act, unread)
     spacing = _spacing(frame, rules.staleness_us, rules.fallback_spacing_us)
     segs = _segments(frame)
@@ -211,54 +211,6 @@ def _merged(frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("dix", "cix", "ckey", "t").first(), pl.col("hold").min(), *[pl.col(f).max() for f in _FIELDS],
         *[pl.col(c).max() for c in SPAN if c in frame.columns],
     ).sort("key")
-
-
-def _card_next(frame: pl.DataFrame, unit: int, devs: pl.DataFrame) -> list[pl.Series]:
-    """Step 3: each row's card's next scrape and previous scrape (the next and previous distinct
-    times on the card), else null.
-
-    On a card with one device those are the device's next and previous rows; the rows of cards
-    with several devices (MIG, vGPU) take the neighbouring distinct (card, time) keys
-    (`_distinct_neighbours`)."""
-    next_row = pl.when(pl.col("dix") == pl.col("dix").shift(-1)).then(pl.col("t").shift(-1))
-    prev_row = pl.when(pl.col("dix") == pl.col("dix").shift(1)).then(pl.col("t").shift(1))
-    alone = frame.select(next_row.alias("t_card_next"), prev_row.alias("t_card_prev"))
-    shared = devs["shared"].gather(frame["dix"])
-    if not shared.any():
-        return alone.get_columns()
-    rows = frame.select("ckey", "t").filter(shared)
-    after, before = _distinct_neighbours(rows["ckey"].to_numpy(), unit)
-    rows = rows.with_columns(pl.Series("after", after), pl.Series("before", before))
-    found = rows.select(
-        pl.when(pl.col(k) >= 0).then(pl.col(k) - pl.col("ckey") + pl.col("t")).alias(k)
-        for k in ("after", "before")
-    )
-    at = shared.arg_true()
-    return [alone["t_card_next"].scatter(at, found["after"]),
-            alone["t_card_prev"].scatter(at, found["before"])]
-
-
-def _distinct_neighbours(keys: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per (card, time) key, the next greater and previous smaller key of its card, else -1.
-    A stable argsort (numpy's timsort): the rows come card by card, each card's devices one
-    after another in time order, so it merges a few sorted runs per card instead of sorting.
-    A run of equal keys: the next distinct key is after its last, the previous before its first."""
-    perm = np.argsort(keys, kind="stable")
-    ordered = keys[perm]
-    n = len(ordered)
-    card = ordered // unit
-    last = np.ones(n, dtype=bool)
-    last[:-1] = ordered[1:] != ordered[:-1]
-    run_end = np.minimum.accumulate(np.where(last, np.arange(n), n)[::-1])[::-1]
-    after = np.append(ordered[1:], -1)[run_end]
-    first = np.ones(n, dtype=bool)
-    first[1:] = ordered[1:] != ordered[:-1]
-    run_start = np.maximum.accumulate(np.where(first, np.arange(n), -1))
-    before = np.append(-1, ordered[:-1])[run_start]
-    out_after, out_before = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    out_after[perm] = np.where((after >= 0) & (after // unit == card), after, -1)
-    out_before[perm] = np.where((before >= 0) & (before // unit == card), before, -1)
-    return out_after, out_before
 
 
 def _carried(frame: pl.DataFrame, stale: int, act: list[str], unread: set[str]) -> pl.DataFrame:

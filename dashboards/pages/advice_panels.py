@@ -25,6 +25,7 @@ from gpuledger.dashboards.pages.common import (
     section,
     table,
 )
+from gpuledger.dashboards.pages.grid import grid
 from gpuledger.dashboards.serving_results import FLEET_KINDS, PLANS_KINDS
 
 ROW_SCHEMA: dict[str, Any] = {"kind": pl.String, "scope": pl.String, "current": pl.String,
@@ -44,23 +45,39 @@ class AdviceView:
     """HPA manifest per serving Deployment (`namespace/deployment`) with an autoscaling row."""
     rules_note: str | None = None
     """Set when a stored kind was computed under other rules than the server's (0150)."""
+    quiet: tuple[str, ...] = ()
+    """The rows under the saving floor, counted per kind ("94 Deployments already right-sized")."""
+    missing: tuple[str, ...] = ()
+    """Kinds not computed yet for the month (no rows, no zero: `serving_results.NOT_COMPUTED`)."""
+    total: float = 0.0
+    """Every computed row's saving (the floor hides rows, never money)."""
+    floor: float = 0.0
+    """`advice.min_monthly_saving`."""
 
 
 def advice_view(ctx: PageContext, kinds: tuple[str, ...]) -> AdviceView:
     """The rows of `kinds` for the page's month, and the fragmentation rates when asked."""
+    from gpuledger.analytics.advice.actionable import quiet_lines, saving, split
+
     period = ctx.state.period
-    found = [ctx.data.advice(period, k) for k in kinds]
-    rows = pl.DataFrame([r for a in found for r in a.rows], schema=ROW_SCHEMA)
+    every = [ctx.data.advice(period, k) for k in kinds]
+    missing = tuple(a.kind for a in every if "not_computed" in a.document)
+    found = [a for a in every if a.kind not in missing]
+    computed = [r for a in found for r in a.rows]
+    shown = split(computed, ctx.settings.advice.min_monthly_saving)
+    rows = pl.DataFrame(shown.rows, schema=ROW_SCHEMA)
     docs = {a.kind: a.document for a in found}
     frag = docs.get("fragmentation", {})
-    shown = set(rows.filter(pl.col("kind") == "autoscaling")["scope"].to_list())
+    scaled = set(rows.filter(pl.col("kind") == "autoscaling")["scope"].to_list())
     manifests = {f"{d['namespace']}/{d['deployment']}": str(d["manifest"])
                  for d in docs.get("autoscaling", {}).get("deployments", [])
-                 if f"{d['namespace']}/{d['deployment']}" in shown}
+                 if f"{d['namespace']}/{d['deployment']}" in scaled}
     threshold = float(frag.get("threshold", ctx.settings.advice.fragmentation_threshold))
     return AdviceView(period, ctx.currency, rows, threshold, _latest(frag.get("nodes", []), "node"),
                       _latest(frag.get("pools", []), "pool"), manifests,
-                      results_note(ctx, [f"advice:{k}" for k in kinds]))
+                      results_note(ctx, [f"advice:{k}" for k in kinds]),
+                      tuple(quiet_lines(shown.quiet, ctx.currency)), missing,
+                      sum(saving(r) for r in computed), ctx.settings.advice.min_monthly_saving)
 
 
 def _latest(records: list[dict[str, Any]], key: str) -> pl.DataFrame:
@@ -74,11 +91,24 @@ def _latest(records: list[dict[str, Any]], key: str) -> pl.DataFrame:
 
 
 def _rows_table(v: AdviceView, id: str) -> html.Div:
-    return table(v.rows.sort("monthly_saving", descending=True),
-                 [("kind", "kind"), ("scope", "scope"), ("current", "current"),
-                  ("recommended", "recommended"),
-                  ("monthly_saving", f"monthly saving ({v.currency})"), ("reason", "reason")],
-                 id=id, formats={"monthly_saving": lambda x: money(x, v.currency)}, limit=100)
+    """The actionable rows (largest saving first), then what was counted instead of listed and
+    which kinds are not computed yet: never a row of 0 for either."""
+    from gpuledger.dashboards.serving_results import NOT_COMPUTED
+
+    notes = [html.P(f"Not listed (saving under {money(v.floor, v.currency)}/month): {line}",
+                    className="muted quiet") for line in v.quiet]
+    if v.missing:
+        notes.append(html.P(f"{', '.join(v.missing)}: {NOT_COMPUTED}", className="unknown",
+                            id=f"{id}-missing"))
+    columns = [("monthly_saving", f"saving / month ({v.currency})"), ("kind", "kind"), ("scope", "scope"),
+               ("recommended", "recommended"), ("current", "current"), ("reason", "reason")]
+    listed = (html.P("nothing worth acting on this month", className="empty", id=id) if v.rows.is_empty()
+              else grid(v.rows, columns, id=id, money_columns=("monthly_saving",), currency=v.currency))
+    return html.Div([
+        html.P(f"{v.rows.height:,} worth acting on, together {money(v.total, v.currency)}/month "
+               "with the rows not listed", className="muted", id=f"{id}-summary",
+               **_data_value(v.total)) if not v.missing or v.total else html.Span(),
+        listed, *notes])
 
 
 def _rates_table(frame: pl.DataFrame, threshold: float, id: str) -> html.Div:

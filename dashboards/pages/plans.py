@@ -30,10 +30,10 @@ EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("unmet_instances", "unmet instances"),
     ("spare_instances", "instances nobody asked for"),
     ("spare_slices", "slices in instances nobody asked for"),
-    ("pending_gpu_minutes_before", "pending GPU-minutes before (held out, no borrowing)"),
-    ("pending_gpu_minutes_after", "pending GPU-minutes after (held out, no borrowing)"),
-    ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before (held out, no borrowing)"),
-    ("idle_quota_gpu_minutes_after", "idle quota GPU-minutes after (held out, no borrowing)"),
+    ("pending_gpu_minutes_before", "pending GPU-hours before (held out, no borrowing)"),
+    ("pending_gpu_minutes_after", "pending GPU-hours after (held out, no borrowing)"),
+    ("idle_quota_gpu_minutes_before", "idle quota GPU-hours before (held out, no borrowing)"),
+    ("idle_quota_gpu_minutes_after", "idle quota GPU-hours after (held out, no borrowing)"),
     ("monthly_cost_saving", "monthly saving"),
 )
 
@@ -79,6 +79,34 @@ def plans_frame(records: list[Any]) -> pl.DataFrame:
     })
 
 
+SHOWN_PODS = 2
+"""Pods named in a MIG change's eviction cell; the rest are counted (the cell stays narrow)."""
+
+
+def evicted_note(pods: list[str]) -> str:
+    """"3 pods: ns/a, ns/b +1 more" (issue 32: a 200-character cell of every pod name)."""
+    if not pods:
+        return ""
+    more = f" +{len(pods) - SHOWN_PODS} more" if len(pods) > SHOWN_PODS else ""
+    return f"{len(pods)} pod{'s' if len(pods) > 1 else ''}: {', '.join(pods[:SHOWN_PODS])}{more}"
+
+
+def disruption(plan: Any) -> str | None:
+    """Who a MIG plan disrupts, in one line: pods to evict per namespace, most first."""
+    from collections import Counter
+
+    from gpuledger.optimizer.plan.contract import MigChanges
+
+    if not isinstance(plan.changes, MigChanges):
+        return None
+    per = Counter(pod.namespace for node in plan.changes.nodes for pod in node.pods_to_evict)
+    if not per:
+        return "evicts no pod"
+    gpus = sum(len(node.gpus_changed) for node in plan.changes.nodes)
+    parts = ", ".join(f"{ns} {n}" for ns, n in per.most_common())
+    return f"evicts {sum(per.values())} pods in {len(per)} namespaces to change {gpus} GPUs: {parts}"
+
+
 def diff_frame(plan: Any) -> pl.DataFrame:
     """The plan's changes as rows: per MIG GPU before → after, or per quota old → new."""
     from gpuledger.optimizer.plan.contract import MigChanges
@@ -93,7 +121,7 @@ def diff_frame(plan: Any) -> pl.DataFrame:
                 rows.append({
                     "object": f"{node.node} / GPU {gpu.index}", "what": f"mig.config → {node.mig_config}",
                     "before": gpu.before.label(), "after": gpu.after.label(),
-                    "note": ", ".join(evict.get(gpu.index, [])) or "",
+                    "note": evicted_note(evict.get(gpu.index, [])),
                 })
     else:
         for q in plan.changes.quotas:
@@ -136,6 +164,8 @@ def effect_frame(effect: Any, currency: str) -> pl.DataFrame:
         value = getattr(effect, key, None)
         if value is None:
             continue
+        if key.endswith("_gpu_minutes_before") or key.endswith("_gpu_minutes_after"):
+            value = value / 60  # read in GPU-hours (issue 32: "13,082,209.60 GPU-minutes")
         text = money(value, effect.currency or currency) if key == "monthly_cost_saving" else (
             f"{value:,}" if isinstance(value, int) else number(value))
         rows.append({"effect": label, "value": text})
@@ -153,6 +183,8 @@ def view(ctx: PageContext, actions: PlanActions) -> PlansView:
     record = next((r for r in records if r.plan.id == selected), None)
     hrefs = {pid: ctx.state.with_(plan=pid).href("/plans") for pid in ids}
     headline, teams = evaluation_parts(record.plan) if record else (None, None)
+    if record is not None and headline is None:
+        headline = disruption(record.plan)
     return PlansView(
         currency=ctx.currency,
         can_act=ctx.principal.admin,

@@ -49,9 +49,14 @@ class TeamsView:
     download_href: str
     empty_note: str | None
     results_note: str | None = None
+    """Set when the stored recommendations behind the savings carry other rules than the server's."""
     bill_notes: tuple[str, ...] = ()
     """The month's bill's notes (`ReadModel.bill_notes`), shown above the numbers."""
-    """Set when the stored recommendations behind the savings carry other rules than the server's."""
+    saving_missing: str | None = None
+    """Why there is no saving figure (the recommendations are not computed yet, and how to
+    compute them); None when the savings are known (a team without any is a real 0)."""
+    lead_view: bool = False
+    """The principal leads teams and sees no fleet: the headline speaks of their teams."""
 
 
 def overview(ctx: PageContext, period: str) -> pl.DataFrame:
@@ -88,6 +93,9 @@ def view(ctx: PageContext) -> TeamsView:
     daily = ctx.data.memo(("teams_daily", period, tuple(rows["team"].to_list())),
                           lambda: detail.group_by("day", "team").agg(pl.col("cost").sum()).sort("day"))
     has_usage = bool(bill.fleet_card_hours)
+    missing = ctx.data.missing(RECOMMENDATIONS, period)
+    if missing:  # unknown is never zero: no saving on any row
+        rows = rows.with_columns(pl.lit(None, dtype=pl.Float64).alias("saving"))
     return TeamsView(
         period=period, currency=ctx.currency, rows=rows, daily=daily,
         fleet_cost=bill.fleet_cost if fleet else None,
@@ -95,6 +103,7 @@ def view(ctx: PageContext) -> TeamsView:
         empty_note=None if has_usage else where_data(ctx),
         results_note=results_note(ctx, (RECOMMENDATIONS,)),
         bill_notes=tuple(ctx.data.bill_notes(period)),
+        saving_missing=missing, lead_view=not fleet,
     )
 
 
@@ -105,6 +114,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("budget_used", "budget used"), ("forecast", "month-end forecast"),
     ("saving", "potential saving / month"),
 )
+
+
+MONEY = ("cost", "previous_cost", "idle_cost", "budget", "forecast", "saving")
+"""The overview's money columns: the CSV writes them at the currency's decimals (`core.money`)."""
 
 
 def _formats(currency: str) -> dict[str, Callable[[Any], str]]:
@@ -135,7 +148,23 @@ def _cell(col: str, row: dict[str, Any], fmt: dict[str, Callable[[Any], str]], p
         link = dcc.Link(str(value), href=team_href(period, str(value), bool(row["special"])))
         return html.Td(link, **_attrs({"data-value": str(value)}))
     raw = "" if value is None else repr(float(value))
-    return html.Td(fmt[col](value), className="num", **_attrs({"data-value": raw, "data-col": col}))
+    if col == "saving" and value is None and not row["special"]:
+        return html.Td("not computed", className="num unknown", **_attrs({"data-value": "", "data-col": col}))
+    over = col in ("budget_used", "forecast") and _over_budget(row)
+    marks = {"title": "over budget"} if over else {}
+    return html.Td(fmt[col](value), className="num over-budget" if over else "num",
+                   style=OVER_STYLE if over else None,
+                   **_attrs({"data-value": raw, "data-col": col, **marks}))
+
+
+OVER_STYLE = {"color": "#b91c1c", "fontWeight": "bold", "background": "#fee2e2"}
+"""An over-budget team's budget cells (issue 32: 110.8% read like any other number)."""
+
+
+def _over_budget(row: dict[str, Any]) -> bool:
+    """Spent past the budget, or forecast to (`budget_used` and the forecast are against it)."""
+    used, budget, forecast = row.get("budget_used"), row.get("budget"), row.get("forecast")
+    return bool((used is not None and used > 1) or (budget and forecast is not None and forecast > budget))
 
 
 def teams_table(v: TeamsView) -> html.Div:
@@ -147,7 +176,8 @@ def teams_table(v: TeamsView) -> html.Div:
     ]))
     body = [
         html.Tr([_cell(c, row, fmt, v.period) for c, _ in COLUMNS],
-                className="special" if row["special"] else "team-row", **_attrs({"data-team": row["team"]}))
+                className="special" if row["special"] else f"team-row{' over' if _over_budget(row) else ''}",
+                **_attrs({"data-team": row["team"]}))
         for row in v.rows.iter_rows(named=True)
     ]
     foot = []
@@ -163,17 +193,31 @@ def teams_table(v: TeamsView) -> html.Div:
 
 
 def _headline(v: TeamsView) -> Any:
+    """Who spends and wastes most, and what acting on the recommendations saves: the sum of
+    every row's saving, special lines included (`unattributed` workloads have recommendations
+    too), so it is the figure `gpuledger recommend` and `/api/v1/recommendations` give (issue 32:
+    the headline once left them out). A lead with one team reads about that team, not a ranking."""
     teams = v.rows.filter(~pl.col("special"))
     if teams.is_empty():
         return html.Div()
     top = teams.sort("cost", descending=True).row(0, named=True)
     waste = teams.sort("idle_cost", descending=True).row(0, named=True)
-    saving = float(teams["saving"].fill_null(0).sum())
-    return html.P([
-        html.B(top["team"]), f" spends most ({money(top['cost'], v.currency)}); ",
-        html.B(waste["team"]), f" wastes most ({money(waste['idle_cost'], v.currency)} idle); ",
-        f"acting on the recommendations would save {money(saving, v.currency)} per month.",
-    ], id="teams-headline", className="headline")
+    if v.saving_missing:
+        act: list[Any] = [html.Span(f"savings: {v.saving_missing}", className="unknown", id="teams-saving")]
+    else:
+        saving = float(v.rows["saving"].fill_null(0).sum())
+        act = ["acting on the recommendations would save ",
+               html.Span(money(saving, v.currency), id="teams-saving",
+                         **_attrs({"data-value": repr(saving)})),
+               " per month."]
+    if teams.height == 1:
+        who: list[Any] = [html.B(top["team"]), f" spent {money(top['cost'], v.currency)}, of which "
+                          f"{money(top['idle_cost'], v.currency)} idle; "]
+    else:
+        ranking = "of your teams, " if v.lead_view else ""
+        who = [ranking, html.B(top["team"]), f" spends most ({money(top['cost'], v.currency)}); ",
+               html.B(waste["team"]), f" wastes most ({money(waste['idle_cost'], v.currency)} idle); "]
+    return html.P([*who, *act], id="teams-headline", className="headline")
 
 
 def render(v: TeamsView) -> html.Div:
@@ -200,7 +244,9 @@ def show(ctx: PageContext) -> html.Div:
 
 def overview_csv(ctx: PageContext) -> str:
     """The rows the page shows, as CSV with currency and period columns (the download)."""
+    from gpuledger.core.money import fixed_columns
+
     rows = visible_rows(ctx, overview(ctx, ctx.state.period))
-    return rows.with_columns(
+    return fixed_columns(rows.with_columns(
         pl.lit(ctx.state.period).alias("period"), pl.lit(ctx.currency).alias("currency")
-    ).select("period", "currency", *rows.columns).write_csv()
+    ).select("period", "currency", *rows.columns), MONEY, ctx.currency).write_csv()

@@ -9,8 +9,9 @@
    overcommit, autoscaling), the one with the largest saving.
 4. Propose a MIG plan and a quota plan (stored as `proposed`).
 5. Write the month's reports (CSV, FOCUS, PDF) and say where.
-6. Serve the dashboard (unless `--no-serve`), as a dev admin bound to loopback, its month
-   results (recommendations, token costs, advice) published first with the advice of step 3.
+6. Publish the dashboard's month results (recommendations, token costs, advice; the advice of
+   step 3 stored as it is) always, so a later `gpuledger serve` shows every number the demo
+   printed; then serve the dashboard (unless `--no-serve`) as a dev admin bound to loopback.
 """
 
 from __future__ import annotations
@@ -96,10 +97,11 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         ctx.echo(f"Reports for {period} ({report.status}): {report.folder}")
         ctx.echo("  summary.csv, focus.parquet, one HTML + PDF statement per team, "
                  "fleet statement, manifest.json")
-        if options.serve:  # the dashboard's month results, the advice just printed stored as it is
-            from gpuledger.dashboards.serving_results import refresh_serving
+        # The dashboard's month results, whether or not this run serves: `demo --no-serve` then
+        # `serve` shows what the CLI printed, never "not computed" where the demo computed it.
+        from gpuledger.dashboards.serving_results import refresh_serving
 
-            refresh_serving(wh, ctx.settings, period=str(period), computed=advice)
+        refresh_serving(wh, ctx.settings, period=str(period), computed=advice)
     # 4. Plans: the same code paths as `gpuledger optimize mig|quota` on this warehouse.
     demo_ctx = replace(ctx, warehouse_path=wh_path)
     _propose_plans(demo_ctx)
@@ -197,28 +199,40 @@ def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:
     ctx.echo("")
     ctx.echo(f"Top {idle.height} idle allocations (held while GR_ENGINE_ACTIVE < "
              f"{ctx.settings.idle.threshold:.0%} for {ctx.settings.idle.min_minutes}+ minutes)")
-    ctx.echo(f"{'team':14s} {'namespace/pod':44s} {'model':15s} {'idle GPU-h':>11s} {'idle cost':>10s}")
-    for row in idle.iter_rows(named=True):
-        pod = f"{row['namespace']}/{row['pod']}"
-        ctx.echo(f"{row['team']!s:14s} {pod[:44]:44s} {row['model']!s:15s} "
+    pods = [f"{row['namespace']}/{row['pod']}" for row in idle.iter_rows(named=True)]
+    wide = max([len("namespace/pod"), *map(len, pods)])  # whole names: two pods never read the same
+    ctx.echo(f"{'team':14s} {'namespace/pod':{wide}s} {'model':15s} {'idle GPU-h':>11s} {'idle cost':>10s}")
+    for pod, row in zip(pods, idle.iter_rows(named=True), strict=True):
+        ctx.echo(f"{row['team']!s:14s} {pod:{wide}s} {row['model']!s:15s} "
                  f"{row['idle_card_hours']:11,.1f} {row['idle_cost']:10,.2f}")
 
 
 def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> list[Advice]:
-    """One row of each advice kind (`gpuledger recommend --kind K` shows them all); returns
-    every kind's advice, so the month's report does not run the analyses again."""
+    """The largest actionable row of each advice kind (`analytics.advice.actionable`: a real
+    saving or a risk; `gpuledger recommend --kind K` shows them all); returns every kind's
+    advice, so the month's report does not run the analyses again."""
+    from gpuledger.analytics.advice.actionable import split
     from gpuledger.analytics.advice.run import run_advice
 
     ctx.echo("")
-    ctx.echo(f"Fleet advice, one row of each kind (all of them: `gpuledger recommend --kind K --period "
-             f"{window.start:%Y-%m}`)")
+    ctx.echo(f"Fleet advice, the largest saving of each kind (all of them: `gpuledger recommend --kind K "
+             f"--period {window.start:%Y-%m}`)")
     ctx.echo(f"{'kind':22s} {'scope':32s} {'recommended':34s} {'saving/month':>12s}")
     found = run_advice(wh, window, ctx.settings, ())
+    floor = ctx.settings.advice.min_monthly_saving
     for advice in found:
-        if not advice.rows:
-            ctx.echo(f"{advice.kind:22s} (nothing to advise this month)")
+        shown = split(advice.rows, floor)
+        if not shown.rows:
+            quiet = "; ".join(q.line(ctx.settings.currency) for q in shown.quiet)
+            ctx.echo(f"{advice.kind:22s} (nothing worth acting on this month{': ' + quiet if quiet else ''})")
             continue
-        row = max(advice.rows, key=lambda r: float(str(r["monthly_saving"])))
-        ctx.echo(f"{row['kind']!s:22s} {str(row['scope'])[:32]:32s} {str(row['recommended'])[:34]:34s} "
-                 f"{float(str(row['monthly_saving'])):12,.2f}")
+        row = shown.rows[0]
+        scope, recommended = _cut(str(row["scope"]), 32), _cut(str(row["recommended"]), 34)
+        saving = float(str(row["monthly_saving"]))
+        ctx.echo(f"{row['kind']!s:22s} {scope:32s} {recommended:34s} {saving:12,.2f}")
     return found
+
+
+def _cut(text: str, width: int) -> str:
+    """`text` in `width` characters, an ellipsis marking a cut (two names never read the same)."""
+    return text if len(text) <= width else text[: width - 1] + "…"

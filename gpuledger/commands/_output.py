@@ -2,12 +2,14 @@
 
 Why one layer: the five formats must carry the same data (a script that switches from csv to
 json must not lose a column), and tables must fit the terminal. `table` shows the chosen
-columns, `wide` every column; both go through rich, fitted to the terminal width on a
+columns, `wide` every column; both are laid out here (`_render`), fitted to the terminal width on a
 terminal (or to `$COLUMNS` when set) and printed whole, without ANSI codes, into a pipe or a
-file. `csv` is the same rows; `json` is the command's document (its exact text when the
+file. `wide` prints every identifier whole (no fitting); `table` never splits a number (text cells
+end in an ellipsis instead; issue 32). `csv` is the same rows, money at the currency's
+decimals (`core.money`); `json` is the command's document (its exact text when the
 command passes `json_text`, so today's `--format json` output stays byte-identical) and
-`yaml` is that same document. Table headers say "GPU-hours" where a key says `card_hours`
-(`heading`); the machine formats keep the keys.
+`yaml` is that same document. Table headers are for people, with units ("GPU-hours" where a
+key says `card_hours`, "cost (USD)", "used (%)"; `heading`); the machine formats keep the keys.
 
 `--format` is kept as a hidden alias of `--output` (users' scripts depend on it).
 """
@@ -70,7 +72,8 @@ def emit(
             json.dumps(document, default=str))
         ctx.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip("\n"))
     elif fmt == "csv":
-        text = csv_text if csv_text is not None else write_csv(rows, all_columns(rows, columns))
+        text = csv_text if csv_text is not None else write_csv(
+            rows, all_columns(rows, columns), money=money, currency=ctx.settings.currency)
         ctx.echo(text.rstrip("\n"))
     else:
         if title:
@@ -79,7 +82,7 @@ def emit(
             ctx.echo(text)
         else:
             shown = all_columns(rows, columns) if fmt == "wide" else list(columns or all_columns(rows, ()))
-            ctx.echo(render_table(rows, shown, money))
+            ctx.echo(render_table(rows, shown, money, currency=ctx.settings.currency, whole=fmt == "wide"))
         for line in footer:
             ctx.echo(line)
 
@@ -92,13 +95,30 @@ def all_columns(rows: Sequence[Mapping[str, Any]], first: Sequence[str]) -> list
     return out
 
 
-def write_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+def write_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, money: Sequence[str] = (),
+              currency: str = "USD") -> str:
+    """CSV of `rows`; the `money` columns with the currency's decimals (`core.money.fixed`)."""
+    from gpuledger.core.money import fixed
+
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([_csv_cell(row.get(c)) for c in columns])
+        writer.writerow([fixed(_number(row.get(c)), currency) if c in money else _csv_cell(row.get(c))
+                         for c in columns])
     return buf.getvalue().rstrip("\n")
+
+
+def frame_csv(frame: Any, money: Sequence[str], currency: str) -> str:
+    """A polars frame's CSV with its `money` columns at the currency's decimals (every other
+    column as polars writes it): `bill`, `idle`, `budgets -o csv`."""
+    from gpuledger.core.money import fixed_columns
+
+    return str(fixed_columns(frame, money, currency).write_csv())
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None or value == "" else float(value)
 
 
 def _csv_cell(value: Any) -> Any:
@@ -111,25 +131,45 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
-def cell(value: Any, money: bool = False) -> str:
+def cell(value: Any, money: bool = False, percent: bool = False) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
+        if percent:
+            return f"{value:.1%}"
         return f"{value:,.2f}" if money else f"{value:,.3f}"
     if isinstance(value, dict | list | tuple):
         return json.dumps(value, default=str)
     return str(value)
 
 
-def heading(column: str) -> str:
-    """The header a person reads for a data key. Issue #15's one term: the `card_hours` keys
-    read "GPU-hours" (`idle_card_hours` -> "idle GPU-hours"); every other key as it is. Only
-    table/wide headers: csv/json/yaml keep the keys, which scripts depend on."""
-    if "card_hours" not in column:
-        return column
-    return column.replace("card_hours", "GPU-hours").replace("_", " ")
+HEADINGS: Mapping[str, str] = {
+    "card_hours": "GPU-hours", "idle_card_hours": "idle GPU-hours", "list_cost": "list cost",
+    "sharing_discount": "sharing discount", "redistributed_cost": "redistributed",
+    "idle_cost": "idle cost", "monthly_saving": "saving/month", "unpriced_card_hours": "unpriced GPU-hours",
+    "used_ratio": "used", "forecast_ratio": "forecast used", "idle_fraction": "idle",
+    "workload_kind": "kind of workload", "workload_profile": "profile", "gpus": "GPUs",
+}
+"""Headers a person reads for data keys (issue #15's one term: `card_hours` reads "GPU-hours")."""
+_PERCENT_SUFFIXES = ("_ratio", "_fraction", "_share")
+
+
+def is_percent(column: str) -> bool:
+    """A key holding a share of one (`used_ratio` 1.108): shown as a percentage (110.8%)."""
+    return column.endswith(_PERCENT_SUFFIXES)
+
+
+def heading(column: str, *, money: bool = False, currency: str | None = None) -> str:
+    """The header a person reads for a data key, with its unit: "GPU-hours", "cost (USD)",
+    "used (%)". Only table/wide headers: csv/json/yaml keep the keys, which scripts depend on."""
+    name = HEADINGS.get(column) or column.replace("card_hours", "GPU-hours").replace("_", " ")
+    if money and currency:
+        return f"{name} ({currency})"
+    if is_percent(column):
+        return f"{name} (%)"
+    return name
 
 
 def _is_number(value: Any) -> bool:
@@ -146,37 +186,73 @@ def table_width() -> int | None:
 
 
 def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str],
-                 money: Sequence[str] = (), width: int | None = None, *, rule: bool = True) -> str:
-    """A rich table as plain text: header, a rule, rows; numbers right-aligned. Fitted to
-    `width` (default `table_width()`): rich wraps or folds the widest cells to fit, so no
-    column is dropped; numbers stay whole unless even that cannot fit. `rule=False` leaves out
-    the line under the header."""
-    fit = width if width is not None else table_width()
-    cells = [[cell(r.get(c), c in money) for c in columns] for r in rows]
+                 money: Sequence[str] = (), width: int | None = None, *, rule: bool = True,
+                 currency: str | None = None, whole: bool = False) -> str:
+    """A table as plain text: header, a rule, rows; numbers right-aligned. Fitted to
+    `width` (default `table_width()`): a number is never split or cut (its column is as wide as
+    its widest cell); text cells end in an ellipsis to fit, one line per row. `whole` (`-o
+    wide`): nothing is cut, the table as wide as its cells. `rule=False` leaves out the line
+    under the header."""
+    fit = None if whole else (width if width is not None else table_width())
+    percent = [is_percent(c) for c in columns]
+    cells = [[cell(r.get(c), c in money, p) for c, p in zip(columns, percent, strict=True)] for r in rows]
     numeric = [bool(rows) and all(_is_number(r.get(c)) for r in rows) for c in columns]
-    text = _render(cells, columns, numeric, fit, rule=rule, whole_numbers=True)
-    if fit is not None and max((len(line) for line in text.splitlines()), default=0) > fit:
-        text = _render(cells, columns, numeric, fit, rule=rule, whole_numbers=False)
-    return text
+    heads = [heading(c, money=c in money, currency=currency) for c in columns]
+    return _render(cells, heads, numeric, fit, rule=rule)
 
 
-def _render(cells: Sequence[Sequence[str]], columns: Sequence[str], numeric: Sequence[bool],
-            fit: int | None, *, rule: bool, whole_numbers: bool) -> str:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+GAP = "  "
+MIN_TEXT = 8
+"""The narrowest a text column is squeezed to (an ellipsis and a few characters)."""
 
-    table = Table(box=box.SIMPLE_HEAD if rule else None, show_edge=False, pad_edge=False,
-                  header_style="", expand=False)
-    for i, c in enumerate(columns):
-        whole = max((len(row[i]) for row in cells), default=0) if numeric[i] and whole_numbers else None
-        table.add_column(heading(c), justify="right" if numeric[i] else "left", overflow="fold",
-                         min_width=whole)
+
+def _render(cells: Sequence[Sequence[str]], heads: Sequence[str], numeric: Sequence[bool],
+            fit: int | None, *, rule: bool) -> str:
+    """Lay out the table: 1. a number column as wide as its widest cell (never split, never
+    cut), its header on one line if the table fits, else wrapped at its words;
+    2. a text column as wide as its widest cell, then, while the table is wider than
+    `fit`, the widest text column loses a character (down to `MIN_TEXT`); 3. while it is still
+    too wide, the last column is left out (never the first), and a line under the table names
+    what was left out (`-o wide` shows it); 4. headers wrap at their words to the column's
+    width; cells too long end in "…"."""
+    import textwrap
+
+    def longest_word(head: str) -> int:
+        return max((len(w) for w in head.split()), default=0)
+
+    widths = [max([len(row[i]) for row in cells] + [len(h)]) for i, h in enumerate(heads)]
+    keep = len(heads)
+
+    def over() -> int:
+        return sum(widths[:keep]) + len(GAP) * (keep - 1) - (fit or 0)
+
+    if fit is not None and over() > 0:  # first the headers wrap at their words
+        widths = [max([len(row[i]) for row in cells] + [longest_word(h)]) for i, h in enumerate(heads)]
+
+    while fit is not None and over() > 0:
+        texts = [i for i in range(keep)
+                 if not numeric[i] and widths[i] > max(MIN_TEXT, longest_word(heads[i]))]
+        if texts:
+            widths[max(texts, key=lambda i: widths[i])] -= 1
+        elif keep > 1:
+            keep -= 1
+        else:
+            break
+
+    def line(parts: Sequence[str]) -> str:
+        return GAP.join(p.rjust(widths[i]) if numeric[i] else p.ljust(widths[i])
+                        for i, p in enumerate(parts[:keep])).rstrip()
+
+    wrapped = [textwrap.wrap(h, w) or [""] for h, w in zip(heads, widths, strict=True)]
+    depth = max((len(w) for w in wrapped[:keep]), default=1)
+    out = [line([(w[k - (depth - len(w))] if k >= depth - len(w) else "") for w in wrapped])
+           for k in range(depth)]  # headers aligned at their last line
+    if rule:
+        out.append(GAP.join("─" * w for w in widths[:keep]))
     for row in cells:
-        table.add_row(*row)
-    console = Console(file=io.StringIO(), width=fit or _UNLIMITED, color_system=None,
-                      force_terminal=False, no_color=True, highlight=False, emoji=False)
-    with console.capture() as captured:
-        console.print(table, soft_wrap=False, crop=False)
-    lines = [line.rstrip() for line in captured.get().splitlines()]
-    return "\n".join(line for line in lines if line)
+        out.append(line([c if numeric[i] or len(c) <= widths[i] else c[: widths[i] - 1] + "…"
+                         for i, c in enumerate(row)]))
+    if keep < len(heads):
+        note = f"(not shown at {fit} columns: {', '.join(heads[keep:])}; `-o wide` shows every column)"
+        out.extend(textwrap.wrap(note, fit or len(note)))
+    return "\n".join(out)

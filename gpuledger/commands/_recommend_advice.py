@@ -11,6 +11,7 @@ import argparse
 import json
 
 from gpuledger.analytics.advice import KINDS
+from gpuledger.analytics.advice.actionable import quiet_lines, saving, split
 from gpuledger.command_context import Context
 from gpuledger.commands._analytics_common import bill_warnings, coverage_warning, warn, window_from_args
 from gpuledger.commands._output import emit
@@ -18,7 +19,8 @@ from gpuledger.commands._output import emit
 ADVICE_KINDS = KINDS.names()
 """The `--kind` choices: the registered advice kinds (declared lazily, so naming them imports
 no polars at start-up)."""
-COLUMNS = ("kind", "scope", "current", "recommended", "monthly_saving", "reason")
+COLUMNS = ("kind", "scope", "monthly_saving", "recommended", "current", "reason")
+"""Most read first: a narrow terminal leaves out the last columns (`commands._output`)."""
 
 
 def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
@@ -36,16 +38,21 @@ def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
         found = run_advice(wh, window, ctx.settings, kinds, bill=bill)
         empty = coverage_warning(wh, window)
     warn([*(bill_warnings(bill) if bill is not None else []), *([empty] if empty else [])])
-    rows = [row for advice in found for row in advice.rows]
-    total = sum(float(str(r["monthly_saving"])) for r in rows)
+    every = [row for advice in found for row in advice.rows]
+    total = sum(saving(r) for r in every)  # every row's saving: the floor hides rows, never money
+    floor = 0.0 if args.all else ctx.settings.advice.min_monthly_saving
+    shown = split(every, floor)
+    cur = ctx.settings.currency
     document = {
         "start": window.start.isoformat(), "end": window.end.isoformat(),
-        "currency": ctx.settings.currency, "monthly_saving": round(total, 2),
+        "currency": cur, "monthly_saving": round(total, 2), "min_monthly_saving": floor,
         **{a.kind: a.document for a in found},
-        "recommendations": rows,
+        "recommendations": shown.rows, "below_floor": [q.as_dict() for q in shown.quiet],
     }
-    title = (f"Fleet advice {window}: {', '.join(a.kind for a in found)}\n{len(rows)} recommendations, "
-             f"estimated saving {total:,.2f} {ctx.settings.currency}/month")
-    emit(ctx, args.format, rows=rows, columns=COLUMNS, money=("monthly_saving",),
-         json_text=json.dumps(document, indent=2, default=str), title=title)
+    title = (f"Fleet advice {window}: {', '.join(a.kind for a in found)}\n{len(every):,} recommendations, "
+             f"estimated saving {cur} {total:,.2f}/month; {len(shown.rows):,} worth acting on "
+             f"(saving {cur} {floor:,.2f}/month or more, or a risk), largest first")
+    footer = [f"Not listed (`--all` lists them): {line}" for line in quiet_lines(shown.quiet, cur)]
+    emit(ctx, args.format, rows=shown.rows, columns=COLUMNS, money=("monthly_saving",),
+         json_text=json.dumps(document, indent=2, default=str), title=title, footer=footer)
     return 0

@@ -21,7 +21,7 @@ from gpuledger.commands._analytics_common import (
     warn,
     window_from_args,
 )
-from gpuledger.commands._output import emit
+from gpuledger.commands._output import emit, frame_csv
 from gpuledger.commands._scope import scope_options
 from gpuledger.core.errors import InputError
 
@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from gpuledger.core.window import Window
     from gpuledger.warehouse import Warehouse
 
-_SHOWN = ("card_hours", "idle_card_hours", "list_cost", "sharing_discount", "redistributed_cost",
-          "cost", "idle_cost")
+_SHOWN = ("card_hours", "cost", "idle_card_hours", "idle_cost", "list_cost", "sharing_discount",
+          "redistributed_cost")
+"""Most read first: a narrow terminal leaves out the last columns (`commands._output`)."""
 _MONEY = ("list_cost", "sharing_discount", "redistributed_cost", "cost", "idle_cost")
 
 
@@ -70,7 +71,7 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
                                   pl.lit(bill.currency).alias("currency"))
     emit(ctx, args.format, rows=bill.lines.to_dicts(), columns=[*bill.by, *_SHOWN, *flagged],
          money=_MONEY, json_text=json.dumps(bill.to_dict(), indent=2),
-         csv_text=csv.write_csv(),
+         csv_text=frame_csv(csv, _MONEY, bill.currency),
          title=f"Bill {bill.period}  ({bill.currency}, price book {bill.price_book_version}, "
                f"redistribution {bill.redistribution}, from {bill.source})",
          footer=footer)

@@ -17,7 +17,7 @@ import click
 from gpuledger.command_context import Context
 from gpuledger.commands import output_option, runs, window_options
 from gpuledger.commands._analytics_common import as_computed_option, bill_warnings, warn, window_from_args
-from gpuledger.commands._output import emit
+from gpuledger.commands._output import emit, frame_csv
 from gpuledger.core.errors import ConfigError
 
 _SHOWN = ("team", "budget", "used", "left", "used_ratio", "forecast", "forecast_ratio", "threshold", "state")
@@ -49,7 +49,8 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     thresholds = list(ctx.settings.finance.budget_thresholds)
     emit(ctx, args.format, rows=status.to_dicts(), columns=_SHOWN,
          money=("budget", "used", "left", "forecast"),
-         json_text=json.dumps(document, indent=2, default=str), csv_text=status.write_csv(),
+         json_text=json.dumps(document, indent=2, default=str),
+         csv_text=frame_csv(status, ("budget", "used", "left", "forecast"), bill.currency),
          title=f"Budgets {bill.period} ({bill.currency}; thresholds {thresholds})",
          footer=[str(a["summary"]) for a in found])
     if args.notify:

@@ -23,16 +23,17 @@ from gpuledger.commands._analytics_common import (
     warn,
     window_from_args,
 )
-from gpuledger.commands._output import emit
+from gpuledger.commands._output import emit, frame_csv
 from gpuledger.commands._scope import scope_options, workload_option
 
 if TYPE_CHECKING:
     from gpuledger.analytics.billing.bill import Bill
 
-_ALLOCATION = ("team", "namespace", "pod", "model", "sharing_mode", "profile", "card_hours",
-               "idle_card_hours", "idle_fraction", "held_idle", "idle_cost")
-_WORKLOAD = ("team", "namespace", "workload_kind", "workload", "pods", "gpus", "model", "card_hours",
-             "idle_card_hours", "idle_fraction", "idle_cost")
+_ALLOCATION = ("team", "namespace", "pod", "idle_cost", "idle_card_hours", "idle_fraction", "card_hours",
+               "model", "sharing_mode", "profile", "held_idle")
+_WORKLOAD = ("team", "namespace", "workload", "idle_cost", "idle_card_hours", "idle_fraction", "card_hours",
+             "workload_kind", "pods", "gpus", "model")
+"""Most read first: a narrow terminal leaves out the last columns (`commands._output`)."""
 
 
 @click.command("idle", help="the workloads that held GPUs idle, by idle cost")
@@ -70,7 +71,8 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     if by == "allocation":
         document["allocations"] = document.pop("workloads")
     emit(ctx, args.format, rows=frame.to_dicts(), columns=_ALLOCATION if by == "allocation" else _WORKLOAD,
-         money=("idle_cost",), json_text=json.dumps(document, indent=2), csv_text=frame.write_csv(),
+         money=("idle_cost",), json_text=json.dumps(document, indent=2),
+         csv_text=frame_csv(frame, ("idle_cost",), ctx.settings.currency),
          title=f"Top {args.top} idle {'allocations' if by == 'allocation' else 'workloads'} {window}  "
                f"({idle_rule(bill)})")
     return 0

@@ -22,12 +22,13 @@ from gpuledger.commands._analytics_common import (
     warn,
     window_from_args,
 )
-from gpuledger.commands._output import emit
+from gpuledger.commands._output import all_columns, emit, write_csv
 from gpuledger.commands._recommend_advice import ADVICE_KINDS, run_kinds
 from gpuledger.commands._scope import scope_options
 
-_SHOWN = ("kind", "team", "namespace", "workload_kind", "workload", "gpus", "current", "recommended",
-          "workload_profile", "monthly_saving", "reason")
+_SHOWN = ("team", "namespace", "workload", "monthly_saving", "kind", "recommended", "current", "gpus",
+          "workload_kind", "workload_profile", "reason")
+"""Most read first: a narrow terminal leaves out the last columns (`commands._output`)."""
 
 
 @click.command("recommend", help="right-sizing and idle-reclaim recommendations with savings")
@@ -41,6 +42,8 @@ _SHOWN = ("kind", "team", "namespace", "workload_kind", "workload", "gpus", "cur
               help="fleet advice instead (repeatable): see the Advice section of docs/guide/analytics.md")
 @click.option("--by", "by", default="owner", show_default=True,
               help="what one workload is: owner (Deployment, StatefulSet, Job, notebook) or label:<key>")
+@click.option("--all", "all", is_flag=True,
+              help="list every row, also those saving less than advice.min_monthly_saving a month")
 @scope_options
 @output_option()
 @price_options
@@ -49,6 +52,7 @@ _SHOWN = ("kind", "team", "namespace", "workload_kind", "workload", "gpus", "cur
 def command(args: argparse.Namespace, ctx: Context) -> int:
     if args.kind:
         return run_kinds(args, ctx)
+    from gpuledger.analytics.advice.actionable import quiet_lines, split
     from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.analytics.exports import recommendations_json, savings_by_team
     from gpuledger.analytics.workloads.recommend import recommend
@@ -65,17 +69,25 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
         empty = coverage_warning(wh, window)
     warn([*bill_warnings(bill), *([empty] if empty else [])])
     every = filter_scope(result.recommendations, args.team, args.namespace)
-    recs = every.head(args.top)
+    floor = 0.0 if args.all else ctx.settings.advice.min_monthly_saving
+    shown = split(every.to_dicts(), floor)  # ranked by saving, the rows under the floor counted
+    recs = shown.rows[: args.top]
     document = recommendations_json(every, window, ctx.settings.currency, result.profiles)
-    document["recommendations"] = document["recommendations"][: args.top]
+    document["recommendations"] = document["recommendations"][: len(recs)]
+    document["min_monthly_saving"] = floor
+    document["below_floor"] = [q.as_dict() for q in shown.quiet]
     total, cur = float(every["monthly_saving"].sum()), ctx.settings.currency
     title = "\n".join([f"Workload profiles {window}", *(
         f"  [{row['profile_id']}] {row['explanation']}" for row in result.profiles.iter_rows(named=True)),
-        f"\n{every.height} recommendations (one per workload and kind), estimated saving "
-        f"{total:,.2f} {cur}/month (top {args.top} shown)"])
-    footer = ["Saving per team and month: " + ", ".join(
-        f"{team} {saving:,.2f}" for team, saving in savings_by_team(every).items())] if every.height else []
-    emit(ctx, args.format, rows=recs.to_dicts(), columns=_SHOWN, money=("monthly_saving",),
-         json_text=json.dumps(document, indent=2, default=str), csv_text=recs.write_csv(), title=title,
-         footer=footer)
+        f"\n{every.height:,} recommendations (one per workload and kind), estimated saving "
+        f"{cur} {total:,.2f}/month; {len(shown.rows):,} save {cur} {floor:,.2f}/month or more "
+        f"(top {len(recs)} shown, largest first)"])
+    footer = [f"Not listed (`--all` lists them): {line}" for line in quiet_lines(shown.quiet, cur)]
+    if every.height:
+        footer.append("Saving per team and month: " + ", ".join(
+            f"{team} {saving:,.2f}" for team, saving in savings_by_team(every).items()))
+    emit(ctx, args.format, rows=recs, columns=_SHOWN, money=("monthly_saving",),
+         json_text=json.dumps(document, indent=2, default=str),
+         csv_text=write_csv(recs, all_columns(recs, ()), money=("monthly_saving",), currency=cur),
+         title=title, footer=footer)
     return 0

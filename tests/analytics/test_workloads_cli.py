@@ -131,6 +131,10 @@ def test_bill_by_owner(capsys: pytest.CaptureFixture[str], warehouse: Path) -> N
     labelled = json.loads(run(capsys, warehouse, "bill", *SPAN, "--by", "label:app", "-o", "json"))
     assert {line.get("workload") for line in labelled["lines"] if line.get("workload_kind") == "label:app"} == {
         "llm", "train"}
+    unlabelled = [line for line in labelled["lines"] if line.get("workload_kind") == "unlabelled"]
+    # the pods without the label: one "(no app label)" line per team and namespace, not one per pod
+    keys = [(line["team"], line.get("namespace")) for line in unlabelled]
+    assert len(keys) == len(set(keys)) and {line["workload"] for line in unlabelled} <= {"(no app label)"}
 
 
 def test_budgets_json(capsys: pytest.CaptureFixture[str], warehouse: Path) -> None:

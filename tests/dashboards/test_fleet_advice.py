@@ -4,7 +4,7 @@ and an empty Fleet month says where data exists (issue #15).
 Cases:
 - the view: an empty month's Fleet page carries the where-data note; the data month does not;
 - in real Chromium (Debian's chromium via Playwright), as an admin: the Fleet page's advice
-  table holds exactly the rows `gpuledger recommend --kind K --period P -o json` prints for
+  grid holds exactly the rows `gpuledger recommend --kind K --period P -o json` lists for
   every kind (kind, scope, recommended, saving to the cent), run as a separate process on the
   same warehouse; its per-node fragmentation rates are the JSON document's latest per node;
   the Plans page lists the catalog, overcommit and autoscaling rows the same way.
@@ -63,16 +63,21 @@ def advised(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iter
 
 
 def _expected(documents: dict[str, Any], kinds: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The rows the CLI lists (those worth acting on: `recommend --kind` leaves the rest counted)."""
     return sorted((r["kind"], r["scope"], r["recommended"], money(float(r["monthly_saving"]), "USD"))
                   for k in kinds for r in documents[k]["recommendations"])
 
 
 def _shown(page: Any, table: str) -> list[tuple[str, ...]]:
-    rows = []
-    for row in page.locator(f"#{table} tbody tr").all():
-        cells = [c.strip() for c in row.locator("td").all_inner_texts()]
-        rows.append((cells[0], cells[1], cells[3], cells[4]))
-    return sorted(rows)
+    """The advice grid's rows, read through AG Grid's own API (`dashboards.pages.grid`)."""
+    if page.locator(f"#{table}.empty").count():
+        return []
+    rows = page.evaluate("""async (name) => {
+        const api = await dash_ag_grid.getApiAsync(name + "-grid");
+        const out = []; api.forEachNode(n => out.push(n.data)); return out;
+    }""", table)
+    return sorted((r["kind"], r["scope"], r["recommended"], money(float(r["monthly_saving"]), "USD"))
+                  for r in rows)
 
 
 @pytest.mark.browser

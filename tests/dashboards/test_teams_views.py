@@ -103,3 +103,20 @@ def test_team_colours_are_stable() -> None:
     full = team_colours(many)
     assert len(set(full.values())) == 13  # distinct within a chart
     assert team_colours(["team03"])["team03"] == team_colours(["team03", "zeta"])["team03"]
+
+
+def test_eighteen_series_keep_apart() -> None:
+    """18 stacked teams (issue 32: they reused purples): 18 distinct colours, at most two of
+    them purple (hue 250-320 degrees, computed here with colorsys), none the special lines'."""
+    import colorsys
+
+    from gpuledger.dashboards.colours import SPECIAL_COLOURS
+
+    colours = team_colours([f"team-{i:02d}" for i in range(18)]).values()
+    assert len(set(colours)) == 18 and not set(colours) & set(SPECIAL_COLOURS.values())
+
+    def hue(colour: str) -> float:
+        r, g, b = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+        return colorsys.rgb_to_hsv(r, g, b)[0] * 360
+
+    assert sum(250 <= hue(c) <= 320 for c in colours) <= 2, sorted(colours)

@@ -71,8 +71,11 @@ def test_formats_carry_the_same_data(warehouse: Path, capsys: pytest.CaptureFixt
     _, table, _ = _cli(capsys, *base)
     assert "unpriced" in wide and "unpriced" not in table  # wide = every column
     # A person reads "GPU-hours" (issue #15's one term); the csv/json keys scripts read stay.
-    header = table.splitlines()[1].split()
-    assert header[:4] == ["team", "model", "GPU-hours", "idle"] and "card_hours" not in table + wide
+    printed = table.splitlines()
+    rule = next(i for i, line in enumerate(printed) if line.startswith("─"))
+    header = " ".join(printed[1:rule]).split()  # headers wrap at their words over several lines
+    assert printed[rule - 1].split()[:3] == ["team", "model", "GPU-hours"] and "card_hours" not in table + wide
+    assert {"cost", "(USD)", "idle"} <= set(header)  # money headers carry the currency
     assert "held idle GPU-hours" in wide and "Fleet: 48.000 GPU-hours" in table
     assert {"card_hours", "idle_card_hours"} <= set(rows[0]) and "idle_card_hours" in lines[0]
 

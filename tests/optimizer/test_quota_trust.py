@@ -390,7 +390,7 @@ def test_headline_on_cli_text_plans_page_and_json():
     assert "with borrowing" not in text.replace("with cohort borrowing", "")
     from gpuledger.dashboards.pages.plans import effect_frame
     assert effect_frame(plan.effect, "USD")["effect"].to_list()[:2] == [
-        "pending GPU-minutes before (held out, no borrowing)", "pending GPU-minutes after (held out, no borrowing)"]
+        "pending GPU-hours before (held out, no borrowing)", "pending GPU-hours after (held out, no borrowing)"]
     again = Plan.from_json(plan_json(plan))
     assert again.evaluation is not None and again.evaluation.teams[1].floor_note == "1: p90 of its demand"
     assert again == plan and again.evaluation is not None and again.evaluation.headline == e.headline

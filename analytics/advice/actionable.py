@@ -1,0 +1,94 @@
+"""Which advice rows a person should read: the one home of the actionable floor.
+
+Why: the autoscaling kind alone returns ~100 rows of "HPA 1-1, 0.00" on the demo fleet (serving
+Deployments already sized right); listed, they buried the advice worth money on the Fleet page,
+in `recommend --kind` and in the statements (issue 32). A row is *actionable* when it saves at
+least `advice.min_monthly_saving` a month, or when its kind names a risk to act on whatever it
+saves (`RISK_KINDS`: a pool past the knee of its overcommit curve loses work, and fixing it may
+cost money). Actionable rows are ranked by money, largest first; the rest are counted per kind
+("94 Deployments already right-sized") with their summed saving, so the totals every surface
+shows are still the sum of every row (one saving figure: the floor hides rows, never money).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+RISK_KINDS = frozenset({"overcommit_past_knee"})
+"""Row kinds listed whatever they save: acting on them removes a risk, not a cost."""
+QUIET: Mapping[str, str] = {
+    "autoscaling": "Deployments already right-sized",
+    "overcommit_ratio": "shared pools already at their best ratio",
+    "fragmentation_rebuild": "MIG nodes whose rebuild saves too little",
+    "profile_catalog": "MIG models whose catalog saves too little",
+    "dra_fragmentation": "DRA nodes whose rebuild saves too little",
+    "dra_profile": "DRA device classes that save too little",
+    "scale_down_when_idle": "workloads idle too little to scale down",
+    "reclaim_idle_notebook": "notebooks idle too little to reclaim",
+    "whole_to_mig": "workloads whose move to MIG saves too little",
+    "rightsize_mig": "workloads whose MIG right-sizing saves too little",
+}
+"""How the counted rows of a row kind read ("94 Deployments already right-sized"); a kind not
+named here reads "<kind> rows under the floor"."""
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """The rows of one kind under the floor: how many, what they save together, how they read."""
+
+    kind: str
+    count: int
+    monthly_saving: float
+    label: str
+
+    def line(self, currency: str) -> str:
+        """One line for a person: "94 Deployments already right-sized (USD 0.00/month together)"."""
+        return f"{self.count:,} {self.label} ({currency} {self.monthly_saving:,.2f}/month together)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "count": self.count, "monthly_saving": round(self.monthly_saving, 2),
+                "label": self.label}
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Advice rows split for reading: `rows` listed (by saving, largest first), `quiet` counted."""
+
+    rows: list[dict[str, Any]]
+    quiet: list[Quiet]
+
+    @property
+    def hidden(self) -> int:
+        return sum(q.count for q in self.quiet)
+
+
+def saving(row: Mapping[str, Any]) -> float:
+    """A row's monthly saving as a float (rows carry it as a number or its text)."""
+    value = row.get("monthly_saving")
+    return float(str(value)) if value is not None else 0.0
+
+
+def is_actionable(row: Mapping[str, Any], floor: float) -> bool:
+    return str(row.get("kind")) in RISK_KINDS or saving(row) >= floor
+
+
+def split(rows: Iterable[Mapping[str, Any]], floor: float) -> Shown:
+    """`rows` ranked by saving (largest first; ties by kind and scope, for a stable order), those
+    under `floor` (and not a risk) counted per kind instead. `floor` 0 lists every row."""
+    listed: list[dict[str, Any]] = []
+    counted: dict[str, list[float]] = {}
+    for row in rows:
+        if floor <= 0 or is_actionable(row, floor):
+            listed.append(dict(row))
+        else:
+            counted.setdefault(str(row.get("kind")), []).append(saving(row))
+    listed.sort(key=lambda r: (-saving(r), str(r.get("kind")), str(r.get("scope"))))
+    quiet = [Quiet(kind, len(s), sum(s), QUIET.get(kind, f"{kind} rows under the floor"))
+             for kind, s in sorted(counted.items())]
+    return Shown(listed, quiet)
+
+
+def quiet_lines(quiet: Sequence[Quiet], currency: str) -> list[str]:
+    return [q.line(currency) for q in quiet]

@@ -1,0 +1,86 @@
+"""Large dashboard tables as a real data grid (AG Grid through dash-ag-grid): filter, sort,
+paginate and export, instead of hand-written HTML tables and a sort script (issue 32).
+
+Why a library: a table of hundreds of advice rows or workloads needs per-column filters, sorting
+on the unrounded number, paging and a CSV of what the user filtered; AG Grid does each of
+these, kept by its maintainers. Cells keep the numbers (sorting and filters work on them) and
+format money in the browser with d3-format, which dash-ag-grid ships (`d3.format`), at the
+currency's decimals (`core.money.decimals`).
+
+The export button is a pattern-matched clientside callback registered once for every grid
+(`dash.clientside_callback`, picked up by the app at start) that calls the grid's own
+`exportDataAsCsv` (the rows as filtered and sorted), so a page only places `grid(...)`. The
+wrapping `Div` carries the caller's `id` (what tests and links address); the grid inside it is
+`<id>-grid` (`dash_ag_grid.getApi("<id>-grid")` in the browser).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dash
+import dash_ag_grid as dag  # at import, not in a callback: Dash refuses a component library loaded late
+import polars as pl
+from dash import MATCH, Input, Output, State, html
+
+from gpuledger.core.money import decimals
+
+PAGE_SIZE = 25
+CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
+
+dash.clientside_callback(
+    """function(n, name) {
+        if (n) { dash_ag_grid.getApi(name + "-grid").exportDataAsCsv(); }
+        return window.dash_clientside.no_update;
+    }""",
+    Output({"type": "gl-grid-export", "name": MATCH}, "title"),
+    Input({"type": "gl-grid-export", "name": MATCH}, "n_clicks"),
+    State({"type": "gl-grid-export", "name": MATCH}, "value"),
+    prevent_initial_call=True,
+)
+
+
+def _money_formatter(currency: str) -> dict[str, str]:
+    places = decimals(currency)
+    sign = CURRENCY_SIGNS.get(currency, "")
+    suffix = "" if sign else f" {currency}"
+    return {"function": f"params.value == null ? '–' : (params.value < 0 ? '-' : '') + '{sign}' + "
+                        f"d3.format(',.{places}f')(Math.abs(params.value)) + '{suffix}'"}
+
+
+def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
+         money_columns: Sequence[str] = (), currency: str = "USD", file_name: str | None = None,
+         page_size: int = PAGE_SIZE) -> html.Div:
+    """`frame`'s `columns` ((key, header) pairs) in a grid: every column sortable and
+    filterable, numbers right-aligned, money formatted, pages of `page_size`, a CSV button."""
+    numeric = {c for c, dtype in frame.schema.items() if dtype.is_numeric()}
+    defs: list[dict[str, Any]] = []
+    for key, header in columns:
+        col: dict[str, Any] = {"field": key, "headerName": header, "tooltipField": key}
+        if key in numeric:
+            col |= {"filter": "agNumberColumnFilter", "type": "rightAligned"}
+            if key in money_columns:
+                col["valueFormatter"] = _money_formatter(currency)
+        else:
+            col["filter"] = "agTextColumnFilter"
+        defs.append(col)
+    keys = [k for k, _ in columns]
+    return html.Div([
+        dag.AgGrid(
+            id=f"{id}-grid", rowData=frame.select(keys).to_dicts(), columnDefs=defs,
+            defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True, "minWidth": 110},
+            columnSize="responsiveSizeToFit",
+            dashGridOptions={"pagination": True, "paginationPageSize": page_size, "domLayout": "autoHeight",
+                             "tooltipShowDelay": 300, "enableCellTextSelection": True},
+            csvExportParams={"fileName": file_name or f"{id}.csv"}, className="ag-theme-alpine",
+            style={"width": "100%"},
+        ),
+        html.Button("Export CSV", id={"type": "gl-grid-export", "name": id}, value=id, className="button",
+                    title="download the rows as filtered and sorted (CSV)"),
+    ], id=id, className="grid", **_data({"data-rows": str(frame.height)}))
+
+
+def _data(values: dict[str, str]) -> dict[str, Any]:
+    """`data-*` attributes for a Dash component (typed loosely: Dash's stubs do not know them)."""
+    return values
