@@ -19,16 +19,13 @@ import yaml
 
 from gpuledger.analytics.capacity.headroom import QueueQuota, headroom
 from gpuledger.analytics.capacity.now import CardState, NodeState, capacity_now, placeable_profiles
+from tests.shared_folder import shared_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _shared_profiles() -> dict:
-    for base in (ROOT.parent / "shared", ROOT.parent.parent / "shared"):
-        path = base / "mig-profiles.yaml"
-        if path.is_file():
-            return yaml.safe_load(path.read_text())
-    raise FileNotFoundError("shared/mig-profiles.yaml not found beside the checkout")
+    return yaml.safe_load(shared_file("mig-profiles.yaml").read_text())
 
 
 FACTS = _shared_profiles()

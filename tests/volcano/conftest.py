@@ -9,8 +9,6 @@ first that exists is used, and a missing folder fails the tests (they must never
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,22 +16,13 @@ import pytest
 
 from gpuledger.warehouse import Warehouse
 from tests.actuator.conftest import make_settings
+from tests.shared_folder import shared_candidates
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _shared_candidates() -> list[Path]:
-    found = [Path(os.environ["GPULEDGER_SHARED"])] if os.environ.get("GPULEDGER_SHARED") else []
-    found += [ROOT.parent / "shared", ROOT.parent.parent / "shared"]
-    origin = subprocess.run(["git", "-C", str(ROOT), "config", "--get", "remote.origin.url"],
-                            capture_output=True, text=True, check=False).stdout.strip()
-    if origin and Path(origin).is_dir():  # a clone of a local checkout: its shared folder
-        found.append(Path(origin).resolve().parent / "shared")
-    return found
-
-
 def volcano_crd_folder() -> Path:
-    for base in _shared_candidates():
+    for base in shared_candidates():
         folder = base / "crds" / "volcano"
         if (folder / "scheduling.volcano.sh_queues.yaml").is_file():
             return folder
