@@ -12,16 +12,12 @@ Cases:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
 from gpuledger.analytics.capacity.headroom import QueueQuota, headroom
 from gpuledger.analytics.capacity.now import CardState, NodeState, capacity_now, placeable_profiles
 from tests.shared_folder import shared_file
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _shared_profiles() -> dict:
