@@ -73,7 +73,7 @@ def _recommend(warehouse: Path, tmp: Path, *kinds: str) -> dict:
     args = [a for k in kinds for a in ("--kind", k)]
     out = subprocess.run(
         [sys.executable, "-m", "gpuledger", "recommend", "--warehouse", str(warehouse), "--config", str(cfg),
-         "--start", START.isoformat(), "--end", POOL.end.isoformat(), *args, "-o", "json"],
+         "--start", START.isoformat(), "--end", POOL.end.isoformat(), *args, "--all", "-o", "json"],
         capture_output=True, text=True, env=env, check=False)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)

@@ -104,7 +104,9 @@ WALK = {
     "core/activity.py": set(),
     "analytics/sampling/sweep.py": {"gpuledger.core.activity", "gpuledger.core.rules",
                                     "gpuledger.warehouse.queries.sampling",
-                                    "gpuledger.analytics.sampling.holders"},
+                                    "gpuledger.analytics.sampling.holders",
+                                    "gpuledger.analytics.sampling.neighbours"},
+    "analytics/sampling/neighbours.py": set(),
     "analytics/sampling/holders.py": {"gpuledger.warehouse.queries.hami"},
     "warehouse/queries/sampling.py": {"gpuledger.core.activity"},
 }
