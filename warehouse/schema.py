@@ -122,14 +122,20 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(rows[0][0]) if rows[0][0] is not None else 0
 
 
+def refuse_newer(version: int, path: str) -> None:
+    """A file written by a newer gpuledger is never opened (for reading or writing) by an older
+    one: migrating cannot help, upgrading can."""
+    if version > LATEST:
+        raise SchemaVersionError(
+            f"{path}: warehouse schema version {version} is newer than this gpuledger supports "
+            f"({LATEST}); upgrade gpuledger instead of opening it with an older one"
+        )
+
+
 def migrate(con: duckdb.DuckDBPyConnection, path: str) -> int:
     """Bring the file to `LATEST`; return the version it had before."""
     before = current_version(con)
-    if before > LATEST:
-        raise SchemaVersionError(
-            f"{path}: warehouse schema version {before} is newer than this gpuledger supports "
-            f"({LATEST}); upgrade gpuledger instead of opening it with an older one"
-        )
+    refuse_newer(before, path)
     if before == LATEST:
         return before
     con.execute("BEGIN TRANSACTION")

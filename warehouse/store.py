@@ -49,7 +49,7 @@ from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
 from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
-from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate
+from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate, refuse_newer
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -122,6 +122,7 @@ class Warehouse:
             _require_ours(con, target)
             if read_only:
                 version = current_version(con)
+                refuse_newer(version, target)
                 if version != LATEST:
                     raise WarehouseError(
                         f"{target}: schema version {version}, this gpuledger expects {LATEST}; "

@@ -82,6 +82,9 @@ def test_older_file_is_migrated_and_newer_refused(tmp_path: Path, monkeypatch):
     monkeypatch.undo()
     with pytest.raises(SchemaVersionError, match="newer than this gpuledger supports"):
         Warehouse.open(path)
+    # read-only too: "open it for writing to migrate" would be the wrong advice for a newer file
+    with pytest.raises(SchemaVersionError, match="newer than this gpuledger supports"):
+        Warehouse.open(path, read_only=True)
 
 
 def test_reloading_a_window_changes_nothing(wh: Warehouse):
