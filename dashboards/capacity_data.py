@@ -37,7 +37,9 @@ DEFAULT_CLUSTER = "local"
 
 @dataclass(frozen=True)
 class FleetNow:
-    """Everything capacity and `why` read, at one snapshot."""
+    """Everything capacity and `why` read, at one snapshot. What is derived from it (capacity,
+    headroom, the classes) is computed once and kept: a snapshot never changes, and
+    `served_fleet` shares one across requests (so nobody changes what it hands out)."""
 
     cluster: str
     at: datetime | None
@@ -88,17 +90,20 @@ class FleetNow:
         from gpuledger.analytics.waiting.suggest import suggest
 
         ids = set(self._verdicts)
+        typical: dict[str, float | None] = {}  # per shape: one pass over the history, not one a row
         rows = []
         for p in self._waiting:
             v = self._verdicts[(p.kind, p.namespace, p.name)]
             tip = suggest(p, v, self.capacity, self.headroom, self.cluster_queue_of, here=self.cluster)
-            typical = typical_wait(self.pending, ids, shape_key(p), now)
+            shape = shape_key(p)
+            if shape not in typical:
+                typical[shape] = typical_wait(self.pending, ids, shape, now)
             rows.append({
                 "kind": p.kind, "namespace": p.namespace, "name": p.name,
                 "team": self.teams.get(p.namespace) or "unattributed", "queue": p.queue,
-                "shape": shape_key(p), "gpus": round(size_in_gpus(p, basis), 4), "reason": v.reason,
+                "shape": shape, "gpus": round(size_in_gpus(p, basis), 4), "reason": v.reason,
                 "detail": v.detail, "waited_hours": _round(wait_hours(p, now)),
-                "usual_wait_hours": _round(typical),
+                "usual_wait_hours": _round(typical[shape]),
                 "suggestion": tip.change if tip else None, "suggestion_where": tip.where if tip else None,
             })
         return rows
