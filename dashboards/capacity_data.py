@@ -24,7 +24,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.analytics.capacity.headroom import Headroom, QueueQuota, headroom
-from gpuledger.analytics.capacity.now import CardState, DeviceFree, NodeState, ShapeFree, capacity_now
+from gpuledger.analytics.capacity.now import (
+    CardState,
+    DeviceFree,
+    NodeState,
+    ShapeFree,
+    capacity_now,
+    hami_left,
+)
 from gpuledger.analytics.teams.queues import target_cluster_queue
 from gpuledger.analytics.waiting.why import Context, Pending, Verdict, classify
 from gpuledger.core.config import Settings
@@ -181,11 +188,8 @@ def _devices(wh: Warehouse, cluster: str, pools: Mapping[str, str | None]) -> li
     out = [DeviceFree(cluster, node, pools.get(node), model, shape, float(free))
            for node, model, shape, free in wq.dra_free(wh).iter_rows()]
     for node, model, memory, used_mib, used_cores in wq.hami_cards(wh).iter_rows():
-        if memory:
-            out.append(DeviceFree(cluster, node, pools.get(node), model, "hami gpumem MiB",
-                                  max(0.0, float(memory) - float(used_mib))))
-        out.append(DeviceFree(cluster, node, pools.get(node), model, "hami gpucores %",
-                              max(0.0, 100.0 - float(used_cores))))
+        out += hami_left(cluster, node, pools.get(node), model, memory_mib=memory, used_mib=used_mib,
+                         used_cores=used_cores)
     return out
 
 

@@ -121,6 +121,18 @@ def placeable_profiles(model: str, instances: Mapping[str, int]) -> tuple[str, .
     )
 
 
+def hami_left(cluster: str, node: str, pool: str | None, model: str | None, *,
+              memory_mib: float | None, used_mib: float, used_cores: float) -> list[DeviceFree]:
+    """Step 3, HAMi: one card's memory left (when its size is known) and cores left (percent),
+    its size minus what the allocations alive at the newest observation use, never below 0."""
+    out = []
+    if memory_mib:
+        out.append(DeviceFree(cluster, node, pool, model, "hami gpumem MiB",
+                              max(0.0, float(memory_mib) - float(used_mib))))
+    out.append(DeviceFree(cluster, node, pool, model, "hami gpucores %", max(0.0, 100.0 - float(used_cores))))
+    return out
+
+
 def capacity_now(nodes: Iterable[NodeState], cards: Iterable[CardState] = (),
                  devices: Iterable[DeviceFree] = ()) -> list[ShapeFree]:
     """Steps 1-3, summed per (cluster, pool, model, shape); zero rows are left out."""
