@@ -23,6 +23,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.analytics.capacity.headroom import Headroom, QueueQuota, headroom
 from gpuledger.analytics.capacity.now import (
     CardState,
@@ -107,7 +108,7 @@ class FleetNow:
                 typical[shape] = typical_wait(self.pending, ids, shape, now)
             rows.append({
                 "kind": p.kind, "namespace": p.namespace, "name": p.name,
-                "team": self.teams.get(p.namespace) or "unattributed", "queue": p.queue,
+                "team": self.teams.get(p.namespace) or SpecialLine.UNATTRIBUTED.value, "queue": p.queue,
                 "shape": shape, "gpus": round(size_in_gpus(p, basis), 4), "reason": v.reason,
                 "detail": v.detail, "waited_hours": _round(wait_hours(p, now)),
                 "usual_wait_hours": _round(typical[shape]),

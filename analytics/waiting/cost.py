@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.analytics.capacity.now import MIG_PREFIX
 from gpuledger.analytics.devices.shares import raw_mig_share
 from gpuledger.analytics.waiting.why import FRAGMENTED, Pending, Verdict, request_shape
@@ -95,7 +96,7 @@ def by_queue(waiting: Iterable[Pending], verdicts: Mapping[tuple[str, str, str],
     hours: dict[tuple[str, str], float] = defaultdict(float)
     servable: dict[tuple[str, str], int] = defaultdict(int)
     for p in waiting:
-        key = (teams.get(p.namespace) or "unattributed", p.queue or "(none)")
+        key = (teams.get(p.namespace) or SpecialLine.UNATTRIBUTED.value, p.queue or "(none)")
         ident = (p.kind, p.namespace, p.name)
         count[key] += 1
         hours[key] += size_in_gpus(p, basis) * (wait_hours(p, now) or 0.0)
