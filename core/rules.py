@@ -135,6 +135,13 @@ class SamplingRules:
         return self.activity_version == ACTIVITY_RULE_VERSION and self.hole_rule in HOLE_RULES
 
     @property
+    def reach_back_unknown(self) -> bool:
+        """Whether the hole rule is v3 (0179, 0180): a first row's reach back into a hole is held
+        with its activity unknown, and a HAMi holder's rows stay inside its span. The sample
+        pass asks this in two steps; one answer, so a later rule cannot update one of them."""
+        return self.hole_rule not in (HOLE_RULE_V1, HOLE_RULE_V2)
+
+    @property
     def margin(self) -> timedelta:
         """Context read on each side of a window: enough to judge runs and gaps at its edges."""
         widest = max(self.idle_min_us, self.gap_tolerance_us, self.staleness_us)

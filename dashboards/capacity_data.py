@@ -20,13 +20,22 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.analytics.capacity.headroom import Headroom, QueueQuota, headroom
-from gpuledger.analytics.capacity.now import CardState, DeviceFree, NodeState, ShapeFree, capacity_now
+from gpuledger.analytics.capacity.now import (
+    CardState,
+    DeviceFree,
+    NodeState,
+    ShapeFree,
+    capacity_now,
+    hami_left,
+)
 from gpuledger.analytics.teams.queues import target_cluster_queue
 from gpuledger.analytics.waiting.why import Context, Pending, Verdict, classify
-from gpuledger.core.config import Settings, utcnow
+from gpuledger.core.config import Settings
 
 if TYPE_CHECKING:
     from gpuledger.warehouse import Warehouse
@@ -36,7 +45,9 @@ DEFAULT_CLUSTER = "local"
 
 @dataclass(frozen=True)
 class FleetNow:
-    """Everything capacity and `why` read, at one snapshot."""
+    """Everything capacity and `why` read, at one snapshot. What is derived from it (capacity,
+    headroom, the classes) is computed once and kept: a snapshot never changes, and
+    `served_fleet` shares one across requests (so nobody changes what it hands out)."""
 
     cluster: str
     at: datetime | None
@@ -49,65 +60,77 @@ class FleetNow:
     teams: Mapping[str, str] = field(default_factory=dict)
     devices: Sequence[DeviceFree] = ()
 
-    @property
+    @cached_property
     def capacity(self) -> list[ShapeFree]:
         return capacity_now(self.nodes, self.cards, self.devices)
 
-    @property
+    @cached_property
     def headroom(self) -> list[Headroom]:
         return headroom(self.quotas)
 
-    def context(self) -> Context:
+    @cached_property
+    def _context(self) -> Context:
         advertised = frozenset(r for n in self.nodes for r, v in n.allocatable.items() if float(v) > 0)
-        free = {n.node: {r: float(v) - float(n.requested.get(r, 0.0)) for r, v in n.allocatable.items()}
-                for n in self.nodes}
         return Context(cards=self.cards, headroom=self.headroom, cluster_queue_of=self.cluster_queue_of,
-                       node_labels=self.node_labels, advertised=advertised, free=free)
+                       node_labels=self.node_labels, advertised=advertised,
+                       free={n.node: n.free() for n in self.nodes})
+
+    @cached_property
+    def _waiting(self) -> tuple[Pending, ...]:
+        newest = max((p.last_seen for p in self.pending if p.last_seen), default=None)
+        return tuple(p for p in self.pending if p.last_seen == newest)
+
+    @cached_property
+    def _verdicts(self) -> dict[tuple[str, str, str], Verdict]:
+        ctx = self._context
+        return {(p.kind, p.namespace, p.name): classify(p, ctx) for p in self._waiting}
+
+    def context(self) -> Context:
+        return self._context
 
     def verdicts(self) -> list[Verdict]:
         """Every workload waiting at the snapshot, classified (`analytics.waiting.why`)."""
-        ctx = self.context()
-        return [classify(p, ctx) for p in self.waiting()]
+        return list(self._verdicts.values())
 
     def why_rows(self, now: datetime, basis: str = "compute") -> list[dict[str, Any]]:
         """One row per waiting workload: its class, detail, wait, usual wait, suggestion."""
         from gpuledger.analytics.waiting.cost import shape_key, size_in_gpus, typical_wait, wait_hours
         from gpuledger.analytics.waiting.suggest import suggest
 
-        waiting = self.waiting()
-        ids = {(p.kind, p.namespace, p.name) for p in waiting}
-        ctx, capacity = self.context(), self.capacity
+        ids = set(self._verdicts)
+        typical: dict[str, float | None] = {}  # per shape: one pass over the history, not one a row
         rows = []
-        for p in waiting:
-            v = classify(p, ctx)
-            tip = suggest(p, v, capacity, ctx.headroom, self.cluster_queue_of, here=self.cluster)
-            typical = typical_wait(self.pending, ids, shape_key(p), now)
+        for p in self._waiting:
+            v = self._verdicts[(p.kind, p.namespace, p.name)]
+            tip = suggest(p, v, self.capacity, self.headroom, self.cluster_queue_of, here=self.cluster)
+            shape = shape_key(p)
+            if shape not in typical:
+                typical[shape] = typical_wait(self.pending, ids, shape, now)
             rows.append({
                 "kind": p.kind, "namespace": p.namespace, "name": p.name,
-                "team": self.teams.get(p.namespace) or "unattributed", "queue": p.queue,
-                "shape": shape_key(p), "gpus": round(size_in_gpus(p, basis), 4), "reason": v.reason,
-                "detail": v.detail, "waited_hours": _round(wait_hours(p, now, waiting=True)),
-                "usual_wait_hours": _round(typical),
+                "team": self.teams.get(p.namespace) or SpecialLine.UNATTRIBUTED.value, "queue": p.queue,
+                "shape": shape, "gpus": round(size_in_gpus(p, basis), 4), "reason": v.reason,
+                "detail": v.detail, "waited_hours": _round(wait_hours(p, now)),
+                "usual_wait_hours": _round(typical[shape]),
                 "suggestion": tip.change if tip else None, "suggestion_where": tip.where if tip else None,
             })
         return rows
 
-    def cost_rows(self, now: datetime, basis: str = "compute") -> tuple[list[Any], list[Any]]:
-        """(per team and queue, per shape) of `analytics.waiting.cost`."""
+    def cost_rows(self, now: datetime, basis: str = "compute",
+                  rows: Sequence[Mapping[str, Any]] | None = None) -> tuple[list[Any], list[Any]]:
+        """(per team and queue, per shape) of `analytics.waiting.cost`; `rows`: this snapshot's
+        `why_rows(now, basis)` when the caller has them already (all of them, unfiltered)."""
         from gpuledger.analytics.waiting.cost import by_queue, by_shape
 
-        rows = self.why_rows(now, basis)
-        verdicts = {(v.kind, v.namespace, v.name): v for v in self.verdicts()}
+        rows = self.why_rows(now, basis) if rows is None else rows
         suggested = {(r["kind"], r["namespace"], r["name"]) for r in rows if r["suggestion"]}
-        waiting = self.waiting()
-        ids = {(p.kind, p.namespace, p.name) for p in waiting}
-        return (by_queue(waiting, verdicts, suggested, self.teams, now, basis=basis),
-                by_shape(self.pending, ids, now))
+        waiting = list(self._waiting)
+        return (by_queue(waiting, self._verdicts, suggested, self.teams, now, basis=basis),
+                by_shape(self.pending, set(self._verdicts), now))
 
     def waiting(self) -> list[Pending]:
         """The stored pending rows still seen at the newest snapshot."""
-        newest = max((p.last_seen for p in self.pending if p.last_seen), default=None)
-        return [p for p in self.pending if p.last_seen == newest]
+        return list(self._waiting)
 
 
 def _round(value: float | None) -> float | None:
@@ -166,11 +189,8 @@ def _devices(wh: Warehouse, cluster: str, pools: Mapping[str, str | None]) -> li
     out = [DeviceFree(cluster, node, pools.get(node), model, shape, float(free))
            for node, model, shape, free in wq.dra_free(wh).iter_rows()]
     for node, model, memory, used_mib, used_cores in wq.hami_cards(wh).iter_rows():
-        if memory:
-            out.append(DeviceFree(cluster, node, pools.get(node), model, "hami gpumem MiB",
-                                  max(0.0, float(memory) - float(used_mib))))
-        out.append(DeviceFree(cluster, node, pools.get(node), model, "hami gpucores %",
-                              max(0.0, 100.0 - float(used_cores))))
+        out += hami_left(cluster, node, pools.get(node), model, memory_mib=memory, used_mib=used_mib,
+                         used_cores=used_cores)
     return out
 
 
@@ -227,10 +247,6 @@ def _local_queues(wh: Warehouse) -> dict[tuple[str, str], str]:
     return out
 
 
-def now() -> datetime:
-    return utcnow()
-
-
 CAPACITY_SCHEMA = "gpuledger.capacity/v1"
 WHY_SCHEMA = "gpuledger.why/v1"
 
@@ -265,7 +281,7 @@ def why_document(fleet: FleetNow, now: datetime, target: str | None = None,
     the cost of waiting; a `target` that waits nowhere is one line (`NotFoundError`)."""
     from gpuledger.core.errors import InputError
 
-    rows = fleet.why_rows(now, basis)
+    every = rows = fleet.why_rows(now, basis)
     if target:
         picked = [r for r in rows if matches(r, target)]
         if not picked:
@@ -278,7 +294,7 @@ def why_document(fleet: FleetNow, now: datetime, target: str | None = None,
             raise InputError(f"no waiting workload named {target!r} ({len(rows)} waiting; "
                                 "`gpuledger why` lists them)")
         rows = picked
-    queues, shapes = fleet.cost_rows(now, basis)
+    queues, shapes = fleet.cost_rows(now, basis, every)
     return {
         "schema": WHY_SCHEMA, "cluster": fleet.cluster, "at": _stamp(fleet.at), "waiting": rows,
         "by_queue": [{"team": q.team, "queue": q.queue, "waiting": q.waiting,

@@ -28,13 +28,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import gpu_model
-
-if TYPE_CHECKING:
-    import polars as pl
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
@@ -52,6 +48,10 @@ class NodeState:
     sharing_mode: str
     allocatable: Mapping[str, float]
     requested: Mapping[str, float] = field(default_factory=dict)
+
+    def free(self) -> dict[str, float]:
+        """Step 1 per resource: allocatable minus the running pods' requests (may be <= 0)."""
+        return {r: float(v) - float(self.requested.get(r, 0.0)) for r, v in self.allocatable.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +121,18 @@ def placeable_profiles(model: str, instances: Mapping[str, int]) -> tuple[str, .
     )
 
 
+def hami_left(cluster: str, node: str, pool: str | None, model: str | None, *,
+              memory_mib: float | None, used_mib: float, used_cores: float) -> list[DeviceFree]:
+    """Step 3, HAMi: one card's memory left (when its size is known) and cores left (percent),
+    its size minus what the allocations alive at the newest observation use, never below 0."""
+    out = []
+    if memory_mib:
+        out.append(DeviceFree(cluster, node, pool, model, "hami gpumem MiB",
+                              max(0.0, float(memory_mib) - float(used_mib))))
+    out.append(DeviceFree(cluster, node, pool, model, "hami gpucores %", max(0.0, 100.0 - float(used_cores))))
+    return out
+
+
 def capacity_now(nodes: Iterable[NodeState], cards: Iterable[CardState] = (),
                  devices: Iterable[DeviceFree] = ()) -> list[ShapeFree]:
     """Steps 1-3, summed per (cluster, pool, model, shape); zero rows are left out."""
@@ -128,9 +140,8 @@ def capacity_now(nodes: Iterable[NodeState], cards: Iterable[CardState] = (),
     placeable: dict[tuple[str, str | None, str | None, str], int] = defaultdict(int)
     where: dict[tuple[str, str | None, str | None, str], set[str]] = defaultdict(set)
     for n in nodes:
-        for resource, amount in n.allocatable.items():
+        for resource, free in n.free().items():
             shape = node_shape(resource, n.sharing_mode)
-            free = float(amount) - float(n.requested.get(resource, 0.0))
             if shape is None or free <= 0:
                 continue
             key = (n.cluster, n.pool, n.model, shape)
@@ -150,13 +161,3 @@ def capacity_now(nodes: Iterable[NodeState], cards: Iterable[CardState] = (),
     return [ShapeFree(*k, ready=ready.get(k, 0.0), placeable=placeable.get(k, 0),
                       nodes=tuple(sorted(where[k]))) for k in keys]
 
-
-def capacity_frame(rows: Iterable[ShapeFree]) -> pl.DataFrame:
-    """The rows as a frame (the CLI, API and page all show this)."""
-    import polars as pl
-
-    data = [{"cluster": r.cluster, "pool": r.pool, "model": r.model, "shape": r.shape,
-             "ready": r.ready, "placeable": r.placeable, "nodes": ", ".join(r.nodes)} for r in rows]
-    return pl.DataFrame(data, schema={"cluster": pl.String, "pool": pl.String, "model": pl.String,
-                                      "shape": pl.String, "ready": pl.Float64,
-                                      "placeable": pl.Int64, "nodes": pl.String})

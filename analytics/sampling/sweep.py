@@ -86,7 +86,7 @@ from gpuledger.analytics.sampling.holders import SPAN, with_hami_holders
 from gpuledger.analytics.sampling.neighbours import card_next
 from gpuledger.core import activity
 from gpuledger.core.errors import InputError
-from gpuledger.core.rules import HOLE_RULE_V1, HOLE_RULE_V2, SamplingRules, hole_split
+from gpuledger.core.rules import HOLE_RULE_V1, SamplingRules, hole_split
 from gpuledger.core.window import Window
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries import sampling as read
@@ -308,7 +308,7 @@ def _runs(frame: pl.DataFrame, rules: SamplingRules) -> pl.DataFrame:
     back = pl.lit(0, pl.Int64)
     if rules.hole_rule != HOLE_RULE_V1:
         dt, back = hole_split(to_next, tol, same_next, same_hold_prev, rules.staleness_us)
-    if SPAN[0] in frame.columns and rules.hole_rule not in (HOLE_RULE_V1, HOLE_RULE_V2):
+    if SPAN[0] in frame.columns and rules.reach_back_unknown:
         # v3: a HAMi holder's row never leaves HAMi's span (decision 0180)
         a, b, t = pl.col(SPAN[0]), pl.col(SPAN[1]), pl.col("t")
         back = pl.when(a.is_null()).then(back).otherwise(pl.min_horizontal(back, (t - a).clip(0)))
@@ -330,7 +330,7 @@ def _pieces(frame: pl.DataFrame, rules: SamplingRules, clip: tuple[int, int]) ->
     ws, we = clip
     # v3 (decision 0179): a first row's reach back is held with its activity unknown, so it is
     # no part of an idle run; it becomes a piece of its own below.
-    unknown_back = rules.hole_rule not in (HOLE_RULE_V1, HOLE_RULE_V2)
+    unknown_back = rules.reach_back_unknown
     run_len = pl.col("dt") if unknown_back else pl.col("dt") + pl.col("back")
     idle = in_order(frame.filter(pl.col("idle") & pl.col("hold").is_not_null()), "idle_no")
     lengths = idle.group_by("idle_no").agg(

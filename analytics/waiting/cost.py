@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.analytics.capacity.now import MIG_PREFIX
 from gpuledger.analytics.devices.shares import raw_mig_share
 from gpuledger.analytics.waiting.why import FRAGMENTED, Pending, Verdict, request_shape
@@ -45,10 +46,9 @@ def size_in_gpus(p: Pending, basis: str = "compute") -> float:
     return amount if resource == "nvidia.com/gpu" else 0.0
 
 
-def wait_hours(p: Pending, now: datetime, *, waiting: bool) -> float | None:
+def wait_hours(p: Pending, now: datetime) -> float | None:
     """Step 1: hours from creation to the last snapshot that saw it pending (`now` when no
-    snapshot time is stored); `waiting` is kept for the callers' clarity, both end there."""
-    del waiting
+    snapshot time is stored): a wait still running and an ended one both end there."""
     if p.created_at is None:
         return None
     end = p.last_seen or now
@@ -96,10 +96,10 @@ def by_queue(waiting: Iterable[Pending], verdicts: Mapping[tuple[str, str, str],
     hours: dict[tuple[str, str], float] = defaultdict(float)
     servable: dict[tuple[str, str], int] = defaultdict(int)
     for p in waiting:
-        key = (teams.get(p.namespace) or "unattributed", p.queue or "(none)")
+        key = (teams.get(p.namespace) or SpecialLine.UNATTRIBUTED.value, p.queue or "(none)")
         ident = (p.kind, p.namespace, p.name)
         count[key] += 1
-        hours[key] += size_in_gpus(p, basis) * (wait_hours(p, now, waiting=True) or 0.0)
+        hours[key] += size_in_gpus(p, basis) * (wait_hours(p, now) or 0.0)
         verdict = verdicts.get(ident)
         if ident in suggested or (verdict is not None and verdict.reason == FRAGMENTED):
             servable[key] += 1
@@ -108,10 +108,12 @@ def by_queue(waiting: Iterable[Pending], verdicts: Mapping[tuple[str, str, str],
 
 def by_shape(history: Iterable[Pending], waiting: set[tuple[str, str, str]],
              now: datetime) -> list[ShapeWait]:
-    """Step 3: wait p50/p95 per shape over every stored wait."""
+    """Step 3: wait p50/p95 per shape over every stored wait (`waiting`: the ones still running
+    up; they are measured like ended ones, to the last snapshot that saw them, see step 1)."""
+    del waiting
     waits: dict[str, list[float]] = defaultdict(list)
     for p in history:
-        h = wait_hours(p, now, waiting=(p.kind, p.namespace, p.name) in waiting)
+        h = wait_hours(p, now)
         if h is not None:
             waits[shape_key(p)].append(h)
     return [ShapeWait(s, len(v), _quantile(v, 0.5), _quantile(v, 0.95)) for s, v in sorted(waits.items())]
@@ -121,5 +123,5 @@ def typical_wait(history: Iterable[Pending], waiting: set[tuple[str, str, str]],
                  now: datetime) -> float | None:
     """Step 3: p50 hours of the ended waits of `shape`, or None when none has ended."""
     ended = [h for p in history if (p.kind, p.namespace, p.name) not in waiting and shape_key(p) == shape
-             and (h := wait_hours(p, now, waiting=False)) is not None]
+             and (h := wait_hours(p, now)) is not None]
     return _quantile(ended, 0.5) if ended else None

@@ -33,7 +33,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from gpuledger.analytics.capacity.headroom import Headroom
@@ -238,8 +238,7 @@ def _scheduler(p: Pending, message: str, ctx: Context) -> tuple[str, str, tuple[
     segments = _segments(message)
     short = [m.group(1) for _, text in segments if (m := _INSUFFICIENT.search(text))]
     if segments and not short:
-        matching = [n for n, labels in ctx.node_labels.items()
-                    if all(labels.get(k) == v for k, v in p.node_selector.items())]
+        matching = [n for n in ctx.node_labels if _selected(ctx, n, p.node_selector)]
         if p.node_selector and not matching:
             return NEVER, f"no node matches nodeSelector {dict(p.node_selector)}: {message}", ()
         return NEVER, f"every node is ruled out (selector, affinity or taint): {message}", ()
@@ -251,11 +250,11 @@ def _scheduler(p: Pending, message: str, ctx: Context) -> tuple[str, str, tuple[
 def _capacity(p: Pending, resource: str | None, message: str,
               ctx: Context) -> tuple[str, str, tuple[str, ...]]:
     """Step 5, with a note when the inventory now has room (the status is older than it)."""
-    reason, detail, cards = _shortage(p, resource, message, ctx)
     shape = request_shape(p.requests)
     resource = resource or (shape[0] if shape else None)
+    reason, detail, cards = _shortage(p, resource, message, ctx)
     free = sum(amounts.get(resource or "", 0.0) for node, amounts in ctx.free.items()
-               if all((ctx.node_labels.get(node) or {}).get(k) == v for k, v in p.node_selector.items()))
+               if _selected(ctx, node, p.node_selector))
     if shape and free >= shape[1] > 0:
         detail += f" [now {free:g} {resource} free on matching nodes: the status predates the inventory]"
     return reason, detail, cards
@@ -263,11 +262,9 @@ def _capacity(p: Pending, resource: str | None, message: str,
 
 def _shortage(p: Pending, resource: str | None, message: str,
               ctx: Context) -> tuple[str, str, tuple[str, ...]]:
-    """Step 5: a shortage of `resource` is fragmentation when a layout change would fit it."""
-    shape = request_shape(p.requests)
-    resource = resource or (shape[0] if shape else None)
-    eligible = [c for c in ctx.cards
-                if all((ctx.node_labels.get(c.node) or {}).get(k) == v for k, v in p.node_selector.items())]
+    """Step 5: a shortage of `resource` (the scheduler's word, else the request's) is
+    fragmentation when a layout change would fit it."""
+    eligible = [c for c in ctx.cards if _selected(ctx, c.node, p.node_selector)]
     if resource and resource.startswith(MIG_PREFIX):
         profile = resource[len(MIG_PREFIX):]
         beside = [c for c in eligible if profile in placeable_profiles(c.model, c.instances)]
@@ -287,11 +284,13 @@ def _shortage(p: Pending, resource: str | None, message: str,
     return NO_CAPACITY, f"no free {what} on any node, nor after a layout change: {message}".rstrip(": "), ()
 
 
+def _selected(ctx: Context, node: str, selector: Mapping[str, str]) -> bool:
+    """Whether `node`'s labels match a pod's `nodeSelector` (every key, equal value)."""
+    labels = ctx.node_labels.get(node) or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
 def _names(cards: Sequence[CardState]) -> str:
     shown = [f"{c.node}/{c.uuid}" for c in cards[:3]]
     return ", ".join(shown) + (f" and {len(cards) - 3} more" if len(cards) > 3 else "")
 
-
-def waited(p: Pending, now: datetime) -> timedelta | None:
-    """How long it has waited: since creation (else since first seen) until now."""
-    return now - p.created_at if p.created_at else None

@@ -19,20 +19,14 @@ import pytest
 from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.core.config import Settings
 from gpuledger.warehouse import LoadBatch, Warehouse
-from tests.analytics.builders import Seg, at, gpus, load, namespaces, samples, window
-from tests.analytics.test_timeslice_replicas import _nodes
+from tests.analytics.builders import at, load, window
+from tests.analytics.test_timeslice_replicas import _frames, _nodes
 
 
 @pytest.mark.xfail(strict=True, reason="issue 31 item 7: node labels have no validity interval yet")
 def test_a_later_replica_count_does_not_reprice_an_earlier_day(tmp_path):
     day1 = window(24)
-    frames = {
-        "gpus": gpus({"uuid": "GPU-T", "sharing_mode": "timeslice", "replicas": 2}),
-        "gpu_samples": samples([
-            Seg("GPU-T", at(0), at(24), "x-ns", "p1", act=0.4, vgpu="0"),
-            Seg("GPU-T", at(0), at(24), "y-ns", "p2", act=0.4, vgpu="1"),
-        ]),
-        "namespaces": namespaces({"x-ns": "x", "y-ns": "y"}),
+    frames = _frames(None, hours=24) | {
         "nodes": _nodes({"node": "node-a", "labels": json.dumps({"nvidia.com/gpu.replicas": "2"}),
                          "replicas": 2, "observed_at": at(0)}),
     }

@@ -50,13 +50,14 @@ def _nodes(*rows: dict[str, Any]) -> pl.DataFrame:
     return pl.DataFrame([base | r for r in rows], schema=polars_schema(TABLES["nodes"]))
 
 
-def _frames(node_labels: dict[str, str] | None) -> dict[str, pl.DataFrame]:
+def _frames(node_labels: dict[str, str] | None, hours: int = 2) -> dict[str, pl.DataFrame]:
+    """A card time-sliced in 2, held by x's and y's pod for `hours`; `node-a` with `node_labels`."""
     frames = {
         # What a Prometheus-only collector stores: 2 replicas, the number of `vgpu` labels seen.
         "gpus": gpus({"uuid": "GPU-T", "sharing_mode": "timeslice", "replicas": 2}),
         "gpu_samples": samples([
-            Seg("GPU-T", at(0), at(2), "x-ns", "p1", act=0.4, vgpu="0"),
-            Seg("GPU-T", at(0), at(2), "y-ns", "p2", act=0.4, vgpu="1"),
+            Seg("GPU-T", at(0), at(hours), "x-ns", "p1", act=0.4, vgpu="0"),
+            Seg("GPU-T", at(0), at(hours), "y-ns", "p2", act=0.4, vgpu="1"),
         ]),
         "namespaces": namespaces({"x-ns": "x", "y-ns": "y"}),
     }
