@@ -255,16 +255,22 @@ def _stamp(moment: datetime | None) -> str | None:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None
 
 
+def _whole(amount: float | None) -> float | int | None:
+    """Devices, replicas, MiB and quota units are whole numbers: said as `3`, not `3.000`."""
+    return int(amount) if amount is not None and float(amount).is_integer() else amount
+
+
 def capacity_document(fleet: FleetNow) -> dict[str, Any]:
     """`gpuledger capacity --format json` and `/api/v1/capacity`: one document, both places."""
     return {
         "schema": CAPACITY_SCHEMA, "cluster": fleet.cluster, "at": _stamp(fleet.at),
         "capacity": [{"cluster": r.cluster, "pool": r.pool, "model": r.model, "shape": r.shape,
-                      "ready": r.ready, "placeable": r.placeable, "nodes": list(r.nodes)}
+                      "ready": _whole(r.ready), "placeable": r.placeable, "nodes": list(r.nodes)}
                      for r in fleet.capacity],
         "queues": [{"cluster_queue": h.cluster_queue, "cohort": h.cohort, "flavor": h.flavor,
-                    "resource": h.resource, "nominal": h.nominal, "used": h.used, "free": h.free,
-                    "borrowable": h.borrowable, "lendable": h.lendable, "borrowers": list(h.borrowers)}
+                    "resource": h.resource, "nominal": _whole(h.nominal), "used": _whole(h.used),
+                    "free": _whole(h.free), "borrowable": _whole(h.borrowable),
+                    "lendable": _whole(h.lendable), "borrowers": list(h.borrowers)}
                    for h in fleet.headroom],
     }
 
