@@ -60,20 +60,26 @@ capabilities: {drop: [ALL]}
 {{/* The secret settings (docs/decisions/0189): each reaches the pods as an environment variable
 from a Secret, the one the values name (`<setting>Secret.name`) or the chart's own
 (<fullname>-secrets, made from the plain values), and the ConfigMap says only `${VARIABLE}`.
-A list of [environment variable, settings path, Secret name, key]; empty entries are unset. */}}
+The one list of them, every entry [environment variable, settings path, Secret reference value,
+plain value, key in the chart's own Secret]. */}}
+{{- define "gpuledger.secretTable" -}}
+{{- toJson (list
+      (list "GPULEDGER_PROMETHEUS_AUTH" "prometheus.auth_header" .Values.prometheus.authSecret .Values.prometheus.authHeader "prometheus-auth")
+      (list "GPULEDGER_REPORT_KEY" "reports.signing_key" .Values.report.signingKeySecret .Values.report.signingKey "report-signing-key")
+      (list "GPULEDGER_BUDGET_WEBHOOK" "finance.budget_webhook" .Values.budgetAlerts.webhookSecret .Values.budgetAlerts.webhook "budget-webhook")) -}}
+{{- end -}}
+
+{{/* The secret settings that are set: a list of [environment variable, settings path, Secret name,
+key, plain value for the chart's own Secret ("" when the values name a Secret)]. */}}
 {{- define "gpuledger.secretSettings" -}}
 {{- $own := printf "%s-secrets" (include "gpuledger.fullname" .) -}}
 {{- $out := list -}}
-{{- $items := list
-      (list "GPULEDGER_PROMETHEUS_AUTH" "prometheus.auth_header" .Values.prometheus.authSecret .Values.prometheus.authHeader "prometheus-auth")
-      (list "GPULEDGER_REPORT_KEY" "reports.signing_key" .Values.report.signingKeySecret .Values.report.signingKey "report-signing-key")
-      (list "GPULEDGER_BUDGET_WEBHOOK" "finance.budget_webhook" .Values.budgetAlerts.webhookSecret .Values.budgetAlerts.webhook "budget-webhook") -}}
-{{- range $items -}}
+{{- range (include "gpuledger.secretTable" . | fromJsonArray) -}}
 {{- $ref := index . 2 -}}
 {{- if $ref.name -}}
-{{- $out = append $out (list (index . 0) (index . 1) $ref.name $ref.key) -}}
+{{- $out = append $out (list (index . 0) (index . 1) $ref.name $ref.key "") -}}
 {{- else if index . 3 -}}
-{{- $out = append $out (list (index . 0) (index . 1) $own (index . 4)) -}}
+{{- $out = append $out (list (index . 0) (index . 1) $own (index . 4) (index . 3)) -}}
 {{- end -}}
 {{- end -}}
 {{- toJson $out -}}
