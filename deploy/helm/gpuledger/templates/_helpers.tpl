@@ -17,6 +17,12 @@ nameOverride replaces the chart's name in it, fullnameOverride replaces it whole
 {{- end -}}
 {{- end -}}
 
+{{/* The old snake_case keys of `plans` → their camelCase names (docs/decisions/0190): the
+ConfigMap reads either (the old one wins), NOTES.txt names each old one used. */}}
+{{- define "gpuledger.oldPlanKeys" -}}
+{{- toJson (dict "expire_after_hours" "expireAfterHours" "state_timeout_s" "stateTimeoutSeconds" "nodes_in_parallel" "nodesInParallel") -}}
+{{- end -}}
+
 {{/* The ServiceAccounts: the dashboard's (plan writes) and the collector's (reads only), the
 chart's own unless serviceAccount.create is false, then the named ones, made by the admin. */}}
 {{- define "gpuledger.serviceAccount" -}}
