@@ -167,3 +167,72 @@ requiredDuringSchedulingIgnoredDuringExecution:
       matchLabels: {app.kubernetes.io/name: {{ include "gpuledger.fullname" . }}-dashboard}
     topologyKey: kubernetes.io/hostname
 {{- end -}}
+
+{{/* A CronJob that works on the warehouse only (report, compact, publish; collect also reads the
+cluster and is its own template): no Kubernetes API token is mounted. Called with
+`dict "root" $ "job" NAME "values" .Values.NAME "args" "the gpuledger command's arguments"`
+and optionally "serviceAccount" (named only for its cloud-identity annotations: publish's S3). */}}
+{{- define "gpuledger.warehouseCronJob" -}}
+{{- $root := .root -}}
+{{- $name := include "gpuledger.fullname" $root -}}
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: {{ $name }}-{{ .job }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "gpuledger.labels" $root | nindent 4 }}
+    app.kubernetes.io/name: {{ $name }}-{{ .job }}
+spec:
+  schedule: {{ .values.schedule | quote }}
+  timeZone: Etc/UTC
+  concurrencyPolicy: Forbid
+  startingDeadlineSeconds: 21600
+  successfulJobsHistoryLimit: 3
+  failedJobsHistoryLimit: 3
+  jobTemplate:
+    spec:
+      backoffLimit: 4
+      activeDeadlineSeconds: 3600
+      template:
+        metadata:
+          labels:
+            {{- include "gpuledger.labels" $root | nindent 12 }}
+            app.kubernetes.io/name: {{ $name }}-{{ .job }}
+            {{- include "gpuledger.podLabels" $root | nindent 12 }}
+          {{- with $root.Values.podAnnotations }}
+          annotations: {{ toYaml . | nindent 12 }}
+          {{- end }}
+        spec:
+          {{- with .serviceAccount }}
+          serviceAccountName: {{ . }}
+          {{- end }}
+          automountServiceAccountToken: false
+          restartPolicy: OnFailure
+          securityContext:
+            {{- include "gpuledger.podSecurity" $root | nindent 12 }}
+          {{- include "gpuledger.jobScheduling" $root | nindent 10 }}
+          containers:
+            - name: {{ .job }}
+              image: {{ include "gpuledger.image" $root }}
+              imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+              args: [--config, /etc/gpuledger/config/gpuledger.yaml, --warehouse, /data/gpuledger.duckdb,
+                     {{ .args }}]
+              env:
+                {{- include "gpuledger.env" $root | nindent 16 }}
+              resources: {{ toYaml .values.resources | nindent 16 }}
+              securityContext:
+                {{- include "gpuledger.containerSecurity" $root | nindent 16 }}
+              volumeMounts:
+                - {name: config, mountPath: /etc/gpuledger/config, readOnly: true}
+                - {name: data, mountPath: /data}
+                - {name: tmp, mountPath: /tmp}
+                {{- include "gpuledger.extraVolumeMounts" $root | nindent 16 }}
+          volumes:
+            - name: config
+              configMap: {name: {{ $name }}-config}
+            {{- include "gpuledger.dataVolume" $root | nindent 12 }}
+            - name: tmp
+              emptyDir: {}
+            {{- include "gpuledger.extraVolumes" $root | nindent 12 }}
+{{- end -}}
