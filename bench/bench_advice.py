@@ -23,12 +23,10 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from bench.common import write_result
+from bench.common import unpack_tree, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = r"""
@@ -86,12 +84,7 @@ def build_month(path: Path, gpus: int, period: str) -> None:
 
 def unpack(ref: str, into: Path) -> Path:
     """The tree at `ref` (`git archive`, no git state changed), unpacked once."""
-    if not (into / "gpuledger").exists():
-        into.mkdir(parents=True, exist_ok=True)
-        data = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True).stdout
-        with tarfile.open(fileobj=BytesIO(data)) as tar:
-            tar.extractall(into, filter="tar")
-    return into
+    return into if (into / "gpuledger").exists() else unpack_tree(ref, into)
 
 
 def run_kind(tree: Path, warehouse: Path, period: str, kind: str) -> dict[str, Any]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,16 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import write_result
+from bench.common import latency_stats, unpack_tree, write_result
 
 GOAL_P95_MS = 500.0
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _stats(ms: list[float]) -> dict[str, float]:
-    ms = sorted(ms)
-    return {"n": len(ms), "p50_ms": round(statistics.median(ms), 1),
-            "p95_ms": round(ms[max(0, round(0.95 * len(ms)) - 1)], 1), "max_ms": round(ms[-1], 1)}
 
 
 def generate(folder: Path, gpus: int, period: str) -> Path:
@@ -57,14 +50,6 @@ def generate(folder: Path, gpus: int, period: str) -> Path:
     path = out / "gpuledger.duckdb"
     store_results(path)
     return path
-
-
-def export_tree(ref: str, folder: Path) -> Path:
-    """`ref` of this repository as files (symlinks kept: `gpuledger/` links the stages)."""
-    folder.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    return folder
 
 
 def measure(
@@ -85,10 +70,10 @@ def measure(
     samples = raw.pop("samples")
     kinds: dict[str, list[float]] = {}
     for name, seconds, _status in samples:
-        kinds.setdefault(name, []).append(seconds * 1000)
-    return {**raw, "all": _stats([s * 1000 for _, s, _ in samples]),
+        kinds.setdefault(name, []).append(seconds)
+    return {**raw, "all": latency_stats([s for _, s, _ in samples]),
             "non_200": sum(1 for *_, status in samples if status != 200),
-            "per_kind": {k: _stats(v) for k, v in sorted(kinds.items())}}
+            "per_kind": {k: latency_stats(v) for k, v in sorted(kinds.items())}}
 
 
 def main() -> None:
@@ -115,7 +100,7 @@ def main() -> None:
         else:
             source = generate(folder / "data", args.gpus, args.period)
         generated = round(time.perf_counter() - started, 1)
-        base = export_tree(args.base, folder / "base")
+        base = unpack_tree(args.base, folder / "base")
         load = {"rounds": args.rounds, "threads": args.threads, "period": args.period}
         before = measure(base, source, folder / "before", **load)
         ours = measure(ROOT, source, folder / "ours", **load)

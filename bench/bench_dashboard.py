@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -41,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.common import peak_rss_mib, write_result
+from bench.common import latency_stats, peak_rss_mib, write_result
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 PERIOD = "2026-11"
@@ -142,13 +141,6 @@ class Poster:
         return time.perf_counter() - t
 
 
-def _stats(samples: list[float]) -> dict[str, float]:
-    ms = sorted(s * 1000 for s in samples)
-    p95 = ms[min(len(ms) - 1, max(0, round(0.95 * len(ms)) - 1))]
-    return {"p50_ms": round(statistics.median(ms), 1), "p95_ms": round(p95, 1), "max_ms": round(ms[-1], 1),
-            "n": len(ms)}
-
-
 def measure(path: Path, cache: Path, reps: int, baseline_reps: int) -> dict[str, Any]:
     from gpuledger.dashboards.app import create_app
     from tests.dashboards.conftest import admin_headers, lead_headers, settings_with_roles
@@ -201,8 +193,8 @@ def measure(path: Path, cache: Path, reps: int, baseline_reps: int) -> dict[str,
         cold["csv download (lead)"] = round(p.get(f"/download/bill.csv?period={PERIOD}", lead) * 1000, 1)
         warm: dict[str, dict[str, float]] = {}
         for name, (body, headers) in bodies.items():
-            warm[name] = _stats([p.post(body, headers) for _ in range(reps)])
-        warm["csv download (lead)"] = _stats(
+            warm[name] = latency_stats([p.post(body, headers) for _ in range(reps)])
+        warm["csv download (lead)"] = latency_stats(
             [p.get(f"/download/bill.csv?period={PERIOD}", lead) for _ in range(max(5, reps // 3))])
         served_mib = resident_mib()  # the dashboard as served: before the no-cache baseline
         # 4. Baseline: every request recomputes (the cache emptied before each call)
@@ -213,7 +205,7 @@ def measure(path: Path, cache: Path, reps: int, baseline_reps: int) -> dict[str,
             for _ in range(baseline_reps):
                 app.data.clear()
                 samples.append(p.post(body, headers))
-            baseline[name] = _stats(samples)
+            baseline[name] = latency_stats(samples)
         # one real approval (a short write; the new snapshot is taken in the background, as
         # when served), then the Plans page that shows it, read live from the warehouse
         app.store.start()

@@ -29,15 +29,13 @@ import argparse
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from bench.common import write_result
+from bench.common import unpack_tree, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKS = (  # (stage that ends when this line first appears, its prefix)
@@ -51,14 +49,6 @@ MARKS = (  # (stage that ends when this line first appears, its prefix)
 
 STOP_AT = "Fleet advice, one row"
 """With `--until-bill`, each demo is stopped when this line appears."""
-
-
-def unpack(ref: str, into: Path) -> Path:
-    """The tree at `ref` (no git state changed: `git archive` into a folder)."""
-    data = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True).stdout
-    with tarfile.open(fileobj=BytesIO(data)) as tar:
-        tar.extractall(into, filter="tar")
-    return into
 
 
 class Run:
@@ -179,7 +169,7 @@ def main() -> None:
     ).stdout.strip()
     load: dict[str, Any] = {"before": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as tmp:
-        base_tree = unpack(ref, Path(tmp) / "baseline-tree")
+        base_tree = unpack_tree(ref, Path(tmp) / "baseline-tree")
         trees = {"baseline": base_tree, "ours": ROOT}
         results: dict[str, Any] = {}
         runs: dict[str, Run] = {}

@@ -1,4 +1,5 @@
-"""Shared helpers for benchmarks: machine facts, peak memory, timing, writing results."""
+"""Shared helpers for benchmarks: machine facts, peak memory, timing, latency figures, a baseline
+tree, writing results."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
+import tarfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from io import BytesIO
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,6 +60,25 @@ def timed(fn: Callable[[], T]) -> tuple[T, float]:
     start = time.perf_counter()
     result = fn()
     return result, time.perf_counter() - start
+
+
+def latency_stats(seconds: list[float]) -> dict[str, float]:
+    """p50 / p95 / max in milliseconds of request or call times given in seconds, and their count."""
+    ms = sorted(s * 1000 for s in seconds)
+    p95 = ms[min(len(ms) - 1, max(0, round(0.95 * len(ms)) - 1))]
+    return {"p50_ms": round(statistics.median(ms), 1), "p95_ms": round(p95, 1), "max_ms": round(ms[-1], 1),
+            "n": len(ms)}
+
+
+def unpack_tree(ref: str, into: Path) -> Path:
+    """The repository's tree at `ref` as files in `into` (`git archive`, no git state changed;
+    symlinks kept: `gpuledger/` links the stages), for a baseline measured in the same run."""
+    into.mkdir(parents=True, exist_ok=True)
+    data = subprocess.run(["git", "archive", ref], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(into, filter="tar")
+    return into
 
 
 def write_result(name: str, figures: dict[str, Any]) -> Path:

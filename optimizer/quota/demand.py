@@ -144,11 +144,11 @@ def demand_of(frame: pl.DataFrame, step: timedelta, keys: Sequence[QuotaKey] = (
     return Demand(start, step, all_keys, sums / np.maximum(counts, 1)[:, None], counts)
 
 
-def demand_from_sums(start: datetime, step: timedelta, keys: Sequence[QuotaKey], cells: pl.DataFrame,
-                     counts: np.ndarray) -> Demand:
-    """A grid from per-bucket sums: `cells` has `b` (bucket), `i` (index into `keys`) and
+def demand_from_sums(start: datetime, step: timedelta, keys: Sequence[QuotaKey], *, bucket: np.ndarray,
+                     series: np.ndarray, demand: np.ndarray, counts: np.ndarray) -> Demand:
+    """A grid from per-bucket sums, one cell a row of `bucket`, `series` (index into `keys`) and
     `demand` (the sum over the bucket's sample times); `counts` the sample times per bucket."""
     n, width = counts.size, len(keys)
-    flat = cells["b"].to_numpy().astype(np.int64) * width + cells["i"].to_numpy().astype(np.int64)
-    sums = np.bincount(flat, weights=cells["demand"].to_numpy(), minlength=n * width).reshape(n, width)
+    flat = bucket.astype(np.int64) * width + series.astype(np.int64)
+    sums = np.bincount(flat, weights=demand, minlength=n * width).reshape(n, width)
     return Demand(start, step, tuple(keys), sums / np.maximum(counts, 1)[:, None], counts.astype(float))

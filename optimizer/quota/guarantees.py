@@ -79,6 +79,12 @@ def demand_floors(queues: Iterable[QueueSpec], demand: Demand, rules: QuotaPlanS
     return out
 
 
+def burst_allowance(seen: int, rules: QuotaPlanSettings) -> int:
+    """What a floor measured as `seen` units adds for bursts: `floor_burst_share` of it, at least
+    one unit (module docstring, step 1; the held-out repair adds the same)."""
+    return max(1, math.ceil(rules.floor_burst_share * seen - 1e-9))
+
+
 def floor_of(current: int, routine: float, peak: float, windows: int, had_demand: bool, *,
              rules: QuotaPlanSettings, window: timedelta) -> Floor:
     """One series' floor from its current quota, routine demand level and peak over `windows`
@@ -89,7 +95,7 @@ def floor_of(current: int, routine: float, peak: float, windows: int, had_demand
     burst, burst_note = kept, f"kept {share:.0%} of {current:g} for bursts"
     if windows >= rules.floor_evidence_windows:
         seen = max(0, math.ceil(peak - 1e-9))
-        allowance = max(1, math.ceil(rules.floor_burst_share * seen - 1e-9))
+        allowance = burst_allowance(seen, rules)
         if seen + allowance < kept:
             burst = seen + allowance
             burst_note = (f"peak {seen} over {windows} x {duration_text(window)} + {allowance} for bursts "

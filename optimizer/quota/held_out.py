@@ -32,7 +32,6 @@ repaired: repairing from the test itself would grade the plan on its own answers
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -41,7 +40,7 @@ import numpy as np
 from gpuledger.core.errors import InputError
 from gpuledger.optimizer.quota.backtest import Backtest, Split, combine, run_backtest
 from gpuledger.optimizer.quota.fit import MARGIN, FitResult, FitSpec, fit_quotas, old_quotas
-from gpuledger.optimizer.quota.guarantees import Floor, QuotaKey, rise_shares
+from gpuledger.optimizer.quota.guarantees import Floor, QuotaKey, burst_allowance, rise_shares
 from gpuledger.optimizer.quota.inputs import QuotaInputs
 from gpuledger.optimizer.quota.replay import QuotaSet, ReplayResult, replay_many
 from gpuledger.optimizer.quota.spec import GPU, Quota
@@ -132,7 +131,7 @@ def _raise(spec: FitSpec, bt: Backtest, offenders: Mapping[str, float], referenc
             continue
         top = round(ref.nominal)
         measured = _need(np.concatenate([w.split.test.column(key) for w in bt.windows]), top, target)
-        allowance = max(1, math.ceil(spec.rules.floor_burst_share * measured - 1e-9))
+        allowance = burst_allowance(measured, spec.rules)
         need = min(top, measured + allowance)
         given = min((w.fitted[key].nominal for w in bt.windows if key in w.fitted), default=0.0)
         before = raised.get(key)

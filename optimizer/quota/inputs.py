@@ -275,8 +275,8 @@ def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
     offsets = ((times - origin).dt.total_microseconds() // micro).to_numpy()
     counts = np.bincount(offsets, minlength=int(offsets[-1]) + 1)
     sums = queue_sample_sums(wh, last - lookback, origin, micro)
-    cells, keys = _warehouse_cells(sums, counts, reader.mean_request(wh), queues, where)
-    demand = demand_from_sums(origin, step, keys, cells, counts)
+    bucket, series, summed, keys = _warehouse_cells(sums, counts, reader.mean_request(wh), queues, where)
+    demand = demand_from_sums(origin, step, keys, bucket=bucket, series=series, demand=summed, counts=counts)
     _check_grid(demand, where)
     source = f"warehouse {wh.path} (last {duration_text(lookback)} of queue_samples)"
     inputs = QuotaInputs(queues, default_capacity(queues), pl.DataFrame(), step, dict(guaranteed or {}),
@@ -286,15 +286,16 @@ def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
 
 def _warehouse_cells(sums: pl.DataFrame, counts: np.ndarray, sizes: Mapping[str, float],
                      queues: tuple[QueueSpec, ...], where: str
-                     ) -> tuple[pl.DataFrame, list[tuple[str, str, str]]]:
-    """Per bucket and series the summed demand, with each series' index into the returned keys.
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str, str]]]:
+    """Per bucket and series the summed demand: (bucket, index into the returned keys, demand).
     Demand is usage + pending workloads x the queue's mean pod size x the series' share of the
     queue's usage in the window (even over its series when it used none); it is linear in usage
     and pending workloads, so the rule applies to the bucket sums as to the samples. A series
     with more samples in a bucket than the bucket has sample times is a repeated row. In numpy
     over series codes: the sums are a row per bucket and series (half a million on the demo's
     month), and joins on three string columns cost more than the rest (decision 0205)."""
-    over = np.flatnonzero(sums["rows"].to_numpy() > counts[sums["b"].to_numpy()])
+    bucket = sums["b"].to_numpy()
+    over = np.flatnonzero(sums["rows"].to_numpy() > counts[bucket])
     if over.size:
         r = sums.row(int(over[0]), named=True)
         raise InputError(f"{where}: row ({r['cluster_queue']}, {r['flavor']}, {r['resource']}) appears more "
@@ -311,7 +312,7 @@ def _warehouse_cells(sums: pl.DataFrame, counts: np.ndarray, sizes: Mapping[str,
     at = {k: i for i, k in enumerate(keys)}
     index = np.array([at[n] for n in names], dtype=np.int64)
     demand = usage + pending * (size * share)[code]
-    return pl.DataFrame({"b": sums["b"], "i": index[code], "demand": demand}), keys
+    return bucket, index[code], demand, keys
 
 
 def _usage_shares(names: list[tuple[str, str, str]], used: np.ndarray) -> np.ndarray:

@@ -79,7 +79,12 @@ def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def render(variant: str = "default", release: str = "gpuledger", namespace: str = "gpuledger") -> list[dict[str, Any]]:
-    done = run_helm("template", release, str(CHART), "--namespace", namespace, *VARIANTS[variant])
+    return render_args(VARIANTS[variant], release, namespace)
+
+
+def render_args(args: list[str], release: str = "gpuledger", namespace: str = "gpuledger") -> list[dict[str, Any]]:
+    """The chart rendered with these `helm template` value arguments."""
+    done = run_helm("template", release, str(CHART), "--namespace", namespace, *args)
     assert done.returncode == 0, done.stderr
     return [d for d in yaml.safe_load_all(done.stdout) if d]
 

@@ -15,7 +15,7 @@ import sys
 
 import yaml
 
-from tests.deploy.chart import CHART, VARIANTS, by_kind, one, render, run_helm
+from tests.deploy.chart import CHART, VARIANTS, by_kind, one, render, render_args, run_helm
 
 PROM, SIGNING = "Bearer full-prom-t0ken", "full-signing-k3y"
 
@@ -145,7 +145,7 @@ def test_schema_refuses_unknown_keys_and_wrong_types():
 def test_old_snake_case_keys_are_read_with_a_deprecation_note():
     args = ["--set", "plans.expire_after_hours=12", "--set", "plans.nodes_in_parallel=3",
             "--set-json", 'priceBook=[{"model":"A100-80GB","unit_price":0,"effective_from":"2026-02-01"}]']
-    settings = yaml.safe_load(one(_render_args(args), "ConfigMap", "gpuledger-config")["data"]["gpuledger.yaml"])
+    settings = yaml.safe_load(one(render_args(args), "ConfigMap", "gpuledger-config")["data"]["gpuledger.yaml"])
     assert settings["plans"] == {"expire_after_hours": 12, "nodes_in_parallel": 3, "state_timeout_s": 900}
     assert settings["price_book"] == [{"model": "A100-80GB", "unit_price": 0, "effective_from": "2026-02-01"}]
     notes = run_helm("install", "gpuledger", str(CHART), "--dry-run=client", *args)
@@ -159,19 +159,13 @@ def test_old_snake_case_keys_are_read_with_a_deprecation_note():
     assert "DEPRECATED" not in clean.stdout
 
 
-def _render_args(args: list[str], release: str = "gpuledger") -> list[dict]:
-    done = run_helm("template", release, str(CHART), "--namespace", "gpuledger", *args)
-    assert done.returncode == 0, done.stderr
-    return [d for d in yaml.safe_load_all(done.stdout) if d]
-
-
 def test_name_overrides():
-    named = _render_args(["--set", "nameOverride=ledger"], release="acme")
+    named = render_args(["--set", "nameOverride=ledger"], release="acme")
     assert {d["metadata"]["name"] for d in by_kind(named, "Deployment")} == {"acme-ledger-dashboard"}
-    full = _render_args(["--set", "fullnameOverride=gl"], release="acme")
+    full = render_args(["--set", "fullnameOverride=gl"], release="acme")
     assert {d["metadata"]["name"] for d in by_kind(full, "ServiceAccount")} == {"gl", "gl-collector"}
     assert one(full, "ConfigMap", "gl-config")
-    premade = _render_args(["--set", "serviceAccount.create=false", "--set", "serviceAccount.name=team-sa"])
+    premade = render_args(["--set", "serviceAccount.create=false", "--set", "serviceAccount.name=team-sa"])
     assert not by_kind(premade, "ServiceAccount")
     assert one(premade, "ClusterRoleBinding", "gpuledger-actuator")["subjects"][0]["name"] == "team-sa"
 

@@ -15,7 +15,7 @@ happened to the bill (docs/decisions/0191).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -41,6 +41,18 @@ CUR = {"period": "current"}
 NOT_CARDS = "!~unallocated|sharing_discount"
 """Bill lines that are not a team's cards: the unallocated capacity and the sharing discount."""
 TEAM = {"team": "~$team"}
+BARS = {"orientation": "horizontal", "displayMode": "basic"}
+"""Every bar gauge: one horizontal bar per series."""
+
+
+def _per_team(metric: str) -> str:
+    """This month's `metric` summed per team, for the selected teams."""
+    return f"sum by (team) ({sel(metric, **CUR, **TEAM)})"
+
+
+def _per_team_hourly(metric: str) -> str:
+    """What this month's `metric` grew by in each hour, per team (the month-to-date gauge's delta)."""
+    return f"sum by (team) (delta({sel(metric, **CUR, **TEAM)}[1h]))"
 
 
 @dataclass(frozen=True)
@@ -52,8 +64,15 @@ class Panel:
     h: int
     unit: str = ""
     description: str = ""
-    instant: bool = False
-    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def instant(self) -> bool:
+        """Every panel but a time series shows one value per series: an instant query."""
+        return self.kind != "timeseries"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(BARS) if self.kind == "bargauge" else {}
 
 
 def _waste() -> str:
@@ -72,7 +91,6 @@ PANELS: tuple[Panel, ...] = (
         5,
         MONEY,
         "Cost of card-hours held but idle plus card-hours nobody held, month to date.",
-        instant=True,
     ),
     Panel(
         "stat",
@@ -81,7 +99,6 @@ PANELS: tuple[Panel, ...] = (
         6,
         5,
         "percentunit",
-        instant=True,
     ),
     Panel(
         "stat",
@@ -90,7 +107,6 @@ PANELS: tuple[Panel, ...] = (
         6,
         5,
         MONEY,
-        instant=True,
     ),
     Panel(
         "stat",
@@ -99,12 +115,11 @@ PANELS: tuple[Panel, ...] = (
         6,
         5,
         MONEY,
-        instant=True,
     ),
     Panel(
         "timeseries",
         "Cost per hour by team",
-        ((f"sum by (team) (delta({sel('gpuledger_cost', **CUR, **TEAM)}[1h]))", "{{team}}"),),
+        ((_per_team_hourly("gpuledger_cost"), "{{team}}"),),
         16,
         9,
         MONEY,
@@ -119,32 +134,27 @@ PANELS: tuple[Panel, ...] = (
         9,
         MONEY,
         "What the selected teams' bills grew by over the dashboard's time range.",
-        instant=True,
     ),
     Panel(
         "bargauge",
         "Cost per team (this month)",
-        ((f"sort_desc(sum by (team) ({sel('gpuledger_cost', **CUR, **TEAM)}))", "{{team}}"),),
+        ((f"sort_desc({_per_team('gpuledger_cost')})", "{{team}}"),),
         12,
         9,
         MONEY,
-        instant=True,
-        options={"orientation": "horizontal", "displayMode": "basic"},
     ),
     Panel(
         "bargauge",
         "Idle cost per team (this month)",
-        ((f"sort_desc(sum by (team) ({sel('gpuledger_idle_cost', **CUR, **TEAM)}))", "{{team}}"),),
+        ((f"sort_desc({_per_team('gpuledger_idle_cost')})", "{{team}}"),),
         12,
         9,
         MONEY,
-        instant=True,
-        options={"orientation": "horizontal", "displayMode": "basic"},
     ),
     Panel(
         "timeseries",
         "Idle cost per hour by team",
-        ((f"sum by (team) (delta({sel('gpuledger_idle_cost', **CUR, **TEAM)}[1h]))", "{{team}}"),),
+        ((_per_team_hourly("gpuledger_idle_cost"), "{{team}}"),),
         12,
         9,
         MONEY,
@@ -157,13 +167,11 @@ PANELS: tuple[Panel, ...] = (
         12,
         9,
         "percentunit",
-        instant=True,
-        options={"orientation": "horizontal", "displayMode": "basic"},
     ),
     Panel(
         "timeseries",
         "Month-to-date cost per team",
-        ((f"sum by (team) ({sel('gpuledger_cost', **CUR, **TEAM)})", "{{team}}"),),
+        ((_per_team("gpuledger_cost"), "{{team}}"),),
         12,
         9,
         MONEY,
@@ -180,7 +188,6 @@ PANELS: tuple[Panel, ...] = (
         12,
         9,
         MONEY,
-        instant=True,
     ),
     Panel(
         "bargauge",
@@ -189,8 +196,6 @@ PANELS: tuple[Panel, ...] = (
         12,
         9,
         "h",
-        instant=True,
-        options={"orientation": "horizontal", "displayMode": "basic"},
     ),
     Panel(
         "bargauge",
@@ -199,8 +204,6 @@ PANELS: tuple[Panel, ...] = (
         12,
         9,
         MONEY,
-        instant=True,
-        options={"orientation": "horizontal", "displayMode": "basic"},
     ),
     Panel(
         "stat",
@@ -209,7 +212,6 @@ PANELS: tuple[Panel, ...] = (
         8,
         6,
         "s",
-        instant=True,
     ),
     Panel(
         "stat",
@@ -218,7 +220,6 @@ PANELS: tuple[Panel, ...] = (
         4,
         6,
         "s",
-        instant=True,
     ),
     Panel(
         "timeseries",
@@ -275,7 +276,7 @@ def _panel(number: int, panel: Panel, x: int, y: int) -> dict[str, Any]:
         "gridPos": {"x": x, "y": y, "w": panel.w, "h": panel.h},
         "targets": targets,
         "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": dict(panel.options),
+        "options": panel.options,
     }
 
 

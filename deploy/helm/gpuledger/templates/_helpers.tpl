@@ -17,6 +17,12 @@ nameOverride replaces the chart's name in it, fullnameOverride replaces it whole
 {{- end -}}
 {{- end -}}
 
+{{/* The old snake_case keys of `plans` → their camelCase names (docs/decisions/0190): the
+ConfigMap reads either (the old one wins), NOTES.txt names each old one used. */}}
+{{- define "gpuledger.oldPlanKeys" -}}
+{{- toJson (dict "expire_after_hours" "expireAfterHours" "state_timeout_s" "stateTimeoutSeconds" "nodes_in_parallel" "nodesInParallel") -}}
+{{- end -}}
+
 {{/* The ServiceAccounts: the dashboard's (plan writes) and the collector's (reads only), the
 chart's own unless serviceAccount.create is false, then the named ones, made by the admin. */}}
 {{- define "gpuledger.serviceAccount" -}}
@@ -60,20 +66,26 @@ capabilities: {drop: [ALL]}
 {{/* The secret settings (docs/decisions/0189): each reaches the pods as an environment variable
 from a Secret, the one the values name (`<setting>Secret.name`) or the chart's own
 (<fullname>-secrets, made from the plain values), and the ConfigMap says only `${VARIABLE}`.
-A list of [environment variable, settings path, Secret name, key]; empty entries are unset. */}}
+The one list of them, every entry [environment variable, settings path, Secret reference value,
+plain value, key in the chart's own Secret]. */}}
+{{- define "gpuledger.secretTable" -}}
+{{- toJson (list
+      (list "GPULEDGER_PROMETHEUS_AUTH" "prometheus.auth_header" .Values.prometheus.authSecret .Values.prometheus.authHeader "prometheus-auth")
+      (list "GPULEDGER_REPORT_KEY" "reports.signing_key" .Values.report.signingKeySecret .Values.report.signingKey "report-signing-key")
+      (list "GPULEDGER_BUDGET_WEBHOOK" "finance.budget_webhook" .Values.budgetAlerts.webhookSecret .Values.budgetAlerts.webhook "budget-webhook")) -}}
+{{- end -}}
+
+{{/* The secret settings that are set: a list of [environment variable, settings path, Secret name,
+key, plain value for the chart's own Secret ("" when the values name a Secret)]. */}}
 {{- define "gpuledger.secretSettings" -}}
 {{- $own := printf "%s-secrets" (include "gpuledger.fullname" .) -}}
 {{- $out := list -}}
-{{- $items := list
-      (list "GPULEDGER_PROMETHEUS_AUTH" "prometheus.auth_header" .Values.prometheus.authSecret .Values.prometheus.authHeader "prometheus-auth")
-      (list "GPULEDGER_REPORT_KEY" "reports.signing_key" .Values.report.signingKeySecret .Values.report.signingKey "report-signing-key")
-      (list "GPULEDGER_BUDGET_WEBHOOK" "finance.budget_webhook" .Values.budgetAlerts.webhookSecret .Values.budgetAlerts.webhook "budget-webhook") -}}
-{{- range $items -}}
+{{- range (include "gpuledger.secretTable" . | fromJsonArray) -}}
 {{- $ref := index . 2 -}}
 {{- if $ref.name -}}
-{{- $out = append $out (list (index . 0) (index . 1) $ref.name $ref.key) -}}
+{{- $out = append $out (list (index . 0) (index . 1) $ref.name $ref.key "") -}}
 {{- else if index . 3 -}}
-{{- $out = append $out (list (index . 0) (index . 1) $own (index . 4)) -}}
+{{- $out = append $out (list (index . 0) (index . 1) $own (index . 4) (index . 3)) -}}
 {{- end -}}
 {{- end -}}
 {{- toJson $out -}}
@@ -154,4 +166,73 @@ requiredDuringSchedulingIgnoredDuringExecution:
   - labelSelector:
       matchLabels: {app.kubernetes.io/name: {{ include "gpuledger.fullname" . }}-dashboard}
     topologyKey: kubernetes.io/hostname
+{{- end -}}
+
+{{/* A CronJob that works on the warehouse only (report, compact, publish; collect also reads the
+cluster and is its own template): no Kubernetes API token is mounted. Called with
+`dict "root" $ "job" NAME "values" .Values.NAME "args" "the gpuledger command's arguments"`
+and optionally "serviceAccount" (named only for its cloud-identity annotations: publish's S3). */}}
+{{- define "gpuledger.warehouseCronJob" -}}
+{{- $root := .root -}}
+{{- $name := include "gpuledger.fullname" $root -}}
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: {{ $name }}-{{ .job }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "gpuledger.labels" $root | nindent 4 }}
+    app.kubernetes.io/name: {{ $name }}-{{ .job }}
+spec:
+  schedule: {{ .values.schedule | quote }}
+  timeZone: Etc/UTC
+  concurrencyPolicy: Forbid
+  startingDeadlineSeconds: 21600
+  successfulJobsHistoryLimit: 3
+  failedJobsHistoryLimit: 3
+  jobTemplate:
+    spec:
+      backoffLimit: 4
+      activeDeadlineSeconds: 3600
+      template:
+        metadata:
+          labels:
+            {{- include "gpuledger.labels" $root | nindent 12 }}
+            app.kubernetes.io/name: {{ $name }}-{{ .job }}
+            {{- include "gpuledger.podLabels" $root | nindent 12 }}
+          {{- with $root.Values.podAnnotations }}
+          annotations: {{ toYaml . | nindent 12 }}
+          {{- end }}
+        spec:
+          {{- with .serviceAccount }}
+          serviceAccountName: {{ . }}
+          {{- end }}
+          automountServiceAccountToken: false
+          restartPolicy: OnFailure
+          securityContext:
+            {{- include "gpuledger.podSecurity" $root | nindent 12 }}
+          {{- include "gpuledger.jobScheduling" $root | nindent 10 }}
+          containers:
+            - name: {{ .job }}
+              image: {{ include "gpuledger.image" $root }}
+              imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+              args: [--config, /etc/gpuledger/config/gpuledger.yaml, --warehouse, /data/gpuledger.duckdb,
+                     {{ .args }}]
+              env:
+                {{- include "gpuledger.env" $root | nindent 16 }}
+              resources: {{ toYaml .values.resources | nindent 16 }}
+              securityContext:
+                {{- include "gpuledger.containerSecurity" $root | nindent 16 }}
+              volumeMounts:
+                - {name: config, mountPath: /etc/gpuledger/config, readOnly: true}
+                - {name: data, mountPath: /data}
+                - {name: tmp, mountPath: /tmp}
+                {{- include "gpuledger.extraVolumeMounts" $root | nindent 16 }}
+          volumes:
+            - name: config
+              configMap: {name: {{ $name }}-config}
+            {{- include "gpuledger.dataVolume" $root | nindent 12 }}
+            - name: tmp
+              emptyDir: {}
+            {{- include "gpuledger.extraVolumes" $root | nindent 12 }}
 {{- end -}}
