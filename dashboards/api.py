@@ -141,7 +141,6 @@ def _flag(text: str | None, what: str) -> bool:
 
 
 def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
-    from gpuledger.analytics.workloads.idle import held_allocations, idle_workloads
     from gpuledger.analytics.workloads.requested import check_workload_by, filter_scope
 
     args = flask.request.args
@@ -151,13 +150,8 @@ def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
         check_workload_by(by)
     asked = _asked(app)
     namespace = _name(args.get("namespace"), "namespace")
-    if asked.period:
-        # the month's ranking is cached per snapshot (`ReadModel.idle_workloads`); cut per request
-        frame = filter_scope(app.data.idle_workloads(asked.period, by), namespace=namespace)
-    else:
-        workloads = None if by == "pod" else app.data.workloads(by)
-        frame = idle_workloads(held_allocations(app.data.bill_over(asked.window)), workloads,
-                               namespace=namespace)
+    # the month's (or window's) ranking is cached per snapshot (`ReadModel.idle_workloads`); cut per request
+    frame = filter_scope(app.data.idle_workloads(asked.period or asked.window, by), namespace=namespace)
     frame = exports.filter_teams(frame, teams).head(_top(args.get("top")))
     return exports.idle_json(frame, asked.window, by)
 
