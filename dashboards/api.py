@@ -29,6 +29,7 @@ free now by shape, and why each workload waits).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -236,17 +237,24 @@ def _why(app: DashboardApp, principal: Principal) -> dict[str, Any]:
 def _openapi() -> flask.Response:
     """The OpenAPI description of `/api/v1` (`dashboards.api_params.openapi`): the same for every
     signed-in user (it describes, it holds no data)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         api_params.check("/openapi.json", flask.request.args)
     except InputError as exc:
         return _error(400, str(exc))
+    return _json(_description())
+
+
+@functools.cache
+def _description() -> dict[str, Any]:
+    """The description, built once per process: it depends on nothing but `api_params` and the
+    installed release, so no request reads the package metadata again."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         release = version("gpuledger")
     except PackageNotFoundError:
         release = "0"
-    return _json(api_params.openapi(release))
+    return api_params.openapi(release)
 
 
 def _teams_csv(app: DashboardApp) -> flask.Response:
