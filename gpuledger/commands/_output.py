@@ -144,13 +144,12 @@ def cell(value: Any, money: bool = False, percent: bool = False) -> str:
 
 
 HEADINGS: Mapping[str, str] = {
-    "card_hours": "GPU-hours", "idle_card_hours": "idle GPU-hours", "list_cost": "list cost",
-    "sharing_discount": "sharing discount", "redistributed_cost": "redistributed",
-    "idle_cost": "idle cost", "monthly_saving": "saving/month", "unpriced_card_hours": "unpriced GPU-hours",
-    "used_ratio": "used", "forecast_ratio": "forecast used", "idle_fraction": "idle",
-    "workload_kind": "kind of workload", "workload_profile": "profile", "gpus": "GPUs",
+    "redistributed_cost": "redistributed", "monthly_saving": "saving/month", "used_ratio": "used",
+    "forecast_ratio": "forecast used", "idle_fraction": "idle", "workload_kind": "kind of workload",
+    "workload_profile": "profile", "gpus": "GPUs",
 }
-"""Headers a person reads for data keys (issue #15's one term: `card_hours` reads "GPU-hours")."""
+"""Headers a person reads for data keys where the rule of `heading` (issue #15's one term:
+`card_hours` reads "GPU-hours"; `_` a space) does not give it."""
 _PERCENT_SUFFIXES = ("_ratio", "_fraction", "_share")
 
 
