@@ -29,6 +29,7 @@ free now by shape, and why each workload waits).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -141,7 +142,6 @@ def _flag(text: str | None, what: str) -> bool:
 
 
 def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
-    from gpuledger.analytics.workloads.idle import held_allocations, idle_workloads
     from gpuledger.analytics.workloads.requested import check_workload_by, filter_scope
 
     args = flask.request.args
@@ -151,13 +151,8 @@ def _idle(app: DashboardApp, principal: Principal) -> dict[str, Any]:
         check_workload_by(by)
     asked = _asked(app)
     namespace = _name(args.get("namespace"), "namespace")
-    if asked.period:
-        # the month's ranking is cached per snapshot (`ReadModel.idle_workloads`); cut per request
-        frame = filter_scope(app.data.idle_workloads(asked.period, by), namespace=namespace)
-    else:
-        workloads = None if by == "pod" else app.data.workloads(by)
-        frame = idle_workloads(held_allocations(app.data.bill_over(asked.window)), workloads,
-                               namespace=namespace)
+    # the month's (or window's) ranking is cached per snapshot (`ReadModel.idle_workloads`); cut per request
+    frame = filter_scope(app.data.idle_workloads(asked.period or asked.window, by), namespace=namespace)
     frame = exports.filter_teams(frame, teams).head(_top(args.get("top")))
     return exports.idle_json(frame, asked.window, by)
 
@@ -242,17 +237,24 @@ def _why(app: DashboardApp, principal: Principal) -> dict[str, Any]:
 def _openapi() -> flask.Response:
     """The OpenAPI description of `/api/v1` (`dashboards.api_params.openapi`): the same for every
     signed-in user (it describes, it holds no data)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         api_params.check("/openapi.json", flask.request.args)
     except InputError as exc:
         return _error(400, str(exc))
+    return _json(_description())
+
+
+@functools.cache
+def _description() -> dict[str, Any]:
+    """The description, built once per process: it depends on nothing but `api_params` and the
+    installed release, so no request reads the package metadata again."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         release = version("gpuledger")
     except PackageNotFoundError:
         release = "0"
-    return _json(api_params.openapi(release))
+    return api_params.openapi(release)
 
 
 def _teams_csv(app: DashboardApp) -> flask.Response:

@@ -82,13 +82,11 @@ def call_api(app: DashboardApp, principal: Principal, route: str, args: Mapping[
         raise ToolError(f"user {principal.user!r} has no role in gpuledger (access.roles)")
     query = {k: ("true" if v is True else "false" if v is False else str(v))
              for k, v in args.items() if v is not None}
-    server = app.server
-    with server.test_request_context(route, query_string=query, method="GET"):
+    with app.server.test_request_context(route, query_string=query, method="GET"):
         flask.g.principal = principal
-        view: Callable[[], Any]
-        endpoint, _ = server.url_map.bind("localhost").match(route, method="GET")
-        view = server.view_functions[endpoint]
-        response = flask.make_response(view())
+        # the route the context matched, without the app's before-request hooks (authentication
+        # is `identify` and the check above; `_guarded` still runs inside the route)
+        response = flask.make_response(app.server.dispatch_request())
     body = json.loads(response.get_data(as_text=True))
     if response.status_code != 200:
         raise ToolError(str(body.get("error") if isinstance(body, dict) else body))

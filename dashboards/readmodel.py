@@ -222,19 +222,21 @@ class ReadModel:
 
         return self._read(("workloads", by), lambda wh: pod_workloads(wh, by), snap)
 
-    def idle_workloads(self, period: str, by: str = "owner", *, snap: Snapshot | None = None) -> pl.DataFrame:
-        """`analytics.workloads.idle.idle_workloads` of the month: idle per Deployment, Job,
-        notebook (`by` a workload grouping of `pod_workloads`), or per pod (`by="pod"`).
+    def idle_workloads(self, period: str | Window, by: str = "owner", *,
+                       snap: Snapshot | None = None) -> pl.DataFrame:
+        """`analytics.workloads.idle.idle_workloads` of the month (or of a `bill_over` window):
+        idle per Deployment, Job, notebook (`by` a `pod_workloads` grouping), or pod (`by="pod"`).
 
-        Cached per snapshot like the bill it is computed from, unscoped: `/api/v1/idle` cuts
-        it per request (team, namespace, top), since its rows are grouped within a namespace
-        and filtering them equals filtering the allocations first. Computed per request it was
-        0.56-0.93 s at 10x the small demo, the p95 of a mixed API load (issue 31)."""
-        from gpuledger.analytics.workloads.idle import idle_workloads
+        Cached per snapshot like its bill, unscoped: `/api/v1/idle` cuts it per request (team,
+        namespace, top; rows group within a namespace, so that equals cutting the allocations first).
+        Per request it was 0.56-0.93 s at 10x the small demo, the p95 of a mixed API load (issue 31)."""
+        from gpuledger.analytics.workloads.idle import held_allocations, idle_workloads
 
         def compute(s: Snapshot) -> pl.DataFrame:
             workloads = None if by == "pod" else self.workloads(by, snap=s)
-            return idle_workloads(self.held_allocations(period, snap=s), workloads)
+            held = (self.held_allocations(period, snap=s) if isinstance(period, str)
+                    else held_allocations(self.bill_over(period, snap=s)))
+            return idle_workloads(held, workloads)
 
         return self._cached(("idle_workloads", period, by), compute, snap)
 

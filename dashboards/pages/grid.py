@@ -25,9 +25,9 @@ import polars as pl
 from dash import MATCH, Input, Output, State, html
 
 from gpuledger.core.money import decimals
+from gpuledger.dashboards.pages.common import CURRENCY_SIGNS
 
 PAGE_SIZE = 25
-CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
 
 dash.clientside_callback(
     """function(n, name) {

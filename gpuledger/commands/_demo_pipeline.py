@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from gpuledger.command_context import Context
 from gpuledger.commands._demo_waiting import print_waiting
+from gpuledger.commands._output import cut
 from gpuledger.core.config import utcnow
 from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period
@@ -211,7 +212,7 @@ def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> list[Advice]:
     """The largest actionable row of each advice kind (`analytics.advice.actionable`: a real
     saving or a risk; `gpuledger recommend --kind K` shows them all); returns every kind's
     advice, so the month's report does not run the analyses again."""
-    from gpuledger.analytics.advice.actionable import split
+    from gpuledger.analytics.advice.actionable import quiet_lines, saving, split
     from gpuledger.analytics.advice.run import run_advice
 
     ctx.echo("")
@@ -223,16 +224,10 @@ def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> list[Advice]:
     for advice in found:
         shown = split(advice.rows, floor)
         if not shown.rows:
-            quiet = "; ".join(q.line(ctx.settings.currency) for q in shown.quiet)
+            quiet = "; ".join(quiet_lines(shown.quiet, ctx.settings.currency))
             ctx.echo(f"{advice.kind:22s} (nothing worth acting on this month{': ' + quiet if quiet else ''})")
             continue
         row = shown.rows[0]
-        scope, recommended = _cut(str(row["scope"]), 32), _cut(str(row["recommended"]), 34)
-        saving = float(str(row["monthly_saving"]))
-        ctx.echo(f"{row['kind']!s:22s} {scope:32s} {recommended:34s} {saving:12,.2f}")
+        scope, recommended = cut(str(row["scope"]), 32), cut(str(row["recommended"]), 34)
+        ctx.echo(f"{row['kind']!s:22s} {scope:32s} {recommended:34s} {saving(row):12,.2f}")
     return found
-
-
-def _cut(text: str, width: int) -> str:
-    """`text` in `width` characters, an ellipsis marking a cut (two names never read the same)."""
-    return text if len(text) <= width else text[: width - 1] + "…"

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 FORMATS = ("table", "wide", "csv", "json", "yaml")
 F = TypeVar("F", bound=Callable[..., Any])
-_UNLIMITED = 100_000
-"""The width a table gets when nothing measures one (a pipe): wide enough never to wrap."""
 
 
 class _AliasOption(click.Option):
@@ -146,13 +144,12 @@ def cell(value: Any, money: bool = False, percent: bool = False) -> str:
 
 
 HEADINGS: Mapping[str, str] = {
-    "card_hours": "GPU-hours", "idle_card_hours": "idle GPU-hours", "list_cost": "list cost",
-    "sharing_discount": "sharing discount", "redistributed_cost": "redistributed",
-    "idle_cost": "idle cost", "monthly_saving": "saving/month", "unpriced_card_hours": "unpriced GPU-hours",
-    "used_ratio": "used", "forecast_ratio": "forecast used", "idle_fraction": "idle",
-    "workload_kind": "kind of workload", "workload_profile": "profile", "gpus": "GPUs",
+    "redistributed_cost": "redistributed", "monthly_saving": "saving/month", "used_ratio": "used",
+    "forecast_ratio": "forecast used", "idle_fraction": "idle", "workload_kind": "kind of workload",
+    "workload_profile": "profile", "gpus": "GPUs",
 }
-"""Headers a person reads for data keys (issue #15's one term: `card_hours` reads "GPU-hours")."""
+"""Headers a person reads for data keys where the rule of `heading` (issue #15's one term:
+`card_hours` reads "GPU-hours"; `_` a space) does not give it."""
 _PERCENT_SUFFIXES = ("_ratio", "_fraction", "_share")
 
 
@@ -206,6 +203,11 @@ MIN_TEXT = 8
 """The narrowest a text column is squeezed to (an ellipsis and a few characters)."""
 
 
+def cut(text: str, width: int) -> str:
+    """`text` in `width` characters, an ellipsis marking a cut (two names never read the same)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _render(cells: Sequence[Sequence[str]], heads: Sequence[str], numeric: Sequence[bool],
             fit: int | None, *, rule: bool) -> str:
     """Lay out the table: 1. a number column as wide as its widest cell (never split, never
@@ -250,8 +252,7 @@ def _render(cells: Sequence[Sequence[str]], heads: Sequence[str], numeric: Seque
     if rule:
         out.append(GAP.join("─" * w for w in widths[:keep]))
     for row in cells:
-        out.append(line([c if numeric[i] or len(c) <= widths[i] else c[: widths[i] - 1] + "…"
-                         for i, c in enumerate(row)]))
+        out.append(line([c if numeric[i] else cut(c, widths[i]) for i, c in enumerate(row)]))
     if keep < len(heads):
         note = f"(not shown at {fit} columns: {', '.join(heads[keep:])}; `-o wide` shows every column)"
         out.extend(textwrap.wrap(note, fit or len(note)))
