@@ -14,6 +14,8 @@ Why these rules:
    non-empty file that is not gpuledger's (`schema.foreign_objects`) before creating anything.
 5. A dimension load replaces rows by key, except first/last-seen columns (`Column.merge`), which
    keep the earliest/latest of stored and new: loading another month never rewrites history.
+   A `nodes` load also extends `node_history` (`warehouse.node_history`): a node's
+   configuration with its validity interval, which the per-hour readers price by.
 7. Late samples leave a mark (docs/decisions/0185): a `gpu_samples` load whose window starts
    before the roll-up's watermark (`card_hours_hourly`: hours already rolled up) moves
    `ROLLUP_DIRTY` down to the window's start in the same transaction, so no crash between a
@@ -48,6 +50,7 @@ from gpuledger.core.errors import WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
 from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
+from gpuledger.warehouse.node_history import history_insert
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
 from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate, refuse_newer
 
@@ -278,6 +281,8 @@ class Warehouse:
             self._merge_intervals(spec, view)
         elif spec.kind == "dimension":
             self.con.execute(_dimension_insert(spec, view))
+            if spec.name == "nodes":  # configuration keeps its validity interval (node_history)
+                self.con.execute(history_insert(view))
         else:
             self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
         return removed

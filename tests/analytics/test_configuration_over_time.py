@@ -23,7 +23,6 @@ from tests.analytics.builders import at, load, window
 from tests.analytics.test_timeslice_replicas import _frames, _nodes
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31 item 7: node labels have no validity interval yet")
 def test_a_later_replica_count_does_not_reprice_an_earlier_day(tmp_path):
     day1 = window(24)
     frames = _frames(None, hours=24) | {
