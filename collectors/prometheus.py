@@ -287,7 +287,7 @@ class PrometheusCollector:
             "queue_samples": queues,
             "gpus": gpus,
             "mig_instances": inventory.mig_instances_from_devices(build.devices),
-            "nodes": with_node_labels(inventory.nodes_from_gpus(gpus, chunk.end), node_labels),
+            "nodes": with_node_labels(inventory.nodes_from_gpus(gpus, chunk.end, chunk.start), node_labels),
             "pods": self._pods(results["pods|requests"], chunk),
             "dra_pod_claims": self._pod_claims(results["pods|claims"], chunk),
             "vgpu_allocations": allocations,

@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 
 TIMESLICE = "timeslice"
 EXCLUSIVE = "exclusive"
-_SCHEMA = {"node": pl.String, "configured_replicas": pl.Int64}
-_FACTS = {"_node_pool": pl.String, "_replicated": pl.Boolean, "configured_replicas": pl.Int64}
+_SCHEMA = pl.Schema({"node": pl.String, "configured_replicas": pl.Int64})
+_FACTS = pl.Schema({"_node_pool": pl.String, "_replicated": pl.Boolean, "configured_replicas": pl.Int64})
 _EVER = datetime(1, 1, 1, tzinfo=UTC)
 """Where a node's first configuration starts: it stands for the time before it too."""
 
@@ -72,8 +72,8 @@ def node_configs(wh: Warehouse | None, window: Window | None = None) -> pl.DataF
     """`gpu_node`, `valid_from` (NULL: since ever), `valid_to` (NULL: still), `_node_pool`,
     `_replicated`, `configured_replicas`: each node configuration in force somewhere in `window`
     (every one when None), by node then time; each distinct label set parsed once."""
-    schema = {"gpu_node": pl.String, "valid_from": pl.Datetime("us", "UTC"),
-              "valid_to": pl.Datetime("us", "UTC"), **_FACTS}
+    schema = pl.Schema([("gpu_node", pl.String()), ("valid_from", pl.Datetime("us", "UTC")),
+                        ("valid_to", pl.Datetime("us", "UTC")), *_FACTS.items()])
     if wh is None:
         return pl.DataFrame(schema=schema)
     rows = node_config_rows(wh, *((window.start, window.end) if window is not None else (None, None)))
@@ -86,7 +86,7 @@ def node_configs(wh: Warehouse | None, window: Window | None = None) -> pl.DataF
         "configured_replicas": pl.Series([_count(t) for t in distinct], dtype=pl.Int64),
     })
     frame = rows.join(facts, on="labels", how="left", nulls_equal=True, maintain_order="left")
-    return frame.select(pl.col("node").alias("gpu_node"), "valid_from", "valid_to", *_FACTS).cast(schema)  # type: ignore[arg-type]
+    return frame.select(pl.col("node").alias("gpu_node"), "valid_from", "valid_to", *_FACTS).cast(schema)
 
 
 def _in_force_at_end(configs: pl.DataFrame) -> pl.DataFrame:
@@ -124,8 +124,8 @@ def _by_hour(frame: pl.DataFrame, configs: pl.DataFrame, node: str) -> pl.DataFr
     if configs.group_by("gpu_node").len()["len"].max() in (None, 1):  # no change in the window
         return frame.join(_in_force_at_end(configs).rename({"gpu_node": node}), on=node, how="left",
                           maintain_order="left")
-    right = configs.select(pl.col("gpu_node").alias(node), pl.col("valid_from").fill_null(_EVER).alias("_from"),
-                           *_FACTS).sort("_from")
+    since = pl.col("valid_from").fill_null(_EVER).alias("_from")
+    right = configs.select(pl.col("gpu_node").alias(node), since, *_FACTS).sort("_from")
     rows = frame.with_row_index("_row").sort("ts")
     joined = rows.join_asof(right, left_on="ts", right_on="_from", by=node, strategy="backward",
                             check_sortedness=False)
@@ -147,7 +147,7 @@ def configured_replicas(wh: Warehouse | None, window: Window | None = None) -> p
     `window` (the latest when None) state the count."""
     configs = node_configs(wh, window)
     last = _in_force_at_end(configs).filter(pl.col("configured_replicas").is_not_null())
-    return last.select(pl.col("gpu_node").alias("node"), "configured_replicas").cast(_SCHEMA)  # type: ignore[arg-type]
+    return last.select(pl.col("gpu_node").alias("node"), "configured_replicas").cast(_SCHEMA)
 
 
 def with_configured_replicas(frame: pl.DataFrame, wh: Warehouse | None, window: Window | None,

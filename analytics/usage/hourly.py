@@ -96,7 +96,7 @@ def hourly_usage(
     pass as the allocations, `analytics.usage.rollup`); `gpus`: `analytics.devices.replicas.cards`
     when the caller already read it (the bill prices with the same frame: read and parsed once)."""
     # 1. Held time: the samples', and on DRA cards the claims' (`analytics.devices.dra_rows`).
-    gpus = cards(wh, window) if gpus is None else gpus  # a whole card on a replicated node is `timeslice` (core.gfd)
+    gpus = cards(wh, window) if gpus is None else gpus  # whole card on a replicated node: `timeslice`
     sampled = held if held is not None else held_hourly(wh, window, rules.sampling)
     held = split_unlabeled(wh, sampled, gpus, window)
     held = with_claim_rows(wh, window, held)
