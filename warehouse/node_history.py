@@ -18,6 +18,9 @@ The rules (one home, here):
    capacity, allocatable and the resource version are state, not configuration.
 3. A row with the same node and `valid_from` is replaced (a re-collect of the same chunk corrects
    it); rows at other times are never touched, so re-running a load changes nothing.
+4. Hours already rolled up that a new row re-configures are marked for a re-roll (`changed_from`,
+   the store's `ROLLUP_DIRTY`, docs/decisions/0185): from its `valid_from`, or, where it is the
+   node's first row (it stands for the time before it), from the node's first rolled-up hour.
 """
 
 from __future__ import annotations
@@ -42,25 +45,46 @@ def _stable(alias: str) -> str:
             f"ELSE CAST(json_merge_patch({alias}.labels, '{_PATCH}') AS VARCHAR) END")
 
 
-def history_insert(view: str) -> str:
-    """The statement that adds the rows of a `nodes` batch (registered as `view`) that change a
-    node's configuration to `node_history` (module docstring, rules 1-3)."""
-    cols = ", ".join(CONFIG_COLUMNS)
+def _fresh(view: str) -> str:
+    """The rows of a `nodes` batch (`view`) that `node_history` lacks (rules 1-2), as `n` with
+    their `_from`."""
     same = " AND ".join(
         [f"h.{c} IS NOT DISTINCT FROM n.{c}" for c in CONFIG_COLUMNS]
         + [f"{_stable('h')} IS NOT DISTINCT FROM {_stable('n')}"]
     )
     return f"""
+        n AS (SELECT *, coalesce(valid_from, observed_at, now()) AS _from FROM {view}),
+        fresh AS (
+            SELECT n.* FROM n WHERE NOT EXISTS (
+                SELECT 1 FROM node_history h
+                WHERE h.node = n.node AND {same}
+                  AND h.valid_from = (SELECT max(p.valid_from) FROM node_history p
+                                      WHERE p.node = n.node AND p.valid_from <= n._from)
+            )
+        )"""
+
+
+def changed_from(view: str) -> str:
+    """The query of the first moment the new rows of a `nodes` batch (`view`) re-configure
+    (rule 4); NULL when they change nothing already rolled up on their nodes. Run before
+    `history_insert`."""
+    return f"""
+        WITH {_fresh(view)}
+        SELECT min(CASE WHEN EXISTS (SELECT 1 FROM node_history p
+                                     WHERE p.node = fresh.node AND p.valid_from < fresh._from)
+                        THEN fresh._from
+                        ELSE (SELECT min(c.ts) FROM card_hours_hourly c WHERE c.node = fresh.node) END)
+        FROM fresh
+    """
+
+
+def history_insert(view: str) -> str:
+    """The statement that adds the rows of a `nodes` batch (registered as `view`) that change a
+    node's configuration to `node_history` (module docstring, rules 1-3)."""
+    cols = ", ".join(CONFIG_COLUMNS)
+    picked = ", ".join(f"{c}" for c in CONFIG_COLUMNS)
+    return f"""
         INSERT OR REPLACE INTO node_history (node, valid_from, {cols}, labels, observed_at)
-        WITH n AS (
-            SELECT *, coalesce(valid_from, observed_at, now()) AS _from FROM {view}
-        )
-        SELECT n.node, n._from, {", ".join(f"n.{c}" for c in CONFIG_COLUMNS)}, n.labels, n.observed_at
-        FROM n
-        WHERE NOT EXISTS (
-            SELECT 1 FROM node_history h
-            WHERE h.node = n.node AND {same}
-              AND h.valid_from = (SELECT max(p.valid_from) FROM node_history p
-                                  WHERE p.node = n.node AND p.valid_from <= n._from)
-        )
+        WITH {_fresh(view)}
+        SELECT node, _from, {picked}, labels, observed_at FROM fresh
     """
