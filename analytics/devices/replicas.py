@@ -142,6 +142,18 @@ def at_hour(frame: pl.DataFrame, wh: Warehouse, window: Window) -> pl.DataFrame:
     return frame.with_columns(_node_facts()).drop("_node_pool", "_replicated")
 
 
+def at_day(frame: pl.DataFrame, wh: Warehouse, window: Window) -> pl.DataFrame:
+    """Card-day rows (`uuid`, `day`: a date, and the `cards` columns) with `card_mode` and `pool`
+    as the node's configuration in force at the day's start says, where a node's configuration
+    changed inside `window` (else `frame` as it is: the `cards` values hold for every day)."""
+    configs = node_configs(wh, window)
+    if configs.is_empty() or configs.group_by("gpu_node").len()["len"].max() in (None, 1) \
+            or "inventory_mode" not in frame.columns:
+        return frame
+    hourly = frame.with_columns(pl.col("day").cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("ts"))
+    return at_hour(hourly, wh, window).drop("ts")
+
+
 def configured_replicas(wh: Warehouse | None, window: Window | None = None) -> pl.DataFrame:
     """`node`, `configured_replicas`: one row per node whose labels in force at the end of
     `window` (the latest when None) state the count."""

@@ -11,7 +11,8 @@ wins), so day 2's collect re-priced day 1 (each pod 1/3 of the card, the rest mo
 Cases (prices: H100-80GB 3.00/card-hour; figures by hand):
 - the replica count of day 2 does not re-price day 1 (1/2 card x 24 h = 12 card-hours each);
 - a pool label changed on day 2 (`gpuledger.io/pool` a -> b): day 1's lines stay in pool a, and
-  a bill of both days puts 24 card-hours in each pool;
+  a bill of both days puts 24 card-hours in each pool, and a card held half of each day has its
+  unheld hours on `unallocated` in the pool of their day;
 - a Prometheus chunk's labels hold from the chunk's start (`valid_from`): the chunk of day 2 that
   reads 3 replicas prices day 2 at 1/3 (8 card-hours each, 8 unallocated), day 1 at 1/2;
 - the history grows only on a change: four collects of the same labels (GFD's timestamp label
@@ -198,3 +199,23 @@ def test_late_labels_below_the_rollup_are_rolled_up_again(tmp_path):
     assert rolled.lines.drop("card_hours").equals(raw.lines.drop("card_hours"))  # money to the cent
     assert _team_hours(rolled) == pytest.approx(_team_hours(raw))  # (sums in another order)
     assert _team_hours(day1) == {"x": pytest.approx(12.0), "y": pytest.approx(12.0)}
+
+
+def test_unallocated_hours_stay_in_the_pool_of_their_day(tmp_path):
+    """The card is held 12 h a day; its other 12 h a day are capacity nobody held, on the
+    `unallocated` line in the pool the node was in that day (12 in a, 12 in b)."""
+    frames = _pool_frames(48) | {"gpu_samples": samples([
+        Seg("GPU-P", at(0), at(12), "x-ns", "p1", act=0.4),
+        Seg("GPU-P", at(24), at(36), "x-ns", "p1", act=0.4),
+    ])}
+    path = load(tmp_path / "wh.duckdb", window(48), frames)
+    with Warehouse.open(path) as wh:
+        wh.load(LoadBatch({"nodes": _nodes({"node": "node-a", "sharing_mode": "exclusive",
+                                            "observed_at": at(days=1),
+                                            "labels": json.dumps({"gpuledger.io/pool": "b"})})}))
+        bill = compute_bill(wh, window(48), Settings(), ("team", "pool"), source="raw")
+    split = {(r["team"], r["pool"]): float(r["card_hours"]) for r in bill.lines.iter_rows(named=True)
+             if r["team"] != "sharing_discount"}
+    assert split == {("x", "a"): pytest.approx(12.0), ("x", "b"): pytest.approx(12.0),
+                     ("unallocated", "a"): pytest.approx(12.0), ("unallocated", "b"): pytest.approx(12.0)}
+    assert bill.fleet_cost == pytest.approx(48 * H100)
