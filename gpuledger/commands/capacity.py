@@ -28,10 +28,11 @@ QUEUE_COLUMNS = ("cluster_queue", "flavor", "resource", "nominal", "used", "free
 @output_option()
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.dashboards.capacity_data import capacity_document, fleet_now
+    from gpuledger.analytics.waiting.fleet import capacity_document
+    from gpuledger.dashboards.capacity_data import fleet_now
 
     with ctx.open_warehouse(read_only=True) as wh:
-        document = capacity_document(fleet_now(wh, ctx.settings))
+        document = capacity_document(fleet_now(wh, ctx.settings, pending=False))
     if args.shape:
         document["capacity"] = [r for r in document["capacity"] if args.shape in r["shape"]]
     rows = [{**r, "nodes": ", ".join(r["nodes"][:4]) + (" …" if len(r["nodes"]) > 4 else "")}

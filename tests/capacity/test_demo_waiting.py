@@ -4,8 +4,9 @@ Cases, on a simulated fleet (the dashboards' small demo warehouse):
 - the simulator's pending scenario lands in a team namespace, parsed by the collector's code;
   every added workload is classified, and the printed counts per reason sum to the added ones;
 - the capacity table prints, and its whole-GPU `ready` equals the nodes' allocatable minus the
-  running pods' requests, summed here from the stored inventory; HAMi memory and cores left are
-  the cards' memory (100 % each) minus the allocations alive at the newest observation;
+  running pods' requests, summed here from the stored inventory; HAMi memory and cores left are,
+  per card, its memory (100 % cores) minus the allocations alive on it at the newest
+  observation, and `ready` is the largest card's (never the sum: a pod takes both from one card);
 - the bill's inputs are untouched (no node, queue or pod added);
 - the team page's Pending panel lists the team's waiting workloads (another team's: none).
 """
@@ -55,9 +56,16 @@ def test_demo_prints_capacity_and_top_reasons(tmp_path: Path) -> None:
     newest = allocs["end_ts"].max()
     alive = allocs.filter(allocs["end_ts"] >= newest)
     assert cards.height and alive.height  # the fixture really shares HAMi cards
-    hami = {r.shape: r.ready for r in fleet.capacity if r.shape.startswith("hami gpu")}
-    assert hami["hami gpumem MiB"] == float(cards["memory_mib"].sum()) - float(alive["mem_mib"].sum())
-    assert hami["hami gpucores %"] == 100.0 * cards.height - float(alive["cores_pct"].sum())
+    # per card, never summed: a HAMi pod takes its memory and cores from one card
+    mem_left = {u: float(m) - float(alive.filter(alive["uuid"] == u)["mem_mib"].sum())
+                for u, m in cards.iter_rows()}
+    cores_left = {u: 100.0 - float(alive.filter(alive["uuid"] == u)["cores_pct"].sum()) for u in mem_left}
+    hami = {r.shape: r for r in fleet.capacity if r.shape.startswith("hami gpu")}
+    for shape, left in (("hami gpumem MiB", mem_left), ("hami gpucores %", cores_left)):
+        assert hami[shape].ready == max(left.values())
+        assert {card.split("/")[-1]: free for card, free in hami[shape].per_card} == {
+            u: f for u, f in left.items() if f > 0}
+    assert len(mem_left) > 1 and hami["hami gpumem MiB"].ready < sum(mem_left.values())
     text = "\n".join(echo.lines)
     assert "Capacity now" in text and "Top pending reasons" in text
     waiting = fleet.waiting()
