@@ -37,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from gpuledger.collectors import hami, pending, preemption
 from gpuledger.collectors.dra import DraObjects, frames_from_objects
 from gpuledger.collectors.queues import QueueCollector, queue_collector
+from gpuledger.collectors.statuses import list_statuses
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import ClusterError, NotFoundError, TemporaryClusterError, error_for_status
 from gpuledger.core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
@@ -122,6 +123,9 @@ class KubernetesCollector:
         pods = self.pods(at, items)
         shared, hami_nodes = hami.frames_from_api(node_items, items, at)
         dra = frames_from_objects(self.dra_objects(), at)
+        listed = list_statuses(items, core=self.core, custom=self.custom,  # once, for both readers
+                               resource=client.ResourceV1Api(self.api),
+                               page=partial(paginate, page_size=self.page_size))
         return {
             "nodes": self.nodes(at, node_items, hami_nodes),
             "namespaces": self.namespaces(at),
@@ -130,11 +134,8 @@ class KubernetesCollector:
             **dra,
             **shared,
             "gpus": pl.concat([dra["gpus"], shared["gpus"]]),  # DRA's cards and HAMi's, both
-            **preemption.frames(items, pods, at, core=self.core, custom=self.custom,
-                                page=partial(paginate, page_size=self.page_size)),
-            **pending.frames(items, at, core=self.core, custom=self.custom,
-                             resource=client.ResourceV1Api(self.api),
-                             page=partial(paginate, page_size=self.page_size)),
+            **preemption.frames(items, pods, at, listed),
+            **pending.frames(items, at, listed),
         }
 
     # Frames ------------------------------------------------------------------------------
