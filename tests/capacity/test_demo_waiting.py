@@ -13,7 +13,6 @@ Cases, on a simulated fleet (the dashboards' small demo warehouse):
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from gpuledger.dashboards.capacity_data import fleet_now
 from gpuledger.simulator import pending as scenario
 from gpuledger.warehouse import Warehouse
 from tests.actuator.conftest import make_settings
+from tests.capacity.free_now import hami_left, whole_gpus_free
 from tests.dashboards.conftest import build_demo_warehouse
 
 
@@ -43,23 +43,11 @@ def test_demo_prints_capacity_and_top_reasons(tmp_path: Path) -> None:
         print_waiting(wh, echo)  # type: ignore[arg-type]
         assert {t: wh.count(t) for t in counts} == counts
         fleet = fleet_now(wh, settings)
-        at = wh.scalar("SELECT max(observed_at) FROM nodes")
-        alloc = {n: float(json.loads(a).get("nvidia.com/gpu", 0)) for n, a in wh.query(
-            "SELECT node, CAST(allocatable AS VARCHAR) FROM nodes WHERE sharing_mode = 'exclusive'").rows()}
-        used = dict.fromkeys(alloc, 0.0)
-        for node, r in wh.query("SELECT node, CAST(gpu_requests AS VARCHAR) FROM pods "
-                                "WHERE node IS NOT NULL AND end_ts >= ?", [at]).rows():
-            if node in used:
-                used[node] += float(json.loads(r).get("nvidia.com/gpu", 0))
-        cards = wh.query("SELECT uuid, memory_mib FROM gpus WHERE sharing_mode = 'vgpu'")
-        allocs = wh.query("SELECT uuid, mem_mib, cores_pct, end_ts FROM vgpu_allocations")
-    newest = allocs["end_ts"].max()
-    alive = allocs.filter(allocs["end_ts"] >= newest)
-    assert cards.height and alive.height  # the fixture really shares HAMi cards
+        whole = whole_gpus_free(wh)
+        mem_left, cores_left = hami_left(wh)
+        alive = wh.count("vgpu_allocations")
+    assert mem_left and alive  # the fixture really shares HAMi cards
     # per card, never summed: a HAMi pod takes its memory and cores from one card
-    mem_left = {u: float(m) - float(alive.filter(alive["uuid"] == u)["mem_mib"].sum())
-                for u, m in cards.iter_rows()}
-    cores_left = {u: 100.0 - float(alive.filter(alive["uuid"] == u)["cores_pct"].sum()) for u in mem_left}
     hami = {r.shape: r for r in fleet.capacity if r.shape.startswith("hami gpu")}
     for shape, left in (("hami gpumem MiB", mem_left), ("hami gpucores %", cores_left)):
         assert hami[shape].ready == max(left.values())
@@ -72,8 +60,7 @@ def test_demo_prints_capacity_and_top_reasons(tmp_path: Path) -> None:
     assert len(waiting) == len([k for k in scenario.EXPECTED])
     printed = [int(m.group(1)) for line in echo.lines if (m := re.match(r"\s+(\d+)\s{2}\S", line))]
     assert sum(printed) == len(waiting)
-    whole = sum(r.ready for r in fleet.capacity if r.shape == "whole GPU")
-    assert whole == sum(max(0.0, alloc[n] - used[n]) for n in alloc)  # a full node adds nothing
+    assert sum(r.ready for r in fleet.capacity if r.shape == "whole GPU") == whole
 
 
 def _ids(node: object) -> dict[str, object]:

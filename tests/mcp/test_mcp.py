@@ -149,26 +149,12 @@ def test_http_tools_admin_bill(http_url: str, warehouse: Path) -> None:
 
 
 def _free_now(warehouse: Path) -> tuple[float, float]:
-    """(whole GPUs, HAMi MiB) free now, worked out here from the file: exclusive nodes'
-    allocatable GPUs minus the requests of the pods running at the newest inventory, per node
-    (never below 0), summed; the HAMi card with the most memory left (its memory minus the
-    allocations alive at the newest observation)."""
+    """(whole GPUs, HAMi MiB on the best card) free now, from the file (`tests.capacity.free_now`)."""
     from gpuledger.warehouse import Warehouse
+    from tests.capacity.free_now import hami_left, whole_gpus_free
 
     with Warehouse.open(warehouse, read_only=True) as wh:
-        cards = wh.query("SELECT uuid, memory_mib FROM gpus WHERE sharing_mode = 'vgpu'").rows()
-        allocs = wh.query("SELECT uuid, mem_mib FROM vgpu_allocations "
-                          "WHERE end_ts >= (SELECT max(end_ts) FROM vgpu_allocations)").rows()
-        at = wh.scalar("SELECT max(observed_at) FROM nodes")
-        alloc = {n: float(json.loads(a).get("nvidia.com/gpu", 0)) for n, a in wh.query(
-            "SELECT node, CAST(allocatable AS VARCHAR) FROM nodes WHERE sharing_mode = 'exclusive'").rows()}
-        used = dict.fromkeys(alloc, 0.0)
-        for node, r in wh.query("SELECT node, CAST(gpu_requests AS VARCHAR) FROM pods "
-                                "WHERE node IS NOT NULL AND end_ts >= ?", [at]).rows():
-            if node in used:
-                used[node] += float(json.loads(r).get("nvidia.com/gpu", 0))
-    hami = max(float(m) - sum(float(x) for u, x in allocs if u == uuid) for uuid, m in cards)
-    return sum(max(0.0, alloc[n] - used[n]) for n in alloc), hami
+        return whole_gpus_free(wh), max(hami_left(wh)[0].values())
 
 
 def _waiting(warehouse: Path) -> dict[str, str]:
