@@ -49,6 +49,12 @@ def _listed(values: list[Any], most: int = 4) -> str:
     return ", ".join(map(str, values[:most])) + (" …" if len(values) > most else "")
 
 
+def _card(name: str) -> str:
+    """`node/GPU-cae1207c-d9a1-…` → `node/GPU-cae1207c` in the table (JSON keeps the uuid)."""
+    node, _, uuid = name.rpartition("/")
+    return f"{node}/{uuid[:12]}" if node else name[:12]
+
+
 @click.command("capacity", help="what is free right now, by shape, and each queue's headroom")
 @click.option("--shape", default=None, help="only shapes containing this text, e.g. 3g.40gb")
 @click.option("--lake", "lake_uri", metavar="URI",
@@ -59,7 +65,7 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     document, title = _document(args, ctx)
     if args.shape:
         document["capacity"] = [r for r in document["capacity"] if args.shape in r["shape"]]
-    rows = [{**r, "nodes": _listed([c["card"] for c in r["per_card"]] or r["nodes"])}
+    rows = [{**r, "nodes": _listed([_card(c["card"]) for c in r["per_card"]] or r["nodes"])}
             for r in document["capacity"]]
     emit(ctx, args.format, rows=rows, columns=COLUMNS, document=document, title=title)
     if args.format in ("table", "wide") and document["queues"]:
