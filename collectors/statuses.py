@@ -1,6 +1,7 @@
 """The status objects of one Kubernetes snapshot, listed once for every collector that reads them
-(`collectors.pending`, `collectors.preemption`): Events, Kueue Workloads and ClusterQueues,
-Volcano PodGroups, and ResourceClaims when a pod uses one.
+(`collectors.pending`, `collectors.preemption`, and the `queues` table for the ClusterQueues):
+Events, Kueue Workloads and ClusterQueues, Volcano PodGroups, and ResourceClaims when a pod uses
+one.
 
 Why one listing: Events and Workloads are among the largest lists a cluster serves; reading each
 twice per snapshot doubled the apiserver's load for nothing, and two reads a moment apart could
@@ -18,6 +19,9 @@ from gpuledger.core.errors import NotFoundError
 
 Lister = Callable[..., Iterator[dict[str, Any]]]
 """`kubernetes.paginate` bound to a page size: (list call, what, **kwargs) → items."""
+WORKLOADS = ("kueue.x-k8s.io", "v1beta2", "workloads")
+PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+CLUSTERQUEUES = ("kueue.x-k8s.io", "v1beta2", "clusterqueues")
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,12 @@ class Statuses:
     podgroups: list[dict[str, Any]] = field(default_factory=list)
     clusterqueues: list[dict[str, Any]] = field(default_factory=list)
     claims: list[dict[str, Any]] = field(default_factory=list)
+
+    def custom(self, group: str, version: str, plural: str) -> list[dict[str, Any]] | None:
+        """The listed custom objects of (group, version, plural), or None when not listed here
+        (so a queue collector lists that kind itself, once)."""
+        return {WORKLOADS: self.workloads, PODGROUPS: self.podgroups,
+                CLUSTERQUEUES: self.clusterqueues}.get((group, version, plural))
 
 
 def _custom(page: Lister, custom: Any, group: str, version: str, plural: str) -> list[dict[str, Any]]:
@@ -48,8 +58,8 @@ def list_statuses(items: list[dict[str, Any]], *, core: Any, custom: Any, resour
             claims = list(page(resource.list_resource_claim_for_all_namespaces, "resourceclaims"))
     return Statuses(
         events=list(page(core.list_event_for_all_namespaces, "events")),
-        workloads=_custom(page, custom, "kueue.x-k8s.io", "v1beta2", "workloads"),
-        podgroups=_custom(page, custom, "scheduling.volcano.sh", "v1beta1", "podgroups"),
-        clusterqueues=_custom(page, custom, "kueue.x-k8s.io", "v1beta2", "clusterqueues"),
+        workloads=_custom(page, custom, *WORKLOADS),
+        podgroups=_custom(page, custom, *PODGROUPS),
+        clusterqueues=_custom(page, custom, *CLUSTERQUEUES),
         claims=claims,
     )

@@ -11,8 +11,9 @@ Cases:
   (allocation annotation) read back give exactly the simulator's own `vgpu_allocations` of the
   pods alive at the snapshot (card, MiB, cores, HAMi's card total) and `vgpu` cards and nodes;
 - Kueue v1beta2 ClusterQueues, LocalQueues, ResourceFlavors (cohort from the spec);
-- one snapshot lists Events, Kueue Workloads and Volcano PodGroups once each (the pending and
-  preemption readers share one listing, `collectors.statuses`), counted on the real client's calls;
+- one snapshot lists Events, Kueue Workloads and ClusterQueues and Volcano PodGroups once each
+  (the pending, preemption and queue readers share one listing, `collectors.statuses`), counted
+  on the real client's calls;
 - pagination: pages of 3 give exactly the same frames as one big page;
 - an expired continue token (HTTP 410 Gone) restarts the list, and the result is still complete
   and duplicate-free; a token that keeps expiring fails with a clear, bounded error;
@@ -173,7 +174,7 @@ def test_one_snapshot_lists_each_status_kind_once(collector: KubernetesCollector
     custom.list_cluster_custom_object = counted(custom.list_cluster_custom_object, lambda kw: kw["plural"])
     frames = collector.snapshot()
     assert "pending_workloads" in frames and "preemptions" in frames
-    for plural in ("events", "workloads", "podgroups"):
+    for plural in ("events", "workloads", "podgroups", "clusterqueues"):
         assert first_pages.count(plural) == 1, (plural, first_pages)
 
 
