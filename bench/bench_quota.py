@@ -179,6 +179,12 @@ def command(tree: Path, warehouse: str, *, boost: bool = False) -> dict[str, Any
             "load_1m": round(os.getloadavg()[0], 2)}
 
 
+def best(runs: dict[str, list[dict[str, Any]]], figure: str) -> dict[str, float | None]:
+    """Each tree's least `figure` over its runs that succeeded (None: none did; their rc and
+    stderr are in the runs)."""
+    return {k: min((r[figure] for r in v if r["rc"] == 0), default=None) for k, v in runs.items()}
+
+
 def speed(warehouse: str, base_ref: str, rounds: int, *, boost: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-quota-") as tmp:
         base = unpack(base_ref, Path(tmp) / "base")
@@ -206,14 +212,10 @@ def speed(warehouse: str, base_ref: str, rounds: int, *, boost: bool = False) ->
                     boosted[name].append(command(tree, warehouse, boost=True))
                     print(name, "boosted", boosted[name][-1], flush=True)
             result["command_boosted"] = boosted
-            result["best_wall_s_boosted"] = {
-                k: min(r["wall_s"] for r in v if r["rc"] == 0) for k, v in boosted.items() if v}
-            result["best_cpu_s_boosted"] = {
-                k: min(r["cpu_s"] for r in v if r["rc"] == 0) for k, v in boosted.items() if v}
+            result["best_wall_s_boosted"] = best(boosted, "wall_s")
+            result["best_cpu_s_boosted"] = best(boosted, "cpu_s")
         result["load_after"] = list(os.getloadavg())
-        best = {k: min(r["wall_s"] for r in v if r["rc"] == 0) for k, v in runs.items() if v}
-        result["best_wall_s"] = best
-        result["best_cpu_s"] = {k: min(r["cpu_s"] for r in v if r["rc"] == 0) for k, v in runs.items() if v}
+        result["best_wall_s"], result["best_cpu_s"] = best(runs, "wall_s"), best(runs, "cpu_s")
         result["goal_wall_s"], result["goal_imports_s"] = 5.0, 1.0
         return result
 
