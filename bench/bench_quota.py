@@ -180,8 +180,8 @@ def command(tree: Path, warehouse: str, *, boost: bool = False) -> dict[str, Any
 
 
 def best(runs: dict[str, list[dict[str, Any]]], figure: str) -> dict[str, float | None]:
-    """Each tree's least `figure` over its runs that succeeded (None: none did; their rc and
-    stderr are in the runs)."""
+    """Each tree's least `figure` over its runs that succeeded (None: none did; each run's rc
+    is recorded beside it)."""
     return {k: min((r[figure] for r in v if r["rc"] == 0), default=None) for k, v in runs.items()}
 
 
