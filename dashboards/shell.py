@@ -135,22 +135,36 @@ def nav_visible(principal: Principal) -> list[dict[str, str]]:
     return [{} if page.allows(principal) else hidden for page in PAGES]
 
 
-def newest_sample_of(data: ReadModel) -> datetime | None:
+@dataclass(frozen=True)
+class Newest:
+    """The serving snapshot's newest sample time, and whether its samples are simulated
+    (`freshness.simulated`: complete to their end, so no staleness applies)."""
+
+    sample: datetime | None
+    simulated: bool = False
+
+
+def newest_sample_of(data: ReadModel) -> Newest:
     """The serving snapshot's newest sample time, read once per snapshot (the banner asks on
     every tick)."""
 
-    def read() -> datetime | None:
+    def read() -> Newest:
         with data.store.reader(data.serving()) as wh:
-            return freshness.newest_sample(wh)
+            return Newest(freshness.newest_sample(wh), freshness.simulated(wh))
 
     return data.memo(("newest_sample",), read)
 
 
-def _freshness(newest: datetime | None, now: datetime) -> list[Any]:
+def _freshness(found: Newest, now: datetime) -> list[Any]:
     """The newest sample time, and a warning when it is older than two collection intervals:
-    the snapshot's copy time alone would make a dead collector look fresh."""
+    the snapshot's copy time alone would make a dead collector look fresh. Simulated data (the
+    demo) ends where the simulation ends and nothing collects more: no warning, it says so."""
+    newest = found.sample
     if newest is None:
         return [html.Span("No samples in the warehouse yet.", id="stale-warning", className="warning")]
+    if found.simulated:
+        return [html.Span(f"Simulated data to {newest:%Y-%m-%d %H:%M:%S} UTC (newest sample; complete, "
+                          "nothing collects more).", id="simulated-note")]
     parts: list[Any] = [f"Data as of {newest:%Y-%m-%d %H:%M:%S} UTC (newest sample)."]
     if freshness.is_stale(newest, now):
         limit = freshness.describe_age(freshness.STALE_INTERVALS * freshness.COLLECTION_INTERVAL)

@@ -16,6 +16,7 @@ wrapping `Div` carries the caller's `id` (what tests and links address); the gri
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,19 +42,20 @@ dash.clientside_callback(
 )
 
 
-def _money_formatter(currency: str) -> dict[str, str]:
+def _money_formatter(currency: str, unknown: str = "–") -> dict[str, str]:
     places = decimals(currency)
     sign = CURRENCY_SIGNS.get(currency, "")
     suffix = "" if sign else f" {currency}"
-    return {"function": f"params.value == null ? '–' : (params.value < 0 ? '-' : '') + '{sign}' + "
+    return {"function": f"params.value == null ? {json.dumps(unknown)} : (params.value < 0 ? '-' : '') + '{sign}' + "
                         f"d3.format(',.{places}f')(Math.abs(params.value)) + '{suffix}'"}
 
 
 def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
          money_columns: Sequence[str] = (), currency: str = "USD", file_name: str | None = None,
-         page_size: int = PAGE_SIZE) -> html.Div:
+         page_size: int = PAGE_SIZE, unknown: str = "–") -> html.Div:
     """`frame`'s `columns` ((key, header) pairs) in a grid: every column sortable and
-    filterable, numbers right-aligned, money formatted, pages of `page_size`, a CSV button."""
+    filterable, numbers right-aligned, money formatted (`unknown` where a cell has none),
+    pages of `page_size`, a CSV button."""
     numeric = {c for c, dtype in frame.schema.items() if dtype.is_numeric()}
     defs: list[dict[str, Any]] = []
     for key, header in columns:
@@ -61,7 +63,7 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
         if key in numeric:
             col |= {"filter": "agNumberColumnFilter", "type": "rightAligned"}
             if key in money_columns:
-                col["valueFormatter"] = _money_formatter(currency)
+                col["valueFormatter"] = _money_formatter(currency, unknown)
         else:
             col["filter"] = "agTextColumnFilter"
         defs.append(col)
