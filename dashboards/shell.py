@@ -107,20 +107,33 @@ def sync(
     except Exception:  # no bill for this period (e.g. analytics cannot price it): empty lists
         teams, models = [], []
     if page == "/team" and state.team is None:
-        from gpuledger.dashboards.pages.common import default_team
+        if teamless(principal):
+            page = "/fleet"  # an admin's "My team" once opened the alphabetically first team
+        else:
+            from gpuledger.dashboards.pages.common import default_team
 
-        # the Team selector shows the team on display, not an empty "choose a team"
-        state = state.with_(team=default_team(principal, teams))
+            # the Team selector shows the team on display, not an empty "choose a team"
+            state = state.with_(team=default_team(principal, teams))
     visible = sorted(set(principal.visible_teams(teams)) | set(principal.lead_of))
     if state.team and state.team not in visible:
         # keep the URL's team selectable so the page can say "not yours" instead of silently
         # switching teams; the page itself refuses it on the server
         visible.append(state.team)
     period_options = _options(sorted(set(periods) | {state.period}, reverse=True))
-    hrefs = [ViewState(state.period, state.team, state.model).href(page.path) for page in PAGES]
+    here = ViewState(state.period, state.team, state.model)
+    hrefs = [here.href("/fleet" if p.path == "/team" and state.team is None and teamless(principal) else p.path)
+             for p in PAGES]
     return SyncResult(
         state.to_query(), state, page, period_options, _options(visible), _options(models), hrefs
     )
+
+
+def teamless(principal: Principal) -> bool:
+    """A principal with no team of their own who sees the fleet (an admin, a viewer): their
+    "My team" without a team chosen is the fleet view, not some team picked for them."""
+    from gpuledger.dashboards.access import can_see_fleet
+
+    return not principal.lead_of and can_see_fleet(principal)
 
 
 def whoami(principal: Principal, dev_mode: bool) -> list[Any]:
