@@ -121,8 +121,8 @@ def sync(
         visible.append(state.team)
     period_options = _options(sorted(set(periods) | {state.period}, reverse=True))
     here = ViewState(state.period, state.team, state.model)
-    hrefs = [here.href("/fleet" if p.path == "/team" and state.team is None and teamless(principal) else p.path)
-             for p in PAGES]
+    to_fleet = state.team is None and teamless(principal)  # "My team" of an admin: the fleet
+    hrefs = [here.href("/fleet" if p.path == "/team" and to_fleet else p.path) for p in PAGES]
     return SyncResult(
         state.to_query(), state, page, period_options, _options(visible), _options(models), hrefs
     )

@@ -46,7 +46,8 @@ def _money_formatter(currency: str, unknown: str = "–") -> dict[str, str]:
     places = decimals(currency)
     sign = CURRENCY_SIGNS.get(currency, "")
     suffix = "" if sign else f" {currency}"
-    return {"function": f"params.value == null ? {json.dumps(unknown)} : (params.value < 0 ? '-' : '') + '{sign}' + "
+    return {"function": f"params.value == null ? {json.dumps(unknown)} : "
+                        f"(params.value < 0 ? '-' : '') + '{sign}' + "
                         f"d3.format(',.{places}f')(Math.abs(params.value)) + '{suffix}'"}
 
 
@@ -73,7 +74,11 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
             id=f"{id}-grid", rowData=frame.select(keys).to_dicts(), columnDefs=defs,
             defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True, "minWidth": 110},
             columnSize="responsiveSizeToFit",
-            dashGridOptions={"pagination": True, "paginationPageSize": page_size, "domLayout": "autoHeight",
+            dashGridOptions={"pagination": True, "paginationPageSize": page_size,
+                             # the page-size picker offers the size shown (AG Grid's default list
+                             # lacks 25, and the picker then showed an empty box)
+                             "paginationPageSizeSelector": sorted({page_size, 25, 50, 100}),
+                             "domLayout": "autoHeight",
                              "tooltipShowDelay": 300, "enableCellTextSelection": True},
             csvExportParams={"fileName": file_name or f"{id}.csv"}, className="ag-theme-alpine",
             style={"width": "100%"},

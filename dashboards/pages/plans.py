@@ -271,7 +271,8 @@ def _detail(v: PlansView) -> html.Section:
         *[html.P(f"⚠ {w}", className="warning") for w in v.warnings],
         *([html.P(v.headline, id="plan-headline")] if v.headline else []),
         html.H4("Expected effect"),
-        table(v.effect, [("effect", ""), ("value", "")], id="effect-table"),
+        html.Div(table(v.effect, [("effect", ""), ("value", "")], id="effect-table"),
+                 style={"maxWidth": "640px"}),  # a label beside its value, not across the page
         html.H4("Changes"),
         _data_grid(v.diff, [("object", "object"), ("what", "what"), ("before", "before"), ("after", "after"),
                             ("note", "pods to evict / note")], "diff-table", "no change", v.selected),

@@ -75,7 +75,7 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     shown = split(every.to_dicts(), floor)  # ranked (`actionable.rank_key`), the rows under the floor counted
     recs = shown.rows[: args.top]
     document = recommendations_json(every, window, ctx.settings.currency, result.profiles)
-    document["recommendations"] = rows_json(pl.DataFrame(recs, schema=every.schema))  # the table's rows, in its order
+    document["recommendations"] = rows_json(pl.DataFrame(recs, schema=every.schema))  # the table's, in order
     document["min_monthly_saving"] = floor
     document["below_floor"] = [q.as_dict() for q in shown.quiet]
     total, cur = float(every["monthly_saving"].sum()), ctx.settings.currency
