@@ -54,8 +54,10 @@ class Quiet:
     label: str
 
     def line(self, currency: str) -> str:
-        """One line for a person: "94 Deployments already right-sized (USD 0.00/month together)"."""
-        return f"{self.count:,} {self.label} ({currency} {self.monthly_saving:,.2f}/month together)"
+        """One line for a person: "94 Deployments already right-sized (USD 0.00/month together)";
+        a negative sum says what it means (a catalog that would cost more than it saves)."""
+        cost = "; acting on them would cost money" if self.monthly_saving < -0.005 else ""
+        return f"{self.count:,} {self.label} ({currency} {self.monthly_saving:,.2f}/month together{cost})"
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "count": self.count, "monthly_saving": round(self.monthly_saving, 2),

@@ -70,6 +70,8 @@ def test_total_is_the_listed_rows_and_unknown_is_not_zero() -> None:
     assert shown.total == pytest.approx(4185.84 - 120.0 + 1106.51 + 3170.29)  # listed, priced rows
     assert shown.rows[-1]["scope"] == "pool-c" and shown.rows[-1]["monthly_saving"] is None
     assert sum(q.count for q in shown.quiet) == 4  # three autoscaling rows and the costly catalog
+    catalog = next(q for q in shown.quiet if q.kind == "profile_catalog")
+    assert catalog.line("USD").endswith("(USD -84.10/month together; acting on them would cost money)")
 
 
 def test_floor_of() -> None:
