@@ -5,6 +5,7 @@ then the dashboard served on its warehouse (what `gpuledger serve` runs: `create
 Cases:
 - the demo computes everything it shows: nowhere on the Teams or Fleet page does "not computed
   yet" appear, and the Teams headline's saving is not "$0.00";
+- the Teams grid marks the over-budget team's budget cells (the lead's team, past 400.00);
 - one saving figure everywhere: the Teams headline, the sum of the Teams rows' savings, the
   teams.csv download, `/api/v1/recommendations` and `gpuledger recommend -o json` (a separate
   process on the same file) give the same monthly saving, to the cent;
@@ -83,8 +84,13 @@ def test_one_saving_everywhere_and_none_unknown(demo: tuple[RunningServer, dict]
     headline = page.locator("#teams-headline").inner_text()
     assert "not computed" not in _text(page) and "$0.00 per month" not in headline, headline
     shown = float(page.get_attribute("#teams-saving", "data-value") or "nan")
-    rows = [float(v) for v in page.locator("#teams-table td[data-col=saving]").evaluate_all(
-        "cells => cells.map(c => c.dataset.value).filter(v => v !== '')")]
+    from tests.dashboards.conftest import LEAD_TEAM
+    from tests.dashboards.test_teams_browser import grid_rows, over_budget_cells
+
+    rows = [float(r["saving"]) for r in grid_rows(page) if r["saving"] is not None]
+    lead = next(r for r in grid_rows(page) if r["team"] == LEAD_TEAM)
+    assert lead["cost"] > 400.0  # a month of the demo: past the 400.00 budget (conftest), marked
+    assert over_budget_cells(page) == {("budget_used", LEAD_TEAM), ("forecast", LEAD_TEAM)}
     status, api = get(server, f"/api/v1/recommendations?period={PERIOD}", admin_headers())
     assert status == 200 and api["computed"] is True
     body = page.request.get(f"{server.url}/download/teams.csv?period={PERIOD}").text()
