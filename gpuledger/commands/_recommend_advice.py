@@ -11,7 +11,7 @@ import argparse
 import json
 
 from gpuledger.analytics.advice import KINDS
-from gpuledger.analytics.advice.actionable import floor_of, quiet_lines, split
+from gpuledger.analytics.advice.actionable import floor_of, priced, quiet_lines, split
 from gpuledger.command_context import Context
 from gpuledger.commands._analytics_common import bill_warnings, coverage_warning, warn, window_from_args
 from gpuledger.commands._output import emit
@@ -53,6 +53,10 @@ def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
              f"{len(shown.rows):,} worth acting on (saving {cur} {floor:,.2f}/month or more, or a risk), "
              f"together {cur} {total:,.2f}/month, largest first")
     footer = [f"Not listed (`--all` lists them): {line}" for line in quiet_lines(shown.quiet, cur)]
+    unpriced = sum(not priced(r) for r in shown.rows)
+    if unpriced:  # unknown, never 0 (docs/decisions/0213); null in the JSON
+        footer.append(f"{unpriced:,} risk{'s' if unpriced > 1 else ''} listed not priced (saving \"-\"): "
+                      "a pool past its overcommit knee loses work; shedding replicas has no saving to show")
     emit(ctx, args.format, rows=shown.rows, columns=COLUMNS, money=("monthly_saving",),
          json_text=json.dumps(document, indent=2, default=str), title=title, footer=footer)
     return 0
