@@ -134,9 +134,11 @@ def _over_budget(row: dict[str, Any]) -> bool:
     return bool((used is not None and used > 1) or (budget and forecast is not None and forecast > budget))
 
 
-def _d3(pattern: str, none: str = "'–'") -> dict[str, str]:
-    """A grid formatter: `d3.format(pattern)` of the value, `none` (a JS expression) without one."""
-    return {"function": f"params.value == null ? {none} : d3.format('{pattern}')(params.value)"}
+def _d3(pattern: str, none: str = "'–'") -> dict[str, Any]:
+    """A grid column's formatter: `d3.format(pattern)` of the value, `none` (a JavaScript
+    expression) without one."""
+    shown = f"params.value == null ? {none} : d3.format('{pattern}')(params.value)"
+    return {"valueFormatter": {"function": shown}}
 
 
 def _column_options(currency: str) -> dict[str, dict[str, Any]]:

@@ -8,6 +8,8 @@ Cases:
   period columns;
 - the table is a data grid (AG Grid, as the advice): clicking the idle cost header sorts the
   rows by it, highest first, again lowest first (read through the grid's own API);
+- every cell reads as people read it (money, GPU-hours with one decimal, shares as percentages),
+  checked against the row's unrounded numbers formatted here;
 - an over-budget team's budget cells carry the over-budget mark (the lead's team, past 400.00);
 - a lead lands on their own team page at `/`, sees exactly one row on Teams and no total, and
   their CSV holds only that row.
@@ -26,6 +28,7 @@ import pytest
 
 from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.dashboards.app import RunningServer, create_app, start_server
+from gpuledger.dashboards.pages.common import money
 from tests.dashboards.conftest import LEAD_TEAM, PERIOD, admin_headers, lead_headers, settings_with_roles
 from tests.dashboards.test_browser import PAGE_READY
 
@@ -47,7 +50,10 @@ def server(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Itera
 GRID_ROWS = """async ([name, sorted]) => {
     const api = await dash_ag_grid.getApiAsync(name + "-grid");
     const out = [];
-    (sorted ? api.forEachNodeAfterFilterAndSort.bind(api) : api.forEachNode.bind(api))(n => out.push(n.data));
+    const shown = n => Object.fromEntries(api.getColumns().map(c => [c.getColId(),
+        api.getCellValue({rowNode: n, colKey: c.getColId(), useFormatter: true})]));
+    (sorted ? api.forEachNodeAfterFilterAndSort.bind(api) : api.forEachNode.bind(api))(
+        n => out.push({...n.data, shown: shown(n)}));
     return out;
 }"""
 
@@ -106,6 +112,12 @@ def test_admin_sees_every_team_reconciled(server: RunningServer, open_page: Any,
     # is forecast to spend, past it; no other team's ever
     lead = next(r for r in grid_rows(page) if r["team"] == LEAD_TEAM)
     over = lead["budget_used"] > 1 or lead["forecast"] > 400.0
+    for r in grid_rows(page):  # every cell as people read it, formatted here independently
+        cells = r["shown"]
+        assert cells["cost"] == money(r["cost"], "USD") and cells["idle_cost"] == money(r["idle_cost"], "USD")
+        assert cells["card_hours"] == f"{r['card_hours']:,.1f}", cells
+        assert cells["idle_share"] == ("–" if r["idle_share"] is None else f"{r['idle_share']:.1%}"), cells
+        assert cells["budget_used"] == ("–" if r["budget_used"] is None else f"{r['budget_used']:.1%}"), cells
     assert over_budget_cells(page) == ({("budget_used", LEAD_TEAM), ("forecast", LEAD_TEAM)} if over else set())
     assert page.locator("#teams-daily .main-svg").count() >= 1  # the page leads with its chart
 
