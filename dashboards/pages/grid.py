@@ -79,7 +79,9 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
     return html.Div([
         dag.AgGrid(
             id=f"{id}-grid", rowData=frame.select(keys).to_dicts(), columnDefs=defs,
+            # headers wrap at their words rather than end in "…" (as the CLI's, 0197)
             defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True, "minWidth": 110,
+                           "wrapHeaderText": True, "autoHeaderHeight": True,
                            **({"sortingOrder": ["desc", "asc", None]} if highest_first else {})},
             columnSize="responsiveSizeToFit",
             dashGridOptions={"pagination": True, "paginationPageSize": page_size,
