@@ -37,7 +37,7 @@ from typing import Any
 import flask
 
 from gpuledger.analytics import exports
-from gpuledger.analytics.advice.actionable import split
+from gpuledger.analytics.advice.actionable import floor_of, split
 from gpuledger.analytics.billing.notes import bill_notes
 from gpuledger.core.access import Principal
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
@@ -176,7 +176,7 @@ def _recommendations(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     recs = filter_scope(app.data.recommendations(period), namespace=_name(args.get("namespace"), "namespace"))
     recs = exports.filter_teams(recs, teams)
     missing = app.data.missing(RECOMMENDATIONS, period)
-    floor = 0.0 if _flag(args.get("all"), "all") else app.settings.advice.min_monthly_saving
+    floor = floor_of(app.settings, every=_flag(args.get("all"), "all"))
     doc = exports.recommendations_json(recs, Period.exact(period).window, app.settings.currency)
     shown = split(doc["recommendations"], floor)
     doc |= {"recommendations": shown.rows, "min_monthly_saving": floor,
