@@ -37,7 +37,7 @@ from typing import Any
 import flask
 
 from gpuledger.analytics import exports
-from gpuledger.analytics.advice.actionable import split
+from gpuledger.analytics.advice.actionable import floor_of, split
 from gpuledger.analytics.billing.notes import bill_notes
 from gpuledger.core.access import Principal
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
@@ -176,7 +176,7 @@ def _recommendations(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     recs = filter_scope(app.data.recommendations(period), namespace=_name(args.get("namespace"), "namespace"))
     recs = exports.filter_teams(recs, teams)
     missing = app.data.missing(RECOMMENDATIONS, period)
-    floor = 0.0 if _flag(args.get("all"), "all") else app.settings.advice.min_monthly_saving
+    floor = floor_of(app.settings, every=_flag(args.get("all"), "all"))
     doc = exports.recommendations_json(recs, Period.exact(period).window, app.settings.currency)
     shown = split(doc["recommendations"], floor)
     doc |= {"recommendations": shown.rows, "min_monthly_saving": floor,
@@ -217,7 +217,8 @@ def _budgets(app: DashboardApp, principal: Principal) -> dict[str, Any]:
 
 def _capacity(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     """`/api/v1/capacity`: `gpuledger capacity --format json` (docs/decisions/0200)."""
-    from gpuledger.dashboards.capacity_data import capacity_document, served_fleet
+    from gpuledger.analytics.waiting.fleet import capacity_document
+    from gpuledger.dashboards.capacity_data import served_fleet
 
     scope(principal, _name(flask.request.args.get("team"), "team"))
     return capacity_document(served_fleet(app.data, app.settings))
@@ -225,8 +226,9 @@ def _capacity(app: DashboardApp, principal: Principal) -> dict[str, Any]:
 
 def _why(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     """`/api/v1/why[?name=]`: `gpuledger why --format json`, a lead's teams only."""
+    from gpuledger.analytics.waiting.fleet import why_document
     from gpuledger.core.config import utcnow
-    from gpuledger.dashboards.capacity_data import served_fleet, why_document
+    from gpuledger.dashboards.capacity_data import served_fleet
 
     teams = scope(principal, _name(flask.request.args.get("team"), "team"))
     doc = why_document(served_fleet(app.data, app.settings), utcnow(), flask.request.args.get("name"),

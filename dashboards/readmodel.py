@@ -159,7 +159,16 @@ class ReadModel:
 
     def missing(self, name: str, period: str, *, snap: Snapshot | None = None) -> str | None:
         """`serving_results.NOT_COMPUTED` when this serving store lacks the month result `name`
-        (shown instead of an empty result's 0: docs/decisions/0195), else None."""
+        (shown instead of an empty result's 0: docs/decisions/0195), else None.
+
+        A frame result's view (`recommendations`, `token_costs`) reads the stored result once
+        and notes here whether it was there (`_stored`), so the pages and the API, which ask for
+        both, open one reader for them, not a second one for this question."""
+        snap = snap or self.serving()
+        view = {serving_results.RECOMMENDATIONS: self.recommendations,
+                serving_results.TOKEN_COSTS: self.token_costs}.get(name)
+        if view is not None and not snap.owned:
+            view(period, snap=snap)  # cached: its read answered the question (`_stored`)
 
         def compute(s: Snapshot) -> str | None:
             if s.owned:
@@ -296,6 +305,8 @@ class ReadModel:
         computed yet", docs/decisions/0141); None on a full copy without one (compute it)."""
         with self.store.reader(snap) as wh:
             stored = serving_results.stored_frame(wh, name, period)
+        absent = None if stored is not None or snap.owned else serving_results.NOT_COMPUTED
+        self._cached(("missing", name, period), lambda _s: absent, snap)  # `missing` reads no more
         if stored is None and not snap.owned:
             return serving_results.not_computed_frame(name)
         return stored
