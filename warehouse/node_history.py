@@ -82,9 +82,8 @@ def history_insert(view: str) -> str:
     """The statement that adds the rows of a `nodes` batch (registered as `view`) that change a
     node's configuration to `node_history` (module docstring, rules 1-3)."""
     cols = ", ".join(CONFIG_COLUMNS)
-    picked = ", ".join(f"{c}" for c in CONFIG_COLUMNS)
     return f"""
         INSERT OR REPLACE INTO node_history (node, valid_from, {cols}, labels, observed_at)
         WITH {_fresh(view)}
-        SELECT node, _from, {picked}, labels, observed_at FROM fresh
+        SELECT node, _from, {cols}, labels, observed_at FROM fresh
     """
