@@ -9,6 +9,10 @@ Cases:
 - `/api/v1/idle?team=X` holds only X's workloads, one row per workload;
 - `/api/v1/recommendations` has no two rows for one workload and kind, and its per-team savings
   add up to its total;
+- the recommendations document is built once per snapshot and cut per request: a lead's (and an
+  admin's `?team=`) rows are the fleet document's rows of that team in the same order, with that
+  team's saving and a total that is the sum of its rows (summed here); `?namespace=` holds that
+  namespace's rows; a fleet reader asking twice gets the same bytes;
 - `gpuledger.open(path).bill(...)` equals `compute_bill(...).lines`, `.to_pandas()` works,
   `idle(team=)` returns only that team, `plans()` lists the stored plans.
 """
@@ -114,6 +118,32 @@ def test_idle_and_recommendations_per_workload(api: RunningServer) -> None:
     keys = [(r["team"], r["namespace"], r["workload_kind"], r["workload"], r["kind"]) for r in recs["recommendations"]]
     assert len(keys) == len(set(keys))
     assert sum(recs["saving_by_team"].values()) == pytest.approx(recs["monthly_saving"], abs=0.05)
+
+
+def _raw(server: RunningServer, path: str, headers: dict[str, str]) -> bytes:
+    with urllib.request.urlopen(urllib.request.Request(server.url + path, headers=headers), timeout=120) as answer:
+        return bytes(answer.read())
+
+
+@pytest.mark.parametrize("floor", ["", "&all=true"])
+def test_recommendations_cut_per_request(api: RunningServer, floor: str) -> None:
+    url = f"/api/v1/recommendations?period={PERIOD}{floor}"
+    body = _raw(api, url, admin_headers())
+    assert _raw(api, url, admin_headers()) == body
+    fleet = json.loads(body)
+    assert fleet["scope"] == "fleet" and fleet["computed"] is True
+    mine = [r for r in fleet["recommendations"] if r["team"] == LEAD_TEAM]
+    assert mine and len(mine) < len(fleet["recommendations"])
+    for headers, ask in ((lead_headers(), ""), (admin_headers(), f"&team={LEAD_TEAM}")):
+        status, doc = get(api, url + ask, headers)
+        assert status == 200 and doc["scope"] == [LEAD_TEAM]
+        assert doc["recommendations"] == mine
+        assert doc["saving_by_team"] == {LEAD_TEAM: fleet["saving_by_team"][LEAD_TEAM]}
+        assert doc["monthly_saving"] == round(sum(r["monthly_saving"] for r in mine), 2)
+    namespace = mine[0]["namespace"]
+    status, doc = get(api, f"{url}&namespace={namespace}", admin_headers())
+    assert status == 200
+    assert doc["recommendations"] == [r for r in fleet["recommendations"] if r["namespace"] == namespace]
 
 
 def test_notebook_facade(demo_source: Path) -> None:
