@@ -23,6 +23,7 @@ Before (KSM's families read on the grid, a span ending one step after its last i
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -106,5 +107,5 @@ def test_dra_history_is_the_same_at_every_step(metrics_servers: ServerPool, tmp_
             runs = spans[key]
             assert runs[0][0] == T0 + timedelta(minutes=first), (scrape_s, step, key, runs)
             assert runs[-1][1] == T0 + timedelta(minutes=end), (scrape_s, step, key, runs)
-            assert all(a[1] == b[0] for a, b in zip(runs, runs[1:], strict=False)), (step, key, runs)
+            assert all(a[1] == b[0] for a, b in pairwise(runs)), (step, key, runs)
         assert costs == got["60s"][1], (scrape_s, step, costs)

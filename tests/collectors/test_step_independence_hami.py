@@ -21,6 +21,7 @@ last instant) a 15 s step over 60 s scrapes cut every scrape into its own 15 s s
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -104,4 +105,4 @@ def test_hami_bill_is_the_same_at_every_step(metrics_servers: ServerPool, tmp_pa
             runs = per_pod[pod]
             assert runs[0][0] == T0 + timedelta(minutes=first) and runs[-1][1] == T0 + timedelta(minutes=end), \
                 (step, pod, runs)
-            assert all(a[1] == b[0] for a, b in zip(runs, runs[1:], strict=False)), (step, pod, runs)
+            assert all(a[1] == b[0] for a, b in pairwise(runs)), (step, pod, runs)
