@@ -11,7 +11,7 @@ Cases:
   add up to its total;
 - the recommendations document is built once per snapshot and cut per request: a lead's (and an
   admin's `?team=`) rows are the fleet document's rows of that team in the same order, with that
-  team's saving and a total that is the sum of its rows (summed here); `?namespace=` holds that
+  team's saving as its total (rows under the advice floor included, as in the fleet's total); `?namespace=` holds that
   namespace's rows; a fleet reader asking twice gets the same bytes;
 - `gpuledger.open(path).bill(...)` equals `compute_bill(...).lines`, `.to_pandas()` works,
   `idle(team=)` returns only that team, `plans()` lists the stored plans.
@@ -139,7 +139,8 @@ def test_recommendations_cut_per_request(api: RunningServer, floor: str) -> None
         assert status == 200 and doc["scope"] == [LEAD_TEAM]
         assert doc["recommendations"] == mine
         assert doc["saving_by_team"] == {LEAD_TEAM: fleet["saving_by_team"][LEAD_TEAM]}
-        assert doc["monthly_saving"] == round(sum(r["monthly_saving"] for r in mine), 2)
+        assert doc["monthly_saving"] == fleet["saving_by_team"][LEAD_TEAM]  # rows under the floor too
+        assert doc["computed"] is True and doc["min_monthly_saving"] == fleet["min_monthly_saving"]
     namespace = mine[0]["namespace"]
     status, doc = get(api, f"{url}&namespace={namespace}", admin_headers())
     assert status == 200
