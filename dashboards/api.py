@@ -52,6 +52,8 @@ from gpuledger.dashboards.wiring import DashboardApp
 if TYPE_CHECKING:
     import polars as pl
 
+    from gpuledger.warehouse.snapshot_store import Snapshot
+
 MAX_BY = 3
 """Bill dimensions one API call may group by (each combination is cached per snapshot)."""
 MAX_TOP = 5000
@@ -125,9 +127,7 @@ def _guarded(handler: Handler, app: DashboardApp, path: str) -> Callable[[], fla
             teams = scope(principal, _name(flask.request.args.get("team"), "team"))
             if isinstance(doc, Snapshotted):
                 if teams is None:
-                    body = app.data.memo(("api_body", path, doc.key),
-                                         lambda: _dumps(exports.scope_document(doc.doc, None)))
-                    return flask.Response(body, mimetype="application/json")
+                    return flask.Response(_fleet_body(app, path, doc), mimetype="application/json")
                 doc = doc.doc
             return _json(exports.scope_document(doc, teams))
         except (AccessDeniedError, PermissionError) as exc:
@@ -139,6 +139,13 @@ def _guarded(handler: Handler, app: DashboardApp, path: str) -> Callable[[], fla
 
     run.__name__ = f"api_{handler.__name__.strip('_')}"
     return run
+
+
+def _fleet_body(app: DashboardApp, path: str, doc: Snapshotted, snap: Snapshot | None = None) -> str:
+    """A `Snapshotted` document serialized for a fleet reader (the scope rule cuts nothing),
+    once per snapshot."""
+    return app.data.memo(("api_body", path, doc.key),
+                         lambda: _dumps(exports.scope_document(doc.doc, None)), snap)
 
 
 def _bill(app: DashboardApp, principal: Principal) -> dict[str, Any]:
@@ -206,16 +213,31 @@ def _recommendations(app: DashboardApp, principal: Principal) -> dict[str, Any] 
     floor = 0.0 if _flag(args.get("all"), "all") else app.settings.advice.min_monthly_saving
     namespace = _name(args.get("namespace"), "namespace")
     if namespace is None:
-        key = ("recommendations", period, floor)
-        return Snapshotted(key, app.data.memo(("api", *key), lambda: _advice(app, period, floor)))
+        return _month_advice(app, period, floor)
     recs = exports.filter_teams(filter_scope(app.data.recommendations(period), namespace=namespace), teams)
     return _advice(app, period, floor, recs)
 
 
-def _advice(app: DashboardApp, period: str, floor: float, recs: pl.DataFrame | None = None) -> dict[str, Any]:
+def _month_advice(app: DashboardApp, period: str, floor: float, snap: Snapshot | None = None) -> Snapshotted:
+    """The month's whole recommendations document, once per snapshot."""
+    key = ("recommendations", period, floor)
+    doc = app.data.memo(("api", *key), lambda: _advice(app, period, floor, snap=snap), snap)
+    return Snapshotted(key, doc)
+
+
+def _warm_advice(app: DashboardApp, snap: Snapshot) -> None:
+    """Warm-up step of each new snapshot (`ReadModel.add_warm_step`): the default request's
+    answer (the newest month, the configured floor), built and serialized before it is served,
+    so the first call after a refresh does not pay for it."""
+    floor = app.settings.advice.min_monthly_saving
+    _fleet_body(app, "/recommendations", _month_advice(app, app.data.default_period(snap), floor, snap), snap)
+
+
+def _advice(app: DashboardApp, period: str, floor: float, recs: pl.DataFrame | None = None, *,
+            snap: Snapshot | None = None) -> dict[str, Any]:
     """The recommendations document of `recs` (default: all of the month's), unscoped."""
-    recs = app.data.recommendations(period) if recs is None else recs
-    missing = app.data.missing(RECOMMENDATIONS, period)
+    recs = app.data.recommendations(period, snap=snap) if recs is None else recs
+    missing = app.data.missing(RECOMMENDATIONS, period, snap=snap)
     doc = exports.recommendations_json(recs, Period.exact(period).window, app.settings.currency)
     shown = split(doc["recommendations"], floor)
     doc |= {"recommendations": shown.rows, "min_monthly_saving": floor,
@@ -224,13 +246,13 @@ def _advice(app: DashboardApp, period: str, floor: float, recs: pl.DataFrame | N
         doc |= {"computed": False, "note": missing, "monthly_saving": None, "saving_by_team": None}
     else:
         doc["computed"] = True
-    return {**doc, **_rules_state(app, RECOMMENDATIONS, period)}
+    return {**doc, **_rules_state(app, RECOMMENDATIONS, period, snap)}
 
 
-def _rules_state(app: DashboardApp, name: str, period: str) -> dict[str, Any]:
+def _rules_state(app: DashboardApp, name: str, period: str, snap: Snapshot | None = None) -> dict[str, Any]:
     """Whether a stored result carries the server's rules (docs/decisions/0150): `rules_current`
     false and the note when it does not, so a client never takes stale numbers for current."""
-    note = app.data.result_note(name, period)
+    note = app.data.result_note(name, period, snap=snap)
     return {"rules_current": note is None, **({"rules_note": note} if note else {})}
 
 
@@ -324,4 +346,5 @@ def register(app: DashboardApp) -> None:
         blueprint.add_url_rule(path, view_func=_guarded(handler, app, path), methods=["GET"])
     blueprint.add_url_rule("/openapi.json", view_func=_openapi, methods=["GET"])
     app.server.register_blueprint(blueprint)
+    app.data.add_warm_step("api_recommendations", functools.partial(_warm_advice, app))
     app.server.add_url_rule("/download/teams.csv", "download_teams", lambda: _teams_csv(app))
