@@ -278,7 +278,8 @@ def _budgets(app: DashboardApp, principal: Principal) -> dict[str, Any]:
 
 def _capacity(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     """`/api/v1/capacity`: `gpuledger capacity --format json` (docs/decisions/0200)."""
-    from gpuledger.dashboards.capacity_data import capacity_document, served_fleet
+    from gpuledger.analytics.waiting.fleet import capacity_document
+    from gpuledger.dashboards.capacity_data import served_fleet
 
     scope(principal, _name(flask.request.args.get("team"), "team"))
     return capacity_document(served_fleet(app.data, app.settings))
@@ -286,8 +287,9 @@ def _capacity(app: DashboardApp, principal: Principal) -> dict[str, Any]:
 
 def _why(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     """`/api/v1/why[?name=]`: `gpuledger why --format json`, a lead's teams only."""
+    from gpuledger.analytics.waiting.fleet import why_document
     from gpuledger.core.config import utcnow
-    from gpuledger.dashboards.capacity_data import served_fleet, why_document
+    from gpuledger.dashboards.capacity_data import served_fleet
 
     teams = scope(principal, _name(flask.request.args.get("team"), "team"))
     doc = why_document(served_fleet(app.data, app.settings), utcnow(), flask.request.args.get("name"),
