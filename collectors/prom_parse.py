@@ -31,6 +31,7 @@ import polars as pl
 
 from gpuledger.collectors.quality import Quality
 from gpuledger.core.errors import SourceError
+from gpuledger.core.rules import STALENESS_US
 
 TS_TYPE = pl.Datetime("us", "UTC")
 REPLICA_LABELS: tuple[str, ...] = ("replica", "prometheus_replica")
@@ -207,9 +208,9 @@ def sample_spacing(matrix: Matrix, fallback: timedelta) -> timedelta:
     return timedelta(microseconds=round(median))
 
 
-STALENESS = timedelta(minutes=5)
-"""The longest gap between two raw samples of one key that a run bridges: Prometheus' default
-lookback delta, the staleness bound of the sampling model (`core.rules.STALENESS_US`)."""
+STALENESS = timedelta(microseconds=STALENESS_US)
+"""The longest gap between two raw samples of one key that a run bridges: the sampling model's
+staleness bound (Prometheus' default lookback delta, 5 minutes)."""
 
 
 def sample_runs(frame: pl.DataFrame, keys: Sequence[str], spacing: timedelta) -> pl.DataFrame:
