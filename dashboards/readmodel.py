@@ -10,6 +10,7 @@ module computes nothing of its own: it only decides what is cached under which k
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -43,6 +44,7 @@ class ReadModel:
         self._cache = SnapshotCache(store)
         self._warmer = Warmer(self._cache, self._warm_steps)
         self._overlay = PlanOverlay()
+        self._extra_steps: dict[str, Callable[[Snapshot], object]] = {}
 
     # 1. Snapshots and the cache --------------------------------------------------------------
     def serving(self) -> Snapshot:
@@ -71,10 +73,16 @@ class ReadModel:
 
         return self._cached(key, compute, snap)
 
-    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+    def memo(self, key: Hashable, compute: Callable[[], T], snap: Snapshot | None = None) -> T:
         """Cache a page's derived frames per snapshot (`key` must name everything they depend
-        on; access checks happen before, never inside)."""
-        return self._cached(("memo", key), lambda _snap: compute())
+        on; access checks happen before, never inside). `snap`: a snapshot being warmed (then
+        `compute` must read that snapshot too)."""
+        return self._cached(("memo", key), lambda _snap: compute(), snap)
+
+    def add_warm_step(self, name: str, step: Callable[[Snapshot], object]) -> None:
+        """Also run `step(snapshot)` when warming each new snapshot, after the read model's own
+        steps (a caller's derived views: `dashboards.api`'s recommendations answer)."""
+        self._extra_steps[name] = step
 
     def clear(self) -> None:
         """Forget everything computed (the benchmark's no-cache baseline)."""
@@ -99,6 +107,7 @@ class ReadModel:
             "idle_workloads": lambda: self.idle_workloads(period, snap=snap),
             "token_costs": lambda: self.token_costs(period, snap=snap),
             "recommendations": lambda: self.recommendations(period, snap=snap),
+            **{name: functools.partial(step, snap) for name, step in self._extra_steps.items()},
         }
 
     def wait_warm(self, timeout_s: float = 600.0) -> None:
