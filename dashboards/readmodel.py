@@ -128,12 +128,7 @@ class ReadModel:
         span = self.data_range(snap)
         if span is None:
             return [str(Period.of(utcnow()))]
-        first, month = Period.of(span[0]), Period.of(span[1])
-        out = []
-        while month >= first:
-            out.append(str(month))
-            month = month.shift(-1)
-        return out
+        return [str(month) for month in Period.newest_first(*span)]
 
     def default_period(self, snap: Snapshot | None = None) -> str:
         return self.periods(snap)[0]
@@ -168,11 +163,8 @@ class ReadModel:
 
     def missing(self, name: str, period: str, *, snap: Snapshot | None = None) -> str | None:
         """`serving_results.NOT_COMPUTED` when this serving store lacks the month result `name`
-        (shown instead of an empty result's 0: docs/decisions/0195), else None.
-
-        A frame result's view (`recommendations`, `token_costs`) reads the stored result once
-        and notes here whether it was there (`_stored`), so the pages and the API, which ask for
-        both, open one reader for them, not a second one for this question."""
+        (shown instead of an empty result's 0: docs/decisions/0195), else None. A frame result's
+        view answers it from its own read (`_stored`), so no second reader is opened for it."""
         snap = snap or self.serving()
         view = {serving_results.RECOMMENDATIONS: self.recommendations,
                 serving_results.TOKEN_COSTS: self.token_costs}.get(name)
@@ -303,11 +295,8 @@ class ReadModel:
         from gpuledger.core.rules import Rules
 
         current = Rules.of(self.settings)
-
-        def read(wh: Warehouse) -> str | None:
-            return serving_results.rules_note(wh, name, period, current)
-
-        return self._read(("result_note", name, period), read, snap)
+        return self._read(("result_note", name, period),
+                          lambda wh: serving_results.rules_note(wh, name, period, current), snap)
 
     def _stored(self, snap: Snapshot, name: str, period: str) -> pl.DataFrame | None:
         """The writer's stored frame; on a serving store without one, the empty frame ("not
@@ -331,12 +320,8 @@ class ReadModel:
         return self._heat_hours(period, snap).notes
 
     def _heat_hours(self, period: str, snap: Snapshot | None) -> heat.HeatHours:
-        window = Period.exact(period).window
-
-        def read(wh: Warehouse) -> heat.HeatHours:
-            return heat.active_card_hours(wh, window, self.settings)
-
-        return self._read(("active", period), read, snap)
+        window, settings = Period.exact(period).window, self.settings
+        return self._read(("active", period), lambda wh: heat.active_card_hours(wh, window, settings), snap)
 
     def _hours(self, period: str, snap: Snapshot | None) -> pl.Series:
         span = self.data_range(snap)
@@ -387,17 +372,10 @@ class ReadModel:
 
     def queue_teams(self) -> dict[str, frozenset[str]]:
         """ClusterQueue (and Volcano Queue) → teams submitting to it
-        (`analytics.teams.queues.queue_team_sets`, `analytics.teams.volcano`)."""
-        from gpuledger.analytics.teams.queues import queue_team_sets
-        from gpuledger.analytics.teams.volcano import volcano_queue_team_sets
+        (`analytics.teams.volcano.any_queue_team_sets`)."""
+        from gpuledger.analytics.teams.volcano import any_queue_team_sets
 
-        def read(wh: Warehouse) -> dict[str, frozenset[str]]:
-            out = dict(queue_team_sets(wh))
-            for name, teams in volcano_queue_team_sets(wh).items():
-                out[name] = out.get(name, frozenset()) | teams
-            return out
-
-        return self._read("queue_teams", read)
+        return self._read("queue_teams", any_queue_team_sets)
 
     def volcano_queues(self) -> pl.DataFrame:
         """Volcano Queues with their quotas in GPUs and teams (`dashboards.queue_views`)."""

@@ -77,6 +77,12 @@ def unallocated_rows(
         .filter(pl.col("card_hours") > 0)
         .join(prices, on=["model", "day"], how="left")
     )
+    return _as_unallocated_lines(frame)
+
+
+def _as_unallocated_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """Card-day rows of unheld hours as the bill's `unallocated` lines: priced at list, nobody's
+    namespace or pod, no discount, no idle (nobody held them)."""
     return frame.with_columns(
         pl.lit("unallocated").alias("kind"),
         pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),
