@@ -191,6 +191,22 @@ NAMESPACES = TableSpec(
         _c("observed_at", TS),
     ),
     key=("namespace",),
+    doc="Each namespace as last observed (the `now` readers); the bill reads `namespace_history`.",
+)
+
+NAMESPACE_HISTORY = TableSpec(
+    "namespace_history", "dimension",
+    (
+        _c("namespace", "VARCHAR", False),
+        _c("valid_from", TS, False, "the team holds from here to the namespace's next row; a "
+           "namespace's first row stands for the time before it too (nothing earlier is known)"),
+        _c("team", "VARCHAR", doc="value of the team label; NULL when unlabeled"),
+        _c("labels", "JSON"),
+        _c("observed_at", TS),
+    ),
+    key=("namespace", "valid_from"),
+    doc="Namespace team labels with their validity interval, written by every `namespaces` load "
+        "when they differ from the ones in force at its time (`warehouse.namespace_history`, v015).",
 )
 
 MIG_INSTANCES = TableSpec(
@@ -323,7 +339,8 @@ PRICE_BOOK = TableSpec(
 TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in (
-        GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NODE_HISTORY, NAMESPACES, MIG_INSTANCES, PODS,
+        GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NODE_HISTORY, NAMESPACES, NAMESPACE_HISTORY,
+        MIG_INSTANCES, PODS,
         ALLOCATIONS, CARD_HOURS_HOURLY, ROLLUP_HOURS, RULE_SETS, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG,
         WATERMARKS, REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS, *DRA_TABLES, POD_PRIORITIES, PREEMPTIONS,
         *HAMI_TABLES, *PENDING_TABLES,

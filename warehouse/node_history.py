@@ -12,7 +12,12 @@ The rules (one home, here):
    time. A node's first row also stands for the time before it: nothing earlier is known, and
    an upgraded warehouse (v014: one row per node) bills what it billed before.
 2. A row is added only where the configuration differs from the one in force at its
-   `valid_from`: a collect every 15 minutes adds nothing while nothing changes. Configuration is
+   `valid_from`: a collect every 15 minutes adds nothing while nothing changes. Before a node's
+   first row the first row is in force (docs/decisions/0227): an older observation (a backfill
+   loaded after newer ones) that agrees with it adds nothing; one that differs is the better
+   evidence for the time before the first row, becomes the new first row and re-prices that
+   time (marked for a re-roll, rule 4). Either way it is stored (rule 5): evidence that the
+   configuration held earlier than was known. Configuration is
    pool, model, card count, sharing mode, replicas, MIG config and state and the label set, less
    the labels that change on every relabelling without changing anything (`VOLATILE_LABELS`);
    capacity, allocatable and the resource version are state, not configuration.
@@ -45,21 +50,28 @@ def _stable(alias: str) -> str:
             f"ELSE CAST(json_merge_patch({alias}.labels, '{_PATCH}') AS VARCHAR) END")
 
 
-def _fresh(view: str) -> str:
-    """The rows of a `nodes` batch (`view`) that `node_history` lacks (rules 1-2), as `n` with
-    their `_from`."""
-    same = " AND ".join(
-        [f"h.{c} IS NOT DISTINCT FROM n.{c}" for c in CONFIG_COLUMNS]
-        + [f"{_stable('h')} IS NOT DISTINCT FROM {_stable('n')}"]
+def _same(a: str, b: str) -> str:
+    """Rows `a` and `b` hold the same configuration (rule 2)."""
+    return " AND ".join(
+        [f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in CONFIG_COLUMNS]
+        + [f"{_stable(a)} IS NOT DISTINCT FROM {_stable(b)}"]
     )
+
+
+def _fresh(view: str, *, first_before: bool) -> str:
+    """The rows of a `nodes` batch (`view`) that differ from the row in force at their `_from`
+    (rules 1-2), as `fresh`. `first_before`: before a node's first row, the first row is in force
+    (what prices that time); else nothing is, and every older observation is fresh."""
+    earlier = ("(SELECT max(p.valid_from) FROM node_history p "
+               "WHERE p.node = n.node AND p.valid_from <= n._from)")
+    first = "(SELECT min(p.valid_from) FROM node_history p WHERE p.node = n.node)"
+    in_force = f"coalesce({earlier}, {first})" if first_before else earlier
     return f"""
         n AS (SELECT *, coalesce(valid_from, observed_at, now()) AS _from FROM {view}),
         fresh AS (
             SELECT n.* FROM n WHERE NOT EXISTS (
                 SELECT 1 FROM node_history h
-                WHERE h.node = n.node AND {same}
-                  AND h.valid_from = (SELECT max(p.valid_from) FROM node_history p
-                                      WHERE p.node = n.node AND p.valid_from <= n._from)
+                WHERE h.node = n.node AND {_same('h', 'n')} AND h.valid_from = {in_force}
             )
         )"""
 
@@ -69,7 +81,7 @@ def changed_from(view: str) -> str:
     (rule 4); NULL when they change nothing already rolled up on their nodes. Run before
     `history_insert`."""
     return f"""
-        WITH {_fresh(view)}
+        WITH {_fresh(view, first_before=True)}
         SELECT min(CASE WHEN EXISTS (SELECT 1 FROM node_history p
                                      WHERE p.node = fresh.node AND p.valid_from < fresh._from)
                         THEN fresh._from
@@ -84,6 +96,19 @@ def history_insert(view: str) -> str:
     cols = ", ".join(CONFIG_COLUMNS)
     return f"""
         INSERT OR REPLACE INTO node_history (node, valid_from, {cols}, labels, observed_at)
-        WITH {_fresh(view)}
+        WITH {_fresh(view, first_before=False)}
         SELECT node, _from, {cols}, labels, observed_at FROM fresh
+    """
+
+
+def history_squash(view: str) -> str:
+    """The statement that removes, on the nodes of a batch (`view`), each row that repeats the
+    configuration of the row before it (rule 5): run after `history_insert`."""
+    before = ("(SELECT max(q.valid_from) FROM node_history q "
+              "WHERE q.node = h.node AND q.valid_from < h.valid_from)")
+    return f"""
+        DELETE FROM node_history h
+        WHERE h.node IN (SELECT node FROM {view}) AND EXISTS (
+            SELECT 1 FROM node_history p WHERE p.node = h.node AND p.valid_from = {before}
+              AND {_same('p', 'h')})
     """

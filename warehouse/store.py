@@ -14,8 +14,8 @@ Why these rules:
    non-empty file that is not gpuledger's (`schema.foreign_objects`) before creating anything.
 5. A dimension load replaces rows by key, except first/last-seen columns (`Column.merge`), which
    keep the earliest/latest of stored and new: loading another month never rewrites history.
-   A `nodes` load also extends `node_history` (`warehouse.node_history`): a node's
-   configuration with its validity interval, which the per-hour readers price by.
+   `nodes` and `namespaces` only move forward in time, and their loads extend `node_history` /
+   `namespace_history` (configuration with its validity interval; `warehouse.dimension_load`).
 7. Late samples leave a mark (docs/decisions/0185): a `gpu_samples` load whose window starts
    before the roll-up's watermark (`card_hours_hourly`: hours already rolled up) moves
    `ROLLUP_DIRTY` down to the window's start in the same transaction, so no crash between a
@@ -51,7 +51,7 @@ from gpuledger.core.errors import WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
 from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
-from gpuledger.warehouse.node_history import changed_from, history_insert
+from gpuledger.warehouse.dimension_load import dimension_insert, extend_history
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
 from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate, refuse_newer
 
@@ -285,10 +285,8 @@ class Warehouse:
         elif spec.kind == "interval":
             self._merge_intervals(spec, view)
         elif spec.kind == "dimension":
-            self.con.execute(_dimension_insert(spec, view))
-            if spec.name == "nodes":  # configuration keeps its validity interval (node_history)
-                self._mark_dirty(self.scalar(changed_from(view)))
-                self.con.execute(history_insert(view))
+            self.con.execute(dimension_insert(spec, view))
+            extend_history(self.con, spec.name, view, self._mark_dirty)  # node/namespace history
         else:
             self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
         return removed
@@ -389,21 +387,3 @@ def _require_ours(con: duckdb.DuckDBPyConnection, target: str) -> None:
             "schema marker); refusing to add gpuledger's tables to it: use a new path"
         )
 
-
-def _dimension_insert(spec: TableSpec, view: str) -> str:
-    """`INSERT OR REPLACE` of a dimension batch; first/last-seen columns merged with the stored
-    row (`least`/`greatest` skip a NULL side), every other column replaced."""
-    cols = ", ".join(spec.column_names)
-    merging = [c for c in spec.columns if c.merge != "replace"]
-    if not merging:
-        return f"INSERT OR REPLACE INTO {spec.name} ({cols}) SELECT {cols} FROM {view}"
-    pick = {"earliest": "least", "latest": "greatest"}
-    select = ", ".join(
-        f"n.{c.name}" if c.merge == "replace" else f"{pick[c.merge]}(n.{c.name}, t.{c.name})"
-        for c in spec.columns
-    )
-    on = " AND ".join(f"t.{k} = n.{k}" for k in spec.key)
-    return (
-        f"INSERT OR REPLACE INTO {spec.name} ({cols}) "
-        f"SELECT {select} FROM {view} n LEFT JOIN {spec.name} t ON {on}"
-    )

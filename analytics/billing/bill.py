@@ -60,7 +60,7 @@ from gpuledger.analytics.billing.unallocated import (
 from gpuledger.analytics.devices.dra_history import unplaced_claims
 from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
 from gpuledger.analytics.devices.replicas import cards, replicas_unknown_nodes
-from gpuledger.analytics.teams.namespaces import team_table
+from gpuledger.analytics.teams.namespaces import day_start, team_history, teams_between, with_teams
 from gpuledger.analytics.usage.daily import KEYS, Source, card_day_held, coarse_usage_from_rollup, usage_of
 from gpuledger.analytics.usage.plan import UsagePlan, plan_usage
 from gpuledger.core.config import Settings
@@ -247,12 +247,12 @@ def compute_bill(
     plan = plan_usage(wh, window, Rules.of(settings), source=source, as_computed=as_computed,
                       what=f"bill {period_text(window)}")
     inventory = cards(wh, window)  # read and parsed once: the raw usage and the pricing share it
-    usage, held = _usage(wh, window, settings, dims, plan, grain=grain, gpus=inventory)
+    teams = team_history(wh, settings, window)  # each namespace's teams in force in the window
+    usage, held = _usage(wh, window, settings, dims, plan, grain=grain, gpus=inventory, teams=teams)
     usage, gpus = usage.with_columns(_POOL), inventory.with_columns(_POOL)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
     prices = price_table(book, models, window, strict=strict_prices)
-    teams = team_table(wh, usage["namespace"].drop_nulls().unique().to_list(), settings)
     allocated = _price_allocated(usage, teams, prices, settings)
     # 3. Capacity: unallocated and stranded.
     unallocated = unallocated_rows(wh, usage, gpus, prices, window=window, rules=plan.compute, held=held)
@@ -282,7 +282,7 @@ def compute_bill(
 
 def _usage(
     wh: Warehouse, window: Window, settings: Settings, dims: tuple[str, ...], plan: UsagePlan, *,
-    grain: Grain, gpus: pl.DataFrame | None = None,
+    grain: Grain, gpus: pl.DataFrame | None = None, teams: pl.DataFrame,
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Step 1: usage with claim names and the card-day held frame when the grain computed it.
     The lines grain reads the roll-up per price period (docs/decisions/0133) when the plan reads
@@ -291,7 +291,7 @@ def _usage(
     whole = plan.span is not None and (plan.span.start, plan.span.end) == (window.start, window.end)
     if grain == "lines" and whole and plan.source == "rollup":
         keys = priority_class.rollup_keys(with_claim_key(dims), KEYS)
-        cuts = None if "day" in dims else price_changes(settings, window)
+        cuts = None if "day" in dims else teams_between(price_changes(settings, window), teams, window)
         usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"], cuts)
     else:
         usage = usage_of(wh, plan.parts, plan.compute, gpus=gpus)
@@ -353,7 +353,7 @@ def _price_allocated(
     usage: pl.DataFrame, teams: pl.DataFrame, prices: pl.DataFrame, settings: Settings
 ) -> pl.DataFrame:
     frame = (
-        usage.join(teams, on="namespace", how="left")
+        with_teams(usage, teams, settings, day_start())
         .join(prices, on=["model", "day"], how="left")
         .with_columns(
             pl.col("team").fill_null(SpecialLine.UNATTRIBUTED.value),

@@ -28,7 +28,7 @@ import polars as pl
 
 from gpuledger.analytics.billing.prices import price_table
 from gpuledger.analytics.devices.shares import raw_mig_share
-from gpuledger.analytics.teams.namespaces import team_table
+from gpuledger.analytics.teams.namespaces import team_history, with_teams
 from gpuledger.core.config import Settings
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.window import Window
@@ -98,8 +98,9 @@ def preemption_losses(wh: Warehouse, window: Window, settings: Settings) -> pl.D
     frame = frame.with_columns(
         (pl.col("lost_gpu_hours") * _card_shares(settings.sharing.mig_share_basis)).alias("lost_card_hours"))
     prices = price_table(PriceBook(settings), frame["model"].drop_nulls().unique().to_list(), window)
-    teams = team_table(wh, frame["namespace"].unique().to_list(), settings)
-    frame = frame.join(teams, on="namespace", how="left").join(prices, on=["model", "day"], how="left")
+    teams = team_history(wh, settings, window)  # the team in force when the pod was preempted
+    frame = with_teams(frame, teams, settings, pl.col("preempted_at"))
+    frame = frame.join(prices, on=["model", "day"], how="left")
     return frame.with_columns(
         pl.col("team").fill_null("unattributed"),
         pl.col("unit_price").fill_null(0.0),

@@ -149,6 +149,7 @@ def _v13_warehouse(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:13])
         m.setattr(schema, "LATEST", 13)
         m.setattr(store, "LATEST", 13)
+        m.setattr(store, "extend_history", lambda *_: None)  # no history tables before v14
         with Warehouse.open(path) as wh:
             wh.load(LoadBatch(frames=frames, window=window(24)))
             wh.con.execute(

@@ -134,13 +134,17 @@ def _as_v8(monkeypatch: pytest.MonkeyPatch) -> None:
     nodes = TABLES["nodes"]
     monkeypatch.setitem(TABLES, "nodes", replace(
         nodes, columns=tuple(c for c in nodes.columns if c.name != "valid_from")))
-    monkeypatch.setattr(store, "changed_from", lambda _view: "SELECT NULL")
-    monkeypatch.setattr(store, "history_insert", lambda _view: "CREATE TEMP TABLE IF NOT EXISTS _v8 (x INTEGER)")
+    monkeypatch.setattr(store, "extend_history", lambda *_: None)  # nor namespace_history (v015)
     from gpuledger.analytics.devices import replicas
 
     monkeypatch.setattr(replicas, "node_config_rows", lambda wh, *_: wh.query(  # one set per node
         "SELECT node, NULL::TIMESTAMPTZ AS valid_from, NULL::TIMESTAMPTZ AS valid_to, pool, "
         "CAST(labels AS VARCHAR) AS labels FROM nodes ORDER BY node"))
+    from gpuledger.analytics.teams import namespaces as team_rows
+
+    monkeypatch.setattr(team_rows, "namespace_history_rows", lambda wh: wh.query(  # one team each
+        "SELECT namespace, NULL::TIMESTAMPTZ AS valid_from, team, CAST(labels AS VARCHAR) AS labels "
+        "FROM namespaces"))
 
 
 def _values(wh: Warehouse) -> pl.DataFrame:

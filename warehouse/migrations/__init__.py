@@ -53,6 +53,8 @@ STEPS: tuple[Step, ...] = (
          "v013_pending_workloads.sql"),
     Step(14, "node configuration with its validity interval (node_history; nodes.valid_from)",
          "v014_node_history.sql"),
+    Step(15, "namespace team labels with their validity interval (namespace_history)",
+         "v015_namespace_history.sql"),
 )
 """Every version in order, oldest first; append only."""
 

@@ -21,6 +21,18 @@ def namespace_rows(wh: Warehouse) -> pl.DataFrame:
     return wh.query("SELECT namespace, team, CAST(labels AS VARCHAR) AS labels FROM namespaces")
 
 
+def namespace_history_rows(wh: Warehouse) -> pl.DataFrame:
+    """Every stored team of every namespace with its start: `namespace`, `valid_from`, `team`,
+    `labels` (JSON text), oldest first (`warehouse.namespace_history`). A namespace written to
+    `namespaces` without a history row (outside a load) gives its one row, valid always."""
+    return wh.query(
+        "SELECT namespace, valid_from, team, CAST(labels AS VARCHAR) AS labels FROM namespace_history"
+        " UNION ALL SELECT namespace, NULL::TIMESTAMPTZ, team, CAST(labels AS VARCHAR) FROM namespaces"
+        " WHERE namespace NOT IN (SELECT namespace FROM namespace_history)"
+        " ORDER BY namespace, valid_from NULLS FIRST"
+    )
+
+
 def local_queue_teams(wh: Warehouse) -> pl.DataFrame:
     """Every LocalQueue whose namespace has a stored team: `name`, `namespace`, `spec` (the
     LocalQueue's spec as JSON text; `clusterQueue` names where it submits), `team`.

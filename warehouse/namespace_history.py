@@ -1,0 +1,67 @@
+"""Namespace team labels over time: how a `namespaces` load extends `namespace_history`
+(docs/decisions/0226).
+
+Why: `namespaces` keeps one row per namespace, replaced by every collect, so a bill read the team
+of the last collect: a namespace relabelled from team a to team b on day 2 moved day 1's cost to
+b (issue 31 item 7). The history keeps every team and label set a namespace had, each from its
+`valid_from` to the namespace's next row; the bill (`analytics.teams.namespaces.with_teams`)
+gives each day to the team in force at the day's start.
+
+The rules are node_history's (`warehouse.node_history`, docs/decisions/0207), for namespaces:
+1. `valid_from` is `observed_at` (when the API or kube-state-metrics was read), else the load's
+   time. A namespace's first row also stands for the time before it: nothing earlier is known,
+   and an upgraded warehouse (v015: one row per namespace) bills what it billed before.
+2. A row is added only where the team or the label set differs from the row in force at its
+   `valid_from`. An observation older than a namespace's first row (a backfill loaded after
+   newer collects) is the best evidence for the time before that row: it becomes the new first
+   row (docs/decisions/0227).
+3. A row with the same namespace and `valid_from` is replaced; rows at other times are never
+   touched, so re-running a load changes nothing.
+4. Nothing rolled up stores a team (`card_hours_hourly` keys by namespace; the bill joins the
+   team at billing time), so a relabel marks no hour for a re-roll.
+5. Consecutive rows of a namespace differ: after a load, a row that repeats the row before it
+   is removed (an older observation that agrees with the first row moves its start earlier).
+"""
+
+from __future__ import annotations
+
+CONFIG_COLUMNS: tuple[str, ...] = ("team",)
+"""The `namespaces` columns besides `labels` that are configuration (rule 2)."""
+
+
+def _same(a: str, b: str) -> str:
+    """Rows `a` and `b` hold the same team and labels (rule 2)."""
+    return " AND ".join(
+        [f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in CONFIG_COLUMNS]
+        + [f"CAST({a}.labels AS VARCHAR) IS NOT DISTINCT FROM CAST({b}.labels AS VARCHAR)"]
+    )
+
+
+def history_insert(view: str) -> str:
+    """The statement that adds the rows of a `namespaces` batch (registered as `view`) that differ
+    from the row in force at their time to `namespace_history` (module docstring, rules 1-3); an
+    observation older than a namespace's first row is always added (rule 5 squashes it)."""
+    cols = ", ".join(CONFIG_COLUMNS)
+    in_force = ("(SELECT max(p.valid_from) FROM namespace_history p "
+                "WHERE p.namespace = n.namespace AND p.valid_from <= n._from)")
+    return f"""
+        INSERT OR REPLACE INTO namespace_history (namespace, valid_from, {cols}, labels, observed_at)
+        WITH n AS (SELECT *, coalesce(observed_at, now()) AS _from FROM {view})
+        SELECT namespace, _from, {cols}, labels, observed_at FROM n WHERE NOT EXISTS (
+            SELECT 1 FROM namespace_history h
+            WHERE h.namespace = n.namespace AND {_same('h', 'n')} AND h.valid_from = {in_force}
+        )
+    """
+
+
+def history_squash(view: str) -> str:
+    """The statement that removes, on the namespaces of a batch (`view`), each row that repeats
+    the row before it (rule 5): run after `history_insert`."""
+    before = ("(SELECT max(q.valid_from) FROM namespace_history q "
+              "WHERE q.namespace = h.namespace AND q.valid_from < h.valid_from)")
+    return f"""
+        DELETE FROM namespace_history h
+        WHERE h.namespace IN (SELECT namespace FROM {view}) AND EXISTS (
+            SELECT 1 FROM namespace_history p WHERE p.namespace = h.namespace
+              AND p.valid_from = {before} AND {_same('p', 'h')})
+    """
