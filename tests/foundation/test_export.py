@@ -41,7 +41,7 @@ def test_export_is_partitioned_and_round_trips(tmp_path: Path):
         out = tmp_path / "export"
         export_parquet(wh, out)
         stats = export_parquet(wh, out)  # second export replaces the first
-    assert stats.tables == {"gpu_samples": 8, "namespaces": 1}
+    assert stats.tables == {"gpu_samples": 8, "namespaces": 1, "namespace_history": 1}  # (0226)
     oct_files = list((out / "gpu_samples" / "year=2026" / "month=10").glob("*.parquet"))
     nov_files = list((out / "gpu_samples" / "year=2026" / "month=11").glob("*.parquet"))
     assert oct_files and nov_files

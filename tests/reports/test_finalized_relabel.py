@@ -2,7 +2,8 @@
 
 Case: November 2024 of the small simulated fleet is finalized (its inventory was read at the
 end of December); January's collect then reads the time-sliced node relabelled (GFD's
-`nvidia.com/gpu.replicas` doubled, another `gpuledger.io/pool`). November's lines are equal to the cent before and
+`nvidia.com/gpu.replicas` doubled, another `gpuledger.io/pool`) and every namespace labelled
+with another team. November's lines are equal to the cent before and
 after, and `report verify` (which bills the month again) passes. Before v014 the relabel
 replaced the node's only row: November was billed at the new replica count and pool, and
 `report verify` failed on the numbers.
@@ -46,7 +47,12 @@ def test_a_later_relabel_leaves_a_finalized_november(warehouse: Path, tmp_path: 
                                        pl.lit(2 * replicas, dtype=pl.Int32).alias("replicas"),
                                        pl.lit("moved").alias("pool"),
                                        pl.lit(JAN_2).cast(pl.Datetime("us", "UTC")).alias("observed_at"))
-        wh.load(LoadBatch({"nodes": relabelled}))
+        # ... and every namespace moves to another team (docs/decisions/0226)
+        spaces = wh.query("SELECT * FROM namespaces").with_columns(
+            pl.lit("moved-team").alias("team"), pl.lit(JAN_2).cast(pl.Datetime("us", "UTC")).alias("observed_at"))
+        wh.load(LoadBatch({"nodes": relabelled, "namespaces": spaces}))
         after = _lines(wh)
+        now = wh.query("SELECT DISTINCT team FROM namespaces")["team"].to_list()
+    assert now == ["moved-team"]
     assert at_issue.height > 0 and after.equals(at_issue)
     assert main(["--warehouse", str(warehouse), "report", "verify", "--period", NOV, "--out", str(out)]) == 0
