@@ -2,6 +2,7 @@
 
 - `build [PART ...] [--force]`  compile the parts (all by default) into the cache; a no-op when cached.
 - `status`                      which parts are cached, with the wall/CPU seconds their build took.
+- `bench [--out FILE]`          time warm rebuilds beside the first build (bench/results/twin_build.json).
 Exit status: 0 on success, 1 with a one-line message on stderr otherwise.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from gpuledger.core.errors import GpuledgerError
 from tools.twin_build.versions import PARTS, Layout, default_cache_root
@@ -43,9 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("parts", nargs="*", metavar="PART", help="any of: " + ", ".join(PARTS))
     b.add_argument("--force", action="store_true", help="run `go build` even when cached (a warm rebuild)")
     sub.add_parser("status", help="what is cached")
+    bench = sub.add_parser("bench", help="measure warm rebuilds beside the recorded first builds")
+    bench.add_argument("--out", type=Path, default=Path("bench/results/twin_build.json"))
     args = parser.parse_args(argv)
     layout = Layout(default_cache_root())
     try:
+        if args.command == "bench":
+            from tools.twin_build.bench import run_bench
+
+            run_bench(layout, args.out)
+            print(f"twin-build: wrote {args.out}")
+            return 0
         return _build(args, layout) if args.command == "build" else _status(args, layout)
     except GpuledgerError as exc:
         print(str(exc), file=sys.stderr)
