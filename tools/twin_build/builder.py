@@ -220,6 +220,13 @@ def _write_stamp(layout: Layout, part: Part, go: str, wall: float, cpu: float) -
         "bytes": layout.binary(part).stat().st_size,
     }
     path = layout.stamp(part)
+    # The first build's cost is what a fresh machine pays; a forced rebuild keeps it on record.
+    try:
+        previous = json.loads(path.read_text()).get("first_build")
+    except (OSError, ValueError):
+        previous = None
+    stamp["first_build"] = previous or {k: stamp[k] for k in ("built_at", "wall_s", "cpu_s",
+                                                               "load_average_after")}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(stamp, indent=2) + "\n")
     tmp.rename(path)
