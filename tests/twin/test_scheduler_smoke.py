@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.twin.conftest import requires_twin
-from tools.twin.harness import GPU, Twin, gpu_node, gpu_pod
+from tools.twin.harness import GPU, NOT_READY_TAINT, Twin, add_ready_node, gpu_node, gpu_pod
 
 NODE_GPUS = 2
 WATCH_TIMEOUT_S = 90
@@ -65,8 +65,9 @@ def test_two_one_gpu_pods_bind_and_a_two_gpu_pod_is_unschedulable(
     assert asks["c"] > free  # 2 > 0: c cannot fit
     with twin.cluster.api_client() as api:
         core = client.CoreV1Api(api)
-        core.create_node(gpu_node(node, NODE_GPUS))
+        add_ready_node(api, gpu_node(node, NODE_GPUS))
         try:
+            assert NOT_READY_TAINT not in {t.key for t in core.read_node(node).spec.taints or []}
             for name in ("a", "b"):
                 core.create_namespaced_pod(k8s_namespace, gpu_pod(name, asks[name]))
             # a and b bound to the node and made Running by KWOK's pod-ready stage.

@@ -23,7 +23,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 from urllib3.exceptions import InsecureRequestWarning
@@ -33,8 +33,12 @@ from tools.k8s_testenv.cluster import LocalCluster, _free_ports, _log_tail
 from tools.twin_build.builder import TwinBuildError, is_cached
 from tools.twin_build.versions import KWOK_VERSION, PARTS, Layout
 
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 GPU = "nvidia.com/gpu"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 def missing_parts(layout: Layout, names: tuple[str, ...]) -> list[str]:
@@ -122,6 +126,34 @@ class Twin:
             time.sleep(0.2)
         raise TwinBuildError(f"twin: {name} not healthy after {self.ready_timeout_s:.0f}s ({last}); "
                              f"log: {self.log(name)}")
+
+
+def add_ready_node(api: ApiClient, node: dict[str, Any], timeout_s: int = 90) -> None:
+    """Create a KWOK node, watch until KWOK reports it Ready, then lift the `not-ready` taint.
+
+    The apiserver's TaintNodesByCondition admission taints every new node
+    `node.kubernetes.io/not-ready:NoSchedule`; in a cluster, kube-controller-manager's node
+    lifecycle controller lifts it once the node is Ready. The twin does not run that controller
+    yet (it would also need KWOK's lease heartbeats, decision 0225), so this does that one step.
+    """
+    from kubernetes import client, watch
+
+    core: Any = client.CoreV1Api(api)  # plain dicts in, as the API takes them
+    name = node["metadata"]["name"]
+    created = core.create_node(node)
+    w = watch.Watch()
+    ready = False
+    for event in w.stream(core.list_node, field_selector=f"metadata.name={name}",
+                          resource_version=created.metadata.resource_version, timeout_seconds=timeout_s):
+        conditions = event["object"].status.conditions or []
+        if any(c.type == "Ready" and c.status == "True" for c in conditions):
+            ready = True
+            w.stop()
+    if not ready:
+        raise TwinBuildError(f"twin: KWOK did not mark node {name} Ready within {timeout_s}s")
+    current = core.read_node(name)
+    taints = [t for t in current.spec.taints or [] if t.key != NOT_READY_TAINT]
+    core.patch_node(name, {"spec": {"taints": [api.sanitize_for_serialization(t) for t in taints] or None}})
 
 
 def gpu_node(name: str, gpus: int) -> dict[str, Any]:
