@@ -25,6 +25,11 @@ requires_twin = pytest.mark.skipif(
     "(temporary until the twin build joins .ci/run, decision 0224)",
 )
 
+requires_kueue = pytest.mark.skipif(
+    bool(missing_parts(_LAYOUT, ("kueue",))),
+    reason="kueue not built: run `python -m tools.twin_build build kueue` (temporary, decision 0224)",
+)
+
 
 @pytest.fixture
 def twin(k8s_cluster: LocalCluster, tmp_path: Path) -> Iterator[Twin]:

@@ -17,6 +17,8 @@ as limits (extended resources cannot be overcommitted, so requests = limits).
 
 from __future__ import annotations
 
+import json
+import shlex
 import shutil
 import subprocess
 import time
@@ -94,6 +96,41 @@ class Twin:
         ], f"http://127.0.0.1:{kwok_port}/healthz")
         self.timings["kwok_s"] = round(time.monotonic() - t, 2)
         return self
+
+    def start_kueue(self) -> None:
+        """Start Kueue's controller manager: webhooks served but never registered, jobs come suspended.
+
+        Kueue v0.17.0 with internal cert management off reads its metrics serving cert from the
+        hard-coded /etc/kueue/metrics/certs (cmd/kueue/main.go) and, with it on, blocks until it can
+        inject a CA into webhook configurations and CRD conversion stanzas the twin does not have.
+        So: certs off, one self-signed cert for the webhook server, and Kueue runs in a private
+        mount namespace where a tmpfs /etc holds only that cert (root only; the twin is test tooling).
+        The visibility server (also a hard-coded cert path) is off.
+        """
+        if missing_parts(self.layout, ("kueue",)):
+            raise TwinBuildError("twin: kueue not built; run `python -m tools.twin_build build kueue`")
+        certs = self.workdir / "kueue-certs"
+        certs.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                        "/CN=127.0.0.1", "-keyout", str(certs / "tls.key"), "-out", str(certs / "tls.crt")],
+                       check=True, capture_output=True)
+        health, webhook = _free_ports(2)
+        config = self.workdir / "kueue.json"
+        config.write_text(json.dumps({
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"}, "metrics": {"bindAddress": "0"},
+            "webhook": {"port": webhook, "host": "127.0.0.1", "certDir": str(certs)},
+            "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
+            "integrations": {"frameworks": ["batch/job"]},
+        }))
+        kueue = [str(self.layout.binary(PARTS["kueue"])), f"--config={config}",
+                 f"--kubeconfig={self.workdir / 'kubeconfig'}", "--feature-gates=VisibilityOnDemand=false"]
+        script = (f"mount -t tmpfs tmpfs /etc && mkdir -p /etc/kueue/metrics/certs && "
+                  f"cp {certs}/tls.crt {certs}/tls.key /etc/kueue/metrics/certs/ && exec {shlex.join(kueue)}")
+        t = time.monotonic()
+        self._spawn("kueue", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                    f"http://127.0.0.1:{health}/readyz")
+        self.timings["kueue_s"] = round(time.monotonic() - t, 2)
 
     def stop(self) -> None:
         for name in list(self.procs)[::-1]:
