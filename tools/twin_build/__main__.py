@@ -32,7 +32,9 @@ def _status(args: argparse.Namespace, layout: Layout) -> int:
     for part in PARTS.values():
         if is_cached(layout, part):
             stamp = json.loads(layout.stamp(part).read_text())
-            print(f"{part.name}: cached {stamp['version']} ({stamp['wall_s']}s wall, {stamp['cpu_s']}s CPU)")
+            first = stamp.get("first_build") or stamp
+            print(f"{part.name}: cached {stamp['version']} (first build {first['wall_s']}s wall, "
+                  f"{first['cpu_s']}s CPU; last {stamp['wall_s']}s wall, {stamp['cpu_s']}s CPU)")
         else:
             print(f"{part.name}: not built")
     return 0
