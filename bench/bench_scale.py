@@ -58,8 +58,9 @@ def build(path: Path, gpus: int, period: str, seed: int = 7) -> dict[str, Any]:
     return {"rows": rows, "gpu_samples": samples, "build_s": round(time.perf_counter() - started, 1)}
 
 
-def measure(tree: Path, source: Path, work: Path) -> dict[str, Any]:
-    """`refresh-serving --force` of `tree` on a copy of `source` in `work`: wall, CPU, peak RSS."""
+def measure(tree: Path, source: Path, work: Path, memory_limit: str | None = None) -> dict[str, Any]:
+    """`refresh-serving --force` of `tree` on a copy of `source` in `work`: wall, CPU, peak RSS;
+    with `memory_limit`, under a settings file that sets `warehouse.memory_limit` to it."""
     work.mkdir(parents=True, exist_ok=True)
     copy = work / "w.duckdb"
     shutil.copyfile(source, copy)
@@ -67,6 +68,9 @@ def measure(tree: Path, source: Path, work: Path) -> dict[str, Any]:
     env.pop("GPULEDGER_WAREHOUSE", None)
     cmd = [sys.executable, "-m", "gpuledger", "refresh-serving", "--force", "--warehouse", str(copy),
            "-o", "json"]
+    if memory_limit is not None:
+        (work / "gpuledger.yaml").write_text(f"warehouse:\n  memory_limit: {memory_limit}\n")
+        cmd += ["--config", str(work / "gpuledger.yaml")]
     with open(work / "stdout", "w") as out, open(work / "stderr", "w") as err:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=err)
@@ -135,7 +139,7 @@ def profile_child(source: Path, work: Path, out: Path) -> None:
                       "rss_mib_after": round(psutil.Process().memory_info().rss / 2**20)})
         return payload
 
-    serving_results.compute = traced  # type: ignore[assignment]
+    serving_results.compute = traced
     profiler = cProfile.Profile()
     with Warehouse.open(copy, read_only=True) as wh:
         profiler.enable()
@@ -163,6 +167,8 @@ def main() -> None:
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--name", default="scale", help="bench/results/<name>.json")
     parser.add_argument("--profile", action="store_true", help="also profile this tree's refresh")
+    parser.add_argument("--bounded", action="append", default=[], metavar="SIZE",
+                        help="also run this tree with warehouse.memory_limit SIZE (repeatable)")
     parser.add_argument("--only", choices=("baseline", "ours", "profile"), action="append",
                         help="run only these parts (repeatable; default: baseline and ours)")
     parser.add_argument("--profile-child", nargs=2, type=Path, metavar=("WAREHOUSE", "OUT"),
@@ -179,13 +185,14 @@ def main() -> None:
         print(json.dumps(built))
     if args.build_only:
         return
-    parts = args.only or ["baseline", "ours", *(["profile"] if args.profile else [])]
+    parts = [*(args.only or ["baseline", "ours"]), *(f"ours at {size}" for size in args.bounded),
+             *(["profile"] if args.profile and "profile" not in (args.only or []) else [])]
     ref = subprocess.run(["git", "rev-parse", "--short", args.baseline_ref], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout.strip()
     figures: dict[str, Any] = {"gpus": args.gpus, "period": args.period, "warehouse": str(path),
                                "warehouse_mib": round(path.stat().st_size / 2**20, 1), "built": built,
                                "baseline_ref": ref, "command": "gpuledger refresh-serving --force -o json",
-                               "load_average_1_5_15": {"before": _load()}}
+                               "runs_in_order": parts, "load_average_1_5_15": {"before": _load()}}
     with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=args.cache) as tmp:
         runs: dict[str, Any] = {}
         for part in parts:
@@ -198,14 +205,20 @@ def main() -> None:
                                       **json.loads(out.read_text())}
             else:
                 tree = unpack_tree(ref, Path(tmp) / "tree") if part == "baseline" else ROOT
-                runs[part] = measure(tree, path, Path(tmp) / part)
+                bound = part.removeprefix("ours at ") if part.startswith("ours at ") else None
+                runs[part] = measure(tree, path, Path(tmp) / part.replace(" ", "-"), bound)
             figures["load_average_1_5_15"][f"after {part}"] = _load()
-        if "baseline" in runs and "ours" in runs:
-            same = same_results(Path(runs["baseline"]["serving_store"]), Path(runs["ours"]["serving_store"]))
-            differ = [k for k, v in same.items() if not v]
-            figures["same_results"] = {"all": not differ, "results": len(same), "differ": differ}
-            figures["speedup"] = round(runs["baseline"]["wall_s"] / runs["ours"]["wall_s"], 2)
-            figures["rss_ratio"] = round(runs["ours"]["peak_rss_mib"] / runs["baseline"]["peak_rss_mib"], 2)
+        if "baseline" in runs:
+            base = runs["baseline"]
+            for name, run in runs.items():
+                if name == "baseline" or run["rc"] != 0:
+                    continue
+                same = same_results(Path(base["serving_store"]), Path(run["serving_store"]))
+                differ = [k for k, v in same.items() if not v]
+                figures.setdefault("against_baseline", {})[name] = {
+                    "same_results": not differ, "results": len(same), "differ": differ,
+                    "speedup": round(base["wall_s"] / run["wall_s"], 2),
+                    "rss_ratio": round(run["peak_rss_mib"] / base["peak_rss_mib"], 2)}
         figures.update(runs)
     write_result(args.name, figures)
 
