@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -107,9 +108,31 @@ def stored_results(store: Path) -> dict[str, Any]:
     return out
 
 
-def same_results(a: Path, b: Path) -> dict[str, bool]:
+def difference(a: Any, b: Any) -> tuple[float, int]:
+    """(largest relative difference of two numbers at the same place, how many other places
+    differ) between two results walked side by side: a summed float's last bits move with the
+    order DuckDB's threads add in, anything else must be equal."""
+    if isinstance(a, float) and isinstance(b, float):
+        if a == b or (math.isnan(a) and math.isnan(b)):
+            return 0.0, 0
+        return abs(a - b) / max(abs(a), abs(b)), 0
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        pairs = [difference(x, y) for x, y in zip(a, b, strict=True)]
+    elif isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        pairs = [difference(a[k], b[k]) for k in a]
+    else:
+        return 0.0, int(a != b)
+    return max((p[0] for p in pairs), default=0.0), sum(p[1] for p in pairs)
+
+
+def compare(a: Path, b: Path) -> dict[str, Any]:
+    """Each stored result of two serving stores: exactly equal, or how far apart."""
     left, right = stored_results(a), stored_results(b)
-    return {key: left.get(key) == right.get(key) for key in sorted(set(left) | set(right))}
+    out: dict[str, Any] = {}
+    for key in sorted(set(left) | set(right)):
+        rel, other = difference(left.get(key), right.get(key))
+        out[key] = {"exact": left.get(key) == right.get(key), "max_rel_diff": rel, "other_differences": other}
+    return out
 
 
 def profile_child(source: Path, work: Path, out: Path) -> None:
@@ -169,6 +192,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="also profile this tree's refresh")
     parser.add_argument("--bounded", action="append", default=[], metavar="SIZE",
                         help="also run this tree with warehouse.memory_limit SIZE (repeatable)")
+    parser.add_argument("--baseline-again", action="store_true",
+                        help="run the baseline a second time, last: how far two runs of one tree differ")
     parser.add_argument("--only", choices=("baseline", "ours", "profile"), action="append",
                         help="run only these parts (repeatable; default: baseline and ours)")
     parser.add_argument("--profile-child", nargs=2, type=Path, metavar=("WAREHOUSE", "OUT"),
@@ -186,6 +211,7 @@ def main() -> None:
     if args.build_only:
         return
     parts = [*(args.only or ["baseline", "ours"]), *(f"ours at {size}" for size in args.bounded),
+             *(["baseline again"] if args.baseline_again else []),
              *(["profile"] if args.profile and "profile" not in (args.only or []) else [])]
     ref = subprocess.run(["git", "rev-parse", "--short", args.baseline_ref], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout.strip()
@@ -204,7 +230,10 @@ def main() -> None:
                 figures["profile"] = {"wall_s": round(time.perf_counter() - started, 1),
                                       **json.loads(out.read_text())}
             else:
-                tree = unpack_tree(ref, Path(tmp) / "tree") if part == "baseline" else ROOT
+                baseline_tree = Path(tmp) / "tree"
+                if part.startswith("baseline") and not baseline_tree.exists():
+                    unpack_tree(ref, baseline_tree)
+                tree = baseline_tree if part.startswith("baseline") else ROOT
                 bound = part.removeprefix("ours at ") if part.startswith("ours at ") else None
                 runs[part] = measure(tree, path, Path(tmp) / part.replace(" ", "-"), bound)
             figures["load_average_1_5_15"][f"after {part}"] = _load()
@@ -213,12 +242,18 @@ def main() -> None:
             for name, run in runs.items():
                 if name == "baseline" or run["rc"] != 0:
                     continue
-                same = same_results(Path(base["serving_store"]), Path(run["serving_store"]))
-                differ = [k for k, v in same.items() if not v]
+                same = compare(Path(base["serving_store"]), Path(run["serving_store"]))
                 figures.setdefault("against_baseline", {})[name] = {
-                    "same_results": not differ, "results": len(same), "differ": differ,
+                    "results": len(same), "exact": [k for k, v in same.items() if v["exact"]],
+                    "not_exact": {k: v for k, v in same.items() if not v["exact"]},
                     "speedup": round(base["wall_s"] / run["wall_s"], 2),
                     "rss_ratio": round(run["peak_rss_mib"] / base["peak_rss_mib"], 2)}
+        for name, run in runs.items():  # kept for a closer look (the folder goes)
+            kept = args.cache / "stores" / f"{name.replace(' ', '-')}.serving.duckdb"
+            kept.parent.mkdir(exist_ok=True)
+            if Path(run["serving_store"]).exists():
+                shutil.copyfile(run["serving_store"], kept)
+                run["serving_store"] = str(kept)
         figures.update(runs)
     write_result(args.name, figures)
 
