@@ -1,21 +1,28 @@
 """`gpuledger refresh-serving` at fleet scale (issue 34): wall, CPU and peak RSS, today's tree
-beside this one, and where the time goes.
+beside this one, and where the time goes (docs/decisions/0222).
 
 Run: `python -m bench.bench_scale [--gpus 256] [--period 2026-10] [--baseline-ref REF]
-[--cache DIR] [--profile]`; writes bench/results/scale.json.
+[--cache DIR] [--bounded 1GiB ...] [--baseline-again] [--profile]`; writes
+bench/results/scale.json (`--name` for another file).
 
 - The warehouse is the demo's (`gpuledger demo`'s fleet, month, seed and 1-minute samples,
   simulated, loaded and rolled up by the demo's own `load_and_rollup`), built once into `--cache`
   (kept, so a rerun measures without rebuilding; its path and size are in the result).
-- Each tree runs `python -m gpuledger refresh-serving --force -o json` on its own copy of that
-  file (the command writes the serving store beside it), one after the other (2 shared cores:
-  side by side would halve each), as a child reaped with `os.wait4`: wall seconds, user + system
-  CPU seconds and the child's peak RSS (`ru_maxrss`), and the command's own per-result seconds
-  (`results_s`). The result rows of both serving stores are compared (the same numbers, faster).
-- `--profile`: this tree's refresh once more under cProfile (in-process), the top functions by
-  cumulative time, for where the time goes.
-The load average before, between and after is recorded: on a shared machine the ratio is the
-figure, the seconds drift.
+- Each run is `python -m gpuledger refresh-serving --force -o json` of a tree on its own copy of
+  that file (the command writes the serving store beside it), one after the other (2 shared
+  cores: side by side would halve each), as a child reaped with `os.wait4`: wall seconds,
+  user + system CPU seconds, the child's peak RSS (`ru_maxrss`), and the command's own
+  per-result seconds (`results_s`). Runs: the baseline tree (`git archive` of
+  `--baseline-ref`), this tree, this tree under each `--bounded` `warehouse.memory_limit`, and
+  with `--baseline-again` the baseline once more, last (how far two runs of one tree differ).
+- Every stored result of each run is compared with the baseline's: exactly equal, or the
+  largest relative difference of two numbers at the same place and how many other places
+  differ (summed floats move in their last bit with DuckDB's thread order). The serving stores
+  are kept in `--cache`/stores for a closer look.
+- `--profile`: this tree's refresh under cProfile in a child: per result its seconds, the peak
+  RSS after it and the RSS it left; the top functions by cumulative and own time.
+The load average before and after each run is recorded: on a shared machine wall seconds
+drift with it; CPU seconds and peak RSS are the figures.
 """
 
 from __future__ import annotations
