@@ -9,6 +9,7 @@ Cases:
 - the bound is real and the spill folder is used: an aggregate larger than the bound finishes
   (its sum checked by arithmetic) and its spill folder exists meanwhile; with spilling turned off
   the same query runs out of memory;
+- the commands' `Context` opens the warehouse (writer and reader) with the settings' limits;
 - one home: no product module outside `warehouse/store.py` calls `duckdb.connect`;
 - bad settings are one line naming the key.
 """
@@ -118,3 +119,15 @@ def test_a_good_limit_is_kept_as_written(tmp_path: Path) -> None:
     config.write_text("warehouse:\n  memory_limit: 1500MB\n  temp_directory: /var/tmp/gl\n")
     settings = load_settings(config)
     assert (settings.warehouse.memory_limit, settings.warehouse.temp_directory) == ("1500MB", "/var/tmp/gl")
+
+
+def test_the_commands_open_the_warehouse_with_the_settings_limits(tmp_path: Path) -> None:
+    from gpuledger.command_context import Context
+    from gpuledger.core.config import Settings
+
+    settings = Settings(warehouse=WarehouseSettings(memory_limit="300MiB", temp_directory=str(tmp_path / "t")))
+    ctx = Context(settings=settings, warehouse_path=tmp_path / "w.duckdb")
+    with ctx.open_warehouse() as wh:
+        assert (_setting(wh.con, "memory_limit"), _setting(wh.con, "temp_directory")) == ("300.0 MiB", str(tmp_path / "t"))
+    with ctx.open_warehouse(read_only=True) as wh:
+        assert _setting(wh.con, "memory_limit") == "300.0 MiB"
