@@ -360,6 +360,7 @@ def connect(target: str, *, read_only: bool = False, limits: WarehouseSettings |
     output; ours is on stderr, `terminal_progress`; the setting is per connection). Errors are
     one-line `WarehouseError`s."""
     limits = limits or WarehouseSettings()
+    spill = spill_folder(target, limits)
     try:
         con = duckdb.connect(target, read_only=read_only, config={**DUCKDB_CONFIG, **(config or {})})
     except duckdb.Error as exc:
@@ -368,10 +369,11 @@ def connect(target: str, *, read_only: bool = False, limits: WarehouseSettings |
         con.execute("SET enable_progress_bar = false")
         if config is None or "memory_limit" not in config:
             con.execute("SET memory_limit = ?", [limits.memory_limit])
-        con.execute("SET temp_directory = ?", [spill_folder(target, limits)])
+        con.execute("SET temp_directory = ?", [spill])
     except duckdb.Error as exc:
         con.close()
-        raise WarehouseError(f"{target}: cannot apply the warehouse settings ({str(exc).splitlines()[0]})") from None
+        first = str(exc).splitlines()[0]
+        raise WarehouseError(f"{target}: cannot apply the warehouse settings ({first})") from None
     return con
 
 
@@ -379,6 +381,10 @@ def spill_folder(target: str, limits: WarehouseSettings) -> str:
     """Where DuckDB spills: `limits.temp_directory`, else `<file>.tmp` beside a warehouse file
     (DuckDB's own default, said out loud), else a folder in the system's temporary folder."""
     if limits.temp_directory is not None:
+        parent = Path(limits.temp_directory).parent
+        if not parent.is_dir():  # DuckDB creates the folder itself, but not its parents
+            raise WarehouseError(f"warehouse.temp_directory {limits.temp_directory}: no folder {parent} "
+                                 "to create it in")
         return limits.temp_directory
     if target == ":memory:" or target.startswith(":memory:"):
         return os.path.join(tempfile.gettempdir(), "gpuledger-duckdb.tmp")

@@ -131,3 +131,13 @@ def test_the_commands_open_the_warehouse_with_the_settings_limits(tmp_path: Path
         assert (_setting(wh.con, "memory_limit"), _setting(wh.con, "temp_directory")) == ("300.0 MiB", str(tmp_path / "t"))
     with ctx.open_warehouse(read_only=True) as wh:
         assert _setting(wh.con, "memory_limit") == "300.0 MiB"
+
+
+def test_a_spill_folder_nowhere_is_one_line(tmp_path: Path) -> None:
+    from gpuledger.core.errors import WarehouseError
+
+    nowhere = tmp_path / "missing" / "spill"
+    with pytest.raises(WarehouseError) as err:
+        Warehouse.open(tmp_path / "w.duckdb", limits=WarehouseSettings(temp_directory=str(nowhere)))
+    assert "warehouse.temp_directory" in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "w.duckdb").exists()  # refused before anything was opened
