@@ -201,8 +201,9 @@ def main() -> None:
                         help="also run this tree with warehouse.memory_limit SIZE (repeatable)")
     parser.add_argument("--baseline-again", action="store_true",
                         help="run the baseline a second time, last: how far two runs of one tree differ")
-    parser.add_argument("--only", choices=("baseline", "ours", "profile"), action="append",
-                        help="run only these parts (repeatable; default: baseline and ours)")
+    parser.add_argument("--only", choices=("baseline", "ours", "profile", "bounded"), action="append",
+                        help="run only these parts (repeatable; default: baseline and ours; "
+                        "bounded: only the --bounded runs)")
     parser.add_argument("--profile-child", nargs=2, type=Path, metavar=("WAREHOUSE", "OUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -217,7 +218,8 @@ def main() -> None:
         print(json.dumps(built))
     if args.build_only:
         return
-    parts = [*(args.only or ["baseline", "ours"]), *(f"ours at {size}" for size in args.bounded),
+    parts = [*(p for p in (args.only or ["baseline", "ours"]) if p != "bounded"),
+             *(f"ours at {size}" for size in args.bounded),
              *(["baseline again"] if args.baseline_again else []),
              *(["profile"] if args.profile and "profile" not in (args.only or []) else [])]
     ref = subprocess.run(["git", "rev-parse", "--short", args.baseline_ref], cwd=ROOT, capture_output=True,
