@@ -60,7 +60,8 @@ SECTIONS: dict[str, dict[str, str]] = {
     "gpuledger.recommendations/v1": {
         "schema": ABOUT, "start": ABOUT, "end": ABOUT, "currency": ABOUT, "rules_current": ABOUT,
         "rules_note": ABOUT, "recommendations": TEAM, "saving_by_team": TEAM_KEYS,
-        "monthly_saving": FLEET, "profiles": FLEET,
+        "monthly_saving": FLEET, "profiles": FLEET, "computed": ABOUT, "note": ABOUT,
+        "min_monthly_saving": ABOUT, "below_floor": FLEET,
     },
     "gpuledger.budgets/v1": {
         "schema": ABOUT, "period": ABOUT, "currency": ABOUT, "teams": TEAM, "alerts": TEAM,
@@ -93,9 +94,12 @@ def scope_document(doc: dict[str, Any], teams: Collection[str] | None) -> dict[s
             out[key] = {k: v for k, v in value.items() if k in keep}
         else:
             out[key] = [] if isinstance(value, list) else {} if isinstance(value, dict) else None
-    if "monthly_saving" in out and isinstance(out.get("recommendations"), list):
-        rows = out["recommendations"]
-        out["monthly_saving"] = round(sum(float(r.get("monthly_saving") or 0.0) for r in rows), 2)
+    if doc.get("monthly_saving") is not None and isinstance(out.get("recommendations"), list):
+        # the teams' own total: their per-team savings (rows under the advice floor included,
+        # as in the fleet total), else their rows; unknown (None, "not computed") stays unknown
+        kept, rows = out.get("saving_by_team"), out["recommendations"]
+        values = kept.values() if isinstance(kept, dict) else (r.get("monthly_saving") for r in rows)
+        out["monthly_saving"] = round(sum(float(v or 0.0) for v in values), 2)
     return {**out, "scope": sorted(keep)}
 
 

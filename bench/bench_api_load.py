@@ -106,13 +106,15 @@ def main() -> None:
         ours = measure(ROOT, source, folder / "ours", **load)
     base_head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", args.base], capture_output=True,
                                text=True, check=False).stdout.strip()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--abbrev-ref", "HEAD"], capture_output=True,
+                          text=True, check=False).stdout.strip()
     write_result("api_load", {
         "goal_p95_ms": GOAL_P95_MS, "load_average": os.getloadavg(),
         "data": {"gpus": args.gpus, "period": args.period, "demo": "gpuledger demo --no-serve",
                  "generate_s": generated},
         "load": {"rounds": args.rounds, "threads": args.threads, "mix": "bench/api_load_child.py MIX"},
         "before": {"tree": f"{args.base} ({base_head[:12]})", **before},
-        "ours": ours,
+        "ours": {"tree": f"{head} (working tree)", **ours},
         "within_goal": ours["all"]["p95_ms"] <= GOAL_P95_MS,
         "command": " ".join(["python -m bench.bench_api_load", *sys.argv[1:]]),
     })

@@ -5,8 +5,10 @@ Why: a history collected from Prometheus alone (no API listing for the past, or 
 has no ResourceClaims and no ResourceSlices, so the bill could not see a claim's capacity
 where its telemetry is missing (an exporter down for hours, a pod pending on a prepared claim,
 a MIG device created after its claim). Prometheus holds three kinds of evidence, each read per
-chunk into spans (first to last instant seen plus one step, a gap longer than `TOLERANCE`
-between two instants ending a span; the warehouse stitches spans across chunks):
+chunk into spans by the pod history's rule (`prom_parse.sample_runs`, decision 0212: the
+kube-state-metrics families as raw samples at their scrape times, a span from the first
+sample to the last plus the series' scrape interval, a gap past the staleness bound ending it;
+never the query step; the warehouse stitches spans across chunks):
 
 1. dcgm-exporter with `KUBERNETES_ENABLE_DRA` labels each claimed device's series with
    `dra_claim_name, dra_claim_namespace, dra_driver_name, dra_pool_name, dra_device_name`
@@ -36,7 +38,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from gpuledger.collectors.dra_objects import NVIDIA_DRIVER
-from gpuledger.collectors.prom_parse import Matrix
+from gpuledger.collectors.prom_parse import Matrix, sample_runs, sample_spacing
 from gpuledger.core.dra_names import device_name
 from gpuledger.core.frames import polars_schema
 from gpuledger.core.frames_dra import (
@@ -50,9 +52,6 @@ from gpuledger.core.mig import canonical_model, canonical_profile
 
 SOURCE = PROMETHEUS_SOURCE
 UID_PREFIX = PROMETHEUS_UID_PREFIX
-TOLERANCE = timedelta(minutes=5)
-"""The longest gap between two instants a span bridges: Prometheus' default lookback delta,
-the staleness bound of the sampling model (`core.rules.STALENESS_US`)."""
 DCGM_LABELS: tuple[str, ...] = (
     "dra_claim_name", "dra_driver_name", "dra_pool_name", "dra_device_name",
 )
@@ -71,23 +70,12 @@ def claim_uid(namespace: str, claim: str) -> str:
     return f"{UID_PREFIX}{namespace}/{claim}"
 
 
-def islands(frame: pl.DataFrame, keys: list[str], step: timedelta) -> pl.DataFrame:
-    """Per `keys`, the spans of the instants `ts` in `frame`: `start_ts` (first instant) and
-    `end_ts` (last instant plus `step`), a gap longer than `TOLERANCE` starting a new span."""
-    gap = max(step, TOLERANCE)
-    ordered = frame.select(*keys, "ts").unique().sort([*keys, "ts"], nulls_last=True).with_columns(
-        (pl.col("ts").diff().over(keys) > gap).fill_null(True).cast(pl.Int32).alias("_opened"))
-    return (
-        ordered.with_columns(pl.col("_opened").cum_sum().over(keys).alias("_island"))
-        .group_by(*keys, "_island")
-        .agg(pl.col("ts").min().alias("start_ts"), (pl.col("ts").max() + step).alias("end_ts"))
-        .drop("_island")
-    )
-
-
-def _dcgm_sightings(gpu_fields: Mapping[str, Matrix]) -> pl.DataFrame:
-    """One row per (series, instant) of every dcgm series that names a DRA claim."""
-    parts = []
+def _dcgm_sightings(gpu_fields: Mapping[str, Matrix], fallback: timedelta) -> tuple[pl.DataFrame, timedelta]:
+    """One row per (series, instant) of every dcgm series that names a DRA claim, and how long
+    one stands: the series' sample spacing, as a dcgm row stands for its card's (the sampling
+    model, `analytics.sampling.sweep`), never the query step."""
+    parts: list[pl.DataFrame] = []
+    spacings: list[timedelta] = []
     for matrix in gpu_fields.values():
         if matrix.empty or "dra_claim_name" not in matrix.series.columns:
             continue
@@ -96,14 +84,17 @@ def _dcgm_sightings(gpu_fields: Mapping[str, Matrix]) -> pl.DataFrame:
         if series.height == 0:
             continue
         parts.append(matrix.samples.select("sid", "ts").join(series, on="sid").drop("sid"))
-    return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+        spacings.append(sample_spacing(matrix, fallback))
+    if not parts:
+        return pl.DataFrame(), fallback
+    return pl.concat(parts, how="diagonal_relaxed"), max(spacings)
 
 
 def _col(frame: pl.DataFrame, name: str) -> pl.Expr:
     return pl.col(name) if name in frame.columns else pl.lit(None, pl.String).alias(name)
 
 
-def _dcgm_frames(seen: pl.DataFrame, step: timedelta, at: datetime) -> dict[str, pl.DataFrame]:
+def _dcgm_frames(seen: pl.DataFrame, spacing: timedelta, at: datetime) -> dict[str, pl.DataFrame]:
     """Devices, claim spans and pod spans from the DRA-labelled dcgm series (module step 1)."""
     node = pl.coalesce(_col(seen, "Hostname"), _col(seen, "hostname")).alias("node")
     pod_ns = pl.coalesce(_col(seen, "exported_namespace"), _col(seen, "namespace"))
@@ -120,10 +111,10 @@ def _dcgm_frames(seen: pl.DataFrame, step: timedelta, at: datetime) -> dict[str,
              & pl.col("device").is_not_null() & pl.col("parent_uuid").is_not_null())
     return {
         "dra_devices": _devices(rows, at),
-        "claims": islands(rows, ["namespace", "claim", "driver", "pool", "device"], step),
-        "pods": islands(rows.filter(pl.col("pod").is_not_null() & (pl.col("pod") != "")
-                                    & (pl.col("pod_namespace") == pl.col("namespace"))),
-                        ["namespace", "claim", "pod"], step),
+        "claims": sample_runs(rows, ["namespace", "claim", "driver", "pool", "device"], spacing),
+        "pods": sample_runs(rows.filter(pl.col("pod").is_not_null() & (pl.col("pod") != "")
+                                        & (pl.col("pod_namespace") == pl.col("namespace"))),
+                            ["namespace", "claim", "pod"], spacing),
     }
 
 
@@ -152,7 +143,7 @@ def _namespace(matrix: Matrix) -> pl.Expr:
     return pl.coalesce(_col(matrix.series, "exported_namespace"), _col(matrix.series, "namespace"))
 
 
-def _ksm_claims(alloc: Matrix, step: timedelta) -> pl.DataFrame:
+def _ksm_claims(alloc: Matrix, fallback: timedelta) -> pl.DataFrame:
     """Claim spans from `kube_resourceclaim_allocation_device_info` (module step 2)."""
     if alloc.empty:
         return pl.DataFrame()
@@ -160,10 +151,11 @@ def _ksm_claims(alloc: Matrix, step: timedelta) -> pl.DataFrame:
         "sid", _namespace(alloc).alias("namespace"), pl.col("resourceclaim").alias("claim"),
         "driver", "pool", "device").drop_nulls()
     live = alloc.samples.filter(pl.col("value") > 0).select("sid", "ts").join(series, on="sid")
-    return islands(live, ["namespace", "claim", "driver", "pool", "device"], step)
+    keys = ["namespace", "claim", "driver", "pool", "device"]
+    return sample_runs(live, keys, sample_spacing(alloc, fallback))
 
 
-def _ksm_reservations(reserved: Matrix, step: timedelta) -> pl.DataFrame:
+def _ksm_reservations(reserved: Matrix, fallback: timedelta) -> pl.DataFrame:
     """Pod spans from `kube_resourceclaim_status_reserved_for` (module step 2)."""
     if reserved.empty:
         return pl.DataFrame()
@@ -171,7 +163,7 @@ def _ksm_reservations(reserved: Matrix, step: timedelta) -> pl.DataFrame:
         "sid", _namespace(reserved).alias("namespace"), pl.col("resourceclaim").alias("claim"),
         pl.col("consumer_name").alias("pod")).drop_nulls()
     live = reserved.samples.filter(pl.col("value") > 0).select("sid", "ts").join(series, on="sid")
-    return islands(live, ["namespace", "claim", "pod"], step)
+    return sample_runs(live, ["namespace", "claim", "pod"], sample_spacing(reserved, fallback))
 
 
 def scheduled_times(result: list[dict[str, object]]) -> pl.DataFrame:
@@ -214,8 +206,8 @@ def prometheus_frames(
     """The chunk's `dra_devices`, `dra_claims` and `dra_reservations` rows rebuilt from its
     series (module docstring); `refs` are the chunk's `dra_pod_claims` rows, `at` the chunk's
     end (the devices' `observed_at`)."""
-    seen = _dcgm_sightings(gpu_fields)
-    dcgm = _dcgm_frames(seen, step, at) if seen.height else {}
+    seen, spacing = _dcgm_sightings(gpu_fields, step)
+    dcgm = _dcgm_frames(seen, spacing, at) if seen.height else {}
     claims = _stack([dcgm.get("claims"), _ksm_claims(alloc, step)],
                     ["namespace", "claim", "driver", "pool", "device", "start_ts", "end_ts"])
     pods = _stack([dcgm.get("pods"), _ksm_reservations(reserved, step), _scheduled_refs(refs, scheduled)],

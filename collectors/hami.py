@@ -36,7 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.collectors.prom_parse import Matrix
+from gpuledger.collectors.prom_parse import Matrix, number_runs, sample_spacing
 from gpuledger.core.frames import GPUS, polars_schema
 from gpuledger.core.frames_hami import VGPU_ALLOCATIONS
 from gpuledger.core.mig import canonical_model
@@ -223,11 +223,12 @@ def fetch_labels(key: str) -> tuple[str, ...]:
     return (*labels, *(f"exported_{name}" for name in labels if name in _EXPORTED))
 
 
-def range_queries(latest: Any, step: timedelta) -> dict[str, str]:
-    """One range query per allocation family: `max by` its labels of the centred step read
-    (`latest`, docs/decisions/0060), which also folds HA replicas and scrape labels away."""
-    return {key: f"max by ({', '.join(fetch_labels(key))}) ({latest(name, step)})"
-            for key, (name, _) in _LABELS.items()}
+def raw_selectors() -> dict[str, str]:
+    """Per allocation family, the selector read as raw samples at their scrape times
+    (`promql.raw_samples`, decision 0212): a span then starts and ends where the scrapes do,
+    whatever `prometheus.step` is. HA replicas and scrape labels are separate series of one
+    key, their samples one run (`allocations_from_matrices`)."""
+    return {key: name for key, (name, _) in _LABELS.items()}
 
 
 def card_queries(span: str) -> dict[str, str]:
@@ -266,20 +267,24 @@ def cards_from_vectors(answers: Mapping[str, Iterable[Mapping[str, Any]]]) -> di
 
 
 def allocations_from_matrices(
-    found: Mapping[str, Matrix], cards: Mapping[str, CardFacts], step: timedelta,
+    found: Mapping[str, Matrix], cards: Mapping[str, CardFacts], fallback: timedelta,
 ) -> pl.DataFrame:
-    """`vgpu_allocations` rows (source `prometheus`) of one chunk: per container device, the
-    runs of consecutive grid instants it was allocated, each `[first, last + step)`; memory in
-    MiB, cores in % of the card (legacy raw cores divided by the card's core total)."""
-    parts = []
+    """`vgpu_allocations` rows (source `prometheus`) of one chunk's raw samples: per container
+    device, the runs of its samples (`prom_parse.sample_runs`: each `[first, last + the scrape
+    interval)`, a gap past the staleness bound opening a new run; `fallback` stands for the
+    interval when no series has two samples); memory in MiB, cores in % of the card (legacy
+    raw cores divided by the card's core total)."""
+    parts, spacings = [], []
     for new, old in (("mem", "legacy_mem"), ("cores", "legacy_cores")):
         for key in (new, old):
             matrix = found.get(key)
             if matrix is not None and not matrix.empty:
+                spacings.append(sample_spacing(matrix, fallback))
                 parts.append(_samples(key, matrix).with_columns(
                     pl.lit(new).alias("what"), pl.lit(key == new).alias("current")))
     if not parts:
         return pl.DataFrame(schema=polars_schema(VGPU_ALLOCATIONS))
+    spacing = max(spacings)
     keys = ["uuid", "namespace", "pod", "container_index"]
     rows = pl.concat(parts).sort("current", descending=True).unique([*keys, "ts", "what"], keep="first")
     limits = pl.DataFrame(
@@ -295,12 +300,11 @@ def allocations_from_matrices(
         pl.col("node").drop_nulls().first(), pl.col("card_mem_mib").first(),
         pl.col("value").filter(pl.col("what") == "mem").first().alias("mem_mib"),
         pl.col("value").filter(pl.col("what") == "cores").first().alias("cores_pct"),
-    ).sort([*keys, "ts"])
-    island = (pl.col("ts").diff().over(keys) != step).fill_null(True).cum_sum().alias("_island")
-    spans = wide.with_columns(island).group_by([*keys, "_island"]).agg(
+    )
+    spans = number_runs(wide, keys, spacing).group_by([*keys, "_run"]).agg(
         pl.col("node").last(), pl.col("mem_mib").drop_nulls().last(),
         pl.col("cores_pct").drop_nulls().last(), pl.col("card_mem_mib").last(),
-        pl.col("ts").min().alias("start_ts"), (pl.col("ts").max() + step).alias("end_ts"),
+        pl.col("ts").min().alias("start_ts"), (pl.col("ts").max() + spacing).alias("end_ts"),
     ).with_columns(pl.lit("prometheus").alias("source"))
     schema = polars_schema(VGPU_ALLOCATIONS)
     return spans.select([pl.col(c).cast(schema[c]) for c in VGPU_ALLOCATIONS.column_names])

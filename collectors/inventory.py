@@ -97,12 +97,17 @@ def mig_instances_from_devices(devices: pl.DataFrame) -> pl.DataFrame:
     return _cast(spans, MIG_INSTANCES.column_names, polars_schema(MIG_INSTANCES))
 
 
-def nodes_from_gpus(gpus: pl.DataFrame, observed_at: datetime) -> pl.DataFrame:
+def nodes_from_gpus(gpus: pl.DataFrame, observed_at: datetime,
+                    valid_from: datetime | None = None) -> pl.DataFrame:
+    """NODES rows of the nodes with cards in `gpus`, seen at `observed_at`; `valid_from`: since
+    when what they say held (a Prometheus chunk's start: its labels are the chunk's, decision
+    0207), NULL where only the moment of reading is known."""
     nodes = gpus.group_by("node").agg(
         pl.col("model").mode().first(),
         pl.col("uuid").n_unique().cast(pl.Int32).alias("gpu_count"),
         pl.when(pl.col("sharing_mode").n_unique() == 1).then(pl.col("sharing_mode").first())
         .otherwise(pl.lit("mixed")).alias("sharing_mode"),
         pl.col("replicas").max(),
-    ).with_columns(pl.lit(observed_at).cast(pl.Datetime("us", "UTC")).alias("observed_at"))
+    ).with_columns(pl.lit(observed_at).cast(pl.Datetime("us", "UTC")).alias("observed_at"),
+                   pl.lit(valid_from).cast(pl.Datetime("us", "UTC")).alias("valid_from"))
     return _cast(nodes, NODES.column_names, polars_schema(NODES))

@@ -37,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from gpuledger.collectors import hami, pending, preemption
 from gpuledger.collectors.dra import DraObjects, frames_from_objects
 from gpuledger.collectors.queues import QueueCollector, queue_collector
+from gpuledger.collectors.statuses import Statuses, list_statuses
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import ClusterError, NotFoundError, TemporaryClusterError, error_for_status
 from gpuledger.core.frames import NAMESPACES, NODES, PODS, QUEUES, polars_schema
@@ -122,19 +123,19 @@ class KubernetesCollector:
         pods = self.pods(at, items)
         shared, hami_nodes = hami.frames_from_api(node_items, items, at)
         dra = frames_from_objects(self.dra_objects(), at)
+        listed = list_statuses(items, core=self.core, custom=self.custom,  # once, for every reader
+                               resource=client.ResourceV1Api(self.api),
+                               page=partial(paginate, page_size=self.page_size))
         return {
             "nodes": self.nodes(at, node_items, hami_nodes),
             "namespaces": self.namespaces(at),
             "pods": pods,
-            "queues": self.queues(at),
+            "queues": self.queues(at, listed),
             **dra,
             **shared,
             "gpus": pl.concat([dra["gpus"], shared["gpus"]]),  # DRA's cards and HAMi's, both
-            **preemption.frames(items, pods, at, core=self.core, custom=self.custom,
-                                page=partial(paginate, page_size=self.page_size)),
-            **pending.frames(items, at, core=self.core, custom=self.custom,
-                             resource=client.ResourceV1Api(self.api),
-                             page=partial(paginate, page_size=self.page_size)),
+            **preemption.frames(items, pods, at, listed),
+            **pending.frames(items, at, listed),
         }
 
     # Frames ------------------------------------------------------------------------------
@@ -188,10 +189,15 @@ class KubernetesCollector:
             found.nodes = list(paginate(self.core.list_node, "nodes", page_size=size))
         return found
 
-    def queues(self, at: datetime) -> pl.DataFrame:
-        """The queue system's objects (`queue_system.resources`), one row each."""
+    def queues(self, at: datetime, listed: Statuses | None = None) -> pl.DataFrame:
+        """The queue system's objects (`queue_system.resources`), one row each; a kind the
+        snapshot's `listed` statuses hold already is not listed again."""
         rows: list[dict[str, Any]] = []
         for system, res in ((s, r) for s in self.queue_systems for r in s.resources):
+            known = listed.custom(res.group, res.version, res.plural) if listed is not None else None
+            if known is not None:
+                rows.extend(system.row(res, item, at) for item in known)
+                continue
             try:
                 items = list(paginate(self.custom.list_cluster_custom_object, f"{res.plural}.{res.group}",
                                       page_size=self.page_size, group=res.group,

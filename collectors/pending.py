@@ -30,16 +30,15 @@ What is read, as each upstream writes it:
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 import polars as pl
 from kubernetes.utils import parse_quantity
 
-from gpuledger.core.errors import NotFoundError
+from gpuledger.collectors.statuses import Statuses
 from gpuledger.core.frames_pending import PENDING_WORKLOADS, QUEUE_USAGE
 from gpuledger.core.table_spec import polars_schema
 
@@ -48,7 +47,6 @@ KUEUE_GATE = "kueue.x-k8s.io/admission"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 PENDING_PODGROUP_PHASES = frozenset({"Pending", "Inqueue"})
-Lister = Callable[..., Iterator[dict[str, Any]]]
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -228,27 +226,14 @@ def newest_events(events: Iterable[Mapping[str, Any]], kind: str,
     return out
 
 
-def _custom(page: Lister, custom: Any, group: str, version: str, plural: str) -> list[dict[str, Any]]:
-    try:
-        return list(page(custom.list_cluster_custom_object, f"{plural}.{group}", group=group,
-                         version=version, plural=plural))
-    except NotFoundError:
-        return []  # that queue system is not installed
-
-
-def frames(items: list[dict[str, Any]], at: datetime, *, core: Any, custom: Any, resource: Any,
-           page: Lister) -> dict[str, pl.DataFrame]:
-    """`pending_workloads` and `queue_usage` of one snapshot (`items`: the listed pods)."""
+def frames(items: list[dict[str, Any]], at: datetime, listed: Statuses) -> dict[str, pl.DataFrame]:
+    """`pending_workloads` and `queue_usage` of one snapshot (`items`: the listed pods, `listed`:
+    the snapshot's status objects, `collectors.statuses`)."""
     objects: list[Mapping[str, Any]] = [{"kind": "Pod", **i} for i in items]
-    objects += [{"kind": "Event", **e} for e in page(core.list_event_for_all_namespaces, "events")]
-    if any((i.get("spec") or {}).get("resourceClaims") for i in items):
-        with contextlib.suppress(NotFoundError):  # a cluster without DRA
-            objects += [{"kind": "ResourceClaim", **c}
-                        for c in page(resource.list_resource_claim_for_all_namespaces, "resourceclaims")]
-    for kind, group, version, plural in (("Workload", "kueue.x-k8s.io", "v1beta2", "workloads"),
-                                         ("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups"),
-                                         ("ClusterQueue", "kueue.x-k8s.io", "v1beta2", "clusterqueues")):
-        objects += [{**o, "kind": kind} for o in _custom(page, custom, group, version, plural)]
+    for kind, found in (("Event", listed.events), ("ResourceClaim", listed.claims),
+                        ("Workload", listed.workloads), ("PodGroup", listed.podgroups),
+                        ("ClusterQueue", listed.clusterqueues)):
+        objects += [{**o, "kind": kind} for o in found]
     return frames_from_objects(objects, at)
 
 

@@ -18,13 +18,13 @@ last saved its state: only the GPU time after it is lost.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 import polars as pl
 
-from gpuledger.core.errors import NotFoundError
+from gpuledger.collectors.statuses import Statuses
 from gpuledger.core.frames_preemption import POD_PRIORITIES, PREEMPTIONS
 from gpuledger.core.table_spec import polars_schema
 
@@ -153,39 +153,26 @@ def merge_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [best[k] for k in sorted(best)]
 
 
-Lister = Callable[..., Iterator[dict[str, Any]]]
-"""`kubernetes.paginate` bound to a page size: (list call, what, **kwargs) → items."""
-
-
-def frames(items: list[dict[str, Any]], pods: pl.DataFrame, at: datetime, *, core: Any, custom: Any,
-           page: Lister) -> dict[str, pl.DataFrame]:
+def frames(items: list[dict[str, Any]], pods: pl.DataFrame, at: datetime,
+           listed: Statuses) -> dict[str, pl.DataFrame]:
     """`pod_priorities` and `preemptions` of one snapshot (`items`: the listed pods, `pods`: their
-    GPU rows). Events and Workloads are listed here; an absent Kueue or Volcano gives no rows."""
+    GPU rows, `listed`: the snapshot's Events, Workloads and PodGroups, `collectors.statuses`);
+    an absent Kueue or Volcano gives no rows."""
     by_key = {(r["namespace"], r["pod"]): r for r in pods.iter_rows(named=True)}
-    listed = {((i.get("metadata") or {}).get("namespace"), (i.get("metadata") or {}).get("name")): i
-              for i in items}
-    gpu_items = [listed[k] for k in by_key if k in listed]
+    listed_pods = {((i.get("metadata") or {}).get("namespace"), (i.get("metadata") or {}).get("name")): i
+                   for i in items}
+    gpu_items = [listed_pods[k] for k in by_key if k in listed_pods]
     priorities = [priority_row(i, at) for i in gpu_items]
     rows = [r for i in gpu_items
             if (r := condition_row(i, by_key[(i["metadata"].get("namespace"), i["metadata"]["name"])], at))]
-    events = [e for e in page(core.list_event_for_all_namespaces, "events")
-              if e.get("reason") in EVENT_REASONS]
+    events = [e for e in listed.events if e.get("reason") in EVENT_REASONS]
     owners: dict[tuple[str, str], Mapping[str, Any]] = {}
-    if any((e.get("involvedObject") or {}).get("kind") == "PodGroup" for e in events):
-        for pg in _custom(page, custom, "scheduling.volcano.sh", "v1beta1", "podgroups"):
-            meta = pg.get("metadata") or {}
-            owners[(meta.get("namespace") or "", meta.get("name") or "")] = controller(meta)
+    for pg in listed.podgroups:
+        meta = pg.get("metadata") or {}
+        owners[(meta.get("namespace") or "", meta.get("name") or "")] = controller(meta)
     rows += event_rows(events, owners, at)
-    rows += workload_rows(_custom(page, custom, "kueue.x-k8s.io", "v1beta2", "workloads"), at)
+    rows += workload_rows(listed.workloads, at)
     return {
         "pod_priorities": pl.DataFrame(priorities, schema=polars_schema(POD_PRIORITIES)),
         "preemptions": pl.DataFrame(merge_rows(rows), schema=polars_schema(PREEMPTIONS)),
     }
-
-
-def _custom(page: Lister, custom: Any, group: str, version: str, plural: str) -> list[dict[str, Any]]:
-    try:
-        return list(page(custom.list_cluster_custom_object, f"{plural}.{group}", group=group,
-                         version=version, plural=plural))
-    except NotFoundError:
-        return []  # that queue system is not installed

@@ -31,6 +31,7 @@ import polars as pl
 
 from gpuledger.collectors.quality import Quality
 from gpuledger.core.errors import SourceError
+from gpuledger.core.rules import STALENESS_US
 
 TS_TYPE = pl.Datetime("us", "UTC")
 REPLICA_LABELS: tuple[str, ...] = ("replica", "prometheus_replica")
@@ -205,6 +206,37 @@ def sample_spacing(matrix: Matrix, fallback: timedelta) -> timedelta:
     median = gaps.median()
     assert isinstance(median, (int, float))
     return timedelta(microseconds=round(median))
+
+
+STALENESS = timedelta(microseconds=STALENESS_US)
+"""The longest gap between two raw samples of one key that a run bridges: the sampling model's
+staleness bound (Prometheus' default lookback delta, 5 minutes)."""
+
+
+def sample_runs(frame: pl.DataFrame, keys: Sequence[str], spacing: timedelta) -> pl.DataFrame:
+    """Per `keys`, the runs of the sample times `ts` in `frame` (one row per key and time), each
+    `start_ts` (its first sample) to `end_ts` (its last sample plus `spacing`, the series' scrape
+    interval, `sample_spacing`); a gap longer than the staleness bound (or `spacing`, if longer)
+    between two samples opens a new run. Nothing here depends on the query step: read from raw
+    samples (`promql.raw_samples`), a run starts and ends where the scrapes do (decision 0212,
+    the rule 0183 gave the pod history)."""
+    keys = list(keys)
+    return (
+        number_runs(frame.select(*keys, "ts").unique(), keys, spacing)
+        .group_by(*keys, "_run")
+        .agg(pl.col("ts").min().alias("start_ts"), (pl.col("ts").max() + spacing).alias("end_ts"))
+        .drop("_run")
+    )
+
+
+def number_runs(frame: pl.DataFrame, keys: Sequence[str], spacing: timedelta) -> pl.DataFrame:
+    """`frame` sorted by `keys` and `ts`, with `_run` numbering each key's runs (`sample_runs`:
+    a gap longer than the staleness bound, or `spacing` if longer, opens a new one)."""
+    keys = list(keys)
+    gap = max(spacing, STALENESS)
+    ordered = frame.sort([*keys, "ts"], nulls_last=True).with_columns(
+        (pl.col("ts").diff().over(keys) > gap).fill_null(True).cast(pl.Int32).alias("_opened"))
+    return ordered.with_columns(pl.col("_opened").cum_sum().over(keys).alias("_run")).drop("_opened")
 
 
 def merge_replicas(matrix: Matrix, replica_labels: Sequence[str] = REPLICA_LABELS) -> tuple[Matrix, int]:

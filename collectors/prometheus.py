@@ -216,12 +216,12 @@ class PrometheusCollector:
             self._fetch_raw, requests, chunk, (*REQUEST_LABELS, "container"))
         pending.futures["pods|claims"] = self._pool.submit(
             self._fetch_raw, "kube_pod_resourceclaim_info", chunk, CLAIM_LABELS)
-        for key, query in hami.range_queries(latest, step).items():
+        # HAMi allocations and KSM's claim families: raw samples too (decision 0212).
+        for key, name in hami.raw_selectors().items():
             pending.futures[f"hami|{key}"] = self._pool.submit(
-                self._fetch, query, chunk, hami.fetch_labels(key))
+                self._fetch_raw, name, chunk, hami.fetch_labels(key))
         for key, (metric, labels) in DRA_SERIES.items():
-            query = f"max by ({', '.join(labels)}) (" + latest(metric, step) + ")"
-            pending.futures[key] = self._pool.submit(self._fetch, query, chunk, labels)
+            pending.futures[key] = self._pool.submit(self._fetch_raw, metric, chunk, labels)
         return pending
 
     def iter_chunks(self, window: Window, chunks: list[Chunk] | None = None) -> Iterator[ChunkData]:
@@ -287,7 +287,7 @@ class PrometheusCollector:
             "queue_samples": queues,
             "gpus": gpus,
             "mig_instances": inventory.mig_instances_from_devices(build.devices),
-            "nodes": with_node_labels(inventory.nodes_from_gpus(gpus, chunk.end), node_labels),
+            "nodes": with_node_labels(inventory.nodes_from_gpus(gpus, chunk.end, chunk.start), node_labels),
             "pods": self._pods(results["pods|requests"], chunk),
             "dra_pod_claims": self._pod_claims(results["pods|claims"], chunk),
             "vgpu_allocations": allocations,

@@ -154,8 +154,32 @@ NODES = TableSpec(
         _c("allocatable", "JSON"),
         _c("resource_version", "VARCHAR"),
         _c("observed_at", TS),
+        _c("valid_from", TS, doc="since when the labels held, where the source says (a Prometheus "
+           "chunk's start: its labels are the chunk's); NULL: from `observed_at` (v014)"),
     ),
     key=("node",),
+    doc="Each node as last collected (the `now` readers); per-hour readers use `node_history`.",
+)
+
+NODE_HISTORY = TableSpec(
+    "node_history", "dimension",
+    (
+        _c("node", "VARCHAR", False),
+        _c("valid_from", TS, False, "the configuration holds from here to the node's next row; a "
+           "node's first row stands for the time before it too (nothing earlier is known)"),
+        _c("pool", "VARCHAR"),
+        _c("model", "VARCHAR"),
+        _c("gpu_count", "INTEGER"),
+        _c("sharing_mode", "VARCHAR"),
+        _c("replicas", "INTEGER"),
+        _c("mig_config", "VARCHAR", doc="nvidia.com/mig.config"),
+        _c("mig_config_state", "VARCHAR", doc="nvidia.com/mig.config.state"),
+        _c("labels", "JSON"),
+        _c("observed_at", TS),
+    ),
+    key=("node", "valid_from"),
+    doc="Node configuration with its validity interval, written by every `nodes` load when it "
+        "differs from the one in force at its `valid_from` (`warehouse.node_history`, v014).",
 )
 
 NAMESPACES = TableSpec(
@@ -299,7 +323,7 @@ PRICE_BOOK = TableSpec(
 TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in (
-        GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NAMESPACES, MIG_INSTANCES, PODS,
+        GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NODE_HISTORY, NAMESPACES, MIG_INSTANCES, PODS,
         ALLOCATIONS, CARD_HOURS_HOURLY, ROLLUP_HOURS, RULE_SETS, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG,
         WATERMARKS, REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS, *DRA_TABLES, POD_PRIORITIES, PREEMPTIONS,
         *HAMI_TABLES, *PENDING_TABLES,

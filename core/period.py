@@ -59,6 +59,13 @@ class Period:
         """The month before the one `now` falls in: the newest month that is over."""
         return cls.of(now).shift(-1)
 
+    @classmethod
+    def newest_first(cls, first: datetime, last: datetime) -> list[Period]:
+        """The months from `last`'s back to `first`'s, newest first (pickers, month results)."""
+        newest, oldest = cls.of(last), cls.of(first)
+        count = (newest.year - oldest.year) * 12 + newest.month - oldest.month + 1
+        return [newest.shift(-i) for i in range(max(count, 0))]
+
     def shift(self, n: int) -> Period:
         """The month `n` months later (earlier when negative)."""
         index = self.year * 12 + (self.month - 1) + n

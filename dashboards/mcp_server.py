@@ -15,58 +15,64 @@ Who is calling (docs/decisions/0192):
   only from `access.proxy_addresses` (`dashboards.access.AccessPolicy.principal_for`, the
   dashboard's own rule), or `--dev-user` on loopback. Roles come from `access.roles` either way.
 
-Tools (all read-only, `readOnlyHint`): bill, idle, recommendations, budgets, plans, each
-answered by its `/api/v1` route. `capacity` and `why` join as one `ToolSpec` row each (`TOOLS`).
+Tools (all read-only, `readOnlyHint`): one per `/api/v1` document of the API's endpoint table
+(`api_params.ENDPOINTS`, which also writes the OpenAPI): bill, idle, recommendations, plans,
+budgets, capacity, why, each answered by its route and taking its parameters. A new endpoint is
+a new tool, never a second list to keep in step (docs/decisions/0217).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import flask
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
 from gpuledger.core.access import Principal
 from gpuledger.dashboards.access import AccessPolicy
+from gpuledger.dashboards.api_params import ENDPOINTS, Param
 from gpuledger.dashboards.wiring import DashboardApp
 
 INSTRUCTIONS = (
-    "gpuledger answers what GPU teams spent, where the idle time is, and what to change. "
-    "Periods are months (YYYY-MM; default: the newest month with data). Amounts are in the "
+    "gpuledger answers what GPU teams spent, where the idle time is, what to change, what is "
+    "free now in each GPU shape (capacity) and why a workload waits (why). "
+    "Time is a month (period=YYYY-MM or last), start/end (ISO-8601) or window (7d, 30d, "
+    "month-to-date); default: the newest month with data. Amounts are in the "
     "bill's currency. A team lead sees only the teams they lead."
 )
 
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """One tool: its name, the API route it answers from, and what it is for."""
+    """One tool: its name, the API route it answers from, what it is for and what it takes."""
 
     name: str
     route: str
     description: str
+    params: tuple[Param, ...] = ()
 
 
-TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec("bill", "/api/v1/bill",
-             "The month's GPU bill per team (and `by` other dimensions, e.g. team,model): card-hours, "
-             "idle, cost; the document of `gpuledger bill --format json`."),
-    ToolSpec("idle", "/api/v1/idle",
-             "Idle GPU-hours and their cost per workload (by owner, pod or label:<key>)."),
-    ToolSpec("recommendations", "/api/v1/recommendations",
-             "Right-sizing and reclaim recommendations per workload, with the monthly saving."),
-    ToolSpec("budgets", "/api/v1/budgets",
-             "Each team's monthly budget: used, left, month-end forecast, thresholds crossed."),
-    ToolSpec("plans", "/api/v1/plans",
-             "Stored optimization plans (MIG layouts, Kueue quotas): id, kind, status (admins and viewers)."),
-)
-"""The tools, in the order they are listed. `capacity` is added here (one row) when the API
-serves `/api/v1/capacity`."""
+NOT_TOOLS = frozenset({"/openapi.json"})
+"""API documents that are no answer: the description of the API itself."""
+
+
+def tools() -> tuple[ToolSpec, ...]:
+    """One tool per `/api/v1` document of `api_params.ENDPOINTS`, named by its path, described
+    by its summary, taking its parameters (all optional strings, as the query string takes
+    them): an endpoint added to the table is a tool, with the same role scoping."""
+    return tuple(ToolSpec(e.path.strip("/"), f"/api/v1{e.path}", e.summary, e.params)
+                 for e in ENDPOINTS if e.path not in NOT_TOOLS)
+
+
+TOOLS: tuple[ToolSpec, ...] = tools()
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                             open_world_hint=False)
@@ -96,41 +102,34 @@ def call_api(app: DashboardApp, principal: Principal, route: str, args: Mapping[
 def build_server(app: DashboardApp, identify: Identify) -> MCPServer:
     """The MCP server over `app` (its read model and API routes); `identify` says who calls."""
     server: MCPServer = MCPServer("gpuledger", instructions=INSTRUCTIONS)
-    specs = {spec.name: spec for spec in TOOLS}
+    for spec in TOOLS:
+        server.add_tool(_tool(app, identify, spec), name=spec.name, description=spec.description,
+                        annotations=READ_ONLY, structured_output=False)
+    return server
 
-    async def answer(ctx: Context, name: str, args: dict[str, Any]) -> Any:
+
+def _tool(app: DashboardApp, identify: Identify, spec: ToolSpec) -> Callable[..., Any]:
+    """The tool function of `spec`: its signature (what the SDK builds the input schema from)
+    is the endpoint's parameters, each an optional string described as in the OpenAPI."""
+
+    async def tool(ctx: Context, **args: Any) -> Any:
         principal = identify(ctx)
         if principal is None:
             raise ToolError("not authenticated: no user header from a trusted proxy (access.proxy_addresses)")
         # The handlers are synchronous (DuckDB, Polars): off the event loop, one thread each.
-        return await anyio.to_thread.run_sync(lambda: call_api(app, principal, specs[name].route, args))
+        return await anyio.to_thread.run_sync(lambda: call_api(app, principal, spec.route, args))
 
-    async def bill(ctx: Context, *, period: str | None = None, team: str | None = None, by: str = "team",
-                   as_computed: bool = False) -> Any:
-        return await answer(ctx, "bill", {"period": period, "team": team, "by": by,
-                                          "as_computed": as_computed})
-
-    async def idle(ctx: Context, *, period: str | None = None, team: str | None = None, by: str = "owner",
-                   namespace: str | None = None, top: int = 100) -> Any:
-        return await answer(ctx, "idle", {"period": period, "team": team, "by": by,
-                                          "namespace": namespace, "top": top})
-
-    async def recommendations(ctx: Context, *, period: str | None = None, team: str | None = None,
-                              namespace: str | None = None) -> Any:
-        return await answer(ctx, "recommendations", {"period": period, "team": team, "namespace": namespace})
-
-    async def budgets(ctx: Context, *, period: str | None = None, team: str | None = None) -> Any:
-        return await answer(ctx, "budgets", {"period": period, "team": team})
-
-    async def plans(ctx: Context) -> Any:
-        return await answer(ctx, "plans", {})
-
-    functions: dict[str, Callable[..., Any]] = {
-        "bill": bill, "idle": idle, "recommendations": recommendations, "budgets": budgets, "plans": plans}
-    for spec in TOOLS:
-        server.add_tool(functions[spec.name], name=spec.name, description=spec.description,
-                        annotations=READ_ONLY, structured_output=False)
-    return server
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
+    annotations: dict[str, Any] = {"ctx": Context, "return": Any}
+    for p in spec.params:
+        kind = Annotated[str | None, Field(description=p.description, examples=[p.example])]
+        params.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=kind))
+        annotations[p.name] = kind
+    tool.__signature__ = inspect.Signature(params, return_annotation=Any)  # type: ignore[attr-defined]
+    tool.__annotations__ = annotations
+    tool.__name__ = tool.__qualname__ = spec.name
+    return tool
 
 
 def fixed_identity(principal: Principal) -> Identify:

@@ -10,6 +10,7 @@ module computes nothing of its own: it only decides what is cached under which k
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -43,6 +44,7 @@ class ReadModel:
         self._cache = SnapshotCache(store)
         self._warmer = Warmer(self._cache, self._warm_steps)
         self._overlay = PlanOverlay()
+        self._extra_steps: dict[str, Callable[[Snapshot], object]] = {}
 
     # 1. Snapshots and the cache --------------------------------------------------------------
     def serving(self) -> Snapshot:
@@ -71,10 +73,16 @@ class ReadModel:
 
         return self._cached(key, compute, snap)
 
-    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+    def memo(self, key: Hashable, compute: Callable[[], T], snap: Snapshot | None = None) -> T:
         """Cache a page's derived frames per snapshot (`key` must name everything they depend
-        on; access checks happen before, never inside)."""
-        return self._cached(("memo", key), lambda _snap: compute())
+        on; access checks happen before, never inside). `snap`: a snapshot being warmed (then
+        `compute` must read that snapshot too)."""
+        return self._cached(("memo", key), lambda _snap: compute(), snap)
+
+    def add_warm_step(self, name: str, step: Callable[[Snapshot], object]) -> None:
+        """Also run `step(snapshot)` when warming each new snapshot, after the read model's own
+        steps (a caller's derived views: `dashboards.api`'s recommendations answer)."""
+        self._extra_steps[name] = step
 
     def clear(self) -> None:
         """Forget everything computed (the benchmark's no-cache baseline)."""
@@ -99,6 +107,7 @@ class ReadModel:
             "idle_workloads": lambda: self.idle_workloads(period, snap=snap),
             "token_costs": lambda: self.token_costs(period, snap=snap),
             "recommendations": lambda: self.recommendations(period, snap=snap),
+            **{name: functools.partial(step, snap) for name, step in self._extra_steps.items()},
         }
 
     def wait_warm(self, timeout_s: float = 600.0) -> None:
@@ -119,12 +128,7 @@ class ReadModel:
         span = self.data_range(snap)
         if span is None:
             return [str(Period.of(utcnow()))]
-        first, month = Period.of(span[0]), Period.of(span[1])
-        out = []
-        while month >= first:
-            out.append(str(month))
-            month = month.shift(-1)
-        return out
+        return [str(month) for month in Period.newest_first(*span)]
 
     def default_period(self, snap: Snapshot | None = None) -> str:
         return self.periods(snap)[0]
@@ -159,7 +163,13 @@ class ReadModel:
 
     def missing(self, name: str, period: str, *, snap: Snapshot | None = None) -> str | None:
         """`serving_results.NOT_COMPUTED` when this serving store lacks the month result `name`
-        (shown instead of an empty result's 0: docs/decisions/0195), else None."""
+        (shown instead of an empty result's 0: docs/decisions/0195), else None. A frame result's
+        view answers it from its own read (`_stored`), so no second reader is opened for it."""
+        snap = snap or self.serving()
+        view = {serving_results.RECOMMENDATIONS: self.recommendations,
+                serving_results.TOKEN_COSTS: self.token_costs}.get(name)
+        if view is not None and not snap.owned:
+            view(period, snap=snap)  # cached: its read answered the question (`_stored`)
 
         def compute(s: Snapshot) -> str | None:
             if s.owned:
@@ -285,17 +295,16 @@ class ReadModel:
         from gpuledger.core.rules import Rules
 
         current = Rules.of(self.settings)
-
-        def read(wh: Warehouse) -> str | None:
-            return serving_results.rules_note(wh, name, period, current)
-
-        return self._read(("result_note", name, period), read, snap)
+        return self._read(("result_note", name, period),
+                          lambda wh: serving_results.rules_note(wh, name, period, current), snap)
 
     def _stored(self, snap: Snapshot, name: str, period: str) -> pl.DataFrame | None:
         """The writer's stored frame; on a serving store without one, the empty frame ("not
         computed yet", docs/decisions/0141); None on a full copy without one (compute it)."""
         with self.store.reader(snap) as wh:
             stored = serving_results.stored_frame(wh, name, period)
+        absent = None if stored is not None or snap.owned else serving_results.NOT_COMPUTED
+        self._cached(("missing", name, period), lambda _s: absent, snap)  # `missing` reads no more
         if stored is None and not snap.owned:
             return serving_results.not_computed_frame(name)
         return stored
@@ -311,12 +320,8 @@ class ReadModel:
         return self._heat_hours(period, snap).notes
 
     def _heat_hours(self, period: str, snap: Snapshot | None) -> heat.HeatHours:
-        window = Period.exact(period).window
-
-        def read(wh: Warehouse) -> heat.HeatHours:
-            return heat.active_card_hours(wh, window, self.settings)
-
-        return self._read(("active", period), read, snap)
+        window, settings = Period.exact(period).window, self.settings
+        return self._read(("active", period), lambda wh: heat.active_card_hours(wh, window, settings), snap)
 
     def _hours(self, period: str, snap: Snapshot | None) -> pl.Series:
         span = self.data_range(snap)
@@ -367,17 +372,10 @@ class ReadModel:
 
     def queue_teams(self) -> dict[str, frozenset[str]]:
         """ClusterQueue (and Volcano Queue) → teams submitting to it
-        (`analytics.teams.queues.queue_team_sets`, `analytics.teams.volcano`)."""
-        from gpuledger.analytics.teams.queues import queue_team_sets
-        from gpuledger.analytics.teams.volcano import volcano_queue_team_sets
+        (`analytics.teams.volcano.any_queue_team_sets`)."""
+        from gpuledger.analytics.teams.volcano import any_queue_team_sets
 
-        def read(wh: Warehouse) -> dict[str, frozenset[str]]:
-            out = dict(queue_team_sets(wh))
-            for name, teams in volcano_queue_team_sets(wh).items():
-                out[name] = out.get(name, frozenset()) | teams
-            return out
-
-        return self._read("queue_teams", read)
+        return self._read("queue_teams", any_queue_team_sets)
 
     def volcano_queues(self) -> pl.DataFrame:
         """Volcano Queues with their quotas in GPUs and teams (`dashboards.queue_views`)."""

@@ -11,8 +11,9 @@ Shape: exactly one worker (`workers=1`): the snapshots, their per-snapshot cache
 actions live in one process, and DuckDB wants one writer; concurrency comes from `threads`
 (gthread worker), at most `max_connections` connections at once (the next one is answered 503),
 idle keep-alive connections dropped after a few seconds, a request header that takes longer
-than `header_timeout_s` closed, and a header read off the threads (`dashboards.server_guard`:
-slow or idle sockets cost a file descriptor, never one of the threads). The app is built in the
+than `header_timeout_s` (`--header-timeout-s`) closed however slowly it trickles, and a
+header read off the threads (`dashboards.server_guard`: slow or idle sockets cost a file
+descriptor, never one of the threads). The app is built in the
 worker after the fork, never in the master, so no DuckDB connection or thread crosses a fork.
 A background task (the report schedule) runs in the worker too and is stopped by the same exit
 hook.

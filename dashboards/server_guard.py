@@ -14,7 +14,10 @@ server does (`dashboards.app.BoundedWSGIServer`: 64 connections, a 30 s stall ti
   arrive are buffered until the blank line that ends the header, and only a complete header is
   handed to a thread (with the bytes put back in front of gunicorn's own parser). A connection
   whose header is not complete within `header_timeout_s` of its first wait is closed, so idle
-  and slow sockets cost a file descriptor, never a thread;
+  and slow sockets cost a file descriptor, never a thread. The deadline is fixed when the wait
+  starts: bytes that trickle in never move it. A kept-alive connection's next request waits
+  the same way, also when the client pipelined the start of it behind the previous one (those
+  bytes are taken back from gunicorn's parser and awaited on the loop);
 - past `worker_connections` open connections a new one is answered `503` with `Retry-After`
   and closed at once (the listener is never switched off);
 - on a thread, each socket read or write that stalls for `stall_timeout_s` ends the connection
@@ -98,9 +101,22 @@ class GuardedThreadWorker(ThreadWorker):
         self.keepalived_conns.remove(conn)
         self._await_header(conn, time.monotonic() + self.header_timeout_s)
 
-    def _await_header(self, conn: Any, deadline: float) -> None:
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        """A request answered with keep-alive whose next request's header is already partly
+        buffered (pipelined bytes gunicorn read ahead): gunicorn would hand it straight back to a
+        thread, which then blocks on the rest of the header with no deadline; the partial header
+        is awaited on the loop instead."""
+        ahead = _read_ahead(conn, fs)
+        if ahead and HEADER_END not in ahead and self.alive:
+            conn.parser.unreader.take_buffered()
+            conn.sock.setblocking(False)
+            self._await_header(conn, time.monotonic() + self.header_timeout_s, ahead)
+            return
+        super().finish_request(conn, fs)
+
+    def _await_header(self, conn: Any, deadline: float, header: bytes = b"") -> None:
         conn.timeout = deadline
-        conn.header = b""
+        conn.header = header
         self.pending_conns.append(conn)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
 
@@ -140,6 +156,14 @@ class GuardedThreadWorker(ThreadWorker):
         now = time.monotonic()
         for conn in [c for c in self.pending_conns if c.timeout <= now]:
             self._drop_pending(conn)
+
+
+def _read_ahead(conn: Any, fs: Any) -> bytes:
+    """The bytes of the next request gunicorn's parser holds after a kept-alive answer (b"" when
+    the request failed, was deferred or closed the connection)."""
+    if fs.cancelled() or fs.exception() is not None or fs.result() is not True or conn.parser is None:
+        return b""
+    return bytes(conn.parser.unreader.buf.getvalue())
 
 
 def _refuse(client: socket.socket) -> None:

@@ -162,13 +162,9 @@ def wanted(wh: Warehouse, settings: Settings) -> list[tuple[str, str]]:
     if span is None or newest is None:
         return []
     fingerprint = f"{settings_fingerprint(settings)}|{Rules.of(settings).fingerprint}"
-    out: list[tuple[str, str]] = []
-    month, first = Period.of(span[1]), Period.of(span[0])
-    while month >= first and len(out) < MAX_MONTHS:
-        cut = min(Period.exact(str(month)).window.end, floor_time(newest, HOUR))
-        out.append((str(month), f"{cut.isoformat()}|{fingerprint}"))
-        month = month.shift(-1)
-    return out
+    cut = floor_time(newest, HOUR)
+    return [(str(month), f"{min(month.window.end, cut).isoformat()}|{fingerprint}")
+            for month in Period.newest_first(*span)[:MAX_MONTHS]]
 
 
 def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,

@@ -107,20 +107,33 @@ def sync(
     except Exception:  # no bill for this period (e.g. analytics cannot price it): empty lists
         teams, models = [], []
     if page == "/team" and state.team is None:
-        from gpuledger.dashboards.pages.common import default_team
+        if teamless(principal):
+            page = "/fleet"  # an admin's "My team" once opened the alphabetically first team
+        else:
+            from gpuledger.dashboards.pages.common import default_team
 
-        # the Team selector shows the team on display, not an empty "choose a team"
-        state = state.with_(team=default_team(principal, teams))
+            # the Team selector shows the team on display, not an empty "choose a team"
+            state = state.with_(team=default_team(principal, teams))
     visible = sorted(set(principal.visible_teams(teams)) | set(principal.lead_of))
     if state.team and state.team not in visible:
         # keep the URL's team selectable so the page can say "not yours" instead of silently
         # switching teams; the page itself refuses it on the server
         visible.append(state.team)
     period_options = _options(sorted(set(periods) | {state.period}, reverse=True))
-    hrefs = [ViewState(state.period, state.team, state.model).href(page.path) for page in PAGES]
+    here = ViewState(state.period, state.team, state.model)
+    to_fleet = state.team is None and teamless(principal)  # "My team" of an admin: the fleet
+    hrefs = [here.href("/fleet" if p.path == "/team" and to_fleet else p.path) for p in PAGES]
     return SyncResult(
         state.to_query(), state, page, period_options, _options(visible), _options(models), hrefs
     )
+
+
+def teamless(principal: Principal) -> bool:
+    """A principal with no team of their own who sees the fleet (an admin, a viewer): their
+    "My team" without a team chosen is the fleet view, not some team picked for them."""
+    from gpuledger.dashboards.access import can_see_fleet
+
+    return not principal.lead_of and can_see_fleet(principal)
 
 
 def whoami(principal: Principal, dev_mode: bool) -> list[Any]:
@@ -135,22 +148,36 @@ def nav_visible(principal: Principal) -> list[dict[str, str]]:
     return [{} if page.allows(principal) else hidden for page in PAGES]
 
 
-def newest_sample_of(data: ReadModel) -> datetime | None:
+@dataclass(frozen=True)
+class Newest:
+    """The serving snapshot's newest sample time, and whether its samples are simulated
+    (`freshness.simulated`: complete to their end, so no staleness applies)."""
+
+    sample: datetime | None
+    simulated: bool = False
+
+
+def newest_sample_of(data: ReadModel) -> Newest:
     """The serving snapshot's newest sample time, read once per snapshot (the banner asks on
     every tick)."""
 
-    def read() -> datetime | None:
+    def read() -> Newest:
         with data.store.reader(data.serving()) as wh:
-            return freshness.newest_sample(wh)
+            return Newest(freshness.newest_sample(wh), freshness.simulated(wh))
 
     return data.memo(("newest_sample",), read)
 
 
-def _freshness(newest: datetime | None, now: datetime) -> list[Any]:
+def _freshness(found: Newest, now: datetime) -> list[Any]:
     """The newest sample time, and a warning when it is older than two collection intervals:
-    the snapshot's copy time alone would make a dead collector look fresh."""
+    the snapshot's copy time alone would make a dead collector look fresh. Simulated data (the
+    demo) ends where the simulation ends and nothing collects more: no warning, it says so."""
+    newest = found.sample
     if newest is None:
         return [html.Span("No samples in the warehouse yet.", id="stale-warning", className="warning")]
+    if found.simulated:
+        return [html.Span(f"Simulated data to {newest:%Y-%m-%d %H:%M:%S} UTC (newest sample; complete, "
+                          "nothing collects more).", id="simulated-note")]
     parts: list[Any] = [f"Data as of {newest:%Y-%m-%d %H:%M:%S} UTC (newest sample)."]
     if freshness.is_stale(newest, now):
         limit = freshness.describe_age(freshness.STALE_INTERVALS * freshness.COLLECTION_INTERVAL)

@@ -155,7 +155,8 @@ class Ledger:
         """What is free now, by cluster, pool, model and shape (`gpuledger capacity`)."""
         import polars as pl
 
-        from gpuledger.dashboards.capacity_data import capacity_document, fleet_now
+        from gpuledger.analytics.waiting.fleet import capacity_document
+        from gpuledger.dashboards.capacity_data import fleet_now
 
         rows = capacity_document(self._with(lambda wh: fleet_now(wh, self.settings)))["capacity"]
         schema: dict[str, pl.DataType | type[pl.DataType]] = {
@@ -168,8 +169,9 @@ class Ledger:
         (`gpuledger why`)."""
         import polars as pl
 
+        from gpuledger.analytics.waiting.fleet import why_document
         from gpuledger.core.config import utcnow
-        from gpuledger.dashboards.capacity_data import fleet_now, why_document
+        from gpuledger.dashboards.capacity_data import fleet_now
 
         fleet = self._with(lambda wh: fleet_now(wh, self.settings))
         rows = why_document(fleet, utcnow(), name, self.settings.sharing.mig_share_basis)["waiting"]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.terminal_progress import Progress
+from gpuledger.warehouse.queries import freshness
 
 if TYPE_CHECKING:
     import polars as pl
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     Days = Iterator[tuple[Window, dict[str, pl.DataFrame]]]
     Batches = Iterator[tuple[Window, LoadBatch]]
 
-SIMULATOR_SOURCE = "simulator"
+SIMULATOR_SOURCE = freshness.SIMULATOR_SOURCE
 DAY = timedelta(days=1)
 AHEAD = 2
 """Days the producer may simulate ahead of the writer (bounds memory: ~1 M rows a day at 256 GPUs)."""

@@ -2,8 +2,9 @@
 
 The rows come from `analytics.advice.run.run_advice`, the call `gpuledger recommend --kind`
 makes, so the statement and the CLI never disagree on what is proposed. Only the top
-`PER_KIND` rows of each row kind (largest monthly saving first) are shown: the statement
-points at the proposals worth reading, the CLI has them all with their evidence.
+`PER_KIND` rows of each row kind are shown, of the rows the CLI lists (the floor and the order
+of `analytics.advice.actionable`): the statement points at the proposals worth reading, the CLI
+has them all with their evidence.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuledger.analytics.advice import FLEET_SHAPING_KINDS, KINDS
+from gpuledger.analytics.advice.actionable import floor_of, priced, saving, split
 from gpuledger.analytics.advice.run import Advice, run_advice
 from gpuledger.analytics.billing.bill import Bill
 from gpuledger.core.config import Settings
@@ -30,20 +32,18 @@ class FleetAdvice:
     kind: str            # the advice row's kind (`overcommit_ratio`, `profile_catalog`, ...)
     subject: str         # the model, pool, node or deployment the proposal is about
     proposal: str        # "current -> recommended"
-    monthly_saving: float
+    monthly_saving: float | None  # None: not priced (a risk row), never shown as 0
 
 
-def top_rows(rows: list[dict[str, object]], per_kind: int = PER_KIND) -> list[FleetAdvice]:
-    """At most `per_kind` rows per kind, largest saving first (ties by subject: stable)."""
+def top_rows(rows: list[dict[str, object]], floor: float, per_kind: int = PER_KIND) -> list[FleetAdvice]:
+    """At most `per_kind` of the actionable rows per kind (`analytics.advice.actionable`: the
+    floor and the order every surface uses), in that order."""
     grouped: dict[str, list[dict[str, object]]] = defaultdict(list)
-    for row in rows:
+    for row in split(rows, floor).rows:
         grouped[str(row["kind"])].append(row)
-    out = []
-    for kind, found in grouped.items():
-        found.sort(key=lambda r: (-float(str(r["monthly_saving"])), str(r["scope"])))
-        out += [FleetAdvice(kind, str(r["scope"]), f"{r['current']} -> {r['recommended']}",
-                            float(str(r["monthly_saving"]))) for r in found[:per_kind]]
-    return out
+    return [FleetAdvice(kind, str(r["scope"]), f"{r['current']} -> {r['recommended']}",
+                        saving(r) if priced(r) else None)
+            for kind, found in grouped.items() for r in found[:per_kind]]
 
 
 def fleet_advice(wh: Warehouse, window: Window, settings: Settings,
@@ -60,4 +60,4 @@ def fleet_advice(wh: Warehouse, window: Window, settings: Settings,
     if missing:  # (run_advice of no kinds would run them all)
         have.update((advice.kind, advice) for advice in run_advice(wh, window, settings, missing, bill=bill))
     found = [have[kind] for kind in KINDS.names() if kind in have]  # registry order, as run_advice gives
-    return top_rows([row for advice in found for row in advice.rows])
+    return top_rows([row for advice in found for row in advice.rows], floor_of(settings))

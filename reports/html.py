@@ -253,7 +253,8 @@ def _advice_section(st: Statement) -> str:
     if not st.advice:
         return ""
     rows = [{"kind": a.kind, "subject": a.subject, "proposal": a.proposal,
-             "save": money(a.monthly_saving)} for a in st.advice]
+             "save": "not priced" if a.monthly_saving is None else money(a.monthly_saving)}
+            for a in st.advice]
     table = _table([("kind", "Kind", "nowrap"), ("subject", "Subject", False),
                     ("proposal", "Proposal", False), ("save", "Saves/month", True)], rows)
     return ('<section id="fleet-advice"><h2>Fleet advice</h2>' + table + '<p class="notes">Top '

@@ -96,6 +96,7 @@ def _nodes(spec: FleetSpec, hw: Hardware, tb: Timebase) -> pl.DataFrame:
         "allocatable": [_json(node_allocatable(hw, i, k_last)) for i in range(len(hw.nodes))],
         "resource_version": ["1"] * len(hw.nodes),
         "observed_at": [last] * len(hw.nodes),
+        "valid_from": [None] * len(hw.nodes),  # only the last step is known: it stands for all (0207)
     })
 
 

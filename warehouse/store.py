@@ -14,13 +14,16 @@ Why these rules:
    non-empty file that is not gpuledger's (`schema.foreign_objects`) before creating anything.
 5. A dimension load replaces rows by key, except first/last-seen columns (`Column.merge`), which
    keep the earliest/latest of stored and new: loading another month never rewrites history.
+   A `nodes` load also extends `node_history` (`warehouse.node_history`): a node's
+   configuration with its validity interval, which the per-hour readers price by.
 7. Late samples leave a mark (docs/decisions/0185): a `gpu_samples` load whose window starts
    before the roll-up's watermark (`card_hours_hourly`: hours already rolled up) moves
    `ROLLUP_DIRTY` down to the window's start in the same transaction, so no crash between a
    load and its re-roll can leave a stale roll-up unnoticed; whoever rolls up (collect,
    `rollup`, `compact`, finalize) rolls those hours up again and clears it. The warehouse
    records only where the stored samples changed; which hours that touches (the sample pass's
-   margin) is the roll-up's rule (`gpuledger.collect_rollup`).
+   margin) is the roll-up's rule (`gpuledger.collect_rollup`). A `nodes` load whose labels
+   re-configure rolled-up hours marks them the same way (`warehouse.node_history`, rule 4).
 6. Several statements that must land together (a plan's status, its progress and its audit row)
    run inside `with wh.transaction():`; loads and audit appends inside it join it instead of
    committing on their own, so a failure anywhere leaves none of them stored.
@@ -50,6 +53,7 @@ from gpuledger.core.errors import WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
 from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
+from gpuledger.warehouse.node_history import changed_from, history_insert
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
 from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate, refuse_newer
 
@@ -213,12 +217,16 @@ class Warehouse:
         """Rule 7: move `ROLLUP_DIRTY` down to a roll-up input's window below the roll-up."""
         if batch.window is None or not any(name in batch.frames for name in ROLLUP_INPUTS):
             return
+        self._mark_dirty(batch.window.start)
+
+    def _mark_dirty(self, start: datetime | None) -> None:
+        """Move `ROLLUP_DIRTY` down to `start` where it is below the roll-up's watermark (rule 7:
+        late samples; node labels that re-configure rolled-up hours, `warehouse.node_history`)."""
         rolled = self.watermark(ROLLUP_SOURCE)
-        start = batch.window.start
-        if rolled is None or start >= rolled:
+        if start is None or rolled is None or as_utc(start) >= rolled:
             return
         dirty = self.watermark(ROLLUP_DIRTY)
-        if dirty is None or start < dirty:
+        if dirty is None or as_utc(start) < dirty:
             self.con.execute("INSERT OR REPLACE INTO watermarks VALUES (?, ?, now())",
                              [ROLLUP_DIRTY, as_utc(start)])
 
@@ -282,6 +290,9 @@ class Warehouse:
             self._merge_intervals(spec, view)
         elif spec.kind == "dimension":
             self.con.execute(_dimension_insert(spec, view))
+            if spec.name == "nodes":  # configuration keeps its validity interval (node_history)
+                self._mark_dirty(self.scalar(changed_from(view)))
+                self.con.execute(history_insert(view))
         else:
             self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
         return removed

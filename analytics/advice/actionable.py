@@ -6,15 +6,25 @@ in `recommend --kind` and in the statements (issue 32). A row is *actionable* wh
 least `advice.min_monthly_saving` a month, or when its kind names a risk to act on whatever it
 saves (`RISK_KINDS`: a pool past the knee of its overcommit curve loses work, and fixing it may
 cost money). Actionable rows are ranked by money, largest first; the rest are counted per kind
-("94 Deployments already right-sized") with their summed saving, so the totals every surface
-shows are still the sum of every row (one saving figure: the floor hides rows, never money).
+("94 Deployments already right-sized") with their summed saving.
+
+One rule for the figure a surface states beside the listed rows ("12 worth acting on, together
+$X/month", `Shown.total`): the sum of the listed rows' savings, never of the counted ones (a
+catalog row that would cost money is no action anyone takes; summed in, it hid money from the
+rows that are: docs/decisions/0213). A risk row's saving is unknown (`None`: fixing a pool past
+its knee may cost money, the advice cannot price it), never 0: it is listed, shown "not priced"
+and left out of the sum. One order for every surface (`rank_key`: by saving, unknown last, then a
+full tiebreak), so `recommend --top N` gives the same rows in its table and its JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuledger.core.config import Settings
 
 RISK_KINDS = frozenset({"overcommit_past_knee"})
 """Row kinds listed whatever they save: acting on them removes a risk, not a cost."""
@@ -44,8 +54,10 @@ class Quiet:
     label: str
 
     def line(self, currency: str) -> str:
-        """One line for a person: "94 Deployments already right-sized (USD 0.00/month together)"."""
-        return f"{self.count:,} {self.label} ({currency} {self.monthly_saving:,.2f}/month together)"
+        """One line for a person: "94 Deployments already right-sized (USD 0.00/month together)";
+        a negative sum says what it means (a catalog that would cost more than it saves)."""
+        cost = "; acting on them would cost money" if self.monthly_saving < -0.005 else ""
+        return f"{self.count:,} {self.label} ({currency} {self.monthly_saving:,.2f}/month together{cost})"
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "count": self.count, "monthly_saving": round(self.monthly_saving, 2),
@@ -63,20 +75,53 @@ class Shown:
     def hidden(self) -> int:
         return sum(q.count for q in self.quiet)
 
+    @property
+    def total(self) -> float:
+        """What acting on the listed rows saves a month: their known savings summed (module
+        docstring; the counted rows and the unpriced risks are not in it)."""
+        return sum(saving(r) for r in self.rows)
+
 
 def saving(row: Mapping[str, Any]) -> float:
-    """A row's monthly saving as a float (rows carry it as a number or its text)."""
+    """A row's monthly saving as a float for sums (rows carry it as a number or its text); an
+    unknown saving (`None`, a risk row) adds nothing."""
     value = row.get("monthly_saving")
     return float(str(value)) if value is not None else 0.0
+
+
+def priced(row: Mapping[str, Any]) -> bool:
+    """Whether the row's saving is known (a risk row's is not: `None`)."""
+    return row.get("monthly_saving") is not None
 
 
 def is_actionable(row: Mapping[str, Any], floor: float) -> bool:
     return str(row.get("kind")) in RISK_KINDS or saving(row) >= floor
 
 
+TIEBREAK = ("kind", "scope", "team", "namespace", "workload")
+"""Fields ordering rows of equal saving (advice rows have kind and scope, workload rows team,
+namespace and workload); the whole row's text breaks what they leave tied."""
+
+
+def rank_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The one order of advice and recommendation rows: known savings first, largest first,
+    then `TIEBREAK`, then the row's text: no two distinct rows tie, so every surface cutting the
+    top N (table, JSON, CSV, page) shows the same rows in the same order."""
+    import json
+
+    return (not priced(row), -saving(row), *(str(row.get(k) or "") for k in TIEBREAK),
+            json.dumps(dict(row), sort_keys=True, default=str))
+
+
+def floor_of(settings: Settings, *, every: bool = False) -> float:
+    """The floor a surface splits at: `advice.min_monthly_saving`, or 0 when the reader asked
+    for every row (`recommend --all`, `?all=true`)."""
+    return 0.0 if every else settings.advice.min_monthly_saving
+
+
 def split(rows: Iterable[Mapping[str, Any]], floor: float) -> Shown:
-    """`rows` ranked by saving (largest first; ties by kind and scope, for a stable order), those
-    under `floor` (and not a risk) counted per kind instead. `floor` 0 lists every row."""
+    """`rows` ranked by `rank_key`, those under `floor` (and not a risk) counted per kind
+    instead. `floor` 0 lists every row."""
     listed: list[dict[str, Any]] = []
     counted: dict[str, list[float]] = {}
     for row in rows:
@@ -84,7 +129,7 @@ def split(rows: Iterable[Mapping[str, Any]], floor: float) -> Shown:
             listed.append(dict(row))
         else:
             counted.setdefault(str(row.get("kind")), []).append(saving(row))
-    listed.sort(key=lambda r: (-saving(r), str(r.get("kind")), str(r.get("scope"))))
+    listed.sort(key=rank_key)
     quiet = [Quiet(kind, len(s), sum(s), QUIET.get(kind, f"{kind} rows under the floor"))
              for kind, s in sorted(counted.items())]
     return Shown(listed, quiet)

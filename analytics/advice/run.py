@@ -144,7 +144,9 @@ def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advi
     rows: list[dict[str, object]] = [{
         "kind": "overcommit_past_knee" if o.past_knee else "overcommit_ratio",
         "scope": f"{o.pool} ({o.workload_class})", "current": f"1:{o.running:.1f}",
-        "recommended": f"1:{o.recommended}", "monthly_saving": o.monthly_saving, "reason": o.reason(),
+        # past the knee the advice is to shed replicas, which it cannot price: unknown, not 0
+        "recommended": f"1:{o.recommended}", "monthly_saving": None if o.past_knee else o.monthly_saving,
+        "reason": o.reason(),
     } for o in found]
     return Advice("overcommit", rows, {"pools": [o.as_dict() for o in found]})
 

@@ -246,7 +246,7 @@ def compute_bill(
     # 1. Usage, under the rules its plan says.
     plan = plan_usage(wh, window, Rules.of(settings), source=source, as_computed=as_computed,
                       what=f"bill {period_text(window)}")
-    inventory = cards(wh)  # read and parsed once: the raw usage and the pricing share it
+    inventory = cards(wh, window)  # read and parsed once: the raw usage and the pricing share it
     usage, held = _usage(wh, window, settings, dims, plan, grain=grain, gpus=inventory)
     usage, gpus = usage.with_columns(_POOL), inventory.with_columns(_POOL)
     # 2. Price the allocations.

@@ -16,6 +16,8 @@ import polars as pl
 
 from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.analytics.devices.capacity import instance_share_by_day, presence_by_day
+from gpuledger.analytics.devices.replicas import at_day
+from gpuledger.core.labels import UNKNOWN
 from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
@@ -42,13 +44,18 @@ def unallocated_rows(
             pl.col("pool").first().alias("_u_pool"),
         )
     instances = instance_share_by_day(wh, gpus, window, rules.shares.mig_share_basis)
+    by_node = [c for c in ("inventory_mode", "inventory_pool") if c in gpus.columns]
     cards = gpus.select(
-        "uuid", pl.col("gpu_node").alias("_g_node"), pl.col("model").alias("_g_model"),
-        pl.col("pool").alias("_g_pool"), "card_mode",
+        "uuid", "gpu_node", pl.col("model").alias("_g_model"), "pool", "card_mode", *by_node,
     )
+    # Mode and pool of each card-day as its node was configured that day (docs/decisions/0207).
+    days = at_day(presence.join(held, on=["uuid", "day"], how="full", coalesce=True)
+                  .join(cards, on="uuid", how="left"), wh, window)
     frame = (
-        presence.join(held, on=["uuid", "day"], how="full", coalesce=True)
-        .join(cards, on="uuid", how="left")
+        days.rename({"gpu_node": "_g_node"})
+        .with_columns(pl.when(pl.col("card_mode").is_not_null()).then(pl.col("pool").fill_null(UNKNOWN))
+                      .alias("_g_pool"))  # an inventoried card without a pool is in `unknown`
+        .drop("pool", *by_node)
         .join(instances, on=["uuid", "day"], how="left")
         .with_columns(
             pl.col("present_hours").fill_null(0.0),
@@ -70,6 +77,12 @@ def unallocated_rows(
         .filter(pl.col("card_hours") > 0)
         .join(prices, on=["model", "day"], how="left")
     )
+    return _as_unallocated_lines(frame)
+
+
+def _as_unallocated_lines(frame: pl.DataFrame) -> pl.DataFrame:
+    """Card-day rows of unheld hours as the bill's `unallocated` lines: priced at list, nobody's
+    namespace or pod, no discount, no idle (nobody held them)."""
     return frame.with_columns(
         pl.lit("unallocated").alias("kind"),
         pl.lit(SpecialLine.UNALLOCATED.value).alias("team"),

@@ -17,10 +17,15 @@ free". Every shape a workload can ask for is answered the way the scheduler woul
    allocated claim holds (a whole card only when none of its devices is claimed; on-demand MIG
    devices of a dynamic card are possibilities, not devices, and are left out), and HAMi's
    memory and cores left on each card (card memory minus the allocations alive at the newest
-   observation; summed over cards, while one pod takes its share from one card).
+   observation). A HAMi pod takes its memory and cores from ONE card, so these shapes are never
+   summed over cards: `ready` is the most one card has left, and `per_card` lists each card's.
 
 A row per (cluster, pool, model, shape): `ready` (schedulable now), `placeable` (cards where the
-profile can be added by a layout change), `nodes` (where, sorted).
+profile can be added by a layout change), `nodes` (where, sorted), `per_card` (HAMi shapes).
+
+Shape names are this module's alone (`node_shape` for what a node or card offers,
+`request_need` for what a request asks of one card or node): the suggestion matches a request to
+a row by these names, so a second spelling would silently never match (issue 35 review).
 """
 
 from __future__ import annotations
@@ -34,7 +39,17 @@ from gpuledger.core.mig import gpu_model
 
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
-HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpucores")
+HAMI_MEM_RESOURCE = "nvidia.com/gpumem"
+HAMI_CORES_RESOURCE = "nvidia.com/gpucores"
+HAMI_RESOURCES = (HAMI_MEM_RESOURCE, HAMI_CORES_RESOURCE)
+
+WHOLE = "whole GPU"
+TIMESLICE = "time-slice replica"
+HAMI_SLOT = "hami vGPU slot"
+HAMI_MEM = "hami gpumem MiB"
+HAMI_CORES = "hami gpucores %"
+PER_CARD = frozenset({HAMI_MEM, HAMI_CORES})
+"""Shapes one pod takes from one card: `ready` is the largest card's, never a sum."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +94,8 @@ class DeviceFree:
     model: str | None
     shape: str
     free: float
+    card: str | None = None
+    """The card (uuid) the amount is on, for the per-card shapes (`PER_CARD`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,16 +109,33 @@ class ShapeFree:
     ready: float
     placeable: int
     nodes: tuple[str, ...]
+    per_card: tuple[tuple[str, float], ...] = ()
+    """Per-card shapes: (`node/uuid`, free) of every card with some left, most first."""
+
+
+def mig_shape(profile: str) -> str:
+    return "mig " + profile
 
 
 def node_shape(resource: str, sharing_mode: str) -> str | None:
     """The shape a node resource offers, or None when it is no GPU resource."""
     if resource == GPU:
-        return {"timeslice": "time-slice replica", "vgpu": "hami vGPU slot"}.get(sharing_mode, "whole GPU")
+        return {"timeslice": TIMESLICE, "vgpu": HAMI_SLOT}.get(sharing_mode, WHOLE)
     if resource.startswith(MIG_PREFIX):
-        return "mig " + resource[len(MIG_PREFIX):]
-    if resource in HAMI_RESOURCES:
-        return "hami " + resource.split("/")[1]
+        return mig_shape(resource[len(MIG_PREFIX):])
+    return {HAMI_MEM_RESOURCE: HAMI_MEM, HAMI_CORES_RESOURCE: HAMI_CORES}.get(resource)
+
+
+def request_need(requests: Mapping[str, float]) -> tuple[str, float] | None:
+    """The shape a request asks of one card or node, and how much, in `node_shape`'s names: a
+    MIG profile (count), HAMi memory (MiB a vGPU takes from one card), else HAMi cores
+    (percent), else whole GPUs (count); None when it asks no GPU."""
+    for key in sorted(requests):
+        if key.startswith(MIG_PREFIX):
+            return mig_shape(key[len(MIG_PREFIX):]), float(requests[key])
+    for resource, shape in ((HAMI_MEM_RESOURCE, HAMI_MEM), (HAMI_CORES_RESOURCE, HAMI_CORES), (GPU, WHOLE)):
+        if resource in requests:
+            return shape, float(requests[resource])
     return None
 
 
@@ -122,23 +156,26 @@ def placeable_profiles(model: str, instances: Mapping[str, int]) -> tuple[str, .
 
 
 def hami_left(cluster: str, node: str, pool: str | None, model: str | None, *,
-              memory_mib: float | None, used_mib: float, used_cores: float) -> list[DeviceFree]:
+              memory_mib: float | None, used_mib: float, used_cores: float,
+              card: str | None = None) -> list[DeviceFree]:
     """Step 3, HAMi: one card's memory left (when its size is known) and cores left (percent),
     its size minus what the allocations alive at the newest observation use, never below 0."""
     out = []
     if memory_mib:
-        out.append(DeviceFree(cluster, node, pool, model, "hami gpumem MiB",
-                              max(0.0, float(memory_mib) - float(used_mib))))
-    out.append(DeviceFree(cluster, node, pool, model, "hami gpucores %", max(0.0, 100.0 - float(used_cores))))
+        out.append(DeviceFree(cluster, node, pool, model, HAMI_MEM,
+                              max(0.0, float(memory_mib) - float(used_mib)), card))
+    out.append(DeviceFree(cluster, node, pool, model, HAMI_CORES, max(0.0, 100.0 - float(used_cores)), card))
     return out
 
 
 def capacity_now(nodes: Iterable[NodeState], cards: Iterable[CardState] = (),
                  devices: Iterable[DeviceFree] = ()) -> list[ShapeFree]:
-    """Steps 1-3, summed per (cluster, pool, model, shape); zero rows are left out."""
+    """Steps 1-3, summed per (cluster, pool, model, shape) (the per-card shapes: the largest
+    card's, with each card's in `per_card`); zero rows are left out."""
     ready: dict[tuple[str, str | None, str | None, str], float] = defaultdict(float)
     placeable: dict[tuple[str, str | None, str | None, str], int] = defaultdict(int)
     where: dict[tuple[str, str | None, str | None, str], set[str]] = defaultdict(set)
+    cards_of: dict[tuple[str, str | None, str | None, str], list[tuple[str, float]]] = defaultdict(list)
     for n in nodes:
         for resource, free in n.free().items():
             shape = node_shape(resource, n.sharing_mode)
@@ -149,15 +186,21 @@ def capacity_now(nodes: Iterable[NodeState], cards: Iterable[CardState] = (),
             where[key].add(n.node)
     for c in cards:
         for profile in placeable_profiles(c.model, c.instances):
-            key = (c.cluster, c.pool, c.model, "mig " + profile)
+            key = (c.cluster, c.pool, c.model, mig_shape(profile))
             placeable[key] += 1
             where[key].add(c.node)
     for d in devices:
         if d.free > 0:
             key = (d.cluster, d.pool, d.model, d.shape)
-            ready[key] += d.free
+            if d.shape in PER_CARD:
+                ready[key] = max(ready[key], d.free)
+                cards_of[key].append((f"{d.node}/{d.card or '?'}", d.free))
+            else:
+                ready[key] += d.free
             where[key].add(d.node)
     keys = sorted(set(ready) | set(placeable), key=lambda k: tuple(str(x) for x in k))
     return [ShapeFree(*k, ready=ready.get(k, 0.0), placeable=placeable.get(k, 0),
-                      nodes=tuple(sorted(where[k]))) for k in keys]
+                      nodes=tuple(sorted(where[k])),
+                      per_card=tuple(sorted(cards_of.get(k, ()), key=lambda c: (-c[1], c[0]))))
+            for k in keys]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
-from gpuledger.analytics.devices.replicas import configured_replicas
+from gpuledger.analytics.devices.replicas import with_configured_replicas
 
 if TYPE_CHECKING:
     from gpuledger.core.rules import ShareRules
@@ -61,7 +61,7 @@ class DeviceSource(Protocol):
 
 
 def with_card_replicas(frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame:
-    """Add `_replicas`: the card's replica count as its node is configured
+    """Add `_replicas`: the card's replica count as its node is configured in the row's hour
     (`analytics.devices.replicas`), else the inventory's count, else the replicas seen.
 
     Shared by the modes that split a card into replicas (time-slice, vGPU); added once.
@@ -71,9 +71,10 @@ def with_card_replicas(frame: pl.DataFrame, inputs: ShareInputs) -> pl.DataFrame
     seen = frame.group_by("uuid").agg(pl.col("vgpu").n_unique().alias("_seen_replicas"))
     frame = frame.join(seen, on="uuid", how="left")
     node = "gpu_node" if "gpu_node" in frame.columns else "node"
-    if node in frame.columns:
-        configured = configured_replicas(inputs.wh).rename({"node": node})
-        frame = frame.join(configured, on=node, how="left")
+    if "configured_replicas" in frame.columns:  # set per hour already (`replicas.at_hour`)
+        pass
+    elif node in frame.columns:
+        frame = with_configured_replicas(frame, inputs.wh, inputs.window, node)
     else:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("configured_replicas"))
     replicas = pl.coalesce(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuledger.analytics.teams.queues import single_owners
+from gpuledger.analytics.teams.queues import queue_team_sets, single_owners
 from gpuledger.warehouse.queries.volcano import podgroup_teams
 
 if TYPE_CHECKING:
@@ -32,3 +32,12 @@ def volcano_queue_team_sets(wh: Warehouse) -> dict[str, frozenset[str]]:
 def volcano_queue_owners(wh: Warehouse) -> dict[str, str]:
     """Volcano Queue → its one team (shared or unused queues are left out)."""
     return single_owners(volcano_queue_team_sets(wh))
+
+
+def any_queue_team_sets(wh: Warehouse) -> dict[str, frozenset[str]]:
+    """Kueue ClusterQueues and Volcano Queues alike → the teams submitting to each (a name used
+    by both systems joins their teams): what a page filtering queues by team needs."""
+    out = dict(queue_team_sets(wh))
+    for name, teams in volcano_queue_team_sets(wh).items():
+        out[name] = out.get(name, frozenset()) | teams
+    return out

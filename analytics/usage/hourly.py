@@ -8,7 +8,8 @@ All of it under one typed rule set (`core.rules.Rules`): the sampling rules deci
 and idle time, the share rules what part of a card a holder pays (docs/decisions/0147).
 
 1. Held time per device, holder and hour from the raw samples (`analytics.sampling`).
-2. Attach the card (model, pool, sharing mode, replicas, memory) and the pod (queue, requests);
+2. Attach the card (model, pool, sharing mode, replicas, memory: its node's configuration in force
+   in the row's hour, `analytics.devices.replicas.at_hour`) and the pod (queue, requests);
    shared cards exported without `vgpu` labels get their holders from the pods
    (`analytics.devices.unlabeled`).
 3. Give each row its share of the card (its sharing mode's source in `analytics.devices`)
@@ -25,7 +26,7 @@ import polars as pl
 from gpuledger.analytics.devices.base import ShareInputs
 from gpuledger.analytics.devices.dra_rows import with_claim_rows
 from gpuledger.analytics.devices.registry import sharing_mode_expr, with_shares
-from gpuledger.analytics.devices.replicas import cards
+from gpuledger.analytics.devices.replicas import at_hour, cards
 from gpuledger.analytics.devices.shares import clamp_to_card, vgpu_request
 from gpuledger.analytics.devices.unlabeled import split_unlabeled
 from gpuledger.analytics.sampling.results import held_hourly
@@ -95,7 +96,7 @@ def hourly_usage(
     pass as the allocations, `analytics.usage.rollup`); `gpus`: `analytics.devices.replicas.cards`
     when the caller already read it (the bill prices with the same frame: read and parsed once)."""
     # 1. Held time: the samples', and on DRA cards the claims' (`analytics.devices.dra_rows`).
-    gpus = cards(wh) if gpus is None else gpus  # a whole card on a replicated node is `timeslice` (core.gfd)
+    gpus = cards(wh, window) if gpus is None else gpus  # whole card on a replicated node: `timeslice`
     sampled = held if held is not None else held_hourly(wh, window, rules.sampling)
     held = split_unlabeled(wh, sampled, gpus, window)
     held = with_claim_rows(wh, window, held)
@@ -109,6 +110,7 @@ def hourly_usage(
             f"gpu_samples: GPU {missing[0]} (and {len(missing) - 1} more) has samples but no row "
             "in table gpus; collect the inventory before billing"
         )
+    frame = at_hour(frame, wh, window)  # mode, pool, replicas: the node's labels in force that hour
     frame = attach_pods(frame, pod_inventory(wh, window))
     frame = frame.with_columns(sharing_mode_expr())
     # 3. Shares, each row by its sharing mode's device source.

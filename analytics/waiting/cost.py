@@ -106,11 +106,9 @@ def by_queue(waiting: Iterable[Pending], verdicts: Mapping[tuple[str, str, str],
     return [QueueWait(t, q, count[(t, q)], hours[(t, q)], servable[(t, q)]) for t, q in sorted(count)]
 
 
-def by_shape(history: Iterable[Pending], waiting: set[tuple[str, str, str]],
-             now: datetime) -> list[ShapeWait]:
-    """Step 3: wait p50/p95 per shape over every stored wait (`waiting`: the ones still running
-    up; they are measured like ended ones, to the last snapshot that saw them, see step 1)."""
-    del waiting
+def by_shape(history: Iterable[Pending], now: datetime) -> list[ShapeWait]:
+    """Step 3: wait p50/p95 per shape over every stored wait (those still running up are
+    measured like ended ones, to the last snapshot that saw them, see step 1)."""
     waits: dict[str, list[float]] = defaultdict(list)
     for p in history:
         h = wait_hours(p, now)

@@ -31,6 +31,8 @@ from gpuledger.dashboards.serving_results import FLEET_KINDS, PLANS_KINDS
 ROW_SCHEMA: dict[str, Any] = {"kind": pl.String, "scope": pl.String, "current": pl.String,
                               "recommended": pl.String, "monthly_saving": pl.Float64, "reason": pl.String}
 RATE_COLUMNS = ("node", "pool", "free_slices", "unusable_slices", "slices", "rate")
+UNPRICED = "not priced"
+"""A risk row's saving cell (`actionable`: unknown, never $0.00)."""
 
 
 @dataclass(frozen=True)
@@ -50,21 +52,23 @@ class AdviceView:
     missing: tuple[str, ...] = ()
     """Kinds not computed yet for the month (no rows, no zero: `serving_results.NOT_COMPUTED`)."""
     total: float = 0.0
-    """Every computed row's saving (the floor hides rows, never money)."""
+    """What acting on the listed rows saves a month (`actionable.Shown.total`: the rows not
+    listed and the unpriced risks are not in it)."""
     floor: float = 0.0
     """`advice.min_monthly_saving`."""
 
 
 def advice_view(ctx: PageContext, kinds: tuple[str, ...]) -> AdviceView:
     """The rows of `kinds` for the page's month, and the fragmentation rates when asked."""
-    from gpuledger.analytics.advice.actionable import quiet_lines, saving, split
+    from gpuledger.analytics.advice.actionable import floor_of, quiet_lines, split
 
     period = ctx.state.period
     every = [ctx.data.advice(period, k) for k in kinds]
     missing = tuple(a.kind for a in every if "not_computed" in a.document)
     found = [a for a in every if a.kind not in missing]
     computed = [r for a in found for r in a.rows]
-    shown = split(computed, ctx.settings.advice.min_monthly_saving)
+    floor = floor_of(ctx.settings)
+    shown = split(computed, floor)
     rows = pl.DataFrame(shown.rows, schema=ROW_SCHEMA)
     docs = {a.kind: a.document for a in found}
     frag = docs.get("fragmentation", {})
@@ -77,7 +81,7 @@ def advice_view(ctx: PageContext, kinds: tuple[str, ...]) -> AdviceView:
                       _latest(frag.get("pools", []), "pool"), manifests,
                       results_note(ctx, [f"advice:{k}" for k in kinds]),
                       tuple(quiet_lines(shown.quiet, ctx.currency)), missing,
-                      sum(saving(r) for r in computed), ctx.settings.advice.min_monthly_saving)
+                      shown.total, floor)
 
 
 def _latest(records: list[dict[str, Any]], key: str) -> pl.DataFrame:
@@ -103,10 +107,13 @@ def _rows_table(v: AdviceView, id: str) -> html.Div:
     columns = [("monthly_saving", f"saving / month ({v.currency})"), ("kind", "kind"), ("scope", "scope"),
                ("recommended", "recommended"), ("current", "current"), ("reason", "reason")]
     listed = (html.P("nothing worth acting on this month", className="empty", id=id) if v.rows.is_empty()
-              else grid(v.rows, columns, id=id, money_columns=("monthly_saving",), currency=v.currency))
+              else grid(v.rows, columns, id=id, money_columns=("monthly_saving",), currency=v.currency,
+                        unknown=UNPRICED))
+    risks = v.rows.filter(pl.col("monthly_saving").is_null()).height
+    unpriced = f" ({risks:,} risk{'s' if risks > 1 else ''} {UNPRICED}, not in the sum)" if risks else ""
     return html.Div([
-        html.P(f"{v.rows.height:,} worth acting on, together {money(v.total, v.currency)}/month "
-               "with the rows not listed", className="muted", id=f"{id}-summary",
+        html.P(f"{v.rows.height:,} worth acting on, together {money(v.total, v.currency)}/month{unpriced}",
+               className="muted", id=f"{id}-summary",
                **_data_value(v.total)) if not v.missing or v.total else html.Span(),
         listed, *notes])
 

@@ -45,19 +45,27 @@ class PageContext:
 
 
 def money(value: float | None, currency: str) -> str:
-    """`$12,345.67` (or `12,345.67 CHF` for currencies without a sign); rounds to the cent."""
+    """`$12,345.67` (or `12,345.67 CHF` for currencies without a sign), at the currency's own
+    decimals (`core.money.decimals`, the CLDR's: `¥12,346`, `1.235 BHD`), as the CSVs and the
+    grid write it (docs/decisions/0197)."""
+    from gpuledger.core.money import decimals
+
     if value is None:
         return "–"
-    amount = round(float(value), 2) + 0.0
+    places = decimals(currency)
+    amount = round(float(value), places) + 0.0  # + 0.0: no "-0.00"
     sign = CURRENCY_SIGNS.get(currency)
-    text = f"{abs(amount):,.2f}"
+    text = f"{abs(amount):,.{places}f}"
     minus = "-" if amount < 0 else ""
     return f"{minus}{sign}{text}" if sign else f"{minus}{text} {currency}"
 
 
 def number(value: float | None, digits: int = 1) -> str:
+    """A quantity with `digits` decimals; a count (an int) whole, without any (`3`, not `3.0`)."""
     if value is None:
         return "–"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
     return f"{float(value):,.{digits}f}"
 
 

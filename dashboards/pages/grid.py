@@ -16,7 +16,8 @@ wrapping `Div` carries the caller's `id` (what tests and links address); the gri
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dash
@@ -41,19 +42,28 @@ dash.clientside_callback(
 )
 
 
-def _money_formatter(currency: str) -> dict[str, str]:
+def money_formatter(currency: str, unknown: str = "–", *, unknown_js: str | None = None) -> dict[str, str]:
+    """A grid formatter of money at the currency's decimals; `unknown` where a cell has none
+    (or `unknown_js`, a JavaScript expression, e.g. one that reads the row)."""
     places = decimals(currency)
     sign = CURRENCY_SIGNS.get(currency, "")
     suffix = "" if sign else f" {currency}"
-    return {"function": f"params.value == null ? '–' : (params.value < 0 ? '-' : '') + '{sign}' + "
+    return {"function": f"params.value == null ? {unknown_js or json.dumps(unknown)} : "
+                        f"(params.value < 0 ? '-' : '') + '{sign}' + "
                         f"d3.format(',.{places}f')(Math.abs(params.value)) + '{suffix}'"}
 
 
 def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
          money_columns: Sequence[str] = (), currency: str = "USD", file_name: str | None = None,
-         page_size: int = PAGE_SIZE) -> html.Div:
+         page_size: int = PAGE_SIZE, unknown: str = "–",
+         column_options: Mapping[str, Mapping[str, Any]] | None = None, carry: Sequence[str] = (),
+         grid_options: Mapping[str, Any] | None = None, highest_first: bool = False) -> html.Div:
     """`frame`'s `columns` ((key, header) pairs) in a grid: every column sortable and
-    filterable, numbers right-aligned, money formatted, pages of `page_size`, a CSV button."""
+    filterable, numbers right-aligned, money formatted (`unknown` where a cell has none),
+    pages of `page_size`, a CSV button. `column_options` adds to (or overrides) a column's
+    definition (a formatter, a renderer, cell classes), `carry` names fields the rows carry
+    without a column (a link, a flag a class rule reads), `grid_options` adds grid options;
+    `highest_first`: a header's first click sorts descending (a ranking of money)."""
     numeric = {c for c, dtype in frame.schema.items() if dtype.is_numeric()}
     defs: list[dict[str, Any]] = []
     for key, header in columns:
@@ -61,18 +71,26 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
         if key in numeric:
             col |= {"filter": "agNumberColumnFilter", "type": "rightAligned"}
             if key in money_columns:
-                col["valueFormatter"] = _money_formatter(currency)
+                col["valueFormatter"] = money_formatter(currency, unknown)
         else:
             col["filter"] = "agTextColumnFilter"
-        defs.append(col)
-    keys = [k for k, _ in columns]
+        defs.append(col | dict((column_options or {}).get(key, {})))
+    keys = [k for k, _ in columns] + [k for k in carry if k not in dict(columns)]
     return html.Div([
         dag.AgGrid(
             id=f"{id}-grid", rowData=frame.select(keys).to_dicts(), columnDefs=defs,
-            defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True, "minWidth": 110},
+            # headers wrap at their words rather than end in "…" (as the CLI's, 0197)
+            defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True, "minWidth": 110,
+                           "wrapHeaderText": True, "autoHeaderHeight": True,
+                           **({"sortingOrder": ["desc", "asc", None]} if highest_first else {})},
             columnSize="responsiveSizeToFit",
-            dashGridOptions={"pagination": True, "paginationPageSize": page_size, "domLayout": "autoHeight",
-                             "tooltipShowDelay": 300, "enableCellTextSelection": True},
+            dashGridOptions={"pagination": True, "paginationPageSize": page_size,
+                             # the page-size picker offers the size shown (AG Grid's default list
+                             # lacks 25, and the picker then showed an empty box)
+                             "paginationPageSizeSelector": sorted({page_size, 25, 50, 100}),
+                             "domLayout": "autoHeight",
+                             "tooltipShowDelay": 300, "enableCellTextSelection": True,
+                             **(grid_options or {})},
             csvExportParams={"fileName": file_name or f"{id}.csv"}, className="ag-theme-alpine",
             style={"width": "100%"},
         ),

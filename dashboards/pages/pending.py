@@ -43,8 +43,9 @@ def render(rows: Sequence[Mapping[str, Any]], by_queue: Sequence[Mapping[str, An
 
 def panel(ctx: PageContext, team: str) -> html.Section:
     """The team's rows of the served `why` document (an unreadable source: one line)."""
+    from gpuledger.analytics.waiting.fleet import why_document
     from gpuledger.core.config import utcnow
-    from gpuledger.dashboards.capacity_data import served_fleet, why_document
+    from gpuledger.dashboards.capacity_data import served_fleet
 
     try:
         doc = why_document(served_fleet(ctx.data, ctx.settings), utcnow(),

@@ -18,6 +18,7 @@ from gpuledger.dashboards import figures
 from gpuledger.dashboards.access import can_see_fleet
 from gpuledger.dashboards.actions import PlanActions, Preview, Rollout
 from gpuledger.dashboards.pages.common import PageContext, graph, money, number, refuse, section, table
+from gpuledger.dashboards.pages.grid import grid
 
 EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("gpus_freed", "GPUs freed"),
@@ -145,13 +146,10 @@ def evaluation_parts(plan: Any) -> tuple[str | None, pl.DataFrame | None]:
     verdict = "proposed" if e.verdict == "propose" else "proposes nothing"
     text = f"{e.headline} — {verdict}: {e.reason} (worst queue {e.max_rise_share:+.1%} of its demand, " \
            f"bound {e.rise_bound:.0%}; {e.method})"
-    rows = [{"team": t.team, "gpus": f"{t.gpus_before:g} → {t.gpus_after:g}",
-             "change": f"{t.gpus_after - t.gpus_before:+g}", "floor": t.floor_note or f"{t.floor_gpus:g}",
-             "pending": f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
-             "share": f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand"}
-            for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team))]
-    return text, pl.DataFrame(rows, schema={c: pl.String for c in ("team", "gpus", "change", "floor",
-                                                                     "pending", "share")})
+    from gpuledger.optimizer.plan.render import team_rows
+
+    return text, pl.DataFrame(team_rows(e), schema={c: pl.String for c in ("team", "gpus", "change", "floor",
+                                                                            "pending", "share")})
 
 
 def _q(value: float | None) -> str:
@@ -167,7 +165,7 @@ def effect_frame(effect: Any, currency: str) -> pl.DataFrame:
         if key.endswith("_gpu_minutes_before") or key.endswith("_gpu_minutes_after"):
             value = value / 60  # read in GPU-hours (issue 32: "13,082,209.60 GPU-minutes")
         text = money(value, effect.currency or currency) if key == "monthly_cost_saving" else (
-            f"{value:,}" if isinstance(value, int) else number(value))
+            number(value))
         rows.append({"effect": label, "value": text})
     return pl.DataFrame(rows, schema={"effect": pl.String, "value": pl.String})
 
@@ -272,21 +270,16 @@ def _detail(v: PlansView) -> html.Section:
                   html.Span(f" {v.kind} plan, created {v.created}; solver {v.solver}")]),
         *[html.P(f"⚠ {w}", className="warning") for w in v.warnings],
         *([html.P(v.headline, id="plan-headline")] if v.headline else []),
-        html.Div(
-            [
-                html.Div([html.H4("Expected effect"), table(v.effect, [("effect", ""), ("value", "")],
-                                                             id="effect-table")]),
-                html.Div([html.H4("Changes"), table(
-                    v.diff, [("object", "object"), ("what", "what"), ("before", "before"),
-                             ("after", "after"), ("note", "pods to evict / note")],
-                    id="diff-table", limit=200)]),
-            ],
-            className="grid2",
-        ),
-        *([html.H4("Per team (held-out days, no borrowing)"), table(
-            v.teams, [("team", "team"), ("gpus", "GPUs"), ("change", "change"), ("floor", "floor"),
-                      ("pending", "pending GPU-min"), ("share", "of its demand")], id="teams-table",
-            limit=200)] if v.teams is not None else []),
+        html.H4("Expected effect"),
+        html.Div(table(v.effect, [("effect", ""), ("value", "")], id="effect-table"),
+                 style={"maxWidth": "640px"}),  # a label beside its value, not across the page
+        html.H4("Changes"),
+        _data_grid(v.diff, [("object", "object"), ("what", "what"), ("before", "before"), ("after", "after"),
+                            ("note", "pods to evict / note")], "diff-table", "no change", v.selected),
+        *([html.H4("Per team (held-out days, no borrowing)"), _data_grid(
+            v.teams, [("team", "team"), ("gpus", "GPUs (whole)"), ("change", "change"), ("floor", "floor"),
+                      ("pending", "pending GPU-min"), ("share", "of its demand")], "plan-teams-table",
+            "no team", v.selected)] if v.teams is not None else []),
         _buttons(v),
         html.Div(id="preview-out", children=_preview(v.preview)),
         html.H4("Rollout"),
@@ -295,6 +288,15 @@ def _detail(v: PlansView) -> html.Section:
         table(v.plan_audit, AUDIT_COLUMNS, id="plan-audit-table"),
         id="plan-detail",
     )
+
+
+def _data_grid(frame: pl.DataFrame, columns: list[tuple[str, str]], id: str, empty: str,
+               plan: str | None) -> html.Div:
+    """A plan's data table (its changes, its teams) in the grid people filter and sort
+    (`pages.grid`, as the advice): a MIG plan changes hundreds of GPUs."""
+    if frame.is_empty():
+        return html.Div(empty, className="empty", id=id)
+    return grid(frame, columns, id=id, file_name=f"{plan or 'plan'}-{id.removesuffix('-table')}.csv")
 
 
 def render(v: PlansView) -> html.Div:

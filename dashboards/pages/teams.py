@@ -5,19 +5,18 @@ dropdown. Its rows are `analytics.billing.overview.teams_overview` of the month'
 team's cost is its bill line to the cent and the total is the fleet cost); the chart stacks the
 bill's detail per day and team. Admins and viewers (finance) see every row and the special
 lines; a lead sees only the rows of the teams they lead, and no fleet total (the CSV route
-applies the same rule, on the server). Columns sort in the browser (`assets/sortable.js`):
-each cell carries its unrounded value in `data-value`.
+applies the same rule, on the server). The table is a data grid (`pages.grid`, AG Grid): sort,
+filter and export in the browser, on the unrounded numbers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 import polars as pl
-from dash import dcc, html
+from dash import html
 
 from gpuledger.core.period import Period
 from gpuledger.dashboards.figures_teams import daily_by_team
@@ -26,8 +25,6 @@ from gpuledger.dashboards.pages.common import (
     bill_banner,
     graph,
     money,
-    number,
-    percent,
     refuse,
     results_note,
     rules_warning,
@@ -120,17 +117,6 @@ MONEY = ("cost", "previous_cost", "idle_cost", "budget", "forecast", "saving")
 """The overview's money columns: the CSV writes them at the currency's decimals (`core.money`)."""
 
 
-def _formats(currency: str) -> dict[str, Callable[[Any], str]]:
-    def cash(x: Any) -> str:
-        return money(x, currency)
-
-    def signed(x: Any) -> str:
-        return "–" if x is None else f"{'+' if x >= 0 else ''}{x * 100:.1f}%"
-
-    return {"cost": cash, "idle_cost": cash, "forecast": cash, "saving": cash, "card_hours": number,
-            "change": signed, "idle_share": percent, "activity": percent, "budget_used": percent}
-
-
 def team_href(period: str, team: str, special: bool) -> str:
     if special:
         return "/fleet?" + urlencode({"period": period})
@@ -142,54 +128,57 @@ def _attrs(values: dict[str, str]) -> dict[str, Any]:
     return values
 
 
-def _cell(col: str, row: dict[str, Any], fmt: dict[str, Callable[[Any], str]], period: str) -> html.Td:
-    value = row.get(col)
-    if col == "team":
-        link = dcc.Link(str(value), href=team_href(period, str(value), bool(row["special"])))
-        return html.Td(link, **_attrs({"data-value": str(value)}))
-    raw = "" if value is None else repr(float(value))
-    if col == "saving" and value is None and not row["special"]:
-        return html.Td("not computed", className="num unknown", **_attrs({"data-value": "", "data-col": col}))
-    over = col in ("budget_used", "forecast") and _over_budget(row)
-    marks = {"title": "over budget"} if over else {}
-    return html.Td(fmt[col](value), className="num over-budget" if over else "num",
-                   style=OVER_STYLE if over else None,
-                   **_attrs({"data-value": raw, "data-col": col, **marks}))
-
-
-OVER_STYLE = {"color": "#b91c1c", "fontWeight": "bold", "background": "#fee2e2"}
-"""An over-budget team's budget cells (issue 32: 110.8% read like any other number)."""
-
-
 def _over_budget(row: dict[str, Any]) -> bool:
     """Spent past the budget, or forecast to (`budget_used` and the forecast are against it)."""
     used, budget, forecast = row.get("budget_used"), row.get("budget"), row.get("forecast")
     return bool((used is not None and used > 1) or (budget and forecast is not None and forecast > budget))
 
 
+def _d3(pattern: str, none: str = "'–'") -> dict[str, Any]:
+    """A grid column's formatter: `d3.format(pattern)` of the value, `none` (a JavaScript
+    expression) without one."""
+    shown = f"params.value == null ? {none} : d3.format('{pattern}')(params.value)"
+    return {"valueFormatter": {"function": shown}}
+
+
+def _column_options(currency: str) -> dict[str, dict[str, Any]]:
+    """How the Teams grid shows each column: a team links to its page; shares as percentages;
+    an unknown saving of a team reads "not computed" (0195), a special line's "–"; an
+    over-budget team's budget cells marked (issue 32: 110.8% read like any other number)."""
+    from gpuledger.dashboards.pages.grid import money_formatter
+
+    over = {"cellClassRules": {"over-budget": "params.data.over"}}
+    saving = money_formatter(currency, unknown_js="(params.data.special ? '–' : 'not computed')")
+    return {
+        "team": {"cellRenderer": "RowLink", "pinned": "left", "minWidth": 140},
+        "change": _d3("+.1%"), "card_hours": _d3(",.1f"), "idle_share": _d3(".1%"), "activity": _d3(".1%"),
+        "budget_used": _d3(".1%") | over, "forecast": over,
+        "saving": {"valueFormatter": saving,
+                   "cellClassRules": {"unknown": "params.value == null && !params.data.special"}},
+    }
+
+
 def teams_table(v: TeamsView) -> html.Div:
+    """The overview in the grid people sort and filter (`pages.grid`, as the advice): highest
+    first on a header's first click; the special lines in grey; the fleet total under it."""
+    from gpuledger.dashboards.pages.grid import grid
+
     if v.rows.is_empty():
         return html.Div("no team is billed in this period", className="empty", id="teams-table")
-    fmt = _formats(v.currency)
-    head = html.Thead(html.Tr([
-        html.Th(h, **_attrs({"data-sort": c, "title": "click to sort"})) for c, h in COLUMNS
-    ]))
-    body = [
-        html.Tr([_cell(c, row, fmt, v.period) for c, _ in COLUMNS],
-                className="special" if row["special"] else f"team-row{' over' if _over_budget(row) else ''}",
-                **_attrs({"data-team": row["team"]}))
-        for row in v.rows.iter_rows(named=True)
-    ]
-    foot = []
-    if v.fleet_cost is not None:
-        total = float(v.rows["cost"].sum())
-        foot = [html.Tfoot(html.Tr([
-            html.Td("total (fleet cost)"),
-            html.Td(money(total, v.currency), className="num", id="teams-total",
-                    **_attrs({"data-value": repr(total), "data-fleet": repr(float(v.fleet_cost))})),
-            *[html.Td("") for _ in COLUMNS[2:]],
-        ]))]
-    return html.Div(html.Table([head, html.Tbody(body), *foot], className="table sortable"), id="teams-table")
+    frame = v.rows.with_columns(
+        pl.Series("href", [team_href(v.period, str(r["team"]), bool(r["special"]))
+                           for r in v.rows.iter_rows(named=True)], dtype=pl.String),
+        pl.Series("over", [_over_budget(r) for r in v.rows.iter_rows(named=True)], dtype=pl.Boolean))
+    table = grid(frame, COLUMNS, id="teams-table", money_columns=MONEY, currency=v.currency,
+                 file_name=f"teams-{v.period}.csv", column_options=_column_options(v.currency),
+                 carry=("href", "special", "over"),
+                 grid_options={"rowClassRules": {"special": "params.data.special"}}, highest_first=True)
+    if v.fleet_cost is None:
+        return table
+    total = float(v.rows["cost"].sum())
+    cell = html.Span(money(total, v.currency), id="teams-total",
+                     **_attrs({"data-value": repr(total), "data-fleet": repr(float(v.fleet_cost))}))
+    return html.Div([table, html.P(["total (fleet cost): ", cell], className="grid-total")])
 
 
 def _headline(v: TeamsView) -> Any:

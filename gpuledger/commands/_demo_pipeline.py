@@ -212,7 +212,7 @@ def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> list[Advice]:
     """The largest actionable row of each advice kind (`analytics.advice.actionable`: a real
     saving or a risk; `gpuledger recommend --kind K` shows them all); returns every kind's
     advice, so the month's report does not run the analyses again."""
-    from gpuledger.analytics.advice.actionable import quiet_lines, saving, split
+    from gpuledger.analytics.advice.actionable import floor_of, priced, quiet_lines, saving, split
     from gpuledger.analytics.advice.run import run_advice
 
     ctx.echo("")
@@ -220,7 +220,7 @@ def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> list[Advice]:
              f"--period {window.start:%Y-%m}`)")
     ctx.echo(f"{'kind':22s} {'scope':32s} {'recommended':34s} {'saving/month':>12s}")
     found = run_advice(wh, window, ctx.settings, ())
-    floor = ctx.settings.advice.min_monthly_saving
+    floor = floor_of(ctx.settings)
     for advice in found:
         shown = split(advice.rows, floor)
         if not shown.rows:
@@ -229,5 +229,6 @@ def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> list[Advice]:
             continue
         row = shown.rows[0]
         scope, recommended = cut(str(row["scope"]), 32), cut(str(row["recommended"]), 34)
-        ctx.echo(f"{row['kind']!s:22s} {scope:32s} {recommended:34s} {saving(row):12,.2f}")
+        amount = f"{saving(row):12,.2f}" if priced(row) else f"{'not priced':>12s}"  # a risk: unknown, not 0
+        ctx.echo(f"{row['kind']!s:22s} {scope:32s} {recommended:34s} {amount}")
     return found

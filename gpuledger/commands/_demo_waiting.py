@@ -66,8 +66,9 @@ def _earlier(frame: pl.DataFrame, at: datetime) -> pl.DataFrame:
 
 def print_waiting(wh: Warehouse, ctx: Context) -> None:
     """Add the waiting workloads, then print capacity now and the top pending reasons."""
+    from gpuledger.analytics.waiting.fleet import capacity_document, top_reasons, why_document
     from gpuledger.core.config import utcnow
-    from gpuledger.dashboards.capacity_data import capacity_document, fleet_now, top_reasons, why_document
+    from gpuledger.dashboards.capacity_data import fleet_now
 
     added = add_waiting(wh)
     fleet = fleet_now(wh, ctx.settings)

@@ -11,7 +11,7 @@ import argparse
 import json
 
 from gpuledger.analytics.advice import KINDS
-from gpuledger.analytics.advice.actionable import quiet_lines, saving, split
+from gpuledger.analytics.advice.actionable import floor_of, priced, quiet_lines, split
 from gpuledger.command_context import Context
 from gpuledger.commands._analytics_common import bill_warnings, coverage_warning, warn, window_from_args
 from gpuledger.commands._output import emit
@@ -39,9 +39,9 @@ def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
         empty = coverage_warning(wh, window)
     warn([*(bill_warnings(bill) if bill is not None else []), *([empty] if empty else [])])
     every = [row for advice in found for row in advice.rows]
-    total = sum(saving(r) for r in every)  # every row's saving: the floor hides rows, never money
-    floor = 0.0 if args.all else ctx.settings.advice.min_monthly_saving
+    floor = floor_of(ctx.settings, every=args.all)
     shown = split(every, floor)
+    total = shown.total  # the listed rows' saving (`actionable`: one rule, the page's too)
     cur = ctx.settings.currency
     document = {
         "start": window.start.isoformat(), "end": window.end.isoformat(),
@@ -49,10 +49,14 @@ def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
         **{a.kind: a.document for a in found},
         "recommendations": shown.rows, "below_floor": [q.as_dict() for q in shown.quiet],
     }
-    title = (f"Fleet advice {window}: {', '.join(a.kind for a in found)}\n{len(every):,} recommendations, "
-             f"estimated saving {cur} {total:,.2f}/month; {len(shown.rows):,} worth acting on "
-             f"(saving {cur} {floor:,.2f}/month or more, or a risk), largest first")
+    title = (f"Fleet advice {window}: {', '.join(a.kind for a in found)}\n{len(every):,} recommendations; "
+             f"{len(shown.rows):,} worth acting on (saving {cur} {floor:,.2f}/month or more, or a risk), "
+             f"together {cur} {total:,.2f}/month, largest first")
     footer = [f"Not listed (`--all` lists them): {line}" for line in quiet_lines(shown.quiet, cur)]
+    unpriced = sum(not priced(r) for r in shown.rows)
+    if unpriced:  # unknown, never 0 (docs/decisions/0213); null in the JSON
+        footer.append(f"{unpriced:,} risk{'s' if unpriced > 1 else ''} listed not priced (saving \"-\"): "
+                      "a pool past its overcommit knee loses work; shedding replicas has no saving to show")
     emit(ctx, args.format, rows=shown.rows, columns=COLUMNS, money=("monthly_saving",),
          json_text=json.dumps(document, indent=2, default=str), title=title, footer=footer)
     return 0

@@ -52,9 +52,11 @@ _SHOWN = ("team", "namespace", "workload", "monthly_saving", "kind", "recommende
 def command(args: argparse.Namespace, ctx: Context) -> int:
     if args.kind:
         return run_kinds(args, ctx)
-    from gpuledger.analytics.advice.actionable import quiet_lines, split
+    import polars as pl
+
+    from gpuledger.analytics.advice.actionable import floor_of, quiet_lines, split
     from gpuledger.analytics.billing.bill import compute_bill
-    from gpuledger.analytics.exports import recommendations_json, savings_by_team
+    from gpuledger.analytics.exports import recommendations_json, rows_json, savings_by_team
     from gpuledger.analytics.workloads.recommend import recommend
     from gpuledger.analytics.workloads.requested import check_workload_by, filter_scope
     from gpuledger.terminal_progress import busy
@@ -69,11 +71,11 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
         empty = coverage_warning(wh, window)
     warn([*bill_warnings(bill), *([empty] if empty else [])])
     every = filter_scope(result.recommendations, args.team, args.namespace)
-    floor = 0.0 if args.all else ctx.settings.advice.min_monthly_saving
-    shown = split(every.to_dicts(), floor)  # ranked by saving, the rows under the floor counted
+    floor = floor_of(ctx.settings, every=args.all)
+    shown = split(every.to_dicts(), floor)  # ranked (`actionable.rank_key`), the rows under the floor counted
     recs = shown.rows[: args.top]
     document = recommendations_json(every, window, ctx.settings.currency, result.profiles)
-    document["recommendations"] = document["recommendations"][: len(recs)]
+    document["recommendations"] = rows_json(pl.DataFrame(recs, schema=every.schema))  # the table's, in order
     document["min_monthly_saving"] = floor
     document["below_floor"] = [q.as_dict() for q in shown.quiet]
     total, cur = float(every["monthly_saving"].sum()), ctx.settings.currency

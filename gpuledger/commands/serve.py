@@ -74,6 +74,8 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise InputError(f"{flag} {port}: expected a TCP port from 1 to 65535")
     if not 1 <= args.refresh_s <= 86_400:  # NaN fails too
         raise InputError(f"--refresh-s {args.refresh_s:g}: expected seconds from 1 to 86400")
+    if not 1 <= args.header_timeout_s <= 300:
+        raise InputError(f"--header-timeout-s {args.header_timeout_s:g}: expected seconds from 1 to 300")
 
 
 def _run(args: argparse.Namespace, ctx: Context) -> int:
@@ -90,7 +92,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     groups = tuple(g.strip() for g in (args.dev_groups or "").split(",") if g.strip())
     ops = {"ops_host": args.metrics_host} if args.metrics_host else {}
     opts = ServeOptions(host=args.host, port=args.port, ops_port=args.metrics_port,
-                        dev_user=args.dev_user, dev_groups=groups, refresh_s=args.refresh_s, **ops)
+                        dev_user=args.dev_user, dev_groups=groups, refresh_s=args.refresh_s,
+                        header_timeout_s=args.header_timeout_s, **ops)
     check(opts)
     fmt = logs.parse_format(args.log_format)
     logs.configure(fmt, level=getattr(logging, args.log_level.upper()), redactor=Redactor.of(ctx.settings))
@@ -147,6 +150,9 @@ def _lake_factory(args: argparse.Namespace, ctx: Context, opts: Any, groups: tup
 @click.option("--kubeconfig", default=None, help="cluster for plan preview/apply")
 @click.option("--refresh-s", type=float, default=120.0, metavar="SECONDS",
               help="how often to look for new data and re-snapshot the warehouse (default 120)")
+@click.option("--header-timeout-s", type=float, default=30.0, metavar="SECONDS",
+              help="close a connection whose request header is not complete this long after it "
+                   "opened (or its previous answer ended), however slowly it trickles (default 30)")
 @click.option("--lake", "lake_uri", metavar="URI",
               help="serve the org's Teams and Fleet pages by cluster from this lake (path or "
                    "s3://bucket/prefix), read-only, without a warehouse")

@@ -4,9 +4,11 @@ Why: people delete and resubmit pending jobs instead of reading why. Each waitin
 Kueue Workload, Volcano PodGroup) gets its class from the status its controllers wrote
 (`analytics.waiting.why`: quota exhausted, no capacity of that shape, stranded by fragmentation,
 priority / preemption, never satisfiable), how long it has waited and how long such requests
-usually wait, and a one-line manifest change that fits now when there is one. Without a name:
-every waiting workload plus the cost of waiting per team and queue. docs/guide/pending.md maps
-each class to its fix.
+usually wait, and a one-line manifest change that fits now when there is one. With `--lake`, the
+other clusters' published capacity now (`reports.lake_capacity`) joins this cluster's, so the
+change may send a workload where it fits now ("submit to cluster east": "fits now on n-7
+(cluster east, pool train)"). Without a name: every waiting workload plus the cost of waiting
+per team and queue. docs/guide/pending.md maps each class to its fix.
 """
 
 from __future__ import annotations
@@ -27,14 +29,24 @@ COST_COLUMNS = ("team", "queue", "waiting", "gpu_hours_waiting", "servable_share
 @click.command("why", help="why a workload is pending (all waiting workloads without a name)")
 @click.argument("target", required=False)
 @click.option("--team", default=None, help="only this team's workloads")
+@click.option("--lake", "lake_uri", metavar="URI",
+              help="also suggest other clusters with room now (their capacity in this org lake)")
 @output_option()
 @runs
 def command(args: argparse.Namespace, ctx: Context) -> int:
+    from gpuledger.analytics.waiting.fleet import why_document
     from gpuledger.core.config import utcnow
-    from gpuledger.dashboards.capacity_data import fleet_now, why_document
+    from gpuledger.dashboards.capacity_data import fleet_now
 
     with ctx.open_warehouse(read_only=True) as wh:
         fleet = fleet_now(wh, ctx.settings)
+    if args.lake_uri:
+        from dataclasses import replace
+
+        from gpuledger.commands.publish import lake_of
+        from gpuledger.reports.lake_capacity import read_capacity
+
+        fleet = replace(fleet, elsewhere=read_capacity(lake_of(args, ctx)).capacity)
     document = why_document(fleet, utcnow(), args.target, ctx.settings.sharing.mig_share_basis)
     if args.team:
         document["waiting"] = [r for r in document["waiting"] if r["team"] == args.team]

@@ -124,14 +124,9 @@ def render_evaluation(e: Evaluation) -> str:
     lines = [f"expected effect ({e.method}):", f"  {e.headline}",
              f"  worst queue's pending rise: {e.max_rise_share:+.1%} of its demand "
              f"(bound {e.rise_bound:.0%})", f"  {verdict}"]
-    teams = table(
-        [(t.team, f"{t.gpus_before:g} → {t.gpus_after:g}", f"{t.gpus_after - t.gpus_before:+g}",
-          t.floor_note or f"{t.floor_gpus:g}", f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
-          f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand")
-         for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team))],
-        ("team", "GPUs", "change", "floor", "pending GPU-min (held out, no borrowing)",
-         "of its demand"),
-    )
+    teams = table([tuple(row.values()) for row in team_rows(e)],
+                  ("team", "GPUs", "change", "floor", "pending GPU-min (held out, no borrowing)",
+                   "of its demand"))
     parts = ["\n".join(lines), teams]
     if e.origins:
         parts.append(table(
@@ -141,6 +136,23 @@ def render_evaluation(e: Evaluation) -> str:
             ("held out from", "to", "fit days", "pending before (no borrowing)", "pending after", "change"),
         ))
     return "\n\n".join(parts)
+
+
+def team_rows(e: Evaluation) -> list[dict[str, str]]:
+    """Winners and losers per team as people read them (`plans show` and the Plans page): a
+    team whose whole-GPU quota stays reads "unchanged", not "14 → 14 +0" (issue 32: every team
+    read so while MIG quotas changed), as the diff leaves unchanged quotas out."""
+    rows = []
+    for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team)):
+        same = t.gpus_after == t.gpus_before
+        rows.append({
+            "team": t.team,
+            "gpus": f"{t.gpus_before:g}" if same else f"{t.gpus_before:g} → {t.gpus_after:g}",
+            "change": "unchanged" if same else f"{t.gpus_after - t.gpus_before:+g}",
+            "floor": t.floor_note or f"{t.floor_gpus:g}",
+            "pending": f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
+            "share": f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand"})
+    return rows
 
 
 def eviction_rows(plan: Plan) -> list[dict[str, Any]]:

@@ -89,16 +89,37 @@ def rolling_splits(inputs: QuotaInputs, window: timedelta, count: int, min_fit: 
     return splits, ""
 
 
+Replays = tuple[ReplayResult, ReplayResult]
+"""One window replayed under one quota set: without borrowing, then with."""
+
+
+def baseline_replays(inputs: QuotaInputs, old: QuotaSet, splits: Sequence[Split]) -> list[Replays]:
+    """Each split's test replayed under `old`, both modes, each mode in one pass: what every
+    backtest of the same splits replays first, whatever was fitted (`run_backtest`'s
+    `baseline`; the held-out repair re-runs the backtest up to `ROUNDS` times)."""
+    jobs = [(s.test, old) for s in splits]
+    return list(zip(replay_batch(inputs, jobs, borrowing=False), replay_batch(inputs, jobs), strict=True))
+
+
 def run_backtest(inputs: QuotaInputs, old: QuotaSet, fit: Fit, splits: Sequence[Split],
-                 reason: str = "") -> Backtest:
+                 reason: str = "", *, baseline: Sequence[Replays] | None = None) -> Backtest:
     """Fit on each split's train, then replay every split's test under `old` and its fitted
-    quotas, both replay modes, each mode in one pass for all of them."""
+    quotas, both replay modes, each mode in one pass for all of them. `baseline`: the splits'
+    replays under `old` made once before (`baseline_replays`); only the fitted quotas are
+    replayed then."""
     fitted = [fit(s.train) for s in splits]
-    jobs = [(s.test, q) for s, new in zip(splits, fitted, strict=True) for q in (old, new)]
-    hard = replay_batch(inputs, jobs, borrowing=False)
-    shared = replay_batch(inputs, jobs)
-    windows = [Window(s, new, hard[2 * i], hard[2 * i + 1], shared[2 * i], shared[2 * i + 1])
-               for i, (s, new) in enumerate(zip(splits, fitted, strict=True))]
+    if baseline is None:
+        jobs = [(s.test, q) for s, new in zip(splits, fitted, strict=True) for q in (old, new)]
+        hard = replay_batch(inputs, jobs, borrowing=False)
+        shared = replay_batch(inputs, jobs)
+        pairs = [((hard[2 * i], shared[2 * i]), (hard[2 * i + 1], shared[2 * i + 1]))
+                 for i in range(len(splits))]
+    else:
+        jobs = [(s.test, new) for s, new in zip(splits, fitted, strict=True)]
+        after = zip(replay_batch(inputs, jobs, borrowing=False), replay_batch(inputs, jobs), strict=True)
+        pairs = list(zip(baseline, after, strict=True))
+    windows = [Window(s, new, b[0], a[0], b[1], a[1])
+               for s, new, (b, a) in zip(splits, fitted, pairs, strict=True)]
     rows = [OriginResult(
         start=w.split.start, end=w.split.end, fit_days=w.split.fit_days,
         pending_before=round(w.before.pending_gpu_minutes, 1),

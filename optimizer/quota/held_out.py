@@ -38,7 +38,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpuledger.core.errors import InputError
-from gpuledger.optimizer.quota.backtest import Backtest, Split, combine, run_backtest
+from gpuledger.optimizer.quota.backtest import (
+    Backtest,
+    Replays,
+    Split,
+    baseline_replays,
+    combine,
+    run_backtest,
+)
 from gpuledger.optimizer.quota.fit import MARGIN, FitResult, FitSpec, fit_quotas, old_quotas
 from gpuledger.optimizer.quota.guarantees import Floor, QuotaKey, burst_allowance, rise_shares
 from gpuledger.optimizer.quota.inputs import QuotaInputs
@@ -63,18 +70,22 @@ class Repair:
 
 
 def fair_fit(inputs: QuotaInputs, spec: FitSpec, splits: Sequence[Split], reason: str = "", *,
-             repair: bool = True
+             repair: bool = True, reuse_baseline: bool = True
              ) -> tuple[FitResult, Backtest, Repair, tuple[ReplayResult, ReplayResult] | None]:
     """Steps 1-3 of the module docstring: the plan's fit, its backtest, what was repaired, and the
-    held-out replays under the fairness reference (None: the current quotas are the reference)."""
+    held-out replays under the fairness reference (None: the current quotas are the reference).
+    The held-out windows under the current quotas are replayed once for every round
+    (`baseline_replays`); `reuse_baseline=False` replays them again in each round's backtest, the
+    reference path the tests hold it to (decision 0219)."""
     old = old_quotas(inputs)
     reference = _reference_replays(inputs, spec.reference, splits)
+    baseline = baseline_replays(inputs, old, splits) if reuse_baseline else None
     found: dict[str, float] = {}
     current, last = spec, None
     bound = spec.rules.max_pending_rise_share
     for round_ in range(ROUNDS + 1):
         try:
-            final, bt = _measure(inputs, old, current, splits, reason)
+            final, bt = _measure(inputs, old, current, splits, reason, baseline=baseline)
         except InputError:
             if last is None:
                 raise
@@ -93,16 +104,17 @@ def fair_fit(inputs: QuotaInputs, spec: FitSpec, splits: Sequence[Split], reason
     return final or fit_quotas(inputs, used), bt, state, reference
 
 
-def _measure(inputs: QuotaInputs, old: QuotaSet, spec: FitSpec, splits: Sequence[Split], reason: str
-             ) -> tuple[FitResult | None, Backtest]:
+def _measure(inputs: QuotaInputs, old: QuotaSet, spec: FitSpec, splits: Sequence[Split], reason: str, *,
+             baseline: Sequence[Replays] | None) -> tuple[FitResult | None, Backtest]:
     """The backtest of the fit under `spec`; with a split that trains on the whole inputs (a
-    fixed held-out history) the plan's own fit is that split's, made once."""
+    fixed held-out history) the plan's own fit is that split's, made once. `baseline`: the
+    splits under the current quotas, the same in every round (None: replayed with the fit)."""
     final = fit_quotas(inputs, spec) if any(s.train is inputs for s in splits) else None
 
     def refit(train: QuotaInputs) -> QuotaSet:
         return final.new if final is not None and train is inputs else fit_quotas(train, spec).new
 
-    return final, run_backtest(inputs, old, refit, splits, reason)
+    return final, run_backtest(inputs, old, refit, splits, reason, baseline=baseline)
 
 
 def _offenders(bt: Backtest, reference: tuple[ReplayResult, ReplayResult] | None, bound: float

@@ -6,17 +6,23 @@ Cases:
   "N Deployments already right-sized" for autoscaling;
 - listed + counted rows are every row, and listed + counted savings are every row's saving
   (sums computed here);
-- floor 0 lists every row.
+- floor 0 lists every row;
+- one order whatever the input order: workload rows of equal saving (no scope) are ordered by
+  kind, team, namespace, workload, so two runs that build their frames in another order (a
+  table, then `-o json`) list the same top N (issue 32);
+- the stated total is the listed rows' saving only: a below-floor row's negative catalog saving
+  is not in it, a risk row's unknown saving (`None`) is listed last, adds nothing, never 0;
+- `floor_of`: the settings' floor, 0 for "every row".
 """
 
 from __future__ import annotations
 
 import pytest
 
-from gpuledger.analytics.advice.actionable import split
+from gpuledger.analytics.advice.actionable import floor_of, split
 
 
-def _row(kind: str, scope: str, saving: float) -> dict[str, object]:
+def _row(kind: str, scope: str, saving: float | None) -> dict[str, object]:
     return {"kind": kind, "scope": scope, "current": "-", "recommended": "-", "monthly_saving": saving,
             "reason": "because"}
 
@@ -43,3 +49,33 @@ def test_lists_money_and_risk_counts_the_rest() -> None:
 def test_floor_zero_lists_everything() -> None:
     shown = split(ROWS, 0.0)
     assert len(shown.rows) == len(ROWS) and shown.quiet == []
+
+
+def _workload(team: str, workload: str, saving: float) -> dict[str, object]:
+    return {"kind": "scale_down_when_idle", "team": team, "namespace": team, "workload": workload,
+            "monthly_saving": saving}
+
+
+def test_one_order_whatever_the_input_order() -> None:
+    rows = [_workload("nlp", "b", 74.3), _workload("ads", "z", 74.3), _workload("nlp", "a", 74.3),
+            _workload("vision", "q", 90.0)]
+    first = [(r["team"], r["workload"]) for r in split(rows, 1.0).rows]
+    again = [(r["team"], r["workload"]) for r in split(list(reversed(rows)), 1.0).rows]
+    assert first == again == [("vision", "q"), ("ads", "z"), ("nlp", "a"), ("nlp", "b")]
+
+
+def test_total_is_the_listed_rows_and_unknown_is_not_zero() -> None:
+    rows = [*ROWS, _row("profile_catalog", "A100", -84.1), _row("overcommit_past_knee", "pool-c", None)]
+    shown = split(rows, 1.0)
+    assert shown.total == pytest.approx(4185.84 - 120.0 + 1106.51 + 3170.29)  # listed, priced rows
+    assert shown.rows[-1]["scope"] == "pool-c" and shown.rows[-1]["monthly_saving"] is None
+    assert sum(q.count for q in shown.quiet) == 4  # three autoscaling rows and the costly catalog
+    catalog = next(q for q in shown.quiet if q.kind == "profile_catalog")
+    assert catalog.line("USD").endswith("(USD -84.10/month together; acting on them would cost money)")
+
+
+def test_floor_of() -> None:
+    from gpuledger.core.config import Settings
+
+    settings = Settings.model_validate({"advice": {"min_monthly_saving": 25.0}})
+    assert (floor_of(settings), floor_of(settings, every=True)) == (25.0, 0.0)

@@ -131,3 +131,35 @@ def test_queue_headroom_nominal_borrowable_lendable() -> None:
     # vision already borrows 2 (no limit): the pool is research's 0 + nlp's 4, minus nothing else
     assert rows["vision"].borrowable == 4
     assert rows["solo"].borrowable == 0 and rows["solo"].free == 2 and rows["solo"].lendable == 2
+
+
+def test_hami_memory_and_cores_are_per_card_never_summed() -> None:
+    """Two half-free HAMi cards of 40960 MiB: 40960-20480 and 40960-24576 MiB left, 100-60 and
+    100-50 % cores. A pod takes both from ONE card, so `ready` is the larger card's (20480 MiB,
+    50 %), not the sum (36864 MiB, 90 %), and `per_card` lists each card's, most first."""
+    from gpuledger.analytics.capacity.now import hami_left
+
+    devices = [*hami_left("west", "h1", "share", "A100-40GB", memory_mib=40960, used_mib=20480,
+                          used_cores=60, card="GPU-a"),
+               *hami_left("west", "h2", "share", "A100-40GB", memory_mib=40960, used_mib=24576,
+                          used_cores=50, card="GPU-b")]
+    rows = {r.shape: r for r in capacity_now([], [], devices)}
+    mem, cores = rows["hami gpumem MiB"], rows["hami gpucores %"]
+    assert mem.ready == 40960 - 20480 and mem.ready != (40960 - 20480) + (40960 - 24576)
+    assert mem.per_card == (("h1/GPU-a", 40960 - 20480), ("h2/GPU-b", 40960 - 24576))
+    assert cores.ready == 100 - 50
+    assert cores.per_card == (("h2/GPU-b", 100 - 50), ("h1/GPU-a", 100 - 60))
+    assert mem.nodes == ("h1", "h2")
+
+
+def test_request_and_node_shapes_share_one_name() -> None:
+    """What a request asks and what a node offers are named by one rule (`node_shape`,
+    `request_need`), so the suggestion's match cannot miss a HAMi or MIG row by spelling."""
+    from gpuledger.analytics.capacity.now import node_shape, request_need
+
+    hami = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 30}
+    assert request_need(hami) == (node_shape("nvidia.com/gpumem", "vgpu"), 20000)
+    assert request_need({"nvidia.com/gpucores": 30}) == (node_shape("nvidia.com/gpucores", "vgpu"), 30)
+    assert request_need({"nvidia.com/mig-3g.40gb": 1}) == (node_shape("nvidia.com/mig-3g.40gb", "mig"), 1)
+    assert request_need({"nvidia.com/gpu": 2}) == (node_shape("nvidia.com/gpu", "exclusive"), 2)
+    assert request_need({"cpu": 4}) is None

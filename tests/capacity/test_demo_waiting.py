@@ -4,15 +4,15 @@ Cases, on a simulated fleet (the dashboards' small demo warehouse):
 - the simulator's pending scenario lands in a team namespace, parsed by the collector's code;
   every added workload is classified, and the printed counts per reason sum to the added ones;
 - the capacity table prints, and its whole-GPU `ready` equals the nodes' allocatable minus the
-  running pods' requests, summed here from the stored inventory; HAMi memory and cores left are
-  the cards' memory (100 % each) minus the allocations alive at the newest observation;
+  running pods' requests, summed here from the stored inventory; HAMi memory and cores left are,
+  per card, its memory (100 % cores) minus the allocations alive on it at the newest
+  observation, and `ready` is the largest card's (never the sum: a pod takes both from one card);
 - the bill's inputs are untouched (no node, queue or pod added);
 - the team page's Pending panel lists the team's waiting workloads (another team's: none).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from gpuledger.dashboards.capacity_data import fleet_now
 from gpuledger.simulator import pending as scenario
 from gpuledger.warehouse import Warehouse
 from tests.actuator.conftest import make_settings
+from tests.capacity.free_now import hami_left, whole_gpus_free
 from tests.dashboards.conftest import build_demo_warehouse
 
 
@@ -42,30 +43,24 @@ def test_demo_prints_capacity_and_top_reasons(tmp_path: Path) -> None:
         print_waiting(wh, echo)  # type: ignore[arg-type]
         assert {t: wh.count(t) for t in counts} == counts
         fleet = fleet_now(wh, settings)
-        at = wh.scalar("SELECT max(observed_at) FROM nodes")
-        alloc = {n: float(json.loads(a).get("nvidia.com/gpu", 0)) for n, a in wh.query(
-            "SELECT node, CAST(allocatable AS VARCHAR) FROM nodes WHERE sharing_mode = 'exclusive'").rows()}
-        used = dict.fromkeys(alloc, 0.0)
-        for node, r in wh.query("SELECT node, CAST(gpu_requests AS VARCHAR) FROM pods "
-                                "WHERE node IS NOT NULL AND end_ts >= ?", [at]).rows():
-            if node in used:
-                used[node] += float(json.loads(r).get("nvidia.com/gpu", 0))
-        cards = wh.query("SELECT uuid, memory_mib FROM gpus WHERE sharing_mode = 'vgpu'")
-        allocs = wh.query("SELECT uuid, mem_mib, cores_pct, end_ts FROM vgpu_allocations")
-    newest = allocs["end_ts"].max()
-    alive = allocs.filter(allocs["end_ts"] >= newest)
-    assert cards.height and alive.height  # the fixture really shares HAMi cards
-    hami = {r.shape: r.ready for r in fleet.capacity if r.shape.startswith("hami gpu")}
-    assert hami["hami gpumem MiB"] == float(cards["memory_mib"].sum()) - float(alive["mem_mib"].sum())
-    assert hami["hami gpucores %"] == 100.0 * cards.height - float(alive["cores_pct"].sum())
+        whole = whole_gpus_free(wh)
+        mem_left, cores_left = hami_left(wh)
+        alive = wh.count("vgpu_allocations")
+    assert mem_left and alive  # the fixture really shares HAMi cards
+    # per card, never summed: a HAMi pod takes its memory and cores from one card
+    hami = {r.shape: r for r in fleet.capacity if r.shape.startswith("hami gpu")}
+    for shape, left in (("hami gpumem MiB", mem_left), ("hami gpucores %", cores_left)):
+        assert hami[shape].ready == max(left.values())
+        assert {card.split("/")[-1]: free for card, free in hami[shape].per_card} == {
+            u: f for u, f in left.items() if f > 0}
+    assert len(mem_left) > 1 and hami["hami gpumem MiB"].ready < sum(mem_left.values())
     text = "\n".join(echo.lines)
     assert "Capacity now" in text and "Top pending reasons" in text
     waiting = fleet.waiting()
     assert len(waiting) == len([k for k in scenario.EXPECTED])
     printed = [int(m.group(1)) for line in echo.lines if (m := re.match(r"\s+(\d+)\s{2}\S", line))]
     assert sum(printed) == len(waiting)
-    whole = sum(r.ready for r in fleet.capacity if r.shape == "whole GPU")
-    assert whole == sum(max(0.0, alloc[n] - used[n]) for n in alloc)  # a full node adds nothing
+    assert sum(r.ready for r in fleet.capacity if r.shape == "whole GPU") == whole
 
 
 def _ids(node: object) -> dict[str, object]:

@@ -46,7 +46,7 @@ def test_wait_quantiles_per_shape_and_the_usual_wait_of_ended_ones() -> None:
     running = pod("run", {"nvidia.com/gpu": 1}, 3)
     ended = [pod("e1", {"nvidia.com/gpu": 1}, 10, last_seen_h=6), pod("e2", {"nvidia.com/gpu": 1}, 5, 3)]
     waiting = {("Pod", "nlp", "run")}
-    [shape] = by_shape([running, *ended], waiting, NOW)
+    [shape] = by_shape([running, *ended], NOW)
     waits = sorted([3.0, 4.0, 2.0])
     assert shape.shape == "nvidia.com/gpu" and shape.waits == 3
     assert shape.p50_hours == waits[1]
@@ -109,3 +109,28 @@ def test_a_shortage_the_inventory_no_longer_has_says_so() -> None:
     assert v.reason == NO_CAPACITY and "now 3 nvidia.com/gpu free" in v.detail
     busy = Context(node_labels=ctx.node_labels, free={"n1": {"nvidia.com/gpu": 1}, "n2": {"nvidia.com/gpu": 8}})
     assert "free on matching nodes" not in classify(p, busy).detail
+
+
+def test_a_pending_hami_request_gets_a_suggestion_when_one_card_has_room() -> None:
+    """A HAMi pod pinned to pool `small` asks 20000 MiB and 30 % cores of one card. Pool `big`
+    has a card with 40960-20480 = 20480 MiB and 100-60 = 40 % left: it fits there, and the
+    suggestion names that card. Two cards with 16384 MiB each (32768 in all) hold no 20000 MiB
+    pod; nor does a card with the memory but 100-80 = 20 % cores while the cores are on another."""
+    from gpuledger.analytics.capacity.now import capacity_now, hami_left
+
+    asked = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 30}
+    p = Pending("Pod", "nlp", "h", "kube-scheduler", requests=asked,
+                node_selector={"gpuledger.io/pool": "small"})
+    v = Verdict("Pod", "nlp", "h", NO_CAPACITY, "", "nvidia.com/gpu")
+
+    def tip(*cards: tuple[str, float, float]) -> str | None:
+        devices = [d for uuid, used_mib, used_cores in cards
+                   for d in hami_left("west", f"n-{uuid}", "big", "A100-40GB", memory_mib=40960,
+                                      used_mib=used_mib, used_cores=used_cores, card=uuid)]
+        found = suggest(p, v, capacity_now([], [], devices), [], {}, here="west")
+        return None if found is None else f"{found.change} | {found.where}"
+
+    assert tip(("GPU-a", 20480, 60), ("GPU-b", 40960 - 16384, 0)) == (
+        "nodeSelector gpuledger.io/pool: small → big | fits now on n-GPU-a/GPU-a (cluster west, pool big)")
+    assert tip(("GPU-a", 40960 - 16384, 0), ("GPU-b", 40960 - 16384, 0)) is None
+    assert tip(("GPU-a", 20480, 80), ("GPU-b", 40960 - 100, 0)) is None

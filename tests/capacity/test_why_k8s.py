@@ -98,7 +98,9 @@ def test_why_cli_lists_names_and_refuses_in_one_line(capsys: pytest.CaptureFixtu
 def test_capacity_cli(capsys: pytest.CaptureFixture[str], warehouse: Path) -> None:
     doc = json.loads(run(capsys, warehouse, "capacity", "-o", "json"))
     assert doc["schema"] == "gpuledger.capacity/v1"
-    [three] = [r for r in doc["capacity"] if r["shape"] == "mig 3g.40gb"]
+    # the scenario's nodes only: the session's apiserver may hold other tests' fleets too
+    [three] = [r for r in doc["capacity"] if r["shape"] == "mig 3g.40gb"
+               and all(n.startswith(PREFIX) for n in r["nodes"])]
     assert three["placeable"] == 1 and three["nodes"] == [f"{PREFIX}-mig-1"]
     research = next(q for q in doc["queues"] if q["cluster_queue"] == f"{PREFIX}-research")
     assert (research["nominal"], research["used"], research["free"]) == (4, 4, 0)
@@ -140,11 +142,14 @@ def test_api_capacity_and_why_with_lead_scope(warehouse: Path, tmp_path: Path,
 
 
 def test_notebook_facade(warehouse: Path) -> None:
+    import polars as pl
+
     import gpuledger
 
     gl = gpuledger.open(warehouse)
     frame = gl.capacity()
-    three = frame.filter(frame["shape"] == "mig 3g.40gb")
+    three = frame.filter((frame["shape"] == "mig 3g.40gb")
+                         & frame["nodes"].list.eval(pl.element().str.starts_with(PREFIX)).list.all())
     assert three["placeable"].to_list() == [1] and three["nodes"].to_list() == [[f"{PREFIX}-mig-1"]]
     assert gl.why("wl-quota")["reason"].to_list() == ["quota exhausted"]
     assert sorted(gl.why()["name"].to_list()) == sorted(k.split("/")[1] for k in scenario.EXPECTED)

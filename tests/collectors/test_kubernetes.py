@@ -11,6 +11,9 @@ Cases:
   (allocation annotation) read back give exactly the simulator's own `vgpu_allocations` of the
   pods alive at the snapshot (card, MiB, cores, HAMi's card total) and `vgpu` cards and nodes;
 - Kueue v1beta2 ClusterQueues, LocalQueues, ResourceFlavors (cohort from the spec);
+- one snapshot lists Events, Kueue Workloads and ClusterQueues and Volcano PodGroups once each
+  (the pending, preemption and queue readers share one listing, `collectors.statuses`), counted
+  on the real client's calls;
 - pagination: pages of 3 give exactly the same frames as one big page;
 - an expired continue token (HTTP 410 Gone) restarts the list, and the result is still complete
   and duplicate-free; a token that keeps expiring fails with a clear, bounded error;
@@ -153,6 +156,26 @@ def test_kueue_objects(collector: KubernetesCollector, manifests: list[dict[str,
     cq = {r["name"]: r for r in queues.to_dicts() if r["kind"] == "ClusterQueue"}
     for m in _of(manifests, "ClusterQueue"):
         assert cq[m["metadata"]["name"]]["cohort"] == m["spec"].get("cohortName")
+
+
+def test_one_snapshot_lists_each_status_kind_once(collector: KubernetesCollector) -> None:
+    """Counted on the real client: every first page (no `_continue`) of a list call is one list."""
+    first_pages: list[str] = []
+
+    def counted(call: Any, name: Any) -> Any:
+        def through(*args: Any, **kwargs: Any) -> Any:
+            if "_continue" not in kwargs:
+                first_pages.append(name(kwargs))
+            return call(*args, **kwargs)
+        return through
+
+    core, custom = collector.core, collector.custom
+    core.list_event_for_all_namespaces = counted(core.list_event_for_all_namespaces, lambda _: "events")
+    custom.list_cluster_custom_object = counted(custom.list_cluster_custom_object, lambda kw: kw["plural"])
+    frames = collector.snapshot()
+    assert "pending_workloads" in frames and "preemptions" in frames
+    for plural in ("events", "workloads", "podgroups", "clusterqueues"):
+        assert first_pages.count(plural) == 1, (plural, first_pages)
 
 
 def test_small_pages_equal_one_page(cluster: Any) -> None:

@@ -9,6 +9,11 @@ Cases:
 - `/api/v1/idle?team=X` holds only X's workloads, one row per workload;
 - `/api/v1/recommendations` has no two rows for one workload and kind, and its per-team savings
   add up to its total;
+- the recommendations document is built once per snapshot and cut per request: a lead's (and an
+  admin's `?team=`) rows are the fleet document's rows of that team in the same order, with that
+  team's saving as its total (rows under the advice floor included, as in the fleet's total); `?namespace=` holds that
+  namespace's rows; a fleet reader asking twice gets the same bytes; a new snapshot's warm-up
+  builds and serializes the default answer before it is served (the cache holds it already);
 - `gpuledger.open(path).bill(...)` equals `compute_bill(...).lines`, `.to_pandas()` works,
   `idle(team=)` returns only that team, `plans()` lists the stored plans.
 """
@@ -114,6 +119,58 @@ def test_idle_and_recommendations_per_workload(api: RunningServer) -> None:
     keys = [(r["team"], r["namespace"], r["workload_kind"], r["workload"], r["kind"]) for r in recs["recommendations"]]
     assert len(keys) == len(set(keys))
     assert sum(recs["saving_by_team"].values()) == pytest.approx(recs["monthly_saving"], abs=0.05)
+
+
+def _raw(server: RunningServer, path: str, headers: dict[str, str]) -> bytes:
+    with urllib.request.urlopen(urllib.request.Request(server.url + path, headers=headers), timeout=120) as answer:
+        return bytes(answer.read())
+
+
+@pytest.mark.parametrize("floor", ["", "&all=true"])
+def test_recommendations_cut_per_request(api: RunningServer, floor: str) -> None:
+    url = f"/api/v1/recommendations?period={PERIOD}{floor}"
+    body = _raw(api, url, admin_headers())
+    assert _raw(api, url, admin_headers()) == body
+    fleet = json.loads(body)
+    assert fleet["scope"] == "fleet" and fleet["computed"] is True
+    mine = [r for r in fleet["recommendations"] if r["team"] == LEAD_TEAM]
+    assert mine and len(mine) < len(fleet["recommendations"])
+    for headers, ask in ((lead_headers(), ""), (admin_headers(), f"&team={LEAD_TEAM}")):
+        status, doc = get(api, url + ask, headers)
+        assert status == 200 and doc["scope"] == [LEAD_TEAM]
+        assert doc["recommendations"] == mine
+        assert doc["saving_by_team"] == {LEAD_TEAM: fleet["saving_by_team"][LEAD_TEAM]}
+        assert doc["monthly_saving"] == fleet["saving_by_team"][LEAD_TEAM]  # rows under the floor too
+        assert doc["computed"] is True and doc["min_monthly_saving"] == fleet["min_monthly_saving"]
+    namespace = mine[0]["namespace"]
+    status, doc = get(api, f"{url}&namespace={namespace}", admin_headers())
+    assert status == 200
+    assert doc["recommendations"] == [r for r in fleet["recommendations"] if r["namespace"] == namespace]
+
+
+def test_recommendations_warmed_with_each_snapshot(demo_source: Path, tmp_path: Path) -> None:
+    import shutil
+
+    path = tmp_path / "warehouse.duckdb"
+    shutil.copyfile(demo_source, path)
+    settings = settings_with_roles()
+    app = create_app(settings, store_results(path), cache_dir=tmp_path / "cache", background=False)
+    try:
+        app.store.refresh()
+        app.data.wait_warm()
+        assert "api_recommendations" in app.data.warm_timings
+        key = ("recommendations", app.data.default_period(), settings.advice.min_monthly_saving)
+
+        def not_warmed() -> str:
+            raise AssertionError("the answer was not built by the warm-up")
+
+        body = app.data.memo(("api_body", "/recommendations", key), not_warmed)
+        answer = app.server.test_client().get(f"/api/v1/recommendations?period={PERIOD}", headers=admin_headers(),
+                                              environ_base={"REMOTE_ADDR": "127.0.0.1"})
+        assert answer.status_code == 200 and answer.get_data(as_text=True) == body
+        assert json.loads(body)["recommendations"]
+    finally:
+        app.close()
 
 
 def test_notebook_facade(demo_source: Path) -> None:

@@ -13,7 +13,8 @@ Cases:
 - `/api/v1/openapi.json` describes exactly the routes the server mounts under `/api/v1`, and
   each endpoint accepts every parameter it lists and refuses one it does not;
 - unknown is never zero: on a serving store published without the month results,
-  `/api/v1/recommendations` says `computed: false` with no saving figure and how to get one;
+  `/api/v1/recommendations` says `computed: false` with no saving figure and how to get one,
+  to a lead too (the lead's total was 0.00: the scope rule summed their empty rows);
   with them, `computed: true` and its saving is the sum of every stored row's (the floor hides
   rows, never money).
 """
@@ -32,7 +33,14 @@ from pathlib import Path
 import pytest
 
 from gpuledger.dashboards.app import RunningServer, create_app, start_server
-from tests.dashboards.conftest import PERIOD, admin_headers, settings_with_roles, store_results
+from tests.dashboards.conftest import (
+    LEAD_TEAM,
+    PERIOD,
+    admin_headers,
+    lead_headers,
+    settings_with_roles,
+    store_results,
+)
 from tests.dashboards.test_api import get
 
 GPUS = 32  # conftest.build_demo_warehouse's fleet
@@ -152,6 +160,9 @@ def test_recommendations_not_computed_is_not_zero(bare: RunningServer, api: Runn
     assert status == 200, doc
     assert doc["computed"] is False and doc["monthly_saving"] is None and doc["recommendations"] == []
     assert "refresh-serving" in doc["note"]
+    status, doc = get(bare, f"/api/v1/recommendations?period={PERIOD}", lead_headers())
+    assert status == 200 and doc["scope"] == [LEAD_TEAM], doc  # a lead is told "unknown", never 0
+    assert doc["computed"] is False and doc["monthly_saving"] is None and "refresh-serving" in doc["note"]
     status, full = get(api, f"/api/v1/recommendations?period={PERIOD}&all=true", admin_headers())
     assert status == 200 and full["computed"] is True and full["below_floor"] == []
     rows = full["recommendations"]

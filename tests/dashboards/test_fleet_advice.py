@@ -7,7 +7,9 @@ Cases:
   grid holds exactly the rows `gpuledger recommend --kind K --period P -o json` lists for
   every kind (kind, scope, recommended, saving to the cent), run as a separate process on the
   same warehouse; its per-node fragmentation rates are the JSON document's latest per node;
-  the Plans page lists the catalog, overcommit and autoscaling rows the same way.
+  the Plans page lists the catalog, overcommit and autoscaling rows the same way; every saving
+  cell reads as the grid formats it (AG Grid's own formatter): money, or "not priced" for a
+  risk row (a pool past its knee), whose saving is unknown (null in the JSON), never "$0.00".
 """
 
 from __future__ import annotations
@@ -62,9 +64,14 @@ def advised(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iter
     running.stop()
 
 
+def _cash(value: Any) -> str:
+    """A saving as the page shows it: money, or "not priced" for a risk row's unknown saving."""
+    return "not priced" if value is None else money(float(value), "USD")
+
+
 def _expected(documents: dict[str, Any], kinds: tuple[str, ...]) -> list[tuple[str, ...]]:
     """The rows the CLI lists (those worth acting on: `recommend --kind` leaves the rest counted)."""
-    return sorted((r["kind"], r["scope"], r["recommended"], money(float(r["monthly_saving"]), "USD"))
+    return sorted((r["kind"], r["scope"], r["recommended"], _cash(r["monthly_saving"]))
                   for k in kinds for r in documents[k]["recommendations"])
 
 
@@ -74,10 +81,14 @@ def _shown(page: Any, table: str) -> list[tuple[str, ...]]:
         return []
     rows = page.evaluate("""async (name) => {
         const api = await dash_ag_grid.getApiAsync(name + "-grid");
-        const out = []; api.forEachNode(n => out.push(n.data)); return out;
+        const out = [];
+        api.forEachNode(n => out.push({...n.data, shown: api.getCellValue(
+            {rowNode: n, colKey: "monthly_saving", useFormatter: true})}));
+        return out;
     }""", table)
-    return sorted((r["kind"], r["scope"], r["recommended"], money(float(r["monthly_saving"]), "USD"))
-                  for r in rows)
+    for r in rows:  # the cell's text, as the grid formats it: an unknown saving is never "$0.00"
+        assert r["shown"] == _cash(r["monthly_saving"]), r
+    return sorted((r["kind"], r["scope"], r["recommended"], str(r["shown"])) for r in rows)
 
 
 @pytest.mark.browser
@@ -89,6 +100,8 @@ def test_pages_show_the_cli_advice(advised: tuple[RunningServer, dict], open_pag
     expected = _expected(documents, KINDS)
     assert expected, "the fixture fleet gives no advice at all: the comparison would be empty"
     assert _shown(page, "fleet-advice-table") == expected
+    risks = [r for r in documents["overcommit"]["recommendations"] if r["kind"] == "overcommit_past_knee"]
+    assert all(r["monthly_saving"] is None for r in risks)  # unknown in the JSON too, never 0.0
     nodes = documents["fragmentation"]["fragmentation"]["nodes"]
     latest: dict[str, tuple[str, float]] = {}
     for n in nodes:

@@ -7,6 +7,10 @@ Cases (over real HTTP posts of the banner callback to the Flask app):
 - a fresh warehouse (a small fleet simulated up to the current minute): the banner names its
   newest sample and shows no warning;
 - an empty warehouse: the banner says there are no samples yet (as a warning);
+- simulated data (issue 32: the demo showed "Stale… is collection running?" on every page): a
+  month-old warehouse whose samples carry only the simulator's watermark (what `demo` and
+  `simulate --load` record) says "Simulated data to <newest>" and shows no stale warning; the
+  same file once a collector's watermark (`prometheus.gpu_samples`) is there warns again;
 - the threshold, with explicit clocks: exactly two collection intervals (30 min) after the
   newest sample is not stale, one second more is.
 """
@@ -116,3 +120,25 @@ def test_two_collection_intervals(after: timedelta, stale: bool) -> None:
 
 def test_no_sample_is_stale() -> None:
     assert is_stale(None, datetime(2026, 11, 30, tzinfo=UTC)) is True
+
+
+def _mark(path: Path, source: str, moment: datetime) -> None:
+    """Record a watermark the way a loader does (an empty batch that moves one source)."""
+    with Warehouse.open(path) as wh:
+        wh.load(LoadBatch(frames={}, watermarks={source: moment}))
+
+
+def test_simulated_data_is_not_stale(demo_source: Path, tmp_path: Path) -> None:
+    from gpuledger.pipeline import SIMULATOR_SOURCE
+
+    path = tmp_path / "simulated.duckdb"
+    shutil.copyfile(demo_source, path)
+    newest = newest_in_file(path)
+    assert utcnow() - newest > timedelta(days=1)  # a month old, as the demo's is
+    _mark(path, SIMULATOR_SOURCE, newest)
+    text = banner_of(path, tmp_path / "cache")
+    assert f"Simulated data to {newest:%Y-%m-%d %H:%M:%S} UTC" in text, text
+    assert "stale-warning" not in text and "Stale" not in text
+    _mark(path, "prometheus.gpu_samples", newest)  # a collector writes here too: its age matters
+    text = banner_of(path, tmp_path / "cache2")
+    assert "stale-warning" in text and "Stale: no new samples for" in text

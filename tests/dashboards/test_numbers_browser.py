@@ -5,6 +5,7 @@ then the dashboard served on its warehouse (what `gpuledger serve` runs: `create
 Cases:
 - the demo computes everything it shows: nowhere on the Teams or Fleet page does "not computed
   yet" appear, and the Teams headline's saving is not "$0.00";
+- the Teams grid marks the over-budget team's budget cells (the lead's team, past 400.00);
 - one saving figure everywhere: the Teams headline, the sum of the Teams rows' savings, the
   teams.csv download, `/api/v1/recommendations` and `gpuledger recommend -o json` (a separate
   process on the same file) give the same monthly saving, to the cent;
@@ -14,7 +15,13 @@ Cases:
   exactly the rows `recommend --kind K -o json` lists for the Fleet kinds, and every row kind
   the CLI counted instead of listing appears as a counted line ("N Deployments already
   right-sized ...");
-- screenshots of Teams and Fleet at 1280 and 1440 px wide (full page), written to
+- no zero where the value is unknown, no row of zero saving on Fleet: every advice row's saving
+  cell, as AG Grid formats it, is money above $0.00 or "not priced" (a risk row, whose saving
+  is null in the CLI's JSON too), and "$0.00" appears nowhere in the grid; the summary states
+  the listed rows' saving, the sum computed here from the grid's rows;
+- the demo's data is simulated and complete: no "Stale" banner on any page, the banner says
+  "Simulated data to ..."; an admin's "My team" link opens the fleet view;
+- screenshots of Teams, Fleet and Plans at 1280 and 1440 px wide (full page), written to
   `$GPULEDGER_SCREENSHOTS` when set (else the test's folder): PNGs of that width.
 """
 
@@ -77,8 +84,13 @@ def test_one_saving_everywhere_and_none_unknown(demo: tuple[RunningServer, dict]
     headline = page.locator("#teams-headline").inner_text()
     assert "not computed" not in _text(page) and "$0.00 per month" not in headline, headline
     shown = float(page.get_attribute("#teams-saving", "data-value") or "nan")
-    rows = [float(v) for v in page.locator("#teams-table td[data-col=saving]").evaluate_all(
-        "cells => cells.map(c => c.dataset.value).filter(v => v !== '')")]
+    from tests.dashboards.conftest import LEAD_TEAM
+    from tests.dashboards.test_teams_browser import grid_rows, over_budget_cells
+
+    rows = [float(r["saving"]) for r in grid_rows(page) if r["saving"] is not None]
+    lead = next(r for r in grid_rows(page) if r["team"] == LEAD_TEAM)
+    assert lead["cost"] > 400.0  # a month of the demo: past the 400.00 budget (conftest), marked
+    assert over_budget_cells(page) == {("budget_used", LEAD_TEAM), ("forecast", LEAD_TEAM)}
     status, api = get(server, f"/api/v1/recommendations?period={PERIOD}", admin_headers())
     assert status == 200 and api["computed"] is True
     body = page.request.get(f"{server.url}/download/teams.csv?period={PERIOD}").text()
@@ -92,10 +104,14 @@ def test_one_saving_everywhere_and_none_unknown(demo: tuple[RunningServer, dict]
 
 
 def _grid_rows(page: Any, name: str) -> list[dict[str, Any]]:
+    """The grid's rows, each with `shown`: its saving cell's text as AG Grid formats it."""
     rows: list[dict[str, Any]] = page.evaluate(
         """async (name) => {
             const api = await dash_ag_grid.getApiAsync(name + "-grid");
-            const out = []; api.forEachNode(n => out.push(n.data)); return out;
+            const out = [];
+            api.forEachNode(n => out.push({...n.data, shown: api.getCellValue(
+                {rowNode: n, colKey: "monthly_saving", useFormatter: true})}));
+            return out;
         }""", name)
     return rows
 
@@ -111,15 +127,43 @@ def test_fleet_lists_only_actionable_advice(demo: tuple[RunningServer, dict], op
     assert rows, "the demo fleet gives advice worth acting on"
     from gpuledger.analytics.advice.actionable import RISK_KINDS
 
-    low = [r for r in rows if float(r["monthly_saving"]) < floor and r["kind"] not in RISK_KINDS]
-    assert not low, low  # a risk row (a pool past its knee) is listed whatever it saves
-    listed = sorted((r["kind"], r["scope"], round(float(r["monthly_saving"]), 2)) for r in rows)
-    want = sorted((r["kind"], r["scope"], round(float(r["monthly_saving"]), 2))
+    unknown = [r for r in rows if r["monthly_saving"] is None]
+    assert all(r["kind"] in RISK_KINDS and r["shown"] == "not priced" for r in unknown), unknown
+    priced = [r for r in rows if r["monthly_saving"] is not None]
+    low = [r for r in priced if float(r["monthly_saving"]) < floor]
+    assert not low, low  # no row of zero saving; a risk row (a pool past its knee) says "not priced"
+    assert not [r for r in rows if "0.00" in str(r["shown"]) and str(r["shown"]).lstrip("-$") == "0.00"]
+    assert "$0.00" not in page.locator("#fleet-advice-table").inner_text()
+    listed = sorted((r["kind"], r["scope"], None if r["monthly_saving"] is None else round(float(r["monthly_saving"]), 2))
+                    for r in rows)
+    want = sorted((r["kind"], r["scope"], None if r["monthly_saving"] is None else round(float(r["monthly_saving"]), 2))
                   for r in cli["advice"]["recommendations"])
     assert listed == want
+    summary = float(page.get_attribute("#fleet-advice-table-summary", "data-value") or "nan")
+    assert summary == pytest.approx(sum(float(r["monthly_saving"]) for r in priced), abs=0.005)
+    assert round(summary, 2) == round(cli["advice"]["monthly_saving"], 2)  # the CLI states the same sum
     counted = page.locator("#fleet-advice .quiet").all_inner_texts()
     for quiet in cli["advice"]["below_floor"]:
         assert any(f"{quiet['count']:,} {quiet['label']}" in line for line in counted), (quiet, counted)
+
+
+def test_simulated_data_is_not_stale_and_admin_lands_on_fleet(demo: tuple[RunningServer, dict],
+                                                               open_page: Any) -> None:
+    server, _ = demo
+    page = open_page(admin_headers())
+    for name, ready in (("teams", "#teams-headline"), ("fleet", "#fleet-advice"), ("plans", "#plans-page")):
+        page.goto(f"{server.url}/{name}?period={PERIOD}")
+        page.wait_for_selector(ready, timeout=300_000)
+        page.wait_for_selector("#simulated-note")
+        banner = page.locator("#banner").inner_text()
+        assert "Simulated data to" in banner and "Stale" not in banner, (name, banner)
+        assert page.locator("#stale-warning").count() == 0
+    page.goto(f"{server.url}/teams?period={PERIOD}")
+    page.wait_for_selector("#teams-headline")
+    page.wait_for_function("() => document.getElementById('nav-team')?.getAttribute('href')?.startsWith('/fleet')")
+    page.click("#nav-team")
+    page.wait_for_selector("#fleet-advice", timeout=300_000)
+    assert "/fleet" in page.url
 
 
 @pytest.mark.parametrize("width", [1280, 1440])
@@ -129,7 +173,7 @@ def test_screenshots(demo: tuple[RunningServer, dict], open_page: Any, width: in
     folder.mkdir(parents=True, exist_ok=True)
     page = open_page(admin_headers())
     page.set_viewport_size({"width": width, "height": 900})
-    for name, ready in (("teams", "#teams-headline"), ("fleet", "#fleet-advice")):
+    for name, ready in (("teams", "#teams-headline"), ("fleet", "#fleet-advice"), ("plans", "#plans-page")):
         page.goto(f"{server.url}/{name}?period={PERIOD}")
         page.wait_for_selector(ready, timeout=300_000)
         page.wait_for_load_state("networkidle")

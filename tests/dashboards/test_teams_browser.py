@@ -6,7 +6,11 @@ Cases:
   lines follow, and the total cell equals the fleet cost;
 - the CSV download (same session) has the same rows and costs as the page, with currency and
   period columns;
-- clicking the cost header sorts the team rows by cost, highest first;
+- the table is a data grid (AG Grid, as the advice): clicking the idle cost header sorts the
+  rows by it, highest first, again lowest first (read through the grid's own API);
+- every cell reads as people read it (money, GPU-hours with one decimal, shares as percentages),
+  checked against the row's unrounded numbers formatted here;
+- an over-budget team's budget cells carry the over-budget mark (the lead's team, past 400.00);
 - a lead lands on their own team page at `/`, sees exactly one row on Teams and no total, and
   their CSV holds only that row.
 """
@@ -24,6 +28,7 @@ import pytest
 
 from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.dashboards.app import RunningServer, create_app, start_server
+from gpuledger.dashboards.pages.common import money
 from tests.dashboards.conftest import LEAD_TEAM, PERIOD, admin_headers, lead_headers, settings_with_roles
 from tests.dashboards.test_browser import PAGE_READY
 
@@ -42,12 +47,35 @@ def server(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Itera
     running.stop()
 
 
+GRID_ROWS = """async ([name, sorted]) => {
+    const api = await dash_ag_grid.getApiAsync(name + "-grid");
+    const out = [];
+    const shown = n => Object.fromEntries(api.getColumns().map(c => [c.getColId(),
+        api.getCellValue({rowNode: n, colKey: c.getColId(), useFormatter: true})]));
+    (sorted ? api.forEachNodeAfterFilterAndSort.bind(api) : api.forEachNode.bind(api))(
+        n => out.push({...n.data, shown: shown(n)}));
+    return out;
+}"""
+
+
+def grid_rows(page: Any, sorted_: bool = False) -> list[dict[str, Any]]:
+    """The Teams grid's rows (unrounded numbers), in the order given or as sorted on screen."""
+    page.wait_for_selector("#teams-table .ag-row")
+    rows: list[dict[str, Any]] = page.evaluate(GRID_ROWS, ["teams-table", sorted_])
+    return rows
+
+
+def over_budget_cells(page: Any) -> set[tuple[str, str]]:
+    """(column, team) of every cell the grid marks over budget."""
+    marked = page.locator("#teams-table .ag-cell.over-budget").evaluate_all(
+        "cells => cells.map(c => [c.getAttribute('col-id'), c.closest('.ag-row').getAttribute('row-index')])")
+    rows = grid_rows(page)
+    return {(str(col), str(rows[int(i)]["team"])) for col, i in marked}
+
+
 def _rows(page: Any) -> dict[str, float]:
-    """team → the unrounded cost the page's cell carries."""
-    return {
-        r.get_attribute("data-team"): float(r.locator("td[data-col=cost]").get_attribute("data-value"))
-        for r in page.locator("#teams-table tbody tr").all()
-    }
+    """team → the unrounded cost the grid's row carries."""
+    return {str(r["team"]): float(r["cost"]) for r in grid_rows(page)}
 
 
 def _csv(page: Any, url: str) -> list[dict[str, str]]:
@@ -61,7 +89,7 @@ def test_admin_sees_every_team_reconciled(server: RunningServer, open_page: Any,
     expected = {t: round(c, 2) for t, c in bill.lines.group_by("team").agg(pl.col("cost").sum()).iter_rows()}
     page = open_page(admin_headers())
     page.goto(f"{server.url}/?period={PERIOD}")
-    page.wait_for_selector("#teams-table tbody tr")
+    page.wait_for_selector("#teams-table .ag-row")
     assert "/teams" in page.url or page.locator("#teams-page").count() == 1  # admins land on Teams
     shown = _rows(page)
     teams = {t for t in expected if t not in SPECIAL_LINES}
@@ -72,28 +100,40 @@ def test_admin_sees_every_team_reconciled(server: RunningServer, open_page: Any,
     total = page.locator("#teams-total")
     assert round(float(total.get_attribute("data-value")), 2) == round(bill.fleet_cost, 2)
     assert round(sum(shown.values()), 2) == round(bill.fleet_cost, 2)
-    order = [r.get_attribute("data-team") for r in page.locator("#teams-table tbody tr").all()]
+    order = [r["team"] for r in grid_rows(page)]
     assert order[-len([t for t in expected if t in SPECIAL_LINES]):] == [
         t for t in SPECIAL_LINES if t in expected]  # the special lines follow the teams
     rows = _csv(page, f"{server.url}/download/teams.csv?period={PERIOD}")
     assert {r["team"]: round(float(r["cost"]), 2) for r in rows} == {t: round(c, 2) for t, c in shown.items()}
     assert {r["currency"] for r in rows} == {"USD"} and {r["period"] for r in rows} == {PERIOD}
-    link = page.locator(f"#teams-table tr[data-team={LEAD_TEAM}] a")
+    link = page.locator("#teams-table a", has_text=LEAD_TEAM).first
     assert link.get_attribute("href") == f"/team?period={PERIOD}&team={LEAD_TEAM}"
+    # only the lead's team has a budget (400.00, conftest): its cells are marked when it spent, or
+    # is forecast to spend, past it; no other team's ever
+    lead = next(r for r in grid_rows(page) if r["team"] == LEAD_TEAM)
+    over = lead["budget_used"] > 1 or lead["forecast"] > 400.0
+    for r in grid_rows(page):  # every cell as people read it, formatted here independently
+        cells = r["shown"]
+        assert cells["cost"] == money(r["cost"], "USD") and cells["idle_cost"] == money(r["idle_cost"], "USD")
+        assert cells["card_hours"] == f"{r['card_hours']:,.1f}", cells
+        assert cells["idle_share"] == ("–" if r["idle_share"] is None else f"{r['idle_share']:.1%}"), cells
+        assert cells["budget_used"] == ("–" if r["budget_used"] is None else f"{r['budget_used']:.1%}"), cells
+    assert over_budget_cells(page) == ({("budget_used", LEAD_TEAM), ("forecast", LEAD_TEAM)} if over else set())
     assert page.locator("#teams-daily .main-svg").count() >= 1  # the page leads with its chart
 
 
 def test_cost_header_sorts(server: RunningServer, open_page: Any) -> None:
     page = open_page(admin_headers())
     page.goto(f"{server.url}/teams?period={PERIOD}")
-    page.wait_for_selector("#teams-table tbody tr")
-    page.click("#teams-table th[data-sort=idle_cost]")
-    values = [float(v or "nan") for v in page.locator("#teams-table td[data-col=idle_cost]").evaluate_all(
-        "cells => cells.map(c => c.getAttribute('data-value'))")]
+    page.wait_for_selector("#teams-table .ag-row")
+    header = "#teams-table .ag-header-cell[col-id=idle_cost] .ag-header-cell-label"
+    page.click(header)
+    page.wait_for_selector("#teams-table .ag-header-cell[col-id=idle_cost][aria-sort=descending]")
+    values = [float(r["idle_cost"]) for r in grid_rows(page, sorted_=True)]
     assert values == sorted(values, reverse=True) and len(values) > 3
-    page.click("#teams-table th[data-sort=idle_cost]")
-    again = page.locator("#teams-table td[data-col=idle_cost]").evaluate_all(
-        "cells => cells.map(c => parseFloat(c.getAttribute('data-value')))")
+    page.click(header)
+    page.wait_for_selector("#teams-table .ag-header-cell[col-id=idle_cost][aria-sort=ascending]")
+    again = [float(r["idle_cost"]) for r in grid_rows(page, sorted_=True)]
     assert again == sorted(again)
 
 
@@ -104,7 +144,6 @@ def test_lead_sees_one_row(server: RunningServer, open_page: Any, reference_bill
     page.wait_for_selector(PAGE_READY)
     assert page.locator("#team-page").count() == 1  # a lead lands on their own team
     page.goto(f"{server.url}/teams?period={PERIOD}")
-    page.wait_for_selector("#teams-table tbody tr")
     shown = _rows(page)
     line = float(bill.lines.filter(pl.col("team") == LEAD_TEAM)["cost"].sum())
     assert list(shown) == [LEAD_TEAM] and round(shown[LEAD_TEAM], 2) == round(line, 2)

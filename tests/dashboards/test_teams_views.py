@@ -4,7 +4,10 @@ Cases:
 - Teams rows: one per billed line, each team's cost its bill line, total = fleet cost; a
   team's saving is the sum of its recommendations; a lead gets only their row and no total;
   an empty month says where data exists;
-- the Team selector shows the team on display when the URL names none;
+- the Team selector shows the team on display when the URL names none (a lead's own team);
+- an admin has no team of their own: "My team" without a team opens the fleet view (page
+  `/fleet`, its nav link points there, no team chosen for them), not the alphabetically first
+  team (issue 32); with a team in the URL it shows that team;
 - the team page's budget tile: used, left and the month-end forecast of `budget_status`,
   and the daily chart carries the cumulative and the budget line;
 - Fleet's waste headline = unallocated cost + teams' idle cost, as a share of the fleet cost,
@@ -61,10 +64,24 @@ def test_empty_month_says_where_data_is(shared_app: Any) -> None:
 
 
 def test_team_selector_shows_the_team_on_display(shared_app: Any) -> None:
+    result = sync(shared_app.data, LEAD_P, "/team", f"?period={PERIOD}", trigger="url",
+                  controls=(None, None, None))
+    shown = team.view(ctx(shared_app, LEAD_P)).team
+    assert result.state.team == shown == LEAD_TEAM
+
+
+def test_admin_my_team_is_the_fleet(shared_app: Any) -> None:
+    from gpuledger.dashboards.registry import PAGES
+
     result = sync(shared_app.data, ADMIN_P, "/team", f"?period={PERIOD}", trigger="url",
                   controls=(None, None, None))
-    shown = team.view(ctx(shared_app, ADMIN_P)).team
-    assert result.state.team == shown is not None
+    assert (result.page, result.state.team) == ("/fleet", None)
+    my_team = [p.path for p in PAGES].index("/team")
+    assert result.hrefs[my_team] == f"/fleet?period={PERIOD}"
+    chosen = sync(shared_app.data, ADMIN_P, "/team", f"?period={PERIOD}&team={LEAD_TEAM}", trigger="url",
+                  controls=(None, None, None))
+    assert (chosen.page, chosen.state.team) == ("/team", LEAD_TEAM)
+    assert chosen.hrefs[my_team].startswith("/team?")
 
 
 def test_budget_tile_and_line(shared_app: Any, reference_bills: dict) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +56,8 @@ class Served:
         return self.server.url
 
 
-def serve(root: Path, warehouse: Path, fmt: str = "json", level: str = "info") -> Served:
+def serve(root: Path, warehouse: Path, fmt: str = "json", level: str = "info",
+          extra: Sequence[str] = ()) -> Served:
     """`gpuledger serve` (gunicorn) on a copy of `warehouse`, its private snapshots under its own
     TMPDIR, as the chart runs it; ready once /readyz on the ops port says 200."""
     root.mkdir(parents=True, exist_ok=True)
@@ -68,7 +69,7 @@ def serve(root: Path, warehouse: Path, fmt: str = "json", level: str = "info") -
     port, ops = free_port(), free_port()
     argv = ["env", f"TMPDIR={tmp}", sys.executable, "-m", "gpuledger", "--config", str(config),
             "--warehouse", str(copy), "serve", "--host", "127.0.0.1", f"--port={port}",
-            f"--metrics-port={ops}", f"--log-format={fmt}", f"--log-level={level}", "--refresh-s=2"]
+            f"--metrics-port={ops}", f"--log-format={fmt}", f"--log-level={level}", "--refresh-s=2", *extra]
     data = root / "served"
     data.mkdir()
     server = MetricsServer("gpuledger", argv, ops, data, "/readyz").start()

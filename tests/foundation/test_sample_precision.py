@@ -19,6 +19,7 @@ Cases:
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ import pytest
 
 from gpuledger.analytics.billing.bill import Bill, compute_bill
 from gpuledger.core.config import Settings
-from gpuledger.core.frames import GPU_SAMPLES, METRIC_COLUMNS, polars_schema
+from gpuledger.core.frames import GPU_SAMPLES, METRIC_COLUMNS, TABLES, polars_schema
 from gpuledger.core.frames_hami import VGPU_ALLOCATIONS
 from gpuledger.core.window import Window
 from gpuledger.simulator.engine import Simulation
@@ -129,6 +130,17 @@ def _as_v8(monkeypatch: pytest.MonkeyPatch) -> None:
     none = lambda *_: pl.DataFrame(schema=polars_schema(VGPU_ALLOCATIONS))  # noqa: E731
     for module in (vgpu, holders):
         monkeypatch.setattr(module, "vgpu_allocations_between", none)
+    # nor node configuration over time (v014): `nodes` without `valid_from`, no `node_history`
+    nodes = TABLES["nodes"]
+    monkeypatch.setitem(TABLES, "nodes", replace(
+        nodes, columns=tuple(c for c in nodes.columns if c.name != "valid_from")))
+    monkeypatch.setattr(store, "changed_from", lambda _view: "SELECT NULL")
+    monkeypatch.setattr(store, "history_insert", lambda _view: "CREATE TEMP TABLE IF NOT EXISTS _v8 (x INTEGER)")
+    from gpuledger.analytics.devices import replicas
+
+    monkeypatch.setattr(replicas, "node_config_rows", lambda wh, *_: wh.query(  # one set per node
+        "SELECT node, NULL::TIMESTAMPTZ AS valid_from, NULL::TIMESTAMPTZ AS valid_to, pool, "
+        "CAST(labels AS VARCHAR) AS labels FROM nodes ORDER BY node"))
 
 
 def _values(wh: Warehouse) -> pl.DataFrame:

@@ -11,7 +11,7 @@ Cases (each failed on the code before issue 22's hardening):
   defined twice, negative/NaN/infinite/huge weights and quotas, `guaranteed` that is not a
   count; history with a repeated (ts, queue, flavor, resource) row, a queue the file does not
   define, NaN/infinite/negative demand, a misspelt column, unreadable timestamps;
-- flags: `serve --port -1`, `--port 99999`, `--refresh-s 0` and NaN; `optimize --workers 0`;
+- flags: `serve --port -1`, `--port 99999`, `--refresh-s 0` and NaN, `--header-timeout-s 0` and NaN; `optimize --workers 0`;
 - bounded work: a 4,000-GPU what-if fleet with `--time-limit 0.3` ends in one line within a few
   seconds, with no warehouse created (reading the file alone took 71 s).
 """
@@ -167,6 +167,8 @@ def test_bad_history_files(run_cli, tmp_path, history, expected):
     (["serve", "--port", "99999"], "--port 99999"),
     (["serve", "--refresh-s", "0"], "--refresh-s 0"),
     (["serve", "--refresh-s", "nan"], "--refresh-s nan"),
+    (["serve", "--header-timeout-s", "0"], "--header-timeout-s 0"),
+    (["serve", "--header-timeout-s", "nan"], "--header-timeout-s nan"),
 ])
 def test_bad_serve_flags(run_cli, tmp_path, argv, expected):
     line = run_cli(["--warehouse", tmp_path / "w.duckdb", *argv]).assert_one_line_refusal(

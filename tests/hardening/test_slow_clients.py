@@ -6,12 +6,20 @@ it), with raw sockets:
   within seconds (today: every thread blocks reading the rest; 170 s+);
 - 70 idle connections (past the 64-connection cap): the ones past the cap are answered 503 and
   closed at once, and a legitimate request is answered (503 or its page), never left to time out;
+- a header trickled a byte at a time is cut off `--header-timeout-s` after the connection
+  opened (the bytes never move the deadline), also when its first bytes were pipelined behind
+  a kept-alive request (today: a thread reads it with a per-read timeout only, so the connection
+  stays as long as the bytes keep coming);
 - the ops port binds loopback when no `--metrics-host` and no `POD_IP` are given (not 0.0.0.0).
+
+The trickle tests never poll: a client thread sends a byte every `TRICKLE_S` until the server
+closes, while the test blocks in one `recv` whose timeout is the bound.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +30,10 @@ from gpuledger.dashboards.server import ServeOptions, default_ops_host, gunicorn
 from tests.deploy.conftest import Served, serve
 
 HEADERS = "X-Forwarded-User: ada\r\n"
+HEADER_TIMEOUT_S = 4.0
+TRICKLE_S = 0.2
+SLACK_S = 2.5
+"""The worker's loop closes expired connections at least once a second; the rest is load."""
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +41,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     from tests.dashboards.conftest import build_demo_warehouse
 
     root = tmp_path_factory.mktemp("slow")
-    app = serve(root / "srv", build_demo_warehouse(root / "demo.duckdb", gpus=8))
+    app = serve(root / "srv", build_demo_warehouse(root / "demo.duckdb", gpus=8),
+                extra=[f"--header-timeout-s={HEADER_TIMEOUT_S:g}"])
     yield app
     app.server.stop()
 
@@ -85,6 +98,60 @@ def test_idle_sockets_past_the_cap_get_503(served: Served) -> None:
             sock.close()
     time.sleep(0.5)
     assert _ask(served.port).startswith(b"HTTP/1.1 ")  # capacity comes back once they close
+
+
+def _trickle(sock: socket.socket, sent: list[int]) -> None:
+    """Send one header byte every `TRICKLE_S` (a header that never ends) until the server closes."""
+    try:
+        while True:
+            sock.send(b"a")
+            sent.append(1)
+            time.sleep(TRICKLE_S)
+    except OSError:
+        return
+
+
+def _closed_after(sock: socket.socket, started: float) -> tuple[bytes, float]:
+    """Everything the server sends until it closes, and the seconds from `started` to the close;
+    one blocking read at a time, bounded by the header timeout plus slack."""
+    sock.settimeout(HEADER_TIMEOUT_S + SLACK_S)
+    got = b""
+    try:
+        while chunk := sock.recv(65536):
+            got += chunk
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return got, float("inf")
+    return got, time.monotonic() - started
+
+
+def test_trickled_header_is_cut_off_at_the_bound(served: Served) -> None:
+    with _connect(served.port) as sock:
+        started = time.monotonic()
+        sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: x\r\n{HEADERS}X-Pad: ".encode())
+        sent: list[int] = []
+        threading.Thread(target=_trickle, args=(sock, sent), daemon=True).start()
+        got, took = _closed_after(sock, started)
+    assert got == b""  # closed without an answer: the header never ended
+    assert HEADER_TIMEOUT_S - 0.1 <= took <= HEADER_TIMEOUT_S + SLACK_S, took
+    assert len(sent) >= (HEADER_TIMEOUT_S - 1) / TRICKLE_S / 2, len(sent)  # it kept trickling
+
+
+def test_pipelined_trickled_header_is_cut_off_at_the_bound(served: Served) -> None:
+    with _connect(served.port) as sock:
+        whole = f"GET /healthz HTTP/1.1\r\nHost: x\r\n{HEADERS}\r\n"
+        started = time.monotonic()
+        sock.sendall(f"{whole}GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: ".encode())
+        sent: list[int] = []
+        threading.Thread(target=_trickle, args=(sock, sent), daemon=True).start()
+        first = sock.recv(65536)  # the first answer: the next header's wait starts after it
+        answered = time.monotonic()
+        got, took = _closed_after(sock, answered)
+        got = first + got
+    assert got.startswith(b"HTTP/1.1 200") and got.count(b"HTTP/1.1 ") == 1, got[:200]
+    assert answered - started < 10 and took <= HEADER_TIMEOUT_S + SLACK_S, (answered - started, took)
+    assert len(sent) >= (HEADER_TIMEOUT_S - 1) / TRICKLE_S / 2, len(sent)
 
 
 def test_ops_host_defaults_to_loopback(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,11 @@ The server is the real command (`python -m gpuledger mcp`) on a small simulated 
   `compute_bill`'s on the same file (computed here, not through the server); a lead's bill holds
   only their team and no fleet total; a lead's call for another team, and for plans, is refused
   with the reason; budgets for a lead are their team's only; no user header: refused;
+- the tools are the API's endpoint table (`api_params.ENDPOINTS`, less the OpenAPI document),
+  each taking that endpoint's parameters: capacity and why among them; capacity's whole-GPU
+  `ready` is the exclusive nodes' allocatable minus the running pods' requests, summed here from
+  the file; why lists the waiting workloads stored in the file (an admin: all of them; a lead:
+  their team's only, another team's refused);
 - stdio, as the operating-system account running it: bound to admin in `access.roles`, it lists
   the tools and bills every team; bound to a lead, another team's bill is refused.
 """
@@ -39,13 +44,18 @@ from tests.dashboards.conftest import (
     store_results,
 )
 
-TOOLS = {"bill", "idle", "recommendations", "budgets", "plans"}
+TOOLS = {"bill", "idle", "recommendations", "budgets", "plans", "capacity", "why"}
 ENV = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(Path.cwd()))}
 
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from gpuledger.commands._demo_waiting import add_waiting
+    from gpuledger.warehouse import Warehouse
+
     path = build_demo_warehouse(tmp_path_factory.mktemp("mcp") / "warehouse.duckdb")
+    with Warehouse.open(path) as wh:
+        assert add_waiting(wh) > 0  # waiting workloads for `why` (the bill's inputs untouched)
     return store_results(path)
 
 
@@ -136,6 +146,44 @@ def test_http_tools_admin_bill(http_url: str, warehouse: Path) -> None:
     got = {line["team"]: line["cost"] for line in doc["lines"]}
     assert got.keys() == expected.keys() and len(expected) > 2
     assert all(abs(got[t] - expected[t]) < 0.01 for t in expected), (got, expected)
+
+
+def _free_now(warehouse: Path) -> tuple[float, float]:
+    """(whole GPUs, HAMi MiB on the best card) free now, from the file (`tests.capacity.free_now`)."""
+    from gpuledger.warehouse import Warehouse
+    from tests.capacity.free_now import hami_left, whole_gpus_free
+
+    with Warehouse.open(warehouse, read_only=True) as wh:
+        return whole_gpus_free(wh), max(hami_left(wh)[0].values())
+
+
+def _waiting(warehouse: Path) -> dict[str, str]:
+    """Workload name → team of every pending row seen at the newest snapshot, from the file."""
+    from gpuledger.warehouse import Warehouse
+
+    with Warehouse.open(warehouse, read_only=True) as wh:
+        rows = wh.query("SELECT p.name, n.team FROM pending_workloads p LEFT JOIN namespaces n "
+                        "USING (namespace) WHERE p.last_seen = (SELECT max(last_seen) FROM pending_workloads)")
+    return {str(name): str(team) for name, team in rows.rows()}
+
+
+def test_http_capacity_and_why_are_tools_of_the_endpoint_table(http_url: str, warehouse: Path) -> None:
+    from gpuledger.dashboards.api_params import ENDPOINTS
+
+    tools, capacity, why = anyio.run(_http, http_url, admin_headers(), [("capacity", {}), ("why", {})])
+    listed = {t.name: set(t.input_schema["properties"]) for t in tools.tools}
+    assert listed == {e.path.strip("/"): set(e.names()) for e in ENDPOINTS if e.path != "/openapi.json"}
+    doc = _doc(capacity)
+    whole = sum(r["ready"] for r in doc["capacity"] if r["shape"] == "whole GPU")
+    hami = max(r["ready"] for r in doc["capacity"] if r["shape"] == "hami gpumem MiB")
+    assert doc["schema"] == "gpuledger.capacity/v1" and (whole, hami) == _free_now(warehouse)
+    assert hami > 0
+    waiting = _waiting(warehouse)
+    assert {r["name"]: r["team"] for r in _doc(why)["waiting"]} == waiting and len(waiting) > 3
+    own, other = anyio.run(_http, http_url, lead_headers(), [
+        ("why", {}), ("why", {"team": OTHER_TEAM})])[1:]
+    assert {r["name"] for r in _doc(own)["waiting"]} == {n for n, t in waiting.items() if t == LEAD_TEAM}
+    assert OTHER_TEAM in _refusal(other)
 
 
 def test_http_lead_is_scoped_and_refused(http_url: str) -> None:

@@ -51,6 +51,8 @@ STEPS: tuple[Step, ...] = (
          "v012_dra_sources.sql"),
     Step(13, "workloads seen waiting with their status as written; ClusterQueue usage",
          "v013_pending_workloads.sql"),
+    Step(14, "node configuration with its validity interval (node_history; nodes.valid_from)",
+         "v014_node_history.sql"),
 )
 """Every version in order, oldest first; append only."""
 

@@ -1,5 +1,5 @@
 """Read queries of the device sources (`analytics.devices`): MIG instances over a window, node
-labels, pods on given nodes, and which node each card is on.
+configurations over time, pods on given nodes, and which node each card is on.
 
 Why here: only `warehouse/` speaks SQL. The share math and the holders of shared cards are
 `analytics.devices` rules (`capacity` for stranded MIG slices, `mig` for the `max_normalized`
@@ -30,9 +30,28 @@ def mig_instances_between(wh: ReadableWarehouse, start: datetime, end: datetime)
     )
 
 
-def node_label_rows(wh: ReadableWarehouse) -> pl.DataFrame:
-    """Every stored node: `node`, `labels` (the label set as JSON text, or NULL)."""
-    return wh.query("SELECT node, CAST(labels AS VARCHAR) AS labels FROM nodes")
+def node_config_rows(
+    wh: ReadableWarehouse, start: datetime | None = None, end: datetime | None = None,
+) -> pl.DataFrame:
+    """Each configuration of each node with its validity interval (`node_history`, rules in
+    `warehouse.node_history`), those in force somewhere in `[start, end)` when given: `node`,
+    `valid_from` (NULL on a node's first row: it stands for the time before it too), `valid_to`
+    (the node's next row's `valid_from`; NULL: still in force), `pool`, `labels` (JSON text, or
+    NULL); by node, then time."""
+    return wh.query(
+        """
+        SELECT node, valid_from, valid_to, pool, labels FROM (
+            SELECT node,
+                   CASE WHEN row_number() OVER w = 1 THEN NULL ELSE valid_from END AS valid_from,
+                   lead(valid_from) OVER w AS valid_to, pool, CAST(labels AS VARCHAR) AS labels
+            FROM node_history WINDOW w AS (PARTITION BY node ORDER BY valid_from)
+        )
+        WHERE (CAST(? AS TIMESTAMPTZ) IS NULL OR valid_to IS NULL OR valid_to > ?)
+          AND (CAST(? AS TIMESTAMPTZ) IS NULL OR valid_from IS NULL OR valid_from < ?)
+        ORDER BY node, valid_from NULLS FIRST
+        """,
+        [start, start, end, end],
+    )
 
 
 def pods_on_nodes(

@@ -35,6 +35,9 @@ and `prometheus.step` is the sample grid, not how often a collector runs, so it 
 STALE_INTERVALS = 2
 """Data is stale when the newest sample is older than this many collection intervals: one
 missed run is normal (a run may still be loading); two mean collection has stopped."""
+SIMULATOR_SOURCE = "simulator"
+"""The watermark source `gpuledger simulate --load` and `gpuledger demo` record with the
+simulated samples they load (`pipeline.load_simulation`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,3 +173,11 @@ def data_range(wh: ReadableWarehouse) -> tuple[datetime, datetime] | None:
     )
     lo, hi = frame["lo"][0], frame["hi"][0]
     return (lo, hi) if lo is not None and hi is not None else None
+
+
+def simulated(wh: ReadableWarehouse) -> bool:
+    """True when the warehouse's samples come from the simulator alone: its watermark source is
+    there and no collector's (`prometheus.*`). Such data is complete to its end and nothing
+    collects more, so its age says nothing about collection: staleness does not apply."""
+    sources = [source for source, _ in _watermarks(wh, _tables(wh))]
+    return SIMULATOR_SOURCE in sources and not any(s.startswith("prometheus.") for s in sources)

@@ -1,6 +1,5 @@
-"""Read queries of capacity now and of waiting workloads (`dashboards.capacity_data`,
-`analytics.waiting`): the newest inventory, the pods running on it, the stored pending statuses
-and Kueue's queue usage.
+"""Read queries of capacity now and of waiting workloads (`analytics.waiting.fleet`): the
+newest inventory, the pods running on it, the stored pending statuses and Kueue's queue usage.
 
 Why here: only `warehouse/` speaks SQL. "Now" is the newest Kubernetes snapshot
 (`max(nodes.observed_at)`): a pod runs now when its stored lifetime reaches that snapshot.
@@ -94,7 +93,8 @@ _HAMI_LEFT = """
 WITH last AS (SELECT max(end_ts) AS t FROM vgpu_allocations),
 used AS (SELECT a.uuid, sum(a.mem_mib) AS mem, sum(a.cores_pct) AS cores
          FROM vgpu_allocations a, last WHERE a.end_ts >= last.t GROUP BY a.uuid)
-SELECT g.node, g.model, g.memory_mib, coalesce(u.mem, 0) AS used_mib, coalesce(u.cores, 0) AS used_cores
+SELECT g.node, g.uuid, g.model, g.memory_mib, coalesce(u.mem, 0) AS used_mib,
+       coalesce(u.cores, 0) AS used_cores
 FROM gpus g LEFT JOIN used u USING (uuid)
 WHERE g.sharing_mode = 'vgpu' ORDER BY g.node, g.uuid
 """
@@ -102,5 +102,5 @@ WHERE g.sharing_mode = 'vgpu' ORDER BY g.node, g.uuid
 
 def hami_cards(wh: ReadableWarehouse) -> pl.DataFrame:
     """HAMi's cards with what its allocations alive at the newest observation use: `node`,
-    `model`, `memory_mib`, `used_mib`, `used_cores` (percent)."""
+    `uuid`, `model`, `memory_mib`, `used_mib`, `used_cores` (percent)."""
     return wh.query(_HAMI_LEFT)
