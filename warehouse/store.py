@@ -37,6 +37,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 
+from gpuledger.core.config_warehouse import WarehouseSettings
 from gpuledger.core.errors import WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
@@ -109,8 +111,10 @@ class Warehouse:
 
     # 1. Opening -------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, *, read_only: bool = False) -> Warehouse:
-        """Open (and, for a writer, create and migrate) the warehouse at `path`."""
+    def open(cls, path: str | Path, *, read_only: bool = False,
+             limits: WarehouseSettings | None = None) -> Warehouse:
+        """Open (and, for a writer, create and migrate) the warehouse at `path`, DuckDB bounded
+        by `limits` (`connect`)."""
         target = str(path)
         if target != ":memory:":
             file = Path(target)
@@ -120,7 +124,7 @@ class Warehouse:
                 )
             if not read_only:
                 file.parent.mkdir(parents=True, exist_ok=True)
-        con = _connect(target, read_only)
+        con = connect(target, read_only=read_only, limits=limits)
         try:
             con.execute("SET TimeZone = 'UTC'")
             _require_ours(con, target)
@@ -355,28 +359,62 @@ class Warehouse:
             raise WarehouseError(f"{self.path}: opened read-only; this operation writes")
 
 
-def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with `DUCKDB_CONFIG` and no progress bar of DuckDB's own (it draws
-    one on STDOUT for any query over 2 s, even into a pipe, in the middle of `-o json` / `-o
-    csv` output; ours is on stderr, `terminal_progress`; the setting is per connection);
-    errors as one-line `WarehouseError`s."""
+def connect(target: str, *, read_only: bool = False, limits: WarehouseSettings | None = None,
+            config: Mapping[str, Any] | None = None, what: str = "warehouse") -> duckdb.DuckDBPyConnection:
+    """Every DuckDB connection gpuledger opens (docs/decisions/0221): `DUCKDB_CONFIG` (no
+    extension fetched behind our back), `config` on top (a serving-store reader's own bounds,
+    0141), and the memory bound and spill folder of `limits` (`warehouse:` settings; their
+    defaults when not given, so no connection is unbounded), set after connecting: a second
+    connection to a database already open in this process shares its instance and would be
+    refused for a different start-up config. No progress bar of DuckDB's own (it draws one on
+    STDOUT for any query over 2 s, even into a pipe, in the middle of `-o json` / `-o csv`
+    output; ours is on stderr, `terminal_progress`; the setting is per connection). Errors are
+    one-line `WarehouseError`s."""
+    limits = limits or WarehouseSettings()
+    spill = spill_folder(target, limits)
     try:
-        con = duckdb.connect(target, read_only=read_only, config=DUCKDB_CONFIG)
-        con.execute("SET enable_progress_bar = false")
-        return con
+        con = duckdb.connect(target, read_only=read_only, config={**DUCKDB_CONFIG, **(config or {})})
     except duckdb.Error as exc:
-        if _lock_message(exc):
-            raise WarehouseLockedError(
-                f"{target}: another process is writing this warehouse; one writer at a time "
-                "(readers: use read-only access or `gpuledger export`)"
-            ) from None
-        text = str(exc)
-        if "extension" in text.lower() or "not a valid DuckDB database" in text:
-            raise WarehouseError(
-                f"{target}: not a DuckDB warehouse file (another format, e.g. SQLite); "
-                "point --warehouse at a gpuledger DuckDB file or a new path"
-            ) from None
-        raise WarehouseError(f"{target}: cannot open warehouse ({text.splitlines()[0]})") from None
+        raise _open_error(exc, target, what) from None
+    try:
+        con.execute("SET enable_progress_bar = false")
+        if config is None or "memory_limit" not in config:
+            con.execute("SET memory_limit = ?", [limits.memory_limit])
+        con.execute("SET temp_directory = ?", [spill])
+    except duckdb.Error as exc:
+        con.close()
+        first = str(exc).splitlines()[0]
+        raise WarehouseError(f"{target}: cannot apply the warehouse settings ({first})") from None
+    return con
+
+
+def spill_folder(target: str, limits: WarehouseSettings) -> str:
+    """Where DuckDB spills: `limits.temp_directory`, else `<file>.tmp` beside a warehouse file
+    (DuckDB's own default, said out loud), else a folder in the system's temporary folder."""
+    if limits.temp_directory is not None:
+        parent = Path(limits.temp_directory).parent
+        if not parent.is_dir():  # DuckDB creates the folder itself, but not its parents
+            raise WarehouseError(f"warehouse.temp_directory {limits.temp_directory}: no folder {parent} "
+                                 "to create it in")
+        return limits.temp_directory
+    if target == ":memory:" or target.startswith(":memory:"):
+        return os.path.join(tempfile.gettempdir(), "gpuledger-duckdb.tmp")
+    return f"{target}.tmp"
+
+
+def _open_error(exc: duckdb.Error, target: str, what: str) -> WarehouseError:
+    if _lock_message(exc):
+        return WarehouseLockedError(
+            f"{target}: another process is writing this warehouse; one writer at a time "
+            "(readers: use read-only access or `gpuledger export`)"
+        )
+    text = str(exc)
+    if "extension" in text.lower() or "not a valid DuckDB database" in text:
+        return WarehouseError(
+            f"{target}: not a DuckDB warehouse file (another format, e.g. SQLite); "
+            "point --warehouse at a gpuledger DuckDB file or a new path"
+        )
+    return WarehouseError(f"{target}: cannot open {what} ({text.splitlines()[0]})")
 
 
 def _require_ours(con: duckdb.DuckDBPyConnection, target: str) -> None:
