@@ -3,7 +3,7 @@
 
 Its own module because `config.py` is near its size limit; the section repeats the `_Section`
 rules (unknown keys refused, frozen) instead of importing it, because `config.py` imports
-this module. What the values mean to DuckDB is `gpuledger.warehouse.store.connect`'s business.
+this module. What the values mean to DuckDB is `gpuledger.warehouse.connection.connect`'s business.
 """
 
 from __future__ import annotations

@@ -47,9 +47,10 @@ from gpuledger.core.errors import WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import CARD_HOURS_HOURLY
 from gpuledger.core.rules_record import RecordedRules
 from gpuledger.warehouse import serving_results_table as results_table
+from gpuledger.warehouse.connection import connect
 from gpuledger.warehouse.retention import mark_removed, removable_until
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES_TABLE, VIEW_DDL
-from gpuledger.warehouse.store import Warehouse, connect
+from gpuledger.warehouse.store import Warehouse
 
 SUFFIX = ".serving.duckdb"
 PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "allocations": "ts", "queue_samples": "ts"}

@@ -10,7 +10,7 @@ Cases:
   (its sum checked by arithmetic) and its spill folder exists meanwhile; with spilling turned off
   the same query runs out of memory;
 - the commands' `Context` opens the warehouse (writer and reader) with the settings' limits;
-- one home: no product module outside `warehouse/store.py` calls `duckdb.connect`;
+- one home: no product module outside `warehouse/connection.py` calls `duckdb.connect`;
 - bad settings are one line naming the key.
 """
 
@@ -27,7 +27,7 @@ from gpuledger.core.config import load_settings
 from gpuledger.core.config_warehouse import WarehouseSettings
 from gpuledger.core.errors import ConfigError
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.store import connect
+from gpuledger.warehouse.connection import connect
 
 ROOT = Path(__file__).resolve().parents[2]
 _UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -98,7 +98,7 @@ def test_one_home_for_connections() -> None:
             file = Path(folder) / name
             if re.search(r"\bduckdb\.connect\(", file.read_text()):
                 opened.append(file.resolve().relative_to(ROOT).as_posix())
-    assert opened == ["warehouse/store.py"]
+    assert opened == ["warehouse/connection.py"]
 
 
 @pytest.mark.parametrize(("value", "said"), [

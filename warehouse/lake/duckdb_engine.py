@@ -18,7 +18,7 @@ def run_grouped(lake: Lake, files: list[str], sql: str) -> Any:
     import polars as pl
     import pyarrow.dataset as ds
 
-    from gpuledger.warehouse.store import connect
+    from gpuledger.warehouse.connection import connect
 
     dataset = ds.dataset(files, filesystem=lake.filesystem(), format="parquet")
     con = connect(":memory:")  # bounded like every connection (docs/decisions/0221)
