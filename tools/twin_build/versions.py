@@ -8,11 +8,10 @@ KWOK and Kueue are separate modules with their own `k8s.io/*` versions (their go
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.k8s_testenv.versions import KUBERNETES_VERSION, KUEUE_MODULE, KUEUE_VERSION
+from tools.k8s_testenv.versions import KUBERNETES_VERSION, KUEUE_MODULE, KUEUE_VERSION, cache_root
 
 KWOK_MODULE = "sigs.k8s.io/kwok"
 KWOK_VERSION = "v0.8.0"
@@ -48,13 +47,8 @@ PARTS: dict[str, Part] = {
 
 
 def default_cache_root() -> Path:
-    """`$GPULEDGER_TWIN_BUILD_CACHE`, else `$XDG_CACHE_HOME/gpuledger/twin-build`, else `~/.cache/...`."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "gpuledger" / "twin-build"
+    """Where this build is cached (`k8s_testenv.versions.cache_root`, `$GPULEDGER_TWIN_BUILD_CACHE`)."""
+    return cache_root(CACHE_ENV, "twin-build")
 
 
 @dataclass(frozen=True)
