@@ -32,6 +32,7 @@ from gpuledger.core.config_lake import LakeSettings
 from gpuledger.core.config_plans import QuotaPlanSettings
 from gpuledger.core.config_queues import QueueSettings
 from gpuledger.core.config_retention import RetentionSettings
+from gpuledger.core.config_warehouse import WarehouseSettings
 from gpuledger.core.errors import ConfigError, InputError
 from gpuledger.core.window import parse_duration
 from gpuledger.core.yamlfile import load_yaml_file
@@ -305,6 +306,7 @@ class Settings(_Section):
     finance: FinanceSettings = FinanceSettings()
     lake: LakeSettings = LakeSettings()
     retention: RetentionSettings = RetentionSettings()
+    warehouse: WarehouseSettings = WarehouseSettings()
     source: str | None = Field(default=None, exclude=True)
 
     def price_book_version(self) -> str:

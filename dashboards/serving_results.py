@@ -81,7 +81,8 @@ TOKEN_COSTS_SCHEMA: dict[str, Any] = {
     "cost_per_m_generated": pl.Float64, "cost_per_m_tokens": pl.Float64,
 }
 """`analytics.workloads.tokens.team_token_costs`'s columns (a test holds it equal to a computed frame's)."""
-UNRELATED = {"access", "prometheus", "kubernetes", "lake", "reports", "plans", "retention", "source"}
+UNRELATED = {"access", "prometheus", "kubernetes", "lake", "reports", "plans", "retention", "warehouse",
+             "source"}
 """Settings sections no stored result depends on (left out of the basis fingerprint, so the
 dashboard's and the collector's configurations may differ there without recomputing)."""
 

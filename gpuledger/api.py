@@ -66,7 +66,7 @@ class Ledger:
     def _with(self, read: Callable[[Warehouse], T]) -> T:
         from gpuledger.warehouse import Warehouse
 
-        with Warehouse.open(self.path, read_only=True) as wh:
+        with Warehouse.open(self.path, read_only=True, limits=self.settings.warehouse) as wh:
             return read(wh)
 
     @staticmethod

@@ -38,7 +38,7 @@ class Context:
         results are `gpuledger refresh-serving`'s, after it."""
         from gpuledger.warehouse import Warehouse
 
-        wh = Warehouse.open(self.warehouse_path, read_only=read_only)
+        wh = Warehouse.open(self.warehouse_path, read_only=read_only, limits=self.settings.warehouse)
         if read_only:
             return wh
         from gpuledger.dashboards.serving_results import PublishingWarehouse

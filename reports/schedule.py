@@ -87,7 +87,7 @@ def run_due(
 
     settings = _settings(ctx_or_settings)
     issued: list[Path] = []
-    with Warehouse.open(wh_path) as wh:
+    with Warehouse.open(wh_path, limits=settings.warehouse) as wh:
         # Adopt any issue a crash left on disk only (if recorded as intended), before deciding.
         for period in _candidates(settings, now, backfill):
             reconcile(wh, out_dir, period, key=signing_key(settings))

@@ -47,9 +47,10 @@ from gpuledger.core.errors import WarehouseError, WarehouseLockedError
 from gpuledger.core.frames import CARD_HOURS_HOURLY
 from gpuledger.core.rules_record import RecordedRules
 from gpuledger.warehouse import serving_results_table as results_table
+from gpuledger.warehouse.connection import connect
 from gpuledger.warehouse.retention import mark_removed, removable_until
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES_TABLE, VIEW_DDL
-from gpuledger.warehouse.store import DUCKDB_CONFIG, Warehouse
+from gpuledger.warehouse.store import Warehouse
 
 SUFFIX = ".serving.duckdb"
 PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "allocations": "ts", "queue_samples": "ts"}
@@ -382,10 +383,7 @@ def open_serving(warehouse: str | Path, *, at: Path | None = None) -> Warehouse:
     path = at or serving_path(warehouse)
     if not path.exists():
         raise WarehouseError(f"{path}: no serving store published yet")
-    try:
-        con = duckdb.connect(str(path), read_only=True, config={**DUCKDB_CONFIG, **reader_config(path)})
-    except duckdb.Error as exc:
-        raise WarehouseError(f"{path}: cannot open the serving store ({str(exc).splitlines()[0]})") from None
+    con = connect(str(path), read_only=True, config=reader_config(path), what="the serving store")
     con.execute("SET TimeZone = 'UTC'")
     return Warehouse(con, str(path), read_only=True)
 

@@ -34,9 +34,6 @@ anything else; queries here go through `con.sql(q, params=...)` which returns a 
 
 from __future__ import annotations
 
-import errno
-import os
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -47,10 +44,12 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 
-from gpuledger.core.errors import WarehouseError, WarehouseLockedError
+from gpuledger.core.config_warehouse import WarehouseSettings
+from gpuledger.core.errors import WarehouseError
 from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
 from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
+from gpuledger.warehouse.connection import connect, os_failure
 from gpuledger.warehouse.dimension_load import dimension_insert, extend_history
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
 from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate, refuse_newer
@@ -68,36 +67,6 @@ ROLLUP_DIRTY = "card_hours_hourly.dirty"
 ROLLUP_INPUTS = ("gpu_samples",)
 """The time-series tables the roll-up is computed from."""
 
-DUCKDB_CONFIG: dict[str, Any] = {
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-}
-"""Every connection: no extension is fetched or loaded implicitly (see module docstring, 4)."""
-
-
-_OS_REASONS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG)
-_FILE_NAMED = re.compile(r'file "([^"]+)"')
-
-
-def os_failure(exc: duckdb.Error, path: object) -> OSError | None:
-    """The operating-system error inside a DuckDB error (a full disk while a commit writes the
-    WAL or a checkpoint writes the file), as the `OSError` it is, or None. Why: DuckDB reports
-    these as `IOException` or `TransactionException` ("Failed to commit: Could not write file
-    ...: No space left on device"), which the CLI cannot tell from a bug (exit 70); as an
-    `OSError` it is one line and exit 74 like every other full disk (`gpuledger.cli`)."""
-    text = str(exc)
-    for code in _OS_REASONS:
-        if os.strerror(code) in text:
-            named = _FILE_NAMED.search(text)
-            return OSError(code, os.strerror(code), named.group(1) if named else str(path))
-    return None
-
-
-def _lock_message(exc: Exception) -> bool:
-    text = str(exc).lower()
-    return "lock" in text or "conflicting" in text
-
-
 class Warehouse:
     """A connection to the warehouse file; use as a context manager."""
 
@@ -109,8 +78,10 @@ class Warehouse:
 
     # 1. Opening -------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, *, read_only: bool = False) -> Warehouse:
-        """Open (and, for a writer, create and migrate) the warehouse at `path`."""
+    def open(cls, path: str | Path, *, read_only: bool = False,
+             limits: WarehouseSettings | None = None) -> Warehouse:
+        """Open (and, for a writer, create and migrate) the warehouse at `path`, DuckDB bounded
+        by `limits` (`connect`)."""
         target = str(path)
         if target != ":memory:":
             file = Path(target)
@@ -120,7 +91,7 @@ class Warehouse:
                 )
             if not read_only:
                 file.parent.mkdir(parents=True, exist_ok=True)
-        con = _connect(target, read_only)
+        con = connect(target, read_only=read_only, limits=limits)
         try:
             con.execute("SET TimeZone = 'UTC'")
             _require_ours(con, target)
@@ -351,30 +322,6 @@ class Warehouse:
     def _require_writer(self) -> None:
         if self.read_only:
             raise WarehouseError(f"{self.path}: opened read-only; this operation writes")
-
-
-def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with `DUCKDB_CONFIG` and no progress bar of DuckDB's own (it draws
-    one on STDOUT for any query over 2 s, even into a pipe, in the middle of `-o json` / `-o
-    csv` output; ours is on stderr, `terminal_progress`; the setting is per connection);
-    errors as one-line `WarehouseError`s."""
-    try:
-        con = duckdb.connect(target, read_only=read_only, config=DUCKDB_CONFIG)
-        con.execute("SET enable_progress_bar = false")
-        return con
-    except duckdb.Error as exc:
-        if _lock_message(exc):
-            raise WarehouseLockedError(
-                f"{target}: another process is writing this warehouse; one writer at a time "
-                "(readers: use read-only access or `gpuledger export`)"
-            ) from None
-        text = str(exc)
-        if "extension" in text.lower() or "not a valid DuckDB database" in text:
-            raise WarehouseError(
-                f"{target}: not a DuckDB warehouse file (another format, e.g. SQLite); "
-                "point --warehouse at a gpuledger DuckDB file or a new path"
-            ) from None
-        raise WarehouseError(f"{target}: cannot open warehouse ({text.splitlines()[0]})") from None
 
 
 def _require_ours(con: duckdb.DuckDBPyConnection, target: str) -> None:

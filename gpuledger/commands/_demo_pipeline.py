@@ -74,7 +74,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
     sim = Simulation(spec, window, seed=options.seed,
                      idle_threshold=ctx.settings.idle.threshold,
                      idle_min_minutes=ctx.settings.idle.min_minutes)
-    with Warehouse.open(wh_path) as wh:
+    with Warehouse.open(wh_path, limits=ctx.settings.warehouse) as wh:
         # 2. Simulate, load, roll up: overlapped, a day apart (docs/decisions/0130).
         from gpuledger.pipeline import load_and_rollup
         from gpuledger.simulator.dra_fleet import DraFleet

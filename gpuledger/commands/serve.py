@@ -55,7 +55,7 @@ def _schedule(ctx: Context, connect: Any = None) -> Any:
         from gpuledger.actuator.scheduled_apply import apply_due as apply_now
         from gpuledger.warehouse import Warehouse
 
-        with Warehouse.open(ctx.warehouse_path) as wh:
+        with Warehouse.open(ctx.warehouse_path, limits=ctx.settings.warehouse) as wh:
             apply_now(wh, ctx.settings, connect(), now)
 
     def run(stop: threading.Event) -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from tools.k8s_testenv.builder import _locked, find_go
 from tools.k8s_testenv.errors import K8sTestEnvError
+from tools.k8s_testenv.versions import cache_root
 
 HELM_VERSION = "v4.3.1"
 HELM_MODULE = "helm.sh/helm/v4"
@@ -48,12 +49,8 @@ class HelmBuildError(K8sTestEnvError):
 
 
 def default_cache_root() -> Path:
-    """`$GPULEDGER_HELM_CACHE`, else `$XDG_CACHE_HOME/gpuledger/helm`, else `~/.cache/...`."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "gpuledger" / "helm"
+    """Where this build is cached (`k8s_testenv.versions.cache_root`, `$GPULEDGER_HELM_CACHE`)."""
+    return cache_root(CACHE_ENV, "helm")
 
 
 @dataclass(frozen=True)

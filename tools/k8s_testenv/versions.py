@@ -29,18 +29,23 @@ KUEUE_CRD_DIR = "config/components/crd/bases"
 CACHE_ENV = "GPULEDGER_K8S_TESTENV_CACHE"
 
 
-def default_cache_root() -> Path:
-    """`$GPULEDGER_K8S_TESTENV_CACHE`, else `$XDG_CACHE_HOME/gpuledger/k8s-testenv`, else `~/.cache/...`.
+def cache_root(env: str, leaf: str) -> Path:
+    """`$env`, else `$XDG_CACHE_HOME/gpuledger/<leaf>`, else `~/.cache/gpuledger/<leaf>`: where each
+    slow build of the test tools is kept (the apiserver, helm, the twin's binaries).
 
     Outside the repository on purpose: CI runs in a fresh clone on the same machine and must
     reuse binaries that took many minutes to compile.
     """
-    explicit = os.environ.get(CACHE_ENV)
+    explicit = os.environ.get(env)
     if explicit:
         return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "gpuledger" / "k8s-testenv"
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "gpuledger" / leaf
+
+
+def default_cache_root() -> Path:
+    """The apiserver test environment's cache (`cache_root`, `$GPULEDGER_K8S_TESTENV_CACHE`)."""
+    return cache_root(CACHE_ENV, "k8s-testenv")
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,13 @@ from gpuledger.warehouse.lake.org_sql import DETAIL_VIEW
 
 def run_grouped(lake: Lake, files: list[str], sql: str) -> Any:
     """Run `sql` over the detail `files`; a Polars frame (sums as decimals)."""
-    import duckdb
     import polars as pl
     import pyarrow.dataset as ds
 
+    from gpuledger.warehouse.connection import connect
+
     dataset = ds.dataset(files, filesystem=lake.filesystem(), format="parquet")
-    con = duckdb.connect(":memory:")
+    con = connect(":memory:")  # bounded like every connection (docs/decisions/0221)
     try:
         con.register(DETAIL_VIEW, dataset)
         table = con.sql(sql).to_arrow_table()

@@ -1,0 +1,271 @@
+"""`gpuledger refresh-serving` at fleet scale (issue 34): wall, CPU and peak RSS, today's tree
+beside this one, and where the time goes (docs/decisions/0222).
+
+Run: `python -m bench.bench_scale [--gpus 256] [--period 2026-10] [--baseline-ref REF]
+[--cache DIR] [--bounded 1GiB ...] [--baseline-again] [--profile]`; writes
+bench/results/scale.json (`--name` for another file).
+
+- The warehouse is the demo's (`gpuledger demo`'s fleet, month, seed and 1-minute samples,
+  simulated, loaded and rolled up by the demo's own `load_and_rollup`), built once into `--cache`
+  (kept, so a rerun measures without rebuilding; its path and size are in the result).
+- Each run is `python -m gpuledger refresh-serving --force -o json` of a tree on its own copy of
+  that file (the command writes the serving store beside it), one after the other (2 shared
+  cores: side by side would halve each), as a child reaped with `os.wait4`: wall seconds,
+  user + system CPU seconds, the child's peak RSS (`ru_maxrss`), and the command's own
+  per-result seconds (`results_s`). Runs: the baseline tree (`git archive` of
+  `--baseline-ref`), this tree, this tree under each `--bounded` `warehouse.memory_limit`, and
+  with `--baseline-again` the baseline once more, last (how far two runs of one tree differ).
+- Every stored result of each run is compared with the baseline's: exactly equal, or the
+  largest relative difference of two numbers at the same place and how many other places
+  differ (summed floats move in their last bit with DuckDB's thread order). The serving stores
+  are kept in `--cache`/stores for a closer look.
+- `--profile`: this tree's refresh under cProfile in a child: per result its seconds, the peak
+  RSS after it and the RSS it left; the top functions by cumulative and own time.
+The load average before and after each run is recorded: on a shared machine wall seconds
+drift with it; CPU seconds and peak RSS are the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import unpack_tree, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build(path: Path, gpus: int, period: str, seed: int = 7) -> dict[str, Any]:
+    """The demo's warehouse at `path` (simulate, load, roll up, as `gpuledger demo` does)."""
+    from gpuledger.commands._demo_pipeline import demo_fleet
+    from gpuledger.core.config import Settings
+    from gpuledger.core.period import Period
+    from gpuledger.pipeline import load_and_rollup
+    from gpuledger.simulator.dra_fleet import DraFleet
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.warehouse import Warehouse
+
+    settings = Settings()
+    window = Period.exact(period).window
+    sim = Simulation(demo_fleet(gpus), window, seed=seed, idle_threshold=settings.idle.threshold,
+                     idle_min_minutes=settings.idle.min_minutes)
+    started = time.perf_counter()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with Warehouse.open(path) as wh:
+        rows = load_and_rollup(wh, sim, settings, dra=DraFleet(window))
+        samples = wh.count("gpu_samples")
+    return {"rows": rows, "gpu_samples": samples, "build_s": round(time.perf_counter() - started, 1)}
+
+
+def measure(tree: Path, source: Path, work: Path, memory_limit: str | None = None) -> dict[str, Any]:
+    """`refresh-serving --force` of `tree` on a copy of `source` in `work`: wall, CPU, peak RSS;
+    with `memory_limit`, under a settings file that sets `warehouse.memory_limit` to it."""
+    work.mkdir(parents=True, exist_ok=True)
+    copy = work / "w.duckdb"
+    shutil.copyfile(source, copy)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("GPULEDGER_WAREHOUSE", None)
+    cmd = [sys.executable, "-m", "gpuledger", "refresh-serving", "--force", "--warehouse", str(copy),
+           "-o", "json"]
+    if memory_limit is not None:
+        (work / "gpuledger.yaml").write_text(f"warehouse:\n  memory_limit: {memory_limit}\n")
+        cmd += ["--config", str(work / "gpuledger.yaml")]
+    with open(work / "stdout", "w") as out, open(work / "stderr", "w") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    text = (work / "stdout").read_text()
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = {"stdout_tail": text[-400:], "stderr_tail": (work / "stderr").read_text()[-800:]}
+    return {"rc": proc.returncode, "wall_s": round(wall, 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "serving_store": str(work / "w.serving.duckdb"),
+            "output": document}
+
+
+def stored_results(store: Path) -> dict[str, Any]:
+    """(name period) → the stored result as data: a frame's rows or an advice kind's JSON."""
+    import duckdb
+    import polars as pl
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        rows = con.execute("SELECT name, period, payload FROM serving_results ORDER BY 1, 2").fetchall()
+    finally:
+        con.close()
+    out: dict[str, Any] = {}
+    for name, period, payload in rows:
+        try:
+            out[f"{name} {period}"] = pl.read_ipc(bytes(payload)).rows()
+        except Exception:
+            out[f"{name} {period}"] = json.loads(bytes(payload))
+    return out
+
+
+def difference(a: Any, b: Any) -> tuple[float, int]:
+    """(largest relative difference of two numbers at the same place, how many other places
+    differ) between two results walked side by side: a summed float's last bits move with the
+    order DuckDB's threads add in, anything else must be equal."""
+    if isinstance(a, float) and isinstance(b, float):
+        if a == b or (math.isnan(a) and math.isnan(b)):
+            return 0.0, 0
+        return abs(a - b) / max(abs(a), abs(b)), 0
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        pairs = [difference(x, y) for x, y in zip(a, b, strict=True)]
+    elif isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        pairs = [difference(a[k], b[k]) for k in a]
+    else:
+        return 0.0, int(a != b)
+    return max((p[0] for p in pairs), default=0.0), sum(p[1] for p in pairs)
+
+
+def compare(a: Path, b: Path) -> dict[str, Any]:
+    """Each stored result of two serving stores: exactly equal, or how far apart."""
+    left, right = stored_results(a), stored_results(b)
+    out: dict[str, Any] = {}
+    for key in sorted(set(left) | set(right)):
+        rel, other = difference(left.get(key), right.get(key))
+        out[key] = {"exact": left.get(key) == right.get(key), "max_rel_diff": rel, "other_differences": other}
+    return out
+
+
+def profile_child(source: Path, work: Path, out: Path) -> None:
+    """In this process: `refresh_serving` under cProfile, each result's seconds, the peak RSS
+    after it and the RSS it left (psutil), the top functions by cumulative and own time."""
+    import cProfile
+    import pstats
+    import resource
+
+    import psutil
+
+    from gpuledger.core.config import Settings
+    from gpuledger.dashboards import serving_results
+    from gpuledger.warehouse import Warehouse
+
+    work.mkdir(parents=True, exist_ok=True)
+    copy = work / "w.duckdb"
+    shutil.copyfile(source, copy)
+    trace: list[dict[str, Any]] = []
+    real = serving_results.compute
+
+    def traced(*args: Any, **kwargs: Any) -> bytes:
+        started = time.perf_counter()
+        payload = real(*args, **kwargs)
+        trace.append({"result": args[2], "s": round(time.perf_counter() - started, 1),
+                      "peak_rss_mib_after": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                      "rss_mib_after": round(psutil.Process().memory_info().rss / 2**20)})
+        return payload
+
+    serving_results.compute = traced
+    profiler = cProfile.Profile()
+    with Warehouse.open(copy, read_only=True) as wh:
+        profiler.enable()
+        serving_results.refresh_serving(wh, Settings())
+        profiler.disable()
+    stats = pstats.Stats(profiler)
+    top: dict[str, list[dict[str, Any]]] = {}
+    for key, field in (("by_cumulative", 3), ("by_own_time", 2)):
+        rows = sorted(stats.stats.items(), key=lambda kv: kv[1][field], reverse=True)[:25]  # type: ignore[attr-defined]
+        top[key] = [{"function": f"{Path(f).name}:{line} {fn}", "calls": cc, "own_s": round(tt, 2),
+                     "cumulative_s": round(ct, 2)} for (f, line, fn), (cc, _, tt, ct, _) in rows]
+    out.write_text(json.dumps({"results": trace, **top}, indent=1))
+
+
+def _load() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=256)
+    parser.add_argument("--period", default="2026-10")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bench-scale")
+    parser.add_argument("--baseline-ref", default="main")
+    parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--name", default="scale", help="bench/results/<name>.json")
+    parser.add_argument("--profile", action="store_true", help="also profile this tree's refresh")
+    parser.add_argument("--bounded", action="append", default=[], metavar="SIZE",
+                        help="also run this tree with warehouse.memory_limit SIZE (repeatable)")
+    parser.add_argument("--baseline-again", action="store_true",
+                        help="run the baseline a second time, last: how far two runs of one tree differ")
+    parser.add_argument("--only", choices=("baseline", "ours", "profile", "bounded"), action="append",
+                        help="run only these parts (repeatable; default: baseline and ours; "
+                        "bounded: only the --bounded runs)")
+    parser.add_argument("--profile-child", nargs=2, type=Path, metavar=("WAREHOUSE", "OUT"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.profile_child:
+        source, out = args.profile_child
+        profile_child(source, out.parent / "profile-work", out)
+        return
+    path = args.cache / f"demo-{args.gpus}-{args.period}.duckdb"
+    built = None
+    if not path.exists():
+        built = build(path, args.gpus, args.period)
+        print(json.dumps(built))
+    if args.build_only:
+        return
+    parts = [*(p for p in (args.only or ["baseline", "ours"]) if p != "bounded"),
+             *(f"ours at {size}" for size in args.bounded),
+             *(["baseline again"] if args.baseline_again else []),
+             *(["profile"] if args.profile and "profile" not in (args.only or []) else [])]
+    ref = subprocess.run(["git", "rev-parse", "--short", args.baseline_ref], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    figures: dict[str, Any] = {"gpus": args.gpus, "period": args.period, "warehouse": str(path),
+                               "warehouse_mib": round(path.stat().st_size / 2**20, 1), "built": built,
+                               "baseline_ref": ref, "command": "gpuledger refresh-serving --force -o json",
+                               "runs_in_order": parts, "load_average_1_5_15": {"before": _load()}}
+    with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=args.cache) as tmp:
+        runs: dict[str, Any] = {}
+        for part in parts:
+            if part == "profile":
+                out = Path(tmp) / "profile.json"
+                started = time.perf_counter()
+                child = [sys.executable, "-m", "bench.bench_scale", "--profile-child", str(path), str(out)]
+                subprocess.run(child, cwd=ROOT, check=True)
+                figures["profile"] = {"wall_s": round(time.perf_counter() - started, 1),
+                                      **json.loads(out.read_text())}
+            else:
+                baseline_tree = Path(tmp) / "tree"
+                if part.startswith("baseline") and not baseline_tree.exists():
+                    unpack_tree(ref, baseline_tree)
+                tree = baseline_tree if part.startswith("baseline") else ROOT
+                bound = part.removeprefix("ours at ") if part.startswith("ours at ") else None
+                runs[part] = measure(tree, path, Path(tmp) / part.replace(" ", "-"), bound)
+            figures["load_average_1_5_15"][f"after {part}"] = _load()
+        if "baseline" in runs:
+            base = runs["baseline"]
+            for name, run in runs.items():
+                if name == "baseline" or run["rc"] != 0:
+                    continue
+                same = compare(Path(base["serving_store"]), Path(run["serving_store"]))
+                figures.setdefault("against_baseline", {})[name] = {
+                    "results": len(same), "exact": [k for k, v in same.items() if v["exact"]],
+                    "not_exact": {k: v for k, v in same.items() if not v["exact"]},
+                    "speedup": round(base["wall_s"] / run["wall_s"], 2),
+                    "rss_ratio": round(run["peak_rss_mib"] / base["peak_rss_mib"], 2)}
+        for name, run in runs.items():  # kept for a closer look (the folder goes)
+            kept = args.cache / "stores" / f"{name.replace(' ', '-')}.serving.duckdb"
+            kept.parent.mkdir(exist_ok=True)
+            if Path(run["serving_store"]).exists():
+                shutil.copyfile(run["serving_store"], kept)
+                run["serving_store"] = str(kept)
+        figures.update(runs)
+    write_result(args.name, figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Opening DuckDB: every connection gpuledger makes, with its bounds, and DuckDB's errors said
+as what they are (a locked file, a foreign format, a full disk).
+
+Why a module of its own: the warehouse (`warehouse.store`), the serving store's readers and the
+lake engine all open DuckDB; one function (`connect`) gives each connection the same start-up
+configuration (no extension fetched behind our back: `store` rule 4), memory bound and spill
+folder (docs/decisions/0221), so none is unbounded and none says an error another way.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from gpuledger.core.config_warehouse import WarehouseSettings
+from gpuledger.core.errors import WarehouseError, WarehouseLockedError
+
+DUCKDB_CONFIG: dict[str, Any] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
+"""Every connection: no extension is fetched or loaded implicitly (`warehouse.store` rule 4)."""
+
+
+_OS_REASONS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG)
+_FILE_NAMED = re.compile(r'file "([^"]+)"')
+
+
+def os_failure(exc: duckdb.Error, path: object) -> OSError | None:
+    """The operating-system error inside a DuckDB error (a full disk while a commit writes the
+    WAL or a checkpoint writes the file), as the `OSError` it is, or None. Why: DuckDB reports
+    these as `IOException` or `TransactionException` ("Failed to commit: Could not write file
+    ...: No space left on device"), which the CLI cannot tell from a bug (exit 70); as an
+    `OSError` it is one line and exit 74 like every other full disk (`gpuledger.cli`)."""
+    text = str(exc)
+    for code in _OS_REASONS:
+        if os.strerror(code) in text:
+            named = _FILE_NAMED.search(text)
+            return OSError(code, os.strerror(code), named.group(1) if named else str(path))
+    return None
+
+
+def _lock_message(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "lock" in text or "conflicting" in text
+
+
+def connect(target: str, *, read_only: bool = False, limits: WarehouseSettings | None = None,
+            config: Mapping[str, Any] | None = None, what: str = "warehouse") -> duckdb.DuckDBPyConnection:
+    """Every DuckDB connection gpuledger opens (docs/decisions/0221): `DUCKDB_CONFIG` (no
+    extension fetched behind our back), `config` on top (a serving-store reader's own bounds,
+    0141), and the memory bound and spill folder of `limits` (`warehouse:` settings; their
+    defaults when not given, so no connection is unbounded), set after connecting: a second
+    connection to a database already open in this process shares its instance and would be
+    refused for a different start-up config. No progress bar of DuckDB's own (it draws one on
+    STDOUT for any query over 2 s, even into a pipe, in the middle of `-o json` / `-o csv`
+    output; ours is on stderr, `terminal_progress`; the setting is per connection). Errors are
+    one-line `WarehouseError`s."""
+    limits = limits or WarehouseSettings()
+    spill = spill_folder(target, limits)
+    try:
+        con = duckdb.connect(target, read_only=read_only, config={**DUCKDB_CONFIG, **(config or {})})
+    except duckdb.Error as exc:
+        raise _open_error(exc, target, what) from None
+    try:
+        con.execute("SET enable_progress_bar = false")
+        if config is None or "memory_limit" not in config:
+            con.execute("SET memory_limit = ?", [limits.memory_limit])
+        con.execute("SET temp_directory = ?", [spill])
+    except duckdb.Error as exc:
+        con.close()
+        first = str(exc).splitlines()[0]
+        raise WarehouseError(f"{target}: cannot apply the warehouse settings ({first})") from None
+    return con
+
+
+def spill_folder(target: str, limits: WarehouseSettings) -> str:
+    """Where DuckDB spills: `limits.temp_directory`, else `<file>.tmp` beside a warehouse file
+    (DuckDB's own default, said out loud), else a folder in the system's temporary folder."""
+    if limits.temp_directory is not None:
+        parent = Path(limits.temp_directory).parent
+        if not parent.is_dir():  # DuckDB creates the folder itself, but not its parents
+            raise WarehouseError(f"warehouse.temp_directory {limits.temp_directory}: no folder {parent} "
+                                 "to create it in")
+        return limits.temp_directory
+    if target == ":memory:" or target.startswith(":memory:"):
+        return os.path.join(tempfile.gettempdir(), "gpuledger-duckdb.tmp")
+    return f"{target}.tmp"
+
+
+def _open_error(exc: duckdb.Error, target: str, what: str) -> WarehouseError:
+    if _lock_message(exc):
+        return WarehouseLockedError(
+            f"{target}: another process is writing this warehouse; one writer at a time "
+            "(readers: use read-only access or `gpuledger export`)"
+        )
+    text = str(exc)
+    if "extension" in text.lower() or "not a valid DuckDB database" in text:
+        return WarehouseError(
+            f"{target}: not a DuckDB warehouse file (another format, e.g. SQLite); "
+            "point --warehouse at a gpuledger DuckDB file or a new path"
+        )
+    return WarehouseError(f"{target}: cannot open {what} ({text.splitlines()[0]})")
