@@ -1,6 +1,6 @@
 """Read queries behind team resolution: stored namespace teams and LocalQueue → namespace team.
 
-Why here: only `warehouse/` speaks SQL. `analytics.teams.namespaces` (the bill's namespace → team table)
+Why here: only `warehouse/` speaks SQL. `analytics.teams.namespaces` (the bill's namespace → team over time)
 and `analytics.teams.queues` (ClusterQueue → team, for the optimizer and the dashboard) read
 these rows and apply the rules in `core.teams` / `analytics.teams.queues` in Python.
 """
@@ -13,12 +13,6 @@ if TYPE_CHECKING:
     import polars as pl
 
     from gpuledger.warehouse import Warehouse
-
-
-def namespace_rows(wh: Warehouse) -> pl.DataFrame:
-    """Every stored namespace: `namespace`, `team` (NULL when unlabeled at collection),
-    `labels` (the label set as JSON text, or NULL)."""
-    return wh.query("SELECT namespace, team, CAST(labels AS VARCHAR) AS labels FROM namespaces")
 
 
 def namespace_history_rows(wh: Warehouse) -> pl.DataFrame:
