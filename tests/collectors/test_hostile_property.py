@@ -67,8 +67,24 @@ FAULTS = st.one_of(
 def proxy(metrics_servers: ServerPool, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileProxy]:
     server = metrics_servers.prometheus(fleet._write(tmp_path_factory.mktemp("hostile") / "fleet.om"))
     front = HostileProxy(server.url)
+    _warm_refusal_path(front, tmp_path_factory.mktemp("warm"))
     yield front
     front.close()
+
+
+def _warm_refusal_path(proxy: HostileProxy, folder: Path) -> None:
+    """One refused (huge) answer, untraced, before any example: the modules and caches the
+    refusal path loads on its first use are this process's, not a run's working set, so the
+    traced peak measures the answer's handling alone, whatever ran in this process before."""
+    (folder / "gpuledger.yaml").write_text(CONFIG)
+    warehouse = folder / "w.duckdb"
+    _collect(folder / "gpuledger.yaml", warehouse, proxy.url, fleet.T0.isoformat(), fleet.HOLE[0].isoformat())
+    proxy.fault = Fault("huge", CAP_MB * 1_000_000 + 1)
+    try:
+        _collect(folder / "gpuledger.yaml", warehouse, proxy.url, fleet.HOLE[0].isoformat(),
+                 (fleet.HOLE[0] + STEP).isoformat())
+    finally:
+        proxy.fault = Fault()
 
 
 def _collect(config: Path, warehouse: Path, url: str, start: object, end: object) -> int:

@@ -4,7 +4,7 @@ Case: ClusterQueue `twin-gpus` with nominal quota 2 `nvidia.com/gpu` (one flavor
 Jobs a (1 GPU), b (1 GPU), c (2 GPUs) created suspended, in that order, with the LocalQueue's
 label. Kueue's documented semantics (BestEffortFIFO, no borrowing without a cohort) computed here:
 a and b are admitted (1 + 1 <= 2) and unsuspended; c needs 2 while 2 - 1 - 1 = 0 remain, so its
-Workload keeps QuotaReserved=False and the Job stays suspended. Waits are watches on Workloads.
+Workload keeps QuotaReserved=False and the Job stays suspended. Waits are watches on Workloads and Jobs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.twin.conftest import requires_kueue, requires_twin
-from tools.twin.harness import GPU, Twin
+from tools.twin.harness import GPU, SCHEDULER_NAME, Twin
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 QUOTA = 2
@@ -24,7 +24,7 @@ def _job(name: str, gpus: int, queue: str) -> dict[str, Any]:
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
         "spec": {"suspend": True, "template": {"spec": {
-            "restartPolicy": "Never",
+            "restartPolicy": "Never", "schedulerName": SCHEDULER_NAME,
             "containers": [{"name": "main", "image": "registry.invalid/twin:none",
                             "resources": {"limits": {GPU: str(gpus)}}}]}}},
     }
@@ -90,7 +90,15 @@ def test_kueue_admits_two_one_gpu_jobs_and_holds_the_two_gpu_job(twin: Twin, k8s
             states = {n: (_condition(wl, "Admitted"), _condition(wl, "QuotaReserved")) for n, wl in jobs.items()}
             assert done(), f"watch ended after {WATCH_TIMEOUT_S}s before the expected state: {states}"
             assert "insufficient unused quota" in _condition(jobs["c"], "QuotaReserved")[1], states
+            # Kueue unsuspends an admitted Job in a later reconcile than the one that admits its
+            # Workload: follow the Jobs until a and b run (a watch, not a read that races it).
             suspended = {n: batch.read_namespaced_job(n, k8s_namespace).spec.suspend for n in asks}
+            jobs_watch = watch.Watch()
+            for event in jobs_watch.stream(batch.list_namespaced_job, k8s_namespace,
+                                           timeout_seconds=WATCH_TIMEOUT_S):
+                suspended[event["object"].metadata.name] = event["object"].spec.suspend
+                if not suspended["a"] and not suspended["b"]:
+                    jobs_watch.stop()
             assert suspended == {"a": False, "b": False, "c": True}
         finally:
             custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", cq)

@@ -72,10 +72,16 @@ class Twin:
         shutil.copyfile(self.cluster.kubeconfig, kubeconfig)
         sched_port, kwok_port = _free_ports(2)
         t = time.monotonic()
+        scheduler_config = self.workdir / "kube-scheduler.yaml"
+        scheduler_config.write_text(json.dumps({  # JSON is YAML; the scheduler reads either
+            "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "leaderElection": {"leaderElect": False},
+            "profiles": [{"schedulerName": SCHEDULER_NAME}],
+        }))
         self._spawn("kube-scheduler", [
             str(self.layout.binary(PARTS["kube-scheduler"])),
-            f"--kubeconfig={kubeconfig}",
-            "--leader-elect=false",
+            f"--config={scheduler_config}",
             "--bind-address=127.0.0.1",
             f"--secure-port={sched_port}",
             f"--cert-dir={self.workdir / 'scheduler-certs'}",
@@ -193,6 +199,11 @@ def add_ready_node(api: ApiClient, node: dict[str, Any], timeout_s: int = 90) ->
     core.patch_node(name, {"spec": {"taints": [api.sanitize_for_serialization(t) for t in taints] or None}})
 
 
+SCHEDULER_NAME = "gpuledger-twin"
+"""The twin's scheduler profile: it places only pods that name it (`spec.schedulerName`), so on a
+cluster shared with other tests (or a real one) it never touches pods that are not the twin's."""
+
+
 def gpu_node(name: str, gpus: int) -> dict[str, Any]:
     """A KWOK node advertising `gpus` whole GPUs, as the NVIDIA device plugin would."""
     resources = {"cpu": "64", "memory": "512Gi", "pods": "110", GPU: str(gpus)}
@@ -212,6 +223,7 @@ def gpu_pod(name: str, gpus: int, labels: dict[str, str] | None = None) -> dict[
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels or {}},
         "spec": {
+            "schedulerName": SCHEDULER_NAME,
             "containers": [{"name": "main", "image": "registry.invalid/twin:none",
                             "resources": {"limits": {GPU: str(gpus)}}}],
             "terminationGracePeriodSeconds": 0,
