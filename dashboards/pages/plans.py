@@ -148,8 +148,8 @@ def evaluation_parts(plan: Any) -> tuple[str | None, pl.DataFrame | None]:
            f"bound {e.rise_bound:.0%}; {e.method})"
     from gpuledger.optimizer.plan.render import team_rows
 
-    return text, pl.DataFrame(team_rows(e), schema={c: pl.String for c in ("team", "gpus", "change", "floor",
-                                                                            "pending", "share")})
+    columns = ("team", "gpus", "change", "floor", "pending", "share")
+    return text, pl.DataFrame(team_rows(e, full_floor=True), schema={c: pl.String for c in columns})
 
 
 def _q(value: float | None) -> str:
@@ -157,13 +157,14 @@ def _q(value: float | None) -> str:
 
 
 def effect_frame(effect: Any, currency: str) -> pl.DataFrame:
+    from gpuledger.optimizer.plan.render import effect_value
+
     rows = []
     for key, label in EFFECT_LABELS:
         value = getattr(effect, key, None)
         if value is None:
             continue
-        if key.endswith("_gpu_minutes_before") or key.endswith("_gpu_minutes_after"):
-            value = value / 60  # read in GPU-hours (issue 32: "13,082,209.60 GPU-minutes")
+        value = effect_value(key, value)  # GPU-minutes read in GPU-hours (one rule with the CLI)
         text = money(value, effect.currency or currency) if key == "monthly_cost_saving" else (
             number(value))
         rows.append({"effect": label, "value": text})
