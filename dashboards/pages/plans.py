@@ -71,7 +71,7 @@ def plans_frame(records: list[Any]) -> pl.DataFrame:
             "plan_id": r.plan.id, "kind": r.plan.kind, "status": r.status,
             "created_at": r.plan.created_at, "gpus_freed": e.gpus_freed,
             "pending_before": e.pending_gpu_minutes_before, "pending_after": e.pending_gpu_minutes_after,
-            "saving": e.monthly_cost_saving or 0.0,
+            "saving": e.monthly_cost_saving,  # None: not priced (not $0)
         })
     return pl.DataFrame(rows, schema={
         "plan_id": pl.String, "kind": pl.String, "status": pl.String,
@@ -300,6 +300,15 @@ def _data_grid(frame: pl.DataFrame, columns: list[tuple[str, str]], id: str, emp
     return grid(frame, columns, id=id, file_name=f"{plan or 'plan'}-{id.removesuffix('-table')}.csv")
 
 
+def savings_chart(plans: pl.DataFrame, currency: str) -> dcc.Graph | html.P:
+    """The plans' savings as bars, or one line when no plan has a saving to draw (a single $0
+    plan drew empty axes, issue 32); with no plans at all the chart says how to make one."""
+    if not plans.is_empty() and not plans["saving"].fill_null(0.0).abs().sum():
+        return html.P("no saving to chart: no plan here has a priced monthly saving (each plan's "
+                      "effect is in its detail)", id="plans-chart-empty", className="empty")
+    return graph(figures.plan_savings(plans, currency), "plans-chart")
+
+
 def render(v: PlansView) -> html.Div:
     cur = v.currency
     plans_table = table(
@@ -311,7 +320,7 @@ def render(v: PlansView) -> html.Div:
         links={"plan_id": lambda row: v.hrefs[row["plan_id"]]},
     )
     children: list[Any] = [
-        graph(figures.plan_savings(v.plans, cur), "plans-chart"), section("Plans", plans_table)
+        savings_chart(v.plans, cur), section("Plans", plans_table)
     ]
     if v.selected:
         children.append(_detail(v))
