@@ -5,7 +5,8 @@ Deployments already sized right); listed, they buried the advice worth money on 
 in `recommend --kind` and in the statements (issue 32). A row is *actionable* when it saves at
 least `advice.min_monthly_saving` a month, or when its kind names a risk to act on whatever it
 saves (`RISK_KINDS`: a pool past the knee of its overcommit curve loses work, and fixing it may
-cost money). Actionable rows are ranked by money, largest first; the rest are counted per kind
+cost money), or when its saving is unknown (`None`: an unpriced row cannot be said to save
+too little). Actionable rows are ranked by money, largest first; the rest are counted per kind
 ("94 Deployments already right-sized") with their summed saving.
 
 One rule for the figure a surface states beside the listed rows ("12 worth acting on, together
@@ -34,7 +35,6 @@ QUIET: Mapping[str, str] = {
     "fragmentation_rebuild": "MIG nodes whose rebuild saves too little",
     "profile_catalog": "MIG models whose catalog saves too little",
     "dra_fragmentation": "DRA nodes whose rebuild saves too little",
-    "dra_profile": "DRA device classes that save too little",
     "scale_down_when_idle": "workloads idle too little to scale down",
     "reclaim_idle_notebook": "notebooks idle too little to reclaim",
     "whole_to_mig": "workloads whose move to MIG saves too little",
@@ -95,7 +95,9 @@ def priced(row: Mapping[str, Any]) -> bool:
 
 
 def is_actionable(row: Mapping[str, Any], floor: float) -> bool:
-    return str(row.get("kind")) in RISK_KINDS or saving(row) >= floor
+    """A risk, a saving at the floor or above, or an unpriced row: what it saves is unknown, so
+    it cannot be said to save too little (a `dra_profile` row, which DeviceClasses to offer)."""
+    return str(row.get("kind")) in RISK_KINDS or not priced(row) or saving(row) >= floor
 
 
 TIEBREAK = ("kind", "scope", "team", "namespace", "workload")

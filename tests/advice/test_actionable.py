@@ -12,6 +12,8 @@ Cases:
   table, then `-o json`) list the same top N (issue 32);
 - the stated total is the listed rows' saving only: a below-floor row's negative catalog saving
   is not in it, a risk row's unknown saving (`None`) is listed last, adds nothing, never 0;
+- an unpriced row of any kind (a `dra_profile` row: which DeviceClasses to offer, no price) is
+  listed "not priced", never counted as saving too little (decision 0213);
 - `floor_of`: the settings' floor, 0 for "every row".
 """
 
@@ -72,6 +74,14 @@ def test_total_is_the_listed_rows_and_unknown_is_not_zero() -> None:
     assert sum(q.count for q in shown.quiet) == 4  # three autoscaling rows and the costly catalog
     catalog = next(q for q in shown.quiet if q.kind == "profile_catalog")
     assert catalog.line("USD").endswith("(USD -84.10/month together; acting on them would cost money)")
+
+
+def test_unpriced_rows_are_listed_not_counted_as_too_little() -> None:
+    rows = [*ROWS, _row("dra_profile", "3g.40gb", None), _row("dra_profile", "1g.10gb", None)]
+    shown = split(rows, 1.0)
+    assert [r["scope"] for r in shown.rows[-2:]] == ["1g.10gb", "3g.40gb"]  # unknown last, by scope
+    assert all(q.kind != "dra_profile" for q in shown.quiet)
+    assert shown.total == pytest.approx(4185.84 - 120.0 + 1106.51 + 3170.29)
 
 
 def test_floor_of() -> None:
