@@ -29,19 +29,32 @@ if TYPE_CHECKING:
 
 RISK_KINDS = frozenset({"overcommit_past_knee"})
 """Row kinds listed whatever they save: acting on them removes a risk, not a cost."""
-QUIET: Mapping[str, str] = {
-    "autoscaling": "Deployments already right-sized",
-    "overcommit_ratio": "shared pools already at their best ratio",
-    "fragmentation_rebuild": "MIG nodes whose rebuild saves too little",
-    "profile_catalog": "MIG models whose catalog saves too little",
-    "dra_fragmentation": "DRA nodes whose rebuild saves too little",
-    "scale_down_when_idle": "workloads idle too little to scale down",
-    "reclaim_idle_notebook": "notebooks idle too little to reclaim",
-    "whole_to_mig": "workloads whose move to MIG saves too little",
-    "rightsize_mig": "workloads whose MIG right-sizing saves too little",
+QUIET: Mapping[str, tuple[str, str]] = {
+    "autoscaling": ("Deployment already right-sized", "Deployments already right-sized"),
+    "overcommit_ratio": ("shared pool already at its best ratio", "shared pools already at their best ratio"),
+    "fragmentation_rebuild": ("MIG node whose rebuild saves too little",
+                              "MIG nodes whose rebuild saves too little"),
+    "profile_catalog": ("MIG model whose catalog saves too little",
+                        "MIG models whose catalog saves too little"),
+    "dra_fragmentation": ("DRA node whose rebuild saves too little",
+                          "DRA nodes whose rebuild saves too little"),
+    "scale_down_when_idle": ("workload idle too little to scale down",
+                             "workloads idle too little to scale down"),
+    "reclaim_idle_notebook": ("notebook idle too little to reclaim", "notebooks idle too little to reclaim"),
+    "whole_to_mig": ("workload whose move to MIG saves too little",
+                     "workloads whose move to MIG saves too little"),
+    "rightsize_mig": ("workload whose MIG right-sizing saves too little",
+                      "workloads whose MIG right-sizing saves too little"),
 }
-"""How the counted rows of a row kind read ("94 Deployments already right-sized"); a kind not
-named here reads "<kind> rows under the floor"."""
+"""How the counted rows of a row kind read, one and many ("1 MIG model whose catalog saves too
+little", "94 Deployments already right-sized"); a kind not named here reads "<kind> row(s) under
+the floor"."""
+
+
+def quiet_label(kind: str, count: int) -> str:
+    """The counted rows' label for `count` rows: singular for one (issue 32: "1 MIG models")."""
+    single, many = QUIET.get(kind, (f"{kind} row under the floor", f"{kind} rows under the floor"))
+    return single if count == 1 else many
 
 
 @dataclass(frozen=True)
@@ -132,7 +145,7 @@ def split(rows: Iterable[Mapping[str, Any]], floor: float) -> Shown:
         else:
             counted.setdefault(str(row.get("kind")), []).append(saving(row))
     listed.sort(key=rank_key)
-    quiet = [Quiet(kind, len(s), sum(s), QUIET.get(kind, f"{kind} rows under the floor"))
+    quiet = [Quiet(kind, len(s), sum(s), quiet_label(kind, len(s)))
              for kind, s in sorted(counted.items())]
     return Shown(listed, quiet)
 

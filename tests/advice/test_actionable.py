@@ -14,6 +14,8 @@ Cases:
   is not in it, a risk row's unknown saving (`None`) is listed last, adds nothing, never 0;
 - an unpriced row of any kind (a `dra_profile` row: which DeviceClasses to offer, no price) is
   listed "not priced", never counted as saving too little (decision 0213);
+- a counted line reads singular for one row ("1 MIG model whose catalog saves too little", "1
+  shared pool already at its best ratio"), plural for more, for every counted kind;
 - `floor_of`: the settings' floor, 0 for "every row".
 """
 
@@ -82,6 +84,22 @@ def test_unpriced_rows_are_listed_not_counted_as_too_little() -> None:
     assert [r["scope"] for r in shown.rows[-2:]] == ["1g.10gb", "3g.40gb"]  # unknown last, by scope
     assert all(q.kind != "dra_profile" for q in shown.quiet)
     assert shown.total == pytest.approx(4185.84 - 120.0 + 1106.51 + 3170.29)
+
+
+def test_counted_line_singular_and_plural() -> None:
+    one = split([_row("profile_catalog", "H100", 3.0), _row("overcommit_ratio", "p", 0.0),
+                 _row("odd_kind", "x", 0.0)], 25.0)
+    assert [q.line("USD") for q in one.quiet] == [
+        "1 odd_kind row under the floor (USD 0.00/month together)",
+        "1 shared pool already at its best ratio (USD 0.00/month together)",
+        "1 MIG model whose catalog saves too little (USD 3.00/month together)"]
+    two = split([_row("profile_catalog", "H100", 3.0), _row("profile_catalog", "A100", 4.0)], 25.0)
+    assert two.quiet[0].line("USD") == "2 MIG models whose catalog saves too little (USD 7.00/month together)"
+    from gpuledger.analytics.advice.actionable import QUIET
+
+    for kind, (single, many) in QUIET.items():  # every kind has both forms, and they differ
+        assert single != many, kind
+        assert split([_row(kind, "s", 0.0)], 25.0).quiet[0].label == single
 
 
 def test_floor_of() -> None:
