@@ -89,7 +89,7 @@ def cell(value: Any) -> str:
 
 
 def render_effect(effect: Effect) -> str:
-    rows = []
+    rows: list[tuple[str, Any]] = []
     for key, label in _EFFECT_LABELS:
         value = getattr(effect, key)
         if value is None:
@@ -147,14 +147,20 @@ def render_evaluation(e: Evaluation) -> str:
 
 
 FLOOR_WIDTH = 116
-"""Where `floor_reasons` folds a floor's reasoning (within 120 columns with its indent)."""
+"""Where `fold` folds a line below a table (within 120 columns with its indent)."""
+
+
+def fold(text: str) -> str:
+    """One long line of a list below a table, folded within 120 columns (`FLOOR_WIDTH` plus its
+    indent), never inside a word or a name."""
+    return textwrap.fill(text, FLOOR_WIDTH, subsequent_indent="    ", break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def floor_reasons(e: Evaluation) -> str:
     """Each team's floor reasoning in full, folded below the team table (the table's floor column
     carries the GPUs only: one team's reasoning ran to hundreds of characters, issue 32)."""
-    lines = [textwrap.fill(f"{t.team}: {t.floor_note}", FLOOR_WIDTH, subsequent_indent="    ",
-                           break_long_words=False, break_on_hyphens=False)
+    lines = [fold(f"{t.team}: {t.floor_note}")
              for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team)) if t.floor_note]
     return "\n\nfloor (GPUs), why:\n" + "\n".join(lines) if lines else ""
 
@@ -193,9 +199,10 @@ def eviction_rows(plan: Plan) -> list[dict[str, Any]]:
 def render_baselines(plan: Plan) -> str:
     keys = sorted({k for b in plan.baselines for k in b.figures})
     ours = plan.effect.model_dump()
-    rows: list[tuple[Any, ...]] = [(_our_name(plan), *(_ours(ours, k) for k in keys), "")]
-    rows.extend((b.name, *(b.figures.get(k) for k in keys), b.note) for b in plan.baselines)
-    return table(rows, ("method", *keys, "note"))
+    rows: list[tuple[Any, ...]] = [(_our_name(plan), *(_ours(ours, k) for k in keys))]
+    rows.extend((b.name, *(b.figures.get(k) for k in keys)) for b in plan.baselines)
+    notes = [fold(f"{b.name}: {b.note}") for b in plan.baselines if b.note]  # below: the table stays narrow
+    return table(rows, ("method", *keys)) + ("\n" + "\n".join(notes) if notes else "")
 
 
 def _our_name(plan: Plan) -> str:

@@ -46,3 +46,25 @@ def test_effect_reads_gpu_hours() -> None:
     assert lines["idle quota GPU-hours before (held out, no borrowing)"] == f"{13_082_209.6 / 60:,.2f}"
     assert lines["idle quota GPU-hours after (held out, no borrowing)"] == "10"
     assert lines["pending GPU-hours before (held out, no borrowing)"] == "1.50"
+
+
+def test_mig_table_fits_120_columns_and_names_every_pod() -> None:
+    """61 pods to evict on one GPU (10 serving): the table's cell counts them, the list below it
+    names every one, folded, within 120 columns."""
+    from gpuledger.optimizer.plan.contract import MigChanges, NodeMigChange, PodRef
+    from gpuledger.optimizer.plan.render import render_plan
+    from tests.optimizer.test_plan_store import mig_plan
+
+    base = mig_plan()
+    assert isinstance(base.changes, MigChanges)
+    pods = tuple(PodRef(namespace="research", pod=f"research-job-s28cwl-{i:05d}", gpu_index=1,
+                        profile="1g.10gb", serving=i < 10) for i in range(61))
+    node = NodeMigChange(**{**base.changes.nodes[0].model_dump(), "pods_to_evict": pods})
+    plan = base.model_copy(update={"changes": MigChanges(nodes=(node,))})
+    text = render_plan(plan, "proposed")
+    assert max(len(line) for line in text.splitlines()) <= 120
+    row = next(line for line in text.splitlines() if line.startswith("n1 "))
+    assert row.endswith("61 pods, 10 serving")
+    flat = text.replace("\n    ", " ")
+    assert all(f"research/research-job-s28cwl-{i:05d}" in flat for i in range(61))
+    assert "research/research-job-s28cwl-00000 (serving)" in flat
