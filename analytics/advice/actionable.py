@@ -69,8 +69,11 @@ class Quiet:
     def line(self, currency: str) -> str:
         """One line for a person: "94 Deployments already right-sized (USD 0.00/month together)";
         a negative sum says what it means (a catalog that would cost more than it saves)."""
-        cost = "; acting on them would cost money" if self.monthly_saving < -0.005 else ""
-        return f"{self.count:,} {self.label} ({currency} {self.monthly_saving:,.2f}/month together{cost})"
+        one = self.count == 1
+        costly = self.monthly_saving < -0.005
+        cost = f"; acting on {'it' if one else 'them'} would cost money" if costly else ""
+        together = "" if one else " together"
+        return f"{self.count:,} {self.label} ({currency} {self.monthly_saving:,.2f}/month{together}{cost})"
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "count": self.count, "monthly_saving": round(self.monthly_saving, 2),
@@ -105,6 +108,29 @@ def saving(row: Mapping[str, Any]) -> float:
 def priced(row: Mapping[str, Any]) -> bool:
     """Whether the row's saving is known (a risk row's is not: `None`)."""
     return row.get("monthly_saving") is not None
+
+
+UNPRICED: Mapping[str, tuple[str, str, str]] = {
+    "overcommit_past_knee": ("risk", "risks", "a pool past its overcommit knee loses work; shedding "
+                             "replicas has no saving to show"),
+    "dra_profile": ("DRA device class", "DRA device classes", "which DeviceClasses to offer DRA MIG "
+                    "claims; offering one has no saving to price"),
+}
+"""Per row kind whose saving is unknown: how one and many read, and why there is no price."""
+
+
+def unpriced_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per kind of the listed rows whose saving is unknown (`None`, shown "-" in a
+    table): how many, and why they carry no price (docs/decisions/0213, 0228)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if not priced(row):
+            counts[str(row.get("kind"))] = counts.get(str(row.get("kind")), 0) + 1
+    out = []
+    for kind, n in sorted(counts.items()):
+        one, many, why = UNPRICED.get(kind, (f"{kind} row", f"{kind} rows", "no price is known"))
+        out.append(f"{n:,} {one if n == 1 else many} listed not priced (saving \"-\"): {why}")
+    return out
 
 
 def is_actionable(row: Mapping[str, Any], floor: float) -> bool:
