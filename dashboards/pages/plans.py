@@ -63,6 +63,12 @@ class PlansView:
     teams: pl.DataFrame | None = None
 
 
+def _hours(key: str, value: float | None) -> float | None:
+    from gpuledger.optimizer.plan.render import effect_value
+
+    return None if value is None else effect_value(key, value)
+
+
 def plans_frame(records: list[Any]) -> pl.DataFrame:
     rows = []
     for r in records:
@@ -70,7 +76,8 @@ def plans_frame(records: list[Any]) -> pl.DataFrame:
         rows.append({
             "plan_id": r.plan.id, "kind": r.plan.kind, "status": r.status,
             "created_at": r.plan.created_at, "gpus_freed": e.gpus_freed,
-            "pending_before": e.pending_gpu_minutes_before, "pending_after": e.pending_gpu_minutes_after,
+            "pending_before": _hours("pending_gpu_minutes_before", e.pending_gpu_minutes_before),
+            "pending_after": _hours("pending_gpu_minutes_after", e.pending_gpu_minutes_after),
             "saving": e.monthly_cost_saving,  # None: not priced (not $0)
         })
     return pl.DataFrame(rows, schema={
@@ -304,8 +311,8 @@ def savings_chart(plans: pl.DataFrame, currency: str) -> dcc.Graph | html.P:
     """The plans' savings as bars, or one line when no plan has a saving to draw (a single $0
     plan drew empty axes, issue 32); with no plans at all the chart says how to make one."""
     if not plans.is_empty() and not plans["saving"].fill_null(0.0).abs().sum():
-        return html.P("no saving to chart: no plan here has a priced monthly saving (each plan's "
-                      "effect is in its detail)", id="plans-chart-empty", className="empty")
+        return html.P("no saving to chart: no plan here saves money a month (each plan's effect "
+                      "is in its detail)", id="plans-chart-empty", className="empty")
     return graph(figures.plan_savings(plans, currency), "plans-chart")
 
 
@@ -314,7 +321,7 @@ def render(v: PlansView) -> html.Div:
     plans_table = table(
         v.plans,
         [("plan_id", "plan"), ("kind", "kind"), ("status", "status"), ("created_at", "created (UTC)"),
-         ("gpus_freed", "GPUs freed"), ("pending_before", "pending GPU-min before"),
+         ("gpus_freed", "GPUs freed"), ("pending_before", "pending GPU-hours before"),
          ("pending_after", "after"), ("saving", f"monthly saving ({cur})")],
         id="plans-table", formats={"saving": lambda x: money(x, cur)},
         links={"plan_id": lambda row: v.hrefs[row["plan_id"]]},

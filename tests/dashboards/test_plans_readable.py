@@ -3,7 +3,9 @@
 Cases:
 - a MIG change's eviction cell names two pods and counts the rest ("61 pods: a, b +59 more");
 - the quota plan's pending and idle-quota effects read in GPU-hours (the plan's GPU-minutes / 60,
-  divided here), never "13,082,209.60 GPU-minutes".
+  divided here), never "13,082,209.60 GPU-minutes"; so does the plans table's pending time;
+- plans with no saving (one $0 plan, an unpriced one) get one line "no saving to chart", not
+  empty axes; an unpriced saving stays None, never $0.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def test_quota_effects_in_gpu_hours() -> None:
 
 def test_savings_chart_only_with_a_saving_to_chart() -> None:
     """A single plan of $0 (or of no priced saving) draws no empty axes: one line says so; a
-    plan with a saving gets the chart."""
+    plan with a saving gets the chart. The plans table's pending time reads in GPU-hours."""
     from datetime import UTC, datetime
 
     from dash import dcc, html
@@ -48,6 +50,9 @@ def test_savings_chart_only_with_a_saving_to_chart() -> None:
         shown = savings_chart(frame, "USD")
         assert isinstance(shown, html.P) and shown.id == "plans-chart-empty"
         assert str(shown.children).startswith("no saving to chart")
+    quota = record("q", None)
+    quota.plan.effect = Effect(pending_gpu_minutes_before=900.0, pending_gpu_minutes_after=300.0)
+    assert plans_frame([quota]).select("pending_before", "pending_after").row(0) == (15.0, 5.0)  # GPU-hours
     frame = plans_frame([record("p0", 0.0), record("p1", 1387.0)])
     assert frame["saving"].to_list() == [0.0, 1387.0]
     assert plans_frame([record("p0", None)])["saving"].to_list() == [None]  # unknown is not $0
