@@ -5,7 +5,8 @@ Deployments already sized right); listed, they buried the advice worth money on 
 in `recommend --kind` and in the statements (issue 32). A row is *actionable* when it saves at
 least `advice.min_monthly_saving` a month, or when its kind names a risk to act on whatever it
 saves (`RISK_KINDS`: a pool past the knee of its overcommit curve loses work, and fixing it may
-cost money). Actionable rows are ranked by money, largest first; the rest are counted per kind
+cost money), or when its saving is unknown (`None`: an unpriced row cannot be said to save
+too little). Actionable rows are ranked by money, largest first; the rest are counted per kind
 ("94 Deployments already right-sized") with their summed saving.
 
 One rule for the figure a surface states beside the listed rows ("12 worth acting on, together
@@ -28,20 +29,32 @@ if TYPE_CHECKING:
 
 RISK_KINDS = frozenset({"overcommit_past_knee"})
 """Row kinds listed whatever they save: acting on them removes a risk, not a cost."""
-QUIET: Mapping[str, str] = {
-    "autoscaling": "Deployments already right-sized",
-    "overcommit_ratio": "shared pools already at their best ratio",
-    "fragmentation_rebuild": "MIG nodes whose rebuild saves too little",
-    "profile_catalog": "MIG models whose catalog saves too little",
-    "dra_fragmentation": "DRA nodes whose rebuild saves too little",
-    "dra_profile": "DRA device classes that save too little",
-    "scale_down_when_idle": "workloads idle too little to scale down",
-    "reclaim_idle_notebook": "notebooks idle too little to reclaim",
-    "whole_to_mig": "workloads whose move to MIG saves too little",
-    "rightsize_mig": "workloads whose MIG right-sizing saves too little",
+QUIET: Mapping[str, tuple[str, str]] = {
+    "autoscaling": ("Deployment already right-sized", "Deployments already right-sized"),
+    "overcommit_ratio": ("shared pool already at its best ratio", "shared pools already at their best ratio"),
+    "fragmentation_rebuild": ("MIG node whose rebuild saves too little",
+                              "MIG nodes whose rebuild saves too little"),
+    "profile_catalog": ("MIG model whose catalog saves too little",
+                        "MIG models whose catalog saves too little"),
+    "dra_fragmentation": ("DRA node whose rebuild saves too little",
+                          "DRA nodes whose rebuild saves too little"),
+    "scale_down_when_idle": ("workload idle too little to scale down",
+                             "workloads idle too little to scale down"),
+    "reclaim_idle_notebook": ("notebook idle too little to reclaim", "notebooks idle too little to reclaim"),
+    "whole_to_mig": ("workload whose move to MIG saves too little",
+                     "workloads whose move to MIG saves too little"),
+    "rightsize_mig": ("workload whose MIG right-sizing saves too little",
+                      "workloads whose MIG right-sizing saves too little"),
 }
-"""How the counted rows of a row kind read ("94 Deployments already right-sized"); a kind not
-named here reads "<kind> rows under the floor"."""
+"""How the counted rows of a row kind read, one and many ("1 MIG model whose catalog saves too
+little", "94 Deployments already right-sized"); a kind not named here reads "<kind> row(s) under
+the floor"."""
+
+
+def quiet_label(kind: str, count: int) -> str:
+    """The counted rows' label for `count` rows: singular for one (issue 32: "1 MIG models")."""
+    single, many = QUIET.get(kind, (f"{kind} row under the floor", f"{kind} rows under the floor"))
+    return single if count == 1 else many
 
 
 @dataclass(frozen=True)
@@ -56,8 +69,11 @@ class Quiet:
     def line(self, currency: str) -> str:
         """One line for a person: "94 Deployments already right-sized (USD 0.00/month together)";
         a negative sum says what it means (a catalog that would cost more than it saves)."""
-        cost = "; acting on them would cost money" if self.monthly_saving < -0.005 else ""
-        return f"{self.count:,} {self.label} ({currency} {self.monthly_saving:,.2f}/month together{cost})"
+        one = self.count == 1
+        costly = self.monthly_saving < -0.005
+        cost = f"; acting on {'it' if one else 'them'} would cost money" if costly else ""
+        together = "" if one else " together"
+        return f"{self.count:,} {self.label} ({currency} {self.monthly_saving:,.2f}/month{together}{cost})"
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "count": self.count, "monthly_saving": round(self.monthly_saving, 2),
@@ -94,8 +110,33 @@ def priced(row: Mapping[str, Any]) -> bool:
     return row.get("monthly_saving") is not None
 
 
+UNPRICED: Mapping[str, tuple[str, str, str]] = {
+    "overcommit_past_knee": ("risk", "risks", "a pool past its overcommit knee loses work; shedding "
+                             "replicas has no saving to show"),
+    "dra_profile": ("DRA device class", "DRA device classes", "which DeviceClasses to offer DRA MIG "
+                    "claims; offering one has no saving to price"),
+}
+"""Per row kind whose saving is unknown: how one and many read, and why there is no price."""
+
+
+def unpriced_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per kind of the listed rows whose saving is unknown (`None`, shown "-" in a
+    table): how many, and why they carry no price (docs/decisions/0213, 0228)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if not priced(row):
+            counts[str(row.get("kind"))] = counts.get(str(row.get("kind")), 0) + 1
+    out = []
+    for kind, n in sorted(counts.items()):
+        one, many, why = UNPRICED.get(kind, (f"{kind} row", f"{kind} rows", "no price is known"))
+        out.append(f"{n:,} {one if n == 1 else many} listed not priced (saving \"-\"): {why}")
+    return out
+
+
 def is_actionable(row: Mapping[str, Any], floor: float) -> bool:
-    return str(row.get("kind")) in RISK_KINDS or saving(row) >= floor
+    """A risk, a saving at the floor or above, or an unpriced row: what it saves is unknown, so
+    it cannot be said to save too little (a `dra_profile` row, which DeviceClasses to offer)."""
+    return str(row.get("kind")) in RISK_KINDS or not priced(row) or saving(row) >= floor
 
 
 TIEBREAK = ("kind", "scope", "team", "namespace", "workload")
@@ -130,7 +171,7 @@ def split(rows: Iterable[Mapping[str, Any]], floor: float) -> Shown:
         else:
             counted.setdefault(str(row.get("kind")), []).append(saving(row))
     listed.sort(key=rank_key)
-    quiet = [Quiet(kind, len(s), sum(s), QUIET.get(kind, f"{kind} rows under the floor"))
+    quiet = [Quiet(kind, len(s), sum(s), quiet_label(kind, len(s)))
              for kind, s in sorted(counted.items())]
     return Shown(listed, quiet)
 

@@ -133,7 +133,8 @@ def profiles_advice(wh: Warehouse, window: Window,
     rows: list[dict[str, object]] = [{
         "kind": "dra_profile", "scope": r["profile"],
         "current": f"{r['claims']} claims, {r['claim_hours']:.2f} h",
-        "recommended": f"DeviceClass {r['device_class']['metadata']['name']}", "monthly_saving": 0.0,
+        "recommended": f"DeviceClass {r['device_class']['metadata']['name']}",
+        "monthly_saving": None,  # not priced (decision 0213): offering a class saves no known sum
         "reason": f"{r['share']:.0%} of the window's MIG claim-hours (the set covers the {goal:.0%} goal)",
     } for r in found]
     return rows, {"goal": goal, "profiles": found}

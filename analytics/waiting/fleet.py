@@ -38,7 +38,7 @@ from gpuledger.analytics.capacity.now import (
     hami_left,
 )
 from gpuledger.analytics.teams.queues import target_cluster_queue
-from gpuledger.analytics.waiting.why import Context, Pending, Verdict, classify
+from gpuledger.analytics.waiting.why import Context, Pending, Verdict, classify, free_by_shape
 
 if TYPE_CHECKING:
     from gpuledger.warehouse.protocols import ReadableWarehouse
@@ -77,7 +77,7 @@ class FleetNow:
         advertised = frozenset(r for n in self.nodes for r, v in n.allocatable.items() if float(v) > 0)
         return Context(cards=self.cards, headroom=self.headroom, cluster_queue_of=self.cluster_queue_of,
                        node_labels=self.node_labels, advertised=advertised,
-                       free={n.node: n.free() for n in self.nodes})
+                       free=free_by_shape(self.nodes))
 
     @cached_property
     def _waiting(self) -> tuple[Pending, ...]:

@@ -37,7 +37,15 @@ from datetime import datetime
 from typing import Any
 
 from gpuledger.analytics.capacity.headroom import Headroom
-from gpuledger.analytics.capacity.now import MIG_PREFIX, CardState, placeable_profiles
+from gpuledger.analytics.capacity.now import (
+    MIG_PREFIX,
+    PER_CARD,
+    CardState,
+    NodeState,
+    node_shape,
+    placeable_profiles,
+    request_need,
+)
 from gpuledger.core.mig import catalog
 
 QUOTA = "quota exhausted"
@@ -108,7 +116,23 @@ class Context:
     advertised: frozenset[str] = frozenset()
     """Every resource name some node's allocatable lists."""
     free: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    """node → resource → allocatable minus running requests (capacity now, step 1)."""
+    """node → shape → allocatable minus running requests (capacity now, step 1, in
+    `capacity.now.node_shape`'s names: a time-sliced node's `nvidia.com/gpu` are replicas, not
+    whole GPUs): `free_by_shape`."""
+
+
+def free_by_shape(nodes: Sequence[NodeState]) -> dict[str, dict[str, float]]:
+    """`Context.free` of nodes now: per node, what is free in each shape the node offers (the
+    capacity-now shape rule, decision 0218), so a note counts what the scheduler would give the
+    request's shape (issue 35 review: replicas and HAMi slots read as 73 GPUs where 5 were)."""
+    out: dict[str, dict[str, float]] = {}
+    for n in nodes:
+        shapes = out.setdefault(n.node, {})
+        for resource, free in n.free().items():
+            shape = node_shape(resource, n.sharing_mode)
+            if shape is not None:
+                shapes[shape] = shapes.get(shape, 0.0) + free
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,14 +273,23 @@ def _scheduler(p: Pending, message: str, ctx: Context) -> tuple[str, str, tuple[
 
 def _capacity(p: Pending, resource: str | None, message: str,
               ctx: Context) -> tuple[str, str, tuple[str, ...]]:
-    """Step 5, with a note when the inventory now has room (the status is older than it)."""
+    """Step 5, with a note when the inventory now has room (the status is older than it): a
+    node the pod may use has its whole request free in the request's shape (`request_need`:
+    a whole-GPU request counts whole GPUs, never time-slice replicas or HAMi slots); the note
+    says how much of that shape is free on those nodes. HAMi memory and cores are one card's
+    (`PER_CARD`): a node's sum says nothing about a card, so they get no note."""
     shape = request_shape(p.requests)
     resource = resource or (shape[0] if shape else None)
     reason, detail, cards = _shortage(p, resource, message, ctx)
-    free = sum(amounts.get(resource or "", 0.0) for node, amounts in ctx.free.items()
-               if _selected(ctx, node, p.node_selector))
-    if shape and free >= shape[1] > 0:
-        detail += f" [now {free:g} {resource} free on matching nodes: the status predates the inventory]"
+    need = request_need(p.requests)
+    if need is None or need[1] <= 0 or need[0] in PER_CARD:
+        return reason, detail, cards
+    free = [amounts.get(need[0], 0.0) for node, amounts in ctx.free.items()
+            if _selected(ctx, node, p.node_selector)]
+    if any(f >= need[1] for f in free):
+        total = sum(f for f in free if f > 0)
+        detail += (f" [now {total:g} × {need[0]} free on matching nodes: the status predates "
+                   "the inventory]")
     return reason, detail, cards
 
 

@@ -109,8 +109,8 @@ def _rows_table(v: AdviceView, id: str) -> html.Div:
     listed = (html.P("nothing worth acting on this month", className="empty", id=id) if v.rows.is_empty()
               else grid(v.rows, columns, id=id, money_columns=("monthly_saving",), currency=v.currency,
                         unknown=UNPRICED))
-    risks = v.rows.filter(pl.col("monthly_saving").is_null()).height
-    unpriced = f" ({risks:,} risk{'s' if risks > 1 else ''} {UNPRICED}, not in the sum)" if risks else ""
+    unknown = v.rows.filter(pl.col("monthly_saving").is_null()).height  # risks, DRA device classes
+    unpriced = f" ({unknown:,} {UNPRICED}, not in the sum)" if unknown else ""
     return html.Div([
         html.P(f"{v.rows.height:,} worth acting on, together {money(v.total, v.currency)}/month{unpriced}",
                className="muted", id=f"{id}-summary",

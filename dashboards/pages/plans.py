@@ -63,6 +63,12 @@ class PlansView:
     teams: pl.DataFrame | None = None
 
 
+def _hours(key: str, value: float | None) -> float | None:
+    from gpuledger.optimizer.plan.render import effect_value
+
+    return None if value is None else effect_value(key, value)
+
+
 def plans_frame(records: list[Any]) -> pl.DataFrame:
     rows = []
     for r in records:
@@ -70,8 +76,9 @@ def plans_frame(records: list[Any]) -> pl.DataFrame:
         rows.append({
             "plan_id": r.plan.id, "kind": r.plan.kind, "status": r.status,
             "created_at": r.plan.created_at, "gpus_freed": e.gpus_freed,
-            "pending_before": e.pending_gpu_minutes_before, "pending_after": e.pending_gpu_minutes_after,
-            "saving": e.monthly_cost_saving or 0.0,
+            "pending_before": _hours("pending_gpu_minutes_before", e.pending_gpu_minutes_before),
+            "pending_after": _hours("pending_gpu_minutes_after", e.pending_gpu_minutes_after),
+            "saving": e.monthly_cost_saving,  # None: not priced (not $0)
         })
     return pl.DataFrame(rows, schema={
         "plan_id": pl.String, "kind": pl.String, "status": pl.String,
@@ -148,8 +155,8 @@ def evaluation_parts(plan: Any) -> tuple[str | None, pl.DataFrame | None]:
            f"bound {e.rise_bound:.0%}; {e.method})"
     from gpuledger.optimizer.plan.render import team_rows
 
-    return text, pl.DataFrame(team_rows(e), schema={c: pl.String for c in ("team", "gpus", "change", "floor",
-                                                                            "pending", "share")})
+    columns = ("team", "gpus", "change", "floor", "pending", "share")
+    return text, pl.DataFrame(team_rows(e, full_floor=True), schema={c: pl.String for c in columns})
 
 
 def _q(value: float | None) -> str:
@@ -157,13 +164,14 @@ def _q(value: float | None) -> str:
 
 
 def effect_frame(effect: Any, currency: str) -> pl.DataFrame:
+    from gpuledger.optimizer.plan.render import effect_value
+
     rows = []
     for key, label in EFFECT_LABELS:
         value = getattr(effect, key, None)
         if value is None:
             continue
-        if key.endswith("_gpu_minutes_before") or key.endswith("_gpu_minutes_after"):
-            value = value / 60  # read in GPU-hours (issue 32: "13,082,209.60 GPU-minutes")
+        value = effect_value(key, value)  # GPU-minutes read in GPU-hours (one rule with the CLI)
         text = money(value, effect.currency or currency) if key == "monthly_cost_saving" else (
             number(value))
         rows.append({"effect": label, "value": text})
@@ -299,18 +307,27 @@ def _data_grid(frame: pl.DataFrame, columns: list[tuple[str, str]], id: str, emp
     return grid(frame, columns, id=id, file_name=f"{plan or 'plan'}-{id.removesuffix('-table')}.csv")
 
 
+def savings_chart(plans: pl.DataFrame, currency: str) -> dcc.Graph | html.P:
+    """The plans' savings as bars, or one line when no plan has a saving to draw (a single $0
+    plan drew empty axes, issue 32); with no plans at all the chart says how to make one."""
+    if not plans.is_empty() and not plans["saving"].fill_null(0.0).abs().sum():
+        return html.P("no saving to chart: no plan here saves money a month (each plan's effect "
+                      "is in its detail)", id="plans-chart-empty", className="empty")
+    return graph(figures.plan_savings(plans, currency), "plans-chart")
+
+
 def render(v: PlansView) -> html.Div:
     cur = v.currency
     plans_table = table(
         v.plans,
         [("plan_id", "plan"), ("kind", "kind"), ("status", "status"), ("created_at", "created (UTC)"),
-         ("gpus_freed", "GPUs freed"), ("pending_before", "pending GPU-min before"),
+         ("gpus_freed", "GPUs freed"), ("pending_before", "pending GPU-hours before"),
          ("pending_after", "after"), ("saving", f"monthly saving ({cur})")],
         id="plans-table", formats={"saving": lambda x: money(x, cur)},
         links={"plan_id": lambda row: v.hrefs[row["plan_id"]]},
     )
     children: list[Any] = [
-        graph(figures.plan_savings(v.plans, cur), "plans-chart"), section("Plans", plans_table)
+        savings_chart(v.plans, cur), section("Plans", plans_table)
     ]
     if v.selected:
         children.append(_detail(v))

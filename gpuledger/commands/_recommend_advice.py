@@ -11,7 +11,7 @@ import argparse
 import json
 
 from gpuledger.analytics.advice import KINDS
-from gpuledger.analytics.advice.actionable import floor_of, priced, quiet_lines, split
+from gpuledger.analytics.advice.actionable import floor_of, quiet_lines, split, unpriced_lines
 from gpuledger.command_context import Context
 from gpuledger.commands._analytics_common import bill_warnings, coverage_warning, warn, window_from_args
 from gpuledger.commands._output import emit
@@ -50,13 +50,11 @@ def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
         "recommendations": shown.rows, "below_floor": [q.as_dict() for q in shown.quiet],
     }
     title = (f"Fleet advice {window}: {', '.join(a.kind for a in found)}\n{len(every):,} recommendations; "
-             f"{len(shown.rows):,} worth acting on (saving {cur} {floor:,.2f}/month or more, or a risk), "
+             f"{len(shown.rows):,} worth acting on (saving {cur} {floor:,.2f}/month or more, "
+             "a risk or not priced), "
              f"together {cur} {total:,.2f}/month, largest first")
     footer = [f"Not listed (`--all` lists them): {line}" for line in quiet_lines(shown.quiet, cur)]
-    unpriced = sum(not priced(r) for r in shown.rows)
-    if unpriced:  # unknown, never 0 (docs/decisions/0213); null in the JSON
-        footer.append(f"{unpriced:,} risk{'s' if unpriced > 1 else ''} listed not priced (saving \"-\"): "
-                      "a pool past its overcommit knee loses work; shedding replicas has no saving to show")
+    footer.extend(unpriced_lines(shown.rows))  # unknown, never 0 (decisions 0213, 0228); null in the JSON
     emit(ctx, args.format, rows=shown.rows, columns=COLUMNS, money=("monthly_saving",),
          json_text=json.dumps(document, indent=2, default=str), title=title, footer=footer)
     return 0

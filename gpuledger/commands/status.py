@@ -4,7 +4,9 @@ Why: a watermark says how far a collector asked, not what it got. A collector wh
 died keeps moving its watermark over empty windows, so the watermark alone looks healthy. This
 prints, per source, the watermark, the newest sample it loaded and the gap between them (how far
 the collector ran past its last data), plus each sample's age and whether the data is stale
-(newest sample older than two collection intervals, `warehouse.queries.freshness`).
+(newest sample older than two collection intervals, `warehouse.queries.freshness`). Data the
+simulator alone loaded (`freshness.simulated`, decision 0214, the dashboard banner's rule) is
+complete to its end and never stale.
 
 It only reads, and works while a collector holds the writer lock (`collect --follow`): it then
 reads the serving store the collector published after its last round (what the dashboard reads,
@@ -97,12 +99,15 @@ def _table(rows: list[SourceFreshness], now: datetime) -> list[dict[str, Any]]:
     ]
 
 
-def _summary(newest: datetime | None, now: datetime) -> str:
+def _summary(newest: datetime | None, now: datetime, *, simulated: bool = False) -> str:
     from gpuledger.warehouse.queries import freshness as f
 
     limit = f.describe_age(f.STALE_INTERVALS * f.COLLECTION_INTERVAL)
     if newest is None:
         return "no GPU samples yet"
+    if simulated:  # decision 0214: complete to its end, nothing collects more
+        return (f"simulated: newest GPU sample {_stamp(newest)} (complete to its end, "
+                "nothing collects more; staleness does not apply)")
     age = f.describe_age(now - newest)
     if f.is_stale(newest, now):
         return f"STALE: newest GPU sample {_stamp(newest)} is {age} old (more than {limit})"
@@ -119,6 +124,7 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     with _reading(ctx) as wh:
         rows = f.source_freshness(wh)
         newest = f.newest_sample(wh)
+        simulated = f.simulated(wh)
         rules = _rollup_rules(wh, ctx.settings)
         now = utcnow()
         holes = _holes(wh, ctx.settings, now)
@@ -127,7 +133,9 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
     sources = [_as_dict(r, now) for r in rows]
     document = {
         "schema": SCHEMA, "warehouse": str(path), "now": _stamp(now),
-        "newest_sample": _stamp(newest), "stale": f.is_stale(newest, now),
+        "newest_sample": _stamp(newest),
+        "stale": newest is None or (not simulated and f.is_stale(newest, now)),
+        "simulated": simulated,
         "stale_after_s": (f.STALE_INTERVALS * f.COLLECTION_INTERVAL).total_seconds(),
         "sources": sources, "rollup_rules": rules, "sample_holes": holes,
     }
@@ -140,7 +148,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
             text += ("\n\nsample holes (no GPU sample loaded)\n"
                      + render_table(holes, HOLE_HEADERS, rule=False))
     emit(ctx, args.format, rows=sources, document=document,
-         json_text=json.dumps(document, indent=2), text=text, footer=[_summary(newest, now)])
+         json_text=json.dumps(document, indent=2), text=text,
+         footer=[_summary(newest, now, simulated=simulated)])
     return 0
 
 

@@ -9,6 +9,7 @@ beside ours. The JSON is `Plan.to_json_dict()` plus the stored status.
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -31,12 +32,19 @@ _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("unmet_slices", "unmet compute slices"),
     ("spare_instances", "instances nobody asked for"),
     ("spare_slices", "slices in instances nobody asked for"),
-    ("pending_gpu_minutes_before", "pending GPU-minutes before (held out, no borrowing)"),
-    ("pending_gpu_minutes_after", "pending GPU-minutes after (held out, no borrowing)"),
-    ("idle_quota_gpu_minutes_before", "idle quota GPU-minutes before (held out, no borrowing)"),
-    ("idle_quota_gpu_minutes_after", "idle quota GPU-minutes after (held out, no borrowing)"),
+    ("pending_gpu_minutes_before", "pending GPU-hours before (held out, no borrowing)"),
+    ("pending_gpu_minutes_after", "pending GPU-hours after (held out, no borrowing)"),
+    ("idle_quota_gpu_minutes_before", "idle quota GPU-hours before (held out, no borrowing)"),
+    ("idle_quota_gpu_minutes_after", "idle quota GPU-hours after (held out, no borrowing)"),
     ("monthly_cost_saving", "monthly cost saving"),
 )
+
+
+def effect_value(key: str, value: float) -> float:
+    """An effect figure in the unit people read: the plan stores pending time and idle quota in
+    GPU-minutes (`*_gpu_minutes_*`), every surface shows GPU-hours (issue 32: "13,082,209.60
+    GPU-minutes"); other figures pass through. `plans show` and the Plans page both use it."""
+    return value / 60 if "_gpu_minutes_" in key else value
 
 
 def duration_text(span: timedelta) -> str:
@@ -81,7 +89,7 @@ def cell(value: Any) -> str:
 
 
 def render_effect(effect: Effect) -> str:
-    rows = []
+    rows: list[tuple[str, Any]] = []
     for key, label in _EFFECT_LABELS:
         value = getattr(effect, key)
         if value is None:
@@ -89,7 +97,7 @@ def render_effect(effect: Effect) -> str:
         if key == "monthly_cost_saving":
             rows.append((label, f"{value:,.2f} {effect.currency or ''}".strip()))
         else:
-            rows.append((label, value))
+            rows.append((label, effect_value(key, value)))
     return table(rows, ("effect", "value"))
 
 
@@ -127,7 +135,7 @@ def render_evaluation(e: Evaluation) -> str:
     teams = table([tuple(row.values()) for row in team_rows(e)],
                   ("team", "GPUs", "change", "floor", "pending GPU-min (held out, no borrowing)",
                    "of its demand"))
-    parts = ["\n".join(lines), teams]
+    parts = ["\n".join(lines), teams + floor_reasons(e)]
     if e.origins:
         parts.append(table(
             [(f"{o.start:%Y-%m-%d %H:%M}", f"{o.end:%Y-%m-%d %H:%M}", f"{o.fit_days:g}",
@@ -138,10 +146,31 @@ def render_evaluation(e: Evaluation) -> str:
     return "\n\n".join(parts)
 
 
-def team_rows(e: Evaluation) -> list[dict[str, str]]:
+FLOOR_WIDTH = 116
+"""Where `fold` folds a line below a table (within 120 columns with its indent)."""
+
+
+def fold(text: str) -> str:
+    """One long line of a list below a table, folded within 120 columns (`FLOOR_WIDTH` plus its
+    indent), never inside a word or a name."""
+    return textwrap.fill(text, FLOOR_WIDTH, subsequent_indent="    ", break_long_words=False,
+                         break_on_hyphens=False)
+
+
+def floor_reasons(e: Evaluation) -> str:
+    """Each team's floor reasoning in full, folded below the team table (the table's floor column
+    carries the GPUs only: one team's reasoning ran to hundreds of characters, issue 32)."""
+    lines = [fold(f"{t.team}: {t.floor_note}")
+             for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team)) if t.floor_note]
+    return "\n\nfloor (GPUs), why:\n" + "\n".join(lines) if lines else ""
+
+
+def team_rows(e: Evaluation, *, full_floor: bool = False) -> list[dict[str, str]]:
     """Winners and losers per team as people read them (`plans show` and the Plans page): a
     team whose whole-GPU quota stays reads "unchanged", not "14 → 14 +0" (issue 32: every team
-    read so while MIG quotas changed), as the diff leaves unchanged quotas out."""
+    read so while MIG quotas changed), as the diff leaves unchanged quotas out. The floor is
+    its GPUs (the reasoning: `floor_reasons`), or with `full_floor` the reasoning itself (the
+    Plans page's data grid)."""
     rows = []
     for t in sorted(e.teams, key=lambda t: (t.rise_share, t.team)):
         same = t.gpus_after == t.gpus_before
@@ -149,7 +178,7 @@ def team_rows(e: Evaluation) -> list[dict[str, str]]:
             "team": t.team,
             "gpus": f"{t.gpus_before:g}" if same else f"{t.gpus_before:g} → {t.gpus_after:g}",
             "change": "unchanged" if same else f"{t.gpus_after - t.gpus_before:+g}",
-            "floor": t.floor_note or f"{t.floor_gpus:g}",
+            "floor": (t.floor_note if full_floor else "") or f"{t.floor_gpus:g}",
             "pending": f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
             "share": f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand"})
     return rows
@@ -170,9 +199,10 @@ def eviction_rows(plan: Plan) -> list[dict[str, Any]]:
 def render_baselines(plan: Plan) -> str:
     keys = sorted({k for b in plan.baselines for k in b.figures})
     ours = plan.effect.model_dump()
-    rows: list[tuple[Any, ...]] = [(_our_name(plan), *(_ours(ours, k) for k in keys), "")]
-    rows.extend((b.name, *(b.figures.get(k) for k in keys), b.note) for b in plan.baselines)
-    return table(rows, ("method", *keys, "note"))
+    rows: list[tuple[Any, ...]] = [(_our_name(plan), *(_ours(ours, k) for k in keys))]
+    rows.extend((b.name, *(b.figures.get(k) for k in keys)) for b in plan.baselines)
+    notes = [fold(f"{b.name}: {b.note}") for b in plan.baselines if b.note]  # below: the table stays narrow
+    return table(rows, ("method", *keys)) + ("\n" + "\n".join(notes) if notes else "")
 
 
 def _our_name(plan: Plan) -> str:

@@ -12,6 +12,10 @@ Cases:
   table, then `-o json`) list the same top N (issue 32);
 - the stated total is the listed rows' saving only: a below-floor row's negative catalog saving
   is not in it, a risk row's unknown saving (`None`) is listed last, adds nothing, never 0;
+- an unpriced row of any kind (a `dra_profile` row: which DeviceClasses to offer, no price) is
+  listed "not priced", never counted as saving too little (decision 0213);
+- a counted line reads singular for one row ("1 MIG model whose catalog saves too little", "1
+  shared pool already at its best ratio"), plural for more, for every counted kind;
 - `floor_of`: the settings' floor, 0 for "every row".
 """
 
@@ -71,7 +75,41 @@ def test_total_is_the_listed_rows_and_unknown_is_not_zero() -> None:
     assert shown.rows[-1]["scope"] == "pool-c" and shown.rows[-1]["monthly_saving"] is None
     assert sum(q.count for q in shown.quiet) == 4  # three autoscaling rows and the costly catalog
     catalog = next(q for q in shown.quiet if q.kind == "profile_catalog")
-    assert catalog.line("USD").endswith("(USD -84.10/month together; acting on them would cost money)")
+    assert catalog.line("USD").endswith("(USD -84.10/month; acting on it would cost money)")
+
+
+def test_unpriced_rows_are_listed_not_counted_as_too_little() -> None:
+    rows = [*ROWS, _row("dra_profile", "3g.40gb", None), _row("dra_profile", "1g.10gb", None)]
+    shown = split(rows, 1.0)
+    assert [r["scope"] for r in shown.rows[-2:]] == ["1g.10gb", "3g.40gb"]  # unknown last, by scope
+    assert all(q.kind != "dra_profile" for q in shown.quiet)
+    assert shown.total == pytest.approx(4185.84 - 120.0 + 1106.51 + 3170.29)
+    from gpuledger.analytics.advice.actionable import unpriced_lines
+
+    lines = unpriced_lines([*shown.rows, _row("overcommit_past_knee", "pool-c", None)])
+    assert lines == [
+        '2 DRA device classes listed not priced (saving "-"): which DeviceClasses to offer DRA MIG '
+        "claims; offering one has no saving to price",
+        '1 risk listed not priced (saving "-"): a pool past its overcommit knee loses work; shedding '
+        "replicas has no saving to show"]
+
+
+def test_counted_line_singular_and_plural() -> None:
+    one = split([_row("profile_catalog", "H100", 3.0), _row("overcommit_ratio", "p", 0.0),
+                 _row("odd_kind", "x", 0.0)], 25.0)
+    assert [q.line("USD") for q in one.quiet] == [
+        "1 odd_kind row under the floor (USD 0.00/month)",
+        "1 shared pool already at its best ratio (USD 0.00/month)",
+        "1 MIG model whose catalog saves too little (USD 3.00/month)"]
+    two = split([_row("profile_catalog", "H100", 3.0), _row("profile_catalog", "A100", 4.0)], 25.0)
+    assert two.quiet[0].line("USD") == "2 MIG models whose catalog saves too little (USD 7.00/month together)"
+    costly = split([_row("profile_catalog", "H100", -84.1)], 25.0).quiet[0].line("USD")
+    assert costly.endswith("(USD -84.10/month; acting on it would cost money)")
+    from gpuledger.analytics.advice.actionable import QUIET
+
+    for kind, (single, many) in QUIET.items():  # every kind has both forms, and they differ
+        assert single != many, kind
+        assert split([_row(kind, "s", 0.0)], 25.0).quiet[0].label == single
 
 
 def test_floor_of() -> None:

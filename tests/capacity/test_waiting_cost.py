@@ -97,18 +97,46 @@ def test_suggestions_that_fit_now() -> None:
 
 def test_a_shortage_the_inventory_no_longer_has_says_so() -> None:
     """The scheduler's `Insufficient` predates a node that now has room: the class stays what the
-    status says, and the detail says how much is free now on the nodes the pod may use."""
-    from gpuledger.analytics.waiting.why import Context, classify
+    status says, and the detail says how much of the request's shape is free now on the nodes
+    the pod may use (a node it can land on has room for all of it)."""
+    from gpuledger.analytics.capacity.now import NodeState
+    from gpuledger.analytics.waiting.why import Context, classify, free_by_shape
 
     msg = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
     p = Pending("Pod", "nlp", "late", "kube-scheduler", requests={"nvidia.com/gpu": 2},
                 event_message=msg, node_selector={"pool": "a"})
-    ctx = Context(node_labels={"n1": {"pool": "a"}, "n2": {"pool": "b"}},
-                  free={"n1": {"nvidia.com/gpu": 8 - 5}, "n2": {"nvidia.com/gpu": 8}})
-    v = classify(p, ctx)
-    assert v.reason == NO_CAPACITY and "now 3 nvidia.com/gpu free" in v.detail
-    busy = Context(node_labels=ctx.node_labels, free={"n1": {"nvidia.com/gpu": 1}, "n2": {"nvidia.com/gpu": 8}})
-    assert "free on matching nodes" not in classify(p, busy).detail
+    labels = {"n1": {"pool": "a"}, "n2": {"pool": "b"}}
+
+    def fleet(n1_running: float) -> Context:
+        nodes = [NodeState("c", "n1", "a", "H100-80GB", "exclusive", {"nvidia.com/gpu": 8},
+                           {"nvidia.com/gpu": n1_running}),
+                 NodeState("c", "n2", "b", "H100-80GB", "exclusive", {"nvidia.com/gpu": 8})]
+        return Context(node_labels=labels, free=free_by_shape(nodes))
+
+    v = classify(p, fleet(5))
+    assert v.reason == NO_CAPACITY and "now 3 × whole GPU free on matching nodes" in v.detail
+    assert "free on matching nodes" not in classify(p, fleet(7)).detail
+
+
+def test_the_note_counts_only_the_shape_the_request_asks() -> None:
+    """One whole GPU free, and a time-sliced node with 8 free replicas and a HAMi node with 60
+    free vGPU slots (all `nvidia.com/gpu` to the node): a whole-GPU request's note counts the
+    one whole GPU (not 1 + 8 + 60 = 69); a request of 2 whole GPUs gets no note at all, though
+    69 `nvidia.com/gpu` are free."""
+    from gpuledger.analytics.capacity.now import NodeState
+    from gpuledger.analytics.waiting.why import Context, classify, free_by_shape
+
+    nodes = [NodeState("c", "whole", "train", "H100-80GB", "exclusive", {"nvidia.com/gpu": 8},
+                       {"nvidia.com/gpu": 7}),
+             NodeState("c", "ts", "infer", "A100-SXM4-40GB", "timeslice", {"nvidia.com/gpu": 8}),
+             NodeState("c", "hami", "vgpu", "H100-80GB", "vgpu", {"nvidia.com/gpu": 60})]
+    ctx = Context(free=free_by_shape(nodes))
+    msg = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    one = Pending("Pod", "nlp", "one", "kube-scheduler", requests={"nvidia.com/gpu": 1}, event_message=msg)
+    detail = classify(one, ctx).detail
+    assert "[now 1 × whole GPU free on matching nodes" in detail and "69" not in detail
+    two = Pending("Pod", "nlp", "two", "kube-scheduler", requests={"nvidia.com/gpu": 2}, event_message=msg)
+    assert "free on matching nodes" not in classify(two, ctx).detail
 
 
 def test_a_pending_hami_request_gets_a_suggestion_when_one_card_has_room() -> None:

@@ -162,7 +162,7 @@ def test_advice_summary_sums_the_listed_rows() -> None:
                                  0.3, pl.DataFrame(), pl.DataFrame(), {}, total=shown.total, floor=1.0)
     div = advice_panels._rows_table(v, "fleet-advice-table")
     summary = next(c for c in _components(div) if isinstance(c, html.P) and c.id == "fleet-advice-table-summary")
-    assert summary.children.startswith("3 worth acting on, together $3,461.74/month (1 risk not priced")
+    assert summary.children.startswith("3 worth acting on, together $3,461.74/month (1 not priced")
     grid = next(c for c in _components(div) if getattr(c, "id", None) == "fleet-advice-table-grid")
     saving = next(d for d in grid.columnDefs if d["field"] == "monthly_saving")
     assert "'not priced'" in saving["valueFormatter"]["function"].replace('"', "'")

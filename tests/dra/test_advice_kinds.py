@@ -102,6 +102,7 @@ def test_profiles_cover_the_goal_with_device_classes(warehouse: Path, tmp_path: 
     assert [p["claims"] for p in profiles] == [2, 1, 3]
     assert profiles[0]["share"] == pytest.approx(9 / total)
     assert rows["1g.10gb"]["recommended"] == "DeviceClass mig-1g-10gb.gpu.nvidia.com"
+    assert all(r["monthly_saving"] is None for r in rows.values())  # not priced, never 0 (0213)
     cel = profiles[2]["device_class"]["spec"]["selectors"][0]["cel"]["expression"]
     assert cel == "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"
 

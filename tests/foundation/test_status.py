@@ -143,6 +143,27 @@ def test_status_json(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert by["token_samples"]["age_s"] == pytest.approx((now - TOKEN_NEWEST).total_seconds(), abs=1)
 
 
+def test_status_simulated_warehouse_is_not_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Samples the simulator alone loaded (its watermark source, no `prometheus.*`) are
+    complete to their end: status says "simulated", never STALE (decision 0214, the rule the
+    dashboard banner uses); once a collector writes, staleness applies again."""
+    path = tmp_path / "sim.duckdb"
+    with Warehouse.open(path) as wh:
+        _insert_sample(wh, T0)
+        _mark(wh, "simulator", T0 + timedelta(minutes=1))
+    rc, out = _status(path, capsys)
+    assert rc == 0
+    last = out.splitlines()[-1]
+    assert last.startswith("simulated: newest GPU sample 2026-11-30T10:00:00Z") and "STALE" not in out
+    rc, out = _status(path, capsys, "--format", "json")
+    doc = json.loads(out)
+    assert doc["stale"] is False and doc["simulated"] is True
+    with Warehouse.open(path) as wh:
+        _mark(wh, "prometheus.gpu_samples", T0 + timedelta(minutes=1))
+    rc, out = _status(path, capsys)
+    assert out.splitlines()[-1].startswith("STALE: newest GPU sample 2026-11-30T10:00:00Z")
+
+
 @pytest.mark.parametrize("fmt", ["table", "json"])
 def test_missing_and_empty_warehouse(tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str) -> None:
     missing = tmp_path / "missing.duckdb"

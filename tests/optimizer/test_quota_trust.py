@@ -384,7 +384,7 @@ def test_headline_on_cli_text_plans_page_and_json():
     ]
     assert "4: its quota (p90 of its demand is 7)" in text and "this plan (held out, hard quotas: no borrowing)" in text
     # every table names its replay mode: the effect, the teams and the origins are held out, no borrowing
-    for label in ("pending GPU-minutes before (held out, no borrowing)", "pending GPU-min (held out, no borrowing)",
+    for label in ("pending GPU-hours before (held out, no borrowing)", "pending GPU-min (held out, no borrowing)",
                   "pending before (no borrowing)", "this plan with cohort borrowing (held out)"):
         assert label in text
     assert "with borrowing" not in text.replace("with cohort borrowing", "")
