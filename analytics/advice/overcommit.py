@@ -143,7 +143,8 @@ def _mean(total: str, n: str) -> pl.Expr:
 def _curve(group: pl.DataFrame, min_minutes: int) -> tuple[pl.DataFrame, str]:
     """Step 2: work per card by holders, on tokens/s when every level measured them."""
     curve = group.filter(pl.col("minutes") >= min_minutes).sort("holders").with_columns(
-        _mean("activity_sum", "activity_n").alias("activity"), _mean("tokens_sum", "tokens_n").alias("tokens"),
+        _mean("activity_sum", "activity_n").alias("activity"),
+        _mean("tokens_sum", "tokens_n").alias("tokens"),
         (pl.col("minutes") - pl.col("tokens_n")).alias("_nt"))
     use_tokens = curve.height > 0 and int(curve["_nt"].sum()) == 0
     metric = "tokens/s" if use_tokens else "activity"
