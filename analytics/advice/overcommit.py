@@ -32,6 +32,15 @@ SAMPLE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "holders": pl.Int64, "activity": pl.Float64, "tokens_per_s": pl.Float64, "unit_price": pl.Float64,
 }
 """One row per shared card per minute (see step 1)."""
+LEVEL_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    "pool": pl.String, "workload_class": pl.String, "holders": pl.Int64, "minutes": pl.Int64,
+    "activity_sum": pl.Float64, "activity_n": pl.Int64, "tokens_sum": pl.Float64, "tokens_n": pl.Int64,
+    "price_sum": pl.Float64, "first_ts": pl.Datetime("us", "UTC"), "last_ts": pl.Datetime("us", "UTC"),
+}
+"""The same evidence summed per level: card-minutes at `holders`, sums and counts of the
+non-NULL activity and tokens/s, the sum of the minutes' unit prices (NULL as 0), first and last
+minute. Every figure of steps 2-4 is a ratio of these sums, so the month is read as a few rows
+per pool, not one per card-minute."""
 
 
 @dataclass(frozen=True)
@@ -80,17 +89,44 @@ def overcommit_advice(
     samples: pl.DataFrame, *, ceilings: dict[str, int], knee_gain: float = 0.1,
     min_minutes: int = 30, window_hours: float | None = None,
 ) -> list[OvercommitAdvice]:
-    """Steps 1-4 per (pool, workload class) in `samples` (SAMPLE_SCHEMA), sorted by pool, class."""
-    samples = samples.filter(pl.col("holders") > 0)
-    if samples.is_empty():
+    """Steps 1-4 per (pool, workload class) in `samples` (SAMPLE_SCHEMA), sorted by pool, class:
+    the per-minute samples summed to levels (`levels_of`), then `advice_from_levels`."""
+    return advice_from_levels(levels_of(samples), ceilings=ceilings, knee_gain=knee_gain,
+                              min_minutes=min_minutes, window_hours=window_hours)
+
+
+def levels_of(samples: pl.DataFrame) -> pl.DataFrame:
+    """Per-minute samples (SAMPLE_SCHEMA) summed per (pool, class, holders) into LEVEL_SCHEMA."""
+    return samples.group_by("pool", "workload_class", "holders").agg(
+        pl.len().cast(pl.Int64).alias("minutes"), pl.col("activity").sum().alias("activity_sum"),
+        pl.col("activity").count().cast(pl.Int64).alias("activity_n"),
+        pl.col("tokens_per_s").sum().alias("tokens_sum"),
+        pl.col("tokens_per_s").count().cast(pl.Int64).alias("tokens_n"),
+        pl.col("unit_price").fill_null(0.0).sum().alias("price_sum"),
+        pl.col("ts").min().alias("first_ts"), pl.col("ts").max().alias("last_ts"),
+    ).select(list(LEVEL_SCHEMA))
+
+
+def advice_from_levels(
+    levels: pl.DataFrame, *, ceilings: dict[str, int], knee_gain: float = 0.1,
+    min_minutes: int = 30, window_hours: float | None = None,
+) -> list[OvercommitAdvice]:
+    """Steps 1-4 per (pool, workload class) on sums and counts (LEVEL_SCHEMA; several rows per
+    level are summed first), sorted by pool, class."""
+    levels = levels.filter(pl.col("holders") > 0)
+    if levels.is_empty():
         return []
-    first, last = samples["ts"].min(), samples["ts"].max()
+    levels = levels.group_by("pool", "workload_class", "holders").agg(
+        pl.col("minutes", "activity_n", "tokens_n").sum(),
+        pl.col("activity_sum", "tokens_sum", "price_sum").fill_null(0.0).sum(),
+        pl.col("first_ts").min(), pl.col("last_ts").max())
+    first, last = levels["first_ts"].min(), levels["last_ts"].max()
     span_h = 0.0
     if isinstance(first, datetime) and isinstance(last, datetime):
         span_h = (last - first).total_seconds() / 3600
     hours = window_hours or span_h + 1 / 60
     out = []
-    for (pool, klass), group in samples.sort("pool", "workload_class").group_by(
+    for (pool, klass), group in levels.sort("pool", "workload_class", "holders").group_by(
             "pool", "workload_class", maintain_order=True):
         advice = _one((str(pool), str(klass)), group, ceilings, knee_gain=knee_gain,
                       min_minutes=min_minutes, hours=hours)
@@ -99,12 +135,17 @@ def overcommit_advice(
     return out
 
 
+def _mean(total: str, n: str) -> pl.Expr:
+    """A mean from a sum and a count of the non-NULL values: NULL when none was seen."""
+    return pl.when(pl.col(n) > 0).then(pl.col(total) / pl.col(n))
+
+
 def _curve(group: pl.DataFrame, min_minutes: int) -> tuple[pl.DataFrame, str]:
     """Step 2: work per card by holders, on tokens/s when every level measured them."""
-    curve = group.group_by("holders").agg(
-        pl.len().alias("minutes"), pl.col("activity").mean().alias("activity"),
-        pl.col("tokens_per_s").mean().alias("tokens"), pl.col("tokens_per_s").null_count().alias("_nt"),
-    ).filter(pl.col("minutes") >= min_minutes).sort("holders")
+    curve = group.filter(pl.col("minutes") >= min_minutes).sort("holders").with_columns(
+        _mean("activity_sum", "activity_n").alias("activity"),
+        _mean("tokens_sum", "tokens_n").alias("tokens"),
+        (pl.col("minutes") - pl.col("tokens_n")).alias("_nt"))
     use_tokens = curve.height > 0 and int(curve["_nt"].sum()) == 0
     metric = "tokens/s" if use_tokens else "activity"
     return curve.with_columns(pl.col("tokens" if use_tokens else "activity").alias("work")), metric
@@ -114,6 +155,7 @@ def _one(
     key: tuple[str, str], group: pl.DataFrame, ceilings: dict[str, int], *, knee_gain: float,
     min_minutes: int, hours: float,
 ) -> OvercommitAdvice | None:
+    """Steps 2-4 on one (pool, class)'s levels (one row per holders level)."""
     pool, klass = key
     curve, metric = _curve(group, min_minutes)
     if curve.is_empty():
@@ -123,10 +165,10 @@ def _one(
     knee = knee_of(levels, work, knee_gain)
     ceiling = ceilings.get(klass, min(ceilings.values(), default=knee))
     recommended = max(1, min(knee, ceiling))
-    running = float(group["holders"].mean())  # type: ignore[arg-type]
-    minutes = group.height
+    minutes = int(group["minutes"].sum())
+    running = float((group["holders"] * group["minutes"]).sum()) / minutes
     card_hours = minutes / 60.0
-    price = float(group["unit_price"].fill_null(0.0).mean() or 0.0)  # type: ignore[arg-type]
+    price = float(group["price_sum"].sum()) / minutes
     past = running > recommended + 1e-9
     saving = 0.0 if past else card_hours * (1 - running / recommended) * price * HOURS_PER_MONTH / hours
     points = tuple({"holders": float(lv), "minutes": float(m), "work_per_card": w, "work_per_holder": w / lv}

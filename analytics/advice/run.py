@@ -120,27 +120,7 @@ def by_day(
 
 def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
     """Item 3: the knee of replicas per card on time-sliced and vGPU pools."""
-    activity = SamplingRules.of(settings).activity
-    minutes = by_day(lambda w, lo, hi: queries.shared_card_minutes(w, lo, hi, activity), wh, window,
-                     ("uuid", "ts"), categorical=("uuid", "pool", "model", "owner_kind", "class_label"))
-    if minutes.is_empty():
-        return Advice("overcommit", [], {"pools": []})
-    prices = {m: _price(settings, canonical_model(m), window.start) for m in minutes["model"].unique()}
-    owners = minutes.select("owner_kind", "class_label").unique()
-    owners = owners.with_columns(pl.Series("workload_class", [
-        overcommit.classify(k, {"gpuledger.io/workload-class": lbl} if lbl else None)
-        for k, lbl in owners.iter_rows()], dtype=pl.String))  # once per (owner kind, label)
-    samples = minutes.join(owners, on=["owner_kind", "class_label"], how="left", nulls_equal=True,
-                           maintain_order="left").with_columns(
-        pl.col("model").cast(pl.String).replace_strict(prices, default=0.0, return_dtype=pl.Float64)
-        .alias("unit_price"),
-        pl.when(pl.col("token_holders") == pl.col("holders")).then(pl.col("tokens_per_s"))
-        .alias("tokens_per_s"),
-        pl.col("pool").cast(pl.String).fill_null("(none)"), pl.col("uuid").cast(pl.String),
-    ).select(list(overcommit.SAMPLE_SCHEMA))
-    a = settings.advice
-    found = overcommit.overcommit_advice(samples, ceilings=a.overcommit_max, knee_gain=a.overcommit_knee_gain,
-                                         window_hours=window.hours)
+    found = overcommit_pools(wh, window, settings)
     rows: list[dict[str, object]] = [{
         "kind": "overcommit_past_knee" if o.past_knee else "overcommit_ratio",
         "scope": f"{o.pool} ({o.workload_class})", "current": f"1:{o.running:.1f}",
@@ -149,6 +129,31 @@ def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advi
         "reason": o.reason(),
     } for o in found]
     return Advice("overcommit", rows, {"pools": [o.as_dict() for o in found]})
+
+
+def overcommit_pools(wh: Warehouse, window: Window, settings: Settings) -> list[overcommit.OvercommitAdvice]:
+    """The overcommit analysis per (pool, class), from the shared cards' minutes summed per
+    level in DuckDB a day at a time (sums and counts: the month is a few rows per pool, never a
+    per-minute frame)."""
+    activity = SamplingRules.of(settings).activity
+    found_levels = by_day(lambda w, lo, hi: queries.shared_card_levels(w, lo, hi, activity), wh, window,
+                          ("pool", "model", "owner_kind", "class_label", "holders"))
+    if found_levels.is_empty():
+        return []
+    prices = {m: _price(settings, canonical_model(m), window.start) for m in found_levels["model"].unique()}
+    owners = found_levels.select("owner_kind", "class_label").unique()
+    owners = owners.with_columns(pl.Series("workload_class", [
+        overcommit.classify(k, {"gpuledger.io/workload-class": lbl} if lbl else None)
+        for k, lbl in owners.iter_rows()], dtype=pl.String))  # once per (owner kind, label)
+    levels = found_levels.join(owners, on=["owner_kind", "class_label"], how="left",
+                               nulls_equal=True).with_columns(
+        (pl.col("model").replace_strict(prices, default=0.0, return_dtype=pl.Float64) * pl.col("minutes"))
+        .alias("price_sum"),
+        pl.col("pool").fill_null("(none)"),
+    ).select(list(overcommit.LEVEL_SCHEMA))
+    a = settings.advice
+    return overcommit.advice_from_levels(levels, ceilings=a.overcommit_max, knee_gain=a.overcommit_knee_gain,
+                                         window_hours=window.hours)
 
 
 def policy_of(settings: Settings) -> autoscaling.Policy:

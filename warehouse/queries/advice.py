@@ -79,7 +79,7 @@ tok AS (
     ) WHERE ts0 IS NOT NULL AND ts >= $start GROUP BY ALL
 )"""
 
-_SHARED_SQL = """
+_SHARED_BODY = """
 WITH held AS (
     SELECT date_trunc('minute', s.ts) AS minute, s.uuid, s.namespace, s.pod,
         max({activity}) AS activity
@@ -95,7 +95,16 @@ SELECT h.minute AS ts, h.uuid, g.pool, g.model, count(DISTINCT h.pod) AS holders
 FROM held h JOIN gpus g ON g.uuid = h.uuid
 LEFT JOIN tok t ON t.minute = h.minute AND t.namespace = h.namespace AND t.pod = h.pod
 LEFT JOIN pods p ON p.namespace = h.namespace AND p.pod = h.pod
-GROUP BY ALL ORDER BY h.uuid, ts
+GROUP BY ALL"""
+_SHARED_SQL = _SHARED_BODY + " ORDER BY h.uuid, ts\n"
+_SHARED_LEVELS_SQL = """
+SELECT pool, model, owner_kind, class_label, holders, count(*) AS minutes,
+    sum(activity) AS activity_sum, count(activity) AS activity_n,
+    sum(tokens) AS tokens_sum, count(tokens) AS tokens_n, min(ts) AS first_ts, max(ts) AS last_ts
+FROM (
+    SELECT *, CASE WHEN token_holders = holders THEN tokens_per_s END AS tokens FROM ({shared})
+)
+GROUP BY ALL ORDER BY pool, model, owner_kind, class_label, holders
 """
 
 
@@ -107,6 +116,18 @@ def shared_card_minutes(
     `tokens_per_s` (generated, summed over holders with vLLM counters), `token_holders`,
     `owner_kind`, `class_label` (a holder's)."""
     return wh.query(_with_activity(_SHARED_SQL, activity, "s"), {"start": start, "end": end})
+
+
+def shared_card_levels(
+    wh: ReadableWarehouse, start: datetime, end: datetime, activity: ActivitySource,
+) -> pl.DataFrame:
+    """`shared_card_minutes` summed per (`pool`, `model`, `owner_kind`, `class_label`,
+    `holders`): `minutes` (card-minutes), `activity_sum` and `activity_n` (sum and count of the
+    minutes with a reading), `tokens_sum` and `tokens_n` (over the minutes where every holder
+    had vLLM counters: a minute with some holders unmeasured has no card figure), `first_ts`,
+    `last_ts`. A few rows per pool instead of one per card-minute."""
+    sql = _SHARED_LEVELS_SQL.format(shared=_with_activity(_SHARED_BODY, activity, "s"))
+    return wh.query(sql, {"start": start, "end": end})
 
 
 _SERVING_SQL = """
