@@ -37,6 +37,7 @@ pytestmark = pytest.mark.prometheus
 
 DEADLINE_S = 2
 CAP_MB = 4
+WORKING_SET_MB = 40
 STEP = timedelta(minutes=15)
 CONFIG = f"""\
 teams:
@@ -115,8 +116,9 @@ def test_hostile_answers(proxy: HostileProxy, tmp_path_factory: pytest.TempPathF
             tracemalloc.stop()
         elapsed = time.monotonic() - started
         # Python's allocations at their peak: the cap's pieces and their join, plus the run's
-        # own working set; a buffered 12 MB answer would show.
-        assert peak < 2 * CAP_MB * 1_000_000 + 24_000_000, (fault, peak)
+        # own working set (measured 24-29 MB in full-suite runs, whatever ran before in the
+        # process); a buffered 12 MB answer (its bytes and its text, 24 MB more) would show.
+        assert peak < 2 * CAP_MB * 1_000_000 + WORKING_SET_MB * 1_000_000, (fault, peak)
         err = capsys.readouterr().err
         lines = [line for line in err.splitlines() if line.strip()]
         assert elapsed < DEADLINE_S + 20, (fault, elapsed)

@@ -70,22 +70,32 @@ def test_kueue_admits_two_one_gpu_jobs_and_holds_the_two_gpu_job(twin: Twin, k8s
             custom.create_namespaced_custom_object(GROUP, VERSION, k8s_namespace, "localqueues", {
                 "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue", "metadata": {"name": "lq"},
                 "spec": {"clusterQueue": cq}})
-            for name in ("a", "b", "c"):
-                batch.create_namespaced_job(k8s_namespace, _job(name, asks[name], "lq"))
             latest: dict[str, dict[str, Any]] = {}
 
-            def done() -> bool:
-                jobs = _by_job(latest)
-                return (all(_condition(jobs.get(n, {}), "Admitted")[0] == "True" for n in ("a", "b"))
-                        and _condition(jobs.get("c", {}), "QuotaReserved")[0] == "False")
+            def follow(until: Any) -> None:
+                """Watch the namespace's Workloads into `latest` until `until()` (or the timeout)."""
+                w = watch.Watch()
+                for event in w.stream(custom.list_namespaced_custom_object, GROUP, VERSION, k8s_namespace,
+                                      "workloads", timeout_seconds=WATCH_TIMEOUT_S):
+                    obj = event["object"]
+                    latest[obj["metadata"]["name"]] = obj
+                    if until():
+                        w.stop()
 
-            w = watch.Watch()
-            for event in w.stream(custom.list_namespaced_custom_object, GROUP, VERSION, k8s_namespace,
-                                  "workloads", timeout_seconds=WATCH_TIMEOUT_S):
-                obj = event["object"]
-                latest[obj["metadata"]["name"]] = obj
-                if done():
-                    w.stop()
+            def admitted(names: tuple[str, ...]) -> bool:
+                jobs = _by_job(latest)
+                return all(_condition(jobs.get(n, {}), "Admitted")[0] == "True" for n in names)
+
+            def done() -> bool:
+                return admitted(("a", "b")) and _condition(_by_job(latest).get("c", {}), "QuotaReserved")[0] == "False"
+
+            # In order, as the case says: Kueue orders by creation time at one-second resolution, so
+            # c waits until a and b are admitted before it exists (else a tie may admit c first).
+            for name in ("a", "b"):
+                batch.create_namespaced_job(k8s_namespace, _job(name, asks[name], "lq"))
+            follow(lambda: admitted(("a", "b")))
+            batch.create_namespaced_job(k8s_namespace, _job("c", asks["c"], "lq"))
+            follow(done)
             jobs = _by_job(latest)
             states = {n: (_condition(wl, "Admitted"), _condition(wl, "QuotaReserved")) for n, wl in jobs.items()}
             assert done(), f"watch ended after {WATCH_TIMEOUT_S}s before the expected state: {states}"
