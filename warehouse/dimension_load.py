@@ -64,8 +64,8 @@ def extend_history(
     if table == "nodes":
         first = con.sql(node_history.changed_from(view)).fetchall()
         mark_dirty(first[0][0] if first else None)
-        con.execute(node_history.history_insert(view))
-        con.execute(node_history.history_squash(view))
+        con.execute(node_history.NODE_HISTORY.insert(view))
+        con.execute(node_history.NODE_HISTORY.squash(view))
     elif table == "namespaces":
-        con.execute(namespace_history.history_insert(view))
-        con.execute(namespace_history.history_squash(view))
+        con.execute(namespace_history.NAMESPACE_HISTORY.insert(view))
+        con.execute(namespace_history.NAMESPACE_HISTORY.squash(view))

@@ -25,43 +25,13 @@ The rules are node_history's (`warehouse.node_history`, docs/decisions/0207), fo
 
 from __future__ import annotations
 
+from gpuledger.warehouse.config_history import ConfigHistory
+
 CONFIG_COLUMNS: tuple[str, ...] = ("team",)
 """The `namespaces` columns besides `labels` that are configuration (rule 2)."""
 
 
-def _same(a: str, b: str) -> str:
-    """Rows `a` and `b` hold the same team and labels (rule 2)."""
-    return " AND ".join(
-        [f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in CONFIG_COLUMNS]
-        + [f"CAST({a}.labels AS VARCHAR) IS NOT DISTINCT FROM CAST({b}.labels AS VARCHAR)"]
-    )
-
-
-def history_insert(view: str) -> str:
-    """The statement that adds the rows of a `namespaces` batch (registered as `view`) that differ
-    from the row in force at their time to `namespace_history` (module docstring, rules 1-3); an
-    observation older than a namespace's first row is always added (rule 5 squashes it)."""
-    cols = ", ".join(CONFIG_COLUMNS)
-    in_force = ("(SELECT max(p.valid_from) FROM namespace_history p "
-                "WHERE p.namespace = n.namespace AND p.valid_from <= n._from)")
-    return f"""
-        INSERT OR REPLACE INTO namespace_history (namespace, valid_from, {cols}, labels, observed_at)
-        WITH n AS (SELECT *, coalesce(observed_at, now()) AS _from FROM {view})
-        SELECT namespace, _from, {cols}, labels, observed_at FROM n WHERE NOT EXISTS (
-            SELECT 1 FROM namespace_history h
-            WHERE h.namespace = n.namespace AND {_same('h', 'n')} AND h.valid_from = {in_force}
-        )
-    """
-
-
-def history_squash(view: str) -> str:
-    """The statement that removes, on the namespaces of a batch (`view`), each row that repeats
-    the row before it (rule 5): run after `history_insert`."""
-    before = ("(SELECT max(q.valid_from) FROM namespace_history q "
-              "WHERE q.namespace = h.namespace AND q.valid_from < h.valid_from)")
-    return f"""
-        DELETE FROM namespace_history h
-        WHERE h.namespace IN (SELECT namespace FROM {view}) AND EXISTS (
-            SELECT 1 FROM namespace_history p WHERE p.namespace = h.namespace
-              AND p.valid_from = {before} AND {_same('p', 'h')})
-    """
+NAMESPACE_HISTORY = ConfigHistory("namespace_history", "namespace", CONFIG_COLUMNS,
+                                  lambda alias: f"CAST({alias}.labels AS VARCHAR)",
+                                  "coalesce(observed_at, now())")
+"""`namespace_history`'s rows (rules 1-3, 5) by the shared SQL (`warehouse.config_history`)."""

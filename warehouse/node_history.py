@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import json
 
+from gpuledger.warehouse.config_history import ConfigHistory
+
 VOLATILE_LABELS: tuple[str, ...] = ("nvidia.com/gfd.timestamp",)
 """Node labels rewritten on every relabelling without any change of configuration (GPU feature
 discovery stamps each run, NVIDIA/k8s-device-plugin `gpu-feature-discovery` `--no-timestamp`)."""
@@ -50,65 +52,20 @@ def _stable(alias: str) -> str:
             f"ELSE CAST(json_merge_patch({alias}.labels, '{_PATCH}') AS VARCHAR) END")
 
 
-def _same(a: str, b: str) -> str:
-    """Rows `a` and `b` hold the same configuration (rule 2)."""
-    return " AND ".join(
-        [f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in CONFIG_COLUMNS]
-        + [f"{_stable(a)} IS NOT DISTINCT FROM {_stable(b)}"]
-    )
-
-
-def _fresh(view: str, *, first_before: bool) -> str:
-    """The rows of a `nodes` batch (`view`) that differ from the row in force at their `_from`
-    (rules 1-2), as `fresh`. `first_before`: before a node's first row, the first row is in force
-    (what prices that time); else nothing is, and every older observation is fresh."""
-    earlier = ("(SELECT max(p.valid_from) FROM node_history p "
-               "WHERE p.node = n.node AND p.valid_from <= n._from)")
-    first = "(SELECT min(p.valid_from) FROM node_history p WHERE p.node = n.node)"
-    in_force = f"coalesce({earlier}, {first})" if first_before else earlier
-    return f"""
-        n AS (SELECT *, coalesce(valid_from, observed_at, now()) AS _from FROM {view}),
-        fresh AS (
-            SELECT n.* FROM n WHERE NOT EXISTS (
-                SELECT 1 FROM node_history h
-                WHERE h.node = n.node AND {_same('h', 'n')} AND h.valid_from = {in_force}
-            )
-        )"""
+NODE_HISTORY = ConfigHistory("node_history", "node", CONFIG_COLUMNS, _stable,
+                             "coalesce(valid_from, observed_at, now())")
+"""`node_history`'s rows (rules 1-3, 5) by the shared SQL (`warehouse.config_history`)."""
 
 
 def changed_from(view: str) -> str:
     """The query of the first moment the new rows of a `nodes` batch (`view`) re-configure
     (rule 4); NULL when they change nothing already rolled up on their nodes. Run before
-    `history_insert`."""
+    `NODE_HISTORY.insert`."""
     return f"""
-        WITH {_fresh(view, first_before=True)}
+        WITH {NODE_HISTORY.fresh(view, first_before=True)}
         SELECT min(CASE WHEN EXISTS (SELECT 1 FROM node_history p
                                      WHERE p.node = fresh.node AND p.valid_from < fresh._from)
                         THEN fresh._from
                         ELSE (SELECT min(c.ts) FROM card_hours_hourly c WHERE c.node = fresh.node) END)
         FROM fresh
-    """
-
-
-def history_insert(view: str) -> str:
-    """The statement that adds the rows of a `nodes` batch (registered as `view`) that change a
-    node's configuration to `node_history` (module docstring, rules 1-3)."""
-    cols = ", ".join(CONFIG_COLUMNS)
-    return f"""
-        INSERT OR REPLACE INTO node_history (node, valid_from, {cols}, labels, observed_at)
-        WITH {_fresh(view, first_before=False)}
-        SELECT node, _from, {cols}, labels, observed_at FROM fresh
-    """
-
-
-def history_squash(view: str) -> str:
-    """The statement that removes, on the nodes of a batch (`view`), each row that repeats the
-    configuration of the row before it (rule 5): run after `history_insert`."""
-    before = ("(SELECT max(q.valid_from) FROM node_history q "
-              "WHERE q.node = h.node AND q.valid_from < h.valid_from)")
-    return f"""
-        DELETE FROM node_history h
-        WHERE h.node IN (SELECT node FROM {view}) AND EXISTS (
-            SELECT 1 FROM node_history p WHERE p.node = h.node AND p.valid_from = {before}
-              AND {_same('p', 'h')})
     """
