@@ -161,25 +161,32 @@ NODES = TableSpec(
     doc="Each node as last collected (the `now` readers); per-hour readers use `node_history`.",
 )
 
-NODE_HISTORY = TableSpec(
-    "node_history", "dimension",
-    (
-        _c("node", "VARCHAR", False),
-        _c("valid_from", TS, False, "the configuration holds from here to the node's next row; a "
-           "node's first row stands for the time before it too (nothing earlier is known)"),
-        _c("pool", "VARCHAR"),
-        _c("model", "VARCHAR"),
-        _c("gpu_count", "INTEGER"),
-        _c("sharing_mode", "VARCHAR"),
-        _c("replicas", "INTEGER"),
-        _c("mig_config", "VARCHAR", doc="nvidia.com/mig.config"),
-        _c("mig_config_state", "VARCHAR", doc="nvidia.com/mig.config.state"),
-        _c("labels", "JSON"),
-        _c("observed_at", TS),
-    ),
-    key=("node", "valid_from"),
-    doc="Node configuration with its validity interval, written by every `nodes` load when it "
-        "differs from the one in force at its `valid_from` (`warehouse.node_history`, v014).",
+NODE_CONFIG_COLUMNS: tuple[str, ...] = (
+    "pool", "model", "gpu_count", "sharing_mode", "replicas", "mig_config", "mig_config_state",
+)
+"""The `nodes` columns besides `labels` that are configuration: kept with their validity
+interval in `node_history` (`warehouse.node_history` rule 2)."""
+
+
+def _history_of(spec: TableSpec, name: str, config: tuple[str, ...], valid_from: str, doc: str) -> TableSpec:
+    """A dimension's history table: its key, `valid_from`, its configuration columns `config`,
+    `labels` and `observed_at`, each as the dimension declares it (one declaration per column)."""
+    by_name = {c.name: c for c in spec.columns}
+    key = spec.key[0]
+    return TableSpec(
+        name, "dimension",
+        (by_name[key], _c("valid_from", TS, False, valid_from),
+         *(by_name[c] for c in (*config, "labels", "observed_at"))),
+        key=(key, "valid_from"), doc=doc,
+    )
+
+
+NODE_HISTORY = _history_of(
+    NODES, "node_history", NODE_CONFIG_COLUMNS,
+    "the configuration holds from here to the node's next row; a node's first row stands for the "
+    "time before it too (nothing earlier is known)",
+    "Node configuration with its validity interval, written by every `nodes` load when it "
+    "differs from the one in force at its `valid_from` (`warehouse.node_history`, v014).",
 )
 
 NAMESPACES = TableSpec(
@@ -194,19 +201,16 @@ NAMESPACES = TableSpec(
     doc="Each namespace as last observed (the `now` readers); the bill reads `namespace_history`.",
 )
 
-NAMESPACE_HISTORY = TableSpec(
-    "namespace_history", "dimension",
-    (
-        _c("namespace", "VARCHAR", False),
-        _c("valid_from", TS, False, "the team holds from here to the namespace's next row; a "
-           "namespace's first row stands for the time before it too (nothing earlier is known)"),
-        _c("team", "VARCHAR", doc="value of the team label; NULL when unlabeled"),
-        _c("labels", "JSON"),
-        _c("observed_at", TS),
-    ),
-    key=("namespace", "valid_from"),
-    doc="Namespace team labels with their validity interval, written by every `namespaces` load "
-        "when they differ from the ones in force at its time (`warehouse.namespace_history`, v015).",
+NAMESPACE_CONFIG_COLUMNS: tuple[str, ...] = ("team",)
+"""The `namespaces` columns besides `labels` kept with their validity interval in
+`namespace_history` (`warehouse.namespace_history` rule 2)."""
+
+NAMESPACE_HISTORY = _history_of(
+    NAMESPACES, "namespace_history", NAMESPACE_CONFIG_COLUMNS,
+    "the team holds from here to the namespace's next row; a namespace's first row stands for the "
+    "time before it too (nothing earlier is known)",
+    "Namespace team labels with their validity interval, written by every `namespaces` load "
+    "when they differ from the ones in force at its time (`warehouse.namespace_history`, v015).",
 )
 
 MIG_INSTANCES = TableSpec(

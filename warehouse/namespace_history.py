@@ -25,10 +25,11 @@ The rules are node_history's (`warehouse.node_history`, docs/decisions/0207), fo
 
 from __future__ import annotations
 
+from gpuledger.core.frames import NAMESPACE_CONFIG_COLUMNS
 from gpuledger.warehouse.config_history import ConfigHistory
 
-CONFIG_COLUMNS: tuple[str, ...] = ("team",)
-"""The `namespaces` columns besides `labels` that are configuration (rule 2)."""
+CONFIG_COLUMNS = NAMESPACE_CONFIG_COLUMNS
+"""The columns besides `labels` that are configuration (rule 2; declared with the table, `core.frames`)."""
 
 
 NAMESPACE_HISTORY = ConfigHistory("namespace_history", "namespace", CONFIG_COLUMNS,

@@ -32,16 +32,15 @@ from __future__ import annotations
 
 import json
 
+from gpuledger.core.frames import NODE_CONFIG_COLUMNS
 from gpuledger.warehouse.config_history import ConfigHistory
 
 VOLATILE_LABELS: tuple[str, ...] = ("nvidia.com/gfd.timestamp",)
 """Node labels rewritten on every relabelling without any change of configuration (GPU feature
 discovery stamps each run, NVIDIA/k8s-device-plugin `gpu-feature-discovery` `--no-timestamp`)."""
 
-CONFIG_COLUMNS: tuple[str, ...] = (
-    "pool", "model", "gpu_count", "sharing_mode", "replicas", "mig_config", "mig_config_state",
-)
-"""The `nodes` columns besides `labels` that are configuration (rule 2)."""
+CONFIG_COLUMNS = NODE_CONFIG_COLUMNS
+"""The columns besides `labels` that are configuration (rule 2; declared with the table, `core.frames`)."""
 
 _PATCH = json.dumps(dict.fromkeys(VOLATILE_LABELS))
 

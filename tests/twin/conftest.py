@@ -7,7 +7,6 @@ that builds them, instead of compiling for many minutes inside pytest.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,18 +36,10 @@ def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClust
     """The twin's own apiserver (issue 36: "against a fresh apiserver"), in place of the suite's
     shared one for these tests: that one holds other tests' pending pods, queues and Workloads,
     which the twin's Kueue would reconcile and whose quota state would race the twin's."""
-    from tools.k8s_testenv.builder import build
-    from tools.k8s_testenv.versions import Layout as TestEnvLayout
-    from tools.k8s_testenv.versions import default_cache_root as testenv_cache_root
+    from tools.k8s_testenv.pytest_plugin import running_cluster
 
-    layout = TestEnvLayout(testenv_cache_root())
-    build(layout, echo=lambda line: print(line, file=sys.stderr))
-    cluster = LocalCluster(layout, tmp_path_factory.mktemp("twin-cluster"))
-    try:
-        cluster.start()
+    with running_cluster(tmp_path_factory.mktemp("twin-cluster")) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture

@@ -14,9 +14,11 @@ Fixtures:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -46,10 +48,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def k8s_cluster(
     tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
 ) -> Iterator[LocalCluster]:
+    with running_cluster(tmp_path_factory.mktemp("k8s-testenv"),
+                         install_crds=not pytestconfig.getoption("--k8s-testenv-no-crds")) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def running_cluster(folder: Path, *, install_crds: bool = True) -> Iterator[LocalCluster]:
+    """A started etcd + kube-apiserver in `folder` (built or taken from the cache first), stopped
+    on exit: the suite's shared cluster, and a cluster of its own for tests that need one."""
     layout = Layout(default_cache_root())
     build(layout, echo=lambda line: print(line, file=sys.stderr))
-    cluster = LocalCluster(layout, tmp_path_factory.mktemp("k8s-testenv"),
-                           install_crds=not pytestconfig.getoption("--k8s-testenv-no-crds"))
+    cluster = LocalCluster(layout, folder, install_crds=install_crds)
     try:
         cluster.start()
         yield cluster
