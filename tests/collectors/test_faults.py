@@ -55,23 +55,30 @@ def _exactly_once(wh: Warehouse) -> None:
 def test_prometheus_stopped_mid_range(prometheus_factory: ServerPool, tiny_openmetrics: Path,
                                       tmp_path: Path) -> None:
     server = prometheus_factory.prometheus(tiny_openmetrics)
-    settings = tiny_settings(retries=1)
+    # Six 30-minute chunks. The pipeline holds at most three chunks past the one being loaded
+    # (one handed over, one built, one in flight), so when the first chunk's load stops the
+    # server, the fifth chunk's queries are sent only after the server has exited: the run
+    # must fail however fast the machine fetches (with 1h chunks, all three could be fetched
+    # before the first load finished, and the run then ended without an error).
+    settings = tiny_settings(retries=1, chunk="30m")
+    chunk = timedelta(minutes=30)
 
     def stop_after_first(data: object) -> None:
-        server.stop()
+        if server.running:
+            server.stop()
 
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         with pytest.raises(SourceError) as failure:
             collect_window(wh, settings, server.url, WINDOW, on_chunk=stop_after_first,
                            now=lambda: NOW, backoff_s=0.01)
         message = str(failure.value)
-        # A query already in flight (the collector fetches one chunk ahead) meets Prometheus
-        # shutting down: 503, or 422 "block is closing" from its query engine; later ones are
-        # refused. Whichever it meets, the one line names the engine and the query.
+        # A query already in flight meets Prometheus shutting down: 503, or 422 "block is
+        # closing" from its query engine; later ones are refused. Whichever it meets, the one
+        # line names the engine and the query.
         gone = "cannot reach" in message or "HTTP 503" in message or "block is closing" in message
         assert server.url in message and gone and "query" in message
         mark = resume_point(wh)
-        assert mark in (tinyfleet.T0 + timedelta(hours=1), tinyfleet.T0 + timedelta(hours=2))
+        assert mark in {tinyfleet.T0 + k * chunk for k in range(1, 5)}
         assert wh.scalar("SELECT max(ts) FROM gpu_samples") == mark - timedelta(minutes=1)
         server.start()
         report = collect_window(wh, settings, server.url, WINDOW, now=lambda: NOW)
