@@ -45,8 +45,10 @@ from bench.bill_compare import (
     compute_team_totals,
     growth,
     lines_diff,
+    over_floor,
     phase_big,
     phase_floor,
+    schema_copy,
     window_of_days,
 )
 
@@ -101,6 +103,7 @@ def phase_rollup(cache: Path, days: int, replay_rollup: bool = False) -> dict[st
     from gpuledger.core.config import Settings
     from gpuledger.core.frames import CARD_HOURS_HOURLY
     from gpuledger.warehouse import Warehouse
+    from gpuledger.warehouse.daily_rollup import refresh_days
 
     per_day = []
     with Warehouse.open(cache / "fleet.duckdb") as wh:
@@ -114,8 +117,13 @@ def phase_rollup(cache: Path, days: int, replay_rollup: bool = False) -> dict[st
                 f"INSERT INTO card_hours_hourly SELECT ts + INTERVAL (k) DAY AS ts, {cols} "
                 "FROM card_hours_hourly, range(1, ?) AS r(k) ORDER BY ts", [days]
             )
+            wh.con.execute(  # the stamps of the replayed hours (decision 0147): else the bill refuses them
+                "INSERT INTO rollup_hours SELECT ts + INTERVAL (k) DAY AS ts, rules "
+                "FROM rollup_hours, range(1, ?) AS r(k) ORDER BY ts", [days]
+            )
             wh.con.execute("UPDATE watermarks SET watermark = ? WHERE source = ?",
                            [START + timedelta(days=days), ROLLUP_SOURCE])
+            refresh_days(wh.con, window_of_days(days))  # the day rows of the replayed hours (v016)
         rows = int(wh.scalar("SELECT count(*) FROM card_hours_hourly"))
     return {"rollup_rows": rows, "rollup_day_s_mean": round(sum(per_day) / len(per_day), 2),
             "rollup_day_s_max": round(max(per_day), 2), "peak_rss_mib": round(_peak_mib())}
@@ -273,15 +281,17 @@ def _child(*args: str, tree: Path | None = None) -> dict[str, Any]:
 
 
 def _bills(out: dict[str, Any], c: str, file: str, days: int, *, name: str, before: Path | None) -> None:
-    """The month's bill at both grains, and with `before` the same bills by the code before
-    decisions 0132/0133 in the same run, with the differential check of their lines."""
+    """The month's bill at both grains, and with `before` the same bills by the code of
+    `--before` in the same run (on a copy of the file stepped back to its schema,
+    `bill_compare.schema_copy`), with the differential check of their lines."""
     cache = Path(c)
+    old_file = schema_copy(cache, file, before) if before is not None else file
     for grain, suffix in (("lines", "_lines_grain"), ("device", "")):
         lines = cache / f"lines-{name}-{grain}.parquet"
         out[f"{name}{suffix}"] = _child("bill", c, file, str(days), "rollup", grain, str(lines))
         if before is not None:
             old = cache / f"lines-{name}-{grain}-before.parquet"
-            out[f"{name}{suffix}_before"] = _child("bill", c, file, str(days), "rollup", grain, str(old),
+            out[f"{name}{suffix}_before"] = _child("bill", c, old_file, str(days), "rollup", grain, str(old),
                                                    tree=before)
             out[f"{name}{suffix}_vs_before"] = lines_diff(lines, old)
 
@@ -316,6 +326,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out["big_data"] = _child("big", c, str(args.gpus), str(args.big_gpus))
         _bills(out, c, "big.duckdb", args.days, name="big_monthly_bill_from_rollup", before=before)
         out["big_monthly_floor_group_by"] = _child("floor", c, "big.duckdb", str(args.days))
+        for kind in ("namespace_daily", "device_grain"):
+            out[f"big_monthly_floor_{kind}"] = _child("floor", c, "big.duckdb", str(args.days), kind)
+        out["big_over_floor"] = over_floor(out)
         out["growth_1k_to_big"] = growth(out)
     return out
 
@@ -329,7 +342,7 @@ def main() -> None:
             "rollup": lambda: phase_rollup(cache, int(rest[1]), rest[2] == "1"),
             "bill": lambda: phase_bill(cache, rest[1], int(rest[2]), rest[3], rest[4],
                                       lines_out=rest[5] if len(rest) > 5 else "-"),
-            "floor": lambda: phase_floor(cache, rest[1], int(rest[2])),
+            "floor": lambda: phase_floor(cache, rest[1], int(rest[2]), *rest[3:4]),
             "promql-data": lambda: phase_promql_data(cache, int(rest[1])),
             "promql-bill": lambda: phase_promql_bill(cache),
             "big": lambda: phase_big(cache, int(rest[1]), int(rest[2])),

@@ -4,6 +4,7 @@ code before decisions 0132/0133 and the differential check of its lines, growth 
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,9 +19,22 @@ def window_of_days(days: int) -> Any:
     return Window(START, START + timedelta(days=days))
 
 
-def phase_floor(cache: Path, file: str, days: int) -> dict[str, Any]:
-    """The floor of a bill from roll-ups: one `GROUP BY` over the same roll-up rows (by
-    namespace, which names the team), twice like the bill."""
+FLOORS = {
+    "namespace": "SELECT namespace, sum(card_hours) AS card_hours, sum(idle_card_hours) AS idle "
+                 "FROM card_hours_hourly WHERE ts >= $start AND ts < $end GROUP BY namespace",
+    "namespace_daily": "SELECT namespace, sum(card_hours) AS card_hours, sum(idle_card_hours) AS idle "
+                       "FROM card_hours_daily WHERE ts >= $start AND ts < $end GROUP BY namespace",
+    "device_grain": "SELECT epoch_us(ts) // 86400000000 AS day_no, uuid, gpu_i_id, vgpu, profile, namespace, "
+                    "pod, node, model, pool, sharing_mode, queue, sum(card_hours) AS card_hours "
+                    "FROM card_hours_hourly WHERE ts >= $start AND ts < $end GROUP BY ALL",
+}
+"""The floors: one bare `GROUP BY` over the hourly roll-up's rows by namespace (the issue's
+floor), the same over the daily roll-up's rows, and the device grain's own floor (the hourly
+rows grouped into the day x device x holder rows the device-grain bill returns)."""
+
+
+def phase_floor(cache: Path, file: str, days: int, kind: str = "namespace") -> dict[str, Any]:
+    """The floor of a bill from roll-ups (`FLOORS[kind]`), twice like the bill."""
     from gpuledger.warehouse import Warehouse
 
     window = window_of_days(days)
@@ -28,16 +42,39 @@ def phase_floor(cache: Path, file: str, days: int) -> dict[str, Any]:
     with Warehouse.open(cache / file, read_only=True) as wh:
         for _ in range(2):
             t, c = time.perf_counter(), time.process_time()
-            rows = wh.query(
-                "SELECT namespace, sum(card_hours) AS card_hours, sum(idle_card_hours) AS idle "
-                "FROM card_hours_hourly WHERE ts >= $start AND ts < $end GROUP BY namespace",
-                {"start": window.start, "end": window.end},
-            )
+            rows = wh.query(FLOORS[kind], {"start": window.start, "end": window.end})
             times.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
     return {"seconds": round(times[0], 3), "warm_s": round(times[1], 3), "cpu_s": round(cpu[0], 3),
             "warm_cpu_s": round(cpu[1], 3), "groups": rows.height,
-            "card_hours": round(float(rows["card_hours"].sum()), 3)}
+            "card_hours": round(float(rows["card_hours"].sum()), 3), "floor": kind}
+
+
+def schema_copy(cache: Path, file: str, tree: Path) -> str:
+    """`file` as the code of `tree` reads it: the same rows in a copy stepped back to that
+    code's schema version (the daily roll-up of v016 dropped), so the baseline bills the same
+    data in the same run; `file` itself when the versions match."""
+    import shutil
+
+    import duckdb
+
+    version = subprocess.run(
+        [sys.executable, "-c", "from gpuledger.warehouse.schema import LATEST; print(LATEST)"],
+        capture_output=True, text=True, check=True, cwd=tree,
+    ).stdout.strip()
+    con = duckdb.connect(str(cache / file), read_only=True)
+    ours = con.execute("SELECT max(version) FROM schema_version").fetchall()[0][0]
+    con.close()
+    if int(version) >= int(ours):
+        return file
+    copy = f"{Path(file).stem}-v{version}.duckdb"
+    shutil.copyfile(cache / file, cache / copy)
+    con = duckdb.connect(str(cache / copy))
+    con.execute("DROP TABLE IF EXISTS card_hours_daily")
+    con.execute("DELETE FROM schema_version WHERE version > ?", [int(version)])
+    con.execute("CHECKPOINT")
+    con.close()
+    return copy
 
 
 def lines_diff(after: Path, before: Path) -> dict[str, Any]:
@@ -68,6 +105,7 @@ def compute_team_totals(bill: Any) -> list[dict[str, Any]]:
 def phase_big(cache: Path, gpus: int, big: int) -> dict[str, Any]:
     from gpuledger.core.frames import CARD_HOURS_HOURLY, GPUS
     from gpuledger.warehouse import Warehouse
+    from gpuledger.warehouse.daily_rollup import refresh_days
 
     src = cache / "fleet.duckdb"
     path = cache / "big.duckdb"
@@ -90,9 +128,10 @@ def phase_big(cache: Path, gpus: int, big: int) -> dict[str, Any]:
                 f"INSERT INTO mig_instances SELECT uuid || {suffix}, gpu_i_id, profile, start_ts, end_ts "
                 "FROM src.mig_instances"
             )
-        for table in ("namespaces", "pods", "watermarks"):
+        for table in ("namespaces", "pods", "watermarks", "rollup_hours", "rule_sets"):
             wh.con.execute(f"INSERT INTO {table} SELECT * FROM src.{table}")
         wh.con.execute("DETACH src")
+        refresh_days(wh.con, window_of_days(366))  # the day rows of the copied hours (v016)
         rows = int(wh.scalar("SELECT count(*) FROM card_hours_hourly"))
         cards = int(wh.scalar("SELECT count(*) FROM gpus"))
     return {"gpus": cards, "rollup_rows": rows, "build_s": round(time.perf_counter() - t, 1)}
@@ -129,3 +168,24 @@ def growth(out: dict[str, Any]) -> dict[str, Any]:
                 "cpu_x": round(big["warm_cpu_s"] / max(small["warm_cpu_s"], 1e-3), 1),
             }
     return grown
+
+
+def over_floor(out: dict[str, Any]) -> dict[str, Any]:
+    """Each 10,000-card monthly bill (ours and `--before`'s) over the issue's floor (the bare
+    GROUP BY namespace over the hourly rows) and over the device grain's own floor: warm wall
+    time and warm process CPU time (steadier on a loaded machine)."""
+    floor, grain_floor = out.get("big_monthly_floor_group_by"), out.get("big_monthly_floor_device_grain")
+    ratios: dict[str, Any] = {}
+    for name in ("big_monthly_bill_from_rollup", "big_monthly_bill_from_rollup_lines_grain",
+                 "big_monthly_bill_from_rollup_before", "big_monthly_bill_from_rollup_lines_grain_before"):
+        bill = out.get(name)
+        if not bill or not floor:
+            continue
+        ratios[name] = {
+            "warm_x_floor": round(bill["warm_s"] / floor["warm_s"], 1),
+            "warm_cpu_x_floor": round(bill["warm_cpu_s"] / max(floor["warm_cpu_s"], 1e-3), 1),
+        }
+        if grain_floor:
+            ratios[name]["warm_cpu_x_device_grain_floor"] = round(
+                bill["warm_cpu_s"] / max(grain_floor["warm_cpu_s"], 1e-3), 1)
+    return ratios

@@ -293,6 +293,38 @@ CARD_HOURS_HOURLY = TableSpec(
     doc="Hourly roll-up of card-hours; kept after raw samples age out.",
 )
 
+CARD_HOURS_DAILY = TableSpec(
+    "card_hours_daily", "timeseries",
+    (
+        _c("ts", TS, False, "UTC day start"),
+        _c("uuid", "VARCHAR", False),
+        _c("gpu_i_id", "INTEGER", False),
+        _c("vgpu", "VARCHAR"),
+        _c("profile", "VARCHAR"),
+        _c("namespace", "VARCHAR"),
+        _c("pod", "VARCHAR"),
+        _c("node", "VARCHAR", False),
+        _c("model", "VARCHAR", False),
+        _c("pool", "VARCHAR"),
+        _c("sharing_mode", "VARCHAR", False),
+        _c("queue", "VARCHAR"),
+        _c("held_hours", "DOUBLE", False),
+        _c("card_hours", "DOUBLE", False),
+        _c("idle_card_hours", "DOUBLE", False),
+        _c("held_idle_card_hours", "DOUBLE", False),
+        _c("card_active", "DOUBLE", doc="sum of card_hours x active_ratio over the hours that know it"),
+        _c("card_unknown", "DOUBLE", doc="card_hours of the hours with no activity reading"),
+        _c("held_active", "DOUBLE", doc="sum of held_hours x active_ratio"),
+        _c("held_known", "DOUBLE", doc="held_hours of the hours with an activity reading"),
+        _c("fb_used_max_mib", "DOUBLE"),
+    ),
+    key=("ts", "uuid", "gpu_i_id", "vgpu", "profile", "namespace", "pod", "node", "model", "pool",
+         "sharing_mode", "queue"),
+    doc="`card_hours_hourly` summed per UTC day and row name (derived: the warehouse rewrites a "
+        "day's rows whenever a load writes any hour of it, docs/decisions/0236); bills read whole "
+        "days from it.",
+)
+
 ROLLUP_HOURS = TableSpec(
     "rollup_hours", "timeseries",
     (
@@ -345,7 +377,8 @@ TABLES: dict[str, TableSpec] = {
     for t in (
         GPU_SAMPLES, TOKEN_SAMPLES, QUEUE_SAMPLES, GPUS, NODES, NODE_HISTORY, NAMESPACES, NAMESPACE_HISTORY,
         MIG_INSTANCES, PODS,
-        ALLOCATIONS, CARD_HOURS_HOURLY, ROLLUP_HOURS, RULE_SETS, QUEUES, PRICE_BOOK, PLANS, AUDIT_LOG,
+        ALLOCATIONS, CARD_HOURS_HOURLY, CARD_HOURS_DAILY, ROLLUP_HOURS, RULE_SETS, QUEUES, PRICE_BOOK,
+        PLANS, AUDIT_LOG,
         WATERMARKS, REPORT_ISSUES, REPORT_LINES, REPORT_INTENTS, *DRA_TABLES, POD_PRIORITIES, PREEMPTIONS,
         *HAMI_TABLES, *PENDING_TABLES,
     )

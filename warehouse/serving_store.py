@@ -53,7 +53,8 @@ from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES
 from gpuledger.warehouse.store import Warehouse
 
 SUFFIX = ".serving.duckdb"
-PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "allocations": "ts", "queue_samples": "ts"}
+PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "card_hours_daily": "ts", "allocations": "ts",
+                               "queue_samples": "ts"}
 """Tables kept per month (their time column): the ones that grow with the fleet's history."""
 RAW_TABLE = VALUES_TABLE
 """The raw sample values (v008; the store keeps every series row, the raw tail, the view)."""

@@ -6,7 +6,9 @@ Why these rules:
 2. A load *owns* its window: for time-series tables it deletes `[start, end)` and inserts the
    new rows, so loading the same window twice changes nothing (rows are deduplicated by key
    inside the batch first, last one wins). Raw GPU samples are stored as a series dimension
-   and integer-keyed values behind a `gpu_samples` view (`warehouse.sample_layout`).
+   and integer-keyed values behind a `gpu_samples` view (`warehouse.sample_layout`). A load of
+   `card_hours_hourly` rewrites the `card_hours_daily` rows of every day its window touches in
+   the same transaction (`warehouse.daily_rollup`: the day rows stay the sums of the hours).
 3. One writer: DuckDB takes an OS lock on the file; a second writer gets `WarehouseLockedError`
    with the path, never a corrupted file. Readers open with `read_only=True`.
 4. Whose file: DuckDB never installs or loads an extension behind our back (a SQLite file passed
@@ -48,6 +50,7 @@ from gpuledger.core.config_warehouse import WarehouseSettings
 from gpuledger.core.errors import WarehouseError
 from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
+from gpuledger.warehouse import daily_rollup
 from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
 from gpuledger.warehouse.connection import connect, os_failure
 from gpuledger.warehouse.dimension_load import dimension_insert, extend_history
@@ -253,6 +256,8 @@ class Warehouse:
             ).fetchall()
             removed = int(deleted[0][0]) if deleted else 0
             self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
+            if spec.name == daily_rollup.HOURLY:  # its day rows follow, in this transaction
+                daily_rollup.refresh_days(self.con, window)
         elif spec.kind == "interval":
             self._merge_intervals(spec, view)
         elif spec.kind == "dimension":

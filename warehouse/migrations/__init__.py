@@ -55,6 +55,7 @@ STEPS: tuple[Step, ...] = (
          "v014_node_history.sql"),
     Step(15, "namespace team labels with their validity interval (namespace_history)",
          "v015_namespace_history.sql"),
+    Step(16, "the daily roll-up card_hours_daily, filled from the hourly one", "v016_card_hours_daily.sql"),
 )
 """Every version in order, oldest first; append only."""
 

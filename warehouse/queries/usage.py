@@ -8,11 +8,14 @@ numbers' meaning is theirs (docs/decisions/0132, 0133 for why the sums look as t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 
-from gpuledger.core.window import as_utc
+from gpuledger.core.window import DAY, as_utc, floor_time
+from gpuledger.warehouse import daily_rollup
 from gpuledger.warehouse.protocols import ReadableWarehouse
 
 DAY_US = 86_400_000_000
@@ -21,8 +24,8 @@ USAGE_KEYS = "uuid, gpu_i_id, vgpu, profile, namespace, pod, node, model, pool, 
 """The roll-up's key and name columns a day's usage row keeps (device x holder grain)."""
 
 
-def _rollup_sql(cols: str, day: str) -> str:
-    """Day sums of the roll-up per distinct combination of `cols` (the key columns).
+def _grouped_sql(cols: str, day: str, table: str, where: str, sums: str) -> str:
+    """Partial usage sums of `table`'s rows matching `where`, per `day` and distinct `cols`.
 
     Where the seconds go (docs/decisions/0132): hashing the key strings is cheap, a hash table
     keyed on them is not, and every aggregate is paid once per roll-up row. So the rows are
@@ -31,39 +34,98 @@ def _rollup_sql(cols: str, day: str) -> str:
     `rowid`), not by a second pass grouping every row by its strings. `day` is the SQL of the
     day number a row is summed under (`_period_day`).
     """
+    return f"""(
+    WITH sums AS (
+        SELECT {day} AS day_no, hash({cols}) AS k, min(rowid) AS r, {sums}
+        FROM {table} WHERE {where}
+        GROUP BY day_no, k
+    ),
+    names AS (
+        SELECT hash({cols}) AS k, {cols} FROM {table}
+        WHERE rowid IN (SELECT min(r) FROM sums GROUP BY k)
+    )
+    SELECT day_no, {cols}, {_PARTS} FROM sums JOIN names USING (k)
+)"""
+
+
+_PARTS = ("held_hours, card_hours, idle_card_hours, held_idle_card_hours, card_active, card_unknown, "
+          "held_active, held_known, fb_used_max_mib")
+
+
+def _rollup_sql(cols: str, day: str, reads: Reads, *, merge: bool) -> str:
+    """Day sums of the roll-up per distinct combination of `cols` (the key columns): the whole
+    days of `reads` from the daily roll-up, its edge hours from the hourly one
+    (`warehouse.daily_rollup`), their partial sums combined once. `merge`: a day number may
+    come from both parts (periods between price changes), so their rows are summed again;
+    without it the parts hold different days. The device grain (`cols` = `USAGE_KEYS`, no
+    periods) reads the daily rows as stored: they are already one per day and name."""
+    hourly, daily, where = daily_rollup.HOURLY, daily_rollup.DAILY, "ts >= $d0 AND ts < $d1"
+    parts = []
+    if reads.hourly:
+        parts.append(_grouped_sql(cols, day, hourly, reads.hourly_where, daily_rollup.PARTIAL_SUMS))
+    if reads.days is not None:
+        if cols == USAGE_KEYS and not merge and day == _DAY_NO:
+            parts.append(f"(SELECT {day} AS day_no, {cols}, {_PARTS} FROM {daily} WHERE {where})")
+        else:
+            parts.append(_grouped_sql(cols, day, daily, where, daily_rollup.DAILY_SUMS))
+    rows = " UNION ALL ".join(f"SELECT * FROM {p}" for p in parts)
+    if merge and len(parts) > 1:
+        rows = f"SELECT day_no, {cols}, {daily_rollup.DAILY_SUMS} FROM ({rows}) GROUP BY day_no, {cols}"
     return f"""
-WITH sums AS (
-    SELECT {day} AS day_no, hash({cols}) AS k, min(rowid) AS r,
-        sum(held_hours) AS held_hours,
-        sum(card_hours) AS card_hours,
-        sum(idle_card_hours) AS idle_card_hours,
-        sum(held_idle_card_hours) AS held_idle_card_hours,
-        sum(card_hours * active_ratio) AS card_active,
-        sum(card_hours) FILTER (WHERE active_ratio IS NULL) AS card_unknown,
-        sum(held_hours * active_ratio) AS held_active,
-        sum(held_hours) FILTER (WHERE active_ratio IS NOT NULL) AS held_known,
-        max(fb_used_max_mib) AS fb_used_max_mib
-    FROM card_hours_hourly WHERE ts >= $start AND ts < $end
-    GROUP BY day_no, k
-),
-names AS (
-    SELECT hash({cols}) AS k, {cols} FROM card_hours_hourly
-    WHERE rowid IN (SELECT min(r) FROM sums GROUP BY k)
-)
 SELECT day_no, {cols}, held_hours, card_hours, idle_card_hours, held_idle_card_hours,
     coalesce(card_active, 0) + coalesce(card_unknown, 0) AS weighted_card_hours,
     coalesce(card_unknown, 0) AS activity_unknown_card_hours,
     held_active / nullif(held_known, 0) AS active_ratio,
     fb_used_max_mib
-FROM sums JOIN names USING (k)
+FROM ({rows})
 """
+
+
+_DAY_NO = f"epoch_us(ts) // {DAY_US}"
+
+
+@dataclass(frozen=True, slots=True)
+class Reads:
+    """Which rows of `[start, end)` a roll-up query reads: the whole UTC days (`days`) from the
+    daily roll-up, the hours around them (`hourly`, at most two spans) from the hourly one."""
+
+    hourly: tuple[tuple[datetime, datetime], ...]
+    days: tuple[datetime, datetime] | None
+
+    @classmethod
+    def of(cls, start: datetime, end: datetime, cuts: Sequence[datetime] | None = None) -> Reads:
+        """Whole days from the daily roll-up, unless a cut falls inside a day (a day row cannot
+        be split; the bill's cuts are day starts, `analytics.billing.prices.price_changes`)."""
+        start, end = as_utc(start), as_utc(end)
+        first, last = _ceil_day(start), floor_time(end, DAY)
+        inside = any(floor_time(c, DAY) != as_utc(c) for c in cuts or ())
+        if first >= last or inside:
+            return cls(((start, end),) if start < end else (), None)
+        return cls(tuple((a, b) for a, b in ((start, first), (last, end)) if a < b), (first, last))
+
+    @property
+    def hourly_where(self) -> str:
+        return " OR ".join(f"(ts >= $h{i}s AND ts < $h{i}e)" for i in range(len(self.hourly)))
+
+    def params(self, **more: Any) -> dict[str, Any]:
+        out: dict[str, Any] = dict(more)
+        for i, (a, b) in enumerate(self.hourly):
+            out[f"h{i}s"], out[f"h{i}e"] = a, b
+        if self.days is not None:
+            out["d0"], out["d1"] = self.days
+        return out
+
+
+def _ceil_day(moment: datetime) -> datetime:
+    floored = floor_time(moment, DAY)
+    return floored if floored == moment else floored + DAY
 
 
 def _period_day(start: datetime, end: datetime, cuts: Sequence[datetime] | None) -> str:
     """SQL of the day number a roll-up row is summed under: its UTC day (`cuts` None), else
     the first day of the period between `cuts` (and the window's edges) it falls in."""
     if cuts is None:
-        return f"epoch_us(ts) // {DAY_US}"
+        return _DAY_NO
     starts = sorted({start, *(c for c in cuts if start < c < end)})
     expr = str(day_number(starts[0]))
     for moment in starts[1:]:
@@ -83,13 +145,17 @@ def rollup_usage(
     """`day_no`, the `keys` columns (default `USAGE_KEYS`) and the usage sums of the roll-up's
     rows in `[start, end)`, per day (or per period between `cuts`, `day_no` its first day)."""
     cols = ", ".join(dict.fromkeys(keys)) if keys is not None else USAGE_KEYS
-    return wh.query(_rollup_sql(cols, _period_day(start, end, cuts)), {"start": start, "end": end})
+    reads = Reads.of(start, end, cuts)
+    if not reads.hourly and reads.days is None:
+        return wh.query(_rollup_sql(cols, _DAY_NO, Reads(((start, start),), None), merge=False),
+                        {"h0s": start, "h0e": start})
+    sql = _rollup_sql(cols, _period_day(start, end, cuts), reads, merge=cuts is not None)
+    return wh.query(sql, reads.params())
 
 
-_CARD_DAY_SQL = f"""
-SELECT epoch_us(ts) // {DAY_US} AS day_no, uuid, sum(card_hours) AS held_card_hours
-FROM card_hours_hourly WHERE ts >= $start AND ts < $end
-GROUP BY day_no, uuid
+_CARD_DAY_SQL = """
+SELECT epoch_us(ts) // {day_us} AS day_no, uuid, sum(card_hours) AS held_card_hours
+FROM ({rows}) GROUP BY day_no, uuid
 """
 
 _UNKNOWN_CARDS_SQL = """
@@ -100,8 +166,14 @@ GROUP BY uuid
 
 
 def card_day_held(wh: ReadableWarehouse, start: datetime, end: datetime) -> pl.DataFrame:
-    """`day_no`, `uuid`, `held_card_hours`: card-hours held per card and day in the roll-up."""
-    return wh.query(_CARD_DAY_SQL, {"start": start, "end": end})
+    """`day_no`, `uuid`, `held_card_hours`: card-hours held per card and day in the roll-up
+    (whole days from the daily roll-up, edge hours from the hourly one)."""
+    reads = Reads.of(start, end)
+    rows = "SELECT ts, uuid, card_hours FROM {} WHERE {}"
+    parts = [rows.format(daily_rollup.HOURLY, reads.hourly_where or "false")]
+    if reads.days is not None:
+        parts.append(rows.format(daily_rollup.DAILY, "ts >= $d0 AND ts < $d1"))
+    return wh.query(_CARD_DAY_SQL.format(day_us=DAY_US, rows=" UNION ALL ".join(parts)), reads.params())
 
 
 def rollup_card_names(
