@@ -171,10 +171,10 @@ def test_a_republish_rewrites_only_changed_months(published: Path) -> None:
         assert again.rewritten_parts == 0 and again.kept_parts > 0
         wh.load(rollup_batch(wh, Window(ROLLED_END, ROLLED_END + timedelta(hours=1)), SETTINGS))
         after = publish(wh, margin=SamplingRules.of(SETTINGS).margin)
-    # November's card_hours_hourly and allocations changed; October's and the queue samples
-    # did not
-    assert after.rewritten_parts == 2
-    assert after.kept_parts == again.kept_parts - 2
+    # November's card_hours_hourly, its day rows (card_hours_daily) and allocations changed;
+    # October's and the queue samples did not
+    assert after.rewritten_parts == 3
+    assert after.kept_parts == again.kept_parts - 3
     serving = open_serving(published)
     try:
         assert serving.scalar("SELECT max(ts) FROM card_hours_hourly") == ROLLED_END
