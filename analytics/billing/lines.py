@@ -46,7 +46,9 @@ HOURS: tuple[str, ...] = ("card_hours", "idle_card_hours", "held_idle_card_hours
 
 def group_lines(detail: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     """Steps 1 and 2: one row per combination of `by`, plus the sharing-discount line."""
-    lines = detail.group_by(list(by)).agg([pl.col(c).sum() for c in SUMS])
+    # Lazy: only the grouped and summed columns are read (half the time of the eager call on a
+    # device-grain detail of millions of rows, issue 34)
+    lines = detail.lazy().group_by(list(by)).agg([pl.col(c).sum() for c in SUMS]).collect()
     discount_total = float(detail["sharing_discount"].sum())
     special: dict[str, object] = {c: None for c in by} | {c: 0.0 for c in SUMS}
     special["team"] = SpecialLine.SHARING_DISCOUNT.value

@@ -69,7 +69,7 @@ def with_teams(
     """`frame` with `team`: its `namespace`'s team in force at `at` (a datetime expression over
     `frame`); a namespace the history lacks gets `Settings.teams.fallback`; None stays None."""
     known = set(history["namespace"].to_list())
-    missing = sorted(set(frame["namespace"].drop_nulls().to_list()) - known)
+    missing = sorted(set(frame["namespace"].drop_nulls().unique().to_list()) - known)
     extra = pl.DataFrame({"namespace": missing, "valid_from": [EARLIEST] * len(missing),
                           "team": [fallback_team(ns, settings.teams) for ns in missing]}, schema=_SCHEMA)
     teams = pl.concat([history, extra]) if missing else history
