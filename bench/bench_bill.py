@@ -361,6 +361,7 @@ def main() -> None:
     parser.add_argument("--skip-prometheus", action="store_true")
     parser.add_argument("--before", default=BEFORE, metavar="REF",
                         help="also bill with the code of this git ref (lines compared); '' for none")
+    parser.add_argument("--result", default="bill", help="result file name in bench/results (without .json)")
     parser.add_argument("--replay-rollup", action="store_true",
                         help="raw samples and roll-up for day 1 only, the roll-up replayed to the other "
                         "days (minutes instead of half an hour; no --raw-month)")
@@ -374,7 +375,7 @@ def main() -> None:
     figures = run(args)
     figures["load_average_1_5_15"] = {"before": [round(x, 2) for x in load_before],
                                       "after": [round(x, 2) for x in os.getloadavg()]}
-    previous = RESULTS / "bill.json"
+    previous = RESULTS / f"{args.result}.json"
     if args.reuse and previous.exists():
         # Keep the figures of the phases this run reused (data generation, roll-up, backfill).
         kept = json.loads(previous.read_text())
@@ -397,7 +398,7 @@ def main() -> None:
         "card-hour columns to float noise). *_floor_group_by: one GROUP BY namespace over the "
         "same roll-up rows, the least any bill from them can cost.",
     ]
-    write_result("bill", figures)
+    write_result(args.result, figures)
 
 
 if __name__ == "__main__":
