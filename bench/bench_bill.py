@@ -326,7 +326,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out["big_data"] = _child("big", c, str(args.gpus), str(args.big_gpus))
         _bills(out, c, "big.duckdb", args.days, name="big_monthly_bill_from_rollup", before=before)
         out["big_monthly_floor_group_by"] = _child("floor", c, "big.duckdb", str(args.days))
-        for kind in ("namespace_daily", "device_grain"):
+        for kind in ("namespace_daily", "device_grain", "device_grain_daily"):
             out[f"big_monthly_floor_{kind}"] = _child("floor", c, "big.duckdb", str(args.days), kind)
         out["big_over_floor"] = over_floor(out)
         out["growth_1k_to_big"] = growth(out)

@@ -27,10 +27,15 @@ FLOORS = {
     "device_grain": "SELECT epoch_us(ts) // 86400000000 AS day_no, uuid, gpu_i_id, vgpu, profile, namespace, "
                     "pod, node, model, pool, sharing_mode, queue, sum(card_hours) AS card_hours "
                     "FROM card_hours_hourly WHERE ts >= $start AND ts < $end GROUP BY ALL",
+    "device_grain_daily": "SELECT epoch_us(ts) // 86400000000 AS day_no, uuid, gpu_i_id, vgpu, profile, "
+                          "namespace, pod, node, model, pool, sharing_mode, queue, "
+                          "sum(card_hours) AS card_hours FROM card_hours_daily "
+                          "WHERE ts >= $start AND ts < $end GROUP BY ALL",
 }
 """The floors: one bare `GROUP BY` over the hourly roll-up's rows by namespace (the issue's
-floor), the same over the daily roll-up's rows, and the device grain's own floor (the hourly
-rows grouped into the day x device x holder rows the device-grain bill returns)."""
+floor), the same over the daily roll-up's rows, and the device grain's own floors: the rows it
+reads grouped into the day x device x holder rows it returns, from the hourly roll-up (the rows
+today's tree reads) and from the daily one (the rows it reads since 0236)."""
 
 
 def phase_floor(cache: Path, file: str, days: int, kind: str = "namespace") -> dict[str, Any]:
@@ -175,6 +180,7 @@ def over_floor(out: dict[str, Any]) -> dict[str, Any]:
     GROUP BY namespace over the hourly rows) and over the device grain's own floor: warm wall
     time and warm process CPU time (steadier on a loaded machine)."""
     floor, grain_floor = out.get("big_monthly_floor_group_by"), out.get("big_monthly_floor_device_grain")
+    daily_floor = out.get("big_monthly_floor_device_grain_daily")
     ratios: dict[str, Any] = {}
     for name in ("big_monthly_bill_from_rollup", "big_monthly_bill_from_rollup_lines_grain",
                  "big_monthly_bill_from_rollup_before", "big_monthly_bill_from_rollup_lines_grain_before"):
@@ -185,7 +191,9 @@ def over_floor(out: dict[str, Any]) -> dict[str, Any]:
             "warm_x_floor": round(bill["warm_s"] / floor["warm_s"], 1),
             "warm_cpu_x_floor": round(bill["warm_cpu_s"] / max(floor["warm_cpu_s"], 1e-3), 1),
         }
-        if grain_floor:
-            ratios[name]["warm_cpu_x_device_grain_floor"] = round(
-                bill["warm_cpu_s"] / max(grain_floor["warm_cpu_s"], 1e-3), 1)
+        for key, grain in (("device_grain_floor", grain_floor), ("device_grain_daily_floor", daily_floor)):
+            if grain:
+                ratios[name][f"warm_x_{key}"] = round(bill["warm_s"] / grain["warm_s"], 1)
+                cpu = bill["warm_cpu_s"] / max(grain["warm_cpu_s"], 1e-3)
+                ratios[name][f"warm_cpu_x_{key}"] = round(cpu, 1)
     return ratios
