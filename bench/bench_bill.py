@@ -397,6 +397,12 @@ def main() -> None:
         "*_vs_before: the differential check (same lines, every money column equal to the cent, "
         "card-hour columns to float noise). *_floor_group_by: one GROUP BY namespace over the "
         "same roll-up rows, the least any bill from them can cost.",
+        "big_monthly_floor_*: the floors of bench.bill_compare.FLOORS (namespace: the issue's GROUP BY "
+        "namespace over the hourly rows; namespace_daily: the same over the daily rows; device_grain / "
+        "device_grain_daily: the hourly / daily rows grouped into the day x device x holder rows the device "
+        "grain returns); big_over_floor: each 10,000-card bill over each floor, warm wall and warm CPU "
+        "(decision 0237). With a --before tree of an older schema the baseline bills a copy of the file "
+        "stepped back to that schema (bill_compare.schema_copy).",
     ]
     write_result(args.result, figures)
 
