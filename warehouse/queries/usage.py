@@ -2,7 +2,9 @@
 the inventory the hourly frame joins, and the rules the roll-up's hours were computed under.
 
 `analytics.usage` (the hourly frame, day usage, the roll-up) and the bill read these; the
-numbers' meaning is theirs (docs/decisions/0132, 0133 for why the sums look as they do).
+numbers' meaning is theirs (docs/decisions/0132, 0133 for why the sums look as they do). The
+roll-up sums read whole UTC days from the daily roll-up and only the hours of partial days from
+the hourly one (`Reads`, docs/decisions/0236).
 """
 
 from __future__ import annotations
