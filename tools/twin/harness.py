@@ -31,7 +31,7 @@ import requests
 from urllib3.exceptions import InsecureRequestWarning
 
 from tools.k8s_testenv import processes
-from tools.k8s_testenv.cluster import LocalCluster, _free_ports, _log_tail
+from tools.k8s_testenv.cluster import LocalCluster, free_ports, log_tail
 from tools.twin_build.builder import TwinBuildError, is_cached
 from tools.twin_build.versions import KWOK_VERSION, PARTS, Layout
 
@@ -70,7 +70,7 @@ class Twin:
         self.workdir.mkdir(parents=True, exist_ok=True)
         kubeconfig = self.workdir / "kubeconfig"
         shutil.copyfile(self.cluster.kubeconfig, kubeconfig)
-        sched_port, kwok_port = _free_ports(2)
+        sched_port, kwok_port = free_ports(2)
         t = time.monotonic()
         scheduler_config = self.workdir / "kube-scheduler.yaml"
         scheduler_config.write_text(json.dumps({  # JSON is YAML; the scheduler reads either
@@ -120,7 +120,7 @@ class Twin:
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
                         "/CN=127.0.0.1", "-keyout", str(certs / "tls.key"), "-out", str(certs / "tls.crt")],
                        check=True, capture_output=True)
-        health, webhook = _free_ports(2)
+        health, webhook = free_ports(2)
         config = self.workdir / "kueue.json"
         config.write_text(json.dumps({
             "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
@@ -156,7 +156,7 @@ class Twin:
         while time.monotonic() < deadline:  # start-up only: the process's own health endpoint
             if proc.poll() is not None:
                 raise TwinBuildError(f"twin: {name} exited with {proc.returncode} while starting: "
-                                     f"{_log_tail(self.log(name))} (log: {self.log(name)})")
+                                     f"{log_tail(self.log(name))} (log: {self.log(name)})")
             try:
                 with warnings.catch_warnings():  # the component's self-signed serving cert
                     warnings.simplefilter("ignore", InsecureRequestWarning)
