@@ -56,6 +56,8 @@ class Twin:
     layout: Layout
     workdir: Path
     ready_timeout_s: float = 120.0
+    #: KWOK Stage documents (YAML/JSON text); None: KWOK's default "fast" Stages from the build.
+    stages: list[str] | None = None
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -89,9 +91,9 @@ class Twin:
         ], f"https://127.0.0.1:{sched_port}/healthz")
         self.timings["kube-scheduler_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
-        stages = sorted(self.layout.kwok_stages(KWOK_VERSION).glob("*.yaml"))
         config = self.workdir / "kwok.yaml"
-        config.write_text("\n---\n".join(p.read_text() for p in stages))
+        stages = self.stages if self.stages is not None else fast_stages(self.layout)
+        config.write_text("\n---\n".join(stages))
         self._spawn("kwok", [
             str(self.layout.binary(PARTS["kwok"])),
             f"--kubeconfig={kubeconfig}",
@@ -138,6 +140,27 @@ class Twin:
                     f"http://127.0.0.1:{health}/readyz")
         self.timings["kueue_s"] = round(time.monotonic() - t, 2)
 
+    def start_job_controller(self) -> None:
+        """kube-controller-manager running only its Job controller (decision 0225): it creates the pods
+        of a Job that Kueue unsuspends, deletes them when Kueue suspends it again (preemption), and
+        marks the Job Complete once KWOK finishes its pod, which is what releases the quota in Kueue."""
+        if missing_parts(self.layout, ("kube-controller-manager",)):
+            raise TwinBuildError("twin: kube-controller-manager not built; "
+                                 "run `python -m tools.twin_build build kube-controller-manager`")
+        [port] = free_ports(1)
+        t = time.monotonic()
+        self._spawn("kube-controller-manager", [
+            str(self.layout.binary(PARTS["kube-controller-manager"])),
+            f"--kubeconfig={self.workdir / 'kubeconfig'}",
+            "--controllers=job",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.workdir / 'kcm-certs'}",
+            "--v=1",
+        ], f"https://127.0.0.1:{port}/healthz")
+        self.timings["kube-controller-manager_s"] = round(time.monotonic() - t, 2)
+
     def stop(self) -> None:
         for name in list(self.procs)[::-1]:
             processes.stop(self.procs.pop(name))
@@ -169,6 +192,11 @@ class Twin:
             time.sleep(0.2)
         raise TwinBuildError(f"twin: {name} not healthy after {self.ready_timeout_s:.0f}s ({last}); "
                              f"log: {self.log(name)}")
+
+
+def fast_stages(layout: Layout) -> list[str]:
+    """KWOK's default "fast" node and pod Stages, as copied from its module by the build."""
+    return [p.read_text() for p in sorted(layout.kwok_stages(KWOK_VERSION).glob("*.yaml"))]
 
 
 def add_ready_node(api: ApiClient, node: dict[str, Any], timeout_s: int = 90) -> None:
