@@ -119,3 +119,47 @@ def test_replayed_window_admits_in_kueues_documented_order(replay_twin: Twin, k8
     assert {q: o.admissions for q, o in by_queue.items()} == {"a": 3, "b": 2}
     # Pending GPU-minutes are wall-derived (control-loop latency adds to them): both queues waited.
     assert all(by_queue[q].pending_gpu_minutes > 0 for q in NOMINAL if pending_min[q] > 0)
+
+
+RECLAIM_JOBS = (  # name, queue, gpus, arrival, run, priority
+    ("a1", "a", 2, 0, 8, 100), ("a2", "a", 2, 1, 6, 0), ("b1", "b", 2, 2, 2, 0),
+)
+
+
+def _expected_reclaim() -> tuple[list[str], str]:
+    """Kueue's `reclaimWithinCohort: Any` (its preemption docs): a pending workload that fits in its
+    own ClusterQueue's nominal quota may evict workloads of other queues in the cohort that are
+    borrowing, candidates taken lowest priority first, then most recently admitted first, until it
+    fits. The evicted workload is requeued and readmitted when quota frees."""
+    jobs = {name: (q, gpus, arrive, run, prio) for name, q, gpus, arrive, run, prio in RECLAIM_JOBS}
+    # minute 0: a1 (A 2/2); minute 1: a2 borrows (A 4/2, cohort 4/4)
+    assert jobs["a1"][1] <= NOMINAL["a"] and jobs["a1"][1] + jobs["a2"][1] > NOMINAL["a"]
+    # minute 2: b1 asks 2 <= B's nominal 2 while the cohort is full: reclaim from A, which borrows
+    assert jobs["b1"][1] <= NOMINAL["b"] and sum(g for _, g, *_ in jobs.values()) > sum(NOMINAL.values())
+    victim = min(("a1", "a2"), key=lambda n: (jobs[n][4], -jobs[n][2]))  # lowest priority, newest
+    assert jobs[victim][1] >= jobs["b1"][1]  # one eviction frees enough
+    # b1 ends at 2 + 2 = 4, before a1 ends at 8: the victim comes back then, borrowing again
+    assert jobs["b1"][2] + jobs["b1"][3] < jobs["a1"][2] + jobs["a1"][3]
+    return ["a1", "a2", "b1", victim], victim
+
+
+def test_reclaim_within_cohort_preempts_the_borrower(replay_twin: Twin, k8s_namespace: str) -> None:
+    order, victim = _expected_reclaim()
+    assert (order, victim) == (["a1", "a2", "b1", "a2"], "a2")
+    queues = {q: f"{q}-{k8s_namespace}"[:63] for q in NOMINAL}
+    window = Window(
+        queues=tuple(QueueSpec(queues[q], n, cohort=f"lab-{k8s_namespace}"[:63], reclaim_within_cohort="Any")
+                     for q, n in NOMINAL.items()),
+        nodes=(sum(NOMINAL.values()),),
+        workloads=tuple(WorkloadSpec(name, arrive, gpus, queues[q], run, priority=prio)
+                        for name, q, gpus, arrive, run, prio in RECLAIM_JOBS))
+    result = replay(replay_twin, window, k8s_namespace, seconds_per_minute=SECONDS_PER_MINUTE)
+    seen = [(e.what, e.job, round(result.minute(e), 2)) for e in result.events]
+    print("watched:", seen)
+    print("per queue:", result.per_queue)
+    assert result.finished, f"not every Workload finished: {seen}"
+    assert result.order("admitted") == order, seen
+    assert result.order("preempted") == [victim], seen
+    assert result.order("finished") == ["b1", "a1", "a2"], seen  # 4 < 8 < readmission + 6
+    assert (result.per_queue[queues["a"]].preemptions, result.per_queue[queues["b"]].preemptions) == (1, 0)
+    assert result.per_queue[queues["a"]].borrowing_admissions == 2  # a2, both times
