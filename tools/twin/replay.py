@@ -96,6 +96,8 @@ class ReplayResult:
     seconds_per_minute: float
     t0: float
     finished: bool
+    jobs: dict[str, JobFacts] = field(default_factory=dict)
+    end: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 
     def order(self, what: str) -> list[str]:
@@ -265,4 +267,5 @@ def replay(twin: Twin, window: Window, namespace: str, *, seconds_per_minute: fl
     timings["replay_s"] = round(end - t0, 2)
     per_queue = summarize(recorder.events, created, {q.name: q.nominal_gpus for q in window.queues},
                           t0=t0, end=end, seconds_per_minute=seconds_per_minute)
-    return ReplayResult(per_queue, list(recorder.events), seconds_per_minute, t0, finished, timings)
+    return ReplayResult(per_queue, list(recorder.events), seconds_per_minute, t0, finished, created, end,
+                        timings)
