@@ -9,9 +9,11 @@ first sample t where that sum reaches k (never after its start; one pending at t
 arrived then, as far as the window knows). Steps of `window_from_warehouse(wh, start, end)`:
 1. ClusterQueues through the product's Kueue quota reader (cohort, nominal/borrowing/lending
    limits of `nvidia.com/gpu` summed over flavors: the twin has one flavor).
-2. Pods that started in [start, end) through a LocalQueue (its ClusterQueue from its spec), with
+2. Pods that ran in [start, end) through a LocalQueue (its ClusterQueue from its spec), with
    whole GPUs (`nvidia.com/gpu`; MIG and shared GPUs are left out, counted in `skipped`); each pod
-   is one workload (a Job's pods are not regrouped), run = end - start.
+   is one workload (a Job's pods are not regrouped). Its run is the part inside the window: a pod
+   running when the window opens arrives at minute 0 (first in its queue's FIFO: it started
+   first) with what remained of its run; one running past the end stops there.
 3. Arrivals per ClusterQueue as above, in minutes from `start`; one KWOK node holding the queues'
    nominal GPUs (the twin judges admission, not packing).
 """
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING
 from gpuledger.analytics.teams.queues import target_cluster_queue
 from gpuledger.optimizer.quota.queues import quota_reader
 from gpuledger.optimizer.quota.spec import GPU
-from gpuledger.warehouse.queries.optimizer import queue_objects, queue_samples_after, queued_pods_started
+from gpuledger.warehouse.queries.optimizer import queue_objects, queue_samples_after, queued_pods_overlapping
 from tools.twin.replay import QueueSpec, Window, WorkloadSpec
 from tools.twin_build.builder import TwinBuildError
 
@@ -103,17 +105,17 @@ def window_from_warehouse(wh: Warehouse, start: datetime, end: datetime) -> From
     queues = {q.name: q for q in _queues(wh)}
     starts: dict[str, list[tuple[datetime, str, int, float]]] = defaultdict(list)
     skipped = 0
-    for r in queued_pods_started(wh, "LocalQueue", start, end).iter_rows(named=True):
+    for r in queued_pods_overlapping(wh, "LocalQueue", start, end).iter_rows(named=True):
         cq = target_cluster_queue(r["spec"])
         gpus = json.loads(r["gpu_requests"] or "{}").get(GPU, 0)
         if cq not in queues or not gpus or gpus != int(gpus):
             skipped += 1
             continue
-        run_min = (r["end_ts"] - r["start_ts"]).total_seconds() / 60
+        run_min = (min(r["end_ts"], end) - max(r["start_ts"], start)).total_seconds() / 60
         rank = sum(len(v) for v in starts.values())
         starts[cq].append((r["start_ts"], _job_name(rank, r["pod"]), int(gpus), max(run_min, 1 / 60)))
     if not starts:
-        raise TwinBuildError(f"twin replay: no pod with whole GPUs started through a LocalQueue "
+        raise TwinBuildError(f"twin replay: no pod with whole GPUs ran through a LocalQueue "
                              f"between {start.isoformat()} and {end.isoformat()} in {wh.path}")
     pending = _pending(wh, start, end)
     workloads = []

@@ -71,15 +71,15 @@ def pod_requests_by_queue(wh: Warehouse, kind: str) -> pl.DataFrame:
     )
 
 
-def queued_pods_started(wh: Warehouse, kind: str, start: datetime, end: datetime) -> pl.DataFrame:
-    """Pods submitted to a namespaced queue object of `kind` that started in [start, end), one row
+def queued_pods_overlapping(wh: Warehouse, kind: str, start: datetime, end: datetime) -> pl.DataFrame:
+    """Pods submitted to a namespaced queue object of `kind` that ran during [start, end), one row
     per pod run, in start order: `spec` (the queue object's spec, JSON text), `namespace`, `pod`,
     `gpu_requests` (JSON text), `start_ts`, `end_ts` (the scheduling twin's replay window)."""
     return wh.query(
         "SELECT CAST(q.spec AS VARCHAR) AS spec, p.namespace, p.pod,"
         " CAST(p.gpu_requests AS VARCHAR) AS gpu_requests, p.start_ts, p.end_ts"
         " FROM pods p JOIN queues q ON q.kind = ? AND q.namespace = p.namespace AND q.name = p.queue"
-        " WHERE p.gpu_requests IS NOT NULL AND p.start_ts >= ? AND p.start_ts < ?"
+        " WHERE p.gpu_requests IS NOT NULL AND p.start_ts < ? AND p.end_ts > ?"
         " ORDER BY p.start_ts, p.namespace, p.pod",
-        [kind, start, end],
+        [kind, end, start],
     )
