@@ -16,6 +16,7 @@ writes bench/results/twin_model_gap.json.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -47,7 +48,9 @@ def _window(reclaim: str, jobs: tuple[tuple[str, str, int, float, float, int], .
                         for n, q, gpus, arrive, run, p in jobs))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m bench.bench_twin_model_gap", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     layout = Layout(default_cache_root())
     missing = missing_parts(layout, ("kube-scheduler", "kube-controller-manager", "kwok", "kueue"))
     if missing:
