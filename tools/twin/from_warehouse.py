@@ -74,12 +74,11 @@ def _job_name(rank: int, pod: str) -> str:
 def _pending(wh: Warehouse, start: datetime, end: datetime) -> dict[str, tuple[list[datetime], list[float]]]:
     """Per ClusterQueue: sample times in [start, end) and the pending workloads then (max over its
     flavor/resource rows: the count is the queue's, repeated per row)."""
-    frame = queue_samples_after(wh, start - timedelta(microseconds=1))
+    frame = queue_samples_after(wh, start - timedelta(microseconds=1), end)
     per: dict[str, dict[datetime, float]] = defaultdict(dict)
     for r in frame.iter_rows(named=True):
-        if start <= r["ts"] < end:
-            seen = per[r["cluster_queue"]]
-            seen[r["ts"]] = max(seen.get(r["ts"], 0.0), float(r["pending_workloads"] or 0.0))
+        seen = per[r["cluster_queue"]]
+        seen[r["ts"]] = max(seen.get(r["ts"], 0.0), float(r["pending_workloads"] or 0.0))
     return {q: (sorted(v), [v[t] for t in sorted(v)]) for q, v in per.items()}
 
 

@@ -49,12 +49,13 @@ def queue_sample_sums(wh: Warehouse, after: datetime, origin: datetime, bucket_u
     )
 
 
-def queue_samples_after(wh: Warehouse, after: datetime) -> pl.DataFrame:
-    """Queue samples with `ts > after`, in time order: `ts`, `cluster_queue`, `flavor`,
-    `resource`, `usage`, `pending_workloads`."""
+def queue_samples_after(wh: Warehouse, after: datetime, before: datetime | None = None) -> pl.DataFrame:
+    """Queue samples with `ts > after` (and `ts < before`, given), in time order: `ts`,
+    `cluster_queue`, `flavor`, `resource`, `usage`, `pending_workloads`."""
+    bound, params = ("", [after]) if before is None else (" AND ts < ?", [after, before])
     return wh.query(
         "SELECT ts, cluster_queue, flavor, resource, usage, pending_workloads FROM queue_samples "
-        "WHERE ts > ? ORDER BY ts", [after],
+        f"WHERE ts > ?{bound} ORDER BY ts", params,
     )
 
 
