@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import polars as pl
 
 from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
+from gpuledger.analytics.teams.namespaces import with_teams_at
 from gpuledger.analytics.workloads.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.period import Period
@@ -352,9 +353,10 @@ class ReadModel:
         return self._read("gpus", q.gpu_table, snap)
 
     def mig_instances(self, at: datetime) -> pl.DataFrame:
-        """MIG instances alive at `at`, with the pod and team holding each (if any)."""
+        """MIG instances alive at `at`, with the pod holding each (if any) and its team then."""
         at = at.astimezone(UTC)
-        return self._read(("mig_instances", at.isoformat()), lambda wh: q.mig_instances_at(wh, at))
+        return self._read(("mig_instances", at.isoformat()),
+                          lambda wh: with_teams_at(wh, self.settings, q.mig_instances_at(wh, at), at))
 
     def unlabeled_namespaces(self) -> pl.DataFrame:
         """Namespaces without the team label (their usage lands on `unattributed`)."""

@@ -83,6 +83,12 @@ def with_teams(
     return joined.sort("_row").drop("_row", "_at", "valid_from")
 
 
+def with_teams_at(wh: Warehouse, settings: Settings, frame: pl.DataFrame, at: datetime) -> pl.DataFrame:
+    """`frame` with `team`: each `namespace`'s team in force at the one moment `at` (a page
+    showing who held what at a past moment names the team of that moment, as the bill does)."""
+    return with_teams(frame, team_history(wh, settings), settings, pl.lit(at))
+
+
 def day_start(column: str = "day") -> pl.Expr:
     """A `Date` column as the moment its day starts (UTC), the `at` of a daily row."""
     return pl.col(column).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")

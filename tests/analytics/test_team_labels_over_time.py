@@ -182,3 +182,29 @@ def test_an_older_node_observation_moves_the_first_row_or_precedes_it(tmp_path):
         now = wh.query("SELECT mig_config FROM nodes").rows()
     assert rows == [(at(0), "all-3g.40gb"), (at(minutes=30), "all-1g.10gb")]
     assert now == [("all-1g.10gb",)]
+
+
+def test_the_fleet_pages_mig_holders_name_the_team_of_that_moment(tmp_path):
+    """The Fleet page's MIG cells at a past moment (`ReadModel.mig_instances`) name the holder's
+    team then: before the relabel a, after it b (it read today's `namespaces` row: b for both)."""
+    from gpuledger.dashboards.readmodel import ReadModel
+    from gpuledger.warehouse.snapshot_store import SnapshotStore
+    from tests.analytics.builders import mig_instances
+
+    frames = {"gpus": gpus({"uuid": "GPU-M", "sharing_mode": "mig"}),
+              "mig_instances": mig_instances(("GPU-M", 1, "1g.10gb", at(0), at(48))),
+              "gpu_samples": samples([Seg("GPU-M", at(0), at(48), "ml-ns", "p1", gpu_i_id=1,
+                                          profile="1g.10gb")])}
+    path = load(tmp_path / "wh.duckdb", window(48), frames)
+    with Warehouse.open(path) as wh:
+        wh.load(_ns("a", at(0)))
+        wh.load(_ns("b", at(days=1)))
+    store = SnapshotStore(path, cache_dir=tmp_path / "c")
+    data = ReadModel(store, Settings())
+    try:
+        held = {when: data.mig_instances(at(hours)).select("pod", "team").rows()
+                for when, hours in (("day 1", 12), ("day 2", 36))}
+    finally:
+        data.close()
+        store.stop()
+    assert held == {"day 1": [("p1", "a")], "day 2": [("p1", "b")]}

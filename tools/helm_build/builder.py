@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tools.k8s_testenv.builder import _locked, find_go
+from tools.k8s_testenv.builder import find_go, locked
 from tools.k8s_testenv.errors import K8sTestEnvError
 from tools.k8s_testenv.versions import cache_root
 
@@ -106,7 +106,7 @@ def build(layout: HelmLayout, *, force: bool = False) -> tuple[bool, float]:
     if not force and is_cached(layout):
         return True, time.monotonic() - started
     layout.dir.mkdir(parents=True, exist_ok=True)
-    with _locked(layout.dir / ".lock"):
+    with locked(layout.dir / ".lock"):
         if not force and is_cached(layout):
             return True, time.monotonic() - started
         go = find_go()

@@ -98,7 +98,7 @@ def build(layout: Layout, echo: Echo = print, force: bool = False) -> BuildResul
         return BuildResult(layout, cached=True, seconds=time.monotonic() - started)
     layout.dir.mkdir(parents=True, exist_ok=True)
     # 1. One builder at a time; the second one finds the stamp written by the first.
-    with _locked(layout.dir / ".lock"):
+    with locked(layout.dir / ".lock"):
         if not force and is_cached(layout):
             return BuildResult(layout, cached=True, seconds=time.monotonic() - started)
         go = find_go()
@@ -167,7 +167,7 @@ def apiserver_gomod(kubernetes_gomod: str, kubernetes_version: str) -> str:
     return "\n".join(lines)
 
 
-def _version_ldflags(version: str) -> str:
+def version_ldflags(version: str) -> str:
     """The -X flags Kubernetes' own build sets, so `/version` and emulation versions are right."""
     major, minor = version.lstrip("v").split(".")[:2]
     pkg = "k8s.io/component-base/version"
@@ -182,13 +182,13 @@ def _version_ldflags(version: str) -> str:
 
 
 def _build_apiserver(go: str, layout: Layout, log: TextIO) -> None:
-    info = _module_download(go, f"k8s.io/kubernetes@{layout.kubernetes}", layout, log)
+    info = module_download(go, f"k8s.io/kubernetes@{layout.kubernetes}", layout.src, log, log_path=layout.log)
     gomod_text = Path(info["GoMod"]).read_text()
     workdir = layout.src / "kube-apiserver"
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "go.mod").write_text(apiserver_gomod(gomod_text, layout.kubernetes))
     _go_build(go, workdir, APISERVER_PACKAGE, layout.apiserver,
-              ldflags=_version_ldflags(layout.kubernetes), layout=layout, log=log)
+              ldflags=version_ldflags(layout.kubernetes), layout=layout, log=log)
 
 
 # --- step 4: etcd -----------------------------------------------------------------------------
@@ -209,7 +209,7 @@ def _build_etcd(go: str, layout: Layout, log: TextIO) -> None:
 
 
 def _copy_kueue_crds(go: str, layout: Layout, log: TextIO) -> None:
-    info = _module_download(go, f"{KUEUE_MODULE}@{layout.kueue}", layout, log)
+    info = module_download(go, f"{KUEUE_MODULE}@{layout.kueue}", layout.src, log, log_path=layout.log)
     source = Path(info["Dir"]) / KUEUE_CRD_DIR
     files = sorted(source.glob("*.yaml"))
     if not files:
@@ -228,7 +228,7 @@ def _copy_kueue_crds(go: str, layout: Layout, log: TextIO) -> None:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _go_env() -> dict[str, str]:
+def go_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("GOFLAGS", "-buildvcs=false")
     env["CGO_ENABLED"] = "0"
@@ -236,12 +236,15 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-def _run_go(go: str, args: list[str], cwd: Path, log: TextIO) -> subprocess.CompletedProcess[str]:
-    log.write(f"$ (cd {cwd} && {go} {' '.join(args)})\n")
+def run_go(
+    go: str, args: list[str], cwd: Path, log: TextIO, *, niceness: int = 5
+) -> subprocess.CompletedProcess[str]:
+    """Run `go args` in `cwd` at `nice niceness` with `go_env()`, its output appended to `log`."""
+    log.write(f"$ (cd {cwd} && nice -n {niceness} {go} {' '.join(args)})\n")
     log.flush()
     proc = subprocess.run(
-        [go, *args], cwd=cwd, env=_go_env(), capture_output=True, text=True, check=False,
-        preexec_fn=lambda: os.nice(5),
+        [go, *args], cwd=cwd, env=go_env(), capture_output=True, text=True, check=False,
+        preexec_fn=lambda: os.nice(niceness),
     )
     log.write(proc.stdout)
     log.write(proc.stderr)
@@ -249,17 +252,19 @@ def _run_go(go: str, args: list[str], cwd: Path, log: TextIO) -> subprocess.Comp
     return proc
 
 
-def _module_download(go: str, module_at_version: str, layout: Layout, log: TextIO) -> dict[str, str]:
-    proc = _run_go(go, ["mod", "download", "-json", module_at_version], layout.src, log)
+def module_download(go: str, module_at_version: str, cwd: Path, log: TextIO, *, log_path: Path,
+                    niceness: int = 5, who: str = "k8s-testenv build") -> dict[str, str]:
+    """`go mod download -json module@version`: its `Dir`, `GoMod`, ...; `K8sTestEnvError` (one line,
+    prefixed `who`) when the proxy does not serve it."""
+    proc = run_go(go, ["mod", "download", "-json", module_at_version], cwd, log, niceness=niceness)
     try:
         info: dict[str, str] = json.loads(proc.stdout)
     except ValueError:
         info = {}
-    if proc.returncode != 0 or "Error" in info or not info.get("Dir"):
-        detail = " ".join((info.get("Error") or _tail(proc.stderr)).split())  # Go's errors span lines
+    if proc.returncode != 0 or "Error" in info or not info.get("Dir") or not info.get("GoMod"):
+        detail = " ".join((info.get("Error") or tail(proc.stderr)).split())  # Go's errors span lines
         raise K8sTestEnvError(
-            f"k8s-testenv build: the module proxy did not serve {module_at_version}: {detail} "
-            f"(log: {layout.log})"
+            f"{who}: the module proxy did not serve {module_at_version}: {detail} (log: {log_path})"
         )
     return info
 
@@ -269,11 +274,11 @@ def _go_build(
 ) -> None:
     tmp = output.with_name(output.name + ".tmp")
     args = ["build", "-mod=mod", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), package]
-    proc = _run_go(go, args, workdir, log)
+    proc = run_go(go, args, workdir, log)
     if proc.returncode != 0:
         raise K8sTestEnvError(
             f"k8s-testenv build: `go build {package}` failed{_failing_module(proc.stderr)}: "
-            f"{_tail(proc.stderr)} (full log: {layout.log})"
+            f"{tail(proc.stderr)} (full log: {layout.log})"
         )
     tmp.rename(output)
 
@@ -284,7 +289,7 @@ def _failing_module(stderr: str) -> str:
     return f" (module {match.group(1)} could not be resolved)" if match else ""
 
 
-def _tail(text: str, lines: int = 3) -> str:
+def tail(text: str, lines: int = 3) -> str:
     kept = [line.strip() for line in text.strip().splitlines()[-lines:]]
     return " | ".join(kept) if kept else "no output"
 
@@ -309,7 +314,7 @@ def _write_stamp(layout: Layout, go: str, timings: dict[str, float]) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

@@ -219,7 +219,7 @@ class LocalCluster:
     # --- steps -----------------------------------------------------------------------------
 
     def _start_once(self) -> None:
-        etcd_client, etcd_peer, api_port = _free_ports(3)
+        etcd_client, etcd_peer, api_port = free_ports(3)
         self.endpoints = Endpoints(etcd_client, etcd_peer, api_port)
         certs = self.workdir / "certs"
         # A fresh cert dir each attempt: the apiserver names its self-signed cert after the port.
@@ -292,7 +292,7 @@ class LocalCluster:
             if proc.poll() is not None:
                 raise K8sTestEnvError(
                     f"k8s-testenv: {log.stem} exited with {proc.returncode} while starting: "
-                    f"{_log_tail(log)} (log: {log})"
+                    f"{log_tail(log)} (log: {log})"
                 )
             # The CA file exists only once the apiserver wrote its self-signed cert.
             if verify and not self.ca_file.is_file():
@@ -336,7 +336,7 @@ def _create_ok(call: Any) -> None:
             raise
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """Distinct free loopback ports, by binding port 0 (all held open until all are chosen)."""
     sockets = []
     try:
@@ -379,7 +379,7 @@ def _service_account_keys(folder: Path) -> tuple[Path, Path]:
     return key, pub
 
 
-def _log_tail(log: Path, lines: int = 4) -> str:
+def log_tail(log: Path, lines: int = 4) -> str:
     try:
         text = log.read_text(errors="replace")
     except OSError:

@@ -1,5 +1,8 @@
-"""The scheduling twin: the real kube-scheduler, KWOK (and later Kueue) against a test apiserver.
+"""The scheduling twin: the real kube-scheduler, KWOK, Kueue and the Job controller against a test apiserver.
 
-Step 1 of issue 36 (decision 0224): `harness.Twin` starts the parts built by `tools.twin_build`
-against a `tools.k8s_testenv.LocalCluster`; the smoke test in tests/twin/ drives it.
+- `harness.Twin` starts the parts built by `tools.twin_build` against a `tools.k8s_testenv.LocalCluster`
+  (decision 0224); the smoke tests in tests/twin/ drive it.
+- `replay.replay` replays a window of workloads on it and `record` reads the outcome from watches
+  (decision 0234); `from_warehouse` rebuilds a window from the warehouse and `model_gap` compares
+  the product's quota model with the twin (decision 0235).
 """

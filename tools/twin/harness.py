@@ -31,7 +31,7 @@ import requests
 from urllib3.exceptions import InsecureRequestWarning
 
 from tools.k8s_testenv import processes
-from tools.k8s_testenv.cluster import LocalCluster, _free_ports, _log_tail
+from tools.k8s_testenv.cluster import LocalCluster, free_ports, log_tail
 from tools.twin_build.builder import TwinBuildError, is_cached
 from tools.twin_build.versions import KWOK_VERSION, PARTS, Layout
 
@@ -56,6 +56,8 @@ class Twin:
     layout: Layout
     workdir: Path
     ready_timeout_s: float = 120.0
+    #: KWOK Stage documents (YAML/JSON text); None: KWOK's default "fast" Stages from the build.
+    stages: list[str] | None = None
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -70,7 +72,7 @@ class Twin:
         self.workdir.mkdir(parents=True, exist_ok=True)
         kubeconfig = self.workdir / "kubeconfig"
         shutil.copyfile(self.cluster.kubeconfig, kubeconfig)
-        sched_port, kwok_port = _free_ports(2)
+        sched_port, kwok_port = free_ports(2)
         t = time.monotonic()
         scheduler_config = self.workdir / "kube-scheduler.yaml"
         scheduler_config.write_text(json.dumps({  # JSON is YAML; the scheduler reads either
@@ -89,9 +91,9 @@ class Twin:
         ], f"https://127.0.0.1:{sched_port}/healthz")
         self.timings["kube-scheduler_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
-        stages = sorted(self.layout.kwok_stages(KWOK_VERSION).glob("*.yaml"))
         config = self.workdir / "kwok.yaml"
-        config.write_text("\n---\n".join(p.read_text() for p in stages))
+        stages = self.stages if self.stages is not None else fast_stages(self.layout)
+        config.write_text("\n---\n".join(stages))
         self._spawn("kwok", [
             str(self.layout.binary(PARTS["kwok"])),
             f"--kubeconfig={kubeconfig}",
@@ -120,7 +122,7 @@ class Twin:
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
                         "/CN=127.0.0.1", "-keyout", str(certs / "tls.key"), "-out", str(certs / "tls.crt")],
                        check=True, capture_output=True)
-        health, webhook = _free_ports(2)
+        health, webhook = free_ports(2)
         config = self.workdir / "kueue.json"
         config.write_text(json.dumps({
             "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
@@ -137,6 +139,27 @@ class Twin:
         self._spawn("kueue", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
                     f"http://127.0.0.1:{health}/readyz")
         self.timings["kueue_s"] = round(time.monotonic() - t, 2)
+
+    def start_job_controller(self) -> None:
+        """kube-controller-manager running only its Job controller (decision 0225): it creates the pods
+        of a Job that Kueue unsuspends, deletes them when Kueue suspends it again (preemption), and
+        marks the Job Complete once KWOK finishes its pod, which is what releases the quota in Kueue."""
+        if missing_parts(self.layout, ("kube-controller-manager",)):
+            raise TwinBuildError("twin: kube-controller-manager not built; "
+                                 "run `python -m tools.twin_build build kube-controller-manager`")
+        [port] = free_ports(1)
+        t = time.monotonic()
+        self._spawn("kube-controller-manager", [
+            str(self.layout.binary(PARTS["kube-controller-manager"])),
+            f"--kubeconfig={self.workdir / 'kubeconfig'}",
+            "--controllers=job",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.workdir / 'kcm-certs'}",
+            "--v=1",
+        ], f"https://127.0.0.1:{port}/healthz")
+        self.timings["kube-controller-manager_s"] = round(time.monotonic() - t, 2)
 
     def stop(self) -> None:
         for name in list(self.procs)[::-1]:
@@ -156,7 +179,7 @@ class Twin:
         while time.monotonic() < deadline:  # start-up only: the process's own health endpoint
             if proc.poll() is not None:
                 raise TwinBuildError(f"twin: {name} exited with {proc.returncode} while starting: "
-                                     f"{_log_tail(self.log(name))} (log: {self.log(name)})")
+                                     f"{log_tail(self.log(name))} (log: {self.log(name)})")
             try:
                 with warnings.catch_warnings():  # the component's self-signed serving cert
                     warnings.simplefilter("ignore", InsecureRequestWarning)
@@ -169,6 +192,11 @@ class Twin:
             time.sleep(0.2)
         raise TwinBuildError(f"twin: {name} not healthy after {self.ready_timeout_s:.0f}s ({last}); "
                              f"log: {self.log(name)}")
+
+
+def fast_stages(layout: Layout) -> list[str]:
+    """KWOK's default "fast" node and pod Stages, as copied from its module by the build."""
+    return [p.read_text() for p in sorted(layout.kwok_stages(KWOK_VERSION).glob("*.yaml"))]
 
 
 def add_ready_node(api: ApiClient, node: dict[str, Any], timeout_s: int = 90) -> None:

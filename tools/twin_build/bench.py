@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools.k8s_testenv.builder import _version_ldflags, find_go
+from tools.k8s_testenv.builder import find_go, version_ldflags
 from tools.k8s_testenv.versions import APISERVER_PACKAGE
 from tools.k8s_testenv.versions import Layout as TestEnvLayout
 from tools.k8s_testenv.versions import default_cache_root as testenv_cache_root
@@ -59,7 +59,7 @@ def _apiserver_warm(layout: Layout, go: str) -> dict[str, Any]:
     out = work / "kube-apiserver.discard"
     load0, wall0, cpu0 = _load(), time.monotonic(), _children_cpu()
     with layout.log.open("a") as log:
-        ldflags = _version_ldflags(testenv.kubernetes)
+        ldflags = version_ldflags(testenv.kubernetes)
         proc = _run_go(go, ["build", "-mod=mod", "-trimpath", "-ldflags", ldflags, "-o", str(out),
                             APISERVER_PACKAGE], work, log)
     result = {"wall_s": round(time.monotonic() - wall0, 1), "cpu_s": round(_children_cpu() - cpu0, 1),

@@ -33,11 +33,14 @@ from typing import TextIO
 
 from gpuledger.core.errors import GpuledgerError
 from tools.k8s_testenv.builder import (
-    _go_env,
-    _locked,
-    _version_ldflags,
     apiserver_gomod,
     find_go,
+    go_env,
+    locked,
+    module_download,
+    run_go,
+    tail,
+    version_ldflags,
 )
 from tools.k8s_testenv.errors import K8sTestEnvError
 from tools.twin_build.versions import KWOK_STAGE_DIRS, PARTS, Layout, Part
@@ -86,7 +89,7 @@ def build(layout: Layout, names: Iterable[str] = tuple(PARTS), echo: Echo = prin
     parts = [_part(name) for name in names]
     layout.dir.mkdir(parents=True, exist_ok=True)
     results = []
-    with _locked(layout.dir / ".lock"):
+    with locked(layout.dir / ".lock"):
         for part in parts:
             started = time.monotonic()
             if not force and is_cached(layout, part):
@@ -130,7 +133,7 @@ def _build_part(layout: Layout, part: Part) -> PartResult:
         wall0, cpu0 = time.monotonic(), _children_cpu()
         info = _module_download(go, f"{part.module}@{version}", layout, log)
         (workdir / "go.mod").write_text(wrapper_gomod(part, version, Path(info["GoMod"]).read_text()))
-        ldflags = _version_ldflags(version) if part.from_kubernetes else "-s -w"
+        ldflags = version_ldflags(version) if part.from_kubernetes else "-s -w"
         output = layout.binary(part)
         tmp = output.with_name(output.name + ".tmp")
         args = ["build", "-mod=mod", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), part.package]
@@ -138,7 +141,7 @@ def _build_part(layout: Layout, part: Part) -> PartResult:
         if proc.returncode != 0:
             raise TwinBuildError(
                 f"twin-build: `go build {part.package}` ({part.module}@{version}) failed: "
-                f"{_tail(proc.stderr)} (full log: {layout.log})")
+                f"{tail(proc.stderr)} (full log: {layout.log})")
         tmp.rename(output)
         if part.name == "kwok":
             _copy_kwok_stages(Path(info["Dir"]), layout.kwok_stages(version))
@@ -168,35 +171,20 @@ def _children_cpu() -> float:
 
 
 def _run_go(go: str, args: list[str], cwd: Path, log: TextIO) -> subprocess.CompletedProcess[str]:
-    log.write(f"$ (cd {cwd} && nice -n 19 {go} {' '.join(args)})\n")
-    log.flush()
-    proc = subprocess.run([go, *args], cwd=cwd, env=_go_env(), capture_output=True, text=True,
-                          check=False, preexec_fn=lambda: os.nice(19))
-    log.write(proc.stdout + proc.stderr)
-    log.flush()
-    return proc
+    """`go` at nice 19: the twin's builds yield to everything else on a shared machine."""
+    return run_go(go, args, cwd, log, niceness=19)
 
 
 def _module_download(go: str, module_at_version: str, layout: Layout, log: TextIO) -> dict[str, str]:
-    proc = _run_go(go, ["mod", "download", "-json", module_at_version], layout.dir, log)
     try:
-        info: dict[str, str] = json.loads(proc.stdout)
-    except ValueError:
-        info = {}
-    if proc.returncode != 0 or "Error" in info or not info.get("GoMod"):
-        detail = " ".join((info.get("Error") or _tail(proc.stderr)).split())
-        raise TwinBuildError(f"twin-build: the module proxy did not serve {module_at_version}: {detail} "
-                             f"(log: {layout.log})")
-    return info
-
-
-def _tail(text: str, lines: int = 3) -> str:
-    kept = [line.strip() for line in text.strip().splitlines()[-lines:]]
-    return " | ".join(kept) if kept else "no output"
+        return module_download(go, module_at_version, layout.dir, log, log_path=layout.log, niceness=19,
+                               who="twin-build")
+    except K8sTestEnvError as exc:
+        raise TwinBuildError(str(exc)) from None
 
 
 def _go_env_paths(go: str) -> dict[str, str]:
-    proc = subprocess.run([go, "env", "-json", "GOCACHE", "GOMODCACHE", "GOFLAGS"], env=_go_env(),
+    proc = subprocess.run([go, "env", "-json", "GOCACHE", "GOMODCACHE", "GOFLAGS"], env=go_env(),
                           capture_output=True, text=True, check=False)
     try:
         return dict(json.loads(proc.stdout))

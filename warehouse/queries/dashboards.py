@@ -59,7 +59,8 @@ def mig_instances_at(
     wh: ReadableWarehouse, at: datetime, lookback: timedelta = HOLDER_LOOKBACK
 ) -> pl.DataFrame:
     """MIG instances alive at `at` with their holder: `node, gpu_index, model, uuid, gpu_i_id,
-    profile, namespace, pod, team` (holder columns NULL when nobody held it in `lookback`)."""
+    profile, namespace, pod` (NULL when nobody held it in `lookback`). The holder's team at `at`
+    is the namespace history's (`analytics.teams.namespaces.with_teams_at`), not today's."""
     return wh.query(
         "WITH inst AS (SELECT uuid, gpu_i_id, profile FROM mig_instances"
         "   WHERE start_ts <= $at AND end_ts > $at),"
@@ -67,10 +68,9 @@ def mig_instances_at(
         "   arg_max(pod, ts) AS pod FROM gpu_samples"
         "   WHERE ts > $since AND ts <= $at AND gpu_i_id >= 0 GROUP BY ALL)"
         " SELECT g.node, g.gpu_index, g.model, i.uuid, i.gpu_i_id, i.profile,"
-        "   h.namespace, h.pod, n.team"
+        "   h.namespace, h.pod"
         " FROM inst i JOIN gpus g USING (uuid)"
         " LEFT JOIN holder h ON h.uuid = i.uuid AND h.gpu_i_id = i.gpu_i_id"
-        " LEFT JOIN namespaces n ON n.namespace = h.namespace"
         " ORDER BY g.node, g.gpu_index, i.gpu_i_id",
         {"at": at, "since": at - lookback},
     )

@@ -49,12 +49,13 @@ def queue_sample_sums(wh: Warehouse, after: datetime, origin: datetime, bucket_u
     )
 
 
-def queue_samples_after(wh: Warehouse, after: datetime) -> pl.DataFrame:
-    """Queue samples with `ts > after`, in time order: `ts`, `cluster_queue`, `flavor`,
-    `resource`, `usage`, `pending_workloads`."""
+def queue_samples_after(wh: Warehouse, after: datetime, before: datetime | None = None) -> pl.DataFrame:
+    """Queue samples with `ts > after` (and `ts < before`, given), in time order: `ts`,
+    `cluster_queue`, `flavor`, `resource`, `usage`, `pending_workloads`."""
+    bound, params = ("", [after]) if before is None else (" AND ts < ?", [after, before])
     return wh.query(
         "SELECT ts, cluster_queue, flavor, resource, usage, pending_workloads FROM queue_samples "
-        "WHERE ts > ? ORDER BY ts", [after],
+        f"WHERE ts > ?{bound} ORDER BY ts", params,
     )
 
 
@@ -68,4 +69,18 @@ def pod_requests_by_queue(wh: Warehouse, kind: str) -> pl.DataFrame:
         " AND q.namespace = p.namespace AND q.name = p.queue WHERE p.gpu_requests IS NOT NULL"
         " GROUP BY ALL ORDER BY ALL",
         [kind],
+    )
+
+
+def queued_pods_overlapping(wh: Warehouse, kind: str, start: datetime, end: datetime) -> pl.DataFrame:
+    """Pods submitted to a namespaced queue object of `kind` that ran during [start, end), one row
+    per pod run, in start order: `spec` (the queue object's spec, JSON text), `namespace`, `pod`,
+    `gpu_requests` (JSON text), `start_ts`, `end_ts` (the scheduling twin's replay window)."""
+    return wh.query(
+        "SELECT CAST(q.spec AS VARCHAR) AS spec, p.namespace, p.pod,"
+        " CAST(p.gpu_requests AS VARCHAR) AS gpu_requests, p.start_ts, p.end_ts"
+        " FROM pods p JOIN queues q ON q.kind = ? AND q.namespace = p.namespace AND q.name = p.queue"
+        " WHERE p.gpu_requests IS NOT NULL AND p.start_ts < ? AND p.end_ts > ?"
+        " ORDER BY p.start_ts, p.namespace, p.pod",
+        [kind, end, start],
     )

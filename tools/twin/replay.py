@@ -1,0 +1,271 @@
+"""Replay a recorded window of GPU workloads on the twin: the real Kueue, kube-scheduler and Job controller.
+
+Input (`Window`): ClusterQueues (nominal GPUs, cohort, borrowing/lending limits, preemption policy),
+KWOK nodes (GPUs each) and workloads (arrival minute, GPUs, ClusterQueue, priority, run minutes).
+Steps of `replay()`:
+1. Cluster objects: one ResourceFlavor, the ClusterQueues, one LocalQueue per ClusterQueue (same
+   name) in `namespace`, a WorkloadPriorityClass per distinct priority, the KWOK GPU nodes (Ready,
+   `not-ready` taint lifted). Watch until every ClusterQueue and LocalQueue reports Active.
+2. Start the `record.Recorder` watches (Workloads, Pods), then the clock: Job i is created at wall
+   `t0 + arrival_i * seconds_per_minute`, suspended, labelled with its LocalQueue (and priority
+   class); Kueue admits it by unsuspending it. Its pod carries KWOK's
+   `pod-complete.stage.kwok.x-k8s.io/delay` = run minutes x seconds per minute: `timed_stages()`
+   gives KWOK's "fast" Stages with that delay added to pod-complete, so the pod Succeeds that long
+   after it runs, the Job controller completes the Job and Kueue releases its quota.
+3. Wait (on the watch) until every Job's Workload is Finished, or the window's end plus a margin.
+4. `summarize` the watched events per queue (record.py); delete the cluster-scoped objects.
+
+The clock is COMPRESSED, so seconds_per_minute must be generous against the control loops' latency
+(about a second per hop on a loaded machine): results are read as ORDER and counts from the watch;
+minutes are wall-derived and carry that latency.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from tools.twin.harness import GPU, SCHEDULER_NAME, add_ready_node, fast_stages, gpu_node
+from tools.twin.record import GROUP, VERSION, JobFacts, QueueOutcome, Recorder, Seen, summarize
+from tools.twin_build.builder import TwinBuildError
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from tools.twin.harness import Twin
+    from tools.twin_build.versions import Layout
+
+RUN_TIME_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+MARGIN_MIN = 10.0
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """A ClusterQueue (and its LocalQueue of the same name): GPUs of one flavor."""
+
+    name: str
+    nominal_gpus: int
+    cohort: str | None = None
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+    reclaim_within_cohort: str = "Never"
+    within_cluster_queue: str = "Never"
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One Job of the window: arrives at `arrival_min`, runs `run_min` once admitted."""
+
+    name: str
+    arrival_min: float
+    gpus: int
+    queue: str
+    run_min: float
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class Window:
+    queues: tuple[QueueSpec, ...]
+    nodes: tuple[int, ...]
+    workloads: tuple[WorkloadSpec, ...]
+
+    def check(self) -> None:
+        """One-line errors for a window the twin cannot replay."""
+        names = {q.name for q in self.queues}
+        for w in self.workloads:
+            if w.queue not in names:
+                raise TwinBuildError(f"twin replay: workload {w.name} names unknown queue {w.queue!r}")
+            if w.gpus <= 0 or w.run_min <= 0 or w.arrival_min < 0:
+                raise TwinBuildError(f"twin replay: workload {w.name} needs gpus > 0, run_min > 0, "
+                                     "arrival_min >= 0")
+        if len({w.name for w in self.workloads}) != len(self.workloads):
+            raise TwinBuildError("twin replay: workload names must be unique")
+
+
+@dataclass
+class ReplayResult:
+    per_queue: dict[str, QueueOutcome]
+    events: list[Seen]
+    seconds_per_minute: float
+    t0: float
+    finished: bool
+    jobs: dict[str, JobFacts] = field(default_factory=dict)
+    end: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def order(self, what: str) -> list[str]:
+        """Jobs in the order the watch saw `what` happen to them (e.g. "admitted")."""
+        return [e.job for e in self.events if e.what == what]
+
+    def jobs_with(self, what: str) -> set[str]:
+        return {e.job for e in self.events if e.what == what}
+
+    def minute(self, seen: Seen) -> float:
+        return (seen.at - self.t0) / self.seconds_per_minute
+
+
+def timed_stages(layout: Layout) -> list[str]:
+    """KWOK's "fast" Stages, pod-complete delayed by the pod's `RUN_TIME_ANNOTATION` (no jitter)."""
+    out = []
+    for text in fast_stages(layout):
+        stage = yaml.safe_load(text)
+        if stage["metadata"]["name"] != "pod-complete":
+            out.append(text)
+            continue
+        stage["spec"]["delay"] = {"durationMilliseconds": 0, "durationFrom": {
+            "expressionFrom": f'.metadata.annotations["{RUN_TIME_ANNOTATION}"]'}}
+        out.append(yaml.safe_dump(stage, sort_keys=False))
+    return out
+
+
+def _cluster_queue(q: QueueSpec, flavor: str) -> dict[str, Any]:
+    quota: dict[str, Any] = {"name": GPU, "nominalQuota": q.nominal_gpus}
+    if q.borrowing_limit is not None:
+        quota["borrowingLimit"] = q.borrowing_limit
+    if q.lending_limit is not None:
+        quota["lendingLimit"] = q.lending_limit
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": flavor, "resources": [quota]}]}],
+        "preemption": {"reclaimWithinCohort": q.reclaim_within_cohort,
+                       "withinClusterQueue": q.within_cluster_queue},
+    }
+    if q.cohort:
+        spec["cohortName"] = q.cohort
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue", "metadata": {"name": q.name},
+            "spec": spec}
+
+
+def priority_class(value: int) -> str:
+    """The WorkloadPriorityClass of a priority value (names cannot hold a minus sign: m5 is -5)."""
+    return f"twin-priority-{value}" if value >= 0 else f"twin-priority-m{-value}"
+
+
+def job_manifest(w: WorkloadSpec, seconds_per_minute: float) -> dict[str, Any]:
+    """A suspended batch Job of one pod asking `w.gpus` GPUs, in its LocalQueue, running `w.run_min`."""
+    labels = {QUEUE_LABEL: w.queue, PRIORITY_LABEL: priority_class(w.priority)}
+    run_ms = round(w.run_min * seconds_per_minute * 1000)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": w.name, "labels": labels},
+        "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 0, "template": {
+            "metadata": {"annotations": {RUN_TIME_ANNOTATION: f"{run_ms}ms"}},
+            "spec": {"restartPolicy": "Never", "schedulerName": SCHEDULER_NAME,
+                     "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": "registry.invalid/twin:none",
+                                     "resources": {"limits": {GPU: str(w.gpus)}}}]}}},
+    }
+
+
+def _wait_active(custom: Any, namespace: str, window: Window, timeout_s: float) -> None:
+    """Watch ClusterQueues, then LocalQueues, until each of the window's has condition Active=True."""
+    from kubernetes import watch
+
+    names = {q.name for q in window.queues}
+    for plural, list_fn, args in (
+        ("clusterqueues", custom.list_cluster_custom_object, (GROUP, VERSION, "clusterqueues")),
+        ("localqueues", custom.list_namespaced_custom_object, (GROUP, VERSION, namespace, "localqueues")),
+    ):
+        active: set[str] = set()
+        w = watch.Watch()
+        for event in w.stream(list_fn, *args, timeout_seconds=int(timeout_s)):
+            obj = event["object"]
+            conditions = obj.get("status", {}).get("conditions", [])
+            if any(c["type"] == "Active" and c["status"] == "True" for c in conditions):
+                active.add(obj["metadata"]["name"])
+            if names <= active:
+                w.stop()
+        if not names <= active:
+            raise TwinBuildError(f"twin replay: {plural} not Active after {timeout_s:.0f}s: "
+                                 f"{sorted(names - active)}")
+
+
+def _create_objects(api: ApiClient, namespace: str, window: Window, flavor: str, nodes: list[str]) -> None:
+    from kubernetes import client
+
+    custom: Any = client.CustomObjectsApi(api)
+    custom.create_cluster_custom_object(GROUP, VERSION, "resourceflavors", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor", "metadata": {"name": flavor},
+        "spec": {}})
+    for value in sorted({w.priority for w in window.workloads}):
+        custom.create_cluster_custom_object(GROUP, VERSION, "workloadpriorityclasses", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "WorkloadPriorityClass",
+            "metadata": {"name": priority_class(value)}, "value": value})
+    for q in window.queues:
+        custom.create_cluster_custom_object(GROUP, VERSION, "clusterqueues", _cluster_queue(q, flavor))
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "localqueues", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue", "metadata": {"name": q.name},
+            "spec": {"clusterQueue": q.name}})
+    for name, gpus in zip(nodes, window.nodes, strict=True):
+        add_ready_node(api, gpu_node(name, gpus))
+
+
+def _delete_objects(api: ApiClient, window: Window, flavor: str, nodes: list[str]) -> None:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    custom: Any = client.CustomObjectsApi(api)
+    core: Any = client.CoreV1Api(api)
+    cluster_objects = [("clusterqueues", q.name) for q in window.queues]
+    priorities = {w.priority for w in window.workloads}
+    cluster_objects += [("workloadpriorityclasses", priority_class(v)) for v in priorities]
+    cluster_objects.append(("resourceflavors", flavor))
+    for plural, name in cluster_objects:
+        with contextlib.suppress(ApiException):
+            custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
+    for node in nodes:
+        with contextlib.suppress(ApiException):
+            core.delete_node(node)
+
+
+def replay(twin: Twin, window: Window, namespace: str, *, seconds_per_minute: float = 6.0,
+           ready_timeout_s: float = 120.0) -> ReplayResult:
+    """Steps 1-4 of the module docstring; Kueue and the Job controller must be running in `twin`."""
+    from kubernetes import client
+
+    window.check()
+    flavor = f"twin-gpu-{namespace}"[:63]
+    nodes = [f"twin-{namespace}-n{i}"[:63] for i in range(len(window.nodes))]
+    workloads = sorted(window.workloads, key=lambda w: (w.arrival_min, w.name))
+    horizon = max(w.arrival_min for w in workloads) + sum(w.run_min for w in workloads) + MARGIN_MIN
+    timings: dict[str, float] = {}
+    with twin.cluster.api_client() as api:
+        batch: Any = client.BatchV1Api(api)
+        t = time.monotonic()
+        try:
+            _create_objects(api, namespace, window, flavor, nodes)
+            _wait_active(client.CustomObjectsApi(api), namespace, window, ready_timeout_s)
+            timings["setup_s"] = round(time.monotonic() - t, 2)
+            recorder = Recorder(api, namespace).start()
+            try:
+                t0 = time.monotonic()
+                created: dict[str, JobFacts] = {}
+                for w in workloads:
+                    delay = t0 + w.arrival_min * seconds_per_minute - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)  # the compressed clock: arrivals as recorded
+                    batch.create_namespaced_job(namespace, job_manifest(w, seconds_per_minute))
+                    created[w.name] = JobFacts(w.queue, w.gpus, time.monotonic())
+                names = set(created)
+                finished = recorder.wait_until(
+                    lambda events: names <= {e.job for e in events if e.what == "finished"},
+                    max(0.0, t0 + horizon * seconds_per_minute - time.monotonic()))
+                end = time.monotonic()
+            finally:
+                recorder.stop()
+            if recorder.errors:
+                raise TwinBuildError(f"twin replay: a watch failed: {recorder.errors[0]}")
+        finally:
+            _delete_objects(api, window, flavor, nodes)
+    timings["replay_s"] = round(end - t0, 2)
+    per_queue = summarize(recorder.events, created, {q.name: q.nominal_gpus for q in window.queues},
+                          t0=t0, end=end, seconds_per_minute=seconds_per_minute)
+    return ReplayResult(per_queue, list(recorder.events), seconds_per_minute, t0, finished, created, end,
+                        timings)
