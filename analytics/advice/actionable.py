@@ -32,8 +32,6 @@ RISK_KINDS = frozenset({"overcommit_past_knee"})
 QUIET: Mapping[str, tuple[str, str]] = {
     "autoscaling": ("Deployment already right-sized", "Deployments already right-sized"),
     "overcommit_ratio": ("shared pool already at its best ratio", "shared pools already at their best ratio"),
-    "fragmentation_rebuild": ("MIG node whose rebuild saves too little",
-                              "MIG nodes whose rebuild saves too little"),
     "profile_catalog": ("MIG model whose catalog saves too little",
                         "MIG models whose catalog saves too little"),
     "dra_fragmentation": ("DRA node whose rebuild saves too little",
@@ -115,6 +113,8 @@ UNPRICED: Mapping[str, tuple[str, str, str]] = {
                              "replicas has no saving to show"),
     "dra_profile": ("DRA device class", "DRA device classes", "which DeviceClasses to offer DRA MIG "
                     "claims; offering one has no saving to price"),
+    "fragmentation_rebuild": ("MIG rebuild", "MIG rebuilds", "it saves only the GPUs it frees; "
+                              "`gpuledger optimize mig` counts them over the pool's demand and prices them"),
 }
 """Per row kind whose saving is unknown: how one and many read, and why there is no price."""
 

@@ -210,18 +210,17 @@ def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> A
     smallest = _smallest_demanded(layouts)
     rates = fragmentation.fragmentation_rates(layouts, smallest)
     a = settings.advice
-    prices = {str(n): _price(settings, str(m), window.start) for n, m in
-              layouts.select("node", "model").unique().iter_rows()}
     found = fragmentation.rebuilds(
         rates, threshold=a.fragmentation_threshold, min_free=a.fragmentation_min_free,
         now=min(window.end, datetime.now(UTC)), windows=a.maintenance_windows,
         activity=_activity_if_needed(wh, window, rates, a.fragmentation_threshold,
-                                     SamplingRules.of(settings)), unit_price=prices)
+                                     SamplingRules.of(settings)))
     rows: list[dict[str, object]] = [{
         "kind": "fragmentation_rebuild", "scope": r.node, "current": f"{r.rate:.0%} fragmented",
         "recommended": "rebuild MIG layout in " + (f"{r.window[0]:%a %H:%M} UTC window" if r.window else
                                                     "a maintenance window"),
-        "monthly_saving": r.monthly_saving, "reason": r.reason(),
+        # not priced: the GPUs a rebuild frees are the MIG plan's answer (fragmentation step 5, 0230)
+        "monthly_saving": None, "reason": r.reason(),
     } for r in found]
     document = {"threshold": a.fragmentation_threshold, "smallest_profile": smallest,
                 "nodes": json.loads(rates.write_json()),
