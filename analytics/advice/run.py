@@ -23,6 +23,7 @@ from gpuledger.core.config import Settings
 from gpuledger.core.mig import canonical_model, catalog
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.rules import SamplingRules
+from gpuledger.core.steady import steady
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import advice as queries
@@ -136,8 +137,9 @@ def overcommit_pools(wh: Warehouse, window: Window, settings: Settings) -> list[
     level in DuckDB a day at a time (sums and counts: the month is a few rows per pool, never a
     per-minute frame)."""
     activity = SamplingRules.of(settings).activity
-    found_levels = by_day(lambda w, lo, hi: queries.shared_card_levels(w, lo, hi, activity), wh, window,
-                          ("pool", "model", "owner_kind", "class_label", "holders"))
+    found_levels = steady(by_day(  # DuckDB's sums, the same double every run
+        lambda w, lo, hi: queries.shared_card_levels(w, lo, hi, activity), wh, window,
+        ("pool", "model", "owner_kind", "class_label", "holders")))
     if found_levels.is_empty():
         return []
     prices = {m: _price(settings, canonical_model(m), window.start) for m in found_levels["model"].unique()}

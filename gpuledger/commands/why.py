@@ -83,9 +83,10 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
         document["waiting"] = [r for r in document["waiting"] if r["team"] == args.team]
         document["by_queue"] = [q for q in document["by_queue"] if q["team"] == args.team]
     short = args.format == "table"
+    title = f"Waiting workloads ({document['cluster']}, status at {document['at'] or 'never'})"
+    footer = explained(document["waiting"], table_width()) if short else []
     emit(ctx, args.format, rows=document["waiting"], columns=SHORT_COLUMNS if short else COLUMNS,
-         document=document, title=f"Waiting workloads ({document['cluster']}, status at {document['at'] or 'never'})",
-         footer=explained(document["waiting"], table_width()) if short else ())
+         document=document, title=title, footer=footer)
     if args.format in ("table", "wide") and not args.target and document["by_queue"]:
         emit(ctx, args.format, rows=document["by_queue"], columns=COST_COLUMNS, title="\nCost of waiting")
     return 0
