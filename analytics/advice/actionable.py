@@ -144,13 +144,19 @@ TIEBREAK = ("kind", "scope", "team", "namespace", "workload")
 namespace and workload); the whole row's text breaks what they leave tied."""
 
 
+RANK_DECIMALS = 6
+"""The decimals savings are compared at: those the JSON publishes (`exports._plain`). Two
+rows whose savings agree there are equal to every reader, and the tiebreak orders them, not a
+difference in the 8th decimal left by two ways of computing the same amount (issue 32)."""
+
+
 def rank_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The one order of advice and recommendation rows: known savings first, largest first,
-    then `TIEBREAK`, then the row's text: no two distinct rows tie, so every surface cutting the
-    top N (table, JSON, CSV, page) shows the same rows in the same order."""
+    """The one order of advice and recommendation rows: known savings first, largest first
+    (at `RANK_DECIMALS`), then `TIEBREAK`, then the row's text: no two distinct rows tie, so every
+    surface cutting the top N (table, JSON, CSV, page) shows the same rows in the same order."""
     import json
 
-    return (not priced(row), -saving(row), *(str(row.get(k) or "") for k in TIEBREAK),
+    return (not priced(row), -round(saving(row), RANK_DECIMALS), *(str(row.get(k) or "") for k in TIEBREAK),
             json.dumps(dict(row), sort_keys=True, default=str))
 
 
