@@ -113,8 +113,8 @@ UNPRICED: Mapping[str, tuple[str, str, str]] = {
                              "replicas has no saving to show"),
     "dra_profile": ("DRA device class", "DRA device classes", "which DeviceClasses to offer DRA MIG "
                     "claims; offering one has no saving to price"),
-    "fragmentation_rebuild": ("MIG rebuild", "MIG rebuilds", "it saves only the GPUs it frees; "
-                              "`gpuledger optimize mig` counts them over the pool's demand and prices them"),
+    "fragmentation_rebuild": ("MIG rebuild", "MIG rebuilds",
+                              "`gpuledger optimize mig` prices a rebuild by the GPUs it frees"),
 }
 """Per row kind whose saving is unknown: how one and many read, and why there is no price."""
 
