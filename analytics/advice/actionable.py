@@ -32,8 +32,6 @@ RISK_KINDS = frozenset({"overcommit_past_knee"})
 QUIET: Mapping[str, tuple[str, str]] = {
     "autoscaling": ("Deployment already right-sized", "Deployments already right-sized"),
     "overcommit_ratio": ("shared pool already at its best ratio", "shared pools already at their best ratio"),
-    "fragmentation_rebuild": ("MIG node whose rebuild saves too little",
-                              "MIG nodes whose rebuild saves too little"),
     "profile_catalog": ("MIG model whose catalog saves too little",
                         "MIG models whose catalog saves too little"),
     "dra_fragmentation": ("DRA node whose rebuild saves too little",
@@ -115,6 +113,8 @@ UNPRICED: Mapping[str, tuple[str, str, str]] = {
                              "replicas has no saving to show"),
     "dra_profile": ("DRA device class", "DRA device classes", "which DeviceClasses to offer DRA MIG "
                     "claims; offering one has no saving to price"),
+    "fragmentation_rebuild": ("MIG rebuild", "MIG rebuilds",
+                              "`gpuledger optimize mig` prices a rebuild by the GPUs it frees"),
 }
 """Per row kind whose saving is unknown: how one and many read, and why there is no price."""
 
@@ -144,13 +144,19 @@ TIEBREAK = ("kind", "scope", "team", "namespace", "workload")
 namespace and workload); the whole row's text breaks what they leave tied."""
 
 
+RANK_DECIMALS = 6
+"""The decimals savings are compared at: those the JSON publishes (`exports._plain`). Two
+rows whose savings agree there are equal to every reader, and the tiebreak orders them, not a
+difference in the 8th decimal left by two ways of computing the same amount (issue 32)."""
+
+
 def rank_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The one order of advice and recommendation rows: known savings first, largest first,
-    then `TIEBREAK`, then the row's text: no two distinct rows tie, so every surface cutting the
-    top N (table, JSON, CSV, page) shows the same rows in the same order."""
+    """The one order of advice and recommendation rows: known savings first, largest first
+    (at `RANK_DECIMALS`), then `TIEBREAK`, then the row's text: no two distinct rows tie, so every
+    surface cutting the top N (table, JSON, CSV, page) shows the same rows in the same order."""
     import json
 
-    return (not priced(row), -saving(row), *(str(row.get(k) or "") for k in TIEBREAK),
+    return (not priced(row), -round(saving(row), RANK_DECIMALS), *(str(row.get(k) or "") for k in TIEBREAK),
             json.dumps(dict(row), sort_keys=True, default=str))
 
 

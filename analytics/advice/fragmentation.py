@@ -19,10 +19,14 @@ every instance on the card, so it belongs in an off-peak maintenance window.
    2g on seven compute slices) leaves 1/7 even on an empty card: below any sane threshold.
 4. Rebuild: a node whose latest rate is at or above the threshold and with at least
    `min_free` of its compute slices free gets a rebuild recommendation, scheduled into the next
-   maintenance window of its pool (`next_window`); the saving is the unusable slices' share
-   of the card price per month (730 h). The window's past load (mean activity of the node in
-   the same weekly range, against its mean over the whole period) goes with it, so a reviewer
-   sees that the window really is off-peak.
+   maintenance window of its pool (`next_window`). The window's past load (mean activity of
+   the node in the same weekly range, against its mean over the whole period) goes with it, so
+   a reviewer sees that the window really is off-peak.
+5. A rebuild is not priced here (`monthly_saving` None): money comes back only when the cards
+   are repacked so that some are freed, and how many a layout change frees is the MIG
+   planner's answer over the whole pool's demand (`gpuledger optimize mig`: GPUs freed x card
+   price). Pricing the unusable slices instead told people "$3,170/month" for a node the plan
+   rebuilds for $0.00 because demand needs every card (issue 32, docs/decisions/0230).
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ import polars as pl
 from gpuledger.core.config_advice import MaintenanceWindow, parse_weekly_range
 from gpuledger.core.mig import COMPUTE_SLICES, MEMORY_SLICES, Layout, gpu_model, shape_of
 
-HOURS_PER_MONTH = 730.0
 WEEK_MIN = 7 * 1440
 
 
@@ -184,6 +187,10 @@ def in_weekly_ranges(ts: datetime, windows: Sequence[MaintenanceWindow]) -> bool
     return False
 
 
+PRICED_BY = "what it saves is the GPUs a MIG plan frees: `gpuledger optimize mig`"
+"""Where a rebuild's saving is priced (step 5): the reason and the unpriced footer name it."""
+
+
 @dataclass(frozen=True)
 class Rebuild:
     node: str
@@ -193,25 +200,24 @@ class Rebuild:
     window: tuple[datetime, datetime] | None
     window_load: float | None
     overall_load: float | None
-    monthly_saving: float
+    unusable_slices: int
+    free_slices: int
 
     def reason(self) -> str:
         when = (f"next window {self.window[0]:%a %Y-%m-%d %H:%M}-{self.window[1]:%H:%M} UTC"
                 if self.window else "no maintenance window configured for its pool")
         load = (f"; past load in the window {self.window_load:.0%} vs {self.overall_load:.0%} overall"
                 if self.window_load is not None and self.overall_load is not None else "")
-        return (f"fragmentation {self.rate:.0%} of free slices unusable, {self.free_share:.0%} of "
-                f"slices free; {when}{load}")
+        return (f"fragmentation {self.rate:.0%} of free slices unusable ({self.unusable_slices} of "
+                f"{self.free_slices}), {self.free_share:.0%} of slices free; {when}{load}; {PRICED_BY}")
 
 
 def rebuilds(
     node_rates: pl.DataFrame, *, threshold: float, min_free: float, now: datetime,
     windows: Sequence[MaintenanceWindow], activity: pl.DataFrame | None = None,
-    unit_price: Mapping[str, float] | None = None,
 ) -> list[Rebuild]:
     """Step 4. `activity` (optional): `ts`, `node`, `activity` (hourly means; NULL for an hour
-    without a reading, left out of both means) for the past load; `unit_price`: card price per
-    hour by node."""
+    without a reading, left out of both means) for the past load. Not priced (step 5)."""
     if node_rates.is_empty():
         return []
     latest = node_rates.filter(pl.col("ts") == pl.col("ts").max().over("node"))
@@ -222,10 +228,9 @@ def rebuilds(
             continue
         mine = windows_for(r["pool"], windows)
         window_load, overall = _past_load(activity, str(r["node"]), mine)
-        price = (unit_price or {}).get(str(r["node"]), 0.0)
-        saving = r["unusable_slices"] / COMPUTE_SLICES * price * HOURS_PER_MONTH
         out.append(Rebuild(str(r["node"]), r["pool"], float(r["rate"]), free_share,
-                           next_window(now, mine), window_load, overall, saving))
+                           next_window(now, mine), window_load, overall,
+                           int(r["unusable_slices"]), int(r["free_slices"])))
     return out
 
 

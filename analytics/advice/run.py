@@ -23,6 +23,7 @@ from gpuledger.core.config import Settings
 from gpuledger.core.mig import canonical_model, catalog
 from gpuledger.core.pricing import PriceBook
 from gpuledger.core.rules import SamplingRules
+from gpuledger.core.steady import steady
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import advice as queries
@@ -136,8 +137,9 @@ def overcommit_pools(wh: Warehouse, window: Window, settings: Settings) -> list[
     level in DuckDB a day at a time (sums and counts: the month is a few rows per pool, never a
     per-minute frame)."""
     activity = SamplingRules.of(settings).activity
-    found_levels = by_day(lambda w, lo, hi: queries.shared_card_levels(w, lo, hi, activity), wh, window,
-                          ("pool", "model", "owner_kind", "class_label", "holders"))
+    found_levels = steady(by_day(  # DuckDB's sums, the same double every run
+        lambda w, lo, hi: queries.shared_card_levels(w, lo, hi, activity), wh, window,
+        ("pool", "model", "owner_kind", "class_label", "holders")))
     if found_levels.is_empty():
         return []
     prices = {m: _price(settings, canonical_model(m), window.start) for m in found_levels["model"].unique()}
@@ -210,18 +212,17 @@ def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> A
     smallest = _smallest_demanded(layouts)
     rates = fragmentation.fragmentation_rates(layouts, smallest)
     a = settings.advice
-    prices = {str(n): _price(settings, str(m), window.start) for n, m in
-              layouts.select("node", "model").unique().iter_rows()}
     found = fragmentation.rebuilds(
         rates, threshold=a.fragmentation_threshold, min_free=a.fragmentation_min_free,
         now=min(window.end, datetime.now(UTC)), windows=a.maintenance_windows,
         activity=_activity_if_needed(wh, window, rates, a.fragmentation_threshold,
-                                     SamplingRules.of(settings)), unit_price=prices)
+                                     SamplingRules.of(settings)))
     rows: list[dict[str, object]] = [{
         "kind": "fragmentation_rebuild", "scope": r.node, "current": f"{r.rate:.0%} fragmented",
         "recommended": "rebuild MIG layout in " + (f"{r.window[0]:%a %H:%M} UTC window" if r.window else
                                                     "a maintenance window"),
-        "monthly_saving": r.monthly_saving, "reason": r.reason(),
+        # not priced: the GPUs a rebuild frees are the MIG plan's answer (fragmentation step 5, 0230)
+        "monthly_saving": None, "reason": r.reason(),
     } for r in found]
     document = {"threshold": a.fragmentation_threshold, "smallest_profile": smallest,
                 "nodes": json.loads(rates.write_json()),

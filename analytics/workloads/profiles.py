@@ -17,6 +17,8 @@ import polars as pl
 from sklearn.cluster import KMeans
 from sklearn.preprocessing import StandardScaler
 
+from gpuledger.core.steady import STEADY_DECIMALS
+
 FEATURES: tuple[str, ...] = ("act_mean", "act_p95", "act_std", "idle_fraction", "fb_p95_ratio")
 
 ARCHETYPES: dict[str, tuple[float, ...]] = {
@@ -98,7 +100,8 @@ def workload_profiles(usage: pl.DataFrame, k: int = 4, seed: int = 7) -> Profile
     clusters = max(1, min(k, n, len({tuple(r) for r in x.round(6).tolist()})))
     scaler = StandardScaler().fit(x)
     model = KMeans(n_clusters=clusters, random_state=seed, n_init=10).fit(scaler.transform(x))
-    centroids = scaler.inverse_transform(model.cluster_centers_)
+    # k-means' means differ between runs in their last bits (threaded sums): `steady` decimals
+    centroids = np.round(scaler.inverse_transform(model.cluster_centers_), STEADY_DECIMALS)
     # Stable ids: order clusters by their centroid's mean activity.
     order = np.argsort(centroids[:, 0], kind="stable")
     relabel = {int(old): new for new, old in enumerate(order)}

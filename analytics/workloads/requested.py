@@ -30,6 +30,7 @@ from gpuledger.core.config import Settings
 from gpuledger.core.errors import InputError
 from gpuledger.core.mig import MEMORY_SLICES, catalog
 from gpuledger.core.rules import Rules
+from gpuledger.core.steady import steady
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import workloads as queries
@@ -63,7 +64,7 @@ def workload_usage(
     Activity by the bill's activity rule (the settings' where the bill's rules are not known)."""
     bill = bill or compute_bill(wh, window, settings, ("team",))
     rules = bill.rules or Rules.of(settings)
-    stats = queries.allocation_stats(wh, window.start, window.end, rules.sampling.activity)
+    stats = steady(queries.allocation_stats(wh, window.start, window.end, rules.sampling.activity))
     held = idle_allocations_all(bill)
     gpus = queries.card_memory(wh)
     pods = queries.pod_owner_rows(wh)
@@ -84,8 +85,6 @@ def workload_usage(
         pl.Series("workload_kind", [o[0] for o in owners], dtype=pl.String),
         pl.Series("workload", [o[1] for o in owners], dtype=pl.String),
         pl.Series("device_memory_mib", memory, dtype=pl.Float64),
-        (pl.col("idle_card_hours") / pl.col("card_hours")).fill_nan(0.0).alias("idle_fraction"),
-        (pl.col("card_hours") / pl.col("share")).alias("held_hours"),
         pl.col("sharing_mode").is_in(["timeslice", "vgpu"]).alias("card_level_metrics"),
     ).with_columns(
         (pl.col("fb_p95_mib") / pl.col("device_memory_mib")).alias("fb_p95_ratio"),
@@ -93,18 +92,24 @@ def workload_usage(
 
 
 def idle_allocations_all(bill: Bill) -> pl.DataFrame:
-    """The bill per allocation (card-hours, idle, cost), idle or not, with its mean share."""
+    """The bill per allocation (card-hours, idle, cost, held hours), idle or not, with its mean
+    share and idle fraction: sums of the detail's figures and ratios of those sums, then made
+    `steady` (the same double every run; the ratios taken before, so rounding never moves them)."""
     held = bill.detail.filter(pl.col("kind") == "allocated")
-    return held.group_by(["team", *KEYS, "sharing_mode", "queue"]).agg(
+    return steady(held.group_by(["team", *KEYS, "sharing_mode", "queue"]).agg(
         pl.col("card_hours").sum(),
         pl.col("idle_card_hours").sum(),
         pl.col("held_idle_card_hours").sum(),
         pl.col("cost").sum(),
         pl.col("idle_cost").sum(),
         (pl.col("card_hours").sum() / pl.col("held_hours").sum()).alias("share"),
+        # of the sums as summed: a ratio of two rounded small sums (1/7 of a held minute) strays
+        # 1e-8 from 0.5, enough to flip the reclaim threshold; this one is 1e-16 from it
+        (pl.col("idle_card_hours").sum() / pl.col("card_hours").sum()).fill_nan(0.0).alias("idle_fraction"),
+        pl.col("held_hours").sum(),
         pl.col("unit_price").mean(),
         pl.col("discount_factor").mean(),
-    )
+    ))
 
 
 

@@ -9,18 +9,33 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gpuledger.command_context import Context
 from gpuledger.commands import output_option, plan_id_argument, runs
-from gpuledger.commands._output import emit
+from gpuledger.commands._output import emit, render_table
 from gpuledger.optimizer.plan.contract import PLAN_KINDS  # light: pydantic only, no store
 from gpuledger.optimizer.plan.status import STATUSES
 
+if TYPE_CHECKING:
+    from gpuledger.optimizer.plan.contract import Plan
+
 _KINDS = PLAN_KINDS.names()
 """The registered plan kinds (their modules are listed, not imported)."""
+
+
+def plan_text(plan: Plan, status: str | None, fmt: str) -> str:
+    """A plan's readable diff with its baselines table laid out by the output layer (human
+    headers, fitted to the terminal, numbers never split; `-o wide` whole)."""
+    from gpuledger.optimizer.plan.render import render_plan
+
+    def layout(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+        return render_table(rows, columns, whole=fmt == "wide")
+
+    return render_plan(plan, status, layout=layout)
 
 
 def plan_rows(json_text: str) -> list[dict[str, Any]]:
@@ -56,14 +71,14 @@ def list_command(args: argparse.Namespace, ctx: Context) -> int:
 @output_option()
 @runs
 def show_command(args: argparse.Namespace, ctx: Context) -> int:
-    from gpuledger.optimizer.plan.render import plan_json, render_plan
+    from gpuledger.optimizer.plan.render import plan_json
     from gpuledger.optimizer.plan.store import load_record, resolve_plan_id
 
     with ctx.open_warehouse(read_only=True) as wh:
         record = load_record(wh, resolve_plan_id(wh, args.plan_id))
     text = plan_json(record)
     emit(ctx, args.format, json_text=text, rows=plan_rows(text),
-         text=render_plan(record.plan, record.status) if args.format == "table" else None)
+         text=plan_text(record.plan, record.status, args.format) if args.format == "table" else None)
     return 0
 
 

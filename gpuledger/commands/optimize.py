@@ -32,8 +32,8 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
 def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
     """Propose (unless --no-save or --backtest) and print. A plan without a measured gain is
     printed with its reason and not stored; a re-run supersedes its own earlier proposal."""
-    from gpuledger.commands._plans_view import plan_rows
-    from gpuledger.optimizer.plan.render import plan_json, render_plan
+    from gpuledger.commands._plans_view import plan_rows, plan_text
+    from gpuledger.optimizer.plan.render import plan_json
     from gpuledger.optimizer.plan.store import propose_plan
 
     status = None
@@ -47,7 +47,7 @@ def _finish(plan: Plan, args: argparse.Namespace, ctx: Context) -> int:
         footer.append(f"\nstored as {status}: gpuledger plans show {plan.id}")
         footer.extend(f"supersedes {old} (same observed state)" for old in outcome.superseded)
     text = plan_json(plan)
-    emit(ctx, args.format, json_text=text, rows=plan_rows(text), text=render_plan(plan, status),
+    emit(ctx, args.format, json_text=text, rows=plan_rows(text), text=plan_text(plan, status, args.format),
          footer=footer)
     return 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -38,6 +38,7 @@ _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("idle_quota_gpu_minutes_after", "idle quota GPU-hours after (held out, no borrowing)"),
     ("monthly_cost_saving", "monthly cost saving"),
 )
+_LABELS = dict(_EFFECT_LABELS)
 
 
 def effect_value(key: str, value: float) -> float:
@@ -101,23 +102,23 @@ def render_effect(effect: Effect) -> str:
     return table(rows, ("effect", "value"))
 
 
-def render_plan(plan: Plan, status: str | None = None) -> str:
-    """The readable diff of one plan."""
+def render_plan(plan: Plan, status: str | None = None, *, layout: TableLayout | None = None) -> str:
+    """The readable diff of one plan; `layout` lays out its baselines table (`TableLayout`)."""
     head = [
         f"plan {plan.id}  ({plan.kind}{', ' + status if status else ''})",
         f"created {plan.created_at.isoformat()}  fingerprint {plan.fingerprint}",
         f"solver {plan.solver.solver}: {plan.solver.status} in {plan.solver.wall_s:.2f}s "
         f"(limit {plan.solver.time_limit_s:g}s)",
     ]
-    head.extend(f"input {k}: {v}" for k, v in sorted(plan.inputs.items()))
-    head.extend(f"warning: {w}" for w in plan.warnings)
+    head.extend(fold(f"input {k}: {v}") for k, v in sorted(plan.inputs.items()))
+    head.extend(fold(f"warning: {w}") for w in plan.warnings)
     parts = ["\n".join(head)]
     if plan.evaluation is not None:
         parts.append(render_evaluation(plan.evaluation))
     parts.append(PLAN_KINDS.get(plan.kind).render(plan.changes))
     parts.append(render_effect(plan.effect))
     if plan.baselines:
-        parts.append(render_baselines(plan))
+        parts.append(render_baselines(plan, layout))
     if plan.solver.stages:
         parts.append(table(
             [(s.name, s.status, s.objective, s.bound, round(s.wall_s, 3)) for s in plan.solver.stages],
@@ -129,9 +130,10 @@ def render_plan(plan: Plan, status: str | None = None) -> str:
 def render_evaluation(e: Evaluation) -> str:
     """The headline a reviewer can check, the verdict, winners and losers, and each origin."""
     verdict = ("proposed: " if e.verdict == "propose" else "proposes nothing: ") + e.reason
-    lines = [f"expected effect ({e.method}):", f"  {e.headline}",
-             f"  worst queue's pending rise: {e.max_rise_share:+.1%} of its demand "
-             f"(bound {e.rise_bound:.0%})", f"  {verdict}"]
+    lines = [fold(line) for line in (
+        f"expected effect ({e.method}):", f"  {e.headline}",
+        f"  worst queue's pending rise: {e.max_rise_share:+.1%} of its demand (bound {e.rise_bound:.0%})",
+        f"  {verdict}")]
     teams = table([tuple(row.values()) for row in team_rows(e)],
                   ("team", "GPUs", "change", "floor", "pending GPU-min (held out, no borrowing)",
                    "of its demand"))
@@ -196,13 +198,42 @@ def eviction_rows(plan: Plan) -> list[dict[str, Any]]:
     ]
 
 
-def render_baselines(plan: Plan) -> str:
-    keys = sorted({k for b in plan.baselines for k in b.figures})
+TableLayout = Callable[[Sequence[Mapping[str, Any]], Sequence[str]], str]
+"""Lays out rows (dicts) under the given columns: the CLI passes its terminal-fitted table
+(`commands._output.render_table`, above this layer); without one, the plain `table` here."""
+
+
+def baseline_label(key: str) -> str:
+    """A baseline figure's header for people, its unit in it: the effect's label (GPU-minutes
+    read as GPU-hours, `effect_value`) without the mode each row's method already names."""
+    label = _LABELS.get(key) or key.replace("_gpu_minutes", " GPU-hours").replace("_", " ")
+    return label.removesuffix(" (held out, no borrowing)")
+
+
+def baseline_rows(plan: Plan) -> list[dict[str, Any]]:
+    """The plan's own row and each baseline's, keyed by `baseline_label`, figures in the unit
+    people read (`effect_value`: GPU-hours, never GPU-minutes beside them), in the effect's
+    order. The JSON keeps the plan's keys and units."""
+    found = {k for b in plan.baselines for k in b.figures}
+    keys = [k for k, _ in _EFFECT_LABELS if k in found] + sorted(found - set(_LABELS))
     ours = plan.effect.model_dump()
-    rows: list[tuple[Any, ...]] = [(_our_name(plan), *(_ours(ours, k) for k in keys))]
-    rows.extend((b.name, *(b.figures.get(k) for k in keys)) for b in plan.baselines)
-    notes = [fold(f"{b.name}: {b.note}") for b in plan.baselines if b.note]  # below: the table stays narrow
-    return table(rows, ("method", *keys)) + ("\n" + "\n".join(notes) if notes else "")
+
+    def figures(get: Callable[[str], Any]) -> dict[str, Any]:
+        return {baseline_label(k): None if get(k) is None else effect_value(k, get(k)) for k in keys}
+
+    rows = [{"method": _our_name(plan), **figures(lambda k: _ours(ours, k))}]
+    rows.extend({"method": b.name, **figures(b.figures.get)} for b in plan.baselines)
+    return rows
+
+
+def render_baselines(plan: Plan, layout: TableLayout | None = None) -> str:
+    """The baselines beside the plan (`baseline_rows`), laid out by `layout` (or `table`), each
+    baseline's note folded below (the table stays narrow)."""
+    rows = baseline_rows(plan)
+    columns = list(rows[0])
+    text = layout(rows, columns) if layout else table([tuple(r.values()) for r in rows], columns)
+    notes = [fold(f"{b.name}: {b.note}") for b in plan.baselines if b.note]
+    return text + ("\n" + "\n".join(notes) if notes else "")
 
 
 def _our_name(plan: Plan) -> str:

@@ -89,3 +89,35 @@ def test_smaller_catalog_covers_less(warehouse: Path, tmp_path: Path) -> None:
     (model,) = doc["profile-catalog"]["models"]
     assert len(model["profiles"]) == 1 and model["coverage"] < 1.0
     assert {u["needs"] for u in model["uncovered"]} <= {"1g.5gb", "2g.10gb", "3g.20gb"}
+
+
+PRICED = ("price_book:\n  - {model: A100-SXM4-40GB, unit_price: 1.3, effective_from: 2026-01-01}\n"
+          "advice:\n  maintenance_windows:\n    - {pool: 'mig-*', weekly: ['sat 01:00-05:00']}\n")
+
+
+def test_a_rebuild_has_one_saving_the_mig_plans(warehouse: Path, tmp_path: Path) -> None:
+    """Issue 32: the advice priced m1's rebuild at its unusable slice (1/7 x 1.30 x 730 = 135.57 a
+    month) while the MIG plan over the same warehouse frees no GPU: two savings for one action.
+    The rebuild is now not priced and names the plan; the plan's saving is GPUs freed x price."""
+    doc = _run(warehouse, tmp_path, "--kind", "fragmentation", config=PRICED)
+    (rebuild,) = [r for r in doc["recommendations"] if r["kind"] == "fragmentation_rebuild"]
+    assert rebuild["scope"] == "m1" and rebuild["monthly_saving"] is None
+    assert "gpuledger optimize mig" in rebuild["reason"] and "(1 of 3)" in rebuild["reason"]
+    assert doc["monthly_saving"] == 0.0  # the listed total leaves the unpriced row out (0213)
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), COLUMNS="200")
+    base = [sys.executable, "-m", "gpuledger", "--warehouse", str(warehouse), "--config", str(tmp_path / "cfg.yaml")]
+    table = subprocess.run([*base, "recommend", "--kind", "fragmentation", "--start", at(0).isoformat(),
+                            "--end", at(6).isoformat()], capture_output=True, text=True, env=env, check=True)
+    row = next(line for line in table.stdout.splitlines() if line.startswith("fragmentation_rebuild"))
+    assert row.split()[2] == "-", row  # shown "-", never a money figure of its own
+    assert "1 MIG rebuild listed not priced" in table.stdout and "`gpuledger optimize mig`" in table.stdout
+
+    planned = subprocess.run([*base, "optimize", "mig", "--no-save", "-o", "json"],
+                             capture_output=True, text=True, env=env, check=True)
+    effect = json.loads(planned.stdout)["effect"]
+    # the two MIG cards (GPU-M1 on m1, GPU-M2 on m2) hold instances: both in use before
+    assert effect["gpus_used_before"] == 2
+    freed = effect["gpus_used_before"] - effect["gpus_used_after"]
+    assert effect["gpus_freed"] == freed == 0  # demand keeps both cards: the rebuild saves nothing
+    assert effect["monthly_cost_saving"] == pytest.approx(round(freed * 1.3 * 730, 2), abs=0.005)

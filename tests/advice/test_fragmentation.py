@@ -82,16 +82,16 @@ def test_fragmented_node_is_scheduled_into_its_next_window() -> None:
         "ts": hours, "node": ["n-frag"] * len(hours),
         "activity": [0.1 if (t.weekday() == 5 and t.hour < 4) else 0.7 for t in hours],
     })
-    found = rebuilds(rates, threshold=0.3, min_free=0.25, now=now, windows=WINDOWS, activity=activity,
-                     unit_price={"n-frag": 1.3})
+    found = rebuilds(rates, threshold=0.3, min_free=0.25, now=now, windows=WINDOWS, activity=activity)
     assert [r.node for r in found] == ["n-frag"]
     r = found[0]
     assert r.window == (datetime(2026, 12, 5, 0, 0, tzinfo=UTC), datetime(2026, 12, 5, 4, 0, tzinfo=UTC))
     assert r.window_load == pytest.approx(0.1)
     assert r.overall_load is not None and r.overall_load > 0.6
     assert r.free_share == pytest.approx(6 / 14)
-    assert r.monthly_saving == pytest.approx(2 / 7 * 1.3 * 730)
+    assert (r.unusable_slices, r.free_slices) == (2, 6)  # not priced: the MIG plan prices (0230)
     assert "next window Sat 2026-12-05 00:00-04:00 UTC" in r.reason()
+    assert "(2 of 6)" in r.reason() and "gpuledger optimize mig" in r.reason()
 
 
 def test_threshold_and_free_capacity_gate_a_rebuild() -> None:

@@ -219,9 +219,10 @@ def test_workload_activity_follows_the_bills_rule(fleet: Path) -> None:
             bill = compute_bill(wh, BILLED, rules, ("team",), as_computed=as_computed)
             usage = workload_usage(wh, BILLED, rules, bill)
             means[name] = float(usage.filter(usage["uuid"] == "GPU-A")["act_mean"][0])
-    assert means["default"] == pytest.approx(GR_MEAN, abs=1e-12)
-    assert means["gpu_util"] == pytest.approx(UTIL_MEAN, abs=1e-12)
-    assert means["gpu_util as computed"] == pytest.approx(GR_MEAN, abs=1e-12)  # the stored rules' rule
+    # to 1e-9: the statistics are kept to 9 decimals (core.steady, docs/decisions/0231)
+    assert means["default"] == pytest.approx(GR_MEAN, abs=1e-9)
+    assert means["gpu_util"] == pytest.approx(UTIL_MEAN, abs=1e-9)
+    assert means["gpu_util as computed"] == pytest.approx(GR_MEAN, abs=1e-9)  # the stored rules' rule
     assert pytest.approx(UTIL_MEAN, abs=1e-3) != GR_MEAN
 
 

@@ -163,3 +163,69 @@ def test_profiles_are_named_and_stable():
     again = workload_profiles(usage.reverse(), k=3, seed=7)
     assert again.clusters.equals(first.clusters)
     assert all("mean activity" in e for e in first.clusters["explanation"])
+
+
+def test_a_reason_reads_the_same_when_the_bill_differs_in_its_last_bits(fleet):
+    """Issue 32: a workload's reason flipped between runs ("idle 67% of 29.0 held hours", then
+    "... 29.1 ..."): the bill's figures are summed in no set order (its detail comes "in no set
+    order", DuckDB aggregates in parallel) and differ between runs in their last bits, which a
+    one-decimal figure rounds apart at a boundary. Here one allocation held 262, 121 and 508
+    minutes on three days (891 min = 14.85 h, a boundary of one decimal), 90 % idle; on the second
+    run the first day's hours are one float step larger, as another summation order gives: the
+    raw sums read 14.8 and 14.9; the allocation `idle_allocations_all` sums is the same double on
+    both runs, and so is its reason."""
+    import math
+    from dataclasses import replace
+
+    from gpuledger.analytics.billing.bill import compute_bill
+    from gpuledger.analytics.workloads.recommend import _reclaim, _Terms
+    from gpuledger.analytics.workloads.requested import idle_allocations_all
+
+    first = [m / 60 for m in (262, 121, 508)]
+    second = [math.nextafter(first[0], math.inf), *first[1:]]
+    assert f"{sum(first):.1f}" == "14.8" and f"{sum(second):.1f}" == "14.9"  # the noise crosses the boundary
+    with Warehouse.open(fleet, read_only=True) as wh:
+        bill = compute_bill(wh, window(4), Settings(), ("team",))
+    one = bill.detail.filter((pl.col("kind") == "allocated") & (pl.col("pod") == "nb-0")).head(1)
+
+    def days(hours: list[float]) -> pl.DataFrame:
+        return pl.concat([one.with_columns(
+            pl.lit(h).alias("held_hours"), pl.lit(h).alias("card_hours"), pl.lit(0.9 * h).alias("idle_card_hours"),
+            pl.lit(0.9 * h).alias("held_idle_card_hours"), pl.lit(3.0 * h).alias("cost"),
+            pl.lit(2.7 * h).alias("idle_cost")) for h in hours])
+
+    runs = [idle_allocations_all(replace(bill, detail=days(hours))) for hours in (first, second)]
+    assert runs[0].equals(runs[1])
+    (row,) = runs[1].to_dicts()
+    assert row["held_hours"] == 891 / 60 and row["card_hours"] == 891 / 60 and row["idle_fraction"] == 0.9
+    terms = _Terms(month=1.0, mig_factor=1.0, basis="compute", headroom=0.2, reclaim_idle_fraction=0.5)
+    change = _reclaim(row | {"workload_class": "notebook"}, terms)
+    assert change is not None and change["reason"] == f"idle 90% of {891 / 60:.1f} held hours"
+
+
+def test_half_idle_is_half_idle_on_a_seventh_of_a_card(fleet):
+    """The reclaim threshold (idle >= 50 %) at its boundary: a 1g instance (1/7 of the card) held
+    60 minutes, idle 30 of them, its minutes summed one by one. Its idle fraction is exactly 0.5
+    (a ratio of the sums as summed, then steady), so it is reclaimed on every run; as a ratio of
+    the sums rounded first it read 0.49999999x and was not (issue 32, docs/decisions/0231)."""
+    from dataclasses import replace
+
+    from gpuledger.analytics.billing.bill import compute_bill
+    from gpuledger.analytics.workloads.recommend import _reclaim, _Terms
+    from gpuledger.analytics.workloads.requested import idle_allocations_all
+
+    with Warehouse.open(fleet, read_only=True) as wh:
+        bill = compute_bill(wh, window(4), Settings(), ("team",))
+    one = bill.detail.filter((pl.col("kind") == "allocated") & (pl.col("pod") == "nb-0")).head(1)
+    minute, share = 1 / 60, 1 / 7
+    detail = pl.concat([one.with_columns(
+        pl.lit(minute).alias("held_hours"), pl.lit(minute * share).alias("card_hours"),
+        pl.lit(minute * share if i % 2 else 0.0).alias("idle_card_hours"),
+        pl.lit(minute * share if i % 2 else 0.0).alias("held_idle_card_hours"),
+        pl.lit(3.0 * minute * share).alias("cost"), pl.lit(3.0 * minute * share if i % 2 else 0.0).alias("idle_cost"))
+        for i in range(60)])
+    (row,) = idle_allocations_all(replace(bill, detail=detail)).to_dicts()
+    assert row["idle_fraction"] == 0.5 and row["held_hours"] == 1.0 and row["share"] == round(1 / 7, 9)
+    terms = _Terms(month=1.0, mig_factor=1.0, basis="compute", headroom=0.2, reclaim_idle_fraction=0.5)
+    change = _reclaim(row | {"workload_class": "notebook"}, terms)
+    assert change is not None and change["reason"] == "idle 50% of 1.0 held hours"

@@ -68,3 +68,61 @@ def test_mig_table_fits_120_columns_and_names_every_pod() -> None:
     flat = text.replace("\n    ", " ")
     assert all(f"research/research-job-s28cwl-{i:05d}" in flat for i in range(61))
     assert "research/research-job-s28cwl-00000 (serving)" in flat
+
+
+IN_SAMPLE = "in-sample: the fitting history, hard quotas (no borrowing); not the expected effect"
+DEMO_FIGURES = {  # the 256-GPU demo's quota plan, GPU-minutes as the plan stores them (issue 32)
+    "this plan (held out, hard quotas: no borrowing)": (13_061_412.0, 95_199.4, 104_186.2),
+    IN_SAMPLE: (17_418_126.8, 120_794.7, 135_094.6),
+    "this plan with cohort borrowing (held out)": (12_966_212.6, 0.0, 0.0),
+    "nominal proportional to mean demand (held out, hard quotas: no borrowing)": (13_072_881.4, 106_668.8, None),
+}
+KEYS = ("idle_quota_gpu_minutes_after", "pending_gpu_minutes_after", "pending_gpu_minutes_before")
+
+
+def _quota_plan_with_baselines():  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime
+
+    from gpuledger.optimizer.plan.contract import Baseline
+    from gpuledger.optimizer.plan.evaluation import OriginResult
+    from tests.optimizer.test_plan_store import quota_plan
+
+    (ours, *others) = DEMO_FIGURES.items()
+    t = datetime(2026, 10, 1, tzinfo=UTC)
+    origin = OriginResult(start=t, end=t, fit_days=21, pending_before=1.0, pending_after=1.0,
+                          pending_before_borrowing=0.0, pending_after_borrowing=0.0, borrowed_before=0.0,
+                          borrowed_after=0.0)
+    base = quota_plan()
+    return base.model_copy(update={
+        "effect": Effect(**dict(zip(KEYS, ours[1], strict=True))),
+        "evaluation": Evaluation(method="rolling origin", origins=(origin,), headline="h", reason="r"),
+        "baselines": tuple(Baseline(name=name, figures=dict(zip(KEYS, figures, strict=True)),
+                                    note="fitted on the same days" if name == IN_SAMPLE else "")
+                           for name, figures in others)})
+
+
+def test_quota_baselines_read_gpu_hours_within_the_terminal(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`optimize quota`'s baselines table printed 136 columns at the demo's figures, raw keys as
+    headers and GPU-minutes beside the effect's GPU-hours. At 120 and 80 columns: human headers in
+    GPU-hours, every figure whole on its row (minutes / 60, 3 decimals like `bill`'s GPU-hours),
+    no line over the width; `-o wide` names every method whole."""
+    from gpuledger.commands._plans_view import plan_text
+
+    plan = _quota_plan_with_baselines()
+    for width in (120, 80):
+        monkeypatch.setenv("COLUMNS", str(width))
+        text = plan_text(plan, None, "table")
+        section = next(block for block in text.split("\n\n") if "method" in block and "─" in block)
+        table = section.split("\nin-sample: the fitting history, hard quotas (no borrowing); not the expected effect:")[0]
+        # the whole plan within 120 columns; at 80 the baselines table (the notes fold at 116)
+        assert max(len(line) for line in (text if width == 120 else table).splitlines()) <= width, width
+        assert "gpu_minutes" not in section and "GPU-minutes" not in section and "GPU-hours" in section
+        lines = section.splitlines()
+        rule = next(i for i, line in enumerate(lines) if line.startswith("─"))
+        rows = lines[rule + 1:rule + 1 + len(DEMO_FIGURES)]
+        for row, (idle, after, before) in zip(rows, DEMO_FIGURES.values(), strict=True):
+            # the effect's order: pending before, pending after, idle quota after
+            want = ["-" if m is None else f"{m / 60:,.3f}" for m in (before, after, idle)]
+            assert row.split()[-3:] == want, (width, row)  # whole numbers, in hours, in their columns
+    wide = plan_text(plan, None, "wide")
+    assert all(name in wide for name in DEMO_FIGURES)

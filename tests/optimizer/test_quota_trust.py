@@ -371,7 +371,8 @@ def test_headline_on_cli_text_plans_page_and_json():
     assert e.held_out_days == 14 and len(e.origins) == 2
     assert e.pending_before == pytest.approx(3 * 14 * 24 * HOUR_MIN) and e.pending_after == 0
     text = render_plan(plan)
-    assert e.headline in text and "proposed: out-of-sample gain 100.0%" in text
+    # folded within 120 columns at spaces (issue 32): the same words, in order
+    assert " ".join(e.headline.split()) in " ".join(text.split()) and "proposed: out-of-sample gain 100.0%" in text
     assert e.headline.startswith("under contention (no borrowing) pending GPU-minutes 60,480 → 0 (-100.0%)")
     assert "over 14 held-out days; reliance on borrowed quota" in e.headline
     headline, teams = evaluation_parts(plan)
