@@ -11,10 +11,11 @@ no queues): the bill and the plans of the month stay as they were.
 
 from __future__ import annotations
 
+import textwrap
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from gpuledger.commands._output import render_table
+from gpuledger.commands._output import render_table, table_width
 
 if TYPE_CHECKING:
     import polars as pl
@@ -83,6 +84,9 @@ def print_waiting(wh: Warehouse, ctx: Context) -> None:
     doc = why_document(fleet, fleet.at or utcnow(), basis=ctx.settings.sharing.mig_share_basis)
     ctx.echo("")
     ctx.echo(f"Top pending reasons ({len(doc['waiting'])} waiting): `gpuledger why`, docs/guide/pending.md")
+    width = table_width()
     for reason, count in top_reasons(doc):
         example = next(r for r in doc["waiting"] if r["reason"] == reason)
-        ctx.echo(f"  {count:>3}  {reason:<27} e.g. {example['name']}: {example['detail'][:80]}")
+        line = f"  {count:>3}  {reason:<27} e.g. {example['name']}: {example['detail']}"
+        ctx.echo(line if width is None else "\n".join(textwrap.wrap(  # never inside a number
+            line, width, subsequent_indent=" " * 7, break_long_words=False, break_on_hyphens=False)))

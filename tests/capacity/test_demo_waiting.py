@@ -16,6 +16,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from gpuledger.analytics.waiting.fleet import why_document
 from gpuledger.commands._demo_waiting import add_waiting, print_waiting
 from gpuledger.dashboards.capacity_data import fleet_now
 from gpuledger.simulator import pending as scenario
@@ -33,7 +36,8 @@ class _Echo:
         self.lines.extend(str(text).splitlines())  # what `Context.echo` prints
 
 
-def test_demo_prints_capacity_and_top_reasons(tmp_path: Path) -> None:
+def test_demo_prints_capacity_and_top_reasons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # the example details wrap at spaces, never cut
     path = build_demo_warehouse(tmp_path / "demo.duckdb", gpus=32)
     settings = make_settings()
     echo = _Echo()
@@ -58,6 +62,11 @@ def test_demo_prints_capacity_and_top_reasons(tmp_path: Path) -> None:
     assert "Capacity now" in text and "Top pending reasons" in text
     waiting = fleet.waiting()
     assert len(waiting) == len([k for k in scenario.EXPECTED])
+    assert max(len(line) for line in echo.lines) <= 80
+    flat = " ".join(text.split())
+    doc = why_document(fleet, fleet.at, basis=settings.sharing.mig_share_basis)
+    shown = [r for r in doc["waiting"] if f"e.g. {r['name']}: " in flat]
+    assert shown and all(" ".join(r["detail"].split()) in flat for r in shown)
     printed = [int(m.group(1)) for line in echo.lines if (m := re.match(r"\s+(\d+)\s{2}\S", line))]
     assert sum(printed) == len(waiting)
     assert sum(r.ready for r in fleet.capacity if r.shape == "whole GPU") == whole
