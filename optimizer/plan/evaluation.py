@@ -103,8 +103,9 @@ class Evaluation(_Frozen):
 
 
 def headline(e: Evaluation) -> str:
-    """'under contention (no borrowing) pending GPU-minutes A → B (−x%) over N held-out days;
-    reliance on borrowed quota C → D GPU-hours', with the spread across origins."""
+    """'under contention (no borrowing) pending GPU-hours A → B (−x%) over N held-out days;
+    reliance on borrowed quota C → D GPU-hours', with the spread across origins: one unit for
+    people (the model counts GPU-minutes; issue 32)."""
     if not e.origins:
         return "not tested out of sample: " + (e.reason or "no held-out days")
     cut = e.reduction
@@ -118,8 +119,8 @@ def headline(e: Evaluation) -> str:
     across = ""
     if spread is not None and len(e.origins) > 1:
         across = f", {-spread[1]:+.1%} to {-spread[0]:+.1%} across {len(e.origins)} origins"
-    return (f"{prefix}under contention (no borrowing) pending GPU-minutes {e.pending_before:,.0f} → "
-            f"{e.pending_after:,.0f}{change}{across} over {e.held_out_days:g} held-out days; "
+    return (f"{prefix}under contention (no borrowing) pending GPU-hours {e.pending_before / 60:,.1f} → "
+            f"{e.pending_after / 60:,.1f}{change}{across} over {e.held_out_days:g} held-out days; "
             f"reliance on borrowed quota {e.borrowed_gpu_hours_before:,.1f} → "
             f"{e.borrowed_gpu_hours_after:,.1f} GPU-hours")
 

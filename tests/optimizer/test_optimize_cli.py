@@ -204,7 +204,7 @@ def test_quota_backtest_supersede_and_export(tmp_path, capsys):
             str(tmp_path / "h.csv"), "--time-limit", "20")
     code, out, err = cli(capsys, *args, "--backtest")
     assert code == 0, err
-    assert "under contention (no borrowing) pending GPU-minutes 60,480 → 0" in out and "stored" not in out
+    assert "under contention (no borrowing) pending GPU-hours 1,008.0 → 0.0" in out and "stored" not in out
     code, first, err = cli(capsys, *args)
     assert code == 0 and "stored as proposed" in first, err
     code, second, err = cli(capsys, *args)

@@ -50,7 +50,7 @@ def test_optimize_quota_loads_none_of_the_libraries_it_does_not_use(tmp_path: Pa
     result = json.loads(out.stdout.strip().splitlines()[-1])
     # a wants 3 more GPUs all the time, b has 3 to spare: the plan moves them and says so
     assert result["rc"] == 0, out.stderr
-    assert "pending GPU-minutes 60,480 → 0" in out.stdout
+    assert "pending GPU-hours 1,008.0 → 0.0" in out.stdout
     loaded = set(result["loaded"])
     assert set(USED) <= loaded
     assert sorted(loaded & set(UNUSED)) == []

@@ -92,8 +92,8 @@ def test_shifted_demand_reports_the_held_out_figure_and_proposes_nothing():
     assert (e.pending_before, e.pending_after) == (pytest.approx(before), pytest.approx(after))
     in_sample = next(x for x in plan.baselines if x.name.startswith("in-sample"))
     assert in_sample.figures["pending_gpu_minutes_after"] != pytest.approx(after)
-    assert e.headline.startswith(f"under contention (no borrowing) pending GPU-minutes {before:,.0f} → "
-                                 f"{after:,.0f} (+100.0%)")
+    assert e.headline.startswith(f"under contention (no borrowing) pending GPU-hours {before / 60:,.1f} → "
+                                 f"{after / 60:,.1f} (+100.0%)")
     assert e.verdict == "no_gain" and plan.proposes_nothing
     team_b = next(t for t in e.teams if t.team == "b")
     assert team_b.rise_share == pytest.approx((after - before) / (7 * held_h * HOUR_MIN))
@@ -373,7 +373,7 @@ def test_headline_on_cli_text_plans_page_and_json():
     text = render_plan(plan)
     # folded within 120 columns at spaces (issue 32): the same words, in order
     assert " ".join(e.headline.split()) in " ".join(text.split()) and "proposed: out-of-sample gain 100.0%" in text
-    assert e.headline.startswith("under contention (no borrowing) pending GPU-minutes 60,480 → 0 (-100.0%)")
+    assert e.headline.startswith("under contention (no borrowing) pending GPU-hours 1,008.0 → 0.0 (-100.0%)")
     assert "over 14 held-out days; reliance on borrowed quota" in e.headline
     headline, teams = evaluation_parts(plan)
     assert headline is not None and headline.startswith(e.headline)
