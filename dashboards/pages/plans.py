@@ -286,7 +286,7 @@ def _detail(v: PlansView) -> html.Section:
                             ("note", "pods to evict / note")], "diff-table", "no change", v.selected),
         *([html.H4("Per team (held-out days, no borrowing)"), _data_grid(
             v.teams, [("team", "team"), ("gpus", "GPUs (whole)"), ("change", "change"), ("floor", "floor"),
-                      ("pending", "pending GPU-min"), ("share", "of its demand")], "plan-teams-table",
+                      ("pending", "pending GPU-hours"), ("share", "of its demand")], "plan-teams-table",
             "no team", v.selected)] if v.teams is not None else []),
         _buttons(v),
         html.Div(id="preview-out", children=_preview(v.preview)),

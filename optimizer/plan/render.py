@@ -135,15 +135,15 @@ def render_evaluation(e: Evaluation) -> str:
         f"  worst queue's pending rise: {e.max_rise_share:+.1%} of its demand (bound {e.rise_bound:.0%})",
         f"  {verdict}")]
     teams = table([tuple(row.values()) for row in team_rows(e)],
-                  ("team", "GPUs", "change", "floor", "pending GPU-min (held out, no borrowing)",
+                  ("team", "GPUs", "change", "floor", "pending GPU-hours (held out, no borrowing)",
                    "of its demand"))
     parts = ["\n".join(lines), teams + floor_reasons(e)]
     if e.origins:
         parts.append(table(
             [(f"{o.start:%Y-%m-%d %H:%M}", f"{o.end:%Y-%m-%d %H:%M}", f"{o.fit_days:g}",
-              f"{o.pending_before:,.0f}", f"{o.pending_after:,.0f}",
+              f"{o.pending_before / 60:,.1f}", f"{o.pending_after / 60:,.1f}",
               "n/a" if o.reduction is None else f"{-o.reduction:+.1%}") for o in e.origins],
-            ("held out from", "to", "fit days", "pending before (no borrowing)", "pending after", "change"),
+            ("held out from", "to", "fit days", "pending GPU-hours before (no borrowing)", "after", "change"),
         ))
     return "\n\n".join(parts)
 
@@ -181,7 +181,7 @@ def team_rows(e: Evaluation, *, full_floor: bool = False) -> list[dict[str, str]
             "gpus": f"{t.gpus_before:g}" if same else f"{t.gpus_before:g} → {t.gpus_after:g}",
             "change": "unchanged" if same else f"{t.gpus_after - t.gpus_before:+g}",
             "floor": (t.floor_note if full_floor else "") or f"{t.floor_gpus:g}",
-            "pending": f"{t.pending_before:,.0f} → {t.pending_after:,.0f}",
+            "pending": f"{t.pending_before / 60:,.1f} → {t.pending_after / 60:,.1f}",
             "share": f"{t.rise_share:+.1%}" if t.demand > 0 else "no demand"})
     return rows
 

@@ -379,14 +379,14 @@ def test_headline_on_cli_text_plans_page_and_json():
     assert headline is not None and headline.startswith(e.headline)
     assert teams is not None and teams.to_dicts() == [
         {"team": "a", "gpus": "4 → 7", "change": "+3", "floor": "4: its quota (p90 of its demand is 7)",
-         "pending": "60,480 → 0", "share": "-42.9%"},
-        {"team": "b", "gpus": "4 → 1", "change": "-3", "floor": "1: p90 of its demand", "pending": "0 → 0",
+         "pending": "1,008.0 → 0.0", "share": "-42.9%"},
+        {"team": "b", "gpus": "4 → 1", "change": "-3", "floor": "1: p90 of its demand", "pending": "0.0 → 0.0",
          "share": "+0.0%"},
     ]
     assert "4: its quota (p90 of its demand is 7)" in text and "this plan (held out, hard quotas: no borrowing)" in text
     # every table names its replay mode: the effect, the teams and the origins are held out, no borrowing
-    for label in ("pending GPU-hours before (held out, no borrowing)", "pending GPU-min (held out, no borrowing)",
-                  "pending before (no borrowing)", "this plan with cohort borrowing (held out)"):
+    for label in ("pending GPU-hours before (held out, no borrowing)", "pending GPU-hours (held out, no borrowing)",
+                  "pending GPU-hours before (no borrowing)", "this plan with cohort borrowing (held out)"):
         assert label in text
     assert "with borrowing" not in text.replace("with cohort borrowing", "")
     from gpuledger.dashboards.pages.plans import effect_frame

@@ -34,7 +34,7 @@ def summary(plan: Plan) -> str:
     e = plan.evaluation
     if e is not None and e.origins:
         cut = e.reduction
-        text += f"; held out: pending {e.pending_before:,.0f} → {e.pending_after:,.0f}" + (
+        text += f"; held out: pending GPU-hours {e.pending_before / 60:,.1f} → {e.pending_after / 60:,.1f}" + (
             f" ({-cut:+.1%})" if cut is not None else "")
     return text
 
