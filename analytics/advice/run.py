@@ -53,13 +53,16 @@ def _price(settings: Settings, model: str, moment: datetime) -> float:
         return 0.0
 
 
-def catalog_advice(wh: Warehouse, window: Window, settings: Settings, bill: Bill | None = None) -> Advice:
+def catalog_advice(wh: Warehouse, window: Window, settings: Settings, bill: Bill | None = None, *,
+                   usage: pl.DataFrame | None = None) -> Advice:
     """Item 1: the standard profile catalog per model, from right-sized demand (priced by
-    `bill`, the window's, computed here when not given)."""
+    `bill`, the window's, computed here when not given). `usage`: `workload_usage` of that
+    bill when the caller has it already (`refresh-serving` computes it once for the
+    recommendations and this kind; `reads_usage`)."""
     from gpuledger.analytics.workloads.recommend import size_workload
     from gpuledger.analytics.workloads.requested import workload_usage
 
-    usage = workload_usage(wh, window, settings, bill)
+    usage = workload_usage(wh, window, settings, bill) if usage is None else usage
     rows = []
     for r in usage.iter_rows(named=True):
         sized = size_workload(r, 0.2)
@@ -274,6 +277,12 @@ def dra_profiles_kind(wh: Warehouse, window: Window, settings: Settings) -> Advi
 def reads_bill(kind: AdviceFn) -> bool:
     """Whether an advice kind prices from the window's bill (it takes a keyword `bill`)."""
     return "bill" in inspect.signature(kind).parameters
+
+
+def reads_usage(kind: AdviceFn) -> bool:
+    """Whether an advice kind also takes the bill's per-allocation usage (a keyword `usage`,
+    `analytics.workloads.requested.workload_usage` of the `bill` it is handed)."""
+    return "usage" in inspect.signature(kind).parameters
 
 
 def run_advice(
