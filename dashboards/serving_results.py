@@ -46,7 +46,7 @@ from gpuledger.core.errors import GpuledgerError
 from gpuledger.core.period import Period
 from gpuledger.core.rules import Rules
 from gpuledger.core.rules_record import RecordedRules, differs, label
-from gpuledger.core.window import HOUR, floor_time
+from gpuledger.core.window import HOUR, Window, floor_time
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import data_range, newest_sample
 from gpuledger.warehouse.serving_results_table import stored_result
@@ -54,6 +54,7 @@ from gpuledger.warehouse.serving_store import Publication, PublishStats, is_serv
 
 if TYPE_CHECKING:
     from gpuledger.analytics.advice.run import Advice
+    from gpuledger.analytics.billing.bill import Bill
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
     done = 0
     LAST_TIMINGS.clear()
     for period, basis in wanted(wh, settings):
-        bills: dict[str, Any] = {}  # the month's bill, computed once for the results that price
+        bills: dict[str, Any] = {}  # the month's bill and usage, computed once for the results
         for name in NAMES:
             if stored.get((name, period)) == basis:
                 continue
@@ -203,24 +204,55 @@ def _rules_of(name: str, bills: Mapping[str, Any], current: RecordedRules) -> Re
 
 def compute(wh: Warehouse, settings: Settings, name: str, period: str,
             bills: dict[str, Any] | None = None) -> bytes:
-    """One result's payload: Arrow IPC for a frame, JSON for an advice kind (`bills`: the
-    month's bill when already computed, filled otherwise)."""
+    """One result's payload: Arrow IPC for a frame, JSON for an advice kind. `bills`: what the
+    month's results share, filled by the first that needs it: the month's `bill` and its
+    per-allocation `usage` (`analytics.workloads.requested.workload_usage`), so a refresh bills
+    a month once and reads its allocation statistics once (the recommendations, the token
+    costs and every advice kind that prices from the bill take them from here)."""
     window = Period.exact(period).window
+    bills = {} if bills is None else bills
     if name in (RECOMMENDATIONS, TOKEN_COSTS):
-        from gpuledger.analytics.billing.bill import compute_bill
         from gpuledger.analytics.workloads.recommend import recommend
         from gpuledger.analytics.workloads.tokens import team_token_costs
 
-        bills = {} if bills is None else bills
-        bill = bills.get("bill") or bills.setdefault("bill", compute_bill(wh, window, settings))
-        frame = (recommend(wh, window, settings, bill=bill).recommendations if name == RECOMMENDATIONS
-                 else team_token_costs(wh, window, settings, bill=bill, generation_weight=GENERATION_WEIGHT))
+        frame = (recommend(wh, window, settings, bill=_bill(wh, window, settings, bills),
+                           usage=_usage(wh, window, settings, bills)).recommendations
+                 if name == RECOMMENDATIONS else
+                 team_token_costs(wh, window, settings, bill=_bill(wh, window, settings, bills),
+                                  generation_weight=GENERATION_WEIGHT))
         buffer = io.BytesIO()
         frame.write_ipc(buffer)
         return buffer.getvalue()
     from gpuledger.analytics.advice import KINDS
+    from gpuledger.analytics.advice.run import reads_bill, reads_usage
 
-    return advice_payload(KINDS.get(name.removeprefix("advice:"))(wh, window, settings))
+    kind = KINDS.get(name.removeprefix("advice:"))
+    shared: dict[str, Any] = {}
+    if reads_bill(kind):
+        shared["bill"] = _bill(wh, window, settings, bills)
+    if reads_usage(kind):
+        shared["usage"] = _usage(wh, window, settings, bills)
+    return advice_payload(kind(wh, window, settings, **shared))
+
+
+def _bill(wh: Warehouse, window: Window, settings: Settings, bills: dict[str, Any]) -> Bill:
+    """The month's bill, computed on first use and kept in `bills`."""
+    if "bill" not in bills:
+        from gpuledger.analytics.billing.bill import compute_bill
+
+        bills["bill"] = compute_bill(wh, window, settings)
+    bill: Bill = bills["bill"]
+    return bill
+
+
+def _usage(wh: Warehouse, window: Window, settings: Settings, bills: dict[str, Any]) -> pl.DataFrame:
+    """The month's per-allocation usage of its bill, computed on first use and kept in `bills`."""
+    if "usage" not in bills:
+        from gpuledger.analytics.workloads.requested import workload_usage
+
+        bills["usage"] = workload_usage(wh, window, settings, _bill(wh, window, settings, bills))
+    usage: pl.DataFrame = bills["usage"]
+    return usage
 
 
 def advice_payload(advice: Advice) -> bytes:

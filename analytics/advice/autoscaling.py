@@ -138,14 +138,12 @@ def autoscaling_advice(
 
     The month is prepared once for every Deployment (sorted, nulls filled, the load and the
     hour as columns, the hourly 5th percentiles in one group-by); each Deployment is then a
-    zero-copy slice replayed on numpy arrays (`autoscaling_replay`)."""
-    frame = (series if presorted else series.sort("namespace", "deployment", "ts")).with_columns(
-        pl.col("queue").fill_null(0.0), pl.col("activity").fill_null(0.0),
-    ).with_columns((pl.col("replicas") * pl.col("activity")).alias("_load"),
-                   pl.col("ts").dt.hour().alias("_h"))
+    zero-copy slice replayed on numpy arrays (`autoscaling_replay`). A caller that holds each
+    Deployment's minutes apart calls `deployment_advice` per Deployment instead (the same
+    steps, the same figures)."""
+    frame = _prepared(series if presorted else series.sort("namespace", "deployment", "ts"))
     lows: dict[tuple[str, str], dict[int, float]] = {}
-    for ns, dep, h, low in frame.group_by("namespace", "deployment", "_h").agg(
-            pl.col("_load").quantile(0.05, "lower")).iter_rows():
+    for ns, dep, h, low in frame.group_by("namespace", "deployment", "_h").agg(_LOW).iter_rows():
         lows.setdefault((str(ns), str(dep)), {})[int(h)] = low
     out, offset = [], 0
     for ns, dep, length in frame.group_by("namespace", "deployment", maintain_order=True).len().iter_rows():
@@ -155,6 +153,28 @@ def autoscaling_advice(
                         price=unit_price))
         offset += length
     return out
+
+
+def deployment_advice(
+    key: tuple[str, str], minutes: pl.DataFrame, policy: Policy, *, per: int = 1, price: float = 0.0,
+) -> AutoscalingAdvice:
+    """Steps 1-6 for one Deployment `key` from its minutes alone (SERIES_SCHEMA's columns after
+    namespace and deployment, sorted by ts): what `autoscaling_advice` computes for it."""
+    frame = _prepared(minutes)
+    low = {int(h): q for h, q in frame.group_by("_h").agg(_LOW).iter_rows()}
+    return _one(key, frame, low, policy, per=per, price=price)
+
+
+_LOW = pl.col("_load").quantile(0.05, "lower")
+"""Step 2's statistic: the 5th percentile of the load (an observed value, whatever the order)."""
+
+
+def _prepared(frame: pl.DataFrame) -> pl.DataFrame:
+    """Nulls filled (no queue, no activity reading: 0), the load and the UTC hour as columns."""
+    return frame.with_columns(
+        pl.col("queue").fill_null(0.0), pl.col("activity").fill_null(0.0),
+    ).with_columns((pl.col("replicas") * pl.col("activity")).alias("_load"),
+                   pl.col("ts").dt.hour().alias("_h"))
 
 
 def _one(

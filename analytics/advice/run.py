@@ -54,13 +54,16 @@ def _price(settings: Settings, model: str, moment: datetime) -> float:
         return 0.0
 
 
-def catalog_advice(wh: Warehouse, window: Window, settings: Settings, bill: Bill | None = None) -> Advice:
+def catalog_advice(wh: Warehouse, window: Window, settings: Settings, bill: Bill | None = None, *,
+                   usage: pl.DataFrame | None = None) -> Advice:
     """Item 1: the standard profile catalog per model, from right-sized demand (priced by
-    `bill`, the window's, computed here when not given)."""
+    `bill`, the window's, computed here when not given). `usage`: `workload_usage` of that
+    bill when the caller has it already (`refresh-serving` computes it once for the
+    recommendations and this kind; `reads_usage`)."""
     from gpuledger.analytics.workloads.recommend import size_workload
     from gpuledger.analytics.workloads.requested import workload_usage
 
-    usage = workload_usage(wh, window, settings, bill)
+    usage = workload_usage(wh, window, settings, bill) if usage is None else usage
     rows = []
     for r in usage.iter_rows(named=True):
         sized = size_workload(r, 0.2)
@@ -170,20 +173,39 @@ def policy_of(settings: Settings) -> autoscaling.Policy:
 def autoscaling_proposals(
     wh: Warehouse, window: Window, settings: Settings,
 ) -> list[autoscaling.AutoscalingAdvice]:
-    """Item 4's proposals (what `plans export` renders with `autoscaling_manifest.render_manifests`)."""
-    keep = (*autoscaling.SERIES_SCHEMA, "gpus_per_replica", "model")
+    """Item 4's proposals (what `plans export` renders with `autoscaling_manifest.render_manifests`).
+
+    The serving minutes are read a UTC day at a time (DuckDB holds a day's hash tables) and
+    kept per Deployment as they arrive, only the replay's columns (no namespace, Deployment or
+    model string per minute); what the month needs of the rest is folded in per day (GPUs per
+    replica: the largest; the models served). Each Deployment is then replayed from its own
+    minutes and dropped: the month is never one frame, sorted and prepared whole (issue 34;
+    the same proposals as that path, tests/advice/test_autoscaling_streamed.py)."""
     activity = SamplingRules.of(settings).activity
-    series = by_day(lambda w, lo, hi: queries.serving_minutes(w, lo, hi, activity), wh, window,
-                    ("namespace", "deployment", "ts"), keep, categorical=("namespace", "deployment", "model"))
-    if series.is_empty():
+    minutes: dict[tuple[str, str], list[pl.DataFrame]] = {}
+    widest: dict[tuple[str, str], int] = {}
+    models: set[str] = set()
+    replay_columns = [c for c in autoscaling.SERIES_SCHEMA if c not in ("namespace", "deployment")]
+    for day in window.days():
+        part = queries.serving_minutes(wh, day.start, day.end, activity)  # by namespace, deployment, ts
+        models |= {canonical_model(str(m)) for m in part["model"].drop_nulls().unique()}
+        for (ns, dep), group in part.partition_by("namespace", "deployment", as_dict=True,
+                                                  maintain_order=True).items():
+            key = (str(ns), str(dep))
+            found = group["gpus_per_replica"].max()
+            if found is not None and (key not in widest or int(found) > widest[key]):  # type: ignore[arg-type]
+                widest[key] = int(found)  # type: ignore[arg-type]
+            minutes.setdefault(key, []).append(group.select(replay_columns))
+    if not minutes:
         return []
-    per = {(str(n), str(d)): int(g or 1) for n, d, g in
-           series.group_by("namespace", "deployment").agg(pl.col("gpus_per_replica").max()).iter_rows()}
-    models = {canonical_model(str(m)) for m in series["model"].drop_nulls().unique()}
     prices = [_price(settings, m, window.start) for m in sorted(models)] or [0.0]
-    return autoscaling.autoscaling_advice(
-        series.select(list(autoscaling.SERIES_SCHEMA)), policy_of(settings),
-        gpus_per_replica=per, unit_price=max(prices), presorted=True)  # (by_day sorted it)
+    policy = policy_of(settings)
+    out = []
+    for key in sorted(minutes):
+        month = pl.concat(minutes.pop(key), how="vertical_relaxed")
+        out.append(autoscaling.deployment_advice(key, month, policy, per=int(widest.get(key) or 1),
+                                                 price=max(prices)))
+    return out
 
 
 def autoscaling_advice_kind(wh: Warehouse, window: Window, settings: Settings) -> Advice:
@@ -275,6 +297,12 @@ def dra_profiles_kind(wh: Warehouse, window: Window, settings: Settings) -> Advi
 def reads_bill(kind: AdviceFn) -> bool:
     """Whether an advice kind prices from the window's bill (it takes a keyword `bill`)."""
     return "bill" in inspect.signature(kind).parameters
+
+
+def reads_usage(kind: AdviceFn) -> bool:
+    """Whether an advice kind also takes the bill's per-allocation usage (a keyword `usage`,
+    `analytics.workloads.requested.workload_usage` of the `bill` it is handed)."""
+    return "usage" in inspect.signature(kind).parameters
 
 
 def run_advice(

@@ -59,7 +59,7 @@ from gpuledger.analytics.billing.unallocated import (
 )
 from gpuledger.analytics.devices.dra_history import unplaced_claims
 from gpuledger.analytics.devices.dra_rows import with_claim_key, with_claim_names
-from gpuledger.analytics.devices.replicas import cards, replicas_unknown_nodes
+from gpuledger.analytics.devices.replicas import cards, node_configs, replicas_unknown_nodes
 from gpuledger.analytics.teams.namespaces import day_start, team_history, teams_between, with_teams
 from gpuledger.analytics.usage.daily import KEYS, Source, card_day_held, coarse_usage_from_rollup, usage_of
 from gpuledger.analytics.usage.plan import UsagePlan, plan_usage
@@ -246,16 +246,19 @@ def compute_bill(
     # 1. Usage, under the rules its plan says.
     plan = plan_usage(wh, window, Rules.of(settings), source=source, as_computed=as_computed,
                       what=f"bill {period_text(window)}")
-    inventory = cards(wh, window)  # read and parsed once: the raw usage and the pricing share it
+    configs = node_configs(wh, window)  # the node labels in force: read once for every use below
+    inventory = cards(wh, window, configs=configs)  # read and parsed once: raw usage and pricing share it
     teams = team_history(wh, settings, window)  # each namespace's teams in force in the window
-    usage, held = _usage(wh, window, settings, dims, plan, grain=grain, gpus=inventory, teams=teams)
+    usage, held = _usage(wh, window, settings, dims, plan, grain=grain, gpus=inventory, teams=teams,
+                         configs=configs)
     usage, gpus = usage.with_columns(_POOL), inventory.with_columns(_POOL)
     # 2. Price the allocations.
     models = set(usage["model"].unique().to_list()) | set(gpus["model"].unique().to_list())
     prices = price_table(book, models, window, strict=strict_prices)
     allocated = _price_allocated(usage, teams, prices, settings)
     # 3. Capacity: unallocated and stranded.
-    unallocated = unallocated_rows(wh, usage, gpus, prices, window=window, rules=plan.compute, held=held)
+    unallocated = unallocated_rows(wh, usage, gpus, prices, window=window, rules=plan.compute, held=held,
+                                   configs=configs)
     remainder = utilization_remainder(allocated)
     detail = pl.concat(
         [f.select(DETAIL_COLUMNS) for f in (allocated, unallocated, remainder)], how="vertical"
@@ -274,7 +277,7 @@ def compute_bill(
         unallocated=unallocated_summary(unallocated), unattributed_namespaces=unattributed,
         redistribution=settings.idle.unallocated_redistribution,
         price_book_version=book.version, **_rules_fields(plan, _unplaced(wh, window)),
-        **_facts(wh, window, gpus, book, models, settings=settings),
+        **_facts(wh, window, gpus, book, models, settings=settings, configs=configs),
     )
     check_conservation(bill)
     return bill
@@ -282,7 +285,7 @@ def compute_bill(
 
 def _usage(
     wh: Warehouse, window: Window, settings: Settings, dims: tuple[str, ...], plan: UsagePlan, *,
-    grain: Grain, gpus: pl.DataFrame | None = None, teams: pl.DataFrame,
+    grain: Grain, gpus: pl.DataFrame | None = None, teams: pl.DataFrame, configs: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Step 1: usage with claim names and the card-day held frame when the grain computed it.
     The lines grain reads the roll-up per price period (docs/decisions/0133) when the plan reads
@@ -294,7 +297,7 @@ def _usage(
         cuts = None if "day" in dims else teams_between(price_changes(settings, window), teams, window)
         usage, held = coarse_usage_from_rollup(wh, window, [k for k in keys if k != "day"], cuts)
     else:
-        usage = usage_of(wh, plan.parts, plan.compute, gpus=gpus)
+        usage = usage_of(wh, plan.parts, plan.compute, gpus=gpus, configs=configs)
         if plan.source == "rollup":  # the card-days from the same roll-up rows, summed in SQL
             held = card_day_held(wh, window)
     return _claim_names(wh, usage), held
@@ -328,12 +331,12 @@ def _claim_names(wh: Warehouse, usage: pl.DataFrame) -> pl.DataFrame:
 
 
 def _facts(wh: Warehouse, window: Window, gpus: pl.DataFrame, book: PriceBook, models: set[str], *,
-           settings: Settings) -> dict[str, Any]:
+           settings: Settings, configs: pl.DataFrame) -> dict[str, Any]:
     """What the bill states besides its numbers: price sources, unknowns, preemption losses."""
     sources = price_sources(book, models)
     return {
         "unpriced_models": sources["unpriced"], "catalog_priced_models": sources["catalog"],
-        "replicas_unknown_nodes": replicas_unknown_nodes(wh, gpus, window),
+        "replicas_unknown_nodes": replicas_unknown_nodes(wh, gpus, window, configs=configs),
         "newest_sample": newest_sample(wh, before=window.end),
         "preemption": preemption.preemption_lines(preemption.preemption_losses(wh, window, settings)),
     }

@@ -31,9 +31,11 @@ def unpriced_hours() -> pl.Expr:
 
 def unallocated_rows(
     wh: Warehouse, usage: pl.DataFrame, gpus: pl.DataFrame, prices: pl.DataFrame,
-    *, window: Window, rules: Rules, held: pl.DataFrame | None = None,
+    *, window: Window, rules: Rules, held: pl.DataFrame | None = None, configs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """One row per card and day: present hours nobody held (never below zero)."""
+    """One row per card and day: present hours nobody held (never below zero). `configs`: the
+    node configurations of `window` (`analytics.devices.replicas.node_configs`), read once by
+    the bill."""
     step = timedelta(microseconds=rules.sampling.fallback_spacing_us)
     spacing = last_spacing(wh, window.start, window.end, max_gap_us=rules.sampling.staleness_us)
     presence = presence_by_day(gpus.join(spacing, on="uuid", how="left"), window, step)
@@ -50,7 +52,7 @@ def unallocated_rows(
     )
     # Mode and pool of each card-day as its node was configured that day (docs/decisions/0207).
     days = at_day(presence.join(held, on=["uuid", "day"], how="full", coalesce=True)
-                  .join(cards, on="uuid", how="left"), wh, window)
+                  .join(cards, on="uuid", how="left"), wh, window, configs=configs)
     frame = (
         days.rename({"gpu_node": "_g_node"})
         .with_columns(pl.when(pl.col("card_mode").is_not_null()).then(pl.col("pool").fill_null(UNKNOWN))

@@ -102,16 +102,19 @@ def _node_facts() -> list[pl.Expr]:
             pl.coalesce("inventory_pool", "_node_pool").alias("pool")]
 
 
-def cards(wh: Warehouse, window: Window | None = None) -> pl.DataFrame:
+def cards(wh: Warehouse, window: Window | None = None, *,
+          configs: pl.DataFrame | None = None) -> pl.DataFrame:
     """The inventory as the bill joins it (`gpu_inventory`: `uuid`, `gpu_node`, `model`, `pool`,
     `card_mode`, ...) with what its node's labels in force at the end of `window` say (the
     latest when None): a whole card on a replicated node is `timeslice` (module docstring), and a
     card without a pool is in its node's pool (`core.labels.pool_of`: ours, else the
     autoscaler's or cloud's node-pool label). `inventory_mode` and `inventory_pool` keep what the
-    inventory says, for `at_hour`."""
+    inventory says, for `at_hour`. `configs`: `node_configs(wh, window)` when the caller read
+    it already (a bill reads it once for `cards`, `at_hour`, `at_day` and
+    `replicas_unknown_nodes`)."""
     gpus = gpu_inventory(wh).with_columns(
         pl.col("card_mode").alias("inventory_mode"), pl.col("pool").alias("inventory_pool"))
-    configs = node_configs(wh, window)
+    configs = node_configs(wh, window) if configs is None else configs
     if gpus.is_empty() or configs.is_empty():
         return gpus
     nodes = _in_force_at_end(configs).drop("configured_replicas")
@@ -132,26 +135,31 @@ def _by_hour(frame: pl.DataFrame, configs: pl.DataFrame, node: str) -> pl.DataFr
     return joined.sort("_row").drop("_row", "_from")
 
 
-def at_hour(frame: pl.DataFrame, wh: Warehouse, window: Window) -> pl.DataFrame:
+def at_hour(frame: pl.DataFrame, wh: Warehouse, window: Window, *,
+            configs: pl.DataFrame | None = None) -> pl.DataFrame:
     """Held rows (`gpu_node`, `ts`: the hour, and the `cards` columns) with `card_mode`, `pool`
-    and `configured_replicas` as the node's configuration in force at the hour's start says."""
-    configs = node_configs(wh, window)
+    and `configured_replicas` as the node's configuration in force at the hour's start says.
+    `configs`: `node_configs` of `window` or of a window around it (a bill's, for a part of
+    it), read once by the caller; read here when None."""
+    configs = node_configs(wh, window) if configs is None else configs
     if configs.is_empty() or "inventory_mode" not in frame.columns:
         return frame
     frame = _by_hour(frame.drop([c for c in _FACTS if c in frame.columns]), configs, "gpu_node")
     return frame.with_columns(_node_facts()).drop("_node_pool", "_replicated")
 
 
-def at_day(frame: pl.DataFrame, wh: Warehouse, window: Window) -> pl.DataFrame:
+def at_day(frame: pl.DataFrame, wh: Warehouse, window: Window, *,
+           configs: pl.DataFrame | None = None) -> pl.DataFrame:
     """Card-day rows (`uuid`, `day`: a date, and the `cards` columns) with `card_mode` and `pool`
     as the node's configuration in force at the day's start says, where a node's configuration
-    changed inside `window` (else `frame` as it is: the `cards` values hold for every day)."""
-    configs = node_configs(wh, window)
+    changed inside `window` (else `frame` as it is: the `cards` values hold for every day).
+    `configs`: `node_configs(wh, window)` when the caller read it already."""
+    configs = node_configs(wh, window) if configs is None else configs
     if configs.is_empty() or configs.group_by("gpu_node").len()["len"].max() in (None, 1) \
             or "inventory_mode" not in frame.columns:
         return frame
     hourly = frame.with_columns(pl.col("day").cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("ts"))
-    return at_hour(hourly, wh, window).drop("ts")
+    return at_hour(hourly, wh, window, configs=configs).drop("ts")
 
 
 def configured_replicas(wh: Warehouse | None, window: Window | None = None) -> pl.DataFrame:
@@ -172,9 +180,10 @@ def with_configured_replicas(frame: pl.DataFrame, wh: Warehouse | None, window: 
     return _by_hour(frame, configs, node).drop("_node_pool", "_replicated")
 
 
-def replicas_unknown_nodes(wh: Warehouse, gpus: pl.DataFrame, window: Window) -> tuple[str, ...]:
+def replicas_unknown_nodes(wh: Warehouse, gpus: pl.DataFrame, window: Window, *,
+                           configs: pl.DataFrame | None = None) -> tuple[str, ...]:
     """Nodes with a time-sliced card present in `window` whose replica count no label in force
-    in `window` states."""
+    in `window` states (`configs`: `node_configs(wh, window)` when the caller read it already)."""
     if gpus.is_empty():
         return ()
     present = (
@@ -182,7 +191,7 @@ def replicas_unknown_nodes(wh: Warehouse, gpus: pl.DataFrame, window: Window) ->
         & (pl.col("last_seen").is_null() | (pl.col("last_seen") >= _utc(window.start)))
     )
     shared = gpus.filter((pl.col("card_mode") == TIMESLICE) & present)
-    configs = node_configs(wh, window)
+    configs = node_configs(wh, window) if configs is None else configs
     known = configs.filter(pl.col("configured_replicas").is_not_null())["gpu_node"].unique()
     nodes = shared.filter(~pl.col("gpu_node").is_in(known.implode()))["gpu_node"].unique().to_list()
     return tuple(sorted(str(n) for n in nodes if n is not None))

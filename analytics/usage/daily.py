@@ -71,8 +71,9 @@ def _unknown_card_hours() -> pl.Expr:
     return held.sum().alias("activity_unknown_card_hours")
 
 
-def _from_raw(wh: Warehouse, window: Window, rules: Rules, gpus: pl.DataFrame | None = None) -> pl.DataFrame:
-    hourly = hourly_usage(wh, window, rules, gpus=gpus)
+def _from_raw(wh: Warehouse, window: Window, rules: Rules, gpus: pl.DataFrame | None = None,
+              configs: pl.DataFrame | None = None) -> pl.DataFrame:
+    hourly = hourly_usage(wh, window, rules, gpus=gpus, configs=configs)
     return (
         hourly.with_columns(pl.col("ts").dt.date().alias("day"))
         .group_by(list(KEYS))
@@ -117,14 +118,16 @@ def card_day_held(wh: Warehouse, window: Window) -> pl.DataFrame:
 
 
 def usage_of(
-    wh: Warehouse, parts: Sequence[Part], rules: Rules, *, gpus: pl.DataFrame | None = None
+    wh: Warehouse, parts: Sequence[Part], rules: Rules, *, gpus: pl.DataFrame | None = None,
+    configs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Day-level usage of `parts` (raw parts computed under `rules`), rows of one
     day-device-holder that two parts cut merged; `gpus`: the bill's card inventory
-    (`analytics.devices.replicas.cards`), handed to the raw parts so it is read once."""
+    (`analytics.devices.replicas.cards`) and `configs` its node configurations
+    (`node_configs` of the bill's window), handed to the raw parts so they are read once."""
     frames = [
         _normalize(_from_rollup(wh, p.window) if p.source == "rollup"
-                   else _from_raw(wh, p.window, rules, gpus))
+                   else _from_raw(wh, p.window, rules, gpus, configs))
         for p in parts
     ]
     if not frames:

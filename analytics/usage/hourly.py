@@ -26,7 +26,7 @@ import polars as pl
 from gpuledger.analytics.devices.base import ShareInputs
 from gpuledger.analytics.devices.dra_rows import with_claim_rows
 from gpuledger.analytics.devices.registry import sharing_mode_expr, with_shares
-from gpuledger.analytics.devices.replicas import at_hour, cards
+from gpuledger.analytics.devices.replicas import at_hour, cards, node_configs
 from gpuledger.analytics.devices.shares import clamp_to_card, vgpu_request
 from gpuledger.analytics.devices.unlabeled import split_unlabeled
 from gpuledger.analytics.sampling.results import held_hourly
@@ -87,16 +87,19 @@ def attach_pods(frame: pl.DataFrame, pods: pl.DataFrame) -> pl.DataFrame:
 
 def hourly_usage(
     wh: Warehouse, window: Window, rules: Rules, held: pl.DataFrame | None = None, *,
-    gpus: pl.DataFrame | None = None,
+    gpus: pl.DataFrame | None = None, configs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The `card_hours_hourly` frame for `window` under `rules`, from raw samples (numbered
     steps above); `rules` (its rollup fingerprint) is the frame's `rules` column.
 
     `held`: step 1's frame when the caller already has it (the roll-up computes it in the same
     pass as the allocations, `analytics.usage.rollup`); `gpus`: `analytics.devices.replicas.cards`
-    when the caller already read it (the bill prices with the same frame: read and parsed once)."""
+    when the caller already read it (the bill prices with the same frame: read and parsed once);
+    `configs`: `analytics.devices.replicas.node_configs` of `window` or of a window around it
+    (the bill's), likewise (read here once otherwise, for `cards` and `at_hour`)."""
     # 1. Held time: the samples', and on DRA cards the claims' (`analytics.devices.dra_rows`).
-    gpus = cards(wh, window) if gpus is None else gpus  # whole card on a replicated node: `timeslice`
+    configs = node_configs(wh, window) if configs is None else configs
+    gpus = cards(wh, window, configs=configs) if gpus is None else gpus  # replicated node: `timeslice`
     sampled = held if held is not None else held_hourly(wh, window, rules.sampling)
     held = split_unlabeled(wh, sampled, gpus, window)
     held = with_claim_rows(wh, window, held)
@@ -110,7 +113,7 @@ def hourly_usage(
             f"gpu_samples: GPU {missing[0]} (and {len(missing) - 1} more) has samples but no row "
             "in table gpus; collect the inventory before billing"
         )
-    frame = at_hour(frame, wh, window)  # mode, pool, replicas: the node's labels in force that hour
+    frame = at_hour(frame, wh, window, configs=configs)  # mode, pool, replicas: the labels that hour
     frame = attach_pods(frame, pod_inventory(wh, window))
     frame = frame.with_columns(sharing_mode_expr())
     # 3. Shares, each row by its sharing mode's device source.

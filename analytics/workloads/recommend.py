@@ -128,11 +128,13 @@ class _Terms:
 def recommend(
     wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
     headroom: float = 0.2, reclaim_idle_fraction: float = 0.5, seed: int = 7, k: int = 4,
-    by: str = OWNER,
+    by: str = OWNER, usage: pl.DataFrame | None = None,
 ) -> Recommendations:
-    """Recommendations for `window` (numbered steps in the module docstring)."""
+    """Recommendations for `window` (numbered steps in the module docstring). `usage`:
+    `workload_usage` of `bill` when the caller computed it already (`refresh-serving` shares
+    it with the profile-catalog advice)."""
     bill = bill or compute_bill(wh, window, settings, ("team",))
-    usage = workload_usage(wh, window, settings, bill)
+    usage = workload_usage(wh, window, settings, bill) if usage is None else usage
     profiles: Profiles = workload_profiles(usage, k=k, seed=seed)
     usage = profiles.assignments
     terms = _Terms(

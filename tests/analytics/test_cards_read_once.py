@@ -27,9 +27,9 @@ def test_the_bill_reads_the_cards_once(tmp_path, monkeypatch):
         before = compute_bill(wh, win, Settings(), ("team",), source="raw")
     calls: list[int] = []
 
-    def counted(wh: Warehouse, window=None):  # type: ignore[no-untyped-def]
+    def counted(wh: Warehouse, window=None, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(1)
-        return replicas.cards(wh, window)
+        return replicas.cards(wh, window, **kwargs)
 
     monkeypatch.setattr(bill_module, "cards", counted)
     monkeypatch.setattr(hourly_module, "cards", counted)

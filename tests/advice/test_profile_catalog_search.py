@@ -1,0 +1,57 @@
+"""The catalog search looks each distinct need up once per candidate catalog (issue 34: the
+256-GPU month called `smallest_in` half a million times for a few hundred distinct needs); the
+chosen catalogs and their evidence equal the search that looked up every workload, frozen here
+as `_score_each` (main at f62d17e), on seeded demand of three models and thousands of workloads
+with repeated and distinct needs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpuledger.analytics.advice import profile_catalog
+from gpuledger.analytics.advice.profile_catalog import DEMAND_SCHEMA, choose_catalog, slice_cost, smallest_in
+
+MODELS = ("A100-80GB", "A100-SXM4-40GB", "H100-80GB")
+
+
+def _score_each(
+    model: str, combo: Sequence[str], work: Sequence[tuple[dict[str, Any], str]], max_rounding: float,
+) -> tuple[float, ...]:
+    count, hours, waste = 0, 0.0, 0.0
+    for r, right in work:
+        assigned = smallest_in(model, combo, float(r["need_memory_mib"]), int(r["need_compute"]))
+        bound = (1 + max_rounding) * slice_cost(model, right) + 1e-9
+        if assigned != profile_catalog.WHOLE and slice_cost(model, assigned) <= bound:
+            count += 1
+            hours += float(r["gpu_hours"])
+            waste += (slice_cost(model, assigned) - slice_cost(model, right)) * float(r["gpu_hours"])
+    return (count, round(hours, 6), -round(waste, 6), -len(combo))
+
+
+def _demand(n: int = 3000, seed: int = 11) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    sizes = [4000.0, 9000.0, 15000.0, 19000.0, 30000.0, 38000.0, 70000.0]  # repeated needs
+    rows = []
+    for i in range(n):
+        memory = float(sizes[rng.integers(len(sizes))]) if i % 3 else float(rng.uniform(1000, 75000))
+        rows.append((MODELS[i % 3], f"w-{i:05d}", memory, int(rng.integers(1, 7)), float(rng.uniform(0.5, 700)),
+                     2.5, float(rng.uniform(1, 2000))))
+    return pl.DataFrame(rows, schema=DEMAND_SCHEMA, orient="row")
+
+
+@pytest.mark.parametrize(("k", "rounding"), [(1, 1.0), (3, 1.0), (2, 0.5)])
+def test_the_search_equals_looking_up_every_workload(monkeypatch: pytest.MonkeyPatch, k: int,
+                                                     rounding: float) -> None:
+    demand = _demand()
+    new = choose_catalog(demand, k=k, max_rounding=rounding, mig_factor=0.9)
+    monkeypatch.setattr(profile_catalog, "_score", _score_each)
+    old = choose_catalog(demand, k=k, max_rounding=rounding, mig_factor=0.9)
+    assert [c.model for c in new] == list(MODELS)
+    assert all(c.profiles and c.covered > 0 for c in new)
+    assert k == 3 or any(c.covered < c.workloads for c in new)  # a real trade-off to find
+    assert new == old

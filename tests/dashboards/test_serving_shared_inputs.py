@@ -1,0 +1,96 @@
+"""`refresh-serving` bills a month once and reads its per-allocation statistics once (issue 34):
+the recommendations, the token costs and the profile-catalog advice share the bill and
+`workload_usage` through `serving_results.compute`'s `bills`, and every stored result equals
+the one each analysis computes alone, from its own bill (the path before the sharing)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from gpuledger.analytics.advice import KINDS
+from gpuledger.analytics.advice.run import catalog_advice
+from gpuledger.analytics.billing import bill as bill_module
+from gpuledger.analytics.billing.bill import compute_bill
+from gpuledger.analytics.workloads import recommend as recommend_module
+from gpuledger.analytics.workloads import requested
+from gpuledger.analytics.workloads.recommend import recommend
+from gpuledger.analytics.workloads.tokens import team_token_costs
+from gpuledger.core.period import Period
+from gpuledger.dashboards import serving_results
+from gpuledger.warehouse import Warehouse
+from tests.dashboards.conftest import PERIOD, settings_with_roles
+
+SETTINGS = settings_with_roles()
+
+
+def _alone(wh: Warehouse, name: str) -> Any:
+    """One result as its analysis computes it by itself (each with its own bill)."""
+    window = Period.exact(PERIOD).window
+    if name == serving_results.RECOMMENDATIONS:
+        return recommend(wh, window, SETTINGS, bill=compute_bill(wh, window, SETTINGS)).recommendations
+    if name == serving_results.TOKEN_COSTS:
+        return team_token_costs(wh, window, SETTINGS, bill=compute_bill(wh, window, SETTINGS),
+                                generation_weight=serving_results.GENERATION_WEIGHT)
+    kind = name.removeprefix("advice:")
+    advice = catalog_advice(wh, window, SETTINGS) if kind == "profile-catalog" else KINDS.get(kind)(
+        wh, window, SETTINGS)
+    return json.loads(serving_results.advice_payload(advice))
+
+
+def _close(a: Any, b: Any) -> bool:
+    """Equal, floats to 1e-9 relative (DuckDB's threads add a month's floats in any order, so
+    two runs of one analysis, overcommit's sums among them, move in the last bits)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def _stored(name: str, payload: bytes) -> Any:
+    if name in (serving_results.RECOMMENDATIONS, serving_results.TOKEN_COSTS):
+        return pl.read_ipc(io.BytesIO(payload))
+    return json.loads(payload)
+
+
+def test_a_month_is_billed_once_and_every_result_is_as_computed_alone(
+    demo_source: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with Warehouse.open(demo_source, read_only=True) as wh:
+        alone = {name: _alone(wh, name) for name in serving_results.NAMES}
+        calls = {"bill": 0, "usage": 0}
+        real_bill, real_usage = bill_module.compute_bill, requested.workload_usage
+
+        def counted_bill(*args: Any, **kwargs: Any) -> Any:
+            calls["bill"] += 1
+            return real_bill(*args, **kwargs)
+
+        def counted_usage(*args: Any, **kwargs: Any) -> Any:
+            calls["usage"] += 1
+            return real_usage(*args, **kwargs)
+
+        monkeypatch.setattr(bill_module, "compute_bill", counted_bill)
+        monkeypatch.setattr(requested, "workload_usage", counted_usage)
+        monkeypatch.setattr(recommend_module, "workload_usage", counted_usage)
+        bills: dict[str, Any] = {}
+        shared = {name: _stored(name, serving_results.compute(wh, SETTINGS, name, PERIOD, bills))
+                  for name in serving_results.NAMES}
+    assert calls == {"bill": 1, "usage": 1}
+    catalog = shared["advice:profile-catalog"]
+    assert catalog["document"]["models"], "the demo month has MIG demand to build a catalog from"
+    assert shared[serving_results.RECOMMENDATIONS].height > 0
+    for name in serving_results.NAMES:
+        if isinstance(alone[name], pl.DataFrame):
+            assert shared[name].equals(alone[name]), name
+        elif name == "advice:profile-catalog":  # the kind that now takes the shared inputs
+            assert shared[name] == alone[name], name
+        else:
+            assert _close(shared[name], alone[name]), name
