@@ -13,9 +13,9 @@ fleet cost, to the cent, for any window.
 2. Price it: card-hours x the model's unit price that day = list cost (`price_book`, else the
    default catalog, else zero on lines marked `unpriced`: one unknown model never blocks a
    bill, unless `strict_prices`); the sharing mode's discount factor takes off the
-   `sharing_discount`; in a pool billed by utilization, the
-   holder pays only for its active share and the rest (`utilization_adjustment`) moves to the
-   pool's `unallocated` line. Idle card-hours are priced the same way (`idle_cost`, part of the team's cost).
+   `sharing_discount`; in a pool billed by utilization, the holder pays only for its active share
+   and the rest (`utilization_adjustment`) moves to the pool's `unallocated` line. Idle
+   card-hours are priced the same way (`idle_cost`, part of the team's cost).
 3. Capacity: each inventoried card's present hours per day; what nobody held is unallocated,
    at list price (stranded MIG capacity counted apart), per pool and model (pool `unknown`
    where a node has no pool label: `_POOL`).
@@ -80,18 +80,17 @@ _POOL = pl.col("pool").fill_null(UNKNOWN)
 `by pool` lines and the unallocated table name it, and a pool's billing basis can be set for it."""
 
 DIMENSIONS: tuple[str, ...] = (
-    "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode", "profile",
-    "uuid", "day", "claim", "device_class", "priority_class",
+    "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode", "profile", "uuid",
+    "day", "claim", "device_class", "priority_class",
 )
 """What `by` may name; `team` is always the first dimension of a bill."""
 
 DETAIL_COLUMNS: tuple[str, ...] = (
-    "day", "kind", "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode",
-    "uuid", "gpu_i_id", "vgpu", "profile", "claim", "device_class", "share", "held_hours", "card_hours",
-    "idle_card_hours", "held_idle_card_hours", "stranded_card_hours", "active_ratio",
-    "fb_used_max_mib", "unit_price", "discount_factor", "list_cost", "sharing_discount",
-    "utilization_adjustment", "cost", "idle_cost", "activity_unknown_card_hours",
-    "unpriced_card_hours",
+    "day", "kind", "team", "namespace", "pod", "queue", "node", "pool", "model", "sharing_mode", "uuid",
+    "gpu_i_id", "vgpu", "profile", "claim", "device_class", "share", "held_hours", "card_hours",
+    "idle_card_hours", "held_idle_card_hours", "stranded_card_hours", "active_ratio", "fb_used_max_mib",
+    "unit_price", "discount_factor", "list_cost", "sharing_discount", "utilization_adjustment", "cost",
+    "idle_cost", "activity_unknown_card_hours", "unpriced_card_hours",
 )
 
 
@@ -220,15 +219,8 @@ def _check_by(by: Sequence[str]) -> tuple[str, ...]:
 
 
 def compute_bill(
-    wh: Warehouse,
-    window: Window,
-    settings: Settings,
-    by: Sequence[str] = ("team",),
-    *,
-    source: Source = "auto",
-    grain: Grain = "device",
-    strict_prices: bool = False,
-    as_computed: bool = False,
+    wh: Warehouse, window: Window, settings: Settings, by: Sequence[str] = ("team",), *,
+    source: Source = "auto", grain: Grain = "device", strict_prices: bool = False, as_computed: bool = False,
 ) -> Bill:
     """Price `window` (numbered steps in the module docstring); `strict_prices` raises where a
     model has no price anywhere instead of billing it at zero (step 2); `as_computed` bills the

@@ -34,8 +34,8 @@ def summary(plan: Plan) -> str:
     e = plan.evaluation
     if e is not None and e.origins:
         cut = e.reduction
-        text += f"; held out: pending GPU-hours {e.pending_before / 60:,.1f} → {e.pending_after / 60:,.1f}" + (
-            f" ({-cut:+.1%})" if cut is not None else "")
+        text += (f"; held out: pending GPU-hours {e.pending_before / 60:,.1f} → {e.pending_after / 60:,.1f}"
+                 + (f" ({-cut:+.1%})" if cut is not None else ""))
     return text
 
 
