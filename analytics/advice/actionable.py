@@ -65,8 +65,12 @@ class Quiet:
     label: str
 
     def line(self, currency: str) -> str:
-        """One line for a person: "94 Deployments already right-sized (USD 0.00/month together)";
-        a negative sum says what it means (a catalog that would cost more than it saves)."""
+        """One line for a person: "94 Deployments already right-sized (USD 0.40/month together)";
+        a sum that rounds to nothing is left out ("40 Deployments already right-sized", not
+        "(USD 0.00/month together)"); a negative sum says what it means (a catalog that would
+        cost more than it saves)."""
+        if abs(self.monthly_saving) < 0.005:
+            return f"{self.count:,} {self.label}"
         one = self.count == 1
         costly = self.monthly_saving < -0.005
         cost = f"; acting on {'it' if one else 'them'} would cost money" if costly else ""

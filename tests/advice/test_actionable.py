@@ -45,6 +45,8 @@ def test_lists_money_and_risk_counts_the_rest() -> None:
     assert (quiet.kind, quiet.count) == ("autoscaling", 3)
     assert quiet.monthly_saving == pytest.approx(0.4)
     assert quiet.line("USD") == "3 Deployments already right-sized (USD 0.40/month together)"
+    nothing = split([r for r in ROWS if r["monthly_saving"] != 0.4], 1.0).quiet[0]
+    assert nothing.line("USD") == "2 Deployments already right-sized"  # not "(USD 0.00/month …)"
     assert len(shown.rows) + shown.hidden == len(ROWS)
     listed = sum(float(str(r["monthly_saving"])) for r in shown.rows)
     assert listed + quiet.monthly_saving == pytest.approx(4185.84 - 120.0 + 1106.51 + 3170.29 + 0.4)
@@ -98,8 +100,8 @@ def test_counted_line_singular_and_plural() -> None:
     one = split([_row("profile_catalog", "H100", 3.0), _row("overcommit_ratio", "p", 0.0),
                  _row("odd_kind", "x", 0.0)], 25.0)
     assert [q.line("USD") for q in one.quiet] == [
-        "1 odd_kind row under the floor (USD 0.00/month)",
-        "1 shared pool already at its best ratio (USD 0.00/month)",
+        "1 odd_kind row under the floor",
+        "1 shared pool already at its best ratio",
         "1 MIG model whose catalog saves too little (USD 3.00/month)"]
     two = split([_row("profile_catalog", "H100", 3.0), _row("profile_catalog", "A100", 4.0)], 25.0)
     assert two.quiet[0].line("USD") == "2 MIG models whose catalog saves too little (USD 7.00/month together)"
