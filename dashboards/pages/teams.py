@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 import polars as pl
 from dash import html
 
+from gpuledger.analytics.billing.special_lines import SpecialLine
 from gpuledger.core.period import Period
 from gpuledger.dashboards.figures_teams import daily_by_team
 from gpuledger.dashboards.pages.common import (
@@ -149,8 +150,10 @@ def _column_options(currency: str) -> dict[str, dict[str, Any]]:
 
     over = {"cellClassRules": {"over-budget": "params.data.over"}}
     saving = money_formatter(currency, unknown_js="(params.data.special ? '–' : 'not computed')")
+    funding = f"({money_formatter(currency)['function']}) + (params.data.funding ? ' funding' : '')"
     return {
         "team": {"cellRenderer": "RowLink", "pinned": "left", "minWidth": 140},
+        "cost": {"valueFormatter": {"function": funding}},  # the sharing discount: not a charge
         "change": _d3("+.1%"), "card_hours": _d3(",.1f"), "idle_share": _d3(".1%"), "activity": _d3(".1%"),
         "budget_used": _d3(".1%") | over, "forecast": over,
         "saving": {"valueFormatter": saving,
@@ -165,13 +168,17 @@ def teams_table(v: TeamsView) -> html.Div:
 
     if v.rows.is_empty():
         return html.Div("no team is billed in this period", className="empty", id="teams-table")
+    funding = pl.col("team") == SpecialLine.SHARING_DISCOUNT.value
     frame = v.rows.with_columns(
         pl.Series("href", [team_href(v.period, str(r["team"]), bool(r["special"]))
                            for r in v.rows.iter_rows(named=True)], dtype=pl.String),
-        pl.Series("over", [_over_budget(r) for r in v.rows.iter_rows(named=True)], dtype=pl.Boolean))
+        pl.Series("over", [_over_budget(r) for r in v.rows.iter_rows(named=True)], dtype=pl.Boolean),
+        funding.alias("funding"),
+    ).with_columns(  # the platform's funding of the teams' discounts holds no GPU-hours: "–", not 0.0
+        pl.when(funding).then(None).otherwise(pl.col("card_hours")).alias("card_hours"))
     table = grid(frame, COLUMNS, id="teams-table", money_columns=MONEY, currency=v.currency,
                  file_name=f"teams-{v.period}.csv", column_options=_column_options(v.currency),
-                 carry=("href", "special", "over"),
+                 carry=("href", "special", "over", "funding"),
                  grid_options={"rowClassRules": {"special": "params.data.special"}}, highest_first=True)
     if v.fleet_cost is None:
         return table

@@ -112,10 +112,13 @@ def test_admin_sees_every_team_reconciled(server: RunningServer, open_page: Any,
     # is forecast to spend, past it; no other team's ever
     lead = next(r for r in grid_rows(page) if r["team"] == LEAD_TEAM)
     over = lead["budget_used"] > 1 or lead["forecast"] > 400.0
+    assert any(r["team"] == "sharing_discount" and r["cost"] > 0 for r in grid_rows(page))
     for r in grid_rows(page):  # every cell as people read it, formatted here independently
         cells = r["shown"]
-        assert cells["cost"] == money(r["cost"], "USD") and cells["idle_cost"] == money(r["idle_cost"], "USD")
-        assert cells["card_hours"] == f"{r['card_hours']:,.1f}", cells
+        funding = r["team"] == "sharing_discount"  # the platform funds the discounts: not a charge
+        assert cells["cost"] == money(r["cost"], "USD") + (" funding" if funding else "")
+        assert cells["idle_cost"] == money(r["idle_cost"], "USD")
+        assert cells["card_hours"] == ("–" if funding else f"{r['card_hours']:,.1f}"), cells
         assert cells["idle_share"] == ("–" if r["idle_share"] is None else f"{r['idle_share']:.1%}"), cells
         assert cells["budget_used"] == ("–" if r["budget_used"] is None else f"{r['budget_used']:.1%}"), cells
     assert over_budget_cells(page) == ({("budget_used", LEAD_TEAM), ("forecast", LEAD_TEAM)} if over else set())
