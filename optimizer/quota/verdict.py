@@ -111,9 +111,9 @@ def _verdict(bt: Backtest, rules: QuotaPlanSettings, changed: bool) -> tuple[Ver
         return "no_gain", "the fitted quotas equal the current ones"
     gain = 1 - after / before
     if gain < rules.min_gain_share:
-        return "no_gain", (f"the out-of-sample gain, {gain:.1%} of pending GPU-minutes, is below "
+        return "no_gain", (f"the out-of-sample gain, {gain:.1%} of pending GPU time, is below "
                            f"plans.quota.min_gain_share ({rules.min_gain_share:.0%})")
-    return "propose", f"out-of-sample gain {gain:.1%} of pending GPU-minutes"
+    return "propose", f"out-of-sample gain {gain:.1%} of pending GPU time"
 
 
 def _held_out_fairness(verdict: Verdict, reason: str, repair: Repair | None, rules: QuotaPlanSettings,
