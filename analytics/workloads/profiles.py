@@ -78,10 +78,12 @@ def _name(centroid: np.ndarray, kind: str | None = None) -> str:
 
 
 def _explain(c: dict[str, float], name: str, members: int) -> str:
+    """The profile in words; a centre's share is a mean of shares >= 0, so float noise below zero
+    reads 0% (it read "idle -0%")."""
+    idle, memory = max(0.0, c["idle_fraction"]), max(0.0, c["fb_p95_ratio"])  # never -0.0
     return (
         f"{name}: {members} workload(s); mean activity {c['act_mean']:.2f} (p95 {c['act_p95']:.2f}, "
-        f"spread {c['act_std']:.2f}), idle {c['idle_fraction']:.0%} of held time, "
-        f"p95 memory {c['fb_p95_ratio']:.0%} of the device"
+        f"spread {c['act_std']:.2f}), idle {idle:.0%} of held time, p95 memory {memory:.0%} of the device"
     )
 
 

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import sys
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -74,15 +75,26 @@ def emit(
             rows, all_columns(rows, columns), money=money, currency=ctx.settings.currency)
         ctx.echo(text.rstrip("\n"))
     else:
-        if title:
-            ctx.echo(title)
+        width = None if fmt == "wide" else table_width()
+        for line in ([title] if title else []):
+            ctx.echo(_wrapped(line, width))
         if text is not None:
             ctx.echo(text)
         else:
             shown = all_columns(rows, columns) if fmt == "wide" else list(columns or all_columns(rows, ()))
             ctx.echo(render_table(rows, shown, money, currency=ctx.settings.currency, whole=fmt == "wide"))
         for line in footer:
-            ctx.echo(line)
+            ctx.echo(_wrapped(line, width))
+
+
+def _wrapped(line: str, width: int | None) -> str:
+    """A title or footer line wrapped at spaces to `width` (as is when None: a pipe, `-o wide`),
+    never inside a word, so a number is never split."""
+    if width is None:
+        return line
+    return "\n".join(part if len(part) <= width else "\n".join(textwrap.wrap(
+        part, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+        for part in line.split("\n"))
 
 
 def all_columns(rows: Sequence[Mapping[str, Any]], first: Sequence[str]) -> list[str]:
@@ -217,7 +229,6 @@ def _render(cells: Sequence[Sequence[str]], heads: Sequence[str], numeric: Seque
     too wide, the last column is left out (never the first), and a line under the table names
     what was left out (`-o wide` shows it); 4. headers wrap at their words to the column's
     width; cells too long end in "…"."""
-    import textwrap
 
     def longest_word(head: str) -> int:
         return max((len(w) for w in head.split()), default=0)

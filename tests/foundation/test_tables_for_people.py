@@ -131,3 +131,17 @@ def test_csv_money_has_the_currency_decimals(warehouse: Path, argv: list[str], m
                 continue
             match = _DECIMALS.match(row[column])
             assert match and len(match.group(1) or "") <= 2, (column, row[column])
+
+
+def test_titles_and_footers_wrap_at_words(warehouse: Path) -> None:
+    """Not only the table: the title ("22 recommendations …") and the lines under it ("Saving
+    per team and month: …", 150 characters) fit 80 columns, wrapped at spaces (each team's
+    figure whole); a pipe (no COLUMNS) gets each on one line."""
+    narrow = _run(warehouse, "recommend", *SPAN, columns=80)
+    piped = _run(warehouse, "recommend", *SPAN)
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    saving = next(line for line in piped.splitlines() if line.startswith("Saving per team"))
+    assert len(saving) > 80  # the case: a footer wider than the terminal
+    start = narrow.index("Saving per team")
+    assert " ".join(narrow[start:].split()).startswith(" ".join(saving.split()))
+    assert "-0%" not in narrow + piped  # a profile's idle share from float noise below zero
