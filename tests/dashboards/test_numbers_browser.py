@@ -125,10 +125,14 @@ def test_fleet_lists_only_actionable_advice(demo: tuple[RunningServer, dict], op
     floor = settings_with_roles().advice.min_monthly_saving
     rows = _grid_rows(page, "fleet-advice-table")
     assert rows, "the demo fleet gives advice worth acting on"
-    from gpuledger.analytics.advice.actionable import RISK_KINDS
+    from gpuledger.analytics.advice.actionable import RISK_KINDS, UNPRICED
 
+    # not priced: a risk (a pool past its knee), or a MIG rebuild, which the MIG plan prices
+    # by the GPUs it frees (decision 0230: one action, one saving)
     unknown = [r for r in rows if r["monthly_saving"] is None]
-    assert all(r["kind"] in RISK_KINDS and r["shown"] == "not priced" for r in unknown), unknown
+    assert all((r["kind"] in RISK_KINDS or r["kind"] in UNPRICED) and r["shown"] == "not priced"
+               for r in unknown), unknown
+    assert "fragmentation_rebuild" in {r["kind"] for r in unknown}  # the demo's fragmented MIG node
     priced = [r for r in rows if r["monthly_saving"] is not None]
     low = [r for r in priced if float(r["monthly_saving"]) < floor]
     assert not low, low  # no row of zero saving; a risk row (a pool past its knee) says "not priced"
