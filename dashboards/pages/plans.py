@@ -20,24 +20,6 @@ from gpuledger.dashboards.actions import PlanActions, Preview, Rollout
 from gpuledger.dashboards.pages.common import PageContext, graph, money, number, refuse, section, table
 from gpuledger.dashboards.pages.grid import grid
 
-EFFECT_LABELS: tuple[tuple[str, str], ...] = (
-    ("gpus_freed", "GPUs freed"),
-    ("gpus_used_before", "GPUs used before"),
-    ("gpus_used_after", "GPUs used after"),
-    ("gpus_changed", "GPUs changed"),
-    ("pods_evicted", "pods evicted"),
-    ("slices_stranded_before", "stranded slices before"),
-    ("slices_stranded_after", "stranded slices after"),
-    ("unmet_instances", "unmet instances"),
-    ("spare_instances", "instances nobody asked for"),
-    ("spare_slices", "slices in instances nobody asked for"),
-    ("pending_gpu_minutes_before", "pending GPU-hours before (held out, no borrowing)"),
-    ("pending_gpu_minutes_after", "pending GPU-hours after (held out, no borrowing)"),
-    ("idle_quota_gpu_minutes_before", "idle quota GPU-hours before (held out, no borrowing)"),
-    ("idle_quota_gpu_minutes_after", "idle quota GPU-hours after (held out, no borrowing)"),
-    ("monthly_cost_saving", "monthly saving"),
-)
-
 
 @dataclass(frozen=True)
 class PlansView:
@@ -164,7 +146,8 @@ def _q(value: float | None) -> str:
 
 
 def effect_frame(effect: Any, currency: str) -> pl.DataFrame:
-    from gpuledger.optimizer.plan.render import effect_value
+    """The plan's expected effect, labelled as `plans show` labels it (`EFFECT_LABELS`)."""
+    from gpuledger.optimizer.plan.render import EFFECT_LABELS, effect_value
 
     rows = []
     for key, label in EFFECT_LABELS:

@@ -18,7 +18,7 @@ from gpuledger.optimizer.plan.contract import PLAN_KINDS, Effect, MigChanges, Pl
 from gpuledger.optimizer.plan.evaluation import Evaluation
 from gpuledger.optimizer.plan.store import PlanRecord
 
-_EFFECT_LABELS: tuple[tuple[str, str], ...] = (
+EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("gpus_used_before", "GPUs used before"),
     ("gpus_used_after", "GPUs used after"),
     ("gpus_freed", "GPUs freed"),
@@ -38,7 +38,9 @@ _EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("idle_quota_gpu_minutes_after", "idle quota GPU-hours after (held out, no borrowing)"),
     ("monthly_cost_saving", "monthly cost saving"),
 )
-_LABELS = dict(_EFFECT_LABELS)
+"""Each effect figure as people read it, in order: `plans show`, the Plans page and the
+baselines table all use these labels (one copy)."""
+_LABELS = dict(EFFECT_LABELS)
 
 
 def effect_value(key: str, value: float) -> float:
@@ -91,7 +93,7 @@ def cell(value: Any) -> str:
 
 def render_effect(effect: Effect) -> str:
     rows: list[tuple[str, Any]] = []
-    for key, label in _EFFECT_LABELS:
+    for key, label in EFFECT_LABELS:
         value = getattr(effect, key)
         if value is None:
             continue
@@ -215,7 +217,7 @@ def baseline_rows(plan: Plan) -> list[dict[str, Any]]:
     people read (`effect_value`: GPU-hours, never GPU-minutes beside them), in the effect's
     order. The JSON keeps the plan's keys and units."""
     found = {k for b in plan.baselines for k in b.figures}
-    keys = [k for k, _ in _EFFECT_LABELS if k in found] + sorted(found - set(_LABELS))
+    keys = [k for k, _ in EFFECT_LABELS if k in found] + sorted(found - set(_LABELS))
     ours = plan.effect.model_dump()
 
     def figures(get: Callable[[str], Any]) -> dict[str, Any]:
