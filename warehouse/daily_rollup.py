@@ -33,7 +33,8 @@ HOURLY = "card_hours_hourly"
 DAILY = "card_hours_daily"
 DAY_US = 86_400_000_000
 NAMES = "uuid, gpu_i_id, vgpu, profile, namespace, pod, node, model, pool, sharing_mode, queue"
-"""The day row's name columns (`warehouse.queries.usage.USAGE_KEYS`, same order as the table)."""
+"""The day row's name columns, in the table's order; the usage readers group by the same
+(`warehouse.queries.usage.USAGE_KEYS`)."""
 
 PARTIAL_SUMS = """sum(held_hours) AS held_hours,
         sum(card_hours) AS card_hours,

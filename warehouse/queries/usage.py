@@ -20,10 +20,11 @@ from gpuledger.core.window import DAY, as_utc, floor_time
 from gpuledger.warehouse import daily_rollup
 from gpuledger.warehouse.protocols import ReadableWarehouse
 
-DAY_US = 86_400_000_000
+DAY_US = daily_rollup.DAY_US
 
-USAGE_KEYS = "uuid, gpu_i_id, vgpu, profile, namespace, pod, node, model, pool, sharing_mode, queue"
-"""The roll-up's key and name columns a day's usage row keeps (device x holder grain)."""
+USAGE_KEYS = daily_rollup.NAMES
+"""The roll-up's key and name columns a day's usage row keeps (device x holder grain): the
+daily roll-up's row name, so its rows and the hourly rows group alike."""
 
 
 def _grouped_sql(cols: str, day: str, table: str, where: str, sums: str) -> str:
