@@ -8,7 +8,8 @@ a1 (A, 1) runs 0-7; a2 (A, 2) runs 1-5; b1 (B, 2) arrives 2, admitted 5, ends 9;
 
 from __future__ import annotations
 
-from tools.twin.model_gap import compare, model_pending, sampled
+from tools.twin.harness import GPU
+from tools.twin.model_gap import FLAVOR, compare, model_pending, sampled
 from tools.twin.record import JobFacts, QueueOutcome, Seen
 from tools.twin.replay import QueueSpec, ReplayResult, Window, WorkloadSpec
 
@@ -30,12 +31,12 @@ def _result() -> ReplayResult:
 
 
 def test_sampled_demand_and_pending_at_mid_minute() -> None:
-    demand, pending = sampled(_result(), 11)
-    # pending: b1 at 2.5, 3.5, 4.5 (2 GPUs); a3 at 6.5, 7.5 (2 GPUs)
-    assert pending == {(2, "B"): 2, (3, "B"): 2, (4, "B"): 2, (6, "A"): 2, (7, "A"): 2}
+    demand, pending = sampled(_result(), WINDOW, 11)
+    # pending: b1 at 2.5, 3.5, 4.5 (2 GPUs); a3 at 6.5, 7.5 (2 GPUs); all in the one flavor's GPUs
+    assert pending == {(m, q, FLAVOR, GPU): 2 for m, q in ((2, "B"), (3, "B"), (4, "B"), (6, "A"), (7, "A"))}
     a = [sum(g for q, g, c, _, f in TIMELINE.values() if q == "A" and c <= m + 0.5 < f) for m in range(11)]
-    assert [demand.get((m, "A"), 0) for m in range(11)] == a == [1, 3, 3, 3, 3, 1, 3, 2, 2, 2, 0]
-    assert [demand.get((m, "B"), 0) for m in range(11)] == [0, 0, 2, 3, 3, 3, 3, 3, 2, 0, 0]
+    assert [demand.get((m, "A", FLAVOR, GPU), 0) for m in range(11)] == a == [1, 3, 3, 3, 3, 1, 3, 2, 2, 2, 0]
+    assert [demand.get((m, "B", FLAVOR, GPU), 0) for m in range(11)] == [0, 0, 2, 3, 3, 3, 3, 3, 2, 0, 0]
 
 
 def test_fluid_model_admits_fractions_of_a_workload_so_it_pends_less() -> None:
@@ -46,7 +47,7 @@ def test_fluid_model_admits_fractions_of_a_workload_so_it_pends_less() -> None:
     # m5: A asks 1 -> B runs 3 (2 own + 1 borrowed), pends 0
     # m6: A asks 3, keeps 1, cohort full (1 + 3) -> pends 2
     # m7: A asks 2, keeps 1, cohort full -> pends 1;  m8: B asks 2 -> A runs 2, pends 0
-    demand, _ = sampled(_result(), 11)
+    demand, _ = sampled(_result(), WINDOW, 11)
     assert model_pending(WINDOW, demand, 11) == {"A": 2 + 1, "B": 1 + 2 + 2}
     gap = compare(_result(), WINDOW)
     assert gap["A"]["twin_pending_gpu_min"] == 2 * 2 and gap["B"]["twin_pending_gpu_min"] == 2 * 3

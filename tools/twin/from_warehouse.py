@@ -100,18 +100,18 @@ def _flavors(wh: Warehouse, queues: tuple[QueueSpec, ...]) -> tuple[tuple[Flavor
                  for r in nodes_now(wh).iter_rows(named=True)]
     flavors, node_flavor = [], {}
     for name, nominal in wanted.items():
-        labels = stored.get(name) if name in stored else {FLAVOR_LABEL: name}
+        labels: dict[str, str] = {str(k): str(v) for k, v in stored.get(name, {}).items()}
         nodes = []
-        for node, node_labels, allocatable in inventory if name in stored and labels else []:
+        for node, node_labels, allocatable in inventory if labels else []:
             if all(node_labels.get(k) == v for k, v in labels.items()):
                 res = {r: int(float(allocatable[r])) for r in nominal if float(allocatable.get(r) or 0) > 0}
                 if res:
                     nodes.append(res)
                     node_flavor[node] = name
         if not nodes:
-            labels = labels or {FLAVOR_LABEL: name}
+            labels = {FLAVOR_LABEL: name}
             nodes = [{r: n for r, n in nominal.items() if n > 0}]
-        flavors.append(Flavor(name, dict(labels), tuple(nodes)))
+        flavors.append(Flavor(name, labels, tuple(nodes)))
     return tuple(flavors), node_flavor
 
 
@@ -171,8 +171,8 @@ def window_from_warehouse(wh: Warehouse, start: datetime, end: datetime) -> From
     skipped = 0
     for r in queued_pods_overlapping(wh, "LocalQueue", start, end).iter_rows(named=True):
         cq = target_cluster_queue(r["spec"])
-        shape = _workload_shape(r, queues[cq], node_flavor) if cq in queues else None
-        if shape is None:
+        shape = _workload_shape(r, queues[cq], node_flavor) if cq is not None and cq in queues else None
+        if cq is None or shape is None:
             skipped += 1
             continue
         run_min = (min(r["end_ts"], end) - max(r["start_ts"], start)).total_seconds() / 60

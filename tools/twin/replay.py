@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -267,11 +268,27 @@ def _delete_objects(api: ApiClient, namespace: str, window: Window, flavors: tup
             core.delete_node(node)
 
 
+def _settle(create: Callable[[WorkloadSpec], JobFacts], recorder: Recorder, first: list[WorkloadSpec],
+            timeout_s: float) -> dict[str, JobFacts]:
+    """Create `first` and wait (on the watch) until each was admitted or found pending."""
+    created = {w.name: create(w) for w in first}
+    names = set(created)
+    seen = ("admitted", "pending")
+    if not recorder.wait_until(lambda events: names <= {e.job for e in events if e.what in seen}, timeout_s):
+        raise TwinBuildError(f"twin replay: the {len(names)} workloads of minute 0 were not all admitted "
+                             f"or refused within {timeout_s:.0f}s")
+    return created
+
+
 def replay(twin: Twin, window: Window, namespace: str, *, seconds_per_minute: float = 6.0,
-           ready_timeout_s: float = 120.0, end_min: float | None = None) -> ReplayResult:
+           ready_timeout_s: float = 120.0, end_min: float | None = None,
+           settle_at_zero: bool = False) -> ReplayResult:
     """Steps 1-4 of the module docstring; Kueue and the Job controller must be running in `twin`.
     `end_min`: stop the clock there even if Workloads are still pending or running (a window cut
-    out of a longer record); default: when every Workload finished."""
+    out of a longer record); default: when every Workload finished. `settle_at_zero`: create the
+    workloads arriving at minute 0 BEFORE the clock starts and wait until Kueue has admitted or
+    refused each (a window cut from a record opens with many already running: creating them on
+    the clock would count the control loops' backlog as pending); they count as created at 0."""
     from kubernetes import client
 
     window.check()
@@ -291,15 +308,20 @@ def replay(twin: Twin, window: Window, namespace: str, *, seconds_per_minute: fl
             timings["setup_s"] = round(time.monotonic() - t, 2)
             recorder = Recorder(api, namespace).start()
             try:
+                def create(w: WorkloadSpec) -> JobFacts:
+                    pin = selectors.get(w.flavor) if w.flavor else None
+                    batch.create_namespaced_job(namespace, job_manifest(w, seconds_per_minute, pin))
+                    return JobFacts(w.queue, w.gpus, time.monotonic())
+
+                first = [w for w in workloads if w.arrival_min <= 0] if settle_at_zero else []
+                created = _settle(create, recorder, first, ready_timeout_s) if first else {}
                 t0 = time.monotonic()
-                created: dict[str, JobFacts] = {}
-                for w in workloads:
+                created = {name: JobFacts(f.queue, f.gpus, t0) for name, f in created.items()}
+                for w in workloads[len(created):]:
                     delay = t0 + w.arrival_min * seconds_per_minute - time.monotonic()
                     if delay > 0:
                         time.sleep(delay)  # the compressed clock: arrivals as recorded
-                    pin = selectors.get(w.flavor) if w.flavor else None
-                    batch.create_namespaced_job(namespace, job_manifest(w, seconds_per_minute, pin))
-                    created[w.name] = JobFacts(w.queue, w.gpus, time.monotonic())
+                    created[w.name] = create(w)
                 names = set(created)
                 finished = recorder.wait_until(
                     lambda events: names <= {e.job for e in events if e.what == "finished"},
