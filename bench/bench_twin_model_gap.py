@@ -30,13 +30,14 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, machine_facts, write_result
 from tools.k8s_testenv.pytest_plugin import running_cluster
-from tools.twin.from_warehouse import window_from_warehouse
+from tools.twin.from_warehouse import pending_samples, window_from_warehouse
 from tools.twin.harness import Twin, missing_parts
 from tools.twin.model_gap import compare
 from tools.twin.replay import QueueSpec, Window, WorkloadSpec, replay, timed_stages
@@ -87,15 +88,22 @@ def _twin_windows(layout: Layout) -> dict[str, Any]:
     return figures
 
 
-def _demo_window(layout: Layout, warehouse: Path, start: datetime, minutes: int) -> dict[str, Any]:
+def _demo_window(layout: Layout, warehouse: Path, start: datetime, minutes: int, *,
+                 borrowing: bool) -> dict[str, Any]:
     from kubernetes import client
 
     from gpuledger.warehouse import Warehouse
 
     with Warehouse.open(warehouse, read_only=True) as wh:
         cut = window_from_warehouse(wh, start, start + timedelta(minutes=minutes))
+        samples = pending_samples(wh, start, start + timedelta(minutes=minutes))
+        recorded = {q: sum(counts) for q, (_, counts) in samples.items()}
     window = cut.window
+    if not borrowing:  # the plan headline's "under contention (no borrowing)": each queue alone
+        window = replace(window, queues=tuple(replace(q, cohort=None) for q in window.queues))
     section: dict[str, Any] = {
+        "cohorts": "as stored" if borrowing else "removed (no borrowing)",
+        "recorded_pending_workload_min": {q: recorded.get(q.name, 0.0) for q in window.queues},
         "machine": machine_facts(), "warehouse": "gpuledger demo --no-serve (seed 7, 256 GPUs)",
         "start": start.isoformat(), "minutes": minutes, "seconds_per_simulated_minute": SECONDS_PER_MINUTE,
         "queues": len(window.queues), "workloads": len(window.workloads), "pods_skipped": cut.skipped,
@@ -125,11 +133,11 @@ def _demo_window(layout: Layout, warehouse: Path, start: datetime, minutes: int)
     return section
 
 
-def _append_section(name: str, section: dict[str, Any]) -> Path:
-    """Set `section` as the `demo_window` entry of bench/results/NAME.json, crash-safe."""
+def _append_section(name: str, key: str, section: dict[str, Any]) -> Path:
+    """Set `section` as the `key` entry of bench/results/NAME.json, crash-safe."""
     path = RESULTS / f"{name}.json"
     payload = json.loads(path.read_text()) if path.exists() else {"benchmark": name}
-    payload["demo_window"] = section
+    payload[key] = section
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     tmp.replace(path)
@@ -143,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demo", type=Path, help="a demo warehouse: replay a window of it instead")
     parser.add_argument("--start", type=datetime.fromisoformat, help="the window's start (ISO, with zone)")
     parser.add_argument("--minutes", type=int, default=30, help="the window's length (default 30)")
+    parser.add_argument("--no-borrowing", action="store_true",
+                        help="replay the demo window with each ClusterQueue out of its cohort")
     args = parser.parse_args(argv)
     layout = Layout(default_cache_root())
     missing = missing_parts(layout, ("kube-scheduler", "kube-controller-manager", "kwok", "kueue"))
@@ -157,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_twin_model_gap: --demo needs an existing warehouse file and --start with a zone "
               "(e.g. 2026-11-21T04:00:00+00:00)", file=sys.stderr)
         return 1
-    _append_section("twin_model_gap", _demo_window(layout, args.demo, args.start, args.minutes))
+    key = "demo_window_no_borrowing" if args.no_borrowing else "demo_window"
+    _append_section("twin_model_gap", key, _demo_window(layout, args.demo, args.start, args.minutes,
+                                                        borrowing=not args.no_borrowing))
     return 0
 
 

@@ -120,7 +120,8 @@ def _job_name(rank: int, pod: str) -> str:
     return f"w{rank:05d}-{re.sub(r'[^a-z0-9-]+', '-', pod.lower())}"[:63].rstrip("-")
 
 
-def _pending(wh: Warehouse, start: datetime, end: datetime) -> dict[str, tuple[list[datetime], list[float]]]:
+def pending_samples(wh: Warehouse, start: datetime, end: datetime
+                    ) -> dict[str, tuple[list[datetime], list[float]]]:
     """Per ClusterQueue: sample times in [start, end) and the pending workloads then (max over its
     flavor/resource rows: the count is the queue's, repeated per row)."""
     frame = queue_samples_after(wh, start - timedelta(microseconds=1), end)
@@ -181,7 +182,7 @@ def window_from_warehouse(wh: Warehouse, start: datetime, end: datetime) -> From
     if not starts:
         raise TwinBuildError(f"twin replay: no pod with whole GPUs or MIG instances ran through a "
                              f"LocalQueue between {start.isoformat()} and {end.isoformat()} in {wh.path}")
-    pending = _pending(wh, start, end)
+    pending = pending_samples(wh, start, end)
     workloads = []
     for cq, pods in starts.items():
         times, counts = pending.get(cq, ([], []))
