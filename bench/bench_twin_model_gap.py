@@ -103,7 +103,7 @@ def _demo_window(layout: Layout, warehouse: Path, start: datetime, minutes: int,
         window = replace(window, queues=tuple(replace(q, cohort=None) for q in window.queues))
     section: dict[str, Any] = {
         "cohorts": "as stored" if borrowing else "removed (no borrowing)",
-        "recorded_pending_workload_min": {q: recorded.get(q.name, 0.0) for q in window.queues},
+        "recorded_pending_workload_min": {q.name: recorded.get(q.name, 0.0) for q in window.queues},
         "machine": machine_facts(), "warehouse": "gpuledger demo --no-serve (seed 7, 256 GPUs)",
         "start": start.isoformat(), "minutes": minutes, "seconds_per_simulated_minute": SECONDS_PER_MINUTE,
         "queues": len(window.queues), "workloads": len(window.workloads), "pods_skipped": cut.skipped,
