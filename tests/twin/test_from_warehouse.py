@@ -5,7 +5,8 @@ Window [S, S + 30 min). ClusterQueues cq-a (flavor f: 2 GPUs, then flavor g: 7 `
 cq-b (f: 2 GPUs), cohort lab; LocalQueue `lq` in ns-a -> cq-a and in ns-b -> cq-b. ResourceFlavor f
 is stored with nodeLabels pool=f; the inventory has nodes n (pool=f, 4 GPUs), k (pool=f, 2 GPUs)
 and o (pool=other): f gets n and k. g is not stored: one node of the quotas' 7 instances, labelled
-FLAVOR_LABEL=g. Pods: p1 (ns-a, 2 GPUs, on n) runs S+0..S+10; p2 (ns-a, 1 GPU, on n) runs S+5..S+8
+FLAVOR_LABEL=g. Both queues also list flavor h (4 GPUs, stored, node hn) whose Kueue usage is 0 in
+every sample of the window. Pods: p7 ran on hn (skipped: not Kueue's); p1 (ns-a, 2 GPUs, on n) runs S+0..S+10; p2 (ns-a, 1 GPU, on n) runs S+5..S+8
 and cq-a reports 1 pending workload at minutes 2, 3, 4; q1 (ns-b, 2 GPUs, on k) runs S+4..S+9 and
 cq-b reports 1 pending at minutes 0-3 (it was waiting when the window opened); p3 asks a MIG slice
 on a node outside the inventory (kept, unpinned); p6 asks a GPU and a slice (skipped); p4 names a
@@ -43,7 +44,8 @@ def _minutes(m: float) -> datetime:
 
 
 def _cq(name: str, mig: bool) -> dict:
-    groups = [{"coveredResources": [GPU], "flavors": [{"name": "f", "resources": [{"name": GPU, "nominalQuota": 2}]}]}]
+    groups = [{"coveredResources": [GPU], "flavors": [{"name": "f", "resources": [{"name": GPU, "nominalQuota": 2}]},
+                                                      {"name": "h", "resources": [{"name": GPU, "nominalQuota": 4}]}]}]
     if mig:
         groups.append({"coveredResources": [MIG], "flavors": [{"name": "g", "resources": [
             {"name": MIG, "nominalQuota": 7}]}]})
@@ -71,22 +73,23 @@ def _pod(ns: str, name: str, requests: dict, start: float, end: float, *, queue:
 
 @pytest.fixture
 def wh(tmp_path):
-    flavor = {"kind": "ResourceFlavor", "name": "f", "namespace": "", "cohort": None,
-              "spec": json.dumps({"nodeLabels": {"pool": "f"}}), "resource_version": "1", "observed_at": S}
-    queues = pl.DataFrame([_cq("cq-a", True), _cq("cq-b", False), _lq("ns-a", "cq-a"), _lq("ns-b", "cq-b"), flavor],
+    flavor, other = ({"kind": "ResourceFlavor", "name": n, "namespace": "", "cohort": None,
+                      "spec": json.dumps({"nodeLabels": {"pool": n}}), "resource_version": "1", "observed_at": S}
+                     for n in "fh")
+    queues = pl.DataFrame([_cq("cq-a", True), _cq("cq-b", False), _lq("ns-a", "cq-a"), _lq("ns-b", "cq-b"), flavor, other],
                           schema=polars_schema(QUEUES))
-    nodes = pl.DataFrame([_node("n", "f", 4), _node("k", "f", 2), _node("o", "other", 8)], schema=polars_schema(NODES))
+    nodes = pl.DataFrame([_node("n", "f", 4), _node("k", "f", 2), _node("o", "other", 8), _node("hn", "h", 8)], schema=polars_schema(NODES))
     pods = pl.DataFrame([
         _pod("ns-a", "p5", {GPU: 1}, -10, -2), _pod("ns-a", "p0", {GPU: 1}, -5, 1),
         _pod("ns-a", "p1", {GPU: 2}, 0, 10),
         _pod("ns-a", "p2", {GPU: 1}, 5, 8), _pod("ns-b", "q1", {GPU: 2}, 4, 9, node="k"),
         _pod("ns-a", "p3", {MIG: 1}, 6, 7, node="elsewhere"), _pod("ns-a", "p4", {GPU: 1}, 7, 9, queue="nope"),
-        _pod("ns-a", "p6", {GPU: 1, MIG: 1}, 7, 8),
+        _pod("ns-a", "p6", {GPU: 1, MIG: 1}, 7, 8), _pod("ns-a", "p7", {GPU: 1}, 7, 8, node="hn"),
     ], schema=polars_schema(PODS))
     pending = {"cq-a": {2, 3, 4}, "cq-b": {0, 1, 2, 3}}
-    rows = [{"ts": _minutes(m), "cluster_queue": q, "flavor": "f", "resource": GPU, "nominal_quota": 2.0,
-             "usage": 0.0, "pending_workloads": float(m in pending[q]), "admission_wait_s": None}
-            for m in range(30) for q in pending]
+    rows = [{"ts": _minutes(m), "cluster_queue": q, "flavor": f, "resource": GPU, "nominal_quota": 2.0,
+             "usage": 2.0 if f == "f" else 0.0, "pending_workloads": float(m in pending[q]), "admission_wait_s": None}
+            for m in range(30) for q in pending for f in "fh"]
     samples = pl.DataFrame(rows, schema=polars_schema(QUEUE_SAMPLES))
     with Warehouse.open(tmp_path / "wh.duckdb") as w:
         w.load(LoadBatch(frames={"queues": queues, "pods": pods, "nodes": nodes}))
@@ -98,11 +101,14 @@ def test_window_from_the_warehouse_infers_fifo_arrivals(wh) -> None:
     got = window_from_warehouse(wh, S, _minutes(30))
     short = window_from_warehouse(wh, S, _minutes(6))  # p1 stops at the window's end: 6 minutes
     assert {w.name: w.run_min for w in short.window.workloads}["w00001-p1"] == 6.0
-    assert got.skipped == 1  # p6 (two resources); p4's LocalQueue is not stored, so it is not read at all
-    f2, g7 = FlavorQuota("f", GPU, 2), FlavorQuota("g", MIG, 7)
-    assert got.window.queues == (QueueSpec("cq-a", 2, "lab", quotas=(f2, g7)), QueueSpec("cq-b", 2, "lab", quotas=(f2,)))
+    # p6 (two resources) and p7 (on flavor h, whose Kueue usage is 0 all window: not Kueue's);
+    # p4's LocalQueue is not stored, so it is not read at all
+    assert got.skipped == 2
+    f2, h4, g7 = FlavorQuota("f", GPU, 2), FlavorQuota("h", GPU, 4), FlavorQuota("g", MIG, 7)
+    assert got.window.queues == (QueueSpec("cq-a", 6, "lab", quotas=(f2, h4, g7)),
+                                 QueueSpec("cq-b", 6, "lab", quotas=(f2, h4)))
     assert got.window.flavors == (Flavor("f", {"pool": "f"}, ({GPU: 2}, {GPU: 4})),  # k, n: nodes by name
-                                  Flavor("g", {FLAVOR_LABEL: "g"}, ({MIG: 7},)))
+                                  Flavor("h", {"pool": "h"}, ({GPU: 8},)), Flavor("g", {FLAVOR_LABEL: "g"}, ({MIG: 7},)))
     assert sorted(got.window.workloads, key=lambda w: w.name) == [
         WorkloadSpec("w00000-p0", 0.0, 1, "cq-a", 1.0, flavor="f"),
         WorkloadSpec("w00001-p1", 0.0, 2, "cq-a", 10.0, flavor="f"),

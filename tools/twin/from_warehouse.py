@@ -20,7 +20,10 @@ arrived then, as far as the window knows). Steps of `window_from_warehouse(wh, s
    whole number of ONE quota-covered resource (whole GPUs or one MIG profile; others counted in
    `skipped`); each pod is one workload (a Job's pods are not regrouped), PINNED to the flavor of
    the node it ran on (a nodeSelector on that flavor's nodeLabels: the placement the record shows),
-   unpinned when its node matches no flavor. Its run is the part inside the window: a pod running
+   unpinned when its node matches no flavor. A pod on a node of a flavor whose Kueue usage is
+   zero in every queue sample of the window was not admitted by Kueue (another scheduler's pool:
+   the demo's Volcano-run h100-train pods carry a Kueue queue label too) and is skipped. Its run
+   is the part inside the window: a pod running
    when the window opens arrives at minute 0 (first in its queue's FIFO: it started first) with
    what remained of its run; one running past the end stops there.
 4. Arrivals per ClusterQueue as above, in minutes from `start`.
@@ -164,14 +167,27 @@ def _workload_shape(r: dict[str, object], queue: QueueSpec, node_flavor: dict[st
     return resource, int(amount), flavor if (flavor, resource) in covered else None
 
 
+def _unused_flavors(wh: Warehouse, start: datetime, end: datetime) -> set[str]:
+    """Flavors whose Kueue usage is zero in every queue sample of [start, end) (step 3)."""
+    used: dict[str, bool] = {}
+    for r in queue_samples_after(wh, start - timedelta(microseconds=1), end).iter_rows(named=True):
+        used[r["flavor"]] = used.get(r["flavor"], False) or bool(r["usage"])
+    return {f for f, any_use in used.items() if not any_use}
+
+
 def window_from_warehouse(wh: Warehouse, start: datetime, end: datetime) -> FromWarehouse:
     """Steps 1-4 of the module docstring; one-line `TwinBuildError` when the window is empty."""
     queues = {q.name: q for q in _queues(wh)}
     flavors, node_flavor = _flavors(wh, tuple(queues.values()))
+    unused = _unused_flavors(wh, start, end)
+    kueue_blind = {node for node, f in node_flavor.items() if f in unused}
     starts: dict[str, list[tuple[datetime, str, tuple[str, int, str | None], float]]] = defaultdict(list)
     skipped = 0
     for r in queued_pods_overlapping(wh, "LocalQueue", start, end).iter_rows(named=True):
         cq = target_cluster_queue(r["spec"])
+        if r["node"] in kueue_blind:
+            skipped += 1
+            continue
         shape = _workload_shape(r, queues[cq], node_flavor) if cq is not None and cq in queues else None
         if cq is None or shape is None:
             skipped += 1
