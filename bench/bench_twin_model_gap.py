@@ -12,19 +12,32 @@ the control loops' latency (decision 0234).
 
 Run: `nice python -m bench.bench_twin_model_gap` (needs `python -m tools.twin_build build`);
 writes bench/results/twin_model_gap.json.
+
+`--demo WAREHOUSE --start ISO --minutes N` instead replays N minutes of a demo warehouse
+(`gpuledger demo --no-serve --out DIR`) cut by tools/twin/from_warehouse.py: its ClusterQueues with
+every flavor (whole GPUs, time-sliced, vGPU slots, MIG profiles), its ResourceFlavors and inventory
+nodes, its pods pinned to the flavor they ran on; the workloads running when the window opens are
+settled before the clock starts (`replay(settle_at_zero=True)`), the clock stops at N minutes.
+The figures go into the file's `demo_window` section (its own machine facts and load average),
+leaving the other sections as they are.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
+import time
+from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.common import write_result
+from bench.common import RESULTS, machine_facts, write_result
 from tools.k8s_testenv.pytest_plugin import running_cluster
+from tools.twin.from_warehouse import pending_samples, window_from_warehouse
 from tools.twin.harness import Twin, missing_parts
 from tools.twin.model_gap import compare
 from tools.twin.replay import QueueSpec, Window, WorkloadSpec, replay, timed_stages
@@ -48,15 +61,7 @@ def _window(reclaim: str, jobs: tuple[tuple[str, str, int, float, float, int], .
                         for n, q, gpus, arrive, run, p in jobs))
 
 
-def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="python -m bench.bench_twin_model_gap", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
-    layout = Layout(default_cache_root())
-    missing = missing_parts(layout, ("kube-scheduler", "kube-controller-manager", "kwok", "kueue"))
-    if missing:
-        print(f"bench_twin_model_gap: build first: python -m tools.twin_build build ({', '.join(missing)})",
-              file=sys.stderr)
-        return 1
+def _twin_windows(layout: Layout) -> dict[str, Any]:
     from kubernetes import client
 
     figures: dict[str, Any] = {"seconds_per_simulated_minute": SECONDS_PER_MINUTE,
@@ -80,7 +85,91 @@ def main(argv: list[str] | None = None) -> int:
                     "replay_wall_s": result.timings.get("replay_s"),
                     "load_average_after": list(os.getloadavg()),
                 }
-    write_result("twin_model_gap", figures)
+    return figures
+
+
+def _demo_window(layout: Layout, warehouse: Path, start: datetime, minutes: int, *,
+                 borrowing: bool) -> dict[str, Any]:
+    from kubernetes import client
+
+    from gpuledger.warehouse import Warehouse
+
+    with Warehouse.open(warehouse, read_only=True) as wh:
+        cut = window_from_warehouse(wh, start, start + timedelta(minutes=minutes))
+        samples = pending_samples(wh, start, start + timedelta(minutes=minutes))
+        recorded = {q: sum(counts) for q, (_, counts) in samples.items()}
+    window = cut.window
+    if not borrowing:  # the plan headline's "under contention (no borrowing)": each queue alone
+        window = replace(window, queues=tuple(replace(q, cohort=None) for q in window.queues))
+    section: dict[str, Any] = {
+        "cohorts": "as stored" if borrowing else "removed (no borrowing)",
+        "recorded_pending_workload_min": {q.name: recorded.get(q.name, 0.0) for q in window.queues},
+        "machine": machine_facts(), "warehouse": "gpuledger demo --no-serve (seed 7, 256 GPUs)",
+        "start": start.isoformat(), "minutes": minutes, "seconds_per_simulated_minute": SECONDS_PER_MINUTE,
+        "queues": len(window.queues), "workloads": len(window.workloads), "pods_skipped": cut.skipped,
+        "running_or_pending_at_start": sum(1 for w in window.workloads if w.arrival_min <= 0),
+        "flavors": {f.name: {"nodes": len(f.nodes), "node_labels": dict(f.node_labels)}
+                    for f in window.flavors},
+        "load_average_start": list(os.getloadavg()),
+    }
+    with tempfile.TemporaryDirectory() as tmp, running_cluster(Path(tmp) / "cluster") as cluster, \
+            Twin(cluster, layout, Path(tmp) / "twin", stages=timed_stages(layout)) as twin:
+        twin.start_job_controller()
+        twin.start_kueue()
+        ns = "demo-window"
+        with cluster.api_client() as api:
+            client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+        t = time.monotonic()
+        result = replay(twin, window, ns, seconds_per_minute=SECONDS_PER_MINUTE, end_min=minutes,
+                        settle_at_zero=True, ready_timeout_s=600)
+        section["replay_wall_s"] = round(time.monotonic() - t, 1)
+        section["timings"] = result.timings
+        per_queue = compare(result, window)
+    section["admitted"] = len(result.jobs_with("admitted"))
+    section["ever_pending"] = len(result.jobs_with("pending"))
+    section["preempted"] = len(result.jobs_with("preempted"))
+    section["per_queue"] = per_queue
+    section["load_average_after"] = list(os.getloadavg())
+    return section
+
+
+def _append_section(name: str, key: str, section: dict[str, Any]) -> Path:
+    """Set `section` as the `key` entry of bench/results/NAME.json, crash-safe."""
+    path = RESULTS / f"{name}.json"
+    payload = json.loads(path.read_text()) if path.exists() else {"benchmark": name}
+    payload[key] = section
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    tmp.replace(path)
+    print(json.dumps(section, indent=2, default=str))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_twin_model_gap", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--demo", type=Path, help="a demo warehouse: replay a window of it instead")
+    parser.add_argument("--start", type=datetime.fromisoformat, help="the window's start (ISO, with zone)")
+    parser.add_argument("--minutes", type=int, default=30, help="the window's length (default 30)")
+    parser.add_argument("--no-borrowing", action="store_true",
+                        help="replay the demo window with each ClusterQueue out of its cohort")
+    args = parser.parse_args(argv)
+    layout = Layout(default_cache_root())
+    missing = missing_parts(layout, ("kube-scheduler", "kube-controller-manager", "kwok", "kueue"))
+    if missing:
+        print(f"bench_twin_model_gap: build first: python -m tools.twin_build build ({', '.join(missing)})",
+              file=sys.stderr)
+        return 1
+    if args.demo is None:
+        write_result("twin_model_gap", _twin_windows(layout))
+        return 0
+    if args.start is None or args.start.tzinfo is None or not args.demo.is_file():
+        print("bench_twin_model_gap: --demo needs an existing warehouse file and --start with a zone "
+              "(e.g. 2026-11-21T04:00:00+00:00)", file=sys.stderr)
+        return 1
+    key = "demo_window_no_borrowing" if args.no_borrowing else "demo_window"
+    _append_section("twin_model_gap", key, _demo_window(layout, args.demo, args.start, args.minutes,
+                                                        borrowing=not args.no_borrowing))
     return 0
 
 

@@ -8,7 +8,8 @@ a1 (A, 1) runs 0-7; a2 (A, 2) runs 1-5; b1 (B, 2) arrives 2, admitted 5, ends 9;
 
 from __future__ import annotations
 
-from tools.twin.model_gap import compare, model_pending, sampled
+from tools.twin.harness import GPU
+from tools.twin.model_gap import FLAVOR, compare, model_pending, sampled
 from tools.twin.record import JobFacts, QueueOutcome, Seen
 from tools.twin.replay import QueueSpec, ReplayResult, Window, WorkloadSpec
 
@@ -30,12 +31,12 @@ def _result() -> ReplayResult:
 
 
 def test_sampled_demand_and_pending_at_mid_minute() -> None:
-    demand, pending = sampled(_result(), 11)
-    # pending: b1 at 2.5, 3.5, 4.5 (2 GPUs); a3 at 6.5, 7.5 (2 GPUs)
-    assert pending == {(2, "B"): 2, (3, "B"): 2, (4, "B"): 2, (6, "A"): 2, (7, "A"): 2}
+    demand, pending = sampled(_result(), WINDOW, 11)
+    # pending: b1 at 2.5, 3.5, 4.5 (2 GPUs); a3 at 6.5, 7.5 (2 GPUs); all in the one flavor's GPUs
+    assert pending == {(m, q, FLAVOR, GPU): 2 for m, q in ((2, "B"), (3, "B"), (4, "B"), (6, "A"), (7, "A"))}
     a = [sum(g for q, g, c, _, f in TIMELINE.values() if q == "A" and c <= m + 0.5 < f) for m in range(11)]
-    assert [demand.get((m, "A"), 0) for m in range(11)] == a == [1, 3, 3, 3, 3, 1, 3, 2, 2, 2, 0]
-    assert [demand.get((m, "B"), 0) for m in range(11)] == [0, 0, 2, 3, 3, 3, 3, 3, 2, 0, 0]
+    assert [demand.get((m, "A", FLAVOR, GPU), 0) for m in range(11)] == a == [1, 3, 3, 3, 3, 1, 3, 2, 2, 2, 0]
+    assert [demand.get((m, "B", FLAVOR, GPU), 0) for m in range(11)] == [0, 0, 2, 3, 3, 3, 3, 3, 2, 0, 0]
 
 
 def test_fluid_model_admits_fractions_of_a_workload_so_it_pends_less() -> None:
@@ -46,9 +47,43 @@ def test_fluid_model_admits_fractions_of_a_workload_so_it_pends_less() -> None:
     # m5: A asks 1 -> B runs 3 (2 own + 1 borrowed), pends 0
     # m6: A asks 3, keeps 1, cohort full (1 + 3) -> pends 2
     # m7: A asks 2, keeps 1, cohort full -> pends 1;  m8: B asks 2 -> A runs 2, pends 0
-    demand, _ = sampled(_result(), 11)
+    demand, _ = sampled(_result(), WINDOW, 11)
     assert model_pending(WINDOW, demand, 11) == {"A": 2 + 1, "B": 1 + 2 + 2}
     gap = compare(_result(), WINDOW)
     assert gap["A"]["twin_pending_gpu_min"] == 2 * 2 and gap["B"]["twin_pending_gpu_min"] == 2 * 3
     assert gap["A"]["gap_pct"] == round(100 * (3 - 4) / 4, 1)
     assert gap["B"]["gap_pct"] == round(100 * (5 - 6) / 6, 1)
+
+
+MIG = "nvidia.com/mig-1g.10gb"
+FLAVORED = {  # job: (resource, amount, flavor, created, admitted, finished); queue A, no cohort
+    "x": (GPU, 2, "f1", 0, 0, 4), "y": (GPU, 2, "f1", 1, 4, 6),
+    "m1": (MIG, 2, "g", 0, 0, 5), "m2": (MIG, 2, "g", 1, 5, 7),
+}
+
+
+def test_flavors_and_mig_profiles_are_compared_apart() -> None:
+    # Queue A: f1 2 GPUs, f2 2 GPUs, g 3 MIG slices. Pinned to f1, y waits for x although f2 is
+    # free (the record put it on f1); m2 waits for m1 on g.
+    # Twin (sampled at m + 0.5): y pends at 1.5, 2.5, 3.5 -> 2 x 3 = 6; m2 at 1.5 .. 4.5 -> 2 x 4 = 8.
+    # Model (fluid, per flavor and resource): f1 asks 4 of 2 at minutes 1-3 -> 2 x 3 = 6; g asks
+    # 4 of 3 at minutes 1-4 -> runs 3, 1 x 4 = 4 (a fraction of m2 runs).
+    from tools.twin.flavors import Flavor, FlavorQuota
+
+    window = Window(
+        (QueueSpec("A", 4, quotas=(FlavorQuota("f1", GPU, 2), FlavorQuota("f2", GPU, 2), FlavorQuota("g", MIG, 3))),),
+        (), tuple(WorkloadSpec(j, c, n, "A", f - a, resource=r, flavor=fl) for j, (r, n, fl, c, a, f) in FLAVORED.items()),
+        (Flavor("f1", {}, ({GPU: 2},)), Flavor("f2", {}, ({GPU: 2},)), Flavor("g", {}, ({MIG: 3},))))
+    window.check()
+    events = sorted([Seen(what, j, T0 + at * SPM) for j, (_, _, _, _, a, f) in FLAVORED.items()
+                     for what, at in (("admitted", a), ("finished", f))], key=lambda e: e.at)
+    jobs = {j: JobFacts("A", n, T0 + c * SPM) for j, (_, n, _, c, _, _) in FLAVORED.items()}
+    result = ReplayResult({"A": QueueOutcome(0.0, None, None, 0, 0, 0)}, events, SPM, T0, True, jobs, T0 + 8 * SPM)
+    demand, pending = sampled(result, window, 8)
+    assert {k[2:] for k in demand} == {("f1", GPU), ("g", MIG)}
+    assert sum(v for k, v in pending.items() if k[3] == GPU) == 6 and sum(v for k, v in pending.items() if k[3] == MIG) == 8
+    gap = compare(result, window)
+    assert set(gap) == {"A", f"A {MIG}"}
+    assert (gap["A"]["twin_pending_gpu_min"], gap["A"]["model_pending_gpu_min"], gap["A"]["gap_pct"]) == (6, 6.0, 0.0)
+    row = gap[f"A {MIG}"]
+    assert (row["twin_pending_gpu_min"], row["model_pending_gpu_min"], row["gap_pct"]) == (8, 4.0, -50.0)

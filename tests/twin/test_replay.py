@@ -33,7 +33,7 @@ import pytest
 
 from tests.twin.conftest import _LAYOUT
 from tools.k8s_testenv.cluster import LocalCluster
-from tools.twin.harness import Twin, missing_parts
+from tools.twin.harness import GPU, Twin, missing_parts
 from tools.twin.replay import QueueSpec, Window, WorkloadSpec, replay, timed_stages
 
 _MISSING = missing_parts(_LAYOUT, ("kube-scheduler", "kube-controller-manager", "kwok", "kueue"))
@@ -163,3 +163,69 @@ def test_reclaim_within_cohort_preempts_the_borrower(replay_twin: Twin, k8s_name
     assert result.order("finished") == ["b1", "a1", "a2"], seen  # 4 < 8 < readmission + 6
     assert (result.per_queue[queues["a"]].preemptions, result.per_queue[queues["b"]].preemptions) == (1, 0)
     assert result.per_queue[queues["a"]].borrowing_admissions == 2  # a2, both times
+
+
+FLAVOR_CAPACITY = {"f1": 2, "f2": 2}  # listed in this order in the ClusterQueue; one node each
+FLAVOR_JOBS = (  # name, gpus, arrival, run: one ClusterQueue, no cohort
+    ("j1", 2, 0, 5), ("j2", 1, 1, 5), ("j3", 2, 2, 2), ("j4", 1, 3, 5),
+)
+
+
+def _expected_flavors() -> tuple[list[str], dict[str, str], set[str]]:
+    """Kueue's flavor assignment with its default fungibility (whenCanBorrow MayStopSearch,
+    whenCanPreempt TryNextFlavor; no cohort, preemption Never): a workload takes the FIRST flavor,
+    in the ClusterQueue's order, whose unused quota holds it; none -> it waits (BestEffortFIFO: a
+    later one that fits passes it). Returns admission order, flavor per job, the jobs that waited."""
+    used = dict.fromkeys(FLAVOR_CAPACITY, 0)
+    running: dict[str, tuple[str, int]] = {}  # job -> (flavor, end minute)
+    waiting: list[str] = []
+    order, flavor_of, waited = [], {}, set()
+    jobs = {name: (gpus, arrive, run) for name, gpus, arrive, run in FLAVOR_JOBS}
+    for minute in range(30):
+        for name in [n for n, (_, end) in running.items() if end == minute]:
+            used[running.pop(name)[0]] -= jobs[name][0]
+        waiting += [n for n, (_, arrive, _) in jobs.items() if arrive == minute]
+        for name in list(waiting):
+            gpus, arrive, run = jobs[name]
+            fits = [f for f in FLAVOR_CAPACITY if used[f] + gpus <= FLAVOR_CAPACITY[f]]
+            if fits:
+                waiting.remove(name)
+                used[fits[0]] += gpus
+                running[name] = (fits[0], minute + run)
+                order.append(name)
+                flavor_of[name] = fits[0]
+                if minute > arrive:
+                    waited.add(name)
+    assert not waiting and not running
+    return order, flavor_of, waited
+
+
+def test_expected_flavor_assignment_by_hand() -> None:
+    # j1 fills f1; j2 falls through to f2; j3 (2) fits neither and waits; j4 (1) takes f2's last
+    # GPU; j1 ends at 5 and j3 gets f1.
+    assert _expected_flavors() == (["j1", "j2", "j4", "j3"], {"j1": "f1", "j2": "f2", "j4": "f2", "j3": "f1"},
+                                   {"j3"})
+
+
+def test_two_flavors_admit_to_the_first_flavor_that_fits(replay_twin: Twin, k8s_namespace: str) -> None:
+    from tools.twin.flavors import Flavor, FlavorQuota, node_names
+
+    order, flavor_of, waited = _expected_flavors()
+    names = {f: f"{f}-{k8s_namespace}"[:63] for f in FLAVOR_CAPACITY}
+    flavors = tuple(Flavor(names[f], {"twin.gpuledger.io/flavor": names[f]}, ({GPU: n},))
+                    for f, n in FLAVOR_CAPACITY.items())
+    queue = f"q-{k8s_namespace}"[:63]
+    window = Window(
+        queues=(QueueSpec(queue, sum(FLAVOR_CAPACITY.values()),
+                          quotas=tuple(FlavorQuota(names[f], GPU, n) for f, n in FLAVOR_CAPACITY.items())),),
+        nodes=(), flavors=flavors,
+        workloads=tuple(WorkloadSpec(name, arrive, gpus, queue, run) for name, gpus, arrive, run in FLAVOR_JOBS))
+    result = replay(replay_twin, window, k8s_namespace, seconds_per_minute=SECONDS_PER_MINUTE)
+    seen = [(e.what, e.job, round(result.minute(e), 2), e.detail[:40]) for e in result.events]
+    print("watched:", seen)
+    assert result.finished, f"not every Workload finished: {seen}"
+    assert result.order("admitted") == order, seen
+    assert result.jobs_with("pending") == waited, seen
+    node_flavor = {node: flavor.name for node, flavor, _ in node_names(k8s_namespace, flavors)}
+    bound = {e.job: node_flavor[e.detail] for e in result.events if e.what == "bound"}
+    assert bound == {job: names[f] for job, f in flavor_of.items()}, seen

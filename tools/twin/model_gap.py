@@ -1,13 +1,17 @@
 """The product's quota model beside the twin: pending GPU-minutes per queue, on the same window.
 
 What the model is fed is what it is fed in production: a demand history, one sample per minute and
-queue of admitted + pending GPUs, as gpuledger's collector records `queue_samples` from a cluster.
-Here the cluster is the twin: `sampled()` reads that series off the replay's watched events, sampling
-each simulated minute at its middle (m + 0.5, away from the whole-minute arrivals), and
-`model_pending()` replays it through `gpuledger.optimizer.quota.replay` (the fluid model: cohort
-borrowing by water-filling, preemption Never) at a one-minute resolution under the window's quotas.
-The twin's own figure, sampled the same way, is GPUs created and not admitted at each sample x 1
-minute; `compare()` puts both side by side with the gap in percent of the twin's.
+(queue, flavor, resource) of admitted + pending amounts, as gpuledger's collector records
+`queue_samples` from a cluster. Here the cluster is the twin: `sampled()` reads that series off the
+replay's watched events, sampling each simulated minute at its middle (m + 0.5, away from the
+whole-minute arrivals); a workload's flavor is the one it is pinned to, else its queue's first
+flavor covering its resource (the model has no flavor fungibility: it places demand where it is
+recorded). `model_pending()` replays the series through `gpuledger.optimizer.quota.replay` (the
+fluid model: cohort borrowing by water-filling per flavor and resource, preemption Never) at a
+one-minute resolution under the window's quotas, one resource at a time (whole GPUs and each MIG
+profile are different units). The twin's own figure, sampled the same way, is the amount created
+and not admitted at each sample x 1 minute; `compare()` puts both side by side per queue (whole
+GPUs) and per queue and MIG profile, with the gap in percent of the twin's.
 """
 
 from __future__ import annotations
@@ -31,15 +35,27 @@ ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
 STEP = timedelta(minutes=1)
 
 
-Series = dict[tuple[int, str], float]
-"""GPUs per (simulated minute, ClusterQueue)."""
+Series = dict[tuple[int, str, str, str], float]
+"""Amount per (simulated minute, ClusterQueue, flavor, resource)."""
 
 
-def sampled(result: ReplayResult, minutes: int) -> tuple[Series, Series]:
-    """(demand, pending) GPUs per (minute, queue), sampled at minute + 0.5 from the watched events.
+def _keys(window: Window) -> dict[str, tuple[str, str]]:
+    """Workload -> (flavor, resource) it is counted in (module docstring)."""
+    out = {}
+    for w in window.workloads:
+        queue = next(q for q in window.queues if q.name == w.queue)
+        first = next(x.flavor for x in queue.flavor_quotas(FLAVOR) if x.resource == w.resource)
+        out[w.name] = (w.flavor or first, w.resource)
+    return out
 
-    Demand = GPUs of Jobs created and not finished; pending = GPUs of Jobs created and not admitted
-    (a preempted Job is pending again until its next admission)."""
+
+def sampled(result: ReplayResult, window: Window, minutes: int) -> tuple[Series, Series]:
+    """(demand, pending) per (minute, queue, flavor, resource), sampled at minute + 0.5 from the
+    watched events.
+
+    Demand = amount of Jobs created and not finished; pending = amount of Jobs created and not
+    admitted (a preempted Job is pending again until its next admission)."""
+    keys = _keys(window)
     created = {j: (f.created_at - result.t0) / result.seconds_per_minute for j, f in result.jobs.items()}
     spans: dict[str, list[tuple[str, float]]] = defaultdict(list)
     for e in result.events:
@@ -55,39 +71,47 @@ def sampled(result: ReplayResult, minutes: int) -> tuple[Series, Series]:
             past = [what for what, when in spans[job] if when <= at]
             if "finished" in past:
                 continue
-            demand[(m, facts.queue)] += facts.gpus
+            key = (m, facts.queue, *keys[job])
+            demand[key] += facts.gpus
             if not past or past[-1] == "preempted":
-                pending[(m, facts.queue)] += facts.gpus
+                pending[key] += facts.gpus
     return dict(demand), dict(pending)
 
 
-def model_pending(window: Window, demand: Series, minutes: int) -> dict[str, float]:
-    """Pending GPU-minutes per queue by the product's quota replay, fed `demand` per minute."""
-    queues = tuple(ModelQueue(q.name, q.cohort, 1.0, {(FLAVOR, GPU): Quota(
-        float(q.nominal_gpus),
-        None if q.borrowing_limit is None else float(q.borrowing_limit),
-        None if q.lending_limit is None else float(q.lending_limit))}, ()) for q in window.queues)
-    rows = [{"ts": ORIGIN + m * STEP, "cluster_queue": q.name, "flavor": FLAVOR, "resource": GPU,
-             "demand": demand.get((m, q.name), 0.0)} for m in range(minutes) for q in window.queues]
+def model_pending(window: Window, demand: Series, minutes: int, resource: str = GPU) -> dict[str, float]:
+    """Pending minutes of `resource` per queue by the product's quota replay, fed `demand`."""
+    quotas = {q.name: [x for x in q.flavor_quotas(FLAVOR) if x.resource == resource] for q in window.queues}
+    queues = tuple(ModelQueue(q.name, q.cohort, 1.0, {(x.flavor, resource): Quota(
+        float(x.nominal), None if x.borrowing_limit is None else float(x.borrowing_limit),
+        None if x.lending_limit is None else float(x.lending_limit)) for x in quotas[q.name]}, ())
+        for q in window.queues if quotas[q.name])
+    rows = [{"ts": ORIGIN + m * STEP, "cluster_queue": q.name, "flavor": flavor, "resource": resource,
+             "demand": demand.get((m, q.name, flavor, resource), 0.0)}
+            for m in range(minutes) for q in queues for flavor, _ in q.quotas]
     history = pl.DataFrame(rows, schema={"ts": pl.Datetime("us", "UTC"), "cluster_queue": pl.String,
                                          "flavor": pl.String, "resource": pl.String, "demand": pl.Float64})
     inputs = QuotaInputs(queues, default_capacity(queues), history, STEP, source="twin")
-    quotas = {(q.name, FLAVOR, GPU): q.quotas[(FLAVOR, GPU)] for q in queues}
-    result = model_replay(inputs, quotas, resolution=STEP)
-    return {q.name: round(result.per_queue_pending.get(q.name, 0.0), 2) for q in window.queues}
+    result = model_replay(inputs, {(q.name, *key): quota for q in queues for key, quota in q.quotas.items()},
+                          resolution=STEP)
+    return {q.name: round(result.per_queue_pending.get(q.name, 0.0), 2) for q in queues}
 
 
 def compare(result: ReplayResult, window: Window) -> dict[str, Any]:
-    """Per queue: the twin's pending GPU-minutes (sampled, and watched continuously), the model's,
-    and the gap (model - twin) in percent of the twin's sampled figure."""
+    """Per queue (whole GPUs; `queue resource` for a MIG profile) that had demand: the twin's
+    pending minutes (sampled; for whole GPUs also watched continuously), the model's, and the gap
+    (model - twin) in percent of the twin's sampled figure."""
     minutes = int((result.end - result.t0) / result.seconds_per_minute) + 1
-    demand, pending = sampled(result, minutes)
-    model = model_pending(window, demand, minutes)
+    demand, pending = sampled(result, window, minutes)
     out: dict[str, Any] = {}
-    for q in window.queues:
-        twin = sum(v for (_, name), v in pending.items() if name == q.name)
-        gap = None if twin == 0 else round(100 * (model[q.name] - twin) / twin, 1)
-        out[q.name] = {"twin_pending_gpu_min": twin, "model_pending_gpu_min": model[q.name],
-                       "twin_pending_watched_gpu_min": result.per_queue[q.name].pending_gpu_minutes,
-                       "gap_pct": gap}
+    for resource in sorted({k[3] for k in demand}, key=lambda r: (r != GPU, r)):
+        model = model_pending(window, demand, minutes, resource)
+        for q in window.queues:
+            if not any(k[1] == q.name and k[3] == resource for k in demand):
+                continue
+            twin = sum(v for k, v in pending.items() if k[1] == q.name and k[3] == resource)
+            gap = None if twin == 0 else round(100 * (model[q.name] - twin) / twin, 1)
+            row = {"twin_pending_gpu_min": twin, "model_pending_gpu_min": model[q.name], "gap_pct": gap}
+            if resource == GPU:
+                row["twin_pending_watched_gpu_min"] = result.per_queue[q.name].pending_gpu_minutes
+            out[q.name if resource == GPU else f"{q.name} {resource}"] = row
     return out

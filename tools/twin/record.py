@@ -10,10 +10,11 @@ A watch that ends (its server-side timeout) resumes from the last resourceVersio
 by polling. `wait_until(predicate)` blocks on a condition variable the watch threads notify.
 
 `summarize` turns the events into per-queue figures in UNCOMPRESSED minutes (wall seconds since the
-replay's clock started / seconds per simulated minute): pending GPU-minutes (GPUs x time created or
-preempted and not (re)admitted), wait p50/p95 (created to first admission; numpy's linear
-quantile, as the product's wait analytics use), preemptions, admissions and borrowing admissions
-(the queue's admitted GPUs, counted from the watch, above its nominal quota once this one is in).
+replay's clock started / seconds per simulated minute; events before the clock count at 0):
+pending GPU-minutes (GPUs x time created or preempted and not (re)admitted), wait p50/p95
+(created to first admission; numpy's linear quantile, as the product's wait analytics use),
+preemptions, admissions and borrowing admissions (the queue's admitted GPUs, counted from the
+watch, above its nominal quota once this one is in).
 """
 
 from __future__ import annotations
@@ -185,8 +186,8 @@ class JobFacts:
 def summarize(events: Iterable[Seen], jobs: dict[str, JobFacts], nominal: dict[str, int], *,
               t0: float, end: float, seconds_per_minute: float) -> dict[str, QueueOutcome]:
     """Per-queue outcome of a replay (module docstring); `end` closes still-pending intervals."""
-    def minutes(at: float) -> float:
-        return (at - t0) / seconds_per_minute
+    def minutes(at: float) -> float:  # a Job settled before the clock (replay's settle_at_zero) counts from 0
+        return max(0.0, at - t0) / seconds_per_minute
 
     pending_since = {name: f.created_at for name, f in jobs.items()}
     first_admission: dict[str, float] = {}

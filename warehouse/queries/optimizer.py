@@ -75,9 +75,9 @@ def pod_requests_by_queue(wh: Warehouse, kind: str) -> pl.DataFrame:
 def queued_pods_overlapping(wh: Warehouse, kind: str, start: datetime, end: datetime) -> pl.DataFrame:
     """Pods submitted to a namespaced queue object of `kind` that ran during [start, end), one row
     per pod run, in start order: `spec` (the queue object's spec, JSON text), `namespace`, `pod`,
-    `gpu_requests` (JSON text), `start_ts`, `end_ts` (the scheduling twin's replay window)."""
+    `node`, `gpu_requests` (JSON text), `start_ts`, `end_ts` (the scheduling twin's replay window)."""
     return wh.query(
-        "SELECT CAST(q.spec AS VARCHAR) AS spec, p.namespace, p.pod,"
+        "SELECT CAST(q.spec AS VARCHAR) AS spec, p.namespace, p.pod, p.node,"
         " CAST(p.gpu_requests AS VARCHAR) AS gpu_requests, p.start_ts, p.end_ts"
         " FROM pods p JOIN queues q ON q.kind = ? AND q.namespace = p.namespace AND q.name = p.queue"
         " WHERE p.gpu_requests IS NOT NULL AND p.start_ts < ? AND p.end_ts > ?"
