@@ -189,8 +189,8 @@ def _print_volcano_and_preemption(wh: Warehouse, bill: Bill, ctx: Context) -> No
     lost = preemption_totals(bill.preemption)
     count = int(bill.preemption["preemptions"].sum()) if bill.preemption is not None else 0
     ctx.echo(f"Volcano queues: {', '.join(queues) or 'none'}; GPU-hours lost to preemption: "
-             f"{lost['lost_gpu_hours']:,.1f} ({bill.currency} {lost['lost_cost']:,.2f}, {count:,} preemptions; "
-             "part of the GPU-hours above)")
+             f"{lost['lost_gpu_hours']:,.1f} ({bill.currency} {lost['lost_cost']:,.2f}, "
+             f"{count:,} preemptions; part of the GPU-hours above)")
 
 
 def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:
