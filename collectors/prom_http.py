@@ -8,10 +8,11 @@ The body of a range query is returned as bytes: `prom_parse` reads it straight i
 `send` is the one request primitive (forms, or a raw body with extra headers for remote read;
 the response whatever its status, so a probe can read a 404 as "not served").
 
-Every body is read as it arrives (`_read_body`) under a whole-request deadline
-(`prometheus.deadline_s`: `timeout_s` is per socket read, which a trickling server never trips)
-and a cap on its decoded size (`prometheus.max_response_mb`), each refused in one line naming
-the query and the setting, nothing past the cap kept (docs/decisions/0184).
+Every answer is read under a whole-request deadline (`prometheus.deadline_s`: `timeout_s` is per
+socket read, which a trickling server never trips): its headers through `http_deadline`'s
+connections, its body as it arrives (`_read_body`), with a cap on its decoded size
+(`prometheus.max_response_mb`), each refused in one line naming the query and the setting,
+nothing past the cap kept (docs/decisions/0184).
 
 One client per worker thread: a `requests.Session` is not documented as thread-safe, and a
 session per thread also gives each worker its own connection.
@@ -37,6 +38,7 @@ import urllib3
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
+from gpuledger.collectors.http_deadline import DeadlineAdapter, DeadlinePassed, deadline_for
 from gpuledger.core.config import PrometheusSettings
 from gpuledger.core.errors import InputError, SourceError
 from gpuledger.core.redact import Redactor, header_value
@@ -91,14 +93,16 @@ class PromHttp:
     def _client(self) -> PrometheusConnect:
         client: PrometheusConnect | None = getattr(self._local, "client", None)
         if client is None:
+            retry = _retry_policy(self.settings.retries, self._backoff)
             client = PrometheusConnect(
                 url=self.url,
                 headers=dict(self._headers),
                 disable_ssl=not self.settings.verify_tls,
-                retry=_retry_policy(self.settings.retries, self._backoff),
+                retry=retry,
                 timeout=self.settings.timeout_s,
                 method="POST",
             )
+            client._session.mount(self.url, DeadlineAdapter(max_retries=retry))  # replaces its adapter
             self._local.client = client
             with self._lock:
                 self._clients.append(client)
@@ -134,16 +138,19 @@ class PromHttp:
                 self.log.append((path, body if body is not None else dict(form or {})))
         deadline = time.monotonic() + self.settings.deadline_s
         try:
-            response = session.request(
-                method,
-                f"{self.url}{path}",
-                data=body if body is not None else (dict(form or {}) if method == "POST" else None),
-                params=dict(form or {}) if method == "GET" else None,
-                headers={**client.headers, **(headers or {})},
-                timeout=self.settings.timeout_s,
-                verify=session.verify,
-                stream=True,
-            )
+            with deadline_for(deadline):
+                response = session.request(
+                    method,
+                    f"{self.url}{path}",
+                    data=body if body is not None else (dict(form or {}) if method == "POST" else None),
+                    params=dict(form or {}) if method == "GET" else None,
+                    headers={**client.headers, **(headers or {})},
+                    timeout=self.settings.timeout_s,
+                    verify=session.verify,
+                    stream=True,
+                )
+        except DeadlinePassed:
+            raise self._late(what, "no complete status line and headers") from None
         except requests.exceptions.RequestException as exc:
             raise SourceError(self.redact(self._failure(exc, what))) from None
         try:
@@ -166,9 +173,7 @@ class PromHttp:
         try:
             while True:
                 if time.monotonic() > deadline:
-                    raise SourceError(self.redact(
-                        f"{self.shown_url}: {what}: no whole answer within "
-                        f"prometheus.deadline_s = {self.settings.deadline_s:g}s (read {size:,} bytes)"))
+                    raise self._late(what, f"read {size:,} bytes")
                 part = raw.read1(_READ_SIZE, decode_content=True)
                 if not part:
                     break
@@ -184,6 +189,11 @@ class PromHttp:
                 f"{self.shown_url}: {what}: answer cut off after {size:,} bytes "
                 f"({type(exc).__name__}: {_reason(exc)})")) from None
         return b"".join(parts)
+
+    def _late(self, what: str, detail: str) -> SourceError:
+        """The one line for an answer not whole within the request's deadline (redacted)."""
+        return SourceError(self.redact(f"{self.shown_url}: {what}: no whole answer within "
+                                       f"prometheus.deadline_s = {self.settings.deadline_s:g}s ({detail})"))
 
     def refused(self, response: requests.Response, what: str) -> SourceError:
         """The one-line error for an answer that is not a 200 (redacted)."""

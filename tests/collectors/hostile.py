@@ -11,6 +11,8 @@ Faults (`Fault.kind`):
   frontend answers during a transient outage);
 - `partial`: the first `size` bytes of the real answer, then the connection closes;
 - `trickle`: a 200 with a large Content-Length, then 64 bytes every 0.5 s;
+- `trickle_headers`: the status line, then one header line growing by 64 bytes every 0.5 s
+  (the headers never end, so a client's body reader never starts);
 - `huge`: a well-formed matrix of `size` bytes, generated as it is sent (never held here);
 - `values`: a matrix whose first series' `values` is `payload` (e.g. `"x"`, `[["a"]]`).
 """
@@ -110,11 +112,10 @@ class HostileProxy:
             handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(10_000_000))
             handler.end_headers()
-            stop = time.monotonic() + 30  # bounded: the test's client must give up well before
-            while time.monotonic() < stop:
-                handler.wfile.write(b" " * 64)
-                handler.wfile.flush()
-                time.sleep(0.5)
+            _trickle(handler)
+        elif fault.kind == "trickle_headers":
+            handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: ")
+            _trickle(handler)
         elif fault.kind == "huge":
             handler.send_response(200)
             handler.send_header("Content-Type", "application/json")
@@ -125,6 +126,15 @@ class HostileProxy:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _trickle(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """64 bytes every 0.5 s for 30 s (bounded: the test's client must give up well before)."""
+    stop = time.monotonic() + 30
+    while time.monotonic() < stop:
+        handler.wfile.write(b"a" * 64)
+        handler.wfile.flush()
+        time.sleep(0.5)
 
 
 _PIECE = b"".join(b'[%d,"0.5"],' % (1_767_225_600 + 60 * i) for i in range(40_000))

@@ -1,7 +1,7 @@
 """Property: whatever a hostile engine answers, `collect` says one clear line in bounded time
 and memory, and once the engine answers again no sample is lost (issue 31, "Done when").
 
-Hypothesis draws a run of 1 to 3 faults (`hostile.Fault`: empty, cut off, trickled, huge,
+Hypothesis draws a run of 1 to 3 faults (`hostile.Fault`: empty, cut off, trickled body or headers, huge,
 malformed `values`), each served by a real local HTTP server in front of a real Prometheus
 (`hostile.HostileProxy`) for the next 15 minutes of the fleet of `test_hole_reread`, each
 collected by the CLI. Then the engine answers again and one collect with `--start` at the
@@ -59,6 +59,7 @@ FAULTS = st.one_of(
     st.just(Fault("empty")),
     st.builds(Fault, st.just("partial"), st.integers(min_value=1, max_value=400)),
     st.just(Fault("trickle")),
+    st.just(Fault("trickle_headers")),
     st.builds(Fault, st.just("huge"), st.integers(min_value=CAP_MB * 1_000_000 + 1, max_value=12_000_000)),
     st.builds(Fault, st.just("values"), st.just(0), BAD_VALUES),
 )
@@ -131,7 +132,7 @@ def test_hostile_answers(proxy: HostileProxy, tmp_path_factory: pytest.TempPathF
         assert "query" in lines[0] or "prometheus." in lines[0], (fault, lines[0])
         if fault.kind == "huge":
             assert f"prometheus.max_response_mb = {CAP_MB} MB" in lines[0], lines[0]
-        if fault.kind == "trickle":
+        if fault.kind in ("trickle", "trickle_headers"):
             assert f"prometheus.deadline_s = {DEADLINE_S}s" in lines[0], lines[0]
     # The engine answers again: the CronJob-like collect from below the watermark loses nothing.
     assert _collect(config, warehouse, proxy.url, fleet.T0.isoformat(), fleet.END.isoformat()) == 0

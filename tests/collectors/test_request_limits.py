@@ -3,6 +3,9 @@
 - a server trickling 64 bytes every 0.5 s: `timeout_s` (per read) never trips, so before the
   deadline the run hung with no message; now one line naming the query and
   `prometheus.deadline_s`, within the deadline plus one read;
+- a server trickling its headers (a status line, then one header line that never ends): the
+  body reader never starts, so the deadline must cover the wait for the headers; and a
+  request past its deadline is not sent again, whatever `retries` says;
 - a 300 MB answer: read by a child process whose peak RSS is measured; the cap refuses it
   while streaming (one line naming the query and `prometheus.max_response_mb`) and the peak
   stays within the cap plus the interpreter, where buffering it would add 300 MB.
@@ -47,6 +50,32 @@ def test_trickling_server_meets_the_whole_request_deadline(proxy: HostileProxy) 
     message = str(failure.value)
     assert elapsed < 2 + 0.5 + 1.5, elapsed  # the deadline, one trickle interval, slack
     assert "prometheus.deadline_s = 2s" in message and QUERY in message and "\n" not in message
+
+
+@pytest.mark.parametrize("retries", [0, 3])
+def test_trickled_headers_meet_the_whole_request_deadline(proxy: HostileProxy, retries: int) -> None:
+    proxy.fault = Fault("trickle_headers")
+    http = PromHttp(proxy.url, PrometheusSettings(timeout_s=10, deadline_s=2, retries=retries),
+                    backoff_s=1)
+    started = time.monotonic()
+    with pytest.raises(SourceError) as failure:
+        http.query_range(QUERY, AT, AT, 60)
+    elapsed = time.monotonic() - started
+    message = str(failure.value)
+    assert elapsed < 2 + 1.5, elapsed  # the deadline and slack: no retry after it
+    assert "prometheus.deadline_s = 2s" in message and QUERY in message and "\n" not in message
+    assert "headers" in message
+    assert proxy.faulted == 1  # sent once: a request past its deadline is not retried
+
+
+def test_a_request_inside_its_deadline_is_answered_and_leaves_no_deadline_behind(
+        proxy: HostileProxy) -> None:
+    proxy.fault = Fault("empty")
+    http = PromHttp(proxy.url, PrometheusSettings(timeout_s=10, deadline_s=1, retries=0))
+    for _ in range(3):  # the connection is reused after the deadline's timer has been cancelled
+        assert json.loads(http.query_range(QUERY, AT, AT, 60))["data"]["result"] == []
+    time.sleep(1.2)  # past the first request's deadline: a cancelled timer never cuts a later one
+    assert json.loads(http.query_range(QUERY, AT, AT, 60))["data"]["result"] == []
 
 
 CHILD = textwrap.dedent("""
