@@ -145,8 +145,8 @@ def test_advice_summary_sums_the_listed_rows() -> None:
     from gpuledger.dashboards.pages import advice_panels
 
     rows = [
-        {"kind": "fragmentation_rebuild", "scope": "node-1", "current": "-", "recommended": "-",
-         "monthly_saving": 3170.29, "reason": "r"},
+        {"kind": "autoscaling", "scope": "serve/chat", "current": "8", "recommended": "2-8",
+         "monthly_saving": 3170.29, "reason": "r"},  # a rebuild is never priced here (0230)
         {"kind": "profile_catalog", "scope": "H100", "current": "-", "recommended": "-",
          "monthly_saving": 291.45, "reason": "r"},
         {"kind": "profile_catalog", "scope": "A100", "current": "-", "recommended": "-",

@@ -121,6 +121,7 @@ _DECIMALS = re.compile(r"^-?\d+(?:\.(\d+))?$")
     (["bill", "--by", "team,model"], ("list_cost", "sharing_discount", "redistributed_cost", "cost", "idle_cost")),
     (["idle", "--by", "pod"], ("idle_cost",)),
     (["recommend", "--all"], ("monthly_saving",)),
+    (["budgets"], ("budget", "used", "left", "forecast")),
 ])
 def test_csv_money_has_the_currency_decimals(warehouse: Path, argv: list[str], money: tuple[str, ...]) -> None:
     rows = list(csv.DictReader(io.StringIO(_run(warehouse, *argv, *SPAN, "-o", "csv"))))
