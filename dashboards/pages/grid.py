@@ -72,8 +72,8 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
             col |= {"filter": "agNumberColumnFilter", "type": "rightAligned"}
             if key in money_columns:
                 col["valueFormatter"] = money_formatter(currency, unknown)
-        else:
-            col["filter"] = "agTextColumnFilter"
+        else:  # text wraps at its words, the row growing to hold it, rather than end in "…"
+            col |= {"filter": "agTextColumnFilter", "wrapText": True, "autoHeight": True}
         defs.append(col | dict((column_options or {}).get(key, {})))
     keys = [k for k, _ in columns] + [k for k in carry if k not in dict(columns)]
     return html.Div([

@@ -152,8 +152,9 @@ def _column_options(currency: str) -> dict[str, dict[str, Any]]:
     saving = money_formatter(currency, unknown_js="(params.data.special ? '–' : 'not computed')")
     funding = f"({money_formatter(currency)['function']}) + (params.data.funding ? ' funding' : '')"
     return {
-        "team": {"cellRenderer": "RowLink", "pinned": "left", "minWidth": 140},
-        "cost": {"valueFormatter": {"function": funding}},  # the sharing discount: not a charge
+        "team": {"cellRenderer": "RowLink", "pinned": "left", "minWidth": 170},  # "sharing_discount" whole
+        # the sharing discount is the platform's funding, not a charge: "$3,911.18 funding", whole
+        "cost": {"valueFormatter": {"function": funding}, "minWidth": 150},
         "change": _d3("+.1%"), "card_hours": _d3(",.1f"), "idle_share": _d3(".1%"), "activity": _d3(".1%"),
         "budget_used": _d3(".1%") | over, "forecast": over,
         "saving": {"valueFormatter": saving,
@@ -174,8 +175,10 @@ def teams_table(v: TeamsView) -> html.Div:
                            for r in v.rows.iter_rows(named=True)], dtype=pl.String),
         pl.Series("over", [_over_budget(r) for r in v.rows.iter_rows(named=True)], dtype=pl.Boolean),
         funding.alias("funding"),
-    ).with_columns(  # the platform's funding of the teams' discounts holds no GPU-hours: "–", not 0.0
-        pl.when(funding).then(None).otherwise(pl.col("card_hours")).alias("card_hours"))
+    ).with_columns(  # the platform's funding of the teams' discounts holds no GPU-hours and idles
+        # none: "–", not 0.0 or $0.00
+        pl.when(funding).then(None).otherwise(pl.col(c)).alias(c)
+        for c in ("card_hours", "idle_cost", "idle_share"))
     table = grid(frame, COLUMNS, id="teams-table", money_columns=MONEY, currency=v.currency,
                  file_name=f"teams-{v.period}.csv", column_options=_column_options(v.currency),
                  carry=("href", "special", "over", "funding"),
