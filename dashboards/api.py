@@ -278,11 +278,10 @@ def _budgets(app: DashboardApp, principal: Principal) -> dict[str, Any]:
 
 def _capacity(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     """`/api/v1/capacity`: `gpuledger capacity --format json` (docs/decisions/0200)."""
-    from gpuledger.analytics.waiting.fleet import capacity_document
-    from gpuledger.dashboards.capacity_data import served_fleet
+    from gpuledger.dashboards.capacity_data import served_capacity
 
     scope(principal, _name(flask.request.args.get("team"), "team"))
-    return capacity_document(served_fleet(app.data, app.settings))
+    return served_capacity(app.data, app.settings)
 
 
 def _why(app: DashboardApp, principal: Principal) -> dict[str, Any]:
