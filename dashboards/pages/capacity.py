@@ -5,7 +5,7 @@ Why it reads the API's document: "free" has one definition (`analytics.capacity.
 scheduler's fit sum; decision 0200) and one composition (`analytics.waiting.fleet`), and the
 page shows what `/api/v1/capacity` and `gpuledger capacity -o json` answer, for the same
 snapshot (`dashboards.capacity_data.served_capacity`). Access is the API's, on the server: the
-request's teams by `dashboards.api.scope` (a lead naming another team is refused), the document
+request's teams by `dashboards.access.scope` (a lead naming another team is refused), the document
 cut by `analytics.exports.scope_document` (capacity is no team's cost, so a lead reads all of it,
 as the API gives a lead; decision 0240).
 
@@ -25,7 +25,9 @@ import polars as pl
 from dash import html
 
 from gpuledger.analytics.capacity.now import HAMI_MEM, shape_kind, shape_unit
+from gpuledger.dashboards.access import scope
 from gpuledger.dashboards.pages.common import PageContext, kpi, number, section
+from gpuledger.dashboards.pages.freshness import newest_sample_of, stale_warning
 from gpuledger.dashboards.pages.grid import grid
 
 SHAPE_COLUMNS = (("cluster", "cluster"), ("pool", "pool"), ("model", "GPU model"), ("kind", "kind"),
@@ -43,6 +45,8 @@ KPIS = (("whole GPU", "whole GPUs ready", "kpi-capacity-whole"),
         ("MIG", "MIG instances ready", "kpi-capacity-mig"),
         ("time-slice", "time-slice replicas ready", "kpi-capacity-timeslice"),
         ("DRA", "DRA devices free", "kpi-capacity-dra"))
+WIDE = {"shape": {"minWidth": 170}, "resource": {"minWidth": 200}, "where": {"minWidth": 170}}
+"""Columns whose values are read whole (a shape, a resource name), not cut to "nvidia.com/…"."""
 MEANING = ("Ready now: the nodes' allocatable minus the requests of the pods running on them "
            "(kube-scheduler's own sum), so a pod asking for it would be placed. Placeable: MIG cards "
            "where the profile fits beside the card's instances, by a layout change (MIG Manager), "
@@ -102,9 +106,7 @@ def _stamp(text: str | None) -> datetime | None:
 def view(ctx: PageContext) -> CapacityView:
     """The API's capacity document for this reader (scope checked here, on the server)."""
     from gpuledger.analytics.exports import scope_document
-    from gpuledger.dashboards.api import scope
     from gpuledger.dashboards.capacity_data import served_capacity
-    from gpuledger.dashboards.shell import newest_sample_of
 
     teams = scope(ctx.principal, ctx.state.team)
     doc = scope_document(served_capacity(ctx.data, ctx.settings), teams)
@@ -117,22 +119,15 @@ def view(ctx: PageContext) -> CapacityView:
 
 def inventory_line(at: datetime | None, now: datetime, simulated: bool = False) -> html.P:
     """When the inventory was observed, and the banner's "Stale" warning past two collection
-    intervals (`shell._freshness`'s rule and words, said of the inventory)."""
-    from gpuledger.warehouse.queries import freshness
-
+    intervals (`pages.freshness.stale_warning`, said of the inventory)."""
     if at is None:
         return html.P(html.Span("No node inventory in the warehouse yet: nothing to say is free.",
                                 id="capacity-stale", className="warning"), id="capacity-at")
     if simulated:
         return html.P(f"Simulated inventory at {at:%Y-%m-%d %H:%M:%S} UTC (complete, nothing collects more).",
                       id="capacity-at")
-    parts: list[Any] = [f"Inventory as of {at:%Y-%m-%d %H:%M:%S} UTC (newest node inventory)."]
-    if freshness.is_stale(at, now):
-        limit = freshness.describe_age(freshness.STALE_INTERVALS * freshness.COLLECTION_INTERVAL)
-        parts.append(html.Span(
-            f" Stale: no new inventory for {freshness.describe_age(now - at)} (more than {limit}, "
-            "two collection intervals); is collection running?", id="capacity-stale", className="warning"))
-    return html.P(parts, id="capacity-at")
+    return html.P([f"Inventory as of {at:%Y-%m-%d %H:%M:%S} UTC (newest node inventory).",
+                   *stale_warning(at, now, "inventory", "capacity-stale")], id="capacity-at")
 
 
 def _kpis(v: CapacityView) -> html.Div:
@@ -146,9 +141,10 @@ def _kpis(v: CapacityView) -> html.Div:
 
 def render(v: CapacityView, now: datetime) -> html.Div:
     shapes = (grid(v.shapes, SHAPE_COLUMNS, id="capacity-table", file_name=f"capacity-{v.cluster}.csv",
-                   highest_first=True) if not v.shapes.is_empty()
+                   highest_first=True, column_options=WIDE) if not v.shapes.is_empty()
               else html.P("Nothing is free now in any shape.", className="empty", id="capacity-table"))
-    queues = (grid(v.queues, QUEUE_COLUMNS, id="capacity-queues", file_name=f"queue-headroom-{v.cluster}.csv")
+    queues = (grid(v.queues, QUEUE_COLUMNS, id="capacity-queues", file_name=f"queue-headroom-{v.cluster}.csv",
+                   column_options=WIDE)
               if not v.queues.is_empty()
               else html.P("No ClusterQueue quota is stored (Kueue not in use, or not collected).",
                           className="empty", id="capacity-queues"))
