@@ -26,7 +26,7 @@ from typing import Protocol
 
 from gpuledger.core.access import Principal, resolve_roles
 from gpuledger.core.config import AccessSettings
-from gpuledger.core.errors import ConfigError, InputError
+from gpuledger.core.errors import AccessDeniedError, ConfigError, InputError
 
 
 class Headers(Protocol):
@@ -151,3 +151,19 @@ def has_role(principal: Principal, roles: frozenset[str]) -> bool:
 def can_see_fleet(principal: Principal) -> bool:
     """Fleet-wide pages (Fleet, all queues, all plans' details) are for admins and viewers."""
     return has_role(principal, FLEET_ROLES)
+
+
+def scope(principal: Principal, team: str | None) -> set[str] | None:
+    """The teams a request may read (None: all), by the API's rule and the pages that answer as
+    it does (the Capacity page); raises `AccessDeniedError` otherwise: `team` (the request's
+    `?team=`) not the principal's to see, or a principal with no role that reads team data."""
+    if team is not None:
+        if not principal.can_see_team(team):
+            raise AccessDeniedError(f"user {principal.user!r} may not read team {team!r}'s data "
+                                    "(leads read only the teams they lead)")
+        return {team}
+    if principal.admin or principal.viewer:
+        return None
+    if principal.lead_of:
+        return set(principal.lead_of)
+    raise AccessDeniedError(f"user {principal.user!r} has no role that reads team data")

@@ -44,7 +44,7 @@ from gpuledger.core.access import Principal
 from gpuledger.core.errors import AccessDeniedError, GpuledgerError, InputError
 from gpuledger.core.period import Period
 from gpuledger.dashboards import api_params
-from gpuledger.dashboards.access import can_see_fleet
+from gpuledger.dashboards.access import can_see_fleet, scope
 from gpuledger.dashboards.serving_results import RECOMMENDATIONS
 from gpuledger.dashboards.state import ViewState, label_value
 from gpuledger.dashboards.wiring import DashboardApp
@@ -97,20 +97,6 @@ def _asked(app: DashboardApp, *, months_only: bool = False) -> api_params.Asked:
 
 def _name(value: str | None, what: str) -> str | None:
     return label_value(value, what)
-
-
-def scope(principal: Principal, team: str | None) -> set[str] | None:
-    """The teams this request may read (None: all); raises `AccessDeniedError` otherwise."""
-    if team is not None:
-        if not principal.can_see_team(team):
-            raise AccessDeniedError(f"user {principal.user!r} may not read team {team!r}'s data "
-                                    "(leads read only the teams they lead)")
-        return {team}
-    if principal.admin or principal.viewer:
-        return None
-    if principal.lead_of:
-        return set(principal.lead_of)
-    raise AccessDeniedError(f"user {principal.user!r} has no role that reads team data")
 
 
 Handler = Callable[[DashboardApp, Principal], Any]
@@ -278,11 +264,10 @@ def _budgets(app: DashboardApp, principal: Principal) -> dict[str, Any]:
 
 def _capacity(app: DashboardApp, principal: Principal) -> dict[str, Any]:
     """`/api/v1/capacity`: `gpuledger capacity --format json` (docs/decisions/0200)."""
-    from gpuledger.analytics.waiting.fleet import capacity_document
-    from gpuledger.dashboards.capacity_data import served_fleet
+    from gpuledger.dashboards.capacity_data import served_capacity
 
     scope(principal, _name(flask.request.args.get("team"), "team"))
-    return capacity_document(served_fleet(app.data, app.settings))
+    return served_capacity(app.data, app.settings)
 
 
 def _why(app: DashboardApp, principal: Principal) -> dict[str, Any]:

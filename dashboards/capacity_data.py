@@ -1,6 +1,7 @@
 """Capacity now and waiting workloads, read from a warehouse with the ClusterQueue quotas parsed
-by the quota home: what the API, the Pending panel, `gpuledger capacity`, `gpuledger why`,
-`gpuledger publish` and the notebook facade call (`fleet_now`, `served_fleet`).
+by the quota home: what the API, the Capacity page, the Pending panel, `gpuledger capacity`,
+`gpuledger why`, `gpuledger publish` and the notebook facade call (`fleet_now`, `served_fleet`,
+`served_capacity`).
 
 Why here: the composition is analytics (`analytics.waiting.fleet`), but a ClusterQueue's quotas
 and a node's allocatable are read by the quota home (`optimizer.quota.queues.kueue`,
@@ -79,4 +80,15 @@ def served_fleet(data: Any, settings: Settings) -> FleetNow:
             return fleet_now(wh, settings)
 
     result: FleetNow = data.memo("capacity_fleet_now", compute)
+    return result
+
+
+def served_capacity(data: Any, settings: Settings) -> dict[str, Any]:
+    """`capacity_document` of the served snapshot, once per snapshot: what `/api/v1/capacity`
+    serves and the Capacity page draws (each cuts it per reader by `exports.scope_document`).
+    Shared: nobody changes what it hands out."""
+    from gpuledger.analytics.waiting.fleet import capacity_document
+
+    result: dict[str, Any] = data.memo("capacity_document",
+                                       lambda: capacity_document(served_fleet(data, settings)))
     return result

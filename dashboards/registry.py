@@ -13,7 +13,7 @@ from gpuledger.core.access import Principal
 from gpuledger.core.errors import InputError
 from gpuledger.core.registry import Registry
 from gpuledger.dashboards.access import EVERY_ROLE, FLEET_ROLES, has_role
-from gpuledger.dashboards.pages import fleet, plans, queues, team, teams
+from gpuledger.dashboards.pages import capacity, fleet, plans, queues, team, teams
 from gpuledger.dashboards.pages.common import Page, PageContext
 
 PAGES: Registry[Page[PageContext]] = Registry("page", error=InputError, key=lambda page: page.path)
@@ -22,6 +22,7 @@ PAGES.add(Page("/teams", "Teams", EVERY_ROLE, teams.show, what="the teams overvi
 PAGES.add(Page("/team", "My team", EVERY_ROLE, team.show, what="any team's page"))
 PAGES.add(Page("/fleet", "Fleet", FLEET_ROLES, fleet.show, what="the fleet page"))
 PAGES.add(Page("/queues", "Queues", EVERY_ROLE, queues.show, what="queues"))
+PAGES.add(Page("/capacity", "Capacity now", EVERY_ROLE, capacity.show, what="capacity now"))
 PAGES.add(Page("/plans", "Plans", FLEET_ROLES, plans.show, what="plans"))
 
 

@@ -17,10 +17,10 @@ from dash import dcc, html
 from gpuledger.core.access import Principal
 from gpuledger.core.config import utcnow
 from gpuledger.dashboards.access import role_label
+from gpuledger.dashboards.pages.freshness import Newest, newest_sample_of, stale_warning
 from gpuledger.dashboards.readmodel import ReadModel
 from gpuledger.dashboards.registry import PAGES, page_of
 from gpuledger.dashboards.state import ViewState
-from gpuledger.warehouse.queries import freshness
 from gpuledger.warehouse.snapshot_store import Snapshot, SnapshotStore
 
 FILTER_IDS = ("f-period", "f-team", "f-model")
@@ -148,26 +148,6 @@ def nav_visible(principal: Principal) -> list[dict[str, str]]:
     return [{} if page.allows(principal) else hidden for page in PAGES]
 
 
-@dataclass(frozen=True)
-class Newest:
-    """The serving snapshot's newest sample time, and whether its samples are simulated
-    (`freshness.simulated`: complete to their end, so no staleness applies)."""
-
-    sample: datetime | None
-    simulated: bool = False
-
-
-def newest_sample_of(data: ReadModel) -> Newest:
-    """The serving snapshot's newest sample time, read once per snapshot (the banner asks on
-    every tick)."""
-
-    def read() -> Newest:
-        with data.store.reader(data.serving()) as wh:
-            return Newest(freshness.newest_sample(wh), freshness.simulated(wh))
-
-    return data.memo(("newest_sample",), read)
-
-
 def _freshness(found: Newest, now: datetime) -> list[Any]:
     """The newest sample time, and a warning when it is older than two collection intervals:
     the snapshot's copy time alone would make a dead collector look fresh. Simulated data (the
@@ -178,15 +158,8 @@ def _freshness(found: Newest, now: datetime) -> list[Any]:
     if found.simulated:
         return [html.Span(f"Simulated data to {newest:%Y-%m-%d %H:%M:%S} UTC (newest sample; complete, "
                           "nothing collects more).", id="simulated-note")]
-    parts: list[Any] = [f"Data as of {newest:%Y-%m-%d %H:%M:%S} UTC (newest sample)."]
-    if freshness.is_stale(newest, now):
-        limit = freshness.describe_age(freshness.STALE_INTERVALS * freshness.COLLECTION_INTERVAL)
-        parts.append(html.Span(
-            f" Stale: no new samples for {freshness.describe_age(now - newest)} (more than "
-            f"{limit}, two collection intervals); is collection running?",
-            id="stale-warning", className="warning",
-        ))
-    return parts
+    return [f"Data as of {newest:%Y-%m-%d %H:%M:%S} UTC (newest sample).",
+            *stale_warning(newest, now, "samples", "stale-warning")]
 
 
 def banner(

@@ -126,6 +126,28 @@ def node_shape(resource: str, sharing_mode: str) -> str | None:
     return {HAMI_MEM_RESOURCE: HAMI_MEM, HAMI_CORES_RESOURCE: HAMI_CORES}.get(resource)
 
 
+def shape_kind(shape: str) -> str:
+    """The family of a shape, for grouping a table: `whole GPU`, `MIG`, `time-slice`, `HAMi`,
+    `DRA` (`dra gpu`, `dra mig-<profile>`: named by `warehouse.queries.waiting.dra_free`)."""
+    if shape == WHOLE:
+        return "whole GPU"
+    if shape == TIMESLICE:
+        return "time-slice"
+    for prefix, kind in (("mig ", "MIG"), ("hami ", "HAMi"), ("dra ", "DRA")):
+        if shape.startswith(prefix):
+            return kind
+    return "other"
+
+
+def shape_unit(shape: str) -> str:
+    """What a shape's `ready` counts: devices or replicas, or, for the per-card shapes, the
+    amount left on the best card."""
+    if shape in PER_CARD:
+        return {HAMI_MEM: "MiB on one card", HAMI_CORES: "% on one card"}[shape]
+    return {"whole GPU": "GPUs", "MIG": "instances", "time-slice": "replicas", "DRA": "devices"}.get(
+        shape_kind(shape), "vGPU slots" if shape == HAMI_SLOT else "units")
+
+
 def request_need(requests: Mapping[str, float]) -> tuple[str, float] | None:
     """The shape a request asks of one card or node, and how much, in `node_shape`'s names: a
     MIG profile (count), HAMi memory (MiB a vGPU takes from one card), else HAMi cores

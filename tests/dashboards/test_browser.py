@@ -43,7 +43,7 @@ from tests.dashboards.conftest import (
 
 pytestmark = pytest.mark.browser
 
-PAGE_READY = "#teams-page, #team-page, #fleet-page, #queues-page, #plans-page, #refusal, #error, #busy"
+PAGE_READY = "#teams-page, #team-page, #fleet-page, #queues-page, #capacity-page, #plans-page, #refusal, #error, #busy"
 
 
 @pytest.fixture(scope="module")

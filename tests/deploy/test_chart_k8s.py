@@ -47,7 +47,8 @@ def test_every_rendered_object_passes_server_side_dry_run(api, variant):
         assert {"ServiceMonitor", "PrometheusRule", "PersistentVolumeClaim"} <= kinds
     if variant == "full":  # every new value: the Ingress, the chart's Secret, the helm test Pod
         assert {"Ingress", "Secret", "Pod"} <= kinds
-        assert sum(d["kind"] == "CronJob" for d in docs) == 4  # collect, report, compact, publish
+        # collect, report, compact, publish and publish-capacity
+        assert sum(d["kind"] == "CronJob" for d in docs) == 5
     for doc in docs:
         resource = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
         namespace = doc["metadata"].get("namespace") if resource.namespaced else None

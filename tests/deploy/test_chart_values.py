@@ -35,7 +35,7 @@ def test_every_new_value_reaches_every_pod():
     docs = render("full")
     pods = _pods(docs)
     assert set(pods) == {"gpuledger-dashboard", "gpuledger-collect", "gpuledger-report", "gpuledger-compact",
-                         "gpuledger-publish"}
+                         "gpuledger-publish", "gpuledger-publish-capacity"}
     for name, pod in pods.items():
         meta, spec = pod["metadata"], pod["spec"]
         assert meta["labels"]["cost-center"] == "platform", name
@@ -58,6 +58,7 @@ def test_every_new_value_reaches_every_pod():
     assert pods["gpuledger-dashboard"]["spec"]["serviceAccountName"] == "gl-app"
     assert pods["gpuledger-collect"]["spec"]["serviceAccountName"] == "gl-reader"
     assert pods["gpuledger-publish"]["spec"]["serviceAccountName"] == "gl-reader"
+    assert pods["gpuledger-publish-capacity"]["spec"]["serviceAccountName"] == "gl-reader"
     bound = {(d["metadata"]["name"], s["name"]) for d in docs if d["kind"].endswith("Binding") for s in d["subjects"]}
     assert bound == {("gpuledger-read", "gl-app"), ("gpuledger-read", "gl-reader"),
                      ("gpuledger-actuator", "gl-app"), ("gpuledger-mig-config", "gl-app")}

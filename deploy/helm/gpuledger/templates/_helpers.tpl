@@ -171,7 +171,9 @@ requiredDuringSchedulingIgnoredDuringExecution:
 {{/* A CronJob that works on the warehouse only (report, compact, publish; collect also reads the
 cluster and is its own template): no Kubernetes API token is mounted. Called with
 `dict "root" $ "job" NAME "values" .Values.NAME "args" "the gpuledger command's arguments"`
-and optionally "serviceAccount" (named only for its cloud-identity annotations: publish's S3). */}}
+and optionally "serviceAccount" (named only for its cloud-identity annotations: publish's S3),
+"startingDeadlineSeconds" and "activeDeadlineSeconds" (default 21600 and 3600: a frequent job
+such as publish-capacity sets shorter ones, so a missed run is skipped rather than caught up). */}}
 {{- define "gpuledger.warehouseCronJob" -}}
 {{- $root := .root -}}
 {{- $name := include "gpuledger.fullname" $root -}}
@@ -187,13 +189,13 @@ spec:
   schedule: {{ .values.schedule | quote }}
   timeZone: Etc/UTC
   concurrencyPolicy: Forbid
-  startingDeadlineSeconds: 21600
+  startingDeadlineSeconds: {{ .startingDeadlineSeconds | default 21600 }}
   successfulJobsHistoryLimit: 3
   failedJobsHistoryLimit: 3
   jobTemplate:
     spec:
       backoffLimit: 4
-      activeDeadlineSeconds: 3600
+      activeDeadlineSeconds: {{ .activeDeadlineSeconds | default 3600 }}
       template:
         metadata:
           labels:
