@@ -17,6 +17,7 @@ wrapping `Div` carries the caller's `id` (what tests and links address); the gri
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,9 +27,14 @@ import polars as pl
 from dash import MATCH, Input, Output, State, html
 
 from gpuledger.core.money import decimals
-from gpuledger.dashboards.pages.common import CURRENCY_SIGNS
+from gpuledger.dashboards.pages.common import CURRENCY_SIGNS, money
 
 PAGE_SIZE = 25
+MIN_WIDTH = 110
+"""A column's least width in px (the grid fills the rest of the page's width)."""
+DIGIT_PX, CELL_PADDING_PX = 7.7, 36
+"""The Alpine theme's figure width at its 14 px font, and a cell's padding on both sides: a money
+column is at least as wide as its widest figure (0243: numbers are never cut)."""
 
 dash.clientside_callback(
     """function(n, name) {
@@ -72,6 +78,7 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
             col |= {"filter": "agNumberColumnFilter", "type": "rightAligned"}
             if key in money_columns:
                 col["valueFormatter"] = money_formatter(currency, unknown)
+                col["minWidth"] = _money_width(frame[key], currency)
         else:  # text wraps at its words, the row growing to hold it, rather than end in "…"
             col |= {"filter": "agTextColumnFilter", "wrapText": True, "autoHeight": True}
         defs.append(col | dict((column_options or {}).get(key, {})))
@@ -80,7 +87,7 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
         dag.AgGrid(
             id=f"{id}-grid", rowData=frame.select(keys).to_dicts(), columnDefs=defs,
             # headers wrap at their words rather than end in "…" (as the CLI's, 0197)
-            defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True, "minWidth": 110,
+            defaultColDef={"sortable": True, "resizable": True, "floatingFilter": True, "minWidth": MIN_WIDTH,
                            "wrapHeaderText": True, "autoHeaderHeight": True,
                            **({"sortingOrder": ["desc", "asc", None]} if highest_first else {})},
             columnSize="responsiveSizeToFit",
@@ -97,6 +104,16 @@ def grid(frame: pl.DataFrame, columns: Sequence[tuple[str, str]], *, id: str,
         html.Button("Export CSV", id={"type": "gl-grid-export", "name": id}, value=id, className="button",
                     title="download the rows as filtered and sorted (CSV)"),
     ], id=id, className="grid", **_data({"data-rows": str(frame.height)}))
+
+
+def _money_width(values: pl.Series, currency: str) -> int:
+    """The least width (px) that shows the column's widest amount whole (its largest or its most
+    negative, as the grid formats them)."""
+    known = values.drop_nulls()
+    if known.is_empty():
+        return MIN_WIDTH
+    widest = max(len(money(float(v), currency)) for v in (known.max(), known.min()))  # type: ignore[arg-type]
+    return max(MIN_WIDTH, math.ceil(widest * DIGIT_PX + CELL_PADDING_PX))
 
 
 def _data(values: dict[str, str]) -> dict[str, Any]:

@@ -153,8 +153,9 @@ def _column_options(currency: str) -> dict[str, dict[str, Any]]:
     funding = f"({money_formatter(currency)['function']}) + (params.data.funding ? ' funding' : '')"
     return {
         "team": {"cellRenderer": "RowLink", "pinned": "left", "minWidth": 170},  # "sharing_discount" whole
-        # the sharing discount is the platform's funding, not a charge: "$3,911.18 funding", whole
-        "cost": {"valueFormatter": {"function": funding}, "minWidth": 150},
+        # the sharing discount is the platform's funding, not a charge: "$3,911.18 funding", the
+        # word wrapping under the figure where the column is narrow
+        "cost": {"valueFormatter": {"function": funding}, "wrapText": True, "autoHeight": True},
         "change": _d3("+.1%"), "card_hours": _d3(",.1f"), "idle_share": _d3(".1%"), "activity": _d3(".1%"),
         "budget_used": _d3(".1%") | over, "forecast": over,
         "saving": {"valueFormatter": saving,

@@ -21,7 +21,7 @@ Cases:
   the listed rows' saving, the sum computed here from the grid's rows;
 - the demo's data is simulated and complete: no "Stale" banner on any page, the banner says
   "Simulated data to ..."; an admin's "My team" link opens the fleet view;
-- screenshots of Teams, Fleet and Plans at 1280 and 1440 px wide (full page), written to
+- screenshots of Teams, Fleet, Plans and Capacity at 1280 and 1440 px wide (full page), written to
   `$GPULEDGER_SCREENSHOTS` when set (else the test's folder): PNGs of that width.
 """
 
@@ -155,7 +155,8 @@ def test_simulated_data_is_not_stale_and_admin_lands_on_fleet(demo: tuple[Runnin
                                                                open_page: Any) -> None:
     server, _ = demo
     page = open_page(admin_headers())
-    for name, ready in (("teams", "#teams-headline"), ("fleet", "#fleet-advice"), ("plans", "#plans-page")):
+    for name, ready in (("teams", "#teams-headline"), ("fleet", "#fleet-advice"), ("plans", "#plans-page"),
+                        ("capacity", "#capacity-page")):
         page.goto(f"{server.url}/{name}?period={PERIOD}")
         page.wait_for_selector(ready, timeout=300_000)
         page.wait_for_selector("#simulated-note")
@@ -177,7 +178,8 @@ def test_screenshots(demo: tuple[RunningServer, dict], open_page: Any, width: in
     folder.mkdir(parents=True, exist_ok=True)
     page = open_page(admin_headers())
     page.set_viewport_size({"width": width, "height": 900})
-    for name, ready in (("teams", "#teams-headline"), ("fleet", "#fleet-advice"), ("plans", "#plans-page")):
+    for name, ready in (("teams", "#teams-headline"), ("fleet", "#fleet-advice"), ("plans", "#plans-page"),
+                        ("capacity", "#capacity-page")):
         page.goto(f"{server.url}/{name}?period={PERIOD}")
         page.wait_for_selector(ready, timeout=300_000)
         page.wait_for_load_state("networkidle")
