@@ -108,7 +108,7 @@ def _rows_table(v: AdviceView, id: str) -> html.Div:
                ("recommended", "recommended"), ("current", "current"), ("reason", "reason")]
     listed = (html.P("nothing worth acting on this month", className="empty", id=id) if v.rows.is_empty()
               else grid(v.rows, columns, id=id, money_columns=("monthly_saving",), currency=v.currency,
-                        unknown=UNPRICED))
+                        unknown=UNPRICED, column_options={"reason": {"minWidth": 320}}))  # read whole
     unknown = v.rows.filter(pl.col("monthly_saving").is_null()).height  # risks, DRA device classes
     unpriced = f" ({unknown:,} {UNPRICED}, not in the sum)" if unknown else ""
     return html.Div([

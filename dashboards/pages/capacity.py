@@ -45,7 +45,7 @@ KPIS = (("whole GPU", "whole GPUs ready", "kpi-capacity-whole"),
         ("MIG", "MIG instances ready", "kpi-capacity-mig"),
         ("time-slice", "time-slice replicas ready", "kpi-capacity-timeslice"),
         ("DRA", "DRA devices free", "kpi-capacity-dra"))
-WIDE = {"shape": {"minWidth": 170}, "resource": {"minWidth": 200}, "where": {"minWidth": 170}}
+WIDE = {"shape": {"minWidth": 170}, "resource": {"minWidth": 200}, "where": {"minWidth": 300}}
 """Columns whose values are read whole (a shape, a resource name), not cut to "nvidia.com/…"."""
 MEANING = ("Ready now: the nodes' allocatable minus the requests of the pods running on them "
            "(kube-scheduler's own sum), so a pod asking for it would be placed. Placeable: MIG cards "
@@ -69,10 +69,17 @@ class CapacityView:
 
 
 def _where(row: Mapping[str, Any]) -> str:
-    """The cards (per-card shapes, most left first, with their amount) or the nodes."""
-    if row["per_card"]:
-        return ", ".join(f"{c['card']} ({number(c['free'], 0)})" for c in row["per_card"])
-    return ", ".join(row["nodes"])
+    """The cards (per-card shapes, most left first, with their amount) grouped by node, each card
+    by its UUID's first block as `nvidia-smi -L` users know it ("GPU-cae1207c"; the API has the
+    whole), or the nodes."""
+    if not row["per_card"]:
+        return ", ".join(row["nodes"])
+    by_node: dict[str, list[str]] = {}
+    for c in row["per_card"]:
+        node, _, card = str(c["card"]).rpartition("/")
+        by_node.setdefault(node, []).append(f"{'-'.join(card.split('-')[:2])} ({number(c['free'], 0)})")
+    return "; ".join(f"{node}: {', '.join(cards)}" if node else ", ".join(cards)
+                     for node, cards in by_node.items())
 
 
 def shape_frame(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:

@@ -177,3 +177,16 @@ def test_inventory_line_says_when_and_stale() -> None:
                                                 "two collection intervals); is collection running?")
     assert "capacity-stale" in _ids(capacity.inventory_line(None, at))
     assert "Simulated" in str(capacity.inventory_line(at, at + timedelta(days=3), simulated=True).children)
+
+
+def test_where_groups_cards_by_node_by_their_short_uuid() -> None:
+    """HAMi's per-card rows once filled a row 40 lines tall with whole UUIDs: each node once, each
+    card by the UUID's first block, its amount beside it, most left first as the document has them."""
+    from gpuledger.dashboards.pages.capacity import _where
+
+    row = {"nodes": ["n1", "n2"], "per_card": [
+        {"card": "n1/GPU-cae1207c-d9a1-1896-40d8-8661a0e5de07", "free": 100},
+        {"card": "n2/GPU-6025d051-8396-4363-daa2-ffb8038791e4", "free": 75},
+        {"card": "n1/GPU-b6035e90-d87b-fd2c-783b-8424ee808a6d", "free": 70}]}
+    assert _where(row) == "n1: GPU-cae1207c (100), GPU-b6035e90 (70); n2: GPU-6025d051 (75)"
+    assert _where({"nodes": ["n1", "n2"], "per_card": []}) == "n1, n2"
