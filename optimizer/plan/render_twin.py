@@ -1,0 +1,110 @@
+"""A quota plan's model backtest and its twin measurement side by side, each labelled by what
+measured it: one home for `plans show` (`render_side_by_side`) and the Plans page (`side_by_side`).
+
+Why three columns, not two: the backtest covers the held-out days, the twin a recorded window of
+minutes, so their figures are not comparable as they stand. The twin's record therefore carries
+the product's model fed the same window's demand (`TwinTeam.model_*`): model-on-the-window beside
+twin-on-the-window is the comparison; the backtest column is what the plan's headline says.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from gpuledger.optimizer.plan.evaluation import Evaluation
+from gpuledger.optimizer.plan.twin_effect import WHOLE_GPU, TwinEffect
+
+NOT_MEASURED = "not measured on the twin"
+MODEL_BACKTEST = "model backtest"
+TOTAL_ROW = "all teams (whole GPUs)"
+
+SIDE_BY_SIDE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("team", "team"),
+    ("backtest", "model backtest: pending GPU-hours before → after"),
+    ("model_window", "model, twin's window"),
+    ("twin", "twin, same window"),
+)
+"""The row keys of `side_by_side_rows` and their headers (the CLI table and the page grid)."""
+
+
+class SideBySide(BaseModel):
+    """What measured the plan (`labels`, in column order) and the rows; `rows` is empty when the
+    twin has not measured it."""
+
+    labels: tuple[str, ...]
+    rows: tuple[dict[str, str], ...]
+
+
+def backtest_label(e: Evaluation | None) -> str:
+    """'model backtest: 7 held-out days, hard quotas (no borrowing)'."""
+    if e is None or not e.origins:
+        return f"{MODEL_BACKTEST}: not tested out of sample"
+    return f"{MODEL_BACKTEST}: {e.held_out_days:g} held-out days, hard quotas (no borrowing), {e.method}"
+
+
+def twin_label(t: TwinEffect | None) -> str:
+    """'twin: kube-scheduler + Kueue v0.17.0 on KWOK, window 2026-11-21 04:00–04:30 UTC, ...'."""
+    if t is None:
+        return f"twin: {NOT_MEASURED}"
+    end = f"{t.window_end:%H:%M}" if t.window_end.date() == t.window_start.date() else \
+        f"{t.window_end:%Y-%m-%d %H:%M}"
+    cohorts = "cohorts as stored (borrowing)" if t.borrowing else "cohorts removed (no borrowing)"
+    unfinished = [run for run, done in zip(("before", "after"), t.finished, strict=True) if not done]
+    cut = f"; stopped at the window's end with work left ({', '.join(unfinished)})" if unfinished else ""
+    return (f"twin: {t.measured_by}, window {t.window_start:%Y-%m-%d %H:%M}–{end} UTC, {cohorts}, "
+            f"{t.workloads} workloads ({t.skipped} skipped), {t.seconds_per_minute:g} s per simulated "
+            f"minute{cut}; measured {t.measured_at:%Y-%m-%d %H:%M} UTC")
+
+
+def _change(before: float, after: float, digits: int) -> str:
+    """'1.5 → 0.8 (−46.7%)' in hours of the resource, the change left out when before is 0."""
+    cut = f" ({after / before - 1:+.1%})" if before else ""
+    return f"{before / 60:,.{digits}f} → {after / 60:,.{digits}f}{cut}"
+
+
+def _unit(resource: str) -> str:
+    return "" if resource == WHOLE_GPU else f" {resource.removeprefix('nvidia.com/')} (instance-hours)"
+
+
+def side_by_side_rows(e: Evaluation | None, t: TwinEffect) -> list[dict[str, str]]:
+    """One row per team and resource the backtest or the twin measured, then the whole-GPU total;
+    a figure one side did not measure is '-'."""
+    backtest = {team.team: team for team in (e.teams if e is not None else ())}
+    twin = {(team.team, team.resource): team for team in t.teams}
+    keys = sorted({(name, WHOLE_GPU) for name in backtest} | set(twin), key=lambda k: (k[1] != WHOLE_GPU, k))
+    rows = []
+    for name, resource in keys:
+        b = backtest.get(name) if resource == WHOLE_GPU else None
+        w = twin.get((name, resource))
+        rows.append({
+            "team": name + _unit(resource),
+            "backtest": "-" if b is None else _change(b.pending_before, b.pending_after, 1),
+            "model_window": "-" if w is None else _change(w.model_before, w.model_after, 2),
+            "twin": "-" if w is None else _change(w.twin_before, w.twin_after, 2)})
+    rows.append({
+        "team": TOTAL_ROW,
+        "backtest": "-" if e is None or not e.origins else _change(e.pending_before, e.pending_after, 1),
+        "model_window": _change(t.total("model_before"), t.total("model_after"), 2),
+        "twin": _change(t.total("twin_before"), t.total("twin_after"), 2)})
+    return rows
+
+
+def side_by_side(e: Evaluation | None, t: TwinEffect | None) -> SideBySide:
+    """The labels and rows both surfaces show (module docstring)."""
+    labels = (backtest_label(e), twin_label(t))
+    return SideBySide(labels=labels, rows=tuple(side_by_side_rows(e, t)) if t is not None else ())
+
+
+def render_side_by_side(e: Evaluation | None, t: TwinEffect | None, table: Any, fold: Any) -> str:
+    """The `plans show` section: 'measured by' with both labels (each folded by `fold`), then the
+    table (`table(rows, header)`: render's plain table), or the twin's 'not measured' line alone."""
+    view = side_by_side(e, t)
+    head = "\n".join(["measured by:", *(fold(f"  {label}") for label in view.labels)])
+    if not view.rows:
+        return head
+    keys = [k for k, _ in SIDE_BY_SIDE_COLUMNS]
+    body = table([tuple(r[k] for k in keys) for r in view.rows], [h for _, h in SIDE_BY_SIDE_COLUMNS])
+    note = t.note if t is not None and t.note else ""
+    return f"{head}\n\n{body}" + (f"\n{note}" if note else "")
