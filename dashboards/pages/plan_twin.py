@@ -10,7 +10,7 @@ import polars as pl
 from dash import html
 
 from gpuledger.dashboards.pages.common import table
-from gpuledger.optimizer.plan.render_twin import SIDE_BY_SIDE_COLUMNS, SideBySide
+from gpuledger.optimizer.plan.render_twin import SIDE_BY_SIDE_COLUMNS, UNITS, SideBySide
 
 
 def twin_frame(view: SideBySide) -> pl.DataFrame:
@@ -26,5 +26,6 @@ def twin_section(view: SideBySide | None) -> list[Any]:
     labels = html.Ul([html.Li(label) for label in view.labels], id="plan-measured-by")
     parts: list[Any] = [html.H4("Measured by"), labels]
     if view.rows:
-        parts.append(table(twin_frame(view), list(SIDE_BY_SIDE_COLUMNS), id="plan-twin-table"))
+        parts.extend([html.P(UNITS, className="muted"),
+                      table(twin_frame(view), list(SIDE_BY_SIDE_COLUMNS), id="plan-twin-table")])
     return parts

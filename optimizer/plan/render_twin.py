@@ -22,11 +22,13 @@ TOTAL_ROW = "all teams (whole GPUs)"
 
 SIDE_BY_SIDE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("team", "team"),
-    ("backtest", "model backtest: pending GPU-hours before → after"),
-    ("model_window", "model, twin's window"),
-    ("twin", "twin, same window"),
+    ("backtest", "model backtest (held out)"),
+    ("model_window", "model on the twin's window"),
+    ("twin", "twin"),
 )
-"""The row keys of `side_by_side_rows` and their headers (the CLI table and the page grid)."""
+"""The row keys of `side_by_side_rows` and their headers (the CLI table and the page table)."""
+UNITS = "pending GPU-hours before → after under the plan (MIG profiles: instance-hours)"
+"""What every cell of the side-by-side table holds."""
 
 
 class SideBySide(BaseModel):
@@ -65,7 +67,7 @@ def _change(before: float, after: float, digits: int) -> str:
 
 
 def _unit(resource: str) -> str:
-    return "" if resource == WHOLE_GPU else f" {resource.removeprefix('nvidia.com/')} (instance-hours)"
+    return "" if resource == WHOLE_GPU else f" {resource.removeprefix('nvidia.com/')}"
 
 
 def side_by_side_rows(e: Evaluation | None, t: TwinEffect) -> list[dict[str, str]]:
@@ -105,6 +107,7 @@ def render_side_by_side(e: Evaluation | None, t: TwinEffect | None, table: Any, 
     if not view.rows:
         return head
     keys = [k for k, _ in SIDE_BY_SIDE_COLUMNS]
-    body = table([tuple(r[k] for k in keys) for r in view.rows], [h for _, h in SIDE_BY_SIDE_COLUMNS])
+    body = UNITS + ":\n" + table([tuple(r[k] for k in keys) for r in view.rows],
+                                 [h for _, h in SIDE_BY_SIDE_COLUMNS])
     note = t.note if t is not None and t.note else ""
     return f"{head}\n\n{body}" + (f"\n{note}" if note else "")
