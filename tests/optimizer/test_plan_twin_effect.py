@@ -168,3 +168,24 @@ def test_plans_page_labels_both_and_shows_the_table_once_measured() -> None:
     rows = {r["team"]: r for r in twin_frame(view).iter_rows(named=True)}
     assert rows["team-a"]["twin"] == _hours(30, 6, 2) and rows["team-a"]["backtest"] == _hours(1200, 600, 1)
     assert "model on the twin's window" in _texts(shown[3])
+
+
+def test_the_plan_detail_carries_the_section() -> None:
+    """The selected plan's detail (`render`) holds the "Measured by" part after the team table."""
+    import polars as pl
+
+    from gpuledger.dashboards.pages.plans import PlansView, render
+    from gpuledger.optimizer.plan.render_twin import side_by_side
+
+    plan = _evaluated_plan()
+    empty = pl.DataFrame()
+    plans = pl.DataFrame({"plan_id": [plan.id], "kind": ["quota"], "status": ["proposed"], "created_at": [T0],
+                          "gpus_freed": [None], "pending_before": [1.0], "pending_after": [0.5], "saving": [None]})
+    v = PlansView(currency="USD", can_act=False, plans=plans, selected=plan.id, status="proposed", kind="quota",
+                  created="2026-11-05 12:00 UTC", effect=empty, diff=empty, warnings=(), solver="cp-sat",
+                  preview=None, rollout=None, plan_audit=empty, audit=empty, hrefs={plan.id: "/plans"},
+                  cluster=False, measured=side_by_side(plan.evaluation, _effect(plan)))
+    texts = _texts(render(v))
+    at = texts.index("Measured by")
+    assert texts[at + 1] == "model backtest: 7 held-out days, hard quotas (no borrowing), rolling origin"
+    assert texts[at + 2].startswith("twin: kube-scheduler + Kueue v0.17.0 on KWOK")
