@@ -206,7 +206,7 @@ def judge(warehouse: Path, plan_id: str, *, start: datetime | None = None, minut
     return Judgement(effect, results["old"], results["new"], windows["old"], windows["new"])
 
 
-def _when(text: str) -> datetime:
+def utc_time(text: str) -> datetime:
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{text}: give a time zone (e.g. 2026-11-21T04:00:00Z)")
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("warehouse", type=Path)
     parser.add_argument("plan_id", help="id, unique prefix or 'latest'")
-    parser.add_argument("--start", type=_when, help="window start (default: the busiest slot held out)")
+    parser.add_argument("--start", type=utc_time, help="window start (default: the busiest slot held out)")
     parser.add_argument("--minutes", type=int, default=30)
     parser.add_argument("--seconds-per-minute", type=float, default=10.0)
     parser.add_argument("--borrowing", action="store_true", help="keep the cohorts as stored")
