@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench.common import write_result
-from tools.twin.judge import utc_time, judge
+from tools.twin.judge import judge, utc_time
 
 
 def main(argv: list[str] | None = None) -> int:
