@@ -28,4 +28,6 @@ def twin_section(view: SideBySide | None) -> list[Any]:
     if view.rows:
         parts.extend([html.P(UNITS, className="muted"),
                       table(twin_frame(view), list(SIDE_BY_SIDE_COLUMNS), id="plan-twin-table")])
+        if view.left_out:
+            parts.append(html.P(view.left_out, className="muted"))
     return parts

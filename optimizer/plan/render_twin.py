@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpuledger.optimizer.plan.evaluation import Evaluation
-from gpuledger.optimizer.plan.twin_effect import WHOLE_GPU, TwinEffect
+from gpuledger.optimizer.plan.twin_effect import WHOLE_GPU, TwinEffect, TwinTeam
 
 NOT_MEASURED = "not measured on the twin"
 MODEL_BACKTEST = "model backtest"
@@ -37,6 +37,8 @@ class SideBySide(BaseModel):
 
     labels: tuple[str, ...]
     rows: tuple[dict[str, str], ...]
+    left_out: str = ""
+    """What the rows leave out (quiet MIG profiles), or ""."""
 
 
 def backtest_label(e: Evaluation | None) -> str:
@@ -72,7 +74,9 @@ def _unit(resource: str) -> str:
 
 def side_by_side_rows(e: Evaluation | None, t: TwinEffect) -> list[dict[str, str]]:
     """One row per team and resource the backtest or the twin measured, then the whole-GPU total;
-    a figure one side did not measure is '-'."""
+    a figure one side did not measure is '-'. A MIG profile's row where nothing pended, before or
+    after, on the twin or in the model is left out (`quiet_profiles` counts them): the demo's
+    window listed 34 such rows of "0.00 → 0.00"."""
     backtest = {team.team: team for team in (e.teams if e is not None else ())}
     twin = {(team.team, team.resource): team for team in t.teams}
     keys = sorted({(name, WHOLE_GPU) for name in backtest} | set(twin), key=lambda k: (k[1] != WHOLE_GPU, k))
@@ -80,6 +84,8 @@ def side_by_side_rows(e: Evaluation | None, t: TwinEffect) -> list[dict[str, str
     for name, resource in keys:
         b = backtest.get(name) if resource == WHOLE_GPU else None
         w = twin.get((name, resource))
+        if b is None and w is not None and _quiet(w):
+            continue
         rows.append({
             "team": name + _unit(resource),
             "backtest": "-" if b is None else _change(b.pending_before, b.pending_after, 1),
@@ -93,10 +99,23 @@ def side_by_side_rows(e: Evaluation | None, t: TwinEffect) -> list[dict[str, str
     return rows
 
 
+def _quiet(w: TwinTeam) -> bool:
+    return w.resource != WHOLE_GPU and not (w.twin_before or w.twin_after or w.model_before or w.model_after)
+
+
+def quiet_profiles(t: TwinEffect | None) -> int:
+    """MIG profile rows `side_by_side_rows` leaves out (nothing pending on either side)."""
+    return sum(1 for w in t.teams if _quiet(w)) if t is not None else 0
+
+
 def side_by_side(e: Evaluation | None, t: TwinEffect | None) -> SideBySide:
     """The labels and rows both surfaces show (module docstring)."""
     labels = (backtest_label(e), twin_label(t))
-    return SideBySide(labels=labels, rows=tuple(side_by_side_rows(e, t)) if t is not None else ())
+    quiet = quiet_profiles(t)
+    left_out = f"not listed: {quiet} team MIG profile(s), nothing pending on the twin or in the model" \
+        if quiet else ""
+    return SideBySide(labels=labels, rows=tuple(side_by_side_rows(e, t)) if t is not None else (),
+                      left_out=left_out)
 
 
 def render_side_by_side(e: Evaluation | None, t: TwinEffect | None, table: Any, fold: Any) -> str:
@@ -109,5 +128,5 @@ def render_side_by_side(e: Evaluation | None, t: TwinEffect | None, table: Any, 
     keys = [k for k, _ in SIDE_BY_SIDE_COLUMNS]
     body = UNITS + ":\n" + table([tuple(r[k] for k in keys) for r in view.rows],
                                  [h for _, h in SIDE_BY_SIDE_COLUMNS])
-    note = t.note if t is not None and t.note else ""
-    return f"{head}\n\n{body}" + (f"\n{note}" if note else "")
+    notes = [n for n in (view.left_out, t.note if t is not None else "") if n]
+    return f"{head}\n\n{body}" + "".join(f"\n{fold(n)}" for n in notes)

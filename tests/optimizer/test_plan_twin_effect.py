@@ -57,6 +57,8 @@ def _effect(plan: Plan, *, at: datetime = T0, fingerprint: str | None = None, tw
         skipped=1, measured_at=at,
         teams=(TwinTeam(team="team-a", twin_before=twin_a, twin_after=6.0, model_before=24.0, model_after=6.0),
                TwinTeam(team="search", resource=MIG, twin_before=26.0, twin_after=0.0, model_before=26.0,
+                        model_after=0.0),
+               TwinTeam(team="team-b", resource=MIG, twin_before=0.0, twin_after=0.0, model_before=0.0,
                         model_after=0.0)))
 
 
@@ -139,6 +141,9 @@ def test_plans_show_puts_backtest_model_and_twin_side_by_side() -> None:
     assert cells["team-a"][1:] == [_hours(1200, 600, 1), _hours(24, 6, 2), _hours(30, 6, 2)]
     assert cells["team-b"][1:] == [_hours(600, 300, 1), "-", "-"]
     assert cells["search mig-1g.10gb"][1:] == ["-", _hours(26, 0, 2), _hours(26, 0, 2)]
+    assert "team-b mig-1g.10gb" not in cells  # nothing pending on either side: counted below, not listed
+    assert text[text.index("measured by:"):].split("\n\n")[1].splitlines()[-1] == (
+        "not listed: 1 team MIG profile(s), nothing pending on the twin or in the model")
     assert cells["all teams (whole GPUs)"][1:] == [_hours(1800, 900, 1), _hours(24, 6, 2), _hours(30, 6, 2)]
 
 
@@ -168,6 +173,8 @@ def test_plans_page_labels_both_and_shows_the_table_once_measured() -> None:
     rows = {r["team"]: r for r in twin_frame(view).iter_rows(named=True)}
     assert rows["team-a"]["twin"] == _hours(30, 6, 2) and rows["team-a"]["backtest"] == _hours(1200, 600, 1)
     assert "model on the twin's window" in _texts(shown[3])
+    assert _texts(shown[4]) == ["not listed: 1 team MIG profile(s), nothing pending on the twin or in the model"]
+    assert "team-b mig-1g.10gb" not in rows
 
 
 def test_the_plan_detail_carries_the_section() -> None:
