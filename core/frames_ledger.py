@@ -20,6 +20,7 @@ PLANS = TableSpec(
         _c("fingerprint", "VARCHAR", False),
         _c("body", "JSON", False, "the frozen Plan as JSON"),
         _c("progress", "JSON", doc="actuator's per-step progress, for resuming"),
+        _c("twin_effect", "JSON", doc="the latest effect measured on the scheduling twin (v017)"),
     ),
     key=("plan_id",),
 )

@@ -95,3 +95,37 @@ def change_status(wh: PlanWarehouse, change: StatusChange) -> dict[str, Any] | N
         frame = tx.query(f"SELECT {PLAN_COLUMNS} FROM plans WHERE plan_id = ?", [change.plan_id])
         row: dict[str, Any] = frame.row(0, named=True)
     return row
+
+
+@dataclass(frozen=True)
+class TwinEffectWrite:
+    """Store `body` (JSON text) as the twin effect of the plan `plan_id` with `fingerprint`,
+    unless the one stored was measured after `measured_at`."""
+
+    plan_id: str
+    fingerprint: str
+    measured_at: datetime
+    body: str
+    audit: Mapping[str, Any]
+
+
+def set_twin_effect(wh: PlanWarehouse, write: TwinEffectWrite) -> str:
+    """Replace the plan's twin effect and append the audit row, in one transaction.
+
+    Returns "stored", "missing" (no such plan), "other-plan" (its fingerprint differs: the effect
+    was measured on another body) or "newer" (a later measurement is stored; nothing written).
+    """
+    with wh.transaction() as tx:
+        frame = tx.query("SELECT fingerprint, twin_effect ->> '$.measured_at' AS at FROM plans "
+                         "WHERE plan_id = ?", [write.plan_id])
+        if not frame.height:
+            return "missing"
+        fingerprint, stored_at = frame.row(0)
+        if fingerprint != write.fingerprint:
+            return "other-plan"
+        if stored_at is not None and datetime.fromisoformat(str(stored_at)) > write.measured_at:
+            return "newer"
+        tx.execute("UPDATE plans SET twin_effect = ? WHERE plan_id = ? AND fingerprint = ?",
+                   [write.body, write.plan_id, write.fingerprint])
+        tx.append_audit(write.audit)
+    return "stored"

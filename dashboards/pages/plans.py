@@ -19,6 +19,8 @@ from gpuledger.dashboards.access import can_see_fleet
 from gpuledger.dashboards.actions import PlanActions, Preview, Rollout
 from gpuledger.dashboards.pages.common import PageContext, graph, money, number, refuse, section, table
 from gpuledger.dashboards.pages.grid import grid
+from gpuledger.dashboards.pages.plan_twin import twin_section
+from gpuledger.optimizer.plan.render_twin import SideBySide, side_by_side
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class PlansView:
     headline: str | None = None
     """The out-of-sample headline and verdict of a quota plan (`optimizer.plan.evaluation`)."""
     teams: pl.DataFrame | None = None
+    measured: SideBySide | None = None
+    """A quota plan's backtest beside its twin measurement (`optimizer.plan.render_twin`)."""
 
 
 def _hours(key: str, value: float | None) -> float | None:
@@ -194,6 +198,8 @@ def view(ctx: PageContext, actions: PlanActions) -> PlansView:
         hrefs=hrefs,
         cluster=actions.cluster_factory is not None,
         headline=headline, teams=teams,
+        measured=side_by_side(record.plan.evaluation, record.twin_effect)
+        if record is not None and record.plan.kind == "quota" else None,
     )
 
 
@@ -271,6 +277,7 @@ def _detail(v: PlansView) -> html.Section:
             v.teams, [("team", "team"), ("gpus", "GPUs (whole)"), ("change", "change"), ("floor", "floor"),
                       ("pending", "pending GPU-hours"), ("share", "of its demand")], "plan-teams-table",
             "no team", v.selected)] if v.teams is not None else []),
+        *twin_section(v.measured),
         _buttons(v),
         html.Div(id="preview-out", children=_preview(v.preview)),
         html.H4("Rollout"),

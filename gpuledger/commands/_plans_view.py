@@ -22,20 +22,22 @@ from gpuledger.optimizer.plan.status import STATUSES
 
 if TYPE_CHECKING:
     from gpuledger.optimizer.plan.contract import Plan
+    from gpuledger.optimizer.plan.twin_effect import TwinEffect
 
 _KINDS = PLAN_KINDS.names()
 """The registered plan kinds (their modules are listed, not imported)."""
 
 
-def plan_text(plan: Plan, status: str | None, fmt: str) -> str:
+def plan_text(plan: Plan, status: str | None, fmt: str, twin: TwinEffect | None = None) -> str:
     """A plan's readable diff with its baselines table laid out by the output layer (human
-    headers, fitted to the terminal, numbers never split; `-o wide` whole)."""
+    headers, fitted to the terminal, numbers never split; `-o wide` whole); `twin`: the effect
+    measured on the scheduling twin, shown beside the backtest."""
     from gpuledger.optimizer.plan.render import render_plan
 
     def layout(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
         return render_table(rows, columns, whole=fmt == "wide")
 
-    return render_plan(plan, status, layout=layout)
+    return render_plan(plan, status, layout=layout, twin=twin)
 
 
 def plan_rows(json_text: str) -> list[dict[str, Any]]:
@@ -77,8 +79,9 @@ def show_command(args: argparse.Namespace, ctx: Context) -> int:
     with ctx.open_warehouse(read_only=True) as wh:
         record = load_record(wh, resolve_plan_id(wh, args.plan_id))
     text = plan_json(record)
-    emit(ctx, args.format, json_text=text, rows=plan_rows(text),
-         text=plan_text(record.plan, record.status, args.format) if args.format == "table" else None)
+    shown = plan_text(record.plan, record.status, args.format, record.twin_effect) \
+        if args.format == "table" else None
+    emit(ctx, args.format, json_text=text, rows=plan_rows(text), text=shown)
     return 0
 
 

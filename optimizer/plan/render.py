@@ -17,6 +17,7 @@ from typing import Any
 from gpuledger.optimizer.plan.contract import PLAN_KINDS, Effect, MigChanges, Plan
 from gpuledger.optimizer.plan.evaluation import Evaluation
 from gpuledger.optimizer.plan.store import PlanRecord
+from gpuledger.optimizer.plan.twin_effect import TwinEffect
 
 EFFECT_LABELS: tuple[tuple[str, str], ...] = (
     ("gpus_used_before", "GPUs used before"),
@@ -104,8 +105,13 @@ def render_effect(effect: Effect) -> str:
     return table(rows, ("effect", "value"))
 
 
-def render_plan(plan: Plan, status: str | None = None, *, layout: TableLayout | None = None) -> str:
-    """The readable diff of one plan; `layout` lays out its baselines table (`TableLayout`)."""
+def render_plan(plan: Plan, status: str | None = None, *, layout: TableLayout | None = None,
+                twin: TwinEffect | None = None) -> str:
+    """The readable diff of one plan; `layout` lays out its baselines table (`TableLayout`). A
+    quota plan's backtest is followed by what measured it beside the twin's `twin` measurement
+    (`render_twin`: "not measured on the twin" when None)."""
+    from gpuledger.optimizer.plan.render_twin import render_side_by_side
+
     head = [
         f"plan {plan.id}  ({plan.kind}{', ' + status if status else ''})",
         f"created {plan.created_at.isoformat()}  fingerprint {plan.fingerprint}",
@@ -117,6 +123,8 @@ def render_plan(plan: Plan, status: str | None = None, *, layout: TableLayout | 
     parts = ["\n".join(head)]
     if plan.evaluation is not None:
         parts.append(render_evaluation(plan.evaluation))
+    if plan.kind == "quota":
+        parts.append(render_side_by_side(plan.evaluation, twin, table, fold))
     parts.append(PLAN_KINDS.get(plan.kind).render(plan.changes))
     parts.append(render_effect(plan.effect))
     if plan.baselines:
@@ -275,6 +283,8 @@ def plan_json(record_or_plan: PlanRecord | Plan) -> str:
         body["status"] = record_or_plan.status
         body["updated_at"] = record_or_plan.updated_at.isoformat()
         body["progress"] = record_or_plan.progress
+        twin = record_or_plan.twin_effect
+        body["twin_effect"] = None if twin is None else twin.model_dump(mode="json")
     else:
         body = record_or_plan.to_json_dict()
     return json.dumps(body, indent=2)

@@ -28,7 +28,16 @@ from gpuledger.optimizer.plan.status import (
     check_status,
     check_transition,
 )
-from gpuledger.warehouse.plans import NewPlan, PlanWarehouse, StatusChange, change_status, insert_plan
+from gpuledger.optimizer.plan.twin_effect import TwinEffect
+from gpuledger.warehouse.plans import (
+    NewPlan,
+    PlanWarehouse,
+    StatusChange,
+    TwinEffectWrite,
+    change_status,
+    insert_plan,
+    set_twin_effect,
+)
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries.plans import latest_plan_id, plan_ids_matching, plan_row, plan_rows
 
@@ -42,6 +51,8 @@ class PlanRecord(BaseModel):
     status: PlanStatus
     updated_at: AwareDatetime
     progress: Any = None
+    twin_effect: TwinEffect | None = None
+    """The latest effect measured on the scheduling twin (`optimizer.plan.twin_effect`), or None."""
 
 
 def save_plan(
@@ -214,9 +225,40 @@ def expire_plans(
     return expired
 
 
+def attach_twin_effect(
+    wh: PlanWarehouse, effect: TwinEffect, *, actor: str = "twin", now: datetime | None = None,
+) -> PlanRecord:
+    """Store `effect` as the plan's twin effect, replacing an earlier one (re-running a judge is
+    safe), with an audit row. Refused (PlanError) when the plan is absent, is not the body the
+    effect was measured on (another fingerprint), or holds a measurement taken later."""
+    from gpuledger.core.config import utcnow
+
+    audit = {
+        "occurred_at": now or utcnow(), "actor": actor, "plan_id": effect.plan_id,
+        "action": "plan.twin_effect", "object": f"plan/{effect.plan_id}", "before_state": None,
+        "after_state": json.dumps({"measured_at": effect.measured_at.isoformat(),
+                                   "window_start": effect.window_start.isoformat(),
+                                   "window_end": effect.window_end.isoformat()}),
+        "result": "ok", "detail": f"measured by {effect.measured_by}",
+    }
+    outcome = set_twin_effect(wh, TwinEffectWrite(
+        plan_id=effect.plan_id, fingerprint=effect.plan_fingerprint, measured_at=effect.measured_at,
+        body=effect.to_json(), audit=audit))
+    if outcome == "missing":
+        raise PlanError(f"plan {effect.plan_id}: not found in the warehouse table plans")
+    if outcome == "other-plan":
+        raise PlanError(f"plan {effect.plan_id}: the twin measured fingerprint {effect.plan_fingerprint}, "
+                        "the stored plan has another; not attached")
+    if outcome == "newer":
+        raise ConflictingPlanError(f"plan {effect.plan_id}: a twin effect measured after "
+                                   f"{effect.measured_at.isoformat()} is stored; not replaced")
+    return load_record(wh, effect.plan_id)
+
+
 def _record(row: Mapping[str, Any]) -> PlanRecord:
     progress = json.loads(row["progress"]) if row.get("progress") else None
+    twin = row.get("twin_effect")
     return PlanRecord(
         plan=Plan.from_json(row["body"]), status=row["status"], updated_at=row["updated_at"],
-        progress=progress,
+        progress=progress, twin_effect=TwinEffect.from_json(twin) if twin else None,
     )

@@ -56,6 +56,8 @@ STEPS: tuple[Step, ...] = (
     Step(15, "namespace team labels with their validity interval (namespace_history)",
          "v015_namespace_history.sql"),
     Step(16, "the daily roll-up card_hours_daily, filled from the hourly one", "v016_card_hours_daily.sql"),
+    Step(17, "a plan's effect measured on the scheduling twin (plans.twin_effect)",
+         "v017_plan_twin_effect.sql"),
 )
 """Every version in order, oldest first; append only."""
 

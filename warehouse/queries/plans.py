@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuledger.warehouse.protocols import ReadableWarehouse
 
-PLAN_COLUMNS = "plan_id, kind, status, created_at, updated_at, fingerprint, body, progress"
+PLAN_COLUMNS = "plan_id, kind, status, created_at, updated_at, fingerprint, body, progress, twin_effect"
 """The columns every plan query returns, in this order."""
 
 PREVIEW_ACTION = "apply.dry_run"
