@@ -14,24 +14,17 @@ from typing import Any
 
 import pytest
 
-from gpuledger.dashboards.app import RunningServer, create_app, start_server
-from tests.dashboards.conftest import PERIOD, lead_headers, settings_with_roles
+from gpuledger.dashboards.app import RunningServer
+from tests.dashboards.conftest import PERIOD, lead_headers
 from tests.dashboards.test_browser import PAGE_READY
-from tests.dashboards.test_teams_browser import GRID_ROWS
+from tests.dashboards.test_teams_browser import GRID_ROWS, serve_demo_copy
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iterator[RunningServer]:
-    import shutil
-
-    folder = tmp_path_factory.mktemp("capacity-browser")
-    path = folder / "warehouse.duckdb"
-    shutil.copyfile(demo_source, path)
-    running = start_server(create_app(settings_with_roles(), path, cache_dir=folder / "cache"), "127.0.0.1", 0)
-    yield running
-    running.stop()
+    yield from serve_demo_copy(tmp_path_factory, demo_source, "capacity-browser")
 
 
 def test_lead_opens_capacity_from_the_navigation(server: RunningServer, open_page: Any) -> None:

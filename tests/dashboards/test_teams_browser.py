@@ -35,16 +35,21 @@ from tests.dashboards.test_browser import PAGE_READY
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iterator[RunningServer]:
+def serve_demo_copy(tmp_path_factory: pytest.TempPathFactory, demo_source: Path, name: str) -> Iterator[RunningServer]:
+    """The dashboard with roles on a copy of the demo warehouse (a module's own: pages may publish)."""
     import shutil
 
-    folder = tmp_path_factory.mktemp("teams-browser")
+    folder = tmp_path_factory.mktemp(name)
     path = folder / "warehouse.duckdb"
     shutil.copyfile(demo_source, path)
     running = start_server(create_app(settings_with_roles(), path, cache_dir=folder / "cache"), "127.0.0.1", 0)
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, demo_source: Path) -> Iterator[RunningServer]:
+    yield from serve_demo_copy(tmp_path_factory, demo_source, "teams-browser")
 
 
 GRID_ROWS = """async ([name, sorted]) => {

@@ -81,7 +81,7 @@ def test_plan_kinds_have_both_stage_parts_naming_their_own_kind():
 
 
 def test_pages_in_navigation_order():
-    assert PAGES.names() == ("/teams", "/team", "/fleet", "/queues", "/plans")
+    assert PAGES.names() == ("/teams", "/team", "/fleet", "/queues", "/capacity", "/plans")
     assert LAKE_PAGES.names() == ("/teams", "/org", "/team", "/fleet", "/queues", "/plans")
     assert page_for("/fleet/").path == "/fleet" and page_for("/nowhere").path == "/team"
 
