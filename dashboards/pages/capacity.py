@@ -45,7 +45,8 @@ KPIS = (("whole GPU", "whole GPUs ready", "kpi-capacity-whole"),
         ("MIG", "MIG instances ready", "kpi-capacity-mig"),
         ("time-slice", "time-slice replicas ready", "kpi-capacity-timeslice"),
         ("DRA", "DRA devices free", "kpi-capacity-dra"))
-WIDE = {"shape": {"minWidth": 170}, "resource": {"minWidth": 200}, "where": {"minWidth": 300}}
+WIDE = {"shape": {"minWidth": 170}, "resource": {"minWidth": 200}, "where": {"minWidth": 300},
+        "cluster_queue": {"minWidth": 140}}  # its header whole, not "ClusterQu" / "eue"
 """Columns whose values are read whole (a shape, a resource name), not cut to "nvidia.com/…"."""
 MEANING = ("Ready now: the nodes' allocatable minus the requests of the pods running on them "
            "(kube-scheduler's own sum), so a pod asking for it would be placed. Placeable: MIG cards "
