@@ -9,34 +9,74 @@ the samples and the inventory only through these. The activity of a sample is th
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING
 
 from gpuledger.core.activity import ActivitySource, activity_sql
+from gpuledger.warehouse.connection import memory_limit_bytes
+from gpuledger.warehouse.queries.sampling import has_series_layout
+from gpuledger.warehouse.sample_layout import SERIES_TABLE, VALUES_TABLE
 
 if TYPE_CHECKING:
     import polars as pl
 
     from gpuledger.warehouse.protocols import ReadableWarehouse
 
-_ALLOCATION_STATS_SQL = """
-SELECT namespace, pod, uuid, gpu_i_id, nullif(coalesce(vgpu, ''), '') AS vgpu, mig_profile AS profile,
+_AGGREGATES = """namespace, pod, uuid, gpu_i_id, nullif({vgpu}, '') AS vgpu, mig_profile AS profile,
     count(*) AS samples,
     avg({activity}) AS act_mean,
     quantile_cont({activity}, 0.95) AS act_p95,
     stddev_pop({activity}) AS act_std,
     quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
-    max(fb_used_mib) AS fb_max_mib
+    max(fb_used_mib) AS fb_max_mib"""
+
+_VIEW_STATS_SQL = f"""
+SELECT {_AGGREGATES.replace("{vgpu}", "coalesce(vgpu, '')")}
 FROM gpu_samples
 WHERE ts >= $start AND ts < $end AND namespace IS NOT NULL
 GROUP BY namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile
 """
+"""A catalog without the series layout (before v008): every allocation in one statement."""
+
+_SERIES_STATS_SQL = f"""
+WITH part AS (
+    SELECT series_id, namespace, pod, uuid, gpu_i_id, coalesce(vgpu, '') AS vg, mig_profile
+    FROM {SERIES_TABLE}
+    WHERE namespace IS NOT NULL
+      AND hash(namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile) % $parts = $part
+)
+SELECT {_AGGREGATES.replace("{vgpu}", "vg")}
+FROM {VALUES_TABLE} JOIN part USING (series_id)
+WHERE ts >= $start AND ts < $end
+GROUP BY namespace, pod, uuid, gpu_i_id, vg, mig_profile
+"""
+"""One part of the allocations (a hash of their labels modulo `$parts`): the part is picked
+among the series (a few thousand rows), so the values table's rows of other parts are dropped
+by the join before any aggregate state is built."""
+
+QUANTILE_STATE_BYTES = 32
+"""DuckDB's memory per sample while it takes the two exact p95s of `allocation_stats`: the
+statement over a 256-GPU month (19.7 M samples) fails under a 512 MiB `memory_limit` and
+completes under 640 MiB (docs/decisions/0244)."""
 
 
 @cache
-def _allocation_stats_sql(activity: ActivitySource) -> str:
-    return _ALLOCATION_STATS_SQL.format(activity=activity_sql(None, activity))
+def _allocation_stats_sql(activity: ActivitySource, series_layout: bool) -> str:
+    template = _SERIES_STATS_SQL if series_layout else _VIEW_STATS_SQL
+    return template.replace("{activity}", activity_sql(None, activity))
+
+
+def quantile_parts(samples: int, memory_limit_bytes: int) -> int:
+    """How many statements `allocation_stats` splits the allocations into so that one part's
+    quantile state (`QUANTILE_STATE_BYTES` a sample) takes at most half of DuckDB's memory bound.
+
+    Why: an exact quantile is a holistic aggregate; DuckDB keeps every value of every group
+    until the end and cannot spill that state, so one statement over a month fails under a
+    bound that the rest of the refresh fits in (0222). Splitting by allocation keeps each
+    result exact and the same; each part costs one more scan of the window's values."""
+    return max(1, math.ceil(samples * QUANTILE_STATE_BYTES / (memory_limit_bytes / 2)))
 
 
 def allocation_stats(
@@ -45,8 +85,17 @@ def allocation_stats(
     """Per allocation (a pod on one device) with samples in `[start, end)`: `namespace`, `pod`,
     `uuid`, `gpu_i_id`, `vgpu` (NULL when unlabeled), `profile`, `samples`, `act_mean`,
     `act_p95`, `act_std` (activity by the rule of `core.activity` under `activity`, the
-    caller's `SamplingRules.activity`), `fb_p95_mib`, `fb_max_mib`."""
-    return wh.query(_allocation_stats_sql(activity), {"start": start, "end": end})
+    caller's `SamplingRules.activity`), `fb_p95_mib`, `fb_max_mib`; in `quantile_parts`
+    statements, each over a part of the allocations."""
+    import polars as pl
+
+    window = {"start": start, "end": end}
+    if not has_series_layout(wh):
+        return wh.query(_allocation_stats_sql(activity, False), window)
+    samples = int(wh.scalar(f"SELECT count(*) FROM {VALUES_TABLE} WHERE ts >= $start AND ts < $end", window))
+    parts = quantile_parts(samples, memory_limit_bytes(wh))
+    sql = _allocation_stats_sql(activity, True)
+    return pl.concat([wh.query(sql, {**window, "parts": parts, "part": i}) for i in range(parts)])
 
 
 def card_memory(wh: ReadableWarehouse) -> pl.DataFrame:
