@@ -17,6 +17,8 @@ from gpuledger.optimizer.plan.evaluation import Evaluation
 from gpuledger.optimizer.plan.twin_effect import WHOLE_GPU, TwinEffect, TwinTeam
 
 NOT_MEASURED = "not measured on the twin"
+UNMEASURED_CELL = "–"
+"""A figure one side did not measure: the product's mark for an unknown value, never 0."""
 MODEL_BACKTEST = "model backtest"
 TOTAL_ROW = "all teams (whole GPUs)"
 
@@ -74,9 +76,9 @@ def _unit(resource: str) -> str:
 
 def side_by_side_rows(e: Evaluation | None, t: TwinEffect) -> list[dict[str, str]]:
     """One row per team and resource the backtest or the twin measured, then the whole-GPU total;
-    a figure one side did not measure is '-'. A MIG profile's row where nothing pended, before or
-    after, on the twin or in the model is left out (`quiet_profiles` counts them): the demo's
-    window listed 34 such rows of "0.00 → 0.00"."""
+    a figure one side did not measure is `UNMEASURED_CELL`. A MIG profile's row where nothing
+    pended, before or after, on the twin or in the model is left out (`quiet_profiles` counts
+    them): the demo's window listed 34 such rows of "0.00 → 0.00"."""
     backtest = {team.team: team for team in (e.teams if e is not None else ())}
     twin = {(team.team, team.resource): team for team in t.teams}
     keys = sorted({(name, WHOLE_GPU) for name in backtest} | set(twin), key=lambda k: (k[1] != WHOLE_GPU, k))
@@ -88,12 +90,13 @@ def side_by_side_rows(e: Evaluation | None, t: TwinEffect) -> list[dict[str, str
             continue
         rows.append({
             "team": name + _unit(resource),
-            "backtest": "-" if b is None else _change(b.pending_before, b.pending_after, 1),
-            "model_window": "-" if w is None else _change(w.model_before, w.model_after, 2),
-            "twin": "-" if w is None else _change(w.twin_before, w.twin_after, 2)})
+            "backtest": UNMEASURED_CELL if b is None else _change(b.pending_before, b.pending_after, 1),
+            "model_window": UNMEASURED_CELL if w is None else _change(w.model_before, w.model_after, 2),
+            "twin": UNMEASURED_CELL if w is None else _change(w.twin_before, w.twin_after, 2)})
     rows.append({
         "team": TOTAL_ROW,
-        "backtest": "-" if e is None or not e.origins else _change(e.pending_before, e.pending_after, 1),
+        "backtest": (UNMEASURED_CELL if e is None or not e.origins
+                     else _change(e.pending_before, e.pending_after, 1)),
         "model_window": _change(t.total("model_before"), t.total("model_after"), 2),
         "twin": _change(t.total("twin_before"), t.total("twin_after"), 2)})
     return rows

@@ -139,8 +139,8 @@ def test_plans_show_puts_backtest_model_and_twin_side_by_side() -> None:
     assert max(len(line) for line in text.splitlines()) <= 120
     cells = {line.split("  ")[0]: [c.strip() for c in line.split("  ") if c.strip()] for line in table[2:]}
     assert cells["team-a"][1:] == [_hours(1200, 600, 1), _hours(24, 6, 2), _hours(30, 6, 2)]
-    assert cells["team-b"][1:] == [_hours(600, 300, 1), "-", "-"]
-    assert cells["search mig-1g.10gb"][1:] == ["-", _hours(26, 0, 2), _hours(26, 0, 2)]
+    assert cells["team-b"][1:] == [_hours(600, 300, 1), "–", "–"]
+    assert cells["search mig-1g.10gb"][1:] == ["–", _hours(26, 0, 2), _hours(26, 0, 2)]
     assert "team-b mig-1g.10gb" not in cells  # nothing pending on either side: counted below, not listed
     assert text[text.index("measured by:"):].split("\n\n")[1].splitlines()[-1] == (
         "not listed: 1 team MIG profile(s), nothing pending on the twin or in the model")
