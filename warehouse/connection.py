@@ -15,15 +15,12 @@ import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 
 from gpuledger.core.config_warehouse import WarehouseSettings
 from gpuledger.core.errors import WarehouseError, WarehouseLockedError
-
-if TYPE_CHECKING:
-    from gpuledger.warehouse.protocols import ReadableWarehouse
 
 DUCKDB_CONFIG: dict[str, Any] = {
     "autoinstall_known_extensions": False,
@@ -111,18 +108,3 @@ def _open_error(exc: duckdb.Error, target: str, what: str) -> WarehouseError:
             "point --warehouse at a gpuledger DuckDB file or a new path"
         )
     return WarehouseError(f"{target}: cannot open {what} ({text.splitlines()[0]})")
-
-
-_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
-_SETTING = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(bytes|KiB|MiB|GiB|TiB|PiB)\s*$")
-
-
-def memory_limit_bytes(wh: ReadableWarehouse) -> int:
-    """The memory bound DuckDB applies to `wh`'s connection, in bytes: what `memory_limit`
-    (a size or a share, `connect`) resolved to. DuckDB reports it rounded to a tenth of its unit
-    ("11.7 GiB"), close enough for sizing work to it."""
-    text = str(wh.scalar("SELECT current_setting('memory_limit')"))
-    found = _SETTING.match(text)
-    if found is None:
-        raise WarehouseError(f"DuckDB reports its memory limit as {text!r}, not a size")
-    return int(float(found.group(1)) * _UNITS[found.group(2)])

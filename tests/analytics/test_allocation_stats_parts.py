@@ -7,7 +7,7 @@ into as many statements as the memory bound needs. Cases:
   linear-interpolated quantile of the samples as loaded (an independent computation), over
   allocations whose samples lie in two series (two containers of one pod, a pod moved between
   nodes), a MIG instance, a labelled vGPU and samples with no activity reading;
-- DuckDB's bound as it resolved it (`memory_limit_bytes`): a size and a share of the RAM.
+- DuckDB's bound as it resolved it (`workloads.memory_limit_bytes`): a size and a share of the RAM.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytest
 from gpuledger.core.activity import DEFAULT_SOURCE
 from gpuledger.core.config_warehouse import WarehouseSettings
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.connection import memory_limit_bytes
 from gpuledger.warehouse.queries import workloads
 from tests.analytics.builders import Seg, at, gpus, load, namespaces, samples, window
 
@@ -107,12 +106,12 @@ def test_each_p95_is_numpys_quantile_of_the_loaded_samples(fleet, monkeypatch):
 @pytest.mark.parametrize(("setting", "expected"), [("256MiB", 256 * 2**20), ("1.5GiB", 1.5 * 2**30)])
 def test_the_bound_as_duckdb_resolved_it(fleet, setting, expected):
     with Warehouse.open(fleet, read_only=True, limits=WarehouseSettings(memory_limit=setting)) as wh:
-        assert memory_limit_bytes(wh) == pytest.approx(expected, rel=1e-3)
+        assert workloads.memory_limit_bytes(wh) == pytest.approx(expected, rel=1e-3)
 
 
 def test_a_share_of_the_ram_resolves_to_bytes(fleet):
     import psutil
 
     with Warehouse.open(fleet, read_only=True, limits=WarehouseSettings(memory_limit="25%")) as wh:
-        share = memory_limit_bytes(wh) / psutil.virtual_memory().total
+        share = workloads.memory_limit_bytes(wh) / psutil.virtual_memory().total
     assert 0.0 < share <= 0.2501  # of the container's limit instead where that is lower

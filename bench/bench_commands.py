@@ -1,0 +1,113 @@
+"""The month's other commands at fleet scale (issue 34's table): `report monthly` and
+`recommend` of every kind on bench_scale's cached demo warehouse, a baseline tree beside this one.
+
+Run: `python -m bench.bench_commands --gpus 1000 [--baseline-ref REF] [--bounded 2GiB]
+[--name commands_1000]`; needs `python -m bench.bench_scale --gpus N --build-only` first (the
+same `--cache`). Writes bench/results/<name>.json.
+
+Each command runs as a child on its own copy of the warehouse (the report writes its manifest
+and the commands may migrate), one after the other (2 shared cores), reaped with `os.wait4`:
+wall, user + system CPU and peak RSS, exactly as bench_scale measures `refresh-serving`. The
+baseline tree runs with DuckDB's default bound; this tree with `--bounded` where given (what
+the chart's job gives DuckDB: half of its 4Gi limit), so the table says whether the command fits
+the deployment, not only how fast it is. The outputs are compared: the recommendation and
+advice documents must be equal, and the report's summary.csv byte for byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import unpack_tree, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+KINDS = ("profile-catalog", "overcommit", "autoscaling", "fragmentation", "dra-fragmentation", "dra-profiles")
+COMMANDS: dict[str, list[str]] = {
+    "report monthly": ["report", "monthly", "--out", "reports", "-o", "json"],
+    "recommend": ["recommend", "-o", "json", "--all"],
+    "recommend every advice kind": ["recommend", "-o", "json", *(a for k in KINDS for a in ("--kind", k))],
+}
+
+
+def run(tree: Path, source: Path, work: Path, args: list[str], *, period: str,
+        bound: str | None) -> dict[str, Any]:
+    """`gpuledger ARGS --period PERIOD` of `tree` on a fresh copy of `source` in `work`."""
+    work.mkdir(parents=True, exist_ok=True)
+    copy = work / "w.duckdb"
+    shutil.copyfile(source, copy)
+    cmd = [sys.executable, "-m", "gpuledger", *args, "--period", period, "--warehouse", str(copy)]
+    if bound is not None:
+        (work / "gpuledger.yaml").write_text(f"warehouse:\n  memory_limit: {bound}\n")
+        cmd += ["--config", str(work / "gpuledger.yaml")]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("GPULEDGER_WAREHOUSE", None)
+    with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+    rc = os.waitstatus_to_exitcode(status)
+    copy.unlink()
+    figures: dict[str, Any] = {
+        "rc": rc, "wall_s": round(wall, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+    if rc != 0:
+        figures["stderr_tail"] = (work / "stderr").read_text(errors="replace")[-600:]
+    return figures
+
+
+def output_of(work: Path) -> bytes:
+    """What a command produced to compare: the report's summary.csv, else its JSON output."""
+    summaries = sorted(work.glob("reports/**/summary.csv"))
+    return summaries[0].read_bytes() if summaries else (work / "stdout").read_bytes()
+
+
+def _load() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=1000)
+    parser.add_argument("--period", default="2026-10")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "bench-scale")
+    parser.add_argument("--baseline-ref", default="main")
+    parser.add_argument("--bounded", metavar="SIZE", help="this tree under warehouse.memory_limit SIZE")
+    parser.add_argument("--command", action="append", choices=sorted(COMMANDS), help="default: all")
+    parser.add_argument("--name", default="commands")
+    args = parser.parse_args()
+    source = args.cache / f"demo-{args.gpus}-{args.period}.duckdb"
+    if not source.exists():
+        parser.error(f"{source}: build it first "
+                     f"(python -m bench.bench_scale --gpus {args.gpus} --build-only)")
+    ref = subprocess.run(["git", "rev-parse", "--short", args.baseline_ref], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    figures: dict[str, Any] = {"gpus": args.gpus, "period": args.period, "warehouse": str(source),
+                               "baseline_ref": ref, "ours_memory_limit": args.bounded or "50% (default)",
+                               "load_average_1_5_15": {"before": _load()}, "commands": {}}
+    with tempfile.TemporaryDirectory(prefix="bench-commands-", dir=args.cache) as tmp:
+        baseline = unpack_tree(ref, Path(tmp) / "tree")
+        for name in args.command or list(COMMANDS):
+            sides: dict[str, Any] = {}
+            for side, tree, bound in (("baseline", baseline, None), ("ours", ROOT, args.bounded)):
+                work = Path(tmp) / f"{name.replace(' ', '-')}-{side}"
+                sides[side] = run(tree, source, work, COMMANDS[name], period=args.period, bound=bound)
+                figures["load_average_1_5_15"][f"after {name} {side}"] = _load()
+            folder = Path(tmp) / name.replace(" ", "-")
+            left, right = (output_of(Path(f"{folder}-{s}")) for s in ("baseline", "ours"))
+            sides["same_output"] = left == right
+            sides["command"] = "gpuledger " + " ".join(COMMANDS[name]) + f" --period {args.period}"
+            figures["commands"][name] = sides
+    write_result(args.name, figures)
+
+
+if __name__ == "__main__":
+    main()
