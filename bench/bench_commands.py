@@ -17,16 +17,12 @@ advice documents must be equal, and the report's summary.csv byte for byte.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import unpack_tree, write_result
+from bench.common import gpuledger_child, load_average, unpack_tree, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("profile-catalog", "overcommit", "autoscaling", "fragmentation", "dra-fragmentation", "dra-profiles")
@@ -39,27 +35,11 @@ COMMANDS: dict[str, list[str]] = {
 
 def run(tree: Path, source: Path, work: Path, args: list[str], *, period: str,
         bound: str | None) -> dict[str, Any]:
-    """`gpuledger ARGS --period PERIOD` of `tree` on a fresh copy of `source` in `work`."""
-    work.mkdir(parents=True, exist_ok=True)
-    copy = work / "w.duckdb"
-    shutil.copyfile(source, copy)
-    cmd = [sys.executable, "-m", "gpuledger", *args, "--period", period, "--warehouse", str(copy)]
-    if bound is not None:
-        (work / "gpuledger.yaml").write_text(f"warehouse:\n  memory_limit: {bound}\n")
-        cmd += ["--config", str(work / "gpuledger.yaml")]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    env.pop("GPULEDGER_WAREHOUSE", None)
-    with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-    rc = os.waitstatus_to_exitcode(status)
-    copy.unlink()
-    figures: dict[str, Any] = {
-        "rc": rc, "wall_s": round(wall, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
-    if rc != 0:
+    """`gpuledger ARGS --period PERIOD` of `tree` on a fresh copy of `source` in `work` (the
+    copy removed after: a 1,000-GPU warehouse is 1.3 GiB)."""
+    figures = gpuledger_child(tree, source, work, [*args, "--period", period], bound)
+    (work / "w.duckdb").unlink()
+    if figures["rc"] != 0:
         figures["stderr_tail"] = (work / "stderr").read_text(errors="replace")[-600:]
     return figures
 
@@ -68,10 +48,6 @@ def output_of(work: Path) -> bytes:
     """What a command produced to compare: the report's summary.csv, else its JSON output."""
     summaries = sorted(work.glob("reports/**/summary.csv"))
     return summaries[0].read_bytes() if summaries else (work / "stdout").read_bytes()
-
-
-def _load() -> list[float]:
-    return [round(v, 2) for v in os.getloadavg()]
 
 
 def main() -> None:
@@ -92,7 +68,7 @@ def main() -> None:
                          text=True, check=True).stdout.strip()
     figures: dict[str, Any] = {"gpus": args.gpus, "period": args.period, "warehouse": str(source),
                                "baseline_ref": ref, "ours_memory_limit": args.bounded or "50% (default)",
-                               "load_average_1_5_15": {"before": _load()}, "commands": {}}
+                               "load_average_1_5_15": {"before": load_average()}, "commands": {}}
     with tempfile.TemporaryDirectory(prefix="bench-commands-", dir=args.cache) as tmp:
         baseline = unpack_tree(ref, Path(tmp) / "tree")
         for name in args.command or list(COMMANDS):
@@ -100,7 +76,7 @@ def main() -> None:
             for side, tree, bound in (("baseline", baseline, None), ("ours", ROOT, args.bounded)):
                 work = Path(tmp) / f"{name.replace(' ', '-')}-{side}"
                 sides[side] = run(tree, source, work, COMMANDS[name], period=args.period, bound=bound)
-                figures["load_average_1_5_15"][f"after {name} {side}"] = _load()
+                figures["load_average_1_5_15"][f"after {name} {side}"] = load_average()
             folder = Path(tmp) / name.replace(" ", "-")
             left, right = (output_of(Path(f"{folder}-{s}")) for s in ("baseline", "ours"))
             sides["same_output"] = left == right

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -39,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import unpack_tree, write_result
+from bench.common import gpuledger_child, load_average, unpack_tree, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,31 +68,13 @@ def build(path: Path, gpus: int, period: str, seed: int = 7) -> dict[str, Any]:
 def measure(tree: Path, source: Path, work: Path, memory_limit: str | None = None) -> dict[str, Any]:
     """`refresh-serving --force` of `tree` on a copy of `source` in `work`: wall, CPU, peak RSS;
     with `memory_limit`, under a settings file that sets `warehouse.memory_limit` to it."""
-    work.mkdir(parents=True, exist_ok=True)
-    copy = work / "w.duckdb"
-    shutil.copyfile(source, copy)
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    env.pop("GPULEDGER_WAREHOUSE", None)
-    cmd = [sys.executable, "-m", "gpuledger", "refresh-serving", "--force", "--warehouse", str(copy),
-           "-o", "json"]
-    if memory_limit is not None:
-        (work / "gpuledger.yaml").write_text(f"warehouse:\n  memory_limit: {memory_limit}\n")
-        cmd += ["--config", str(work / "gpuledger.yaml")]
-    with open(work / "stdout", "w") as out, open(work / "stderr", "w") as err:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    figures = gpuledger_child(tree, source, work, ["refresh-serving", "--force", "-o", "json"], memory_limit)
     text = (work / "stdout").read_text()
     try:
         document = json.loads(text)
     except ValueError:
         document = {"stdout_tail": text[-400:], "stderr_tail": (work / "stderr").read_text()[-800:]}
-    return {"rc": proc.returncode, "wall_s": round(wall, 1),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "serving_store": str(work / "w.serving.duckdb"),
-            "output": document}
+    return {**figures, "serving_store": str(work / "w.serving.duckdb"), "output": document}
 
 
 def stored_results(store: Path) -> dict[str, Any]:
@@ -184,10 +165,6 @@ def profile_child(source: Path, work: Path, out: Path) -> None:
     out.write_text(json.dumps({"results": trace, **top}, indent=1))
 
 
-def _load() -> list[float]:
-    return [round(v, 2) for v in os.getloadavg()]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=256)
@@ -227,7 +204,7 @@ def main() -> None:
     figures: dict[str, Any] = {"gpus": args.gpus, "period": args.period, "warehouse": str(path),
                                "warehouse_mib": round(path.stat().st_size / 2**20, 1), "built": built,
                                "baseline_ref": ref, "command": "gpuledger refresh-serving --force -o json",
-                               "runs_in_order": parts, "load_average_1_5_15": {"before": _load()}}
+                               "runs_in_order": parts, "load_average_1_5_15": {"before": load_average()}}
     with tempfile.TemporaryDirectory(prefix="bench-scale-", dir=args.cache) as tmp:
         runs: dict[str, Any] = {}
         for part in parts:
@@ -245,7 +222,7 @@ def main() -> None:
                 tree = baseline_tree if part.startswith("baseline") else ROOT
                 bound = part.removeprefix("ours at ") if part.startswith("ours at ") else None
                 runs[part] = measure(tree, path, Path(tmp) / part.replace(" ", "-"), bound)
-            figures["load_average_1_5_15"][f"after {part}"] = _load()
+            figures["load_average_1_5_15"][f"after {part}"] = load_average()
         if "baseline" in runs:
             base = runs["baseline"]
             for name, run in runs.items():

@@ -1,5 +1,5 @@
 """Shared helpers for benchmarks: machine facts, peak memory, timing, latency figures, a baseline
-tree, writing results."""
+tree, a gpuledger command measured as a child, writing results."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Callable
@@ -79,6 +81,37 @@ def unpack_tree(ref: str, into: Path) -> Path:
     with tarfile.open(fileobj=BytesIO(data)) as tar:
         tar.extractall(into, filter="tar")
     return into
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15-minute load averages, rounded: recorded around each run, because wall
+    seconds on a shared machine drift with them."""
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
+                    memory_limit: str | None = None) -> dict[str, Any]:
+    """`gpuledger ARGS` of `tree` (on `PYTHONPATH`) on a copy of the warehouse `source` at
+    `work`/w.duckdb, with `warehouse.memory_limit` set to `memory_limit` in a settings file where
+    given, as a child reaped with `os.wait4`: `rc`, `wall_s`, user + system `cpu_s` and the
+    child's `peak_rss_mib` (`ru_maxrss`). Its output is left in `work`/stdout and stderr."""
+    work.mkdir(parents=True, exist_ok=True)
+    copy = work / "w.duckdb"
+    shutil.copyfile(source, copy)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("GPULEDGER_WAREHOUSE", None)
+    cmd = [sys.executable, "-m", "gpuledger", *args, "--warehouse", str(copy)]
+    if memory_limit is not None:
+        (work / "gpuledger.yaml").write_text(f"warehouse:\n  memory_limit: {memory_limit}\n")
+        cmd += ["--config", str(work / "gpuledger.yaml")]
+    with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+    return {"rc": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
 
 
 def write_result(name: str, figures: dict[str, Any]) -> Path:

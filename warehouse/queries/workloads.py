@@ -33,8 +33,8 @@ _AGGREGATES = """namespace, pod, uuid, gpu_i_id, nullif({vgpu}, '') AS vgpu, mig
     quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
     max(fb_used_mib) AS fb_max_mib"""
 
-_VIEW_STATS_SQL = f"""
-SELECT {_AGGREGATES.replace("{vgpu}", "coalesce(vgpu, '')")}
+_VIEW_STATS_SQL = """
+SELECT {aggregates}
 FROM gpu_samples
 WHERE ts >= $start AND ts < $end AND namespace IS NOT NULL
 GROUP BY namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile
@@ -48,7 +48,7 @@ WITH part AS (
     WHERE namespace IS NOT NULL
       AND hash(namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile) % $parts = $part
 )
-SELECT {_AGGREGATES.replace("{vgpu}", "vg")}
+SELECT {{aggregates}}
 FROM {VALUES_TABLE} JOIN part USING (series_id)
 WHERE ts >= $start AND ts < $end
 GROUP BY namespace, pod, uuid, gpu_i_id, vg, mig_profile
@@ -65,8 +65,8 @@ completes under 640 MiB (docs/decisions/0244)."""
 
 @cache
 def _allocation_stats_sql(activity: ActivitySource, series_layout: bool) -> str:
-    template = _SERIES_STATS_SQL if series_layout else _VIEW_STATS_SQL
-    return template.replace("{activity}", activity_sql(None, activity))
+    template, vgpu = (_SERIES_STATS_SQL, "vg") if series_layout else (_VIEW_STATS_SQL, "coalesce(vgpu, '')")
+    return template.format(aggregates=_AGGREGATES.format(vgpu=vgpu, activity=activity_sql(None, activity)))
 
 
 def quantile_parts(samples: int, memory_limit_bytes: int) -> int:
