@@ -1,34 +1,32 @@
-"""The twin's tests run only where `python -m tools.twin_build build` has filled the cache.
+"""The twin's fixtures: its binaries, its own apiserver, a started twin.
 
-TEMPORARY (decision 0224): the twin's build is not in .ci/run yet (its cold cost is being measured,
-bench/results/twin_build.json), so a machine without the cache SKIPS these tests with the command
-that builds them, instead of compiling for many minutes inside pytest.
+The binaries come from the cache `python -m tools.twin_build build` fills, which `.ci/run` runs
+before pytest (decision 0245); where they are missing, `twin_layout` builds them (slow once)
+rather than skipping, like `k8s_cluster` builds kube-apiserver: a test CI can run never skips.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tools.k8s_testenv.cluster import LocalCluster
-from tools.twin.harness import Twin, missing_parts
+from tools.twin.harness import Twin
 from tools.twin_build.versions import Layout, default_cache_root
 
-_LAYOUT = Layout(default_cache_root())
-_MISSING = missing_parts(_LAYOUT, ("kube-scheduler", "kwok"))
 
-requires_twin = pytest.mark.skipif(
-    bool(_MISSING),
-    reason=f"twin binaries not built ({', '.join(_MISSING)}): run `python -m tools.twin_build build` "
-    "(temporary until the twin build joins .ci/run, decision 0224)",
-)
+@pytest.fixture(scope="session")
+def twin_layout() -> Layout:
+    """The twin's cache with every part built (a no-op when `.ci/run` has built them)."""
+    from tools.twin_build.builder import build
 
-requires_kueue = pytest.mark.skipif(
-    bool(missing_parts(_LAYOUT, ("kueue",))),
-    reason="kueue not built: run `python -m tools.twin_build build kueue` (temporary, decision 0224)",
-)
+    layout = Layout(default_cache_root())
+    for _ in build(layout, echo=lambda line: print(line, file=sys.stderr)):
+        pass
+    return layout
 
 
 @pytest.fixture(scope="package")
@@ -43,6 +41,6 @@ def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClust
 
 
 @pytest.fixture
-def twin(k8s_cluster: LocalCluster, tmp_path: Path) -> Iterator[Twin]:
-    with Twin(k8s_cluster, _LAYOUT, tmp_path / "twin") as started:
+def twin(twin_layout: Layout, k8s_cluster: LocalCluster, tmp_path: Path) -> Iterator[Twin]:
+    with Twin(k8s_cluster, twin_layout, tmp_path / "twin") as started:
         yield started

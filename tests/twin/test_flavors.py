@@ -10,10 +10,12 @@ order Kueue tries them); [mig-1g.10gb, mig-3g.40gb] -> a100-mig.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
 
+from tools.k8s_testenv.builder import build
 from tools.k8s_testenv.crds import load_crds
 from tools.k8s_testenv.versions import Layout, default_cache_root
 from tools.twin.flavors import Flavor, FlavorQuota, flavor_node, node_names, resource_flavor
@@ -31,13 +33,15 @@ FLAVORS = (
 QUEUE = QueueSpec("ml", 6, cohort="lab", quotas=(
     FlavorQuota("h100", GPU, 4, borrowing_limit=2), FlavorQuota("a100", GPU, 2),
     FlavorQuota("a100-mig", MIG1, 14), FlavorQuota("a100-mig", MIG3, 4)))
-_CRDS = Layout(default_cache_root()).crds
 
 
 def _schemas() -> dict[str, dict[str, Any]]:
-    """kind -> the openAPIV3Schema of the version the twin speaks (v1beta2)."""
+    """kind -> the openAPIV3Schema of the version the twin speaks (v1beta2), from the Kueue CRDs the
+    test environment's build fetches (built here when absent, never skipped)."""
+    layout = Layout(default_cache_root())
+    build(layout, echo=lambda line: print(line, file=sys.stderr))
     out = {}
-    for crd in load_crds(_CRDS):
+    for crd in load_crds(layout.crds):
         for version in crd["spec"]["versions"]:
             if version["name"] == "v1beta2":
                 out[crd["spec"]["names"]["kind"]] = version["schema"]["openAPIV3Schema"]
@@ -94,7 +98,6 @@ def test_a_pinned_job_selects_its_flavors_nodes_and_asks_its_resource() -> None:
     assert "nodeSelector" not in job_manifest(WorkloadSpec("k", 0, 1, "ml", 3), 10.0)["spec"]["template"]["spec"]
 
 
-@pytest.mark.skipif(not _CRDS.is_dir(), reason="Kueue CRDs not fetched: python -m tools.k8s_testenv build")
 def test_objects_validate_against_kueues_crd_schemas() -> None:
     import jsonschema
 

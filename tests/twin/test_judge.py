@@ -15,9 +15,9 @@ from pathlib import Path
 
 from gpuledger.optimizer.plan.store import load_record
 from gpuledger.warehouse import Warehouse
-from tests.twin.conftest import requires_kueue, requires_twin
 from tests.twin.judge_case import MINUTES, PLAN_ID, S, build_warehouse, expected
 from tools.twin.judge import judge
+from tools.twin_build.versions import Layout
 
 SECONDS_PER_MINUTE = 10.0
 
@@ -26,9 +26,7 @@ def _case_names(jobs: list[str] | set[str]) -> list[str]:
     return sorted(j.split("-")[-1] for j in jobs) if isinstance(jobs, set) else [j.split("-")[-1] for j in jobs]
 
 
-@requires_twin
-@requires_kueue
-def test_the_plan_judged_on_the_twin_matches_kueues_semantics(tmp_path: Path) -> None:
+def test_the_plan_judged_on_the_twin_matches_kueues_semantics(twin_layout: Layout, tmp_path: Path) -> None:
     path = tmp_path / "wh.duckdb"
     build_warehouse(path)
     done = judge(path, PLAN_ID, start=S, minutes=MINUTES, seconds_per_minute=SECONDS_PER_MINUTE)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.twin.conftest import requires_kueue, requires_twin
 from tools.twin.harness import GPU, SCHEDULER_NAME, Twin
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -42,8 +41,6 @@ def _by_job(workloads: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             if w["metadata"].get("ownerReferences")}
 
 
-@requires_twin
-@requires_kueue
 def test_kueue_admits_two_one_gpu_jobs_and_holds_the_two_gpu_job(twin: Twin, k8s_namespace: str) -> None:
     from kubernetes import client, watch
 

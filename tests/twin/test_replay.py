@@ -31,22 +31,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.twin.conftest import _LAYOUT
 from tools.k8s_testenv.cluster import LocalCluster
-from tools.twin.harness import GPU, Twin, missing_parts
+from tools.twin.harness import GPU, Twin
 from tools.twin.replay import QueueSpec, Window, WorkloadSpec, replay, timed_stages
+from tools.twin_build.versions import Layout
 
-_MISSING = missing_parts(_LAYOUT, ("kube-scheduler", "kube-controller-manager", "kwok", "kueue"))
 SECONDS_PER_MINUTE = 10.0
 NOMINAL = {"a": 2, "b": 2}
 JOBS = (  # name, queue, gpus, arrival, run
     ("a1", "a", 1, 0, 7), ("a2", "a", 2, 1, 4), ("b1", "b", 2, 2, 4), ("b2", "b", 1, 3, 5), ("a3", "a", 2, 6, 2),
 )
-
-pytestmark = pytest.mark.skipif(
-    bool(_MISSING),
-    reason=f"twin binaries not built ({', '.join(_MISSING)}): run `python -m tools.twin_build build` "
-    "(temporary until the twin build joins .ci/run, decision 0224)")
 
 
 def _expected() -> tuple[list[str], set[str], set[str], dict[str, float]]:
@@ -88,8 +82,8 @@ def test_expected_sequence_by_hand() -> None:
 
 
 @pytest.fixture
-def replay_twin(k8s_cluster: LocalCluster, tmp_path: Path) -> Iterator[Twin]:
-    with Twin(k8s_cluster, _LAYOUT, tmp_path / "twin", stages=timed_stages(_LAYOUT)) as twin:
+def replay_twin(twin_layout: Layout, k8s_cluster: LocalCluster, tmp_path: Path) -> Iterator[Twin]:
+    with Twin(k8s_cluster, twin_layout, tmp_path / "twin", stages=timed_stages(twin_layout)) as twin:
         twin.start_job_controller()
         twin.start_kueue()
         yield twin

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.twin.conftest import requires_twin
 from tools.twin.harness import GPU, NOT_READY_TAINT, Twin, add_ready_node, gpu_node, gpu_pod
 
 NODE_GPUS = 2
@@ -48,7 +47,6 @@ def _watch_until(core: Any, namespace: str, done: Any) -> dict[str, Any]:
     raise AssertionError(f"watch ended after {WATCH_TIMEOUT_S}s before the expected state: {states}")
 
 
-@requires_twin
 def test_two_one_gpu_pods_bind_and_a_two_gpu_pod_is_unschedulable(
     twin: Twin, k8s_namespace: str
 ) -> None:
