@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from gpuledger.analytics.billing.special_lines import SpecialLine
+from gpuledger.analytics.billing.special_lines import IDLE_UNDEFINED, SpecialLine
 from gpuledger.reports.billing import SPECIAL_LINES
 from gpuledger.reports.chart import daily_cost_svg
 from gpuledger.reports.statement import Limits, Statement, capped
@@ -158,9 +158,10 @@ def _team_table(st: Statement) -> str:
     special = [r for r in st.by_team if r["team"] in SPECIAL_LINES]
     teams = [r for r in st.by_team if r["team"] not in SPECIAL_LINES]
     rows = [
-        {"team": r["team"], "h": hours(r["card_hours"]), "ih": hours(r["idle_card_hours"]),
-         "list": money(r["list_cost"]), "idle": money(r["idle_cost"]), "cost": money(r["cost"]),
-         "budget": _budget_use(r["cost"], st.budgets.get(str(r["team"])))}
+        {"team": r["team"], "h": hours(r["card_hours"]), "list": money(r["list_cost"]),
+         "cost": money(r["cost"]), "budget": _budget_use(r["cost"], st.budgets.get(str(r["team"])))}
+        | ({"ih": "–", "idle": "–"} if r["team"] in IDLE_UNDEFINED
+           else {"ih": hours(r["idle_card_hours"]), "idle": money(r["idle_cost"])})
         for r in [*teams, *special] if r["team"] != SpecialLine.SHARING_DISCOUNT
     ]
     rows += [_funding_row(r) for r in special if r["team"] == SpecialLine.SHARING_DISCOUNT]

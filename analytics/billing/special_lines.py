@@ -22,3 +22,8 @@ SPECIAL_LINES: tuple[str, ...] = (
     SpecialLine.UNALLOCATED.value, SpecialLine.UNATTRIBUTED.value, SpecialLine.SHARING_DISCOUNT.value,
 )
 """Every special line, in the order `analytics.teams.namespaces` has always listed them."""
+
+IDLE_UNDEFINED: tuple[str, ...] = (SpecialLine.UNALLOCATED.value, SpecialLine.SHARING_DISCOUNT.value)
+"""Lines that "allocated but idle" does not apply to: unallocated capacity was never held, and the
+discounts' funding holds no GPU-hours. Their idle reads "–" wherever people read it, because a 0
+(or "$0.00 / 0.0%") would claim that nothing idled."""

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 import polars as pl
 from dash import html
 
-from gpuledger.analytics.billing.special_lines import SpecialLine
+from gpuledger.analytics.billing.special_lines import IDLE_UNDEFINED, SpecialLine
 from gpuledger.core.period import Period
 from gpuledger.dashboards.figures_teams import daily_by_team
 from gpuledger.dashboards.pages.common import (
@@ -176,10 +176,11 @@ def teams_table(v: TeamsView) -> html.Div:
                            for r in v.rows.iter_rows(named=True)], dtype=pl.String),
         pl.Series("over", [_over_budget(r) for r in v.rows.iter_rows(named=True)], dtype=pl.Boolean),
         funding.alias("funding"),
-    ).with_columns(  # the platform's funding of the teams' discounts holds no GPU-hours and idles
-        # none: "–", not 0.0 or $0.00
-        pl.when(funding).then(None).otherwise(pl.col(c)).alias(c)
-        for c in ("card_hours", "idle_cost", "idle_share"))
+    ).with_columns(  # "–", not 0.0 or $0.00: the platform's funding holds no GPU-hours, and idle
+        # is not defined where nothing was held (`IDLE_UNDEFINED`)
+        pl.when(funding).then(None).otherwise(pl.col("card_hours")).alias("card_hours"),
+        *(pl.when(pl.col("team").is_in(IDLE_UNDEFINED)).then(None).otherwise(pl.col(c)).alias(c)
+          for c in ("idle_cost", "idle_share")))
     table = grid(frame, COLUMNS, id="teams-table", money_columns=MONEY, currency=v.currency,
                  file_name=f"teams-{v.period}.csv", column_options=_column_options(v.currency),
                  carry=("href", "special", "over", "funding"),

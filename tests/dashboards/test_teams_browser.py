@@ -121,11 +121,14 @@ def test_admin_sees_every_team_reconciled(server: RunningServer, open_page: Any,
     for r in grid_rows(page):  # every cell as people read it, formatted here independently
         cells = r["shown"]
         funding = r["team"] == "sharing_discount"  # the platform funds the discounts: not a charge
+        held_nothing = funding or r["team"] == "unallocated"  # "allocated but idle" does not apply
         assert cells["cost"] == money(r["cost"], "USD") + (" funding" if funding else "")
-        assert cells["idle_cost"] == ("–" if funding else money(r["idle_cost"], "USD")), cells
+        assert cells["idle_cost"] == ("–" if held_nothing else money(r["idle_cost"], "USD")), cells
         assert cells["card_hours"] == ("–" if funding else f"{r['card_hours']:,.1f}"), cells
-        assert cells["idle_share"] == ("–" if funding or r["idle_share"] is None else f"{r['idle_share']:.1%}"), cells
+        assert cells["idle_share"] == (
+            "–" if held_nothing or r["idle_share"] is None else f"{r['idle_share']:.1%}"), cells
         assert cells["budget_used"] == ("–" if r["budget_used"] is None else f"{r['budget_used']:.1%}"), cells
+    assert any(r["team"] == "unallocated" and r["shown"]["idle_cost"] == "–" for r in grid_rows(page))
     assert over_budget_cells(page) == ({("budget_used", LEAD_TEAM), ("forecast", LEAD_TEAM)} if over else set())
     assert page.locator("#teams-daily .main-svg").count() >= 1  # the page leads with its chart
 
@@ -137,16 +140,16 @@ def test_cost_header_sorts(server: RunningServer, open_page: Any) -> None:
     header = "#teams-table .ag-header-cell[col-id=idle_cost] .ag-header-cell-label"
     page.click(header)
     page.wait_for_selector("#teams-table .ag-header-cell[col-id=idle_cost][aria-sort=descending]")
-    # the platform's funding row idles nothing ("–", no value): sorted as the smallest
+    # the platform's funding and the unallocated line idle nothing ("–", no value): sorted as the smallest
     values = [r["idle_cost"] for r in grid_rows(page, sorted_=True)]
-    assert values[-1] is None and None not in values[:-1]
-    values = [float(v) for v in values[:-1]]
+    assert values[-2:] == [None, None] and None not in values[:-2]
+    values = [float(v) for v in values[:-2]]
     assert values == sorted(values, reverse=True) and len(values) > 3
     page.click(header)
     page.wait_for_selector("#teams-table .ag-header-cell[col-id=idle_cost][aria-sort=ascending]")
     again = [r["idle_cost"] for r in grid_rows(page, sorted_=True)]
-    assert again[0] is None
-    assert [float(v) for v in again[1:]] == sorted(float(v) for v in again[1:])
+    assert again[:2] == [None, None]
+    assert [float(v) for v in again[2:]] == sorted(float(v) for v in again[2:])
 
 
 def test_lead_sees_one_row(server: RunningServer, open_page: Any, reference_bills: dict) -> None:

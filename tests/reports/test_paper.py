@@ -8,7 +8,8 @@ Cases:
   margins (the summary strip once ran off the page: "... 3,067.0 · 5,52…");
 - the pages rasterise (poppler's `pdftoppm`) to PNGs of the paper's size at 50 dpi;
 - the fleet statement names the sharing discount as funding by the platform, on a line with no
-  GPU-hours of its own (no "0.0"), and no line reads `sharing_discount`;
+  GPU-hours of its own (no "0.0"), and no line reads `sharing_discount`; the unallocated line's
+  idle GPU-hours and idle cost read "–", not 0;
 - summary.csv's money columns have at most 2 decimals (USD), counted on the text.
 """
 
@@ -109,6 +110,16 @@ def test_sharing_discount_reads_as_funding(report: tuple[str, Path]) -> None:
     assert "funded by the platform" in flat and "sharing_discount" not in flat
     line = next(line for line in text.splitlines() if "funded by the platform" in line or "funding" in line)
     assert " 0.0 " not in f" {line} ", line
+
+
+def test_unallocated_line_idles_nothing(report: tuple[str, Path]) -> None:
+    """Capacity nobody held has no "allocated but idle" time: its idle cells read "–", not 0."""
+    _, folder = report
+    text = subprocess.run(["pdftotext", "-layout", str(folder / "statements" / "fleet.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout
+    line = next(line for line in text.splitlines() if line.split()[:1] == ["unallocated"])
+    cells = line.split()
+    assert cells.count("–") == 2 and "0.00" not in cells and "0.0" not in cells, line
 
 
 def test_summary_csv_money_at_two_decimals(report: tuple[str, Path]) -> None:
