@@ -241,7 +241,7 @@ def _file_capacity(queues: tuple[QueueSpec, ...], rows: Any, queues_path: Path
 def _with_team(q: QueueSpec, team: str | None) -> QueueSpec:
     if team is None:
         return q
-    return QueueSpec(q.name, q.cohort, q.weight, q.quotas, q.resource_groups, q.resource_version, team)
+    return replace(q, team=team)
 
 
 # 3. The warehouse -------------------------------------------------------------------------------

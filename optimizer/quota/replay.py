@@ -5,6 +5,10 @@ history's sampling step:
 
 1. Work that is running keeps running while its queue still demands it (Kueue's default
    ClusterQueue preemption is `Never`); finished work leaves.
+   1b. A queue that reclaims (`reclaimWithinCohort: Any`, `QueueSpec.reclaims`) and wants work
+   within its own nominal quota that the free capacity cannot hold takes it back from the
+   cohort's borrowers: each gives up running work above its nominal, in proportion to it, and
+   the reclaimed capacity goes to the reclaiming queues first (decision 0246).
 2. Each queue admits pending work within its own nominal quota, oldest first (FIFO per
    queue: in a fluid model that only orders who waits inside a queue), as long as the
    cohort has free capacity (borrowers may be holding it).
@@ -87,7 +91,8 @@ def replay_batch(inputs: QuotaInputs, jobs: Sequence[tuple[Demand, QuotaSet]], *
         tensor[pad[b]:, b] = layout.tensor(grid)
         nominal[b], borrow[b], lend[b] = layout.quotas(quotas, borrowing)
     if borrowing:
-        pending, idle, borrowed = _simulate(tensor, nominal, borrow, lend, weights=layout.weight, pad=pad)
+        pending, idle, borrowed = _simulate(tensor, nominal, borrow, lend, weights=layout.weight,
+                                            reclaims=layout.reclaims, pad=pad)
     else:
         pending, idle, borrowed = _hard(tensor, nominal, pad)
     asked = tensor.sum(axis=0)
@@ -126,13 +131,16 @@ class _Layout:
         width = max((len(v) for v in pools.values()), default=0)
         self.shape = (len(self.keys), width)
         weights = {q.name: max(q.weight, 1e-9) for q in inputs.queues}
+        reclaiming = {q.name for q in inputs.queues if q.reclaims}
         self.weight = np.zeros(self.shape)
+        self.reclaims = np.zeros(self.shape, dtype=bool)
         self.slot: dict[tuple[str, str, str], tuple[int, int]] = {}
         for p, key in enumerate(self.keys):
             _, f, r = key
             for j, name in enumerate(pools[key]):
                 self.slot[(name, f, r)] = (p, j)
                 self.weight[p, j] = weights[name]
+                self.reclaims[p, j] = name in reclaiming
         self.shares = np.array([not k[0].startswith("(no cohort") for k in self.keys], dtype=bool)
 
     def tensor(self, demand: Demand) -> np.ndarray:
@@ -201,7 +209,8 @@ def _hard(demand: np.ndarray, nominal: np.ndarray, pad: np.ndarray
 
 
 def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend: np.ndarray, *,
-              weights: np.ndarray, pad: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              weights: np.ndarray, reclaims: np.ndarray, pad: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """With borrowing, per job: total pending per queue, idle, and the total borrowed (running
     above nominal). Jobs' pools are the rows of one array, stepped through together, but only
     at the steps where some row is congested; every other row and step is summed in closed form:
@@ -214,6 +223,7 @@ def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend:
     flat = demand.reshape(steps, *rows)
     n2, b2, l2 = nominal.reshape(rows), borrow.reshape(rows), lend.reshape(rows)
     w2 = np.broadcast_to(weights, nominal.shape).reshape(rows)
+    r2 = np.broadcast_to(reclaims, nominal.shape).reshape(rows)
     cap2 = n2.sum(axis=1)
     alive = np.repeat(np.arange(steps)[:, None] >= pad[None, :], pools, axis=1)   # (steps, rows)
     hard: np.ndarray = np.asarray((b2 <= 0).all(axis=1))
@@ -233,7 +243,7 @@ def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend:
         if t != previous + 1:  # every row was settled the step before: it ran its demand
             running = flat[t - 1].copy() if t else np.zeros(rows)
         previous = int(t)
-        running = _step(running, d, n2, b2, lend=l2, weights=w2, capacity=cap2)
+        running = _step(running, d, n2, b2, lend=l2, weights=w2, reclaims=r2, capacity=cap2)
         pending += np.maximum(d - running, 0.0) * mask[:, None]
         idle += np.maximum(0.0, cap2 - running.sum(axis=1)) * mask
         borrowed += np.maximum(0.0, running - n2).sum(axis=1) * mask
@@ -242,10 +252,12 @@ def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend:
 
 
 def _step(running: np.ndarray, d: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, *, lend: np.ndarray,
-          weights: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+          weights: np.ndarray, reclaims: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Steps 1-3 of the module docstring for one bucket, every row (a job's pool) at once."""
     eps = 1e-9
     running = np.minimum(running, d)                                         # 1. finished work leaves
+    if reclaims.any():
+        running = _reclaim(running, d, nominal, reclaims, capacity)          # 1b. reclaim
     free = capacity - running.sum(axis=1)
     own = np.minimum(d - running, np.maximum(0.0, nominal - running))        # 2. own nominal first
     total = own.sum(axis=1)
@@ -260,6 +272,28 @@ def _step(running: np.ndarray, d: np.ndarray, nominal: np.ndarray, borrow: np.nd
     if (available > eps).any() and (want > eps).any():                      # 3. borrow by weight
         running = running + _water_fill(want, weights, np.maximum(available, 0.0))
     return running
+
+
+def _reclaim(running: np.ndarray, d: np.ndarray, nominal: np.ndarray, reclaims: np.ndarray,
+             capacity: np.ndarray) -> np.ndarray:
+    """Step 1b: per row, what the reclaiming queues want within their nominal beyond the free
+    capacity is taken from the borrowers (their running work above nominal, in proportion to
+    it, never more than they borrow); the free and reclaimed capacity then runs the reclaiming
+    queues' work, shared in proportion to what each wants. A row without a shortfall is left
+    as it is (step 2 admits within nominal as always)."""
+    eps = 1e-9
+    need = np.where(reclaims, np.minimum(d - running, np.maximum(0.0, nominal - running)), 0.0)
+    wanted = need.sum(axis=1)
+    free = np.maximum(capacity - running.sum(axis=1), 0.0)
+    above = np.maximum(0.0, running - nominal)
+    lent = above.sum(axis=1)
+    take = np.clip(wanted - free, 0.0, lent)
+    short = take > eps
+    if not short.any():
+        return running
+    running = running - above * np.where(short, take / np.maximum(lent, eps), 0.0)[:, None]
+    grant = np.where(short, np.minimum(wanted, free + take) / np.maximum(wanted, eps), 0.0)
+    return running + need * grant[:, None]
 
 
 def _water_fill(want: np.ndarray, weights: np.ndarray, amount: np.ndarray) -> np.ndarray:

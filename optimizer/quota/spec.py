@@ -38,6 +38,10 @@ class QueueSpec:
     resource_groups: tuple[dict[str, Any], ...]
     resource_version: str | None = None
     team: str | None = None
+    reclaims: bool = False
+    """Kueue's `preemption.reclaimWithinCohort: Any`: work that fits its own nominal quota
+    preempts the cohort's borrowers (the replay's step 1b); every other policy, and every other
+    queue system, leaves a borrower running (decision 0246)."""
 
     @property
     def pool(self) -> str:

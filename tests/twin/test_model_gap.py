@@ -87,3 +87,37 @@ def test_flavors_and_mig_profiles_are_compared_apart() -> None:
     assert (gap["A"]["twin_pending_gpu_min"], gap["A"]["model_pending_gpu_min"], gap["A"]["gap_pct"]) == (6, 6.0, 0.0)
     row = gap[f"A {MIG}"]
     assert (row["twin_pending_gpu_min"], row["model_pending_gpu_min"], row["gap_pct"]) == (8, 4.0, -50.0)
+
+
+RECLAIM = {  # the reclaim window of bench/bench_twin_model_gap.py as the twin watched it (no latency)
+    "a1": ("A", 2, 0, ((("admitted", 0), ("finished", 8)))),
+    "a2": ("A", 2, 1, (("admitted", 1), ("preempted", 2), ("admitted", 4), ("finished", 10))),
+    "b1": ("B", 2, 2, (("admitted", 2), ("finished", 4))),
+}
+
+
+def _reclaim_result() -> ReplayResult:
+    events = sorted([Seen(what, j, T0 + at * SPM) for j, (_, _, _, seen) in RECLAIM.items() for what, at in seen],
+                    key=lambda e: e.at)
+    jobs = {j: JobFacts(q, g, T0 + c * SPM) for j, (q, g, c, _) in RECLAIM.items()}
+    outcome = QueueOutcome(0.0, None, None, 0, 0, 0)
+    return ReplayResult({"A": outcome, "B": outcome}, events, SPM, T0, True, jobs, T0 + 11 * SPM)
+
+
+def test_a_reclaiming_queue_takes_its_nominal_back_from_the_borrower_as_kueue_does() -> None:
+    # A and B: nominal 2 each, one cohort of 4, `reclaimWithinCohort: Any`. A runs a1 and a2 (4,
+    # borrowing B's 2) from minute 1; b1 arrives at 2 within B's nominal: Kueue preempts a2, b1
+    # runs 2-4, a2 waits 2-4 (2 GPUs x 2 minutes = 4) and runs again from 4. No one else waits.
+    # The model fed that demand: at minutes 2 and 3 B wants 2 of its nominal, nothing is free, A
+    # borrows 2 -> B takes them back; A pends 2 + 2 = 4, B 0. Without reclaim (the policy Never)
+    # A keeps running and B pends the same 4: the gap decision 0235 measured (-100 % and +4).
+    window = Window(tuple(QueueSpec(q, 2, cohort="lab", reclaim_within_cohort="Any") for q in "AB"), (4,),
+                    tuple(WorkloadSpec(j, c, g, q, 1) for j, (q, g, c, _) in RECLAIM.items()))
+    result = _reclaim_result()
+    demand, pending = sampled(result, window, 11)
+    assert sum(pending.values()) == 4 and {k[1] for k in pending} == {"A"}
+    gap = compare(result, window)
+    assert (gap["A"]["twin_pending_gpu_min"], gap["A"]["model_pending_gpu_min"], gap["A"]["gap_pct"]) == (4, 4.0, 0.0)
+    assert (gap["B"]["twin_pending_gpu_min"], gap["B"]["model_pending_gpu_min"]) == (0, 0.0)
+    never = Window(tuple(QueueSpec(q, 2, cohort="lab") for q in "AB"), (4,), window.workloads)
+    assert model_pending(never, demand, 11) == {"A": 0.0, "B": 4.0}

@@ -7,9 +7,10 @@ sample. Arrivals follow from the two under FIFO within a queue (Kueue's order at
 arrived by t = started by t + pending at t, so the k-th pod to start in the window arrived at the
 first sample t where that sum reaches k (never after its start; one pending at the window's start
 arrived then, as far as the window knows). Steps of `window_from_warehouse(wh, start, end)`:
-1. ClusterQueues through the product's Kueue quota reader: cohort and, per (flavor, resource) in
-   resourceGroups order, nominal/borrowing/lending quotas of whole GPUs (`nvidia.com/gpu`) and MIG
-   instances (`nvidia.com/mig-*`); `nominal_gpus` is the sum of the whole-GPU ones.
+1. ClusterQueues through the product's Kueue quota reader: cohort, preemption policies
+   (`reclaimWithinCohort`, `withinClusterQueue`) and, per (flavor, resource) in resourceGroups
+   order, nominal/borrowing/lending quotas of whole GPUs (`nvidia.com/gpu`) and MIG instances
+   (`nvidia.com/mig-*`); `nominal_gpus` is the sum of the whole-GPU ones.
 2. Flavors (tools/twin/flavors.py): each stored ResourceFlavor a quota names, with its
    `spec.nodeLabels`; its nodes are the inventory's (`nodes`, as last collected) whose labels hold
    every nodeLabel, each with its allocatable GPU and MIG resources as the device plugin reported
@@ -80,8 +81,11 @@ def _queues(wh: Warehouse) -> tuple[QueueSpec, ...]:
         def total(values: list[int | None]) -> int | None:
             return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
+        preemption = obj["spec"].get("preemption") or {}  # as stored: the reader has checked it
         out.append(QueueSpec(q.name, sum(x.nominal for x in gpu), q.cohort,
                              total([x.borrowing_limit for x in gpu]), total([x.lending_limit for x in gpu]),
+                             reclaim_within_cohort=preemption.get("reclaimWithinCohort", "Never"),
+                             within_cluster_queue=preemption.get("withinClusterQueue", "Never"),
                              quotas=quotas))
     return tuple(out)
 

@@ -7,7 +7,9 @@ replay's watched events, sampling each simulated minute at its middle (m + 0.5, 
 whole-minute arrivals); a workload's flavor is the one it is pinned to, else its queue's first
 flavor covering its resource (the model has no flavor fungibility: it places demand where it is
 recorded). `model_pending()` replays the series through `gpuledger.optimizer.quota.replay` (the
-fluid model: cohort borrowing by water-filling per flavor and resource, preemption Never) at a
+fluid model: cohort borrowing by water-filling per flavor and resource; a queue whose
+`reclaimWithinCohort` is Any takes its nominal back from borrowers, other preemption is not
+modelled) at a
 one-minute resolution under the window's quotas, one resource at a time (whole GPUs and each MIG
 profile are different units). The twin's own figure, sampled the same way, is the amount created
 and not admitted at each sample x 1 minute; `compare()` puts both side by side per queue (whole
@@ -83,7 +85,8 @@ def model_pending(window: Window, demand: Series, minutes: int, resource: str = 
     quotas = {q.name: [x for x in q.flavor_quotas(FLAVOR) if x.resource == resource] for q in window.queues}
     queues = tuple(ModelQueue(q.name, q.cohort, 1.0, {(x.flavor, resource): Quota(
         float(x.nominal), None if x.borrowing_limit is None else float(x.borrowing_limit),
-        None if x.lending_limit is None else float(x.lending_limit)) for x in quotas[q.name]}, ())
+        None if x.lending_limit is None else float(x.lending_limit)) for x in quotas[q.name]}, (),
+        reclaims=q.reclaim_within_cohort == "Any")
         for q in window.queues if quotas[q.name])
     rows = [{"ts": ORIGIN + m * STEP, "cluster_queue": q.name, "flavor": flavor, "resource": resource,
              "demand": demand.get((m, q.name, flavor, resource), 0.0)}

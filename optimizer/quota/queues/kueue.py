@@ -56,8 +56,27 @@ def queue_from_object(obj: Mapping[str, Any], where: str, dra: Collection[str] =
         name=str(name), cohort=spec.get("cohortName"), weight=weight,
         quotas=_quotas(groups, f"{where}: ClusterQueue {name}", dra),
         resource_groups=tuple(groups), resource_version=meta.get("resourceVersion"),
-        team=obj.get("team"),
+        team=obj.get("team"), reclaims=_reclaims(spec.get("preemption"), f"{where}: ClusterQueue {name}"),
     )
+
+
+RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
+"""Kueue's `preemption.reclaimWithinCohort` values (default Never)."""
+
+
+def _reclaims(preemption: Any, where: str) -> bool:
+    """Whether the queue preempts the cohort's borrowers whatever their priority (`Any`).
+    `LowerPriority` is read as Never: the replay has no priorities, and at equal priority it
+    preempts nobody. The other preemption fields are not modelled and left as they are."""
+    if preemption is None:
+        return False
+    _strict(preemption, ("reclaimWithinCohort", "borrowWithinCohort", "withinClusterQueue"),
+            f"{where} preemption")
+    policy = preemption.get("reclaimWithinCohort", "Never")
+    if policy not in RECLAIM_POLICIES:
+        raise InputError(f"{where} preemption.reclaimWithinCohort: {policy!r} is not one of "
+                         f"{', '.join(RECLAIM_POLICIES)}")
+    return bool(policy == "Any")
 
 
 def _quotas(groups: list[Any], where: str, dra: Collection[str]) -> dict[Key, Quota]:
