@@ -5,6 +5,9 @@ Cases:
   removed unless borrowing is kept; a quota the warehouse stores at another value than the plan's
   'before' is counted;
 - the default window is the busiest slot of recorded pending, earliest on a tie;
+- a workload larger than anything its queue can hold (nominal, plus the borrowing limit or the
+  cohort's nominal in a cohort; on its pinned flavor or on any flavor covering its resource) is
+  named in the note, before and after the plan apart (the demo plan's biology gap, decision 0246);
 - `judge` end to end on the case of tests/twin/judge_case.py (its warehouse, its stored plan) with
   a stand-in runner replaying the case's Kueue semantics: the effect attached to the stored plan
   carries the before/after pending GPU-minutes computed in judge_case (8 and 2), the model's figure
@@ -20,7 +23,15 @@ from gpuledger.optimizer.plan.store import load_record
 from gpuledger.warehouse import Warehouse
 from tests.twin.judge_case import JOBS, MINUTES, PLAN_ID, S, build_warehouse, expected, plan, semantic_runner
 from tools.twin.flavors import FlavorQuota
-from tools.twin.judge import MEASURED_BY, busiest_start, judge, stored_differs, with_plan_quotas
+from tools.twin.judge import (
+    MEASURED_BY,
+    admissibility_note,
+    busiest_start,
+    judge,
+    never_admissible,
+    stored_differs,
+    with_plan_quotas,
+)
 from tools.twin.replay import QueueSpec, Window, WorkloadSpec
 
 GPU = "nvidia.com/gpu"
@@ -78,3 +89,28 @@ def test_judge_attaches_the_effect_to_the_stored_plan(tmp_path) -> None:
     text = render_plan(record.plan, record.status, twin=record.twin_effect)
     assert f"twin: {MEASURED_BY}, window 2026-03-01 00:00–00:12 UTC" in text
     assert again.effect.model_copy(update={"measured_at": done.effect.measured_at}) == done.effect
+
+
+def test_workloads_no_quota_can_hold_are_named() -> None:
+    # cq-a: f 1 GPU, g 4 GPUs; cq-b: f 3 GPUs. Alone (no cohort): a 2-GPU job pinned to f fits
+    # nowhere (1 < 2); unpinned it fits g (4); 5 GPUs fit neither (at most 4). In cohort "lab"
+    # without borrowing limits cq-a may hold all of f (1 + 3 = 4), so the pinned 2 fits; with a
+    # borrowing limit of 0 it may hold 1 again.
+    def window(cohort: str | None, limit: int | None) -> Window:
+        queues = (QueueSpec("cq-a", 5, cohort, quotas=(FlavorQuota("f", GPU, 1, limit), FlavorQuota("g", GPU, 4))),
+                  QueueSpec("cq-b", 3, cohort, quotas=(FlavorQuota("f", GPU, 3),)))
+        jobs = (WorkloadSpec("pinned", 0, 2, "cq-a", 5, flavor="f"), WorkloadSpec("pinned2", 1, 2, "cq-a", 5, flavor="f"),
+                WorkloadSpec("free", 0, 2, "cq-a", 5), WorkloadSpec("big", 0, 5, "cq-a", 5),
+                WorkloadSpec("b", 0, 3, "cq-b", 5))
+        return Window(queues, (), jobs)
+
+    assert never_admissible(window(None, None)) == [
+        f"2 x cq-a: 2 {GPU} on f (at most 1)", f"cq-a: 5 {GPU} on g (at most 4)"]
+    assert never_admissible(window("lab", None)) == [f"cq-a: 5 {GPU} on f (at most 4)"]
+    assert never_admissible(window("lab", 0)) == [f"2 x cq-a: 2 {GPU} on f (at most 1)",
+                                                  f"cq-a: 5 {GPU} on g (at most 4)"]
+    both = admissibility_note({"old": window(None, None), "new": window(None, None)})
+    assert both.startswith("Never admissible under either quota set") and "2 x cq-a: 2" in both
+    apart = admissibility_note({"old": window(None, None), "new": window("lab", None)})
+    assert "under the plan's 'before' quotas: 2 x cq-a" in apart and "'after' quotas: cq-a: 5" in apart
+    assert admissibility_note({"old": _window(), "new": _window()}) == ""

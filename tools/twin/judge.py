@@ -16,6 +16,7 @@ Steps of `judge()`:
 4. Per queue and resource, the twin's pending minutes and the product model's fed the same run's
    demand (`model_gap.compare`), into a `TwinEffect` attached to the plan through the product's
    store (`attach_twin_effect`: refused for another plan body; a re-run replaces the earlier one).
+   Its note names the workloads no quota of their queue can hold (`never_admissible`).
 The warehouse is opened read-only for step 1 and writable only for the attach, after the replays.
 """
 
@@ -88,6 +89,48 @@ def stored_differs(window: Window, changes: QuotaChanges) -> int:
     stored = {(q.name, x.flavor, x.resource): x.nominal for q in window.queues for x in q.quotas}
     return sum(1 for c in changes.quotas if (c.cluster_queue, c.flavor, c.resource) in stored
                and stored[(c.cluster_queue, c.flavor, c.resource)] != round(c.old_nominal))
+
+
+def never_admissible(window: Window) -> list[str]:
+    """The workloads of `window` that no quota of their queue can ever hold, counted per (queue,
+    amount, resource, flavor): Kueue leaves each pending for the whole run, while the fluid model
+    runs the part that fits (decision 0246), so the note says where the twin's pending and the
+    model's part ways. A queue holds at most its nominal on a flavor, plus its borrowing limit in
+    a cohort (without one, the cohort's whole nominal there): an upper bound, so a workload above
+    it is never admitted (lending limits only lower it)."""
+    queues = {q.name: q for q in window.queues}
+
+    def most(queue: str, x: FlavorQuota) -> int:
+        q = queues[queue]
+        if q.cohort is None:
+            return x.nominal
+        if x.borrowing_limit is not None:
+            return x.nominal + x.borrowing_limit
+        return sum(y.nominal for p in window.queues if p.cohort == q.cohort for y in p.flavor_quotas("")
+                   if (y.flavor, y.resource) == (x.flavor, x.resource))
+
+    found: dict[str, int] = {}
+    for w in window.workloads:
+        fits = [(x.flavor, most(w.queue, x)) for x in queues[w.queue].flavor_quotas("")
+                if x.resource == w.resource and w.flavor in (None, x.flavor)]
+        if fits and all(w.gpus > m for _, m in fits):
+            flavor, m = max(fits, key=lambda f: f[1])
+            where = f" on {flavor}" if flavor else ""
+            key = f"{w.queue}: {w.gpus} {w.resource}{where} (at most {m})"
+            found[key] = found.get(key, 0) + 1
+    return [f"{n} x {key}" if n > 1 else key for key, n in found.items()]
+
+
+def admissibility_note(windows: dict[Literal["old", "new"], Window]) -> str:
+    """One sentence naming the workloads `never_admissible` finds before and after the plan."""
+    found = {side: never_admissible(w) for side, w in windows.items()}
+    if not any(found.values()):
+        return ""
+    if found["old"] == found["new"]:
+        return f"Never admissible under either quota set, so pending all window: {'; '.join(found['old'])}."
+    said = [f"under the plan's '{'before' if side == 'old' else 'after'}' quotas: {'; '.join(names)}"
+            for side, names in found.items() if names]
+    return f"Never admissible, so pending all window, {' and '.join(said)}."
 
 
 def busiest_start(samples: dict[str, tuple[list[datetime], list[float]]], start: datetime, end: datetime,
@@ -199,8 +242,10 @@ def judge(warehouse: Path, plan_id: str, *, start: datetime | None = None, minut
         teams=team_figures(compare(results["old"], windows["old"]),
                            compare(results["new"], windows["new"])),
         measured_at=utcnow(),
-        note=(f"{differs} of the plan's quotas are stored at another value than its 'before'; "
-              "the twin replayed the plan's 'before'") if differs else "")
+        note=" ".join(n for n in (
+            (f"{differs} of the plan's quotas are stored at another value than its 'before'; "
+             "the twin replayed the plan's 'before'.") if differs else "",
+            admissibility_note(windows)) if n))
     with Warehouse.open(warehouse) as wh:
         attach_twin_effect(wh, effect, actor=actor)
     return Judgement(effect, results["old"], results["new"], windows["old"], windows["new"])
