@@ -24,8 +24,7 @@ def twin_layout() -> Layout:
     from tools.twin_build.builder import build
 
     layout = Layout(default_cache_root())
-    for _ in build(layout, echo=lambda line: print(line, file=sys.stderr)):
-        pass
+    build(layout, echo=lambda line: print(line, file=sys.stderr))
     return layout
 
 
