@@ -77,6 +77,28 @@ def measure(tree: Path, source: Path, work: Path, memory_limit: str | None = Non
     return {**figures, "serving_store": str(work / "w.serving.duckdb"), "output": document}
 
 
+def increment(source: Path, work: Path) -> dict[str, Any]:
+    """This tree's refresh one hour later (issue 34 item 1, decision 0248): `refresh-serving
+    --force` on a copy of `source` without the month's last hour of samples (the day parts
+    filled: every day read), then on `source` itself in the same folder, the parts kept (only
+    the last day's inputs changed: the per-minute advice reads that day alone)."""
+    import duckdb
+
+    work.mkdir(parents=True, exist_ok=True)
+    earlier = work.parent / f"{work.name}-earlier.duckdb"
+    shutil.copyfile(source, earlier)
+    con = duckdb.connect(str(earlier))
+    try:
+        last = con.execute("SELECT max(ts) FROM gpu_sample_values").fetchall()[0][0]
+        for table in ("gpu_sample_values", "token_samples"):
+            con.execute(f"DELETE FROM {table} WHERE ts > ? - INTERVAL 1 HOUR", [last])
+    finally:
+        con.close()
+    first = measure(ROOT, earlier, work)
+    earlier.unlink()
+    return {"hour_earlier": first, **measure(ROOT, source, work)}
+
+
 def stored_results(store: Path) -> dict[str, Any]:
     """(name period) → the stored result as data: a frame's rows or an advice kind's JSON."""
     import duckdb
@@ -178,9 +200,11 @@ def main() -> None:
                         help="also run this tree with warehouse.memory_limit SIZE (repeatable)")
     parser.add_argument("--baseline-again", action="store_true",
                         help="run the baseline a second time, last: how far two runs of one tree differ")
-    parser.add_argument("--only", choices=("baseline", "ours", "profile", "bounded"), action="append",
+    parser.add_argument("--only", choices=("baseline", "ours", "profile", "bounded", "increment"),
+                        action="append",
                         help="run only these parts (repeatable; default: baseline and ours; "
-                        "bounded: only the --bounded runs)")
+                        "bounded: only the --bounded runs; increment: this tree an hour earlier, "
+                        "then now with the day parts kept)")
     parser.add_argument("--profile-child", nargs=2, type=Path, metavar=("WAREHOUSE", "OUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -215,6 +239,8 @@ def main() -> None:
                 subprocess.run(child, cwd=ROOT, check=True)
                 figures["profile"] = {"wall_s": round(time.perf_counter() - started, 1),
                                       **json.loads(out.read_text())}
+            elif part == "increment":
+                runs[part] = increment(path, Path(tmp) / part)
             else:
                 baseline_tree = Path(tmp) / "tree"
                 if part.startswith("baseline") and not baseline_tree.exists():
@@ -223,6 +249,11 @@ def main() -> None:
                 bound = part.removeprefix("ours at ") if part.startswith("ours at ") else None
                 runs[part] = measure(tree, path, Path(tmp) / part.replace(" ", "-"), bound)
             figures["load_average_1_5_15"][f"after {part}"] = load_average()
+        if "ours" in runs and runs.get("increment", {}).get("rc") == 0:
+            same = compare(Path(runs["ours"]["serving_store"]), Path(runs["increment"]["serving_store"]))
+            figures["increment_against_ours"] = {
+                "results": len(same), "exact": [k for k, v in same.items() if v["exact"]],
+                "not_exact": {k: v for k, v in same.items() if not v["exact"]}}
         if "baseline" in runs:
             base = runs["baseline"]
             for name, run in runs.items():

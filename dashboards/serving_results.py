@@ -27,14 +27,16 @@ the warehouse then). The dashboard never computes these itself from a serving st
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -42,7 +44,7 @@ import polars as pl
 from gpuledger.analytics.advice import FLEET_SHAPING_KINDS
 from gpuledger.analytics.workloads.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings
-from gpuledger.core.errors import GpuledgerError
+from gpuledger.core.errors import GpuledgerError, WarehouseError
 from gpuledger.core.period import Period
 from gpuledger.core.rules import Rules
 from gpuledger.core.rules_record import RecordedRules, differs, label
@@ -55,6 +57,7 @@ from gpuledger.warehouse.serving_store import Publication, PublishStats, is_serv
 if TYPE_CHECKING:
     from gpuledger.analytics.advice.run import Advice
     from gpuledger.analytics.billing.bill import Bill
+    from gpuledger.warehouse.day_parts import DayParts
 
 log = logging.getLogger(__name__)
 
@@ -176,21 +179,46 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
     current = RecordedRules.of(Rules.of(settings))
     done = 0
     LAST_TIMINGS.clear()
-    for period, basis in wanted(wh, settings):
-        bills: dict[str, Any] = {}  # the month's bill and usage, computed once for the results
-        for name in NAMES:
-            if stored.get((name, period)) == basis:
-                continue
-            started = time.perf_counter()
-            try:
-                payload = (handed or {}).get((name, period)) or compute(wh, settings, name, period, bills)
-                LAST_TIMINGS[f"{name} {period}"] = round(time.perf_counter() - started, 2)
-            except Exception as exc:  # a result never stops a publish (or a command)
-                log.warning("serving store: %s for %s not stored: %s", name, period, exc)
-                continue
-            pub.put_result(name, period, basis, payload, rules=_rules_of(name, bills, current))
-            done += 1
+    months = wanted(wh, settings)
+    with _day_parts(wh) as days:
+        if days is not None and months:
+            days.prune(Period.exact(months[-1][0]).window.start.date())
+        for period, basis in months:
+            bills: dict[str, Any] = {}  # the month's bill and usage, computed once for the results
+            for name in NAMES:
+                if stored.get((name, period)) == basis:
+                    continue
+                started = time.perf_counter()
+                try:
+                    payload = ((handed or {}).get((name, period))
+                               or compute(wh, settings, name, period, bills, days=days))
+                    LAST_TIMINGS[f"{name} {period}"] = round(time.perf_counter() - started, 2)
+                except Exception as exc:  # a result never stops a publish (or a command)
+                    log.warning("serving store: %s for %s not stored: %s", name, period, exc)
+                    continue
+                pub.put_result(name, period, basis, payload, rules=_rules_of(name, bills, current))
+                done += 1
     return done
+
+
+@contextlib.contextmanager
+def _day_parts(wh: Warehouse) -> Iterator[DayParts | None]:
+    """The warehouse's day parts (`warehouse.day_parts`: the per-minute advice queries' days
+    kept under a stamp of their inputs), open for one refresh under the publish lock; None for a
+    warehouse that is not a file, or where the parts' file cannot be opened (a full read then)."""
+    from gpuledger.warehouse.day_parts import DayParts, day_parts_path
+
+    if not Path(wh.path).is_file():
+        yield None
+        return
+    try:
+        days = DayParts(day_parts_path(wh.path))
+    except (WarehouseError, OSError) as exc:
+        log.warning("serving store: day parts not kept (%s); the month is read whole", exc)
+        yield None
+        return
+    with days:
+        yield days
 
 
 def _rules_of(name: str, bills: Mapping[str, Any], current: RecordedRules) -> RecordedRules | None:
@@ -203,12 +231,13 @@ def _rules_of(name: str, bills: Mapping[str, Any], current: RecordedRules) -> Re
 
 
 def compute(wh: Warehouse, settings: Settings, name: str, period: str,
-            bills: dict[str, Any] | None = None) -> bytes:
+            bills: dict[str, Any] | None = None, *, days: DayParts | None = None) -> bytes:
     """One result's payload: Arrow IPC for a frame, JSON for an advice kind. `bills`: what the
     month's results share, filled by the first that needs it: the month's `bill` and its
     per-allocation `usage` (`analytics.workloads.requested.workload_usage`), so a refresh bills
     a month once and reads its allocation statistics once (the recommendations, the token
-    costs and every advice kind that prices from the bill take them from here)."""
+    costs and every advice kind that prices from the bill take them from here). `days`: the
+    refresh's day parts, for the kinds that read per-minute inputs a day at a time."""
     window = Period.exact(period).window
     bills = {} if bills is None else bills
     if name in (RECOMMENDATIONS, TOKEN_COSTS):
@@ -224,7 +253,7 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
         frame.write_ipc(buffer)
         return buffer.getvalue()
     from gpuledger.analytics.advice import KINDS
-    from gpuledger.analytics.advice.run import reads_bill, reads_usage
+    from gpuledger.analytics.advice.run import reads_bill, reads_days, reads_usage
 
     kind = KINDS.get(name.removeprefix("advice:"))
     shared: dict[str, Any] = {}
@@ -232,6 +261,8 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
         shared["bill"] = _bill(wh, window, settings, bills)
     if reads_usage(kind):
         shared["usage"] = _usage(wh, window, settings, bills)
+    if days is not None and reads_days(kind):
+        shared["days"] = days
     return advice_payload(kind(wh, window, settings, **shared))
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from gpuledger.analytics.advice import KINDS, autoscaling, fragmentation, overcommit, profile_catalog
+from gpuledger.core.activity import ActivitySource
 from gpuledger.core.config import Settings
 from gpuledger.core.mig import canonical_model, catalog
 from gpuledger.core.pricing import PriceBook
@@ -30,6 +31,7 @@ from gpuledger.warehouse.queries import advice as queries
 
 if TYPE_CHECKING:
     from gpuledger.analytics.billing.bill import Bill
+    from gpuledger.warehouse.day_parts import DayParts, DayRead
 
 HOURS_PER_MONTH = 730.0
 COLUMNS = ("kind", "scope", "current", "recommended", "monthly_saving", "reason")
@@ -122,9 +124,20 @@ def by_day(
     return pl.concat(found, how="vertical_relaxed").sort(order)
 
 
-def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
+def through(days: DayParts | None, name: str, activity: ActivitySource, read: DayRead) -> DayRead:
+    """`read` (a per-minute query of `warehouse.queries.advice` named `name`, read a day at a
+    time), through `days` when a refresh keeps day parts (`warehouse.day_parts`: a day whose
+    inputs are unchanged is not queried again); `read` itself without them."""
+    if days is None:
+        return read
+    version = queries.per_minute_query_version(name, activity)
+    return lambda wh, start, end: days.day(version, wh, start, end, read)
+
+
+def overcommit_advice(wh: Warehouse, window: Window, settings: Settings, *,
+                      days: DayParts | None = None) -> Advice:
     """Item 3: the knee of replicas per card on time-sliced and vGPU pools."""
-    found = overcommit_pools(wh, window, settings)
+    found = overcommit_pools(wh, window, settings, days=days)
     rows: list[dict[str, object]] = [{
         "kind": "overcommit_past_knee" if o.past_knee else "overcommit_ratio",
         "scope": f"{o.pool} ({o.workload_class})", "current": f"1:{o.running:.1f}",
@@ -135,14 +148,16 @@ def overcommit_advice(wh: Warehouse, window: Window, settings: Settings) -> Advi
     return Advice("overcommit", rows, {"pools": [o.as_dict() for o in found]})
 
 
-def overcommit_pools(wh: Warehouse, window: Window, settings: Settings) -> list[overcommit.OvercommitAdvice]:
+def overcommit_pools(wh: Warehouse, window: Window, settings: Settings, *,
+                     days: DayParts | None = None) -> list[overcommit.OvercommitAdvice]:
     """The overcommit analysis per (pool, class), from the shared cards' minutes summed per
     level in DuckDB a day at a time (sums and counts: the month is a few rows per pool, never a
-    per-minute frame)."""
+    per-minute frame); `days`: a refresh's day parts (`through`)."""
     activity = SamplingRules.of(settings).activity
+    read = through(days, "shared_card_levels", activity,
+                   lambda w, lo, hi: queries.shared_card_levels(w, lo, hi, activity))
     found_levels = steady(by_day(  # DuckDB's sums, the same double every run
-        lambda w, lo, hi: queries.shared_card_levels(w, lo, hi, activity), wh, window,
-        ("pool", "model", "owner_kind", "class_label", "holders")))
+        read, wh, window, ("pool", "model", "owner_kind", "class_label", "holders")))
     if found_levels.is_empty():
         return []
     prices = {m: _price(settings, canonical_model(m), window.start) for m in found_levels["model"].unique()}
@@ -171,7 +186,7 @@ def policy_of(settings: Settings) -> autoscaling.Policy:
 
 
 def autoscaling_proposals(
-    wh: Warehouse, window: Window, settings: Settings,
+    wh: Warehouse, window: Window, settings: Settings, *, days: DayParts | None = None,
 ) -> list[autoscaling.AutoscalingAdvice]:
     """Item 4's proposals (what `plans export` renders with `autoscaling_manifest.render_manifests`).
 
@@ -180,14 +195,17 @@ def autoscaling_proposals(
     model string per minute); what the month needs of the rest is folded in per day (GPUs per
     replica: the largest; the models served). Each Deployment is then replayed from its own
     minutes and dropped: the month is never one frame, sorted and prepared whole (issue 34;
-    the same proposals as that path, tests/advice/test_autoscaling_streamed.py)."""
+    the same proposals as that path, tests/advice/test_autoscaling_streamed.py). `days`: a
+    refresh's day parts (`through`)."""
     activity = SamplingRules.of(settings).activity
+    read = through(days, "serving_minutes", activity,
+                   lambda w, lo, hi: queries.serving_minutes(w, lo, hi, activity))
     minutes: dict[tuple[str, str], list[pl.DataFrame]] = {}
     widest: dict[tuple[str, str], int] = {}
     models: set[str] = set()
     replay_columns = [c for c in autoscaling.SERIES_SCHEMA if c not in ("namespace", "deployment")]
     for day in window.days():
-        part = queries.serving_minutes(wh, day.start, day.end, activity)  # by namespace, deployment, ts
+        part = read(wh, day.start, day.end)  # by namespace, deployment, ts
         models |= {canonical_model(str(m)) for m in part["model"].drop_nulls().unique()}
         for (ns, dep), group in part.partition_by("namespace", "deployment", as_dict=True,
                                                   maintain_order=True).items():
@@ -208,11 +226,12 @@ def autoscaling_proposals(
     return out
 
 
-def autoscaling_advice_kind(wh: Warehouse, window: Window, settings: Settings) -> Advice:
+def autoscaling_advice_kind(wh: Warehouse, window: Window, settings: Settings, *,
+                            days: DayParts | None = None) -> Advice:
     """Item 4: a two-signal HPA per serving Deployment, with the replay as evidence."""
     from gpuledger.analytics.advice.autoscaling_manifest import render_hpa
 
-    found = autoscaling_proposals(wh, window, settings)
+    found = autoscaling_proposals(wh, window, settings, days=days)
     rows: list[dict[str, object]] = [{
         "kind": "autoscaling", "scope": f"{p.namespace}/{p.deployment}",
         "current": f"{p.gpu_hours_recorded:,.0f} GPU-h",
@@ -303,6 +322,12 @@ def reads_usage(kind: AdviceFn) -> bool:
     """Whether an advice kind also takes the bill's per-allocation usage (a keyword `usage`,
     `analytics.workloads.requested.workload_usage` of the `bill` it is handed)."""
     return "usage" in inspect.signature(kind).parameters
+
+
+def reads_days(kind: AdviceFn) -> bool:
+    """Whether an advice kind reads per-minute inputs a day at a time through a refresh's day
+    parts (a keyword `days`, `warehouse.day_parts.DayParts`)."""
+    return "days" in inspect.signature(kind).parameters
 
 
 def run_advice(

@@ -176,3 +176,41 @@ def serving_minutes(
 def _with_activity(template: str, activity: ActivitySource, alias: str) -> str:
     """`template` with the activity rule (columns of `alias`) and the token rate filled in."""
     return template.format(activity=activity_sql(alias, activity), tokens_rate=_TOKENS_RATE)
+
+
+_INPUTS_STAMP_SQL = """
+WITH vals AS (SELECT * FROM gpu_sample_values WHERE ts >= $start AND ts < $end),
+held AS (SELECT DISTINCT s.namespace, s.pod FROM gpu_series s SEMI JOIN vals v ON v.series_id = s.series_id)
+SELECT
+    (SELECT count(*) || '.' || coalesce(sum(hash(v)), 0) FROM vals v) AS samples,
+    (SELECT count(*) || '.' || coalesce(sum(hash(t)), 0) FROM token_samples t
+     WHERE ts >= $start - INTERVAL 10 MINUTE AND ts < $end) AS tokens,
+    (SELECT count(*) || '.' || coalesce(sum(hash(uuid, node, model, pool, sharing_mode)), 0)
+     FROM gpus) AS cards,
+    (SELECT count(*) || '.' || coalesce(sum(hash(p.namespace, p.pod, p.owner_kind, p.owner_name,
+                                                 p.labels)), 0)
+     FROM pods p SEMI JOIN held h ON h.namespace = p.namespace AND h.pod = p.pod) AS pods
+"""
+
+
+def per_minute_inputs_stamp(wh: ReadableWarehouse, start: datetime, end: datetime) -> str:
+    """A content stamp of every row `shared_card_levels` and `serving_minutes` can read for
+    `[start, end)`: the window's GPU samples (each row with its series id, whose labels never
+    change), the token samples from the rate's 10 minutes before, the cards' pool, model and
+    sharing mode, and the pods of the window's samples (owner and labels). Equal stamps, equal
+    inputs: a sample backfilled, replaced or dropped, a card moved to another pool or a pod
+    relabelled changes it (a count and a sum of row hashes per table, so a duplicated row does
+    too). Tens of milliseconds a day, against the queries' hundreds (docs/decisions/0248)."""
+    row = wh.query(_INPUTS_STAMP_SQL, {"start": start, "end": end}).row(0)
+    return "|".join(str(part) for part in row)
+
+
+def per_minute_query_version(name: str, activity: ActivitySource) -> str:
+    """`name` and a digest of the SQL it runs under `activity`: a stored day part computed by
+    other SQL (another release, another activity rule) is never read as this query's."""
+    import hashlib
+
+    template = {"shared_card_levels": _SHARED_LEVELS_SQL.format(shared=_SHARED_BODY),
+                "serving_minutes": _SERVING_SQL}[name]
+    digest = hashlib.sha256(_with_activity(template, activity, "s").encode()).hexdigest()[:16]
+    return f"{name}:{digest}"

@@ -1,0 +1,133 @@
+"""Day parts (issue 34 item 1, docs/decisions/0248): the overcommit and autoscaling advice read
+through a refresh's day parts equal the full read, every time; a refresh queries again only the
+days whose inputs changed; the stamp moves with every input the two queries read; a broken
+parts file costs a full read, nothing else."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from gpuledger.analytics.advice.run import autoscaling_proposals, overcommit_pools
+from gpuledger.core.config import Settings
+from gpuledger.core.period import Period
+from gpuledger.core.window import Window
+from gpuledger.dashboards import serving_results
+from gpuledger.warehouse import LoadBatch, Warehouse
+from gpuledger.warehouse.day_parts import DayParts, day_parts_path
+from gpuledger.warehouse.queries.advice import per_minute_inputs_stamp
+
+DATA = Window(datetime(2026, 10, 31, 12, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
+WINDOW = Window(datetime(2026, 10, 31, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
+"""Two whole UTC days (the first half empty): a day part is kept for whole days only."""
+DAY_ONE, DAY_TWO = WINDOW.days()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+
+    path = tmp_path_factory.mktemp("parts") / "wh.duckdb"
+    sim = Simulation(FleetSpec.default(gpus=32), DATA, seed=11)
+    with Warehouse.open(path) as wh:
+        wh.load(LoadBatch(frames=sim.inventory()))
+        for sub, frames in sim.batches():
+            wh.load(LoadBatch(frames=frames, window=sub))
+    return path
+
+
+@pytest.fixture
+def copy(fleet: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copyfile(fleet, tmp_path / "wh.duckdb"))
+
+
+def _advice(path: Path, days: DayParts | None) -> tuple[object, object]:
+    with Warehouse.open(path, read_only=True) as wh:
+        return (overcommit_pools(wh, WINDOW, Settings(), days=days),
+                autoscaling_proposals(wh, WINDOW, Settings(), days=days))
+
+
+def test_a_refresh_queries_again_only_the_days_whose_inputs_changed(copy: Path) -> None:
+    full = _advice(copy, None)
+    pools, proposals = full
+    assert pools and proposals, "the fleet has shared cards and serving Deployments"
+    with DayParts(day_parts_path(copy)) as first:
+        assert _advice(copy, first) == full
+    assert (first.reads, first.hits) == (4, 0)  # two days, two queries
+    with DayParts(day_parts_path(copy)) as second:
+        assert _advice(copy, second) == full
+    assert (second.reads, second.hits) == (0, 4)
+
+    with Warehouse.open(copy) as wh:  # an hour of day two's samples dropped (a re-collect)
+        wh.con.execute("DELETE FROM gpu_sample_values WHERE ts >= ? AND ts < ?",
+                       [datetime(2026, 11, 1, 6, tzinfo=UTC), datetime(2026, 11, 1, 7, tzinfo=UTC)])
+    changed = _advice(copy, None)
+    assert changed != full, "the dropped hour moves the advice"
+    with DayParts(day_parts_path(copy)) as third:
+        assert _advice(copy, third) == changed
+    assert (third.reads, third.hits) == (2, 2)  # day two again, day one from its parts
+
+
+def test_the_stamp_moves_with_every_input_the_queries_read(copy: Path) -> None:
+    def stamps() -> tuple[str, str]:
+        with Warehouse.open(copy, read_only=True) as wh:
+            return (per_minute_inputs_stamp(wh, DAY_ONE.start, DAY_ONE.end),
+                    per_minute_inputs_stamp(wh, DAY_TWO.start, DAY_TWO.end))
+
+    before = stamps()
+    assert before == stamps(), "a stamp is a function of the rows"
+    edits = [  # (statement, parameters, which days it reaches)
+        ("UPDATE token_samples SET generation_tokens_total = generation_tokens_total + 1 "
+         "WHERE ts = (SELECT max(ts) FROM token_samples)", [], (False, True)),
+        ("UPDATE pods SET labels = '{\"gpuledger.io/workload-class\": \"batch\"}' WHERE (namespace, pod) IN "
+         "(SELECT namespace, pod FROM gpu_series s JOIN gpu_sample_values v USING (series_id) "
+         "WHERE v.ts < ? AND pod IS NOT NULL LIMIT 1)", [DAY_TWO.start], (True, None)),
+        ("UPDATE gpus SET pool = 'elsewhere' WHERE uuid = (SELECT min(uuid) FROM gpus)", [], (True, True)),
+    ]
+    for sql, params, reaches in edits:
+        with Warehouse.open(copy) as wh:
+            wh.con.execute(sql, params)
+        after = stamps()
+        for day, moved in enumerate(reaches):
+            if moved is not None:
+                assert (after[day] != before[day]) is moved, (sql, day)
+        before = after
+
+
+def test_a_broken_parts_file_is_started_again(copy: Path) -> None:
+    day_parts_path(copy).write_bytes(b"not a DuckDB file" * 100)
+    with DayParts(day_parts_path(copy)) as parts:
+        assert _advice(copy, parts) == _advice(copy, None)
+    assert parts.reads == 4
+
+
+def test_refresh_serving_keeps_the_parts_and_stores_what_a_full_read_gives(copy: Path) -> None:
+    period = "2026-11"
+    settings = Settings()
+    with DayParts(day_parts_path(copy)) as parts, Warehouse.open(copy, read_only=True) as wh:
+        for name in ("advice:overcommit", "advice:autoscaling"):
+            assert serving_results.compute(wh, settings, name, period, days=parts) == \
+                serving_results.compute(wh, settings, name, period), name
+    month = len(list(Period.exact(period).window.days()))
+    assert parts.reads == 2 * month  # the month's days, each query, once: the second read is the full one
+
+
+def test_refresh_serving_fills_the_parts_beside_the_warehouse(copy: Path) -> None:
+    import duckdb
+
+    with Warehouse.open(copy, read_only=True) as wh:
+        serving_results.refresh_serving(wh, Settings())
+    con = duckdb.connect(str(day_parts_path(copy)), read_only=True)
+    try:
+        kept = con.execute("SELECT split_part(name, ':', 1) AS query, min(day), max(day), count(*) "
+                           "FROM day_parts GROUP BY ALL ORDER BY query").fetchall()
+    finally:
+        con.close()
+    month = len(list(Period.exact("2026-11").window.days()))
+    october = len(list(Period.exact("2026-10").window.days()))
+    assert [(q, n) for q, _, _, n in kept] == [("serving_minutes", month + october),
+                                              ("shared_card_levels", month + october)]

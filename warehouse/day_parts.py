@@ -1,0 +1,119 @@
+"""Day parts: what a per-minute advice query gave for one UTC day, kept beside the serving store.
+
+Why (issue 34 item 1, docs/decisions/0248): `refresh-serving` recomputes a month's results
+whenever their basis moves, once an hour for the running month, and the overcommit and
+autoscaling advice read the month's per-minute inputs a day at a time (`analytics.advice.run
+.by_day`): at 256 GPUs about 0.4 s and 0.7 s a day, 30 days each time, for one new hour. A
+day's answer depends only on the SQL and on the rows it reads, so it is kept here under a
+content stamp of those rows (`warehouse.queries.advice.per_minute_inputs_stamp`, tens of
+milliseconds) and read back while the stamp is unchanged: a refresh queries only the days
+whose inputs changed (the running day; a day that was backfilled), and the month is put
+together from the parts exactly as a full read puts it together from the days.
+
+The parts live in their own DuckDB file (`<warehouse>.dayparts.duckdb`), not in the serving
+store, which every publish copies whole: a month of serving minutes is tens of MB. Written
+only under the publish lock (`refresh-serving`'s `Publication`), one transaction per part, so a
+kill leaves whole parts; the file is a cache: one that cannot be opened is removed and started
+again, and deleting it only costs the next refresh the full read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable
+from datetime import date, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from gpuledger.core.errors import WarehouseError
+from gpuledger.warehouse.connection import connect
+from gpuledger.warehouse.protocols import ReadableWarehouse
+from gpuledger.warehouse.queries.advice import per_minute_inputs_stamp
+
+TABLE = "day_parts"
+DayRead = Callable[[ReadableWarehouse, datetime, datetime], pl.DataFrame]
+
+
+def day_parts_path(warehouse: str | Path) -> Path:
+    """The day parts' file beside the warehouse (`gpuledger.duckdb` → `gpuledger.dayparts.duckdb`)."""
+    path = Path(warehouse)
+    return path.with_name(f"{path.stem}.dayparts.duckdb")
+
+
+class DayParts:
+    """The day parts of one warehouse, open for a refresh (a context: the file is closed on exit).
+
+    `day(name, wh, start, end, read)` is what a per-day reader calls instead of `read(wh,
+    start, end)`: the stored frame when the day's inputs have the stamp it was stored under,
+    else `read`'s frame, stored. `reads` counts the days actually queried (for tests and the
+    bench)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.con = self._connect()
+        self.reads = 0
+        self.hits = 0
+        self._stamps: dict[tuple[datetime, datetime], str] = {}
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        """The parts' file, bounded like every connection (`warehouse.connection.connect`);
+        one DuckDB cannot open is removed and started again (it is a cache)."""
+        try:
+            return _ready(connect(str(self.path), what="day parts"))
+        except WarehouseError:
+            for stale in (self.path, self.path.with_name(self.path.name + ".wal")):
+                stale.unlink(missing_ok=True)
+        return _ready(connect(str(self.path), what="day parts"))
+
+    def __enter__(self) -> DayParts:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(duckdb.Error):
+            self.con.close()
+
+    def day(self, name: str, wh: ReadableWarehouse, start: datetime, end: datetime,
+            read: DayRead) -> pl.DataFrame:
+        """`read(wh, start, end)` for the UTC day `[start, end)`, from the parts when its inputs
+        are unchanged. A part is kept only for a whole day (a window's partial edge day is read)."""
+        if (end - start).total_seconds() != 86_400 or start.hour or start.minute or start.second:
+            self.reads += 1
+            return read(wh, start, end)
+        key = (start, end)
+        if key not in self._stamps:  # both queries read the same inputs: one stamp per day
+            self._stamps[key] = per_minute_inputs_stamp(wh, start, end)
+        stamp = self._stamps[key]
+        rows = self.con.execute(f"SELECT stamp, payload FROM {TABLE} WHERE name = ? AND day = ?",
+                                [name, start.date()]).fetchall()
+        if rows and rows[0][0] == stamp:
+            self.hits += 1
+            return pl.read_ipc(io.BytesIO(bytes(rows[0][1])))
+        self.reads += 1
+        frame = read(wh, start, end)
+        buffer = io.BytesIO()
+        frame.write_ipc(buffer, compression="zstd")
+        self.con.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)",
+                         [name, start.date(), stamp, buffer.getvalue()])
+        return frame
+
+    def prune(self, before: date) -> int:
+        """Drop the parts of days before `before` (months no longer kept current); how many."""
+        found = self.con.execute(f"SELECT count(*) FROM {TABLE} WHERE day < ?", [before]).fetchall()
+        self.con.execute(f"DELETE FROM {TABLE} WHERE day < ?", [before])
+        return int(found[0][0])
+
+
+def _ready(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    try:
+        con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (name VARCHAR, day DATE, stamp VARCHAR, "
+                    "payload BLOB, PRIMARY KEY (name, day))")
+    except duckdb.Error as exc:
+        con.close()
+        raise WarehouseError(f"day parts: {str(exc).splitlines()[0]}") from None
+    return con
