@@ -131,3 +131,15 @@ def test_refresh_serving_fills_the_parts_beside_the_warehouse(copy: Path) -> Non
     october = len(list(Period.exact("2026-10").window.days()))
     assert [(q, n) for q, _, _, n in kept] == [("serving_minutes", month + october),
                                               ("shared_card_levels", month + october)]
+
+
+def test_prune_drops_the_days_of_months_no_longer_kept(copy: Path) -> None:
+    from datetime import date
+
+    with DayParts(day_parts_path(copy)) as parts:
+        _advice(copy, parts)
+        assert parts.prune(date(2026, 11, 1)) == 2  # day one, both queries
+        assert parts.prune(date(2026, 11, 1)) == 0
+    with DayParts(day_parts_path(copy)) as again:
+        _advice(copy, again)
+    assert (again.reads, again.hits) == (2, 2)  # day one read again, day two kept
