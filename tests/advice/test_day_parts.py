@@ -86,6 +86,10 @@ def test_the_stamp_moves_with_every_input_the_queries_read(copy: Path) -> None:
         ("UPDATE pods SET labels = '{\"gpuledger.io/workload-class\": \"batch\"}' WHERE (namespace, pod) IN "
          "(SELECT namespace, pod FROM gpu_series s JOIN gpu_sample_values v USING (series_id) "
          "WHERE v.ts < ? AND pod IS NOT NULL LIMIT 1)", [DAY_TWO.start], (True, None)),
+        ("UPDATE gpu_sample_values SET fb_used_mib = fb_used_mib + 1, power_w = 1 WHERE ts < ?",
+         [DAY_TWO.start], (False, False)),  # columns the queries never read
+        ("UPDATE gpu_sample_values SET gpu_util = coalesce(gpu_util, 0) + 1 WHERE ts = "
+         "(SELECT max(ts) FROM gpu_sample_values)", [], (False, True)),
         ("UPDATE gpus SET pool = 'elsewhere' WHERE uuid = (SELECT min(uuid) FROM gpus)", [], (True, True)),
     ]
     for sql, params, reaches in edits:
@@ -143,3 +147,22 @@ def test_prune_drops_the_days_of_months_no_longer_kept(copy: Path) -> None:
     with DayParts(day_parts_path(copy)) as again:
         _advice(copy, again)
     assert (again.reads, again.hits) == (2, 2)  # day one read again, day two kept
+
+
+@pytest.mark.parametrize("query", ["shared_card_levels", "serving_minutes"])
+@pytest.mark.parametrize("source", ["gr_engine_active", "gpu_util"])
+def test_the_stamp_covers_every_sample_column_the_queries_name(query: str, source: str) -> None:
+    """The stamp hashes only the sample columns the queries read; a query that came to read
+    another (memory, power) must widen the stamp, or a change there would go unseen."""
+    import re
+
+    from gpuledger.warehouse.queries import advice
+
+    template = {"shared_card_levels": advice._SHARED_LEVELS_SQL.format(shared=advice._SHARED_BODY),
+                "serving_minutes": advice._SERVING_SQL}[query]
+    sql = advice._with_activity(template, source, "s")  # type: ignore[arg-type]
+    values = ("gr_engine_active", "sm_active", "gpu_util", "fb_used_mib", "fb_free_mib", "power_w",
+              "tensor_active", "dram_active", "gpu_temp_c")
+    named = {c for c in values if re.search(rf"\b{c}\b", sql)}
+    assert named, "the activity rule names its readings"
+    assert named <= set(advice._READ_SAMPLE_COLUMNS.split(", "))
