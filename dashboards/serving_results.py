@@ -180,14 +180,16 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
     done = 0
     LAST_TIMINGS.clear()
     months = wanted(wh, settings)
+    pending = [(period, basis, [name for name in NAMES if stored.get((name, period)) != basis])
+               for period, basis in months]
+    if not any(names for _, _, names in pending):
+        return 0  # a `collect --follow` minute: nothing to compute, no day parts opened
     with _day_parts(wh) as days:
-        if days is not None and months:
+        if days is not None:
             days.prune(Period.exact(months[-1][0]).window.start.date())
-        for period, basis in months:
+        for period, basis, names in pending:
             bills: dict[str, Any] = {}  # the month's bill and usage, computed once for the results
-            for name in NAMES:
-                if stored.get((name, period)) == basis:
-                    continue
+            for name in names:
                 started = time.perf_counter()
                 try:
                     payload = ((handed or {}).get((name, period))

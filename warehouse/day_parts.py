@@ -29,6 +29,7 @@ import duckdb
 import polars as pl
 
 from gpuledger.core.errors import WarehouseError
+from gpuledger.core.window import DAY, floor_time
 from gpuledger.warehouse.connection import connect
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries.advice import per_minute_inputs_stamp
@@ -82,7 +83,7 @@ class DayParts:
             read: DayRead) -> pl.DataFrame:
         """`read(wh, start, end)` for the UTC day `[start, end)`, from the parts when its inputs
         are unchanged. A part is kept only for a whole day (a window's partial edge day is read)."""
-        if (end - start).total_seconds() != 86_400 or start.hour or start.minute or start.second:
+        if end - start != DAY or floor_time(start, DAY) != start:
             self.reads += 1
             return read(wh, start, end)
         key = (start, end)
@@ -104,9 +105,7 @@ class DayParts:
 
     def prune(self, before: date) -> int:
         """Drop the parts of days before `before` (months no longer kept current); how many."""
-        found = self.con.execute(f"SELECT count(*) FROM {TABLE} WHERE day < ?", [before]).fetchall()
-        self.con.execute(f"DELETE FROM {TABLE} WHERE day < ?", [before])
-        return int(found[0][0])
+        return int(self.con.execute(f"DELETE FROM {TABLE} WHERE day < ?", [before]).fetchall()[0][0])
 
 
 def _ready(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

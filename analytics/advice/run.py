@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from gpuledger.analytics.advice import KINDS, autoscaling, fragmentation, overcommit, profile_catalog
-from gpuledger.core.activity import ActivitySource
 from gpuledger.core.config import Settings
 from gpuledger.core.mig import canonical_model, catalog
 from gpuledger.core.pricing import PriceBook
@@ -31,6 +30,7 @@ from gpuledger.warehouse.queries import advice as queries
 
 if TYPE_CHECKING:
     from gpuledger.analytics.billing.bill import Bill
+    from gpuledger.core.activity import ActivitySource
     from gpuledger.warehouse.day_parts import DayParts, DayRead
 
 HOURS_PER_MONTH = 730.0

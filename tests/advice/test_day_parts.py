@@ -158,9 +158,7 @@ def test_the_stamp_covers_every_sample_column_the_queries_name(query: str, sourc
 
     from gpuledger.warehouse.queries import advice
 
-    template = {"shared_card_levels": advice._SHARED_LEVELS_SQL.format(shared=advice._SHARED_BODY),
-                "serving_minutes": advice._SERVING_SQL}[query]
-    sql = advice._with_activity(template, source, "s")  # type: ignore[arg-type]
+    sql = advice._with_activity(advice.PER_MINUTE_TEMPLATES[query], source, "s")  # type: ignore[arg-type]
     values = ("gr_engine_active", "sm_active", "gpu_util", "fb_used_mib", "fb_free_mib", "power_w",
               "tensor_active", "dram_active", "gpu_temp_c")
     named = {c for c in values if re.search(rf"\b{c}\b", sql)}

@@ -127,7 +127,7 @@ def shared_card_levels(
     minutes with a reading), `tokens_sum` and `tokens_n` (over the minutes where every holder
     had vLLM counters: a minute with some holders unmeasured has no card figure), `first_ts`,
     `last_ts`. A few rows per pool instead of one per card-minute."""
-    sql = _SHARED_LEVELS_SQL.format(shared=_with_activity(_SHARED_BODY, activity, "s"))
+    sql = _with_activity(PER_MINUTE_TEMPLATES["shared_card_levels"], activity, "s")
     return wh.query(sql, {"start": start, "end": end})
 
 
@@ -170,7 +170,16 @@ def serving_minutes(
     running gauges summed over replicas; NULL where not collected), `activity` (mean per
     replica of the rule under `activity`, over the samples with a reading), `tokens_per_s`,
     `gpus_per_replica`, `model`."""
-    return wh.query(_with_activity(_SERVING_SQL, activity, "s"), {"start": start, "end": end})
+    return wh.query(_with_activity(PER_MINUTE_TEMPLATES["serving_minutes"], activity, "s"),
+                    {"start": start, "end": end})
+
+
+PER_MINUTE_TEMPLATES = {
+    "shared_card_levels": _SHARED_LEVELS_SQL.format(shared=_SHARED_BODY),
+    "serving_minutes": _SERVING_SQL,
+}
+"""The per-minute queries read a day at a time that a refresh keeps day parts of, by name (their
+SQL before `_with_activity`): what `per_minute_query_version` digests and the stamp covers."""
 
 
 @cache
@@ -219,7 +228,6 @@ def per_minute_query_version(name: str, activity: ActivitySource) -> str:
     other SQL (another release, another activity rule) is never read as this query's."""
     import hashlib
 
-    template = {"shared_card_levels": _SHARED_LEVELS_SQL.format(shared=_SHARED_BODY),
-                "serving_minutes": _SERVING_SQL}[name]
-    digest = hashlib.sha256(_with_activity(template, activity, "s").encode()).hexdigest()[:16]
+    sql = _with_activity(PER_MINUTE_TEMPLATES[name], activity, "s")
+    digest = hashlib.sha256(sql.encode()).hexdigest()[:16]
     return f"{name}:{digest}"
