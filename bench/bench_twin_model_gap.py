@@ -1,12 +1,14 @@
-"""The quota model's error against the scheduling twin, per queue, on two tiny windows (issue 36 step 3).
+"""The quota model's error against the scheduling twin, per queue, on three tiny windows (issue 36 step 3).
 
 Each window is replayed on the twin (real Kueue v0.17.0 + kube-scheduler + Job controller, KWOK
 nodes; tools/twin/replay.py), and the demand series the twin produced (admitted + pending GPUs per
-minute, as the collector would sample it) is replayed through the product's fluid quota model
+minute, as the collector would sample it) is replayed through the product's quota model
 (`gpuledger.optimizer.quota.replay`); tools/twin/model_gap.py compares pending GPU-minutes per queue.
 - borrow: ClusterQueues a, b (nominal 2 each, one cohort), 5 Jobs, two borrowing admissions,
   preemption Never (the case of tests/twin/test_replay.py);
-- reclaim: the same queues with `reclaimWithinCohort: Any`; b reclaims the quota a borrowed.
+- reclaim: the same queues with `reclaimWithinCohort: Any`; b reclaims the quota a borrowed;
+- whole: as borrow, but every workload of b asks 2 GPUs, so the model admits b in units of 2
+  (decision 0249; tests/twin/test_model_gap.py works it out by hand).
 The machine is shared: the load average is recorded beside the figures; the twin's minutes carry
 the control loops' latency (decision 0234).
 
@@ -49,6 +51,8 @@ WINDOWS: dict[str, tuple[str, tuple[tuple[str, str, int, float, float, int], ...
     "borrow": ("Never", (("a1", "a", 1, 0, 7, 0), ("a2", "a", 2, 1, 4, 0), ("b1", "b", 2, 2, 4, 0),
                          ("b2", "b", 1, 3, 5, 0), ("a3", "a", 2, 6, 2, 0))),
     "reclaim": ("Any", (("a1", "a", 2, 0, 8, 100), ("a2", "a", 2, 1, 6, 0), ("b1", "b", 2, 2, 2, 0))),
+    "whole": ("Never", (("a1", "a", 1, 0, 7, 0), ("a2", "a", 2, 1, 4, 0), ("b1", "b", 2, 2, 4, 0),
+                        ("b2", "b", 2, 3, 3, 0))),
 }
 
 

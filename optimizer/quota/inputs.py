@@ -275,7 +275,9 @@ def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
     offsets = ((times - origin).dt.total_microseconds() // micro).to_numpy()
     counts = np.bincount(offsets, minlength=int(offsets[-1]) + 1)
     sums = queue_sample_sums(wh, last - lookback, origin, micro)
-    bucket, series, summed, keys = _warehouse_cells(sums, counts, reader.mean_request(wh), queues, where)
+    sizes = reader.request_sizes(wh)
+    queues = tuple(replace(q, units=sizes.smallest.get(q.name, {})) for q in queues)
+    bucket, series, summed, keys = _warehouse_cells(sums, counts, sizes.mean, queues, where)
     demand = demand_from_sums(origin, step, keys, bucket=bucket, series=series, demand=summed, counts=counts)
     _check_grid(demand, where)
     source = f"warehouse {wh.path} (last {duration_text(lookback)} of queue_samples)"

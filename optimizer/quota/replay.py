@@ -1,7 +1,7 @@
 """Replay recorded demand against a set of quotas: pending GPU-minutes and idle quota.
 
-A small fluid admission simulator, per pool of capacity (cohort, flavor, resource), at the
-history's sampling step:
+A small admission simulator on mean demand (fluid, but for each queue's admission unit), per
+pool of capacity (cohort, flavor, resource), at the history's sampling step:
 
 1. Work that is running keeps running while its queue still demands it (Kueue's default
    ClusterQueue preemption is `Never`); finished work leaves.
@@ -15,6 +15,11 @@ history's sampling step:
 3. Queues still pending borrow from the cohort's unused lendable quota (each lender's unused
    nominal, at most its lending limit), each at most its borrowing limit above its nominal,
    shared in proportion to fair-sharing weights (water-filling).
+   2-3b. A queue with an admission unit (`QueueSpec.units`: its smallest request per pod) takes
+   what steps 2-3 offer it in whole units only, or all it still wants if that fits: Kueue
+   admits a Workload whole or not at all. What a queue cannot use is offered again to the
+   others; per pool, of the queues offered a share their next unit does not fit, the half
+   furthest from fitting wait this step, until every share offered fits (decision 0249).
 4. Pending GPU-minutes = demand not running × step; idle quota = nominal quota that no
    running work uses × step; borrowed quota = running work above its queue's nominal × step
    (how much the queues rely on the cohort rather than on their own quota).
@@ -92,9 +97,9 @@ def replay_batch(inputs: QuotaInputs, jobs: Sequence[tuple[Demand, QuotaSet]], *
         nominal[b], borrow[b], lend[b] = layout.quotas(quotas, borrowing)
     if borrowing:
         pending, idle, borrowed = _simulate(tensor, nominal, borrow, lend, weights=layout.weight,
-                                            reclaims=layout.reclaims, pad=pad)
+                                            reclaims=layout.reclaims, unit=layout.unit, pad=pad)
     else:
-        pending, idle, borrowed = _hard(tensor, nominal, pad)
+        pending, idle, borrowed = _hard(tensor, nominal, layout.unit, pad)
     asked = tensor.sum(axis=0)
     return [layout.result(pending[b], float(idle[b]), float(borrowed[b]), asked[b],
                           grids[b].step.total_seconds() / 60) for b in range(len(jobs))]
@@ -134,6 +139,8 @@ class _Layout:
         reclaiming = {q.name for q in inputs.queues if q.reclaims}
         self.weight = np.zeros(self.shape)
         self.reclaims = np.zeros(self.shape, dtype=bool)
+        self.unit = np.zeros(self.shape)
+        units = {q.name: q.units for q in inputs.queues}
         self.slot: dict[tuple[str, str, str], tuple[int, int]] = {}
         for p, key in enumerate(self.keys):
             _, f, r = key
@@ -141,6 +148,7 @@ class _Layout:
                 self.slot[(name, f, r)] = (p, j)
                 self.weight[p, j] = weights[name]
                 self.reclaims[p, j] = name in reclaiming
+                self.unit[p, j] = _admission_unit(units[name].get(r, 0.0))
         self.shares = np.array([not k[0].startswith("(no cohort") for k in self.keys], dtype=bool)
 
     def tensor(self, demand: Demand) -> np.ndarray:
@@ -193,23 +201,40 @@ def cached_grid(frame: pl.DataFrame, step: timedelta) -> Demand:
     return grid
 
 
+def _admission_unit(smallest: float) -> float:
+    """The unit step 2-3b admits a queue in: its smallest request, where that is more than one.
+    A queue with one-GPU (or one-instance) workloads is replayed fluidly: every whole amount of
+    free quota fits one of them, and a fraction is the bucket's mean over its samples, not
+    quota no workload fits (decision 0249)."""
+    return smallest if smallest > 1 else 0.0
+
+
 def _limit(value: float | None) -> float:
     return float("inf") if value is None else value
 
 
-def _hard(demand: np.ndarray, nominal: np.ndarray, pad: np.ndarray
+def _whole(offered: np.ndarray, wanted: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """What a queue admits of `offered` capacity when it still wants `wanted` in workloads of
+    `unit` (step 2-3b): all it wants if that fits, else whole units; any fraction where the
+    unit is 0 (fluid)."""
+    eps = 1e-9
+    whole = np.floor((offered + eps) / np.where(unit > 0, unit, 1.0)) * unit
+    return np.where((unit <= 0) | (offered >= wanted - eps), offered, np.minimum(whole, offered))
+
+
+def _hard(demand: np.ndarray, nominal: np.ndarray, unit: np.ndarray, pad: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """No borrowing, per job: pending per queue, idle and borrowed (none), in closed form;
     `demand` is (steps, jobs, pools, queues), job b's first `pad[b]` steps padding."""
-    pending = np.maximum(demand - nominal[None], 0.0).sum(axis=0)
-    running = np.minimum(demand, nominal[None]).sum(axis=(0, 3))                # (jobs, pools)
+    running = _whole(np.minimum(demand, nominal[None]), demand, unit)
+    pending = (demand - running).sum(axis=0)
     steps = demand.shape[0] - pad
-    idle = (steps[:, None] * nominal.sum(axis=2) - running).sum(axis=1)
+    idle = (steps[:, None] * nominal.sum(axis=2) - running.sum(axis=(0, 3))).sum(axis=1)
     return pending, idle, np.zeros(len(nominal))
 
 
 def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend: np.ndarray, *,
-              weights: np.ndarray, reclaims: np.ndarray, pad: np.ndarray
+              weights: np.ndarray, reclaims: np.ndarray, unit: np.ndarray, pad: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """With borrowing, per job: total pending per queue, idle, and the total borrowed (running
     above nominal). Jobs' pools are the rows of one array, stepped through together, but only
@@ -224,6 +249,7 @@ def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend:
     n2, b2, l2 = nominal.reshape(rows), borrow.reshape(rows), lend.reshape(rows)
     w2 = np.broadcast_to(weights, nominal.shape).reshape(rows)
     r2 = np.broadcast_to(reclaims, nominal.shape).reshape(rows)
+    u2 = np.broadcast_to(unit, nominal.shape).reshape(rows)
     cap2 = n2.sum(axis=1)
     alive = np.repeat(np.arange(steps)[:, None] >= pad[None, :], pools, axis=1)   # (steps, rows)
     hard: np.ndarray = np.asarray((b2 <= 0).all(axis=1))
@@ -231,8 +257,8 @@ def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend:
     total = flat.sum(axis=2)                                                     # (steps, rows)
     congested = np.where(free_for_all, total > cap2 + 1e-9, (flat > n2 + 1e-9).any(axis=2)) & ~hard
     settled = ~congested                                                         # closed form
-    running_hard = np.minimum(flat, n2)
-    pending = np.where(hard[:, None], np.maximum(flat - n2, 0.0).sum(axis=0), 0.0)
+    running_hard = _whole(np.minimum(flat, n2), flat, u2)
+    pending = np.where(hard[:, None], (flat - running_hard).sum(axis=0), 0.0)
     used = np.where(hard, running_hard.sum(axis=2), total)                       # (steps, rows)
     idle = ((cap2 - used) * (settled & alive)).sum(axis=0)
     borrowed = (np.maximum(flat - n2, 0.0).sum(axis=2) * (settled & ~hard)).sum(axis=0)
@@ -243,7 +269,7 @@ def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend:
         if t != previous + 1:  # every row was settled the step before: it ran its demand
             running = flat[t - 1].copy() if t else np.zeros(rows)
         previous = int(t)
-        running = _step(running, d, n2, b2, lend=l2, weights=w2, reclaims=r2, capacity=cap2)
+        running = _step(running, d, n2, b2, lend=l2, weights=w2, reclaims=r2, unit=u2, capacity=cap2)
         pending += np.maximum(d - running, 0.0) * mask[:, None]
         idle += np.maximum(0.0, cap2 - running.sum(axis=1)) * mask
         borrowed += np.maximum(0.0, running - n2).sum(axis=1) * mask
@@ -252,12 +278,39 @@ def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend:
 
 
 def _step(running: np.ndarray, d: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, *, lend: np.ndarray,
-          weights: np.ndarray, reclaims: np.ndarray, capacity: np.ndarray) -> np.ndarray:
-    """Steps 1-3 of the module docstring for one bucket, every row (a job's pool) at once."""
-    eps = 1e-9
+          weights: np.ndarray, reclaims: np.ndarray, unit: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Steps 1-3b of the module docstring for one bucket, every row (a job's pool) at once."""
     running = np.minimum(running, d)                                         # 1. finished work leaves
     if reclaims.any():
         running = _reclaim(running, d, nominal, reclaims, capacity)          # 1b. reclaim
+    if not (unit > 0).any():
+        return _admit(running, d, nominal, borrow, lend=lend, weights=weights, capacity=capacity)
+    running = running.copy()
+    frozen = np.zeros(running.shape, dtype=bool)
+    rows = np.arange(len(running))                                           # 2-3b. whole units
+    while rows.size:
+        now = running[rows]
+        want = np.where(frozen[rows], now, d[rows])
+        offered = _admit(now, want, nominal[rows], borrow[rows], lend=lend[rows], weights=weights[rows],
+                         capacity=capacity[rows]) - now
+        taken = _whole(offered, want - now, unit[rows])
+        running[rows] = now + taken
+        short = offered - taken > 1e-9
+        again = short.any(axis=1)
+        # per row, the half of the short queues whose next unit is furthest from fitting what
+        # they were offered wait (at least one); only those rows are offered again
+        gap = np.where(short, unit[rows] - (offered - taken), -np.inf)[again]
+        rank = np.argsort(np.argsort(-gap, axis=1), axis=1)
+        waits = rank < np.ceil(short[again].sum(axis=1, keepdims=True) / 2)
+        rows = rows[again]
+        frozen[rows] |= waits
+    return running
+
+
+def _admit(running: np.ndarray, d: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, *, lend: np.ndarray,
+           weights: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Steps 2-3: pending work admitted within its own nominal, then borrowed by weight."""
+    eps = 1e-9
     free = capacity - running.sum(axis=1)
     own = np.minimum(d - running, np.maximum(0.0, nominal - running))        # 2. own nominal first
     total = own.sum(axis=1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuledger.core.errors import InputError
@@ -42,6 +42,11 @@ class QueueSpec:
     """Kueue's `preemption.reclaimWithinCohort: Any`: work that fits its own nominal quota
     preempts the cohort's borrowers (the replay's step 1b); every other policy, and every other
     queue system, leaves a borrower running (decision 0246)."""
+    units: Mapping[str, float] = field(default_factory=dict)
+    """Resource → the size the queue's work is admitted in (its mean request per pod of that
+    resource): Kueue admits a Workload, Volcano a PodGroup, whole or not at all, so the replay
+    admits whole units (decision 0249). A resource without a unit is admitted fluidly, any
+    fraction that fits."""
 
     @property
     def pool(self) -> str:

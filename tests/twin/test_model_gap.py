@@ -1,5 +1,6 @@
 """The model-vs-twin comparison without a cluster: a watched timeline made by hand, sampled, and
-replayed through the product's fluid quota model; each figure worked out below independently.
+replayed through the product's quota model (whole workloads, decision 0249); each figure worked
+out below independently.
 
 Timeline: the case of test_replay.py with no latency (A, B nominal 2 each, one cohort of 4):
 a1 (A, 1) runs 0-7; a2 (A, 2) runs 1-5; b1 (B, 2) arrives 2, admitted 5, ends 9; b2 (B, 1) runs
@@ -7,6 +8,8 @@ a1 (A, 1) runs 0-7; a2 (A, 2) runs 1-5; b1 (B, 2) arrives 2, admitted 5, ends 9;
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from tools.twin.harness import GPU
 from tools.twin.model_gap import FLAVOR, compare, model_pending, sampled
@@ -39,7 +42,9 @@ def test_sampled_demand_and_pending_at_mid_minute() -> None:
     assert [demand.get((m, "B", FLAVOR, GPU), 0) for m in range(11)] == [0, 0, 2, 3, 3, 3, 3, 3, 2, 0, 0]
 
 
-def test_fluid_model_admits_fractions_of_a_workload_so_it_pends_less() -> None:
+def test_mixed_sizes_let_the_model_run_part_of_a_larger_workload_so_it_pends_less() -> None:
+    # Each queue's smallest workload is 1 GPU, so the model admits in units of 1 and can run 1 GPU
+    # of a 2-GPU workload (the demand it is fed does not say which workloads wait: decision 0249).
     # The model, minute by minute (cohort of 4; running work keeps running while demanded; then each
     # queue's own nominal while the cohort has room; then borrowing of the other's unused quota):
     # m2: A runs 3 (borrowing 1), B asks 2, 1 free -> B runs 1, pends 1
@@ -66,8 +71,9 @@ def test_flavors_and_mig_profiles_are_compared_apart() -> None:
     # Queue A: f1 2 GPUs, f2 2 GPUs, g 3 MIG slices. Pinned to f1, y waits for x although f2 is
     # free (the record put it on f1); m2 waits for m1 on g.
     # Twin (sampled at m + 0.5): y pends at 1.5, 2.5, 3.5 -> 2 x 3 = 6; m2 at 1.5 .. 4.5 -> 2 x 4 = 8.
-    # Model (fluid, per flavor and resource): f1 asks 4 of 2 at minutes 1-3 -> 2 x 3 = 6; g asks
-    # 4 of 3 at minutes 1-4 -> runs 3, 1 x 4 = 4 (a fraction of m2 runs).
+    # Model (per flavor and resource): f1 asks 4 of 2 at minutes 1-3 -> 2 x 3 = 6; g asks 4 of 3 at
+    # minutes 1-4, in workloads of 2 slices (its smallest) -> runs 2, 2 x 4 = 8. Fluid it ran 3 and
+    # pended 1 x 4 = 4, a fraction of m2 running (the -50 % of decision 0235).
     from tools.twin.flavors import Flavor, FlavorQuota
 
     window = Window(
@@ -86,7 +92,39 @@ def test_flavors_and_mig_profiles_are_compared_apart() -> None:
     assert set(gap) == {"A", f"A {MIG}"}
     assert (gap["A"]["twin_pending_gpu_min"], gap["A"]["model_pending_gpu_min"], gap["A"]["gap_pct"]) == (6, 6.0, 0.0)
     row = gap[f"A {MIG}"]
-    assert (row["twin_pending_gpu_min"], row["model_pending_gpu_min"], row["gap_pct"]) == (8, 4.0, -50.0)
+    assert (row["twin_pending_gpu_min"], row["model_pending_gpu_min"], row["gap_pct"]) == (8, 8.0, 0.0)
+    fluid = replace(window, workloads=tuple(replace(w, gpus=1) if w.name == "m1" else w for w in window.workloads))
+    assert model_pending(fluid, demand, 8, MIG) == {"A": 4.0}  # a 1-slice workload: units of 1
+
+
+WHOLE = {  # job: (queue, gpus, created, admitted, finished): B's workloads all 2 GPUs
+    "a1": ("A", 1, 0, 0, 7), "a2": ("A", 2, 1, 1, 5), "b1": ("B", 2, 2, 5, 9), "b2": ("B", 2, 3, 7, 10),
+}
+
+
+def test_whole_workloads_wait_whole_in_the_model_as_in_kueue() -> None:
+    # A, B nominal 2, one cohort of 4, no preemption. Kueue: a1 at 0; a2 at 1 (A borrows 1);
+    # b1 (2) arrives at 2 with 1 free and waits; b2 (2) at 3 waits; a2 ends at 5: b1 takes B's
+    # nominal, b2 would need 2 of the 1 left; a1 ends at 7: b2 runs. Sampled: b1 pends at 2.5-4.5
+    # (2 x 3), b2 at 3.5-6.5 (2 x 4): B 14, A 0.
+    # The model, B in units of 2: m2 B asks 2, 1 free -> 0 runs, pends 2; m3, m4 pends 4; m5 A
+    # asks 1, B takes its own 2 and cannot borrow a whole 2 of the 1 left -> pends 2; m6 the
+    # same; m7 B runs 4. 2 + 4 + 4 + 2 + 2 = 14. Fluid (or in units of 1): m2 B runs 1 of b1,
+    # m5, m6 B runs 3: 1 + 3 + 3 + 1 + 1 = 9 (-36 %).
+    window = Window((QueueSpec("A", 2, cohort="lab"), QueueSpec("B", 2, cohort="lab")), (4,),
+                    tuple(WorkloadSpec(j, c, g, q, f - a) for j, (q, g, c, a, f) in WHOLE.items()))
+    events = sorted([Seen(what, j, T0 + at * SPM) for j, (_, _, _, a, f) in WHOLE.items()
+                     for what, at in (("admitted", a), ("finished", f))], key=lambda e: e.at)
+    jobs = {j: JobFacts(q, g, T0 + c * SPM) for j, (q, g, c, _, _) in WHOLE.items()}
+    outcome = QueueOutcome(0.0, None, None, 0, 0, 0)
+    result = ReplayResult({"A": outcome, "B": outcome}, events, SPM, T0, True, jobs, T0 + 11 * SPM)
+    gap = compare(result, window)
+    assert (gap["B"]["twin_pending_gpu_min"], gap["B"]["model_pending_gpu_min"], gap["B"]["gap_pct"]) == (14, 14.0, 0.0)
+    assert (gap["A"]["twin_pending_gpu_min"], gap["A"]["model_pending_gpu_min"]) == (0, 0.0)
+    assert gap["B"]["model_fluid_pending_gpu_min"] == 9.0
+    demand, _ = sampled(result, window, 11)
+    ones = replace(window, workloads=(*window.workloads, WorkloadSpec("b0", 20, 1, "B", 1)))
+    assert model_pending(ones, demand, 11) == {"A": 0.0, "B": 9.0}  # B's smallest is now 1 GPU
 
 
 RECLAIM = {  # the reclaim window of bench/bench_twin_model_gap.py as the twin watched it (no latency)

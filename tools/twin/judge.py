@@ -93,11 +93,12 @@ def stored_differs(window: Window, changes: QuotaChanges) -> int:
 
 def never_admissible(window: Window) -> list[str]:
     """The workloads of `window` that no quota of their queue can ever hold, counted per (queue,
-    amount, resource, flavor): Kueue leaves each pending for the whole run, while the fluid model
-    runs the part that fits (decision 0246), so the note says where the twin's pending and the
-    model's part ways. A queue holds at most its nominal on a flavor, plus its borrowing limit in
-    a cohort (without one, the cohort's whole nominal there): an upper bound, so a workload above
-    it is never admitted (lending limits only lower it)."""
+    amount, resource, flavor): Kueue leaves each pending for the whole run, while the model runs
+    the part that fits unless its queue's smallest workload is that large (decisions 0246, 0249),
+    so the note says where the twin's pending and the model's part ways. A queue holds at most
+    its nominal on a flavor, plus its borrowing limit in a cohort (without one, the cohort's whole
+    nominal there): an upper bound, so a workload above it is never admitted (lending limits only
+    lower it)."""
     queues = {q.name: q for q in window.queues}
 
     def most(queue: str, x: FlavorQuota) -> int:

@@ -7,13 +7,14 @@ replay's watched events, sampling each simulated minute at its middle (m + 0.5, 
 whole-minute arrivals); a workload's flavor is the one it is pinned to, else its queue's first
 flavor covering its resource (the model has no flavor fungibility: it places demand where it is
 recorded). `model_pending()` replays the series through `gpuledger.optimizer.quota.replay` (the
-fluid model: cohort borrowing by water-filling per flavor and resource; a queue whose
+model on mean demand: cohort borrowing by water-filling per flavor and resource; a queue whose
 `reclaimWithinCohort` is Any takes its nominal back from borrowers, other preemption is not
-modelled) at a
-one-minute resolution under the window's quotas, one resource at a time (whole GPUs and each MIG
-profile are different units). The twin's own figure, sampled the same way, is the amount created
-and not admitted at each sample x 1 minute; `compare()` puts both side by side per queue (whole
-GPUs) and per queue and MIG profile, with the gap in percent of the twin's.
+modelled; each queue admits whole units of its smallest workload, as production reads the
+smallest pod request, decision 0249) at a one-minute resolution under the window's quotas, one
+resource at a time (whole GPUs and each MIG profile are different units). The twin's own
+figure, sampled the same way, is the amount created and not admitted at each sample x 1 minute;
+`compare()` puts both side by side per queue (whole GPUs) and per queue and MIG profile, with the
+gap in percent of the twin's.
 """
 
 from __future__ import annotations
@@ -80,13 +81,18 @@ def sampled(result: ReplayResult, window: Window, minutes: int) -> tuple[Series,
     return dict(demand), dict(pending)
 
 
-def model_pending(window: Window, demand: Series, minutes: int, resource: str = GPU) -> dict[str, float]:
-    """Pending minutes of `resource` per queue by the product's quota replay, fed `demand`."""
+def model_pending(window: Window, demand: Series, minutes: int, resource: str = GPU, *,
+                  whole: bool = True) -> dict[str, float]:
+    """Pending minutes of `resource` per queue by the product's quota replay, fed `demand`;
+    `whole=False` replays every queue fluidly (the model before decision 0249)."""
     quotas = {q.name: [x for x in q.flavor_quotas(FLAVOR) if x.resource == resource] for q in window.queues}
+    units: dict[str, dict[str, float]] = defaultdict(dict)
+    for w in window.workloads:  # as production reads them from the pods: the smallest request
+        units[w.queue][w.resource] = min(float(w.gpus), units[w.queue].get(w.resource, float(w.gpus)))
     queues = tuple(ModelQueue(q.name, q.cohort, 1.0, {(x.flavor, resource): Quota(
         float(x.nominal), None if x.borrowing_limit is None else float(x.borrowing_limit),
         None if x.lending_limit is None else float(x.lending_limit)) for x in quotas[q.name]}, (),
-        reclaims=q.reclaim_within_cohort == "Any")
+        reclaims=q.reclaim_within_cohort == "Any", units=units[q.name] if whole else {})
         for q in window.queues if quotas[q.name])
     rows = [{"ts": ORIGIN + m * STEP, "cluster_queue": q.name, "flavor": flavor, "resource": resource,
              "demand": demand.get((m, q.name, flavor, resource), 0.0)}
@@ -101,19 +107,21 @@ def model_pending(window: Window, demand: Series, minutes: int, resource: str = 
 
 def compare(result: ReplayResult, window: Window) -> dict[str, Any]:
     """Per queue (whole GPUs; `queue resource` for a MIG profile) that had demand: the twin's
-    pending minutes (sampled; for whole GPUs also watched continuously), the model's, and the gap
-    (model - twin) in percent of the twin's sampled figure."""
+    pending minutes (sampled; for whole GPUs also watched continuously), the model's, the gap
+    (model - twin) in percent of the twin's sampled figure, and the fluid model's figure beside."""
     minutes = int((result.end - result.t0) / result.seconds_per_minute) + 1
     demand, pending = sampled(result, window, minutes)
     out: dict[str, Any] = {}
     for resource in sorted({k[3] for k in demand}, key=lambda r: (r != GPU, r)):
         model = model_pending(window, demand, minutes, resource)
+        fluid = model_pending(window, demand, minutes, resource, whole=False)
         for q in window.queues:
             if not any(k[1] == q.name and k[3] == resource for k in demand):
                 continue
             twin = sum(v for k, v in pending.items() if k[1] == q.name and k[3] == resource)
             gap = None if twin == 0 else round(100 * (model[q.name] - twin) / twin, 1)
-            row = {"twin_pending_gpu_min": twin, "model_pending_gpu_min": model[q.name], "gap_pct": gap}
+            row = {"twin_pending_gpu_min": twin, "model_pending_gpu_min": model[q.name], "gap_pct": gap,
+                   "model_fluid_pending_gpu_min": fluid[q.name]}
             if resource == GPU:
                 row["twin_pending_watched_gpu_min"] = result.per_queue[q.name].pending_gpu_minutes
             out[q.name if resource == GPU else f"{q.name} {resource}"] = row

@@ -10,7 +10,10 @@ writing the planned numbers back into a whole new object body. Kueue
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import json
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuledger.core.queues import DEFAULT_QUEUE_SYSTEM, queue_registry
@@ -40,8 +43,8 @@ class QuotaReader(Protocol):
         """Queue → its one owning team, from the warehouse's inventory."""
         ...
 
-    def mean_request(self, wh: Warehouse) -> dict[str, float]:
-        """Queue → mean planned-resource request per pod submitted to it."""
+    def request_sizes(self, wh: Warehouse) -> RequestSizes:
+        """What the pods submitted to each queue requested of the planned resources."""
         ...
 
     def observed_state(self, queue: QueueSpec) -> dict[str, Any]:
@@ -53,6 +56,33 @@ class QuotaReader(Protocol):
     ) -> tuple[dict[str, Any], ...]:
         """The object's quota body with the planned numbers of (flavor, resource) set."""
         ...
+
+
+@dataclass(frozen=True)
+class RequestSizes:
+    mean: dict[str, float]
+    """Queue → mean planned-resource request per pod (what a pending workload is counted as)."""
+    smallest: dict[str, dict[str, float]]
+    """Queue → resource → the smallest request per pod: the queue's admission unit
+    (`QueueSpec.units`, decision 0249)."""
+
+
+def request_sizes(rows: Iterable[tuple[str | None, str | None, int]], planned: Callable[[str], bool]
+                  ) -> RequestSizes:
+    """`RequestSizes` from (queue, requests as JSON text, pods with those requests) rows; only
+    numeric requests of `planned` resources count (HAMi's `gpumem`/`gpucores` are not counts)."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    smallest: dict[str, dict[str, float]] = defaultdict(dict)
+    for queue, text, pods in rows:
+        amounts = {k: float(v) for k, v in json.loads(text or "{}").items()
+                   if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 and planned(k)}
+        if not queue or not amounts:
+            continue
+        totals[queue][0] += sum(amounts.values()) * pods
+        totals[queue][1] += pods
+        for resource, amount in amounts.items():
+            smallest[queue][resource] = min(amount, smallest[queue].get(resource, amount))
+    return RequestSizes({q: s / n for q, (s, n) in totals.items()}, dict(smallest))
 
 
 READERS: Registry[QuotaReader] = queue_registry("optimize", __name__)

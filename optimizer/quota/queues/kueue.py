@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import copy
 import json
-from collections import defaultdict
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.analytics.teams.queues import queue_owners
 from gpuledger.core.errors import InputError
 from gpuledger.core.yamlfile import refuse_unknown_keys
-from gpuledger.optimizer.quota.queues import READERS
+from gpuledger.optimizer.quota.queues import READERS, RequestSizes, request_sizes
 from gpuledger.optimizer.quota.spec import GPU, Key, QueueSpec, Quota, is_gpu_resource, parse_quantity
 from gpuledger.warehouse.queries.optimizer import pod_requests_by_queue
 
@@ -150,19 +149,12 @@ def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def mean_request(wh: Warehouse) -> dict[str, float]:
-    """Mean request per pod of each ClusterQueue in whole GPUs or MIG instances (HAMi's
-    `gpumem`/`gpucores` are not counts and are left out), through its LocalQueues."""
-    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for r in pod_requests_by_queue(wh, "LocalQueue").iter_rows(named=True):
-        cq = (json.loads(r["spec"] or "{}")).get("clusterQueue")
-        requests = json.loads(r["gpu_requests"] or "{}")
-        amount = sum(float(v) for k, v in requests.items()
-                     if isinstance(v, int | float) and (k == GPU or k.startswith("nvidia.com/mig-")))
-        if cq and amount > 0:
-            totals[cq][0] += amount * r["pods"]
-            totals[cq][1] += r["pods"]
-    return {cq: s / n for cq, (s, n) in totals.items()}
+def pod_request_sizes(wh: Warehouse) -> RequestSizes:
+    """Each ClusterQueue's pods' requests (through its LocalQueues) in whole GPUs or MIG
+    instances."""
+    rows = pod_requests_by_queue(wh, "LocalQueue").iter_rows(named=True)
+    return request_sizes((((json.loads(r["spec"] or "{}")).get("clusterQueue"), r["gpu_requests"], r["pods"])
+                          for r in rows), lambda k: k == GPU or k.startswith("nvidia.com/mig-"))
 
 
 class KueueReader:
@@ -179,8 +171,8 @@ class KueueReader:
     def queue_teams(self, wh: Warehouse) -> dict[str, str]:
         return queue_owners(wh)
 
-    def mean_request(self, wh: Warehouse) -> dict[str, float]:
-        return mean_request(wh)
+    def request_sizes(self, wh: Warehouse) -> RequestSizes:
+        return pod_request_sizes(wh)
 
     def observed_state(self, queue: QueueSpec) -> dict[str, Any]:
         return {"cohortName": queue.cohort, "resourceGroups": list(queue.resource_groups)}

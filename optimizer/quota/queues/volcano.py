@@ -24,15 +24,13 @@ The quota body a plan carries (and the plan's staleness hash) is the Queue's thr
 from __future__ import annotations
 
 import copy
-import json
-from collections import defaultdict
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuledger.analytics.teams.volcano import volcano_queue_owners
 from gpuledger.core.errors import InputError
 from gpuledger.core.yamlfile import refuse_unknown_keys
-from gpuledger.optimizer.quota.queues import READERS
+from gpuledger.optimizer.quota.queues import READERS, RequestSizes, request_sizes
 from gpuledger.optimizer.quota.spec import Key, QueueSpec, Quota, is_gpu_resource, parse_quantity
 from gpuledger.warehouse.queries.volcano import pod_requests_by_volcano_queue
 
@@ -141,16 +139,6 @@ def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def mean_request(wh: Warehouse) -> dict[str, float]:
-    """Mean planned-resource count per pod submitted to each Queue (by the pod's queue label)."""
-    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for queue, text, pods in pod_requests_by_volcano_queue(wh).iter_rows():
-        amount = sum(float(v) for k, v in json.loads(text or "{}").items()
-                     if isinstance(v, int | float) and planned(k))
-        if amount > 0:
-            totals[queue][0] += amount * pods
-            totals[queue][1] += pods
-    return {q: s / n for q, (s, n) in totals.items()}
 
 
 class VolcanoReader:
@@ -169,8 +157,9 @@ class VolcanoReader:
     def queue_teams(self, wh: Warehouse) -> dict[str, str]:
         return volcano_queue_owners(wh)
 
-    def mean_request(self, wh: Warehouse) -> dict[str, float]:
-        return mean_request(wh)
+    def request_sizes(self, wh: Warehouse) -> RequestSizes:
+        """Each Queue's pods' planned requests (by the pod's queue label)."""
+        return request_sizes(pod_requests_by_volcano_queue(wh).iter_rows(), planned)
 
     def observed_state(self, queue: QueueSpec) -> dict[str, Any]:
         return {"cohort": queue.cohort, **queue.resource_groups[0]}
