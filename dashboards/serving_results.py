@@ -200,6 +200,8 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
                     continue
                 pub.put_result(name, period, basis, payload, rules=_rules_of(name, bills, current))
                 done += 1
+        if days is not None and days.failure is not None:
+            log.warning("serving store: day parts not kept (%s); those days were read whole", days.failure)
     return done
 
 

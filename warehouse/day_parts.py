@@ -50,13 +50,16 @@ class DayParts:
     `day(name, wh, start, end, read)` is what a per-day reader calls instead of `read(wh,
     start, end)`: the stored frame when the day's inputs have the stamp it was stored under,
     else `read`'s frame, stored. `reads` counts the days actually queried (for tests and the
-    bench)."""
+    bench). The parts are a cache: once reading or writing one fails (a full disk, a damaged
+    part), `failure` says why and every later day is read whole without them, so the round's
+    results are still computed; the caller reports it."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.con = self._connect()
         self.reads = 0
         self.hits = 0
+        self.failure: str | None = None
         self._stamps: dict[tuple[datetime, datetime], str] = {}
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
@@ -83,29 +86,45 @@ class DayParts:
             read: DayRead) -> pl.DataFrame:
         """`read(wh, start, end)` for the UTC day `[start, end)`, from the parts when its inputs
         are unchanged. A part is kept only for a whole day (a window's partial edge day is read)."""
-        if end - start != DAY or floor_time(start, DAY) != start:
+        if self.failure is not None or end - start != DAY or floor_time(start, DAY) != start:
             self.reads += 1
             return read(wh, start, end)
         key = (start, end)
         if key not in self._stamps:  # both queries read the same inputs: one stamp per day
             self._stamps[key] = per_minute_inputs_stamp(wh, start, end)
         stamp = self._stamps[key]
-        rows = self.con.execute(f"SELECT stamp, payload FROM {TABLE} WHERE name = ? AND day = ?",
-                                [name, start.date()]).fetchall()
-        if rows and rows[0][0] == stamp:
-            self.hits += 1
-            return pl.read_ipc(io.BytesIO(bytes(rows[0][1])))
+        try:
+            rows = self.con.execute(f"SELECT stamp, payload FROM {TABLE} WHERE name = ? AND day = ?",
+                                    [name, start.date()]).fetchall()
+            if rows and rows[0][0] == stamp:
+                part = pl.read_ipc(io.BytesIO(bytes(rows[0][1])))
+                self.hits += 1
+                return part
+        except (duckdb.Error, pl.exceptions.PolarsError, OSError) as exc:
+            self._fail(exc)
         self.reads += 1
         frame = read(wh, start, end)
-        buffer = io.BytesIO()
-        frame.write_ipc(buffer, compression="zstd")
-        self.con.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)",
-                         [name, start.date(), stamp, buffer.getvalue()])
+        if self.failure is None:
+            buffer = io.BytesIO()
+            frame.write_ipc(buffer, compression="zstd")
+            try:
+                self.con.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)",
+                                 [name, start.date(), stamp, buffer.getvalue()])
+            except duckdb.Error as exc:
+                self._fail(exc)
         return frame
 
     def prune(self, before: date) -> int:
-        """Drop the parts of days before `before` (months no longer kept current); how many."""
-        return int(self.con.execute(f"DELETE FROM {TABLE} WHERE day < ?", [before]).fetchall()[0][0])
+        """Drop the parts of days before `before` (months no longer kept current); how many
+        (0 when that fails: the parts are then not used, see `failure`)."""
+        try:
+            return int(self.con.execute(f"DELETE FROM {TABLE} WHERE day < ?", [before]).fetchall()[0][0])
+        except duckdb.Error as exc:
+            self._fail(exc)
+            return 0
+
+    def _fail(self, exc: Exception) -> None:
+        self.failure = f"{self.path.name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
 
 def _ready(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

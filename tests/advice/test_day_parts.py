@@ -1,7 +1,7 @@
 """Day parts (issue 34 item 1, docs/decisions/0248): the overcommit and autoscaling advice read
 through a refresh's day parts equal the full read, every time; a refresh queries again only the
 days whose inputs changed; the stamp moves with every input the two queries read; a broken
-parts file costs a full read, nothing else."""
+parts file, a damaged part or a failing write costs a full read, nothing else."""
 
 from __future__ import annotations
 
@@ -107,6 +107,24 @@ def test_a_broken_parts_file_is_started_again(copy: Path) -> None:
     with DayParts(day_parts_path(copy)) as parts:
         assert _advice(copy, parts) == _advice(copy, None)
     assert parts.reads == 4
+
+
+def test_a_part_that_cannot_be_read_or_written_costs_a_full_read_not_the_result(copy: Path) -> None:
+    full = _advice(copy, None)
+    with DayParts(day_parts_path(copy)) as parts:
+        _advice(copy, parts)
+        parts.con.execute("UPDATE day_parts SET payload = 'damaged'::BLOB WHERE day = ?", [DAY_TWO.start.date()])
+    with DayParts(day_parts_path(copy)) as damaged:
+        assert _advice(copy, damaged) == full
+    # day one's first query from its part; day two's damaged part ends the parts for the round:
+    # every later day is read whole and nothing more is written
+    assert damaged.hits == 1 and damaged.reads == 3
+    assert damaged.failure is not None and "dayparts" in damaged.failure
+    with DayParts(day_parts_path(copy)) as closed:
+        closed.con.close()  # a write that fails (a full disk reads the same to the caller)
+        assert _advice(copy, closed) == full
+        assert closed.prune(DAY_TWO.start.date()) == 0
+    assert closed.reads == 4 and closed.failure is not None
 
 
 def test_refresh_serving_keeps_the_parts_and_stores_what_a_full_read_gives(copy: Path) -> None:
