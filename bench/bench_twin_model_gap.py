@@ -22,6 +22,11 @@ nodes, its pods pinned to the flavor they ran on; the workloads running when the
 settled before the clock starts (`replay(settle_at_zero=True)`), the clock stops at N minutes.
 The figures go into the file's `demo_window` section (its own machine facts and load average),
 leaving the other sections as they are.
+
+`--synthetic [--no-borrowing | --fair-sharing] [--minutes N]` replays the busiest N minutes of
+the synthetic quota bench (bench_optimizer's quick size: 10 teams, 3 flavors; it records demand,
+not workloads) cut into one-GPU workloads by tools/twin/from_demand.py, into the
+`synthetic_window` sections (`--fair-sharing`: Kueue with fair sharing on the teams' weights).
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ from typing import Any
 
 from bench.common import RESULTS, machine_facts, write_result
 from tools.k8s_testenv.pytest_plugin import running_cluster
+from tools.twin.from_demand import busiest_start, window_from_demand
 from tools.twin.from_warehouse import pending_samples, window_from_warehouse
-from tools.twin.harness import Twin, missing_parts
+from tools.twin.harness import GPU, Twin, missing_parts
 from tools.twin.model_gap import compare
 from tools.twin.replay import QueueSpec, Window, WorkloadSpec, replay, timed_stages
 from tools.twin_build.versions import Layout, default_cache_root
@@ -56,8 +62,10 @@ WINDOWS: dict[str, tuple[str, tuple[tuple[str, str, int, float, float, int], ...
 }
 
 
-DEMO_SECTIONS = ("demo_window", "demo_window_no_borrowing")
-"""The file's sections written by `--demo` runs (with their own machine facts)."""
+DEMO_SECTIONS = ("demo_window", "demo_window_no_borrowing",
+                 "synthetic_window", "synthetic_window_no_borrowing", "synthetic_window_fair_sharing")
+"""The file's sections written by `--demo` and `--synthetic` runs (with their own machine facts)."""
+SYNTHETIC_SIZE = (10, 3, 3, 21)
 
 
 def _window(reclaim: str, jobs: tuple[tuple[str, str, int, float, float, int], ...], ns: str) -> Window:
@@ -98,8 +106,6 @@ def _twin_windows(layout: Layout) -> dict[str, Any]:
 
 def _demo_window(layout: Layout, warehouse: Path, start: datetime, minutes: int, *,
                  borrowing: bool) -> dict[str, Any]:
-    from kubernetes import client
-
     from gpuledger.warehouse import Warehouse
 
     with Warehouse.open(warehouse, read_only=True) as wh:
@@ -118,12 +124,43 @@ def _demo_window(layout: Layout, warehouse: Path, start: datetime, minutes: int,
         "running_or_pending_at_start": sum(1 for w in window.workloads if w.arrival_min <= 0),
         "flavors": {f.name: {"nodes": len(f.nodes), "node_labels": dict(f.node_labels)}
                     for f in window.flavors},
-        "load_average_start": list(os.getloadavg()),
     }
+    return _replayed(layout, window, minutes, section)
+
+
+def _synthetic_window(layout: Layout, minutes: int, *, borrowing: bool, fair_sharing: bool) -> dict[str, Any]:
+    """The synthetic quota bench's history (bench_optimizer's quick size) cut into a window of
+    one-GPU workloads (tools/twin/from_demand.py) where demand most exceeds what may run."""
+    from bench.bench_optimizer import DRIFT, drifting_inputs
+
+    inputs = drifting_inputs(*SYNTHETIC_SIZE)
+    start = busiest_start(inputs, minutes, borrowing=borrowing)
+    window = window_from_demand(inputs, start, minutes, borrowing=borrowing)
+    section: dict[str, Any] = {
+        "cohorts": "as generated" if borrowing else "removed (no borrowing)", "machine": machine_facts(),
+        "inputs": inputs.source + " (bench_optimizer --quick: teams, flavors, per team, days = "
+                  f"{SYNTHETIC_SIZE}, drift {DRIFT}, seed 3)",
+        "start": start.isoformat(), "minutes": minutes, "seconds_per_simulated_minute": SECONDS_PER_MINUTE,
+        "queues": len(window.queues), "workloads": len(window.workloads),
+        "running_or_pending_at_start": sum(1 for w in window.workloads if w.arrival_min <= 0),
+        "flavors": {f.name: {"nodes": len(f.nodes), "gpus": sum(n[GPU] for n in f.nodes)}
+                    for f in window.flavors},
+    }
+    return _replayed(layout, window, minutes, section, fair_sharing=fair_sharing)
+
+
+def _replayed(layout: Layout, window: Window, minutes: int, section: dict[str, Any], *,
+              fair_sharing: bool = False) -> dict[str, Any]:
+    """`window` replayed on a fresh twin for `minutes` (those arriving at 0 settled first), its
+    figures and the model's added to `section`; `fair_sharing`: Kueue's, on the queues' weights."""
+    from kubernetes import client
+
+    section["kueue_fair_sharing"] = fair_sharing
+    section["load_average_start"] = list(os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp, running_cluster(Path(tmp) / "cluster") as cluster, \
             Twin(cluster, layout, Path(tmp) / "twin", stages=timed_stages(layout)) as twin:
         twin.start_job_controller()
-        twin.start_kueue()
+        twin.start_kueue(fair_sharing=fair_sharing)
         ns = "demo-window"
         with cluster.api_client() as api:
             client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
@@ -159,8 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demo", type=Path, help="a demo warehouse: replay a window of it instead")
     parser.add_argument("--start", type=datetime.fromisoformat, help="the window's start (ISO, with zone)")
     parser.add_argument("--minutes", type=int, default=30, help="the window's length (default 30)")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="replay the busiest window of the synthetic quota bench instead")
+    parser.add_argument("--fair-sharing", action="store_true",
+                        help="with --synthetic: Kueue with fair sharing, on the queues' weights")
     parser.add_argument("--no-borrowing", action="store_true",
-                        help="replay the demo window with each ClusterQueue out of its cohort")
+                        help="replay the demo or synthetic window with each ClusterQueue out of its cohort")
     args = parser.parse_args(argv)
     layout = Layout(default_cache_root())
     missing = missing_parts(layout, ("kube-scheduler", "kube-controller-manager", "kwok", "kueue"))
@@ -168,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_twin_model_gap: build first: python -m tools.twin_build build ({', '.join(missing)})",
               file=sys.stderr)
         return 1
+    if args.synthetic:
+        key = DEMO_SECTIONS[3 if args.no_borrowing else 4 if args.fair_sharing else 2]
+        _append_section("twin_model_gap", key, _synthetic_window(
+            layout, args.minutes, borrowing=not args.no_borrowing, fair_sharing=args.fair_sharing))
+        return 0
     if args.demo is None:  # the demo windows' sections, measured apart, stay as they are
         path = RESULTS / "twin_model_gap.json"
         kept = {k: v for k, v in (json.loads(path.read_text()) if path.exists() else {}).items()

@@ -43,13 +43,14 @@ def _minutes(m: float) -> datetime:
     return S + timedelta(minutes=m)
 
 
-def _cq(name: str, mig: bool, preemption: dict | None = None) -> dict:
+def _cq(name: str, mig: bool, preemption: dict | None = None, weight: str | None = None) -> dict:
     groups = [{"coveredResources": [GPU], "flavors": [{"name": "f", "resources": [{"name": GPU, "nominalQuota": 2}]},
                                                       {"name": "h", "resources": [{"name": GPU, "nominalQuota": 4}]}]}]
     if mig:
         groups.append({"coveredResources": [MIG], "flavors": [{"name": "g", "resources": [
             {"name": MIG, "nominalQuota": 7}]}]})
-    spec = {"cohortName": "lab", "resourceGroups": groups} | ({"preemption": preemption} if preemption else {})
+    spec = {"cohortName": "lab", "resourceGroups": groups} | ({"preemption": preemption} if preemption else {}) | (
+        {"fairSharing": {"weight": weight}} if weight else {})
     return {"kind": "ClusterQueue", "name": name, "namespace": "", "cohort": "lab", "spec": json.dumps(spec),
             "resource_version": "1", "observed_at": S}
 
@@ -77,7 +78,7 @@ def wh(tmp_path):
                       "spec": json.dumps({"nodeLabels": {"pool": n}}), "resource_version": "1", "observed_at": S}
                      for n in "fh")
     reclaims = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
-    queues = pl.DataFrame([_cq("cq-a", True), _cq("cq-b", False, reclaims), _lq("ns-a", "cq-a"), _lq("ns-b", "cq-b"),
+    queues = pl.DataFrame([_cq("cq-a", True), _cq("cq-b", False, reclaims, weight="1500m"), _lq("ns-a", "cq-a"), _lq("ns-b", "cq-b"),
                            flavor, other],
                           schema=polars_schema(QUEUES))
     nodes = pl.DataFrame([_node("n", "f", 4), _node("k", "f", 2), _node("o", "other", 8), _node("hn", "h", 8)], schema=polars_schema(NODES))
@@ -109,7 +110,7 @@ def test_window_from_the_warehouse_infers_fifo_arrivals(wh) -> None:
     f2, h4, g7 = FlavorQuota("f", GPU, 2), FlavorQuota("h", GPU, 4), FlavorQuota("g", MIG, 7)
     assert got.window.queues == (QueueSpec("cq-a", 6, "lab", quotas=(f2, h4, g7)),  # preemption as stored
                                  QueueSpec("cq-b", 6, "lab", reclaim_within_cohort="Any",
-                                           within_cluster_queue="LowerPriority", quotas=(f2, h4)))
+                                           within_cluster_queue="LowerPriority", quotas=(f2, h4), weight=1.5))
     assert got.window.flavors == (Flavor("f", {"pool": "f"}, ({GPU: 2}, {GPU: 4})),  # k, n: nodes by name
                                   Flavor("h", {"pool": "h"}, ({GPU: 8},)), Flavor("g", {FLAVOR_LABEL: "g"}, ({MIG: 7},)))
     assert sorted(got.window.workloads, key=lambda w: w.name) == [

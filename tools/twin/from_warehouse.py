@@ -86,7 +86,7 @@ def _queues(wh: Warehouse) -> tuple[QueueSpec, ...]:
                              total([x.borrowing_limit for x in gpu]), total([x.lending_limit for x in gpu]),
                              reclaim_within_cohort=preemption.get("reclaimWithinCohort", "Never"),
                              within_cluster_queue=preemption.get("withinClusterQueue", "Never"),
-                             quotas=quotas))
+                             quotas=quotas, weight=q.weight if "fairSharing" in obj["spec"] else None))
     return tuple(out)
 
 

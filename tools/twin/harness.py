@@ -48,6 +48,10 @@ def missing_parts(layout: Layout, names: tuple[str, ...]) -> list[str]:
     return [n for n in names if not is_cached(layout, PARTS[n])]
 
 
+FAIR_SHARING_STRATEGIES = ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+"""Kueue's default pair for `fairSharing.preemptionStrategies`, which its validation requires."""
+
+
 @dataclass
 class Twin:
     """kube-scheduler + KWOK against `cluster`, logs and kubeconfig under `workdir`."""
@@ -105,8 +109,12 @@ class Twin:
         self.timings["kwok_s"] = round(time.monotonic() - t, 2)
         return self
 
-    def start_kueue(self) -> None:
+    def start_kueue(self, *, fair_sharing: bool = False) -> None:
         """Start Kueue's controller manager: webhooks served but never registered, jobs come suspended.
+        `fair_sharing`: the Configuration's `fairSharing` (both preemption strategies, Kueue's
+        default pair): a cohort's admissions go to the ClusterQueue whose dominant resource share
+        after admission, divided by its `fairSharing.weight`, is lowest (scheduler
+        fair_sharing_iterator.go); without it, oldest first.
 
         Kueue v0.17.0 with internal cert management off reads its metrics serving cert from the
         hard-coded /etc/kueue/metrics/certs (cmd/kueue/main.go) and, with it on, blocks until it can
@@ -130,6 +138,7 @@ class Twin:
             "webhook": {"port": webhook, "host": "127.0.0.1", "certDir": str(certs)},
             "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
             "integrations": {"frameworks": ["batch/job"]},
+            **({"fairSharing": {"preemptionStrategies": FAIR_SHARING_STRATEGIES}} if fair_sharing else {}),
         }))
         kueue = [str(self.layout.binary(PARTS["kueue"])), f"--config={config}",
                  f"--kubeconfig={self.workdir / 'kubeconfig'}", "--feature-gates=VisibilityOnDemand=false"]

@@ -3,18 +3,18 @@
 What the model is fed is what it is fed in production: a demand history, one sample per minute and
 (queue, flavor, resource) of admitted + pending amounts, as gpuledger's collector records
 `queue_samples` from a cluster. Here the cluster is the twin: `sampled()` reads that series off the
-replay's watched events, sampling each simulated minute at its middle (m + 0.5, away from the
-whole-minute arrivals); a workload's flavor is the one it is pinned to, else its queue's first
-flavor covering its resource (the model has no flavor fungibility: it places demand where it is
-recorded). `model_pending()` replays the series through `gpuledger.optimizer.quota.replay` (the
-model on mean demand: cohort borrowing by water-filling per flavor and resource; a queue whose
-`reclaimWithinCohort` is Any takes its nominal back from borrowers, other preemption is not
-modelled; each queue admits whole units of its smallest workload, as production reads the
-smallest pod request, decision 0249) at a one-minute resolution under the window's quotas, one
-resource at a time (whole GPUs and each MIG profile are different units). The twin's own
-figure, sampled the same way, is the amount created and not admitted at each sample x 1 minute;
-`compare()` puts both side by side per queue (whole GPUs) and per queue and MIG profile, with the
-gap in percent of the twin's.
+replay's watched events, sampling each simulated minute at its middle (m + 0.5, away from the whole-
+minute arrivals); a workload's flavor is the one it is pinned to, else its queue's first flavor
+covering its resource (the model has no flavor fungibility: it places demand where it is recorded).
+`model_pending()` replays the series through `gpuledger.optimizer.quota.replay` (the model on mean
+demand: cohort borrowing by water-filling per flavor and resource, by the queues' fair-sharing
+weights, 1 where unset; a queue whose `reclaimWithinCohort` is Any takes its nominal back from
+borrowers, other preemption is not modelled; each queue admits whole units of its smallest workload,
+as production reads the smallest pod request, decision 0249) at a one-minute resolution under the
+window's quotas, one resource at a time (whole GPUs and each MIG profile are different units). The
+twin's own figure, sampled the same way, is the amount created and not admitted at each sample x 1
+minute; `compare()` puts both side by side per queue (whole GPUs) and per queue and MIG profile,
+with the gap in percent of the twin's.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def model_pending(window: Window, demand: Series, minutes: int, resource: str = 
     units: dict[str, dict[str, float]] = defaultdict(dict)
     for w in window.workloads:  # as production reads them from the pods: the smallest request
         units[w.queue][w.resource] = min(float(w.gpus), units[w.queue].get(w.resource, float(w.gpus)))
-    queues = tuple(ModelQueue(q.name, q.cohort, 1.0, {(x.flavor, resource): Quota(
+    weight = {q.name: 1.0 if q.weight is None else q.weight for q in window.queues}
+    queues = tuple(ModelQueue(q.name, q.cohort, weight[q.name], {(x.flavor, resource): Quota(
         float(x.nominal), None if x.borrowing_limit is None else float(x.borrowing_limit),
         None if x.lending_limit is None else float(x.lending_limit)) for x in quotas[q.name]}, (),
         reclaims=q.reclaim_within_cohort == "Any", units=units[q.name] if whole else {})

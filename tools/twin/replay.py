@@ -71,6 +71,9 @@ class QueueSpec:
     reclaim_within_cohort: str = "Never"
     within_cluster_queue: str = "Never"
     quotas: tuple[FlavorQuota, ...] = ()
+    weight: float | None = None
+    """`spec.fairSharing.weight` (None: not set, Kueue's 1); it orders the cohort's admissions only
+    where the twin's Kueue runs with fair sharing (`Twin.start_kueue(fair_sharing=True)`)."""
 
     def flavor_quotas(self, flavor: str) -> tuple[FlavorQuota, ...]:
         """`quotas`, or the one-flavor quota of `nominal_gpus` in `flavor`."""
@@ -178,6 +181,8 @@ def cluster_queue(q: QueueSpec, flavor: str) -> dict[str, Any]:
     }
     if q.cohort:
         spec["cohortName"] = q.cohort
+    if q.weight is not None:
+        spec["fairSharing"] = {"weight": format(q.weight, "g")}
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue", "metadata": {"name": q.name},
             "spec": spec}
 
