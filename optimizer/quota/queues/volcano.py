@@ -139,8 +139,6 @@ def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-
-
 class VolcanoReader:
     """Volcano's part of the optimize stage (see the module docstring)."""
 
