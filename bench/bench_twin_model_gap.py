@@ -62,7 +62,7 @@ WINDOWS: dict[str, tuple[str, tuple[tuple[str, str, int, float, float, int], ...
 }
 
 
-DEMO_SECTIONS = ("demo_window", "demo_window_no_borrowing",
+KEPT_SECTIONS = ("demo_window", "demo_window_no_borrowing",
                  "synthetic_window", "synthetic_window_no_borrowing", "synthetic_window_fair_sharing")
 """The file's sections written by `--demo` and `--synthetic` runs (with their own machine facts)."""
 SYNTHETIC_SIZE = (10, 3, 3, 21)
@@ -210,21 +210,21 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     if args.synthetic:
-        key = DEMO_SECTIONS[3 if args.no_borrowing else 4 if args.fair_sharing else 2]
+        key = KEPT_SECTIONS[3 if args.no_borrowing else 4 if args.fair_sharing else 2]
         _append_section("twin_model_gap", key, _synthetic_window(
             layout, args.minutes, borrowing=not args.no_borrowing, fair_sharing=args.fair_sharing))
         return 0
     if args.demo is None:  # the demo windows' sections, measured apart, stay as they are
         path = RESULTS / "twin_model_gap.json"
         kept = {k: v for k, v in (json.loads(path.read_text()) if path.exists() else {}).items()
-                if k in DEMO_SECTIONS}
+                if k in KEPT_SECTIONS}
         write_result("twin_model_gap", _twin_windows(layout) | kept)
         return 0
     if args.start is None or args.start.tzinfo is None or not args.demo.is_file():
         print("bench_twin_model_gap: --demo needs an existing warehouse file and --start with a zone "
               "(e.g. 2026-11-21T04:00:00+00:00)", file=sys.stderr)
         return 1
-    key = DEMO_SECTIONS[1] if args.no_borrowing else DEMO_SECTIONS[0]
+    key = KEPT_SECTIONS[1] if args.no_borrowing else KEPT_SECTIONS[0]
     _append_section("twin_model_gap", key, _demo_window(layout, args.demo, args.start, args.minutes,
                                                         borrowing=not args.no_borrowing))
     return 0

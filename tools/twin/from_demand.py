@@ -23,6 +23,7 @@ they split a cohort's borrowing on the twin only where its Kueue runs with fair 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from itertools import groupby
 
 import numpy as np
 
@@ -94,17 +95,12 @@ def _workloads(prefix: str, queue: str, flavor: str, levels: list[int]) -> list[
     """One-GPU workloads of one series: the k-th GPU is one workload while the level exceeds k."""
     out = []
     for k in range(max(levels, default=0)):
-        alive = [level > k for level in levels]
         m = 0
-        while m < len(alive):
-            if not alive[m]:
-                m += 1
-                continue
-            end = m
-            while end < len(alive) and alive[end]:
-                end += 1
-            out.append(WorkloadSpec(f"{prefix}-g{k}-m{m}", float(m), 1, queue, float(end - m), flavor=flavor))
-            m = end
+        for alive, run in groupby(level > k for level in levels):
+            n = len(list(run))
+            if alive:
+                out.append(WorkloadSpec(f"{prefix}-g{k}-m{m}", float(m), 1, queue, float(n), flavor=flavor))
+            m += n
     return out
 
 

@@ -19,6 +19,7 @@ with the gap in percent of the twin's.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from gpuledger.optimizer.quota.inputs import QuotaInputs
+from gpuledger.optimizer.quota.queues import request_sizes
 from gpuledger.optimizer.quota.replay import replay as model_replay
 from gpuledger.optimizer.quota.spec import GPU, Quota, default_capacity
 from gpuledger.optimizer.quota.spec import QueueSpec as ModelQueue
@@ -86,14 +88,14 @@ def model_pending(window: Window, demand: Series, minutes: int, resource: str = 
     """Pending minutes of `resource` per queue by the product's quota replay, fed `demand`;
     `whole=False` replays every queue fluidly (the model before decision 0249)."""
     quotas = {q.name: [x for x in q.flavor_quotas(FLAVOR) if x.resource == resource] for q in window.queues}
-    units: dict[str, dict[str, float]] = defaultdict(dict)
-    for w in window.workloads:  # as production reads them from the pods: the smallest request
-        units[w.queue][w.resource] = min(float(w.gpus), units[w.queue].get(w.resource, float(w.gpus)))
+    # the smallest request, by the rule production reads the pods with (one workload, one pod)
+    units = request_sizes(((w.queue, json.dumps({w.resource: w.gpus}), 1) for w in window.workloads),
+                          lambda _: True).smallest
     weight = {q.name: 1.0 if q.weight is None else q.weight for q in window.queues}
     queues = tuple(ModelQueue(q.name, q.cohort, weight[q.name], {(x.flavor, resource): Quota(
         float(x.nominal), None if x.borrowing_limit is None else float(x.borrowing_limit),
         None if x.lending_limit is None else float(x.lending_limit)) for x in quotas[q.name]}, (),
-        reclaims=q.reclaim_within_cohort == "Any", units=units[q.name] if whole else {})
+        reclaims=q.reclaim_within_cohort == "Any", units=units.get(q.name, {}) if whole else {})
         for q in window.queues if quotas[q.name])
     rows = [{"ts": ORIGIN + m * STEP, "cluster_queue": q.name, "flavor": flavor, "resource": resource,
              "demand": demand.get((m, q.name, flavor, resource), 0.0)}
