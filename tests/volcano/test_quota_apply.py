@@ -39,7 +39,9 @@ from tests.actuator.helpers import uid
 pytestmark = pytest.mark.k8s
 GROUP, VERSION, PLURAL = "scheduling.volcano.sh", "v1beta1", "queues"
 GPU = "nvidia.com/gpu"
-NOW = datetime(2026, 12, 1, tzinfo=UTC)
+NOW = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+"""The plans are approved and applied on the wall clock (`plans.expire_after_hours`): a fixed date
+would expire them once it is three days old."""
 
 
 @pytest.fixture
