@@ -10,6 +10,11 @@ history reports a quiet queue); a bucket without any sample time has count 0.
 Windows (`window`) are row slices of the same grid, so a backtest origin's past and its
 held-out days cost no re-bucketing; a coarser grid (`coarsen`) sums each bucket's demand over
 its sample times and divides by their count, exactly as bucketing the long rows would.
+
+Where the history also records what was running (admitted) at each sample, as the warehouse's
+`queue_samples.usage` does, the grid keeps it beside the demand (`running`, bucketed the same
+way): a replay of a window starts from what its first bucket recorded running, not from an
+empty cluster (decision 0251).
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ class Demand:
     """(buckets, series) mean demand per bucket."""
     counts: np.ndarray
     """(buckets,) sample times per bucket (0: none)."""
+    running: np.ndarray | None = None
+    """(buckets, series) mean amount recorded running (admitted) per bucket; None where the
+    history records demand only."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {k: i for i, k in enumerate(self.keys)})
@@ -54,6 +62,14 @@ class Demand:
     def sampled(self) -> np.ndarray:
         """Rows of the buckets that hold a sample time."""
         return self.values[self.counts > 0]
+
+    @property
+    def opening(self) -> np.ndarray | None:
+        """(series,) what the first bucket recorded running, never more than its demand; None
+        where the history does not record it (a replay then starts from nothing running)."""
+        if self.running is None or not self.buckets:
+            return None
+        return np.minimum(self.running[0], self.values[0])
 
     def index(self, key: QuotaKey) -> int | None:
         found: dict[QuotaKey, int] = self.__dict__["_index"]
@@ -72,7 +88,8 @@ class Demand:
         """The buckets starting in [start, end), on this grid."""
         a = 0 if start is None else self.row_of(start)
         b = self.buckets if end is None else max(a, self.row_of(end))
-        return Demand(self.start + a * self.step, self.step, self.keys, self.values[a:b], self.counts[a:b])
+        return Demand(self.start + a * self.step, self.step, self.keys, self.values[a:b], self.counts[a:b],
+                      None if self.running is None else self.running[a:b])
 
     def coarsen(self, step: timedelta) -> Demand:
         """The same demand on buckets of `step` (a multiple of this step, aligned at `start`)."""
@@ -81,11 +98,15 @@ class Demand:
         k = max(1, round(step / self.step))
         n = -(-self.buckets // k)
         pad = n * k - self.buckets
-        sums = np.concatenate([self.values * self.counts[:, None], np.zeros((pad, len(self.keys)))])
         counts = np.concatenate([self.counts, np.zeros(pad, dtype=self.counts.dtype)])
         total = counts.reshape(n, k).sum(axis=1)
-        values = sums.reshape(n, k, len(self.keys)).sum(axis=1) / np.maximum(total, 1)[:, None]
-        return Demand(self.start, self.step * k, self.keys, values, total)
+
+        def means(grid: np.ndarray) -> np.ndarray:
+            sums = np.concatenate([grid * self.counts[:, None], np.zeros((pad, len(self.keys)))])
+            return sums.reshape(n, k, len(self.keys)).sum(axis=1) / np.maximum(total, 1)[:, None]
+
+        return Demand(self.start, self.step * k, self.keys, means(self.values), total,
+                      None if self.running is None else means(self.running))
 
     def hourly(self) -> tuple[list[datetime], np.ndarray]:
         """(clock hours from the first to the last sampled one, hours x series mean demand):
@@ -121,7 +142,8 @@ class Demand:
 
 def demand_of(frame: pl.DataFrame, step: timedelta, keys: Sequence[QuotaKey] = ()) -> Demand:
     """Bucket a long history (checked: one row per time and series) on `step` from its first
-    time; `keys` are series to include even where the history names none (all zero)."""
+    time; `keys` are series to include even where the history names none (all zero). A
+    `running` column, where the frame has one, is bucketed beside `demand`."""
     if frame.is_empty():
         return Demand(datetime.min, step, tuple(sorted(set(keys))), np.zeros((0, len(set(keys)))),
                       np.zeros(0))
@@ -133,22 +155,34 @@ def demand_of(frame: pl.DataFrame, step: timedelta, keys: Sequence[QuotaKey] = (
                           orient="row").with_row_index("i")
     micro = int(step / timedelta(microseconds=1))
     bucket = ((pl.col("ts") - pl.lit(start)).dt.total_microseconds() // micro).alias("b")
-    rows = frame.select(bucket, *_KEY_COLUMNS, "demand").join(lookup, on=list(_KEY_COLUMNS), how="left")
+    recorded = "running" in frame.columns
+    rows = frame.select(bucket, *_KEY_COLUMNS, "demand", *(["running"] if recorded else [])).join(
+        lookup, on=list(_KEY_COLUMNS), how="left")
     b = rows["b"].to_numpy()
     n = int(b.max()) + 1
-    width = len(all_keys)
-    sums = np.bincount(b * width + rows["i"].to_numpy().astype(np.int64), weights=rows["demand"].to_numpy(),
-                       minlength=n * width).reshape(n, width)
     times = frame.select(bucket, "ts").unique()
     counts = np.bincount(times["b"].to_numpy(), minlength=n).astype(float)
-    return Demand(start, step, all_keys, sums / np.maximum(counts, 1)[:, None], counts)
+    series = rows["i"].to_numpy().astype(np.int64)
+
+    def means(column: str) -> np.ndarray:
+        return demand_from_sums(start, step, all_keys, bucket=b, series=series,
+                                demand=rows[column].fill_null(0.0).to_numpy(), counts=counts).values
+
+    return Demand(start, step, all_keys, means("demand"), counts, means("running") if recorded else None)
 
 
 def demand_from_sums(start: datetime, step: timedelta, keys: Sequence[QuotaKey], *, bucket: np.ndarray,
-                     series: np.ndarray, demand: np.ndarray, counts: np.ndarray) -> Demand:
+                     series: np.ndarray, demand: np.ndarray, counts: np.ndarray,
+                     running: np.ndarray | None = None) -> Demand:
     """A grid from per-bucket sums, one cell a row of `bucket`, `series` (index into `keys`) and
-    `demand` (the sum over the bucket's sample times); `counts` the sample times per bucket."""
+    `demand` (the sum over the bucket's sample times; `running` the same for the amount recorded
+    running, where known); `counts` the sample times per bucket."""
     n, width = counts.size, len(keys)
     flat = bucket.astype(np.int64) * width + series.astype(np.int64)
-    sums = np.bincount(flat, weights=demand, minlength=n * width).reshape(n, width)
-    return Demand(start, step, tuple(keys), sums / np.maximum(counts, 1)[:, None], counts.astype(float))
+
+    def means(summed: np.ndarray) -> np.ndarray:
+        sums = np.bincount(flat, weights=summed, minlength=n * width).reshape(n, width)
+        return sums / np.maximum(counts, 1)[:, None]
+
+    return Demand(start, step, tuple(keys), means(demand), counts.astype(float),
+                  None if running is None else means(running))

@@ -277,8 +277,9 @@ def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
     sums = queue_sample_sums(wh, last - lookback, origin, micro)
     sizes = reader.request_sizes(wh)
     queues = tuple(replace(q, units=sizes.smallest.get(q.name, {})) for q in queues)
-    bucket, series, summed, keys = _warehouse_cells(sums, counts, sizes.mean, queues, where)
-    demand = demand_from_sums(origin, step, keys, bucket=bucket, series=series, demand=summed, counts=counts)
+    bucket, series, summed, used, keys = _warehouse_cells(sums, counts, sizes.mean, queues, where)
+    demand = demand_from_sums(origin, step, keys, bucket=bucket, series=series, demand=summed, counts=counts,
+                              running=used)
     _check_grid(demand, where)
     source = f"warehouse {wh.path} (last {duration_text(lookback)} of queue_samples)"
     inputs = QuotaInputs(queues, default_capacity(queues), pl.DataFrame(), step, dict(guaranteed or {}),
@@ -288,8 +289,9 @@ def quota_inputs_from_warehouse(wh: Warehouse, lookback: timedelta,
 
 def _warehouse_cells(sums: pl.DataFrame, counts: np.ndarray, sizes: Mapping[str, float],
                      queues: tuple[QueueSpec, ...], where: str
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str, str]]]:
-    """Per bucket and series the summed demand: (bucket, index into the returned keys, demand).
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str, str]]]:
+    """Per bucket and series the summed demand and usage: (bucket, index into the returned keys,
+    demand, usage).
     Demand is usage + pending workloads x the queue's mean pod size x the series' share of the
     queue's usage in the window (even over its series when it used none); it is linear in usage
     and pending workloads, so the rule applies to the bucket sums as to the samples. A series
@@ -314,7 +316,7 @@ def _warehouse_cells(sums: pl.DataFrame, counts: np.ndarray, sizes: Mapping[str,
     at = {k: i for i, k in enumerate(keys)}
     index = np.array([at[n] for n in names], dtype=np.int64)
     demand = usage + pending * (size * share)[code]
-    return bucket, index[code], demand, keys
+    return bucket, index[code], demand, usage, keys
 
 
 def _usage_shares(names: list[tuple[str, str, str]], used: np.ndarray) -> np.ndarray:

@@ -4,7 +4,9 @@ A small admission simulator on mean demand (fluid, but for each queue's admissio
 pool of capacity (cohort, flavor, resource), at the history's sampling step:
 
 1. Work that is running keeps running while its queue still demands it (Kueue's default
-   ClusterQueue preemption is `Never`); finished work leaves.
+   ClusterQueue preemption is `Never`); finished work leaves. At the first step, what the history
+   recorded running there (`Demand.opening`) is running, where the history records it; else
+   nothing runs yet (decision 0251).
    1b. A queue that reclaims (`reclaimWithinCohort: Any`, `QueueSpec.reclaims`) and wants work
    within its own nominal quota that the free capacity cannot hold takes it back from the
    cohort's borrowers: each gives up running work above its nominal, in proportion to it, and
@@ -24,7 +26,8 @@ pool of capacity (cohort, flavor, resource), at the history's sampling step:
    running work uses × step; borrowed quota = running work above its queue's nominal × step
    (how much the queues rely on the cohort rather than on their own quota).
 
-`borrowing=False` replays hard quotas (no cohort sharing): each queue runs at most its nominal.
+`borrowing=False` replays hard quotas (no cohort sharing): each queue runs at most its nominal,
+from the first step (what ran above it there, after a plan lowered the nominal, is not kept).
 """
 
 from __future__ import annotations
@@ -90,14 +93,16 @@ def replay_batch(inputs: QuotaInputs, jobs: Sequence[tuple[Demand, QuotaSet]], *
     steps = max(g.buckets for g in grids)
     tensor = np.zeros((steps, len(jobs), *layout.shape))
     pad = np.zeros(len(jobs), dtype=np.int64)
-    nominal, borrow, lend = (np.zeros((len(jobs), *layout.shape)) for _ in range(3))
+    nominal, borrow, lend, opening = (np.zeros((len(jobs), *layout.shape)) for _ in range(4))
     for b, (grid, (_, quotas)) in enumerate(zip(grids, jobs, strict=True)):
         pad[b] = steps - grid.buckets
         tensor[pad[b]:, b] = layout.tensor(grid)
+        opening[b] = layout.opening(grid)
         nominal[b], borrow[b], lend[b] = layout.quotas(quotas, borrowing)
     if borrowing:
         pending, idle, borrowed = _simulate(tensor, nominal, borrow, lend, weights=layout.weight,
-                                            reclaims=layout.reclaims, unit=layout.unit, pad=pad)
+                                            reclaims=layout.reclaims, unit=layout.unit, pad=pad,
+                                            opening=opening)
     else:
         pending, idle, borrowed = _hard(tensor, nominal, layout.unit, pad)
     asked = tensor.sum(axis=0)
@@ -153,13 +158,26 @@ class _Layout:
 
     def tensor(self, demand: Demand) -> np.ndarray:
         """(buckets, pools, queues) demand; padding slots and unknown series are zero."""
+        padded = np.concatenate([demand.values, np.zeros((demand.buckets, 1))], axis=1)
+        return padded[:, self._columns(demand)]
+
+    def opening(self, demand: Demand) -> np.ndarray:
+        """(pools, queues) what the history recorded running at its first bucket (zero where it
+        does not record it)."""
+        first = demand.opening
+        if first is None:
+            return np.zeros(self.shape)
+        return np.append(first, 0.0)[self._columns(demand)]
+
+    def _columns(self, demand: Demand) -> np.ndarray:
+        """(pools, queues) each slot's column of `demand`; its width (one past the last) for
+        padding slots and series it does not name."""
         column = np.full(self.shape, len(demand.keys), dtype=np.int64)
         for key, (p, j) in self.slot.items():
             i = demand.index(key)
             if i is not None:
                 column[p, j] = i
-        padded = np.concatenate([demand.values, np.zeros((demand.buckets, 1))], axis=1)
-        return padded[:, column]
+        return column
 
     def quotas(self, quotas: QuotaSet, borrowing: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         nominal, borrow, lend = (np.zeros(self.shape) for _ in range(3))
@@ -234,11 +252,12 @@ def _hard(demand: np.ndarray, nominal: np.ndarray, unit: np.ndarray, pad: np.nda
 
 
 def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend: np.ndarray, *,
-              weights: np.ndarray, reclaims: np.ndarray, unit: np.ndarray, pad: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              weights: np.ndarray, reclaims: np.ndarray, unit: np.ndarray, pad: np.ndarray,
+              opening: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """With borrowing, per job: total pending per queue, idle, and the total borrowed (running
-    above nominal). Jobs' pools are the rows of one array, stepped through together, but only
-    at the steps where some row is congested; every other row and step is summed in closed form:
+    above nominal); at a job's first step (`pad`) what `opening` says ran is running. Jobs'
+    pools are the rows of one array, stepped through together, but only at the steps where some
+    row is congested; every other row and step is summed in closed form:
     - a row whose queues cannot borrow runs min(demand, nominal), as without borrowing;
     - a row that is not congested ends the step running exactly its demand, whatever ran before:
       one where no queue wants more than its nominal, or, when every queue may borrow all that
@@ -263,11 +282,14 @@ def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend:
     idle = ((cap2 - used) * (settled & alive)).sum(axis=0)
     borrowed = (np.maximum(flat - n2, 0.0).sum(axis=2) * (settled & ~hard)).sum(axis=0)
     running = np.zeros(rows)
+    first = np.repeat(pad, pools)                                                # a row's first step
+    recorded = opening.reshape(rows)
     previous = -2
     for t in np.flatnonzero(congested.any(axis=1)):
         d, mask = flat[t], congested[t]
         if t != previous + 1:  # every row was settled the step before: it ran its demand
             running = flat[t - 1].copy() if t else np.zeros(rows)
+        running[first == t] = recorded[first == t]
         previous = int(t)
         running = _step(running, d, n2, b2, lend=l2, weights=w2, reclaims=r2, unit=u2, capacity=cap2)
         pending += np.maximum(d - running, 0.0) * mask[:, None]

@@ -159,3 +159,25 @@ def test_a_reclaiming_queue_takes_its_nominal_back_from_the_borrower_as_kueue_do
     assert (gap["B"]["twin_pending_gpu_min"], gap["B"]["model_pending_gpu_min"]) == (0, 0.0)
     never = Window(tuple(QueueSpec(q, 2, cohort="lab") for q in "AB"), (4,), window.workloads)
     assert model_pending(never, demand, 11) == {"A": 0.0, "B": 4.0}
+
+
+def test_the_model_starts_from_what_the_twin_ran_at_its_first_sample() -> None:
+    # A, B nominal 2 in a cohort of 4. a1, a2 (A, 2 GPUs each) are created first and admitted at 0,
+    # A borrowing B's idle 2; b1 (B, 2) is created at 0 after them and waits until they end at 5.
+    # The twin: B pends 2 GPUs for minutes 0-4 = 10, A none. The model fed only demand starts from
+    # nothing running and gives each queue its own nominal first: A runs 2 and pends 2 for 5
+    # minutes (10), B none, the other way round. Fed what ran at the first sample, as production
+    # reads queue_samples.usage (decision 0251), A keeps its 4 (no preemption) and B waits: 0 / 10.
+    timeline = {"a1": ("A", 2, 0, 0, 5), "a2": ("A", 2, 0, 0, 5), "b1": ("B", 2, 0, 5, 8)}
+    window = replace(WINDOW, workloads=tuple(WorkloadSpec(j, c, g, q, f - a)
+                                             for j, (q, g, c, a, f) in timeline.items()))
+    events = sorted([Seen(what, j, T0 + at * SPM) for j, (_, _, _, a, f) in timeline.items()
+                     for what, at in (("admitted", a), ("finished", f))], key=lambda e: e.at)
+    jobs = {j: JobFacts(q, g, T0 + c * SPM) for j, (q, g, c, _, _) in timeline.items()}
+    outcome = QueueOutcome(0.0, None, None, 0, 0, 0)
+    result = ReplayResult({"A": outcome, "B": outcome}, events, SPM, T0, True, jobs, T0 + 8 * SPM)
+    demand, pending = sampled(result, window, 8)
+    assert model_pending(window, demand, 8) == {"A": 10.0, "B": 0.0}
+    assert model_pending(window, demand, 8, pending=pending) == {"A": 0.0, "B": 10.0}
+    gap = compare(result, window)
+    assert (gap["B"]["twin_pending_gpu_min"], gap["B"]["model_pending_gpu_min"], gap["B"]["gap_pct"]) == (10, 10.0, 0.0)

@@ -6,12 +6,14 @@ What the model is fed is what it is fed in production: a demand history, one sam
 replay's watched events, sampling each simulated minute at its middle (m + 0.5, away from the whole-
 minute arrivals); a workload's flavor is the one it is pinned to, else its queue's first flavor
 covering its resource (the model has no flavor fungibility: it places demand where it is recorded).
-`model_pending()` replays the series through `gpuledger.optimizer.quota.replay` (the model on mean
-demand: cohort borrowing by water-filling per flavor and resource, by the queues' fair-sharing
-weights, 1 where unset; a queue whose `reclaimWithinCohort` is Any takes its nominal back from
-borrowers, other preemption is not modelled; each queue admits whole units of its smallest workload,
-as production reads the smallest pod request, decision 0249) at a one-minute resolution under the
-window's quotas, one resource at a time (whole GPUs and each MIG profile are different units). The
+What ran (demand - pending) is fed beside it, as production reads `queue_samples.usage`, so the
+model starts from what the twin ran at the first sample (decision 0251). `model_pending()` replays
+the series through `gpuledger.optimizer.quota.replay` (the model on mean demand: cohort borrowing
+by water-filling per flavor and resource, by the queues' fair-sharing weights, 1 where unset; a
+queue whose `reclaimWithinCohort` is Any takes its nominal back from borrowers, other preemption
+is not modelled; each queue admits whole units of its smallest workload, as production reads the
+smallest pod request, decision 0249) at a one-minute resolution under the window's quotas, one
+resource at a time (whole GPUs and each MIG profile are different units). The
 twin's own figure, sampled the same way, is the amount created and not admitted at each sample x 1
 minute; `compare()` puts both side by side per queue (whole GPUs) and per queue and MIG profile,
 with the gap in percent of the twin's.
@@ -84,9 +86,12 @@ def sampled(result: ReplayResult, window: Window, minutes: int) -> tuple[Series,
 
 
 def model_pending(window: Window, demand: Series, minutes: int, resource: str = GPU, *,
-                  whole: bool = True) -> dict[str, float]:
+                  whole: bool = True, pending: Series | None = None) -> dict[str, float]:
     """Pending minutes of `resource` per queue by the product's quota replay, fed `demand`;
-    `whole=False` replays every queue fluidly (the model before decision 0249)."""
+    `whole=False` replays every queue fluidly (the model before decision 0249). Given the
+    twin's sampled `pending`, the model also reads what ran (demand - pending), as production
+    reads `queue_samples.usage`, and starts from what ran at the first sample (decision 0251);
+    else it starts from nothing running."""
     quotas = {q.name: [x for x in q.flavor_quotas(FLAVOR) if x.resource == resource] for q in window.queues}
     # the smallest request, by the rule production reads the pods with (one workload, one pod)
     units = request_sizes(((w.queue, json.dumps({w.resource: w.gpus}), 1) for w in window.workloads),
@@ -97,11 +102,18 @@ def model_pending(window: Window, demand: Series, minutes: int, resource: str = 
         None if x.lending_limit is None else float(x.lending_limit)) for x in quotas[q.name]}, (),
         reclaims=q.reclaim_within_cohort == "Any", units=units.get(q.name, {}) if whole else {})
         for q in window.queues if quotas[q.name])
-    rows = [{"ts": ORIGIN + m * STEP, "cluster_queue": q.name, "flavor": flavor, "resource": resource,
-             "demand": demand.get((m, q.name, flavor, resource), 0.0)}
-            for m in range(minutes) for q in queues for flavor, _ in q.quotas]
+    def cell(m: int, q: ModelQueue, flavor: str) -> dict[str, Any]:
+        key = (m, q.name, flavor, resource)
+        wanted = demand.get(key, 0.0)
+        return {"ts": ORIGIN + m * STEP, "cluster_queue": q.name, "flavor": flavor, "resource": resource,
+                "demand": wanted, "running": None if pending is None else wanted - pending.get(key, 0.0)}
+
+    rows = [cell(m, q, flavor) for m in range(minutes) for q in queues for flavor, _ in q.quotas]
     history = pl.DataFrame(rows, schema={"ts": pl.Datetime("us", "UTC"), "cluster_queue": pl.String,
-                                         "flavor": pl.String, "resource": pl.String, "demand": pl.Float64})
+                                         "flavor": pl.String, "resource": pl.String, "demand": pl.Float64,
+                                         "running": pl.Float64})
+    if pending is None:
+        history = history.drop("running")
     inputs = QuotaInputs(queues, default_capacity(queues), history, STEP, source="twin")
     result = model_replay(inputs, {(q.name, *key): quota for q in queues for key, quota in q.quotas.items()},
                           resolution=STEP)
@@ -116,8 +128,8 @@ def compare(result: ReplayResult, window: Window) -> dict[str, Any]:
     demand, pending = sampled(result, window, minutes)
     out: dict[str, Any] = {}
     for resource in sorted({k[3] for k in demand}, key=lambda r: (r != GPU, r)):
-        model = model_pending(window, demand, minutes, resource)
-        fluid = model_pending(window, demand, minutes, resource, whole=False)
+        model = model_pending(window, demand, minutes, resource, pending=pending)
+        fluid = model_pending(window, demand, minutes, resource, whole=False, pending=pending)
         for q in window.queues:
             if not any(k[1] == q.name and k[3] == resource for k in demand):
                 continue
