@@ -18,10 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools.twin.harness import GPU, KWOK_ANNOTATION
 from tools.twin.record import GROUP, VERSION
+
+if TYPE_CHECKING:
+    from gpuledger.optimizer.quota.spec import Quota
 
 NODE_BASE = {"cpu": "64", "memory": "512Gi", "pods": "110"}
 
@@ -44,6 +47,16 @@ class FlavorQuota:
     nominal: int
     borrowing_limit: int | None = None
     lending_limit: int | None = None
+
+    @classmethod
+    def of(cls, flavor: str, resource: str, quota: Quota, *, borrowing: bool = True) -> FlavorQuota:
+        """The twin's quota for a planning-model one: amounts rounded to whole units (what a
+        device plugin advertises); no limits where the queue does not borrow."""
+        def whole(value: float | None) -> int | None:
+            return None if value is None or not borrowing else round(value)
+
+        return cls(flavor, resource, round(quota.nominal), whole(quota.borrowing_limit),
+                   whole(quota.lending_limit))
 
 
 def resource_flavor(flavor: Flavor) -> dict[str, Any]:

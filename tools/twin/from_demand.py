@@ -70,18 +70,15 @@ def window_from_demand(inputs: QuotaInputs, start: datetime, minutes: int, *, bo
             column = demand.column((q.name, f, r))
             levels = [round(float(column[min(i, demand.buckets - 1)])) for i in per_minute]
             workloads += _workloads(f"{q.name}-{f}", q.name, f, levels)
-    capacity = {f: int(sum(x.nominal for q in inputs.queues for (ff, _), x in q.quotas.items() if ff == f))
-                for f in flavors}
+    capacity = {f: sum(x.nominal for q in queues for x in q.quotas if x.flavor == f) for f in flavors}
     return Window(queues, (), tuple(workloads),
                   tuple(Flavor(f, {FLAVOR_LABEL: f}, _nodes(capacity[f], node_gpus)) for f in flavors))
 
 
 def _queue(q: ModelQueue, borrowing: bool) -> QueueSpec:
     """The twin's ClusterQueue of a planning-model queue: integer quotas, in its cohort or alone."""
-    quotas = tuple(FlavorQuota(f, r, int(x.nominal), *((_int(x.borrowing_limit), _int(x.lending_limit))
-                                                       if borrowing else (None, None)))
-                   for (f, r), x in q.quotas.items())
-    return QueueSpec(q.name, int(sum(x.nominal for x in q.quotas.values())), q.cohort if borrowing else None,
+    quotas = tuple(FlavorQuota.of(f, r, x, borrowing=borrowing) for (f, r), x in q.quotas.items())
+    return QueueSpec(q.name, sum(x.nominal for x in quotas), q.cohort if borrowing else None,
                      quotas=quotas, weight=q.weight)
 
 
@@ -102,7 +99,3 @@ def _workloads(prefix: str, queue: str, flavor: str, levels: list[int]) -> list[
                 out.append(WorkloadSpec(f"{prefix}-g{k}-m{m}", float(m), 1, queue, float(n), flavor=flavor))
             m += n
     return out
-
-
-def _int(value: float | None) -> int | None:
-    return None if value is None else int(value)

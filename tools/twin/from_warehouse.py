@@ -71,8 +71,7 @@ def _queues(wh: Warehouse) -> tuple[QueueSpec, ...]:
     for r in queue_objects(wh, reader.object_kind).iter_rows(named=True):
         obj = {"metadata": {"name": r["name"]}, "spec": json.loads(r["spec"] or "{}")}
         q = reader.queue_from_object(obj, f"{wh.path}: queues")
-        quotas = tuple(FlavorQuota(flavor, resource, round(x.nominal), _int(x.borrowing_limit),
-                                   _int(x.lending_limit))
+        quotas = tuple(FlavorQuota.of(flavor, resource, x)
                        for (flavor, resource), x in q.quotas.items() if is_gpu_resource(resource))
         if not quotas:
             continue
@@ -88,10 +87,6 @@ def _queues(wh: Warehouse) -> tuple[QueueSpec, ...]:
                              within_cluster_queue=preemption.get("withinClusterQueue", "Never"),
                              quotas=quotas, weight=q.weight if "fairSharing" in obj["spec"] else None))
     return tuple(out)
-
-
-def _int(value: float | None) -> int | None:
-    return None if value is None else round(value)
 
 
 def _flavors(wh: Warehouse, queues: tuple[QueueSpec, ...]) -> tuple[tuple[Flavor, ...], dict[str, str]]:
