@@ -162,13 +162,9 @@ def demand_of(frame: pl.DataFrame, step: timedelta, keys: Sequence[QuotaKey] = (
     n = int(b.max()) + 1
     times = frame.select(bucket, "ts").unique()
     counts = np.bincount(times["b"].to_numpy(), minlength=n).astype(float)
-    series = rows["i"].to_numpy().astype(np.int64)
-
-    def means(column: str) -> np.ndarray:
-        return demand_from_sums(start, step, all_keys, bucket=b, series=series,
-                                demand=rows[column].fill_null(0.0).to_numpy(), counts=counts).values
-
-    return Demand(start, step, all_keys, means("demand"), counts, means("running") if recorded else None)
+    return demand_from_sums(start, step, all_keys, bucket=b, series=rows["i"].to_numpy(),
+                            demand=rows["demand"].to_numpy(), counts=counts,
+                            running=rows["running"].fill_null(0.0).to_numpy() if recorded else None)
 
 
 def demand_from_sums(start: datetime, step: timedelta, keys: Sequence[QuotaKey], *, bucket: np.ndarray,

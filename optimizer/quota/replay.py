@@ -96,8 +96,7 @@ def replay_batch(inputs: QuotaInputs, jobs: Sequence[tuple[Demand, QuotaSet]], *
     nominal, borrow, lend, opening = (np.zeros((len(jobs), *layout.shape)) for _ in range(4))
     for b, (grid, (_, quotas)) in enumerate(zip(grids, jobs, strict=True)):
         pad[b] = steps - grid.buckets
-        tensor[pad[b]:, b] = layout.tensor(grid)
-        opening[b] = layout.opening(grid)
+        tensor[pad[b]:, b], opening[b] = layout.tensor(grid)
         nominal[b], borrow[b], lend[b] = layout.quotas(quotas, borrowing)
     if borrowing:
         pending, idle, borrowed = _simulate(tensor, nominal, borrow, lend, weights=layout.weight,
@@ -156,28 +155,18 @@ class _Layout:
                 self.unit[p, j] = _admission_unit(units[name].get(r, 0.0))
         self.shares = np.array([not k[0].startswith("(no cohort") for k in self.keys], dtype=bool)
 
-    def tensor(self, demand: Demand) -> np.ndarray:
-        """(buckets, pools, queues) demand; padding slots and unknown series are zero."""
-        padded = np.concatenate([demand.values, np.zeros((demand.buckets, 1))], axis=1)
-        return padded[:, self._columns(demand)]
-
-    def opening(self, demand: Demand) -> np.ndarray:
-        """(pools, queues) what the history recorded running at its first bucket (zero where it
-        does not record it)."""
-        first = demand.opening
-        if first is None:
-            return np.zeros(self.shape)
-        return np.append(first, 0.0)[self._columns(demand)]
-
-    def _columns(self, demand: Demand) -> np.ndarray:
-        """(pools, queues) each slot's column of `demand`; its width (one past the last) for
-        padding slots and series it does not name."""
+    def tensor(self, demand: Demand) -> tuple[np.ndarray, np.ndarray]:
+        """(buckets, pools, queues) demand and (pools, queues) what the history recorded running
+        at its first bucket; padding slots, unknown series and an unrecorded opening are zero."""
         column = np.full(self.shape, len(demand.keys), dtype=np.int64)
         for key, (p, j) in self.slot.items():
             i = demand.index(key)
             if i is not None:
                 column[p, j] = i
-        return column
+        padded = np.concatenate([demand.values, np.zeros((demand.buckets, 1))], axis=1)
+        first = demand.opening
+        opening = np.zeros(self.shape) if first is None else np.append(first, 0.0)[column]
+        return padded[:, column], opening
 
     def quotas(self, quotas: QuotaSet, borrowing: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         nominal, borrow, lend = (np.zeros(self.shape) for _ in range(3))
@@ -289,7 +278,8 @@ def _simulate(demand: np.ndarray, nominal: np.ndarray, borrow: np.ndarray, lend:
         d, mask = flat[t], congested[t]
         if t != previous + 1:  # every row was settled the step before: it ran its demand
             running = flat[t - 1].copy() if t else np.zeros(rows)
-        running[first == t] = recorded[first == t]
+        fresh = first == t
+        running[fresh] = recorded[fresh]
         previous = int(t)
         running = _step(running, d, n2, b2, lend=l2, weights=w2, reclaims=r2, unit=u2, capacity=cap2)
         pending += np.maximum(d - running, 0.0) * mask[:, None]

@@ -13,10 +13,10 @@ by water-filling per flavor and resource, by the queues' fair-sharing weights, 1
 queue whose `reclaimWithinCohort` is Any takes its nominal back from borrowers, other preemption
 is not modelled; each queue admits whole units of its smallest workload, as production reads the
 smallest pod request, decision 0249) at a one-minute resolution under the window's quotas, one
-resource at a time (whole GPUs and each MIG profile are different units). The
-twin's own figure, sampled the same way, is the amount created and not admitted at each sample x 1
-minute; `compare()` puts both side by side per queue (whole GPUs) and per queue and MIG profile,
-with the gap in percent of the twin's.
+resource at a time (whole GPUs and each MIG profile are different units). The twin's own figure,
+sampled the same way, is the amount created and not admitted at each sample x 1 minute; `compare()`
+puts both side by side per queue (whole GPUs) and per queue and MIG profile, with the gap in
+percent of the twin's.
 """
 
 from __future__ import annotations
@@ -102,18 +102,23 @@ def model_pending(window: Window, demand: Series, minutes: int, resource: str = 
         None if x.lending_limit is None else float(x.lending_limit)) for x in quotas[q.name]}, (),
         reclaims=q.reclaim_within_cohort == "Any", units=units.get(q.name, {}) if whole else {})
         for q in window.queues if quotas[q.name])
-    def cell(m: int, q: ModelQueue, flavor: str) -> dict[str, Any]:
-        key = (m, q.name, flavor, resource)
-        wanted = demand.get(key, 0.0)
-        return {"ts": ORIGIN + m * STEP, "cluster_queue": q.name, "flavor": flavor, "resource": resource,
-                "demand": wanted, "running": None if pending is None else wanted - pending.get(key, 0.0)}
+    schema: dict[str, pl.DataType | type[pl.DataType]] = {
+        "ts": pl.Datetime("us", "UTC"), "cluster_queue": pl.String, "flavor": pl.String,
+        "resource": pl.String, "demand": pl.Float64}
+    if pending is not None:
+        schema["running"] = pl.Float64
 
-    rows = [cell(m, q, flavor) for m in range(minutes) for q in queues for flavor, _ in q.quotas]
-    history = pl.DataFrame(rows, schema={"ts": pl.Datetime("us", "UTC"), "cluster_queue": pl.String,
-                                         "flavor": pl.String, "resource": pl.String, "demand": pl.Float64,
-                                         "running": pl.Float64})
-    if pending is None:
-        history = history.drop("running")
+    def row(m: int, name: str, flavor: str) -> dict[str, Any]:
+        key = (m, name, flavor, resource)
+        wanted = demand.get(key, 0.0)
+        cell: dict[str, Any] = {"ts": ORIGIN + m * STEP, "cluster_queue": name, "flavor": flavor,
+                                "resource": resource, "demand": wanted}
+        if pending is not None:
+            cell["running"] = wanted - pending.get(key, 0.0)
+        return cell
+
+    rows = [row(m, q.name, flavor) for m in range(minutes) for q in queues for flavor, _ in q.quotas]
+    history = pl.DataFrame(rows, schema=schema)
     inputs = QuotaInputs(queues, default_capacity(queues), history, STEP, source="twin")
     result = model_replay(inputs, {(q.name, *key): quota for q in queues for key, quota in q.quotas.items()},
                           resolution=STEP)
