@@ -53,30 +53,52 @@ def _within_deadline(conn: HTTPConnection, read_headers: Callable[[], HTTPRespon
     remaining = at - time.monotonic()
     if remaining <= 0:
         raise DeadlinePassed
-    cut = threading.Event()
-    timer = threading.Timer(remaining, _shut_down, (conn, cut))
+    cut = _Cut(conn)
+    timer = threading.Timer(remaining, cut.shut_down)
     timer.daemon = True
     timer.start()
     try:
         response = read_headers()
     except Exception:
-        if cut.is_set():
+        if cut.settle():
             raise DeadlinePassed from None
         raise
     finally:
         timer.cancel()
-    if cut.is_set():  # a header block cut at the deadline can parse as ended (EOF ends it)
+    if cut.settle():  # a header block cut at the deadline can parse as ended (EOF ends it)
         response.close()
         raise DeadlinePassed
     return response
 
 
-def _shut_down(conn: HTTPConnection, cut: threading.Event) -> None:
-    cut.set()
-    sock = conn.sock
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+class _Cut:
+    """Whichever comes first of the deadline's timer and the end of the headers wins, under one
+    lock: `Timer.cancel` does not stop a timer that has already fired, and on a loaded machine
+    its thread can run after the headers are in and the response handed back; it must then
+    leave the socket alone (the body is still to be read, the connection goes back to the pool)."""
+
+    def __init__(self, conn: HTTPConnection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._cut = False
+        self._settled = False
+
+    def shut_down(self) -> None:
+        """The deadline passed: shut the socket down, unless the headers were read first."""
+        with self._lock:
+            if self._settled:
+                return
+            self._cut = True
+            sock = self._conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def settle(self) -> bool:
+        """The headers are read (or failed): the timer may no longer cut; True when it did."""
+        with self._lock:
+            self._settled = True
+            return self._cut
 
 
 class _HTTPConnection(HTTPConnection):

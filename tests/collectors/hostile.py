@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 EMPTY = b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
+WHOLE_ANSWERS = ("empty", "values")
+"""Faults answered whole (a status, headers and a body of the stated length)."""
 
 
 @dataclass
@@ -63,7 +65,10 @@ class HostileProxy:
                 try:
                     if self.path.startswith("/api/v1/query_range") and fault.kind != "none":
                         proxy.faulted += 1
-                        self.close_connection = True
+                        # A whole answer keeps the connection open, as Prometheus does (closing it
+                        # unannounced raced the client's next request on it: RemoteDisconnected
+                        # under load); an answer the fault breaks ends it.
+                        self.close_connection = fault.kind not in WHOLE_ANSWERS
                         proxy.serve_fault(self, fault, body)
                         return
                     self._pass(body)

@@ -71,7 +71,7 @@ def test_trickled_headers_meet_the_whole_request_deadline(proxy: HostileProxy, r
 def test_a_request_inside_its_deadline_is_answered_and_leaves_no_deadline_behind(
         proxy: HostileProxy) -> None:
     proxy.fault = Fault("empty")
-    # 3 s: room for a loaded 2-core CI machine to answer each request (1 s failed there once)
+    # 3 s: room for a loaded 2-core CI machine to answer each request
     http = PromHttp(proxy.url, PrometheusSettings(timeout_s=10, deadline_s=3, retries=0))
     for _ in range(3):  # the connection is reused after the deadline's timer has been cancelled
         assert json.loads(http.query_range(QUERY, AT, AT, 60))["data"]["result"] == []
