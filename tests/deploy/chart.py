@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tools.helm_build.builder import helm_binary
+from tools.helm_build.builder import HelmBuildError, HelmLayout, build, default_cache_root
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "gpuledger"
@@ -67,11 +67,19 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
+def helm_layout() -> HelmLayout:
+    """helm and the monitoring CRDs, built first where they are not: a no-op once built, and a wait
+    while `.ci/run`'s background build holds the build lock (decision 0253)."""
+    layout = HelmLayout(default_cache_root())
+    try:
+        build(layout)
+    except HelmBuildError as exc:
+        pytest.fail(str(exc))
+    return layout
+
+
 def helm() -> str:
-    found = helm_binary()
-    if found is None:
-        pytest.fail("helm is not built: run `python -m tools.helm_build build` (.ci/run does)")
-    return str(found)
+    return str(helm_layout().binary)
 
 
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
-from tests.deploy.chart import VARIANTS, render
-from tools.helm_build.builder import CRDS, HelmLayout, default_cache_root
+from tests.deploy.chart import VARIANTS, helm_layout, render
+from tools.helm_build.builder import CRDS
 from tools.k8s_testenv.crds import install_crds
 
 pytestmark = pytest.mark.k8s
@@ -22,7 +22,7 @@ NAMESPACES = ("gpuledger", "gpu-operator", "nvidia")
 
 @pytest.fixture(scope="module")
 def api(k8s_cluster):
-    layout = HelmLayout(default_cache_root())
+    layout = helm_layout()
     with k8s_cluster.api_client() as api:
         install_crds(api, layout.crds)
         core = client.CoreV1Api(api)
@@ -76,5 +76,5 @@ def test_an_invalid_object_is_refused(api):
 
 
 def test_the_crds_are_the_ones_the_chart_needs():
-    layout = HelmLayout(default_cache_root())
+    layout = helm_layout()
     assert {f"monitoring.coreos.com_{p}.yaml" for p in CRDS} == {p.name for p in layout.crds.glob("*.yaml")}

@@ -3,7 +3,9 @@
 Enable it with `pytest_plugins = ["tools.k8s_testenv.pytest_plugin"]` (tests/conftest.py does).
 The binaries come from the cache that `python -m tools.k8s_testenv build` fills; if they are
 missing the fixture builds them (slow once) rather than skipping, because a test that CI can run
-must never skip. Every test that uses the fixture gets the `k8s` marker automatically.
+must never skip (while `.ci/run` builds them in the background, it waits under the build lock).
+Every test that uses the fixture gets the `k8s` marker automatically, and their modules run
+after all the others.
 
 Fixtures:
 - `k8s_cluster` (session): a started `LocalCluster`: `.kubeconfig`, `.server`, `.admin_token`,
@@ -39,9 +41,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that use the cluster, and run their modules after all the others (each
+    module's tests together and in their order, the modules in theirs): a cold `.ci/run` builds
+    the apiserver in the background while the rest of the suite runs (decision 0253)."""
+    with_cluster = set()
     for item in items:
         if "k8s_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.k8s)
+            with_cluster.add(_module_of(item))
+    items.sort(key=lambda item: _module_of(item) in with_cluster)  # stable: the order is kept within
+
+
+def _module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(scope="session")
