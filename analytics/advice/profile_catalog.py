@@ -25,11 +25,12 @@ for another). The catalog trades a little rounding waste for that.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from gpuledger.analytics.devices.shares import planned_share, raw_mig_share
@@ -125,11 +126,12 @@ def _model_catalog(
     model: str, rows: pl.DataFrame, *, k: int, max_rounding: float, mig_factor: float, basis: str,
 ) -> Catalog:
     names = candidates(model)
-    work = []
+    pairs = []
     for r in rows.iter_rows(named=True):
         right = smallest_in(model, names, float(r["need_memory_mib"]), int(r["need_compute"]))
         if right != WHOLE:
-            work.append((r, right))
+            pairs.append((r, right))
+    work = Work.of(model, names, pairs)
     best: tuple[tuple[float, ...], tuple[str, ...]] | None = None
     for size in range(1, min(k, len(names)) + 1):
         for combo in itertools.combinations(names, size):
@@ -137,7 +139,63 @@ def _model_catalog(
             if best is None or score > best[0]:
                 best = (score, combo)
     chosen = best[1] if best else ()
-    return _evidence(model, chosen, work, max_rounding=max_rounding, mig_factor=mig_factor, basis=basis)
+    return _evidence(model, chosen, work.pairs, max_rounding=max_rounding, mig_factor=mig_factor, basis=basis)
+
+
+@dataclass(frozen=True)
+class Work:
+    """One model's MIG demand, each workload with its right-sized profile (iterating gives the
+    `(row, right)` pairs), and what step 4 reads of each, worked out once for every candidate
+    catalog: which candidates fit it, as bits in `order` (the candidates cheapest first, so
+    the cheapest fitting catalog profile, `smallest_in`'s choice, is the lowest bit a catalog
+    shares), its right-sized profile's place in `order`, and its GPU-hours."""
+
+    pairs: list[tuple[dict[str, Any], str]]
+    order: tuple[str, ...]
+    fits: np.ndarray
+    right: np.ndarray
+    hours: np.ndarray
+    cost: np.ndarray
+    """`slice_cost` of each profile of `order`."""
+
+    @classmethod
+    def of(cls, model: str, names: Sequence[str], pairs: list[tuple[dict[str, Any], str]]) -> Work:
+        order = tuple(sorted(names, key=lambda p: (slice_cost(model, p), p)))
+        masks: dict[tuple[float, int], int] = {}
+        fits = []
+        for r, _ in pairs:
+            need = (float(r["need_memory_mib"]), int(r["need_compute"]))
+            if need not in masks:
+                masks[need] = sum(1 << i for i, p in enumerate(order) if _fits(model, p, *need))
+            fits.append(masks[need])
+        place = {p: i for i, p in enumerate(order)}
+        return cls(pairs, order, np.array(fits, dtype=np.int64),
+                   np.array([place[right] for _, right in pairs], dtype=np.int64),
+                   np.array([float(r["gpu_hours"]) for r, _ in pairs], dtype=np.float64),
+                   np.array([slice_cost(model, p) for p in order], dtype=np.float64))
+
+    def __iter__(self) -> Iterator[tuple[dict[str, Any], str]]:
+        return iter(self.pairs)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+
+def _score(model: str, combo: Sequence[str], work: Work, max_rounding: float) -> tuple[float, ...]:
+    """Step 4's order as one tuple (bigger is better), over every workload at once: the
+    catalog profile a workload lands on is the lowest bit its fitting candidates share with
+    the catalog; coverage compares slice costs exactly as `_covered` does, and the hours and
+    the waste are summed one by one in the workloads' order (a cumulative sum), as a loop
+    over them sums (tests/advice/test_profile_catalog_search.py)."""
+    mask = sum(1 << work.order.index(p) for p in combo)
+    shared = work.fits & mask
+    landed = shared != 0
+    lowest = np.log2(np.where(landed, shared & -shared, 1)).astype(np.int64)
+    cost, right = work.cost[lowest], work.cost[work.right]
+    covered = landed & (cost <= (1 + max_rounding) * right + 1e-9)
+    hours = work.hours[covered]
+    waste = (cost[covered] - right[covered]) * hours
+    return (int(covered.sum()), round(_in_order(hours), 6), -round(_in_order(waste), 6), -len(combo))
 
 
 def _covered(model: str, assigned: str, right: str, max_rounding: float) -> bool:
@@ -145,25 +203,9 @@ def _covered(model: str, assigned: str, right: str, max_rounding: float) -> bool
     return assigned != WHOLE and slice_cost(model, assigned) <= bound
 
 
-def _score(
-    model: str, combo: Sequence[str], work: Sequence[tuple[dict[str, Any], str]], max_rounding: float,
-) -> tuple[float, ...]:
-    """Step 4's order as one tuple (bigger is better). The catalog profile a need lands on is
-    looked up once per distinct need (workloads of one size are many), then summed in the
-    workloads' order as before."""
-    count, hours, waste = 0, 0.0, 0.0
-    landed: dict[tuple[float, int, str], tuple[str, bool]] = {}
-    for r, right in work:
-        need = (float(r["need_memory_mib"]), int(r["need_compute"]), right)
-        if need not in landed:
-            at = smallest_in(model, combo, need[0], need[1])
-            landed[need] = (at, _covered(model, at, right, max_rounding))
-        assigned, covered = landed[need]
-        if covered:
-            count += 1
-            hours += float(r["gpu_hours"])
-            waste += (slice_cost(model, assigned) - slice_cost(model, right)) * float(r["gpu_hours"])
-    return (count, round(hours, 6), -round(waste, 6), -len(combo))
+def _in_order(values: np.ndarray) -> float:
+    """The sum of `values` added one by one from the first (NumPy's `sum` adds pairwise)."""
+    return float(np.cumsum(values)[-1]) if values.size else 0.0
 
 
 def billed_share(model: str, profile: str, basis: str) -> float:
