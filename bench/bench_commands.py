@@ -12,6 +12,11 @@ baseline tree runs with DuckDB's default bound; this tree with `--bounded` where
 the chart's job gives DuckDB: half of its 4Gi limit), so the table says whether the command fits
 the deployment, not only how fast it is. The outputs are compared: the recommendation and
 advice documents must be equal, and the report's summary.csv byte for byte.
+
+`--after-refresh`: first `refresh-serving` of this tree on a copy (figures kept as "refresh
+(fills the day parts)"), and every command of both trees then starts from the day parts it
+kept, as on a deployment whose chart refreshes every collect round (decision 0254); a tree
+that reads none shows what the parts save.
 """
 
 from __future__ import annotations
@@ -33,11 +38,12 @@ COMMANDS: dict[str, list[str]] = {
 }
 
 
-def run(tree: Path, source: Path, work: Path, args: list[str], *, period: str,
-        bound: str | None) -> dict[str, Any]:
+def run(tree: Path, source: Path, work: Path, args: list[str], *, period: str | None,
+        bound: str | None, day_parts: Path | None = None) -> dict[str, Any]:
     """`gpuledger ARGS --period PERIOD` of `tree` on a fresh copy of `source` in `work` (the
-    copy removed after: a 1,000-GPU warehouse is 1.3 GiB)."""
-    figures = gpuledger_child(tree, source, work, [*args, "--period", period], bound)
+    copy removed after: a 1,000-GPU warehouse is 1.3 GiB), beside `day_parts` where given."""
+    figures = gpuledger_child(tree, source, work, [*args, *(("--period", period) if period else ())],
+                              bound, day_parts=day_parts)
     (work / "w.duckdb").unlink()
     if figures["rc"] != 0:
         figures["stderr_tail"] = (work / "stderr").read_text(errors="replace")[-600:]
@@ -59,6 +65,8 @@ def main() -> None:
     parser.add_argument("--bounded", metavar="SIZE", help="this tree under warehouse.memory_limit SIZE")
     parser.add_argument("--command", action="append", choices=sorted(COMMANDS), help="default: all")
     parser.add_argument("--name", default="commands")
+    parser.add_argument("--after-refresh", action="store_true",
+                        help="every command starts from the day parts a refresh-serving of this tree kept")
     args = parser.parse_args()
     source = args.cache / f"demo-{args.gpus}-{args.period}.duckdb"
     if not source.exists():
@@ -67,15 +75,23 @@ def main() -> None:
     ref = subprocess.run(["git", "rev-parse", "--short", args.baseline_ref], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout.strip()
     figures: dict[str, Any] = {"gpus": args.gpus, "period": args.period, "warehouse": str(source),
+                               "after_refresh": args.after_refresh,
                                "baseline_ref": ref, "ours_memory_limit": args.bounded or "50% (default)",
                                "load_average_1_5_15": {"before": load_average()}, "commands": {}}
     with tempfile.TemporaryDirectory(prefix="bench-commands-", dir=args.cache) as tmp:
         baseline = unpack_tree(ref, Path(tmp) / "tree")
+        parts = None
+        if args.after_refresh:
+            refresh = Path(tmp) / "refresh"
+            figures["refresh (fills the day parts)"] = run(ROOT, source, refresh, ["refresh-serving"],
+                                                            period=None, bound=args.bounded)
+            parts = refresh / "w.dayparts.duckdb"
         for name in args.command or list(COMMANDS):
             sides: dict[str, Any] = {}
             for side, tree, bound in (("baseline", baseline, None), ("ours", ROOT, args.bounded)):
                 work = Path(tmp) / f"{name.replace(' ', '-')}-{side}"
-                sides[side] = run(tree, source, work, COMMANDS[name], period=args.period, bound=bound)
+                sides[side] = run(tree, source, work, COMMANDS[name], period=args.period, bound=bound,
+                                  day_parts=parts)
                 figures["load_average_1_5_15"][f"after {name} {side}"] = load_average()
             folder = Path(tmp) / name.replace(" ", "-")
             left, right = (output_of(Path(f"{folder}-{s}")) for s in ("baseline", "ours"))

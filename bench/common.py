@@ -90,14 +90,17 @@ def load_average() -> list[float]:
 
 
 def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
-                    memory_limit: str | None = None) -> dict[str, Any]:
+                    memory_limit: str | None = None, *, day_parts: Path | None = None) -> dict[str, Any]:
     """`gpuledger ARGS` of `tree` (on `PYTHONPATH`) on a copy of the warehouse `source` at
     `work`/w.duckdb, with `warehouse.memory_limit` set to `memory_limit` in a settings file where
     given, as a child reaped with `os.wait4`: `rc`, `wall_s`, user + system `cpu_s` and the
-    child's `peak_rss_mib` (`ru_maxrss`). Its output is left in `work`/stdout and stderr."""
+    child's `peak_rss_mib` (`ru_maxrss`). Its output is left in `work`/stdout and stderr.
+    `day_parts`: a day parts file copied beside the copy as its own (`warehouse.day_parts`)."""
     work.mkdir(parents=True, exist_ok=True)
     copy = work / "w.duckdb"
     shutil.copyfile(source, copy)
+    if day_parts is not None:
+        shutil.copyfile(day_parts, work / "w.dayparts.duckdb")
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("GPULEDGER_WAREHOUSE", None)
     cmd = [sys.executable, "-m", "gpuledger", *args, "--warehouse", str(copy)]

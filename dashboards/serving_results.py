@@ -27,16 +27,14 @@ the warehouse then). The dashboard never computes these itself from a serving st
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
 import logging
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -44,7 +42,7 @@ import polars as pl
 from gpuledger.analytics.advice import FLEET_SHAPING_KINDS
 from gpuledger.analytics.workloads.tokens import GENERATION_WEIGHT
 from gpuledger.core.config import Settings
-from gpuledger.core.errors import GpuledgerError, WarehouseError
+from gpuledger.core.errors import GpuledgerError
 from gpuledger.core.period import Period
 from gpuledger.core.rules import Rules
 from gpuledger.core.rules_record import RecordedRules, differs, label
@@ -184,7 +182,9 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
                for period, basis in months]
     if not any(names for _, _, names in pending):
         return 0  # a `collect --follow` minute: nothing to compute, no day parts opened
-    with _day_parts(wh) as days:
+    from gpuledger.warehouse.day_parts import kept_day_parts
+
+    with kept_day_parts(wh.path) as days:
         if days is not None:
             days.prune(Period.exact(months[-1][0]).window.start.date())
         for period, basis, names in pending:
@@ -200,29 +200,7 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
                     continue
                 pub.put_result(name, period, basis, payload, rules=_rules_of(name, bills, current))
                 done += 1
-        if days is not None and days.failure is not None:
-            log.warning("serving store: day parts not kept (%s); those days were read whole", days.failure)
     return done
-
-
-@contextlib.contextmanager
-def _day_parts(wh: Warehouse) -> Iterator[DayParts | None]:
-    """The warehouse's day parts (`warehouse.day_parts`: the per-minute advice queries' days
-    kept under a stamp of their inputs), open for one refresh under the publish lock; None for a
-    warehouse that is not a file, or where the parts' file cannot be opened (a full read then)."""
-    from gpuledger.warehouse.day_parts import DayParts, day_parts_path
-
-    if not Path(wh.path).is_file():
-        yield None
-        return
-    try:
-        days = DayParts(day_parts_path(wh.path))
-    except (WarehouseError, OSError) as exc:
-        log.warning("serving store: day parts not kept (%s); the month is read whole", exc)
-        yield None
-        return
-    with days:
-        yield days
 
 
 def _rules_of(name: str, bills: Mapping[str, Any], current: RecordedRules) -> RecordedRules | None:

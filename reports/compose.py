@@ -18,7 +18,7 @@ from gpuledger.analytics.advice.run import Advice
 from gpuledger.analytics.billing.notes import bill_notes
 from gpuledger.analytics.billing.preemption import preemption_totals
 from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
-from gpuledger.analytics.workloads.requested import pod_workloads
+from gpuledger.analytics.workloads.requested import pod_workloads, workload_usage
 from gpuledger.core.config import Settings
 from gpuledger.core.rules_record import RecordedRules, computed_under
 from gpuledger.reports.adjustments import adjustments_for
@@ -135,16 +135,17 @@ def gather(
     adjustments = (adjustments_for(wh, settings, period, as_computed=as_computed) if with_adjustments
                    else empty_summary())
     summary = pl.concat([summary_lines(bill), adjustments], how="vertical_relaxed")
+    usage = workload_usage(wh, bill.window, settings, bill.raw)  # read once: recommendations, catalog
     return MonthlyData(
         bill=bill,
         summary=summary,
         adjustments=adjustments,
         idle=idle_rows(bill, pod_workloads(wh)),
-        recommendations=recommendation_rows(wh, bill, settings),
+        recommendations=recommendation_rows(wh, bill, settings, usage=usage),
         inputs_sha256=inputs_sha256(settings, bill, adjustments),
         price_book_version=settings.price_book_version(),
         newest_sample=newest_sample(wh, before=bill.window.end),
-        advice=fleet_advice(wh, bill.window, settings, advice, bill=bill.raw),
+        advice=fleet_advice(wh, bill.window, settings, advice, bill=bill.raw, usage=usage),
     )
 
 

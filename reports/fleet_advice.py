@@ -13,6 +13,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import polars as pl
+
 from gpuledger.analytics.advice import FLEET_SHAPING_KINDS, KINDS
 from gpuledger.analytics.advice.actionable import floor_of, priced, saving, split
 from gpuledger.analytics.advice.run import Advice, run_advice
@@ -20,6 +22,7 @@ from gpuledger.analytics.billing.bill import Bill
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.day_parts import kept_day_parts
 
 STATEMENT_KINDS = FLEET_SHAPING_KINDS
 PER_KIND = 3
@@ -47,17 +50,23 @@ def top_rows(rows: list[dict[str, object]], floor: float, per_kind: int = PER_KI
 
 
 def fleet_advice(wh: Warehouse, window: Window, settings: Settings,
-                 computed: Sequence[Advice] | None = None, *, bill: Bill | None = None) -> list[FleetAdvice]:
+                 computed: Sequence[Advice] | None = None, *, bill: Bill | None = None,
+                 usage: pl.DataFrame | None = None) -> list[FleetAdvice]:
     """The statement's advice rows for `window` (empty when no kind proposes anything).
 
     `computed`: the kinds a caller already ran for this same window and warehouse state (the
     demo prints every kind just before it issues the report); the statement then takes its
     kinds from them instead of running the analyses again (at 256 GPUs a month, minutes).
     `bill`: the report's bill, which the kinds that price from a bill read (`run_advice`), so
-    the statement's advice carries the report's rules (`--as-computed` too)."""
+    the statement's advice carries the report's rules (`--as-computed` too); `usage`: that
+    bill's per-allocation usage, read once for the report (`run_advice`). The kinds run
+    through the warehouse's day parts: after the chart's refreshes a report reads only the days
+    whose inputs moved since (`warehouse.day_parts`)."""
     have = {advice.kind: advice for advice in computed or () if advice.kind in STATEMENT_KINDS}
     missing = tuple(kind for kind in STATEMENT_KINDS if kind not in have)
     if missing:  # (run_advice of no kinds would run them all)
-        have.update((advice.kind, advice) for advice in run_advice(wh, window, settings, missing, bill=bill))
+        with kept_day_parts(wh.path) as days:
+            ran = run_advice(wh, window, settings, missing, bill=bill, usage=usage, days=days)
+        have.update((advice.kind, advice) for advice in ran)
     found = [have[kind] for kind in KINDS.names() if kind in have]  # registry order, as run_advice gives
     return top_rows([row for advice in found for row in advice.rows], floor_of(settings))

@@ -48,11 +48,13 @@ def idle_rows(bill: MonthBill, workloads: pl.DataFrame | None = None) -> list[Id
     ]
 
 
-def recommendation_rows(wh: Warehouse, bill: MonthBill, settings: Settings) -> list[Recommendation]:
-    """Right-sizing and reclaim recommendations with their monthly savings, largest first."""
+def recommendation_rows(wh: Warehouse, bill: MonthBill, settings: Settings, *,
+                        usage: pl.DataFrame | None = None) -> list[Recommendation]:
+    """Right-sizing and reclaim recommendations with their monthly savings, largest first
+    (`usage`: the bill's per-allocation usage, when the caller read it already)."""
     from gpuledger.analytics.workloads.recommend import recommend
 
-    found = recommend(wh, bill.window, settings, bill=bill.raw).recommendations
+    found = recommend(wh, bill.window, settings, bill=bill.raw, usage=usage).recommendations
     out = []
     for r in found.iter_rows(named=True):
         kind = str(r["kind"])

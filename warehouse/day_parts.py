@@ -11,17 +11,22 @@ whose inputs changed (the running day; a day that was backfilled), and the month
 together from the parts exactly as a full read puts it together from the days.
 
 The parts live in their own DuckDB file (`<warehouse>.dayparts.duckdb`), not in the serving
-store, which every publish copies whole: a month of serving minutes is tens of MB. Written
-only under the publish lock (`refresh-serving`'s `Publication`), one transaction per part, so a
-kill leaves whole parts; the file is a cache: one that cannot be opened is removed and started
-again, and deleting it only costs the next refresh the full read.
+store, which every publish copies whole: a month of serving minutes is tens of MB. Every reader
+of the month's per-minute advice uses them (`refresh-serving`, `report monthly`, `recommend
+--kind`: `kept_day_parts`), one process at a time under the parts' own lock, so a report issued
+after the chart's refreshes reads only the days that moved since (decision 0254). One
+transaction per part, so a kill leaves whole parts; the file is a cache: one that cannot be
+opened is removed and started again, and deleting it only costs the next reader the full read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
-from collections.abc import Callable
+import logging
+import os
+from collections.abc import Callable, Iterator
 from datetime import date, datetime
 from pathlib import Path
 
@@ -36,12 +41,58 @@ from gpuledger.warehouse.queries.advice import per_minute_inputs_stamp
 
 TABLE = "day_parts"
 DayRead = Callable[[ReadableWarehouse, datetime, datetime], pl.DataFrame]
+log = logging.getLogger(__name__)
 
 
 def day_parts_path(warehouse: str | Path) -> Path:
     """The day parts' file beside the warehouse (`gpuledger.duckdb` → `gpuledger.dayparts.duckdb`)."""
     path = Path(warehouse)
     return path.with_name(f"{path.stem}.dayparts.duckdb")
+
+
+@contextlib.contextmanager
+def kept_day_parts(warehouse: str | Path) -> Iterator[DayParts | None]:
+    """The day parts of the warehouse at `warehouse`, open for one reader of the month's
+    per-minute advice, under the parts' own lock (`<warehouse>.dayparts.lock`, flock, not
+    waited for: a second reader reads the month whole rather than queue behind a refresh).
+    None, and the month is read whole, for a warehouse that is not a file, parts held by
+    another process, or parts that cannot be opened; what failed mid-way is logged on exit."""
+    path = day_parts_path(warehouse)
+    if not Path(warehouse).is_file():
+        yield None
+        return
+    try:
+        lock = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:  # a read-only folder: no parts, the month read whole
+        log.info("day parts not used (%s); the month is read whole", exc)
+        yield None
+        return
+    try:
+        days = _locked(path, lock)
+        if days is None:
+            yield None
+            return
+        with days:
+            yield days
+        if days.failure is not None:
+            log.warning("day parts not kept (%s); those days were read whole", days.failure)
+    finally:
+        os.close(lock)  # closing the descriptor releases the flock
+
+
+def _locked(path: Path, lock: int) -> DayParts | None:
+    """The parts at `path` once `lock` is held; None (logged) when another process holds it
+    or the file cannot be opened."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log.info("day parts %s in use by another process; the month is read whole", path.name)
+        return None
+    try:
+        return DayParts(path)
+    except (WarehouseError, OSError) as exc:
+        log.warning("day parts not kept (%s); the month is read whole", exc)
+        return None
 
 
 class DayParts:

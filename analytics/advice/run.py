@@ -126,7 +126,7 @@ def by_day(
 
 def through(days: DayParts | None, name: str, activity: ActivitySource, read: DayRead) -> DayRead:
     """`read` (a per-minute query of `warehouse.queries.advice` named `name`, read a day at a
-    time), through `days` when a refresh keeps day parts (`warehouse.day_parts`: a day whose
+    time), through `days` where the caller keeps day parts (`warehouse.day_parts`: a day whose
     inputs are unchanged is not queried again); `read` itself without them."""
     if days is None:
         return read
@@ -332,11 +332,15 @@ def reads_days(kind: AdviceFn) -> bool:
 
 def run_advice(
     wh: Warehouse, window: Window, settings: Settings, kinds: tuple[str, ...], *, bill: Bill | None = None,
+    usage: pl.DataFrame | None = None, days: DayParts | None = None,
 ) -> list[Advice]:
     """The named kinds (all of them when `kinds` is empty), in registry order; an unknown
     kind is refused in one line naming the known ones. `bill`: the window's bill, handed to the
     kinds that read one (`reads_bill`), so they price what the caller billed, under its rules
-    (`--as-computed`), and its notes are the caller's to show."""
+    (`--as-computed`), and its notes are the caller's to show. `usage`: that bill's
+    per-allocation usage where the caller has it (`reads_usage`: read once for the report's
+    recommendations and the catalog). `days`: the warehouse's day parts
+    (`warehouse.day_parts.kept_day_parts`), handed to the kinds that read through them."""
     for name in kinds:
         KINDS.get(name)  # an unknown kind is refused before any work
     found = []
@@ -344,8 +348,12 @@ def run_advice(
         if kinds and name not in kinds:
             continue
         run = KINDS.get(name)
+        shared: dict[str, Any] = {}
         if bill is not None and reads_bill(run):
-            found.append(run(wh, window, settings, bill=bill))  # type: ignore[call-arg]
-        else:
-            found.append(run(wh, window, settings))
+            shared["bill"] = bill
+            if usage is not None and reads_usage(run):
+                shared["usage"] = usage
+        if days is not None and reads_days(run):
+            shared["days"] = days
+        found.append(run(wh, window, settings, **shared))
     return found

@@ -214,12 +214,14 @@ def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> list[Advice]:
     advice, so the month's report does not run the analyses again."""
     from gpuledger.analytics.advice.actionable import floor_of, priced, quiet_lines, saving, split
     from gpuledger.analytics.advice.run import run_advice
+    from gpuledger.warehouse.day_parts import kept_day_parts
 
     ctx.echo("")
     ctx.echo(f"Fleet advice, the largest saving of each kind (all of them: `gpuledger recommend --kind K "
              f"--period {window.start:%Y-%m}`)")
     ctx.echo(f"{'kind':22s} {'scope':32s} {'recommended':34s} {'saving/month':>12s}")
-    found = run_advice(wh, window, ctx.settings, ())
+    with kept_day_parts(wh.path) as days:  # kept: the first refresh after a collect reads one day
+        found = run_advice(wh, window, ctx.settings, (), days=days)
     floor = floor_of(ctx.settings)
     for advice in found:
         shown = split(advice.rows, floor)

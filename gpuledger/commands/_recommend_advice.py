@@ -29,13 +29,15 @@ def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.analytics.advice.run import reads_bill, run_advice
     from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.terminal_progress import busy
+    from gpuledger.warehouse.day_parts import kept_day_parts
 
     window = window_from_args(args)
     kinds = tuple(args.kind)
     with busy(f"computing advice {window}"), ctx.open_warehouse(read_only=True) as wh:
         bill = (compute_bill(wh, window, ctx.settings, ("team",), as_computed=args.as_computed)
                 if any(reads_bill(KINDS.get(kind)) for kind in kinds) else None)
-        found = run_advice(wh, window, ctx.settings, kinds, bill=bill)
+        with kept_day_parts(wh.path) as days:  # the days unchanged since a refresh are not read again
+            found = run_advice(wh, window, ctx.settings, kinds, bill=bill, days=days)
         empty = coverage_warning(wh, window)
     warn([*(bill_warnings(bill) if bill is not None else []), *([empty] if empty else [])])
     every = [row for advice in found for row in advice.rows]

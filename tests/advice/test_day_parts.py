@@ -17,7 +17,7 @@ from gpuledger.core.period import Period
 from gpuledger.core.window import Window
 from gpuledger.dashboards import serving_results
 from gpuledger.warehouse import LoadBatch, Warehouse
-from gpuledger.warehouse.day_parts import DayParts, day_parts_path
+from gpuledger.warehouse.day_parts import DayParts, day_parts_path, kept_day_parts
 from gpuledger.warehouse.queries.advice import per_minute_inputs_stamp
 
 DATA = Window(datetime(2026, 10, 31, 12, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
@@ -153,6 +153,42 @@ def test_refresh_serving_fills_the_parts_beside_the_warehouse(copy: Path) -> Non
     october = len(list(Period.exact("2026-10").window.days()))
     assert [(q, n) for q, _, _, n in kept] == [("serving_minutes", month + october),
                                               ("shared_card_levels", month + october)]
+
+
+def test_a_report_after_a_refresh_reads_no_day_again(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`report monthly`'s advice (`fleet_advice`) reads through the parts a refresh kept: with
+    the per-minute queries made to fail, it still gives what a full read gives."""
+    from gpuledger.analytics.advice import run
+    from gpuledger.reports.fleet_advice import fleet_advice
+
+    window = Period.exact("2026-11").window
+    with Warehouse.open(copy, read_only=True) as wh:
+        with kept_day_parts(copy) as held:  # held: the report reads the month whole
+            whole = fleet_advice(wh, window, Settings())
+        assert held is not None and held.reads == 0
+        serving_results.refresh_serving(wh, Settings())
+
+        def queried(*_: object) -> None:
+            raise AssertionError("a day the refresh kept was queried again")
+
+        monkeypatch.setattr(run.queries, "serving_minutes", queried)
+        monkeypatch.setattr(run.queries, "shared_card_levels", queried)
+        assert fleet_advice(wh, window, Settings()) == whole
+        assert whole, "the fleet's month has advice rows"
+
+
+def test_one_process_at_a_time_keeps_the_parts(copy: Path, tmp_path: Path) -> None:
+    """A second reader while the parts are held reads the month whole (None), never waits; a
+    warehouse that is not a file keeps none."""
+    with kept_day_parts(copy) as first:
+        assert first is not None
+        with kept_day_parts(copy) as second:
+            assert second is None
+    with kept_day_parts(copy) as again:
+        assert again is not None
+    with kept_day_parts(tmp_path / "absent.duckdb") as absent:
+        assert absent is None
+    assert not day_parts_path(tmp_path / "absent.duckdb").exists()
 
 
 def test_prune_drops_the_days_of_months_no_longer_kept(copy: Path) -> None:

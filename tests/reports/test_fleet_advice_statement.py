@@ -118,3 +118,24 @@ def test_advice_handed_in_is_used_and_equal(base_warehouse: Path) -> None:
     assert [a for a in handed if a.monthly_saving == 1e9]
     assert {a.kind for a in handed} - {a.kind for a in handed if a.monthly_saving == 1e9} == \
         {a.kind for a in alone} - {str(r["kind"]) for r in first.rows}
+
+
+def test_a_report_reads_the_months_allocations_once(base_warehouse: Path, monkeypatch) -> None:
+    """The report's recommendations and its profile catalog share one read of the month's
+    per-allocation usage (issue 34: at 1,000 GPUs the heaviest query of the report, read twice)."""
+    from gpuledger.analytics.workloads import recommend, requested
+    from gpuledger.reports import compose
+
+    reads: list[Window] = []
+    read = requested.workload_usage
+
+    def counted(wh: Warehouse, window: Window, *args: object, **kwargs: object) -> object:
+        reads.append(window)
+        return read(wh, window, *args, **kwargs)  # type: ignore[arg-type]
+
+    for module in (compose, recommend, requested):  # every name a report could read it through
+        monkeypatch.setattr(module, "workload_usage", counted)
+    with Warehouse.open(base_warehouse, read_only=True) as wh:
+        data = compose.gather(wh, Settings(), PERIOD)
+    assert data.recommendations, "the month has recommendations to make"
+    assert reads == [Window(datetime(2024, 11, 1, tzinfo=UTC), datetime(2024, 12, 1, tzinfo=UTC))]
