@@ -242,8 +242,10 @@ def autoscaling_advice_kind(wh: Warehouse, window: Window, settings: Settings, *
     return Advice("autoscaling", rows, {"deployments": documents})
 
 
-def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> Advice:
-    """Item 2: fragmentation per node and pool, and rebuilds scheduled into maintenance windows."""
+def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings, *,
+                         days: DayParts | None = None) -> Advice:
+    """Item 2: fragmentation per node and pool, and rebuilds scheduled into maintenance windows
+    (`days`: the day parts the nodes' hourly activity is read through, `through`)."""
     layouts = queries.mig_layouts(wh, window.start, window.end)
     if layouts.is_empty():
         return Advice("fragmentation", [], {"nodes": [], "pools": []})
@@ -257,7 +259,7 @@ def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> A
         rates, threshold=a.fragmentation_threshold, min_free=a.fragmentation_min_free,
         now=min(window.end, datetime.now(UTC)), windows=a.maintenance_windows,
         activity=_activity_if_needed(wh, window, rates, a.fragmentation_threshold,
-                                     SamplingRules.of(settings)))
+                                     SamplingRules.of(settings), days=days))
     rows: list[dict[str, object]] = [{
         "kind": "fragmentation_rebuild", "scope": r.node, "current": f"{r.rate:.0%} fragmented",
         "recommended": "rebuild MIG layout in " + (f"{r.window[0]:%a %H:%M} UTC window" if r.window else
@@ -272,13 +274,18 @@ def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings) -> A
 
 
 def _activity_if_needed(
-    wh: Warehouse, window: Window, rates: pl.DataFrame, threshold: float, rules: SamplingRules,
+    wh: Warehouse, window: Window, rates: pl.DataFrame, threshold: float, rules: SamplingRules, *,
+    days: DayParts | None,
 ) -> pl.DataFrame | None:
     """The past-load evidence, read only when some node is fragmented enough to rebuild (the
-    hourly activity of every node is most of this kind's cost), by the activity rule of `rules`."""
+    hourly activity of every node is most of this kind's cost), by the activity rule of `rules`,
+    a day at a time (an hour never spans two days) through `days` where kept."""
     if rates.is_empty() or float(rates["rate"].max() or 0.0) < threshold - 1e-12:  # type: ignore[arg-type]
         return None
-    return queries.node_activity_hourly(wh, window.start, window.end, rules.activity)
+    activity = rules.activity
+    read = through(days, "node_activity_hourly", activity,
+                   lambda w, lo, hi: queries.node_activity_hourly(w, lo, hi, activity))
+    return by_day(read, wh, window, ("node", "ts"))
 
 
 def _smallest_demanded(layouts: pl.DataFrame) -> dict[str, str]:

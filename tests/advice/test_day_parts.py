@@ -18,7 +18,7 @@ from gpuledger.core.window import Window
 from gpuledger.dashboards import serving_results
 from gpuledger.warehouse import LoadBatch, Warehouse
 from gpuledger.warehouse.day_parts import DayParts, day_parts_path, kept_day_parts
-from gpuledger.warehouse.queries.advice import per_minute_inputs_stamp
+from gpuledger.warehouse.queries.advice import PER_MINUTE_TEMPLATES, per_minute_inputs_stamp
 
 DATA = Window(datetime(2026, 10, 31, 12, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
 WINDOW = Window(datetime(2026, 10, 31, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
@@ -138,6 +138,29 @@ def test_refresh_serving_keeps_the_parts_and_stores_what_a_full_read_gives(copy:
     assert parts.reads == 2 * month  # the month's days, each query, once: the second read is the full one
 
 
+def test_the_nodes_hourly_activity_read_by_day_through_the_parts_is_the_months(copy: Path) -> None:
+    """The fragmentation advice's evidence (every node's hourly activity) read a day at a time
+    through the parts equals one query over the window, row for row, kept or not."""
+    from gpuledger.analytics.advice.run import by_day, through
+    from gpuledger.warehouse.queries.advice import node_activity_hourly
+
+    source = "gr_engine_active"
+    with Warehouse.open(copy, read_only=True) as wh:
+        whole = node_activity_hourly(wh, WINDOW.start, WINDOW.end, source)
+        assert whole.height > 24 and whole["activity"].drop_nulls().len() > 0
+        for _ in range(2):  # the first read fills the parts, the second reads them
+            with DayParts(day_parts_path(copy)) as parts:
+                read = through(parts, "node_activity_hourly", source,
+                               lambda w, lo, hi: node_activity_hourly(w, lo, hi, source))
+                assert by_day(read, wh, WINDOW, ("node", "ts")).equals(whole)
+        assert (parts.reads, parts.hits) == (0, 2)
+        settings = Settings.model_validate({"advice": {"fragmentation_threshold": 0.0}})  # reads it
+        with DayParts(day_parts_path(copy)) as parts:
+            kept = serving_results.compute(wh, settings, "advice:fragmentation", "2026-11", days=parts)
+        assert kept == serving_results.compute(wh, settings, "advice:fragmentation", "2026-11")
+        assert parts.reads > 0, "the fragmentation advice read its evidence through the parts"
+
+
 def test_refresh_serving_fills_the_parts_beside_the_warehouse(copy: Path) -> None:
     import duckdb
 
@@ -203,7 +226,7 @@ def test_prune_drops_the_days_of_months_no_longer_kept(copy: Path) -> None:
     assert (again.reads, again.hits) == (2, 2)  # day one read again, day two kept
 
 
-@pytest.mark.parametrize("query", ["shared_card_levels", "serving_minutes"])
+@pytest.mark.parametrize("query", sorted(PER_MINUTE_TEMPLATES))
 @pytest.mark.parametrize("source", ["gr_engine_active", "gpu_util"])
 def test_the_stamp_covers_every_sample_column_the_queries_name(query: str, source: str) -> None:
     """The stamp hashes only the sample columns the queries read; a query that came to read

@@ -50,11 +50,9 @@ def mig_layouts(
     return wh.query(_LAYOUTS_SQL, {"start": start, "end": end, "step": step, "slack": slack})
 
 
-@cache
-def _node_activity_sql(activity: ActivitySource) -> str:
-    return f"""
-SELECT date_trunc('hour', ts) AS ts, node, avg({activity_sql(None, activity)}) AS activity
-FROM gpu_samples WHERE ts >= $start AND ts < $end
+_NODE_ACTIVITY_SQL = """
+SELECT date_trunc('hour', s.ts) AS ts, s.node, avg({activity}) AS activity
+FROM gpu_samples s WHERE s.ts >= $start AND s.ts < $end
 GROUP BY ALL ORDER BY node, ts
 """
 
@@ -64,8 +62,10 @@ def node_activity_hourly(
 ) -> pl.DataFrame:
     """Mean activity per node and hour over its devices' samples that have a reading (the rule
     of `core.activity` under `activity`): `ts`, `node`, `activity` (NULL for an hour whose
-    samples have no reading at all: unknown, not idle)."""
-    return wh.query(_node_activity_sql(activity), {"start": start, "end": end})
+    samples have no reading at all: unknown, not idle). Every hour lies in one UTC day, so
+    the fragmentation advice reads it a day at a time, through the day parts."""
+    return wh.query(_with_activity(PER_MINUTE_TEMPLATES["node_activity_hourly"], activity, "s"),
+                    {"start": start, "end": end})
 
 
 _TOKENS_RATE = """
@@ -177,6 +177,7 @@ def serving_minutes(
 PER_MINUTE_TEMPLATES = {
     "shared_card_levels": _SHARED_LEVELS_SQL.format(shared=_SHARED_BODY),
     "serving_minutes": _SERVING_SQL,
+    "node_activity_hourly": _NODE_ACTIVITY_SQL,
 }
 """The per-minute queries read a day at a time that a refresh keeps day parts of, by name (their
 SQL before `_with_activity`): what `per_minute_query_version` digests and the stamp covers."""
@@ -210,11 +211,12 @@ SELECT
 
 
 def per_minute_inputs_stamp(wh: ReadableWarehouse, start: datetime, end: datetime) -> str:
-    """A content stamp of every row `shared_card_levels` and `serving_minutes` can read for
-    `[start, end)`: the window's GPU samples (the columns they read: time, series id, whose
-    labels never change, and the activity readings), the token samples from the rate's 10
-    minutes before, the cards' pool, model and sharing mode, and the pods of the window's
-    samples (owner and labels). Equal stamps, equal inputs: a sample backfilled, replaced or
+    """A content stamp of every row the queries kept in day parts (`PER_MINUTE_TEMPLATES`:
+    `shared_card_levels`, `serving_minutes`, `node_activity_hourly`) can read for `[start,
+    end)`: the window's GPU samples (the columns they read: time, series id, whose labels
+    never change, and the activity readings), the token samples from the rate's 10 minutes
+    before, the cards' pool, model and sharing mode, and the pods of the window's samples
+    (owner and labels). Equal stamps, equal inputs: a sample backfilled, replaced or
     dropped, a card moved to another pool or a pod relabelled changes it (a count and a sum of
     row hashes per table, so a duplicated row does too); a column the queries never read (power,
     memory) does not. About 0.1 s a day at 256 GPUs and 0.2 s at 1,000, against the queries'
