@@ -83,8 +83,11 @@ def main() -> None:
         parts = None
         if args.after_refresh:
             refresh = Path(tmp) / "refresh"
-            figures["refresh (fills the day parts)"] = run(ROOT, source, refresh, ["refresh-serving"],
-                                                            period=None, bound=args.bounded)
+            filled = run(ROOT, source, refresh, ["refresh-serving", "--force"], period=None,
+                         bound=args.bounded)
+            if filled["rc"] != 0:
+                parser.error(f"refresh-serving failed: {filled.get('stderr_tail', '')}")
+            figures["refresh (fills the day parts)"] = filled
             parts = refresh / "w.dayparts.duckdb"
         for name in args.command or list(COMMANDS):
             sides: dict[str, Any] = {}
