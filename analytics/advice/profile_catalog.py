@@ -25,7 +25,7 @@ for another). The catalog trades a little rounding waste for that.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -144,8 +144,8 @@ def _model_catalog(
 
 @dataclass(frozen=True)
 class Work:
-    """One model's MIG demand, each workload with its right-sized profile (iterating gives the
-    `(row, right)` pairs), and what step 4 reads of each, worked out once for every candidate
+    """One model's MIG demand, each workload with its right-sized profile (`pairs`), and what
+    step 4 reads of each, worked out once for every candidate
     catalog: which candidates fit it, as bits in `order` (the candidates cheapest first, so
     the cheapest fitting catalog profile, `smallest_in`'s choice, is the lowest bit a catalog
     shares), its right-sized profile's place in `order`, and its GPU-hours."""
@@ -173,12 +173,6 @@ class Work:
                    np.array([place[right] for _, right in pairs], dtype=np.int64),
                    np.array([float(r["gpu_hours"]) for r, _ in pairs], dtype=np.float64),
                    np.array([slice_cost(model, p) for p in order], dtype=np.float64))
-
-    def __iter__(self) -> Iterator[tuple[dict[str, Any], str]]:
-        return iter(self.pairs)
-
-    def __len__(self) -> int:
-        return len(self.pairs)
 
 
 def _score(model: str, combo: Sequence[str], work: Work, max_rounding: float) -> tuple[float, ...]:

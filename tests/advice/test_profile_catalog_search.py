@@ -1,13 +1,12 @@
-"""The catalog search looks each distinct need up once per candidate catalog (issue 34: the
-256-GPU month called `smallest_in` half a million times for a few hundred distinct needs); the
-chosen catalogs and their evidence equal the search that looked up every workload, frozen here
+"""The catalog search scores each candidate catalog over every workload at once (issue 34: the
+256-GPU month called `smallest_in` half a million times); the chosen catalogs and their
+evidence equal the search that looked up every workload, frozen here
 as `_score_each` (main at f62d17e), on seeded demand of three models and thousands of workloads
 with repeated and distinct needs."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -20,10 +19,10 @@ MODELS = ("A100-80GB", "A100-SXM4-40GB", "H100-80GB")
 
 
 def _score_each(
-    model: str, combo: Sequence[str], work: Sequence[tuple[dict[str, Any], str]], max_rounding: float,
+    model: str, combo: Sequence[str], work: profile_catalog.Work, max_rounding: float,
 ) -> tuple[float, ...]:
     count, hours, waste = 0, 0.0, 0.0
-    for r, right in work:
+    for r, right in work.pairs:
         assigned = smallest_in(model, combo, float(r["need_memory_mib"]), int(r["need_compute"]))
         bound = (1 + max_rounding) * slice_cost(model, right) + 1e-9
         if assigned != profile_catalog.WHOLE and slice_cost(model, assigned) <= bound:
