@@ -40,7 +40,7 @@ SECURITY_HEADERS = {
 PRELOAD = (
     "pandas", "plotly.graph_objects", "plotly.subplots", "gpuledger.analytics.billing.bill",
     "gpuledger.analytics.workloads.idle", "gpuledger.analytics.workloads.recommend",
-    "gpuledger.analytics.workloads.tokens",
+    "gpuledger.analytics.workloads.tokens", "sklearn.cluster", "sklearn.preprocessing",
     "gpuledger.optimizer.plan.contract", "gpuledger.actuator.workflow",
 )
 """Imported before any thread starts: two threads importing the same big module at once can

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from sklearn.cluster import KMeans
-from sklearn.preprocessing import StandardScaler
 
 from gpuledger.core.steady import STEADY_DECIMALS
 
@@ -99,6 +97,12 @@ def workload_profiles(usage: pl.DataFrame, k: int = 4, seed: int = 7) -> Profile
             pl.lit(None, dtype=pl.String).alias("workload_profile"),
         )
         return Profiles(empty, pl.DataFrame(schema={"profile_id": pl.Int32, "name": pl.String}))
+    # scikit-learn imported here: about 1.5 s (quiet) that the catalog advice and the MIG
+    # planner, which import this module for `workload_class`, never need; the server imports it
+    # before its threads start (`dashboards.http_guards.PRELOAD`)
+    from sklearn.cluster import KMeans
+    from sklearn.preprocessing import StandardScaler
+
     clusters = max(1, min(k, n, len({tuple(r) for r in x.round(6).tolist()})))
     scaler = StandardScaler().fit(x)
     model = KMeans(n_clusters=clusters, random_state=seed, n_init=10).fit(scaler.transform(x))
