@@ -96,14 +96,14 @@ def _locked(path: Path, lock: int) -> DayParts | None:
 
 
 class DayParts:
-    """The day parts of one warehouse, open for a refresh (a context: the file is closed on exit).
+    """The day parts of one warehouse, open for one reader (a context: the file is closed on exit).
 
     `day(name, wh, start, end, read)` is what a per-day reader calls instead of `read(wh,
     start, end)`: the stored frame when the day's inputs have the stamp it was stored under,
     else `read`'s frame, stored. `reads` counts the days actually queried (for tests and the
     bench). The parts are a cache: once reading or writing one fails (a full disk, a damaged
     part), `failure` says why and every later day is read whole without them, so the round's
-    results are still computed; the caller reports it."""
+    results are still computed (`kept_day_parts` logs it)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
