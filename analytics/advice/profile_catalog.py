@@ -126,12 +126,7 @@ def _model_catalog(
     model: str, rows: pl.DataFrame, *, k: int, max_rounding: float, mig_factor: float, basis: str,
 ) -> Catalog:
     names = candidates(model)
-    pairs = []
-    for r in rows.iter_rows(named=True):
-        right = smallest_in(model, names, float(r["need_memory_mib"]), int(r["need_compute"]))
-        if right != WHOLE:
-            pairs.append((r, right))
-    work = Work.of(model, names, pairs)
+    work = Work.of(model, names, rows)
     best: tuple[tuple[float, ...], tuple[str, ...]] | None = None
     for size in range(1, min(k, len(names)) + 1):
         for combo in itertools.combinations(names, size):
@@ -159,18 +154,23 @@ class Work:
     """`slice_cost` of each profile of `order`."""
 
     @classmethod
-    def of(cls, model: str, names: Sequence[str], pairs: list[tuple[dict[str, Any], str]]) -> Work:
+    def of(cls, model: str, names: Sequence[str], rows: pl.DataFrame) -> Work:
+        """The demand `rows` of `model` over the candidates `names`. A workload's right-sized
+        profile is the lowest bit of the candidates that fit it (step 2: the smallest that fits,
+        `smallest_in`'s choice); one that none fits needs a whole card and is left out (step 1)."""
         order = tuple(sorted(names, key=lambda p: (slice_cost(model, p), p)))
         masks: dict[tuple[float, int], int] = {}
-        fits = []
-        for r, _ in pairs:
+        pairs, fits, right = [], [], []
+        for r in rows.iter_rows(named=True):
             need = (float(r["need_memory_mib"]), int(r["need_compute"]))
             if need not in masks:
                 masks[need] = sum(1 << i for i, p in enumerate(order) if _fits(model, p, *need))
-            fits.append(masks[need])
-        place = {p: i for i, p in enumerate(order)}
-        return cls(pairs, order, np.array(fits, dtype=np.int64),
-                   np.array([place[right] for _, right in pairs], dtype=np.int64),
+            if mask := masks[need]:
+                lowest = (mask & -mask).bit_length() - 1
+                pairs.append((r, order[lowest]))
+                fits.append(mask)
+                right.append(lowest)
+        return cls(pairs, order, np.array(fits, dtype=np.int64), np.array(right, dtype=np.int64),
                    np.array([float(r["gpu_hours"]) for r, _ in pairs], dtype=np.float64),
                    np.array([slice_cost(model, p) for p in order], dtype=np.float64))
 
