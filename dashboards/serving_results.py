@@ -230,7 +230,7 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
                            usage=_usage(wh, window, settings, bills)).recommendations
                  if name == RECOMMENDATIONS else
                  team_token_costs(wh, window, settings, bill=_bill(wh, window, settings, bills),
-                                  generation_weight=GENERATION_WEIGHT))
+                                  generation_weight=GENERATION_WEIGHT, days=days))
         buffer = io.BytesIO()
         frame.write_ipc(buffer)
         return buffer.getvalue()

@@ -8,7 +8,9 @@ day's answer depends only on the SQL and on the rows it reads, so it is kept her
 content stamp of those rows (`warehouse.queries.advice.per_minute_inputs_stamp`, tens of
 milliseconds) and read back while the stamp is unchanged: a refresh queries only the days
 whose inputs changed (the running day; a day that was backfilled), and the month is put
-together from the parts exactly as a full read puts it together from the days.
+together from the parts exactly as a full read puts it together from the days. The token
+costs' counters are read the same way (`warehouse.queries.workloads.token_increases`: a day's
+increases and its first and last samples, joined to the day before).
 
 The parts live in their own DuckDB file (`<warehouse>.dayparts.duckdb`), not in the serving
 store, which every publish copies whole: a month of serving minutes is tens of MB. Every reader
@@ -164,6 +166,10 @@ class DayParts:
             except duckdb.Error as exc:
                 self._fail(exc)
         return frame
+
+    def through(self, name: str, read: DayRead) -> DayRead:
+        """`read`, through these parts under `name` (the query and its SQL's version)."""
+        return lambda wh, start, end: self.day(name, wh, start, end, read)
 
     def prune(self, before: date) -> int:
         """Drop the parts of days before `before` (months no longer kept current); how many

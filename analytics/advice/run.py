@@ -130,8 +130,7 @@ def through(days: DayParts | None, name: str, activity: ActivitySource, read: Da
     inputs are unchanged is not queried again); `read` itself without them."""
     if days is None:
         return read
-    version = queries.per_minute_query_version(name, activity)
-    return lambda wh, start, end: days.day(version, wh, start, end, read)
+    return days.through(queries.per_minute_query_version(name, activity), read)
 
 
 def overcommit_advice(wh: Warehouse, window: Window, settings: Settings, *,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -26,6 +27,9 @@ from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import workloads as queries
+
+if TYPE_CHECKING:
+    from gpuledger.warehouse.day_parts import DayParts
 
 GENERATION_WEIGHT = 3.0
 """How much more a generated token costs than a prompt token when a GPU-hour is split between
@@ -39,9 +43,13 @@ class TokenCosts:
     generation_weight: float
 
 
-def token_increases(wh: Warehouse, window: Window, lookback: timedelta = timedelta(days=1)) -> pl.DataFrame:
-    """Prompt and generated token increases per day, namespace, pod and model (step 1)."""
-    return queries.token_increases(wh, window.start, window.end, since=window.start - lookback)
+def token_increases(wh: Warehouse, window: Window, lookback: timedelta = timedelta(days=1), *,
+                    days: DayParts | None = None) -> pl.DataFrame:
+    """Prompt and generated token increases per day, namespace, pod and model (step 1); each
+    UTC day's counters read through `days` where the caller keeps day parts (a refresh)."""
+    read = queries.token_piece if days is None else days.through(queries.token_piece_version(),
+                                                                   queries.token_piece)
+    return queries.token_increases(wh, window.start, window.end, since=window.start - lookback, read=read)
 
 
 def _with_unit_costs(frame: pl.DataFrame, weight: float) -> pl.DataFrame:
@@ -97,10 +105,10 @@ def _sums() -> list[pl.Expr]:
 
 def token_costs(
     wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
-    generation_weight: float = GENERATION_WEIGHT,
+    generation_weight: float = GENERATION_WEIGHT, days: DayParts | None = None,
 ) -> TokenCosts:
     """Cost per million prompt / generated tokens per model, overall and per day (steps 1-3)."""
-    tokens = token_increases(wh, window)
+    tokens = token_increases(wh, window, days=days)
     bill = bill or compute_bill(wh, window, settings, ("team",))
     per_series = _series_costs(tokens, bill)
     daily = _with_unit_costs(
@@ -120,7 +128,7 @@ def token_costs(
 
 def team_token_costs(
     wh: Warehouse, window: Window, settings: Settings, *, bill: Bill | None = None,
-    generation_weight: float = GENERATION_WEIGHT,
+    generation_weight: float = GENERATION_WEIGHT, days: DayParts | None = None,
 ) -> pl.DataFrame:
     """The same costs per team and model service, for a team's page: `team, model_name, pods,
     prompt_tokens, generation_tokens, gpu_cost, cost_per_m_prompt, cost_per_m_generated,
@@ -130,7 +138,7 @@ def team_token_costs(
     out; summed over teams the rest equals `token_costs(...).by_model`. A unit cost with no
     tokens to divide by is NULL, as in `token_costs`.
     """
-    tokens = token_increases(wh, window)
+    tokens = token_increases(wh, window, days=days)
     bill = bill or compute_bill(wh, window, settings, ("team",))
     teams = (
         bill.detail.filter(pl.col("kind") == "allocated").select("namespace", "team").unique()

@@ -175,7 +175,9 @@ def test_refresh_serving_fills_the_parts_beside_the_warehouse(copy: Path) -> Non
     month = len(list(Period.exact("2026-11").window.days()))
     october = len(list(Period.exact("2026-10").window.days()))
     assert [(q, n) for q, _, _, n in kept] == [("serving_minutes", month + october),
-                                              ("shared_card_levels", month + october)]
+                                              ("shared_card_levels", month + october),
+                                              # and the token counters' day before October
+                                              ("token_pieces", month + october + 1)]
 
 
 def test_a_report_after_a_refresh_reads_no_day_again(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:

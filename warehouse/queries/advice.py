@@ -212,8 +212,9 @@ SELECT
 
 def per_minute_inputs_stamp(wh: ReadableWarehouse, start: datetime, end: datetime) -> str:
     """A content stamp of every row the queries kept in day parts (`PER_MINUTE_TEMPLATES`:
-    `shared_card_levels`, `serving_minutes`, `node_activity_hourly`) can read for `[start,
-    end)`: the window's GPU samples (the columns they read: time, series id, whose labels
+    `shared_card_levels`, `serving_minutes`, `node_activity_hourly`) and the token counters'
+    pieces (`warehouse.queries.workloads.token_piece`) can read for `[start, end)`: the
+    window's GPU samples (the columns they read: time, series id, whose labels
     never change, and the activity readings), the token samples from the rate's 10 minutes
     before, the cards' pool, model and sharing mode, and the pods of the window's samples
     (owner and labels). Equal stamps, equal inputs: a sample backfilled, replaced or
@@ -228,8 +229,11 @@ def per_minute_inputs_stamp(wh: ReadableWarehouse, start: datetime, end: datetim
 def per_minute_query_version(name: str, activity: ActivitySource) -> str:
     """`name` and a digest of the SQL it runs under `activity`: a stored day part computed by
     other SQL (another release, another activity rule) is never read as this query's."""
+    return query_version(name, _with_activity(PER_MINUTE_TEMPLATES[name], activity, "s"))
+
+
+def query_version(name: str, sql: str) -> str:
+    """The name a day part of query `name` is kept under: `name` and a digest of its `sql`."""
     import hashlib
 
-    sql = _with_activity(PER_MINUTE_TEMPLATES[name], activity, "s")
-    digest = hashlib.sha256(sql.encode()).hexdigest()[:16]
-    return f"{name}:{digest}"
+    return f"{name}:{hashlib.sha256(sql.encode()).hexdigest()[:16]}"

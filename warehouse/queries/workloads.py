@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING
@@ -144,28 +145,48 @@ def last_pod_owners(wh: ReadableWarehouse) -> pl.DataFrame:
     )
 
 
-_TOKEN_INCREASES_SQL = """
+_TOKEN_PIECE_SQL = """
 WITH s AS (
     SELECT ts, namespace, pod, model_name, prompt_tokens_total AS p, generation_tokens_total AS g,
         lag(prompt_tokens_total) OVER w AS p0, lag(generation_tokens_total) OVER w AS g0,
-        lag(ts) OVER w AS ts0
+        row_number() OVER w AS n
     FROM token_samples
-    WHERE ts >= $lo AND ts < $end
+    WHERE ts >= $lo AND ts < $hi
     WINDOW w AS (PARTITION BY namespace, pod, model_name ORDER BY ts)
 )
-SELECT CAST(ts AS DATE) AS day, namespace, pod, model_name,
-    sum(CASE WHEN p0 IS NULL THEN (CASE WHEN ts > $start THEN p ELSE 0 END)
-             WHEN p >= p0 THEN p - p0 ELSE p END) AS prompt_tokens,
-    sum(CASE WHEN g0 IS NULL THEN (CASE WHEN ts > $start THEN g ELSE 0 END)
-             WHEN g >= g0 THEN g - g0 ELSE g END) AS generation_tokens
+SELECT namespace, pod, model_name,
+    sum(CASE WHEN n = 1 THEN NULL WHEN p0 IS NULL THEN p WHEN p >= p0 THEN p - p0 ELSE p END)
+        AS prompt_within,
+    sum(CASE WHEN n = 1 THEN NULL WHEN g0 IS NULL THEN g WHEN g >= g0 THEN g - g0 ELSE g END)
+        AS generation_within,
+    min(ts) AS first_ts, arg_min_null(p, ts) AS first_p, arg_min_null(g, ts) AS first_g,
+    arg_max_null(p, ts) AS last_p, arg_max_null(g, ts) AS last_g
 FROM s
-WHERE ts >= $start
-GROUP BY ALL
+GROUP BY namespace, pod, model_name
+ORDER BY namespace, pod, model_name
 """
+"""One piece of time `[lo, hi)` of the token counters, per series: the increases between its
+samples inside the piece (`*_within`: a drop is a reset, the new value is the increase since),
+and its first and last sample, which join the piece to its neighbours (`token_increases`)."""
+_SERIES = ["namespace", "pod", "model_name"]
+
+
+def token_piece_version() -> str:
+    """The name a UTC day's token piece is kept under in the day parts (its SQL's digest)."""
+    from gpuledger.warehouse.queries.advice import query_version
+
+    return query_version("token_pieces", _TOKEN_PIECE_SQL)
+
+
+def token_piece(wh: ReadableWarehouse, lo: datetime, hi: datetime) -> pl.DataFrame:
+    """The token counters of `[lo, hi)` as one piece (`_TOKEN_PIECE_SQL`): a UTC day's piece
+    depends only on that day's samples, so a refresh can keep it (`warehouse.day_parts`)."""
+    return wh.query(_TOKEN_PIECE_SQL, {"lo": lo, "hi": hi})
 
 
 def token_increases(
     wh: ReadableWarehouse, start: datetime, end: datetime, *, since: datetime,
+    read: Callable[[ReadableWarehouse, datetime, datetime], pl.DataFrame] = token_piece,
 ) -> pl.DataFrame:
     """vLLM's prompt and generated token counters' increases in `[start, end)`, per UTC day,
     namespace, pod and model: `day`, `namespace`, `pod`, `model_name`, `prompt_tokens`,
@@ -174,5 +195,37 @@ def token_increases(
     A counter that drops was reset: the new value is the increase since the reset. A series
     is measured from its last sample in `[since, start)`; one with none there counts its first
     value in the window (a new pod), unless that value lies at `start` itself.
-    """
-    return wh.query(_TOKEN_INCREASES_SQL, {"lo": since, "start": start, "end": end})
+
+    Read as pieces (`read`, `token_piece` by default): `[since, start)`, then each UTC day of
+    the window. A day's increases are its pieces' own plus the step from the series' last
+    sample in an earlier piece to its first in this one, the pair one query over `[since, end)`
+    would have taken (issue 34: a refresh reads the one day that changed, not the month)."""
+    import polars as pl
+
+    from gpuledger.core.window import Window
+
+    bounds = [(since, start)] if since < start else []
+    bounds += [(day.start, day.end) for day in Window(start, end).days()]
+    pieces = [read(wh, lo, hi).with_columns(pl.lit(lo).alias("piece")) for lo, hi in bounds]
+    frame = pl.concat(pieces, how="vertical_relaxed").sort([*_SERIES, "piece"])
+    return (
+        frame.with_columns(_step("prompt", start), _step("generation", start))
+        .filter(pl.col("piece") >= start)
+        .select(pl.col("piece").dt.date().alias("day"), *_SERIES, "prompt_tokens", "generation_tokens")
+        .sort(["day", *_SERIES])
+    )
+
+
+def _step(name: str, start: datetime) -> pl.Expr:
+    """A piece's `name` increase: its own, plus the step into its first sample from the
+    series' last in the piece before (none: the first value counts unless it lies at `start`),
+    NULL where both are NULL, as SQL's sum of the same terms."""
+    import polars as pl
+
+    column = "p" if name == "prompt" else "g"
+    first, within = pl.col(f"first_{column}"), pl.col(f"{name}_within")
+    before = pl.col(f"last_{column}").shift().over(_SERIES)
+    into = (pl.when(before.is_null()).then(pl.when(pl.col("first_ts") > start).then(first).otherwise(0.0))
+            .when(first >= before).then(first - before).otherwise(first))
+    total = within.fill_null(0.0) + into.fill_null(0.0)
+    return pl.when(within.is_null() & into.is_null()).then(None).otherwise(total).alias(f"{name}_tokens")
