@@ -76,6 +76,22 @@ def test_owner_of() -> None:
     assert owner_of(None, None, {}, "lonely") == ("Pod", "lonely")
 
 
+@pytest.mark.parametrize("labels", [
+    {"notebook-name": "nb"}, {"jupyter.org/notebook": "nb"}, {"notebooks.kubeflow.org/name": "nb"},
+    {"app": "notebook"}, {"app.kubernetes.io/component": "notebook"},
+    {"app": "llm", "tier": "gpu"}, {},
+])
+def test_owner_of_reads_labels_only_where_they_name_a_notebook(labels: dict[str, str]) -> None:
+    """`workload_usage` parses a pod's labels only when their text has "notebook" in it
+    (`_notebook_labels`): every notebook form `owner_of` knows is found that way, and the
+    owner of labels without the word is the same as with none."""
+    from gpuledger.analytics.workloads.requested import _notebook_labels
+
+    parsed = _notebook_labels(json.dumps(labels))
+    assert owner_of("StatefulSet", "nb", parsed, "nb-0") == owner_of("StatefulSet", "nb", labels, "nb-0")
+    assert (owner_of("StatefulSet", "nb", parsed, "nb-0")[0] == "notebook") == ("notebook" in json.dumps(labels))
+
+
 def test_idle_per_workload_and_team(capsys: pytest.CaptureFixture[str], warehouse: Path) -> None:
     doc = json.loads(run(capsys, warehouse, "idle", *SPAN, "--team", "serve", "-o", "json"))
     rows = doc["workloads"]
