@@ -206,13 +206,14 @@ def autoscaling_proposals(
     for day in window.days():
         part = read(wh, day.start, day.end)  # by namespace, deployment, ts
         models |= {canonical_model(str(m)) for m in part["model"].drop_nulls().unique()}
-        for (ns, dep), group in part.partition_by("namespace", "deployment", as_dict=True,
-                                                  maintain_order=True).items():
+        for ns, dep, found in part.group_by("namespace", "deployment").agg(
+                pl.col("gpus_per_replica").max()).iter_rows():
             key = (str(ns), str(dep))
-            found = group["gpus_per_replica"].max()
-            if found is not None and (key not in widest or int(found) > widest[key]):  # type: ignore[arg-type]
-                widest[key] = int(found)  # type: ignore[arg-type]
-            minutes.setdefault(key, []).append(group.select(replay_columns))
+            if found is not None and (key not in widest or int(found) > widest[key]):
+                widest[key] = int(found)
+        for (ns, dep), group in part.select("namespace", "deployment", *replay_columns).partition_by(
+                "namespace", "deployment", as_dict=True, maintain_order=True, include_key=False).items():
+            minutes.setdefault((str(ns), str(dep)), []).append(group)
     if not minutes:
         return []
     prices = [_price(settings, m, window.start) for m in sorted(models)] or [0.0]
