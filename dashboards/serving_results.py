@@ -46,7 +46,7 @@ from gpuledger.core.errors import GpuledgerError
 from gpuledger.core.period import Period
 from gpuledger.core.rules import Rules
 from gpuledger.core.rules_record import RecordedRules, differs, label
-from gpuledger.core.window import HOUR, Window, floor_time
+from gpuledger.core.window import DAY, HOUR, Window, floor_time
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import data_range, newest_sample
 from gpuledger.warehouse.serving_results_table import stored_result
@@ -186,7 +186,8 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
 
     with kept_day_parts(wh.path) as days:
         if days is not None:
-            days.prune(Period.exact(months[-1][0]).window.start.date())
+            # the oldest month's days, and the day before it (its token counters' lookback)
+            days.prune((Period.exact(months[-1][0]).window.start - DAY).date())
         for period, basis, names in pending:
             bills: dict[str, Any] = {}  # the month's bill and usage, computed once for the results
             for name in names:

@@ -29,7 +29,7 @@ import io
 import logging
 import os
 from collections.abc import Callable, Iterator
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -114,7 +114,7 @@ class DayParts:
         self.hits = 0
         self.failure: str | None = None
         self._stamps: dict[tuple[datetime, datetime], str] = {}
-        self._kept: dict[str, dict[date, tuple[str, bytes]]] = {}
+        self._kept: dict[tuple[str, date], dict[date, tuple[str, bytes]]] = {}
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         """The parts' file, bounded like every connection (`warehouse.connection.connect`);
@@ -148,7 +148,8 @@ class DayParts:
             self._stamps[key] = per_minute_inputs_stamp(wh, start, end)
         stamp = self._stamps[key]
         try:
-            kept = self._kept_of(name).pop(start.date(), None) or self._kept_row(name, start.date())
+            day = start.date()
+            kept = self._kept_of(name, day).pop(day, None) or self._kept_row(name, day)
             if kept is not None and kept[0] == stamp:
                 part = pl.read_ipc(io.BytesIO(kept[1]))
                 self.hits += 1
@@ -167,16 +168,18 @@ class DayParts:
                 self._fail(exc)
         return frame
 
-    def _kept_of(self, name: str) -> dict[date, tuple[str, bytes]]:
-        """The parts of query `name` stored before this reader opened it, by day (stamp,
-        payload): read in one query on first use and handed out once each. Fetching one row's
-        BLOB reads the whole row group's (about 30 ms at 1,000 GPUs, whatever the part's size),
-        all of them at once takes about as long."""
-        if name not in self._kept:
-            rows = self.con.execute(f"SELECT day, stamp, payload FROM {TABLE} WHERE name = ?",
-                                    [name]).fetchall()
-            self._kept[name] = {day: (stamp, bytes(payload)) for day, stamp, payload in rows}
-        return self._kept[name]
+    def _kept_of(self, name: str, day: date) -> dict[date, tuple[str, bytes]]:
+        """The parts of query `name` in `day`'s calendar month as stored when first asked for, by
+        day (stamp, payload): read in one query and handed out once each.
+        Fetching one row's BLOB reads the whole row group's (about 30 ms at 1,000 GPUs, whatever
+        the part's size); a month of them at once takes about as long."""
+        month = day.replace(day=1)
+        if (name, month) not in self._kept:
+            following = (month + timedelta(days=32)).replace(day=1)
+            rows = self.con.execute(f"SELECT day, stamp, payload FROM {TABLE} WHERE name = ? AND day >= ? "
+                                    "AND day < ?", [name, month, following]).fetchall()
+            self._kept[name, month] = {day: (stamp, bytes(payload)) for day, stamp, payload in rows}
+        return self._kept[name, month]
 
     def _kept_row(self, name: str, day: date) -> tuple[str, bytes] | None:
         """One part as stored now (one handed out already, or stored by this reader)."""
