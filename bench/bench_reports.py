@@ -83,7 +83,8 @@ def main() -> None:
     from gpuledger.reports.focus import focus_frame
     from gpuledger.reports.html import render_statement
     from gpuledger.reports.monthly import issue_monthly
-    from gpuledger.reports.pdf import fit_one_page, write_pdfs
+    from gpuledger.reports.pdf import write_statements
+    from gpuledger.reports.statement import LIMITS
     from gpuledger.warehouse import Warehouse
 
     parser = argparse.ArgumentParser(description=__doc__)
@@ -115,12 +116,9 @@ def main() -> None:
         out.mkdir()
 
         def render() -> dict[Path, int]:
-            docs = []
-            for st in statements:
-                pdf = out / f"{st.key}.pdf"
-                _, document = fit_one_page(partial(render_statement, st), pdf)
-                docs.append((pdf, document))
-            return write_pdfs(docs, out / "statements.pdf")
+            jobs = [(out / f"{st.key}.pdf", [render_statement(st, limits) for limits in LIMITS])
+                    for st in statements]
+            return write_statements(jobs, out / "statements.pdf", processes=settings.reports.pdf_processes)[1]
 
         pages, pdf_s = timed(render)
     figures = {

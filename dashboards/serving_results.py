@@ -33,7 +33,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,7 @@ from gpuledger.warehouse.serving_results_table import stored_result
 from gpuledger.warehouse.serving_store import Publication, PublishStats, is_served, record_published
 
 if TYPE_CHECKING:
+    from gpuledger.analytics.advice.month import MonthAnalyses
     from gpuledger.analytics.advice.run import Advice
     from gpuledger.analytics.billing.bill import Bill
     from gpuledger.warehouse.day_parts import DayParts
@@ -100,18 +101,23 @@ def publish_serving(wh: Warehouse, settings: Settings) -> PublishStats:
     return _pub.stats
 
 
-def refresh_serving(wh: Warehouse, settings: Settings, *, period: str | None = None,
-                    computed: Sequence[Advice] = ()) -> PublishStats:
+def refresh_serving(wh: Warehouse, settings: Settings, *, month: MonthAnalyses | None = None) -> PublishStats:
     """Publish the serving store of `wh` with the month results whose basis changed computed on
     it (`gpuledger refresh-serving`, a `collect --follow` round). `wh` may be read-only: the
-    publish lock, not the writer lock, keeps publishers apart (docs/decisions/0140). `computed`:
-    advice kinds the caller has just run for `period` on this very warehouse (the demo), stored
-    as they are instead of run again."""
+    publish lock, not the writer lock, keeps publishers apart (docs/decisions/0140). `month`:
+    the analyses the caller has just computed for one month on this very warehouse (the demo):
+    its recommendations and advice kinds stored as they are, its bill and usage the ones the
+    month's other results read, instead of computed again (0256)."""
     from gpuledger.core.rules import SamplingRules
 
-    handed = {(f"advice:{a.kind}", period): advice_payload(a) for a in computed if period}
+    handed: dict[tuple[str, str], bytes] = {}
+    billed: dict[str, dict[str, Any]] = {}
+    if month is not None:
+        handed = {(f"advice:{a.kind}", month.period): advice_payload(a) for a in month.advice}
+        handed[RECOMMENDATIONS, month.period] = _frame_payload(month.recommendations.recommendations)
+        billed[month.period] = {"bill": month.bill, "usage": month.usage}
     with Publication(wh, margin=SamplingRules.of(settings).margin) as pub:
-        refresh_results(pub, wh, settings, handed=handed)
+        refresh_results(pub, wh, settings, handed=handed, billed=billed)
     return pub.stats
 
 
@@ -170,9 +176,11 @@ def wanted(wh: Warehouse, settings: Settings) -> list[tuple[str, str]]:
 
 
 def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
-                    handed: Mapping[tuple[str, str], bytes] | None = None) -> int:
+                    handed: Mapping[tuple[str, str], bytes] | None = None,
+                    billed: Mapping[str, dict[str, Any]] | None = None) -> int:
     """Compute the results whose basis changed (taking a payload from `handed`, keyed by name
-    and period, where there is one); returns how many were stored."""
+    and period, where there is one; a month's bill and usage from `billed`, keyed by period);
+    returns how many were stored."""
     stored = pub.stored_basis()
     current = RecordedRules.of(Rules.of(settings))
     done = 0
@@ -189,7 +197,8 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
             # the oldest month's days, and the day before it (its token counters' lookback)
             days.prune((Period.exact(months[-1][0]).window.start - DAY).date())
         for period, basis, names in pending:
-            bills: dict[str, Any] = {}  # the month's bill and usage, computed once for the results
+            # the month's bill and usage, computed once for the results (or handed in)
+            bills: dict[str, Any] = dict((billed or {}).get(period, {}))
             for name in names:
                 started = time.perf_counter()
                 try:
@@ -232,9 +241,7 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
                  if name == RECOMMENDATIONS else
                  team_token_costs(wh, window, settings, bill=_bill(wh, window, settings, bills),
                                   generation_weight=GENERATION_WEIGHT, days=days))
-        buffer = io.BytesIO()
-        frame.write_ipc(buffer)
-        return buffer.getvalue()
+        return _frame_payload(frame)
     from gpuledger.analytics.advice import KINDS
     from gpuledger.analytics.advice.run import reads_bill, reads_days, reads_usage
 
@@ -267,6 +274,13 @@ def _usage(wh: Warehouse, window: Window, settings: Settings, bills: dict[str, A
         bills["usage"] = workload_usage(wh, window, settings, _bill(wh, window, settings, bills))
     usage: pl.DataFrame = bills["usage"]
     return usage
+
+
+def _frame_payload(frame: pl.DataFrame) -> bytes:
+    """A frame result as stored: Arrow IPC."""
+    buffer = io.BytesIO()
+    frame.write_ipc(buffer)
+    return buffer.getvalue()
 
 
 def advice_payload(advice: Advice) -> bytes:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import polars as pl
 
-from gpuledger.analytics.advice.run import Advice
+from gpuledger.analytics.advice.month import MonthAnalyses
 from gpuledger.analytics.billing.notes import bill_notes
 from gpuledger.analytics.billing.preemption import preemption_totals
 from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
@@ -123,11 +122,13 @@ def inputs_sha256(settings: Settings, bill: MonthBill, adjustments: pl.DataFrame
 
 def gather(
     wh: Warehouse, settings: Settings, period: str, *, with_adjustments: bool = True,
-    advice: Sequence[Advice] | None = None, as_computed: bool = False,
+    month: MonthAnalyses | None = None, as_computed: bool = False,
 ) -> MonthlyData:
     """Everything the report of `period` shows; `ReportError` when the month has no usage.
 
-    `advice`: advice kinds the caller already ran for this month (`reports.fleet_advice`);
+    `month`: the month's analyses a caller already computed on this warehouse (the demo
+    prints its bill and advice before it issues the report): their usage, recommendations and
+    advice kinds are taken where they match the report's bill (`MonthAnalyses.matches`);
     `as_computed`: the month (and the issued months it adjusts) billed as the roll-up was
     computed, under its stored rules (`compute_bill`)."""
     bill = month_bill(wh, settings, period, as_computed=as_computed)
@@ -135,17 +136,21 @@ def gather(
     adjustments = (adjustments_for(wh, settings, period, as_computed=as_computed) if with_adjustments
                    else empty_summary())
     summary = pl.concat([summary_lines(bill), adjustments], how="vertical_relaxed")
-    usage = workload_usage(wh, bill.window, settings, bill.raw)  # read once: recommendations, catalog
+    shared = month if month is not None and month.matches(bill.raw) else None
+    # read once: recommendations, catalog
+    usage = shared.usage if shared is not None else workload_usage(wh, bill.window, settings, bill.raw)
     return MonthlyData(
         bill=bill,
         summary=summary,
         adjustments=adjustments,
         idle=idle_rows(bill, pod_workloads(wh)),
-        recommendations=recommendation_rows(wh, bill, settings, usage=usage),
+        recommendations=recommendation_rows(
+            wh, bill, settings, usage=usage, found=shared.recommendations if shared is not None else None),
         inputs_sha256=inputs_sha256(settings, bill, adjustments),
         price_book_version=settings.price_book_version(),
         newest_sample=newest_sample(wh, before=bill.window.end),
-        advice=fleet_advice(wh, bill.window, settings, advice, bill=bill.raw, usage=usage),
+        advice=fleet_advice(wh, bill.window, settings, shared.advice if shared is not None else None,
+                            bill=bill.raw, usage=usage),
     )
 
 

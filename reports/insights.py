@@ -8,7 +8,7 @@ rows a statement shows.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -16,6 +16,9 @@ from gpuledger.core.config import Settings
 from gpuledger.reports.billing import MonthBill
 from gpuledger.reports.statement import IdleRow, Recommendation
 from gpuledger.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from gpuledger.analytics.workloads.recommend import Recommendations
 
 _ACTIONS = {
     "whole_to_mig": "To MIG",
@@ -49,14 +52,16 @@ def idle_rows(bill: MonthBill, workloads: pl.DataFrame | None = None) -> list[Id
 
 
 def recommendation_rows(wh: Warehouse, bill: MonthBill, settings: Settings, *,
-                        usage: pl.DataFrame | None = None) -> list[Recommendation]:
+                        usage: pl.DataFrame | None = None,
+                        found: Recommendations | None = None) -> list[Recommendation]:
     """Right-sizing and reclaim recommendations with their monthly savings, largest first
-    (`usage`: the bill's per-allocation usage, when the caller read it already)."""
+    (`usage`: the bill's per-allocation usage, when the caller read it already; `found`: the
+    month's recommendations from that usage, when the caller computed them already)."""
     from gpuledger.analytics.workloads.recommend import recommend
 
-    found = recommend(wh, bill.window, settings, bill=bill.raw, usage=usage).recommendations
+    found = found or recommend(wh, bill.window, settings, bill=bill.raw, usage=usage)
     out = []
-    for r in found.iter_rows(named=True):
+    for r in found.recommendations.iter_rows(named=True):
         kind = str(r["kind"])
         target = str(r["recommended"] or "")
         # A profile name is a change of device ("3g.40gb → 1g.10gb"); other targets are advice

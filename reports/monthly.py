@@ -29,7 +29,6 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from gpuledger.analytics.advice.run import Advice
+from gpuledger.analytics.advice.month import MonthAnalyses
 from gpuledger.core.config import Settings, utcnow
 from gpuledger.core.errors import InputError, ReportError
 from gpuledger.core.period import Period
@@ -91,12 +90,13 @@ def issue_monthly(
     reissue_reason: str | None = None,
     allow_partial: bool = False,
     now: datetime | None = None,
-    advice: Sequence[Advice] | None = None,
+    month: MonthAnalyses | None = None,
     as_computed: bool = False,
 ) -> IssueResult:
-    """Write the report of `period` under `out_dir` following the rules above (`advice`: kinds
-    already run for the month, handed to `compose.gather`; `as_computed`: billed as the roll-up
-    was computed, which the statements' "Computed under" line and the manifest say)."""
+    """Write the report of `period` under `out_dir` following the rules above (`month`: the
+    month's analyses a caller already computed, handed to `compose.gather`; `as_computed`:
+    billed as the roll-up was computed, which the statements' "Computed under" line and the
+    manifest say)."""
     # 1. Validate the request.
     moment = as_utc(now) if now is not None else utcnow()
     reissue = reissue_reason is not None
@@ -111,7 +111,7 @@ def issue_monthly(
     if final:
         require_coverage(coverage, settings, period, allow_partial=allow_partial)
         require_settled(wh, settings, period, allow_partial=allow_partial)
-    data = gather(wh, settings, period, advice=advice, as_computed=as_computed)
+    data = gather(wh, settings, period, month=month, as_computed=as_computed)
     notes = _coverage_notes(coverage, settings, final) + _notes(wh, data, final)
     status = "DRAFT" if not final else (f"REISSUE v{version}" if reissue else f"FINAL v{version}")
     # 4. Write into staging, seal with the manifest, record the intent, move into place.

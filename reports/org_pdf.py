@@ -20,7 +20,7 @@ from gpuledger.analytics.billing.money import to_cents
 from gpuledger.analytics.billing.org_bill import OrgBill
 from gpuledger.analytics.billing.special_lines import SPECIAL_LINES
 from gpuledger.reports.html import CSS, _css_string, _table, hours, money
-from gpuledger.reports.pdf import layout, write_pdfs
+from gpuledger.reports.pdf import layout
 
 PDF_NAME = "org-statement.pdf"
 
@@ -116,5 +116,5 @@ def _as_of(bill: OrgBill) -> str:
 def write_org_pdf(bill: OrgBill, folder: Path, issuer: str) -> Path:
     """Lay out and write `folder/org-statement.pdf` (as many pages as the lines need)."""
     path = folder / PDF_NAME
-    write_pdfs([(path, layout(render_org_statement(bill, issuer), path))])
+    layout(render_org_statement(bill, issuer), path).write_pdf(path)
     return path

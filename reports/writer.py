@@ -13,7 +13,6 @@ statements/fleet.html|pdf, statements/team-<name>.html|pdf
 from __future__ import annotations
 
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,8 @@ from gpuledger.core.rules_record import RecordedRules
 from gpuledger.reports.compose import MonthlyData, build_statements
 from gpuledger.reports.focus import focus_frame, write_focus
 from gpuledger.reports.html import render_statement
-from gpuledger.reports.pdf import fit_one_page, write_pdfs
+from gpuledger.reports.pdf import write_statements
+from gpuledger.reports.statement import LIMITS
 
 SUMMARY_FLOAT_DECIMALS = 6
 SUMMARY_MONEY = ("list_cost", "sharing_discount", "utilization_adjustment", "redistributed_cost", "cost",
@@ -100,13 +100,13 @@ def write_report(
     # 3. Statements: HTML beside PDF, and one combined PDF.
     statements_dir = folder / "statements"
     statements_dir.mkdir(exist_ok=True)
-    documents = []
-    for statement in build_statements(data, settings, status, generated_at, notes):
-        pdf = statements_dir / f"{statement.key}.pdf"
-        html, document = fit_one_page(partial(render_statement, statement), pdf, settings.reports.paper)
-        (statements_dir / f"{statement.key}.html").write_text(html)
-        documents.append((pdf, document))
-    pages = write_pdfs(documents, folder / "statements.pdf")
+    candidates = {statement.key: [render_statement(statement, limits) for limits in LIMITS]
+                  for statement in build_statements(data, settings, status, generated_at, notes)}
+    kept, pages = write_statements(
+        [(statements_dir / f"{key}.pdf", htmls) for key, htmls in candidates.items()],
+        folder / "statements.pdf", settings.reports.paper, settings.reports.pdf_processes)
+    for (key, htmls), index in zip(candidates.items(), kept, strict=True):
+        (statements_dir / f"{key}.html").write_text(htmls[index])
     totals = report_totals(data)
     totals["focus_rows"] = focus.height
     totals["pdf_pages"] = {p.relative_to(folder).as_posix(): n for p, n in sorted(pages.items())}

@@ -29,7 +29,7 @@ from gpuledger.core.errors import InputError
 from gpuledger.core.period import Period
 
 if TYPE_CHECKING:
-    from gpuledger.analytics.advice.run import Advice
+    from gpuledger.analytics.advice.month import MonthAnalyses
     from gpuledger.analytics.billing.bill import Bill
     from gpuledger.core.window import Window
     from gpuledger.simulator.fleet import FleetSpec
@@ -88,12 +88,12 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         # 3. The bill and the idle time.
         bill = _print_bill(wh, window, ctx)
         _print_idle(bill, ctx)
-        advice = _print_advice(wh, window, ctx)
+        month = _print_advice(wh, bill, ctx)
         print_waiting(wh, ctx)  # issue 35: capacity now and the top pending reasons
-        # 5. The month's reports (the fleet statement's advice: the kinds just printed).
+        # 5. The month's reports, from the month's analyses just computed (0256).
         from gpuledger.reports.monthly import issue_monthly
 
-        report = issue_monthly(wh, ctx.settings, str(period), out / "reports", now=utcnow(), advice=advice)
+        report = issue_monthly(wh, ctx.settings, str(period), out / "reports", now=utcnow(), month=month)
         ctx.echo("")
         ctx.echo(f"Reports for {period} ({report.status}): {report.folder}")
         ctx.echo("  summary.csv, focus.parquet, one HTML + PDF statement per team, "
@@ -102,7 +102,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         # `serve` shows what the CLI printed, never "not computed" where the demo computed it.
         from gpuledger.dashboards.serving_results import refresh_serving
 
-        refresh_serving(wh, ctx.settings, period=str(period), computed=advice)
+        refresh_serving(wh, ctx.settings, month=month)
     # 4. Plans: the same code paths as `gpuledger optimize mig|quota` on this warehouse.
     demo_ctx = replace(ctx, warehouse_path=wh_path)
     _propose_plans(demo_ctx)
@@ -208,20 +208,26 @@ def _print_idle(bill: Bill, ctx: Context, top: int = 10) -> None:
                  f"{row['idle_card_hours']:11,.1f} {row['idle_cost']:10,.2f}")
 
 
-def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> list[Advice]:
+def _print_advice(wh: Warehouse, bill: Bill, ctx: Context) -> MonthAnalyses:
     """The largest actionable row of each advice kind (`analytics.advice.actionable`: a real
-    saving or a risk; `gpuledger recommend --kind K` shows them all); returns every kind's
-    advice, so the month's report does not run the analyses again."""
+    saving or a risk; `gpuledger recommend --kind K` shows them all); returns the month's
+    analyses (`bill`'s usage, its recommendations and every kind's advice), so the month's
+    report and the dashboard's results do not run them again."""
     from gpuledger.analytics.advice.actionable import floor_of, priced, quiet_lines, saving, split
+    from gpuledger.analytics.advice.month import MonthAnalyses
     from gpuledger.analytics.advice.run import run_advice
+    from gpuledger.analytics.workloads.recommend import recommend
+    from gpuledger.analytics.workloads.requested import workload_usage
     from gpuledger.warehouse.day_parts import kept_day_parts
 
+    window = bill.window
     ctx.echo("")
     ctx.echo(f"Fleet advice, the largest saving of each kind (all of them: `gpuledger recommend --kind K "
              f"--period {window.start:%Y-%m}`)")
     ctx.echo(f"{'kind':22s} {'scope':32s} {'recommended':34s} {'saving/month':>12s}")
+    usage = workload_usage(wh, window, ctx.settings, bill)
     with kept_day_parts(wh.path) as days:  # kept: the first refresh after a collect reads one day
-        found = run_advice(wh, window, ctx.settings, (), days=days)
+        found = run_advice(wh, window, ctx.settings, (), bill=bill, usage=usage, days=days)
     floor = floor_of(ctx.settings)
     for advice in found:
         shown = split(advice.rows, floor)
@@ -233,4 +239,5 @@ def _print_advice(wh: Warehouse, window: Window, ctx: Context) -> list[Advice]:
         scope, recommended = cut(str(row["scope"]), 32), cut(str(row["recommended"]), 34)
         amount = f"{saving(row):12,.2f}" if priced(row) else f"{'not priced':>12s}"  # a risk: unknown, not 0
         ctx.echo(f"{row['kind']!s:22s} {scope:32s} {recommended:34s} {amount}")
-    return found
+    found_recommendations = recommend(wh, window, ctx.settings, bill=bill, usage=usage)
+    return MonthAnalyses(bill, usage, found_recommendations, tuple(found))

@@ -160,19 +160,40 @@ def test_a_kill_mid_results_leaves_the_previous_store(tables_only: Path) -> None
     assert stats.path == serving_path(tables_only) and _results(tables_only)
 
 
-def test_refresh_serving_stores_handed_advice_as_it_is(tables_only: Path) -> None:
-    """The demo hands in the advice it has just printed: stored byte for byte (not run again),
-    while every other result is computed; a kind handed in for another month is ignored."""
+def test_refresh_serving_stores_a_handed_month_as_it_is(tables_only: Path) -> None:
+    """The demo hands in the month's analyses it has just computed (0256): their advice and
+    recommendations stored byte for byte (not run again), their bill the one the token costs
+    price with (its rules recorded), while every other result is computed; a month handed in
+    for another period is ignored."""
+    import io
+    from dataclasses import replace
+
+    import polars as pl
+
+    from gpuledger.analytics.advice.month import MonthAnalyses
     from gpuledger.analytics.advice.run import Advice
+    from gpuledger.analytics.billing.bill import compute_bill
+    from gpuledger.analytics.workloads.recommend import recommend
+    from gpuledger.analytics.workloads.requested import workload_usage
 
     doctored = Advice(kind="overcommit", rows=[{"kind": "overcommit", "scope": "handed-in"}],
                       document={"handed": True})
     other = Advice(kind="autoscaling", rows=[], document={"handed": "elsewhere"})
+    window = Period.exact(PERIOD).window
     with Warehouse.open(tables_only, read_only=True) as wh:
-        serving_results.refresh_serving(wh, SETTINGS, period=PERIOD, computed=[doctored])
-        serving_results.refresh_serving(wh, SETTINGS, period="1999-01", computed=[other])
+        bill = compute_bill(wh, window, SETTINGS)
+        usage = workload_usage(wh, window, SETTINGS, bill)
+        found = recommend(wh, window, SETTINGS, bill=bill, usage=usage)
+        one = found.recommendations.head(1).with_columns(pl.lit("handed-in").alias("reason"))
+        month = MonthAnalyses(bill, usage, replace(found, recommendations=one), (doctored,))
+        elsewhere = replace(month, bill=replace(bill, window=Period.exact("1999-01").window), advice=(other,))
+        serving_results.refresh_serving(wh, SETTINGS, month=month)
+        serving_results.refresh_serving(wh, SETTINGS, month=elsewhere)
         computed = serving_results.compute(wh, SETTINGS, "advice:autoscaling", PERIOD)
+        tokens = serving_results.compute(wh, SETTINGS, serving_results.TOKEN_COSTS, PERIOD)
     stored = _results(tables_only)
     assert stored[("advice:overcommit", PERIOD)] == serving_results.advice_payload(doctored)
+    assert pl.read_ipc(io.BytesIO(stored[(serving_results.RECOMMENDATIONS, PERIOD)])).equals(one)
     assert stored[("advice:autoscaling", PERIOD)] == computed
+    assert stored[(serving_results.TOKEN_COSTS, PERIOD)] == tokens
     assert {name for name, _ in stored} == set(serving_results.NAMES)

@@ -20,6 +20,8 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import polars as pl
+
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.reports.monthly import issue_monthly
@@ -139,3 +141,48 @@ def test_a_report_reads_the_months_allocations_once(base_warehouse: Path, monkey
         data = compose.gather(wh, Settings(), PERIOD)
     assert data.recommendations, "the month has recommendations to make"
     assert reads == [Window(datetime(2024, 11, 1, tzinfo=UTC), datetime(2024, 12, 1, tzinfo=UTC))]
+
+
+def test_a_handed_month_is_used_only_under_the_reports_rules(base_warehouse: Path, monkeypatch) -> None:
+    """The demo hands the report the month's analyses it has computed (0256): under the
+    report's own rules the report reads no usage, and its recommendations and advice are the
+    handed ones (a doctored saving shows); handed under other rules, the report computes its
+    own (equal to a report handed nothing)."""
+    from dataclasses import replace
+
+    from gpuledger.analytics.advice.month import MonthAnalyses
+    from gpuledger.analytics.advice.run import run_advice
+    from gpuledger.analytics.billing.bill import compute_bill
+    from gpuledger.analytics.workloads import recommend, requested
+    from gpuledger.core.rules import Rules
+    from gpuledger.reports import compose
+
+    settings = Settings()
+    window = Window(datetime(2024, 11, 1, tzinfo=UTC), datetime(2024, 12, 1, tzinfo=UTC))
+    with Warehouse.open(base_warehouse, read_only=True) as wh:
+        bill = compute_bill(wh, window, settings)
+        usage = requested.workload_usage(wh, window, settings, bill)
+        found = recommend.recommend(wh, window, settings, bill=bill, usage=usage)
+        advice = tuple(run_advice(wh, window, settings, (), bill=bill, usage=usage))
+        alone = compose.gather(wh, settings, PERIOD)
+        doctored = replace(found, recommendations=found.recommendations.head(1).with_columns(
+            monthly_saving=pl.lit(1e9)))
+        month = MonthAnalyses(bill, usage, doctored, advice)
+        other_rules = Rules.of(Settings.model_validate({"idle": {"activity": "gpu_util"}}))
+        reads: list[Window] = []
+        read = requested.workload_usage
+
+        def counted(wh: Warehouse, window: Window, *args: object, **kwargs: object) -> object:
+            reads.append(window)
+            return read(wh, window, *args, **kwargs)  # type: ignore[arg-type]
+
+        for module in (compose, recommend, requested):
+            monkeypatch.setattr(module, "workload_usage", counted)
+        handed = compose.gather(wh, settings, PERIOD, month=month)
+        assert reads == []
+        elsewhere = compose.gather(wh, settings, PERIOD, month=replace(
+            month, bill=replace(bill, rules=other_rules)))
+        assert len(reads) == 1
+    assert [r.monthly_savings for r in handed.recommendations] == [1e9]
+    assert handed.advice == alone.advice and alone.advice
+    assert elsewhere.recommendations == alone.recommendations and elsewhere.advice == alone.advice
