@@ -9,8 +9,8 @@ computed here, on the warehouse itself, with the very functions the CLI calls
 (`analytics.workloads.recommend.recommend`, `analytics.workloads.tokens.team_token_costs`,
 `analytics.advice.KINDS`), and stored in the serving store per month. A result is computed
 again only when its basis changed: the newest whole hour of GPU samples in the month (a closed
-month never changes), the analysis settings and the rules' fingerprint (`core.rules`, which also
-moves when a rule's code changes). So a `collect --follow` minute recomputes nothing, and once an
+month never changes), the analysis settings, the rules' fingerprint (`core.rules`, which also
+moves when a rule's code changes) and when the warehouse was created (0256). So a `collect --follow` minute recomputes nothing, and once an
 hour the running month is recomputed.
 
 Each result records the rules it was computed under (the month's bill's, for the results priced
@@ -48,7 +48,7 @@ from gpuledger.core.rules import Rules
 from gpuledger.core.rules_record import RecordedRules, differs, label
 from gpuledger.core.window import DAY, HOUR, Window, floor_time
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.queries.freshness import data_range, newest_sample
+from gpuledger.warehouse.queries.freshness import created_at, data_range, newest_sample
 from gpuledger.warehouse.serving_results_table import stored_result
 from gpuledger.warehouse.serving_store import Publication, PublishStats, is_served, record_published
 
@@ -164,12 +164,16 @@ def settings_fingerprint(settings: Settings) -> str:
 
 
 def wanted(wh: Warehouse, settings: Settings) -> list[tuple[str, str]]:
-    """(period, basis) of the months whose results the pages may ask for, newest first."""
+    """(period, basis) of the months whose results the pages may ask for, newest first. The
+    basis: the month's newest whole hour of samples, the settings and rules, and when the
+    warehouse was created (a demo run again into its folder makes a new warehouse whose newest
+    hour and settings may equal the old one's)."""
     span = data_range(wh)
     newest = newest_sample(wh)
     if span is None or newest is None:
         return []
-    fingerprint = f"{settings_fingerprint(settings)}|{Rules.of(settings).fingerprint}"
+    born = created_at(wh)  # a warehouse made again at the same path: its results are not kept
+    fingerprint = f"{settings_fingerprint(settings)}|{Rules.of(settings).fingerprint}|{born}"
     cut = floor_time(newest, HOUR)
     return [(str(month), f"{min(month.window.end, cut).isoformat()}|{fingerprint}")
             for month in Period.newest_first(*span)[:MAX_MONTHS]]

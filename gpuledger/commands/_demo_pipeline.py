@@ -9,9 +9,10 @@
    overcommit, autoscaling), the one with the largest saving.
 4. Propose a MIG plan and a quota plan (stored as `proposed`).
 5. Write the month's reports (CSV, FOCUS, PDF) and say where.
-6. Publish the dashboard's month results (recommendations, token costs, advice; the advice of
-   step 3 stored as it is) always, so a later `gpuledger serve` shows every number the demo
-   printed; then serve the dashboard (unless `--no-serve`) as a dev admin bound to loopback.
+6. Publish the dashboard's month results (recommendations, token costs, advice; the
+   recommendations and advice of step 3 stored as they are; 0256) always, once, after the
+   plans, so a later `gpuledger serve` shows every number the demo printed; then serve the
+   dashboard (unless `--no-serve`) as a dev admin bound to loopback.
 """
 
 from __future__ import annotations
@@ -98,14 +99,16 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
         ctx.echo(f"Reports for {period} ({report.status}): {report.folder}")
         ctx.echo("  summary.csv, focus.parquet, one HTML + PDF statement per team, "
                  "fleet statement, manifest.json")
-        # The dashboard's month results, whether or not this run serves: `demo --no-serve` then
-        # `serve` shows what the CLI printed, never "not computed" where the demo computed it.
-        from gpuledger.dashboards.serving_results import refresh_serving
-
-        refresh_serving(wh, ctx.settings, month=month)
     # 4. Plans: the same code paths as `gpuledger optimize mig|quota` on this warehouse.
     demo_ctx = replace(ctx, warehouse_path=wh_path)
     _propose_plans(demo_ctx)
+    # The dashboard's month results, whether or not this run serves: `demo --no-serve` then
+    # `serve` shows what the CLI printed, never "not computed" where the demo computed it.
+    # Published after the plans, once: the plans' writers publish nothing while no store exists.
+    from gpuledger.dashboards.serving_results import refresh_serving
+
+    with Warehouse.open(wh_path, read_only=True, limits=ctx.settings.warehouse) as wh:
+        refresh_serving(wh, ctx.settings, month=month)
     ctx.echo(f"demo finished in {time.perf_counter() - started:.0f}s; warehouse: {wh_path}")
     # 6. The dashboard.
     if options.serve:

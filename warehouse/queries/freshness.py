@@ -175,6 +175,16 @@ def data_range(wh: ReadableWarehouse) -> tuple[datetime, datetime] | None:
     return (lo, hi) if lo is not None and hi is not None else None
 
 
+def created_at(wh: ReadableWarehouse) -> datetime | None:
+    """When the warehouse file was created (its first schema step's time), or None for one
+    without a schema record. A warehouse removed and made again at the same path has another:
+    what the serving store computed on the old one is not the new one's (0256)."""
+    if "schema_version" not in _tables(wh):
+        return None
+    value = wh.scalar("SELECT min(applied_at) FROM schema_version")
+    return as_utc(value) if value is not None else None
+
+
 def simulated(wh: ReadableWarehouse) -> bool:
     """True when the warehouse's samples come from the simulator alone: its watermark source is
     there and no collector's (`prometheus.*`). Such data is complete to its end and nothing
