@@ -264,9 +264,9 @@ class ReportSettings(_Section):
         default="A4", description="page size of the PDF statements (every element is laid out inside it)")
     pdf_processes: int = Field(
         default=2, ge=1, le=32,
-        description="processes that lay out a report's PDF statements at once (no more than the CPUs "
-        "the report may use; 1: in the report's own process). Each holds about 150 MiB "
-        "(docs/decisions/0257)",
+        description="processes that lay out a report's PDF statements at once: the report's own and "
+        "N - 1 more, each about 80 MiB (no more than the CPUs the report may use; 1: the report's "
+        "own alone; docs/decisions/0257)",
     )
     adjustment_lookback_months: int = Field(default=3, ge=0, le=36)
     focus_formats: tuple[Literal["parquet", "csv"], ...] = Field(

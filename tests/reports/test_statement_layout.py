@@ -5,10 +5,13 @@ pages, 20 one):
 - `fit_one_page` keeps the first candidate that fits one page; when the loosest does not fit it
   lays out the tightest second, and when that takes two pages too it stops there (two layouts,
   not one per candidate); counted by wrapping `layout`;
-- `write_statements` in two spawned processes and in this process write the same files: the same
-  candidates kept, the same page counts, the same text per statement (poppler's `pdftotext`),
-  and a combined PDF whose pages are the statements' pages in order; the pool is really used
-  (its executor counted).
+- `write_statements` in two processes (this one and one of `gpuledger.reports.pdf`) and in this
+  process alone write the same files: the same candidates kept, the same page counts, the same
+  text per statement (poppler's `pdftotext`), and a combined PDF whose pages are the
+  statements' pages in order; the other process really took a share (counted);
+- a caller's script without a `__main__` guard runs once (a multiprocessing worker would have
+  imported it again: found by hand with the first, `ProcessPoolExecutor`, version);
+- a layout process that fails (its PDF's folder is missing) is one line naming the folder.
 """
 
 from __future__ import annotations
@@ -55,15 +58,14 @@ def test_fit_one_page_keeps_the_loosest_that_fits(lengths: tuple[int, ...], kept
 
 def test_statements_in_processes_equal_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     statements = {"fleet": (40, 40), "team-a": (20, 10), "team-b": (40, 20), "team-c": (15, 10)}
-    pools: list[int] = []
-    real_pool = pdf.ProcessPoolExecutor
+    shares: list[int] = []
+    real = pdf._in_process
 
-    class Counted(real_pool):  # type: ignore[misc, valid-type]
-        def __init__(self, workers: int, **kwargs: object) -> None:
-            pools.append(workers)
-            super().__init__(workers, **kwargs)  # type: ignore[arg-type]
+    def counted(jobs: list[pdf.Job], paper: str) -> list[tuple[int, int]]:
+        shares.append(len(jobs))
+        return real(jobs, paper)
 
-    monkeypatch.setattr(pdf, "ProcessPoolExecutor", Counted)
+    monkeypatch.setattr(pdf, "_in_process", counted)
     written = {}
     for processes in (1, 2):
         folder = tmp_path / f"p{processes}"
@@ -79,8 +81,40 @@ def test_statements_in_processes_equal_in_process(tmp_path: Path, monkeypatch: p
                 assert _text(combined, page) == _text(folder / f"{key}.pdf", own)
                 page += 1
         assert counts[combined] == page - 1
-    assert pools == [2]
+    assert len(shares) == 1 and 0 < shares[0] < len(statements)  # the other process took a share
     assert written[1] == written[2]
     assert written[1][0] == [1, 0, 1, 0]
     assert written[1][1] == {"fleet.pdf": 2, "team-a.pdf": 1, "team-b.pdf": 1, "team-c.pdf": 1,
                              "statements.pdf": 5}
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    """The layout processes are fresh interpreters of `gpuledger.reports.pdf`: a caller's script
+    without `if __name__ == "__main__"` is not imported again in them (a multiprocessing worker
+    would run it a second time)."""
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        "from gpuledger.reports.pdf import write_statements\n"
+        f"here = Path({str(tmp_path)!r})\n"
+        "with (here / 'runs').open('a') as runs:\n"
+        "    runs.write('run\\n')\n"
+        "html = '<html><body><p>x</p></body></html>'\n"
+        "jobs = [(here / f'{k}.pdf', [html]) for k in ('a', 'b', 'c')]\n"
+        "print(write_statements(jobs, here / 'all.pdf', processes=2)[1][here / 'all.pdf'])\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "3"
+    assert (tmp_path / "runs").read_text() == "run\n"
+
+
+def test_a_failed_layout_process_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-folder"
+    html = "<html><body><p>x</p></body></html>"
+    jobs = [(tmp_path / "a.pdf", [html * 50]), (missing / "b.pdf", [html])]  # b, the shorter: the other process's
+    with pytest.raises(pdf.ReportError) as caught:
+        pdf.write_statements(jobs, tmp_path / "all.pdf", processes=2)
+    message = str(caught.value)
+    assert "\n" not in message and "a PDF layout process failed" in message and "No such file" in message
