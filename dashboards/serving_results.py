@@ -10,8 +10,8 @@ computed here, on the warehouse itself, with the very functions the CLI calls
 `analytics.advice.KINDS`), and stored in the serving store per month. A result is computed
 again only when its basis changed: the newest whole hour of GPU samples in the month (a closed
 month never changes), the analysis settings, the rules' fingerprint (`core.rules`, which also
-moves when a rule's code changes) and when the warehouse was created (0256). So a `collect --follow` minute recomputes nothing, and once an
-hour the running month is recomputed.
+moves when a rule's code changes) and when the warehouse was created (0256). So a `collect
+--follow` minute recomputes nothing, and once an hour the running month is recomputed.
 
 Each result records the rules it was computed under (the month's bill's, for the results priced
 by it; docs/decisions/0150). The dashboard may run under other settings than the writer: a page
