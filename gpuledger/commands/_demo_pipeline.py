@@ -102,13 +102,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
     # 4. Plans: the same code paths as `gpuledger optimize mig|quota` on this warehouse.
     demo_ctx = replace(ctx, warehouse_path=wh_path)
     _propose_plans(demo_ctx)
-    # The dashboard's month results, whether or not this run serves: `demo --no-serve` then
-    # `serve` shows what the CLI printed, never "not computed" where the demo computed it.
-    # Published after the plans, once: the plans' writers publish nothing while no store exists.
-    from gpuledger.dashboards.serving_results import refresh_serving
-
-    with Warehouse.open(wh_path, read_only=True, limits=ctx.settings.warehouse) as wh:
-        refresh_serving(wh, ctx.settings, month=month)
+    _publish_results(wh_path, ctx, month)
     ctx.echo(f"demo finished in {time.perf_counter() - started:.0f}s; warehouse: {wh_path}")
     # 6. The dashboard.
     if options.serve:
@@ -151,6 +145,17 @@ def _serve(ctx: Context, options: DemoOptions, period: str) -> None:
             f"\ndashboard: {url.rstrip('/')}/?period={period}  (signed in as {DEMO_ADMIN}; Ctrl-C to stop)"
         ),
     )
+
+
+def _publish_results(wh_path: Path, ctx: Context, month: MonthAnalyses) -> None:
+    """The dashboard's month results, whether or not this run serves: `demo --no-serve` then
+    `serve` shows what the CLI printed, never "not computed" where the demo computed it.
+    Published after the plans, once: the plans' writers publish nothing while no store exists."""
+    from gpuledger.dashboards.serving_results import refresh_serving
+    from gpuledger.warehouse import Warehouse
+
+    with Warehouse.open(wh_path, read_only=True, limits=ctx.settings.warehouse) as wh:
+        refresh_serving(wh, ctx.settings, month=month)
 
 
 def _propose_plans(ctx: Context) -> None:
