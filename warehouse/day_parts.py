@@ -29,13 +29,14 @@ import io
 import logging
 import os
 from collections.abc import Callable, Iterator
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
 from gpuledger.core.errors import WarehouseError
+from gpuledger.core.period import Period
 from gpuledger.core.window import DAY, floor_time
 from gpuledger.warehouse.connection import connect
 from gpuledger.warehouse.protocols import ReadableWarehouse
@@ -175,9 +176,9 @@ class DayParts:
         the part's size); a month of them at once takes about as long."""
         month = day.replace(day=1)
         if (name, month) not in self._kept:
-            following = (month + timedelta(days=32)).replace(day=1)
+            window = Period(month.year, month.month).window
             rows = self.con.execute(f"SELECT day, stamp, payload FROM {TABLE} WHERE name = ? AND day >= ? "
-                                    "AND day < ?", [name, month, following]).fetchall()
+                                    "AND day < ?", [name, month, window.end.date()]).fetchall()
             self._kept[name, month] = {day: (stamp, bytes(payload)) for day, stamp, payload in rows}
         return self._kept[name, month]
 

@@ -32,8 +32,8 @@ _VALUE_AGGREGATES = """count(*) AS samples,
     stddev_pop({activity}) AS act_std,
     quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
     max(fb_used_mib) AS fb_max_mib"""
-_AGGREGATES = ("namespace, pod, uuid, gpu_i_id, nullif({vgpu}, '') AS vgpu, mig_profile AS profile,\n    "
-               + _VALUE_AGGREGATES)
+_AGGREGATES = ("namespace, pod, uuid, gpu_i_id, nullif(coalesce(vgpu, ''), '') AS vgpu,\n"
+               "    mig_profile AS profile,\n    " + _VALUE_AGGREGATES)
 
 _VIEW_STATS_SQL = """
 SELECT {aggregates}
@@ -78,7 +78,7 @@ def _allocation_stats_sql(activity: ActivitySource, series_layout: bool) -> str:
     rule = activity_sql(None, activity)
     if series_layout:
         return _SERIES_STATS_SQL.format(aggregates=_VALUE_AGGREGATES.format(activity=rule))
-    return _VIEW_STATS_SQL.format(aggregates=_AGGREGATES.format(vgpu="coalesce(vgpu, '')", activity=rule))
+    return _VIEW_STATS_SQL.format(aggregates=_AGGREGATES.format(activity=rule))
 
 
 def quantile_parts(samples: int, memory_limit_bytes: int) -> int:
