@@ -75,10 +75,16 @@ tok AS (
     FROM (
         SELECT ts, namespace, pod, generation_tokens_total AS v,
             generation_tokens_total - lag(generation_tokens_total) OVER w AS d, lag(ts) OVER w AS ts0
-        FROM token_samples WHERE ts >= $start - INTERVAL 10 MINUTE AND ts < $end
+        FROM token_samples t SEMI JOIN {pods} k ON k.namespace = t.namespace AND k.pod = t.pod
+        WHERE ts >= $start - INTERVAL 10 MINUTE AND ts < $end
         WINDOW w AS (PARTITION BY namespace, pod, model_name ORDER BY ts)
     ) WHERE ts0 IS NOT NULL AND ts >= $start GROUP BY ALL
 )"""
+"""Generated tokens per second per pod and minute, from the counters of the pods in the CTE
+`{pods}` only (the query's own: the shared cards' holders, the Deployments' pods), before the
+window sorts them: a pod's rate reads only its own counters, so the rows are the same, and at
+1,000 GPUs no vLLM pod held a shared card (the shared cards' query sorted 516,000 token
+samples a day for nothing, half its time)."""
 
 _SHARED_BODY = """
 WITH held AS (
@@ -87,7 +93,7 @@ WITH held AS (
     FROM gpu_samples s JOIN gpus g ON g.uuid = s.uuid
     WHERE s.ts >= $start AND s.ts < $end AND g.sharing_mode IN ('timeslice', 'vgpu') AND s.pod IS NOT NULL
     GROUP BY ALL
-), {tokens_rate}
+), {tokens_rate_held}
 SELECT h.minute AS ts, h.uuid, g.pool, g.model, count(DISTINCT h.pod) AS holders,
     max(h.activity) AS activity, sum(t.tokens_per_s) AS tokens_per_s,
     count(t.tokens_per_s) AS token_holders,
@@ -151,7 +157,7 @@ WITH owners AS (
     SELECT date_trunc('minute', ts) AS minute, namespace, pod,
         sum(num_requests_waiting) AS waiting, sum(num_requests_running) AS running
     FROM token_samples WHERE ts >= $start AND ts < $end GROUP BY ALL
-), {tokens_rate}
+), {tokens_rate_owners}
 SELECT o.namespace, o.deployment, h.minute AS ts, count(DISTINCT h.pod) AS replicas,
     sum(q.waiting) AS queue, avg(h.activity) AS activity, sum(q.running) AS running,
     sum(t.tokens_per_s) AS tokens_per_s, max(h.gpus) AS gpus_per_replica, max(h.model) AS model
@@ -186,7 +192,9 @@ SQL before `_with_activity`): what `per_minute_query_version` digests and the st
 @cache
 def _with_activity(template: str, activity: ActivitySource, alias: str) -> str:
     """`template` with the activity rule (columns of `alias`) and the token rate filled in."""
-    return template.format(activity=activity_sql(alias, activity), tokens_rate=_TOKENS_RATE)
+    return template.format(activity=activity_sql(alias, activity),
+                           tokens_rate_held=_TOKENS_RATE.format(pods="held"),
+                           tokens_rate_owners=_TOKENS_RATE.format(pods="owners"))
 
 
 _READ_SAMPLE_COLUMNS = ", ".join(("ts", "series_id", *activity_fields()))
