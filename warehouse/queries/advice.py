@@ -71,20 +71,24 @@ def node_activity_hourly(
 _TOKENS_RATE = """
 tok AS (
     SELECT date_trunc('minute', ts) AS minute, namespace, pod,
-        sum(CASE WHEN d < 0 THEN v ELSE d END / nullif(epoch(ts) - epoch(ts0), 0)) AS tokens_per_s
+        sum(CASE WHEN ts0 IS NOT NULL THEN CASE WHEN d < 0 THEN v ELSE d END
+                 / nullif(epoch(ts) - epoch(ts0), 0) END) AS tokens_per_s{gauges}
     FROM (
-        SELECT ts, namespace, pod, generation_tokens_total AS v,
+        SELECT ts, namespace, pod, generation_tokens_total AS v, num_requests_waiting, num_requests_running,
             generation_tokens_total - lag(generation_tokens_total) OVER w AS d, lag(ts) OVER w AS ts0
         FROM token_samples t SEMI JOIN {pods} k ON k.namespace = t.namespace AND k.pod = t.pod
         WHERE ts >= $start - INTERVAL 10 MINUTE AND ts < $end
         WINDOW w AS (PARTITION BY namespace, pod, model_name ORDER BY ts)
-    ) WHERE ts0 IS NOT NULL AND ts >= $start GROUP BY ALL
+    ) WHERE ts >= $start GROUP BY ALL
 )"""
-"""Generated tokens per second per pod and minute, from the counters of the pods in the CTE
-`{pods}` only (the query's own: the shared cards' holders, the Deployments' pods), before the
-window sorts them: a pod's rate reads only its own counters, so the rows are the same, and at
-1,000 GPUs no vLLM pod held a shared card (the shared cards' query sorted 516,000 token
+"""vLLM's counters per pod and minute: generated tokens per second (NULL in a minute without
+two samples of a series to take a rate from) and, with `{gauges}`, the waiting and running
+gauges summed, in one pass over the token samples. Only the counters of the pods in the CTE
+`{pods}` are read (the query's own: the shared cards' holders, the Deployments' pods), before
+the window sorts them: a pod's rate reads only its own counters, so the rows are the same, and
+at 1,000 GPUs no vLLM pod held a shared card (the shared cards' query sorted 516,000 token
 samples a day for nothing, half its time)."""
+_GAUGES = ", sum(num_requests_waiting) AS waiting, sum(num_requests_running) AS running"
 
 _SHARED_BODY = """
 WITH held AS (
@@ -153,17 +157,12 @@ WITH owners AS (
     LEFT JOIN gpus g ON g.uuid = s.uuid
     WHERE s.ts >= $start AND s.ts < $end AND s.pod IS NOT NULL
     GROUP BY ALL
-), gauges AS (
-    SELECT date_trunc('minute', ts) AS minute, namespace, pod,
-        sum(num_requests_waiting) AS waiting, sum(num_requests_running) AS running
-    FROM token_samples WHERE ts >= $start AND ts < $end GROUP BY ALL
 ), {tokens_rate_owners}
 SELECT o.namespace, o.deployment, h.minute AS ts, count(DISTINCT h.pod) AS replicas,
-    sum(q.waiting) AS queue, avg(h.activity) AS activity, sum(q.running) AS running,
+    sum(t.waiting) AS queue, avg(h.activity) AS activity, sum(t.running) AS running,
     sum(t.tokens_per_s) AS tokens_per_s, max(h.gpus) AS gpus_per_replica, max(h.model) AS model
 FROM held h JOIN owners o ON o.namespace = h.namespace AND o.pod = h.pod
 LEFT JOIN tok t ON t.minute = h.minute AND t.namespace = h.namespace AND t.pod = h.pod
-LEFT JOIN gauges q ON q.minute = h.minute AND q.namespace = h.namespace AND q.pod = h.pod
 GROUP BY ALL ORDER BY o.namespace, o.deployment, ts
 """
 
@@ -193,8 +192,8 @@ SQL before `_with_activity`): what `per_minute_query_version` digests and the st
 def _with_activity(template: str, activity: ActivitySource, alias: str) -> str:
     """`template` with the activity rule (columns of `alias`) and the token rate filled in."""
     return template.format(activity=activity_sql(alias, activity),
-                           tokens_rate_held=_TOKENS_RATE.format(pods="held"),
-                           tokens_rate_owners=_TOKENS_RATE.format(pods="owners"))
+                           tokens_rate_held=_TOKENS_RATE.format(pods="held", gauges=""),
+                           tokens_rate_owners=_TOKENS_RATE.format(pods="owners", gauges=_GAUGES))
 
 
 _READ_SAMPLE_COLUMNS = ", ".join(("ts", "series_id", *activity_fields()))
