@@ -97,15 +97,18 @@ WITH held AS (
     FROM gpu_samples s JOIN gpus g ON g.uuid = s.uuid
     WHERE s.ts >= $start AND s.ts < $end AND g.sharing_mode IN ('timeslice', 'vgpu') AND s.pod IS NOT NULL
     GROUP BY ALL
+), owners AS (  -- one row per pod name, its newest incarnation's: a name used twice is one holder
+    SELECT namespace, pod, arg_max_null(owner_kind, end_ts) AS owner_kind,
+        arg_max_null(json_extract_string(labels, '$."gpuledger.io/workload-class"'), end_ts) AS class_label
+    FROM pods p SEMI JOIN held h ON h.namespace = p.namespace AND h.pod = p.pod
+    GROUP BY namespace, pod
 ), {tokens_rate_held}
 SELECT h.minute AS ts, h.uuid, g.pool, g.model, count(DISTINCT h.pod) AS holders,
     max(h.activity) AS activity, sum(t.tokens_per_s) AS tokens_per_s,
-    count(t.tokens_per_s) AS token_holders,
-    min(p.owner_kind) AS owner_kind, min(json_extract_string(p.labels, '$."gpuledger.io/workload-class"'))
-        AS class_label
+    count(t.tokens_per_s) AS token_holders, min(p.owner_kind) AS owner_kind, min(p.class_label) AS class_label
 FROM held h JOIN gpus g ON g.uuid = h.uuid
 LEFT JOIN tok t ON t.minute = h.minute AND t.namespace = h.namespace AND t.pod = h.pod
-LEFT JOIN pods p ON p.namespace = h.namespace AND p.pod = h.pod
+LEFT JOIN owners p ON p.namespace = h.namespace AND p.pod = h.pod
 GROUP BY ALL"""
 _SHARED_SQL = _SHARED_BODY + " ORDER BY h.uuid, ts\n"
 _SHARED_LEVELS_SQL = """
@@ -142,13 +145,14 @@ def shared_card_levels(
 
 
 _SERVING_SQL = """
-WITH owners AS (
+WITH owners AS (  -- one row per pod name, its newest incarnation's (a name seen twice is one pod)
     SELECT namespace, pod, CASE
         WHEN hash IS NOT NULL AND ends_with(owner_name, '-' || hash)
         THEN owner_name[1:length(owner_name) - length(hash) - 1]
         ELSE regexp_replace(owner_name, '-[a-z0-9]{{4,10}}$', '') END AS deployment
-    FROM (SELECT *, json_extract_string(labels, '$."pod-template-hash"') AS hash FROM pods)
-    WHERE owner_kind = 'ReplicaSet'
+    FROM (SELECT namespace, pod, arg_max_null(owner_name, end_ts) AS owner_name,
+              arg_max_null(json_extract_string(labels, '$."pod-template-hash"'), end_ts) AS hash
+          FROM pods WHERE owner_kind = 'ReplicaSet' GROUP BY namespace, pod)
 ), held AS (
     -- only the Deployments' pods (a semi-join first: most samples are not serving pods)
     SELECT date_trunc('minute', s.ts) AS minute, s.namespace, s.pod, count(DISTINCT s.uuid) AS gpus,
