@@ -44,10 +44,13 @@ def holders_at_last_sample(wh: ReadableWarehouse) -> pl.DataFrame:
     """Pods on each device at the newest `gpu_samples` time, with their owner and labels:
     `uuid`, `gpu_i_id`, `mig_profile`, `namespace`, `pod`, `owner_kind`, `labels` (JSON)."""
     return wh.query(
-        "WITH last AS (SELECT max(ts) AS ts FROM gpu_samples) "
+        "WITH last AS (SELECT max(ts) AS ts FROM gpu_samples), "
+        # one row per pod name, its newest incarnation's: a name stored twice is one holder
+        "owners AS (SELECT namespace, pod, arg_max_null(owner_kind, end_ts) AS owner_kind, "
+        "arg_max_null(labels, end_ts) AS labels FROM pods GROUP BY namespace, pod) "
         "SELECT s.uuid, s.gpu_i_id, s.mig_profile, s.namespace, s.pod, p.owner_kind, p.labels "
         "FROM gpu_samples s JOIN last ON s.ts = last.ts "
-        "LEFT JOIN pods p ON p.namespace = s.namespace AND p.pod = s.pod "
+        "LEFT JOIN owners p ON p.namespace = s.namespace AND p.pod = s.pod "
         "WHERE s.pod IS NOT NULL ORDER BY s.uuid, s.gpu_i_id, s.pod"
     )
 

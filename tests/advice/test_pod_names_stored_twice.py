@@ -1,4 +1,5 @@
-"""A pod name stored twice is one holder: on a shared card and in a serving Deployment.
+"""A pod name stored twice is one holder: on a shared card, in a serving Deployment, on a MIG
+instance at the last sample.
 
 `pods` keeps one row per incarnation of a name (a StatefulSet's `llm-0` recreated, a notebook
 started again: spans of one key that do not touch stay apart, `warehouse.store` rule on
@@ -10,6 +11,10 @@ with a holder unmeasured (more token readings than holders): the level lost its 
 The serving minutes (`serving_minutes`) joined the same way: a Deployment's pod whose name
 `pods` holds twice (kube-state-metrics' series broken by a gap in collection: two spans that
 do not touch) was two replicas, its queue and tokens/s twice.
+
+The MIG instances' holders at the last sample (`warehouse.queries.mig.holders_at_last_sample`,
+what the MIG plan keeps busy and what capacity-now counts as held) repeated the pod as well: a
+MIG slice counted held twice.
 
 Reference: the figures worked out by hand (two holders, each 60 tokens/s, every minute; one
 replica with 3 requests waiting); each case also with the name stored once.
@@ -26,6 +31,7 @@ import pytest
 from gpuledger.core.frames import TABLES, polars_schema
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import advice as queries
+from gpuledger.warehouse.queries import mig as mig_queries
 from tests.analytics.builders import Seg, at, gpus, load, namespaces, pods, samples, window
 
 HOURS = 2
@@ -105,3 +111,23 @@ def test_a_serving_pod_stored_twice_is_one_replica(tmp_path: Path, incarnations:
     assert set(minutes["replicas"]) == {1} and set(minutes["gpus_per_replica"]) == {1}
     assert set(minutes["queue"]) == {3.0} and set(minutes["running"]) == {5.0}
     assert minutes["tokens_per_s"].to_list() == pytest.approx([RATE] * (HOURS * 60), rel=1e-9)
+
+
+@pytest.mark.parametrize("incarnations", [1, 2])
+def test_a_mig_holder_stored_twice_is_held_once(tmp_path: Path, incarnations: int) -> None:
+    row = {"namespace": "ml", "pod": "trainer-0", "owner_kind": "StatefulSet", "owner_name": "trainer",
+           "labels": '{"gpuledger.io/evictable": "false"}'}
+    spans = [(at(minutes=-30), at(days=40))] + ([(at(days=-2), at(hours=-1))] if incarnations == 2 else [])
+    frames = {
+        "gpus": gpus({"uuid": "GPU-M", "sharing_mode": "mig"}),
+        "namespaces": namespaces({"ml": "research"}),
+        "pods": pods(*({**row, "start_ts": lo, "end_ts": hi} for lo, hi in spans)),
+        "gpu_samples": samples([Seg("GPU-M", at(), at(hours=1), "ml", "trainer-0", gpu_i_id=3,
+                                    profile="3g.40gb")]),
+    }
+    path = load(tmp_path / "w.duckdb", window(2, at(hours=-1)), frames)
+    with Warehouse.open(path, read_only=True) as wh:
+        assert wh.scalar("SELECT count(*) FROM pods") == incarnations
+        holders = mig_queries.holders_at_last_sample(wh)
+    assert holders.select("uuid", "gpu_i_id", "mig_profile", "pod", "owner_kind").rows() == [
+        ("GPU-M", 3, "3g.40gb", "trainer-0", "StatefulSet")]
