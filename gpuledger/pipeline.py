@@ -14,13 +14,15 @@
   first roll-up (the roll-up reads the DRA cards and claims): the writer's turn is SQL only
   (docs/decisions/0136); each day's roll-up is computed on a pool thread through a second,
   reading connection while the writer loads the next day, and stored by the writer in order.
+  A caller may also read each day as soon as it is stored (`each_day`, on a thread and a
+  connection of its own: the demo keeps the day's advice inputs in the day parts, decision 0258).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
     Days = Iterator[tuple[Window, dict[str, pl.DataFrame]]]
     Batches = Iterator[tuple[Window, LoadBatch]]
+    DayTask = Callable[[Warehouse, Window], None]
 
 SIMULATOR_SOURCE = freshness.SIMULATOR_SOURCE
 DAY = timedelta(days=1)
@@ -165,17 +168,22 @@ class _Producer:
 
 
 def load_and_rollup(wh: Warehouse, sim: Simulation, settings: Settings, *,
-                    dra: DraFleet | None = None, label: str = "simulate + load + roll-up") -> int:
+                    dra: DraFleet | None = None, label: str = "simulate + load + roll-up",
+                    each_day: DayTask | None = None) -> int:
     """`load_simulation` then `rollup` over the simulation's window, overlapped (module
     docstring); returns the rows loaded. Each day's roll-up is computed once the next day is
-    loaded, when its read margin (`SamplingRules.margin`, minutes) is in the warehouse."""
+    loaded, when its read margin (`SamplingRules.margin`, minutes) is in the warehouse.
+    `each_day(reader, day)`: a read of each day once it is loaded (the demo keeps the day's
+    advice inputs, `analytics.advice.run.keep_day`), in day order on a thread and a reading
+    connection of its own, waited for before this returns; it writes nothing here."""
     from gpuledger.core.errors import InputError
     from gpuledger.core.rules import SamplingRules
 
     if SamplingRules.of(settings).margin >= DAY:
         raise InputError("the roll-up's read margin is a day or more: load, then roll up")
     with wh.reader() as reader, ThreadPoolExecutor(2, thread_name_prefix="demo") as pool, \
-            _Producer(prepared_days(simulated_days(sim, dra))) as days:  # all while the inventory loads
+            _Producer(prepared_days(simulated_days(sim, dra))) as days, \
+            _DayTasks(wh, each_day) as tasks:  # all while the inventory loads
         objects = pool.submit(dra_inventory, dra) if dra is not None else None
         rows = load_inventory(wh, sim)
         samples = 0  # the progress note counts sample rows, as `load_simulation`'s does
@@ -187,8 +195,41 @@ def load_and_rollup(wh: Warehouse, sim: Simulation, settings: Settings, *,
                     rows += wh.load(objects.result()).total_rows
                     objects = None
                 rolling.loaded(window, samples)
+                tasks.loaded(window)
             rolling.finish(samples)
     return rows + samples
+
+
+class _DayTasks:
+    """`each_day` of `load_and_rollup`: submitted as each day is stored, run one at a time on a
+    thread of its own through a reading connection of its own (a DuckDB connection serves one
+    thread; the roll-up's reader is busy on the pool), all finished on a clean exit (its first
+    error raised there); on an error in the load, the ones not started are cancelled."""
+
+    def __init__(self, wh: Warehouse, each_day: DayTask | None) -> None:
+        self._wh, self._each_day = wh, each_day
+        self._reader: Warehouse | None = None
+        self._thread: ThreadPoolExecutor | None = None
+        self._done: list[Future[None]] = []
+
+    def __enter__(self) -> _DayTasks:
+        if self._each_day is not None:
+            self._reader = self._wh.reader()
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="demo-days")
+        return self
+
+    def loaded(self, day: Window) -> None:
+        if self._thread is not None and self._each_day is not None and self._reader is not None:
+            self._done.append(self._thread.submit(self._each_day, self._reader, day))
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if self._thread is None or self._reader is None:
+            return
+        self._thread.shutdown(wait=True, cancel_futures=exc_type is not None)
+        self._reader.close()
+        if exc_type is None:
+            for done in self._done:
+                done.result()
 
 
 class _Rolling:

@@ -133,6 +133,24 @@ def through(days: DayParts | None, name: str, activity: ActivitySource, read: Da
     return days.through(queries.per_minute_query_version(name, activity), read)
 
 
+def keep_day(days: DayParts, wh: Warehouse, day: Window, settings: Settings) -> None:
+    """Read the UTC day `day`'s per-minute advice inputs and token counters through `days`, so
+    they are kept before any advice asks: `gpuledger demo` calls it on a reading connection for
+    each day as soon as it is loaded, on the cores the load leaves idle, and its month's advice
+    and token costs then read the kept parts (an unchanged day's stamp is all they query)."""
+    from gpuledger.warehouse.queries import workloads
+
+    activity = SamplingRules.of(settings).activity
+    for name, read in queries.PER_MINUTE_READS.items():  # kept under the names the kinds read by
+        through(days, name, activity, _under(read, activity))(wh, day.start, day.end)
+    days.day(workloads.token_piece_version(), wh, day.start, day.end, workloads.token_piece)
+
+
+def _under(read: queries.PerMinuteRead, activity: ActivitySource) -> DayRead:
+    """`read` under the activity rule `activity`: a day read as `DayParts` takes one."""
+    return lambda wh, start, end: read(wh, start, end, activity)
+
+
 def overcommit_advice(wh: Warehouse, window: Window, settings: Settings, *,
                       days: DayParts | None = None) -> Advice:
     """Item 3: the knee of replicas per card on time-sliced and vGPU pools."""

@@ -3,7 +3,8 @@
 1. Pick the month (the last complete calendar month unless `--period`), a fresh warehouse
    under the demo folder.
 2. Simulate the fleet and load it, a day per transaction, rolling each day up to hourly
-   card-hours once the next is loaded (a thread simulates ahead: `pipeline.load_and_rollup`).
+   card-hours once the next is loaded (a thread simulates ahead: `pipeline.load_and_rollup`);
+   another thread keeps each loaded day's per-minute advice inputs in the day parts (0258).
 3. Bill the month by team and print it, with the top idle allocations.
    Print one row of each fleet-advice kind (`recommend --kind`: catalog, fragmentation,
    overcommit, autoscaling), the one with the largest saving.
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from gpuledger.analytics.advice.month import MonthAnalyses
     from gpuledger.analytics.billing.bill import Bill
     from gpuledger.core.window import Window
+    from gpuledger.simulator.engine import Simulation
     from gpuledger.simulator.fleet import FleetSpec
     from gpuledger.warehouse import Warehouse
 
@@ -76,16 +78,7 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
                      idle_threshold=ctx.settings.idle.threshold,
                      idle_min_minutes=ctx.settings.idle.min_minutes)
     with Warehouse.open(wh_path, limits=ctx.settings.warehouse) as wh:
-        # 2. Simulate, load, roll up: overlapped, a day apart (docs/decisions/0130).
-        from gpuledger.pipeline import load_and_rollup
-        from gpuledger.simulator.dra_fleet import DraFleet
-
-        # plus a DRA pool (docs/guide/dra.md)
-        rows = load_and_rollup(wh, sim, ctx.settings, dra=DraFleet(window))
-        samples = wh.count("gpu_samples")
-        ctx.echo(f"loaded {rows:,} rows ({samples:,} GPU samples) for {sim.gpu_count} GPUs "
-                 f"on {wh.count('nodes')} nodes, {wh.count('namespaces')} namespaces, "
-                 f"{wh.count('pods')} pods")
+        _load(wh, sim, ctx)  # 2.
         # 3. The bill and the idle time.
         bill = _print_bill(wh, window, ctx)
         _print_idle(bill, ctx)
@@ -108,6 +101,24 @@ def run_demo(options: DemoOptions, ctx: Context) -> int:
     if options.serve:
         _serve(demo_ctx, options, str(period))
     return 0
+
+
+def _load(wh: Warehouse, sim: Simulation, ctx: Context) -> None:
+    """Step 2: simulate, load, roll up, overlapped a day apart (docs/decisions/0130), plus a DRA
+    pool (docs/guide/dra.md); each day's advice inputs kept in the day parts as soon as it is
+    loaded (`analytics.advice.run.keep_day`, decision 0258), so step 3 reads them back."""
+    from gpuledger.analytics.advice.run import keep_day
+    from gpuledger.pipeline import load_and_rollup
+    from gpuledger.simulator.dra_fleet import DraFleet
+    from gpuledger.warehouse.day_parts import kept_day_parts
+
+    with kept_day_parts(wh.path) as days:
+        each_day = None if days is None else lambda reader, day: keep_day(days, reader, day, ctx.settings)
+        rows = load_and_rollup(wh, sim, ctx.settings, dra=DraFleet(sim.window), each_day=each_day)
+    samples = wh.count("gpu_samples")
+    ctx.echo(f"loaded {rows:,} rows ({samples:,} GPU samples) for {sim.gpu_count} GPUs "
+             f"on {wh.count('nodes')} nodes, {wh.count('namespaces')} namespaces, "
+             f"{wh.count('pods')} pods")
 
 
 FRAGMENTED_MIG = {"1g.20gb": 2, "3g.40gb": 1}

@@ -243,3 +243,29 @@ def test_the_stamp_covers_every_sample_column_the_queries_name(query: str, sourc
     named = {c for c in values if re.search(rf"\b{c}\b", sql)}
     assert named, "the activity rule names its readings"
     assert named <= set(advice._READ_SAMPLE_COLUMNS.split(", "))
+
+
+def test_a_day_kept_as_it_is_loaded_is_not_queried_again(copy: Path) -> None:
+    """`keep_day` (the demo, once each day is loaded, decision 0258) keeps every per-minute input
+    and the token counters of the day: the month's advice and token increases then query no
+    kept day again (only the token counters' day before the window, which no load kept) and
+    equal a full read."""
+    from gpuledger.analytics.advice.run import fragmentation_advice, keep_day
+    from gpuledger.analytics.workloads.tokens import token_increases
+
+    settings = Settings.model_validate({"advice": {"fragmentation_threshold": 0.0}})  # reads its evidence
+    with Warehouse.open(copy, read_only=True) as wh:
+        full = (_advice(copy, None), fragmentation_advice(wh, WINDOW, settings), token_increases(wh, WINDOW))
+        with DayParts(day_parts_path(copy)) as kept:
+            for day in WINDOW.days():
+                keep_day(kept, wh, day, settings)
+        assert (kept.reads, kept.hits) == (2 * 4, 0)  # two days: three advice queries, the counters
+        with DayParts(day_parts_path(copy)) as parts:
+            advice = _advice(copy, parts)
+            assert (parts.reads, parts.hits) == (0, 4)
+            fragmentation = fragmentation_advice(wh, WINDOW, settings, days=parts)
+            assert parts.reads == 0 and parts.hits == 6
+            tokens = token_increases(wh, WINDOW, days=parts)
+            assert (parts.reads, parts.hits) == (1, 8)  # the day before the window read, not kept
+    assert (advice, fragmentation) == full[:2]
+    assert tokens.equals(full[2]) and tokens.height > 0

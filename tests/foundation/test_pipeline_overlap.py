@@ -6,7 +6,9 @@ reads the next day's margin), every row of `card_hours_hourly` and `allocations`
 inventory tables (the DRA pool's objects, parsed on their own thread since decision 0136), the sample
 tables' row counts and sums, and the watermarks are equal in both warehouses (floats to 1e-12:
 DuckDB's parallel sums add in no fixed order, so two sequential runs differ in the last bit too); a failure in
-the simulating thread reaches the caller as itself and leaves no thread behind.
+the simulating thread reaches the caller as itself and leaves no thread behind. `each_day` (the
+demo keeps each day's advice inputs, decision 0258) reads each stored day whole, in order, on a
+thread of its own; its failure reaches the caller too.
 """
 
 from __future__ import annotations
@@ -89,3 +91,34 @@ def test_a_simulation_error_reaches_the_writer(tmp_path: Path, monkeypatch: pyte
     with Warehouse.open(tmp_path / "w.duckdb") as wh, pytest.raises(_Boom, match="day two"):
         load_and_rollup(wh, sim, Settings())
     assert not [t for t in threading.enumerate() if t.name == "simulate"]
+
+
+def _count(wh: Warehouse, day: Window) -> int:
+    return int(wh.scalar("SELECT count(*) FROM gpu_sample_values WHERE ts >= ? AND ts < ?",
+                         [day.start, day.end]))
+
+
+def test_each_day_reads_every_stored_day_in_order_on_its_own_thread(tmp_path: Path) -> None:
+    seen: list[tuple[Window, int, str]] = []
+
+    def each_day(reader: Warehouse, day: Window) -> None:
+        seen.append((day, _count(reader, day), threading.current_thread().name))
+
+    sim = Simulation(demo_fleet(40), WINDOW, seed=7)
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        load_and_rollup(wh, sim, Settings(), each_day=each_day)
+        stored = [_count(wh, day) for day, _, _ in seen]
+    assert [day for day, _, _ in seen] == list(WINDOW.days())  # UTC days, the edges clipped
+    assert [n for _, n, _ in seen] == stored and min(stored) > 0  # each day whole when it was read
+    assert {name.split("_")[0] for _, _, name in seen} == {"demo-days"}
+    assert not [t for t in threading.enumerate() if t.name.startswith("demo-days")]
+
+
+def test_an_each_day_error_reaches_the_caller(tmp_path: Path) -> None:
+    def each_day(reader: Warehouse, day: Window) -> None:
+        if day.start > START:
+            raise _Boom(f"day {day.start:%d} failed")
+
+    with Warehouse.open(tmp_path / "w.duckdb") as wh, pytest.raises(_Boom, match="day 05"):
+        load_and_rollup(wh, Simulation(demo_fleet(40), WINDOW, seed=7), Settings(), each_day=each_day)
+    assert not [t for t in threading.enumerate() if t.name.startswith(("demo-days", "simulate"))]

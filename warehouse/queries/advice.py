@@ -10,6 +10,7 @@ a minute or hour without any reading is NULL (docs/decisions/0157).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING
@@ -190,6 +191,16 @@ PER_MINUTE_TEMPLATES = {
 }
 """The per-minute queries read a day at a time that a refresh keeps day parts of, by name (their
 SQL before `_with_activity`): what `per_minute_query_version` digests and the stamp covers."""
+
+
+PerMinuteRead = Callable[["ReadableWarehouse", datetime, datetime, ActivitySource], "pl.DataFrame"]
+PER_MINUTE_READS: dict[str, PerMinuteRead] = {
+    "shared_card_levels": shared_card_levels,
+    "serving_minutes": serving_minutes,
+    "node_activity_hourly": node_activity_hourly,
+}
+"""The reads of `PER_MINUTE_TEMPLATES`, by the same names (what `analytics.advice.run.keep_day`
+reads ahead for a day)."""
 
 
 @cache
