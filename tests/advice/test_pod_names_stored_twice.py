@@ -16,6 +16,9 @@ The MIG instances' holders at the last sample (`warehouse.queries.mig.holders_at
 what the MIG plan keeps busy and what capacity-now counts as held) repeated the pod as well: a
 MIG slice counted held twice.
 
+Every such join takes one row per name from `warehouse.queries.pods.newest_incarnation` (0259): the
+newest incarnation's facts, NULL where it has none (not an older incarnation's in their place).
+
 Reference: the figures worked out by hand (two holders, each 60 tokens/s, every minute; one
 replica with 3 requests waiting); each case also with the name stored once.
 """
@@ -32,6 +35,7 @@ from gpuledger.core.frames import TABLES, polars_schema
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import advice as queries
 from gpuledger.warehouse.queries import mig as mig_queries
+from gpuledger.warehouse.queries import workloads as workload_queries
 from tests.analytics.builders import Seg, at, gpus, load, namespaces, pods, samples, window
 
 HOURS = 2
@@ -131,3 +135,17 @@ def test_a_mig_holder_stored_twice_is_held_once(tmp_path: Path, incarnations: in
         holders = mig_queries.holders_at_last_sample(wh)
     assert holders.select("uuid", "gpu_i_id", "mig_profile", "pod", "owner_kind").rows() == [
         ("GPU-M", 3, "3g.40gb", "trainer-0", "StatefulSet")]
+
+
+def test_a_name_has_its_newest_incarnations_facts_even_where_they_are_none(tmp_path: Path) -> None:
+    """A name that ran as a Job, then as a bare pod with other labels: the bare pod's facts."""
+    rows = [{"namespace": "ml", "pod": "run-1", "owner_kind": "Job", "owner_name": "run",
+             "labels": '{"team": "old"}', "start_ts": at(days=-3), "end_ts": at(days=-2)},
+            {"namespace": "ml", "pod": "run-1", "owner_kind": None, "owner_name": None,
+             "labels": '{"team": "new"}', "start_ts": at(days=-1), "end_ts": at(days=1)}]
+    frames = {"gpus": gpus({"uuid": "GPU-1"}), "namespaces": namespaces({"ml": "research"}), "pods": pods(*rows),
+              "gpu_samples": samples([Seg("GPU-1", at(), at(minutes=5), "ml", "run-1")])}
+    path = load(tmp_path / "w.duckdb", window(1), frames)
+    with Warehouse.open(path, read_only=True) as wh:
+        owners = workload_queries.last_pod_owners(wh)
+    assert owners.rows() == [("ml", "run-1", None, None, '{"team": "new"}')]

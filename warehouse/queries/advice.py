@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from gpuledger.core.activity import ActivitySource, activity_sql
 from gpuledger.core.activity import fields as activity_fields
+from gpuledger.warehouse.queries.pods import newest_incarnation
 
 if TYPE_CHECKING:
     import polars as pl
@@ -98,11 +99,7 @@ WITH held AS (
     FROM gpu_samples s JOIN gpus g ON g.uuid = s.uuid
     WHERE s.ts >= $start AND s.ts < $end AND g.sharing_mode IN ('timeslice', 'vgpu') AND s.pod IS NOT NULL
     GROUP BY ALL
-), owners AS (  -- one row per pod name, its newest incarnation's: a name used twice is one holder
-    SELECT namespace, pod, arg_max_null(owner_kind, end_ts) AS owner_kind,
-        arg_max_null(json_extract_string(labels, '$."gpuledger.io/workload-class"'), end_ts) AS class_label
-    FROM pods p SEMI JOIN held h ON h.namespace = p.namespace AND h.pod = p.pod
-    GROUP BY namespace, pod
+), owners AS ({holders_owners}  -- one row per pod name (`queries.pods`)
 ), {tokens_rate_held}
 SELECT h.minute AS ts, h.uuid, g.pool, g.model, count(DISTINCT h.pod) AS holders,
     max(h.activity) AS activity, sum(t.tokens_per_s) AS tokens_per_s,
@@ -146,14 +143,12 @@ def shared_card_levels(
 
 
 _SERVING_SQL = """
-WITH owners AS (  -- one row per pod name, its newest incarnation's (a name seen twice is one pod)
+WITH owners AS (  -- one row per pod name (`queries.pods`)
     SELECT namespace, pod, CASE
         WHEN hash IS NOT NULL AND ends_with(owner_name, '-' || hash)
         THEN owner_name[1:length(owner_name) - length(hash) - 1]
         ELSE regexp_replace(owner_name, '-[a-z0-9]{{4,10}}$', '') END AS deployment
-    FROM (SELECT namespace, pod, arg_max_null(owner_name, end_ts) AS owner_name,
-              arg_max_null(json_extract_string(labels, '$."pod-template-hash"'), end_ts) AS hash
-          FROM pods WHERE owner_kind = 'ReplicaSet' GROUP BY namespace, pod)
+    FROM ({replica_set_pods})
 ), held AS (
     -- only the Deployments' pods (a semi-join first: most samples are not serving pods)
     SELECT date_trunc('minute', s.ts) AS minute, s.namespace, s.pod, count(DISTINCT s.uuid) AS gpus,
@@ -208,7 +203,18 @@ def _with_activity(template: str, activity: ActivitySource, alias: str) -> str:
     """`template` with the activity rule (columns of `alias`) and the token rate filled in."""
     return template.format(activity=activity_sql(alias, activity),
                            tokens_rate_held=_TOKENS_RATE.format(pods="held", gauges=""),
-                           tokens_rate_owners=_TOKENS_RATE.format(pods="owners", gauges=_GAUGES))
+                           tokens_rate_owners=_TOKENS_RATE.format(pods="owners", gauges=_GAUGES),
+                           holders_owners=_HOLDERS_OWNERS, replica_set_pods=_REPLICA_SET_PODS)
+
+
+_HOLDERS_OWNERS = newest_incarnation(
+    {"owner_kind": "p.owner_kind",
+     "class_label": """json_extract_string(p.labels, '$."gpuledger.io/workload-class"')"""}, within="held")
+"""The shared cards' holders' owner kind and workload-class label, one row per name."""
+_REPLICA_SET_PODS = newest_incarnation(
+    {"owner_name": "p.owner_name", "hash": """json_extract_string(p.labels, '$."pod-template-hash"')"""},
+    where="p.owner_kind = 'ReplicaSet'")
+"""The ReplicaSets' pods' owner and pod-template hash, one row per name."""
 
 
 _READ_SAMPLE_COLUMNS = ", ".join(("ts", "series_id", *activity_fields()))

@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from gpuledger.warehouse.queries.pods import newest_incarnation
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -43,11 +45,9 @@ def instance_counts_since(wh: ReadableWarehouse, since: datetime) -> pl.DataFram
 def holders_at_last_sample(wh: ReadableWarehouse) -> pl.DataFrame:
     """Pods on each device at the newest `gpu_samples` time, with their owner and labels:
     `uuid`, `gpu_i_id`, `mig_profile`, `namespace`, `pod`, `owner_kind`, `labels` (JSON)."""
+    owners = newest_incarnation({"owner_kind": "p.owner_kind", "labels": "p.labels"})  # one row a name
     return wh.query(
-        "WITH last AS (SELECT max(ts) AS ts FROM gpu_samples), "
-        # one row per pod name, its newest incarnation's: a name stored twice is one holder
-        "owners AS (SELECT namespace, pod, arg_max_null(owner_kind, end_ts) AS owner_kind, "
-        "arg_max_null(labels, end_ts) AS labels FROM pods GROUP BY namespace, pod) "
+        f"WITH last AS (SELECT max(ts) AS ts FROM gpu_samples), owners AS ({owners}) "
         "SELECT s.uuid, s.gpu_i_id, s.mig_profile, s.namespace, s.pod, p.owner_kind, p.labels "
         "FROM gpu_samples s JOIN last ON s.ts = last.ts "
         "LEFT JOIN owners p ON p.namespace = s.namespace AND p.pod = s.pod "

@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from gpuledger.warehouse.queries.pods import newest_incarnation
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -86,10 +88,7 @@ def node_models(wh: Warehouse) -> pl.DataFrame:
 def last_pod_requests(wh: Warehouse) -> pl.DataFrame:
     """Each pod's GPU requests as last stored (its newest interval's): `namespace`, `pod`,
     `stored` (JSON text, or NULL)."""
-    return wh.query(
-        "SELECT namespace, pod, CAST(arg_max(gpu_requests, end_ts) AS VARCHAR) AS stored "
-        "FROM pods GROUP BY namespace, pod"
-    )
+    return wh.query(newest_incarnation({"stored": "CAST(p.gpu_requests AS VARCHAR)"}))
 
 
 def pod_keys(wh: Warehouse) -> pl.DataFrame:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from gpuledger.core.activity import ActivitySource, activity_sql
 from gpuledger.core.errors import WarehouseError
+from gpuledger.warehouse.queries.pods import newest_incarnation
 from gpuledger.warehouse.queries.sampling import has_series_layout
 from gpuledger.warehouse.sample_layout import SERIES_TABLE, VALUES_TABLE
 
@@ -138,22 +139,16 @@ def pod_owner_rows(wh: ReadableWarehouse) -> pl.DataFrame:
     `owner_name`, `requests` (GPU requests, JSON text), `labels` (JSON text). A StatefulSet's
     recreated pod keeps its name (one row per incarnation in `pods`); one row per interval
     repeated its allocations once per incarnation where joined on the name."""
-    return wh.query(
-        "SELECT namespace, pod, arg_max(owner_kind, end_ts) AS owner_kind, "
-        "arg_max(owner_name, end_ts) AS owner_name, "
-        "CAST(arg_max(gpu_requests, end_ts) AS VARCHAR) AS requests, "
-        "CAST(arg_max(labels, end_ts) AS VARCHAR) AS labels FROM pods GROUP BY namespace, pod"
-    )
+    return wh.query(newest_incarnation({
+        "owner_kind": "p.owner_kind", "owner_name": "p.owner_name",
+        "requests": "CAST(p.gpu_requests AS VARCHAR)", "labels": "CAST(p.labels AS VARCHAR)"}))
 
 
 def last_pod_owners(wh: ReadableWarehouse) -> pl.DataFrame:
     """Each pod once, as its newest interval stored it: `namespace`, `pod`, `owner_kind`,
     `owner_name`, `labels` (JSON text)."""
-    return wh.query(
-        "SELECT namespace, pod, arg_max(owner_kind, end_ts) AS owner_kind, "
-        "arg_max(owner_name, end_ts) AS owner_name, "
-        "CAST(arg_max(labels, end_ts) AS VARCHAR) AS labels FROM pods GROUP BY namespace, pod"
-    )
+    return wh.query(newest_incarnation({
+        "owner_kind": "p.owner_kind", "owner_name": "p.owner_name", "labels": "CAST(p.labels AS VARCHAR)"}))
 
 
 _TOKEN_PIECE_SQL = """
