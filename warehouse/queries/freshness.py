@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from gpuledger.core.window import as_utc
+from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, VALUES_TABLE
 
 if TYPE_CHECKING:
     from gpuledger.warehouse.protocols import ReadableWarehouse
@@ -83,7 +84,12 @@ def _tables(wh: ReadableWarehouse) -> set[str]:
 
 def _newest_ts(wh: ReadableWarehouse, table: str, before: datetime | None) -> datetime | None:
     """Newest `ts` of `table` (strictly before `before` when given). `table` is one of the
-    module's constants, never a caller's string."""
+    module's constants, never a caller's string. The GPU samples' newest time is read from their
+    values table where they are stored as series and values (v008, `warehouse.sample_layout`):
+    every value row has its series, and through the view DuckDB joined each row to it for
+    nothing (0.12-0.31 s at 1,000 GPUs × 31 days against 2 ms from the values' statistics)."""
+    if table == SAMPLES_VIEW and VALUES_TABLE in _tables(wh):
+        table = VALUES_TABLE
     if before is None:
         value = wh.scalar(f"SELECT max(ts) FROM {table}")
     else:
