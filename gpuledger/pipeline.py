@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 SIMULATOR_SOURCE = freshness.SIMULATOR_SOURCE
 DAY = timedelta(days=1)
 AHEAD = 2
-"""Days the producer may simulate ahead of the writer (bounds memory: ~1 M rows a day at 256 GPUs)."""
+"""Days (chunks) the producer may simulate ahead of the writer (bounds memory: ~1 M rows a day at
+256 GPUs)."""
 
 
 def load_inventory(wh: Warehouse, sim: Simulation, dra: DraFleet | None = None) -> int:
@@ -70,11 +71,12 @@ def dra_inventory(dra: DraFleet) -> LoadBatch:
     return prepare(LoadBatch({**objects, "namespaces": dra.namespaces()}))
 
 
-def simulated_days(sim: Simulation, dra: DraFleet | None = None) -> Days:
-    """Each day's sample frames, the DRA pool's GPU samples stacked under the fleet's."""
+def simulated_days(sim: Simulation, dra: DraFleet | None = None, chunk: timedelta = DAY) -> Days:
+    """Each day's (each `chunk`'s) sample frames, the DRA pool's GPU samples stacked under the
+    fleet's."""
     import polars as pl
 
-    for window, simulated in sim.batches(chunk=DAY):
+    for window, simulated in sim.batches(chunk=chunk):
         frames = dict(simulated)
         if dra is not None:
             samples = [frames["gpu_samples"], dra.gpu_samples(window)]
@@ -91,16 +93,19 @@ def prepared_days(days: Days) -> Batches:
 
 
 def load_simulation(wh: Warehouse, sim: Simulation, *, label: str = "simulate + load",
-                    dra: DraFleet | None = None) -> int:
+                    dra: DraFleet | None = None, chunk: timedelta = DAY) -> int:
     """Load inventory, then each day's samples with the `simulator` watermark; returns rows.
 
-    With `dra`, the DRA pool too: its objects and its samples in the same day batches."""
-    from gpuledger.warehouse import LoadBatch
-
+    With `dra`, the DRA pool too: its objects and its samples in the same day batches.
+    A shorter `chunk` (an hour) bounds memory where a day's frames would not fit (10,000 GPUs:
+    ~24 M sample rows, ~4.6 GB a day); the stored rows are the same (the simulator is
+    chunk-invariant, `tests/simulator/test_determinism.py`). The next chunks are simulated on
+    a thread while this one is stored (`AHEAD` of them at most)."""
     rows = load_inventory(wh, sim, dra)
-    with Progress(label, total=len(list(sim.window.days()))) as progress:
-        for window, frames in simulated_days(sim, dra):
-            rows += wh.load(LoadBatch(frames, window, {SIMULATOR_SOURCE: window.end})).total_rows
+    with Progress(label, total=len(list(sim.window.split(chunk)))) as progress, \
+            _Producer(prepared_days(simulated_days(sim, dra, chunk))) as batches:
+        for _, batch in batches:
+            rows += wh.load(batch).total_rows
             progress.advance(note=f"{rows:,} rows")
     return rows
 

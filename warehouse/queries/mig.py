@@ -9,7 +9,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from gpuledger.warehouse.queries.freshness import newest_ts
 from gpuledger.warehouse.queries.pods import newest_incarnation
+from gpuledger.warehouse.sample_layout import SAMPLES_VIEW
 
 if TYPE_CHECKING:
     import polars as pl
@@ -47,18 +49,18 @@ def holders_at_last_sample(wh: ReadableWarehouse) -> pl.DataFrame:
     `uuid`, `gpu_i_id`, `mig_profile`, `namespace`, `pod`, `owner_kind`, `labels` (JSON)."""
     owners = newest_incarnation({"owner_kind": "p.owner_kind", "labels": "p.labels"})  # one row a name
     return wh.query(
-        f"WITH last AS (SELECT max(ts) AS ts FROM gpu_samples), owners AS ({owners}) "
+        f"WITH owners AS ({owners}) "
         "SELECT s.uuid, s.gpu_i_id, s.mig_profile, s.namespace, s.pod, p.owner_kind, p.labels "
-        "FROM gpu_samples s JOIN last ON s.ts = last.ts "
-        "LEFT JOIN owners p ON p.namespace = s.namespace AND p.pod = s.pod "
-        "WHERE s.pod IS NOT NULL ORDER BY s.uuid, s.gpu_i_id, s.pod"
+        "FROM gpu_samples s LEFT JOIN owners p ON p.namespace = s.namespace AND p.pod = s.pod "
+        "WHERE s.ts = ? AND s.pod IS NOT NULL ORDER BY s.uuid, s.gpu_i_id, s.pod",
+        [last_sample_time(wh)],
     )
 
 
 def last_sample_time(wh: ReadableWarehouse) -> datetime | None:
-    """The newest `gpu_samples.ts`, or None when there are no samples."""
-    value = wh.scalar("SELECT max(ts) FROM gpu_samples")
-    return value if isinstance(value, datetime) else None
+    """The newest `gpu_samples.ts`, or None when there are no samples (read where
+    `freshness.newest_ts` reads it: the values table's statistics, not the view)."""
+    return newest_ts(wh, SAMPLES_VIEW)
 
 
 def held_devices(wh: ReadableWarehouse, last: datetime, lookback: timedelta) -> pl.DataFrame:
