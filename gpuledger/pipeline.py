@@ -213,25 +213,28 @@ class _DayTasks:
 
     def __init__(self, wh: Warehouse, each_day: DayTask | None) -> None:
         self._wh, self._each_day = wh, each_day
-        self._reader: Warehouse | None = None
-        self._thread: ThreadPoolExecutor | None = None
+        self._running: tuple[DayTask, Warehouse, ThreadPoolExecutor] | None = None
+        """The task, its reader and its thread while entered with a task (all or none)."""
         self._done: list[Future[None]] = []
 
     def __enter__(self) -> _DayTasks:
         if self._each_day is not None:
-            self._reader = self._wh.reader()
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="demo-days")
+            self._running = (self._each_day, self._wh.reader(),
+                             ThreadPoolExecutor(1, thread_name_prefix="demo-days"))
         return self
 
     def loaded(self, day: Window) -> None:
-        if self._thread is not None and self._each_day is not None and self._reader is not None:
-            self._done.append(self._thread.submit(self._each_day, self._reader, day))
+        if self._running is not None:
+            task, reader, thread = self._running
+            self._done.append(thread.submit(task, reader, day))
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        if self._thread is None or self._reader is None:
+        if self._running is None:
             return
-        self._thread.shutdown(wait=True, cancel_futures=exc_type is not None)
-        self._reader.close()
+        _task, reader, thread = self._running
+        self._running = None
+        thread.shutdown(wait=True, cancel_futures=exc_type is not None)
+        reader.close()
         if exc_type is None:
             for done in self._done:
                 done.result()
