@@ -2,7 +2,8 @@
 beside this one, and where the time goes (docs/decisions/0222).
 
 Run: `python -m bench.bench_scale [--gpus 256] [--period 2026-10] [--baseline-ref REF]
-[--cache DIR] [--bounded 1GiB ...] [--baseline-again] [--profile]`; writes
+[--cache DIR] [--bounded 1GiB ...] [--baseline-again] [--profile] [--only increment
+[--increment-bound 4GiB]]`; writes
 bench/results/scale.json (`--name` for another file).
 
 - The warehouse is the demo's (`gpuledger demo`'s fleet, month, seed and 1-minute samples,
@@ -87,11 +88,12 @@ def measure(tree: Path, source: Path, work: Path, memory_limit: str | None = Non
     return {**figures, "serving_store": str(work / "w.serving.duckdb"), "output": document}
 
 
-def increment(source: Path, work: Path) -> dict[str, Any]:
+def increment(source: Path, work: Path, memory_limit: str | None = None) -> dict[str, Any]:
     """This tree's refresh one hour later (issue 34 item 1, decision 0248): `refresh-serving
     --force` on a copy of `source` without the month's last hour of samples (the day parts
     filled: every day read), then on `source` itself in the same folder, the parts kept (only
-    the last day's inputs changed: the per-minute advice reads that day alone)."""
+    the last day's inputs changed: the per-minute advice reads that day alone); both under
+    `warehouse.memory_limit` `memory_limit` where given."""
     import duckdb
 
     work.mkdir(parents=True, exist_ok=True)
@@ -104,9 +106,9 @@ def increment(source: Path, work: Path) -> dict[str, Any]:
             con.execute(f"DELETE FROM {table} WHERE ts > ? - INTERVAL 1 HOUR", [last])
     finally:
         con.close()
-    first = measure(ROOT, earlier, work)
+    first = measure(ROOT, earlier, work, memory_limit)
     earlier.unlink()
-    return {"hour_earlier": first, **measure(ROOT, source, work)}
+    return {"hour_earlier": first, **measure(ROOT, source, work, memory_limit), "memory_limit": memory_limit}
 
 
 def stored_results(store: Path) -> dict[str, Any]:
@@ -215,6 +217,8 @@ def main() -> None:
                         help="run only these parts (repeatable; default: baseline and ours; "
                         "bounded: only the --bounded runs; increment: this tree an hour earlier, "
                         "then now with the day parts kept)")
+    parser.add_argument("--increment-bound", metavar="SIZE",
+                        help="run the increment part with warehouse.memory_limit SIZE")
     parser.add_argument("--profile-child", nargs=2, type=Path, metavar=("WAREHOUSE", "OUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -250,7 +254,7 @@ def main() -> None:
                 figures["profile"] = {"wall_s": round(time.perf_counter() - started, 1),
                                       **json.loads(out.read_text())}
             elif part == "increment":
-                runs[part] = increment(path, Path(tmp) / part)
+                runs[part] = increment(path, Path(tmp) / part, args.increment_bound)
             else:
                 baseline_tree = Path(tmp) / "tree"
                 if part.startswith("baseline") and not baseline_tree.exists():

@@ -5,7 +5,7 @@ workloads: every extra profile fragments the fleet (a node laid out for one mix 
 for another). The catalog trades a little rounding waste for that.
 
 1. Demand: each workload's right-sized need (memory with headroom, compute slices) by the one
-   sizing rule, `analytics.workloads.recommend.size_workload`, with its held GPU-hours. Workloads that
+   sizing rule, `analytics.workloads.recommend.sized`, with its held GPU-hours. Workloads that
    need a whole card are not MIG demand and are left out of the coverage base.
 2. Candidates: the model's profiles without media extensions and below 7 compute slices.
    A profile fits a workload when its memory and compute slices hold the need; the workload's
@@ -28,7 +28,6 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -134,18 +133,19 @@ def _model_catalog(
             if best is None or score > best[0]:
                 best = (score, combo)
     chosen = best[1] if best else ()
-    return _evidence(model, chosen, work.pairs, max_rounding=max_rounding, mig_factor=mig_factor, basis=basis)
+    return _evidence(model, chosen, work, max_rounding=max_rounding, mig_factor=mig_factor, basis=basis)
 
 
 @dataclass(frozen=True)
 class Work:
-    """One model's MIG demand, each workload with its right-sized profile (`pairs`), and what
-    step 4 reads of each, worked out once for every candidate
-    catalog: which candidates fit it, as bits in `order` (the candidates cheapest first, so
-    the cheapest fitting catalog profile, `smallest_in`'s choice, is the lowest bit a catalog
-    shares), its right-sized profile's place in `order`, and its GPU-hours."""
+    """One model's MIG demand: the workloads some candidate fits (`rows`, in the demand's
+    order; one that none fits needs a whole card and is left out, step 1), and what steps 4 and
+    5 read of each, worked out once for every candidate catalog: which candidates fit it, as
+    bits in `order` (the candidates cheapest first, so the cheapest fitting catalog profile,
+    `smallest_in`'s choice, is the lowest bit a catalog shares), its right-sized profile's
+    place in `order` (the lowest bit of all: step 2's smallest that fits), and its GPU-hours."""
 
-    pairs: list[tuple[dict[str, Any], str]]
+    rows: pl.DataFrame
     order: tuple[str, ...]
     fits: np.ndarray
     right: np.ndarray
@@ -155,46 +155,54 @@ class Work:
 
     @classmethod
     def of(cls, model: str, names: Sequence[str], rows: pl.DataFrame) -> Work:
-        """The demand `rows` of `model` over the candidates `names`. A workload's right-sized
-        profile is the lowest bit of the candidates that fit it (step 2: the smallest that fits,
-        `smallest_in`'s choice); one that none fits needs a whole card and is left out (step 1)."""
+        """The demand `rows` of `model` over the candidates `names`: the fitting candidates
+        found once per distinct need (memory, compute slices), not per workload."""
         order = tuple(sorted(names, key=lambda p: (slice_cost(model, p), p)))
-        masks: dict[tuple[float, int], int] = {}
-        pairs, fits, right = [], [], []
-        for r in rows.iter_rows(named=True):
-            need = (float(r["need_memory_mib"]), int(r["need_compute"]))
-            if need not in masks:
-                masks[need] = sum(1 << i for i, p in enumerate(order) if _fits(model, p, *need))
-            if mask := masks[need]:
-                lowest = (mask & -mask).bit_length() - 1
-                pairs.append((r, order[lowest]))
-                fits.append(mask)
-                right.append(lowest)
-        return cls(pairs, order, np.array(fits, dtype=np.int64), np.array(right, dtype=np.int64),
-                   np.array([float(r["gpu_hours"]) for r, _ in pairs], dtype=np.float64),
+        needs = rows.select("need_memory_mib", "need_compute").unique(maintain_order=True)
+        masks = [sum(1 << i for i, p in enumerate(order) if _fits(model, p, memory, compute))
+                 for memory, compute in needs.iter_rows()]
+        fitting = rows.join(needs.with_columns(pl.Series("_fits", masks, pl.Int64)),
+                            on=["need_memory_mib", "need_compute"], how="left", maintain_order="left")
+        fitting = fitting.filter(pl.col("_fits") != 0)
+        fits = fitting["_fits"].to_numpy()
+        return cls(fitting.drop("_fits"), order, fits, _lowest_bit(fits),
+                   fitting["gpu_hours"].to_numpy().astype(np.float64),
                    np.array([slice_cost(model, p) for p in order], dtype=np.float64))
 
 
+def _lowest_bit(masks: np.ndarray) -> np.ndarray:
+    """The place of each mask's lowest set bit (0 for an empty mask)."""
+    return np.log2(np.where(masks != 0, masks & -masks, 1)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class _Landing:
+    """Where each workload of a `Work` lands on one catalog: `landed` where some catalog profile
+    fits it, `place` that profile's place in `order` (the lowest bit its fitting candidates
+    share with the catalog: `smallest_in`'s choice), `covered` where that costs at most
+    (1 + max_rounding) x its right-sized profile (step 3), `waste` the extra slices then."""
+
+    landed: np.ndarray
+    place: np.ndarray
+    covered: np.ndarray
+    waste: np.ndarray
+
+    @classmethod
+    def of(cls, work: Work, catalog: Sequence[str], max_rounding: float) -> _Landing:
+        shared = work.fits & sum(1 << work.order.index(p) for p in catalog)
+        place = _lowest_bit(shared)
+        cost, right = work.cost[place], work.cost[work.right]
+        covered = (shared != 0) & (cost <= (1 + max_rounding) * right + 1e-9)
+        return cls(shared != 0, place, covered, cost - right)
+
+
 def _score(model: str, combo: Sequence[str], work: Work, max_rounding: float) -> tuple[float, ...]:
-    """Step 4's order as one tuple (bigger is better), over every workload at once: the
-    catalog profile a workload lands on is the lowest bit its fitting candidates share with
-    the catalog; coverage compares slice costs exactly as `_covered` does, and the hours and
-    the waste are summed one by one in the workloads' order (a cumulative sum), as a loop
-    over them sums (tests/advice/test_profile_catalog_search.py)."""
-    mask = sum(1 << work.order.index(p) for p in combo)
-    shared = work.fits & mask
-    landed = shared != 0
-    lowest = np.log2(np.where(landed, shared & -shared, 1)).astype(np.int64)
-    cost, right = work.cost[lowest], work.cost[work.right]
-    covered = landed & (cost <= (1 + max_rounding) * right + 1e-9)
-    hours = work.hours[covered]
-    waste = (cost[covered] - right[covered]) * hours
-    return (int(covered.sum()), round(_in_order(hours), 6), -round(_in_order(waste), 6), -len(combo))
-
-
-def _covered(model: str, assigned: str, right: str, max_rounding: float) -> bool:
-    bound = (1 + max_rounding) * slice_cost(model, right) + 1e-9
-    return assigned != WHOLE and slice_cost(model, assigned) <= bound
+    """Step 4's order as one tuple (bigger is better), over every workload at once
+    (`_Landing`); the hours and the waste are summed one by one in the workloads' order (a
+    cumulative sum), as a loop over them sums (tests/advice/test_profile_catalog_search.py)."""
+    at = _Landing.of(work, combo, max_rounding)
+    hours, waste = work.hours[at.covered], at.waste[at.covered] * work.hours[at.covered]
+    return (int(at.covered.sum()), round(_in_order(hours), 6), -round(_in_order(waste), 6), -len(combo))
 
 
 def _in_order(values: np.ndarray) -> float:
@@ -212,29 +220,30 @@ def billed_share(model: str, profile: str, basis: str) -> float:
 
 
 def _evidence(
-    model: str, chosen: tuple[str, ...], work: Sequence[tuple[dict[str, Any], str]], *,
-    max_rounding: float, mig_factor: float, basis: str,
+    model: str, chosen: tuple[str, ...], work: Work, *, max_rounding: float, mig_factor: float, basis: str,
 ) -> Catalog:
-    covered, hours, covered_hours, waste = 0, 0.0, 0.0, 0.0
-    cost_catalog = cost_free = cost_now = 0.0
-    uncovered: list[dict[str, object]] = []
-    for r, right in work:
-        h, price = float(r["gpu_hours"]), float(r["unit_price"] or 0.0)
-        assigned = smallest_in(model, chosen, float(r["need_memory_mib"]), int(r["need_compute"]))
-        hours += h
-        cost_now += float(r["current_cost"] or 0.0)
-        cost_free += h * price * billed_share(model, right, basis) * mig_factor
-        factor = 1.0 if assigned == WHOLE else mig_factor
-        cost_catalog += h * price * billed_share(model, assigned, basis) * factor
-        if _covered(model, assigned, right, max_rounding):
-            covered += 1
-            covered_hours += h
-            waste += (slice_cost(model, assigned) - slice_cost(model, right)) * h
-        else:
-            uncovered.append({"workload": r["workload"], "needs": right, "nearest_in_catalog": assigned,
-                              "gpu_hours": round(h, 3)})
-    return Catalog(model, chosen, len(work), covered, hours, covered_hours, waste,
-                   cost_catalog, cost_free, cost_now, tuple(uncovered))
+    """Step 5 and the chosen catalog's coverage, over every workload at once: each lands on the
+    lowest bit its fitting candidates share with `chosen` (a whole card when none), priced by
+    `billed_share`; every total summed in the workloads' order, as a loop over them sums
+    (`_in_order`; tests/advice/test_profile_catalog_search.py holds it equal to that loop)."""
+    at = _Landing.of(work, chosen, max_rounding)
+    billed = np.array([billed_share(model, p, basis) for p in work.order], dtype=np.float64)
+    h = work.hours
+    price = work.rows["unit_price"].fill_null(0.0).to_numpy().astype(np.float64)
+    on_catalog = np.where(at.landed, billed[at.place], billed_share(model, WHOLE, basis))
+    cost_catalog = h * price * on_catalog * np.where(at.landed, mig_factor, 1.0)
+    cost_free = h * price * billed[work.right] * mig_factor
+    now = work.rows["current_cost"].fill_null(0.0).to_numpy().astype(np.float64)
+    missed = np.flatnonzero(~at.covered)
+    uncovered = tuple(
+        {"workload": workload, "needs": work.order[work.right[i]],
+         "nearest_in_catalog": work.order[at.place[i]] if at.landed[i] else WHOLE,
+         "gpu_hours": round(float(h[i]), 3)}
+        for i, workload in zip(missed, work.rows["workload"].gather(missed), strict=True))
+    covered = at.covered
+    return Catalog(model, chosen, len(h), int(covered.sum()), _in_order(h), _in_order(h[covered]),
+                   _in_order(at.waste[covered] * h[covered]), _in_order(cost_catalog), _in_order(cost_free),
+                   _in_order(now), uncovered)
 
 
 def round_to_catalog(

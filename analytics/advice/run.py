@@ -62,23 +62,16 @@ def catalog_advice(wh: Warehouse, window: Window, settings: Settings, bill: Bill
     `bill`, the window's, computed here when not given). `usage`: `workload_usage` of that
     bill when the caller has it already (`refresh-serving` computes it once for the
     recommendations and this kind; `reads_usage`)."""
-    from gpuledger.analytics.workloads.recommend import size_workload
+    from gpuledger.analytics.workloads.recommend import sized
     from gpuledger.analytics.workloads.requested import workload_usage
 
     usage = workload_usage(wh, window, settings, bill) if usage is None else usage
-    rows = []
-    for r in usage.iter_rows(named=True):
-        sized = size_workload(r, 0.2)
-        if sized is None:
-            continue
-        _, memory, compute = sized
-        held = float(r["held_hours"] or 0.0)
-        price = float(r["unit_price"] or 0.0)
-        rows.append({"model": str(r["model"]), "workload": f"{r['namespace']}/{r['pod']}",
-                     "need_memory_mib": memory, "need_compute": compute, "gpu_hours": held,
-                     "unit_price": price,
-                     "current_cost": held * price * float(r["share"]) * float(r["discount_factor"])})
-    demand = pl.DataFrame(rows, schema=profile_catalog.DEMAND_SCHEMA)
+    held, price = pl.col("held_hours").fill_null(0.0), pl.col("unit_price").fill_null(0.0)
+    demand = sized(usage, 0.2).filter(pl.col("need_memory_mib").is_not_null()).select(
+        pl.col("model").cast(pl.String), pl.format("{}/{}", "namespace", "pod").alias("workload"),
+        "need_memory_mib", "need_compute", held.alias("gpu_hours"), price.alias("unit_price"),
+        (held * price * pl.col("share") * pl.col("discount_factor")).alias("current_cost"),
+    ).cast(profile_catalog.DEMAND_SCHEMA)  # type: ignore[arg-type]
     a = settings.advice
     found = profile_catalog.choose_catalog(
         demand, k=a.catalog_size, max_rounding=a.catalog_max_rounding,

@@ -24,7 +24,6 @@ whole cards stay whole.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -98,19 +97,41 @@ def _current_compute(model: str, profile: str | None) -> int:
     return COMPUTE_SLICES
 
 
-def size_workload(row: dict[str, object], headroom: float) -> tuple[str, float, int] | None:
-    """(recommended profile or WHOLE, memory needed, compute slices needed), or None."""
-    model = str(row["model"])
-    if row["sharing_mode"] not in ("exclusive", "mig") or model not in catalog():
-        return None
-    fb_max = float(row["fb_max_mib"] or 0.0)  # type: ignore[arg-type]
-    p95 = float(row["act_p95"] or 0.0)  # type: ignore[arg-type]
-    profile = row["profile"] if isinstance(row["profile"], str) else None
-    need_memory = fb_max * (1 + headroom)
-    need_compute = max(1, math.ceil(p95 * _current_compute(model, profile) * (1 + headroom) - 1e-9))
-    card_memory = row.get("card_memory_mib")
-    best = smallest_profile(model, need_memory, need_compute, float(card_memory) if card_memory else None)  # type: ignore[arg-type]
-    return (best or WHOLE, need_memory, need_compute)
+SIZED = ("target", "need_memory_mib", "need_compute")
+"""The columns `sized` adds: the recommended profile (or `WHOLE`), memory and compute needed."""
+
+
+def sized(usage: pl.DataFrame, headroom: float) -> pl.DataFrame:
+    """`usage` with step 2's sizing of every allocation (`SIZED`; null where the rule does not
+    apply: time-sliced and vGPU cards, models without MIG): memory = peak framebuffer x (1 +
+    headroom); compute slices = p95 activity x the slices held now x (1 + headroom), rounded
+    up, at least one; the target is the smallest profile holding both (`smallest_profile`'s
+    order), or `WHOLE`. Expressions over the month at once, not a call per allocation
+    (173,000 at 1,000 GPUs: 0.5 s of calls and the rows turned into dicts to make them);
+    the same IEEE operations in the same order as the rule written per row."""
+    models = list(catalog())
+    applies = pl.col("sharing_mode").is_in(["exclusive", "mig"]) & pl.col("model").is_in(models)
+    pairs = usage.filter(applies).select("model", "profile").unique()
+    held = pl.DataFrame(
+        [(m, p, _current_compute(m, p)) for m, p in pairs.iter_rows()],
+        schema={"model": pl.String, "profile": pl.String, "_held_compute": pl.Int64}, orient="row")
+    card = pl.when(pl.col("card_memory_mib") > 0).then(pl.col("card_memory_mib").cast(pl.Float64))
+    memory = pl.col("fb_max_mib").cast(pl.Float64).fill_null(0.0) * (1 + headroom)
+    compute = pl.max_horizontal(pl.lit(1, pl.Int64), (
+        pl.col("act_p95").cast(pl.Float64).fill_null(0.0) * pl.col("_held_compute") * (1 + headroom) - 1e-9
+    ).ceil().cast(pl.Int64))
+    out = usage.join(held, on=["model", "profile"], how="left", nulls_equal=True,
+                     maintain_order="left").with_columns(
+        pl.when(applies).then(memory).alias("need_memory_mib"),
+        pl.when(applies).then(compute).alias("need_compute"), card.alias("_card"))
+    target: Any = pl.lit(WHOLE)
+    for model, card_memory in out.filter(applies).select("model", "_card").unique().iter_rows():
+        same = (pl.col("model") == model) & (pl.col("_card").is_null() if card_memory is None
+                                             else pl.col("_card") == card_memory)
+        for slices, _, name, mib in reversed(_sizable(model, card_memory)):  # the smallest tried first
+            fits = same & (pl.col("need_memory_mib") <= mib) & (pl.col("need_compute") <= slices)
+            target = pl.when(fits).then(pl.lit(name)).otherwise(target)
+    return out.with_columns(pl.when(applies).then(target).alias("target")).drop("_held_compute", "_card")
 
 
 _SCHEMA: dict[str, type[pl.DataType]] = {
@@ -152,7 +173,8 @@ def recommend(
         reclaim_idle_fraction=reclaim_idle_fraction,
     )
     rules = tuple(RULES)  # in priority order, once: a month of 1,000 GPUs is 170,000 allocations
-    rows = [rec for row in usage.iter_rows(named=True) if (rec := _recommend_one(row, terms, rules))]
+    rows = [rec for row in _asked(sized(usage, headroom), terms, rules).iter_rows(named=True)
+            if (rec := _recommend_one(row, terms, rules))]
     recs = pl.DataFrame(rows, schema=_SCHEMA).sort(
         ["monthly_saving", "namespace", "pod"], descending=[True, False, False]
     ) if rows else pl.DataFrame(schema=_SCHEMA)
@@ -172,6 +194,26 @@ class Rule:
     name: str
     kinds: tuple[str, ...]
     judge: Callable[[dict[str, Any], _Terms], dict[str, object] | None]
+    may_answer: Callable[[_Terms], pl.Expr] | None = None
+    """The allocations `judge` may answer, as an expression over the `sized` usage: it is
+    asked of those only (its condition's one home), or of every allocation when None. When
+    every rule says, the others are never turned into rows: of 173,000 allocations a month at
+    1,000 GPUs, about one in ten is asked."""
+
+    @property
+    def asked(self) -> str:
+        """The column that says whether this rule is asked of an allocation."""
+        return f"_asked:{self.name}"
+
+
+def _asked(usage: pl.DataFrame, terms: _Terms, rules: tuple[Rule, ...]) -> pl.DataFrame:
+    """`usage` with each rule's `Rule.asked` column, only the allocations some rule is asked
+    of, in their order."""
+    if not rules:
+        return usage.clear()
+    asked = [(rule.may_answer(terms) if rule.may_answer else pl.lit(True)).fill_null(False) for rule in rules]
+    return usage.with_columns(a.alias(rule.asked) for a, rule in zip(asked, rules, strict=True)).filter(
+        pl.any_horizontal(rule.asked for rule in rules))
 
 
 RULES: Registry[Rule] = Registry("recommendation rule", error=InputError, key=lambda rule: rule.name)
@@ -186,7 +228,7 @@ def kinds() -> tuple[str, ...]:
 def _recommend_one(row: dict[str, Any], terms: _Terms, rules: tuple[Rule, ...]) -> dict[str, object] | None:
     """At most one recommendation for one allocation: the first of `rules` that answers."""
     for rule in rules:
-        change = rule.judge(row, terms)
+        change = rule.judge(row, terms) if row[rule.asked] else None
         if change:
             return {
                 "team": row["team"], "namespace": row["namespace"], "pod": row["pod"],
@@ -200,9 +242,8 @@ def _recommend_one(row: dict[str, Any], terms: _Terms, rules: tuple[Rule, ...]) 
 
 
 def _reclaim(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
-    """3. Reclaim idle workloads first: sizing an idle one down still wastes the card."""
-    if float(row["idle_fraction"]) < terms.reclaim_idle_fraction:
-        return None
+    """3. Reclaim idle workloads first (asked of those idle long enough): sizing an idle one
+    down still wastes the card."""
     held_hours = float(row["held_hours"] or 0.0)
     cls = row.get("workload_class")
     if cls is not None:
@@ -241,13 +282,9 @@ def per_workload(recs: pl.DataFrame) -> pl.DataFrame:
 
 
 def _rightsize(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
-    """A smaller MIG profile that still fits the workload, when it saves money."""
-    sized = size_workload(row, terms.headroom)
-    if sized is None:
-        return None
-    target, need_memory, need_compute = sized
-    if target == WHOLE or target == row["profile"]:
-        return None
+    """A smaller MIG profile that still fits the workload (`sized`; asked where one is another
+    profile than its own), when it saves money."""
+    target, need_memory, need_compute = (row[c] for c in SIZED)
     new_share = planned_share(str(row["model"]), target, terms.basis)
     if new_share >= float(row["share"]) - 1e-9:
         return None
@@ -268,8 +305,11 @@ def _rightsize(row: dict[str, Any], terms: _Terms) -> dict[str, object] | None:
     }
 
 
-RULES.add(Rule("reclaim", ("reclaim_idle_notebook", "scale_down_when_idle"), _reclaim))
-RULES.add(Rule("rightsize", ("whole_to_mig", "rightsize_mig"), _rightsize))
+RULES.add(Rule("reclaim", ("reclaim_idle_notebook", "scale_down_when_idle"), _reclaim,
+               lambda terms: (pl.col("idle_fraction") < terms.reclaim_idle_fraction).not_()))
+RULES.add(Rule("rightsize", ("whole_to_mig", "rightsize_mig"), _rightsize,
+               lambda _: pl.col("target").is_not_null() & (pl.col("target") != WHOLE)
+               & pl.col("target").ne_missing(pl.col("profile"))))
 
 
 def rightsized_demand(
@@ -287,20 +327,17 @@ def rightsized_demand(
     bill = bill or compute_bill(wh, window, settings, ("team",))
     usage = workload_usage(wh, window, settings, bill)
     basis = settings.sharing.mig_share_basis
-    sized: list[dict[str, object]] = []
-    for row in usage.iter_rows(named=True):
-        result = size_workload(row, headroom)
-        if result is None:
-            continue
-        target = result[0]
-        share = 1.0 if target == WHOLE else planned_share(str(row["model"]), target, basis)
-        sized.append({k: row[k] for k in ("namespace", "pod", "uuid", "gpu_i_id", "model")}
-                     | {"target": target, "_target_share": share, "held_hours": row["held_hours"]})
     schema = {"model": pl.String, "profile": pl.String, "count": pl.Int64, "peak_count": pl.Int64,
               "card_hours": pl.Float64}
-    if not sized:
+    targets = sized(usage, headroom).filter(pl.col("target").is_not_null())
+    if targets.is_empty():
         return pl.DataFrame(schema=schema)
-    targets = pl.DataFrame(sized)
+    shares = pl.DataFrame(
+        [(m, t, 1.0 if t == WHOLE else planned_share(m, t, basis))
+         for m, t in targets.select("model", "target").unique().iter_rows()],
+        schema={"model": pl.String, "target": pl.String, "_target_share": pl.Float64}, orient="row")
+    targets = targets.join(shares, on=["model", "target"], maintain_order="left").select(
+        "namespace", "pod", "uuid", "gpu_i_id", "model", "target", "_target_share", "held_hours")
     per_day = (
         bill.detail.filter(pl.col("kind") == "allocated")
         .join(targets.select("namespace", "pod", "uuid", "gpu_i_id", "target", "_target_share"),
