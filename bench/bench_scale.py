@@ -88,8 +88,8 @@ def measure(tree: Path, source: Path, work: Path, memory_limit: str | None = Non
     return {**figures, "serving_store": str(work / "w.serving.duckdb"), "output": document}
 
 
-def increment(source: Path, work: Path, memory_limit: str | None = None) -> dict[str, Any]:
-    """This tree's refresh one hour later (issue 34 item 1, decision 0248): `refresh-serving
+def increment(source: Path, work: Path, memory_limit: str | None = None, tree: Path = ROOT) -> dict[str, Any]:
+    """`tree`'s refresh one hour later (issue 34 item 1, decision 0248): `refresh-serving
     --force` on a copy of `source` without the month's last hour of samples (the day parts
     filled: every day read), then on `source` itself in the same folder, the parts kept (only
     the last day's inputs changed: the per-minute advice reads that day alone); both under
@@ -106,9 +106,9 @@ def increment(source: Path, work: Path, memory_limit: str | None = None) -> dict
             con.execute(f"DELETE FROM {table} WHERE ts > ? - INTERVAL 1 HOUR", [last])
     finally:
         con.close()
-    first = measure(ROOT, earlier, work, memory_limit)
+    first = measure(tree, earlier, work, memory_limit)
     earlier.unlink()
-    return {"hour_earlier": first, **measure(ROOT, source, work, memory_limit), "memory_limit": memory_limit}
+    return {"hour_earlier": first, **measure(tree, source, work, memory_limit), "memory_limit": memory_limit}
 
 
 def stored_results(store: Path) -> dict[str, Any]:
@@ -212,11 +212,12 @@ def main() -> None:
                         help="also run this tree with warehouse.memory_limit SIZE (repeatable)")
     parser.add_argument("--baseline-again", action="store_true",
                         help="run the baseline a second time, last: how far two runs of one tree differ")
-    parser.add_argument("--only", choices=("baseline", "ours", "profile", "bounded", "increment"),
+    parser.add_argument("--only", choices=("baseline", "ours", "profile", "bounded", "increment",
+                                           "baseline increment"),
                         action="append",
                         help="run only these parts (repeatable; default: baseline and ours; "
                         "bounded: only the --bounded runs; increment: this tree an hour earlier, "
-                        "then now with the day parts kept)")
+                        "then now with the day parts kept; baseline increment: the baseline's)")
     parser.add_argument("--increment-bound", metavar="SIZE",
                         help="run the increment part with warehouse.memory_limit SIZE")
     parser.add_argument("--profile-child", nargs=2, type=Path, metavar=("WAREHOUSE", "OUT"),
@@ -260,14 +261,20 @@ def main() -> None:
                 if part.startswith("baseline") and not baseline_tree.exists():
                     unpack_tree(ref, baseline_tree)
                 tree = baseline_tree if part.startswith("baseline") else ROOT
+                if part == "baseline increment":
+                    runs[part] = increment(path, Path(tmp) / "baseline-increment", args.increment_bound, tree)
+                    figures["load_average_1_5_15"][f"after {part}"] = load_average()
+                    continue
                 bound = part.removeprefix("ours at ") if part.startswith("ours at ") else None
                 runs[part] = measure(tree, path, Path(tmp) / part.replace(" ", "-"), bound)
             figures["load_average_1_5_15"][f"after {part}"] = load_average()
-        if "ours" in runs and runs.get("increment", {}).get("rc") == 0:
-            same = compare(Path(runs["ours"]["serving_store"]), Path(runs["increment"]["serving_store"]))
-            figures["increment_against_ours"] = {
-                "results": len(same), "exact": [k for k, v in same.items() if v["exact"]],
-                "not_exact": {k: v for k, v in same.items() if not v["exact"]}}
+        for against, name in (("ours", "increment_against_ours"),
+                              ("baseline increment", "increment_against_baseline_increment")):
+            if runs.get(against, {}).get("rc") == 0 and runs.get("increment", {}).get("rc") == 0:
+                same = compare(Path(runs[against]["serving_store"]), Path(runs["increment"]["serving_store"]))
+                figures[name] = {
+                    "results": len(same), "exact": [k for k, v in same.items() if v["exact"]],
+                    "not_exact": {k: v for k, v in same.items() if not v["exact"]}}
         if "baseline" in runs:
             base = runs["baseline"]
             for name, run in runs.items():
