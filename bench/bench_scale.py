@@ -261,12 +261,12 @@ def main() -> None:
                 if part.startswith("baseline") and not baseline_tree.exists():
                     unpack_tree(ref, baseline_tree)
                 tree = baseline_tree if part.startswith("baseline") else ROOT
+                work = Path(tmp) / part.replace(" ", "-")
                 if part == "baseline increment":
-                    runs[part] = increment(path, Path(tmp) / "baseline-increment", args.increment_bound, tree)
-                    figures["load_average_1_5_15"][f"after {part}"] = load_average()
-                    continue
-                bound = part.removeprefix("ours at ") if part.startswith("ours at ") else None
-                runs[part] = measure(tree, path, Path(tmp) / part.replace(" ", "-"), bound)
+                    runs[part] = increment(path, work, args.increment_bound, tree)
+                else:
+                    bound = part.removeprefix("ours at ") if part.startswith("ours at ") else None
+                    runs[part] = measure(tree, path, work, bound)
             figures["load_average_1_5_15"][f"after {part}"] = load_average()
         for against, name in (("ours", "increment_against_ours"),
                               ("baseline increment", "increment_against_baseline_increment")):
