@@ -241,7 +241,7 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
         from gpuledger.analytics.workloads.tokens import team_token_costs
 
         frame = (recommend(wh, window, settings, bill=_bill(wh, window, settings, bills),
-                           usage=_usage(wh, window, settings, bills)).recommendations
+                           usage=_usage(wh, window, settings, bills, days)).recommendations
                  if name == RECOMMENDATIONS else
                  team_token_costs(wh, window, settings, bill=_bill(wh, window, settings, bills),
                                   generation_weight=GENERATION_WEIGHT, days=days))
@@ -254,7 +254,7 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
     if reads_bill(kind):
         shared["bill"] = _bill(wh, window, settings, bills)
     if reads_usage(kind):
-        shared["usage"] = _usage(wh, window, settings, bills)
+        shared["usage"] = _usage(wh, window, settings, bills, days)
     if days is not None and reads_days(kind):
         shared["days"] = days
     return advice_payload(kind(wh, window, settings, **shared))
@@ -270,12 +270,14 @@ def _bill(wh: Warehouse, window: Window, settings: Settings, bills: dict[str, An
     return bill
 
 
-def _usage(wh: Warehouse, window: Window, settings: Settings, bills: dict[str, Any]) -> pl.DataFrame:
-    """The month's per-allocation usage of its bill, computed on first use and kept in `bills`."""
+def _usage(wh: Warehouse, window: Window, settings: Settings, bills: dict[str, Any],
+           days: DayParts | None) -> pl.DataFrame:
+    """The month's per-allocation usage of its bill, computed on first use and kept in `bills`
+    (its allocations' statistics through the refresh's day parts, `days`, where it keeps them)."""
     if "usage" not in bills:
         from gpuledger.analytics.workloads.requested import workload_usage
 
-        bills["usage"] = workload_usage(wh, window, settings, _bill(wh, window, settings, bills))
+        bills["usage"] = workload_usage(wh, window, settings, _bill(wh, window, settings, bills), days=days)
     usage: pl.DataFrame = bills["usage"]
     return usage
 

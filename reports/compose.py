@@ -38,6 +38,7 @@ from gpuledger.reports.statement import (
     statement_totals,
 )
 from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse.day_parts import kept_day_parts
 from gpuledger.warehouse.queries.freshness import newest_sample
 
 
@@ -138,7 +139,7 @@ def gather(
     summary = pl.concat([summary_lines(bill), adjustments], how="vertical_relaxed")
     shared = month if month is not None and month.matches(bill.raw) else None
     # read once: recommendations, catalog
-    usage = shared.usage if shared is not None else workload_usage(wh, bill.window, settings, bill.raw)
+    usage = shared.usage if shared is not None else _usage(wh, settings, bill)
     return MonthlyData(
         bill=bill,
         summary=summary,
@@ -152,6 +153,13 @@ def gather(
         advice=fleet_advice(wh, bill.window, settings, shared.advice if shared is not None else None,
                             bill=bill.raw, usage=usage),
     )
+
+
+def _usage(wh: Warehouse, settings: Settings, bill: MonthBill) -> pl.DataFrame:
+    """The month's per-allocation usage, its statistics through the day parts: after the chart's
+    refreshes only the allocations of days whose inputs moved since are computed again."""
+    with kept_day_parts(wh.path) as days:
+        return workload_usage(wh, bill.window, settings, bill.raw, days=days)
 
 
 def build_statements(

@@ -26,9 +26,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import io
+import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date, datetime
 from pathlib import Path
 
@@ -37,13 +38,17 @@ import polars as pl
 
 from gpuledger.core.errors import WarehouseError
 from gpuledger.core.period import Period
-from gpuledger.core.window import DAY, floor_time
+from gpuledger.core.window import DAY, Window, floor_time
 from gpuledger.warehouse.connection import connect
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries.advice import per_minute_inputs_stamp
 
 TABLE = "day_parts"
 DayRead = Callable[[ReadableWarehouse, datetime, datetime], pl.DataFrame]
+Ranges = Sequence[tuple[datetime, datetime]]
+SpanRead = Callable[[ReadableWarehouse, datetime, datetime, Ranges], pl.DataFrame]
+"""A window's read whose rows span days: `(wh, start, end, touching)` → every row when
+`touching` is empty, else (at least) those with a sample in one of the ranges."""
 log = logging.getLogger(__name__)
 
 
@@ -144,10 +149,7 @@ class DayParts:
         if self.failure is not None or end - start != DAY or floor_time(start, DAY) != start:
             self.reads += 1
             return read(wh, start, end)
-        key = (start, end)
-        if key not in self._stamps:  # both queries read the same inputs: one stamp per day
-            self._stamps[key] = per_minute_inputs_stamp(wh, start, end)
-        stamp = self._stamps[key]
+        stamp = self._stamp(wh, start, end)
         try:
             day = start.date()
             kept = self._kept_of(name, day).pop(day, None) or self._kept_row(name, day)
@@ -159,15 +161,68 @@ class DayParts:
             self._fail(exc)
         self.reads += 1
         frame = read(wh, start, end)
-        if self.failure is None:
-            buffer = io.BytesIO()
-            frame.write_ipc(buffer, compression="zstd")
-            try:
-                self.con.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)",
-                                 [name, start.date(), stamp, buffer.getvalue()])
-            except duckdb.Error as exc:
-                self._fail(exc)
+        self._store(name, start.date(), stamp, frame)
         return frame
+
+    def _stamp(self, wh: ReadableWarehouse, start: datetime, end: datetime) -> str:
+        """The day's inputs stamp, taken once per reader: every kept read shares the day's."""
+        if (start, end) not in self._stamps:
+            self._stamps[start, end] = per_minute_inputs_stamp(wh, start, end)
+        return self._stamps[start, end]
+
+    def spanning(self, name: str, wh: ReadableWarehouse, window: Window, read: SpanRead,
+                 keys: Sequence[str]) -> pl.DataFrame:
+        """`read(wh, start, end, ())` for a `window` of whole UTC days, whose rows span days (an
+        allocation's statistics over all its samples): kept whole under every day's stamp, and
+        when some days' inputs changed, only `read(wh, start, end, changed)` is asked again,
+        the rows with a sample in the changed ranges (`first_ts`..`last_ts` reaching one), each
+        over the whole window; a kept row whose `keys` came back, or whose span reaches a
+        changed day, is replaced. The month's exact statistics then cost the allocations of
+        the running day (6 % of a 1,000-GPU month's samples), not the month's (decision 0261)."""
+        start, end = window.start, window.end
+        if self.failure is not None or floor_time(start, DAY) != start or floor_time(end, DAY) != end:
+            self.reads += 1
+            return read(wh, start, end, ())
+        days = [(day.start, day.end) for day in window.days()]
+        stamps = {lo.isoformat(): self._stamp(wh, lo, hi) for lo, hi in days}
+        key = f"{name}:{end.date().isoformat()}"
+        kept: pl.DataFrame | None = None
+        kept_stamps: dict[str, str] = {}
+        try:
+            row = self._kept_row(key, start.date())
+            if row is not None:
+                kept_stamps, kept = json.loads(row[0]), pl.read_ipc(io.BytesIO(row[1]))
+        except (duckdb.Error, pl.exceptions.PolarsError, OSError, ValueError) as exc:
+            self._fail(exc)
+        changed = _ranges([(lo, hi) for lo, hi in days if kept is None or kept_stamps.get(lo.isoformat())
+                           != stamps[lo.isoformat()]])
+        if kept is not None and not changed:
+            self.hits += 1
+            return kept
+        self.reads += 1
+        if kept is None:
+            frame = read(wh, start, end, ())
+        else:
+            fresh = read(wh, start, end, changed)
+            reach = pl.any_horizontal([(pl.col("first_ts") < hi) & (pl.col("last_ts") >= lo)
+                                       for lo, hi in changed])
+            still = kept.filter(~reach).join(fresh.select(keys), on=list(keys), how="anti", nulls_equal=True)
+            frame = pl.concat([still, fresh]) if not fresh.is_empty() else still
+        self._store(key, start.date(), json.dumps(stamps), frame)
+        return frame
+
+    def _store(self, name: str, day: date, stamp: str, frame: pl.DataFrame) -> None:
+        """Keep `frame` under (`name`, `day`) with `stamp`, in one statement (a kill keeps the old
+        part or the new); a failure is remembered (`failure`), the frame still returned."""
+        if self.failure is not None:
+            return
+        buffer = io.BytesIO()
+        frame.write_ipc(buffer, compression="zstd")
+        try:
+            self.con.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)",
+                             [name, day, stamp, buffer.getvalue()])
+        except duckdb.Error as exc:
+            self._fail(exc)
 
     def _kept_of(self, name: str, day: date) -> dict[date, tuple[str, bytes]]:
         """The parts of query `name` in `day`'s calendar month as stored when first asked for, by
@@ -203,6 +258,17 @@ class DayParts:
 
     def _fail(self, exc: Exception) -> None:
         self.failure = f"{self.path.name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+def _ranges(days: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Consecutive days as one range: the fewer ranges, the shorter the statement asking for them."""
+    merged: list[tuple[datetime, datetime]] = []
+    for lo, hi in days:
+        if merged and merged[-1][1] == lo:
+            merged[-1] = (merged[-1][0], hi)
+        else:
+            merged.append((lo, hi))
+    return merged
 
 
 def _ready(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -34,6 +36,11 @@ from gpuledger.core.steady import steady
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import workloads as queries
+
+if TYPE_CHECKING:
+    from gpuledger.core.activity import ActivitySource
+    from gpuledger.warehouse.day_parts import DayParts, Ranges
+    from gpuledger.warehouse.protocols import ReadableWarehouse
 
 KEYS = ("namespace", "pod", "uuid", "gpu_i_id", "vgpu", "profile")
 
@@ -58,13 +65,16 @@ def device_memory_mib(model: str, profile: str | None, card_memory: float | None
 
 
 def workload_usage(
-    wh: Warehouse, window: Window, settings: Settings, bill: Bill | None = None
+    wh: Warehouse, window: Window, settings: Settings, bill: Bill | None = None, *,
+    days: DayParts | None = None,
 ) -> pl.DataFrame:
     """One row per allocation: requested (device, share, requests) vs used (activity, memory).
-    Activity by the bill's activity rule (the settings' where the bill's rules are not known)."""
+    Activity by the bill's activity rule (the settings' where the bill's rules are not known).
+    `days`: a refresh's day parts, which keep the allocations' statistics and compute again only
+    those of allocations with samples in a day that changed (`DayParts.spanning`)."""
     bill = bill or compute_bill(wh, window, settings, ("team",))
     rules = bill.rules or Rules.of(settings)
-    stats = steady(queries.allocation_stats(wh, window.start, window.end, rules.sampling.activity))
+    stats = steady(allocation_stats(wh, window, rules.sampling.activity, days).drop("first_ts", "last_ts"))
     held = idle_allocations_all(bill)
     gpus = queries.card_memory(wh)
     pods = queries.pod_owner_rows(wh)
@@ -89,6 +99,18 @@ def workload_usage(
     ).with_columns(
         (pl.col("fb_p95_mib") / pl.col("device_memory_mib")).alias("fb_p95_ratio"),
     ).sort(["namespace", "pod", "uuid", "gpu_i_id"], nulls_last=True)
+
+
+def allocation_stats(wh: Warehouse, window: Window, activity: ActivitySource,
+                     days: DayParts | None) -> pl.DataFrame:
+    """The window's `queries.allocation_stats`, through `days` where the caller keeps them."""
+    if days is None:
+        return queries.allocation_stats(wh, window.start, window.end, activity)
+
+    def read(w: ReadableWarehouse, lo: datetime, hi: datetime, touching: Ranges) -> pl.DataFrame:
+        return queries.allocation_stats(w, lo, hi, activity, touching)
+
+    return days.spanning(queries.allocation_stats_version(activity), wh, window, read, KEYS)
 
 
 def idle_allocations_all(bill: Bill) -> pl.DataFrame:

@@ -86,8 +86,10 @@ def test_the_stamp_moves_with_every_input_the_queries_read(copy: Path) -> None:
         ("UPDATE pods SET labels = '{\"gpuledger.io/workload-class\": \"batch\"}' WHERE (namespace, pod) IN "
          "(SELECT namespace, pod FROM gpu_series s JOIN gpu_sample_values v USING (series_id) "
          "WHERE v.ts < ? AND pod IS NOT NULL LIMIT 1)", [DAY_TWO.start], (True, None)),
-        ("UPDATE gpu_sample_values SET fb_used_mib = fb_used_mib + 1, power_w = 1 WHERE ts < ?",
-         [DAY_TWO.start], (False, False)),  # columns the queries never read
+        ("UPDATE gpu_sample_values SET power_w = 1, gpu_temp_c = 1 WHERE ts < ?",
+         [DAY_TWO.start], (False, False)),  # columns no kept read reads
+        ("UPDATE gpu_sample_values SET fb_used_mib = fb_used_mib + 1 WHERE ts < ?",
+         [DAY_TWO.start], (True, False)),  # the allocations' memory statistics read it
         ("UPDATE gpu_sample_values SET gpu_util = coalesce(gpu_util, 0) + 1 WHERE ts = "
          "(SELECT max(ts) FROM gpu_sample_values)", [], (False, True)),
         ("UPDATE gpus SET pool = 'elsewhere' WHERE uuid = (SELECT min(uuid) FROM gpus)", [], (True, True)),
@@ -174,7 +176,8 @@ def test_refresh_serving_fills_the_parts_beside_the_warehouse(copy: Path) -> Non
         con.close()
     month = len(list(Period.exact("2026-11").window.days()))
     october = len(list(Period.exact("2026-10").window.days()))
-    assert [(q, n) for q, _, _, n in kept] == [("serving_minutes", month + october),
+    assert [(q, n) for q, _, _, n in kept] == [("allocation_stats", 2),  # one per month, kept whole
+                                              ("serving_minutes", month + october),
                                               ("shared_card_levels", month + october),
                                               # and the token counters' day before October
                                               ("token_pieces", month + october + 1)]
@@ -228,16 +231,17 @@ def test_prune_drops_the_days_of_months_no_longer_kept(copy: Path) -> None:
     assert (again.reads, again.hits) == (2, 2)  # day one read again, day two kept
 
 
-@pytest.mark.parametrize("query", sorted(PER_MINUTE_TEMPLATES))
+@pytest.mark.parametrize("query", [*sorted(PER_MINUTE_TEMPLATES), "allocation_stats"])
 @pytest.mark.parametrize("source", ["gr_engine_active", "gpu_util"])
 def test_the_stamp_covers_every_sample_column_the_queries_name(query: str, source: str) -> None:
-    """The stamp hashes only the sample columns the queries read; a query that came to read
-    another (memory, power) must widen the stamp, or a change there would go unseen."""
+    """The stamp hashes only the sample columns the kept reads read; a read that came to read
+    another (power, temperature) must widen the stamp, or a change there would go unseen."""
     import re
 
-    from gpuledger.warehouse.queries import advice
+    from gpuledger.warehouse.queries import advice, workloads
 
-    sql = advice._with_activity(advice.PER_MINUTE_TEMPLATES[query], source, "s")  # type: ignore[arg-type]
+    sql = (workloads._allocation_stats_sql(source, True, 1) if query == "allocation_stats"  # type: ignore[arg-type]
+           else advice._with_activity(advice.PER_MINUTE_TEMPLATES[query], source, "s"))  # type: ignore[arg-type]
     values = ("gr_engine_active", "sm_active", "gpu_util", "fb_used_mib", "fb_free_mib", "power_w",
               "tensor_active", "dram_active", "gpu_temp_c")
     named = {c for c in values if re.search(rf"\b{c}\b", sql)}

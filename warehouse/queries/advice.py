@@ -217,9 +217,10 @@ _REPLICA_SET_PODS = newest_incarnation(
 """The ReplicaSets' pods' owner and pod-template hash, one row per name."""
 
 
-_READ_SAMPLE_COLUMNS = ", ".join(("ts", "series_id", *activity_fields()))
-"""The sample columns the per-minute queries read: the time, the series (node, card, pod) and
-the activity rule's readings under either source (the rule reads no other)."""
+_READ_SAMPLE_COLUMNS = ", ".join(("ts", "series_id", *activity_fields(), "fb_used_mib"))
+"""The sample columns the kept reads read: the time, the series (node, card, pod), the activity
+rule's readings under either source (the rule reads no other) and the framebuffer used (the
+allocations' statistics, `warehouse.queries.workloads.allocation_stats`)."""
 _INPUTS_STAMP_SQL = f"""
 WITH day AS (  -- one scan of the window's samples: their stamp and the series they name
     SELECT count(*) || '.' || coalesce(sum(hash({_READ_SAMPLE_COLUMNS})), 0) AS samples,
@@ -242,15 +243,16 @@ SELECT
 
 def per_minute_inputs_stamp(wh: ReadableWarehouse, start: datetime, end: datetime) -> str:
     """A content stamp of every row the queries kept in day parts (`PER_MINUTE_TEMPLATES`:
-    `shared_card_levels`, `serving_minutes`, `node_activity_hourly`) and the token counters'
-    pieces (`warehouse.queries.workloads.token_piece`) can read for `[start, end)`: the
-    window's GPU samples (the columns they read: time, series id, whose labels
-    never change, and the activity readings), the token samples from the rate's 10 minutes
-    before, the cards' pool, model and sharing mode, and the pods of the window's samples
-    (owner and labels). Equal stamps, equal inputs: a sample backfilled, replaced or
+    `shared_card_levels`, `serving_minutes`, `node_activity_hourly`), the token counters'
+    pieces (`warehouse.queries.workloads.token_piece`) and the allocations' statistics
+    (`allocation_stats`, kept whole under every day's stamp) can read for `[start, end)`: the
+    window's GPU samples (the columns they read: time, series id, whose labels never change,
+    the activity readings and the framebuffer used), the token samples from the rate's 10
+    minutes before, the cards' pool, model and sharing mode, and the pods of the window's
+    samples (owner and labels). Equal stamps, equal inputs: a sample backfilled, replaced or
     dropped, a card moved to another pool or a pod relabelled changes it (a count and a sum of
-    row hashes per table, so a duplicated row does too); a column the queries never read (power,
-    memory) does not. About 0.07 s a day at 1,000 GPUs (the samples scanned once), against the
+    row hashes per table, so a duplicated row does too); a column none of them reads (power,
+    temperature) does not. About 0.07 s a day at 1,000 GPUs (the samples scanned once), against the
     queries' 1.1 s and more (docs/decisions/0248)."""
     row = wh.query(_INPUTS_STAMP_SQL, {"start": start, "end": end}).row(0)
     return "|".join(str(part) for part in row)

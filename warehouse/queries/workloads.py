@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING
@@ -32,7 +32,9 @@ _VALUE_AGGREGATES = """count(*) AS samples,
     quantile_cont({activity}, 0.95) AS act_p95,
     stddev_pop({activity}) AS act_std,
     quantile_cont(fb_used_mib, 0.95) AS fb_p95_mib,
-    max(fb_used_mib) AS fb_max_mib"""
+    max(fb_used_mib) AS fb_max_mib,
+    min(ts) AS first_ts,
+    max(ts) AS last_ts"""
 _AGGREGATES = ("namespace, pod, uuid, gpu_i_id, nullif(coalesce(vgpu, ''), '') AS vgpu,\n"
                "    mig_profile AS profile,\n    " + _VALUE_AGGREGATES)
 
@@ -45,13 +47,15 @@ GROUP BY namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile
 """A catalog without the series layout (before v008): every allocation in one statement."""
 
 _SERIES_STATS_SQL = f"""
-WITH part AS (
+WITH labelled AS (
     SELECT series_id, namespace, pod, uuid, gpu_i_id, coalesce(vgpu, '') AS vg, mig_profile,
         min(series_id) OVER (PARTITION BY namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile)
             AS allocation
     FROM {SERIES_TABLE}
     WHERE namespace IS NOT NULL
       AND hash(namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile) % $parts = $part
+), part AS (
+    SELECT * FROM labelled{{touching}}
 ), stats AS (
     SELECT allocation, {{aggregates}}
     FROM {VALUES_TABLE} JOIN (SELECT series_id, allocation FROM part) USING (series_id)
@@ -62,6 +66,11 @@ SELECT p.namespace, p.pod, p.uuid, p.gpu_i_id, nullif(p.vg, '') AS vgpu, p.mig_p
     s.* EXCLUDE (allocation)
 FROM stats s JOIN part p ON p.series_id = s.allocation
 """
+_TOUCHING = f"""
+    WHERE allocation IN (SELECT allocation FROM labelled WHERE series_id IN (
+        SELECT DISTINCT series_id FROM {VALUES_TABLE} WHERE {{ranges}}))"""
+"""Only the allocations with a sample in the ranges `$lo<i>`, `$hi<i>` (`allocation_stats`'s
+`touching`), each over all its samples of the window."""
 """One part of the allocations (a hash of their labels modulo `$parts`): the part is picked
 among the series (a few thousand rows), so the values table's rows of other parts are dropped
 by the join before any aggregate state is built. The samples are grouped by an allocation's
@@ -75,11 +84,23 @@ completes under 640 MiB (docs/decisions/0244)."""
 
 
 @cache
-def _allocation_stats_sql(activity: ActivitySource, series_layout: bool) -> str:
+def _allocation_stats_sql(activity: ActivitySource, series_layout: bool, touching: int = 0) -> str:
+    """The statement under `activity`; on the series layout, of the allocations with a sample in
+    `touching` ranges (all of them when 0)."""
     rule = activity_sql(None, activity)
-    if series_layout:
-        return _SERIES_STATS_SQL.format(aggregates=_VALUE_AGGREGATES.format(activity=rule))
-    return _VIEW_STATS_SQL.format(aggregates=_AGGREGATES.format(activity=rule))
+    if not series_layout:
+        return _VIEW_STATS_SQL.format(aggregates=_AGGREGATES.format(activity=rule))
+    ranges = " OR ".join(f"(ts >= $lo{i} AND ts < $hi{i})" for i in range(touching))
+    return _SERIES_STATS_SQL.format(aggregates=_VALUE_AGGREGATES.format(activity=rule),
+                                    touching=_TOUCHING.format(ranges=ranges) if touching else "")
+
+
+def allocation_stats_version(activity: ActivitySource) -> str:
+    """The name a window's allocation statistics are kept under (`warehouse.day_parts.DayParts
+    .spanning`): the statement's digest under `activity`."""
+    from gpuledger.warehouse.queries.advice import query_version
+
+    return query_version("allocation_stats", _allocation_stats_sql(activity, True))
 
 
 def quantile_parts(samples: int, memory_limit_bytes: int) -> int:
@@ -110,21 +131,33 @@ def memory_limit_bytes(wh: ReadableWarehouse) -> int:
 
 def allocation_stats(
     wh: ReadableWarehouse, start: datetime, end: datetime, activity: ActivitySource,
+    touching: Sequence[tuple[datetime, datetime]] = (),
 ) -> pl.DataFrame:
     """Per allocation (a pod on one device) with samples in `[start, end)`: `namespace`, `pod`,
     `uuid`, `gpu_i_id`, `vgpu` (NULL when unlabeled), `profile`, `samples`, `act_mean`,
     `act_p95`, `act_std` (activity by the rule of `core.activity` under `activity`, the
-    caller's `SamplingRules.activity`), `fb_p95_mib`, `fb_max_mib`; in `quantile_parts`
-    statements, each over a part of the allocations."""
+    caller's `SamplingRules.activity`), `fb_p95_mib`, `fb_max_mib`, `first_ts` and `last_ts`
+    (its first and last sample); in `quantile_parts` statements, each over a part of the
+    allocations. `touching`: time ranges; when given, at least the allocations with a sample in
+    one of them (exactly those on the series layout), each still over the whole window (what
+    `DayParts.spanning` recomputes when some days changed)."""
     import polars as pl
 
     window = {"start": start, "end": end}
     if not has_series_layout(wh):
         return wh.query(_allocation_stats_sql(activity, False), window)
-    samples = int(wh.scalar(f"SELECT count(*) FROM {VALUES_TABLE} WHERE ts >= $start AND ts < $end", window))
-    parts = quantile_parts(samples, memory_limit_bytes(wh))
-    sql = _allocation_stats_sql(activity, True)
-    return pl.concat([wh.query(sql, {**window, "parts": parts, "part": i}) for i in range(parts)])
+    ranges: dict[str, datetime] = {}
+    for i, (lo, hi) in enumerate(touching):
+        ranges |= {f"lo{i}": lo, f"hi{i}": hi}
+    sql = _allocation_stats_sql(activity, True, len(touching))
+    count = f"SELECT count(*) FROM {VALUES_TABLE} WHERE ts >= $start AND ts < $end"
+    parts = quantile_parts(int(wh.scalar(count, window)), memory_limit_bytes(wh))
+    if touching and parts > 1:  # sized by the samples of the allocations asked for, not the window's
+        asked = sql.split("), stats AS")[0] + (f")\nSELECT count(*) FROM {VALUES_TABLE} SEMI JOIN part USING "
+                                               "(series_id) WHERE ts >= $start AND ts < $end")
+        parts = quantile_parts(int(wh.scalar(asked, {**window, **ranges, "parts": 1, "part": 0})),
+                               memory_limit_bytes(wh))
+    return pl.concat([wh.query(sql, {**window, **ranges, "parts": parts, "part": i}) for i in range(parts)])
 
 
 def card_memory(wh: ReadableWarehouse) -> pl.DataFrame:
