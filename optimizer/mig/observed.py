@@ -27,9 +27,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+import polars as pl
+
 from gpuledger.analytics.devices.dra_plan import dra_plane_nodes
 from gpuledger.analytics.workloads.profiles import workload_class
-from gpuledger.analytics.workloads.requested import owner_of
+from gpuledger.analytics.workloads.requested import owned_by
 from gpuledger.core.errors import InputError
 from gpuledger.core.frames import WHOLE_GPU
 from gpuledger.core.mig import canonical_model, catalog, shape_of
@@ -119,6 +121,8 @@ def _busy(wh: Warehouse) -> dict[str, list[BusyInstance]]:
     frame = queries.holders_at_last_sample(wh)
     out: dict[str, list[BusyInstance]] = defaultdict(list)
     seen: set[tuple[str, int, str, str]] = set()
+    # only the kind matters here: the pod name stands in for the owner's (not selected)
+    frame = owned_by(frame.with_columns(pl.col("pod").alias("owner_name")))
     for r in frame.iter_rows(named=True):
         key = (r["uuid"], r["gpu_i_id"], r["namespace"], r["pod"])
         if key in seen:
@@ -127,9 +131,7 @@ def _busy(wh: Warehouse) -> dict[str, list[BusyInstance]]:
         labels = json.loads(r["labels"]) if r["labels"] else {}
         evictable = bool(r["owner_kind"]) and str(labels.get(EVICTABLE_LABEL, "true")).lower() != "false"
         profile = None if r["gpu_i_id"] == WHOLE_GPU else r["mig_profile"]
-        # only the kind matters here: the pod name stands in for the owner's (not selected)
-        kind, _ = owner_of(r["owner_kind"], r["pod"], labels, r["pod"])
-        serving = workload_class(kind, r["labels"], None) == "serving"
+        serving = workload_class(r["workload_kind"], r["labels"], None) == "serving"
         out[r["uuid"]].append(BusyInstance(profile, r["namespace"], r["pod"], evictable, serving))
     return out
 

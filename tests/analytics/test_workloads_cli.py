@@ -6,8 +6,10 @@ The fleet (4 h, H100s at 3.00/h): team `serve` runs a vLLM Deployment `llm` (Rep
 `nb-ann`, label `notebook-name`) idle on a fifth card.
 
 Cases:
-- `owner_of`: the ReplicaSet's pod-template hash is dropped (Deployment `llm`), the notebook
-  label wins over the StatefulSet, a pod without owner is its own workload;
+- `owned_by`: the ReplicaSet's pod-template hash is dropped (Deployment `llm`), the notebook
+  label wins over the StatefulSet, a pod without owner is its own workload; every owner form
+  with every label form as the rule per pod (frozen) gives it; labels that are no JSON object
+  are none;
 - `idle --team serve` returns only serve's rows, one row for the Deployment with pods 2 and
   gpus 2 and the idle cost of both replicas (2 x 4 h x 3.00 = 24.00); the multi-GPU Job pod is
   one row with gpus 2; `--by allocation` gives the old one-row-per-pod-and-GPU output;
@@ -29,7 +31,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.analytics.workloads.requested import owner_of
+from gpuledger.analytics.workloads.requested import owned_by
 from gpuledger.cli import main
 from tests.analytics.builders import Seg, at, gpus, load, namespaces, pods, samples, window
 
@@ -69,6 +71,16 @@ def run(capsys: pytest.CaptureFixture[str], warehouse: Path, *args: str) -> str:
     return out
 
 
+def owner_of(kind: str | None, name: str | None, labels: dict[str, str] | str | None,
+             pod: str) -> tuple[str, str]:
+    """One pod through `owned_by` (labels as a dict, JSON text, or none)."""
+    text = json.dumps(labels) if isinstance(labels, dict) else labels
+    frame = pl.DataFrame({"owner_kind": [kind], "owner_name": [name], "labels": [text], "pod": [pod]},
+                         schema=dict.fromkeys(("owner_kind", "owner_name", "labels", "pod"), pl.String))
+    row = owned_by(frame).row(0, named=True)
+    return row["workload_kind"], row["workload"]
+
+
 def test_owner_of() -> None:
     assert owner_of("ReplicaSet", "llm-7d9f8c6b5d", {}, "llm-7d9f8c6b5d-aaaaa") == ("Deployment", "llm")
     assert owner_of("StatefulSet", "nb-ann", {"notebook-name": "nb-ann"}, "nb-ann-0") == ("notebook", "nb-ann")
@@ -76,20 +88,44 @@ def test_owner_of() -> None:
     assert owner_of(None, None, {}, "lonely") == ("Pod", "lonely")
 
 
-@pytest.mark.parametrize("labels", [
-    {"notebook-name": "nb"}, {"jupyter.org/notebook": "nb"}, {"notebooks.kubeflow.org/name": "nb"},
-    {"app": "notebook"}, {"app.kubernetes.io/component": "notebook"},
-    {"app": "llm", "tier": "gpu"}, {},
-])
-def test_owner_of_reads_labels_only_where_they_name_a_notebook(labels: dict[str, str]) -> None:
-    """`workload_usage` parses a pod's labels only when their text has "notebook" in it
-    (`_notebook_labels`): every notebook form `owner_of` knows is found that way, and the
-    owner of labels without the word is the same as with none."""
-    from gpuledger.analytics.workloads.requested import _notebook_labels
+def _owner_of_per_row(owner_kind: str | None, owner_name: str | None, labels: dict[str, str],
+                      pod: str) -> tuple[str, str]:
+    """The rule as one Python call per pod, frozen from 434ed71 (before `owned_by`): the
+    independent statement of it that the expressions are held to."""
+    import re
 
-    parsed = _notebook_labels(json.dumps(labels))
-    assert owner_of("StatefulSet", "nb", parsed, "nb-0") == owner_of("StatefulSet", "nb", labels, "nb-0")
-    assert (owner_of("StatefulSet", "nb", parsed, "nb-0")[0] == "notebook") == ("notebook" in json.dumps(labels))
+    for key in ("notebook-name", "jupyter.org/notebook", "notebooks.kubeflow.org/name"):
+        if labels.get(key):
+            return "notebook", labels[key]
+    if labels.get("app") == "notebook" or labels.get("app.kubernetes.io/component") == "notebook":
+        return "notebook", owner_name or pod
+    if owner_kind == "ReplicaSet" and owner_name:
+        match = re.match(r"^(?P<deployment>.+)-[a-z0-9]{5,10}$", owner_name)
+        return "Deployment", match.group("deployment") if match else owner_name
+    if owner_kind and owner_name:
+        return owner_kind, owner_name
+    return "Pod", pod
+
+
+LABELS = [{"notebook-name": "nb"}, {"jupyter.org/notebook": "nb"}, {"notebooks.kubeflow.org/name": "nb"},
+          {"app": "notebook"}, {"app.kubernetes.io/component": "notebook"}, {"notebook-name": ""},
+          {"notebook-name": "", "jupyter.org/notebook": "jp"}, {"app": "llm", "tier": "gpu"}, {}]
+OWNERS = [("ReplicaSet", "llm-7d9f8c6b5d"), ("ReplicaSet", "a-b-c-12345"), ("ReplicaSet", "-abcde"),
+          ("ReplicaSet", "short-ab"), ("ReplicaSet", ""), ("ReplicaSet", None), ("StatefulSet", "nb"),
+          ("Job", "train-abc"), ("", "x"), (None, None), ("Job", "")]
+
+
+@pytest.mark.parametrize("labels", LABELS)
+def test_owned_by_follows_the_rule_per_pod(labels: dict[str, str]) -> None:
+    """Every owner reference with every label form, as expressions over a frame and as the rule
+    per pod: the same workload kind and name (an empty label or owner name counts as none)."""
+    for kind, name in OWNERS:
+        assert owner_of(kind, name, labels, "pod-0") == _owner_of_per_row(kind, name, labels, "pod-0"), (kind, name)
+
+
+@pytest.mark.parametrize("text", [None, "", "not json", "[1, 2]", '{"app": "notebook"'])
+def test_labels_that_are_not_an_object_are_none(text: str | None) -> None:
+    assert owner_of("Job", "train", text, "p") == ("Job", "train")
 
 
 def test_idle_per_workload_and_team(capsys: pytest.CaptureFixture[str], warehouse: Path) -> None:
