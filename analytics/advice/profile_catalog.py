@@ -32,11 +32,10 @@ from functools import cache
 import numpy as np
 import polars as pl
 
-from gpuledger.analytics.devices.shares import planned_share, raw_mig_share
+from gpuledger.analytics.devices.shares import WHOLE, billed_share, raw_mig_share
 from gpuledger.analytics.workloads.requested import device_memory_mib
 from gpuledger.core.mig import COMPUTE_SLICES, catalog
 
-WHOLE = "whole"
 DEMAND_SCHEMA: dict[str, type[pl.DataType]] = {
     "model": pl.String, "workload": pl.String, "need_memory_mib": pl.Float64,
     "need_compute": pl.Int64, "gpu_hours": pl.Float64, "unit_price": pl.Float64,
@@ -208,15 +207,6 @@ def _score(model: str, combo: Sequence[str], work: Work, max_rounding: float) ->
 def _in_order(values: np.ndarray) -> float:
     """The sum of `values` added one by one from the first (NumPy's `sum` adds pairwise)."""
     return float(np.cumsum(values)[-1]) if values.size else 0.0
-
-
-def billed_share(model: str, profile: str, basis: str) -> float:
-    """The billing share of a profile under the bill's `basis`, as a planner prices it
-    (`analytics.devices.shares.planned_share`, the rule `analytics.workloads.recommend` prices
-    a right-sizing by)."""
-    if profile == WHOLE:
-        return 1.0
-    return planned_share(model, profile, basis)
 
 
 def _evidence(

@@ -75,6 +75,17 @@ def planned_share(model: str, profile: str, settings_basis: str) -> float:
     return raw_mig_share(model, profile, planning_basis(settings_basis))
 
 
+WHOLE = "whole"
+"""What the planners (a recommendation's right size, the profile catalog) name a whole card
+where a MIG profile would stand."""
+
+
+def billed_share(model: str, profile: str, settings_basis: str) -> float:
+    """The share a planned device bills: a whole card (`WHOLE`) 1.0, a MIG profile its
+    `planned_share`."""
+    return 1.0 if profile == WHOLE else planned_share(model, profile, settings_basis)
+
+
 def mig_share_table(pairs: Iterable[tuple[str, str]], basis: str) -> pl.DataFrame:
     """One row per (model, profile) with its raw share."""
     if basis not in MIG_BASES:

@@ -32,7 +32,7 @@ from typing import Any
 import polars as pl
 
 from gpuledger.analytics.billing.bill import Bill, compute_bill
-from gpuledger.analytics.devices.shares import planned_share
+from gpuledger.analytics.devices.shares import WHOLE, billed_share, planned_share
 from gpuledger.analytics.workloads.profiles import Profiles, workload_profiles
 from gpuledger.analytics.workloads.requested import (
     OWNER,
@@ -49,7 +49,6 @@ from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 
 HOURS_PER_MONTH = 730.0
-WHOLE = "whole"
 
 
 @dataclass(frozen=True)
@@ -333,7 +332,7 @@ def rightsized_demand(
     if targets.is_empty():
         return pl.DataFrame(schema=schema)
     shares = pl.DataFrame(
-        [(m, t, 1.0 if t == WHOLE else planned_share(m, t, basis))
+        [(m, t, billed_share(m, t, basis))
          for m, t in targets.select("model", "target").unique().iter_rows()],
         schema={"model": pl.String, "target": pl.String, "_target_share": pl.Float64}, orient="row")
     targets = targets.join(shares, on=["model", "target"], maintain_order="left").select(

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuledger.analytics.advice.profile_catalog import billed_share
-from gpuledger.analytics.devices.shares import planning_basis
+from gpuledger.analytics.devices.shares import billed_share, planning_basis
 from gpuledger.analytics.workloads.recommend import recommend, rightsized_demand
 from gpuledger.core.config import Settings, SharingSettings
 from gpuledger.warehouse import Warehouse
