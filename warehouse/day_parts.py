@@ -10,7 +10,9 @@ milliseconds) and read back while the stamp is unchanged: a refresh queries only
 whose inputs changed (the running day; a day that was backfilled), and the month is put
 together from the parts exactly as a full read puts it together from the days. The token
 costs' counters are read the same way (`warehouse.queries.workloads.token_increases`: a day's
-increases and its first and last samples, joined to the day before).
+increases and its first and last samples, joined to the day before). What spans days (each
+allocation's statistics over the month) is kept whole with every day's stamp, and only its
+rows that reach a changed day are asked again (`DayParts.spanning`, decision 0261).
 
 The parts live in their own DuckDB file (`<warehouse>.dayparts.duckdb`), not in the serving
 store, which every publish copies whole: a month of serving minutes is tens of MB. Every reader
