@@ -58,16 +58,19 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     from gpuledger.analytics.billing.bill import compute_bill
     from gpuledger.analytics.exports import recommendations_json, rows_json, savings_by_team
     from gpuledger.analytics.workloads.recommend import recommend
-    from gpuledger.analytics.workloads.requested import check_workload_by, filter_scope
+    from gpuledger.analytics.workloads.requested import check_workload_by, filter_scope, workload_usage
     from gpuledger.terminal_progress import busy
+    from gpuledger.warehouse.day_parts import kept_day_parts
 
     window = window_from_args(args)
     check_workload_by(args.by)
     with busy(f"profiling workloads {window}"), ctx.open_warehouse(read_only=True) as wh:
         bill = compute_bill(wh, window, ctx.settings, ("team",), strict_prices=args.strict_prices,
                             as_computed=args.as_computed)
+        with kept_day_parts(wh.path) as days:  # the allocations' statistics a refresh kept (0261)
+            usage = workload_usage(wh, window, ctx.settings, bill, days=days)
         result = recommend(wh, window, ctx.settings, bill=bill, headroom=args.headroom, seed=args.seed,
-                           by=args.by)
+                           by=args.by, usage=usage)
         empty = coverage_warning(wh, window)
     warn([*bill_warnings(bill), *([empty] if empty else [])])
     every = filter_scope(result.recommendations, args.team, args.namespace)

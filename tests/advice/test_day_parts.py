@@ -5,6 +5,7 @@ parts file, a damaged part or a failing write costs a full read, nothing else.""
 
 from __future__ import annotations
 
+import json
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -203,6 +204,27 @@ def test_a_report_after_a_refresh_reads_no_day_again(copy: Path, monkeypatch: py
         monkeypatch.setattr(run.queries, "shared_card_levels", queried)
         assert fleet_advice(wh, window, Settings()) == whole
         assert whole, "the fleet's month has advice rows"
+
+
+def test_a_report_and_recommend_after_a_refresh_compute_no_allocation_again(
+        copy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`report monthly` (`compose.gather`) and `recommend` read the allocations' statistics a
+    refresh kept (decision 0261): with the statement made to fail, both still answer."""
+    from gpuledger.cli import main
+    from gpuledger.reports.compose import gather
+    from gpuledger.warehouse.queries import workloads
+
+    with Warehouse.open(copy, read_only=True) as wh:
+        serving_results.refresh_serving(wh, Settings())
+
+    def computed(*_: object) -> None:
+        raise AssertionError("an allocation the refresh kept was computed again")
+
+    monkeypatch.setattr(workloads, "allocation_stats", computed)
+    with Warehouse.open(copy, read_only=True) as wh:
+        assert gather(wh, Settings(), "2026-11").recommendations is not None
+    assert main(["--warehouse", str(copy), "recommend", "--period", "2026-11", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["profiles"], "the month's workloads were profiled"
 
 
 def test_one_process_at_a_time_keeps_the_parts(copy: Path, tmp_path: Path) -> None:
