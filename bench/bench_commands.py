@@ -13,10 +13,11 @@ the chart's job gives DuckDB: half of its 4Gi limit), so the table says whether 
 the deployment, not only how fast it is. The outputs are compared: the recommendation and
 advice documents must be equal, and the report's summary.csv byte for byte.
 
-`--after-refresh`: first `refresh-serving` of this tree on a copy (figures kept as "refresh
-(fills the day parts)"), and every command of both trees then starts from the day parts it
-kept, as on a deployment whose chart refreshes every collect round (decision 0254); a tree
-that reads none shows what the parts save.
+`--after-refresh`: first `refresh-serving` of each tree on a copy (figures kept as "refresh of
+<side> (fills its day parts)"), and every command of a tree then starts from the day parts its
+own refresh kept, as on a deployment whose chart refreshes every collect round (decision 0254).
+Each its own: a tree whose stamps or kept reads differ would find none of the other's parts
+and read the month whole (a baseline before 0261 read ours that way: 79.6 s against 27.2 s).
 """
 
 from __future__ import annotations
@@ -80,21 +81,21 @@ def main() -> None:
                                "load_average_1_5_15": {"before": load_average()}, "commands": {}}
     with tempfile.TemporaryDirectory(prefix="bench-commands-", dir=args.cache) as tmp:
         baseline = unpack_tree(ref, Path(tmp) / "tree")
-        parts = None
-        if args.after_refresh:
-            refresh = Path(tmp) / "refresh"
-            filled = run(ROOT, source, refresh, ["refresh-serving", "--force"], period=None,
-                         bound=args.bounded)
+        trees = {"baseline": (baseline, None), "ours": (ROOT, args.bounded)}
+        parts: dict[str, Path | None] = dict.fromkeys(trees)
+        for side, (tree, bound) in trees.items() if args.after_refresh else ():
+            refresh = Path(tmp) / f"refresh-{side}"
+            filled = run(tree, source, refresh, ["refresh-serving", "--force"], period=None, bound=bound)
             if filled["rc"] != 0:
-                parser.error(f"refresh-serving failed: {filled.get('stderr_tail', '')}")
-            figures["refresh (fills the day parts)"] = filled
-            parts = refresh / "w.dayparts.duckdb"
+                parser.error(f"refresh-serving ({side}) failed: {filled.get('stderr_tail', '')}")
+            figures[f"refresh of {side} (fills its day parts)"] = filled
+            parts[side] = refresh / "w.dayparts.duckdb"
         for name in args.command or list(COMMANDS):
             sides: dict[str, Any] = {}
-            for side, tree, bound in (("baseline", baseline, None), ("ours", ROOT, args.bounded)):
+            for side, (tree, bound) in trees.items():
                 work = Path(tmp) / f"{name.replace(' ', '-')}-{side}"
                 sides[side] = run(tree, source, work, COMMANDS[name], period=args.period, bound=bound,
-                                  day_parts=parts)
+                                  day_parts=parts[side])
                 figures["load_average_1_5_15"][f"after {name} {side}"] = load_average()
             folder = Path(tmp) / name.replace(" ", "-")
             left, right = (output_of(Path(f"{folder}-{s}")) for s in ("baseline", "ours"))
