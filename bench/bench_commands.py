@@ -23,12 +23,13 @@ and read the month whole (a baseline before 0261 read ours that way: 79.6 s agai
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import gpuledger_child, load_average, unpack_tree, write_result
+from bench.common import difference, gpuledger_child, load_average, unpack_tree, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("profile-catalog", "overcommit", "autoscaling", "fragmentation", "dra-fragmentation", "dra-profiles")
@@ -100,6 +101,9 @@ def main() -> None:
             folder = Path(tmp) / name.replace(" ", "-")
             left, right = (output_of(Path(f"{folder}-{s}")) for s in ("baseline", "ours"))
             sides["same_output"] = left == right
+            if left != right and not name.startswith("report"):  # how far apart, where JSON
+                rel, other = difference(json.loads(left), json.loads(right))
+                sides["output_difference"] = {"max_rel_diff": rel, "other_differences": other}
             sides["command"] = "gpuledger " + " ".join(COMMANDS[name]) + f" --period {args.period}"
             figures["commands"][name] = sides
     write_result(args.name, figures)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.common import gpuledger_child, load_average, unpack_tree, write_result
+from bench.common import difference, gpuledger_child, load_average, unpack_tree, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY_CHUNKS_UP_TO = 2_000
@@ -128,23 +127,6 @@ def stored_results(store: Path) -> dict[str, Any]:
         except Exception:
             out[f"{name} {period}"] = json.loads(bytes(payload))
     return out
-
-
-def difference(a: Any, b: Any) -> tuple[float, int]:
-    """(largest relative difference of two numbers at the same place, how many other places
-    differ) between two results walked side by side: a summed float's last bits move with the
-    order DuckDB's threads add in, anything else must be equal."""
-    if isinstance(a, float) and isinstance(b, float):
-        if a == b or (math.isnan(a) and math.isnan(b)):
-            return 0.0, 0
-        return abs(a - b) / max(abs(a), abs(b)), 0
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
-        pairs = [difference(x, y) for x, y in zip(a, b, strict=True)]
-    elif isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
-        pairs = [difference(a[k], b[k]) for k in a]
-    else:
-        return 0.0, int(a != b)
-    return max((p[0] for p in pairs), default=0.0), sum(p[1] for p in pairs)
 
 
 def compare(a: Path, b: Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ tree, a gpuledger command measured as a child, writing results."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import resource
@@ -124,3 +125,20 @@ def write_result(name: str, figures: dict[str, Any]) -> Path:
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     print(json.dumps(payload, indent=2, default=str))
     return path
+
+
+def difference(a: Any, b: Any) -> tuple[float, int]:
+    """(largest relative difference of two numbers at the same place, how many other places
+    differ) between two results walked side by side: a summed float's last bits move with the
+    order DuckDB's threads add in, anything else must be equal."""
+    if isinstance(a, float) and isinstance(b, float):
+        if a == b or (math.isnan(a) and math.isnan(b)):
+            return 0.0, 0
+        return abs(a - b) / max(abs(a), abs(b)), 0
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        pairs = [difference(x, y) for x, y in zip(a, b, strict=True)]
+    elif isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        pairs = [difference(a[k], b[k]) for k in a]
+    else:
+        return 0.0, int(a != b)
+    return max((p[0] for p in pairs), default=0.0), sum(p[1] for p in pairs)
