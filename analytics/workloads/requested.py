@@ -135,10 +135,10 @@ _POD_TEMPLATE_HASH = r"^(?P<deployment>.+)-[a-z0-9]{5,10}$"
 _NOTEBOOK_LABELS = ("notebook-name", "jupyter.org/notebook", "notebooks.kubeflow.org/name")
 
 
-def _label(key: str) -> pl.Expr:
-    """The value of label `key` in the JSON text of column `labels` (null where the text has no
-    such key or is not a JSON object)."""
-    return pl.col("labels").str.json_path_match(f"$[{json.dumps(key)}]")
+def _label(key: str, column: str = "labels") -> pl.Expr:
+    """The value of label `key` in the JSON text of `column` (null where the text has no such
+    key or is not a JSON object)."""
+    return pl.col(column).str.json_path_match(f"$[{json.dumps(key)}]")
 
 
 def owned_by(frame: pl.DataFrame) -> pl.DataFrame:
@@ -150,21 +150,29 @@ def owned_by(frame: pl.DataFrame) -> pl.DataFrame:
 
     Why expressions: the rule's one home, read for every allocation of a month (173,000 at
     1,000 GPUs, 1.76 M at 10,000), where a Python call per row took most of `workload_usage`'s
-    own time (issue 34)."""
-    named = pl.coalesce([pl.when(_label(key) != "").then(_label(key)) for key in _NOTEBOOK_LABELS])
-    app = ((_label("app") == "notebook")
-           | (_label("app.kubernetes.io/component") == "notebook")).fill_null(False)
+    own time (issue 34). Every label the rule reads has the word "notebook" in its key or
+    value, so only the texts that have it are parsed (one in seven at 1,000 GPUs; parsing
+    every text five times took longer than the Python loop)."""
+    text = pl.col("labels")
+    read = frame.with_columns(
+        pl.when(text.str.contains("notebook", literal=True)).then(text).alias("_notebook"))
+    names = [_label(key, "_notebook") for key in _NOTEBOOK_LABELS]
+    read = read.with_columns(
+        pl.coalesce([pl.when(named != "").then(named) for named in names]).alias("_named"),
+        ((_label("app", "_notebook") == "notebook")
+         | (_label("app.kubernetes.io/component", "_notebook") == "notebook")).fill_null(False).alias("_app"))
+    named, app = pl.col("_named"), pl.col("_app")
     kind, name, pod = pl.col("owner_kind"), pl.col("owner_name"), pl.col("pod")
     has_kind, has_name = kind.fill_null("") != "", name.fill_null("") != ""
     replica_set = (kind == "ReplicaSet") & has_name
-    notebook = named.is_not_null() | app
-    return frame.with_columns(
-        pl.when(notebook).then(pl.lit("notebook")).when(replica_set).then(pl.lit("Deployment"))
+    return read.with_columns(
+        pl.when(named.is_not_null() | app).then(pl.lit("notebook"))
+        .when(replica_set).then(pl.lit("Deployment"))
         .when(has_kind & has_name).then(kind).otherwise(pl.lit("Pod")).alias("workload_kind"),
         pl.when(named.is_not_null()).then(named).when(app).then(pl.when(has_name).then(name).otherwise(pod))
         .when(replica_set).then(name.str.replace(_POD_TEMPLATE_HASH, "${deployment}"))
         .when(has_kind & has_name).then(name).otherwise(pod).alias("workload"),
-    )
+    ).drop("_notebook", "_named", "_app")
 
 
 UNLABELLED = "unlabelled"
