@@ -27,7 +27,7 @@ from gpuledger.analytics.workloads.requested import KEYS, allocation_stats
 from gpuledger.core.activity import DEFAULT_SOURCE
 from gpuledger.core.steady import steady
 from gpuledger.core.window import Window
-from gpuledger.warehouse import LoadBatch, Warehouse
+from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.day_parts import DayParts, day_parts_path
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries import workloads
@@ -40,15 +40,13 @@ LAST_HOUR = (WINDOW.end - timedelta(hours=1), WINDOW.end)
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from gpuledger.pipeline import load_simulation
     from gpuledger.simulator.engine import Simulation
     from gpuledger.simulator.fleet import FleetSpec
 
     path = tmp_path_factory.mktemp("kept") / "wh.duckdb"
-    sim = Simulation(FleetSpec.default(gpus=24), WINDOW, seed=5)
     with Warehouse.open(path) as wh:
-        wh.load(LoadBatch(frames=sim.inventory()))
-        for sub, frames in sim.batches():
-            wh.load(LoadBatch(frames=frames, window=sub))
+        load_simulation(wh, Simulation(FleetSpec.default(gpus=24), WINDOW, seed=5))
     return path
 
 
