@@ -17,7 +17,7 @@ from gpuledger.core.config import Settings
 from gpuledger.core.period import Period
 from gpuledger.core.window import Window
 from gpuledger.dashboards import serving_results
-from gpuledger.warehouse import LoadBatch, Warehouse
+from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.day_parts import DayParts, day_parts_path, kept_day_parts
 from gpuledger.warehouse.queries.advice import PER_MINUTE_TEMPLATES, per_minute_inputs_stamp
 
@@ -29,15 +29,13 @@ DAY_ONE, DAY_TWO = WINDOW.days()
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from gpuledger.pipeline import load_simulation
     from gpuledger.simulator.engine import Simulation
     from gpuledger.simulator.fleet import FleetSpec
 
     path = tmp_path_factory.mktemp("parts") / "wh.duckdb"
-    sim = Simulation(FleetSpec.default(gpus=32), DATA, seed=11)
     with Warehouse.open(path) as wh:
-        wh.load(LoadBatch(frames=sim.inventory()))
-        for sub, frames in sim.batches():
-            wh.load(LoadBatch(frames=frames, window=sub))
+        load_simulation(wh, Simulation(FleetSpec.default(gpus=32), DATA, seed=11))
     return path
 
 

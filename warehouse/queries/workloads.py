@@ -46,7 +46,7 @@ GROUP BY namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile
 """
 """A catalog without the series layout (before v008): every allocation in one statement."""
 
-_SERIES_STATS_SQL = f"""
+_ALLOCATIONS_SQL = f"""
 WITH labelled AS (
     SELECT series_id, namespace, pod, uuid, gpu_i_id, coalesce(vgpu, '') AS vg, mig_profile,
         min(series_id) OVER (PARTITION BY namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile)
@@ -56,7 +56,11 @@ WITH labelled AS (
       AND hash(namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile) % $parts = $part
 ), part AS (
     SELECT * FROM labelled{{touching}}
-), stats AS (
+)"""
+"""The allocations of one part (`part`: their series and first series id), of those touching
+the ranges where `{touching}` is `_TOUCHING`: the CTEs `_SERIES_STATS_SQL` opens with, and
+what `allocation_stats` counts the asked samples of."""
+_SERIES_STATS_SQL = _ALLOCATIONS_SQL + f""", stats AS (
     SELECT allocation, {{aggregates}}
     FROM {VALUES_TABLE} JOIN (SELECT series_id, allocation FROM part) USING (series_id)
     WHERE ts >= $start AND ts < $end
@@ -90,9 +94,15 @@ def _allocation_stats_sql(activity: ActivitySource, series_layout: bool, touchin
     rule = activity_sql(None, activity)
     if not series_layout:
         return _VIEW_STATS_SQL.format(aggregates=_AGGREGATES.format(activity=rule))
-    ranges = " OR ".join(f"(ts >= $lo{i} AND ts < $hi{i})" for i in range(touching))
     return _SERIES_STATS_SQL.format(aggregates=_VALUE_AGGREGATES.format(activity=rule),
-                                    touching=_TOUCHING.format(ranges=ranges) if touching else "")
+                                    touching=_touching(touching))
+
+
+def _touching(ranges: int) -> str:
+    """The filter of the allocations with a sample in `ranges` ranges `$lo<i>`..`$hi<i>` (none: "")."""
+    if not ranges:
+        return ""
+    return _TOUCHING.format(ranges=" OR ".join(f"(ts >= $lo{i} AND ts < $hi{i})" for i in range(ranges)))
 
 
 def allocation_stats_version(activity: ActivitySource) -> str:
@@ -153,8 +163,9 @@ def allocation_stats(
     count = f"SELECT count(*) FROM {VALUES_TABLE} WHERE ts >= $start AND ts < $end"
     parts = quantile_parts(int(wh.scalar(count, window)), memory_limit_bytes(wh))
     if touching and parts > 1:  # sized by the samples of the allocations asked for, not the window's
-        asked = sql.split("), stats AS")[0] + (f")\nSELECT count(*) FROM {VALUES_TABLE} SEMI JOIN part USING "
-                                               "(series_id) WHERE ts >= $start AND ts < $end")
+        asked = _ALLOCATIONS_SQL.format(touching=_touching(len(touching))) + (
+            f"\nSELECT count(*) FROM {VALUES_TABLE} SEMI JOIN part USING (series_id) "
+            "WHERE ts >= $start AND ts < $end")
         parts = quantile_parts(int(wh.scalar(asked, {**window, **ranges, "parts": 1, "part": 0})),
                                memory_limit_bytes(wh))
     return pl.concat([wh.query(sql, {**window, **ranges, "parts": parts, "part": i}) for i in range(parts)])
