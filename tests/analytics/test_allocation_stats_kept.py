@@ -92,9 +92,9 @@ def _assert_full(found: pl.DataFrame, path: Path) -> None:
 
 
 def _assert_same(found: pl.DataFrame, expected: pl.DataFrame) -> None:
-    """Every key, count and time exactly, the floats to a rounding step of `steady`: two
-    statements may add a mean's samples in another thread order, and a mean on a ninth-decimal
-    boundary then rounds one step apart."""
+    """Every key, count and time exactly, the floats to a rounding step of `steady`: the mean is
+    an exact sum (decision 0263), but the standard deviation's last bits follow the order
+    DuckDB's threads combine in, and one on a ninth-decimal boundary would round a step apart."""
     assert_frame_equal(found, expected, check_exact=False, rel_tol=0, abs_tol=1.5 * 10.0**-STEADY_DECIMALS)
 
 
