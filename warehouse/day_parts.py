@@ -5,8 +5,8 @@ whenever their basis moves, once an hour for the running month, and the overcomm
 autoscaling advice read the month's per-minute inputs a day at a time (`analytics.advice.run
 .by_day`): at 256 GPUs about 0.4 s and 0.7 s a day, 30 days each time, for one new hour. A
 day's answer depends only on the SQL and on the rows it reads, so it is kept here under a
-content stamp of those rows (`warehouse.queries.advice.per_minute_inputs_stamp`, tens of
-milliseconds) and read back while the stamp is unchanged: a refresh queries only the days
+content stamp of those rows (`warehouse.queries.advice.per_minute_inputs_stamps`, tens of
+milliseconds a day) and read back while the stamp is unchanged: a refresh queries only the days
 whose inputs changed (the running day; a day that was backfilled), and the month is put
 together from the parts exactly as a full read puts it together from the days. The token
 costs' counters are read the same way (`warehouse.queries.workloads.token_increases`: a day's
@@ -43,7 +43,7 @@ from gpuledger.core.period import Period
 from gpuledger.core.window import DAY, Window, floor_time
 from gpuledger.warehouse.connection import connect
 from gpuledger.warehouse.protocols import ReadableWarehouse
-from gpuledger.warehouse.queries.advice import per_minute_inputs_stamp
+from gpuledger.warehouse.queries.advice import per_minute_inputs_stamps
 
 TABLE = "day_parts"
 DayRead = Callable[[ReadableWarehouse, datetime, datetime], pl.DataFrame]
@@ -166,11 +166,23 @@ class DayParts:
         self._store(name, start.date(), stamp, frame)
         return frame
 
+    def expect(self, wh: ReadableWarehouse, window: Window) -> None:
+        """Stamp every whole UTC day of `window` at once, before a reader of the window asks for
+        them a day at a time: the days' pods are hashed in one statement, not one a day
+        (`per_minute_inputs_stamps`; at 1,000 GPUs a month's stamps 2.5 → 1.3 s)."""
+        self._stamps_of(wh, [(day.start, day.end) for day in window.days()
+                             if day.end - day.start == DAY and floor_time(day.start, DAY) == day.start])
+
     def _stamp(self, wh: ReadableWarehouse, start: datetime, end: datetime) -> str:
         """The day's inputs stamp, taken once per reader: every kept read shares the day's."""
-        if (start, end) not in self._stamps:
-            self._stamps[start, end] = per_minute_inputs_stamp(wh, start, end)
-        return self._stamps[start, end]
+        return self._stamps_of(wh, [(start, end)])[0]
+
+    def _stamps_of(self, wh: ReadableWarehouse, days: Sequence[tuple[datetime, datetime]]) -> list[str]:
+        """The inputs stamps of `days`, those not taken yet by this reader taken together."""
+        missing = [day for day in days if day not in self._stamps]
+        if missing:
+            self._stamps.update(zip(missing, per_minute_inputs_stamps(wh, missing), strict=True))
+        return [self._stamps[day] for day in days]
 
     def spanning(self, name: str, wh: ReadableWarehouse, window: Window, read: SpanRead,
                  keys: Sequence[str]) -> pl.DataFrame:
@@ -186,7 +198,8 @@ class DayParts:
             self.reads += 1
             return read(wh, start, end, ())
         days = [(day.start, day.end) for day in window.days()]
-        stamps = {lo.isoformat(): self._stamp(wh, lo, hi) for lo, hi in days}
+        stamps = {lo.isoformat(): stamp
+                  for (lo, _), stamp in zip(days, self._stamps_of(wh, days), strict=True)}
         key = f"{name}:{end.date().isoformat()}"
         kept: pl.DataFrame | None = None
         kept_stamps: dict[str, str] = {}

@@ -364,6 +364,8 @@ def run_advice(
     (`warehouse.day_parts.kept_day_parts`), handed to the kinds that read through them."""
     for name in kinds:
         KINDS.get(name)  # an unknown kind is refused before any work
+    if days is not None:
+        days.expect(wh, window)
     found = []
     for name in KINDS.names():
         if kinds and name not in kinds:

@@ -29,7 +29,7 @@ from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import workloads as queries
 
 if TYPE_CHECKING:
-    from gpuledger.warehouse.day_parts import DayParts
+    from gpuledger.warehouse.day_parts import DayParts, DayRead
 
 GENERATION_WEIGHT = 3.0
 """How much more a generated token costs than a prompt token when a GPU-hour is split between
@@ -47,8 +47,10 @@ def token_increases(wh: Warehouse, window: Window, lookback: timedelta = timedel
                     days: DayParts | None = None) -> pl.DataFrame:
     """Prompt and generated token increases per day, namespace, pod and model (step 1); each
     UTC day's counters read through `days` where the caller keeps day parts (a refresh)."""
-    read = queries.token_piece if days is None else days.through(queries.token_piece_version(),
-                                                                   queries.token_piece)
+    read: DayRead = queries.token_piece
+    if days is not None:
+        days.expect(wh, window)
+        read = days.through(queries.token_piece_version(), queries.token_piece)
     return queries.token_increases(wh, window.start, window.end, since=window.start - lookback, read=read)
 
 

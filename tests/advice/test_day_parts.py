@@ -19,7 +19,7 @@ from gpuledger.core.window import Window
 from gpuledger.dashboards import serving_results
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.day_parts import DayParts, day_parts_path, kept_day_parts
-from gpuledger.warehouse.queries.advice import PER_MINUTE_TEMPLATES, per_minute_inputs_stamp
+from gpuledger.warehouse.queries.advice import PER_MINUTE_TEMPLATES, per_minute_inputs_stamps
 
 DATA = Window(datetime(2026, 10, 31, 12, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
 WINDOW = Window(datetime(2026, 10, 31, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
@@ -74,8 +74,10 @@ def test_a_refresh_queries_again_only_the_days_whose_inputs_changed(copy: Path) 
 def test_the_stamp_moves_with_every_input_the_queries_read(copy: Path) -> None:
     def stamps() -> tuple[str, str]:
         with Warehouse.open(copy, read_only=True) as wh:
-            return (per_minute_inputs_stamp(wh, DAY_ONE.start, DAY_ONE.end),
-                    per_minute_inputs_stamp(wh, DAY_TWO.start, DAY_TWO.end))
+            both = per_minute_inputs_stamps(wh, [(day.start, day.end) for day in (DAY_ONE, DAY_TWO)])
+            alone = [per_minute_inputs_stamps(wh, [(day.start, day.end)])[0] for day in (DAY_ONE, DAY_TWO)]
+        assert both == alone, "a day's stamp does not depend on the days stamped beside it"
+        return both[0], both[1]
 
     before = stamps()
     assert before == stamps(), "a stamp is a function of the rows"
