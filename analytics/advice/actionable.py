@@ -113,6 +113,8 @@ def priced(row: Mapping[str, Any]) -> bool:
 
 
 UNPRICED: Mapping[str, tuple[str, str, str]] = {
+    "autoscaling": ("batch-size hint", "batch-size hints", "a larger batch serves more requests per replica; "
+                    "the replay prices replicas, not batch sizes"),
     "overcommit_past_knee": ("risk", "risks", "a pool past its overcommit knee loses work; shedding "
                              "replicas has no saving to show"),
     "dra_profile": ("DRA device class", "DRA device classes", "which DeviceClasses to offer DRA MIG "

@@ -93,7 +93,7 @@ def catalog_advice(wh: Warehouse, window: Window, settings: Settings, bill: Bill
 
 def by_day(
     read: Callable[[Warehouse, datetime, datetime], pl.DataFrame], wh: Warehouse, window: Window,
-    order: tuple[str, ...], columns: tuple[str, ...] | None = None, *, categorical: tuple[str, ...] = (),
+    order: tuple[str, ...], columns: tuple[str, ...] | None = None,
 ) -> pl.DataFrame:
     """A per-minute advice query read one UTC day at a time, in `order` (the query's ORDER BY,
     unique per row, so the month comes back row for row as one query would give it).
@@ -102,15 +102,11 @@ def by_day(
     DuckDB at once (at 1,000 GPUs the advice peaked near 12 GB); a day at a time bounds that
     to a day's, and the day's frame is trimmed to `columns` before the next is read. Every row
     of these queries is one minute, so no row spans two days; the token rate's lag looks 10
-    minutes back across the start, as it does at the window's start. `categorical`: string
-    columns repeated on every row (namespace, Deployment, model) held as Polars categoricals,
-    which sort lexically like the strings they stand for (a third less memory for the month's
-    serving frame)."""
+    minutes back across the start, as it does at the window's start."""
     parts = []
     for day in window.days():
         part = read(wh, day.start, day.end)
-        part = part.select(columns) if columns else part
-        parts.append(part.with_columns(pl.col(*categorical).cast(pl.Categorical)) if categorical else part)
+        parts.append(part.select(columns) if columns else part)
     found = [part for part in parts if not part.is_empty()]
     if not found:
         return parts[0] if parts else read(wh, window.start, window.end)
@@ -246,14 +242,23 @@ def autoscaling_advice_kind(wh: Warehouse, window: Window, settings: Settings, *
     from gpuledger.analytics.advice.autoscaling_manifest import render_hpa
 
     found = autoscaling_proposals(wh, window, settings, days=days)
-    rows: list[dict[str, object]] = [{
-        "kind": "autoscaling", "scope": f"{p.namespace}/{p.deployment}",
-        "current": f"{p.gpu_hours_recorded:,.0f} GPU-h",
-        "recommended": f"HPA {p.min_replicas}-{p.max_replicas}",
-        "monthly_saving": p.monthly_saving, "reason": p.reason(),
-    } for p in found if p.gpu_hours_saved > 0 or p.batching]
+    rows = [_autoscaling_row(p) for p in found if p.gpu_hours_saved > 0 or p.batching]
     documents = [p.as_dict() | {"manifest": render_hpa(p)} for p in found]
     return Advice("autoscaling", rows, {"deployments": documents})
+
+
+def _autoscaling_row(p: autoscaling.AutoscalingAdvice) -> dict[str, object]:
+    """A Deployment's autoscaling row: the HPA and its saving when the replay saves GPU-hours;
+    else its batch-size hint, whose saving the replay cannot price: unknown (`None`), not 0, so
+    it is listed "not priced" rather than counted "already right-sized" (`analytics.advice
+    .actionable`; on the 1,000-GPU bench month every Deployment's advice is such a hint)."""
+    saves = p.gpu_hours_saved > 0
+    return {
+        "kind": "autoscaling", "scope": f"{p.namespace}/{p.deployment}",
+        "current": f"{p.gpu_hours_recorded:,.0f} GPU-h",
+        "recommended": f"HPA {p.min_replicas}-{p.max_replicas}" if saves else "grow the batch size",
+        "monthly_saving": p.monthly_saving if saves else None, "reason": p.reason(),
+    }
 
 
 def fragmentation_advice(wh: Warehouse, window: Window, settings: Settings, *,

@@ -22,7 +22,7 @@ def reference_proposals(wh: Warehouse, window: Window, settings: Settings) -> li
     keep = (*autoscaling.SERIES_SCHEMA, "gpus_per_replica", "model")
     activity = SamplingRules.of(settings).activity
     series = by_day(lambda w, lo, hi: queries.serving_minutes(w, lo, hi, activity), wh, window,
-                    ("namespace", "deployment", "ts"), keep, categorical=("namespace", "deployment", "model"))
+                    ("namespace", "deployment", "ts"), keep)
     if series.is_empty():
         return []
     per = {(str(n), str(d)): int(g or 1) for n, d, g in

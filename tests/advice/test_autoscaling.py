@@ -102,3 +102,28 @@ def test_hpa_manifest_shape(advice: AutoscalingAdvice) -> None:
 def test_hour_ranges_merge_contiguous_hours() -> None:
     mins = (1,) * 8 + (3,) * 4 + (5,) * 2 + (3,) * 2 + (1,) * 8
     assert hour_ranges(mins) == [(8, 12, 3), (12, 14, 5), (14, 16, 3)]
+
+
+def test_a_batch_size_hint_alone_is_listed_not_priced(advice: AutoscalingAdvice) -> None:
+    """One replica the load never fills (activity u < 0.7, no queue): the replay frees nothing,
+    but its tokens/s rise with concurrency. Its row is the batch-size hint with an unknown
+    saving, listed "not priced" under any floor, not counted "already right-sized" (it was
+    0.0, and every Deployment of the 1,000-GPU bench month was hidden so); a row that saves
+    keeps its HPA and its price."""
+    from gpuledger.analytics.advice.actionable import split, unpriced_lines
+    from gpuledger.analytics.advice.run import _autoscaling_row
+
+    u = diurnal_load() / 12
+    rows = [("serve", "one", T0 + timedelta(minutes=i), 1, 0.0, float(u[i]), float(8 * u[i]), float(480 * u[i]))
+            for i in range(MINUTES)]
+    (hint,) = autoscaling_advice(pl.DataFrame(rows, schema=SERIES_SCHEMA, orient="row"), POLICY, unit_price=3.0)
+    assert hint.gpu_hours_saved == 0 and hint.batching is not None
+    row = _autoscaling_row(hint)
+    assert (row["recommended"], row["monthly_saving"]) == ("grow the batch size", None)
+    shown = split([row], floor=10.0)
+    assert shown.rows == [row] and not shown.quiet
+    (line,) = unpriced_lines(shown.rows)
+    assert line.startswith("1 batch-size hint listed not priced")
+    priced = _autoscaling_row(advice)
+    assert priced["recommended"] == f"HPA {advice.min_replicas}-12"
+    assert priced["monthly_saving"] == pytest.approx(advice.monthly_saving) and advice.monthly_saving > 10

@@ -27,7 +27,7 @@ from polars.testing import assert_frame_equal
 
 from gpuledger.analytics.workloads.requested import KEYS, allocation_stats
 from gpuledger.core.activity import DEFAULT_SOURCE
-from gpuledger.core.steady import STEADY_DECIMALS, steady
+from gpuledger.core.steady import STEADY_DECIMALS
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.day_parts import DayParts, day_parts_path
@@ -71,7 +71,7 @@ class Counted:
 
 
 def _ordered(frame: pl.DataFrame) -> pl.DataFrame:
-    return steady(frame).sort(list(KEYS), nulls_last=True)
+    return frame.sort(list(KEYS), nulls_last=True)
 
 
 def _through_parts(path: Path) -> tuple[pl.DataFrame, Counted]:
@@ -92,9 +92,9 @@ def _assert_full(found: pl.DataFrame, path: Path) -> None:
 
 
 def _assert_same(found: pl.DataFrame, expected: pl.DataFrame) -> None:
-    """Every key, count and time exactly, the floats to a rounding step of `steady`: the mean is
-    an exact sum (decision 0263), but the standard deviation's last bits follow the order
-    DuckDB's threads combine in, and one on a ninth-decimal boundary would round a step apart."""
+    """Every key, count and time exactly, the floats to a rounding step of `steady` (what every
+    reader rounds them to): the mean is an exact sum (decision 0263), but the standard
+    deviation's last bits follow the order DuckDB's threads combine in."""
     assert_frame_equal(found, expected, check_exact=False, rel_tol=0, abs_tol=1.5 * 10.0**-STEADY_DECIMALS)
 
 
