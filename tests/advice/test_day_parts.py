@@ -105,6 +105,34 @@ def test_the_stamp_moves_with_every_input_the_queries_read(copy: Path) -> None:
         before = after
 
 
+def test_a_window_expected_is_stamped_once_for_all_its_days(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`DayParts.expect` stamps the window's whole days in one batch (the pods hashed once for
+    all of them); the day-at-a-time reads after it take no stamp of their own, and find the
+    same stamps a day-by-day reader took (every part read back)."""
+    from gpuledger.warehouse import day_parts
+    from gpuledger.warehouse.protocols import ReadableWarehouse
+
+    with DayParts(day_parts_path(copy)) as first:
+        _advice(copy, first)  # parts kept under the stamps taken a day at a time
+    batches: list[int] = []
+    real = day_parts.per_minute_inputs_stamps
+
+    def counted(wh: ReadableWarehouse, days: list[tuple[datetime, datetime]]) -> list[str]:
+        batches.append(len(days))
+        return real(wh, days)
+
+    monkeypatch.setattr(day_parts, "per_minute_inputs_stamps", counted)
+    with DayParts(day_parts_path(copy)) as parts, Warehouse.open(copy, read_only=True) as wh:
+        parts.expect(wh, WINDOW)
+        assert batches == [2]
+        assert (overcommit_pools(wh, WINDOW, Settings(), days=parts),
+                autoscaling_proposals(wh, WINDOW, Settings(), days=parts)) == _advice(copy, None)
+    assert batches == [2] and (parts.reads, parts.hits) == (0, 4)  # every part read back, no new stamp
+    with DayParts(day_parts_path(copy)) as edge, Warehouse.open(copy, read_only=True) as wh:
+        edge.expect(wh, Window(DATA.start, WINDOW.end))  # a partial day is never kept: not stamped
+    assert batches == [2, 1]
+
+
 def test_a_broken_parts_file_is_started_again(copy: Path) -> None:
     day_parts_path(copy).write_bytes(b"not a DuckDB file" * 100)
     with DayParts(day_parts_path(copy)) as parts:
