@@ -369,13 +369,11 @@ def run_advice(
     (`warehouse.day_parts.kept_day_parts`), handed to the kinds that read through them."""
     for name in kinds:
         KINDS.get(name)  # an unknown kind is refused before any work
-    if days is not None:
-        days.expect(wh, window)
+    chosen = [KINDS.get(name) for name in KINDS.names() if not kinds or name in kinds]
+    if days is not None and any(reads_days(run) for run in chosen):
+        days.expect(wh, window)  # the window's stamps at once, for the kinds that read through them
     found = []
-    for name in KINDS.names():
-        if kinds and name not in kinds:
-            continue
-        run = KINDS.get(name)
+    for run in chosen:
         shared: dict[str, Any] = {}
         if bill is not None and reads_bill(run):
             shared["bill"] = bill

@@ -49,7 +49,7 @@ def token_increases(wh: Warehouse, window: Window, lookback: timedelta = timedel
     UTC day's counters read through `days` where the caller keeps day parts (a refresh)."""
     read: DayRead = queries.token_piece
     if days is not None:
-        days.expect(wh, window)
+        days.expect(wh, Window(window.start - lookback, window.end))  # the lookback's piece too
         read = days.through(queries.token_piece_version(), queries.token_piece)
     return queries.token_increases(wh, window.start, window.end, since=window.start - lookback, read=read)
 
