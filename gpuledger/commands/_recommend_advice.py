@@ -44,19 +44,20 @@ def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
     floor = floor_of(ctx.settings, every=args.all)
     shown = split(every, floor)
     total = shown.total  # the listed rows' saving (`actionable`: one rule, the page's too)
+    rows = shown.rows[: args.top]  # ranked (`actionable.rank_key`): the largest first
     cur = ctx.settings.currency
     document = {
         "start": window.start.isoformat(), "end": window.end.isoformat(),
         "currency": cur, "monthly_saving": round(total, 2), "min_monthly_saving": floor,
         **{a.kind: a.document for a in found},
-        "recommendations": shown.rows, "below_floor": [q.as_dict() for q in shown.quiet],
+        "recommendations": rows, "below_floor": [q.as_dict() for q in shown.quiet],
     }
     title = (f"Fleet advice {window}: {', '.join(a.kind for a in found)}\n{len(every):,} recommendations; "
              f"{len(shown.rows):,} worth acting on (saving {cur} {floor:,.2f}/month or more, "
              "a risk or not priced), "
-             f"together {cur} {total:,.2f}/month, largest first")
+             f"together {cur} {total:,.2f}/month (top {len(rows)} shown, largest first)")
     footer = [f"Not listed (`--all` lists them): {line}" for line in quiet_lines(shown.quiet, cur)]
     footer.extend(unpriced_lines(shown.rows))  # unknown, never 0 (decisions 0213, 0228); null in the JSON
-    emit(ctx, args.format, rows=shown.rows, columns=COLUMNS, money=("monthly_saving",),
+    emit(ctx, args.format, rows=rows, columns=COLUMNS, money=("monthly_saving",),
          json_text=json.dumps(document, indent=2, default=str), title=title, footer=footer)
     return 0

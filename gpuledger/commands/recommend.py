@@ -33,7 +33,8 @@ _SHOWN = ("team", "namespace", "workload", "monthly_saving", "kind", "recommende
 
 @click.command("recommend", help="right-sizing and idle-reclaim recommendations with savings")
 @window_options
-@click.option("--top", type=int, default=25, show_default=True, help="how many recommendations")
+@click.option("--top", type=click.IntRange(min=1), default=25, show_default=True,
+              help="how many rows to show, largest saving first (with --kind: of the advice)")
 @click.option("--headroom", type=float, default=0.2, show_default=True,
               help="extra memory and compute kept above the observed peak / p95")
 @click.option("--seed", type=int, default=7, show_default=True,

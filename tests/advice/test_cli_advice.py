@@ -84,6 +84,17 @@ def test_all_kinds_on_the_seeded_fleet(warehouse: Path, tmp_path: Path) -> None:
     assert doc["fragmentation"]["smallest_profile"] == {A100: "2g.10gb"}
 
 
+def test_top_cuts_the_listed_advice_to_the_largest_rows(warehouse: Path, tmp_path: Path) -> None:
+    """`--top N` shows the first N rows worth acting on, in the same order; the total is still
+    the whole list's (as `recommend`'s per-workload list does)."""
+    kinds = ("--kind", "profile-catalog", "--kind", "fragmentation", "--kind", "overcommit")
+    every = _run(warehouse, tmp_path, *kinds)
+    assert len(every["recommendations"]) >= 2  # else the cut would cut nothing
+    top = _run(warehouse, tmp_path, *kinds, "--top", "1")
+    assert top["recommendations"] == every["recommendations"][:1]
+    assert top["monthly_saving"] == every["monthly_saving"]
+
+
 def test_smaller_catalog_covers_less(warehouse: Path, tmp_path: Path) -> None:
     doc = _run(warehouse, tmp_path, "--kind", "profile-catalog", config="advice: {catalog_size: 1}\n")
     (model,) = doc["profile-catalog"]["models"]

@@ -66,7 +66,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServ
     cli = {"recommend": json.loads(_gpuledger("--warehouse", str(path), "recommend", "--period", PERIOD,
                                               "-o", "json", cwd=folder)),
            "advice": json.loads(_gpuledger("--warehouse", str(path), "recommend", "--period", PERIOD,
-                                           *(f"--kind={k}" for k in FLEET_KINDS), "-o", "json", cwd=folder))}
+                                           *(f"--kind={k}" for k in FLEET_KINDS), "--top", "1000", "-o", "json",
+                                           cwd=folder))}
     running = start_server(create_app(settings_with_roles(), path, cache_dir=folder / "cache"), "127.0.0.1", 0)
     yield running, cli
     running.stop()
