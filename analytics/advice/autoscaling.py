@@ -26,8 +26,10 @@ one, with a minimum by time of day. The evidence is a replay of the recorded mon
 5. GPU-hours saved = sum(R - R') / 60 x GPUs per replica; the saving is that x price, per month.
 6. Batching: when tokens/s per replica at the busiest quarter of concurrency is at least 1.3x
    that at the quietest quarter while activity stays under the scale-up threshold, throughput
-   still grows with concurrency: raise the server's batch size (vLLM `--max-num-seqs`) before
-   adding replicas.
+   still grows with concurrency; when besides requests wait in at least 5 % of the minutes, and
+   in at least 80 % of those the batch is full (running per replica at 90 % of its recorded
+   ceiling), the batch size is the limit: raise it (vLLM `--max-num-seqs`) before adding
+   replicas.
 """
 
 from __future__ import annotations
@@ -108,8 +110,21 @@ class AutoscalingAdvice:
         }
 
 
+BATCH_FULL = 0.9
+"""A minute's batch is full when its running requests per replica reach 90 % of the most the
+recording shows: vLLM does not export its `--max-num-seqs`, the recorded ceiling is its trace."""
+WAITING_SHARE = 0.05
+"""Step 6 asks for requests waiting in at least 5 % of the recorded minutes ..."""
+WAITING_AT_FULL = 0.8
+"""... and for the batch to be full in at least 80 % of those: requests wait because the batch
+is capped, not because the load outgrew the replicas (then the replay's replicas are the answer)."""
+
+
 def batching_hint(frame: pl.DataFrame, scale_up: float) -> str | None:
-    """Step 6."""
+    """Step 6: throughput still grows with concurrency, the GPU has headroom, and requests
+    wait with the batch full. Without the last, every vLLM Deployment below saturation would get
+    the hint (its tokens/s follow its load, so they rise with concurrency anyway), though a larger
+    `--max-num-seqs` changes nothing while the batch never fills (decision 0265)."""
     data = frame.filter(pl.col("running").is_not_null() & pl.col("tokens_per_s").is_not_null()
                         & (pl.col("replicas") > 0))
     if data.height < 8:
@@ -122,10 +137,17 @@ def batching_hint(frame: pl.DataFrame, scale_up: float) -> str | None:
     if quiet.is_empty() or busy.is_empty() or hi is None or lo is None or hi <= lo:
         return None
     t_lo, t_hi = float(quiet["_t"].mean()), float(busy["_t"].mean())  # type: ignore[arg-type]
-    if t_lo > 0 and t_hi >= 1.3 * t_lo and float(busy["activity"].mean()) < scale_up:  # type: ignore[arg-type]
-        return (f"tokens/s per replica rises {t_hi / t_lo:.1f}x from {lo:.0f} to {hi:.0f} concurrent "
-                "requests: grow the batch size (vLLM --max-num-seqs) before adding replicas")
-    return None
+    if not (t_lo > 0 and t_hi >= 1.3 * t_lo and float(busy["activity"].mean()) < scale_up):  # type: ignore[arg-type]
+        return None
+    cap = float(data["_c"].max())  # type: ignore[arg-type]
+    waiting = data.filter(pl.col("queue") > 0)
+    full = waiting.filter(pl.col("_c") >= BATCH_FULL * cap).height
+    if waiting.height < WAITING_SHARE * data.height or full < WAITING_AT_FULL * waiting.height:
+        return None
+    return (f"tokens/s per replica rises {t_hi / t_lo:.1f}x from {lo:.0f} to {hi:.0f} concurrent requests "
+            f"and requests waited with the batch full ({cap:.0f} running per replica) in "
+            f"{waiting.height / data.height:.0%} of minutes: grow the batch size (vLLM --max-num-seqs) "
+            "before adding replicas")
 
 
 def autoscaling_advice(

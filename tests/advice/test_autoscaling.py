@@ -9,7 +9,10 @@ Cases:
 - the replay saves at least a third of the recorded GPU-hours (the recorded fleet is sized for
   the peak all day), never goes below the unsaturated bound sum(ceil(L / 1)) and stays over the
   queue target in at most 2% of minutes;
-- tokens/s per replica that rises with concurrency gives the batching hint; flat does not;
+- the batching hint: where the batch is capped (vLLM's `--max-num-seqs`: at most `CAP` running
+  per replica, the rest waiting) and tokens/s per replica rise with concurrency; not where
+  requests wait at every concurrency (the load outgrew the replicas, not the batch), nor where
+  tokens/s stay flat;
 - the HPA manifest carries the thresholds, windows and replica bounds.
 """
 
@@ -81,10 +84,35 @@ def test_replay_saves_gpu_hours_within_the_queue_target(advice: AutoscalingAdvic
     assert advice.monthly_saving == pytest.approx(advice.gpu_hours_saved * 3.0 * month)
 
 
-def test_batching_hint_only_when_throughput_grows_with_concurrency(advice: AutoscalingAdvice) -> None:
-    assert advice.batching is not None and "--max-num-seqs" in advice.batching
-    (flat,) = autoscaling_advice(series(batching=False), POLICY)
+CAP = 10
+
+
+def capped_series(replicas: int = 12, per_load: float = 2.0, tokens_per_request: float = 60.0,
+                  flat: bool = False) -> pl.DataFrame:
+    """`replicas` replicas, `per_load` x L requests in flight per replica, at most `CAP`
+    running (vLLM's batch), the rest waiting; tokens/s per replica follow the running requests
+    (or stay flat); activity L / 12 (under 0.7, the GPU has headroom)."""
+    load = diurnal_load()
+    in_flight = per_load * load
+    running = np.minimum(in_flight, CAP)
+    tokens = np.full(MINUTES, 300.0) if flat else tokens_per_request * running
+    rows = [("serve", "chat", T0 + timedelta(minutes=i), replicas, float(replicas * (in_flight[i] - running[i])),
+             float(load[i] / 12), float(replicas * running[i]), float(replicas * tokens[i])) for i in range(MINUTES)]
+    return pl.DataFrame(rows, schema=SERIES_SCHEMA, orient="row")
+
+
+def test_batching_hint_only_where_the_batch_is_the_limit(advice: AutoscalingAdvice) -> None:
+    (capped,) = autoscaling_advice(capped_series(), POLICY)
+    assert capped.batching is not None and "--max-num-seqs" in capped.batching
+    assert f"batch full ({CAP} running per replica)" in capped.batching
+    waited = float(np.mean(2.0 * diurnal_load() > CAP))  # the minutes requests waited, by hand
+    assert f"in {waited:.0%} of minutes" in capped.batching
+    # requests wait at every concurrency (a queue that grows with the load): the replicas, not the batch
+    assert advice.batching is None
+    (flat,) = autoscaling_advice(capped_series(flat=True), POLICY)
     assert flat.batching is None
+    (never_full,) = autoscaling_advice(capped_series(per_load=1.0), POLICY)  # 2-8 in flight: no wait
+    assert never_full.batching is None
 
 
 def test_hpa_manifest_shape(advice: AutoscalingAdvice) -> None:
@@ -105,18 +133,15 @@ def test_hour_ranges_merge_contiguous_hours() -> None:
 
 
 def test_a_batch_size_hint_alone_is_listed_not_priced(advice: AutoscalingAdvice) -> None:
-    """One replica the load never fills (activity u < 0.7, no queue): the replay frees nothing,
-    but its tokens/s rise with concurrency. Its row is the batch-size hint with an unknown
+    """One replica the load never fills (activity u < 0.7, at most 2.8 requests waiting): the
+    replay frees nothing, but its batch is full while requests wait. Its row is the batch-size hint with an unknown
     saving, listed "not priced" under any floor, not counted "already right-sized" (it was
     0.0, and every Deployment of the 1,000-GPU bench month was hidden so); a row that saves
     keeps its HPA and its price."""
     from gpuledger.analytics.advice.actionable import split, unpriced_lines
     from gpuledger.analytics.advice.run import _autoscaling_row
 
-    u = diurnal_load() / 12
-    rows = [("serve", "one", T0 + timedelta(minutes=i), 1, 0.0, float(u[i]), float(8 * u[i]), float(480 * u[i]))
-            for i in range(MINUTES)]
-    (hint,) = autoscaling_advice(pl.DataFrame(rows, schema=SERIES_SCHEMA, orient="row"), POLICY, unit_price=3.0)
+    (hint,) = autoscaling_advice(capped_series(replicas=1, per_load=1.6), POLICY, unit_price=3.0)
     assert hint.gpu_hours_saved == 0 and hint.batching is not None
     row = _autoscaling_row(hint)
     assert (row["recommended"], row["monthly_saving"]) == ("grow the batch size", None)
