@@ -16,9 +16,10 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
    (recommendations, token costs, advice kinds) are written by the publisher's caller into
    `serving_results` (`put_result`, `warehouse.serving_results_table`), computed on the
    warehouse, each with the rules it was computed under (docs/decisions/0150).
-2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per calendar month with a
-   fingerprint each (row count and the XOR of row hashes); a publish rewrites only the months
-   whose fingerprint changed (a `collect --follow` minute: the current month only).
+2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per UTC day with a
+   fingerprint each (row count and the XOR of row hashes); a publish rewrites only the days
+   whose fingerprint changed (a `collect --follow` minute or an hourly refresh: the running day
+   only, not its month: decision 0266).
 3. Crash safety: a publish copies the current file to a temporary name, updates the copy, and
    renames it over the published one (atomic on one file system; open readers keep the old
    inode). A kill leaves the previous file intact; the next publish replaces the leftover.
@@ -37,7 +38,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ from gpuledger.warehouse.store import Warehouse
 SUFFIX = ".serving.duckdb"
 PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "card_hours_daily": "ts", "allocations": "ts",
                                "queue_samples": "ts"}
-"""Tables kept per month (their time column): the ones that grow with the fleet's history."""
+"""Tables kept per UTC day (their time column): the ones that grow with the fleet's history."""
 RAW_TABLE = VALUES_TABLE
 """The raw sample values (v008; the store keeps every series row, the raw tail, the view)."""
 TOKEN_TABLE = "token_samples"
@@ -63,7 +64,10 @@ TOKEN_TAIL = timedelta(hours=1)
 """Token samples kept (freshness); token costs are a stored result (0121)."""
 ROLLUP_SOURCE = CARD_HOURS_HOURLY.name
 """The roll-up watermark source: the table's name (as `analytics.usage.daily.ROLLUP_SOURCE`)."""
-PARTS_TABLE = "serving_parts"
+PARTS_TABLE = "serving_day_parts"
+"""Each partitioned table's days in the store and their fingerprints. A store published with the
+month parts before (`serving_parts`) loses that table as a stale one and copies each partitioned
+table whole once (decision 0266)."""
 RESULTS_TABLE = results_table.RESULTS_TABLE
 OWN_TABLES = (PARTS_TABLE, RESULTS_TABLE)
 MONTH_END_RAW = timedelta(hours=1)
@@ -290,8 +294,8 @@ def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int
     """Points 1 and 2: bring every table of the store (`srv`) up to the committed state."""
     con = wh.con
     catalog = str(con.execute("SELECT current_database()").fetchall()[0][0])
-    con.execute(f"CREATE TABLE IF NOT EXISTS {srv}.{PARTS_TABLE} (tbl VARCHAR, month VARCHAR, "
-                "fingerprint VARCHAR, PRIMARY KEY (tbl, month))")
+    con.execute(f"CREATE TABLE IF NOT EXISTS {srv}.{PARTS_TABLE} (tbl VARCHAR, day DATE, "
+                "fingerprint VARCHAR, PRIMARY KEY (tbl, day))")
     results_table.ensure_table(con, srv)
     source = _base_tables(con, catalog)
     for stale in set(_base_tables(con, srv)) - set(source) - set(OWN_TABLES):
@@ -344,30 +348,59 @@ def _token_ranges(wh: Warehouse) -> Ranges:
 def _update_partitioned(
     con: duckdb.DuckDBPyConnection, catalog: str, table: str, col: str, srv: str,
 ) -> tuple[int, int]:
-    """Point 2: rewrite the months whose fingerprint changed; (rewritten, kept) months."""
+    """Point 2: rewrite the UTC days whose fingerprint changed, a run of consecutive days in one
+    delete and one insert; (rewritten, kept) days. A table new to the store, whose schema
+    changed, or without day fingerprints yet is copied whole in one statement."""
     columns = _columns(con, catalog, table)
     src = f'"{catalog}".main."{table}"'
-    if _columns(con, srv, table) != columns:  # new, or its schema changed: start the table over
-        con.execute(f'CREATE OR REPLACE TABLE {srv}."{table}" AS SELECT * FROM {src} LIMIT 0')
-        con.execute(f"DELETE FROM {srv}.{PARTS_TABLE} WHERE tbl = ?", [table])
     names = ", ".join(f'"{n}"' for n, _ in columns)
-    now = {
-        str(m): f"{n}:{h}"
-        for m, n, h in con.execute(
-            f"SELECT strftime({col}, '%Y-%m') AS m, count(*), bit_xor(hash({names})) FROM {src} GROUP BY m"
+    now: dict[date, str] = {
+        EPOCH_DAY + timedelta(days=int(d)): f"{n}:{h}"
+        for d, n, h in con.execute(  # the day by integer division: no time zone per row
+            f"SELECT epoch_us({col}) // {DAY_US} AS d, count(*), bit_xor(hash({names})) FROM {src} GROUP BY d"
         ).fetchall()
     }
-    stored = dict(con.execute(f"SELECT month, fingerprint FROM {srv}.{PARTS_TABLE} WHERE tbl = ?",
-                              [table]).fetchall())
-    changed = [m for m in set(now) | set(stored) if now.get(m) != stored.get(m)]
-    for month in changed:
-        where, bounds = f"{col} >= ? AND {col} < ?", _month_bounds(month)
-        con.execute(f'DELETE FROM {srv}."{table}" WHERE {where}', bounds)
-        con.execute(f"DELETE FROM {srv}.{PARTS_TABLE} WHERE tbl = ? AND month = ?", [table, month])
-        if month in now:
-            con.execute(f'INSERT INTO {srv}."{table}" SELECT * FROM {src} WHERE {where}', bounds)
-            con.execute(f"INSERT INTO {srv}.{PARTS_TABLE} VALUES (?, ?, ?)", [table, month, now[month]])
-    return len(changed), len(now) - len([m for m in changed if m in now])
+    parts = f"{srv}.{PARTS_TABLE}"
+    stored = dict(con.execute(f"SELECT day, fingerprint FROM {parts} WHERE tbl = ?", [table]).fetchall())
+    if not stored or _columns(con, srv, table) != columns:  # new, or its schema or parts changed
+        con.execute(f'CREATE OR REPLACE TABLE {srv}."{table}" AS SELECT * FROM {src}')
+        con.execute(f"DELETE FROM {parts} WHERE tbl = ?", [table])
+        _put_parts(con, parts, table, now)
+        return len(now), 0
+    changed = sorted(d for d in set(now) | set(stored) if now.get(d) != stored.get(d))
+    for lo, hi in _runs(changed):
+        bounds = [_day_start(lo), _day_start(hi)]
+        con.execute(f'DELETE FROM {srv}."{table}" WHERE {col} >= ? AND {col} < ?', bounds)
+        con.execute(f'INSERT INTO {srv}."{table}" SELECT * FROM {src} WHERE {col} >= ? AND {col} < ?', bounds)
+    con.execute(f"DELETE FROM {parts} WHERE tbl = ? AND list_contains(?::DATE[], day)", [table, changed])
+    _put_parts(con, parts, table, {d: now[d] for d in changed if d in now})
+    return len(changed), len(now) - len([d for d in changed if d in now])
+
+
+def _put_parts(con: duckdb.DuckDBPyConnection, parts: str, table: str, days: dict[date, str]) -> None:
+    """Record `days`' fingerprints of `table`, in one statement (none is a no-op)."""
+    con.execute(f"INSERT INTO {parts} SELECT ?, unnest(?::DATE[]), unnest(?::VARCHAR[])",
+                [table, list(days), list(days.values())])
+
+
+EPOCH_DAY = date(1970, 1, 1)
+DAY_US = 86_400_000_000
+"""Microseconds a UTC day (`epoch_us` counts from 1970-01-01 00:00 UTC, without leap seconds)."""
+
+
+def _day_start(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _runs(days: list[date]) -> list[tuple[date, date]]:
+    """Sorted `days` as half-open runs of consecutive days: [lo, hi)."""
+    runs: list[tuple[date, date]] = []
+    for day in days:
+        if runs and runs[-1][1] == day:
+            runs[-1] = (runs[-1][0], day + timedelta(days=1))
+        else:
+            runs.append((day, day + timedelta(days=1)))
+    return runs
 
 
 def _month_bounds(month: str) -> list[datetime]:

@@ -11,8 +11,8 @@ but the last two rolled up:
 - the dashboard serves the published file in place: no private copy is made, the warehouse is
   not needed by a refresh while the serving store is current, and its bill equals the
   warehouse's; an approval on the page is published by the refresh it requests;
-- a second publish without a change rewrites no month partition; a change in November
-  rewrites November's partitions only;
+- a second publish without a change rewrites no day partition; a new hour rolled up on
+  November 1 rewrites that day's partitions only;
 - a publisher killed (SIGKILL) in the middle leaves the previous file intact and readable; the
   next publish succeeds;
 - a damaged store: the dashboard serves the copy, and the next publish rebuilds the file;
@@ -28,9 +28,10 @@ import hashlib
 import shutil
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
@@ -43,7 +44,15 @@ from gpuledger.core.window import Window, floor_time
 from gpuledger.dashboards import serving_results
 from gpuledger.dashboards.app import create_app
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.serving_store import is_served, open_serving, publish, serving_path
+from gpuledger.warehouse.serving_store import (
+    PARTITIONED,
+    PARTS_TABLE,
+    _runs,
+    is_served,
+    open_serving,
+    publish,
+    serving_path,
+)
 from tests.dashboards.conftest import MIG_PLAN, PERIOD, PREVIOUS, admin_headers, settings_with_roles
 from tests.dashboards.test_store import collector
 
@@ -163,7 +172,7 @@ def test_dashboard_serves_the_published_file_without_a_copy(published: Path, tmp
         app.close()
 
 
-def test_a_republish_rewrites_only_changed_months(published: Path) -> None:
+def test_a_republish_rewrites_only_changed_days(published: Path) -> None:
     from gpuledger.analytics.usage.rollup import rollup_batch
 
     with Warehouse.open(published) as wh:
@@ -171,13 +180,58 @@ def test_a_republish_rewrites_only_changed_months(published: Path) -> None:
         assert again.rewritten_parts == 0 and again.kept_parts > 0
         wh.load(rollup_batch(wh, Window(ROLLED_END, ROLLED_END + timedelta(hours=1)), SETTINGS))
         after = publish(wh, margin=SamplingRules.of(SETTINGS).margin)
-    # November's card_hours_hourly, its day rows (card_hours_daily) and allocations changed;
-    # October's and the queue samples did not
+    # November 1's card_hours_hourly, its day row (card_hours_daily) and allocations changed;
+    # October's days and the queue samples did not
     assert after.rewritten_parts == 3
     assert after.kept_parts == again.kept_parts - 3
     serving = open_serving(published)
     try:
         assert serving.scalar("SELECT max(ts) FROM card_hours_hourly") == ROLLED_END
+    finally:
+        serving.close()
+
+
+def test_consecutive_changed_days_are_one_run(published: Path) -> None:
+    """Two changed days next to each other are rewritten together (one delete, one insert)
+    and counted as two; the store's rows are the warehouse's after."""
+    margin = SamplingRules.of(SETTINGS).margin
+    assert _runs([date(2026, 10, 30), date(2026, 10, 31), date(2026, 11, 2)]) == [
+        (date(2026, 10, 30), date(2026, 11, 1)), (date(2026, 11, 2), date(2026, 11, 3))]
+    with Warehouse.open(published) as wh:
+        publish(wh, margin=margin)
+        wh.execute("DELETE FROM card_hours_hourly WHERE ts >= '2026-10-31 23:00+00' AND ts < '2026-11-01 01:00+00'")
+        stats = publish(wh, margin=margin)
+        left = wh.scalar("SELECT count(*) FROM card_hours_hourly")
+    assert stats.rewritten_parts == 2  # October 31 and November 1 of card_hours_hourly
+    serving = open_serving(published)
+    try:
+        assert serving.scalar("SELECT count(*) FROM card_hours_hourly") == left
+    finally:
+        serving.close()
+
+
+def test_a_store_of_month_parts_is_copied_whole_once(published: Path) -> None:
+    """A store published before decision 0266 (month fingerprints in `serving_parts`), here
+    with November's roll-up missing from it: the next publish drops that table and copies each
+    partitioned table whole, its days' fingerprints recorded; the one after rewrites nothing."""
+    con = duckdb.connect(str(serving_path(published)))
+    con.execute(f"DROP TABLE {PARTS_TABLE}")
+    con.execute("CREATE TABLE serving_parts (tbl VARCHAR, month VARCHAR, fingerprint VARCHAR)")
+    con.execute("INSERT INTO serving_parts VALUES ('card_hours_hourly', '2026-11', '1:2')")
+    con.execute("DELETE FROM card_hours_hourly WHERE ts >= '2026-11-01'")
+    con.close()
+    margin = SamplingRules.of(SETTINGS).margin
+    with Warehouse.open(published) as wh:
+        stats = publish(wh, margin=margin)
+        want = {t: wh.scalar(f"SELECT count(*) FROM {t}") for t in PARTITIONED}
+        days = sum(wh.scalar(f"SELECT count(DISTINCT {c}::DATE) FROM {t}") for t, c in PARTITIONED.items())
+        again = publish(wh, margin=margin)
+    assert (stats.rewritten_parts, stats.kept_parts) == (days, 0) and days > 0
+    assert (again.rewritten_parts, again.kept_parts) == (0, days)
+    serving = open_serving(published)
+    try:
+        assert serving.scalar("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'serving_parts'") == 0
+        assert {t: serving.scalar(f"SELECT count(*) FROM {t}") for t in PARTITIONED} == want
     finally:
         serving.close()
 
@@ -223,7 +277,7 @@ def test_a_kill_mid_publish_leaves_the_previous_store(published: Path) -> None:
         serving.close()
     with Warehouse.open(published) as wh:  # the next publish replaces the leftover
         stats = serving_results.publish_serving(wh, SETTINGS)
-    assert stats.rewritten_parts == 1  # November's card_hours_hourly, deleted by the killed writer
+    assert stats.rewritten_parts == 1  # November 1's card_hours_hourly, deleted by the killed writer
     serving = open_serving(published)
     try:
         assert serving.scalar("SELECT count(*) FROM card_hours_hourly WHERE ts >= '2026-11-01'") == 0
@@ -254,7 +308,7 @@ def test_missing_store_falls_back_then_the_next_writer_publishes(rolled: Path, t
         assert not snap.owned
         with app.store.reader(snap) as wh:
             assert wh.scalar("SELECT team FROM namespaces WHERE namespace = 'late'") == "nlp"
-            assert isinstance(wh.query("SELECT * FROM serving_parts"), pl.DataFrame)
+            assert isinstance(wh.query(f"SELECT * FROM {PARTS_TABLE}"), pl.DataFrame)
     finally:
         app.close()
 
