@@ -19,7 +19,7 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
 2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per UTC day with a
    fingerprint each (row count and the XOR of row hashes); a publish rewrites only the days
    whose fingerprint changed (a `collect --follow` minute or an hourly refresh: the running day
-   only, not its month: decision 0266).
+   only, not its month; `warehouse.serving_day_parts`, decision 0266).
 3. Crash safety: a publish copies the current file to a temporary name, updates the copy, and
    renames it over the published one (atomic on one file system; open readers keep the old
    inode). A kill leaves the previous file intact; the next publish replaces the leftover.
@@ -38,7 +38,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +51,15 @@ from gpuledger.warehouse import serving_results_table as results_table
 from gpuledger.warehouse.connection import connect
 from gpuledger.warehouse.retention import mark_removed, removable_until
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES_TABLE, VIEW_DDL
+from gpuledger.warehouse.serving_day_parts import (
+    PARTITIONED,
+    PARTS_TABLE,
+    ensure_parts_table,
+    update_partitioned,
+)
 from gpuledger.warehouse.store import Warehouse
 
 SUFFIX = ".serving.duckdb"
-PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "card_hours_daily": "ts", "allocations": "ts",
-                               "queue_samples": "ts"}
-"""Tables kept per UTC day (their time column): the ones that grow with the fleet's history."""
 RAW_TABLE = VALUES_TABLE
 """The raw sample values (v008; the store keeps every series row, the raw tail, the view)."""
 TOKEN_TABLE = "token_samples"
@@ -64,10 +67,6 @@ TOKEN_TAIL = timedelta(hours=1)
 """Token samples kept (freshness); token costs are a stored result (0121)."""
 ROLLUP_SOURCE = CARD_HOURS_HOURLY.name
 """The roll-up watermark source: the table's name (as `analytics.usage.daily.ROLLUP_SOURCE`)."""
-PARTS_TABLE = "serving_day_parts"
-"""Each partitioned table's days in the store and their fingerprints. A store published with the
-month parts before (`serving_parts`) loses that table as a stale one and copies each partitioned
-table whole once (decision 0266)."""
 RESULTS_TABLE = results_table.RESULTS_TABLE
 OWN_TABLES = (PARTS_TABLE, RESULTS_TABLE)
 MONTH_END_RAW = timedelta(hours=1)
@@ -282,20 +281,11 @@ def _base_tables(con: duckdb.DuckDBPyConnection, catalog: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def _columns(con: duckdb.DuckDBPyConnection, catalog: str, table: str) -> list[tuple[str, str]]:
-    rows = con.execute(
-        "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = ? "
-        "AND table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [catalog, table]
-    ).fetchall()
-    return [(str(n), str(t)) for n, t in rows]
-
-
 def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int]:
     """Points 1 and 2: bring every table of the store (`srv`) up to the committed state."""
     con = wh.con
     catalog = str(con.execute("SELECT current_database()").fetchall()[0][0])
-    con.execute(f"CREATE TABLE IF NOT EXISTS {srv}.{PARTS_TABLE} (tbl VARCHAR, day DATE, "
-                "fingerprint VARCHAR, PRIMARY KEY (tbl, day))")
+    ensure_parts_table(con, srv)
     results_table.ensure_table(con, srv)
     source = _base_tables(con, catalog)
     for stale in set(_base_tables(con, srv)) - set(source) - set(OWN_TABLES):
@@ -303,7 +293,7 @@ def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int
     rewritten = kept = 0
     for table in source:
         if table in PARTITIONED:
-            r, k = _update_partitioned(con, catalog, table, PARTITIONED[table], srv)
+            r, k = update_partitioned(con, catalog, table, PARTITIONED[table], srv)
             rewritten, kept = rewritten + r, kept + k
         else:
             ranges = (_raw_ranges(wh, margin, catalog) if table == RAW_TABLE
@@ -343,64 +333,6 @@ def _raw_ranges(wh: Warehouse, margin: timedelta, catalog: str) -> Ranges:
 def _token_ranges(wh: Warehouse) -> Ranges:
     newest = wh.scalar(f"SELECT max(ts) FROM {TOKEN_TABLE}")
     return [("ts >= ?", [newest - TOKEN_TAIL])] if newest is not None else [("TRUE", [])]
-
-
-def _update_partitioned(
-    con: duckdb.DuckDBPyConnection, catalog: str, table: str, col: str, srv: str,
-) -> tuple[int, int]:
-    """Point 2: rewrite the UTC days whose fingerprint changed, a run of consecutive days in one
-    delete and one insert; (rewritten, kept) days. A table new to the store, whose schema
-    changed, or without day fingerprints yet is copied whole in one statement."""
-    columns = _columns(con, catalog, table)
-    src = f'"{catalog}".main."{table}"'
-    names = ", ".join(f'"{n}"' for n, _ in columns)
-    now: dict[date, str] = {
-        EPOCH_DAY + timedelta(days=int(d)): f"{n}:{h}"
-        for d, n, h in con.execute(  # the day by integer division: no time zone per row
-            f"SELECT epoch_us({col}) // {DAY_US} AS d, count(*), bit_xor(hash({names})) FROM {src} GROUP BY d"
-        ).fetchall()
-    }
-    parts = f"{srv}.{PARTS_TABLE}"
-    stored = dict(con.execute(f"SELECT day, fingerprint FROM {parts} WHERE tbl = ?", [table]).fetchall())
-    if not stored or _columns(con, srv, table) != columns:  # new, or its schema or parts changed
-        con.execute(f'CREATE OR REPLACE TABLE {srv}."{table}" AS SELECT * FROM {src}')
-        con.execute(f"DELETE FROM {parts} WHERE tbl = ?", [table])
-        _put_parts(con, parts, table, now)
-        return len(now), 0
-    changed = sorted(d for d in set(now) | set(stored) if now.get(d) != stored.get(d))
-    for lo, hi in _runs(changed):
-        bounds = [_day_start(lo), _day_start(hi)]
-        con.execute(f'DELETE FROM {srv}."{table}" WHERE {col} >= ? AND {col} < ?', bounds)
-        con.execute(f'INSERT INTO {srv}."{table}" SELECT * FROM {src} WHERE {col} >= ? AND {col} < ?', bounds)
-    con.execute(f"DELETE FROM {parts} WHERE tbl = ? AND list_contains(?::DATE[], day)", [table, changed])
-    _put_parts(con, parts, table, {d: now[d] for d in changed if d in now})
-    return len(changed), len(now) - len([d for d in changed if d in now])
-
-
-def _put_parts(con: duckdb.DuckDBPyConnection, parts: str, table: str, days: dict[date, str]) -> None:
-    """Record `days`' fingerprints of `table`, in one statement (none is a no-op)."""
-    con.execute(f"INSERT INTO {parts} SELECT ?, unnest(?::DATE[]), unnest(?::VARCHAR[])",
-                [table, list(days), list(days.values())])
-
-
-EPOCH_DAY = date(1970, 1, 1)
-DAY_US = 86_400_000_000
-"""Microseconds a UTC day (`epoch_us` counts from 1970-01-01 00:00 UTC, without leap seconds)."""
-
-
-def _day_start(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
-
-
-def _runs(days: list[date]) -> list[tuple[date, date]]:
-    """Sorted `days` as half-open runs of consecutive days: [lo, hi)."""
-    runs: list[tuple[date, date]] = []
-    for day in days:
-        if runs and runs[-1][1] == day:
-            runs[-1] = (runs[-1][0], day + timedelta(days=1))
-        else:
-            runs.append((day, day + timedelta(days=1)))
-    return runs
 
 
 def _month_bounds(month: str) -> list[datetime]:

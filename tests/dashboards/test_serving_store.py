@@ -44,15 +44,8 @@ from gpuledger.core.window import Window, floor_time
 from gpuledger.dashboards import serving_results
 from gpuledger.dashboards.app import create_app
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.serving_store import (
-    PARTITIONED,
-    PARTS_TABLE,
-    _runs,
-    is_served,
-    open_serving,
-    publish,
-    serving_path,
-)
+from gpuledger.warehouse.serving_day_parts import PARTITIONED, PARTS_TABLE, _runs
+from gpuledger.warehouse.serving_store import is_served, open_serving, publish, serving_path
 from tests.dashboards.conftest import MIG_PLAN, PERIOD, PREVIOUS, admin_headers, settings_with_roles
 from tests.dashboards.test_store import collector
 
@@ -243,13 +236,13 @@ from gpuledger.dashboards import serving_results
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse import serving_store
 
-real = serving_store._update_partitioned
+real = serving_store.update_partitioned
 def stall(*args, **kwargs):
     out = real(*args, **kwargs)
     print('inside', flush=True)
     sys.stdin.readline()  # killed here, with the temporary file half written
     return out
-serving_store._update_partitioned = stall
+serving_store.update_partitioned = stall
 with Warehouse.open(sys.argv[1]) as wh:
     wh.execute("DELETE FROM card_hours_hourly WHERE ts >= '2026-11-01'")
     serving_results.publish_serving(wh, Settings())

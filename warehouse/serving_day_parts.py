@@ -1,0 +1,97 @@
+"""The serving store's growing tables kept per UTC day (decision 0266; `warehouse.serving_store`,
+point 2): each day of each table with a fingerprint (row count and the XOR of row hashes), so a
+publish rewrites only the days whose fingerprint changed: an hourly refresh, the running day.
+
+Apart from the store's publication because it is one rule with its own table: which days of a
+table the store holds as the warehouse does, proven by the fingerprints whatever wrote them (a
+late sample, a re-rolled hour, a migration), not by a record of the writes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import duckdb
+
+PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "card_hours_daily": "ts", "allocations": "ts",
+                               "queue_samples": "ts"}
+"""Tables kept per UTC day (their time column): the ones that grow with the fleet's history."""
+PARTS_TABLE = "serving_day_parts"
+"""Each partitioned table's days in the store and their fingerprints. A store published with the
+month parts before (`serving_parts`) loses that table as a stale one and copies each partitioned
+table whole once."""
+EPOCH_DAY = date(1970, 1, 1)
+DAY_US = 86_400_000_000
+"""Microseconds a UTC day (`epoch_us` counts from 1970-01-01 00:00 UTC, without leap seconds)."""
+
+
+def ensure_parts_table(con: duckdb.DuckDBPyConnection, srv: str) -> None:
+    con.execute(f"CREATE TABLE IF NOT EXISTS {srv}.{PARTS_TABLE} (tbl VARCHAR, day DATE, "
+                "fingerprint VARCHAR, PRIMARY KEY (tbl, day))")
+
+
+def columns_of(con: duckdb.DuckDBPyConnection, catalog: str, table: str) -> list[tuple[str, str]]:
+    """`table`'s (column, type) pairs in `catalog`, in order (none: no such table)."""
+    rows = con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = ? "
+        "AND table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [catalog, table]
+    ).fetchall()
+    return [(str(n), str(t)) for n, t in rows]
+
+
+def update_partitioned(
+    con: duckdb.DuckDBPyConnection, catalog: str, table: str, col: str, srv: str,
+) -> tuple[int, int]:
+    """Point 2: rewrite the UTC days whose fingerprint changed, a run of consecutive days in one
+    delete and one insert; (rewritten, kept) days. A table new to the store, whose schema
+    changed, or without day fingerprints yet is copied whole in one statement."""
+    columns = columns_of(con, catalog, table)
+    src = f'"{catalog}".main."{table}"'
+    names = ", ".join(f'"{n}"' for n, _ in columns)
+    now: dict[date, str] = {
+        EPOCH_DAY + timedelta(days=int(d)): f"{n}:{h}"
+        for d, n, h in con.execute(  # the day by integer division: no time zone per row
+            f"SELECT epoch_us({col}) // {DAY_US} AS d, count(*), bit_xor(hash({names})) FROM {src} GROUP BY d"
+        ).fetchall()
+    }
+    parts = f"{srv}.{PARTS_TABLE}"
+    stored = dict(con.execute(f"SELECT day, fingerprint FROM {parts} WHERE tbl = ?", [table]).fetchall())
+    if not stored or columns_of(con, srv, table) != columns:  # new, or its schema or parts changed
+        con.execute(f'CREATE OR REPLACE TABLE {srv}."{table}" AS SELECT * FROM {src}')
+        con.execute(f"DELETE FROM {parts} WHERE tbl = ?", [table])
+        _put_parts(con, parts, table, now)
+        return len(now), 0
+    changed = sorted(d for d in set(now) | set(stored) if now.get(d) != stored.get(d))
+    for lo, hi in _runs(changed):
+        bounds = [_day_start(lo), _day_start(hi)]
+        con.execute(f'DELETE FROM {srv}."{table}" WHERE {col} >= ? AND {col} < ?', bounds)
+        con.execute(f'INSERT INTO {srv}."{table}" SELECT * FROM {src} WHERE {col} >= ? AND {col} < ?', bounds)
+    con.execute(f"DELETE FROM {parts} WHERE tbl = ? AND list_contains(?::DATE[], day)", [table, changed])
+    _put_parts(con, parts, table, {d: now[d] for d in changed if d in now})
+    return len(changed), len(now) - len([d for d in changed if d in now])
+
+
+def _put_parts(con: duckdb.DuckDBPyConnection, parts: str, table: str, days: dict[date, str]) -> None:
+    """Record `days`' fingerprints of `table`, in one statement (none is a no-op)."""
+    con.execute(f"INSERT INTO {parts} SELECT ?, unnest(?::DATE[]), unnest(?::VARCHAR[])",
+                [table, list(days), list(days.values())])
+
+
+EPOCH_DAY = date(1970, 1, 1)
+DAY_US = 86_400_000_000
+"""Microseconds a UTC day (`epoch_us` counts from 1970-01-01 00:00 UTC, without leap seconds)."""
+
+
+def _day_start(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def _runs(days: list[date]) -> list[tuple[date, date]]:
+    """Sorted `days` as half-open runs of consecutive days: [lo, hi)."""
+    runs: list[tuple[date, date]] = []
+    for day in days:
+        if runs and runs[-1][1] == day:
+            runs[-1] = (runs[-1][0], day + timedelta(days=1))
+        else:
+            runs.append((day, day + timedelta(days=1)))
+    return runs
