@@ -114,6 +114,20 @@ def over_target_minutes(
     return int(np.count_nonzero(over))
 
 
+def hour_lows(load: Floats, hours: Ints) -> dict[int, float]:
+    """Step 2's statistic per UTC hour present in `hours`: the 5th percentile of the load, an
+    observed value (the `lower` one, the k-th smallest for k = floor(0.05 (n - 1)): what Polars'
+    `quantile(0.05, "lower")` gave, found by a partial sort of each hour's minutes)."""
+    order = np.argsort(hours, kind="stable")
+    grouped = load[order]
+    present, first, counts = np.unique(hours[order], return_index=True, return_counts=True)
+    out = {}
+    for hour, at, count in zip(present.tolist(), first.tolist(), counts.tolist(), strict=True):
+        k = math.floor((count - 1) * 0.05)
+        out[hour] = float(np.partition(grouped[at:at + count], k)[k])
+    return out
+
+
 def hour_floor(low: dict[int, float], scale_up: float) -> tuple[int, ...]:
     """Step 2 from the 5th percentile of the load per UTC hour (hours never seen: 1)."""
     return tuple(max(1, math.ceil(float(low.get(h, 0.0) or 0.0) / scale_up - 1e-9)) for h in range(24))

@@ -1,7 +1,10 @@
 """The autoscaling proposals as read before the series was kept per Deployment (main at
 f62d17e: `analytics.advice.run.autoscaling_proposals` and `autoscaling.autoscaling_advice`):
 the month's per-minute serving frame read a day at a time, concatenated, sorted and prepared
-whole. Frozen as the reference `test_autoscaling_streamed` compares the new path with."""
+whole. Frozen as the reference `test_autoscaling_streamed` compares the new path with; each
+Deployment's replay is `autoscaling._one`, which finds its hourly 5th percentiles itself since
+they left the month's group-by (the minute loop, tests/advice/autoscaling_reference.py, checks
+them independently)."""
 
 from __future__ import annotations
 
@@ -41,15 +44,10 @@ def autoscaling_advice(
         pl.col("queue").fill_null(0.0), pl.col("activity").fill_null(0.0),
     ).with_columns((pl.col("replicas") * pl.col("activity")).alias("_load"),
                    pl.col("ts").dt.hour().alias("_h"))
-    lows: dict[tuple[str, str], dict[int, float]] = {}
-    for ns, dep, h, low in frame.group_by("namespace", "deployment", "_h").agg(
-            pl.col("_load").quantile(0.05, "lower")).iter_rows():
-        lows.setdefault((str(ns), str(dep)), {})[int(h)] = low
     out, offset = [], 0
     for ns, dep, length in frame.group_by("namespace", "deployment", maintain_order=True).len().iter_rows():
         key = (str(ns), str(dep))
         per = (gpus_per_replica or {}).get(key, 1)
-        out.append(_one(key, frame.slice(offset, length), lows.get(key, {}), policy, per=per,
-                        price=unit_price))
+        out.append(_one(key, frame.slice(offset, length), policy, per=per, price=unit_price))
         offset += length
     return out

@@ -8,6 +8,8 @@ Cases:
 - `newest_sample`: the newest raw GPU sample; with `before`, the newest strictly before it;
   with raw samples compacted away, the roll-up's newest hour end (clamped to `before`);
   an empty warehouse gives None;
+- `data_range`: the first and last start of any sample, roll-up hour or allocation; a warehouse
+  with none gives None;
 - `gpuledger status` prints the table (every source, watermark, newest sample, gap) and a
   stale summary, exit 0; `--format json` carries the same values in seconds;
 - a missing and an empty warehouse: one line, exit 0 (table and JSON);
@@ -28,7 +30,7 @@ import pytest
 
 from gpuledger.cli import main
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.queries.freshness import SourceFreshness, newest_sample, source_freshness
+from gpuledger.warehouse.queries.freshness import SourceFreshness, data_range, newest_sample, source_freshness
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 NEWEST = T0 + timedelta(minutes=2)
@@ -104,6 +106,20 @@ def test_newest_sample_falls_back_to_rollup(tmp_path: Path) -> None:
         half_past = datetime(2026, 11, 30, 9, 30, tzinfo=UTC)
         assert newest_sample(wh, before=half_past) == half_past
         assert newest_sample(wh, before=ROLLUP_HOUR) == datetime(2026, 11, 30, 5, tzinfo=UTC)
+
+
+def test_data_range_spans_samples_rollups_and_allocations(warehouse: Path, tmp_path: Path) -> None:
+    with Warehouse.open(warehouse, read_only=True) as wh:
+        assert data_range(wh) == (ROLLUP_HOUR, NEWEST)
+    with Warehouse.open(warehouse) as wh:
+        later = NEWEST + timedelta(hours=5)
+        wh.execute("INSERT INTO allocations (ts, end_ts, uuid, gpu_i_id, node, namespace, pod, sharing_mode, "
+                   "share) VALUES (?, ?, 'GPU-a', -1, 'n0', 'ml', 'p', 'exclusive', 1)",
+                   [later, later + timedelta(hours=1)])
+        _insert_sample(wh, ROLLUP_HOUR - timedelta(days=2))
+        assert data_range(wh) == (ROLLUP_HOUR - timedelta(days=2), later)
+    with Warehouse.open(tmp_path / "empty.duckdb") as wh:
+        assert data_range(wh) is None
 
 
 def _status(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:

@@ -177,10 +177,14 @@ def source_freshness(wh: ReadableWarehouse) -> list[SourceFreshness]:
 
 def data_range(wh: ReadableWarehouse) -> tuple[datetime, datetime] | None:
     """The first and last instant any sample, roll-up row or allocation starts at (an
-    allocation's exclusive `end_ts` is not data), or None for an empty warehouse."""
+    allocation's exclusive `end_ts` is not data), or None for an empty warehouse. The samples'
+    bounds come from their values table (`_samples_table`): through the view, every command that
+    finds its period joined 75 M samples to their series (0.3-0.5 s at 1,000 GPUs × 31 days
+    against 0.02 s)."""
+    samples = _samples_table(_tables(wh))
     frame = wh.query(
         "SELECT min(lo) AS lo, max(hi) AS hi FROM ("
-        " SELECT min(ts) AS lo, max(ts) AS hi FROM gpu_samples"
+        f" SELECT min(ts) AS lo, max(ts) AS hi FROM {samples}"
         " UNION ALL SELECT min(ts), max(ts) FROM card_hours_hourly"
         " UNION ALL SELECT min(ts), max(ts) FROM allocations)"
     )
