@@ -19,6 +19,15 @@ from gpuledger.commands._output import emit
 ADVICE_KINDS = KINDS.names()
 """The `--kind` choices: the registered advice kinds (declared lazily, so naming them imports
 no polars at start-up)."""
+DEFAULT_TOP = 25
+
+
+def top_of(args: argparse.Namespace) -> int | None:
+    """How many ranked rows `recommend` shows: `--top` when given, else every row under `--all`
+    (it asks for the whole list) and the first `DEFAULT_TOP` otherwise."""
+    return args.top if args.top is not None else None if args.all else DEFAULT_TOP
+
+
 COLUMNS = ("kind", "scope", "monthly_saving", "recommended", "current", "reason")
 """Most read first: a narrow terminal leaves out the last columns (`commands._output`)."""
 
@@ -44,7 +53,7 @@ def run_kinds(args: argparse.Namespace, ctx: Context) -> int:
     floor = floor_of(ctx.settings, every=args.all)
     shown = split(every, floor)
     total = shown.total  # the listed rows' saving (`actionable`: one rule, the page's too)
-    rows = shown.rows[: args.top]  # ranked (`actionable.rank_key`): the largest first
+    rows = shown.rows[: top_of(args)]  # ranked (`actionable.rank_key`): the largest first
     cur = ctx.settings.currency
     document = {
         "start": window.start.isoformat(), "end": window.end.isoformat(),

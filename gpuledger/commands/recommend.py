@@ -23,7 +23,7 @@ from gpuledger.commands._analytics_common import (
     window_from_args,
 )
 from gpuledger.commands._output import all_columns, emit, write_csv
-from gpuledger.commands._recommend_advice import ADVICE_KINDS, run_kinds
+from gpuledger.commands._recommend_advice import ADVICE_KINDS, run_kinds, top_of
 from gpuledger.commands._scope import scope_options
 
 _SHOWN = ("team", "namespace", "workload", "monthly_saving", "kind", "recommended", "current", "gpus",
@@ -33,8 +33,9 @@ _SHOWN = ("team", "namespace", "workload", "monthly_saving", "kind", "recommende
 
 @click.command("recommend", help="right-sizing and idle-reclaim recommendations with savings")
 @window_options
-@click.option("--top", type=click.IntRange(min=1), default=25, show_default=True,
-              help="how many rows to show, largest saving first (with --kind: of the advice)")
+@click.option("--top", type=click.IntRange(min=1), default=None,
+              help="how many rows to show, largest saving first (with --kind: of the advice); "
+                   "default 25, every row with --all")
 @click.option("--headroom", type=float, default=0.2, show_default=True,
               help="extra memory and compute kept above the observed peak / p95")
 @click.option("--seed", type=int, default=7, show_default=True,
@@ -44,7 +45,8 @@ _SHOWN = ("team", "namespace", "workload", "monthly_saving", "kind", "recommende
 @click.option("--by", "by", default="owner", show_default=True,
               help="what one workload is: owner (Deployment, StatefulSet, Job, notebook) or label:<key>")
 @click.option("--all", "all", is_flag=True,
-              help="list every row, also those saving less than advice.min_monthly_saving a month")
+              help="list every row, also those saving less than advice.min_monthly_saving a month "
+                   "(and no --top cut unless --top is given)")
 @scope_options
 @output_option()
 @price_options
@@ -77,7 +79,7 @@ def command(args: argparse.Namespace, ctx: Context) -> int:
     every = filter_scope(result.recommendations, args.team, args.namespace)
     floor = floor_of(ctx.settings, every=args.all)
     shown = split(every.to_dicts(), floor)  # ranked (`actionable.rank_key`), the rows under the floor counted
-    recs = shown.rows[: args.top]
+    recs = shown.rows[: top_of(args)]
     document = recommendations_json(every, window, ctx.settings.currency, result.profiles)
     document["recommendations"] = rows_json(pl.DataFrame(recs, schema=every.schema))  # the table's, in order
     document["min_monthly_saving"] = floor

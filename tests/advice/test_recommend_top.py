@@ -6,7 +6,9 @@ Cases, on a 16-GPU simulated fleet over 6 hours (rows of equal saving exist: che
   workload (the order computed here, independently of `actionable.rank_key`);
 - `--top N` for every N gives the first N of that order in the JSON, the CSV and the table
   (the table's saving column, read at a terminal wide enough for it);
-- risk rows aside, every `monthly_saving` in the JSON is a number (no unknown among workload rows).
+- risk rows aside, every `monthly_saving` in the JSON is a number (no unknown among workload rows);
+- on a fleet with more rows than the default cut (128 GPUs): `--all` alone lists every row,
+  without it the first `DEFAULT_TOP`, and `--all --top N` the first N of every row.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from gpuledger.cli import main
+from gpuledger.commands._recommend_advice import DEFAULT_TOP
 
 SPAN = ["--start", "2026-11-02T00:00:00Z", "--end", "2026-11-02T06:00:00Z"]
 
@@ -61,3 +64,18 @@ def test_one_order_for_table_csv_and_json(capsys: pytest.CaptureFixture[str], wa
         shown = [line for line in table.splitlines() if any(line.startswith(f"{r['team']} ") for r in head)]
         money = [f"{float(r['monthly_saving']):,.2f}" for r in head]
         assert len(shown) == top and all(m in line for m, line in zip(money, shown, strict=True)), table
+
+
+def test_all_lists_every_row_unless_a_top_is_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "w.duckdb"
+    assert main(["--warehouse", str(path), "simulate", "--gpus", "128", "--load", *SPAN]) == 0
+
+    def listed(*argv: str) -> list[dict]:
+        capsys.readouterr()
+        assert main(["--warehouse", str(path), "recommend", *SPAN, *argv, "-o", "json"]) == 0
+        return json.loads(capsys.readouterr().out)["recommendations"]
+
+    every = listed("--all")
+    assert len(every) > DEFAULT_TOP, "the premise: more rows than the default cut"
+    assert len(listed()) == DEFAULT_TOP
+    assert listed("--all", "--top", "3") == every[:3]
