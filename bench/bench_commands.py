@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("profile-catalog", "overcommit", "autoscaling", "fragmentation", "dra-fragmentation", "dra-profiles")
 COMMANDS: dict[str, list[str]] = {
     "report monthly": ["report", "monthly", "--out", "reports", "-o", "json"],
-    "recommend": ["recommend", "-o", "json", "--all"],
+    # every row in both trees (before fbcdd6b `--all` alone still cut at 25)
+    "recommend": ["recommend", "-o", "json", "--all", "--top", "1000000"],
     "recommend every advice kind": ["recommend", "-o", "json", *(a for k in KINDS for a in ("--kind", k))],
 }
 

@@ -87,12 +87,19 @@ def measure(tree: Path, source: Path, work: Path, memory_limit: str | None = Non
     return {**figures, "serving_store": str(work / "w.serving.duckdb"), "output": document}
 
 
+EARLIER_BY_HOUR = ("gpu_sample_values", "token_samples", "queue_samples", "card_hours_hourly", "allocations")
+"""What a collect round adds, removed for the refresh an hour earlier: the hour's samples, its
+queue samples, roll-up hours and allocations starting in it (and the last day's daily roll-up,
+which the round rewrites), so the increment publishes what a real one does (the serving
+store's changed days, decision 0266), not only the day parts' new inputs."""
+
+
 def increment(source: Path, work: Path, memory_limit: str | None = None, tree: Path = ROOT) -> dict[str, Any]:
     """`tree`'s refresh one hour later (issue 34 item 1, decision 0248): `refresh-serving
-    --force` on a copy of `source` without the month's last hour of samples (the day parts
-    filled: every day read), then on `source` itself in the same folder, the parts kept (only
-    the last day's inputs changed: the per-minute advice reads that day alone); both under
-    `warehouse.memory_limit` `memory_limit` where given."""
+    --force` on a copy of `source` without the month's last hour (`EARLIER_BY_HOUR`; the day
+    parts filled: every day read), then on `source` itself in the same folder, the parts kept
+    (only the last day's inputs changed: the per-minute advice reads that day alone); both
+    under `warehouse.memory_limit` `memory_limit` where given."""
     import duckdb
 
     work.mkdir(parents=True, exist_ok=True)
@@ -100,9 +107,11 @@ def increment(source: Path, work: Path, memory_limit: str | None = None, tree: P
     shutil.copyfile(source, earlier)
     con = duckdb.connect(str(earlier))
     try:
+        con.execute("SET TimeZone = 'UTC'")
         last = con.execute("SELECT max(ts) FROM gpu_sample_values").fetchall()[0][0]
-        for table in ("gpu_sample_values", "token_samples"):
+        for table in EARLIER_BY_HOUR:
             con.execute(f"DELETE FROM {table} WHERE ts > ? - INTERVAL 1 HOUR", [last])
+        con.execute("DELETE FROM card_hours_daily WHERE ts >= date_trunc('day', ?::TIMESTAMPTZ)", [last])
     finally:
         con.close()
     first = measure(tree, earlier, work, memory_limit)
