@@ -1,6 +1,9 @@
 """The serving store's growing tables kept per UTC day (decision 0266; `warehouse.serving_store`,
-point 2): each day of each table with a fingerprint (row count and the XOR of row hashes), so a
-publish rewrites only the days whose fingerprint changed: an hourly refresh, the running day.
+point 2): each day of each table with a fingerprint (row count and the sum of row hashes, as the
+day parts' stamps take them: `warehouse.queries.advice`), so a publish rewrites only the days
+whose fingerprint changed: an hourly refresh, the running day. Not the XOR of the hashes, which
+the month parts used: two equal rows cancel there, so a day whose pair of equal rows became
+another pair kept its fingerprint.
 
 Apart from the store's publication because it is one rule with its own table: which days of a
 table the store holds as the warehouse does, proven by the fingerprints whatever wrote them (a
@@ -51,7 +54,7 @@ def update_partitioned(
     now: dict[date, str] = {
         EPOCH_DAY + timedelta(days=int(d)): f"{n}:{h}"
         for d, n, h in con.execute(  # the day by integer division: no time zone per row
-            f"SELECT epoch_us({col}) // {DAY_US} AS d, count(*), bit_xor(hash({names})) FROM {src} GROUP BY d"
+            f"SELECT epoch_us({col}) // {DAY_US} AS d, count(*), sum(hash({names})) FROM {src} GROUP BY d"
         ).fetchall()
     }
     parts = f"{srv}.{PARTS_TABLE}"
@@ -76,10 +79,6 @@ def _put_parts(con: duckdb.DuckDBPyConnection, parts: str, table: str, days: dic
     con.execute(f"INSERT INTO {parts} SELECT ?, unnest(?::DATE[]), unnest(?::VARCHAR[])",
                 [table, list(days), list(days.values())])
 
-
-EPOCH_DAY = date(1970, 1, 1)
-DAY_US = 86_400_000_000
-"""Microseconds a UTC day (`epoch_us` counts from 1970-01-01 00:00 UTC, without leap seconds)."""
 
 
 def _day_start(day: date) -> datetime:

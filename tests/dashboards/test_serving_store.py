@@ -12,7 +12,8 @@ but the last two rolled up:
   not needed by a refresh while the serving store is current, and its bill equals the
   warehouse's; an approval on the page is published by the refresh it requests;
 - a second publish without a change rewrites no day partition; a new hour rolled up on
-  November 1 rewrites that day's partitions only;
+  November 1 rewrites that day's partitions only; a day whose two equal rows became two other
+  equal rows is rewritten (its fingerprint sums row hashes: an XOR would cancel the pairs);
 - a publisher killed (SIGKILL) in the middle leaves the previous file intact and readable; the
   next publish succeeds;
 - a damaged store: the dashboard serves the copy, and the next publish rebuilds the file;
@@ -199,6 +200,24 @@ def test_consecutive_changed_days_are_one_run(published: Path) -> None:
     serving = open_serving(published)
     try:
         assert serving.scalar("SELECT count(*) FROM card_hours_hourly") == left
+    finally:
+        serving.close()
+
+
+def test_a_pair_of_equal_rows_replaced_by_another_pair_is_rewritten(published: Path) -> None:
+    margin = SamplingRules.of(SETTINGS).margin
+    row = "('2026-10-31 20:00+00', 'cq-pair', 'default', 'nvidia.com/gpu', {usage}, {usage}, 0, 0)"
+    with Warehouse.open(published) as wh:
+        wh.execute(f"INSERT INTO queue_samples VALUES {row.format(usage=1)}, {row.format(usage=1)}")
+        publish(wh, margin=margin)
+        wh.execute("DELETE FROM queue_samples WHERE cluster_queue = 'cq-pair'")
+        wh.execute(f"INSERT INTO queue_samples VALUES {row.format(usage=2)}, {row.format(usage=2)}")
+        stats = publish(wh, margin=margin)
+    assert stats.rewritten_parts == 1  # October 31 of queue_samples
+    serving = open_serving(published)
+    try:
+        assert serving.query("SELECT usage FROM queue_samples WHERE cluster_queue = 'cq-pair'")["usage"].to_list() \
+            == [2.0, 2.0]
     finally:
         serving.close()
 
