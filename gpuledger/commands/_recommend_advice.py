@@ -20,6 +20,7 @@ ADVICE_KINDS = KINDS.names()
 """The `--kind` choices: the registered advice kinds (declared lazily, so naming them imports
 no polars at start-up)."""
 DEFAULT_TOP = 25
+"""Rows `recommend` shows without `--top` or `--all`: a screenful, the largest savings first."""
 
 
 def top_of(args: argparse.Namespace) -> int | None:

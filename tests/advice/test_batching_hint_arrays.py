@@ -6,6 +6,7 @@ GPU, too few readings, one concurrency), with null readings and replicas at zero
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -77,7 +78,7 @@ def minutes(seed: int, n: int = 2880, *, cap: float = 16.0, flat: bool = False, 
     return frame
 
 
-CASES = {
+CASES: dict[str, dict[str, Any]] = {
     "capped": dict(), "capped, nulls": dict(nulls=True), "capped high": dict(cap=30.0),
     "flat tokens": dict(flat=True), "busy GPU": dict(busy_gpu=True),
     "waiting below the cap": dict(wait_below_cap=True), "one concurrency": dict(one_level=True),
@@ -88,14 +89,14 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_arrays_give_the_polars_hint(case: str, seed: int) -> None:
-    frame = minutes(seed, **CASES[case])  # type: ignore[arg-type]
+    frame = minutes(seed, **CASES[case])
     for scale_up in (0.5, 0.8):
         assert batching_hint(frame, scale_up) == polars_hint(frame, scale_up)
 
 
 def test_the_cases_reach_both_answers() -> None:
     """The equality above means something only if some cases get the hint and others do not."""
-    got = {case: batching_hint(minutes(1, **kw), 0.8) for case, kw in CASES.items()}  # type: ignore[arg-type]
+    got = {case: batching_hint(minutes(1, **kw), 0.8) for case, kw in CASES.items()}
     assert got["capped"] is not None and got["capped, nulls"] is not None
     assert got["flat tokens"] is None and got["busy GPU"] is None and got["waiting below the cap"] is None
     assert got["one concurrency"] is None and got["seven minutes"] is None
