@@ -101,7 +101,10 @@ WITH held AS (
     GROUP BY ALL
 ), owners AS ({holders_owners}  -- one row per pod name (`queries.pods`)
 ), {tokens_rate_held}
-SELECT h.minute AS ts, h.uuid, g.pool, g.model, count(DISTINCT h.pod) AS holders,
+-- `held` is one row per minute, card and pod (namespace and name), and the joins add none: count(*)
+-- is the pods holding the card (count(DISTINCT h.pod) merged same-named pods of two namespaces
+-- and cost a distinct aggregate, a third of the query)
+SELECT h.minute AS ts, h.uuid, g.pool, g.model, count(*) AS holders,
     max(h.activity) AS activity, sum(t.tokens_per_s) AS tokens_per_s,
     count(t.tokens_per_s) AS token_holders, min(p.owner_kind) AS owner_kind, min(p.class_label) AS class_label
 FROM held h JOIN gpus g ON g.uuid = h.uuid
@@ -158,7 +161,9 @@ WITH owners AS (  -- one row per pod name (`queries.pods`)
     WHERE s.ts >= $start AND s.ts < $end AND s.pod IS NOT NULL
     GROUP BY ALL
 ), {tokens_rate_owners}
-SELECT o.namespace, o.deployment, h.minute AS ts, count(DISTINCT h.pod) AS replicas,
+-- one `held` row per minute and pod, the joins add none: count(*) is the replicas (a distinct
+-- aggregate over the pod names counted the same, 10-20 % slower)
+SELECT o.namespace, o.deployment, h.minute AS ts, count(*) AS replicas,
     sum(t.waiting) AS queue, avg(h.activity) AS activity, sum(t.running) AS running,
     sum(t.tokens_per_s) AS tokens_per_s, max(h.gpus) AS gpus_per_replica, max(h.model) AS model
 FROM held h JOIN owners o ON o.namespace = h.namespace AND o.pod = h.pod
