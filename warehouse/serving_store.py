@@ -17,7 +17,7 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
    `serving_results` (`put_result`, `warehouse.serving_results_table`), computed on the
    warehouse, each with the rules it was computed under (docs/decisions/0150).
 2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per UTC day with a
-   fingerprint each (row count and the XOR of row hashes); a publish rewrites only the days
+   fingerprint each (row count and the sum of row hashes); a publish rewrites only the days
    whose fingerprint changed (a `collect --follow` minute or an hourly refresh: the running day
    only, not its month; `warehouse.serving_day_parts`, decision 0266).
 3. Crash safety: a publish copies the current file to a temporary name, updates the copy, and

@@ -98,15 +98,12 @@ def test_serving_file_holds_the_raw_tail_only_and_bills_the_same(published: Path
             [floor_time(ROLLED_END - margin, timedelta(hours=1)), october_end - timedelta(hours=1), october_end])
         reference = {(p, by): compute_bill(wh, Period.exact(p).window, SETTINGS, by=by).lines
                      for p in (PERIOD, PREVIOUS) for by in (("team",), ("team", "model"))}
-    serving = open_serving(published)
-    try:
+    with open_serving(published) as serving:
         kept = serving.count("gpu_samples")
         assert 0 < kept == expected < total / 2
         assert serving.count("card_hours_hourly") > 0 and serving.count("plans") == 2
         for (period, by), lines in reference.items():
             _same_lines(compute_bill(serving, Period.exact(period).window, SETTINGS, by=by).lines, lines)
-    finally:
-        serving.close()
     assert serving_path(published).stat().st_size < published.stat().st_size  # (ratio: bench)
 
 
@@ -121,8 +118,7 @@ def test_stored_results_equal_the_warehouse_computation(published: Path) -> None
         recs = recommend(wh, window, SETTINGS, bill=bill).recommendations
         tokens = team_token_costs(wh, window, SETTINGS, bill=bill)
         advice = {k: KINDS.get(k)(wh, window, SETTINGS) for k in serving_results.ADVICE_KINDS}
-    serving = open_serving(published)
-    try:
+    with open_serving(published) as serving:
         stored = serving_results.stored_frame(serving, serving_results.RECOMMENDATIONS, PERIOD)
         assert stored is not None and stored.equals(recs)
         stored = serving_results.stored_frame(serving, serving_results.TOKEN_COSTS, PERIOD)
@@ -136,8 +132,6 @@ def test_stored_results_equal_the_warehouse_computation(published: Path) -> None
             got = serving_results.stored_advice(serving, kind, PERIOD)
             assert got is not None and got.rows == found.rows, kind
         assert any(a.rows for a in advice.values())  # the comparison compared something
-    finally:
-        serving.close()
 
 
 def test_dashboard_serves_the_published_file_without_a_copy(published: Path, tmp_path: Path) -> None:
@@ -178,11 +172,8 @@ def test_a_republish_rewrites_only_changed_days(published: Path) -> None:
     # October's days and the queue samples did not
     assert after.rewritten_parts == 3
     assert after.kept_parts == again.kept_parts - 3
-    serving = open_serving(published)
-    try:
+    with open_serving(published) as serving:
         assert serving.scalar("SELECT max(ts) FROM card_hours_hourly") == ROLLED_END
-    finally:
-        serving.close()
 
 
 def test_consecutive_changed_days_are_one_run(published: Path) -> None:
@@ -197,11 +188,8 @@ def test_consecutive_changed_days_are_one_run(published: Path) -> None:
         stats = publish(wh, margin=margin)
         left = wh.scalar("SELECT count(*) FROM card_hours_hourly")
     assert stats.rewritten_parts == 2  # October 31 and November 1 of card_hours_hourly
-    serving = open_serving(published)
-    try:
+    with open_serving(published) as serving:
         assert serving.scalar("SELECT count(*) FROM card_hours_hourly") == left
-    finally:
-        serving.close()
 
 
 def test_a_pair_of_equal_rows_replaced_by_another_pair_is_rewritten(published: Path) -> None:
@@ -214,12 +202,9 @@ def test_a_pair_of_equal_rows_replaced_by_another_pair_is_rewritten(published: P
         wh.execute(f"INSERT INTO queue_samples VALUES {row.format(usage=2)}, {row.format(usage=2)}")
         stats = publish(wh, margin=margin)
     assert stats.rewritten_parts == 1  # October 31 of queue_samples
-    serving = open_serving(published)
-    try:
+    with open_serving(published) as serving:
         assert serving.query("SELECT usage FROM queue_samples WHERE cluster_queue = 'cq-pair'")["usage"].to_list() \
             == [2.0, 2.0]
-    finally:
-        serving.close()
 
 
 def test_a_store_of_month_parts_is_copied_whole_once(published: Path) -> None:
@@ -240,12 +225,9 @@ def test_a_store_of_month_parts_is_copied_whole_once(published: Path) -> None:
         again = publish(wh, margin=margin)
     assert (stats.rewritten_parts, stats.kept_parts) == (days, 0) and days > 0
     assert (again.rewritten_parts, again.kept_parts) == (0, days)
-    serving = open_serving(published)
-    try:
+    with open_serving(published) as serving:
         assert serving.scalar("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'serving_parts'") == 0
         assert {t: serving.scalar(f"SELECT count(*) FROM {t}") for t in PARTITIONED} == want
-    finally:
-        serving.close()
 
 
 KILLED = """
@@ -282,19 +264,13 @@ def test_a_kill_mid_publish_leaves_the_previous_store(published: Path) -> None:
     before = _digest(serving_path(published))
     kill_inside(KILLED, published)
     assert _digest(serving_path(published)) == before
-    serving = open_serving(published)
-    try:
+    with open_serving(published) as serving:
         assert serving.scalar("SELECT count(*) FROM card_hours_hourly WHERE ts >= '2026-11-01'") > 0
-    finally:
-        serving.close()
     with Warehouse.open(published) as wh:  # the next publish replaces the leftover
         stats = serving_results.publish_serving(wh, SETTINGS)
     assert stats.rewritten_parts == 1  # November 1's card_hours_hourly, deleted by the killed writer
-    serving = open_serving(published)
-    try:
+    with open_serving(published) as serving:
         assert serving.scalar("SELECT count(*) FROM card_hours_hourly WHERE ts >= '2026-11-01'") == 0
-    finally:
-        serving.close()
     assert not list(published.parent.glob(".*.tmp"))
 
 
