@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from gpuledger.analytics.advice import KINDS, autoscaling, fragmentation, overcommit, profile_catalog
+from gpuledger.analytics.advice.autoscaling_month import ServingMonth
 from gpuledger.core.config import Settings
 from gpuledger.core.mig import canonical_model, catalog
 from gpuledger.core.pricing import PriceBook
@@ -197,46 +198,24 @@ def autoscaling_proposals(
     """Item 4's proposals (what `plans export` renders with `autoscaling_manifest.render_manifests`).
 
     The serving minutes are read a UTC day at a time (DuckDB holds a day's hash tables) and
-    kept per Deployment as they arrive, only the replay's columns (no namespace, Deployment or
-    model per minute; the names come as categoricals, so the day's runs are found on their
-    codes); what the month needs of the rest is folded in per day (GPUs per replica: the
-    largest; the models served). The day comes sorted by Deployment, so a Deployment's day is a
-    slice of the day's replay columns: a view that holds those columns' buffers and no others
-    (views into the whole day's frame held every column to the last Deployment: 1.6 against
-    1.2 GB peak at 1,000 GPUs; copying each Deployment out, `partition_by`, cost 0.4-0.8 s of a
-    1,000-GPU month for the same bytes). Each Deployment is then replayed from its own
-    minutes and dropped: the month is never one frame, sorted and prepared whole (issue 34;
-    the same proposals as that path, tests/advice/test_autoscaling_streamed.py). `days`: a
-    refresh's day parts (`through`)."""
+    handed over per Deployment, only the replay's columns, by `autoscaling_month.ServingMonth`:
+    in as many passes over the days as keep the minutes held at once bounded (decision 0269),
+    what the month needs of the rest (GPUs per replica: the largest; the models served) learnt
+    in the first. Each Deployment is replayed from its own minutes and dropped: the month is
+    never one frame, sorted and prepared whole (issue 34; the same proposals as that path,
+    tests/advice/test_autoscaling_streamed.py). `days`: a refresh's day parts (`through`)."""
     activity = SamplingRules.of(settings).activity
     read = through(days, "serving_minutes", activity,
                    lambda w, lo, hi: queries.serving_minutes(w, lo, hi, activity))
-    minutes: dict[tuple[str, str], list[pl.DataFrame]] = {}
-    widest: dict[tuple[str, str], int] = {}
-    models: set[str] = set()
-    replay_columns = [c for c in autoscaling.SERIES_SCHEMA if c not in ("namespace", "deployment")]
-    for day in window.days():
-        part = read(wh, day.start, day.end)  # by namespace, deployment, ts
-        models |= {canonical_model(str(m)) for m in part["model"].drop_nulls().unique()}
-        runs = part.group_by("namespace", "deployment", maintain_order=True).agg(
-            pl.len(), pl.col("gpus_per_replica").max())
-        replay, offset = part.select(replay_columns), 0
-        for ns, dep, length, found in runs.iter_rows():
-            key = (str(ns), str(dep))
-            if found is not None and (key not in widest or int(found) > widest[key]):
-                widest[key] = int(found)
-            minutes.setdefault(key, []).append(replay.slice(offset, length))
-            offset += length
-    if not minutes:
-        return []
-    prices = [_price(settings, m, window.start) for m in sorted(models)] or [0.0]
-    policy = policy_of(settings)
+    month = ServingMonth(lambda day: read(wh, day.start, day.end), window, repeatable=days is not None)
+    policy, price = policy_of(settings), None
     out = []
-    for key in sorted(minutes):
-        month = pl.concat(minutes.pop(key), how="vertical_relaxed")
-        out.append(autoscaling.deployment_advice(key, month, policy, per=int(widest.get(key) or 1),
-                                                 price=max(prices)))
-    return out
+    for key, minutes in month.deployments():
+        if price is None:  # the month's models are known once a first Deployment is handed out
+            price = max([_price(settings, m, window.start) for m in sorted(month.models)] or [0.0])
+        out.append(autoscaling.deployment_advice(key, minutes, policy, per=month.widest.get(key) or 1,
+                                                 price=price))
+    return sorted(out, key=lambda advice: (advice.namespace, advice.deployment))
 
 
 def autoscaling_advice_kind(wh: Warehouse, window: Window, settings: Settings, *,
