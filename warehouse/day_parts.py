@@ -42,6 +42,7 @@ from gpuledger.core.errors import WarehouseError
 from gpuledger.core.period import Period
 from gpuledger.core.window import DAY, Window, floor_time
 from gpuledger.warehouse.connection import connect
+from gpuledger.warehouse.keyed_rows import replace_row
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries.advice import per_minute_inputs_stamps
 
@@ -227,15 +228,16 @@ class DayParts:
         return frame
 
     def _store(self, name: str, day: date, stamp: str, frame: pl.DataFrame) -> None:
-        """Keep `frame` under (`name`, `day`) with `stamp`, in one statement (a kill keeps the old
-        part or the new); a failure is remembered (`failure`), the frame still returned."""
+        """Keep `frame` under (`name`, `day`) with `stamp`, in one transaction (a kill keeps the
+        old part or the new; `keyed_rows`); a failure is remembered (`failure`), the frame still
+        returned."""
         if self.failure is not None:
             return
         buffer = io.BytesIO()
         frame.write_ipc(buffer, compression="zstd")
         try:
-            self.con.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)",
-                             [name, day, stamp, buffer.getvalue()])
+            replace_row(self.con, TABLE, {"name": name, "day": day},
+                        {"stamp": stamp, "payload": buffer.getvalue()})
         except duckdb.Error as exc:
             self._fail(exc)
             return

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import duckdb
 
 from gpuledger.core.rules_record import RecordedRules
+from gpuledger.warehouse.keyed_rows import replace_row
 from gpuledger.warehouse.store import Warehouse
 
 RESULTS_TABLE = "serving_results"
@@ -45,12 +46,11 @@ def stored_basis(con: duckdb.DuckDBPyConnection, catalog: str) -> dict[tuple[str
 
 def put(con: duckdb.DuckDBPyConnection, catalog: str, name: str, period: str, *, basis: str,
         payload: bytes, rules: RecordedRules | None) -> None:
-    """Store (or replace) one result with the rules it was computed under (None: not recorded)."""
+    """Store (or replace, `keyed_rows`) one result with the rules it was computed under (None:
+    not recorded)."""
     fingerprint, text = (rules.fingerprint, rules.to_json()) if rules is not None else (None, None)
-    con.execute(
-        f"INSERT OR REPLACE INTO {catalog}.{RESULTS_TABLE} (name, period, basis, rules, rules_json, payload) "
-        "VALUES (?, ?, ?, ?, ?, ?)", [name, period, basis, fingerprint, text, payload]
-    )
+    replace_row(con, f"{catalog}.{RESULTS_TABLE}", {"name": name, "period": period},
+                {"basis": basis, "rules": fingerprint, "rules_json": text, "payload": payload})
 
 
 def stored_result(wh: Warehouse, name: str, period: str, *, payload: bool = True) -> StoredResult | None:

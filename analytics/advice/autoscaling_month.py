@@ -39,8 +39,8 @@ Key = tuple[str, str]
 
 @dataclass
 class ServingMonth:
-    """The serving minutes of `window`, read a UTC day at a time by `read(start, end)` (a day's
-    frame sorted by namespace, deployment, ts; `warehouse.queries.advice.serving_minutes`).
+    """The serving minutes of `window`, read a UTC day at a time by `read(day)` (the day's frame
+    sorted by namespace, deployment, ts; `warehouse.queries.advice.serving_minutes`).
     `repeatable`: the days can be read again for the cost of decoding them (day parts)."""
 
     read: Callable[[Window], pl.DataFrame]
@@ -52,6 +52,7 @@ class ServingMonth:
     models: set[str] = field(default_factory=set)
     """The models served in the month (canonical names; complete as `widest`)."""
     passes: int = 1
+    """How many passes the month takes (known once the first day with minutes is read)."""
 
     def deployments(self) -> Iterator[tuple[Key, pl.DataFrame]]:
         """Each Deployment's month of minutes (`REPLAY_COLUMNS`, by ts), in name order within a
