@@ -235,15 +235,15 @@ class DayParts:
             return
         buffer = io.BytesIO()
         frame.write_ipc(buffer, compression="zstd")
+        payload = buffer.getvalue()
         try:
-            replace_row(self.con, TABLE, {"name": name, "day": day},
-                        {"stamp": stamp, "payload": buffer.getvalue()})
+            replace_row(self.con, TABLE, {"name": name, "day": day}, {"stamp": stamp, "payload": payload})
         except duckdb.Error as exc:
             self._fail(exc)
             return
         month = self._kept.get((name, day.replace(day=1)))
         if month is not None:
-            month[day] = (stamp, buffer.getvalue())
+            month[day] = (stamp, payload)
 
     def _kept_of(self, name: str, day: date) -> dict[date, tuple[str, bytes]]:
         """The parts of query `name` in `day`'s calendar month by day (stamp, payload): read in

@@ -19,7 +19,9 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
 2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per UTC day with a
    fingerprint each (row count and the sum of row hashes); a publish rewrites only the days
    whose fingerprint changed (a `collect --follow` minute or an hourly refresh: the running day
-   only, not its month; `warehouse.serving_day_parts`, decision 0266).
+   only, not its month; `warehouse.serving_day_parts`, decision 0266). The other tables (pods,
+   series, preemptions) have one fingerprint each and are copied only when it changed
+   (`update_whole`, decision 0271).
 3. Crash safety: a publish copies the current file to a temporary name, updates the copy, and
    renames it over the published one (atomic on one file system; open readers keep the old
    inode). A kill leaves the previous file intact; the next publish replaces the leftover.
@@ -56,6 +58,7 @@ from gpuledger.warehouse.serving_day_parts import (
     PARTS_TABLE,
     ensure_parts_table,
     update_partitioned,
+    update_whole,
 )
 from gpuledger.warehouse.store import Warehouse
 
@@ -86,6 +89,8 @@ class PublishStats:
     kept_parts: int
     raw_rows: int
     bytes: int
+    tables_copied: int = 0
+    """The tables kept whole that were copied (their fingerprint changed, `update_whole`)."""
 
 
 def serving_path(warehouse: str | Path) -> Path:
@@ -171,7 +176,7 @@ class Publication:
         self._lock_fd: int | None = None
         self.stats = PublishStats(self.target, 0.0, 0, 0, 0, 0)
         self._started = 0.0
-        self._counts = (0, 0)
+        self._counts = (0, 0, 0)
         self.srv = "srv"  # the attached store's catalog name, chosen free in _enter
 
     def __enter__(self) -> Publication:
@@ -252,9 +257,9 @@ class Publication:
         with open(self.tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(self.tmp, self.target)
-        rewritten, kept = self._counts
+        rewritten, kept, copied = self._counts
         self.stats = PublishStats(self.target, round(time.perf_counter() - self._started, 3), rewritten,
-                                  kept, raw, self.target.stat().st_size)
+                                  kept, raw, self.target.stat().st_size, copied)
 
     def _discard(self) -> None:
         with contextlib.suppress(duckdb.Error):
@@ -281,8 +286,9 @@ def _base_tables(con: duckdb.DuckDBPyConnection, catalog: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int]:
-    """Points 1 and 2: bring every table of the store (`srv`) up to the committed state."""
+def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int, int]:
+    """Points 1 and 2: bring every table of the store (`srv`) up to the committed state; (days
+    rewritten, days kept, whole tables copied)."""
     con = wh.con
     catalog = str(con.execute("SELECT current_database()").fetchall()[0][0])
     ensure_parts_table(con, srv)
@@ -290,14 +296,15 @@ def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int
     source = _base_tables(con, catalog)
     for stale in set(_base_tables(con, srv)) - set(source) - set(OWN_TABLES):
         con.execute(f'DROP TABLE {srv}."{stale}"')
-    rewritten = kept = 0
+    rewritten = kept = copied = 0
     for table in source:
         if table in PARTITIONED:
             r, k = update_partitioned(con, catalog, table, PARTITIONED[table], srv)
             rewritten, kept = rewritten + r, kept + k
+        elif table not in (RAW_TABLE, TOKEN_TABLE):
+            copied += update_whole(con, catalog, table, srv)
         else:
-            ranges = (_raw_ranges(wh, margin, catalog) if table == RAW_TABLE
-                      else _token_ranges(wh) if table == TOKEN_TABLE else [("TRUE", [])])
+            ranges = _raw_ranges(wh, margin, catalog) if table == RAW_TABLE else _token_ranges(wh)
             # one branch per time range: each one skips what it does not need by zone maps
             src = f'"{catalog}".main."{table}"'
             union = " UNION ALL ".join(f"SELECT * FROM {src} WHERE {w}" for w, _ in ranges)
@@ -306,7 +313,7 @@ def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int
     mark_removed(con, removable_until(wh, FAR_FUTURE, margin, ROLLUP_SOURCE)[1], catalog=srv)  # (0147)
     # the view binds its tables in its own catalog: the store's series and values
     con.execute(VIEW_DDL.replace(f"VIEW {SAMPLES_VIEW}", f"OR REPLACE VIEW {srv}.{SAMPLES_VIEW}", 1))
-    return rewritten, kept
+    return rewritten, kept, copied
 
 
 Ranges = list[tuple[str, list[Any]]]

@@ -37,7 +37,8 @@ def _run(args: argparse.Namespace, ctx: Context) -> int:
         record_published(path)  # the stamp of what was read: no writer can change it meanwhile
     row = {"serving_store": str(stats.path), "seconds": stats.seconds,
            "results_computed": len(serving_results.LAST_TIMINGS),
-           "days_rewritten": stats.rewritten_parts, "raw_rows": stats.raw_rows,
+           "days_rewritten": stats.rewritten_parts, "tables_copied": stats.tables_copied,
+           "raw_rows": stats.raw_rows,
            "mib": round(stats.bytes / 2**20, 1)}
     emit(ctx, args.format, rows=[row], document={**row, "results_s": dict(serving_results.LAST_TIMINGS)},
          title="serving store")

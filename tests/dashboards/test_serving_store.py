@@ -11,7 +11,8 @@ but the last two rolled up:
 - the dashboard serves the published file in place: no private copy is made, the warehouse is
   not needed by a refresh while the serving store is current, and its bill equals the
   warehouse's; an approval on the page is published by the refresh it requests;
-- a second publish without a change rewrites no day partition; a new hour rolled up on
+- a second publish without a change rewrites no day partition and copies no table kept whole
+  (a changed pod copies `pods` alone); a new hour rolled up on
   November 1 rewrites that day's partitions only; a day whose two equal rows became two other
   equal rows is rewritten (its fingerprint sums row hashes: an XOR would cancel the pairs);
 - a publisher killed (SIGKILL) in the middle leaves the previous file intact and readable; the
@@ -45,7 +46,7 @@ from gpuledger.core.window import Window, floor_time
 from gpuledger.dashboards import serving_results
 from gpuledger.dashboards.app import create_app
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.serving_day_parts import PARTITIONED, PARTS_TABLE, _runs
+from gpuledger.warehouse.serving_day_parts import PARTITIONED, PARTS_TABLE, WHOLE, _runs
 from gpuledger.warehouse.serving_store import is_served, open_serving, publish, serving_path
 from tests.dashboards.conftest import MIG_PLAN, PERIOD, PREVIOUS, admin_headers, settings_with_roles
 from tests.dashboards.test_store import collector
@@ -205,6 +206,28 @@ def test_a_pair_of_equal_rows_replaced_by_another_pair_is_rewritten(published: P
     with open_serving(published) as serving:
         assert serving.query("SELECT usage FROM queue_samples WHERE cluster_queue = 'cq-pair'")["usage"].to_list() \
             == [2.0, 2.0]
+
+
+def test_a_table_kept_whole_is_copied_only_when_it_changed(published: Path) -> None:
+    """Pods, series, preemptions: one fingerprint each (decision 0271). A publish without a
+    change copies none; a pod whose end moved copies `pods` alone, and the store's pods are
+    the warehouse's after; a store whose fingerprints are gone copies every one once."""
+    margin = SamplingRules.of(SETTINGS).margin
+    with Warehouse.open(published) as wh:
+        whole = [t for t in wh.query("SELECT table_name FROM duckdb_tables()")["table_name"]
+                 if t not in PARTITIONED and t not in ("gpu_sample_values", "token_samples")]
+        assert publish(wh, margin=margin).tables_copied == 0
+        wh.execute("UPDATE pods SET end_ts = end_ts + INTERVAL 1 MINUTE WHERE pod = (SELECT min(pod) FROM pods)")
+        moved = publish(wh, margin=margin)
+        want = wh.query("SELECT * FROM pods ORDER BY ALL")
+    assert moved.tables_copied == 1 and moved.rewritten_parts == 0
+    with open_serving(published) as serving:
+        assert serving.query("SELECT * FROM pods ORDER BY ALL").equals(want)
+    con = duckdb.connect(str(serving_path(published)))
+    con.execute(f"DELETE FROM {PARTS_TABLE} WHERE day = ?", [WHOLE])
+    con.close()
+    with Warehouse.open(published) as wh:
+        assert publish(wh, margin=margin).tables_copied == len(whole) > 5
 
 
 def test_a_store_of_month_parts_is_copied_whole_once(published: Path) -> None:
