@@ -100,12 +100,22 @@ def increment(source: Path, work: Path, memory_limit: str | None = None, tree: P
     parts filled: every day read), then on `source` itself in the same folder, the parts kept
     (only the last day's inputs changed: the per-minute advice reads that day alone); both
     under `warehouse.memory_limit` `memory_limit` where given."""
-    import duckdb
-
     work.mkdir(parents=True, exist_ok=True)
     earlier = work.parent / f"{work.name}-earlier.duckdb"
-    shutil.copyfile(source, earlier)
-    con = duckdb.connect(str(earlier))
+    hour_earlier(source, earlier)
+    first = measure(tree, earlier, work, memory_limit)
+    earlier.unlink()
+    return {"hour_earlier": first, **measure(tree, source, work, memory_limit), "memory_limit": memory_limit}
+
+
+def hour_earlier(source: Path, into: Path) -> None:
+    """A copy of the warehouse `source` at `into` as it was before its last collect round: the
+    month's last hour removed (`EARLIER_BY_HOUR`, and the last day's daily roll-up). Also what
+    `bench/increment_ab.sh` starts each tree from."""
+    import duckdb
+
+    shutil.copyfile(source, into)
+    con = duckdb.connect(str(into))
     try:
         con.execute("SET TimeZone = 'UTC'")
         last = con.execute("SELECT max(ts) FROM gpu_sample_values").fetchall()[0][0]
@@ -114,9 +124,6 @@ def increment(source: Path, work: Path, memory_limit: str | None = None, tree: P
         con.execute("DELETE FROM card_hours_daily WHERE ts >= date_trunc('day', ?::TIMESTAMPTZ)", [last])
     finally:
         con.close()
-    first = measure(tree, earlier, work, memory_limit)
-    earlier.unlink()
-    return {"hour_earlier": first, **measure(tree, source, work, memory_limit), "memory_limit": memory_limit}
 
 
 def stored_results(store: Path) -> dict[str, Any]:

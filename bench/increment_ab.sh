@@ -1,8 +1,8 @@
 #!/bin/bash
 # The hourly refresh-serving increment, a baseline tree and this one alternating (issue 34):
 #   bash bench/increment_ab.sh BASE_REF WAREHOUSE [RUNS] > log
-# Each tree first refreshes WAREHOUSE with its last hour removed (as bench_scale's increment
-# does), so its day parts and serving store are its own; then RUNS times each tree in turn
+# Each tree first refreshes WAREHOUSE with its last hour removed (`bench_scale.hour_earlier`,
+# as bench_scale's increment does), so its day parts and serving store are its own; then RUNS times each tree in turn
 # refreshes the whole warehouse from a copy of that state. Alternating runs from one snapshot
 # resolve a second where one pair of bench_scale runs does not (its hour-earlier full refresh
 # moves the machine's speed between them). The log's lines: "<tree> run <i>: wall cpu peak".
@@ -13,18 +13,9 @@ WORK=$(mktemp -d); trap 'rm -rf "$WORK"; git -C "$HERE" worktree remove --force 
 git -C "$HERE" worktree add -q "$WORK/base-tree" "$BASE"
 tree_of() { if [ "$1" = base ]; then echo "$WORK/base-tree"; else echo "$HERE"; fi; }
 for t in base ours; do
-  mkdir -p "$WORK/snap-$t"; cp "$SRC" "$WORK/snap-$t/w.duckdb"
-  "$PY" - "$WORK/snap-$t/w.duckdb" <<'PY'
-import sys
-import duckdb
-con = duckdb.connect(sys.argv[1])
-con.execute("SET TimeZone='UTC'")
-last = con.execute("SELECT max(ts) FROM gpu_sample_values").fetchall()[0][0]
-for t in ("gpu_sample_values", "token_samples", "queue_samples", "card_hours_hourly", "allocations"):
-    con.execute(f"DELETE FROM {t} WHERE ts > ? - INTERVAL 1 HOUR", [last])
-con.execute("DELETE FROM card_hours_daily WHERE ts >= date_trunc('day', ?::TIMESTAMPTZ)", [last])
-con.close()
-PY
+  mkdir -p "$WORK/snap-$t"
+  PYTHONPATH=$HERE "$PY" -c 'import sys; from pathlib import Path; from bench.bench_scale import hour_earlier
+hour_earlier(Path(sys.argv[1]), Path(sys.argv[2]))' "$SRC" "$WORK/snap-$t/w.duckdb"
   (cd "$WORK/snap-$t" && PYTHONPATH=$(tree_of $t) "$PY" -m gpuledger --warehouse w.duckdb refresh-serving --force -o json > /dev/null)
   cp "$SRC" "$WORK/snap-$t/w.duckdb"
 done

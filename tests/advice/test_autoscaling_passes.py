@@ -21,19 +21,13 @@ from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.day_parts import DayParts, day_parts_path
 from gpuledger.warehouse.queries import advice as queries
 from tests.advice.test_day_parts import DATA, WINDOW
+from tests.analytics.builders import simulated
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """64 GPUs: eight serving Deployments, in each of three passes (`pass_of`)."""
-    from gpuledger.pipeline import load_simulation
-    from gpuledger.simulator.engine import Simulation
-    from gpuledger.simulator.fleet import FleetSpec
-
-    path = tmp_path_factory.mktemp("passes") / "wh.duckdb"
-    with Warehouse.open(path) as wh:
-        load_simulation(wh, Simulation(FleetSpec.default(gpus=64), DATA, seed=11))
-    return path
+    return simulated(tmp_path_factory.mktemp("passes") / "wh.duckdb", 64, DATA, seed=11)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from gpuledger.dashboards import serving_results
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.day_parts import DayParts, day_parts_path, kept_day_parts
 from gpuledger.warehouse.queries.advice import PER_MINUTE_TEMPLATES, per_minute_inputs_stamps
+from tests.analytics.builders import simulated
 
 DATA = Window(datetime(2026, 10, 31, 12, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
 WINDOW = Window(datetime(2026, 10, 31, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
@@ -29,14 +30,7 @@ DAY_ONE, DAY_TWO = WINDOW.days()
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from gpuledger.pipeline import load_simulation
-    from gpuledger.simulator.engine import Simulation
-    from gpuledger.simulator.fleet import FleetSpec
-
-    path = tmp_path_factory.mktemp("parts") / "wh.duckdb"
-    with Warehouse.open(path) as wh:
-        load_simulation(wh, Simulation(FleetSpec.default(gpus=32), DATA, seed=11))
-    return path
+    return simulated(tmp_path_factory.mktemp("parts") / "wh.duckdb", 32, DATA, seed=11)
 
 
 @pytest.fixture

@@ -98,6 +98,18 @@ def load(path: Path, window: Window, frames: dict[str, pl.DataFrame]) -> Path:
     return path
 
 
+def simulated(path: Path, gpus: int, window: Window, seed: int) -> Path:
+    """Create a warehouse file at `path` holding the default simulated fleet of `gpus` over
+    `window` (what the day-parts tests read: serving Deployments, shared cards, allocations)."""
+    from gpuledger.pipeline import load_simulation
+    from gpuledger.simulator.engine import Simulation
+    from gpuledger.simulator.fleet import FleetSpec
+
+    with Warehouse.open(path) as wh:
+        load_simulation(wh, Simulation(FleetSpec.default(gpus=gpus), window, seed=seed))
+    return path
+
+
 def totals(lines: pl.DataFrame, key: str = "team") -> dict[str, dict[str, float]]:
     return {row[key]: row for row in lines.iter_rows(named=True)}
 

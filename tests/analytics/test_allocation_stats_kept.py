@@ -33,6 +33,7 @@ from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.day_parts import DayParts, day_parts_path
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries import workloads
+from tests.analytics.builders import simulated
 
 WINDOW = Window(datetime(2026, 10, 29, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC))
 """Three whole UTC days, every one with samples."""
@@ -42,14 +43,7 @@ LAST_HOUR = (WINDOW.end - timedelta(hours=1), WINDOW.end)
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from gpuledger.pipeline import load_simulation
-    from gpuledger.simulator.engine import Simulation
-    from gpuledger.simulator.fleet import FleetSpec
-
-    path = tmp_path_factory.mktemp("kept") / "wh.duckdb"
-    with Warehouse.open(path) as wh:
-        load_simulation(wh, Simulation(FleetSpec.default(gpus=24), WINDOW, seed=5))
-    return path
+    return simulated(tmp_path_factory.mktemp("kept") / "wh.duckdb", 24, WINDOW, seed=5)
 
 
 @pytest.fixture
