@@ -40,11 +40,11 @@ SECURITY_HEADERS = {
 PRELOAD = (
     "pandas", "plotly.graph_objects", "plotly.subplots", "gpuledger.analytics.billing.bill",
     "gpuledger.analytics.workloads.idle", "gpuledger.analytics.workloads.recommend",
-    "gpuledger.analytics.workloads.tokens", "sklearn.cluster", "sklearn.preprocessing",
+    "gpuledger.analytics.workloads.tokens", "scipy.cluster.vq",
     "gpuledger.optimizer.plan.contract", "gpuledger.actuator.workflow",
 )
 """Imported before any thread starts: two threads importing the same big module at once can
-see it half-initialized (plotly found pandas without `Series` while sklearn was importing it)."""
+see it half-initialized (plotly found pandas without `Series` while scikit-learn, once, was importing it)."""
 
 
 def preload() -> None:

@@ -2,8 +2,8 @@
 
 Features per workload (`analytics.workloads.requested`): mean activity, p95 activity, activity spread,
 the share of held time spent idle, and p95 framebuffer use as a fraction of the device. They
-are standardized, then clustered with k-means (scikit-learn, fixed `seed`, rows sorted first,
-so the same data always gives the same profiles). A cluster is named after the nearest
+are standardized, then clustered with k-means (scipy's, fixed `seed`, rows sorted first, so
+the same data always gives the same profiles). A cluster is named after the nearest
 archetype in the original units (e.g. "idle notebook": almost no activity, mostly idle,
 memory held), and explained by its centroid in words.
 """
@@ -41,6 +41,15 @@ named after an archetype of its own kind, so a quiet vLLM Deployment is "idle se
 "idle notebook"."""
 TRAINING_ACTIVITY = 0.6
 """A Job whose mean activity reaches this trains; below it, a batch job."""
+RESTARTS = 10
+"""k-means' starts (one start can stop in a worse local minimum: 11 % more distortion on one
+seed of a 1,000-GPU month)."""
+SAMPLE_ROWS = 10_000
+"""Rows the starts run on, drawn with the seed (`_centroids`)."""
+CONVERGED = 1e-4
+"""A refinement stops when the mean distance to the centroids moves less than this (standardized
+units): on a 1,000-GPU month within 0.001 % of the distortion at full convergence, as close as
+scikit-learn's default tolerance came, at half the iterations of scipy's default (1e-5)."""
 
 
 @dataclass(frozen=True)
@@ -101,21 +110,20 @@ def workload_profiles(usage: pl.DataFrame, k: int = 4, seed: int = 7) -> Profile
             pl.lit(None, dtype=pl.String).alias("workload_profile"),
         )
         return Profiles(empty, pl.DataFrame(schema={"profile_id": pl.Int32, "name": pl.String}))
-    # scikit-learn imported here: about 1.5 s (quiet) that the catalog advice and the MIG
-    # planner, which import this module for `workload_class`, never need; the server imports it
-    # before its threads start (`dashboards.http_guards.PRELOAD`)
-    from sklearn.cluster import KMeans
-    from sklearn.preprocessing import StandardScaler
+    from scipy.cluster.vq import vq
 
     clusters = max(1, min(k, _distinct_rows(x, k)))
-    scaler = StandardScaler().fit(x)
-    model = KMeans(n_clusters=clusters, random_state=seed, n_init=10).fit(scaler.transform(x))
-    # k-means' means differ between runs in their last bits (threaded sums): `steady` decimals
-    centroids = np.round(scaler.inverse_transform(model.cluster_centers_), STEADY_DECIMALS)
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0  # a feature every row shares: left unscaled, as a standard scaler does
+    standardized = (x - mean) / scale
+    found = _centroids(standardized, clusters, seed)
+    labels, _ = vq(standardized, found)
+    centroids = np.round(found * scale + mean, STEADY_DECIMALS)  # in the features' own units
     # Stable ids: order clusters by their centroid's mean activity.
     order = np.argsort(centroids[:, 0], kind="stable")
-    relabel = {int(old): new for new, old in enumerate(order)}
-    labels = np.array([relabel[int(v)] for v in model.labels_], dtype=np.int32)
+    relabel = np.empty(len(order), dtype=np.int32)
+    relabel[order] = np.arange(len(order), dtype=np.int32)
+    labels = relabel[labels]
     names: list[str] = []
     bases: list[str] = []
     info: list[dict[str, object]] = []
@@ -131,9 +139,45 @@ def workload_profiles(usage: pl.DataFrame, k: int = 4, seed: int = 7) -> Profile
                      "explanation": _explain(features, name, members)})
     assignments = rows.with_columns(
         pl.Series("profile_id", labels, dtype=pl.Int32),
-        pl.Series("workload_profile", [names[i] for i in labels], dtype=pl.String),
+        pl.Series("workload_profile", names, dtype=pl.String).gather(labels),
     )
     return Profiles(_by_class(assignments, x), pl.DataFrame(info))
+
+
+def _centroids(standardized: np.ndarray, clusters: int, seed: int) -> np.ndarray:
+    """k-means centroids of `standardized` rows, with scipy: `RESTARTS` k-means++ starts run
+    on at most `SAMPLE_ROWS` rows drawn with `seed`; each distinct solution they reach is refined
+    on every row and the least distorted kept (a sample's own best missed the month's best in
+    two draws of six). Fewer than `clusters` when a cluster empties (scipy drops it).
+
+    Why not scikit-learn's `KMeans` (decision 0272): its import alone (1 s, with pandas, and
+    100 MB) cost more than this whole clustering of a 1,000-GPU month's 173,000 allocations,
+    which reaches the same minimum as it did."""
+    import warnings
+
+    from scipy.cluster.vq import kmeans, kmeans2
+
+    rng = np.random.default_rng(seed)
+    rows = len(standardized)
+    sample = standardized if rows <= SAMPLE_ROWS else \
+        standardized[np.sort(rng.choice(rows, SAMPLE_ROWS, replace=False))]
+    reached: dict[tuple[float, ...], np.ndarray] = {}
+    for _ in range(RESTARTS):
+        with warnings.catch_warnings():  # a start's emptied cluster: `kmeans` drops it below
+            warnings.filterwarnings("ignore", "One of the clusters is empty")
+            start, _labels = kmeans2(sample, clusters, iter=1, minit="++", seed=rng)
+        solution, _distortion = kmeans(sample, start)
+        reached.setdefault(tuple(np.sort(np.round(solution, 1), axis=None)), solution)
+    refined = [kmeans(standardized, solution, thresh=CONVERGED)[0] for solution in reached.values()]
+    return min(refined, key=lambda centroids: _inertia(standardized, centroids))
+
+
+def _inertia(rows: np.ndarray, centroids: np.ndarray) -> float:
+    """The sum of squared distances to the nearest centroid: what k-means minimizes (scipy's
+    `kmeans` reports the mean distance, whose least can be another solution)."""
+    from scipy.cluster.vq import vq
+
+    return float(np.square(vq(rows, centroids)[1]).sum())
 
 
 def _distinct_rows(x: np.ndarray, at_most: int) -> int:

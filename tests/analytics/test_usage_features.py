@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import polars as pl
 import pytest
 
 from gpuledger.analytics.workloads.idle import idle_runs_frame, top_idle
-from gpuledger.analytics.workloads.profiles import workload_profiles
+from gpuledger.analytics.workloads.profiles import FEATURES, SAMPLE_ROWS, workload_profiles
 from gpuledger.analytics.workloads.recommend import recommend, rightsized_demand, smallest_profile
 from gpuledger.analytics.workloads.requested import workload_usage
 from gpuledger.analytics.workloads.tokens import token_costs
@@ -163,6 +164,68 @@ def test_profiles_are_named_and_stable():
     again = workload_profiles(usage.reverse(), k=3, seed=7)
     assert again.clusters.equals(first.clusters)
     assert all("mean activity" in e for e in first.clusters["explanation"])
+
+
+def _lloyd_inertia(x: np.ndarray, k: int, rng: np.random.Generator) -> float:
+    """Plain Lloyd's k-means from k rows drawn at random, to convergence, written here (the
+    independent computation the profiles' clustering is held against): its sum of squared
+    distances to the nearest centre."""
+    centres = x[rng.choice(len(x), k, replace=False)]
+    for _ in range(300):
+        nearest = ((x[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+        moved = np.array([x[nearest == c].mean(axis=0) if (nearest == c).any() else centres[c]
+                          for c in range(k)])
+        if np.allclose(moved, centres, atol=1e-12):
+            break
+        centres = moved
+    return float(((x[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2).min(axis=1).sum())
+
+
+def test_profiles_reach_the_least_distortion_of_many_plain_k_means_runs():
+    """More rows than the starts are drawn from (`SAMPLE_ROWS`), in eight overlapping groups of
+    unequal size for four profiles, where k-means has several local minima: each profile's
+    centroid is the mean of its members (a k-means fixed point, in the features' own units),
+    and the profiles' distortion is no worse than the best of twenty plain Lloyd runs."""
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(300, 4_000, 8)
+    x = np.vstack([rng.uniform(0, 1, 5) + rng.normal(0, 0.12, (n, 5)) for n in sizes])
+    assert len(x) > SAMPLE_ROWS
+    usage = pl.DataFrame({"namespace": ["a"] * len(x), "pod": [f"p{i:05d}" for i in range(len(x))],
+                          "uuid": ["u"] * len(x), "gpu_i_id": [-1] * len(x),
+                          **{f: x[:, i] for i, f in enumerate(FEATURES)}})
+    profiles = workload_profiles(usage, k=4, seed=7)
+    assert profiles.clusters.height == 4
+    members = usage.join(profiles.assignments.select("pod", "profile_id"), on="pod").sort("pod")
+    centroid_of = {}
+    for cluster in profiles.clusters.iter_rows(named=True):
+        mine = members.filter(pl.col("profile_id") == cluster["profile_id"])
+        for f in FEATURES:
+            assert cluster[f] == pytest.approx(mine[f].mean(), abs=1e-4)
+        centroid_of[cluster["profile_id"]] = np.array([cluster[f] for f in FEATURES])
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    z = (x - mean) / scale
+    nearest = (np.stack([centroid_of[i] for i in members["profile_id"]]) - mean) / scale
+    ours = float(((z - nearest) ** 2).sum())
+    best_plain = min(_lloyd_inertia(z, 4, np.random.default_rng(seed)) for seed in range(20))
+    assert ours <= best_plain * (1 + 1e-4)
+
+
+def test_profiles_of_few_distinct_rows_among_many(recwarn):
+    """12,000 allocations that read only two ways (more rows than the starts are drawn from):
+    two profiles, each the rows of one reading, and no warning on the way."""
+    rows = 12_000
+    idle = np.arange(rows) % 5 == 0
+    usage = pl.DataFrame({"namespace": ["a"] * rows, "pod": [f"p{i:05d}" for i in range(rows)],
+                          "uuid": ["u"] * rows, "gpu_i_id": [-1] * rows,
+                          "act_mean": np.where(idle, 0.02, 0.85), "act_p95": np.where(idle, 0.05, 0.95),
+                          "act_std": np.where(idle, 0.02, 0.05), "idle_fraction": np.where(idle, 0.9, 0.0),
+                          "fb_p95_ratio": np.where(idle, 0.3, 0.6)})
+    profiles = workload_profiles(usage, k=4, seed=7)
+    assert sorted(profiles.clusters["members"]) == [rows // 5, rows - rows // 5]
+    named = dict(zip(profiles.assignments["pod"], profiles.assignments["workload_profile"], strict=True))
+    assert {named[f"p{i:05d}"] for i in range(0, rows, 5)} == {"idle notebook"}
+    assert {named[f"p{i:05d}"] for i in range(1, rows, 5)} == {"compute-bound training"}
+    assert not [w for w in recwarn.list if "cluster" in str(w.message)]
 
 
 def test_a_reason_reads_the_same_when_the_bill_differs_in_its_last_bits(fleet):
