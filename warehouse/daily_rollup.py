@@ -25,13 +25,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from gpuledger.core.window import DAY, Window, as_utc, floor_time
+from gpuledger.warehouse.utc_sql import DAY_US, utc_floor
 
 if TYPE_CHECKING:
     import duckdb
 
 HOURLY = "card_hours_hourly"
 DAILY = "card_hours_daily"
-DAY_US = 86_400_000_000
 NAMES = "uuid, gpu_i_id, vgpu, profile, namespace, pod, node, model, pool, sharing_mode, queue"
 """The day row's name columns, in the table's order; the usage readers group by the same
 (`warehouse.queries.usage.USAGE_KEYS`)."""
@@ -60,7 +60,7 @@ DAILY_SUMS = """sum(held_hours) AS held_hours,
 
 _REFRESH_SQL = f"""
 INSERT INTO {DAILY}
-SELECT to_timestamp((epoch_us(ts) // {DAY_US}) * 86400) AS ts, {NAMES}, {PARTIAL_SUMS}
+SELECT {utc_floor('ts', DAY_US)} AS ts, {NAMES}, {PARTIAL_SUMS}
 FROM {HOURLY} WHERE ts >= $start AND ts < $end
 GROUP BY ALL ORDER BY ts
 """

@@ -34,6 +34,7 @@ import duckdb
 
 from gpuledger.core.frames import GPU_SAMPLES, METRIC_COLUMNS
 from gpuledger.core.window import Window
+from gpuledger.warehouse.utc_sql import HOUR_US, utc_unit_number
 
 SAMPLES_VIEW = GPU_SAMPLES.name
 VALUES_TABLE = "gpu_sample_values"
@@ -103,7 +104,7 @@ def insert_values_sql(view: str) -> str:
     return (
         f"INSERT INTO {VALUES_TABLE} (ts, series_id, {', '.join(METRIC_COLUMNS)}) "
         f"SELECT n.ts, s.series_id, {values} FROM {view} n JOIN {SERIES_TABLE} s ON {_MATCH} "
-        "ORDER BY date_trunc('hour', n.ts), s.series_id, n.ts"
+        f"ORDER BY {utc_unit_number('n.ts', HOUR_US)}, s.series_id, n.ts"
     )
 
 

@@ -19,6 +19,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import duckdb
 
+from gpuledger.warehouse.utc_sql import DAY_US, utc_unit_number
+
 PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "card_hours_daily": "ts", "allocations": "ts",
                                "queue_samples": "ts"}
 """Tables kept per UTC day (their time column): the ones that grow with the fleet's history."""
@@ -27,8 +29,6 @@ PARTS_TABLE = "serving_day_parts"
 month parts before (`serving_parts`) loses that table as a stale one and copies each partitioned
 table whole once."""
 EPOCH_DAY = date(1970, 1, 1)
-DAY_US = 86_400_000_000
-"""Microseconds a UTC day (`epoch_us` counts from 1970-01-01 00:00 UTC, without leap seconds)."""
 WHOLE = date(1, 1, 1)
 """The `day` under which a table kept whole (`update_whole`) has its one fingerprint."""
 
@@ -59,7 +59,7 @@ def update_partitioned(
     now: dict[date, str] = {
         EPOCH_DAY + timedelta(days=int(d)): f"{n}:{h}"
         for d, n, h in con.execute(  # the day by integer division: no time zone per row
-            f"SELECT epoch_us({col}) // {DAY_US} AS d, count(*), sum(hash({names})) FROM {src} GROUP BY d"
+            f"SELECT {utc_unit_number(col, DAY_US)} AS d, count(*), sum(hash({names})) FROM {src} GROUP BY d"
         ).fetchall()
     }
     parts = f"{srv}.{PARTS_TABLE}"

@@ -20,6 +20,7 @@ import polars as pl
 from gpuledger.core.activity import ActivitySource, activity_sql
 from gpuledger.core.activity import fields as activity_fields
 from gpuledger.warehouse.queries.pods import newest_incarnation
+from gpuledger.warehouse.utc_sql import HOUR_US, MINUTE_US, utc_floor
 
 if TYPE_CHECKING:
     from gpuledger.warehouse.protocols import ReadableWarehouse
@@ -53,7 +54,7 @@ def mig_layouts(
 
 
 _NODE_ACTIVITY_SQL = """
-SELECT date_trunc('hour', s.ts) AS ts, s.node, avg({activity}) AS activity
+SELECT {hour} AS ts, s.node, avg({activity}) AS activity
 FROM gpu_samples s WHERE s.ts >= $start AND s.ts < $end
 GROUP BY ALL ORDER BY node, ts
 """
@@ -72,7 +73,7 @@ def node_activity_hourly(
 
 _TOKENS_RATE = """
 tok AS (
-    SELECT date_trunc('minute', ts) AS minute, namespace, pod,
+    SELECT {minute_of} AS minute, namespace, pod,
         sum(CASE WHEN ts0 IS NOT NULL THEN CASE WHEN d < 0 THEN v ELSE d END
                  / nullif(epoch(ts) - epoch(ts0), 0) END) AS tokens_per_s{gauges}
     FROM (
@@ -94,7 +95,7 @@ _GAUGES = ", sum(num_requests_waiting) AS waiting, sum(num_requests_running) AS 
 
 _SHARED_BODY = """
 WITH held AS (
-    SELECT date_trunc('minute', s.ts) AS minute, s.uuid, s.namespace, s.pod,
+    SELECT {minute} AS minute, s.uuid, s.namespace, s.pod,
         max({activity}) AS activity
     FROM gpu_samples s JOIN gpus g ON g.uuid = s.uuid
     WHERE s.ts >= $start AND s.ts < $end AND g.sharing_mode IN ('timeslice', 'vgpu') AND s.pod IS NOT NULL
@@ -154,7 +155,7 @@ WITH owners AS (  -- one row per pod name (`queries.pods`)
     FROM ({replica_set_pods})
 ), held AS (
     -- only the Deployments' pods (a semi-join first: most samples are not serving pods)
-    SELECT date_trunc('minute', s.ts) AS minute, s.namespace, s.pod, count(DISTINCT s.uuid) AS gpus,
+    SELECT {minute} AS minute, s.namespace, s.pod, count(DISTINCT s.uuid) AS gpus,
         avg({activity}) AS activity, max(g.model) AS model
     FROM gpu_samples s SEMI JOIN owners o ON o.namespace = s.namespace AND o.pod = s.pod
     LEFT JOIN gpus g ON g.uuid = s.uuid
@@ -210,9 +211,12 @@ reads ahead for a day)."""
 @cache
 def _with_activity(template: str, activity: ActivitySource, alias: str) -> str:
     """`template` with the activity rule (columns of `alias`) and the token rate filled in."""
+    minute_of = utc_floor("ts", MINUTE_US)
     return template.format(activity=activity_sql(alias, activity),
-                           tokens_rate_held=_TOKENS_RATE.format(pods="held", gauges=""),
-                           tokens_rate_owners=_TOKENS_RATE.format(pods="owners", gauges=_GAUGES),
+                           minute=utc_floor(f"{alias}.ts", MINUTE_US), hour=utc_floor(f"{alias}.ts", HOUR_US),
+                           tokens_rate_held=_TOKENS_RATE.format(pods="held", gauges="", minute_of=minute_of),
+                           tokens_rate_owners=_TOKENS_RATE.format(pods="owners", gauges=_GAUGES,
+                                                                  minute_of=minute_of),
                            holders_owners=_HOLDERS_OWNERS, replica_set_pods=_REPLICA_SET_PODS)
 
 

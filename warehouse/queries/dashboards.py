@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from gpuledger.warehouse.utc_sql import HOUR_US, utc_floor
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -116,7 +118,7 @@ def queue_hourly(
         "   sum(usage * w) AS usage, max(pending_workloads) AS pending_workloads,"
         "   max(admission_wait_s) AS admission_wait_s"
         "   FROM weighted GROUP BY ts, cluster_queue)"
-        " SELECT cluster_queue, date_trunc('hour', ts) AS hour,"
+        f" SELECT cluster_queue, {utc_floor('ts', HOUR_US)} AS hour,"
         "   avg(nominal_quota) AS nominal_quota, avg(usage) AS usage,"
         "   max(usage) AS usage_max, avg(pending_workloads) AS pending_workloads,"
         "   avg(admission_wait_s) AS admission_wait_s,"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gpuledger.warehouse.utc_sql import HOUR_US, utc_floor
+
 if TYPE_CHECKING:
     from datetime import datetime
 
@@ -97,8 +99,8 @@ def sampled_hours(
     out), and the first and last such hour start."""
     rows = wh.query(
         "SELECT count(*) AS n, min(h) AS first, max(h) AS last FROM ("
-        "  SELECT DISTINCT date_trunc('hour', ts) AS h FROM gpu_samples WHERE ts >= ? AND ts < ?"
-        "  UNION SELECT DISTINCT date_trunc('hour', ts) FROM card_hours_hourly WHERE ts >= ? AND ts < ?"
+        f"  SELECT DISTINCT {utc_floor('ts', HOUR_US)} AS h FROM gpu_samples WHERE ts >= ? AND ts < ?"
+        f"  UNION SELECT DISTINCT {utc_floor('ts', HOUR_US)} FROM card_hours_hourly WHERE ts >= ? AND ts < ?"
         ")",
         [start, end, start, end],
     )

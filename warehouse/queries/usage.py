@@ -19,8 +19,7 @@ import polars as pl
 from gpuledger.core.window import DAY, as_utc, floor_time
 from gpuledger.warehouse import daily_rollup
 from gpuledger.warehouse.protocols import ReadableWarehouse
-
-DAY_US = daily_rollup.DAY_US
+from gpuledger.warehouse.utc_sql import DAY_US, utc_unit_number
 
 USAGE_KEYS = daily_rollup.NAMES
 """The roll-up's key and name columns a day's usage row keeps (device x holder grain): the
@@ -84,7 +83,7 @@ FROM ({rows})
 """
 
 
-_DAY_NO = f"epoch_us(ts) // {DAY_US}"
+_DAY_NO = utc_unit_number("ts", DAY_US)
 
 
 @dataclass(frozen=True, slots=True)
