@@ -19,7 +19,7 @@ DAY_US = 86_400_000_000
 def utc_floor(expr: str, unit_us: int) -> str:
     """SQL: the TIMESTAMPTZ `expr` floored to a whole `unit_us` (`MINUTE_US`, `HOUR_US`,
     `DAY_US`) since the epoch, a UTC minute, hour or day, as a TIMESTAMPTZ (from 1970 on)."""
-    return f"make_timestamptz((epoch_us({expr}) // {unit_us}) * {unit_us})"
+    return f"make_timestamptz(({utc_unit_number(expr, unit_us)}) * {unit_us})"
 
 
 def utc_unit_number(expr: str, unit_us: int) -> str:

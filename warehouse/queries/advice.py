@@ -73,7 +73,7 @@ def node_activity_hourly(
 
 _TOKENS_RATE = """
 tok AS (
-    SELECT {minute_of} AS minute, namespace, pod,
+    SELECT {token_minute} AS minute, namespace, pod,
         sum(CASE WHEN ts0 IS NOT NULL THEN CASE WHEN d < 0 THEN v ELSE d END
                  / nullif(epoch(ts) - epoch(ts0), 0) END) AS tokens_per_s{gauges}
     FROM (
@@ -210,13 +210,15 @@ reads ahead for a day)."""
 
 @cache
 def _with_activity(template: str, activity: ActivitySource, alias: str) -> str:
-    """`template` with the activity rule (columns of `alias`) and the token rate filled in."""
-    minute_of = utc_floor("ts", MINUTE_US)
+    """`template` with the activity rule and the UTC minute and hour (columns of `alias`,
+    `warehouse.utc_sql`) and the token rate filled in."""
+    token_minute = utc_floor("ts", MINUTE_US)  # the token samples' own time
     return template.format(activity=activity_sql(alias, activity),
                            minute=utc_floor(f"{alias}.ts", MINUTE_US), hour=utc_floor(f"{alias}.ts", HOUR_US),
-                           tokens_rate_held=_TOKENS_RATE.format(pods="held", gauges="", minute_of=minute_of),
+                           tokens_rate_held=_TOKENS_RATE.format(pods="held", gauges="",
+                                                                token_minute=token_minute),
                            tokens_rate_owners=_TOKENS_RATE.format(pods="owners", gauges=_GAUGES,
-                                                                  minute_of=minute_of),
+                                                                  token_minute=token_minute),
                            holders_owners=_HOLDERS_OWNERS, replica_set_pods=_REPLICA_SET_PODS)
 
 
