@@ -60,17 +60,27 @@ class Profiles:
     """One row per profile: id, name, members, centroid features, explanation."""
 
 
-def workload_class(kind: str | None, labels: str | None, act_mean: float | None) -> str | None:
-    """serving, training, batch or notebook from the owner (`analytics.workloads.requested.owner_of`)
-    and, for a Job, its behaviour; None when the owner says nothing (a bare pod)."""
-    text = labels or ""
-    if kind == "notebook":
-        return "notebook"
-    if kind in ("Deployment", "StatefulSet", "ReplicaSet") or "inference" in text or "serving" in text:
-        return "serving"
-    if kind in ("Job", "CronJob"):
-        return "training" if (act_mean or 0.0) >= TRAINING_ACTIVITY else "batch"
-    return None
+SERVING_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+JOB_KINDS = ("Job", "CronJob")
+
+
+def workload_class(kind: str = "workload_kind", labels: str | None = "labels",
+                   act_mean: str | None = "act_mean") -> pl.Expr:
+    """serving, training, batch or notebook from the owner (columns `kind` and `labels`, the
+    owner as `analytics.workloads.requested.owned_by` names it) and, for a Job, its behaviour
+    (column `act_mean`); null when the owner says nothing (a bare pod). A column given as None
+    reads as empty (no labels) or 0 (no activity): one expression for a month's 170,000
+    allocations, where a Python loop over them took 0.15 s of every refresh."""
+    owner = pl.col(kind)
+    text = pl.col(labels).fill_null("") if labels is not None else pl.lit("")
+    mean = pl.col(act_mean).fill_null(0.0) if act_mean is not None else pl.lit(0.0)
+    serving = (owner.is_in(SERVING_KINDS).fill_null(False) | text.str.contains("inference", literal=True)
+               | text.str.contains("serving", literal=True))
+    return (pl.when(owner == "notebook").then(pl.lit("notebook"))
+            .when(serving).then(pl.lit("serving"))
+            .when(owner.is_in(JOB_KINDS))
+            .then(pl.when(mean >= TRAINING_ACTIVITY).then(pl.lit("training")).otherwise(pl.lit("batch")))
+            .otherwise(pl.lit(None, dtype=pl.String)).alias("workload_class"))
 
 
 def _name(centroid: np.ndarray, kind: str | None = None) -> str:
@@ -197,16 +207,14 @@ def _by_class(rows: pl.DataFrame, x: np.ndarray) -> pl.DataFrame:
     profile is the nearest archetype of that class (its cluster's name when that fits)."""
     if "workload_kind" not in rows.columns:
         return rows
-    labels = rows["labels"] if "labels" in rows.columns else pl.Series([None] * rows.height, dtype=pl.String)
-    classes = [workload_class(kind, text, mean)
-               for kind, text, mean in zip(rows["workload_kind"], labels, rows["act_mean"], strict=True)]
-    named = rows["workload_profile"].to_list()
-    renamed: dict[str, list[int]] = {}  # per class, the rows whose cluster's name is of another
-    for i, (cls, current) in enumerate(zip(classes, named, strict=True)):
-        if cls is not None and CLASS_OF.get(str(current).split(" #")[0]) != cls:
-            renamed.setdefault(cls, []).append(i)
-    for cls, where in renamed.items():
-        for i, name in zip(where, _nearest(x[where], cls), strict=True):
-            named[i] = name
-    return rows.with_columns(pl.Series("workload_class", classes, dtype=pl.String),
-                             pl.Series("workload_profile", named, dtype=pl.String))
+    classed = rows.with_columns(workload_class(labels="labels" if "labels" in rows.columns else None))
+    cluster_class = pl.col("workload_profile").str.replace(r" #\d+$", "").replace_strict(
+        CLASS_OF, default=None, return_dtype=pl.String)
+    other = classed.select(pl.col("workload_class").is_not_null()
+                           & cluster_class.ne_missing(pl.col("workload_class"))).to_series().to_numpy()
+    classes = classed["workload_class"].to_numpy()
+    named = classed["workload_profile"].to_numpy().astype(object)
+    for cls in {str(c) for c in classes[other]}:
+        where = np.flatnonzero(other & (classes == cls))
+        named[where] = _nearest(x[where], cls)
+    return classed.with_columns(pl.Series("workload_profile", named, dtype=pl.String))

@@ -122,7 +122,8 @@ def _busy(wh: Warehouse) -> dict[str, list[BusyInstance]]:
     out: dict[str, list[BusyInstance]] = defaultdict(list)
     seen: set[tuple[str, int, str, str]] = set()
     # only the kind matters here: the pod name stands in for the owner's (not selected)
-    frame = owned_by(frame.with_columns(pl.col("pod").alias("owner_name")))
+    frame = owned_by(frame.with_columns(pl.col("pod").alias("owner_name"))).with_columns(
+        workload_class(act_mean=None))
     for r in frame.iter_rows(named=True):
         key = (r["uuid"], r["gpu_i_id"], r["namespace"], r["pod"])
         if key in seen:
@@ -131,7 +132,7 @@ def _busy(wh: Warehouse) -> dict[str, list[BusyInstance]]:
         labels = json.loads(r["labels"]) if r["labels"] else {}
         evictable = bool(r["owner_kind"]) and str(labels.get(EVICTABLE_LABEL, "true")).lower() != "false"
         profile = None if r["gpu_i_id"] == WHOLE_GPU else r["mig_profile"]
-        serving = workload_class(r["workload_kind"], r["labels"], None) == "serving"
+        serving = r["workload_class"] == "serving"
         out[r["uuid"]].append(BusyInstance(profile, r["namespace"], r["pod"], evictable, serving))
     return out
 

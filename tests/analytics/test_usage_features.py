@@ -21,7 +21,7 @@ import polars as pl
 import pytest
 
 from gpuledger.analytics.workloads.idle import idle_runs_frame, top_idle
-from gpuledger.analytics.workloads.profiles import FEATURES, SAMPLE_ROWS, workload_profiles
+from gpuledger.analytics.workloads.profiles import FEATURES, SAMPLE_ROWS, workload_class, workload_profiles
 from gpuledger.analytics.workloads.recommend import recommend, rightsized_demand, smallest_profile
 from gpuledger.analytics.workloads.requested import workload_usage
 from gpuledger.analytics.workloads.tokens import token_costs
@@ -226,6 +226,28 @@ def test_profiles_of_few_distinct_rows_among_many(recwarn):
     assert {named[f"p{i:05d}"] for i in range(0, rows, 5)} == {"idle notebook"}
     assert {named[f"p{i:05d}"] for i in range(1, rows, 5)} == {"compute-bound training"}
     assert not [w for w in recwarn.list if "cluster" in str(w.message)]
+
+
+def test_the_workload_class_is_read_from_the_owner_and_a_jobs_activity():
+    cases = [  # owner kind, labels (JSON text), mean activity -> class
+        ("notebook", None, 0.9, "notebook"),
+        ("Deployment", None, None, "serving"),
+        ("StatefulSet", "{}", 0.1, "serving"),
+        ("ReplicaSet", None, 0.0, "serving"),
+        (None, '{"app": "llm-inference"}', None, "serving"),
+        ("Job", '{"gpuledger.io/workload-class": "serving"}', 0.9, "serving"),
+        ("Job", None, 0.6, "training"),
+        ("CronJob", None, 0.59, "batch"),
+        ("Job", None, None, "batch"),
+        (None, None, 0.9, None),
+        ("Pod", '{"team": "a"}', 0.9, None),
+    ]
+    frame = pl.DataFrame({"workload_kind": [c[0] for c in cases], "labels": [c[1] for c in cases],
+                          "act_mean": [c[2] for c in cases]}, schema={"workload_kind": pl.String,
+                                                                      "labels": pl.String, "act_mean": pl.Float64})
+    assert frame.select(workload_class())["workload_class"].to_list() == [c[3] for c in cases]
+    no_activity = frame.select(workload_class(act_mean=None))["workload_class"].to_list()
+    assert no_activity[6] == "batch" and no_activity[1] == "serving"
 
 
 def test_a_reason_reads_the_same_when_the_bill_differs_in_its_last_bits(fleet):
