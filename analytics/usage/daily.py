@@ -23,6 +23,7 @@ from gpuledger.core.rules import Rules
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries import usage as q
+from gpuledger.warehouse.utc_sql import DAY_US
 
 Source = Literal["auto", "raw", "rollup"]
 ROLLUP_SOURCE = CARD_HOURS_HOURLY.name
@@ -87,7 +88,7 @@ def _from_rollup(wh: Warehouse, window: Window) -> pl.DataFrame:
 
 def _day(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(
-        (pl.col("day_no").cast(pl.Int64) * q.DAY_US).cast(pl.Datetime("us", "UTC")).dt.date().alias("day")
+        (pl.col("day_no").cast(pl.Int64) * DAY_US).cast(pl.Datetime("us", "UTC")).dt.date().alias("day")
     ).drop("day_no")
 
 

@@ -120,14 +120,11 @@ def workload_profiles(usage: pl.DataFrame, k: int = 4, seed: int = 7) -> Profile
             pl.lit(None, dtype=pl.String).alias("workload_profile"),
         )
         return Profiles(empty, pl.DataFrame(schema={"profile_id": pl.Int32, "name": pl.String}))
-    from scipy.cluster.vq import vq
-
     clusters = max(1, min(k, _distinct_rows(x, k)))
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0  # a feature every row shares: left unscaled, as a standard scaler does
     standardized = (x - mean) / scale
-    found = _centroids(standardized, clusters, seed)
-    labels, _ = vq(standardized, found)
+    found, labels = _centroids(standardized, clusters, seed)
     centroids = np.round(found * scale + mean, STEADY_DECIMALS)  # in the features' own units
     # Stable ids: order clusters by their centroid's mean activity.
     order = np.argsort(centroids[:, 0], kind="stable")
@@ -154,11 +151,12 @@ def workload_profiles(usage: pl.DataFrame, k: int = 4, seed: int = 7) -> Profile
     return Profiles(_by_class(assignments, x), pl.DataFrame(info))
 
 
-def _centroids(standardized: np.ndarray, clusters: int, seed: int) -> np.ndarray:
-    """k-means centroids of `standardized` rows, with scipy: `RESTARTS` k-means++ starts run
-    on at most `SAMPLE_ROWS` rows drawn with `seed`; each distinct solution they reach is refined
-    on every row and the least distorted kept (a sample's own best missed the month's best in
-    two draws of six). Fewer than `clusters` when a cluster empties (scipy drops it).
+def _centroids(standardized: np.ndarray, clusters: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """k-means centroids of `standardized` rows and each row's nearest one, with scipy:
+    `RESTARTS` k-means++ starts run on at most `SAMPLE_ROWS` rows drawn with `seed`; each
+    distinct solution they reach is refined on every row and the least distorted kept (a
+    sample's own best missed the month's best in two draws of six). Fewer than `clusters` when
+    a cluster empties (scipy drops it).
 
     Why not scikit-learn's `KMeans` (decision 0272): its import alone (1 s, with pandas, and
     100 MB) cost more than this whole clustering of a 1,000-GPU month's 173,000 allocations,
@@ -178,16 +176,20 @@ def _centroids(standardized: np.ndarray, clusters: int, seed: int) -> np.ndarray
             start, _labels = kmeans2(sample, clusters, iter=1, minit="++", seed=rng)
         solution, _distortion = kmeans(sample, start)
         reached.setdefault(tuple(np.sort(np.round(solution, 1), axis=None)), solution)
-    refined = [kmeans(standardized, solution, thresh=CONVERGED)[0] for solution in reached.values()]
-    return min(refined, key=lambda centroids: _inertia(standardized, centroids))
+    fits = [_fit(standardized, kmeans(standardized, solution, thresh=CONVERGED)[0])
+            for solution in reached.values()]
+    _, centroids, labels = min(fits, key=lambda fit: fit[0])
+    return centroids, labels
 
 
-def _inertia(rows: np.ndarray, centroids: np.ndarray) -> float:
-    """The sum of squared distances to the nearest centroid: what k-means minimizes (scipy's
-    `kmeans` reports the mean distance, whose least can be another solution)."""
+def _fit(rows: np.ndarray, centroids: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """The sum of squared distances to the nearest centroid (what k-means minimizes: scipy's
+    `kmeans` reports the mean distance, whose least can be another solution), the centroids and
+    each row's nearest one."""
     from scipy.cluster.vq import vq
 
-    return float(np.square(vq(rows, centroids)[1]).sum())
+    labels, distances = vq(rows, centroids)
+    return float(np.square(distances).sum()), centroids, labels
 
 
 def _distinct_rows(x: np.ndarray, at_most: int) -> int:
