@@ -114,6 +114,8 @@ def hour_earlier(source: Path, into: Path) -> None:
     `bench/increment_ab.sh` starts each tree from."""
     import duckdb
 
+    from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS
+
     shutil.copyfile(source, into)
     con = duckdb.connect(str(into))
     try:
@@ -122,6 +124,13 @@ def hour_earlier(source: Path, into: Path) -> None:
         for table in EARLIER_BY_HOUR:
             con.execute(f"DELETE FROM {table} WHERE ts > ? - INTERVAL 1 HOUR", [last])
         con.execute("DELETE FROM card_hours_daily WHERE ts >= date_trunc('day', ?::TIMESTAMPTZ)", [last])
+        [(day,)] = con.execute("SELECT date_trunc('day', ?::TIMESTAMPTZ - INTERVAL 1 HOUR)",
+                               [last]).fetchall()
+        tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        for kind in (SAMPLES, TOKENS):  # their fingerprints (v18) as a load keeps them
+            if kind.table in tables:
+                con.execute(f"DELETE FROM {kind.table} WHERE day >= ?", [day.date()])
+                con.execute(f"INSERT INTO {kind.table} {kind.of('ts >= ?')}", [day])
     finally:
         con.close()
 

@@ -5,14 +5,15 @@ whenever their basis moves, once an hour for the running month, and the overcomm
 autoscaling advice read the month's per-minute inputs a day at a time (`analytics.advice.run
 .by_day`): at 256 GPUs about 0.4 s and 0.7 s a day, 30 days each time, for one new hour. A
 day's answer depends only on the SQL and on the rows it reads, so it is kept here under a
-content stamp of those rows (`warehouse.queries.advice.per_minute_inputs_stamps`, tens of
-milliseconds a day) and read back while the stamp is unchanged: a refresh queries only the days
-whose inputs changed (the running day; a day that was backfilled), and the month is put
-together from the parts exactly as a full read puts it together from the days. The token
-costs' counters are read the same way (`warehouse.queries.workloads.token_increases`: a day's
-increases and its first and last samples, joined to the day before). What spans days (each
-allocation's statistics over the month) is kept whole with every day's stamp, and only its
-rows that reach a changed day are asked again (`DayParts.spanning`, decision 0261).
+content stamp of those rows (`warehouse.queries.advice.per_minute_inputs_stamps`, read from
+the fingerprints every write keeps, decision 0274) and read back while the stamp is unchanged:
+a refresh queries only the days whose inputs changed (the running day; a day that was
+backfilled), and the month is put together from the parts exactly as a full read puts it
+together from the days. The token costs' counters are read the same way
+(`warehouse.queries.workloads.token_increases`: a day's increases and its first and last
+samples, joined to the day before). What spans days (each allocation's statistics over the
+month) is kept whole with every day's stamp, and only its rows that reach a changed day are
+asked again (`DayParts.spanning`, decision 0261).
 
 The parts live in their own DuckDB file (`<warehouse>.dayparts.duckdb`), not in the serving
 store, which every publish copies whole: a month of serving minutes is tens of MB. Every reader
@@ -169,8 +170,8 @@ class DayParts:
 
     def expect(self, wh: ReadableWarehouse, window: Window) -> None:
         """Stamp every whole UTC day of `window` at once, before a reader of the window asks for
-        them a day at a time: the days' pods are hashed in one statement, not one a day
-        (`per_minute_inputs_stamps`; at 1,000 GPUs a month's stamps 2.5 → 1.3 s)."""
+        them a day at a time: one statement for all the days (`per_minute_inputs_stamps`),
+        not one a day."""
         self._stamps_of(wh, [(day.start, day.end) for day in window.days()
                              if day.end - day.start == DAY and floor_time(day.start, DAY) == day.start])
 

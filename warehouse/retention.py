@@ -24,6 +24,7 @@ from typing import Any
 
 from gpuledger.core.window import HOUR, as_utc, floor_time
 from gpuledger.warehouse.protocols import ReadableWarehouse
+from gpuledger.warehouse.sample_fingerprints import SAMPLES, kept_current
 from gpuledger.warehouse.sample_layout import VALUES_TABLE, prune_series_sql
 from gpuledger.warehouse.store import Warehouse
 
@@ -85,7 +86,7 @@ def compact(
     start, end, reason = removable_until(wh, keep_from, margin, rollup_source)
     removed = 0
     if start is not None and end is not None:
-        with wh.transaction():
+        with wh.transaction(), kept_current(wh.con, SAMPLES, start, end):
             rows = wh.execute(
                 f"DELETE FROM {VALUES_TABLE} WHERE ts >= ? AND ts < ?", [start, end]
             )

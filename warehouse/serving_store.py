@@ -12,8 +12,10 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
    (the retention test proves it for compaction), and the newest sample of each device is there
    (MIG holders "now"). The MIG samples of each month's last hour stay too: the Fleet page's
    MIG map of a past month shows who held each instance at its end. `token_samples` keeps its
-   newest hour (freshness). Results of the analyses that need the raw samples of a whole month
-   (recommendations, token costs, advice kinds) are written by the publisher's caller into
+   newest hour (freshness); the samples' fingerprints (`warehouse.sample_fingerprints`)
+   describe the warehouse's samples, not the store's tail, and are not copied. Results of the
+   analyses that need the raw samples of a whole month (recommendations, token costs, advice
+   kinds) are written by the publisher's caller into
    `serving_results` (`put_result`, `warehouse.serving_results_table`), computed on the
    warehouse, each with the rules it was computed under (docs/decisions/0150).
 2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per UTC day with a
@@ -52,6 +54,7 @@ from gpuledger.core.rules_record import RecordedRules
 from gpuledger.warehouse import serving_results_table as results_table
 from gpuledger.warehouse.connection import connect
 from gpuledger.warehouse.retention import mark_removed, removable_until
+from gpuledger.warehouse.sample_fingerprints import BY_SOURCE
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, SERIES_TABLE, VALUES_TABLE, VIEW_DDL
 from gpuledger.warehouse.serving_day_parts import (
     PARTITIONED,
@@ -72,6 +75,7 @@ ROLLUP_SOURCE = CARD_HOURS_HOURLY.name
 """The roll-up watermark source: the table's name (as `analytics.usage.daily.ROLLUP_SOURCE`)."""
 RESULTS_TABLE = results_table.RESULTS_TABLE
 OWN_TABLES = (PARTS_TABLE, RESULTS_TABLE)
+FINGERPRINTS = {kind.table for kind in BY_SOURCE.values()}
 MONTH_END_RAW = timedelta(hours=1)
 """MIG samples kept before each month's end (the MIG map's holders at a past month's end)."""
 FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
@@ -298,6 +302,8 @@ def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int
         con.execute(f'DROP TABLE {srv}."{stale}"')
     rewritten = kept = copied = 0
     for table in source:
+        if table in FINGERPRINTS:  # the warehouse's samples' (0274), not the store's tail
+            continue
         if table in PARTITIONED:
             r, k = update_partitioned(con, catalog, table, PARTITIONED[table], srv)
             rewritten, kept = rewritten + r, kept + k

@@ -8,7 +8,9 @@ Why these rules:
    inside the batch first, last one wins). Raw GPU samples are stored as a series dimension
    and integer-keyed values behind a `gpu_samples` view (`warehouse.sample_layout`). A load of
    `card_hours_hourly` rewrites the `card_hours_daily` rows of every day its window touches in
-   the same transaction (`warehouse.daily_rollup`: the day rows stay the sums of the hours).
+   the same transaction (`warehouse.daily_rollup`: the day rows stay the sums of the hours), and
+   a load of GPU or token samples keeps their fingerprints per day current in it
+   (`warehouse.sample_fingerprints`: what a day part's reader compares, decision 0274).
 3. One writer: DuckDB takes an OS lock on the file; a second writer gets `WarehouseLockedError`
    with the path, never a corrupted file. Readers open with `read_only=True`.
 4. Whose file: DuckDB never installs or loads an extension behind our back (a SQLite file passed
@@ -37,7 +39,7 @@ anything else; queries here go through `con.sql(q, params=...)` which returns a 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -54,6 +56,7 @@ from gpuledger.warehouse import daily_rollup
 from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
 from gpuledger.warehouse.connection import connect, os_failure
 from gpuledger.warehouse.dimension_load import dimension_insert, extend_history
+from gpuledger.warehouse.sample_fingerprints import BY_SOURCE, SAMPLES, kept_current
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
 from gpuledger.warehouse.schema import LATEST, current_version, foreign_objects, migrate, refuse_newer
 
@@ -246,16 +249,19 @@ class Warehouse:
         removed = 0
         if spec.name == SAMPLES_VIEW:  # a view over series + values (warehouse.sample_layout)
             assert window is not None
-            removed = write_samples(self.con, view, window)
+            with kept_current(self.con, SAMPLES, window.start, window.end):  # (0274)
+                removed = write_samples(self.con, view, window)
         elif spec.kind == "timeseries":
             assert window is not None
             # DELETE reports how many rows it removed: no separate count(*) scan. Zone maps
             # skip every row group outside the window (no index on ts, decision 0070).
-            deleted = self.con.execute(
-                f"DELETE FROM {spec.name} WHERE ts >= ? AND ts < ?", [window.start, window.end]
-            ).fetchall()
-            removed = int(deleted[0][0]) if deleted else 0
-            self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
+            kind = BY_SOURCE.get(spec.name)
+            with kept_current(self.con, kind, window.start, window.end) if kind else nullcontext():
+                deleted = self.con.execute(
+                    f"DELETE FROM {spec.name} WHERE ts >= ? AND ts < ?", [window.start, window.end]
+                ).fetchall()
+                removed = int(deleted[0][0]) if deleted else 0
+                self.con.execute(f"INSERT INTO {spec.name} ({cols}) SELECT {cols} FROM {view}")
             if spec.name == daily_rollup.HOURLY:  # its day rows follow, in this transaction
                 daily_rollup.refresh_days(self.con, window)
         elif spec.kind == "interval":

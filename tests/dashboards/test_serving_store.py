@@ -47,7 +47,7 @@ from gpuledger.dashboards import serving_results
 from gpuledger.dashboards.app import create_app
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.serving_day_parts import PARTITIONED, PARTS_TABLE, WHOLE, _runs
-from gpuledger.warehouse.serving_store import is_served, open_serving, publish, serving_path
+from gpuledger.warehouse.serving_store import FINGERPRINTS, is_served, open_serving, publish, serving_path
 from tests.dashboards.conftest import MIG_PLAN, PERIOD, PREVIOUS, admin_headers, settings_with_roles
 from tests.dashboards.test_store import collector
 
@@ -215,7 +215,7 @@ def test_a_table_kept_whole_is_copied_only_when_it_changed(published: Path) -> N
     margin = SamplingRules.of(SETTINGS).margin
     with Warehouse.open(published) as wh:
         whole = [t for t in wh.query("SELECT table_name FROM duckdb_tables()")["table_name"]
-                 if t not in PARTITIONED and t not in ("gpu_sample_values", "token_samples")]
+                 if t not in PARTITIONED and t not in ("gpu_sample_values", "token_samples", *FINGERPRINTS)]
         assert publish(wh, margin=margin).tables_copied == 0
         wh.execute("UPDATE pods SET end_ts = end_ts + INTERVAL 1 MINUTE WHERE pod = (SELECT min(pod) FROM pods)")
         moved = publish(wh, margin=margin)
@@ -228,6 +228,10 @@ def test_a_table_kept_whole_is_copied_only_when_it_changed(published: Path) -> N
     con.close()
     with Warehouse.open(published) as wh:
         assert publish(wh, margin=margin).tables_copied == len(whole) > 5
+        assert all(wh.scalar(f"SELECT count(*) FROM {t}") for t in FINGERPRINTS), "the warehouse keeps them"
+    with open_serving(published) as serving:  # they describe the warehouse's samples, not the store's tail
+        held = set(serving.query("SELECT table_name FROM duckdb_tables()")["table_name"])
+    assert not held & FINGERPRINTS and {"gpu_sample_values", "token_samples"} <= held
 
 
 def test_a_store_of_month_parts_is_copied_whole_once(published: Path) -> None:

@@ -19,6 +19,7 @@ Cases:
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -123,6 +124,7 @@ def _as_v8(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(schema, "LATEST", 8)
     monkeypatch.setattr(store, "LATEST", 8)
     monkeypatch.setattr(sample_layout, "STORED_DECIMALS", {})
+    monkeypatch.setattr(store, "kept_current", lambda *_: nullcontext())  # nor fingerprints (v018)
     # nor HAMi's allocations (v011): the v8 release read none
     from gpuledger.analytics.devices import vgpu
     from gpuledger.analytics.sampling import holders

@@ -58,6 +58,8 @@ STEPS: tuple[Step, ...] = (
     Step(16, "the daily roll-up card_hours_daily, filled from the hourly one", "v016_card_hours_daily.sql"),
     Step(17, "a plan's effect measured on the scheduling twin (plans.twin_effect)",
          "v017_plan_twin_effect.sql"),
+    Step(18, "the GPU and token samples' fingerprints per UTC day, kept by every write",
+         "v018_sample_fingerprints.sql"),
 )
 """Every version in order, oldest first; append only."""
 

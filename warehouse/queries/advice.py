@@ -11,16 +11,17 @@ a minute or hour without any reading is NULL (docs/decisions/0157).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from gpuledger.core.activity import ActivitySource, activity_sql
-from gpuledger.core.activity import fields as activity_fields
+from gpuledger.core.window import DAY, floor_time
 from gpuledger.warehouse.queries.pods import newest_incarnation
-from gpuledger.warehouse.utc_sql import HOUR_US, MINUTE_US, utc_floor
+from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS
+from gpuledger.warehouse.utc_sql import DAY_US, HOUR_US, MINUTE_US, utc_floor
 
 if TYPE_CHECKING:
     from gpuledger.warehouse.protocols import ReadableWarehouse
@@ -54,7 +55,8 @@ def mig_layouts(
 
 
 _NODE_ACTIVITY_SQL = """
-SELECT {hour} AS ts, s.node, avg({activity}) AS activity
+SELECT {hour} AS ts, s.node,
+    sum(({activity})::DECIMAL(38, 18))::DOUBLE / nullif(count({activity}), 0) AS activity
 FROM gpu_samples s WHERE s.ts >= $start AND s.ts < $end
 GROUP BY ALL ORDER BY node, ts
 """
@@ -66,7 +68,10 @@ def node_activity_hourly(
     """Mean activity per node and hour over its devices' samples that have a reading (the rule
     of `core.activity` under `activity`): `ts`, `node`, `activity` (NULL for an hour whose
     samples have no reading at all: unknown, not idle). Every hour lies in one UTC day, so
-    the fragmentation advice reads it a day at a time, through the day parts."""
+    the fragmentation advice reads it a day at a time, through the day parts. The mean is an
+    exact sum (DECIMAL) over the count, as the allocations' (decision 0263): with `avg`, a day's
+    statement and the window's added their doubles in their threads' orders, and the same
+    hour's mean came out apart in the last bit."""
     return wh.query(_with_activity(PER_MINUTE_TEMPLATES["node_activity_hourly"], activity, "s"),
                     {"start": start, "end": end})
 
@@ -232,57 +237,73 @@ _REPLICA_SET_PODS = newest_incarnation(
 """The ReplicaSets' pods' owner and pod-template hash, one row per name."""
 
 
-_READ_SAMPLE_COLUMNS = ", ".join(("ts", "series_id", *activity_fields(), "fb_used_mib"))
-"""The sample columns the kept reads read: the time, the series (node, card, pod), the activity
-rule's readings under either source (the rule reads no other) and the framebuffer used (the
-allocations' statistics, `warehouse.queries.workloads.allocation_stats`)."""
-_DAY_STAMP_SQL = f"""
-WITH day AS (  -- one scan of the day's samples: their stamp and the series they name
-    SELECT count(*) || '.' || coalesce(sum(hash({_READ_SAMPLE_COLUMNS})), 0) AS samples,
-        list(DISTINCT series_id) AS ids
-    FROM gpu_sample_values WHERE ts >= $start AND ts < $end
-)
-SELECT samples, ids,
-    (SELECT count(*) || '.' || coalesce(sum(hash(t)), 0) FROM token_samples t
-     WHERE ts >= $start - INTERVAL 10 MINUTE AND ts < $end) AS tokens
-FROM day
-"""
-_PODS_STAMP_SQL = """
-WITH day_series AS (
-    SELECT day, unnest(ids) AS series_id FROM (SELECT unnest(range(len($ids))) AS day, unnest($ids) AS ids)
+_STAMPS_SQL = """
+WITH samples AS (
+    SELECT * FROM {samples} WHERE day BETWEEN $first AND $last
+), tokens AS (  -- the day's token samples and the rate's 10 minutes before it
+    SELECT day, sample_rows, row_hashes FROM {tokens} WHERE day BETWEEN $first AND $last
+    UNION ALL SELECT day + 1, sample_rows, row_hashes FROM ({tail})
 ), held AS (
-    SELECT DISTINCT day, namespace, pod FROM day_series JOIN gpu_series USING (series_id)
+    SELECT DISTINCT f.day, s.namespace, s.pod FROM samples f JOIN gpu_series s USING (series_id)
+), pods AS (
+    SELECT h.day, count(*) AS sample_rows,
+        sum(hash(p.namespace, p.pod, p.owner_kind, p.owner_name, p.labels)) AS row_hashes
+    FROM pods p JOIN held h ON h.namespace = p.namespace AND h.pod = p.pod GROUP BY h.day
 )
-SELECT day, count(*) || '.' || coalesce(sum(hash(p.namespace, p.pod, p.owner_kind, p.owner_name, p.labels)),
-                                        0) AS pods
-FROM pods p JOIN held h ON h.namespace = p.namespace AND h.pod = p.pod GROUP BY day
+SELECT d.day,
+    (SELECT coalesce(sum(sample_rows), 0) || '.' || coalesce(sum(row_hashes), 0) FROM samples f
+     WHERE f.day = d.day) AS samples,
+    (SELECT coalesce(sum(sample_rows), 0) || '.' || coalesce(sum(row_hashes), 0) FROM tokens t
+     WHERE t.day = d.day) AS tokens,
+    (SELECT coalesce(sum(sample_rows), 0) || '.' || coalesce(sum(row_hashes), 0) FROM pods p
+     WHERE p.day = d.day) AS pods
+FROM (SELECT unnest($days::DATE[]) AS day) d
 """
+_SPAN = "ts >= $first AND ts < $last + INTERVAL 1 DAY"
+_TOKEN_TAIL = (f"ts >= $first - INTERVAL 10 MINUTE AND ts < $last "
+               f"AND epoch_us(ts) % {DAY_US} >= {DAY_US - 10 * MINUTE_US}")
+"""The token samples of the 10 minutes before each day, read for the rate at its start."""
 _CARDS_STAMP_SQL = ("SELECT count(*) || '.' || coalesce(sum(hash(uuid, node, model, pool, sharing_mode)), 0) "
                     "FROM gpus")
 
 
 def per_minute_inputs_stamps(wh: ReadableWarehouse, days: Sequence[tuple[datetime, datetime]]) -> list[str]:
-    """A content stamp, per window `[start, end)` of `days`, of every row the queries kept in
-    day parts (`PER_MINUTE_TEMPLATES`: `shared_card_levels`, `serving_minutes`,
+    """A content stamp, per whole UTC day `[start, end)` of `days`, of every row the queries kept
+    in day parts (`PER_MINUTE_TEMPLATES`: `shared_card_levels`, `serving_minutes`,
     `node_activity_hourly`), the token counters' pieces (`warehouse.queries.workloads
     .token_piece`) and the allocations' statistics (`allocation_stats`, kept whole under every
-    day's stamp) can read for it: the window's GPU samples (the columns they read: time, series
-    id, whose labels never change, the activity readings and the framebuffer used), the token
-    samples from the rate's 10 minutes before, the cards' pool, model and sharing mode, and the
-    pods of the window's samples (owner and labels). Equal stamps, equal inputs: a sample
-    backfilled, replaced or dropped, a card moved to another pool or a pod relabelled changes it
-    (a count and a sum of row hashes per table, so a duplicated row does too); a column none of
-    them reads (power, temperature) does not.
+    day's stamp) can read for it: the day's GPU samples (their fingerprint: the row count and
+    sum of row hashes, every column), the token samples from the rate's 10 minutes before, the
+    cards' pool, model and sharing mode, and the pods of the day's samples (owner and labels).
+    Equal stamps, equal inputs: a sample backfilled, replaced or dropped, a card moved to
+    another pool or a pod relabelled changes it (a count and a sum of row hashes per table, so
+    a duplicated row does too).
 
-    One statement per window scans its samples (about 0.04 s a day at 1,000 GPUs) and one for
-    all windows hashes their pods: hashing the pods of each day apart read the pods table once a
-    day, 1.1 of a month's 2.6 s (against the queries' 1.1 s and more a day, docs/decisions/0248)."""
-    found = [wh.query(_DAY_STAMP_SQL, {"start": start, "end": end}).row(0) for start, end in days]
-    ids = [list(row[1] or ()) for row in found]
-    pods = dict(wh.query(_PODS_STAMP_SQL, {"ids": ids}).iter_rows()) if any(ids) else {}
+    One statement for all days, from the fingerprints every write keeps of the GPU samples
+    (per day and series: the pods are those of the day's series) and of the token samples
+    (per day; the 10 minutes before each day read here), `warehouse.sample_fingerprints`,
+    decision 0274: hashing the month's samples took about 1.5 s at 1,000 GPUs on every hourly
+    refresh. A catalog without them (not migrated) has them computed from its rows, the same
+    numbers."""
+    dates = [_whole_day(start, end) for start, end in days]
+    if not dates:
+        return []
+    kept = wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_catalog = "
+                     "current_database() AND table_schema = 'main' AND table_name = ?", [SAMPLES.table])
+    sql = _STAMPS_SQL.format(samples=SAMPLES.table if kept else f"({SAMPLES.of(_SPAN)})",
+                             tokens=TOKENS.table if kept else f"({TOKENS.of(_SPAN)})",
+                             tail=TOKENS.of(_TOKEN_TAIL))
+    found = {day: (samples, tokens, pods) for day, samples, tokens, pods in
+             wh.query(sql, {"days": dates, "first": min(dates), "last": max(dates)}).iter_rows()}
     cards = wh.scalar(_CARDS_STAMP_SQL)
-    return ["|".join((samples, tokens, cards, pods.get(day, "0.0")))
-            for day, (samples, _, tokens) in enumerate(found)]
+    return ["|".join((found[day][0], found[day][1], cards, found[day][2])) for day in dates]
+
+
+def _whole_day(start: datetime, end: datetime) -> date:
+    """The UTC date of the window `[start, end)`, which must be one whole UTC day."""
+    if end - start != DAY or floor_time(start, DAY) != start:
+        raise ValueError(f"not a whole UTC day: [{start.isoformat()}, {end.isoformat()})")
+    return start.astimezone(UTC).date()
 
 
 def per_minute_query_version(name: str, activity: ActivitySource) -> str:
