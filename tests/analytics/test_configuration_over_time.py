@@ -26,6 +26,7 @@ Cases (prices: H100-80GB 3.00/card-hour; figures by hand):
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,7 @@ def _v13_warehouse(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:13])
         m.setattr(schema, "LATEST", 13)
         m.setattr(store, "LATEST", 13)
+        m.setattr(store, "kept_current", lambda *_: nullcontext())  # nor the fingerprints (v018)
         m.setattr(store, "extend_history", lambda *_: None)  # no history tables before v14
         with Warehouse.open(path) as wh:
             wh.load(LoadBatch(frames=frames, window=window(24)))
