@@ -12,13 +12,19 @@ BASE=$1; SRC=$(realpath "$2"); RUNS=${3:-3}; NAME=${4:-}; PY=${PYTHON:-python}; 
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"; git -C "$HERE" worktree remove --force "$WORK/base-tree" 2>/dev/null || true' EXIT
 git -C "$HERE" worktree add -q "$WORK/base-tree" "$BASE"
 tree_of() { if [ "$1" = base ]; then echo "$WORK/base-tree"; else echo "$HERE"; fi; }
+migrate() {  # the tree's snapshot to its schema, untimed, as its first writer would (v18: 0274);
+  # run from the snapshot's folder: `python -c` puts the working folder first on the path
+  (cd "$WORK/snap-$1" && PYTHONPATH=$(tree_of "$1") "$PY" -c 'from gpuledger.warehouse import Warehouse
+Warehouse.open("w.duckdb").close()')
+}
 for t in base ours; do
   mkdir -p "$WORK/snap-$t"
   PYTHONPATH=$HERE "$PY" -c 'import sys; from pathlib import Path; from bench.bench_scale import hour_earlier
 hour_earlier(Path(sys.argv[1]), Path(sys.argv[2]))' "$SRC" "$WORK/snap-$t/w.duckdb"
+  migrate "$t"
   (cd "$WORK/snap-$t" && PYTHONPATH=$(tree_of $t) "$PY" -m gpuledger --warehouse w.duckdb refresh-serving --force -o json > /dev/null)
-  cp "$SRC" "$WORK/snap-$t/w.duckdb"  # migrated to the tree's schema untimed, as its first writer would
-  PYTHONPATH=$(tree_of $t) "$PY" -c 'import sys; from gpuledger.warehouse import Warehouse; Warehouse.open(sys.argv[1]).close()' "$WORK/snap-$t/w.duckdb"
+  cp "$SRC" "$WORK/snap-$t/w.duckdb"
+  migrate "$t"
 done
 for i in $(seq "$RUNS"); do  # the timed runs, their lines also kept in $WORK/log
   for t in base ours; do

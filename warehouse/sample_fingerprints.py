@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import duckdb
 
@@ -90,18 +90,16 @@ def kept_current(con: duckdb.DuckDBPyConnection, kind: Fingerprinted, start: dat
     con.execute(f"CREATE OR REPLACE TEMP TABLE {_DELTA} AS {kind.of(_RANGE, '-')}", window)
     yield
     con.execute(f"INSERT INTO {_DELTA} {kind.of(_RANGE)}", window)
-    lo, hi = con.execute(f"SELECT min(day), max(day) FROM {_DELTA}").fetchall()[0]
-    if lo is not None:
-        key = f"({', '.join(('day', *kind.keys))})"
-        touched = (f"FROM {kind.table} WHERE day BETWEEN $lo AND $hi AND {key} IN "
-                   f"(SELECT {key} FROM {_DELTA})")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS SELECT {key[1:-1]}, sum(sample_rows) "
-                    f"AS sample_rows, sum(row_hashes) AS row_hashes FROM (SELECT * FROM {_DELTA} UNION ALL "
-                    f"SELECT * {touched}) GROUP BY ALL", {"lo": lo, "hi": hi})
-        con.execute(f"DELETE {touched}", {"lo": lo, "hi": hi})
-        con.execute(f"INSERT INTO {kind.table} SELECT * FROM {_MERGED} WHERE sample_rows > 0")
-        con.execute(f"DROP TABLE {_MERGED}")
-    con.execute(f"DROP TABLE {_DELTA}")
+    last = end - timedelta(microseconds=1)
+    days = {"lo": start.astimezone(UTC).date(), "hi": last.astimezone(UTC).date()}  # the range's UTC days
+    key = f"({', '.join(('day', *kind.keys))})"
+    touched = f"FROM {kind.table} WHERE day BETWEEN $lo AND $hi AND {key} IN (SELECT {key} FROM {_DELTA})"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_MERGED} AS SELECT {key[1:-1]}, sum(sample_rows) "
+                f"AS sample_rows, sum(row_hashes) AS row_hashes FROM (SELECT * FROM {_DELTA} UNION ALL "
+                f"SELECT * {touched}) GROUP BY ALL", days)
+    con.execute(f"DELETE {touched}", days)
+    con.execute(f"INSERT INTO {kind.table} SELECT * FROM {_MERGED} WHERE sample_rows > 0")
+    con.execute(f"DROP TABLE {_MERGED}; DROP TABLE {_DELTA}")
 
 
 def rebuild(con: duckdb.DuckDBPyConnection, kind: Fingerprinted) -> None:
