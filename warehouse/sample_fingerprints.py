@@ -36,7 +36,7 @@ from gpuledger.core.frames import METRIC_COLUMNS, TOKEN_SAMPLES
 from gpuledger.warehouse.sample_layout import VALUES_TABLE
 from gpuledger.warehouse.utc_sql import DAY_US, utc_unit_number
 
-DAY = f"DATE '1970-01-01' + CAST({utc_unit_number('ts', DAY_US)} AS INTEGER)"
+_DAY_OF_TS = f"DATE '1970-01-01' + CAST({utc_unit_number('ts', DAY_US)} AS INTEGER)"
 """A row's UTC day as a DATE, by integer division (`warehouse.utc_sql`)."""
 _RANGE = "ts >= $start AND ts < $end"
 
@@ -65,7 +65,7 @@ class Fingerprinted:
         """SQL: the fingerprints (rule 1) computed from the stored rows matching `where`
         (`sign` "-": negated, to be subtracted)."""
         keys = "".join(f"{key}, " for key in self.keys)
-        return (f"SELECT {DAY} AS day, {keys}{sign}count(*) AS sample_rows, "
+        return (f"SELECT {_DAY_OF_TS} AS day, {keys}{sign}count(*) AS sample_rows, "
                 f"{sign}CAST(sum({self.row_hash}) AS HUGEINT) AS row_hashes FROM {self.source} "
                 f"WHERE {where} GROUP BY ALL")
 
