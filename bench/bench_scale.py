@@ -114,7 +114,7 @@ def hour_earlier(source: Path, into: Path) -> None:
     `bench/increment_ab.sh` starts each tree from."""
     import duckdb
 
-    from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS
+    from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS, rebuild
 
     shutil.copyfile(source, into)
     con = duckdb.connect(str(into))
@@ -129,8 +129,7 @@ def hour_earlier(source: Path, into: Path) -> None:
         tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         for kind in (SAMPLES, TOKENS):  # their fingerprints (v18) as a load keeps them
             if kind.table in tables:
-                con.execute(f"DELETE FROM {kind.table} WHERE day >= ?", [day.date()])
-                con.execute(f"INSERT INTO {kind.table} {kind.of('ts >= ?')}", [day])
+                rebuild(con, kind, since=day.date())
     finally:
         con.close()
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import duckdb
 
@@ -102,8 +102,10 @@ def kept_current(con: duckdb.DuckDBPyConnection, kind: Fingerprinted, start: dat
     con.execute(f"DROP TABLE {_MERGED}; DROP TABLE {_DELTA}")
 
 
-def rebuild(con: duckdb.DuckDBPyConnection, kind: Fingerprinted) -> None:
+def rebuild(con: duckdb.DuckDBPyConnection, kind: Fingerprinted, since: date | None = None) -> None:
     """`kind`'s fingerprints computed again from the stored rows (what migration v18 filled
-    the tables with): for a writer that rewrites the rows wholesale, outside `kept_current`."""
-    con.execute(f"DELETE FROM {kind.table}")
-    con.execute(f"INSERT INTO {kind.table} {kind.of()}")
+    the tables with), of every day or of the UTC days from `since` on: for a writer that
+    rewrites the rows wholesale, outside `kept_current`."""
+    days = {"since": since or date.min}
+    con.execute(f"DELETE FROM {kind.table} WHERE day >= $since", days)
+    con.execute(f"INSERT INTO {kind.table} {kind.of(f'{_DAY_OF_TS} >= $since')}", days)
