@@ -1,7 +1,7 @@
 """`gpuledger demo --no-serve` end to end: time to the first printed bill and to the end, per stage.
 
 Run: `python -m bench.bench_demo [--gpus 256] [--period 2026-10] [--baseline-ref REF] [--one-by-one]
-[--until-bill]`.
+[--until-bill] [--alternate N]`.
 
 Two demos of the same fleet, month and seed, as a user runs them (`python -m gpuledger demo`
 in a fresh folder, no config):
@@ -20,13 +20,16 @@ bench/results/demo.json with machine facts, the load average before, during and 
 whether both demos printed the same lines from `loaded` to the reports (counts, bill, idle,
 advice: the same demo, only faster). `--until-bill` stops each demo once its bill, Volcano and
 idle lines are out (the first-bill goal on a busy machine, in half the time; written to
-bench/results/demo_first_bill.json, the lines compared up to there).
+bench/results/demo_first_bill.json, the lines compared up to there). `--alternate N` runs the
+baseline then ours N times, one at a time, each run's end, CPU seconds and peak memory (the
+process's `ru_maxrss`) recorded (bench/results/demo_alternating.json): the memory goal's figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +70,7 @@ class Run:
                "--no-serve", "--out", str(work / "demo")]
         self.ended: float | None = None
         self.cpu_s: float | None = None  # user + system seconds of the whole demo (set by wait)
+        self.peak_rss_mib: int | None = None  # the demo process's peak resident set (set by wait)
         self.closed: float | None = None  # set by the stdout reader
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
@@ -100,6 +104,7 @@ class Run:
         rc = os.waitstatus_to_exitcode(status)
         self.proc.returncode = rc
         self.cpu_s = round(usage.ru_utime + usage.ru_stime, 1)
+        self.peak_rss_mib = round(usage.ru_maxrss / 1024)  # Linux reports KiB
         for reader in self._readers:
             reader.join()
         self.ended = self.closed if self.closed is not None else time.perf_counter() - self.started
@@ -130,6 +135,7 @@ class Run:
             "first_bill_s": _round(marks["bill"]),
             "end_s": _round(self.ended),
             "cpu_s": self.cpu_s,
+            "peak_rss_mib": self.peak_rss_mib,
             "demo_finished_line_s": _round(marks["quota plan"]),
             "stages_s": stages,
             "split_s": {  # only the baseline prints simulate + load and roll-up apart
@@ -163,10 +169,16 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--until-bill", action="store_true",
                         help="stop each demo after its bill (first-bill figures only)")
+    parser.add_argument("--alternate", type=int, default=0, metavar="N",
+                        help="N rounds of the baseline then ours, one at a time (time and peak "
+                        "memory of each run: bench/results/demo_alternating.json)")
     args = parser.parse_args()
     ref = args.baseline_ref or subprocess.run(
         ["git", "merge-base", "HEAD", "main"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
+    if args.alternate:
+        alternate(ref, args.alternate, args.gpus, args.period, args.timeout)
+        return
     load: dict[str, Any] = {"before": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as tmp:
         base_tree = unpack_tree(ref, Path(tmp) / "baseline-tree")
@@ -205,6 +217,36 @@ def main() -> None:
                   "first_bill_met": (ours["rc"] == 0 or args.until_bill)
                   and (ours["first_bill_s"] or 1e9) <= 60,
                   "end_met": None if args.until_bill else ours["rc"] == 0 and (ours["end_s"] or 1e9) <= 120},
+    })
+
+
+def alternate(ref: str, rounds: int, gpus: int, period: str, timeout: float) -> None:
+    """`rounds` x (the baseline, then ours), one demo at a time, so each sees the machine alone
+    and both see it in turns: the end, CPU seconds and peak memory of every run, with the load
+    average after it, and whether each printed the baseline's first lines (bill to advice)."""
+    runs: list[dict[str, Any]] = []
+    shown: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-demo-") as tmp:
+        trees = {"baseline": unpack_tree(ref, Path(tmp) / "baseline-tree"), "ours": ROOT}
+        for turn in range(rounds):
+            for name, tree in trees.items():
+                run = Run(name, tree, Path(tmp) / f"{name}-{turn}", gpus, period)
+                figures = run.figures(run.wait(timeout))
+                shown.setdefault(name, run.shown())
+                runs.append({"tree": name, "round": turn + 1, **{k: figures[k] for k in (
+                    "rc", "end_s", "cpu_s", "peak_rss_mib", "first_bill_s", "stages_s")},
+                    "load_1_5_15_after": [round(x, 2) for x in os.getloadavg()]})
+
+    def median(name: str, key: str) -> float:
+        return float(statistics.median(r[key] for r in runs if r["tree"] == name))
+
+    write_result("demo_alternating", {
+        "gpus": gpus, "period": period, "baseline_ref": ref,
+        "mode": f"{rounds} rounds of the baseline then ours, one at a time", "runs": runs,
+        "median": {name: {"end_s": median(name, "end_s"), "peak_rss_mib": median(name, "peak_rss_mib")}
+                   for name in ("baseline", "ours")},
+        "same_output": {"lines": len(shown["ours"]), "equal": shown["baseline"] == shown["ours"]},
+        "goals": {"end_s": 60, "peak_rss_mib": 1536},
     })
 
 

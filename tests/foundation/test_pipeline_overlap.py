@@ -9,12 +9,14 @@ DuckDB's parallel sums add in no fixed order, so two sequential runs differ in t
 the simulating thread reaches the caller as itself and leaves no thread behind. `each_day` (the
 demo keeps each day's advice inputs, decision 0258) reads each stored day whole, in order, on a
 thread of its own; its failure reaches the caller too. `load_simulation` an hour at a time
-stores what it stores a day at a time.
+stores what it stores a day at a time. At most three days' frames are held at once (the
+writer's, one ready, one being simulated).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,13 +24,14 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from gpuledger import pipeline
 from gpuledger.commands._demo_pipeline import demo_fleet
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
 from gpuledger.pipeline import load_and_rollup, load_simulation, rollup
 from gpuledger.simulator.dra_fleet import DraFleet
 from gpuledger.simulator.engine import Simulation
-from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse import LoadBatch, Warehouse
 
 pytestmark = pytest.mark.slow
 START = datetime(2026, 10, 4, 12, tzinfo=UTC)
@@ -147,3 +150,34 @@ def test_an_each_day_error_reaches_the_caller(tmp_path: Path) -> None:
     with Warehouse.open(tmp_path / "w.duckdb") as wh, pytest.raises(_Boom, match="day 05"):
         load_and_rollup(wh, Simulation(demo_fleet(40), WINDOW, seed=7), Settings(), each_day=each_day)
     assert not [t for t in threading.enumerate() if t.name.startswith(("demo-days", "simulate"))]
+
+
+def test_at_most_three_days_are_held_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's day, one ready (`AHEAD`) and the one being simulated: each is ~155 MB at
+    256 GPUs, so the demo's peak follows this count (decision 0275). The writer holds its first
+    day until a fourth is made or 3 s pass: a fourth can be made only where the producer holds
+    more than that."""
+    live: list[weakref.ref[LoadBatch]] = []
+    most, fourth, first = [0], threading.Event(), [True]
+
+    def counted(days):  # the producer's batches, the live ones counted as each is made
+        for window, batch in real(days):
+            live.append(weakref.ref(batch))
+            most[0] = max(most[0], sum(ref() is not None for ref in live))
+            if len(live) == 4:
+                fourth.set()
+            yield window, batch
+
+    def held(batch: LoadBatch):
+        if batch.window is not None and first and first.pop():  # the first day, not the inventory
+            fourth.wait(3)
+        return load(batch)
+
+    real = pipeline.prepared_days
+    monkeypatch.setattr(pipeline, "prepared_days", counted)
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        load = wh.load
+        monkeypatch.setattr(wh, "load", held)
+        load_simulation(wh, Simulation(demo_fleet(40), WINDOW, seed=7))
+    assert len(live) == 4  # a day per chunk, the window's edges clipped
+    assert most[0] == 3
