@@ -48,7 +48,7 @@ DAY = timedelta(days=1)
 AHEAD = 1
 """Days (chunks) ready in the queue while the writer stores one and the producer simulates the
 next, so at most three are held: each is ~155 MB at 256 GPUs (~1 M rows in polars and Arrow).
-A second day ahead raised the demo's load peak by 140 MB and saved no time (decision 0275)."""
+A second day ahead raised the demo's peak by about 100 MiB and saved no time (decision 0275)."""
 
 
 def load_inventory(wh: Warehouse, sim: Simulation, dra: DraFleet | None = None) -> int:

@@ -155,22 +155,24 @@ def test_an_each_day_error_reaches_the_caller(tmp_path: Path) -> None:
 def test_at_most_three_days_are_held_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer's day, one ready (`AHEAD`) and the one being simulated: each is ~155 MB at
     256 GPUs, so the demo's peak follows this count (decision 0275). The writer holds its first
-    day until a fourth is made or 3 s pass: a fourth can be made only where the producer holds
-    more than that."""
+    day until the third is made, then a second more: a fourth could be made meanwhile only where
+    the producer holds more than that."""
     live: list[weakref.ref[LoadBatch]] = []
-    most, fourth, first = [0], threading.Event(), [True]
+    most, first = [0], [True]
+    made = {n: threading.Event() for n in (3, 4)}
 
     def counted(days):  # the producer's batches, the live ones counted as each is made
         for window, batch in real(days):
             live.append(weakref.ref(batch))
             most[0] = max(most[0], sum(ref() is not None for ref in live))
-            if len(live) == 4:
-                fourth.set()
+            if len(live) in made:
+                made[len(live)].set()
             yield window, batch
 
     def held(batch: LoadBatch):
         if batch.window is not None and first and first.pop():  # the first day, not the inventory
-            fourth.wait(3)
+            assert made[3].wait(60), "the producer made no third day"
+            made[4].wait(1)
         return load(batch)
 
     real = pipeline.prepared_days
