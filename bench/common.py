@@ -94,12 +94,30 @@ MIGRATE = "import sys; from gpuledger.warehouse import Warehouse; Warehouse.open
 """A child's script that opens the warehouse at argv[1] for writing: migrated to its tree's schema."""
 
 
+OWN_PEAK = """import atexit, runpy, sys
+report = sys.argv.pop(1)
+def high_water():
+    with open("/proc/self/status") as status:
+        kib = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(report, "w") as out:
+        out.write(kib)
+atexit.register(high_water)
+sys.argv[0] = "gpuledger"
+runpy.run_module("gpuledger", run_name="__main__", alter_sys=True)
+"""
+"""`python -m gpuledger ARGS` that writes its own peak resident memory (KiB, `VmHWM`) to the
+file named first when it ends. Not the child's `ru_maxrss`: Linux counts in it the memory of
+the image the child was forked from, so a bench that built a warehouse in its own process (a
+5 GB peak at 1,000 GPUs) saw that figure as every child's peak (`scale_day_parts.json`'s 1,898.6
+MiB for each of its runs is the 256-GPU build's)."""
+
+
 def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
                     memory_limit: str | None = None, *, day_parts: Path | None = None) -> dict[str, Any]:
     """`gpuledger ARGS` of `tree` (on `PYTHONPATH`) on a copy of the warehouse `source` at
     `work`/w.duckdb, with `warehouse.memory_limit` set to `memory_limit` in a settings file where
     given, as a child reaped with `os.wait4`: `rc`, `wall_s`, user + system `cpu_s` and the
-    child's `peak_rss_mib` (`ru_maxrss`). Its output is left in `work`/stdout and stderr.
+    child's own `peak_rss_mib` (`OWN_PEAK`). Its output is left in `work`/stdout and stderr.
     `day_parts`: a day parts file copied beside the copy as its own (`warehouse.day_parts`).
     The copy is first opened for writing by `tree`, untimed (`migrate_s`): a tree whose schema
     is newer than `source`'s migrates it as its first writer would, not inside the measure."""
@@ -113,7 +131,9 @@ def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", MIGRATE, str(copy)], cwd=work, env=env, check=True)
     migrate_s = round(time.perf_counter() - started, 1)
-    cmd = [sys.executable, "-m", "gpuledger", *args, "--warehouse", str(copy)]
+    peak_report = work / "peak_kib"
+    peak_report.unlink(missing_ok=True)
+    cmd = [sys.executable, "-c", OWN_PEAK, str(peak_report), *args, "--warehouse", str(copy)]
     if memory_limit is not None:
         (work / "gpuledger.yaml").write_text(f"warehouse:\n  memory_limit: {memory_limit}\n")
         cmd += ["--config", str(work / "gpuledger.yaml")]
@@ -122,9 +142,10 @@ def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
+    own = peak_report.read_text() if peak_report.exists() else None  # None: killed before its end
     return {"rc": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "migrate_s": migrate_s}
+            "peak_rss_mib": round(int(own or usage.ru_maxrss) / 1024, 1), "migrate_s": migrate_s}
 
 
 def write_result(name: str, figures: dict[str, Any]) -> Path:
