@@ -22,7 +22,8 @@ advice: the same demo, only faster). `--until-bill` stops each demo once its bil
 idle lines are out (the first-bill goal on a busy machine, in half the time; written to
 bench/results/demo_first_bill.json, the lines compared up to there). `--alternate N` runs the
 baseline then ours N times, one at a time, each run's end, CPU seconds and peak memory (the
-process's `ru_maxrss`) recorded (bench/results/demo_alternating.json): the memory goal's figure.
+process's own, `bench.common.OWN_PEAK`) recorded (bench/results/demo_alternating.json): the
+memory goal's figure.
 """
 
 from __future__ import annotations
@@ -31,14 +32,13 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import unpack_tree, write_result
+from bench.common import own_peak_command, own_peak_mib, unpack_tree, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKS = (  # (stage that ends when this line first appears, its prefix)
@@ -66,8 +66,9 @@ class Run:
         work.mkdir(parents=True)
         env = {**os.environ, "PYTHONPATH": str(tree)}
         env.pop("GPULEDGER_WAREHOUSE", None)
-        cmd = [sys.executable, "-m", "gpuledger", "demo", "--gpus", str(gpus), "--period", period,
-               "--no-serve", "--out", str(work / "demo")]
+        self._peak_report = work / "peak_kib"
+        cmd = own_peak_command(self._peak_report, ["demo", "--gpus", str(gpus), "--period", period,
+                                                   "--no-serve", "--out", str(work / "demo")])
         self.ended: float | None = None
         self.cpu_s: float | None = None  # user + system seconds of the whole demo (set by wait)
         self.peak_rss_mib: int | None = None  # the demo process's peak resident set (set by wait)
@@ -104,7 +105,7 @@ class Run:
         rc = os.waitstatus_to_exitcode(status)
         self.proc.returncode = rc
         self.cpu_s = round(usage.ru_utime + usage.ru_stime, 1)
-        self.peak_rss_mib = round(usage.ru_maxrss / 1024)  # Linux reports KiB
+        self.peak_rss_mib = round(own_peak_mib(self._peak_report, usage))
         for reader in self._readers:
             reader.join()
         self.ended = self.closed if self.closed is not None else time.perf_counter() - self.started

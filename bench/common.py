@@ -112,6 +112,19 @@ the image the child was forked from, so a bench that built a warehouse in its ow
 MiB for each of its runs is the 256-GPU build's)."""
 
 
+def own_peak_command(report: Path, args: list[str]) -> list[str]:
+    """`python -m gpuledger ARGS` through `OWN_PEAK`, its peak to be written to `report`."""
+    report.unlink(missing_ok=True)
+    return [sys.executable, "-c", OWN_PEAK, str(report), *args]
+
+
+def own_peak_mib(report: Path, usage: resource.struct_rusage) -> float:
+    """The peak an `own_peak_command` child wrote, in MiB; its `ru_maxrss` where it was killed
+    before its end (and wrote none)."""
+    own = report.read_text() if report.exists() else None
+    return round(int(own or usage.ru_maxrss) / 1024, 1)
+
+
 def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
                     memory_limit: str | None = None, *, day_parts: Path | None = None) -> dict[str, Any]:
     """`gpuledger ARGS` of `tree` (on `PYTHONPATH`) on a copy of the warehouse `source` at
@@ -132,8 +145,7 @@ def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
     subprocess.run([sys.executable, "-c", MIGRATE, str(copy)], cwd=work, env=env, check=True)
     migrate_s = round(time.perf_counter() - started, 1)
     peak_report = work / "peak_kib"
-    peak_report.unlink(missing_ok=True)
-    cmd = [sys.executable, "-c", OWN_PEAK, str(peak_report), *args, "--warehouse", str(copy)]
+    cmd = own_peak_command(peak_report, [*args, "--warehouse", str(copy)])
     if memory_limit is not None:
         (work / "gpuledger.yaml").write_text(f"warehouse:\n  memory_limit: {memory_limit}\n")
         cmd += ["--config", str(work / "gpuledger.yaml")]
@@ -142,10 +154,9 @@ def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
-    own = peak_report.read_text() if peak_report.exists() else None  # None: killed before its end
     return {"rc": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-            "peak_rss_mib": round(int(own or usage.ru_maxrss) / 1024, 1), "migrate_s": migrate_s}
+            "peak_rss_mib": own_peak_mib(peak_report, usage), "migrate_s": migrate_s}
 
 
 def write_result(name: str, figures: dict[str, Any]) -> Path:
