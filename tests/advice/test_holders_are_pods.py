@@ -1,7 +1,8 @@
 """A shared card's holders and a Deployment's replicas count pods, and a pod is its namespace and
 name (`warehouse.queries.advice`): two pods named `worker-0` in namespaces `a` and `b` on one
 time-sliced card are two holders (a distinct count of names made them one), and two replicas
-of one Deployment seen on two cards are two replicas with a GPU each, for every minute."""
+of one Deployment seen on two cards are two replicas with a GPU each, for every minute; a
+replica's GPUs are its cards, whatever the devices and scrapes on them."""
 
 from __future__ import annotations
 
@@ -50,3 +51,34 @@ def test_each_replica_counts_once(warehouse: Path) -> None:
     assert minutes.height == 60
     assert set(minutes["deployment"].cast(str)) == {"chat"}
     assert set(minutes["replicas"]) == {2} and set(minutes["gpus_per_replica"]) == {1}
+
+
+@pytest.fixture(scope="module")
+def wide_replica(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One replica holding two MIG slices of card GPU-M and the whole card GPU-W, GPU-W scraped
+    twice a minute (on the minute and 30 s after)."""
+    pod = "wide-5d8f7c9b6-q2x7k"
+    segs = [Seg("GPU-M", at(0), at(1), "serve", pod, act=0.2, gpu_i_id=1, profile="3g.40gb", node="m1"),
+            Seg("GPU-M", at(0), at(1), "serve", pod, act=0.6, gpu_i_id=2, profile="3g.40gb", node="m1"),
+            Seg("GPU-W", at(0), at(1), "serve", pod, act=0.7, node="m1"),
+            Seg("GPU-W", at(0, minutes=0.5), at(1), "serve", pod, act=0.1, node="m1")]
+    frames = {
+        "gpus": gpus({"uuid": "GPU-M", "node": "m1", "pool": "mig", "sharing_mode": "mig"},
+                     {"uuid": "GPU-W", "node": "m1", "pool": "mig"}),
+        "namespaces": namespaces({"serve": "web"}),
+        "pods": pods({"namespace": "serve", "pod": pod, "node": "m1", "owner_kind": "ReplicaSet",
+                      "owner_name": "wide-5d8f7c9b6"}),
+        "gpu_samples": samples(segs),
+    }
+    return load(tmp_path_factory.mktemp("wide") / "w.duckdb", window(1), frames)
+
+
+def test_a_replicas_gpus_are_its_cards(wide_replica: Path) -> None:
+    """Two slices of one card are one GPU and a second scrape of a card adds none; the minute's
+    activity is the mean of all four samples in it: (0.2 + 0.6 + 0.7 + 0.1) / 4."""
+    activity = SamplingRules.of(Settings()).activity
+    with Warehouse.open(wide_replica, read_only=True) as wh:
+        minutes = queries.serving_minutes(wh, at(0), at(1), activity)
+    assert minutes.height == 60 and set(minutes["deployment"].cast(str)) == {"wide"}
+    assert set(minutes["replicas"]) == {1} and set(minutes["gpus_per_replica"]) == {2}
+    assert minutes["activity"].to_list() == pytest.approx([(0.2 + 0.6 + 0.7 + 0.1) / 4] * 60)
