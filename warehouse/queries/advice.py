@@ -191,7 +191,7 @@ owners' numbers, not the names (`pid` a pod, `did` a Deployment, numbered in nam
 rows come out in the names' order), and a pod's cards per minute are counted as rows of
 `cards`, not by `count(DISTINCT uuid)`: at 10,000 GPUs a day took 12.9 CPU-s hashing and
 comparing long pod names (the token rate's window partitioned by them alone 3.3 s) and
-splitting the distinct aggregate, now 6.4-7.2 CPU-s, the same rows (decision 0276). The mean
+splitting the distinct aggregate, now 6.7-7.0 CPU-s, the same rows (decision 0276). The mean
 activity is the samples' sum over their count (what `avg` over them was)."""
 
 

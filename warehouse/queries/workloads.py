@@ -230,8 +230,8 @@ samples inside the piece (`*_within`: a drop is a reset, the new value is the in
 and its first and last sample, which join the piece to its neighbours (`token_increases`).
 The series are numbered once (`k`, in name order, so the rows come out in the names' order)
 and the window and the grouping key on the number: vLLM pods' names are long and share long
-prefixes, and partitioning by them was most of the piece (a 10,000-GPU day 3.6-3.8 CPU-s, now
-1.3-1.9; 1,000 GPUs 0.12-0.13 s, now 0.08; the same rows, decision 0276)."""
+prefixes, and partitioning by them was most of the piece (a 10,000-GPU day 3.3-3.8 CPU-s, now
+1.2-1.9; 1,000 GPUs 0.12-0.15 s, now 0.08; the same rows, decision 0276)."""
 _SERIES = ["namespace", "pod", "model_name"]
 
 
