@@ -95,10 +95,18 @@ gauges summed, in one pass over the token samples. Only the counters of the pods
 joins are read (the query's own: the shared cards' holders, the Deployments' pods), before the
 window sorts them: a pod's rate reads only its own counters, so the rows are the same, and at
 1,000 GPUs no vLLM pod held a shared card (the shared cards' query sorted 516,000 token samples
-a day for nothing, half its time). `{pod_key}` names the pod, `{key}` the same column(s) once
-selected: the names, or the Deployments' query's pod number (`_SERVING_SQL`)."""
-_HELD_PODS = "SEMI JOIN held k ON k.namespace = t.namespace AND k.pod = t.pod"
-_OWNERS_PODS = "JOIN owners k ON k.namespace = t.namespace AND k.pod = t.pod"
+a day for nothing, half its time). `{pod_key}` names the pod: the names, or the Deployments'
+query's pod number (`_SERVING_SQL`); `{key}`, the same columns once selected, is derived from it
+(`_tokens_rate`)."""
+
+
+def _tokens_rate(pods: str, pod_key: str, gauges: str) -> str:
+    """`_TOKENS_RATE` over the counters of the pods `pods` joins (as `k`), keyed by `pod_key`."""
+    key = ", ".join(column.split(".")[-1] for column in pod_key.split(", "))
+    return _TOKENS_RATE.format(pods=pods, pod_key=pod_key, key=key, gauges=gauges,
+                               token_minute=utc_floor("ts", MINUTE_US))  # the token samples' own time
+
+
 _GAUGES = ", sum(num_requests_waiting) AS waiting, sum(num_requests_running) AS running"
 
 _SHARED_BODY = """
@@ -234,15 +242,14 @@ reads ahead for a day)."""
 def _with_activity(template: str, activity: ActivitySource, alias: str) -> str:
     """`template` with the activity rule and the UTC minute and hour (columns of `alias`,
     `warehouse.utc_sql`) and the token rate filled in."""
-    token_minute = utc_floor("ts", MINUTE_US)  # the token samples' own time
     return template.format(activity=activity_sql(alias, activity),
                            minute=utc_floor(f"{alias}.ts", MINUTE_US), hour=utc_floor(f"{alias}.ts", HOUR_US),
-                           tokens_rate_held=_TOKENS_RATE.format(
-                               pods=_HELD_PODS, key="namespace, pod", pod_key="t.namespace, t.pod", gauges="",
-                               token_minute=token_minute),
-                           tokens_rate_owners=_TOKENS_RATE.format(
-                               pods=_OWNERS_PODS, key="pid", pod_key="k.pid", gauges=_GAUGES,
-                               token_minute=token_minute),
+                           tokens_rate_held=_tokens_rate(
+                               "SEMI JOIN held k ON k.namespace = t.namespace AND k.pod = t.pod",
+                               "t.namespace, t.pod", ""),
+                           tokens_rate_owners=_tokens_rate(
+                               "JOIN owners k ON k.namespace = t.namespace AND k.pod = t.pod",
+                               "k.pid", _GAUGES),
                            holders_owners=_HOLDERS_OWNERS, replica_set_pods=_REPLICA_SET_PODS)
 
 
