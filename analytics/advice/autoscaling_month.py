@@ -1,25 +1,28 @@
 """A month of serving minutes, handed to the autoscaling replay one Deployment at a time, in as
-many passes over the month's days as keep the minutes held at once under a bound.
+many passes as keep the minutes held at once under a bound, each day read once.
 
-Why (issue 34, docs/decisions/0269): each Deployment is replayed from its whole month (step 2's
-hourly 5th percentiles and the replay itself run over the month), and the minutes arrive a UTC
-day at a time, every Deployment in each day. Holding the month until the last day is read held
-every Deployment's minutes at once: about 330 MB at 1,000 GPUs, the peak of `refresh-serving`
-under a bounded DuckDB, and about ten times that at 10,000 GPUs. So the Deployments are split by
-a stable hash of their names into `passes` groups; a pass reads every day again and keeps only
-its group's minutes (copied out of the day, so the rest of the day is freed), replays them and
-drops them. The first pass learns what the month needs of every Deployment (GPUs per replica,
-the models served). A pass after the first costs the days' decoding from the day parts (about
-0.4 s a pass at 1,000 GPUs): more passes are asked for only when the days are kept
-(`repeatable`), never when each would query the warehouse again.
+Why (issue 34, docs/decisions/0269, 0277): each Deployment is replayed from its whole month
+(step 2's hourly 5th percentiles and the replay itself run over the month), and the minutes
+arrive a UTC day at a time, every Deployment in each day. Holding the month until the last day
+is read held every Deployment's minutes at once: about 330 MB at 1,000 GPUs and about ten times
+that at 10,000 GPUs. So the Deployments are split by a stable hash of their names into `passes`
+groups. The days are read once: the first pass keeps its group's minutes and sets the others'
+aside, compressed in a temporary file (`SetAside`); each later pass reads its group back from
+there, replays it and drops it. Reading every day again per pass (0269) decoded a 10,000-GPU
+month's kept days seven times (12.5 s of 34 s, with the days' grouping 8 s more); setting the
+minutes aside costs an encoding (about 0.13 s a day) and one decoding of each group. The first
+pass learns what the month needs of every Deployment (GPUs per replica, the models served).
 """
 
 from __future__ import annotations
 
+import io
 import math
+import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import IO
 
 import numpy as np
 import polars as pl
@@ -30,22 +33,21 @@ from gpuledger.core.window import Window
 
 REPLAY_BUDGET = 512 * 2**20
 """The most bytes of replay minutes (`REPLAY_COLUMNS`) held at once, estimated from the first
-day with minutes. A 1,000-GPU month (about 330 MB) stays one pass: there a pass more costs
-about 0.4 s and saves about 100 MB of a 1.7 GB peak that is mostly DuckDB's; a 10,000-GPU
-month (about 3.3 GB) takes seven (bench/results/autoscaling_month_passes.json)."""
-REPLAY_COLUMNS = [c for c in SERIES_SCHEMA if c not in ("namespace", "deployment")]
+day with minutes. A 1,000-GPU month (about 330 MB) stays one pass; a 10,000-GPU month (about
+3.5 GB) takes seven (bench/results/autoscaling_month_passes.json)."""
+KEY_COLUMNS = ["namespace", "deployment"]
+REPLAY_COLUMNS = [c for c in SERIES_SCHEMA if c not in KEY_COLUMNS]
 Key = tuple[str, str]
 
 
 @dataclass
 class ServingMonth:
     """The serving minutes of `window`, read a UTC day at a time by `read(day)` (the day's frame
-    sorted by namespace, deployment, ts; `warehouse.queries.advice.serving_minutes`).
-    `repeatable`: the days can be read again for the cost of decoding them (day parts)."""
+    sorted by namespace, deployment, ts; `warehouse.queries.advice.serving_minutes`), each day
+    once."""
 
     read: Callable[[Window], pl.DataFrame]
     window: Window
-    repeatable: bool
     widest: dict[Key, int] = field(default_factory=dict)
     """Per Deployment, the most GPUs per replica seen in the month (complete once a first
     Deployment is handed out)."""
@@ -57,23 +59,25 @@ class ServingMonth:
     def deployments(self) -> Iterator[tuple[Key, pl.DataFrame]]:
         """Each Deployment's month of minutes (`REPLAY_COLUMNS`, by ts), in name order within a
         pass; every Deployment once."""
-        sized, done = False, 0
-        while done < self.passes:
-            held: dict[Key, list[pl.DataFrame]] = {}
+        held: dict[Key, list[pl.DataFrame]] = {}
+        sized = False
+        with tempfile.TemporaryFile(prefix="gpuledger-serving-minutes-") as spill:
+            aside = SetAside(spill)
             for day in self.window.days():
                 part = self.read(day)
-                runs = part.group_by("namespace", "deployment", maintain_order=True).agg(
-                    pl.len(), pl.col("gpus_per_replica").max())
-                if done == 0:
-                    self._learn(part, runs)
+                runs = _runs(part, pl.col("gpus_per_replica").max())
+                self._learn(part, runs)
                 if part.is_empty():
                     continue
                 if not sized:
                     self.passes, sized = self._passes_for(part, runs.height), True
-                self._hold(part, runs, done, held)
-            for key in sorted(held):
-                yield key, pl.concat(held.pop(key), how="vertical_relaxed")
-            done += 1
+                self._hold(part, runs, held, aside)
+            yield from _handed(held)
+            for batch in range(1, self.passes):
+                held = {}
+                for part in aside.take(batch):
+                    self._hold(part, _runs(part), held, None)
+                yield from _handed(held)
 
     def _learn(self, part: pl.DataFrame, runs: pl.DataFrame) -> None:
         """The month's facts from a day of every Deployment (the first pass reads every day);
@@ -86,29 +90,69 @@ class ServingMonth:
 
     def _passes_for(self, part: pl.DataFrame, deployments: int) -> int:
         """How many passes keep a pass's minutes under `REPLAY_BUDGET`, were every day of the
-        window as large as `part` (of `deployments`: no more passes than that); one where the
-        days cannot be read again cheaply."""
-        if not self.repeatable:
-            return 1
+        window as large as `part` (of `deployments`: no more passes than that)."""
         month = part.select(REPLAY_COLUMNS).estimated_size() * len(list(self.window.days()))
         return max(1, min(deployments, math.ceil(month / REPLAY_BUDGET)))
 
-    def _hold(self, part: pl.DataFrame, runs: pl.DataFrame, batch: int,
-              held: dict[Key, list[pl.DataFrame]]) -> None:
-        """Keep the day's minutes of the Deployments in pass `batch`: with one pass, slices of
-        the day's replay columns (views: they hold those columns' buffers and no others); with
-        more, the group's rows copied out first, so the other groups' minutes are freed."""
-        keys = [(str(ns), str(dep)) for ns, dep in runs.select("namespace", "deployment").iter_rows()]
+    def _hold(self, part: pl.DataFrame, runs: pl.DataFrame, held: dict[Key, list[pl.DataFrame]],
+              aside: SetAside | None) -> None:
+        """Keep the minutes of `part` (its Deployments' `runs`) by Deployment: with one pass or
+        no `aside` (a pass reading back its own group), slices of the day's replay columns
+        (views: they hold those columns' buffers and no others); else the first group's rows
+        copied out, and every other group's set aside in `aside` for its pass."""
+        keys = [(str(ns), str(dep)) for ns, dep in runs.select(KEY_COLUMNS).iter_rows()]
         lengths = runs["len"].to_numpy()
         replay = part.select(REPLAY_COLUMNS)
-        if self.passes > 1:
-            mine = np.fromiter((pass_of(key, self.passes) == batch for key in keys), bool, len(keys))
-            replay = replay.filter(pl.Series(np.repeat(mine, lengths)))
+        if aside is not None and self.passes > 1:
+            groups = np.fromiter((pass_of(key, self.passes) for key in keys), np.int64, len(keys))
+            rows = pl.Series(np.repeat(groups, lengths))
+            for batch in range(1, self.passes):
+                aside.put(batch, part.filter(rows == batch).select(*KEY_COLUMNS, *REPLAY_COLUMNS))
+            mine = groups == 0
+            replay = replay.filter(rows == 0)
             keys, lengths = [k for k, m in zip(keys, mine, strict=True) if m], lengths[mine]
         offset = 0
         for key, length in zip(keys, lengths.tolist(), strict=True):
             held.setdefault(key, []).append(replay.slice(offset, length))
             offset += length
+
+
+@dataclass
+class SetAside:
+    """The minutes of the passes after the first, written once as the days are read (Arrow IPC,
+    LZ4: about 30 MB a 10,000-GPU day; zstd's fifth smaller took twice as long to write) to
+    `file`, an unnamed temporary file, so they wait on disk, not in memory (the chart's jobs
+    mount an `emptyDir` at /tmp), and read back a pass at a time."""
+
+    file: IO[bytes]
+    pieces: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def put(self, batch: int, frame: pl.DataFrame) -> None:
+        """Set `frame` aside for pass `batch`."""
+        if frame.is_empty():
+            return
+        buffer = io.BytesIO()
+        frame.write_ipc(buffer, compression="lz4")
+        start = self.file.seek(0, io.SEEK_END)
+        self.file.write(buffer.getbuffer())
+        self.pieces.setdefault(batch, []).append((start, buffer.tell()))
+
+    def take(self, batch: int) -> Iterator[pl.DataFrame]:
+        """The frames set aside for pass `batch`, in the order they were put."""
+        for start, size in self.pieces.pop(batch, []):
+            self.file.seek(start)
+            yield pl.read_ipc(io.BytesIO(self.file.read(size)))
+
+
+def _runs(part: pl.DataFrame, *also: pl.Expr) -> pl.DataFrame:
+    """The Deployments of `part` (sorted by them) in order: their minutes (`len`) and `also`."""
+    return part.group_by(KEY_COLUMNS, maintain_order=True).agg(pl.len(), *also)
+
+
+def _handed(held: dict[Key, list[pl.DataFrame]]) -> Iterator[tuple[Key, pl.DataFrame]]:
+    """Each Deployment's frames of `held` as one, in name order, dropped as handed out."""
+    for key in sorted(held):
+        yield key, pl.concat(held.pop(key), how="vertical_relaxed")
 
 
 def pass_of(key: Key, passes: int) -> int:

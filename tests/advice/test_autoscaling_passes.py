@@ -1,7 +1,7 @@
-"""The autoscaling replay's month in passes (decision 0269): with the minutes held at once
-bounded below the month, the Deployments are replayed a group at a time, each group read again
-from the day parts, and the proposals are those of one pass, every field; the warehouse is
-queried once a day whatever the passes; without day parts there is one pass."""
+"""The autoscaling replay's month in passes (decisions 0269, 0277): with the minutes held at once
+bounded below the month, the Deployments are replayed a group at a time, the later groups read
+back from where the first pass set them aside, and the proposals are those of one pass, every
+field; each day is read once whatever the passes, with day parts or without."""
 
 from __future__ import annotations
 
@@ -50,19 +50,24 @@ def test_proposals_in_three_passes_equal_one_pass(copy: Path, monkeypatch: pytes
     monkeypatch.setattr(autoscaling_month, "REPLAY_BUDGET", month // 3 + 1)
     with Warehouse.open(copy, read_only=True) as wh, DayParts(day_parts_path(copy)) as days:
         three = autoscaling_proposals(wh, WINDOW, Settings(), days=days)
-        assert (days.reads, days.hits) == (2, 4)  # each day queried once, then decoded twice more
+        assert (days.reads, days.hits) == (2, 0)  # each day queried once, never decoded again
+        again = autoscaling_proposals(wh, WINDOW, Settings(), days=days)
+        assert (days.reads, days.hits) == (2, 2)  # the next refresh decodes each kept day once
+        unkept = autoscaling_proposals(wh, WINDOW, Settings())
     assert three == one  # every field: the same minutes reached each Deployment's replay
+    assert again == one and unkept == one
 
 
 def test_each_pass_holds_only_its_own_group(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(autoscaling_month, "REPLAY_BUDGET", 1)
+    read: list[Window] = []
     with Warehouse.open(copy, read_only=True) as wh:
-        month = ServingMonth(lambda day: _serving(wh, day), WINDOW, repeatable=True)
+        month = ServingMonth(lambda day: read.append(day) or _serving(wh, day), WINDOW)
         handed = [(key, frame.height) for key, frame in month.deployments()]
-        alone = ServingMonth(lambda day: _serving(wh, day), WINDOW, repeatable=False)
-        expected = {key: frame.height for key, frame in alone.deployments()}
+        rows = pl.concat([_serving(wh, day) for day in WINDOW.days()])
+    expected = {(str(ns), str(dep)): n for ns, dep, n in rows.group_by("namespace", "deployment").len().iter_rows()}
     assert month.passes == len(expected) > 1  # no more passes than Deployments
-    assert alone.passes == 1  # days that would be queried again are read once
+    assert read == list(WINDOW.days())  # each day read once, whatever the passes
     assert dict(handed) == expected and len(handed) == len(expected)
     groups = [pass_of(key, month.passes) for key, _ in handed]
     assert groups == sorted(groups)  # a pass's Deployments, then the next pass's
@@ -71,7 +76,7 @@ def test_each_pass_holds_only_its_own_group(copy: Path, monkeypatch: pytest.Monk
 def test_the_month_facts_are_learnt_from_every_deployment(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(autoscaling_month, "REPLAY_BUDGET", 1)
     with Warehouse.open(copy, read_only=True) as wh:
-        month = ServingMonth(lambda day: _serving(wh, day), WINDOW, repeatable=True)
+        month = ServingMonth(lambda day: _serving(wh, day), WINDOW)
         first_key, _ = next(month.deployments())
         frames = [_serving(wh, day) for day in WINDOW.days()]
     rows = pl.concat(frames)
