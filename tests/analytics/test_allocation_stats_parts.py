@@ -115,3 +115,35 @@ def test_a_share_of_the_ram_resolves_to_bytes(fleet):
     with Warehouse.open(fleet, read_only=True, limits=WarehouseSettings(memory_limit="25%")) as wh:
         share = workloads.memory_limit_bytes(wh) / psutil.virtual_memory().total
     assert 0.0 < share <= 0.2501  # of the container's limit instead where that is lower
+
+
+def test_parts_are_sized_by_the_kept_fingerprints(fleet, monkeypatch):
+    """The samples `quantile_parts` sizes by come from the fingerprints every write keeps per day
+    and series (v018), not a count of the month's values: the window's samples where its days
+    hold only them, more where the window cuts a day (never fewer); and those of the allocations
+    with a sample in the asked ranges, counted here from the samples view (another path)."""
+    sized: list[int] = []
+    monkeypatch.setattr(workloads, "quantile_parts", lambda samples, limit: sized.append(samples) or 2)
+    asked = (at(4), at(5))
+    with Warehouse.open(fleet, read_only=True) as wh:
+        def values(lo, hi, touching=None):
+            keys = "namespace, pod, uuid, gpu_i_id, coalesce(vgpu, ''), mig_profile"
+            only = "" if touching is None else (
+                f" AND ({keys}) IN (SELECT ({keys}) FROM gpu_samples WHERE ts >= $a AND ts < $b)")
+            return int(wh.scalar("SELECT count(*) FROM gpu_samples WHERE ts >= $lo AND ts < $hi "
+                                 f"AND namespace IS NOT NULL{only}",
+                                 {"lo": lo, "hi": hi} | ({} if touching is None else
+                                                         {"a": touching[0], "b": touching[1]})))
+
+        workloads.allocation_stats(wh, at(0), at(8), DEFAULT_SOURCE, [asked])
+        workloads.allocation_stats(wh, at(0), at(4), DEFAULT_SOURCE)
+        every = int(wh.scalar("SELECT count(*) FROM gpu_sample_values"))
+        held, of_asked, first_half = values(at(0), at(8)), values(at(0), at(8), asked), values(at(0), at(4))
+    assert sized[0] == every == held + _holderless(), "the window holds its days' samples"
+    assert sized[1] == of_asked < every, "the asked allocations' samples (every allocation here), no card's unheld"
+    assert sized[2] == every > first_half, "a window cutting its day: the day's samples"
+
+
+def _holderless() -> int:
+    """The samples of the card no pod holds (counted in the window's values, no allocation's)."""
+    return int(_samples().filter(pl.col("namespace").is_null()).height)

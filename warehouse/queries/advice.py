@@ -20,7 +20,7 @@ import polars as pl
 from gpuledger.core.activity import ActivitySource, activity_sql
 from gpuledger.core.window import DAY, floor_time
 from gpuledger.warehouse.queries.pods import newest_incarnation
-from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS
+from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS, fingerprints_kept
 from gpuledger.warehouse.utc_sql import DAY_US, HOUR_US, MINUTE_US, utc_floor
 
 if TYPE_CHECKING:
@@ -314,8 +314,7 @@ def per_minute_inputs_stamps(wh: ReadableWarehouse, days: Sequence[tuple[datetim
     dates = [_whole_day(start, end) for start, end in days]
     if not dates:
         return []
-    kept = wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_catalog = "
-                     "current_database() AND table_schema = 'main' AND table_name = ?", [SAMPLES.table])
+    kept = fingerprints_kept(wh)
     sql = _STAMPS_SQL.format(samples=SAMPLES.table if kept else f"({SAMPLES.of(_SPAN)})",
                              tokens=TOKENS.table if kept else f"({TOKENS.of(_SPAN)})",
                              tail=TOKENS.of(_TOKEN_TAIL))
