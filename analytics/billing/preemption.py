@@ -92,7 +92,7 @@ def preemption_losses(wh: Warehouse, window: Window, settings: Settings) -> pl.D
         (pl.col("gpus").fill_null(0.0) * ((pl.col("preempted_at") - pl.col("lost_from"))
                                           .dt.total_microseconds().clip(0) / 3.6e9)).alias("lost_gpu_hours"),
     )
-    models, stored = node_models(wh), last_pod_requests(wh, frame)
+    models, stored = node_models(wh), last_pod_requests(wh)
     frame = frame.join(models, on="node", how="left").join(stored, on=["namespace", "pod"], how="left")
     frame = frame.with_columns(pl.coalesce("gpu_requests", "stored").alias("requests"))
     frame = frame.with_columns(

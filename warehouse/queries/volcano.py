@@ -85,18 +85,10 @@ def node_models(wh: Warehouse) -> pl.DataFrame:
     return wh.query("SELECT node, min(model) AS model FROM gpus GROUP BY node")
 
 
-def last_pod_requests(wh: Warehouse, pods: pl.DataFrame) -> pl.DataFrame:
-    """The GPU requests of `pods` (`namespace`, `pod`) as last stored (each one's newest
-    interval's): `namespace`, `pod`, `stored` (JSON text, or NULL). Only those pods are read: a
-    month's victims are a few dozen, the stored pods 1.8 M at 10,000 GPUs (1.5 s of every bill
-    read and joined them all)."""
-    keys = pods.select("namespace", "pod").unique()
-    return wh.query(newest_incarnation({"stored": "CAST(p.gpu_requests AS VARCHAR)"}, within=_NAMED),
-                    {"namespaces": keys["namespace"].to_list(), "pods": keys["pod"].to_list()})
-
-
-_NAMED = "(SELECT unnest($namespaces::VARCHAR[]) AS namespace, unnest($pods::VARCHAR[]) AS pod)"
-"""The pods named by two lists of one length, zipped (`newest_incarnation`'s `within`)."""
+def last_pod_requests(wh: Warehouse) -> pl.DataFrame:
+    """Each pod's GPU requests as last stored (its newest interval's): `namespace`, `pod`,
+    `stored` (JSON text, or NULL)."""
+    return wh.query(newest_incarnation({"stored": "CAST(p.gpu_requests AS VARCHAR)"}))
 
 
 def pod_keys(wh: Warehouse) -> pl.DataFrame:
