@@ -10,8 +10,9 @@ groups. The days are read once: the first pass keeps its group's minutes and set
 aside, compressed in a temporary file (`SetAside`); each later pass reads its group back from
 there, replays it and drops it. Reading every day again per pass (0269) decoded a 10,000-GPU
 month's kept days seven times (12.5 s of 34 s, with the days' grouping 8 s more); setting the
-minutes aside costs an encoding (about 0.13 s a day) and one decoding of each group. The first
-pass learns what the month needs of every Deployment (GPUs per replica, the models served).
+minutes aside costs an encoding (0.11-0.14 s a 10,000-GPU day) and one decoding of each group.
+The first pass learns what the month needs of every Deployment (GPUs per replica, the models
+served).
 """
 
 from __future__ import annotations

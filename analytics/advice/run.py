@@ -200,8 +200,8 @@ def autoscaling_proposals(
     The serving minutes are read a UTC day at a time (DuckDB holds a day's hash tables) and
     handed over per Deployment, only the replay's columns, by `autoscaling_month.ServingMonth`:
     in as many passes as keep the minutes held at once bounded, each day read once (decisions
-    0269, 0277), what the month needs of the rest (GPUs per replica: the largest; the models served) learnt
-    in the first. Each Deployment is replayed from its own minutes and dropped: the month is
+    0269, 0277), what the month needs of the rest (GPUs per replica: the largest; the models
+    served) learnt in the first. Each Deployment is replayed from its own minutes and dropped: the month is
     never one frame, sorted and prepared whole (issue 34; the same proposals as that path,
     tests/advice/test_autoscaling_streamed.py). `days`: a refresh's day parts (`through`)."""
     activity = SamplingRules.of(settings).activity
