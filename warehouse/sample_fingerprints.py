@@ -29,16 +29,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING
 
 import duckdb
 
 from gpuledger.core.frames import METRIC_COLUMNS, TOKEN_SAMPLES
 from gpuledger.warehouse.sample_layout import VALUES_TABLE
 from gpuledger.warehouse.utc_sql import DAY_US, utc_unit_number
-
-if TYPE_CHECKING:
-    from gpuledger.warehouse.protocols import ReadableWarehouse
 
 _DAY_OF_TS = f"DATE '1970-01-01' + CAST({utc_unit_number('ts', DAY_US)} AS INTEGER)"
 """A row's UTC day as a DATE, by integer division (`warehouse.utc_sql`)."""
@@ -82,12 +78,6 @@ TOKENS = Fingerprinted("token_samples", "token_sample_fingerprints", TOKEN_SAMPL
 BY_SOURCE = {f.source: f for f in (SAMPLES, TOKENS)}
 _DELTA = "sample_fingerprint_delta"
 _MERGED = "sample_fingerprint_merged"
-
-
-def fingerprints_kept(wh: ReadableWarehouse) -> bool:
-    """Whether `wh`'s catalog keeps the fingerprints (v018; a catalog not migrated has none)."""
-    return bool(wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_catalog = "
-                          "current_database() AND table_schema = 'main' AND table_name = ?", [SAMPLES.table]))
 
 
 @contextmanager

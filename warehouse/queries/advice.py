@@ -19,8 +19,9 @@ import polars as pl
 
 from gpuledger.core.activity import ActivitySource, activity_sql
 from gpuledger.core.window import DAY, floor_time
+from gpuledger.warehouse.queries.freshness import fingerprints_kept
 from gpuledger.warehouse.queries.pods import newest_incarnation
-from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS, fingerprints_kept
+from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS
 from gpuledger.warehouse.utc_sql import DAY_US, HOUR_US, MINUTE_US, utc_floor
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from gpuledger.core.window import as_utc
+from gpuledger.warehouse.sample_fingerprints import SAMPLES
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, VALUES_TABLE
 
 if TYPE_CHECKING:
@@ -80,6 +81,13 @@ def describe_age(age: timedelta) -> str:
 def _tables(wh: ReadableWarehouse) -> set[str]:
     frame = wh.query("SELECT table_name FROM information_schema.tables")
     return {str(name) for (name,) in frame.iter_rows()}
+
+
+def fingerprints_kept(wh: ReadableWarehouse) -> bool:
+    """Whether `wh`'s catalog keeps the samples' fingerprints (v018,
+    `warehouse.sample_fingerprints`; a catalog not migrated, or a serving store, has none)."""
+    return bool(wh.scalar("SELECT count(*) FROM information_schema.tables WHERE table_catalog = "
+                          "current_database() AND table_schema = 'main' AND table_name = ?", [SAMPLES.table]))
 
 
 def _samples_table(tables: set[str]) -> str:

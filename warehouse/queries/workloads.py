@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 from gpuledger.core.activity import ActivitySource, activity_sql
 from gpuledger.core.errors import WarehouseError
+from gpuledger.warehouse.queries.freshness import fingerprints_kept
 from gpuledger.warehouse.queries.pods import newest_incarnation
 from gpuledger.warehouse.queries.sampling import has_series_layout
-from gpuledger.warehouse.sample_fingerprints import SAMPLES, fingerprints_kept
+from gpuledger.warehouse.sample_fingerprints import SAMPLES
 from gpuledger.warehouse.sample_layout import SERIES_TABLE, VALUES_TABLE
 
 if TYPE_CHECKING:
