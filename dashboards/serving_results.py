@@ -201,9 +201,12 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
             # the oldest month's days, and the day before it (its token counters' lookback)
             days.prune((Period.exact(months[-1][0]).window.start - DAY).date())
         for period, basis, names in pending:
-            # the month's bill and usage, computed once for the results (or handed in)
+            # the month's bill and usage, computed once for the results (or handed in), and
+            # let go after the last result that reads them: the per-minute advice kinds after
+            # it run without them (at 1,000 GPUs a few hundred MB of frames)
             bills: dict[str, Any] = dict((billed or {}).get(period, {}))
-            for name in names:
+            last_reader = max((i for i, name in enumerate(names) if reads_bills(name)), default=-1)
+            for i, name in enumerate(names):
                 started = time.perf_counter()
                 try:
                     payload = ((handed or {}).get((name, period))
@@ -211,10 +214,24 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
                     LAST_TIMINGS[f"{name} {period}"] = round(time.perf_counter() - started, 2)
                 except Exception as exc:  # a result never stops a publish (or a command)
                     log.warning("serving store: %s for %s not stored: %s", name, period, exc)
-                    continue
-                pub.put_result(name, period, basis, payload, rules=_rules_of(name, bills, current))
-                done += 1
+                else:
+                    pub.put_result(name, period, basis, payload, rules=_rules_of(name, bills, current))
+                    done += 1
+                if i >= last_reader:
+                    bills.clear()
     return done
+
+
+def reads_bills(name: str) -> bool:
+    """Whether the result `name` reads the month's bill or its per-allocation usage (`compute`'s
+    `bills`)."""
+    if name in (RECOMMENDATIONS, TOKEN_COSTS):
+        return True
+    from gpuledger.analytics.advice import KINDS
+    from gpuledger.analytics.advice.run import reads_bill, reads_usage
+
+    kind = KINDS.get(name.removeprefix("advice:"))
+    return reads_bill(kind) or reads_usage(kind)
 
 
 def _rules_of(name: str, bills: Mapping[str, Any], current: RecordedRules) -> RecordedRules | None:

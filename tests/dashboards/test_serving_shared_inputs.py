@@ -94,3 +94,26 @@ def test_a_month_is_billed_once_and_every_result_is_as_computed_alone(
             assert shared[name] == alone[name], name
         else:
             assert _close(shared[name], alone[name]), name
+
+
+
+def test_the_bill_is_let_go_after_its_last_reader(demo_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-minute advice kinds, which read neither the bill nor the usage, run after the
+    month's bill and usage are dropped (a few hundred MB at 1,000 GPUs held for nothing), and
+    every result is still computed."""
+    held: dict[tuple[str, str], list[str]] = {}
+    real = serving_results.compute
+
+    def seen(wh: Warehouse, settings: Any, name: str, period: str, bills: dict[str, Any], **kw: Any) -> bytes:
+        held[name, period] = sorted(bills)
+        return real(wh, settings, name, period, bills, **kw)
+
+    monkeypatch.setattr(serving_results, "compute", seen)
+    with Warehouse.open(demo_copy, read_only=True) as wh:
+        serving_results.refresh_serving(wh, SETTINGS)
+        periods = [period for period, _ in serving_results.wanted(wh, SETTINGS)]
+    readers = [n for n in serving_results.NAMES if serving_results.reads_bills(n)]
+    assert readers == [serving_results.RECOMMENDATIONS, serving_results.TOKEN_COSTS, "advice:profile-catalog"]
+    expected = {(n, p): (["bill", "usage"] if n in readers[1:] else []) for p in periods for n in serving_results.NAMES}
+    assert held == expected
+    assert len(serving_results.LAST_TIMINGS) == len(expected), "every result computed"
