@@ -130,3 +130,31 @@ def test_units_are_read_from_the_pods_each_cluster_queue_ran(tmp_path):
         wh.load(LoadBatch(frames={"queue_samples": samples}, window=Window(at, at + timedelta(hours=1))))
         inputs = quota_inputs_from_warehouse(wh, timedelta(days=1))
     assert {q.name: dict(q.units) for q in inputs.queues} == {"cq-a": {GPU: 2.0, MIG: 2.0}, "cq-b": {GPU: 8.0}}
+
+
+@pytest.mark.parametrize("system", ["kueue", "volcano"])
+def test_a_pod_stored_in_two_incarnations_is_one_pod_of_its_queue(tmp_path, system):
+    # p1 (4 GPUs) is stored twice: a gap in collection broke its series, so `pods` keeps two
+    # rows of the name (warehouse.queries.pods). p2 asks 2 GPUs. Per pod the queue's mean
+    # request is (4 + 2) / 2 = 3; counted by row it was (4 + 4 + 2) / 3.
+    from gpuledger.optimizer.quota.queues import quota_reader
+
+    at = START
+    kind, queue_name, queue = (("LocalQueue", "lq", "cq-a") if system == "kueue" else ("Queue", "team-q", "team-q"))
+    spec = {"clusterQueue": "cq-a"} if system == "kueue" else {}
+    queues = pl.DataFrame([{"kind": kind, "name": queue_name, "namespace": "ns-a" if system == "kueue" else "",
+                            "cohort": None, "spec": json.dumps(spec), "resource_version": "1", "observed_at": at}],
+                          schema=polars_schema(QUEUES))
+
+    def pod(name: str, gpus: int, start: datetime) -> dict:
+        return {"namespace": "ns-a", "pod": name, "node": "n", "queue": queue_name, "owner_kind": "Job",
+                "owner_name": name, "gpu_requests": json.dumps({GPU: gpus}), "labels": "{}",
+                "start_ts": start, "end_ts": start + STEP}
+
+    pods = pl.DataFrame([pod("p1", 4, at), pod("p1", 4, at + 3 * STEP), pod("p2", 2, at)], schema=polars_schema(PODS))
+    with Warehouse.open(tmp_path / "wh.duckdb") as wh:
+        wh.load(LoadBatch(frames={"queues": queues, "pods": pods}))
+        assert wh.scalar("SELECT count(*) FROM pods WHERE pod = 'p1'") == 2, "two incarnations kept"
+        sizes = quota_reader(system).request_sizes(wh)
+    assert sizes.mean == {queue: pytest.approx(3.0)}
+    assert sizes.smallest == {queue: {GPU: 2.0}}

@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from gpuledger.warehouse.queries.pods import newest_incarnation
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -59,13 +61,19 @@ def queue_samples_after(wh: Warehouse, after: datetime, before: datetime | None 
     )
 
 
+POD_QUEUE_REQUESTS = newest_incarnation({"queue": "p.queue",
+                                         "gpu_requests": "CAST(p.gpu_requests AS VARCHAR)"})
+"""Each pod once: its `queue` and `gpu_requests` (JSON text) as its newest incarnation has them."""
+
+
 def pod_requests_by_queue(wh: Warehouse, kind: str) -> pl.DataFrame:
     """Pods submitted to a namespaced queue object of `kind` (its name is the pod's `queue`, in
     the pod's namespace): `spec` (the queue object's spec, JSON text), `gpu_requests` (JSON) and
-    `pods` (how many pods had that pair), for pods with requests."""
+    `pods` (how many pods had that pair), for pods with requests; each pod once, as its newest
+    incarnation has it (`newest_incarnation`: a pod stored in two spans is one pod)."""
     return wh.query(
-        "SELECT CAST(q.spec AS VARCHAR) AS spec, CAST(p.gpu_requests AS VARCHAR) AS gpu_requests,"
-        " count(*) AS pods FROM pods p JOIN queues q ON q.kind = ?"
+        f"WITH p AS ({POD_QUEUE_REQUESTS}) SELECT CAST(q.spec AS VARCHAR) AS spec, p.gpu_requests,"
+        " count(*) AS pods FROM p JOIN queues q ON q.kind = ?"
         " AND q.namespace = p.namespace AND q.name = p.queue WHERE p.gpu_requests IS NOT NULL"
         " GROUP BY ALL ORDER BY ALL",
         [kind],

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from gpuledger.warehouse.queries.optimizer import POD_QUEUE_REQUESTS
 from gpuledger.warehouse.queries.pods import newest_incarnation
 
 if TYPE_CHECKING:
@@ -32,9 +33,9 @@ def podgroup_teams(wh: Warehouse) -> pl.DataFrame:
 
 def pod_requests_by_volcano_queue(wh: Warehouse) -> pl.DataFrame:
     """Pods whose queue label names a stored Volcano Queue: `queue`, `gpu_requests` (JSON text)
-    and `pods` (how many pods had that pair)."""
+    and `pods` (how many pods had that pair); each pod once, as its newest incarnation has it."""
     return wh.query(
-        "SELECT p.queue, CAST(p.gpu_requests AS VARCHAR) AS gpu_requests, count(*) AS pods FROM pods p"
+        f"WITH p AS ({POD_QUEUE_REQUESTS}) SELECT p.queue, p.gpu_requests, count(*) AS pods FROM p"
         " JOIN queues q ON q.kind = 'Queue' AND q.name = p.queue WHERE p.gpu_requests IS NOT NULL"
         " GROUP BY ALL ORDER BY ALL"
     )
