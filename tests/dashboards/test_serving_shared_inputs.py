@@ -96,7 +96,6 @@ def test_a_month_is_billed_once_and_every_result_is_as_computed_alone(
             assert _close(shared[name], alone[name]), name
 
 
-
 def test_the_bill_is_let_go_after_its_last_reader(demo_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The per-minute advice kinds, which read neither the bill nor the usage, run after the
     month's bill and usage are dropped (a few hundred MB at 1,000 GPUs held for nothing), and
