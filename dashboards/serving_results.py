@@ -196,7 +196,7 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
         return 0  # a `collect --follow` minute: nothing to compute, no day parts opened
     from gpuledger.warehouse.day_parts import kept_day_parts
 
-    with kept_day_parts(wh.path) as days:
+    with kept_day_parts(wh.path, settings.warehouse) as days:
         if days is not None:
             # the oldest month's days, and the day before it (its token counters' lookback)
             days.prune((Period.exact(months[-1][0]).window.start - DAY).date())

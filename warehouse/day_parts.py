@@ -39,6 +39,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from gpuledger.core.config_warehouse import WarehouseSettings
 from gpuledger.core.errors import WarehouseError
 from gpuledger.core.period import Period
 from gpuledger.core.window import DAY, Window, floor_time
@@ -63,10 +64,12 @@ def day_parts_path(warehouse: str | Path) -> Path:
 
 
 @contextlib.contextmanager
-def kept_day_parts(warehouse: str | Path) -> Iterator[DayParts | None]:
+def kept_day_parts(warehouse: str | Path,
+                   limits: WarehouseSettings | None = None) -> Iterator[DayParts | None]:
     """The day parts of the warehouse at `warehouse`, open for one reader of the month's
     per-minute advice, under the parts' own lock (`<warehouse>.dayparts.lock`, flock, not
     waited for: a second reader reads the month whole rather than queue behind a refresh).
+    `limits`: the warehouse's settings, whose memory bound the parts' DuckDB takes too.
     None, and the month is read whole, for a warehouse that is not a file, parts held by
     another process, or parts that cannot be opened; what failed mid-way is logged on exit."""
     path = day_parts_path(warehouse)
@@ -80,7 +83,7 @@ def kept_day_parts(warehouse: str | Path) -> Iterator[DayParts | None]:
         yield None
         return
     try:
-        days = _locked(path, lock)
+        days = _locked(path, lock, limits)
         if days is None:
             yield None
             return
@@ -92,7 +95,7 @@ def kept_day_parts(warehouse: str | Path) -> Iterator[DayParts | None]:
         os.close(lock)  # closing the descriptor releases the flock
 
 
-def _locked(path: Path, lock: int) -> DayParts | None:
+def _locked(path: Path, lock: int, limits: WarehouseSettings | None) -> DayParts | None:
     """The parts at `path` once `lock` is held; None (logged) when another process holds it
     or the file cannot be opened."""
     try:
@@ -101,7 +104,7 @@ def _locked(path: Path, lock: int) -> DayParts | None:
         log.info("day parts %s in use by another process; the month is read whole", path.name)
         return None
     try:
-        return DayParts(path)
+        return DayParts(path, limits)
     except (WarehouseError, OSError) as exc:
         log.warning("day parts not kept (%s); the month is read whole", exc)
         return None
@@ -117,8 +120,11 @@ class DayParts:
     part), `failure` says why and every later day is read whole without them, so the round's
     results are still computed (`kept_day_parts` logs it)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, limits: WarehouseSettings | None = None) -> None:
         self.path = Path(path)
+        # the warehouse's memory bound (its own DuckDB instance caches the parts' blocks too),
+        # never its spill folder: two instances must not spill into one folder
+        self.limits = WarehouseSettings(memory_limit=limits.memory_limit) if limits else None
         self.con = self._connect()
         self.reads = 0
         self.hits = 0
@@ -130,11 +136,11 @@ class DayParts:
         """The parts' file, bounded like every connection (`warehouse.connection.connect`);
         one DuckDB cannot open is removed and started again (it is a cache)."""
         try:
-            return _ready(connect(str(self.path), what="day parts"))
+            return _ready(connect(str(self.path), limits=self.limits, what="day parts"))
         except WarehouseError:
             for stale in (self.path, self.path.with_name(self.path.name + ".wal")):
                 stale.unlink(missing_ok=True)
-        return _ready(connect(str(self.path), what="day parts"))
+        return _ready(connect(str(self.path), limits=self.limits, what="day parts"))
 
     def __enter__(self) -> DayParts:
         return self
