@@ -130,7 +130,7 @@ class DayParts:
         self.hits = 0
         self.failure: str | None = None
         self._stamps: dict[tuple[datetime, datetime], str] = {}
-        self._kept: dict[tuple[str, date], dict[date, tuple[str, bytes]]] = {}
+        self._kept: dict[tuple[str, date], dict[date, tuple[str, bytes | None]]] = {}
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         """The parts' file, bounded like every connection (`warehouse.connection.connect`);
@@ -162,11 +162,15 @@ class DayParts:
         stamp = self._stamp(wh, start, end)
         try:
             day = start.date()
-            kept = self._kept_of(name, day).get(day)
+            month = self._kept_of(name, day)
+            kept = month.get(day)
             if kept is not None and kept[0] == stamp:
-                part = pl.read_ipc(io.BytesIO(kept[1]))
-                self.hits += 1
-                return part
+                payload = kept[1] if kept[1] is not None else self._payload(name, day, stamp)
+                if payload is not None:
+                    month[day] = (stamp, None)  # handed out: its bytes let go (asked again, one row read)
+                    part = pl.read_ipc(io.BytesIO(payload))
+                    self.hits += 1
+                    return part
         except (duckdb.Error, pl.exceptions.PolarsError, OSError) as exc:
             self._fail(exc)
         self.reads += 1
@@ -250,15 +254,16 @@ class DayParts:
             return
         month = self._kept.get((name, day.replace(day=1)))
         if month is not None:
-            month[day] = (stamp, payload)
+            month[day] = (stamp, None)  # its frame is the caller's; asked again, one row is read
 
-    def _kept_of(self, name: str, day: date) -> dict[date, tuple[str, bytes]]:
+    def _kept_of(self, name: str, day: date) -> dict[date, tuple[str, bytes | None]]:
         """The parts of query `name` in `day`'s calendar month by day (stamp, payload): read in
-        one query when first asked for, and kept current as this reader stores parts, so a
-        reader that reads the month again decodes it without a query (the autoscaling replay's
-        passes, `analytics.advice.autoscaling_month`; compressed, 60 MB a month of serving
-        minutes at 1,000 GPUs). Fetching one row's BLOB reads the whole row group's (about 30 ms
-        at 1,000 GPUs, whatever the part's size); a month of them at once takes about as long."""
+        one query when first asked for (fetching one row's BLOB reads the whole row group's,
+        about 30 ms at 1,000 GPUs whatever the part's size; a month of them at once takes about
+        as long) and kept current as this reader stores parts. A part's payload is let go once
+        handed out (None): every reader reads a day once (the autoscaling passes too since
+        decision 0277), and a month of them held to the refresh's end was 60 MB of serving
+        minutes alone at 1,000 GPUs."""
         month = day.replace(day=1)
         if (name, month) not in self._kept:
             window = Period(month.year, month.month).window
@@ -266,6 +271,11 @@ class DayParts:
                                     "AND day < ?", [name, month, window.end.date()]).fetchall()
             self._kept[name, month] = {day: (stamp, bytes(payload)) for day, stamp, payload in rows}
         return self._kept[name, month]
+
+    def _payload(self, name: str, day: date, stamp: str) -> bytes | None:
+        """A part handed out before, read again (None when it changed or went meanwhile)."""
+        row = self._kept_row(name, day)
+        return row[1] if row is not None and row[0] == stamp else None
 
     def _kept_row(self, name: str, day: date) -> tuple[str, bytes] | None:
         """One part as stored now (the kept statistics of a window, `spanning`)."""

@@ -67,6 +67,20 @@ def test_a_refresh_queries_again_only_the_days_whose_inputs_changed(copy: Path) 
     assert (third.reads, third.hits) == (2, 2)  # day two again, day one from its parts
 
 
+def test_a_part_handed_out_is_let_go_and_read_again_when_asked_again(copy: Path) -> None:
+    # A reader reads a day once, so a part's bytes are not held to the reader's end (0277,
+    # decision 0248's `_kept`); a second reader of the same days in one refresh reads each
+    # part's row again, from the parts, not from the warehouse.
+    full = _advice(copy, None)
+    with DayParts(day_parts_path(copy)) as fill:
+        _advice(copy, fill)
+    with DayParts(day_parts_path(copy)) as parts:
+        assert _advice(copy, parts) == full
+        assert [payload for month in parts._kept.values() for _, payload in month.values()] == [None] * 4
+        assert _advice(copy, parts) == full
+    assert (parts.reads, parts.hits) == (0, 8)
+
+
 def test_the_stamp_moves_with_every_input_the_queries_read(copy: Path) -> None:
     def stamps() -> tuple[str, str]:
         with Warehouse.open(copy, read_only=True) as wh:
