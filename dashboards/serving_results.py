@@ -67,6 +67,8 @@ PLANS_KINDS = tuple(k for k in FLEET_SHAPING_KINDS if k != "fragmentation")
 page leaves fragmentation to the Fleet page."""
 ADVICE_KINDS: tuple[str, ...] = tuple(dict.fromkeys((*FLEET_KINDS, *PLANS_KINDS)))
 TOKEN_COSTS = "token_costs"
+PRICED_FRAMES = (RECOMMENDATIONS, TOKEN_COSTS)
+"""The frame results priced by the month's bill (they read it, and carry its rules)."""
 NAMES: tuple[str, ...] = (RECOMMENDATIONS, TOKEN_COSTS, *(f"advice:{k}" for k in ADVICE_KINDS))
 MAX_MONTHS = 13
 """Months (newest first) whose results are kept current: a year and the one before it."""
@@ -225,7 +227,7 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
 def reads_bills(name: str) -> bool:
     """Whether the result `name` reads the month's bill or its per-allocation usage (`compute`'s
     `bills`)."""
-    if name in (RECOMMENDATIONS, TOKEN_COSTS):
+    if name in PRICED_FRAMES:
         return True
     from gpuledger.analytics.advice import KINDS
     from gpuledger.analytics.advice.run import reads_bill, reads_usage
@@ -237,7 +239,7 @@ def reads_bills(name: str) -> bool:
 def _rules_of(name: str, bills: Mapping[str, Any], current: RecordedRules) -> RecordedRules | None:
     """The rules a result was computed under: its bill's where a bill priced it (the bill knows
     what its numbers carry; never recomputed from settings), else the settings' own."""
-    bill = bills.get("bill") if name in (RECOMMENDATIONS, TOKEN_COSTS) else None
+    bill = bills.get("bill") if name in PRICED_FRAMES else None
     if bill is None:
         return current
     return RecordedRules.of(bill.rules) if bill.rules is not None else None
@@ -253,7 +255,7 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
     refresh's day parts, for the kinds that read per-minute inputs a day at a time."""
     window = Period.exact(period).window
     bills = {} if bills is None else bills
-    if name in (RECOMMENDATIONS, TOKEN_COSTS):
+    if name in PRICED_FRAMES:
         from gpuledger.analytics.workloads.recommend import recommend
         from gpuledger.analytics.workloads.tokens import team_token_costs
 

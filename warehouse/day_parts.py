@@ -124,7 +124,7 @@ class DayParts:
         self.path = Path(path)
         # the warehouse's memory bound (its own DuckDB instance caches the parts' blocks too),
         # never its spill folder: two instances must not spill into one folder
-        self.limits = WarehouseSettings(memory_limit=limits.memory_limit) if limits else None
+        self._limits = WarehouseSettings(memory_limit=limits.memory_limit) if limits else None
         self.con = self._connect()
         self.reads = 0
         self.hits = 0
@@ -136,11 +136,11 @@ class DayParts:
         """The parts' file, bounded like every connection (`warehouse.connection.connect`);
         one DuckDB cannot open is removed and started again (it is a cache)."""
         try:
-            return _ready(connect(str(self.path), limits=self.limits, what="day parts"))
+            return _ready(connect(str(self.path), limits=self._limits, what="day parts"))
         except WarehouseError:
             for stale in (self.path, self.path.with_name(self.path.name + ".wal")):
                 stale.unlink(missing_ok=True)
-        return _ready(connect(str(self.path), limits=self.limits, what="day parts"))
+        return _ready(connect(str(self.path), limits=self._limits, what="day parts"))
 
     def __enter__(self) -> DayParts:
         return self
