@@ -215,7 +215,9 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
                                or compute(wh, settings, name, period, bills, days=days))
                     LAST_TIMINGS[f"{name} {period}"] = round(time.perf_counter() - started, 2)
                 except Exception as exc:  # a result never stops a publish (or a command)
-                    log.warning("serving store: %s for %s not stored: %s", name, period, exc)
+                    # one line (DuckDB's out-of-memory error adds a paragraph of tuning advice)
+                    log.warning("serving store: %s for %s not stored: %s", name, period,
+                                (str(exc).splitlines() or [type(exc).__name__])[0])
                 else:
                     pub.put_result(name, period, basis, payload, rules=_rules_of(name, bills, current))
                     done += 1

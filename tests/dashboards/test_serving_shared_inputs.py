@@ -116,3 +116,23 @@ def test_the_bill_is_let_go_after_its_last_reader(demo_copy: Path, monkeypatch: 
     expected = {(n, p): (["bill", "usage"] if n in readers[1:] else []) for p in periods for n in serving_results.NAMES}
     assert held == expected
     assert len(serving_results.LAST_TIMINGS) == len(expected), "every result computed"
+
+
+def test_a_result_that_fails_is_one_line_in_the_log(demo_copy: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A result that cannot be computed (DuckDB out of memory under a small bound, whose message
+    goes on with a paragraph of tuning advice) is one warning line; the others are stored."""
+    real = serving_results.compute
+
+    def failing(wh: Warehouse, settings: Any, name: str, period: str, *args: Any, **kw: Any) -> bytes:
+        if name == serving_results.TOKEN_COSTS:
+            raise RuntimeError("Out of Memory Error: could not allocate block\n\nPossible solutions:\n* more")
+        return real(wh, settings, name, period, *args, **kw)
+
+    monkeypatch.setattr(serving_results, "compute", failing)
+    with caplog.at_level("WARNING", logger=serving_results.log.name), \
+            Warehouse.open(demo_copy, read_only=True) as wh:
+        serving_results.refresh_serving(wh, SETTINGS)
+    lines = [r.getMessage() for r in caplog.records if "not stored" in r.getMessage()]
+    assert lines and all("\n" not in line and line.endswith("could not allocate block") for line in lines), lines
+    assert any(key.startswith(f"{serving_results.RECOMMENDATIONS} ") for key in serving_results.LAST_TIMINGS)
