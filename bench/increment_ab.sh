@@ -7,6 +7,7 @@
 # resolve a second where one pair of bench_scale runs does not (its hour-earlier full refresh
 # moves the machine's speed between them). The log's lines: "<tree> run <i>: wall cpu peak".
 # With NAME, the log is also written to bench/results/NAME.json (`bench.increment_ab_result`).
+# CONFIG=FILE: every refresh (both trees) runs with that settings file (e.g. a warehouse.memory_limit).
 set -euo pipefail
 BASE=$1; SRC=$(realpath "$2"); RUNS=${3:-3}; NAME=${4:-}; PY=${PYTHON:-python}; HERE=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$(mktemp -d); trap 'rm -rf "$WORK"; git -C "$HERE" worktree remove --force "$WORK/base-tree" 2>/dev/null || true' EXIT
@@ -22,7 +23,7 @@ for t in base ours; do
   PYTHONPATH=$HERE "$PY" -c 'import sys; from pathlib import Path; from bench.bench_scale import hour_earlier
 hour_earlier(Path(sys.argv[1]), Path(sys.argv[2]))' "$SRC" "$WORK/snap-$t/w.duckdb"
   migrate "$t"
-  (cd "$WORK/snap-$t" && PYTHONPATH=$(tree_of $t) "$PY" -m gpuledger --warehouse w.duckdb refresh-serving --force -o json > /dev/null)
+  (cd "$WORK/snap-$t" && PYTHONPATH=$(tree_of $t) "$PY" -m gpuledger ${CONFIG:+--config "$CONFIG"} --warehouse w.duckdb refresh-serving --force -o json > /dev/null)
   cp "$SRC" "$WORK/snap-$t/w.duckdb"
   migrate "$t"
 done
@@ -30,7 +31,7 @@ for i in $(seq "$RUNS"); do  # the timed runs, their lines also kept in $WORK/lo
   for t in base ours; do
     rm -rf "$WORK/run"; cp -r "$WORK/snap-$t" "$WORK/run"
     (cd "$WORK/run" && PYTHONPATH=$(tree_of $t) /usr/bin/time -f "$t run $i: %e s %U+%S cpu %M KB" \
-      "$PY" -m gpuledger --warehouse w.duckdb refresh-serving --force -o json > inc.json 2> time.txt
+      "$PY" -m gpuledger ${CONFIG:+--config "$CONFIG"} --warehouse w.duckdb refresh-serving --force -o json > inc.json 2> time.txt
      tail -1 time.txt; echo "  load $(cut -d' ' -f1-3 /proc/loadavg) results $(tr -d '\n' < inc.json)") \
       | tee -a "$WORK/log"
   done

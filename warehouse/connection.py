@@ -9,6 +9,7 @@ folder (docs/decisions/0221), so none is unbounded and none says an error anothe
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -79,6 +80,28 @@ def connect(target: str, *, read_only: bool = False, limits: WarehouseSettings |
         first = str(exc).splitlines()[0]
         raise WarehouseError(f"{target}: cannot apply the warehouse settings ({first})") from None
     return con
+
+
+def release_cached_blocks(con: duckdb.DuckDBPyConnection) -> None:
+    """Hand the blocks DuckDB keeps cached for `con`'s database back to the system, its bound kept.
+
+    Why (docs/decisions/0280): DuckDB keeps every block it read until `memory_limit` is full, so
+    a reader that reads each block once (a refresh's month results) holds a full bound of them
+    beside the Python frames it builds. Lowering the limit makes DuckDB evict down to it at once
+    (persistent blocks are dropped, their memory freed; what is pinned stays, and what was
+    written and not yet checkpointed is spilled, a few MB); the bound is then set back. Through
+    a cursor, since `con` may have a result pending. Only where nothing else runs on this
+    database meanwhile: a statement running then would meet the lowered limit."""
+    cursor = con.cursor()
+    try:
+        bound = cursor.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+        try:
+            with contextlib.suppress(duckdb.OutOfMemoryException):  # evicted all it could
+                cursor.execute("SET memory_limit = '1MiB'")
+        finally:
+            cursor.execute("SET memory_limit = ?", [bound])
+    finally:
+        cursor.close()
 
 
 def spill_folder(target: str, limits: WarehouseSettings) -> str:

@@ -38,6 +38,7 @@ anything else; queries here go through `con.sql(q, params=...)` which returns a 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
@@ -54,7 +55,7 @@ from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
 from gpuledger.warehouse import daily_rollup
 from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
-from gpuledger.warehouse.connection import connect, os_failure
+from gpuledger.warehouse.connection import connect, os_failure, release_cached_blocks
 from gpuledger.warehouse.dimension_load import dimension_insert, extend_history
 from gpuledger.warehouse.sample_fingerprints import BY_SOURCE, SAMPLES, kept_current
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
@@ -72,6 +73,9 @@ ROLLUP_DIRTY = "card_hours_hourly.dirty"
 """Where stored raw samples changed below the roll-up's watermark (module docstring, 7)."""
 ROLLUP_INPUTS = ("gpu_samples",)
 """The time-series tables the roll-up is computed from."""
+LONG_READ_S = 0.02
+"""A read this long or longer, `reading_once`, hands DuckDB's cached blocks back after it: at
+1,000 GPUs a refresh makes about 15 such reads, and the rest cached too little to matter."""
 
 class Warehouse:
     """A connection to the warehouse file; use as a context manager."""
@@ -81,6 +85,7 @@ class Warehouse:
         self.path = path
         self.read_only = read_only
         self._in_transaction = False
+        self._releasing = False
 
     # 1. Opening -------------------------------------------------------------------------
     @classmethod
@@ -140,11 +145,32 @@ class Warehouse:
     # 2. Reading -------------------------------------------------------------------------
     def query(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> pl.DataFrame:
         """Run a parameterized query and return a Polars frame."""
-        return self.con.sql(sql, params=params).pl()
+        started = time.perf_counter()
+        frame = self.con.sql(sql, params=params).pl()
+        self._read(started)
+        return frame
 
     def scalar(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> Any:
+        started = time.perf_counter()
         rows = self.con.sql(sql, params=params).fetchall()
+        self._read(started)
         return rows[0][0] if rows else None
+
+    @contextmanager
+    def reading_once(self) -> Iterator[Warehouse]:
+        """Within, a read that ran `LONG_READ_S` or more hands DuckDB's cached blocks back after
+        it (`release_cached_blocks`): for one thread that reads each block about once and keeps
+        Python frames of what it read (a refresh's month results, docs/decisions/0280); a short
+        read cached too little to matter, and a release costs a few milliseconds."""
+        self._releasing = True
+        try:
+            yield self
+        finally:
+            self._releasing = False
+
+    def _read(self, started: float) -> None:
+        if self._releasing and time.perf_counter() - started >= LONG_READ_S:
+            release_cached_blocks(self.con)
 
     def count(self, table: str) -> int:
         table_spec(table)
