@@ -48,7 +48,6 @@ from gpuledger.core.rules import Rules
 from gpuledger.core.rules_record import RecordedRules, differs, label
 from gpuledger.core.window import DAY, HOUR, Window, floor_time
 from gpuledger.warehouse import Warehouse
-from gpuledger.warehouse.connection import release_cached_blocks
 from gpuledger.warehouse.queries.freshness import created_at, data_range, newest_sample
 from gpuledger.warehouse.serving_results_table import stored_result
 from gpuledger.warehouse.serving_store import Publication, PublishStats, is_served, record_published
@@ -199,10 +198,11 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
         return 0  # a `collect --follow` minute: nothing to compute, no day parts opened
     from gpuledger.warehouse.day_parts import kept_day_parts
 
-    # each result reads its month once: DuckDB's cached blocks handed back after each long
-    # read and each result, not held beside the frames (0280)
+    # each result reads its month once: where DuckDB's bound cannot hold the warehouse, its
+    # cached blocks are handed back after each long read and each result, not held beside the
+    # frames (0280)
     with wh.reading_once(), kept_day_parts(wh.path, settings.warehouse) as days:
-        release_cached_blocks(wh.con)  # the publish's own reads
+        wh.hand_back_cache()  # the publish's own reads
         if days is not None:
             # the oldest month's days, and the day before it (its token counters' lookback)
             days.prune((Period.exact(months[-1][0]).window.start - DAY).date())
@@ -227,7 +227,7 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
                     done += 1
                 if i >= last_reader:
                     bills.clear()
-                release_cached_blocks(wh.con)
+                wh.hand_back_cache()
     return done
 
 

@@ -82,6 +82,19 @@ def connect(target: str, *, read_only: bool = False, limits: WarehouseSettings |
     return con
 
 
+_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(bytes|KiB|MiB|GiB|TiB|PiB)\s*$")
+
+
+def size_bytes(text: str) -> int:
+    """A size as DuckDB reports one (`current_setting('memory_limit')` says "11.7 GiB": rounded
+    to a tenth of its unit, close enough to size work to it), in bytes."""
+    found = _SIZE.match(text)
+    if found is None:
+        raise WarehouseError(f"DuckDB reports its memory limit as {text!r}, not a size")
+    return int(float(found.group(1)) * _UNITS[found.group(2)])
+
+
 def release_cached_blocks(con: duckdb.DuckDBPyConnection) -> None:
     """Hand the blocks DuckDB keeps cached for `con`'s database back to the system, its bound kept.
 

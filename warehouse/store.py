@@ -38,6 +38,7 @@ anything else; queries here go through `con.sql(q, params=...)` which returns a 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
@@ -55,7 +56,7 @@ from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
 from gpuledger.warehouse import daily_rollup
 from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
-from gpuledger.warehouse.connection import connect, os_failure, release_cached_blocks
+from gpuledger.warehouse.connection import connect, os_failure, release_cached_blocks, size_bytes
 from gpuledger.warehouse.dimension_load import dimension_insert, extend_history
 from gpuledger.warehouse.sample_fingerprints import BY_SOURCE, SAMPLES, kept_current
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
@@ -158,15 +159,30 @@ class Warehouse:
 
     @contextmanager
     def reading_once(self) -> Iterator[Warehouse]:
-        """Within, a read that ran `LONG_READ_S` or more hands DuckDB's cached blocks back after
-        it (`release_cached_blocks`): for one thread that reads each block about once and keeps
-        Python frames of what it read (a refresh's month results, docs/decisions/0280); a short
-        read cached too little to matter, and a release costs a few milliseconds."""
-        self._releasing = True
+        """Within, where DuckDB's bound cannot hold this warehouse's file (a block it caches is
+        then evicted before it is read again anyway), its cached blocks are handed back after
+        each read of `LONG_READ_S` or more and at each `hand_back_cache()`
+        (`release_cached_blocks`): for one thread that reads each block about once and keeps
+        Python frames of what it read (a refresh's month results, docs/decisions/0280). Where
+        the bound holds the file, the cache is kept: re-reads are then free, and the memory is
+        what the settings gave DuckDB."""
+        self._releasing = self._bound_below_file()
         try:
             yield self
         finally:
             self._releasing = False
+
+    def _bound_below_file(self) -> bool:
+        if self.path == ":memory:":
+            return False
+        bound = size_bytes(str(self.scalar("SELECT current_setting('memory_limit')")))
+        return bound < os.path.getsize(self.path)
+
+    def hand_back_cache(self) -> None:
+        """Within `reading_once`, where it releases: DuckDB's cached blocks handed back now (a
+        step of the caller's done)."""
+        if self._releasing:
+            release_cached_blocks(self.con)
 
     def _read(self, started: float) -> None:
         if self._releasing and time.perf_counter() - started >= LONG_READ_S:

@@ -1,10 +1,11 @@
-"""`refresh-serving` starts every result with the warehouse's DuckDB cache handed back
-(decision 0280), every result still computed; the same refresh with the release turned off
-(DuckDB's own way, the control) starts every result with several MB of blocks cached."""
+"""`refresh-serving` starts every result with the warehouse's DuckDB cache handed back where
+the bound cannot hold the warehouse (decision 0280; this test's 11 MB warehouse is taken as
+larger than its bound, the rule itself is tests/foundation/test_cached_blocks.py), every result
+still computed; where the bound holds it (the control, DuckDB's own way) every result starts
+with several MB of blocks cached."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,7 @@ def test_every_result_starts_with_the_cache_handed_back(
         return real(wh, settings, name, period, *args, **kw)
 
     monkeypatch.setattr(serving_results, "compute", seen)
-    if not release:
-        monkeypatch.setattr(serving_results, "release_cached_blocks", lambda con: None)
-        monkeypatch.setattr(Warehouse, "reading_once", nullcontext)
+    monkeypatch.setattr(Warehouse, "_bound_below_file", lambda self: release)
     with Warehouse.open(demo_copy, read_only=True, limits=LIMIT) as wh:
         serving_results.refresh_serving(wh, settings_with_roles())
     assert len(cached) == len(serving_results.NAMES) * 2 == len(serving_results.LAST_TIMINGS)  # two months

@@ -4,8 +4,9 @@ Cases:
 - `release_cached_blocks`: the table blocks a scan cached are gone from DuckDB's memory after
   it, the bound is the one set before, a result pending on the connection still reads whole,
   and rows written but not checkpointed are all still there (spilled, never lost);
-- `Warehouse.reading_once`: within it a long read hands the blocks back, outside it they stay
-  cached (DuckDB's own behaviour, which the other readers keep);
+- `Warehouse.reading_once`: within it, where DuckDB's bound is smaller than the warehouse
+  file, a long read hands the blocks back; where the bound holds the file, and outside it, they
+  stay cached (DuckDB's own behaviour, which the other readers keep);
 - the day parts hand back the blocks of the parts they read
 (`refresh-serving` itself: tests/dashboards/test_serving_cached_blocks.py).
 """
@@ -72,25 +73,26 @@ def test_the_cached_blocks_go_and_the_bound_stays(tmp_path: Path) -> None:
         con.close()
 
 
-def test_a_warehouse_reading_once_hands_back_after_a_long_read(
+def test_a_warehouse_reading_once_hands_back_after_a_long_read_where_the_bound_is_below_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = tmp_path / "w.duckdb"
     _table(path)
+    assert path.stat().st_size > 12 * 2**20
     monkeypatch.setattr(store_module, "LONG_READ_S", 0.0)  # every read counts as long
-    con = connect(str(path), read_only=True, limits=LIMIT)
-    wh = Warehouse(con, str(path), read_only=True)
-    try:
-        wh.scalar("SELECT sum(x) FROM t")
-        assert cached_bytes(con) > 8 * 2**20  # outside the scope: cached as DuckDB does
-        release_cached_blocks(con)
-        with wh.reading_once():
-            assert wh.query("SELECT sum(x) AS s FROM t").height == 1
-            assert cached_bytes(con) <= LEFT
-        wh.scalar("SELECT sum(x) FROM t")
-        assert cached_bytes(con) > 8 * 2**20  # the scope is over
-    finally:
-        wh.close()
+    for bound, handed_back in (("8MiB", True), ("256MiB", False)):
+        con = connect(str(path), read_only=True, limits=WarehouseSettings(memory_limit=bound))
+        wh = Warehouse(con, str(path), read_only=True)
+        try:
+            wh.scalar("SELECT sum(x) FROM t")
+            assert cached_bytes(con) > 3 * LEFT  # outside the scope: cached as DuckDB does
+            with wh.reading_once():
+                assert wh.query("SELECT sum(x) AS s FROM t").height == 1
+                assert (cached_bytes(con) <= LEFT) is handed_back, bound
+            wh.scalar("SELECT sum(x) FROM t")
+            assert cached_bytes(con) > 3 * LEFT  # the scope is over
+        finally:
+            wh.close()
 
 
 def test_the_day_parts_hand_back_the_parts_they_read(tmp_path: Path) -> None:

@@ -10,14 +10,13 @@ the samples and the inventory only through these. The activity of a sample is th
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING
 
 from gpuledger.core.activity import ActivitySource, activity_sql
-from gpuledger.core.errors import WarehouseError
+from gpuledger.warehouse.connection import size_bytes
 from gpuledger.warehouse.queries.freshness import fingerprints_kept
 from gpuledger.warehouse.queries.pods import newest_incarnation
 from gpuledger.warehouse.queries.sampling import has_series_layout
@@ -132,19 +131,10 @@ def quantile_parts(samples: int, memory_limit_bytes: int) -> int:
     return max(1, math.ceil(samples * QUANTILE_STATE_BYTES / (memory_limit_bytes / 2)))
 
 
-_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
-_SETTING = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(bytes|KiB|MiB|GiB|TiB|PiB)\s*$")
-
-
 def memory_limit_bytes(wh: ReadableWarehouse) -> int:
     """The memory bound DuckDB applies to `wh`'s connection, in bytes: what `memory_limit` (a
-    size or a share, `warehouse.connection.connect`) resolved to. DuckDB reports it rounded to a
-    tenth of its unit ("11.7 GiB"), close enough to size work to it."""
-    text = str(wh.scalar("SELECT current_setting('memory_limit')"))
-    found = _SETTING.match(text)
-    if found is None:
-        raise WarehouseError(f"DuckDB reports its memory limit as {text!r}, not a size")
-    return int(float(found.group(1)) * _UNITS[found.group(2)])
+    size or a share, `warehouse.connection.connect`) resolved to."""
+    return size_bytes(str(wh.scalar("SELECT current_setting('memory_limit')")))
 
 
 def allocation_stats(
