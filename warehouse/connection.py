@@ -16,7 +16,7 @@ import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 
@@ -86,9 +86,18 @@ _UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "P
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(bytes|KiB|MiB|GiB|TiB|PiB)\s*$")
 
 
-def size_bytes(text: str) -> int:
-    """A size as DuckDB reports one (`current_setting('memory_limit')` says "11.7 GiB": rounded
-    to a tenth of its unit, close enough to size work to it), in bytes."""
+class _Answers(Protocol):
+    """What `memory_limit_bytes` asks of a warehouse (`warehouse.protocols.ReadableWarehouse`
+    and `Warehouse` both answer; that module is not imported here: it imports the store)."""
+
+    def scalar(self, sql: str, params: Any = None) -> Any: ...
+
+
+def memory_limit_bytes(wh: _Answers) -> int:
+    """The memory bound DuckDB applies to `wh`'s connection, in bytes: what `memory_limit` (a
+    size or a share, `connect`) resolved to. DuckDB reports it rounded to a tenth of its unit
+    ("11.7 GiB"), close enough to size work to it."""
+    text = str(wh.scalar("SELECT current_setting('memory_limit')"))
     found = _SIZE.match(text)
     if found is None:
         raise WarehouseError(f"DuckDB reports its memory limit as {text!r}, not a size")

@@ -56,7 +56,7 @@ from gpuledger.core.frames import TABLES, TableSpec
 from gpuledger.core.window import Window, as_utc
 from gpuledger.warehouse import daily_rollup
 from gpuledger.warehouse.batch import LoadBatch, LoadStats, prepare, table_spec
-from gpuledger.warehouse.connection import connect, os_failure, release_cached_blocks, size_bytes
+from gpuledger.warehouse.connection import connect, memory_limit_bytes, os_failure, release_cached_blocks
 from gpuledger.warehouse.dimension_load import dimension_insert, extend_history
 from gpuledger.warehouse.sample_fingerprints import BY_SOURCE, SAMPLES, kept_current
 from gpuledger.warehouse.sample_layout import SAMPLES_VIEW, write_samples
@@ -175,8 +175,7 @@ class Warehouse:
     def _bound_below_file(self) -> bool:
         if self.path == ":memory:":
             return False
-        bound = size_bytes(str(self.scalar("SELECT current_setting('memory_limit')")))
-        return bound < os.path.getsize(self.path)
+        return memory_limit_bytes(self) < os.path.getsize(self.path)
 
     def hand_back_cache(self) -> None:
         """Within `reading_once`, where it releases: DuckDB's cached blocks handed back now (a

@@ -16,7 +16,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from gpuledger.core.activity import ActivitySource, activity_sql
-from gpuledger.warehouse.connection import size_bytes
+from gpuledger.warehouse.connection import memory_limit_bytes
 from gpuledger.warehouse.queries.freshness import fingerprints_kept
 from gpuledger.warehouse.queries.pods import newest_incarnation
 from gpuledger.warehouse.queries.sampling import has_series_layout
@@ -129,12 +129,6 @@ def quantile_parts(samples: int, memory_limit_bytes: int) -> int:
     bound that the rest of the refresh fits in (0222). Splitting by allocation keeps each
     result exact and the same; each part costs one more scan of the window's values."""
     return max(1, math.ceil(samples * QUANTILE_STATE_BYTES / (memory_limit_bytes / 2)))
-
-
-def memory_limit_bytes(wh: ReadableWarehouse) -> int:
-    """The memory bound DuckDB applies to `wh`'s connection, in bytes: what `memory_limit` (a
-    size or a share, `warehouse.connection.connect`) resolved to."""
-    return size_bytes(str(wh.scalar("SELECT current_setting('memory_limit')")))
 
 
 def allocation_stats(
