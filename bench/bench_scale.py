@@ -109,27 +109,39 @@ def increment(source: Path, work: Path, memory_limit: str | None = None, tree: P
 
 
 def hour_earlier(source: Path, into: Path) -> None:
-    """A copy of the warehouse `source` at `into` as it was before its last collect round: the
-    month's last hour removed (`EARLIER_BY_HOUR`, and the last day's daily roll-up). Also what
-    `bench/increment_ab.sh` starts each tree from."""
+    """A copy of the warehouse `source` at `into` as it was before its last collect round
+    (`remove_last_hour`). Also what `bench/increment_ab.sh` starts each tree from."""
+    shutil.copyfile(source, into)
+    remove_last_hour(into)
+
+
+def remove_last_hour(path: Path) -> None:
+    """The warehouse at `path`, in place, as it was before its last collect round: the month's
+    last hour removed (`EARLIER_BY_HOUR`), the last day's daily roll-up rewritten from the hourly
+    rows left (as the round's load rewrites it: `daily_rollup.refresh_days`; deleting it billed
+    the hour-earlier refresh without its last day) and the samples' fingerprints of that day
+    rebuilt (as a load keeps them, v18)."""
     import duckdb
 
+    from gpuledger.core.window import DAY, Window
+    from gpuledger.warehouse.daily_rollup import refresh_days
     from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS, rebuild
 
-    shutil.copyfile(source, into)
-    con = duckdb.connect(str(into))
+    con = duckdb.connect(str(path))
     try:
         con.execute("SET TimeZone = 'UTC'")
         last = con.execute("SELECT max(ts) FROM gpu_sample_values").fetchall()[0][0]
-        for table in EARLIER_BY_HOUR:
-            con.execute(f"DELETE FROM {table} WHERE ts > ? - INTERVAL 1 HOUR", [last])
-        con.execute("DELETE FROM card_hours_daily WHERE ts >= date_trunc('day', ?::TIMESTAMPTZ)", [last])
         [(day,)] = con.execute("SELECT date_trunc('day', ?::TIMESTAMPTZ - INTERVAL 1 HOUR)",
                                [last]).fetchall()
+        con.execute("BEGIN")
+        for table in EARLIER_BY_HOUR:
+            con.execute(f"DELETE FROM {table} WHERE ts > ? - INTERVAL 1 HOUR", [last])
+        refresh_days(con, Window(day, day + DAY))
         tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        for kind in (SAMPLES, TOKENS):  # their fingerprints (v18) as a load keeps them
+        for kind in (SAMPLES, TOKENS):
             if kind.table in tables:
                 rebuild(con, kind, since=day.date())
+        con.execute("COMMIT")
     finally:
         con.close()
 
