@@ -51,6 +51,11 @@ def refresh(tree: Path, warehouse: Path, config: Path, work: Path) -> dict[str, 
             "peak_rss_mib": own_peak_mib(report, usage), "output": json.loads((work / "stdout").read_text())}
 
 
+def _brief(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's figures and its per-result seconds, without the rest of its output."""
+    return {**{k: v for k, v in run.items() if k != "output"}, "results_s": run["output"].get("results_s")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("warehouse", type=Path)
@@ -71,7 +76,7 @@ def main() -> None:
         trees = {"base": unpack_tree(ref, work / "base-tree"), "ours": ROOT}
         config = work / "gpuledger.yaml"
         config.write_text(f"warehouse:\n  memory_limit: {args.memory_limit}\n")
-        primed = refresh(ROOT, warehouse, config, work)["wall_s"] if args.prime else None
+        primed = _brief(refresh(ROOT, warehouse, config, work)) if args.prime else None
         runs = []
         for tree in order:
             started = time.perf_counter()
@@ -79,12 +84,12 @@ def main() -> None:
             removed_s = round(time.perf_counter() - started, 1)
             run = {"tree": tree, "load_before": load_average(), "hour_removed_s": removed_s,
                    **refresh(trees[tree], warehouse, config, work)}
-            print(json.dumps({k: v for k, v in run.items() if k != "output"}), flush=True)
+            print(json.dumps(_brief(run)), flush=True)
             runs.append(run)
     write_result(args.name, {
         "what": __doc__.split("\n\n")[0], "command": "gpuledger refresh-serving --force -o json",
         "warehouse": str(warehouse), "warehouse_mib": round(warehouse.stat().st_size / 2**20, 1),
-        "baseline_ref": ref, "memory_limit": args.memory_limit, "primed_s": primed, "runs_in_order": runs})
+        "baseline_ref": ref, "memory_limit": args.memory_limit, "primed": primed, "runs_in_order": runs})
 
 
 if __name__ == "__main__":
