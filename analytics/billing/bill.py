@@ -98,6 +98,10 @@ class ConservationError(GpuledgerError):
     """The bill's lines do not add up to the fleet's card-hours or cost (a bug, never data)."""
 
 
+ALLOCATED = "allocated"
+"""The detail's `kind` of a holder's rows (the others are a card's unallocated hours)."""
+
+
 @dataclass(frozen=True)
 class Bill:
     """A priced window. `lines` sum to `fleet_cost` to the cent; `detail` is the finest grain."""
@@ -138,6 +142,12 @@ class Bill:
     the roll-up was computed under other rules), one line each."""
     warnings: tuple[str, ...] = ()
     """What the bill could not know (rules not recorded), one line each."""
+
+    def allocated(self) -> pl.LazyFrame:
+        """The detail's rows a holder held (`kind` `ALLOCATED`), lazily: a reader's own columns
+        and sums are all polars computes (an eager filter copied all 33 columns of a
+        10,000-GPU month's 2.7 M rows, 0.2 GB, for the four a token cost sums)."""
+        return self.detail.lazy().filter(pl.col("kind") == ALLOCATED)
 
     @property
     def period(self) -> str:
@@ -352,7 +362,7 @@ def _price_allocated(
         .join(prices, on=["model", "day"], how="left")
         .with_columns(
             pl.col("team").fill_null(SpecialLine.UNATTRIBUTED.value),
-            pl.lit("allocated").alias("kind"),
+            pl.lit(ALLOCATED).alias("kind"),
             discount_factor_expr(settings).alias("discount_factor"),
             utilization_basis_expr(settings).alias("_by_utilization"),
             (pl.col("card_hours") / pl.col("held_hours")).alias("share"),

@@ -39,7 +39,7 @@ def _line_totals(bill: Bill) -> pl.DataFrame:
 
 def mean_activity(bill: Bill) -> dict[str, float]:
     """Per team: card-hour-weighted mean activity of the devices it held."""
-    held = bill.detail.filter((pl.col("kind") == "allocated") & pl.col("active_ratio").is_not_null())
+    held = bill.allocated().filter(pl.col("active_ratio").is_not_null()).collect()
     if held.is_empty():
         return {}
     grouped = held.group_by("team").agg(

@@ -35,9 +35,8 @@ def idle_allocations(bill: Bill) -> pl.DataFrame:
 def held_allocations(bill: Bill) -> pl.DataFrame:
     """`idle_allocations` before the idle filter: every allocation, busy ones included (what
     `idle_workloads` sums, so a multi-GPU pod counts all its cards)."""
-    held = bill.detail.filter(pl.col("kind") == "allocated")
     return (
-        held.group_by(list(ALLOCATION_KEYS))
+        bill.allocated().group_by(list(ALLOCATION_KEYS))
         .agg(
             pl.col("card_hours").sum(),
             pl.col("idle_card_hours").sum(),
@@ -52,6 +51,7 @@ def held_allocations(bill: Bill) -> pl.DataFrame:
             (pl.col("held_idle_card_hours") > 0.5 * pl.col("idle_card_hours")).alias("held_idle"),
         )
         .sort(["idle_cost", "idle_card_hours", "namespace", "pod"], descending=[True, True, False, False])
+        .collect()
     )
 
 

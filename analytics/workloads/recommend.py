@@ -337,11 +337,9 @@ def rightsized_demand(
         schema={"model": pl.String, "target": pl.String, "_target_share": pl.Float64}, orient="row")
     targets = targets.join(shares, on=["model", "target"], maintain_order="left").select(
         "namespace", "pod", "uuid", "gpu_i_id", "model", "target", "_target_share", "held_hours")
-    per_day = (
-        bill.detail.filter(pl.col("kind") == "allocated")
-        .join(targets.select("namespace", "pod", "uuid", "gpu_i_id", "target", "_target_share"),
-              on=["namespace", "pod", "uuid", "gpu_i_id"], how="inner")
-    )
+    per_day = bill.allocated().join(
+        targets.lazy().select("namespace", "pod", "uuid", "gpu_i_id", "target", "_target_share"),
+        on=["namespace", "pod", "uuid", "gpu_i_id"], how="inner").collect()
     day_hours = per_day.group_by("day").agg(pl.col("held_hours").max().alias("_len"))
     peaks = (
         per_day.group_by("model", "target", "day").agg(pl.col("held_hours").sum().alias("_h"))

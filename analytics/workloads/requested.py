@@ -109,8 +109,7 @@ def idle_allocations_all(bill: Bill) -> pl.DataFrame:
     """The bill per allocation (card-hours, idle, cost, held hours), idle or not, with its mean
     share and idle fraction: sums of the detail's figures and ratios of those sums, then made
     `steady` (the same double every run; the ratios taken before, so rounding never moves them)."""
-    held = bill.detail.filter(pl.col("kind") == "allocated")
-    return steady(held.group_by(["team", *KEYS, "sharing_mode", "queue"]).agg(
+    return steady(bill.allocated().group_by(["team", *KEYS, "sharing_mode", "queue"]).agg(
         pl.col("card_hours").sum(),
         pl.col("idle_card_hours").sum(),
         pl.col("held_idle_card_hours").sum(),
@@ -123,7 +122,7 @@ def idle_allocations_all(bill: Bill) -> pl.DataFrame:
         pl.col("held_hours").sum(),
         pl.col("unit_price").mean(),
         pl.col("discount_factor").mean(),
-    ))
+    ).collect())
 
 
 

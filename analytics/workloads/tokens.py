@@ -84,10 +84,8 @@ def _trend(values: list[float | None]) -> float | None:
 def _series_costs(tokens: pl.DataFrame, bill: Bill) -> pl.DataFrame:
     """Step 2: each (day, namespace, pod, model) token series with its share of the pod's GPU
     cost that day (a pod serving several models shares its cost by their tokens)."""
-    pod_cost = (
-        bill.detail.filter(pl.col("kind") == "allocated")
-        .group_by("day", "namespace", "pod").agg(pl.col("cost").sum().alias("pod_cost"))
-    )
+    pod_cost = bill.allocated().group_by("day", "namespace", "pod").agg(
+        pl.col("cost").sum().alias("pod_cost")).collect()
     share = pl.col("prompt_tokens") + pl.col("generation_tokens")
     return (
         tokens.join(pod_cost, on=["day", "namespace", "pod"], how="left")
@@ -143,7 +141,7 @@ def team_token_costs(
     tokens = token_increases(wh, window, days=days)
     bill = bill or compute_bill(wh, window, settings, ("team",))
     teams = (
-        bill.detail.filter(pl.col("kind") == "allocated").select("namespace", "team").unique()
+        bill.allocated().select("namespace", "team").unique(maintain_order=True).collect()
         .sort("namespace", "team").unique("namespace", keep="first", maintain_order=True)
     )
     per_series = (
