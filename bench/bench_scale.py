@@ -131,12 +131,12 @@ def remove_last_hour(path: Path) -> None:
     try:
         con.execute("SET TimeZone = 'UTC'")
         last = con.execute("SELECT max(ts) FROM gpu_sample_values").fetchall()[0][0]
-        [(day,)] = con.execute("SELECT date_trunc('day', ?::TIMESTAMPTZ - INTERVAL 1 HOUR)",
-                               [last]).fetchall()
+        [(day, last_day)] = con.execute("SELECT date_trunc('day', ?::TIMESTAMPTZ - INTERVAL 1 HOUR), "
+                                        "date_trunc('day', ?::TIMESTAMPTZ)", [last, last]).fetchall()
         con.execute("BEGIN")
         for table in EARLIER_BY_HOUR:
             con.execute(f"DELETE FROM {table} WHERE ts > ? - INTERVAL 1 HOUR", [last])
-        refresh_days(con, Window(day, day + DAY))
+        refresh_days(con, Window(day, last_day + DAY))  # the days of the hour removed and the hour before it
         tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         for kind in (SAMPLES, TOKENS):
             if kind.table in tables:
