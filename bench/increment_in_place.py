@@ -6,11 +6,12 @@ every month result from the other days' kept parts, as the hour a collect round 
 it. The trees run in ABBA order by default (the running day shrinks by an hour a run: neither
 tree gets the shorter days) and share the warehouse's day parts and serving store (both trees'
 parts must be the same SQL: their `per_minute_query_version`s differ otherwise, and each run
-would read the month whole).
+would read the month whole; and one schema version: there is no copy for each to migrate).
 
 Run: `python -m bench.increment_in_place WAREHOUSE BASE_REF [--order base,ours,ours,base]
 [--memory-limit 4GiB] [--prime] [--name NAME]`; `--prime` first runs this tree's refresh once,
-untimed (a warehouse whose day parts were never kept is read whole by its first refresh).
+recorded as `primed` (a warehouse whose day parts were never kept is read whole by its first
+refresh: the month's full figure).
 Each run: wall, user + system CPU seconds, the child's own peak RSS (`bench.common.OWN_PEAK`),
 the command's own per-result seconds, the load average before it; written to
 bench/results/NAME.json."""
