@@ -97,9 +97,9 @@ def test_a_month_is_billed_once_and_every_result_is_as_computed_alone(
 
 
 def test_the_bill_is_let_go_after_its_last_reader(demo_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The per-minute advice kinds, which read neither the bill nor the usage, run after the
-    month's bill and usage are dropped (a few hundred MB at 1,000 GPUs held for nothing), and
-    every result is still computed."""
+    """The token costs, which read the bill alone, run before the usage exists; the per-minute
+    advice kinds, which read neither, after the month's bill and usage are dropped (a few hundred
+    MB at 1,000 GPUs held for nothing); every result is still computed."""
     held: dict[tuple[str, str], list[str]] = {}
     real = serving_results.compute
 
@@ -112,8 +112,10 @@ def test_the_bill_is_let_go_after_its_last_reader(demo_copy: Path, monkeypatch: 
         serving_results.refresh_serving(wh, SETTINGS)
         periods = [period for period, _ in serving_results.wanted(wh, SETTINGS)]
     readers = [n for n in serving_results.NAMES if serving_results.reads_bills(n)]
-    assert readers == [serving_results.RECOMMENDATIONS, serving_results.TOKEN_COSTS, "advice:profile-catalog"]
-    expected = {(n, p): (["bill", "usage"] if n in readers[1:] else []) for p in periods for n in serving_results.NAMES}
+    assert readers == [serving_results.TOKEN_COSTS, serving_results.RECOMMENDATIONS, "advice:profile-catalog"]
+    # the token costs first, before any usage exists; the recommendations find the bill
+    begins = dict(zip(readers, ([], ["bill"], ["bill", "usage"]), strict=True))
+    expected = {(n, p): begins.get(n, []) for p in periods for n in serving_results.NAMES}
     assert held == expected
     assert len(serving_results.LAST_TIMINGS) == len(expected), "every result computed"
 
