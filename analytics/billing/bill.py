@@ -16,9 +16,8 @@ fleet cost, to the cent, for any window.
    `sharing_discount`; in a pool billed by utilization, the holder pays only for its active share
    and the rest (`utilization_adjustment`) moves to the pool's `unallocated` line. Idle
    card-hours are priced the same way (`idle_cost`, part of the team's cost).
-3. Capacity: each inventoried card's present hours per day; what nobody held is unallocated,
-   at list price (stranded MIG capacity counted apart), per pool and model (pool `unknown`
-   where a node has no pool label: `_POOL`).
+3. Capacity: each inventoried card's present hours per day; what nobody held is unallocated, at
+   list price (stranded MIG counted apart), per pool and model (pool `unknown`: no pool label, `_POOL`).
 4. Lines by the requested dimensions, the discount line, redistribution, whole cents
    (`analytics.billing.lines`), then the conservation check.
 """
@@ -98,8 +97,7 @@ class ConservationError(GpuledgerError):
     """The bill's lines do not add up to the fleet's card-hours or cost (a bug, never data)."""
 
 
-ALLOCATED = "allocated"
-"""The detail's `kind` of a holder's rows (the others are a card's unallocated hours)."""
+ALLOCATED = "allocated"  # the detail's `kind` of a holder's rows (the others: a card's unallocated hours)
 
 
 @dataclass(frozen=True)
@@ -126,8 +124,7 @@ class Bill:
     catalog_priced_models: tuple[str, ...] = ()
     """Models priced from the default catalog (`core/data/gpu_price_catalog.yaml`)."""
     replicas_unknown_nodes: tuple[str, ...] = ()
-    """Nodes with time-sliced cards whose replica count no node label states (see
-    `analytics.devices.replicas`): their shares fall back to the inventory's count."""
+    """Nodes with time-sliced cards no label gives a replica count (shares by the inventory's count)."""
     newest_sample: datetime | None = None
     """The newest GPU sample (or roll-up hour end) before the window's end: data as of."""
     # GPU-hours lost to preemption, thereof (analytics.billing.preemption)
@@ -138,15 +135,13 @@ class Bill:
     as_computed: bool = False
     """Billed as the roll-up was computed (its stored rules), not under today's."""
     notes: tuple[str, ...] = ()
-    """What the reader should know about the numbers' source (billed from raw samples because
-    the roll-up was computed under other rules), one line each."""
+    """What the reader should know about the numbers' source (raw samples: other rules), one line each."""
     warnings: tuple[str, ...] = ()
     """What the bill could not know (rules not recorded), one line each."""
 
     def allocated(self) -> pl.LazyFrame:
-        """The detail's rows a holder held (`kind` `ALLOCATED`), lazily: a reader's own columns
-        and sums are all polars computes (an eager filter copied all 33 columns of a
-        10,000-GPU month's 2.7 M rows, 0.2 GB, for the four a token cost sums)."""
+        """The detail's rows a holder held, lazily: polars computes a reader's own columns only (an eager
+        filter copied all 33 columns of a 10,000-GPU month's 2.7 M rows, 0.2 GB, for a reader's four)."""
         return self.detail.lazy().filter(pl.col("kind") == ALLOCATED)
 
     @property
