@@ -5,7 +5,7 @@ of the proposals (every budget must give the same).
 
     python -m bench.bench_autoscaling_month --warehouse W.duckdb --budget-mib 100000 --budget-mib 48
 
-The warehouse's day parts are filled first (`<W>.dayparts.duckdb`, a read of the month), so
+The warehouse's day parts are filled first (`<W>.dayparts/`, a read of the month), so
 every measured run decodes the same kept days; a 1,000-GPU month is built by
 `python -m bench.bench_scale --gpus 1000 --build-only`.
 """

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import difference, gpuledger_child, load_average, unpack_tree, write_result
+from bench.common import difference, gpuledger_child, load_average, parts_beside, unpack_tree, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("profile-catalog", "overcommit", "autoscaling", "fragmentation", "dra-fragmentation", "dra-profiles")
@@ -91,7 +91,7 @@ def main() -> None:
             if filled["rc"] != 0:
                 parser.error(f"refresh-serving ({side}) failed: {filled.get('stderr_tail', '')}")
             figures[f"refresh of {side} (fills its day parts)"] = filled
-            parts[side] = refresh / "w.dayparts.duckdb"
+            parts[side] = parts_beside(refresh)
         for name in args.command or list(COMMANDS):
             sides: dict[str, Any] = {}
             for side, (tree, bound) in trees.items():

@@ -125,20 +125,29 @@ def own_peak_mib(report: Path, usage: resource.struct_rusage) -> float:
     return round(int(own or usage.ru_maxrss) / 1024, 1)
 
 
+def parts_beside(folder: Path) -> Path:
+    """The day parts a tree's refresh kept beside `folder`/w.duckdb: a folder of files since
+    decision 0281 (`w.dayparts`), a DuckDB file before it (`w.dayparts.duckdb`)."""
+    files = folder / "w.dayparts"
+    return files if files.is_dir() else folder / "w.dayparts.duckdb"
+
+
 def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
                     memory_limit: str | None = None, *, day_parts: Path | None = None) -> dict[str, Any]:
     """`gpuledger ARGS` of `tree` (on `PYTHONPATH`) on a copy of the warehouse `source` at
     `work`/w.duckdb, with `warehouse.memory_limit` set to `memory_limit` in a settings file where
     given, as a child reaped with `os.wait4`: `rc`, `wall_s`, user + system `cpu_s` and the
     child's own `peak_rss_mib` (`OWN_PEAK`). Its output is left in `work`/stdout and stderr.
-    `day_parts`: a day parts file copied beside the copy as its own (`warehouse.day_parts`).
+    `day_parts`: day parts (`parts_beside`) copied beside the copy as its own.
     The copy is first opened for writing by `tree`, untimed (`migrate_s`): a tree whose schema
     is newer than `source`'s migrates it as its first writer would, not inside the measure."""
     work.mkdir(parents=True, exist_ok=True)
     copy = work / "w.duckdb"
     shutil.copyfile(source, copy)
-    if day_parts is not None:
-        shutil.copyfile(day_parts, work / "w.dayparts.duckdb")
+    if day_parts is not None and day_parts.is_dir():
+        shutil.copytree(day_parts, work / day_parts.name, dirs_exist_ok=True)
+    elif day_parts is not None:
+        shutil.copyfile(day_parts, work / day_parts.name)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("GPULEDGER_WAREHOUSE", None)
     started = time.perf_counter()

@@ -205,7 +205,7 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
     # each result reads its month once: where DuckDB's bound cannot hold the warehouse, its
     # cached blocks are handed back after each long read and each result, not held beside the
     # frames (0280)
-    with wh.reading_once(), kept_day_parts(wh.path, settings.warehouse) as days:
+    with wh.reading_once(), kept_day_parts(wh.path) as days:
         wh.hand_back_cache()  # the publish's own reads
         if days is not None:
             # the oldest month's days, and the day before it (its token counters' lookback)

@@ -158,7 +158,7 @@ def gather(
 def _usage(wh: Warehouse, settings: Settings, bill: MonthBill) -> pl.DataFrame:
     """The month's per-allocation usage, its statistics through the day parts: after the chart's
     refreshes only the allocations of days whose inputs moved since are computed again."""
-    with kept_day_parts(wh.path, settings.warehouse) as days:
+    with kept_day_parts(wh.path) as days:
         return workload_usage(wh, bill.window, settings, bill.raw, days=days)
 
 

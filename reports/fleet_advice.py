@@ -65,7 +65,7 @@ def fleet_advice(wh: Warehouse, window: Window, settings: Settings,
     have = {advice.kind: advice for advice in computed or () if advice.kind in STATEMENT_KINDS}
     missing = tuple(kind for kind in STATEMENT_KINDS if kind not in have)
     if missing:  # (run_advice of no kinds would run them all)
-        with kept_day_parts(wh.path, settings.warehouse) as days:
+        with kept_day_parts(wh.path) as days:
             ran = run_advice(wh, window, settings, missing, bill=bill, usage=usage, days=days)
         have.update((advice.kind, advice) for advice in ran)
     found = [have[kind] for kind in KINDS.names() if kind in have]  # registry order, as run_advice gives

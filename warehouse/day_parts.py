@@ -15,13 +15,16 @@ samples, joined to the day before). What spans days (each allocation's statistic
 month) is kept whole with every day's stamp, and only its rows that reach a changed day are
 asked again (`DayParts.spanning`, decision 0261).
 
-The parts live in their own DuckDB file (`<warehouse>.dayparts.duckdb`), not in the serving
-store, which every publish copies whole: a month of serving minutes is tens of MB. Every reader
-of the month's per-minute advice uses them (`refresh-serving`, `report monthly`, `recommend
---kind`: `kept_day_parts`), one process at a time under the parts' own lock, so a report issued
-after the chart's refreshes reads only the days that moved since (decision 0254). One
-transaction per part, so a kill leaves whole parts; the file is a cache: one that cannot be
-opened is removed and started again, and deleting it only costs the next reader the full read.
+The parts live in their own folder (`<warehouse>.dayparts/`), not in the serving store, which
+every publish copies whole: a month of serving minutes is tens of MB at 256 GPUs, 664 MB at
+10,000. One file per part (`<query>/<day>.daypart`: its stamp, then the frame as zstd Arrow
+IPC), written beside and renamed over the old one, so a kill leaves the old part or the new
+(decision 0281: the parts were rows of a DuckDB file, whose BLOB reads, replacements and close
+took about 15 s of a 10,000-GPU increment). Every reader of the month's per-minute advice uses
+them (`refresh-serving`, `report monthly`, `recommend --kind`: `kept_day_parts`), one process at
+a time under the parts' own lock, so a report issued after the chart's refreshes reads only the
+days that moved since (decision 0254). The folder is a cache: a part that cannot be read back is
+read again and replaced, and deleting the folder only costs the next reader the full read.
 """
 
 from __future__ import annotations
@@ -32,59 +35,61 @@ import io
 import json
 import logging
 import os
+import shutil
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from urllib.parse import quote
 
-import duckdb
 import polars as pl
 
-from gpuledger.core.config_warehouse import WarehouseSettings
-from gpuledger.core.errors import WarehouseError
-from gpuledger.core.period import Period
 from gpuledger.core.window import DAY, Window, floor_time
-from gpuledger.warehouse.connection import connect, release_cached_blocks
-from gpuledger.warehouse.keyed_rows import replace_row
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries.advice import per_minute_inputs_stamps
 
-TABLE = "day_parts"
 DayRead = Callable[[ReadableWarehouse, datetime, datetime], pl.DataFrame]
 Ranges = Sequence[tuple[datetime, datetime]]
 SpanRead = Callable[[ReadableWarehouse, datetime, datetime, Ranges], pl.DataFrame]
 """A window's read whose rows span days: `(wh, start, end, touching)` → every row when
 `touching` is empty, else (at least) those with a sample in one of the ranges."""
+SUFFIX = ".daypart"
+MAGIC = b"gpldayp1"
+HEAD = struct.Struct("<8sIQ")
+"""A part's head: the magic, the stamp's length and the frame's (a part cut short, by a crash
+before its blocks reached the disk, is told from a whole one by the lengths)."""
 log = logging.getLogger(__name__)
 
 
+class DamagedPart(ValueError):
+    """A part file that is not a whole part (its head or its length is wrong)."""
+
+
 def day_parts_path(warehouse: str | Path) -> Path:
-    """The day parts' file beside the warehouse (`gpuledger.duckdb` → `gpuledger.dayparts.duckdb`)."""
+    """The day parts' folder beside the warehouse (`gpuledger.duckdb` → `gpuledger.dayparts`)."""
     path = Path(warehouse)
-    return path.with_name(f"{path.stem}.dayparts.duckdb")
+    return path.with_name(f"{path.stem}.dayparts")
 
 
 @contextlib.contextmanager
-def kept_day_parts(warehouse: str | Path,
-                   limits: WarehouseSettings | None = None) -> Iterator[DayParts | None]:
+def kept_day_parts(warehouse: str | Path) -> Iterator[DayParts | None]:
     """The day parts of the warehouse at `warehouse`, open for one reader of the month's
     per-minute advice, under the parts' own lock (`<warehouse>.dayparts.lock`, flock, not
     waited for: a second reader reads the month whole rather than queue behind a refresh).
-    `limits`: the warehouse's settings, whose memory bound the parts' DuckDB takes too.
     None, and the month is read whole, for a warehouse that is not a file, parts held by
-    another process, or parts that cannot be opened; what failed mid-way is logged on exit."""
+    another process, or a folder that cannot be made; what failed mid-way is logged on exit."""
     path = day_parts_path(warehouse)
     if not Path(warehouse).is_file():
         yield None
         return
     try:
-        lock = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        lock = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:  # a read-only folder: no parts, the month read whole
         log.info("day parts not used (%s); the month is read whole", exc)
         yield None
         return
     try:
-        days = _locked(path, lock, limits)
+        days = _locked(path, lock)
         if days is None:
             yield None
             return
@@ -96,52 +101,39 @@ def kept_day_parts(warehouse: str | Path,
         os.close(lock)  # closing the descriptor releases the flock
 
 
-def _locked(path: Path, lock: int, limits: WarehouseSettings | None) -> DayParts | None:
+def _locked(path: Path, lock: int) -> DayParts | None:
     """The parts at `path` once `lock` is held; None (logged) when another process holds it
-    or the file cannot be opened."""
+    or the folder cannot be made."""
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         log.info("day parts %s in use by another process; the month is read whole", path.name)
         return None
     try:
-        return DayParts(path, limits)
-    except (WarehouseError, OSError) as exc:
+        return DayParts(path)
+    except OSError as exc:
         log.warning("day parts not kept (%s); the month is read whole", exc)
         return None
 
 
 class DayParts:
-    """The day parts of one warehouse, open for one reader (a context: the file is closed on exit).
+    """The day parts of one warehouse, open for one reader (a context, as a reader holds them).
 
     `day(name, wh, start, end, read)` is what a per-day reader calls instead of `read(wh,
     start, end)`: the stored frame when the day's inputs have the stamp it was stored under,
     else `read`'s frame, stored. `reads` counts the days actually queried (for tests and the
-    bench). The parts are a cache: once reading or writing one fails (a full disk, a damaged
-    part), `failure` says why and every later day is read whole without them, so the round's
-    results are still computed (`kept_day_parts` logs it)."""
+    bench). A part that is not whole (`DamagedPart`) is read again and replaced; once reading
+    or writing the folder fails (a full disk, a folder made read-only), `failure` says why and
+    every later day is read whole without the parts, so the round's results are still
+    computed (`kept_day_parts` logs it)."""
 
-    def __init__(self, path: str | Path, limits: WarehouseSettings | None = None) -> None:
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        # the warehouse's memory bound (its own DuckDB instance caches the parts' blocks too),
-        # never its spill folder: two instances must not spill into one folder
-        self._limits = WarehouseSettings(memory_limit=limits.memory_limit) if limits else None
-        self.con = self._connect()
+        _prepared(self.path)
         self.reads = 0
         self.hits = 0
         self.failure: str | None = None
         self._stamps: dict[tuple[datetime, datetime], str] = {}
-        self._kept: dict[tuple[str, date], dict[date, tuple[str, bytes | None]]] = {}
-
-    def _connect(self) -> duckdb.DuckDBPyConnection:
-        """The parts' file, bounded like every connection (`warehouse.connection.connect`);
-        one DuckDB cannot open is removed and started again (it is a cache)."""
-        try:
-            return _ready(connect(str(self.path), limits=self._limits, what="day parts"))
-        except WarehouseError:
-            for stale in (self.path, self.path.with_name(self.path.name + ".wal")):
-                stale.unlink(missing_ok=True)
-        return _ready(connect(str(self.path), limits=self._limits, what="day parts"))
 
     def __enter__(self) -> DayParts:
         return self
@@ -150,8 +142,7 @@ class DayParts:
         self.close()
 
     def close(self) -> None:
-        with contextlib.suppress(duckdb.Error):
-            self.con.close()
+        """Nothing is held open between parts: each is a file read or written whole."""
 
     def day(self, name: str, wh: ReadableWarehouse, start: datetime, end: datetime,
             read: DayRead) -> pl.DataFrame:
@@ -161,19 +152,10 @@ class DayParts:
             self.reads += 1
             return read(wh, start, end)
         stamp = self._stamp(wh, start, end)
-        try:
-            day = start.date()
-            month = self._kept_of(name, day)
-            kept = month.get(day)
-            if kept is not None and kept[0] == stamp:
-                payload = kept[1] if kept[1] is not None else self._payload(name, day, stamp)
-                if payload is not None:
-                    month[day] = (stamp, None)  # handed out: its bytes let go (asked again, one row read)
-                    part = pl.read_ipc(io.BytesIO(payload))
-                    self.hits += 1
-                    return part
-        except (duckdb.Error, pl.exceptions.PolarsError, OSError) as exc:
-            self._fail(exc)
+        kept = self._kept(name, start.date(), lambda found: found == stamp)
+        if kept is not None:
+            self.hits += 1
+            return kept[1]
         self.reads += 1
         frame = read(wh, start, end)
         self._store(name, start.date(), stamp, frame)
@@ -214,14 +196,8 @@ class DayParts:
         stamps = {lo.isoformat(): stamp
                   for (lo, _), stamp in zip(days, self._stamps_of(wh, days), strict=True)}
         key = f"{name}:{end.date().isoformat()}"
-        kept: pl.DataFrame | None = None
-        kept_stamps: dict[str, str] = {}
-        try:
-            row = self._kept_row(key, start.date())
-            if row is not None:
-                kept_stamps, kept = json.loads(row[0]), pl.read_ipc(io.BytesIO(row[1]))
-        except (duckdb.Error, pl.exceptions.PolarsError, OSError, ValueError) as exc:
-            self._fail(exc)
+        found = self._kept(key, start.date(), lambda _: True)
+        kept_stamps, kept = (json.loads(found[0]), found[1]) if found is not None else ({}, None)
         changed = _ranges([(lo, hi) for lo, hi in days if kept is None or kept_stamps.get(lo.isoformat())
                            != stamps[lo.isoformat()]])
         if kept is not None and not changed:
@@ -239,56 +215,60 @@ class DayParts:
         self._store(key, start.date(), json.dumps(stamps), frame)
         return frame
 
+    def _file(self, name: str, day: date) -> Path:
+        """Where the part of query `name` (its SQL's version: any text) for `day` is kept."""
+        return self.path / quote(name, safe="") / f"{day.isoformat()}{SUFFIX}"
+
+    def _kept(self, name: str, day: date, wanted: Callable[[str], bool]) -> tuple[str, pl.DataFrame] | None:
+        """The part of `name` for `day` (its stamp and frame) when there is one whose stamp is
+        `wanted`: its head is read first, the frame only when wanted. A part that is not whole
+        is removed (it is read again and replaced); a file that cannot be read ends the parts."""
+        if self.failure is not None:
+            return None
+        path = self._file(name, day)
+        try:
+            with path.open("rb") as part:
+                stamp, size = _head(part)
+                if not wanted(stamp):
+                    return None
+                payload = part.read(size + 1)
+                if len(payload) != size:
+                    raise DamagedPart(f"{path.name}: {len(payload)} bytes of a {size}-byte frame")
+                return stamp, pl.read_ipc(io.BytesIO(payload))
+        except FileNotFoundError:
+            return None
+        except (DamagedPart, pl.exceptions.PolarsError, UnicodeDecodeError) as exc:
+            log.info("day part %s/%s not whole (%s): read again", path.parent.name, path.name, exc)
+            path.unlink(missing_ok=True)
+            return None
+        except OSError as exc:
+            self._fail(exc)
+            return None
+
     def _store(self, name: str, day: date, stamp: str, frame: pl.DataFrame) -> None:
-        """Keep `frame` under (`name`, `day`) with `stamp`, in one transaction (a kill keeps the
-        old part or the new; `keyed_rows`); a failure is remembered (`failure`), the frame still
-        returned."""
+        """Keep `frame` under (`name`, `day`) with `stamp`: written beside the part's file and
+        renamed over it, so a kill keeps the old part or the new. A failure is remembered
+        (`failure`), the frame still returned. Not synced to the disk: a part a crash cut
+        short is told by its lengths (`_kept`) and read again, as a cache may be."""
         if self.failure is not None:
             return
         buffer = io.BytesIO()
         frame.write_ipc(buffer, compression="zstd")
-        payload = buffer.getvalue()
+        payload = buffer.getbuffer()
+        target = self._file(name, day)
+        fresh = target.with_name(target.name + ".tmp")
+        encoded = stamp.encode()
         try:
-            replace_row(self.con, TABLE, {"name": name, "day": day}, {"stamp": stamp, "payload": payload})
-        except duckdb.Error as exc:
+            target.parent.mkdir(exist_ok=True)
+            with fresh.open("wb") as out:
+                out.write(HEAD.pack(MAGIC, len(encoded), len(payload)))
+                out.write(encoded)
+                out.write(payload)
+            fresh.replace(target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                fresh.unlink(missing_ok=True)
             self._fail(exc)
-            return
-        month = self._kept.get((name, day.replace(day=1)))
-        if month is not None:
-            month[day] = (stamp, None)  # its frame is the caller's; asked again, one row is read
-
-    def _kept_of(self, name: str, day: date) -> dict[date, tuple[str, bytes | None]]:
-        """The parts of query `name` in `day`'s calendar month by day (stamp, payload): read in
-        one query when first asked for (fetching one row's BLOB reads the whole row group's,
-        about 30 ms at 1,000 GPUs whatever the part's size; a month of them at once takes about
-        as long) and kept current as this reader stores parts. A part's payload is let go once
-        handed out (None): every reader reads a day once (the autoscaling passes too since
-        decision 0277), and a month of them held to the refresh's end was 60 MB of serving
-        minutes alone at 1,000 GPUs."""
-        month = day.replace(day=1)
-        if (name, month) not in self._kept:
-            window = Period(month.year, month.month).window
-            rows = self._read(f"SELECT day, stamp, payload FROM {TABLE} WHERE name = ? AND day >= ? "
-                              "AND day < ?", [name, month, window.end.date()])
-            self._kept[name, month] = {day: (stamp, bytes(payload)) for day, stamp, payload in rows}
-        return self._kept[name, month]
-
-    def _payload(self, name: str, day: date, stamp: str) -> bytes | None:
-        """A part handed out before, read again (None when it changed or went meanwhile)."""
-        row = self._kept_row(name, day)
-        return row[1] if row is not None and row[0] == stamp else None
-
-    def _kept_row(self, name: str, day: date) -> tuple[str, bytes] | None:
-        """One part as stored now (the kept statistics of a window, `spanning`)."""
-        rows = self._read(f"SELECT stamp, payload FROM {TABLE} WHERE name = ? AND day = ?", [name, day])
-        return (rows[0][0], bytes(rows[0][1])) if rows else None
-
-    def _read(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-        """Parts as stored, their blocks not kept in DuckDB's cache after (each is read once by
-        a refresh or a report; the cache held 70 MiB of them at 1,000 GPUs, decision 0280)."""
-        rows = self.con.execute(sql, params).fetchall()
-        release_cached_blocks(self.con)
-        return rows
 
     def through(self, name: str, read: DayRead) -> DayRead:
         """`read`, through these parts under `name` (the query and its SQL's version)."""
@@ -297,14 +277,34 @@ class DayParts:
     def prune(self, before: date) -> int:
         """Drop the parts of days before `before` (months no longer kept current); how many
         (0 when that fails: the parts are then not used, see `failure`)."""
-        try:
-            return int(self.con.execute(f"DELETE FROM {TABLE} WHERE day < ?", [before]).fetchall()[0][0])
-        except duckdb.Error as exc:
-            self._fail(exc)
+        if self.failure is not None:
             return 0
+        dropped = 0
+        try:
+            for part in self.path.glob(f"*/*{SUFFIX}"):
+                if date.fromisoformat(part.name.removesuffix(SUFFIX)) < before:
+                    part.unlink()
+                    dropped += 1
+        except (OSError, ValueError) as exc:
+            self._fail(exc)
+        return dropped
 
     def _fail(self, exc: Exception) -> None:
         self.failure = f"{self.path.name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+def _head(part: io.BufferedReader) -> tuple[str, int]:
+    """A part's stamp and its frame's length in bytes, from its head."""
+    head = part.read(HEAD.size)
+    if len(head) != HEAD.size:
+        raise DamagedPart("no head")
+    magic, stamp_size, size = HEAD.unpack(head)
+    if magic != MAGIC:
+        raise DamagedPart("not a day part")
+    stamp = part.read(stamp_size)
+    if len(stamp) != stamp_size:
+        raise DamagedPart("a stamp cut short")
+    return stamp.decode(), size
 
 
 def _ranges(days: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
@@ -318,11 +318,16 @@ def _ranges(days: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datet
     return merged
 
 
-def _ready(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    try:
-        con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (name VARCHAR, day DATE, stamp VARCHAR, "
-                    "payload BLOB, PRIMARY KEY (name, day))")
-    except duckdb.Error as exc:
-        con.close()
-        raise WarehouseError(f"day parts: {str(exc).splitlines()[0]}") from None
-    return con
+def _prepared(path: Path) -> None:
+    """The parts' folder, made when new: then the DuckDB file of parts an earlier release kept
+    there (`<warehouse>.dayparts.duckdb`, decision 0248, up to 1.5 GB at 10,000 GPUs) is
+    removed, a cache no reader will read again. A part a kill left half-written (`*.tmp`) is
+    removed too: the caller holds the parts' lock, so no other process is writing one."""
+    if not path.is_dir():
+        path.mkdir()
+        for legacy in (path.with_name(path.name + ".duckdb"), path.with_name(path.name + ".duckdb.wal")):
+            legacy.unlink(missing_ok=True)
+        shutil.rmtree(path.with_name(path.name + ".duckdb.tmp"), ignore_errors=True)
+    for half in path.glob(f"*/*{SUFFIX}.tmp"):
+        with contextlib.suppress(OSError):  # one that cannot go fails its write later, as any would
+            half.unlink(missing_ok=True)

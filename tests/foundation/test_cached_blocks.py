@@ -6,26 +6,21 @@ Cases:
   and rows written but not checkpointed are all still there (spilled, never lost);
 - `Warehouse.reading_once`: within it, where DuckDB's bound is smaller than the warehouse
   file, a long read hands the blocks back; where the bound holds the file, and outside it, they
-  stay cached (DuckDB's own behaviour, which the other readers keep);
-- the day parts hand back the blocks of the parts they read
-(`refresh-serving` itself: tests/dashboards/test_serving_cached_blocks.py).
+  stay cached (DuckDB's own behaviour, which the other readers keep)
+(the day parts are files since decision 0281; `refresh-serving` itself: tests/dashboards/test_serving_cached_blocks.py).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import duckdb
-import polars as pl
 import pytest
 
 from gpuledger.core.config_warehouse import WarehouseSettings
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse import store as store_module
 from gpuledger.warehouse.connection import connect, release_cached_blocks
-from gpuledger.warehouse.day_parts import DayParts
 
 ROWS = 2_000_000
 """Random doubles: ~16 MB that compression cannot shrink, many blocks to cache."""
@@ -93,26 +88,3 @@ def test_a_warehouse_reading_once_hands_back_after_a_long_read_where_the_bound_i
             assert cached_bytes(con) > 3 * LEFT  # the scope is over
         finally:
             wh.close()
-
-
-def test_the_day_parts_hand_back_the_parts_they_read(tmp_path: Path) -> None:
-    warehouse = tmp_path / "w.duckdb"
-    Warehouse.open(warehouse).close()
-    day = datetime(2026, 10, 1, tzinfo=UTC)
-    frame = pl.DataFrame({"x": pl.Series(range(ROWS), dtype=pl.Float64).shuffle(seed=1)})
-
-    def read(_wh: Any, _start: datetime, _end: datetime) -> pl.DataFrame:
-        return frame
-
-    parts = tmp_path / "w.dayparts.duckdb"
-    with Warehouse.open(warehouse, read_only=True) as wh:
-        with DayParts(parts, LIMIT) as days:
-            days.day("q", wh, day, day + timedelta(days=1), read)
-            days.con.execute("CHECKPOINT")
-        with DayParts(parts, LIMIT) as days:
-            assert days.day("q", wh, day, day + timedelta(days=1), read).equals(frame)
-            assert days.hits == 1
-            assert cached_bytes(days.con) <= LEFT
-            row = days.con.execute("SELECT octet_length(payload) FROM day_parts WHERE day = ?",
-                                   [date(2026, 10, 1)]).fetchall()
-            assert row and row[0][0] > 3 * LEFT, "a part of several MB was read"

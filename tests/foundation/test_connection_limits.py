@@ -55,22 +55,6 @@ def test_an_opened_warehouse_carries_its_limits(tmp_path: Path) -> None:
         assert _setting(wh.con, "temp_directory") == f"{path}.tmp"  # beside the file by default
 
 
-def test_the_day_parts_take_the_warehouse_bound_and_spill_beside_their_own_file(tmp_path: Path) -> None:
-    # A refresh's day parts are a second DuckDB instance (their own file): it was opened at the
-    # default share whatever the settings said. It takes the warehouse's bound, but never its
-    # spill folder (two instances spilling into one folder would share file names).
-    from gpuledger.warehouse.day_parts import day_parts_path, kept_day_parts
-
-    path = tmp_path / "w.duckdb"
-    limits = WarehouseSettings(memory_limit="300MiB", temp_directory=str(tmp_path / "spill"))
-    with Warehouse.open(path, limits=limits):
-        pass
-    with kept_day_parts(path, limits) as days:
-        assert days is not None
-        assert _setting(days.con, "memory_limit") == "300.0 MiB"
-        assert _setting(days.con, "temp_directory") == f"{day_parts_path(path)}.tmp"
-
-
 def test_the_default_is_half_of_what_duckdb_counts_as_available(tmp_path: Path) -> None:
     bare = duckdb.connect(":memory:")  # DuckDB's own default: 80 % of the available memory
     available = _bytes(_setting(bare, "memory_limit")) / 0.8
