@@ -136,8 +136,7 @@ def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
                     memory_limit: str | None = None, *, day_parts: Path | None = None) -> dict[str, Any]:
     """`gpuledger ARGS` of `tree` (on `PYTHONPATH`) on a copy of the warehouse `source` at
     `work`/w.duckdb, with `warehouse.memory_limit` set to `memory_limit` in a settings file where
-    given, as a child reaped with `os.wait4`: `rc`, `wall_s`, user + system `cpu_s` and the
-    child's own `peak_rss_mib` (`OWN_PEAK`). Its output is left in `work`/stdout and stderr.
+    given, run by `child_run` (its figures, its output left in `work`/stdout and stderr).
     `day_parts`: day parts (`parts_beside`) copied beside the copy as its own.
     The copy is first opened for writing by `tree`, untimed (`migrate_s`): a tree whose schema
     is newer than `source`'s migrates it as its first writer would, not inside the measure."""
@@ -153,19 +152,32 @@ def gpuledger_child(tree: Path, source: Path, work: Path, args: list[str],
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", MIGRATE, str(copy)], cwd=work, env=env, check=True)
     migrate_s = round(time.perf_counter() - started, 1)
-    peak_report = work / "peak_kib"
-    cmd = own_peak_command(peak_report, [*args, "--warehouse", str(copy)])
+    config = None
     if memory_limit is not None:
-        (work / "gpuledger.yaml").write_text(f"warehouse:\n  memory_limit: {memory_limit}\n")
-        cmd += ["--config", str(work / "gpuledger.yaml")]
+        config = work / "gpuledger.yaml"
+        config.write_text(f"warehouse:\n  memory_limit: {memory_limit}\n")
+    return {**child_run(tree, copy, work, args, config), "migrate_s": migrate_s}
+
+
+def child_run(tree: Path, warehouse: Path, work: Path, args: list[str],
+              config: Path | None = None) -> dict[str, Any]:
+    """`gpuledger --warehouse WAREHOUSE [--config CONFIG] ARGS` of `tree` (on `PYTHONPATH`) in
+    `work`, in place, as a child reaped with `os.wait4`: `rc`, `wall_s`, user + system `cpu_s`
+    and the child's own `peak_rss_mib` (`OWN_PEAK`). Its output is left in `work`/stdout and
+    stderr."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("GPULEDGER_WAREHOUSE", None)
+    peak_report = work / "peak_kib"
+    cmd = own_peak_command(peak_report, ["--warehouse", str(warehouse),
+                                         *(("--config", str(config)) if config else ()), *args])
     with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
-    return {"rc": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 1),
+    return {"rc": os.waitstatus_to_exitcode(status), "wall_s": round(wall, 2),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-            "peak_rss_mib": own_peak_mib(peak_report, usage), "migrate_s": migrate_s}
+            "peak_rss_mib": own_peak_mib(peak_report, usage)}
 
 
 def write_result(name: str, figures: dict[str, Any]) -> Path:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import tempfile
 import time
@@ -28,28 +27,18 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_scale import remove_last_hour
-from bench.common import load_average, own_peak_command, own_peak_mib, unpack_tree, write_result
+from bench.common import child_run, load_average, unpack_tree, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def refresh(tree: Path, warehouse: Path, config: Path, work: Path) -> dict[str, Any]:
-    """`tree`'s `refresh-serving --force -o json` on `warehouse` under `config`, as a child reaped
-    with `os.wait4`: wall, user + system CPU, its own peak RSS and the command's JSON output."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    env.pop("GPULEDGER_WAREHOUSE", None)
-    report = work / "peak_kib"
-    cmd = own_peak_command(report, ["--config", str(config), "--warehouse", str(warehouse),
-                                    "refresh-serving", "--force", "-o", "json"])
-    with open(work / "stdout", "wb") as out, open(work / "stderr", "wb") as err:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=warehouse.parent, env=env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
+    """`tree`'s `refresh-serving --force -o json` on `warehouse` under `config` (`child_run`):
+    wall, user + system CPU, its own peak RSS and the command's JSON output."""
+    figures = child_run(tree, warehouse, work, ["refresh-serving", "--force", "-o", "json"], config)
+    if figures.pop("rc") != 0:
         raise SystemExit(f"{tree}: refresh-serving failed: {(work / 'stderr').read_text()[-600:]}")
-    return {"wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-            "peak_rss_mib": own_peak_mib(report, usage), "output": json.loads((work / "stdout").read_text())}
+    return {**figures, "output": json.loads((work / "stdout").read_text())}
 
 
 def _brief(run: dict[str, Any]) -> dict[str, Any]:
