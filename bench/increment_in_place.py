@@ -9,9 +9,9 @@ parts must be the same SQL: their `per_minute_query_version`s differ otherwise, 
 would read the month whole; and one schema version: there is no copy for each to migrate).
 
 Run: `python -m bench.increment_in_place WAREHOUSE BASE_REF [--order base,ours,ours,base]
-[--memory-limit 4GiB] [--prime] [--name NAME]`; `--prime` first runs this tree's refresh once,
-recorded as `primed` (a warehouse whose day parts were never kept is read whole by its first
-refresh: the month's full figure).
+[--memory-limit 4GiB] [--prime] [--name NAME]`; `--prime` first removes the last hour and runs
+this tree's refresh once, recorded as `primed` (a warehouse whose day parts were never kept is
+read whole by its first refresh: the month's full figure).
 Each run: wall, user + system CPU seconds, the child's own peak RSS (`bench.common.OWN_PEAK`),
 the command's own per-result seconds, the load average before it; written to
 bench/results/NAME.json."""
@@ -66,6 +66,8 @@ def main() -> None:
         trees = {"base": unpack_tree(ref, work / "base-tree"), "ours": ROOT}
         config = work / "gpuledger.yaml"
         config.write_text(f"warehouse:\n  memory_limit: {args.memory_limit}\n")
+        if args.prime:  # an hour removed first: a month whose results are current computes nothing
+            remove_last_hour(warehouse)
         primed = _brief(refresh(ROOT, warehouse, config, work)) if args.prime else None
         runs = []
         for tree in order:
