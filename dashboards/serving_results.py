@@ -46,7 +46,8 @@ from gpuledger.core.errors import GpuledgerError
 from gpuledger.core.period import Period
 from gpuledger.core.rules import Rules
 from gpuledger.core.rules_record import RecordedRules, differs, label
-from gpuledger.core.window import DAY, HOUR, Window, floor_time
+from gpuledger.core.window import DAY, HOUR, floor_time
+from gpuledger.dashboards.month_inputs import allocation_stats_first, month_bill, month_usage
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.queries.freshness import created_at, data_range, newest_sample
 from gpuledger.warehouse.serving_results_table import stored_result
@@ -55,7 +56,6 @@ from gpuledger.warehouse.serving_store import Publication, PublishStats, is_serv
 if TYPE_CHECKING:
     from gpuledger.analytics.advice.month import MonthAnalyses
     from gpuledger.analytics.advice.run import Advice
-    from gpuledger.analytics.billing.bill import Bill
     from gpuledger.warehouse.day_parts import DayParts
 
 log = logging.getLogger(__name__)
@@ -215,6 +215,8 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
             # let go after the last result that reads them: the per-minute advice kinds after
             # it run without them (at 1,000 GPUs a few hundred MB of frames)
             bills: dict[str, Any] = dict((billed or {}).get(period, {}))
+            if days is not None and "usage" not in bills and any(map(reads_usage_of, names)):
+                allocation_stats_first(wh, settings, period, days)
             last_reader = max((i for i, name in enumerate(names) if reads_bills(name)), default=-1)
             for i, name in enumerate(names):
                 started = time.perf_counter()
@@ -247,6 +249,16 @@ def reads_bills(name: str) -> bool:
     return reads_bill(kind) or reads_usage(kind)
 
 
+def reads_usage_of(name: str) -> bool:
+    """Whether the result `name` reads the month's per-allocation usage (`compute`'s `bills`)."""
+    if name in PRICED_FRAMES:
+        return name == RECOMMENDATIONS
+    from gpuledger.analytics.advice import KINDS
+    from gpuledger.analytics.advice.run import reads_usage
+
+    return reads_usage(KINDS.get(name.removeprefix("advice:")))
+
+
 def _rules_of(name: str, bills: Mapping[str, Any], current: RecordedRules) -> RecordedRules | None:
     """The rules a result was computed under: its bill's where a bill priced it (the bill knows
     what its numbers carry; never recomputed from settings), else the settings' own."""
@@ -270,10 +282,10 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
         from gpuledger.analytics.workloads.recommend import recommend
         from gpuledger.analytics.workloads.tokens import team_token_costs
 
-        frame = (recommend(wh, window, settings, bill=_bill(wh, window, settings, bills),
-                           usage=_usage(wh, window, settings, bills, days)).recommendations
+        frame = (recommend(wh, window, settings, bill=month_bill(wh, window, settings, bills),
+                           usage=month_usage(wh, window, settings, bills, days)).recommendations
                  if name == RECOMMENDATIONS else
-                 team_token_costs(wh, window, settings, bill=_bill(wh, window, settings, bills),
+                 team_token_costs(wh, window, settings, bill=month_bill(wh, window, settings, bills),
                                   generation_weight=GENERATION_WEIGHT, days=days))
         return _frame_payload(frame)
     from gpuledger.analytics.advice import KINDS
@@ -282,34 +294,12 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
     kind = KINDS.get(name.removeprefix("advice:"))
     shared: dict[str, Any] = {}
     if reads_bill(kind):
-        shared["bill"] = _bill(wh, window, settings, bills)
+        shared["bill"] = month_bill(wh, window, settings, bills)
     if reads_usage(kind):
-        shared["usage"] = _usage(wh, window, settings, bills, days)
+        shared["usage"] = month_usage(wh, window, settings, bills, days)
     if days is not None and reads_days(kind):
         shared["days"] = days
     return advice_payload(kind(wh, window, settings, **shared))
-
-
-def _bill(wh: Warehouse, window: Window, settings: Settings, bills: dict[str, Any]) -> Bill:
-    """The month's bill, computed on first use and kept in `bills`."""
-    if "bill" not in bills:
-        from gpuledger.analytics.billing.bill import compute_bill
-
-        bills["bill"] = compute_bill(wh, window, settings)
-    bill: Bill = bills["bill"]
-    return bill
-
-
-def _usage(wh: Warehouse, window: Window, settings: Settings, bills: dict[str, Any],
-           days: DayParts | None) -> pl.DataFrame:
-    """The month's per-allocation usage of its bill, computed on first use and kept in `bills`
-    (its allocations' statistics through the refresh's day parts, `days`, where it keeps them)."""
-    if "usage" not in bills:
-        from gpuledger.analytics.workloads.requested import workload_usage
-
-        bills["usage"] = workload_usage(wh, window, settings, _bill(wh, window, settings, bills), days=days)
-    usage: pl.DataFrame = bills["usage"]
-    return usage
 
 
 def _frame_payload(frame: pl.DataFrame) -> bytes:

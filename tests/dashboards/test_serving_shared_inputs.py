@@ -138,3 +138,30 @@ def test_a_result_that_fails_is_one_line_in_the_log(demo_copy: Path, monkeypatch
     lines = [r.getMessage() for r in caplog.records if "not stored" in r.getMessage()]
     assert lines and all("\n" not in line and line.endswith("could not allocate block") for line in lines), lines
     assert any(key.startswith(f"{serving_results.RECOMMENDATIONS} ") for key in serving_results.LAST_TIMINGS)
+
+
+def test_the_allocation_statistics_are_kept_before_the_bill_and_read_back(
+        demo_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh computes each month's per-allocation statistics before the month's bill exists
+    (their statement holds DuckDB at its bound: beside the bill it was a 10,000-GPU refresh's
+    peak, decision 0282), once: the usage finds them in the day parts and asks DuckDB nothing."""
+    from gpuledger.warehouse.queries import workloads
+
+    order: list[str] = []
+    real_stats, real_bill = workloads.allocation_stats, bill_module.compute_bill
+
+    def stats(*args: Any, **kwargs: Any) -> Any:
+        order.append("statistics")
+        return real_stats(*args, **kwargs)
+
+    def bill(*args: Any, **kwargs: Any) -> Any:
+        order.append("bill")
+        return real_bill(*args, **kwargs)
+
+    monkeypatch.setattr(workloads, "allocation_stats", stats)
+    monkeypatch.setattr(bill_module, "compute_bill", bill)
+    with Warehouse.open(demo_copy, read_only=True) as wh:
+        serving_results.refresh_serving(wh, SETTINGS)
+        months = len(serving_results.wanted(wh, SETTINGS))
+    assert months >= 2 and order == ["statistics", "bill"] * months
+    assert len(serving_results.LAST_TIMINGS) == months * len(serving_results.NAMES), "every result computed"
