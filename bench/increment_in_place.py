@@ -6,7 +6,11 @@ every month result from the other days' kept parts, as the hour a collect round 
 it. The trees run in ABBA order by default (the running day shrinks by an hour a run: neither
 tree gets the shorter days) and share the warehouse's day parts and serving store (both trees'
 parts must be the same SQL: their `per_minute_query_version`s differ otherwise, and each run
-would read the month whole; and one schema version: there is no copy for each to migrate).
+would read the month whole; and one schema version: there is no copy for each to migrate). A
+tree before decision 0281 keeps its parts in a DuckDB file (`<W>.dayparts.duckdb`), one after it
+in a folder (`<W>.dayparts/`), each its own; the folder's making removes the file, so against
+such a baseline the file is kept aside while this tree's parts are first filled and put back
+after (`scale_increment_10000_day_part_files` did so by hand).
 
 Run: `python -m bench.increment_in_place WAREHOUSE BASE_REF [--order base,ours,ours,base]
 [--memory-limit 4GiB] [--prime] [--name NAME]`; `--prime` first removes the last hour and runs
