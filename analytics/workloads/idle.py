@@ -17,6 +17,7 @@ from gpuledger.analytics.sampling.results import idle_runs
 from gpuledger.analytics.workloads.requested import attach_workloads, filter_scope
 from gpuledger.core.config import Settings
 from gpuledger.core.rules import SamplingRules
+from gpuledger.core.steady import steady
 from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 
@@ -34,25 +35,24 @@ def idle_allocations(bill: Bill) -> pl.DataFrame:
 
 def held_allocations(bill: Bill) -> pl.DataFrame:
     """`idle_allocations` before the idle filter: every allocation, busy ones included (what
-    `idle_workloads` sums, so a multi-GPU pod counts all its cards)."""
-    return (
-        bill.allocated().group_by(list(ALLOCATION_KEYS))
-        .agg(
-            pl.col("card_hours").sum(),
-            pl.col("idle_card_hours").sum(),
-            pl.col("held_idle_card_hours").sum(),
-            pl.col("idle_cost").sum(),
-            pl.col("cost").sum(),
-            pl.col("day").min().alias("first_day"),
-            pl.col("day").max().alias("last_day"),
-        )
-        .with_columns(
-            (pl.col("idle_card_hours") / pl.col("card_hours")).fill_nan(0.0).alias("idle_fraction"),
-            (pl.col("held_idle_card_hours") > 0.5 * pl.col("idle_card_hours")).alias("held_idle"),
-        )
-        .sort(["idle_cost", "idle_card_hours", "namespace", "pod"], descending=[True, True, False, False])
-        .collect()
-    )
+    `idle_workloads` sums, so a multi-GPU pod counts all its cards). The sums made `steady`
+    before the ratios and the order are taken: polars sums a group's rows in no set order, and
+    an idle figure at a boundary (116.25 idle GPU-h) read 116.2 on one run and 116.3 on the
+    next; the order is total (every allocation key after the figures), so equal rows never swap."""
+    sums = steady(bill.allocated().group_by(list(ALLOCATION_KEYS)).agg(
+        pl.col("card_hours").sum(),
+        pl.col("idle_card_hours").sum(),
+        pl.col("held_idle_card_hours").sum(),
+        pl.col("idle_cost").sum(),
+        pl.col("cost").sum(),
+        pl.col("day").min().alias("first_day"),
+        pl.col("day").max().alias("last_day"),
+    ).collect())
+    return sums.with_columns(
+        (pl.col("idle_card_hours") / pl.col("card_hours")).fill_nan(0.0).alias("idle_fraction"),
+        (pl.col("held_idle_card_hours") > 0.5 * pl.col("idle_card_hours")).alias("held_idle"),
+    ).sort(["idle_cost", "idle_card_hours", *ALLOCATION_KEYS],
+           descending=[True, True, *(False for _ in ALLOCATION_KEYS)], nulls_last=True)
 
 
 def idle_workloads(

@@ -15,11 +15,13 @@ Cases:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
+from gpuledger.analytics.billing.bill import Bill
 from gpuledger.analytics.workloads.idle import idle_runs_frame, top_idle
 from gpuledger.analytics.workloads.profiles import FEATURES, SAMPLE_ROWS, workload_class, workload_profiles
 from gpuledger.analytics.workloads.recommend import recommend, rightsized_demand, smallest_profile
@@ -250,21 +252,15 @@ def test_the_workload_class_is_read_from_the_owner_and_a_jobs_activity():
     assert no_activity[6] == "batch" and no_activity[1] == "serving"
 
 
-def test_a_reason_reads_the_same_when_the_bill_differs_in_its_last_bits(fleet):
-    """Issue 32: a workload's reason flipped between runs ("idle 67% of 29.0 held hours", then
-    "... 29.1 ..."): the bill's figures are summed in no set order (its detail comes "in no set
-    order", DuckDB aggregates in parallel) and differ between runs in their last bits, which a
-    one-decimal figure rounds apart at a boundary. Here one allocation held 262, 121 and 508
-    minutes on three days (891 min = 14.85 h, a boundary of one decimal), 90 % idle; on the second
-    run the first day's hours are one float step larger, as another summation order gives: the
-    raw sums read 14.8 and 14.9; the allocation `idle_allocations_all` sums is the same double on
-    both runs, and so is its reason."""
+def _bills_apart_in_their_last_bits(fleet: Path) -> tuple[Bill, Bill]:
+    """One allocation that held 262, 121 and 508 minutes on three days (891 min = 14.85 h, a
+    boundary of one decimal), 90 % idle, billed twice: on the second bill the first day's hours
+    are one float step larger, as another summation order gives (their raw sums read 14.8 and
+    14.9)."""
     import math
     from dataclasses import replace
 
     from gpuledger.analytics.billing.bill import compute_bill
-    from gpuledger.analytics.workloads.recommend import _reclaim, _Terms
-    from gpuledger.analytics.workloads.requested import idle_allocations_all
 
     first = [m / 60 for m in (262, 121, 508)]
     second = [math.nextafter(first[0], math.inf), *first[1:]]
@@ -279,13 +275,37 @@ def test_a_reason_reads_the_same_when_the_bill_differs_in_its_last_bits(fleet):
             pl.lit(0.9 * h).alias("held_idle_card_hours"), pl.lit(3.0 * h).alias("cost"),
             pl.lit(2.7 * h).alias("idle_cost")) for h in hours])
 
-    runs = [idle_allocations_all(replace(bill, detail=days(hours))) for hours in (first, second)]
+    return replace(bill, detail=days(first)), replace(bill, detail=days(second))
+
+
+def test_a_reason_reads_the_same_when_the_bill_differs_in_its_last_bits(fleet):
+    """Issue 32: a workload's reason flipped between runs ("idle 67% of 29.0 held hours", then
+    "... 29.1 ..."): the bill's figures are summed in no set order (its detail comes "in no set
+    order", DuckDB aggregates in parallel) and differ between runs in their last bits, which a
+    one-decimal figure rounds apart at a boundary. The allocation `idle_allocations_all` sums is
+    the same double for both bills (`_bills_apart_in_their_last_bits`), and so is its reason."""
+    from gpuledger.analytics.workloads.recommend import _reclaim, _Terms
+    from gpuledger.analytics.workloads.requested import idle_allocations_all
+
+    runs = [idle_allocations_all(bill) for bill in _bills_apart_in_their_last_bits(fleet)]
     assert runs[0].equals(runs[1])
     (row,) = runs[1].to_dicts()
     assert row["held_hours"] == 891 / 60 and row["card_hours"] == 891 / 60 and row["idle_fraction"] == 0.9
     terms = _Terms(month=1.0, mig_factor=1.0, basis="compute", headroom=0.2, reclaim_idle_fraction=0.5)
     change = _reclaim(row | {"workload_class": "notebook"}, terms)
     assert change is not None and change["reason"] == f"idle 90% of {891 / 60:.1f} held hours"
+
+
+def test_the_idle_list_reads_the_same_when_the_bill_differs_in_its_last_bits(fleet):
+    """The demo's idle list (and `gpuledger idle`) read 116.2 idle GPU-h on one run and 116.3 on
+    the next: polars sums a group's rows in no set order, and `held_allocations` kept the raw
+    sums. Its figures are the same doubles for both bills, so every printed figure is too."""
+    from gpuledger.analytics.workloads.idle import idle_allocations
+
+    runs = [idle_allocations(bill) for bill in _bills_apart_in_their_last_bits(fleet)]
+    assert runs[0].equals(runs[1])
+    (row,) = runs[1].to_dicts()
+    assert row["card_hours"] == 891 / 60 and row["idle_fraction"] == pytest.approx(0.9, abs=1e-12)
 
 
 def test_half_idle_is_half_idle_on_a_seventh_of_a_card(fleet):
