@@ -55,7 +55,7 @@ from gpuledger.warehouse.serving_store import Publication, PublishStats, is_serv
 
 if TYPE_CHECKING:
     from gpuledger.analytics.advice.month import MonthAnalyses
-    from gpuledger.analytics.advice.run import Advice
+    from gpuledger.analytics.advice.run import Advice, AdviceFn
     from gpuledger.warehouse.day_parts import DayParts
 
 log = logging.getLogger(__name__)
@@ -240,23 +240,25 @@ def refresh_results(pub: Publication, wh: Warehouse, settings: Settings, *,
 def reads_bills(name: str) -> bool:
     """Whether the result `name` reads the month's bill or its per-allocation usage (`compute`'s
     `bills`)."""
-    if name in PRICED_FRAMES:
-        return True
-    from gpuledger.analytics.advice import KINDS
-    from gpuledger.analytics.advice.run import reads_bill, reads_usage
+    from gpuledger.analytics.advice.run import reads_bill
 
-    kind = KINDS.get(name.removeprefix("advice:"))
-    return reads_bill(kind) or reads_usage(kind)
+    return name in PRICED_FRAMES or reads_bill(_kind(name)) or reads_usage_of(name)
 
 
 def reads_usage_of(name: str) -> bool:
     """Whether the result `name` reads the month's per-allocation usage (`compute`'s `bills`)."""
     if name in PRICED_FRAMES:
         return name == RECOMMENDATIONS
-    from gpuledger.analytics.advice import KINDS
     from gpuledger.analytics.advice.run import reads_usage
 
-    return reads_usage(KINDS.get(name.removeprefix("advice:")))
+    return reads_usage(_kind(name))
+
+
+def _kind(name: str) -> AdviceFn:
+    """The advice kind a result `advice:<kind>` stores."""
+    from gpuledger.analytics.advice import KINDS
+
+    return KINDS.get(name.removeprefix("advice:"))
 
 
 def _rules_of(name: str, bills: Mapping[str, Any], current: RecordedRules) -> RecordedRules | None:
@@ -288,10 +290,9 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
                  team_token_costs(wh, window, settings, bill=month_bill(wh, window, settings, bills),
                                   generation_weight=GENERATION_WEIGHT, days=days))
         return _frame_payload(frame)
-    from gpuledger.analytics.advice import KINDS
     from gpuledger.analytics.advice.run import reads_bill, reads_days, reads_usage
 
-    kind = KINDS.get(name.removeprefix("advice:"))
+    kind = _kind(name)
     shared: dict[str, Any] = {}
     if reads_bill(kind):
         shared["bill"] = month_bill(wh, window, settings, bills)
