@@ -121,7 +121,7 @@ def refresh_serving(wh: Warehouse, settings: Settings, *, month: MonthAnalyses |
     if month is not None:
         handed = {(f"advice:{a.kind}", month.period): advice_payload(a) for a in month.advice}
         handed[RECOMMENDATIONS, month.period] = _frame_payload(month.recommendations.recommendations)
-        billed[month.period] = {"bill": month.bill, "usage": month.usage}
+        billed[month.period] = {"bill": month.bill, "rules": month.bill.rules, "usage": month.usage}
     with Publication(wh, margin=SamplingRules.of(settings).margin) as pub:
         refresh_results(pub, wh, settings, handed=handed, billed=billed)
     return pub.stats
@@ -263,18 +263,19 @@ def _kind(name: str) -> AdviceFn:
 
 def _rules_of(name: str, bills: Mapping[str, Any], current: RecordedRules) -> RecordedRules | None:
     """The rules a result was computed under: its bill's where a bill priced it (the bill knows
-    what its numbers carry; never recomputed from settings), else the settings' own."""
-    bill = bills.get("bill") if name in PRICED_FRAMES else None
-    if bill is None:
+    what its numbers carry; never recomputed from settings; `month_inputs.month_bill` keeps them
+    under "rules", which outlive the bill), else the settings' own."""
+    if name not in PRICED_FRAMES or "rules" not in bills:
         return current
-    return RecordedRules.of(bill.rules) if bill.rules is not None else None
+    rules = bills["rules"]
+    return RecordedRules.of(rules) if rules is not None else None
 
 
 def compute(wh: Warehouse, settings: Settings, name: str, period: str,
             bills: dict[str, Any] | None = None, *, days: DayParts | None = None) -> bytes:
     """One result's payload: Arrow IPC for a frame, JSON for an advice kind. `bills`: what the
-    month's results share, filled by the first that needs it: the month's `bill` and its
-    per-allocation `usage` (`analytics.workloads.requested.workload_usage`), so a refresh bills
+    month's results share, filled by the first that needs it: the month's `bill` (and its
+    `rules`) and its per-allocation `usage` (`dashboards.month_inputs`), so a refresh bills
     a month once and reads its allocation statistics once (the recommendations, the token
     costs and every advice kind that prices from the bill take them from here). `days`: the
     refresh's day parts, for the kinds that read per-minute inputs a day at a time."""
@@ -284,7 +285,7 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
         from gpuledger.analytics.workloads.recommend import recommend
         from gpuledger.analytics.workloads.tokens import team_token_costs
 
-        frame = (recommend(wh, window, settings, bill=month_bill(wh, window, settings, bills),
+        frame = (recommend(wh, window, settings,
                            usage=month_usage(wh, window, settings, bills, days)).recommendations
                  if name == RECOMMENDATIONS else
                  team_token_costs(wh, window, settings, bill=month_bill(wh, window, settings, bills),
@@ -294,10 +295,10 @@ def compute(wh: Warehouse, settings: Settings, name: str, period: str,
 
     kind = _kind(name)
     shared: dict[str, Any] = {}
-    if reads_bill(kind):
-        shared["bill"] = month_bill(wh, window, settings, bills)
-    if reads_usage(kind):
+    if reads_usage(kind):  # a kind handed the usage reads the bill only to make it
         shared["usage"] = month_usage(wh, window, settings, bills, days)
+    elif reads_bill(kind):
+        shared["bill"] = month_bill(wh, window, settings, bills)
     if days is not None and reads_days(kind):
         shared["days"] = days
     return advice_payload(kind(wh, window, settings, **shared))

@@ -328,7 +328,9 @@ def reads_bill(kind: AdviceFn) -> bool:
 
 def reads_usage(kind: AdviceFn) -> bool:
     """Whether an advice kind also takes the bill's per-allocation usage (a keyword `usage`,
-    `analytics.workloads.requested.workload_usage` of the `bill` it is handed)."""
+    `analytics.workloads.requested.workload_usage` of the `bill` it is handed). Such a kind
+    reads the bill only to make the usage: a refresh hands it the usage alone (the month's bill
+    is let go as the usage is made, `dashboards.month_inputs.month_usage`)."""
     return "usage" in inspect.signature(kind).parameters
 
 

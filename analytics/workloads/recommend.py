@@ -161,8 +161,7 @@ def recommend(
 ) -> Recommendations:
     """Recommendations for `window` (numbered steps in the module docstring). `usage`:
     `workload_usage` of `bill` when the caller computed it already (`refresh-serving` shares
-    it with the profile-catalog advice)."""
-    bill = bill or compute_bill(wh, window, settings, ("team",))
+    it with the profile-catalog advice): then `bill` is not read (nor computed)."""
     usage = workload_usage(wh, window, settings, bill) if usage is None else usage
     profiles: Profiles = workload_profiles(usage, k=k, seed=seed)
     usage = profiles.assignments

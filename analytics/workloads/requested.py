@@ -6,8 +6,7 @@ the Deployment behind its ReplicaSet, its StatefulSet or Job, or a notebook), so
 and recommendations can be summed per workload instead of per replica and per card.
 
 From raw samples (pushed into DuckDB): mean, p95 and spread of activity (the rule of
-`core.activity` under the bill's rules, `Bill.rules.sampling.activity`, so a workload's
-features and its idle hours read activity the same way), p95 and peak framebuffer use. From the
+`core.activity` under the bill's rules, `usage_activity`), p95 and peak framebuffer use. From the
 bill: card-hours, idle card-hours and cost. From the inventory: the card model, the device's
 memory, the pod's owner and requests.
 
@@ -68,13 +67,33 @@ def workload_usage(
     days: DayParts | None = None,
 ) -> pl.DataFrame:
     """One row per allocation: requested (device, share, requests) vs used (activity, memory).
-    Activity by the bill's activity rule (the settings' where the bill's rules are not known).
-    `days`: a refresh's day parts, which keep the allocations' statistics and compute again only
-    those of allocations with samples in a day that changed (`DayParts.spanning`)."""
+    Activity by the bill's activity rule (`usage_activity`). `days`: a refresh's day parts,
+    which keep the allocations' statistics and compute again only those of allocations with
+    samples in a day that changed (`DayParts.spanning`)."""
     bill = bill or compute_bill(wh, window, settings, ("team",))
-    rules = bill.rules or Rules.of(settings)
-    stats = steady(allocation_stats(wh, window, rules.sampling.activity, days).drop("first_ts", "last_ts"))
-    held = idle_allocations_all(bill)
+    return allocation_usage(wh, window, idle_allocations_all(bill), usage_activity(bill.rules, settings),
+                            days=days)
+
+
+def usage_activity(rules: Rules | None, settings: Settings) -> ActivitySource:
+    """The activity rule a usage reads its allocations' statistics by: its bill's rules'
+    (`Bill.rules`), so a workload's features and its idle hours read activity the same way;
+    the settings' where the bill's rules are not known (and what a refresh's bill carries,
+    `analytics.usage.plan`: its statistics kept first are read under this rule too)."""
+    return (rules or Rules.of(settings)).sampling.activity
+
+
+def allocation_usage(
+    wh: Warehouse, window: Window, held: pl.DataFrame, activity: ActivitySource, *,
+    days: DayParts | None = None,
+) -> pl.DataFrame:
+    """`workload_usage` from what it needs of its bill: the bill per allocation, `held`
+    (`idle_allocations_all`), and the activity rule, `activity` (`usage_activity`).
+
+    Why apart: a caller that keeps the bill only for the usage lets it go before the usage's
+    reads and joins (`dashboards.month_inputs.month_usage`, decision 0283: at 10,000 GPUs the
+    bill's 2.2 GiB of frames beside them were the refresh's peak)."""
+    stats = steady(allocation_stats(wh, window, activity, days).drop("first_ts", "last_ts"))
     gpus = queries.card_memory(wh)
     pods = queries.pod_owner_rows(wh)
     frame = (
@@ -82,6 +101,7 @@ def workload_usage(
         .join(gpus, on="uuid", how="left")
         .join(pods, on=["namespace", "pod"], how="left")
     )
+    del stats, held, pods
     devices = frame.select("model", "profile", "card_memory_mib").unique()  # a few hundred
     devices = devices.with_columns(pl.Series("device_memory_mib", [
         device_memory_mib(*device) for device in devices.iter_rows()], dtype=pl.Float64))

@@ -5,8 +5,10 @@ the one each analysis computes alone, from its own bill (the path before the sha
 
 from __future__ import annotations
 
+import gc
 import io
 import json
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,6 @@ from gpuledger.analytics.advice import KINDS
 from gpuledger.analytics.advice.run import catalog_advice
 from gpuledger.analytics.billing import bill as bill_module
 from gpuledger.analytics.billing.bill import compute_bill
-from gpuledger.analytics.workloads import recommend as recommend_module
 from gpuledger.analytics.workloads import requested
 from gpuledger.analytics.workloads.recommend import recommend
 from gpuledger.analytics.workloads.tokens import team_token_costs
@@ -67,7 +68,7 @@ def test_a_month_is_billed_once_and_every_result_is_as_computed_alone(
     with Warehouse.open(demo_source, read_only=True) as wh:
         alone = {name: _alone(wh, name) for name in serving_results.NAMES}
         calls = {"bill": 0, "usage": 0}
-        real_bill, real_usage = bill_module.compute_bill, requested.workload_usage
+        real_bill, real_usage = bill_module.compute_bill, requested.allocation_usage
 
         def counted_bill(*args: Any, **kwargs: Any) -> Any:
             calls["bill"] += 1
@@ -78,8 +79,7 @@ def test_a_month_is_billed_once_and_every_result_is_as_computed_alone(
             return real_usage(*args, **kwargs)
 
         monkeypatch.setattr(bill_module, "compute_bill", counted_bill)
-        monkeypatch.setattr(requested, "workload_usage", counted_usage)
-        monkeypatch.setattr(recommend_module, "workload_usage", counted_usage)
+        monkeypatch.setattr(requested, "allocation_usage", counted_usage)
         bills: dict[str, Any] = {}
         shared = {name: _stored(name, serving_results.compute(wh, SETTINGS, name, PERIOD, bills))
                   for name in serving_results.NAMES}
@@ -97,9 +97,10 @@ def test_a_month_is_billed_once_and_every_result_is_as_computed_alone(
 
 
 def test_the_bill_is_let_go_after_its_last_reader(demo_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The token costs, which read the bill alone, run before the usage exists; the per-minute
-    advice kinds, which read neither, after the month's bill and usage are dropped (a few hundred
-    MB at 1,000 GPUs held for nothing); every result is still computed."""
+    """The token costs, which read the bill alone, run before the usage exists; the bill is let
+    go as the usage is made (its rules kept: they are the recommendations' stored rules,
+    decision 0283); the per-minute advice kinds, which read neither, run after the usage is
+    dropped too (a few hundred MB at 1,000 GPUs held for nothing); every result is computed."""
     held: dict[tuple[str, str], list[str]] = {}
     real = serving_results.compute
 
@@ -114,10 +115,38 @@ def test_the_bill_is_let_go_after_its_last_reader(demo_copy: Path, monkeypatch: 
     readers = [n for n in serving_results.NAMES if serving_results.reads_bills(n)]
     assert readers == [serving_results.TOKEN_COSTS, serving_results.RECOMMENDATIONS, "advice:profile-catalog"]
     # the token costs first, before any usage exists; the recommendations find the bill
-    begins = dict(zip(readers, ([], ["bill"], ["bill", "usage"]), strict=True))
+    begins = dict(zip(readers, ([], ["bill", "rules"], ["rules", "usage"]), strict=True))
     expected = {(n, p): begins.get(n, []) for p in periods for n in serving_results.NAMES}
     assert held == expected
     assert len(serving_results.LAST_TIMINGS) == len(expected), "every result computed"
+
+
+def test_nothing_holds_the_bill_while_its_usage_is_made(demo_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The usage's reads and joins run with the month's bill let go (decision 0283: at 10,000
+    GPUs its 2.2 GiB of frames beside them were the refresh's peak): when the usage starts, a
+    weak reference to every bill the refresh made is dead. Fails if `compute` or `month_usage`
+    holds the bill across the usage (handing it to `recommend` beside the usage did)."""
+    made: list[weakref.ref[Any]] = []
+    alive: list[int] = []
+    real_bill, real_usage = bill_module.compute_bill, requested.allocation_usage
+
+    def bill(*args: Any, **kwargs: Any) -> Any:
+        out = real_bill(*args, **kwargs)
+        made.append(weakref.ref(out))
+        return out
+
+    def usage(*args: Any, **kwargs: Any) -> Any:
+        gc.collect()
+        alive.append(sum(ref() is not None for ref in made))
+        return real_usage(*args, **kwargs)
+
+    monkeypatch.setattr(bill_module, "compute_bill", bill)
+    monkeypatch.setattr(requested, "allocation_usage", usage)
+    with Warehouse.open(demo_copy, read_only=True) as wh:
+        serving_results.refresh_serving(wh, SETTINGS)
+        months = len(serving_results.wanted(wh, SETTINGS))
+    assert months >= 2 and len(made) == months and alive == [0] * months
+    assert len(serving_results.LAST_TIMINGS) == months * len(serving_results.NAMES), "every result computed"
 
 
 def test_a_result_that_fails_is_one_line_in_the_log(demo_copy: Path, monkeypatch: pytest.MonkeyPatch,
