@@ -21,9 +21,11 @@ import io
 import math
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, TypeVar
 
 import numpy as np
 import polars as pl
@@ -36,9 +38,16 @@ REPLAY_BUDGET = 512 * 2**20
 """The most bytes of replay minutes (`REPLAY_COLUMNS`) held at once, estimated from the first
 day with minutes. A 1,000-GPU month (about 330 MB) stays one pass; a 10,000-GPU month (about
 3.5 GB) takes seven (bench/results/autoscaling_month_passes.json)."""
+REPLAY_THREADS = 2
+"""How many Deployments are replayed at once (`in_threads`). Two: the chart's jobs ask for two
+cores, and numpy lets the GIL go inside each array operation of a replay (a Deployment-month is
+43,200 minutes), so two replays overlap most of their work (1.3x by hand on the 10,000-GPU
+month's Deployments); the Python between the operations holds it, so more threads than cores
+only wait."""
 KEY_COLUMNS = ["namespace", "deployment"]
 REPLAY_COLUMNS = [c for c in SERIES_SCHEMA if c not in KEY_COLUMNS]
 Key = tuple[str, str]
+T = TypeVar("T")
 
 
 @dataclass
@@ -160,3 +169,17 @@ def pass_of(key: Key, passes: int) -> int:
     """The pass that replays Deployment `key`: a hash stable across processes and days (CRC-32
     of its namespace and name), so a Deployment's days all land in one pass."""
     return zlib.crc32("\0".join(key).encode()) % passes
+
+
+def in_threads(calls: Iterable[Callable[[], T]], workers: int = REPLAY_THREADS) -> Iterator[T]:
+    """Each of `calls` called on `workers` threads, the results in the calls' order; at most
+    twice `workers` calls taken ahead of the one handed out, so the Deployments held at once stay
+    a few (`calls` is read as results are taken: the month's later passes are read meanwhile)."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuledger-replay") as pool:
+        pending: deque[Future[T]] = deque()
+        for call in calls:
+            pending.append(pool.submit(call))
+            if len(pending) > 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

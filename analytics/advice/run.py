@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from gpuledger.analytics.advice import KINDS, autoscaling, fragmentation, overcommit, profile_catalog
-from gpuledger.analytics.advice.autoscaling_month import ServingMonth
+from gpuledger.analytics.advice.autoscaling_month import ServingMonth, in_threads
 from gpuledger.core.config import Settings
 from gpuledger.core.mig import canonical_model, catalog
 from gpuledger.core.pricing import PriceBook
@@ -201,20 +202,25 @@ def autoscaling_proposals(
     handed over per Deployment, only the replay's columns, by `autoscaling_month.ServingMonth`:
     in as many passes as keep the minutes held at once bounded, each day read once (decisions
     0269, 0277), what the month needs of the rest (GPUs per replica: the largest; the models
-    served) learnt in the first. Each Deployment is replayed from its own minutes and dropped: the month is
-    never one frame, sorted and prepared whole (issue 34; the same proposals as that path,
+    served) learnt in the first. Each Deployment is replayed from its own minutes and dropped,
+    two at a time (`autoscaling_month.in_threads`): the month is never one frame, sorted and
+    prepared whole (issue 34; the same proposals as that path,
     tests/advice/test_autoscaling_streamed.py). `days`: a refresh's day parts (`through`)."""
     activity = SamplingRules.of(settings).activity
     read = through(days, "serving_minutes", activity,
                    lambda w, lo, hi: queries.serving_minutes(w, lo, hi, activity))
     month = ServingMonth(lambda day: read(wh, day.start, day.end), window)
-    policy, price = policy_of(settings), None
-    out = []
-    for key, minutes in month.deployments():
-        if price is None:  # the month's models are known once a first Deployment is handed out
-            price = max([_price(settings, m, window.start) for m in sorted(month.models)] or [0.0])
-        out.append(autoscaling.deployment_advice(key, minutes, policy, per=month.widest.get(key) or 1,
-                                                 price=price))
+    policy = policy_of(settings)
+
+    def replays() -> Iterator[Callable[[], autoscaling.AutoscalingAdvice]]:
+        price = None
+        for key, minutes in month.deployments():
+            if price is None:  # the month's models are known once a first Deployment is handed out
+                price = max([_price(settings, m, window.start) for m in sorted(month.models)] or [0.0])
+            yield partial(autoscaling.deployment_advice, key, minutes, policy,
+                          per=month.widest.get(key) or 1, price=price)
+
+    out = list(in_threads(replays()))
     return sorted(out, key=lambda advice: (advice.namespace, advice.deployment))
 
 

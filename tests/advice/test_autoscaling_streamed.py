@@ -6,11 +6,14 @@ window across a UTC day and month boundary) and on the diurnal Deployment of two
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from gpuledger.analytics.advice.autoscaling_month import in_threads
 from gpuledger.analytics.advice.run import autoscaling_advice_kind, autoscaling_proposals
 from gpuledger.core.config import Settings
 from gpuledger.core.window import Window
@@ -48,3 +51,23 @@ def test_the_diurnal_deployment_equals_the_whole_month_path(tmp_path: Path) -> N
         old = reference_proposals(wh, window(HOURS), Settings())
     assert len(new) == 1 and new == old
     assert new[0].gpu_hours_saved > 0
+
+
+def test_the_replays_in_threads_come_back_in_order_taking_few_ahead() -> None:
+    """`in_threads` hands the results in the calls' order whatever thread finished first, and
+    takes at most twice its workers' calls ahead of the result it hands out (the Deployments'
+    minutes held at once stay a few, not a pass's)."""
+    taken: list[int] = []
+
+    def calls() -> Iterator[Callable[[], int]]:
+        for i in range(40):
+            taken.append(i)
+            yield partial(pow, i, 2)
+
+    handed: list[int] = []
+    for result in in_threads(calls(), workers=2):
+        assert len(taken) - len(handed) <= 2 * 2 + 1
+        handed.append(result)
+    assert handed == [i * i for i in range(40)]
+    with pytest.raises(ZeroDivisionError):  # a replay's failure is the caller's, not lost in a thread
+        list(in_threads([partial(divmod, 1, 1), partial(divmod, 1, 0)]))
