@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import IO, TypeVar
 
 import numpy as np
@@ -73,8 +74,11 @@ class ServingMonth:
         sized = False
         with tempfile.TemporaryFile(prefix="gpuledger-serving-minutes-") as spill:
             aside = SetAside(spill)
-            for day in self.window.days():
-                part = self.read(day)
+            # the next day read (decoded, or queried where it changed) on a thread of its own while
+            # this one is held: one read at a time, and nothing here queries meanwhile (the
+            # warehouse's connection serves one thread at a time, `Warehouse.reader`)
+            reads = (partial(self.read, day) for day in self.window.days())
+            for part in in_threads(reads, workers=1, ahead=1):
                 runs = _runs(part, pl.col("gpus_per_replica").max())
                 self._learn(part, runs)
                 if part.is_empty():
@@ -171,15 +175,18 @@ def pass_of(key: Key, passes: int) -> int:
     return zlib.crc32("\0".join(key).encode()) % passes
 
 
-def in_threads(calls: Iterable[Callable[[], T]], workers: int = REPLAY_THREADS) -> Iterator[T]:
+def in_threads(calls: Iterable[Callable[[], T]], workers: int = REPLAY_THREADS,
+               ahead: int | None = None) -> Iterator[T]:
     """Each of `calls` called on `workers` threads, the results in the calls' order; at most
-    twice `workers` calls taken ahead of the one handed out, so the Deployments held at once stay
-    a few (`calls` is read as results are taken: the month's later passes are read meanwhile)."""
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuledger-replay") as pool:
+    `ahead` calls (twice `workers` unless given) taken beyond the one handed out, so what is
+    held at once stays a few Deployments or days (`calls` is read as results are taken: the
+    month's later passes are read meanwhile)."""
+    ahead = 2 * workers if ahead is None else ahead
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuledger-month") as pool:
         pending: deque[Future[T]] = deque()
         for call in calls:
             pending.append(pool.submit(call))
-            if len(pending) > 2 * workers:
+            if len(pending) > ahead:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
