@@ -121,6 +121,15 @@ def test_the_bill_is_let_go_after_its_last_reader(demo_copy: Path, monkeypatch: 
     assert len(serving_results.LAST_TIMINGS) == len(expected), "every result computed"
 
 
+def _refresh_every_month(demo_copy: Path) -> int:
+    """Refresh the demo's serving store, every result of every month computed; how many months."""
+    with Warehouse.open(demo_copy, read_only=True) as wh:
+        serving_results.refresh_serving(wh, SETTINGS)
+        months = len(serving_results.wanted(wh, SETTINGS))
+    assert len(serving_results.LAST_TIMINGS) == months * len(serving_results.NAMES), "every result computed"
+    return months
+
+
 def test_nothing_holds_the_bill_while_its_usage_is_made(demo_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The usage's reads and joins run with the month's bill let go (decision 0283: at 10,000
     GPUs its 2.2 GiB of frames beside them were the refresh's peak): when the usage starts, a
@@ -142,11 +151,8 @@ def test_nothing_holds_the_bill_while_its_usage_is_made(demo_copy: Path, monkeyp
 
     monkeypatch.setattr(bill_module, "compute_bill", bill)
     monkeypatch.setattr(requested, "allocation_usage", usage)
-    with Warehouse.open(demo_copy, read_only=True) as wh:
-        serving_results.refresh_serving(wh, SETTINGS)
-        months = len(serving_results.wanted(wh, SETTINGS))
+    months = _refresh_every_month(demo_copy)
     assert months >= 2 and len(made) == months and alive == [0] * months
-    assert len(serving_results.LAST_TIMINGS) == months * len(serving_results.NAMES), "every result computed"
 
 
 def test_a_result_that_fails_is_one_line_in_the_log(demo_copy: Path, monkeypatch: pytest.MonkeyPatch,
@@ -189,8 +195,5 @@ def test_the_allocation_statistics_are_kept_before_the_bill_and_read_back(
 
     monkeypatch.setattr(workloads, "allocation_stats", stats)
     monkeypatch.setattr(bill_module, "compute_bill", bill)
-    with Warehouse.open(demo_copy, read_only=True) as wh:
-        serving_results.refresh_serving(wh, SETTINGS)
-        months = len(serving_results.wanted(wh, SETTINGS))
+    months = _refresh_every_month(demo_copy)
     assert months >= 2 and order == ["statistics", "bill"] * months
-    assert len(serving_results.LAST_TIMINGS) == months * len(serving_results.NAMES), "every result computed"
