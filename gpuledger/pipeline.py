@@ -46,9 +46,15 @@ if TYPE_CHECKING:
 SIMULATOR_SOURCE = freshness.SIMULATOR_SOURCE
 DAY = timedelta(days=1)
 AHEAD = 1
-"""Days (chunks) ready in the queue while the writer stores one and the producer simulates the
-next, so at most three are held: each is ~155 MB at 256 GPUs (~1 M rows in polars and Arrow).
-A second day ahead raised the demo's peak by about 100 MiB and saved no time (decision 0275)."""
+"""Days (chunks) the producer makes before the writer takes them: it makes the next while the
+writer stores one, then waits for the writer to take it, so at most two are held; each is ~155
+MB at 256 GPUs (~1 M rows in polars and Arrow). The producer makes a day about five times faster
+than the writer stores it, so a day more ahead only held memory (decisions 0275, 0285)."""
+HAND_BACK_DAYS = 7
+"""`load_and_rollup` hands DuckDB's cached blocks back every this many days (decision 0285):
+the load reads each block about once (the roll-up and the day's task read the day just stored),
+yet DuckDB keeps every block until its bound is full, ~12 MB a day at 256 GPUs (~390 MB by the
+month's end). A week keeps the cache under ~100 MB; each hand-back waits for the day's task."""
 
 
 def load_inventory(wh: Warehouse, sim: Simulation, dra: DraFleet | None = None) -> int:
@@ -125,13 +131,16 @@ def rollup(wh: Warehouse, window: Window, settings: Settings, *, label: str = "r
 
 
 class _Producer:
-    """`prepared_days` on a thread, at most `AHEAD` days ahead; its error re-raised here."""
+    """`prepared_days` on a thread, at most `AHEAD` made and not yet taken; its error re-raised
+    here. A permit per day wanted, not a bounded queue: a queue's producer makes its next day
+    before it blocks on the full queue, one more held than the queue's size."""
 
     _END = object()
 
     def __init__(self, days: Batches) -> None:
         self._days = days
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=AHEAD)
+        self._queue: queue.Queue[object] = queue.Queue()  # bounded by the permits
+        self._wanted = threading.Semaphore(AHEAD)
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="simulate", daemon=True)
@@ -141,33 +150,27 @@ class _Producer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()  # the writer failed or finished: stop simulating, free the slot
-        while self._thread.is_alive():
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                self._thread.join(timeout=0.1)
+        self._stop.set()  # the writer failed or finished: make no more days
+        self._thread.join()
 
     def _run(self) -> None:
         try:
-            for item in self._days:
-                if not self._put(item):
-                    return
+            while self._permitted() and (item := next(self._days, None)) is not None:
+                self._queue.put(item)
         except BaseException as exc:  # handed to the writer thread, which raises it
             self._error = exc
-        self._put(self._END)
+        self._queue.put(self._END)
 
-    def _put(self, item: object) -> bool:
+    def _permitted(self) -> bool:
+        """Wait until the writer wants another day; False once it has stopped."""
         while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
+            if self._wanted.acquire(timeout=0.1):
                 return True
-            except queue.Full:
-                continue
         return False
 
     def __iter__(self) -> Batches:
         while (item := self._queue.get()) is not self._END:
+            self._wanted.release()  # this one taken: the producer may make the next
             yield item  # type: ignore[misc]
         if self._error is not None:
             raise self._error
@@ -195,12 +198,16 @@ def load_and_rollup(wh: Warehouse, sim: Simulation, settings: Settings, *,
         samples = 0  # the progress note counts sample rows, as `load_simulation`'s does
         with Progress(label, total=len(list(sim.window.days()))) as progress:
             rolling = _Rolling(wh, reader, pool, settings, progress)
-            for window, batch in days:
+            for n, (window, batch) in enumerate(days, start=1):
                 samples += wh.load(batch).total_rows
                 if objects is not None:  # before the first roll-up, which reads the DRA cards
                     rows += wh.load(objects.result()).total_rows
                     objects = None
-                rolling.loaded(window, samples)
+                rolling.store(samples)  # the previous day's, computed while this one loaded
+                if n % HAND_BACK_DAYS == 0:
+                    tasks.wait()  # nothing else reads the warehouse now
+                    wh.release_cache()
+                rolling.start(window)
                 tasks.loaded(window)
             rolling.finish(samples)
     return rows + samples
@@ -229,6 +236,11 @@ class _DayTasks:
             task, reader, thread = self._running
             self._done.append(thread.submit(task, reader, day))
 
+    def wait(self) -> None:
+        """Every task submitted so far finished (the first error raised here)."""
+        for done in self._done:
+            done.result()
+
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if self._running is None:
             return
@@ -237,8 +249,7 @@ class _DayTasks:
         thread.shutdown(wait=True, cancel_futures=exc_type is not None)
         reader.close()
         if exc_type is None:
-            for done in self._done:
-                done.result()
+            self.wait()
 
 
 class _Rolling:
@@ -253,11 +264,10 @@ class _Rolling:
         self._computing: Future[LoadBatch] | None = None
         self._last: Window | None = None
 
-    def loaded(self, window: Window, rows: int) -> None:
-        """`window` is stored: store the roll-up computed meanwhile, start the previous day's."""
+    def start(self, window: Window) -> None:
+        """`window` is stored: start the previous day's roll-up (its margin now stored)."""
         from gpuledger.analytics.usage.rollup import rollup_batch
 
-        self._store(rows)
         if self._last is not None:
             self._computing = self._pool.submit(rollup_batch, self._reader, self._last, self._settings)
         self._last = window
@@ -266,12 +276,13 @@ class _Rolling:
         """The roll-up in flight, then the last day's (nothing left to overlap it with)."""
         from gpuledger.analytics.usage.rollup import rollup_batch
 
-        self._store(rows)
+        self.store(rows)
         if self._last is not None:
             self._wh.load(rollup_batch(self._wh, self._last, self._settings))
             self._progress.advance(note=f"{rows:,} rows")
 
-    def _store(self, rows: int) -> None:
+    def store(self, rows: int) -> None:
+        """A day is stored: store the roll-up computed while it loaded (none in flight after)."""
         if self._computing is not None:
             self._wh.load(self._computing.result())
             self._computing = None

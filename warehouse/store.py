@@ -181,11 +181,17 @@ class Warehouse:
         """Within `reading_once`, where it releases: DuckDB's cached blocks handed back now (a
         step of the caller's done)."""
         if self._releasing:
-            release_cached_blocks(self.con)
+            self.release_cache()
+
+    def release_cache(self) -> None:
+        """DuckDB's cached blocks of this warehouse handed back now, whatever the bound
+        (`release_cached_blocks`): only where no statement runs on it meanwhile, on any
+        connection (the demo's load, once a week of days, docs/decisions/0285)."""
+        release_cached_blocks(self.con)
 
     def _read(self, started: float) -> None:
         if self._releasing and time.perf_counter() - started >= LONG_READ_S:
-            release_cached_blocks(self.con)
+            self.release_cache()
 
     def count(self, table: str) -> int:
         table_spec(table)

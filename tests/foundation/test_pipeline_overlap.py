@@ -9,8 +9,9 @@ DuckDB's parallel sums add in no fixed order, so two sequential runs differ in t
 the simulating thread reaches the caller as itself and leaves no thread behind. `each_day` (the
 demo keeps each day's advice inputs, decision 0258) reads each stored day whole, in order, on a
 thread of its own; its failure reaches the caller too. `load_simulation` an hour at a time
-stores what it stores a day at a time. At most three days' frames are held at once (the
-writer's, one ready, one being simulated).
+stores what it stores a day at a time. At most two days' frames are held at once (the
+writer's and the next, decision 0285); DuckDB's cached blocks are handed back once a week of
+days, when no roll-up and no day's task reads, and the cache is smaller after.
 """
 
 from __future__ import annotations
@@ -152,14 +153,14 @@ def test_an_each_day_error_reaches_the_caller(tmp_path: Path) -> None:
     assert not [t for t in threading.enumerate() if t.name.startswith(("demo-days", "simulate"))]
 
 
-def test_at_most_three_days_are_held_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The writer's day, one ready (`AHEAD`) and the one being simulated: each is ~155 MB at
-    256 GPUs, so the demo's peak follows this count (decision 0275). The writer holds its first
-    day until the third is made, then a second more: a fourth could be made meanwhile only where
-    the producer holds more than that."""
+def test_at_most_two_days_are_held_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's day and the next (`AHEAD`): each is ~155 MB at 256 GPUs, so the demo's peak
+    follows this count (decision 0285). The writer holds its first day until the second is
+    made, then a second more: a third could be made meanwhile only where the producer makes
+    days before the writer takes them (a bounded queue's producer makes one past its size)."""
     live: list[weakref.ref[LoadBatch]] = []
     most, first = [0], [True]
-    made = {n: threading.Event() for n in (3, 4)}
+    made = {n: threading.Event() for n in (2, 3)}
 
     def counted(days):  # the producer's batches, the live ones counted as each is made
         for window, batch in real(days):
@@ -171,8 +172,8 @@ def test_at_most_three_days_are_held_at_once(tmp_path: Path, monkeypatch: pytest
 
     def held(batch: LoadBatch):
         if batch.window is not None and first and first.pop():  # the first day, not the inventory
-            assert made[3].wait(60), "the producer made no third day"
-            made[4].wait(1)
+            assert made[2].wait(60), "the producer made no second day"
+            made[3].wait(1)
         return load(batch)
 
     real = pipeline.prepared_days
@@ -182,4 +183,50 @@ def test_at_most_three_days_are_held_at_once(tmp_path: Path, monkeypatch: pytest
         monkeypatch.setattr(wh, "load", held)
         load_simulation(wh, Simulation(demo_fleet(40), WINDOW, seed=7))
     assert len(live) == 4  # a day per chunk, the window's edges clipped
-    assert most[0] == 3
+    assert most[0] == 2
+
+
+def test_the_cache_is_handed_back_when_nothing_else_reads(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every `HAND_BACK_DAYS` stored days (two here, of four), DuckDB's cached blocks are handed
+    back while no roll-up is computed and no day's task runs (a statement running then would
+    meet the lowered bound), and DuckDB holds fewer bytes after than before."""
+    from gpuledger.analytics.usage import rollup as rollup_module
+
+    running = {"rollup": 0, "task": 0}
+    handed_back: list[tuple[int, dict[str, int], int, int]] = []  # days read, running, bytes
+    lock = threading.Lock()
+
+    def counted(name: str, call):
+        def run(*args, **kwargs):
+            with lock:
+                running[name] += 1
+            try:
+                return call(*args, **kwargs)
+            finally:
+                with lock:
+                    running[name] -= 1
+        return run
+
+    def cached(wh: Warehouse) -> int:
+        return int(wh.scalar("SELECT sum(memory_usage_bytes) FROM duckdb_memory()"))
+
+    def release(wh: Warehouse) -> None:
+        before = cached(wh)
+        with lock:
+            now = dict(running)
+        real_release(wh)
+        handed_back.append((len(days_read), now, before, cached(wh)))
+
+    days_read: list[Window] = []
+    real_release = Warehouse.release_cache
+    monkeypatch.setattr(pipeline, "HAND_BACK_DAYS", 2)
+    monkeypatch.setattr(rollup_module, "rollup_batch", counted("rollup", rollup_module.rollup_batch))
+    monkeypatch.setattr(Warehouse, "release_cache", release)
+    each_day = counted("task", lambda reader, day: days_read.append(day))
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        load_and_rollup(wh, Simulation(demo_fleet(40), WINDOW, seed=7), Settings(), each_day=each_day)
+    assert len(days_read) == 4  # the second and fourth day's tasks come after their hand-back:
+    assert [read for read, _, _, _ in handed_back] == [1, 3]
+    assert all(now == {"rollup": 0, "task": 0} for _, now, _, _ in handed_back)
+    assert all(after < before for _, _, before, after in handed_back)
