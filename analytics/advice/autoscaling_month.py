@@ -110,14 +110,21 @@ class ServingMonth:
 
     def _hold(self, part: pl.DataFrame, runs: pl.DataFrame, held: dict[Key, list[pl.DataFrame]],
               aside: SetAside | None) -> None:
-        """Keep the minutes of `part` (its Deployments' `runs`) by Deployment: with one pass or
-        no `aside` (a pass reading back its own group), slices of the day's replay columns
-        (views: they hold those columns' buffers and no others); else the first group's rows
-        copied out, and every other group's set aside in `aside` for its pass."""
+        """Keep the minutes of `part` (its Deployments' `runs`) by Deployment: with one pass,
+        slices of a compact copy of the day's replay columns; with no `aside` (a later pass
+        reading back its own group, decoded afresh), slices of them; else the first group's
+        rows copied out, and every other group's set aside in `aside` for its pass.
+
+        A copy of a day read, not views of it: a day read from DuckDB holds its Arrow buffers as
+        DuckDB grew them, with the columns not kept beside them; views of a 1,000-GPU day held
+        ~30 MB for its 14 MB of replay columns, ~430 MB more over the month at a full refresh's
+        peak (decision 0286). The copy is ~10 ms a day."""
         keys = [(str(ns), str(dep)) for ns, dep in runs.select(KEY_COLUMNS).iter_rows()]
         lengths = runs["len"].to_numpy()
         replay = part.select(REPLAY_COLUMNS)
-        if aside is not None and self.passes > 1:
+        if aside is not None and self.passes == 1:
+            replay = replay.shrink_to_fit()
+        elif aside is not None:
             groups = np.fromiter((pass_of(key, self.passes) for key in keys), np.int64, len(keys))
             rows = pl.Series(np.repeat(groups, lengths))
             for batch in range(1, self.passes):
