@@ -54,7 +54,7 @@ HAND_BACK_DAYS = 7
 """`load_and_rollup` hands DuckDB's cached blocks back every this many days (decision 0285):
 the load reads each block about once (the roll-up and the day's task read the day just stored),
 yet DuckDB keeps every block until its bound is full, ~12 MB a day at 256 GPUs (~390 MB by the
-month's end). A week keeps the cache under ~100 MB; each hand-back waits for the day's task."""
+month's end). A week keeps the cache under ~140 MB; each hand-back waits for the day's task."""
 
 
 def load_inventory(wh: Warehouse, sim: Simulation, dra: DraFleet | None = None) -> int:

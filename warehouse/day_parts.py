@@ -139,10 +139,7 @@ class DayParts:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Nothing is held open between parts: each is a file read or written whole."""
+        """Nothing to close: no part is held open, each is a file read or written whole."""
 
     def day(self, name: str, wh: ReadableWarehouse, start: datetime, end: datetime,
             read: DayRead) -> pl.DataFrame:
