@@ -33,6 +33,7 @@ from gpuledger.pipeline import load_and_rollup, load_simulation, rollup
 from gpuledger.simulator.dra_fleet import DraFleet
 from gpuledger.simulator.engine import Simulation
 from gpuledger.warehouse import LoadBatch, Warehouse
+from tests.foundation.test_cached_blocks import cached_bytes
 
 pytestmark = pytest.mark.slow
 START = datetime(2026, 10, 4, 12, tzinfo=UTC)
@@ -208,15 +209,12 @@ def test_the_cache_is_handed_back_when_nothing_else_reads(tmp_path: Path,
                     running[name] -= 1
         return run
 
-    def cached(wh: Warehouse) -> int:
-        return int(wh.scalar("SELECT sum(memory_usage_bytes) FROM duckdb_memory()"))
-
     def release(wh: Warehouse) -> None:
-        before = cached(wh)
+        before = cached_bytes(wh.con)
         with lock:
             now = dict(running)
         real_release(wh)
-        handed_back.append((len(days_read), now, before, cached(wh)))
+        handed_back.append((len(days_read), now, before, cached_bytes(wh.con)))
 
     days_read: list[Window] = []
     real_release = Warehouse.release_cache
