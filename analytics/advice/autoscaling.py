@@ -40,6 +40,7 @@ import numpy as np
 import polars as pl
 
 from gpuledger.analytics.advice import autoscaling_replay as replay_np
+from gpuledger.analytics.advice.autoscaling_replay import Floats, Ints
 
 HOURS_PER_MONTH = 730.0
 SERIES_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
@@ -126,12 +127,16 @@ def batching_hint(frame: pl.DataFrame, scale_up: float) -> str | None:
     the hint (its tokens/s follow its load, so they rise with concurrency anyway), though a larger
     `--max-num-seqs` changes nothing while the batch never fills (decision 0265).
 
-    On the minutes' numpy arrays (`frame`: a Deployment's prepared minutes, queue and activity
-    filled): the Polars filters it took before cost 0.4-0.7 s of a 1,000-GPU month's 159
+    On the minutes' numpy arrays (`frame`: a Deployment's minutes, `_Minutes`): the Polars filters it took before cost 0.4-0.7 s of a 1,000-GPU month's 159
     Deployments; the quartiles are observed values (numpy's `lower` and `higher` are Polars'),
     and a running or tokens reading that is NaN counts as none, as a null does."""
-    running, tokens = frame["running"].to_numpy(), frame["tokens_per_s"].to_numpy()
-    replicas = frame["replicas"].to_numpy().astype(np.float64)
+    return _hint(_Minutes.of(frame), scale_up)
+
+
+def _hint(minutes: _Minutes, scale_up: float) -> str | None:
+    """`batching_hint` on a Deployment's arrays."""
+    running, tokens, activity = minutes.running, minutes.tokens, minutes.activity
+    replicas = minutes.recorded_f
     with np.errstate(invalid="ignore"):
         keep = ~np.isnan(running) & ~np.isnan(tokens) & (replicas > 0)
     if np.count_nonzero(keep) < 8:
@@ -143,11 +148,11 @@ def batching_hint(frame: pl.DataFrame, scale_up: float) -> str | None:
         return None
     quiet, busy = per <= lo, per >= hi
     t_lo, t_hi = float(rate[quiet].mean()), float(rate[busy].mean())
-    busy_activity = float(frame["activity"].to_numpy()[keep][busy].mean())
+    busy_activity = float(activity[keep][busy].mean())
     if not (t_lo > 0 and t_hi >= 1.3 * t_lo and busy_activity < scale_up):
         return None
     cap = float(per.max())
-    waiting = frame["queue"].to_numpy()[keep] > 0
+    waiting = minutes.queue[keep] > 0
     full = int(np.count_nonzero(waiting & (per >= BATCH_FULL * cap)))
     waited = int(np.count_nonzero(waiting))
     if waited < WAITING_SHARE * len(per) or full < WAITING_AT_FULL * waited:
@@ -166,12 +171,11 @@ def autoscaling_advice(
     `presorted`: the caller sorted it by namespace, deployment, ts already (a month's frame is
     not copied again).
 
-    The month is prepared once for every Deployment (sorted, nulls filled, the load and the
-    hour as columns); each Deployment is then a zero-copy slice replayed on numpy arrays
+    Each Deployment is a zero-copy slice of the sorted month, replayed on numpy arrays
     (`autoscaling_replay`, the hourly 5th percentiles included). A caller that holds each
     Deployment's minutes apart calls `deployment_advice` per Deployment instead (the same
     steps, the same figures)."""
-    frame = _prepared(series if presorted else series.sort("namespace", "deployment", "ts"))
+    frame = series if presorted else series.sort("namespace", "deployment", "ts")
     out, offset = [], 0
     for ns, dep, length in frame.group_by("namespace", "deployment", maintain_order=True).len().iter_rows():
         key = (str(ns), str(dep))
@@ -186,25 +190,59 @@ def deployment_advice(
 ) -> AutoscalingAdvice:
     """Steps 1-6 for one Deployment `key` from its minutes alone (SERIES_SCHEMA's columns after
     namespace and deployment, sorted by ts): what `autoscaling_advice` computes for it."""
-    return _one(key, _prepared(minutes), policy, per=per, price=price)
+    return _one(key, minutes, policy, per=per, price=price)
 
 
-def _prepared(frame: pl.DataFrame) -> pl.DataFrame:
-    """Nulls filled (no queue, no activity reading: 0), the load and the UTC hour as columns."""
-    activity = pl.col("activity").fill_null(0.0)
-    return frame.with_columns(pl.col("queue").fill_null(0.0), activity,
-                              (pl.col("replicas") * activity).alias("_load"),
-                              pl.col("ts").dt.hour().alias("_h"))
+HOUR_US = 3_600_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Minutes:
+    """A Deployment's minutes as numpy arrays: the recorded replicas (as integers and as
+    floats), queue and activity with nulls filled (no reading: 0), the load (replicas x
+    activity), the UTC hour, and the running requests and tokens/s (NaN where null).
+
+    Why arrays, not Polars columns: the frame's `with_columns` cost ~3 ms a Deployment (5 s of
+    a 10,000-GPU month's 1,717 replays, beside their ~26 s), mostly the engine's per-call
+    overhead on 43,200 rows; the same values from numpy take a fraction of that. The load is
+    the float product Polars took (the replicas cast to float, NaN where null), the hour
+    `ts.dt.hour()` of a UTC time (floor division of its microseconds)."""
+
+    recorded: Ints
+    recorded_f: Floats
+    queue: Floats
+    activity: Floats
+    load: Floats
+    hours: Ints
+    running: Floats
+    tokens: Floats
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame) -> _Minutes:
+        replicas = frame["replicas"].to_numpy()
+        recorded_f = replicas.astype(np.float64)
+        activity = _filled(frame["activity"])
+        micros = np.asarray(frame["ts"].to_numpy(), dtype="datetime64[us]").view(np.int64)
+        return cls(replicas.astype(np.int64), recorded_f, _filled(frame["queue"]), activity,
+                   recorded_f * activity, micros // HOUR_US % 24,
+                   frame["running"].to_numpy().astype(np.float64),
+                   frame["tokens_per_s"].to_numpy().astype(np.float64))
+
+
+def _filled(column: pl.Series) -> Floats:
+    """`column` as floats, nulls as 0 (`fill_null(0.0)`: a NaN reading stays NaN)."""
+    values = column.to_numpy().astype(np.float64)
+    if column.null_count():
+        values = np.where(column.is_null().to_numpy(), 0.0, values)
+    return values
 
 
 def _one(
     key: tuple[str, str], group: pl.DataFrame, policy: Policy, *, per: int, price: float,
 ) -> AutoscalingAdvice:
     ns, dep = key
-    recorded = group["replicas"].to_numpy().astype(np.int64)
-    load = group["_load"].to_numpy().astype(np.float64)
-    queue = group["queue"].to_numpy().astype(np.float64)
-    hours = group["_h"].to_numpy().astype(np.int64)
+    minutes = _Minutes.of(group)
+    recorded, load, queue, hours = minutes.recorded, minutes.load, minutes.queue, minutes.hours
     floor = replay_np.hour_floor(replay_np.hour_lows(load, hours), policy.scale_up)
     top = policy.max_replicas or max(int(recorded.max()), *floor)
     width = policy.window_minutes
@@ -220,5 +258,5 @@ def _one(
     month = HOURS_PER_MONTH / (len(recorded) / 60) if len(recorded) else 0.0
     return AutoscalingAdvice(
         ns, dep, policy, min(floor), top, floor, len(recorded), rec_h, prop_h, over, base,
-        batching_hint(group, policy.scale_up), (rec_h - prop_h) * price * month,
+        _hint(minutes, policy.scale_up), (rec_h - prop_h) * price * month,
     )
