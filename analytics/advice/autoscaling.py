@@ -127,8 +127,8 @@ def batching_hint(frame: pl.DataFrame, scale_up: float) -> str | None:
     the hint (its tokens/s follow its load, so they rise with concurrency anyway), though a larger
     `--max-num-seqs` changes nothing while the batch never fills (decision 0265).
 
-    On the minutes' numpy arrays (`frame`: a Deployment's minutes, `_Minutes`): the Polars filters it took before cost 0.4-0.7 s of a 1,000-GPU month's 159
-    Deployments; the quartiles are observed values (numpy's `lower` and `higher` are Polars'),
+    It runs on the minutes' numpy arrays (`_Minutes`): the Polars filters it took before cost
+    0.4-0.7 s of a 1,000-GPU month's 159 Deployments; the quartiles are observed values (numpy's `lower` and `higher` are Polars'),
     and a running or tokens reading that is NaN counts as none, as a null does."""
     return _hint(_Minutes.of(frame), scale_up)
 
