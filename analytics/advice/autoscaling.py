@@ -128,8 +128,9 @@ def batching_hint(frame: pl.DataFrame, scale_up: float) -> str | None:
     `--max-num-seqs` changes nothing while the batch never fills (decision 0265).
 
     It runs on the minutes' numpy arrays (`_Minutes`): the Polars filters it took before cost
-    0.4-0.7 s of a 1,000-GPU month's 159 Deployments; the quartiles are observed values (numpy's `lower` and `higher` are Polars'),
-    and a running or tokens reading that is NaN counts as none, as a null does."""
+    0.4-0.7 s of a 1,000-GPU month's 159 Deployments; the quartiles are observed values
+    (numpy's `lower` and `higher` are Polars'), and a running or tokens reading that is NaN
+    counts as none, as a null does."""
     return _hint(_Minutes.of(frame), scale_up)
 
 
