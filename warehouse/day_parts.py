@@ -13,7 +13,9 @@ together from the days. The token costs' counters are read the same way
 (`warehouse.queries.workloads.token_increases`: a day's increases and its first and last
 samples, joined to the day before). What spans days (each allocation's statistics over the
 month) is kept whole with every day's stamp, and only its rows that reach a changed day are
-asked again (`DayParts.spanning`, decision 0261).
+asked again (`DayParts.spanning`, decision 0261). What a reader takes in passes (the serving
+minutes, a group of Deployments a pass) is kept cut into one piece per pass (`DayParts.pieces`,
+`warehouse.pieces`, decision 0287), so each pass decodes only its own.
 
 The parts live in their own folder (`<warehouse>.dayparts/`), not in the serving store, which
 every publish copies whole: a month of serving minutes is tens of MB at 256 GPUs, 664 MB at
@@ -40,11 +42,13 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date, datetime
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote
 
 import polars as pl
 
 from gpuledger.core.window import DAY, Window, floor_time
+from gpuledger.warehouse.pieces import DamagedPieces, Pieces, encoded
 from gpuledger.warehouse.protocols import ReadableWarehouse
 from gpuledger.warehouse.queries.advice import per_minute_inputs_stamps
 
@@ -53,12 +57,18 @@ Ranges = Sequence[tuple[datetime, datetime]]
 SpanRead = Callable[[ReadableWarehouse, datetime, datetime, Ranges], pl.DataFrame]
 """A window's read whose rows span days: `(wh, start, end, touching)` → every row when
 `touching` is empty, else (at least) those with a sample in one of the ranges."""
+Cut = Callable[[pl.DataFrame, int | None], Sequence[pl.DataFrame]]
+"""A day's frame cut into a number of pieces (`DayParts.pieces`; None: as many as the cutter
+sizes from the frame)."""
 SUFFIX = ".daypart"
 MAGIC = b"gpldayp1"
+PIECES_MAGIC = b"gpldayq1"
+"""The head of a part kept as pieces (`warehouse.pieces`), told apart from a one-frame part."""
 HEAD = struct.Struct("<8sIQ")
 """A part's head: the magic, the stamp's length and the frame's (a part cut short, by a crash
 before its blocks reached the disk, is told from a whole one by the lengths)."""
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class DamagedPart(ValueError):
@@ -145,7 +155,7 @@ class DayParts:
             read: DayRead) -> pl.DataFrame:
         """`read(wh, start, end)` for the UTC day `[start, end)`, from the parts when its inputs
         are unchanged. A part is kept only for a whole day (a window's partial edge day is read)."""
-        if self.failure is not None or end - start != DAY or floor_time(start, DAY) != start:
+        if self.failure is not None or not _whole_day(start, end):
             self.reads += 1
             return read(wh, start, end)
         stamp = self._stamp(wh, start, end)
@@ -162,8 +172,39 @@ class DayParts:
         """Stamp every whole UTC day of `window` at once, before a reader of the window asks for
         them a day at a time: one statement for all the days (`per_minute_inputs_stamps`),
         not one a day."""
-        self._stamps_of(wh, [(day.start, day.end) for day in window.days()
-                             if day.end - day.start == DAY and floor_time(day.start, DAY) == day.start])
+        self._stamps_of(wh, [(day.start, day.end) for day in window.days() if _whole_day(day.start, day.end)])
+
+    def pieces(self, name: str, wh: ReadableWarehouse, start: datetime, end: datetime, read: DayRead, *,
+               cut: Cut, count: int | None) -> Pieces | None:
+        """`read(wh, start, end)` for the UTC day `[start, end)` cut by `cut` into `count`
+        pieces (as many as `cut` sizes when None), kept as one part (`warehouse.pieces`,
+        decision 0287): a reader in passes then decodes only its pass's piece of each day. A
+        kept part whose inputs are unchanged is used as it is when it has `count` pieces (any
+        count when `count` is None); with another count it is cut again from its own pieces,
+        not queried. A day not kept (a window's partial edge day) or parts that failed give
+        None: the caller reads the day itself (counted in `reads`). When the part cannot be
+        written, the pieces are read from memory."""
+        if self.failure is not None or not _whole_day(start, end):
+            self.reads += 1
+            return None
+        stamp = self._stamp(wh, start, end)
+        kept = self._kept_pieces(name, start.date(), stamp)
+        if kept is not None and count in (None, kept.count):
+            self.hits += 1
+            return kept
+        if kept is not None:  # kept for another number of passes
+            self.hits += 1
+            frame = kept.whole()
+        else:
+            self.reads += 1
+            frame = read(wh, start, end)
+        payload = encoded(cut(frame, count), "zstd")
+        written = self._write(name, start.date(), stamp, payload, PIECES_MAGIC)
+        in_memory = Pieces.of(payload)
+        if written is None:
+            return in_memory
+        path, base = written
+        return Pieces(path, tuple((base + offset, size) for offset, size in in_memory.at))
 
     def _stamp(self, wh: ReadableWarehouse, start: datetime, end: datetime) -> str:
         """The day's inputs stamp, taken once per reader: every kept read shares the day's."""
@@ -220,21 +261,45 @@ class DayParts:
         """The part of `name` for `day` (its stamp and frame) when there is one whose stamp is
         `wanted`: its head is read first, the frame only when wanted. A part that is not whole
         is removed (it is read again and replaced); a file that cannot be read ends the parts."""
+
+        def frame(part: io.BufferedReader, path: Path, size: int) -> pl.DataFrame:
+            payload = part.read(size + 1)
+            if len(payload) != size:
+                raise DamagedPart(f"{path.name}: {len(payload)} bytes of a {size}-byte frame")
+            return pl.read_ipc(io.BytesIO(payload))
+
+        return self._opened(name, day, MAGIC, wanted, frame)
+
+    def _kept_pieces(self, name: str, day: date, stamp: str) -> Pieces | None:
+        """The part of `name` for `day` kept as pieces under `stamp`: its index read and checked
+        against the file's length, no piece decoded yet."""
+
+        def pieces(part: io.BufferedReader, path: Path, size: int) -> Pieces:
+            offset = part.tell()
+            if os.fstat(part.fileno()).st_size != offset + size:
+                raise DamagedPart(f"{path.name}: not the {size}-byte payload its head gives")
+            return Pieces.read(path, offset, size)
+
+        found = self._opened(name, day, PIECES_MAGIC, lambda found: found == stamp, pieces)
+        return found[1] if found is not None else None
+
+    def _opened(self, name: str, day: date, magic: bytes, wanted: Callable[[str], bool],
+                body: Callable[[io.BufferedReader, Path, int], T]) -> tuple[str, T] | None:
+        """`body(file, path, size)` of the part of `name` for `day` once its head (`magic`) is
+        read, when its stamp is `wanted`; None for no part, an unwanted one, or one not whole
+        (removed: it is read again and replaced) or unreadable (the parts end, `failure`)."""
         if self.failure is not None:
             return None
         path = self._file(name, day)
         try:
             with path.open("rb") as part:
-                stamp, size = _head(part)
+                stamp, size = _head(part, magic)
                 if not wanted(stamp):
                     return None
-                payload = part.read(size + 1)
-                if len(payload) != size:
-                    raise DamagedPart(f"{path.name}: {len(payload)} bytes of a {size}-byte frame")
-                return stamp, pl.read_ipc(io.BytesIO(payload))
+                return stamp, body(part, path, size)
         except FileNotFoundError:
             return None
-        except (DamagedPart, pl.exceptions.PolarsError, UnicodeDecodeError) as exc:
+        except (DamagedPart, DamagedPieces, pl.exceptions.PolarsError, UnicodeDecodeError) as exc:
             log.info("day part %s/%s not whole (%s): read again", path.parent.name, path.name, exc)
             path.unlink(missing_ok=True)
             return None
@@ -243,29 +308,38 @@ class DayParts:
             return None
 
     def _store(self, name: str, day: date, stamp: str, frame: pl.DataFrame) -> None:
-        """Keep `frame` under (`name`, `day`) with `stamp`: written beside the part's file and
-        renamed over it, so a kill keeps the old part or the new. A failure is remembered
-        (`failure`), the frame still returned. Not synced to the disk: a part a crash cut
-        short is told by its lengths (`_kept`) and read again, as a cache may be."""
+        """Keep `frame` under (`name`, `day`) with `stamp` (`_write`)."""
         if self.failure is not None:
             return
         buffer = io.BytesIO()
         frame.write_ipc(buffer, compression="zstd")
-        payload = buffer.getbuffer()
+        self._write(name, day, stamp, buffer.getbuffer(), MAGIC)
+
+    def _write(self, name: str, day: date, stamp: str, payload: bytes | memoryview,
+               magic: bytes) -> tuple[Path, int] | None:
+        """Keep `payload` under (`name`, `day`) with `stamp`, headed by `magic`: written beside
+        the part's file and renamed over it, so a kill keeps the old part or the new. Where the
+        payload starts in the file; None on a failure, which is remembered (`failure`). Not
+        synced to the disk: a part a crash cut short is told by its lengths (`_opened`) and
+        read again, as a cache may be."""
+        if self.failure is not None:
+            return None
         target = self._file(name, day)
         fresh = target.with_name(target.name + ".tmp")
-        encoded = stamp.encode()
+        encoded_stamp = stamp.encode()
         try:
             target.parent.mkdir(exist_ok=True)
             with fresh.open("wb") as out:
-                out.write(HEAD.pack(MAGIC, len(encoded), len(payload)))
-                out.write(encoded)
+                out.write(HEAD.pack(magic, len(encoded_stamp), len(payload)))
+                out.write(encoded_stamp)
                 out.write(payload)
             fresh.replace(target)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 fresh.unlink(missing_ok=True)
             self._fail(exc)
+            return None
+        return target, HEAD.size + len(encoded_stamp)
 
     def through(self, name: str, read: DayRead) -> DayRead:
         """`read`, through these parts under `name` (the query and its SQL's version)."""
@@ -290,14 +364,20 @@ class DayParts:
         self.failure = f"{self.path.name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
 
-def _head(part: io.BufferedReader) -> tuple[str, int]:
-    """A part's stamp and its frame's length in bytes, from its head."""
+def _whole_day(start: datetime, end: datetime) -> bool:
+    """Whether `[start, end)` is a whole UTC day (a window's partial edge day is not kept)."""
+    return end - start == DAY and floor_time(start, DAY) == start
+
+
+def _head(part: io.BufferedReader, magic: bytes) -> tuple[str, int]:
+    """A part's stamp and its payload's length in bytes, from its head (`magic`: the kind of
+    part the reader expects)."""
     head = part.read(HEAD.size)
     if len(head) != HEAD.size:
         raise DamagedPart("no head")
-    magic, stamp_size, size = HEAD.unpack(head)
-    if magic != MAGIC:
-        raise DamagedPart("not a day part")
+    found, stamp_size, size = HEAD.unpack(head)
+    if found != magic:
+        raise DamagedPart("not a day part of this kind")
     stamp = part.read(stamp_size)
     if len(stamp) != stamp_size:
         raise DamagedPart("a stamp cut short")

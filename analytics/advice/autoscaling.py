@@ -34,7 +34,7 @@ one, with a minimum by time of day. The evidence is a replay of the recorded mon
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -256,8 +256,21 @@ def _one(
     over = replay_np.over_target_minutes(load, queue, recorded, proposed, policy.queue_target)
     base = replay_np.over_target_minutes(load, queue, recorded, recorded, policy.queue_target)
     rec_h, prop_h = int(recorded.sum()) * per / 60, int(proposed.sum()) * per / 60
-    month = HOURS_PER_MONTH / (len(recorded) / 60) if len(recorded) else 0.0
     return AutoscalingAdvice(
         ns, dep, policy, min(floor), top, floor, len(recorded), rec_h, prop_h, over, base,
-        _hint(minutes, policy.scale_up), (rec_h - prop_h) * price * month,
+        _hint(minutes, policy.scale_up), monthly_saving(rec_h, prop_h, len(recorded), price),
     )
+
+
+def monthly_saving(recorded_h: float, proposed_h: float, minutes: int, price: float) -> float:
+    """Step 5's saving: the GPU-hours saved over `minutes` of replay, at `price` per GPU-hour,
+    scaled to a month."""
+    month = HOURS_PER_MONTH / (minutes / 60) if minutes else 0.0
+    return (recorded_h - proposed_h) * price * month
+
+
+def priced(advice: AutoscalingAdvice, price: float) -> AutoscalingAdvice:
+    """`advice` replayed without a price (a month replayed before its models are all known,
+    `autoscaling_month`), with its saving at `price`: the figure the replay would have given."""
+    return replace(advice, monthly_saving=monthly_saving(
+        advice.gpu_hours_recorded, advice.gpu_hours_proposed, advice.minutes, price))

@@ -1,18 +1,20 @@
 """A month of serving minutes, handed to the autoscaling replay one Deployment at a time, in as
 many passes as keep the minutes held at once under a bound, each day read once.
 
-Why (issue 34, docs/decisions/0269, 0277): each Deployment is replayed from its whole month
-(step 2's hourly 5th percentiles and the replay itself run over the month), and the minutes
-arrive a UTC day at a time, every Deployment in each day. Holding the month until the last day
-is read held every Deployment's minutes at once: about 330 MB at 1,000 GPUs and about ten times
-that at 10,000 GPUs. So the Deployments are split by a stable hash of their names into `passes`
-groups. The days are read once: the first pass keeps its group's minutes and sets the others'
-aside, compressed in a temporary file (`SetAside`); each later pass reads its group back from
-there, replays it and drops it. Reading every day again per pass (0269) decoded a 10,000-GPU
-month's kept days seven times (12.5 s of 34 s, with the days' grouping 8 s more); setting the
-minutes aside costs an encoding (0.11-0.14 s a 10,000-GPU day) and one decoding of each group.
-The first pass learns what the month needs of every Deployment (GPUs per replica, the models
-served).
+Why (issue 34, docs/decisions/0269, 0277, 0287): each Deployment is replayed from its whole
+month (step 2's hourly 5th percentiles and the replay itself run over the month), and the
+minutes arrive a UTC day at a time, every Deployment in each day. Holding the month until the
+last day is read held every Deployment's minutes at once: about 330 MB at 1,000 GPUs and about
+ten times that at 10,000 GPUs. So the Deployments are split by a stable hash of their names into
+`passes` groups, and each day's minutes are cut once into one piece per pass (`cut`). A day
+whose part is kept (`warehouse.day_parts.DayParts.pieces`) keeps its pieces there, so each pass
+decodes only its own piece of it; a day read whole (a window's partial edge day, or no parts)
+is cut as it is read and its later pieces wait compressed in a temporary file (`SetAside`).
+Reading every day whole again per pass (0269) decoded a 10,000-GPU month's kept days seven
+times; setting the later groups aside on every refresh (0277) encoded and decoded six sevenths
+of the month again each time, ~9 CPU-s of a 10,000-GPU increment. A Deployment's pass learns
+what the month needs of it (its GPUs per replica) before handing it out; the models served are
+known once every pass is done (the price applies then: `analytics.advice.run`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import IO, TypeVar
+from typing import IO, Protocol, TypeVar
 
 import numpy as np
 import polars as pl
@@ -34,6 +36,7 @@ import polars as pl
 from gpuledger.analytics.advice.autoscaling import SERIES_SCHEMA
 from gpuledger.core.mig import canonical_model
 from gpuledger.core.window import Window
+from gpuledger.warehouse.pieces import Pieces, encoded
 
 REPLAY_BUDGET = 512 * 2**20
 """The most bytes of replay minutes (`REPLAY_COLUMNS`) held at once, estimated from the first
@@ -47,122 +50,190 @@ month's Deployments); the Python between the operations holds it, so more thread
 only wait."""
 KEY_COLUMNS = ["namespace", "deployment"]
 REPLAY_COLUMNS = [c for c in SERIES_SCHEMA if c not in KEY_COLUMNS]
+MONTH_COLUMNS = [*REPLAY_COLUMNS, "gpus_per_replica", "model"]
+"""What the month reads of a day's minutes: the replay's columns and what it learns (`widest`,
+`models`)."""
 Key = tuple[str, str]
 T = TypeVar("T")
+
+
+Cut = Callable[[pl.DataFrame, int | None], list[pl.DataFrame]]
+"""A day's minutes cut into a number of pieces (None: as many as the reader's passes would be,
+sized from the day)."""
+Keep = Callable[[Window, int | None, Cut], Pieces | None]
+"""A whole UTC day's serving minutes kept as pieces, one per pass (`warehouse.day_parts.DayParts
+.pieces`): `keep(day, count, cut)` gives them cut into `count` pieces (any count kept when None;
+a day read then is cut as `cut` sizes it), or None where the day is not kept (the caller reads
+it)."""
+
+
+class DayPieces(Protocol):
+    """A day's minutes in pieces, one per pass: `warehouse.pieces.Pieces` or `_Held`."""
+
+    def take(self, piece: int) -> pl.DataFrame:
+        """Pass `piece`'s minutes of the day."""
 
 
 @dataclass
 class ServingMonth:
     """The serving minutes of `window`, read a UTC day at a time by `read(day)` (the day's frame
-    sorted by namespace, deployment, ts; `warehouse.queries.advice.serving_minutes`), each day
-    once."""
+    sorted by namespace, deployment, ts; `warehouse.queries.advice.serving_minutes`), or kept
+    cut into one piece per pass by `keep` (decision 0287); each day read once."""
 
     read: Callable[[Window], pl.DataFrame]
     window: Window
+    keep: Keep | None = None
     widest: dict[Key, int] = field(default_factory=dict)
-    """Per Deployment, the most GPUs per replica seen in the month (complete once a first
-    Deployment is handed out)."""
+    """Per Deployment, the most GPUs per replica seen in the month (complete for a Deployment
+    when it is handed out: its pass has read every day)."""
     models: set[str] = field(default_factory=set)
-    """The models served in the month (canonical names; complete as `widest`)."""
+    """The models served in the month (canonical names; complete once every Deployment is)."""
     passes: int = 1
     """How many passes the month takes (known once the first day with minutes is read)."""
 
     def deployments(self) -> Iterator[tuple[Key, pl.DataFrame]]:
         """Each Deployment's month of minutes (`REPLAY_COLUMNS`, by ts), in name order within a
-        pass; every Deployment once."""
-        held: dict[Key, list[pl.DataFrame]] = {}
-        sized = False
+        pass; every Deployment once.
+
+        Each pass reads its piece of every day: a kept day's from its part (only that piece is
+        decoded), a day not kept read whole once, in the first pass, and cut, its later pieces
+        waiting compressed in a temporary file (`SetAside`) when there are several passes."""
+        days = list(self.window.days())
         with tempfile.TemporaryFile(prefix="gpuledger-serving-minutes-") as spill:
-            aside = SetAside(spill)
-            # the next day read (decoded, or queried where it changed) on a thread of its own while
-            # this one is held: one read at a time, and nothing here queries meanwhile (the
-            # warehouse's connection serves one thread at a time, `Warehouse.reader`)
-            reads = (partial(self.read, day) for day in self.window.days())
-            for part in in_threads(reads, workers=1, ahead=1):
-                runs = _runs(part, pl.col("gpus_per_replica").max())
-                self._learn(part, runs)
+            first = self._sized(days, SetAside(spill))
+            if first is None:
+                return
+            sources: dict[int, DayPieces] = {first[0]: first[1]}
+
+            def piece(day: int, batch: int) -> tuple[int, pl.DataFrame]:
+                if day not in sources:  # on the read-ahead thread, in the days' order
+                    sources[day] = self._source(days[day], SetAside(spill))
+                return batch, sources[day].take(batch)
+
+            # the next piece read (decoded, or queried where the day changed) on a thread of its
+            # own while this one is held: one read at a time, and nothing here queries meanwhile
+            # (the warehouse's connection serves one thread at a time, `Warehouse.reader`)
+            reads = (partial(piece, day, batch) for batch in range(self.passes)
+                     for day in range(first[0], len(days)))
+            held: dict[Key, list[pl.DataFrame]] = {}
+            current = 0
+            for batch, part in in_threads(reads, workers=1, ahead=1):
+                if batch != current:
+                    yield from _handed(held)
+                    current = batch
                 if part.is_empty():
                     continue
-                if not sized:
-                    self.passes, sized = self._passes_for(part, runs.height), True
-                self._hold(part, runs, held, aside)
+                runs = _runs(part, pl.col("gpus_per_replica").max())
+                self._learn(part, runs)
+                _hold(part, runs, held)
             yield from _handed(held)
-            for batch in range(1, self.passes):
-                held = {}
-                for part in aside.take(batch):
-                    self._hold(part, _runs(part), held, None)
-                yield from _handed(held)
+
+    def _sized(self, days: list[Window], aside: SetAside) -> tuple[int, DayPieces] | None:
+        """The first day with minutes (None when no day has any) and its pieces, the month's
+        `passes` sized from it. A day read here is cut as it is read (a kept one as the passes
+        want it), not read again; a kept day's pieces of another count are cut again."""
+        for index, day in enumerate(days):
+            kept = self.keep(day, None, self._cut) if self.keep is not None else None
+            frame = kept.whole() if kept is not None else self.read(day)
+            if frame.is_empty():
+                continue
+            self.passes = self._passes_for(frame)
+            if kept is None:
+                return index, self._cut_aside(frame, aside)
+            return index, kept if kept.count == self.passes else self._source(day, aside)
+        return None
+
+    def _source(self, day: Window, aside: SetAside) -> DayPieces:
+        """`day`'s pieces: kept ones, or the day read whole and cut."""
+        kept = self.keep(day, self.passes, self._cut) if self.keep is not None else None
+        return kept if kept is not None else self._cut_aside(self.read(day), aside)
+
+    def _cut(self, frame: pl.DataFrame, count: int | None) -> list[pl.DataFrame]:
+        """`cut`, into as many pieces as the month's passes sized from `frame` when no count is
+        given (a day first read for the sizing)."""
+        return cut(frame, count if count is not None else self._passes_for(frame))
+
+    def _cut_aside(self, frame: pl.DataFrame, aside: SetAside) -> DayPieces:
+        """A day read whole, cut into the passes' pieces: held as they are with one pass, else
+        set aside compressed until their pass takes them."""
+        if self.passes == 1:
+            return _Held([frame.select(*KEY_COLUMNS, *MONTH_COLUMNS).shrink_to_fit()])
+        return aside.put(cut(frame, self.passes))
 
     def _learn(self, part: pl.DataFrame, runs: pl.DataFrame) -> None:
-        """The month's facts from a day of every Deployment (the first pass reads every day);
-        `runs`: the day's Deployments in order, their minutes and most GPUs per replica."""
+        """The month's facts from a pass's piece of a day; `runs`: its Deployments in order,
+        their minutes and most GPUs per replica."""
         self.models |= {canonical_model(str(m)) for m in part["model"].drop_nulls().unique()}
         for ns, dep, _, found in runs.iter_rows():
             key = (str(ns), str(dep))
             if found is not None and int(found) > self.widest.get(key, 0):
                 self.widest[key] = int(found)
 
-    def _passes_for(self, part: pl.DataFrame, deployments: int) -> int:
+    def _passes_for(self, part: pl.DataFrame) -> int:
         """How many passes keep a pass's minutes under `REPLAY_BUDGET`, were every day of the
-        window as large as `part` (of `deployments`: no more passes than that)."""
+        window as large as `part` (no more passes than its Deployments)."""
+        deployments = part.select(KEY_COLUMNS).n_unique()
         month = part.select(REPLAY_COLUMNS).estimated_size() * len(list(self.window.days()))
         return max(1, min(deployments, math.ceil(month / REPLAY_BUDGET)))
 
-    def _hold(self, part: pl.DataFrame, runs: pl.DataFrame, held: dict[Key, list[pl.DataFrame]],
-              aside: SetAside | None) -> None:
-        """Keep the minutes of `part` (its Deployments' `runs`) by Deployment: with one pass,
-        slices of a compact copy of the day's replay columns; with no `aside` (a later pass
-        reading back its own group, decoded afresh), slices of them; else the first group's
-        rows copied out, and every other group's set aside in `aside` for its pass.
 
-        A copy of a day read, not views of it: a day read from DuckDB holds its Arrow buffers as
-        DuckDB grew them, with the columns not kept beside them; views of a 1,000-GPU day held
-        ~30 MB for its 14 MB of replay columns, ~430 MB more over the month at a full refresh's
-        peak (decision 0286). The copy is ~10 ms a day."""
-        keys = [(str(ns), str(dep)) for ns, dep in runs.select(KEY_COLUMNS).iter_rows()]
-        lengths = runs["len"].to_numpy()
-        replay = part.select(REPLAY_COLUMNS)
-        if aside is not None and self.passes == 1:
-            replay = replay.shrink_to_fit()
-        elif aside is not None:
-            groups = np.fromiter((pass_of(key, self.passes) for key in keys), np.int64, len(keys))
-            rows = pl.Series(np.repeat(groups, lengths))
-            for batch in range(1, self.passes):
-                aside.put(batch, part.filter(rows == batch).select(*KEY_COLUMNS, *REPLAY_COLUMNS))
-            mine = groups == 0
-            replay = replay.filter(rows == 0)
-            keys, lengths = [k for k, m in zip(keys, mine, strict=True) if m], lengths[mine]
-        offset = 0
-        for key, length in zip(keys, lengths.tolist(), strict=True):
-            held.setdefault(key, []).append(replay.slice(offset, length))
-            offset += length
+def cut(frame: pl.DataFrame, count: int) -> list[pl.DataFrame]:
+    """A day's serving minutes (sorted by Deployment) cut into `count` pieces by `pass_of` of
+    each Deployment, each piece sorted as the day was; only what the month reads of them
+    (`MONTH_COLUMNS`). What `DayParts.pieces` keeps (decision 0287)."""
+    frame = frame.select(*KEY_COLUMNS, *MONTH_COLUMNS)
+    if count == 1:
+        return [frame]
+    runs = _runs(frame)
+    keys = runs.select(KEY_COLUMNS).iter_rows()
+    groups = np.fromiter((pass_of((str(ns), str(dep)), count) for ns, dep in keys), np.int64, runs.height)
+    rows = pl.Series(np.repeat(groups, runs["len"].to_numpy()))
+    return [frame.filter(rows == batch) for batch in range(count)]
+
+
+def _hold(part: pl.DataFrame, runs: pl.DataFrame, held: dict[Key, list[pl.DataFrame]]) -> None:
+    """Keep the replay columns of `part` (a pass's piece of a day: its Deployments' `runs`) by
+    Deployment, as slices of the piece.
+
+    A piece decoded from its part, or a compact copy of a day read (`_cut_aside`), not views of
+    the query's frame: a day read from DuckDB holds its Arrow buffers as DuckDB grew them, with
+    the columns not kept beside them; views of a 1,000-GPU day held ~30 MB for its 14 MB of
+    replay columns, ~430 MB more over the month at a full refresh's peak (decision 0286)."""
+    replay = part.select(REPLAY_COLUMNS)
+    offset = 0
+    for ns, dep, length in runs.select(*KEY_COLUMNS, "len").iter_rows():
+        held.setdefault((str(ns), str(dep)), []).append(replay.slice(offset, length))
+        offset += length
+
+
+@dataclass
+class _Held:
+    """A day's pieces held in memory, each handed out once (its pass's minutes are then held
+    by Deployment, not twice)."""
+
+    frames: list[pl.DataFrame | None]
+
+    def take(self, piece: int) -> pl.DataFrame:
+        frame, self.frames[piece] = self.frames[piece], None
+        assert frame is not None, "each piece is taken once"
+        return frame
 
 
 @dataclass
 class SetAside:
-    """The minutes of the passes after the first, written once as the days are read (Arrow IPC,
-    LZ4: about 30 MB a 10,000-GPU day; zstd's fifth smaller took twice as long to write) to
-    `file`, an unnamed temporary file, so they wait on disk, not in memory (the chart's jobs
-    mount an `emptyDir` at /tmp), and read back a pass at a time."""
+    """Pieces of days read whole, written once (Arrow IPC, LZ4: about 30 MB a 10,000-GPU day;
+    zstd's fifth smaller took twice as long to write) to `file`, an unnamed temporary file, so
+    they wait on disk, not in memory (the chart's jobs mount an `emptyDir` at /tmp), and are
+    read back a pass at a time."""
 
     file: IO[bytes]
-    pieces: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
-    def put(self, batch: int, frame: pl.DataFrame) -> None:
-        """Set `frame` aside for pass `batch`."""
-        if frame.is_empty():
-            return
-        buffer = io.BytesIO()
-        frame.write_ipc(buffer, compression="lz4")
+    def put(self, frames: list[pl.DataFrame]) -> Pieces:
+        """`frames` set aside, as pieces read back from the file."""
+        payload = encoded(frames, "lz4")
         start = self.file.seek(0, io.SEEK_END)
-        self.file.write(buffer.getbuffer())
-        self.pieces.setdefault(batch, []).append((start, buffer.tell()))
-
-    def take(self, batch: int) -> Iterator[pl.DataFrame]:
-        """The frames set aside for pass `batch`, in the order they were put."""
-        for start, size in self.pieces.pop(batch, []):
-            self.file.seek(start)
-            yield pl.read_ipc(io.BytesIO(self.file.read(size)))
+        self.file.write(payload)
+        return Pieces.read(self.file, start, len(payload))
 
 
 def _runs(part: pl.DataFrame, *also: pl.Expr) -> pl.DataFrame:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from gpuledger.analytics.advice import KINDS, autoscaling, fragmentation, overcommit, profile_catalog
-from gpuledger.analytics.advice.autoscaling_month import ServingMonth, in_threads
+from gpuledger.analytics.advice.autoscaling_month import Keep, ServingMonth, cut, in_threads
 from gpuledger.core.config import Settings
 from gpuledger.core.mig import canonical_model, catalog
 from gpuledger.core.pricing import PriceBook
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from gpuledger.analytics.billing.bill import Bill
     from gpuledger.core.activity import ActivitySource
     from gpuledger.warehouse.day_parts import DayParts, DayRead
+    from gpuledger.warehouse.protocols import ReadableWarehouse
 
 HOURS_PER_MONTH = 730.0
 COLUMNS = ("kind", "scope", "current", "recommended", "monthly_saving", "reason")
@@ -133,6 +134,9 @@ def keep_day(days: DayParts, wh: Warehouse, day: Window, settings: Settings) -> 
 
     activity = SamplingRules.of(settings).activity
     for name, read in queries.PER_MINUTE_READS.items():  # kept under the names the kinds read by
+        if name == "serving_minutes":  # kept as the autoscaling month's pieces
+            serving_pieces(days, wh, activity)(day, None, lambda frame, count: cut(frame, count or 1))
+            continue
         through(days, name, activity, _under(read, activity))(wh, day.start, day.end)
     days.day(workloads.token_piece_version(), wh, day.start, day.end, workloads.token_piece)
 
@@ -201,27 +205,36 @@ def autoscaling_proposals(
     The serving minutes are read a UTC day at a time (DuckDB holds a day's hash tables) and
     handed over per Deployment, only the replay's columns, by `autoscaling_month.ServingMonth`:
     in as many passes as keep the minutes held at once bounded, each day read once (decisions
-    0269, 0277), what the month needs of the rest (GPUs per replica: the largest; the models
-    served) learnt in the first. Each Deployment is replayed from its own minutes and dropped,
-    two at a time (`autoscaling_month.in_threads`): the month is never one frame, sorted and
-    prepared whole (issue 34; the same proposals as that path,
-    tests/advice/test_autoscaling_streamed.py). `days`: a refresh's day parts (`through`)."""
+    0269, 0277, 0287), a Deployment's GPUs per replica (the largest) learnt by its pass. Each
+    Deployment is replayed from its own minutes and dropped, two at a time
+    (`autoscaling_month.in_threads`): the month is never one frame, sorted and prepared whole
+    (issue 34; the same proposals as that path, tests/advice/test_autoscaling_streamed.py). The
+    saving is priced after the last pass, at the dearest model the month served (`priced`: the
+    figure a replay at that price gives). `days`: a refresh's day parts, where the serving
+    minutes are kept as one piece per pass (`serving_pieces`)."""
     activity = SamplingRules.of(settings).activity
-    read = through(days, "serving_minutes", activity,
-                   lambda w, lo, hi: queries.serving_minutes(w, lo, hi, activity))
-    month = ServingMonth(lambda day: read(wh, day.start, day.end), window)
+    month = ServingMonth(lambda day: _serving(wh, day.start, day.end, activity), window,
+                         keep=serving_pieces(days, wh, activity) if days is not None else None)
     policy = policy_of(settings)
-
-    def replays() -> Iterator[Callable[[], autoscaling.AutoscalingAdvice]]:
-        price = None
-        for key, minutes in month.deployments():
-            if price is None:  # the month's models are known once a first Deployment is handed out
-                price = max([_price(settings, m, window.start) for m in sorted(month.models)] or [0.0])
-            yield partial(autoscaling.deployment_advice, key, minutes, policy,
-                          per=month.widest.get(key) or 1, price=price)
-
-    out = list(in_threads(replays()))
+    replays = (partial(autoscaling.deployment_advice, key, minutes, policy, per=month.widest.get(key) or 1)
+               for key, minutes in month.deployments())
+    unpriced = list(in_threads(replays))
+    # the month's models are known once every pass has read its days
+    price = max([_price(settings, m, window.start) for m in sorted(month.models)] or [0.0])
+    out = [autoscaling.priced(advice, price) for advice in unpriced]
     return sorted(out, key=lambda advice: (advice.namespace, advice.deployment))
+
+
+def serving_pieces(days: DayParts, wh: Warehouse, activity: ActivitySource) -> Keep:
+    """The serving minutes of a whole UTC day kept in `days` as one piece per autoscaling pass
+    (`DayParts.pieces`, `autoscaling_month.cut`; decision 0287)."""
+    name = f"{queries.per_minute_query_version('serving_minutes', activity)}:pieces"
+    read = partial(_serving, activity=activity)
+    return lambda day, count, cut: days.pieces(name, wh, day.start, day.end, read, cut=cut, count=count)
+
+
+def _serving(wh: ReadableWarehouse, start: datetime, end: datetime, activity: ActivitySource) -> pl.DataFrame:
+    return queries.serving_minutes(wh, start, end, activity)
 
 
 def autoscaling_advice_kind(wh: Warehouse, window: Window, settings: Settings, *,

@@ -1,7 +1,8 @@
-"""The autoscaling replay's month in passes (decisions 0269, 0277): with the minutes held at once
-bounded below the month, the Deployments are replayed a group at a time, the later groups read
-back from where the first pass set them aside, and the proposals are those of one pass, every
-field; each day is read once whatever the passes, with day parts or without."""
+"""The autoscaling replay's month in passes (decisions 0269, 0277, 0287): with the minutes held at
+once bounded below the month, the Deployments are replayed a group at a time, each pass reading
+its piece of every day (kept in the day parts, or set aside when the day was read whole), and
+the proposals are those of one pass, every field; each day is read once whatever the passes,
+with day parts or without."""
 
 from __future__ import annotations
 
@@ -73,13 +74,18 @@ def test_each_pass_holds_only_its_own_group(copy: Path, monkeypatch: pytest.Monk
     assert groups == sorted(groups)  # a pass's Deployments, then the next pass's
 
 
-def test_the_month_facts_are_learnt_from_every_deployment(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_deployment_is_handed_out_with_its_month_facts(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Deployment's GPUs per replica (the month's largest) is known when its pass hands it out;
+    the models served, once every pass is done (the saving is priced then, `run`)."""
+    from gpuledger.core.mig import canonical_model
+
     monkeypatch.setattr(autoscaling_month, "REPLAY_BUDGET", 1)
     with Warehouse.open(copy, read_only=True) as wh:
         month = ServingMonth(lambda day: _serving(wh, day), WINDOW)
-        first_key, _ = next(month.deployments())
-        frames = [_serving(wh, day) for day in WINDOW.days()]
-    rows = pl.concat(frames)
+        known = {key: month.widest.get(key) for key, _ in month.deployments()}
+        rows = pl.concat([_serving(wh, day) for day in WINDOW.days()])
     widest = rows.group_by("namespace", "deployment").agg(pl.col("gpus_per_replica").max())
-    assert month.widest == {(str(ns), str(dep)): int(g) for ns, dep, g in widest.iter_rows() if g is not None}
-    assert month.models and first_key in month.widest
+    assert month.passes > 1
+    assert known == {(str(ns), str(dep)): None if g is None else int(g) for ns, dep, g in widest.iter_rows()}
+    assert month.models == {canonical_model(str(m)) for m in rows["model"].drop_nulls().unique()}
+    assert month.models, "the fleet serves models"
