@@ -9,7 +9,7 @@ ten times that at 10,000 GPUs. So the Deployments are split by a stable hash of 
 `passes` groups, and each day's minutes are cut once into one piece per pass (`cut`). A day
 whose part is kept (`warehouse.day_parts.DayParts.pieces`) keeps its pieces there, so each pass
 decodes only its own piece of it; a day read whole (a window's partial edge day, or no parts)
-is cut as it is read and its later pieces wait compressed in a temporary file (`SetAside`).
+is cut as it is read and its later pieces wait compressed in a temporary file (`set_aside`).
 Reading every day whole again per pass (0269) decoded a 10,000-GPU month's kept days seven
 times; setting the later groups aside on every refresh (0277) encoded and decoded six sevenths
 of the month again each time, ~9 CPU-s of a 10,000-GPU increment. A Deployment's pass learns
@@ -34,6 +34,7 @@ import numpy as np
 import polars as pl
 
 from gpuledger.analytics.advice.autoscaling import SERIES_SCHEMA
+from gpuledger.analytics.advice.autoscaling_replay import Floats, Ints
 from gpuledger.core.mig import canonical_model
 from gpuledger.core.window import Window
 from gpuledger.warehouse.pieces import Pieces, encoded
@@ -97,17 +98,17 @@ class ServingMonth:
 
         Each pass reads its piece of every day: a kept day's from its part (only that piece is
         decoded), a day not kept read whole once, in the first pass, and cut, its later pieces
-        waiting compressed in a temporary file (`SetAside`) when there are several passes."""
+        waiting compressed in a temporary file (`set_aside`) when there are several passes."""
         days = list(self.window.days())
         with tempfile.TemporaryFile(prefix="gpuledger-serving-minutes-") as spill:
-            first = self._sized(days, SetAside(spill))
+            first = self._sized(days, spill)
             if first is None:
                 return
             sources: dict[int, DayPieces] = {first[0]: first[1]}
 
             def piece(day: int, batch: int) -> tuple[int, pl.DataFrame]:
                 if day not in sources:  # on the read-ahead thread, in the days' order
-                    sources[day] = self._source(days[day], SetAside(spill))
+                    sources[day] = self._source(days[day], spill)
                 return batch, sources[day].take(batch)
 
             # the next piece read (decoded, or queried where the day changed) on a thread of its
@@ -123,12 +124,12 @@ class ServingMonth:
                     current = batch
                 if part.is_empty():
                     continue
-                runs = _runs(part, pl.col("gpus_per_replica").max())
+                runs = _Runs.of(part)
                 self._learn(part, runs)
-                _hold(part, runs, held)
+                _hold(part, runs, held, compact=self.passes == 1)
             yield from _handed(held)
 
-    def _sized(self, days: list[Window], aside: SetAside) -> tuple[int, DayPieces] | None:
+    def _sized(self, days: list[Window], spill: IO[bytes]) -> tuple[int, DayPieces] | None:
         """The first day with minutes (None when no day has any) and its pieces, the month's
         `passes` sized from it. A day read here is cut as it is read (a kept one as the passes
         want it), not read again; a kept day's pieces of another count are cut again."""
@@ -139,40 +140,39 @@ class ServingMonth:
                 continue
             self.passes = self._passes_for(frame)
             if kept is None:
-                return index, self._cut_aside(frame, aside)
-            return index, kept if kept.count == self.passes else self._source(day, aside)
+                return index, self._cut_aside(frame, spill)
+            return index, kept if kept.count == self.passes else self._source(day, spill)
         return None
 
-    def _source(self, day: Window, aside: SetAside) -> DayPieces:
+    def _source(self, day: Window, spill: IO[bytes]) -> DayPieces:
         """`day`'s pieces: kept ones, or the day read whole and cut."""
         kept = self.keep(day, self.passes, self._cut) if self.keep is not None else None
-        return kept if kept is not None else self._cut_aside(self.read(day), aside)
+        return kept if kept is not None else self._cut_aside(self.read(day), spill)
 
     def _cut(self, frame: pl.DataFrame, count: int | None) -> list[pl.DataFrame]:
         """`cut`, into as many pieces as the month's passes sized from `frame` when no count is
         given (a day first read for the sizing)."""
         return cut(frame, count if count is not None else self._passes_for(frame))
 
-    def _cut_aside(self, frame: pl.DataFrame, aside: SetAside) -> DayPieces:
+    def _cut_aside(self, frame: pl.DataFrame, spill: IO[bytes]) -> DayPieces:
         """A day read whole, cut into the passes' pieces: held as they are with one pass, else
         set aside compressed until their pass takes them."""
         if self.passes == 1:
-            return _Held([frame.select(*KEY_COLUMNS, *MONTH_COLUMNS).shrink_to_fit()])
-        return aside.put(cut(frame, self.passes))
+            pieces: list[pl.DataFrame | None] = [*cut(frame, 1)]
+            return _Held(pieces)
+        return set_aside(spill, cut(frame, self.passes))
 
-    def _learn(self, part: pl.DataFrame, runs: pl.DataFrame) -> None:
-        """The month's facts from a pass's piece of a day; `runs`: its Deployments in order,
-        their minutes and most GPUs per replica."""
+    def _learn(self, part: pl.DataFrame, runs: _Runs) -> None:
+        """The month's facts from a pass's piece of a day (its Deployments' `runs`)."""
         self.models |= {canonical_model(str(m)) for m in part["model"].drop_nulls().unique()}
-        for ns, dep, _, found in runs.iter_rows():
-            key = (str(ns), str(dep))
-            if found is not None and int(found) > self.widest.get(key, 0):
+        for key, found in zip(runs.keys, runs.widest().tolist(), strict=True):
+            if not math.isnan(found) and int(found) > self.widest.get(key, 0):
                 self.widest[key] = int(found)
 
     def _passes_for(self, part: pl.DataFrame) -> int:
         """How many passes keep a pass's minutes under `REPLAY_BUDGET`, were every day of the
         window as large as `part` (no more passes than its Deployments)."""
-        deployments = part.select(KEY_COLUMNS).n_unique()
+        deployments = len(_Runs.of(part).keys)
         month = part.select(REPLAY_COLUMNS).estimated_size() * len(list(self.window.days()))
         return max(1, min(deployments, math.ceil(month / REPLAY_BUDGET)))
 
@@ -184,26 +184,27 @@ def cut(frame: pl.DataFrame, count: int) -> list[pl.DataFrame]:
     frame = frame.select(*KEY_COLUMNS, *MONTH_COLUMNS)
     if count == 1:
         return [frame]
-    runs = _runs(frame)
-    keys = runs.select(KEY_COLUMNS).iter_rows()
-    groups = np.fromiter((pass_of((str(ns), str(dep)), count) for ns, dep in keys), np.int64, runs.height)
-    rows = pl.Series(np.repeat(groups, runs["len"].to_numpy()))
+    runs = _Runs.of(frame)
+    groups = np.fromiter((pass_of(key, count) for key in runs.keys), np.int64, len(runs.keys))
+    rows = pl.Series(np.repeat(groups, runs.lengths))
     return [frame.filter(rows == batch) for batch in range(count)]
 
 
-def _hold(part: pl.DataFrame, runs: pl.DataFrame, held: dict[Key, list[pl.DataFrame]]) -> None:
+def _hold(part: pl.DataFrame, runs: _Runs, held: dict[Key, list[pl.DataFrame]], *,
+          compact: bool) -> None:
     """Keep the replay columns of `part` (a pass's piece of a day: its Deployments' `runs`) by
-    Deployment, as slices of the piece.
+    Deployment, as slices of the piece; of a compact copy of them when `compact` (one pass).
 
-    A piece decoded from its part, or a compact copy of a day read (`_cut_aside`), not views of
-    the query's frame: a day read from DuckDB holds its Arrow buffers as DuckDB grew them, with
-    the columns not kept beside them; views of a 1,000-GPU day held ~30 MB for its 14 MB of
-    replay columns, ~430 MB more over the month at a full refresh's peak (decision 0286)."""
+    A copy with one pass, not views of the day read: a day read from DuckDB holds its Arrow
+    buffers as DuckDB grew them, with the columns not kept beside them; views of a 1,000-GPU
+    day held ~30 MB for its 14 MB of replay columns, ~430 MB more over the month at a full
+    refresh's peak (decision 0286). The copy is ~10 ms a day. With several passes (10,000
+    GPUs) a piece is decoded afresh from its part or the set-aside file, and not copied again."""
     replay = part.select(REPLAY_COLUMNS)
-    offset = 0
-    for ns, dep, length in runs.select(*KEY_COLUMNS, "len").iter_rows():
-        held.setdefault((str(ns), str(dep)), []).append(replay.slice(offset, length))
-        offset += length
+    if compact:
+        replay = replay.shrink_to_fit()
+    for key, start, length in zip(runs.keys, runs.starts.tolist(), runs.lengths.tolist(), strict=True):
+        held.setdefault(key, []).append(replay.slice(start, length))
 
 
 @dataclass
@@ -219,26 +220,50 @@ class _Held:
         return frame
 
 
-@dataclass
-class SetAside:
-    """Pieces of days read whole, written once (Arrow IPC, LZ4: about 30 MB a 10,000-GPU day;
-    zstd's fifth smaller took twice as long to write) to `file`, an unnamed temporary file, so
-    they wait on disk, not in memory (the chart's jobs mount an `emptyDir` at /tmp), and are
-    read back a pass at a time."""
-
-    file: IO[bytes]
-
-    def put(self, frames: list[pl.DataFrame]) -> Pieces:
-        """`frames` set aside, as pieces read back from the file."""
-        payload = encoded(frames, "lz4")
-        start = self.file.seek(0, io.SEEK_END)
-        self.file.write(payload)
-        return Pieces.read(self.file, start, len(payload))
+def set_aside(spill: IO[bytes], frames: list[pl.DataFrame]) -> Pieces:
+    """`frames` (a day read whole, cut for the passes) set aside in `spill`, an unnamed
+    temporary file, as pieces read back a pass at a time: they wait on disk, not in memory (the
+    chart's jobs mount an `emptyDir` at /tmp). Arrow IPC, LZ4: about 30 MB a 10,000-GPU day;
+    zstd's fifth smaller took twice as long to write."""
+    payload = encoded(frames, "lz4")
+    start = spill.seek(0, io.SEEK_END)
+    spill.write(payload)
+    return Pieces.read(spill, start, len(payload))
 
 
-def _runs(part: pl.DataFrame, *also: pl.Expr) -> pl.DataFrame:
-    """The Deployments of `part` (sorted by them) in order: their minutes (`len`) and `also`."""
-    return part.group_by(KEY_COLUMNS, maintain_order=True).agg(pl.len(), *also)
+@dataclass(frozen=True)
+class _Runs:
+    """The Deployments of a day's minutes (sorted by them) in order: their keys, and where each
+    one's rows start and how many there are.
+
+    From the names' categorical codes with numpy: a `group_by(..., maintain_order=True)` of a
+    10,000-GPU day (2.5 M rows) took ~60-100 ms, ~3 s of the month's passes on the thread that
+    holds the minutes; the change points of the codes take a tenth of that."""
+
+    part: pl.DataFrame
+    keys: list[Key]
+    starts: Ints
+    lengths: Ints
+
+    @classmethod
+    def of(cls, part: pl.DataFrame) -> _Runs:
+        if part.is_empty():
+            return cls(part, [], np.zeros(0, np.int64), np.zeros(0, np.int64))
+        names = [part[column].to_physical().to_numpy() for column in KEY_COLUMNS]
+        change = np.zeros(part.height, dtype=bool)
+        change[0] = True
+        for codes in names:
+            change[1:] |= codes[1:] != codes[:-1]
+        starts = np.flatnonzero(change)
+        keys = [(str(ns), str(dep)) for ns, dep in part.select(KEY_COLUMNS)[starts].iter_rows()]
+        return cls(part, keys, starts, np.diff(np.append(starts, part.height)))
+
+    def widest(self) -> Floats:
+        """Each Deployment's most GPUs per replica in the part (NaN where none is known)."""
+        if not self.keys:
+            return np.zeros(0)
+        gpus = self.part["gpus_per_replica"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+        return np.fmax.reduceat(gpus, self.starts)
 
 
 def _handed(held: dict[Key, list[pl.DataFrame]]) -> Iterator[tuple[Key, pl.DataFrame]]:
