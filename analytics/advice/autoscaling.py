@@ -34,6 +34,7 @@ one, with a minimum by time of day. The evidence is a replay of the recorded mon
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -187,10 +188,12 @@ def autoscaling_advice(
 
 
 def deployment_advice(
-    key: tuple[str, str], minutes: pl.DataFrame, policy: Policy, *, per: int = 1, price: float = 0.0,
+    key: tuple[str, str], minutes: pl.DataFrame | Sequence[pl.DataFrame], policy: Policy, *, per: int = 1,
+    price: float = 0.0,
 ) -> AutoscalingAdvice:
     """Steps 1-6 for one Deployment `key` from its minutes alone (SERIES_SCHEMA's columns after
-    namespace and deployment, sorted by ts): what `autoscaling_advice` computes for it."""
+    namespace and deployment, sorted by ts; one frame, or its days' frames in order): what
+    `autoscaling_advice` computes for it."""
     return _one(key, minutes, policy, per=per, price=price)
 
 
@@ -219,15 +222,25 @@ class _Minutes:
     tokens: Floats
 
     @classmethod
-    def of(cls, frame: pl.DataFrame) -> _Minutes:
-        replicas = frame["replicas"].to_numpy()
+    def of(cls, minutes: pl.DataFrame | Sequence[pl.DataFrame]) -> _Minutes:
+        """The arrays of a Deployment's minutes: one frame, or its days' frames in order (read
+        into one array each, not concatenated as frames first: one copy of the month, not two,
+        on the replay's thread)."""
+        days = [minutes] if isinstance(minutes, pl.DataFrame) else minutes
+
+        def joined(read: Callable[[pl.DataFrame], np.ndarray], dtype: type[np.generic]) -> np.ndarray:
+            return np.concatenate([read(day) for day in days], dtype=dtype)
+
+        replicas = np.concatenate([day["replicas"].to_numpy() for day in days])
         recorded_f = replicas.astype(np.float64)
-        activity = _filled(frame["activity"])
-        micros = np.asarray(frame["ts"].to_numpy(), dtype="datetime64[us]").view(np.int64)
-        return cls(replicas.astype(np.int64), recorded_f, _filled(frame["queue"]), activity,
-                   recorded_f * activity, micros // HOUR_US % 24,
-                   frame["running"].to_numpy().astype(np.float64),
-                   frame["tokens_per_s"].to_numpy().astype(np.float64))
+        activity = joined(lambda day: _filled(day["activity"]), np.float64)
+        micros = joined(lambda day: np.asarray(day["ts"].to_numpy(), dtype="datetime64[us]").view(np.int64),
+                        np.int64)
+        queue = joined(lambda day: _filled(day["queue"]), np.float64)
+        return cls(replicas.astype(np.int64), recorded_f, queue, activity, recorded_f * activity,
+                   micros // HOUR_US % 24,
+                   joined(lambda day: day["running"].to_numpy(), np.float64),
+                   joined(lambda day: day["tokens_per_s"].to_numpy(), np.float64))
 
 
 def _filled(column: pl.Series) -> Floats:
@@ -239,7 +252,8 @@ def _filled(column: pl.Series) -> Floats:
 
 
 def _one(
-    key: tuple[str, str], group: pl.DataFrame, policy: Policy, *, per: int, price: float,
+    key: tuple[str, str], group: pl.DataFrame | Sequence[pl.DataFrame], policy: Policy, *, per: int,
+    price: float,
 ) -> AutoscalingAdvice:
     ns, dep = key
     minutes = _Minutes.of(group)

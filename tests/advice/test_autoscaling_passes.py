@@ -64,7 +64,7 @@ def test_each_pass_holds_only_its_own_group(copy: Path, monkeypatch: pytest.Monk
     read: list[Window] = []
     with Warehouse.open(copy, read_only=True) as wh:
         month = ServingMonth(lambda day: read.append(day) or _serving(wh, day), WINDOW)
-        handed = [(key, frame.height) for key, frame in month.deployments()]
+        handed = [(key, sum(day.height for day in days)) for key, days in month.deployments()]
         rows = pl.concat([_serving(wh, day) for day in WINDOW.days()])
     expected = {(str(ns), str(dep)): n for ns, dep, n in rows.group_by("namespace", "deployment").len().iter_rows()}
     assert month.passes == len(expected) > 1  # no more passes than Deployments
