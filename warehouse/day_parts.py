@@ -7,15 +7,13 @@ autoscaling advice read the month's per-minute inputs a day at a time (`analytic
 day's answer depends only on the SQL and on the rows it reads, so it is kept here under a
 content stamp of those rows (`warehouse.queries.advice.per_minute_inputs_stamps`, read from
 the fingerprints every write keeps, decision 0274) and read back while the stamp is unchanged:
-a refresh queries only the days whose inputs changed (the running day; a day that was
-backfilled), and the month is put together from the parts exactly as a full read puts it
-together from the days. The token costs' counters are read the same way
-(`warehouse.queries.workloads.token_increases`: a day's increases and its first and last
-samples, joined to the day before). What spans days (each allocation's statistics over the
-month) is kept whole with every day's stamp, and only its rows that reach a changed day are
-asked again (`DayParts.spanning`, decision 0261). What a reader takes in passes (the serving
-minutes, a group of Deployments a pass) is kept cut into one piece per pass (`DayParts.pieces`,
-`warehouse.pieces`, decision 0287), so each pass decodes only its own.
+a refresh queries only the days whose inputs changed (the running day; a day backfilled), and
+the month is put together from the parts exactly as a full read puts it together from the
+days; the token costs' counters too (`warehouse.queries.workloads.token_increases`). What spans
+days (each allocation's statistics over the month) is kept whole with every day's stamp, and
+only its rows that reach a changed day are asked again (`DayParts.spanning`, decision 0261).
+What a reader takes in passes (the serving minutes, a group of Deployments a pass) is kept cut
+into one piece per pass (`DayParts.pieces`, decision 0287): each pass decodes only its own.
 
 The parts live in their own folder (`<warehouse>.dayparts/`), not in the serving store, which
 every publish copies whole: a month of serving minutes is tens of MB at 256 GPUs, 664 MB at
@@ -58,12 +56,10 @@ SpanRead = Callable[[ReadableWarehouse, datetime, datetime, Ranges], pl.DataFram
 """A window's read whose rows span days: `(wh, start, end, touching)` → every row when
 `touching` is empty, else (at least) those with a sample in one of the ranges."""
 Cut = Callable[[pl.DataFrame, int | None], Sequence[pl.DataFrame]]
-"""A day's frame cut into a number of pieces (`DayParts.pieces`; None: as many as the cutter
-sizes from the frame)."""
+"""A day's frame cut into a number of pieces (None: as many as the cutter sizes it for)."""
 SUFFIX = ".daypart"
 MAGIC = b"gpldayp1"
-PIECES_MAGIC = b"gpldayq1"
-"""The head of a part kept as pieces (`warehouse.pieces`), told apart from a one-frame part."""
+PIECES_MAGIC = b"gpldayq1"  # a part kept as pieces (`warehouse.pieces`), not one frame
 HEAD = struct.Struct("<8sIQ")
 """A part's head: the magic, the stamp's length and the frame's (a part cut short, by a crash
 before its blocks reached the disk, is told from a whole one by the lengths)."""
@@ -177,13 +173,11 @@ class DayParts:
     def pieces(self, name: str, wh: ReadableWarehouse, start: datetime, end: datetime, read: DayRead, *,
                cut: Cut, count: int | None) -> Pieces | None:
         """`read(wh, start, end)` for the UTC day `[start, end)` cut by `cut` into `count`
-        pieces (as many as `cut` sizes when None), kept as one part (`warehouse.pieces`,
-        decision 0287): a reader in passes then decodes only its pass's piece of each day. A
-        kept part whose inputs are unchanged is used as it is when it has `count` pieces (any
-        count when `count` is None); with another count it is cut again from its own pieces,
-        not queried. A day not kept (a window's partial edge day) or parts that failed give
-        None: the caller reads the day itself (counted in `reads`). When the part cannot be
-        written, the pieces are read from memory."""
+        pieces (as many as `cut` sizes when None), kept as one part (decision 0287): a reader
+        in passes decodes only its own piece of each day. A kept part with unchanged inputs is
+        used when it has `count` pieces (any, when None), else cut again from its own pieces,
+        not queried. None (counted in `reads`) for a day not kept (a window's partial edge day)
+        or parts that failed: the caller reads the day. A failed write gives pieces in memory."""
         if self.failure is not None or not _whole_day(start, end):
             self.reads += 1
             return None
@@ -258,9 +252,7 @@ class DayParts:
         return self.path / quote(name, safe="") / f"{day.isoformat()}{SUFFIX}"
 
     def _kept(self, name: str, day: date, wanted: Callable[[str], bool]) -> tuple[str, pl.DataFrame] | None:
-        """The part of `name` for `day` (its stamp and frame) when there is one whose stamp is
-        `wanted`: its head is read first, the frame only when wanted. A part that is not whole
-        is removed (it is read again and replaced); a file that cannot be read ends the parts."""
+        """The part of `name` for `day` (its stamp and frame) when its stamp is `wanted`."""
 
         def frame(part: io.BufferedReader, path: Path, size: int) -> pl.DataFrame:
             payload = part.read(size + 1)
@@ -286,8 +278,9 @@ class DayParts:
     def _opened(self, name: str, day: date, magic: bytes, wanted: Callable[[str], bool],
                 body: Callable[[io.BufferedReader, Path, int], T]) -> tuple[str, T] | None:
         """`body(file, path, size)` of the part of `name` for `day` once its head (`magic`) is
-        read, when its stamp is `wanted`; None for no part, an unwanted one, or one not whole
-        (removed: it is read again and replaced) or unreadable (the parts end, `failure`)."""
+        read, when its stamp is `wanted` (the payload is read only then); None for no part, an
+        unwanted one, or one not whole (removed: it is read again and replaced) or unreadable
+        (the parts end, `failure`)."""
         if self.failure is not None:
             return None
         path = self._file(name, day)
@@ -308,20 +301,17 @@ class DayParts:
             return None
 
     def _store(self, name: str, day: date, stamp: str, frame: pl.DataFrame) -> None:
-        """Keep `frame` under (`name`, `day`) with `stamp` (`_write`)."""
-        if self.failure is not None:
-            return
+        """Keep `frame` under (`name`, `day`) with `stamp` (`_write`), as zstd Arrow IPC."""
         buffer = io.BytesIO()
         frame.write_ipc(buffer, compression="zstd")
         self._write(name, day, stamp, buffer.getbuffer(), MAGIC)
 
     def _write(self, name: str, day: date, stamp: str, payload: bytes | memoryview,
                magic: bytes) -> tuple[Path, int] | None:
-        """Keep `payload` under (`name`, `day`) with `stamp`, headed by `magic`: written beside
-        the part's file and renamed over it, so a kill keeps the old part or the new. Where the
-        payload starts in the file; None on a failure, which is remembered (`failure`). Not
-        synced to the disk: a part a crash cut short is told by its lengths (`_opened`) and
-        read again, as a cache may be."""
+        """Keep `payload` under (`name`, `day`) with `stamp`, headed by `magic`, written beside
+        the part's file and renamed over it (a kill keeps the old part or the new); where the
+        payload starts in the file, or None on a failure (`failure`). Not synced: a part a crash
+        cut short is told by its lengths (`_opened`) and read again, as a cache may be."""
         if self.failure is not None:
             return None
         target = self._file(name, day)
