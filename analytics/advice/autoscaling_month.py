@@ -267,10 +267,9 @@ class _Runs:
 
 
 def _handed(held: dict[Key, list[pl.DataFrame]]) -> Iterator[tuple[Key, list[pl.DataFrame]]]:
-    """Each Deployment's days of `held`, in name order, dropped as handed out: not concatenated
-    here, on the thread that reads the month (`pl.concat` of a 10,000-GPU month's Deployments
-    took ~3.8 s of it), but read into the replay's arrays on the replay's own thread
-    (`autoscaling._Minutes.of`)."""
+    """Each Deployment's days of `held`, in name order, dropped as handed out: joined on the
+    replay's own thread (`autoscaling._Minutes.of`), not here on the thread that reads the month
+    (the `pl.concat` of a 10,000-GPU month's Deployments took ~3.8 s of it)."""
     for key in sorted(held):
         yield key, held.pop(key)
 
