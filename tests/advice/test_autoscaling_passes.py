@@ -21,19 +21,12 @@ from gpuledger.core.window import Window
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.day_parts import DayParts, day_parts_path
 from gpuledger.warehouse.queries import advice as queries
-from tests.advice.test_day_parts import DATA, WINDOW
-from tests.analytics.builders import simulated
-
-
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """64 GPUs: eight serving Deployments, in each of three passes (`pass_of`)."""
-    return simulated(tmp_path_factory.mktemp("passes") / "wh.duckdb", 64, DATA, seed=11)
+from tests.advice.test_day_parts import WINDOW
 
 
 @pytest.fixture
-def copy(fleet: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copyfile(fleet, tmp_path / "wh.duckdb"))
+def copy(serving_fleet: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copyfile(serving_fleet, tmp_path / "wh.duckdb"))
 
 
 def _serving(wh: Warehouse, day: Window) -> pl.DataFrame:

@@ -22,21 +22,14 @@ from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse.day_parts import DayParts, day_parts_path
 from gpuledger.warehouse.pieces import Pieces
 from gpuledger.warehouse.queries import advice as queries
-from tests.advice.test_day_parts import DATA, DAY_ONE, DAY_TWO, WINDOW
-from tests.analytics.builders import simulated
+from tests.advice.test_day_parts import DAY_ONE, DAY_TWO, WINDOW
 
 ACTIVITY = SamplingRules.of(Settings()).activity
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """64 GPUs: eight serving Deployments, some in each of three passes."""
-    return simulated(tmp_path_factory.mktemp("pieces") / "wh.duckdb", 64, DATA, seed=11)
-
-
 @pytest.fixture
-def copy(fleet: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copyfile(fleet, tmp_path / "wh.duckdb"))
+def copy(serving_fleet: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copyfile(serving_fleet, tmp_path / "wh.duckdb"))
 
 
 def _one_piece(frame: pl.DataFrame, count: int | None) -> list[pl.DataFrame]:
