@@ -96,7 +96,18 @@ def _unparsed(cctx: click.Context) -> list[str]:
         return [*getattr(cctx, "protected_args", []), *cctx.args]
 
 
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+"""OpenBLAS (numpy's and scipy's) on one thread unless the caller's environment says otherwise
+(decision 0288). Its only callers here are scipy's k-means distances (tall, five columns wide),
+which a second thread does not speed up, while its idle workers spin for their next call: at
+10,000 GPUs 5 % of a `refresh-serving` increment's CPU (the k-means alone took twice its wall
+time in CPU), taken from DuckDB's and Polars' threads or from a pod's CPU quota. Set before
+numpy is first imported (OpenBLAS reads it when it loads; no module imports numpy at the top)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    for name, value in BLAS_THREADS.items():
+        os.environ.setdefault(name, value)
     args = list(sys.argv[1:] if argv is None else argv)
     cli = build_cli()
     if os.environ.get(COMPLETE_VAR):
