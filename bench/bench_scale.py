@@ -119,13 +119,13 @@ def remove_last_hour(path: Path) -> None:
     """The warehouse at `path`, in place, as it was before its last collect round: the month's
     last hour removed (`EARLIER_BY_HOUR`), the last day's daily roll-up rewritten from the hourly
     rows left (as the round's load rewrites it: `daily_rollup.refresh_days`; deleting it billed
-    the hour-earlier refresh without its last day) and the samples' fingerprints of that day
-    rebuilt (as a load keeps them, v18)."""
+    the hour-earlier refresh without its last day) and every day fingerprint of that day rebuilt
+    (as a load keeps them: the samples' v18, the roll-ups', allocations' and queue samples' v19)."""
     import duckdb
 
     from gpuledger.core.window import DAY, Window
     from gpuledger.warehouse.daily_rollup import refresh_days
-    from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS, rebuild
+    from gpuledger.warehouse.sample_fingerprints import ALL, rebuild
 
     con = duckdb.connect(str(path))
     try:
@@ -138,7 +138,7 @@ def remove_last_hour(path: Path) -> None:
             con.execute(f"DELETE FROM {table} WHERE ts > ? - INTERVAL 1 HOUR", [last])
         refresh_days(con, Window(day, last_day + DAY))  # the days of the hour removed and the hour before it
         tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        for kind in (SAMPLES, TOKENS):
+        for kind in ALL:
             if kind.table in tables:
                 rebuild(con, kind, since=day.date())
         con.execute("COMMIT")

@@ -16,7 +16,8 @@ Kept equal to the hourly roll-up by construction:
    day rows gives exactly what summing their hourly rows gives (floating-point order aside).
 3. A row's name is the full set of usage key columns (`USAGE_KEYS`): a device whose node,
    pool or queue changed within a day has one row per name, as the hourly query groups them.
-Schema v016 creates it and fills it from the hourly rows already stored.
+Schema v016 creates it and fills it from the hourly rows already stored; its day fingerprints
+(v019, `warehouse.sample_fingerprints.ROLLUPS`) are kept by `refresh_days`, its one writer.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from gpuledger.core.window import DAY, Window, as_utc, floor_time
+from gpuledger.warehouse.sample_fingerprints import BY_SOURCE, kept_current
 from gpuledger.warehouse.utc_sql import DAY_US, utc_floor
 
 if TYPE_CHECKING:
@@ -76,5 +78,6 @@ def refresh_days(con: duckdb.DuckDBPyConnection, window: Window) -> None:
     """Rule 1: rewrite the day rows of every day `window` touches from the hourly rows stored.
     Run inside the load's transaction, after its hourly rows are written."""
     start, end = day_span(window)
-    con.execute(f"DELETE FROM {DAILY} WHERE ts >= $start AND ts < $end", {"start": start, "end": end})
-    con.execute(_REFRESH_SQL, {"start": start, "end": end})
+    with kept_current(con, BY_SOURCE[DAILY], start, end):  # (0289)
+        con.execute(f"DELETE FROM {DAILY} WHERE ts >= $start AND ts < $end", {"start": start, "end": end})
+        con.execute(_REFRESH_SQL, {"start": start, "end": end})

@@ -1,4 +1,6 @@
-"""The stored samples' fingerprints per UTC day, kept by every write (v018, decision 0274).
+"""The stored samples' and roll-ups' fingerprints per UTC day, kept by every write (v018,
+decision 0274; the roll-ups and the other tables the serving store keeps per day since v019,
+decision 0289).
 
 Why: a reader that keeps what a query gave for a day (`warehouse.day_parts`) must know whether
 the day's inputs changed since. It used to hash the inputs themselves each time: the count and
@@ -9,6 +11,13 @@ instead, in the same transaction as the rows: every statement that replaces or r
 range of a fingerprinted table runs inside `kept_current`, which subtracts the range's sums
 before and adds them after. The cost is the written range's rows, not the day's or the month's.
 
+The serving store's publish had the same need for the tables it keeps per UTC day
+(`warehouse.serving_day_parts`: the hourly and daily roll-ups, the allocations, the queue
+samples): it hashed every row of each, of every month the warehouse holds, on every publish
+(a 10,000-GPU month's 13.6 M hourly rows: 2-4 s of each hourly refresh, and twelve times that
+with a year kept); their writers keep the same sums now (`ROLLUPS`), so a publish reads a few
+rows a day.
+
 Rules:
 1. A fingerprint is of the content, not a record of the writes: the row count and the sum of
    the row hashes (`Fingerprinted.row_hash`) of the stored rows of a day (and, for the GPU
@@ -17,8 +26,8 @@ Rules:
    the rows (the tests hold every writer to that: a load, a late load, a reload, compaction,
    migration). A key whose count reaches 0 loses its row.
 2. Every writer of a fingerprinted table goes through `kept_current` (the load around each
-   table's write, `retention.compact` around its delete); a migration that rewrites the rows
-   calls `rebuild`.
+   table's write, `daily_rollup.refresh_days` around the days it rewrites, `retention.compact`
+   around its delete); a migration that rewrites the rows calls `rebuild`.
 3. A row hash names every stored column, never the row as a whole: a column added by a later
    migration must not change the hash of rows summed before it (that migration rebuilds).
 """
@@ -32,7 +41,14 @@ from datetime import UTC, date, datetime, timedelta
 
 import duckdb
 
-from gpuledger.core.frames import METRIC_COLUMNS, TOKEN_SAMPLES
+from gpuledger.core.frames import (
+    ALLOCATIONS,
+    CARD_HOURS_DAILY,
+    CARD_HOURS_HOURLY,
+    METRIC_COLUMNS,
+    QUEUE_SAMPLES,
+    TOKEN_SAMPLES,
+)
 from gpuledger.warehouse.sample_layout import VALUES_TABLE
 from gpuledger.warehouse.utc_sql import DAY_US, utc_unit_number
 
@@ -75,7 +91,14 @@ SAMPLES = Fingerprinted(VALUES_TABLE, "gpu_sample_fingerprints",
 """The GPU samples' values, per day and series (`warehouse.sample_layout`)."""
 TOKENS = Fingerprinted("token_samples", "token_sample_fingerprints", TOKEN_SAMPLES.column_names)
 """The vLLM token samples, per day."""
-BY_SOURCE = {f.source: f for f in (SAMPLES, TOKENS)}
+ROLLUPS = tuple(Fingerprinted(spec.name, f"{spec.name}_fingerprints", spec.column_names)
+                for spec in (CARD_HOURS_HOURLY, CARD_HOURS_DAILY, ALLOCATIONS, QUEUE_SAMPLES))
+"""The tables the serving store keeps per UTC day (`warehouse.serving_day_parts.PARTITIONED`),
+per day: the hourly roll-up and the allocations (each roll-up load's window), the daily
+roll-up (the days that load touches, `warehouse.daily_rollup.refresh_days`), the queue samples
+(their loads)."""
+ALL = (SAMPLES, TOKENS, *ROLLUPS)
+BY_SOURCE = {f.source: f for f in ALL}
 _DELTA = "sample_fingerprint_delta"
 _MERGED = "sample_fingerprint_merged"
 

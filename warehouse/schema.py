@@ -25,7 +25,7 @@ from gpuledger.core.errors import SchemaVersionError
 from gpuledger.core.frames import TABLES
 from gpuledger.core.table_spec import TableSpec
 from gpuledger.warehouse.migrations import STEPS
-from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS
+from gpuledger.warehouse.sample_fingerprints import ALL as FINGERPRINTED
 from gpuledger.warehouse.sample_layout import DDL as SAMPLE_LAYOUT_DDL
 
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
@@ -50,12 +50,12 @@ SUPPORT_DDL: tuple[str, ...] = (
     "CREATE SEQUENCE IF NOT EXISTS audit_seq START 1",
     "CREATE TABLE IF NOT EXISTS gpuledger_meta (\n  key VARCHAR NOT NULL,\n"
     "  value VARCHAR NOT NULL,\n  PRIMARY KEY (key)\n)",
-    SAMPLES.ddl,
-    TOKENS.ddl,
+    *(kind.ddl for kind in FINGERPRINTED),
 )
 """Objects of the latest schema that `core.frames` does not declare: the audit log's sequence
 and the file marker table (v2; v3 dropped the time index on raw samples, zone maps serve time
-ranges), the GPU and token samples' fingerprints per day (v18, `warehouse.sample_fingerprints`).
+ranges), the GPU and token samples' fingerprints per day (v18, `warehouse.sample_fingerprints`) and
+the roll-ups', allocations' and queue samples' (v19).
 A step that changes them changes this list too."""
 
 MARKER_TABLE = "gpuledger_meta"

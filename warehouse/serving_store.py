@@ -12,16 +12,17 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
    (the retention test proves it for compaction), and the newest sample of each device is there
    (MIG holders "now"). The MIG samples of each month's last hour stay too: the Fleet page's
    MIG map of a past month shows who held each instance at its end. `token_samples` keeps its
-   newest hour (freshness); the samples' fingerprints (`warehouse.sample_fingerprints`)
-   describe the warehouse's samples, not the store's tail, and are not copied. Results of the
+   newest hour (freshness); the fingerprints (`warehouse.sample_fingerprints`) describe the
+   warehouse's rows, not the store's tail, and are not copied. Results of the
    analyses that need the raw samples of a whole month (recommendations, token costs, advice
    kinds) are written by the publisher's caller into
    `serving_results` (`put_result`, `warehouse.serving_results_table`), computed on the
    warehouse, each with the rules it was computed under (docs/decisions/0150).
 2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per UTC day with a
-   fingerprint each (row count and the sum of row hashes); a publish rewrites only the days
-   whose fingerprint changed (a `collect --follow` minute or an hourly refresh: the running day
-   only, not its month; `warehouse.serving_day_parts`, decision 0266). The other tables (pods,
+   fingerprint each (row count and the sum of row hashes, as their writers keep them: 0289);
+   a publish rewrites only the days whose fingerprint changed (a `collect --follow` minute or
+   an hourly refresh: the running day only, not its month; `warehouse.serving_day_parts`,
+   decision 0266). The other tables (pods,
    series, preemptions) have one fingerprint each and are copied only when it changed
    (`update_whole`, decision 0271).
 3. Crash safety: a publish copies the current file to a temporary name, updates the copy, and
@@ -302,7 +303,7 @@ def _update_tables(wh: Warehouse, margin: timedelta, srv: str) -> tuple[int, int
         con.execute(f'DROP TABLE {srv}."{stale}"')
     rewritten = kept = copied = 0
     for table in source:
-        if table in FINGERPRINTS:  # the warehouse's samples' (0274), not the store's tail
+        if table in FINGERPRINTS:  # the warehouse's tables' (0274, 0289), not the store's
             continue
         if table in PARTITIONED:
             r, k = update_partitioned(con, catalog, table, PARTITIONED[table], srv)

@@ -11,7 +11,10 @@ samples, rolled up day by day as collection does. Checked:
   over whole days and over windows with partial days at either edge, equal to the cent the
   bills of the previous path (every hour read from the hourly roll-up), with card-hours to
   float noise; the allocated card-hours per team equal the hourly rows summed here;
-- the bill does read the day rows: a day row changed by hand changes the bill.
+- the bill does read the day rows: a day row changed by hand changes the bill;
+- the day fingerprints of the hourly and daily roll-ups and the allocations (v019, 0289) equal
+  the ones computed from their rows after each of those writes (the re-roll moves its day's
+  only) and after the v019 upgrade of a file without them.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from gpuledger.simulator.engine import Simulation
 from gpuledger.simulator.fleet import FleetSpec
 from gpuledger.warehouse import LoadBatch, Warehouse
 from gpuledger.warehouse.queries import usage as q
+from gpuledger.warehouse.sample_fingerprints import ROLLUPS
+from tests.foundation.test_sample_fingerprints import expected, kept
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 WINDOW = Window(START, START + timedelta(days=3))
@@ -108,10 +113,25 @@ def assert_days_are_their_hours(wh: Warehouse) -> pl.DataFrame:
     return days
 
 
+def assert_fingerprints_kept(wh: Warehouse) -> dict[str, dict[tuple[object, ...], tuple[int, int]]]:
+    """Each roll-up table's day fingerprints as its writers kept them (v019, decision 0289)
+    equal the ones computed from its stored rows (`expected`: hashed by DuckDB, summed in
+    Python); each table's, by name."""
+    out = {}
+    for kind in ROLLUPS:
+        found = kept(wh, kind)
+        assert found == expected(wh, kind), kind.source
+        out[kind.source] = found
+    return out
+
+
 def test_day_rows_are_the_sums_of_their_hours(rolled: Path):
     with Warehouse.open(rolled, read_only=True) as wh:
         days = assert_days_are_their_hours(wh)
+        fingerprints = assert_fingerprints_kept(wh)
     assert days["ts"].unique().sort().to_list() == [d.start for d in WINDOW.days()]
+    for table in ("card_hours_hourly", "card_hours_daily", "allocations"):
+        assert [day for (day,) in fingerprints[table]] == [d.start.date() for d in WINDOW.days()], table
 
 
 def _day_totals(days: pl.DataFrame) -> dict[datetime, float]:
@@ -123,11 +143,16 @@ def test_a_reroll_of_some_hours_rewrites_their_day_only(fleet: Path):
     hours = Window(START + timedelta(days=1, hours=6), START + timedelta(days=1, hours=12))
     with Warehouse.open(fleet) as wh:
         before = _day_totals(_day_rows(wh))
+        printed = assert_fingerprints_kept(wh)
         wh.load(reroll_batch(wh, hours, Rules.of(other)))
         after = _day_totals(assert_days_are_their_hours(wh))
+        reprinted = assert_fingerprints_kept(wh)
     day1, day2, day3 = (d.start for d in WINDOW.days())
     assert after[day2] > before[day2] + 1.0  # the re-rolled hours' day changed ...
     assert after[day1] == before[day1] and after[day3] == before[day3]  # ... and only it
+    for table in ("card_hours_hourly", "card_hours_daily"):  # their fingerprints the same way
+        moved = {day for day in printed[table] if reprinted[table][day] != printed[table][day]}
+        assert moved == {(day2.date(),)}, table
 
 
 def test_late_samples_rerolled_keep_the_days_equal(fleet: Path):
@@ -139,6 +164,7 @@ def test_late_samples_rerolled_keep_the_days_equal(fleet: Path):
         rerolled = reroll_dirty(wh, Settings())
         assert rerolled.days[0].start == START  # from the late hours to the roll-up's watermark
         assert_days_are_their_hours(wh)
+        assert_fingerprints_kept(wh)
         now = wh.scalar("SELECT sum(card_hours) FROM card_hours_daily WHERE ts = ?", [START])
     assert now < held - 10  # three hours of 24 cards went
 
@@ -154,6 +180,17 @@ def test_an_upgraded_file_gets_the_day_rows_of_its_hours(fleet: Path):
     with Warehouse.open(fleet) as wh:  # a writer migrates
         upgraded = assert_days_are_their_hours(wh)
     assert upgraded.height == expected.height
+
+
+def test_an_upgraded_file_gets_the_fingerprints_of_its_rows(fleet: Path):
+    con = duckdb.connect(str(fleet))  # the file as v018 wrote it: no roll-up fingerprints
+    for kind in ROLLUPS:
+        con.execute(f"DROP TABLE {kind.table}")
+    con.execute("DELETE FROM schema_version WHERE version >= 19")
+    con.close()
+    with Warehouse.open(fleet) as wh:  # a writer migrates
+        fingerprints = assert_fingerprints_kept(wh)
+    assert all(fingerprints.values())
 
 
 @pytest.fixture

@@ -40,12 +40,14 @@ from polars.testing import assert_frame_equal
 
 from gpuledger.analytics.billing.bill import compute_bill
 from gpuledger.command_context import Context
+from gpuledger.core.frames import CARD_HOURS_HOURLY, QUEUE_SAMPLES, polars_schema
 from gpuledger.core.period import Period
 from gpuledger.core.rules import SamplingRules
 from gpuledger.core.window import Window, floor_time
 from gpuledger.dashboards import serving_results
 from gpuledger.dashboards.app import create_app
-from gpuledger.warehouse import Warehouse
+from gpuledger.warehouse import LoadBatch, Warehouse
+from gpuledger.warehouse.sample_fingerprints import BY_SOURCE, rebuild
 from gpuledger.warehouse.serving_day_parts import PARTITIONED, PARTS_TABLE, WHOLE, _runs
 from gpuledger.warehouse.serving_store import FINGERPRINTS, is_served, open_serving, publish, serving_path
 from tests.dashboards.conftest import MIG_PLAN, PERIOD, PREVIOUS, admin_headers, settings_with_roles
@@ -177,6 +179,14 @@ def test_a_republish_rewrites_only_changed_days(published: Path) -> None:
         assert serving.scalar("SELECT max(ts) FROM card_hours_hourly") == ROLLED_END
 
 
+def rolled_up_to_nothing(wh: Warehouse, start: datetime, end: datetime) -> None:
+    """`[start, end)`'s hourly roll-up replaced by no rows, as a load writes it (the days' rows
+    of the daily roll-up and every day fingerprint follow: rule 2 of
+    `warehouse.sample_fingerprints`)."""
+    empty = pl.DataFrame(schema=polars_schema(CARD_HOURS_HOURLY))
+    wh.load(LoadBatch({CARD_HOURS_HOURLY.name: empty}, window=Window(start, end)))
+
+
 def test_consecutive_changed_days_are_one_run(published: Path) -> None:
     """Two changed days next to each other are rewritten together (one delete, one insert)
     and counted as two; the store's rows are the warehouse's after."""
@@ -185,22 +195,27 @@ def test_consecutive_changed_days_are_one_run(published: Path) -> None:
         (date(2026, 10, 30), date(2026, 11, 1)), (date(2026, 11, 2), date(2026, 11, 3))]
     with Warehouse.open(published) as wh:
         publish(wh, margin=margin)
-        wh.execute("DELETE FROM card_hours_hourly WHERE ts >= '2026-10-31 23:00+00' AND ts < '2026-11-01 01:00+00'")
+        rolled_up_to_nothing(wh, datetime(2026, 10, 31, 23, tzinfo=UTC), datetime(2026, 11, 1, 1, tzinfo=UTC))
         stats = publish(wh, margin=margin)
-        left = wh.scalar("SELECT count(*) FROM card_hours_hourly")
-    assert stats.rewritten_parts == 2  # October 31 and November 1 of card_hours_hourly
+        left = {t: wh.query(f"SELECT * FROM {t} ORDER BY ALL") for t in ("card_hours_hourly", "card_hours_daily")}
+    assert stats.rewritten_parts == 4  # October 31 and November 1 of both roll-ups
     with open_serving(published) as serving:
-        assert serving.scalar("SELECT count(*) FROM card_hours_hourly") == left
+        for table, rows in left.items():
+            assert_frame_equal(serving.query(f"SELECT * FROM {table} ORDER BY ALL"), rows)
 
 
 def test_a_pair_of_equal_rows_replaced_by_another_pair_is_rewritten(published: Path) -> None:
     margin = SamplingRules.of(SETTINGS).margin
     row = "('2026-10-31 20:00+00', 'cq-pair', 'default', 'nvidia.com/gpu', {usage}, {usage}, 0, 0)"
+    # a load keeps one row per key; by hand, then the day fingerprints rebuilt as a writer
+    # outside the loads must (rule 2 of `warehouse.sample_fingerprints`)
     with Warehouse.open(published) as wh:
         wh.execute(f"INSERT INTO queue_samples VALUES {row.format(usage=1)}, {row.format(usage=1)}")
+        rebuild(wh.con, BY_SOURCE[QUEUE_SAMPLES.name])
         publish(wh, margin=margin)
         wh.execute("DELETE FROM queue_samples WHERE cluster_queue = 'cq-pair'")
         wh.execute(f"INSERT INTO queue_samples VALUES {row.format(usage=2)}, {row.format(usage=2)}")
+        rebuild(wh.con, BY_SOURCE[QUEUE_SAMPLES.name])
         stats = publish(wh, margin=margin)
     assert stats.rewritten_parts == 1  # October 31 of queue_samples
     with open_serving(published) as serving:
@@ -259,7 +274,12 @@ def test_a_store_of_month_parts_is_copied_whole_once(published: Path) -> None:
 
 KILLED = """
 import os, sys
+from datetime import UTC, datetime
+import polars as pl
 from gpuledger.core.config import Settings
+from gpuledger.core.frames import CARD_HOURS_HOURLY, polars_schema
+from gpuledger.core.window import Window
+from gpuledger.warehouse import LoadBatch
 from gpuledger.dashboards import serving_results
 from gpuledger.warehouse import Warehouse
 from gpuledger.warehouse import serving_store
@@ -271,8 +291,10 @@ def stall(*args, **kwargs):
     sys.stdin.readline()  # killed here, with the temporary file half written
     return out
 serving_store.update_partitioned = stall
-with Warehouse.open(sys.argv[1]) as wh:
-    wh.execute("DELETE FROM card_hours_hourly WHERE ts >= '2026-11-01'")
+with Warehouse.open(sys.argv[1]) as wh:  # November 1 rolled up to nothing, by a load
+    empty = pl.DataFrame(schema=polars_schema(CARD_HOURS_HOURLY))
+    day = Window(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
+    wh.load(LoadBatch({CARD_HOURS_HOURLY.name: empty}, window=day))
     serving_results.publish_serving(wh, Settings())
 """
 
@@ -295,7 +317,7 @@ def test_a_kill_mid_publish_leaves_the_previous_store(published: Path) -> None:
         assert serving.scalar("SELECT count(*) FROM card_hours_hourly WHERE ts >= '2026-11-01'") > 0
     with Warehouse.open(published) as wh:  # the next publish replaces the leftover
         stats = serving_results.publish_serving(wh, SETTINGS)
-    assert stats.rewritten_parts == 1  # November 1's card_hours_hourly, deleted by the killed writer
+    assert stats.rewritten_parts == 2  # November 1 of both roll-ups, emptied by the killed writer
     with open_serving(published) as serving:
         assert serving.scalar("SELECT count(*) FROM card_hours_hourly WHERE ts >= '2026-11-01'") == 0
     assert not list(published.parent.glob(".*.tmp"))

@@ -101,9 +101,11 @@ def test_all_steps_on_an_empty_file_equal_the_declared_schema(tmp_path: Path):
         assert migrated[part] == declared[part], part
     tables = {name for name, _ in migrated["tables"]}
     # gpu_samples is a view over a series dimension and its values since v8; the samples'
-    # fingerprints per day since v18.
+    # fingerprints per day since v18, the roll-ups', allocations' and queue samples' since v19.
     assert tables == {*TABLES, schema.MARKER_TABLE, "gpu_series", "gpu_sample_values",
-                      "gpu_sample_fingerprints", "token_sample_fingerprints"} - {"gpu_samples"}
+                      "gpu_sample_fingerprints", "token_sample_fingerprints",
+                      *(f"{t}_fingerprints" for t in ("card_hours_hourly", "card_hours_daily", "allocations",
+                                                     "queue_samples"))} - {"gpu_samples"}
     assert migrated["views"] == declared["views"] == [("gpu_samples",)]
     assert [i[0] for i in migrated["indexes"]] == []  # v3 dropped gpu_samples_ts (zone maps)
     assert [s[0] for s in migrated["sequences"]] == ["audit_seq"]

@@ -12,7 +12,9 @@ taken from it), so neither the module's SQL nor its column lists are reused:
 - the day stamps read from them equal the stamps computed from the rows, and move only for
   the day a load changed (a token sample in a day's last 10 minutes moves the next day's too:
   its rate reads them);
-- every stored column is hashed (a column added later must be named, rule 3).
+- every stored column is hashed (a column added later must be named, rule 3);
+- queue sample loads keep their day fingerprints the same way (v19; the roll-ups' are checked
+  through their own loads in tests/analytics/test_daily_rollup.py).
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ import duckdb
 import polars as pl
 import pytest
 
-from gpuledger.core.frames import TOKEN_SAMPLES
+from gpuledger.core.frames import QUEUE_SAMPLES, TOKEN_SAMPLES, polars_schema
 from gpuledger.core.window import Window
 from gpuledger.warehouse import LoadBatch, Warehouse, store
 from gpuledger.warehouse.queries.advice import per_minute_inputs_stamps
-from gpuledger.warehouse.sample_fingerprints import SAMPLES, TOKENS, Fingerprinted
+from gpuledger.warehouse.sample_fingerprints import ALL, BY_SOURCE, SAMPLES, TOKENS, Fingerprinted
 from tests.foundation.test_sample_layout import LABELS, _v7_file, frame
 
 T0 = datetime(2026, 11, 1, 22, tzinfo=UTC)
@@ -121,10 +123,37 @@ def test_every_token_load_keeps_the_day_fingerprints_of_the_stored_rows(tmp_path
         assert kept(wh, TOKENS)[date(2026, 11, 2),] != before[date(2026, 11, 2),]
 
 
+def queue_rows(minutes: int, start: datetime, usage: float = 1.0) -> pl.DataFrame:
+    """Kueue's samples of two ClusterQueues, one row each per minute."""
+    rows = [(start + timedelta(minutes=m), cq, "default", "nvidia.com/gpu", 8.0, usage, 0.0, None)
+            for m in range(minutes) for cq in ("cq-a", "cq-b")]
+    return pl.DataFrame(rows, schema=polars_schema(QUEUE_SAMPLES), orient="row")
+
+
+def test_every_queue_load_keeps_the_day_fingerprints_of_the_stored_rows(tmp_path: Path) -> None:
+    """The queue samples, one of the tables the serving store keeps per day (v19, 0289); the
+    roll-ups' are held to theirs through the roll-up's own loads in tests/analytics/test_daily_rollup.py."""
+    kind = BY_SOURCE[QUEUE_SAMPLES.name]
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        load(wh, queue_rows(180, T0), T0, T0 + timedelta(hours=3), QUEUE_SAMPLES.name)
+        assert set(kept(wh, kind)) == {(date(2026, 11, 1),), (date(2026, 11, 2),)}
+        assert kept(wh, kind) == expected(wh, kind)
+        before = kept(wh, kind)
+        load(wh, queue_rows(180, T0), T0, T0 + timedelta(hours=3), QUEUE_SAMPLES.name)
+        assert kept(wh, kind) == before
+        later = T0 + timedelta(hours=2)
+        load(wh, queue_rows(30, later, usage=3.0), later, later + timedelta(hours=1), QUEUE_SAMPLES.name)
+        assert kept(wh, kind) == expected(wh, kind)
+        assert kept(wh, kind)[date(2026, 11, 1),] == before[date(2026, 11, 1),]
+        assert kept(wh, kind)[date(2026, 11, 2),] != before[date(2026, 11, 2),]
+        load(wh, queue_rows(0, T0), T0, T0 + timedelta(hours=2), QUEUE_SAMPLES.name)  # the first day's gone
+        assert set(kept(wh, kind)) == {(date(2026, 11, 2),)} and kept(wh, kind) == expected(wh, kind)
+
+
 def test_every_stored_column_is_hashed(tmp_path: Path) -> None:
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
-        for kind in (SAMPLES, TOKENS):
-            assert list(kind.columns) == stored_columns(wh, kind.source)
+        for kind in ALL:
+            assert list(kind.columns) == stored_columns(wh, kind.source), kind.source
 
 
 def test_a_failed_load_leaves_them_as_they_were(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -60,6 +60,8 @@ STEPS: tuple[Step, ...] = (
          "v017_plan_twin_effect.sql"),
     Step(18, "the GPU and token samples' fingerprints per UTC day, kept by every write",
          "v018_sample_fingerprints.sql"),
+    Step(19, "the day fingerprints of the roll-ups, allocations and queue samples, kept by every write",
+         "v019_rollup_fingerprints.sql"),
 )
 """Every version in order, oldest first; append only."""
 
