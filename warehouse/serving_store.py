@@ -13,18 +13,17 @@ beside the warehouse, and the dashboard opens that file read-only, in place, wit
    (MIG holders "now"). The MIG samples of each month's last hour stay too: the Fleet page's
    MIG map of a past month shows who held each instance at its end. `token_samples` keeps its
    newest hour (freshness); the fingerprints (`warehouse.sample_fingerprints`) describe the
-   warehouse's rows, not the store's tail, and are not copied. Results of the
-   analyses that need the raw samples of a whole month (recommendations, token costs, advice
-   kinds) are written by the publisher's caller into
-   `serving_results` (`put_result`, `warehouse.serving_results_table`), computed on the
-   warehouse, each with the rules it was computed under (docs/decisions/0150).
+   warehouse's rows, not the store's tail, and are not copied. Results of the analyses that
+   need the raw samples of a whole month (recommendations, token costs, advice kinds) are
+   written by the publisher's caller into `serving_results` (`put_result`,
+   `warehouse.serving_results_table`), computed on the warehouse, each with the rules it was
+   computed under (docs/decisions/0150).
 2. Growth: the big, append-mostly tables (`PARTITIONED`) are kept per UTC day with a
    fingerprint each (row count and the sum of row hashes, as their writers keep them: 0289);
    a publish rewrites only the days whose fingerprint changed (a `collect --follow` minute or
    an hourly refresh: the running day only, not its month; `warehouse.serving_day_parts`,
-   decision 0266). The other tables (pods,
-   series, preemptions) have one fingerprint each and are copied only when it changed
-   (`update_whole`, decision 0271).
+   decision 0266). The other tables (pods, series, preemptions) have one fingerprint each and
+   are copied only when it changed (`update_whole`, decision 0271).
 3. Crash safety: a publish copies the current file to a temporary name, updates the copy, and
    renames it over the published one (atomic on one file system; open readers keep the old
    inode). A kill leaves the previous file intact; the next publish replaces the leftover.
