@@ -21,17 +21,16 @@ from datetime import UTC, date, datetime, timedelta
 
 import duckdb
 
-from gpuledger.warehouse.sample_fingerprints import BY_SOURCE
-from gpuledger.warehouse.utc_sql import DAY_US, utc_unit_number
+from gpuledger.warehouse.sample_fingerprints import BY_SOURCE, Fingerprinted
 
 PARTITIONED: dict[str, str] = {"card_hours_hourly": "ts", "card_hours_daily": "ts", "allocations": "ts",
                                "queue_samples": "ts"}
-"""Tables kept per UTC day (their time column): the ones that grow with the fleet's history."""
+"""Tables kept per UTC day (their time column, `ts` in each: the day their fingerprints take,
+`day_fingerprints`): the ones that grow with the fleet's history."""
 PARTS_TABLE = "serving_day_parts"
 """Each partitioned table's days in the store and their fingerprints. A store published with the
 month parts before (`serving_parts`) loses that table as a stale one and copies each partitioned
 table whole once."""
-EPOCH_DAY = date(1970, 1, 1)
 WHOLE = date(1, 1, 1)
 """The `day` under which a table kept whole (`update_whole`) has its one fingerprint."""
 
@@ -58,7 +57,7 @@ def update_partitioned(
     changed, or without day fingerprints yet is copied whole in one statement."""
     columns = columns_of(con, catalog, table)
     src = f'"{catalog}".main."{table}"'
-    now = day_fingerprints(con, catalog, table, col, [n for n, _ in columns])
+    now = day_fingerprints(con, catalog, table, [n for n, _ in columns])
     parts = f"{srv}.{PARTS_TABLE}"
     stored = dict(con.execute(f"SELECT day, fingerprint FROM {parts} WHERE tbl = ?", [table]).fetchall())
     if not stored or columns_of(con, srv, table) != columns:  # new, or its schema or parts changed
@@ -76,28 +75,22 @@ def update_partitioned(
     return len(changed), len(now) - len([d for d in changed if d in now])
 
 
-def day_fingerprints(con: duckdb.DuckDBPyConnection, catalog: str, table: str, col: str,
+def day_fingerprints(con: duckdb.DuckDBPyConnection, catalog: str, table: str,
                      columns: list[str]) -> dict[date, str]:
-    """`table`'s fingerprint per UTC day of `col` ("rows:sum of row hashes" of its `columns`):
-    read from the ones its writers keep (v019, `warehouse.sample_fingerprints`, decision 0289)
-    where the catalog has them, by the same day of `ts`, hashing these very columns; else
-    computed from every row (a catalog not migrated yet: for the four tables of a 10,000-GPU
+    """`table`'s fingerprint per UTC day of `ts` ("rows:sum of row hashes" of its `columns`, the
+    rule of `warehouse.sample_fingerprints.Fingerprinted`): read from the ones its writers keep
+    (v019, decision 0289) where the catalog has them for these very columns; else computed from
+    every row by the same rule (a catalog not migrated yet: for the four tables of a 10,000-GPU
     month 0.57 s quietly, 2-4 s inside a refresh, and every month the warehouse holds is hashed
-    again each publish). Both give the same strings."""
+    again each publish)."""
     kind = BY_SOURCE.get(table)
-    if (kind is not None and col == "ts" and kind.columns == tuple(columns)
-            and columns_of(con, catalog, kind.table)):
-        kept = f'"{catalog}".main."{kind.table}"'
-        return {day: f"{n}:{h}" for day, n, h in
-                con.execute(f"SELECT day, sample_rows, row_hashes FROM {kept}").fetchall()}
-    names = ", ".join(f'"{n}"' for n in columns)
-    return {
-        EPOCH_DAY + timedelta(days=int(d)): f"{n}:{h}"
-        for d, n, h in con.execute(  # the day by integer division: no time zone per row
-            f'SELECT {utc_unit_number(col, DAY_US)} AS d, count(*), sum(hash({names})) '
-            f'FROM "{catalog}".main."{table}" GROUP BY d'
-        ).fetchall()
-    }
+    if kind is not None and kind.columns == tuple(columns) and columns_of(con, catalog, kind.table):
+        sql = f'SELECT day, sample_rows, row_hashes FROM "{catalog}".main."{kind.table}"'
+    else:
+        rows = Fingerprinted(f'"{catalog}".main."{table}"', f"{table}_fingerprints",
+                             tuple(f'"{c}"' for c in columns))
+        sql = rows.of()
+    return {day: f"{n}:{h}" for day, n, h in con.execute(sql).fetchall()}
 
 
 def update_whole(con: duckdb.DuckDBPyConnection, catalog: str, table: str, srv: str) -> bool:
